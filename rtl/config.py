@@ -57,6 +57,16 @@ class ArchConfig:
         Pipeline depth of the FP multiplier and adder in cycles.
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
+    ucode_depth : int
+        Sequencer microcode memory entries (power of two, 16..65536).
+    n_loops : int
+        Zero-overhead hardware loop levels of the sequencer (3..8).
+    n_agus : int
+        Sequencer address generators (1..7), each affine in the loop indices.
+    loop_bits : int
+        Width of loop trip counts and AGU base/stride immediates (8..24).
+    counter_bits : int
+        Width of the core's performance counters (32..64).
     """
 
     fmt: FPFormat | str = "binary16"
@@ -68,6 +78,11 @@ class ArchConfig:
     mul_latency: int = 2
     add_latency: int = 3
     clock_mhz: float = 1000.0
+    ucode_depth: int = 1024
+    n_loops: int = 4
+    n_agus: int = 4
+    loop_bits: int = 16
+    counter_bits: int = 48
 
     def __post_init__(self):
         try:
@@ -89,6 +104,16 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
+        _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
+        if self.ucode_depth & (self.ucode_depth - 1):
+            raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
+        _check_int("n_loops", self.n_loops, 3, 8)
+        _check_int("n_agus", self.n_agus, 1, 7)
+        _check_int("loop_bits", self.loop_bits, 8, 24)
+        if self.loop_bits < self.addr_bits:
+            raise ConfigError(f"ArchConfig.loop_bits must be >= addr_bits ({self.addr_bits}) so AGU "
+                              f"immediates span an SRAM bank, got {self.loop_bits}")
+        _check_int("counter_bits", self.counter_bits, 32, 64)
         if not isinstance(self.clock_mhz, (int, float)) or not 1 <= self.clock_mhz <= 10000:
             raise ConfigError(f"ArchConfig.clock_mhz must be a number in 1..10000, got {self.clock_mhz!r}")
 
@@ -120,6 +145,15 @@ class ArchConfig:
         independent accumulators.
         """
         return self.add_latency + 1
+
+    @property
+    def pc_bits(self) -> int:
+        return self.ucode_depth.bit_length() - 1
+
+    @property
+    def host_width(self) -> int:
+        """AXI4-Stream ``tdata`` width of the core's host ports: one lane per bus, >= 32."""
+        return max(32, self.nr * self.fmt.width)
 
     @property
     def pe_sram_bytes(self) -> int:
