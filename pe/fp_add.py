@@ -1,0 +1,125 @@
+"""Pipelined IEEE-754 adder (round to nearest even, subnormals, canonical NaN).
+
+Pipeline (``docs/fp_datapath.md`` has the details); each ``|`` is a register, ``[n]``
+marks a register that exists only for ``latency >= n``:
+
+    unpack, magnitude compare, swap, exponent difference  [5]  align the smaller
+    significand (guard, round, sticky)  |  add / subtract  [6]  leading-zero count  |
+    normalize shift  [4]  round to nearest even + pack + special-case mux  |
+    (extra delay registers) -> o
+
+One datapath serves all cases: with three extra bits below the significand (guard,
+round and a sticky bit ORed into the LSB) the result is correctly rounded both when the
+alignment shift is <= 1 (exact, any cancellation) and when it is >= 2 (at most one bit
+of normalization, the sticky bit cannot move a value across a rounding boundary).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from pe.fp_common import check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage, unpack
+from pe.fpformat import FPFormat, get_format
+from rtl.config import MIN_ADD_LATENCY
+
+__all__ = ["FPAdd"]
+
+GRS = 3   # guard, round, sticky bits below the significand
+
+
+class FPAdd(wiring.Component):
+    """Floating-point adder ``o = a + b``, free-running pipeline.
+
+    Parameters
+    ----------
+    fmt : FPFormat or str
+        Number format (any ``FPFormat``; binary16, bfloat16, binary32 are the tested ones).
+    latency : int
+        Pipeline depth, ``>= rtl.config.MIN_ADD_LATENCY`` (3); extra stages split
+        normalize/round first, then swap/align, then add/leading-zero count, then add
+        plain delay registers at the output.
+
+    Ports
+    -----
+    a, b : In(fmt.width)
+        Operands, sampled at every clock edge of the ``sync`` domain (one op per cycle,
+        no enable or valid).
+    o : Out(fmt.width)
+        Result of the operands sampled ``latency`` cycles earlier: ``o`` during cycle
+        ``t + latency`` is ``a + b`` of cycle ``t``. Read combinationally from the last
+        pipeline register. Rounding to nearest even, subnormals in and out,
+        ``(+0) + (-0) = +0``, ``(-0) + (-0) = -0``, ``x + (-x) = +0``, ``inf - inf`` and
+        every NaN result is ``fmt.qnan``.
+    """
+
+    def __init__(self, fmt: FPFormat | str, latency: int = MIN_ADD_LATENCY):
+        self.fmt = get_format(fmt) if not isinstance(fmt, FPFormat) else fmt
+        self.latency = check_latency(latency, MIN_ADD_LATENCY, "FPAdd")
+        super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width)})
+
+    def elaborate(self, platform):
+        m = Module()
+        fmt = self.fmt
+        E, F, P = fmt.exp_bits, fmt.frac_bits, fmt.precision
+        W = P + GRS + 1            # sum width: carry, hidden bit, fraction, guard, round, sticky
+        extra = self.latency - MIN_ADD_LATENCY
+        split_round = extra >= 1   # register between normalize shift and round
+        split_align = extra >= 2   # register between swap and alignment shift
+        split_lzc = extra >= 3     # register between add and leading-zero count
+        n_delay = max(0, extra - 3)
+
+        # ---- stage 1: unpack, compare magnitudes, swap, align ---------------------------------
+        ua = unpack(fmt, self.a)
+        ub = unpack(fmt, self.b)
+        a_big = ua.mag >= ub.mag   # finite magnitudes order like their bit patterns
+        big_sig = Mux(a_big, ua.sig, ub.sig)
+        small_sig = Mux(a_big, ub.sig, ua.sig)
+        big_xe = Mux(a_big, ua.xe, ub.xe)
+        small_xe = Mux(a_big, ub.xe, ua.xe)
+        s0 = stage(
+            m, split_align, "a0",
+            big_sig=big_sig, small_sig=small_sig, big_xe=big_xe,
+            diff=(big_xe - small_xe)[:E],          # >= 0: |big| >= |small|
+            sign=Mux(a_big, ua.sign, ub.sign),
+            sub=ua.sign ^ ub.sign,
+            nan=ua.nan | ub.nan | (ua.inf & ub.inf & (ua.sign ^ ub.sign)),
+            inf=ua.inf | ub.inf,
+            inf_sign=Mux(ua.inf, ua.sign, ub.sign),
+            zero_sign=ua.sign & ub.sign,           # sign of an exact zero sum (RNE)
+        )
+        # alignment: shifts >= P + GRS leave only the sticky bit
+        aligned, sticky = shift_right_sticky(Cat(Const(0, GRS), s0.small_sig), s0.diff, P + GRS)
+        r1 = stage(m, True, "a1", big_sig=s0.big_sig, small=aligned | sticky, big_xe=s0.big_xe,
+                   sign=s0.sign, sub=s0.sub, nan=s0.nan, inf=s0.inf, inf_sign=s0.inf_sign,
+                   zero_sign=s0.zero_sign)
+
+        # ---- stage 2: add / subtract, leading-zero count ------------------------------------------
+        big = Cat(Const(0, GRS), r1.big_sig)
+        total = Mux(r1.sub, big - r1.small, big + r1.small)[:W]   # never negative: big >= small
+        r2a = stage(m, split_lzc, "a2", total=total, big_xe=r1.big_xe, sign=r1.sign,
+                    nan=r1.nan, inf=r1.inf, inf_sign=r1.inf_sign, zero_sign=r1.zero_sign)
+        r2 = stage(m, True, "a3", total=r2a.total, lz=lzc(r2a.total), is_zero=~r2a.total.any(),
+                   big_xe=r2a.big_xe, sign=r2a.sign, nan=r2a.nan, inf=r2a.inf,
+                   inf_sign=r2a.inf_sign, zero_sign=r2a.zero_sign)
+
+        # ---- stage 3: normalize ----------------------------------------------------------------------
+        # The sum's MSB position W-1 stands for biased exponent big_xe + 1. Shift left by
+        # lz, but not below exponent 1 (subnormal result); no bit is lost.
+        sh = Mux(r2.lz <= r2.big_xe, r2.lz, r2.big_xe[:len(r2.lz)])
+        shifted = (r2.total << sh)[:W]
+        base = (r2.big_xe - sh)[:E]               # biased exponent - 1, >= 0
+        r3 = stage(m, split_round, "a4", shifted=shifted, base=base, is_zero=r2.is_zero,
+                   sign=r2.sign, nan=r2.nan, inf=r2.inf, inf_sign=r2.inf_sign, zero_sign=r2.zero_sign)
+
+        # ---- stage 3b: round, pack, special cases ------------------------------------------------
+        mant = r3.shifted[GRS + 1:]               # P bits, hidden bit on top
+        rnd = r3.shifted[GRS]
+        sticky = r3.shifted[:GRS].any()
+        mag, overflow = round_pack(fmt, r3.base, mant, rnd, sticky)
+        res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.inf_sign, zero=r3.is_zero,
+                            zero_sign=r3.zero_sign, overflow=overflow, sign=r3.sign, mag=mag)
+        out = stage(m, True, "a5", res=res).res
+        m.d.comb += self.o.eq(delay(m, out, n_delay, "a_dly"))
+        return m
