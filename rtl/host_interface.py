@@ -1,0 +1,215 @@
+"""The core's host interface: AXI4-Stream command protocol, microcode loading, run
+control, counter readout and the output FIFO.
+
+Protocol (``docs/core.md``, "Host interface"): in command mode each input beat is a
+header: ``tdata[3:0]`` command, ``tdata[19:4]`` ``arg0``, ``tdata[31:20]`` ``arg1``.
+``LOAD`` (1), ``RUN`` (2), ``COUNTERS`` (3), ``CLEAR`` (4); anything else answers an
+error beat.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Signal
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["HostInterface", "Cmd", "OUT_FIFO_DEPTH"]
+
+OUT_FIFO_DEPTH = 8
+
+
+class Cmd:
+    LOAD = 1
+    RUN = 2
+    COUNTERS = 3
+    CLEAR = 4
+    ERROR = 15
+
+
+class HostInterface(wiring.Component):
+    """AXI4-Stream host side of a core.
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+    instr_bits : int
+        Microcode word width.
+    n_counters : int
+        Number of performance counters (read out in index order).
+    drain_cycles : int
+        Cycles to wait after the HALT instruction issued before the done beat, so that
+        every operation in flight has completed.
+
+    Ports
+    -----
+    s_axis_tdata/tvalid/tready/tlast, m_axis_tdata/tvalid/tready/tlast
+        The two streams (``tdata`` is ``cfg.host_width`` bits).
+    load_addr, load_data, load_en : Out
+        Microcode write port (one word per cycle at most).
+    start : Out(1), start_pc : Out(pc_bits)
+        Pulse that starts the sequencer.
+    halted : In(1), halt_pc : In(pc_bits)
+        The sequencer issued its HALT instruction (at ``halt_pc``) this cycle.
+    running : Out(1)
+        RUN state, from the cycle after the RUN header to the done beat (counters count).
+    hin_valid : Out(1), hin_data : Out(host_width), hin_take : In(1)
+        During RUN, the input stream as seen by ``hin`` instructions: the core sets
+        ``hin_take`` in the cycle it consumes the beat (only while ``hin_valid``).
+    push_en : In(1), push_data : In(host_width), push_last : In(1)
+        During RUN, ``hout`` pushes into the output FIFO (the core guarantees room).
+    out_level : Out(range(OUT_FIFO_DEPTH + 1))
+        Output FIFO occupancy, for the core's room check.
+    host_in_beat, host_out_beat : Out(1)
+        A RUN data beat was consumed / pushed this cycle (counter events).
+    cnt_sel : Out, cnt_value : In(counter_bits), cnt_clear : Out(1)
+        Counter readout and clear.
+    """
+
+    def __init__(self, cfg, instr_bits: int, n_counters: int, drain_cycles: int):
+        self.cfg = cfg
+        self.instr_bits = instr_bits
+        self.n_counters = n_counters
+        self.drain_cycles = drain_cycles
+        hw = cfg.host_width
+        self.beats_per_word = -(-instr_bits // hw)
+        self.beats_per_counter = -(-64 // hw)
+        super().__init__({
+            "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
+            "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
+            "load_addr": Out(cfg.pc_bits), "load_data": Out(instr_bits), "load_en": Out(1),
+            "start": Out(1), "start_pc": Out(cfg.pc_bits), "halted": In(1), "halt_pc": In(cfg.pc_bits),
+            "running": Out(1),
+            "hin_valid": Out(1), "hin_data": Out(hw), "hin_take": In(1),
+            "push_en": In(1), "push_data": In(hw), "push_last": In(1),
+            "out_level": Out(range(OUT_FIFO_DEPTH + 1)),
+            "host_in_beat": Out(1), "host_out_beat": Out(1),
+            "cnt_sel": Out(range(max(2, n_counters))), "cnt_value": In(cfg.counter_bits), "cnt_clear": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        hw = cfg.host_width
+        m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(width=hw + 1, depth=OUT_FIFO_DEPTH)
+        m.d.comb += [
+            self.m_axis_tdata.eq(ofifo.r_data[:hw]),
+            self.m_axis_tlast.eq(ofifo.r_data[hw]),
+            self.m_axis_tvalid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.m_axis_tready),
+            self.out_level.eq(ofifo.level),
+        ]
+        # one writer of the FIFO per state; defaults: none
+        w_data = Signal(hw)
+        w_last = Signal()
+        w_en = Signal()
+        m.d.comb += [ofifo.w_data.eq(Cat(w_data, w_last)), ofifo.w_en.eq(w_en)]
+
+        hdr = self.s_axis_tdata
+        cmd = hdr[0:4]
+        arg0 = hdr[4:20]
+        arg1 = hdr[20:32]
+
+        addr = Signal(cfg.pc_bits)
+        remaining = Signal(13)          # words left to load (1..4096)
+        chunk = Signal(range(max(2, self.beats_per_word)))
+        word = Signal(self.beats_per_word * hw)
+        drain = Signal(range(self.drain_cycles + 2))
+        cidx = Signal(range(max(2, self.n_counters)))
+        cpart = Signal(range(max(2, self.beats_per_counter)))
+        bad_cmd = Signal(4)
+        last_pc = Signal(cfg.pc_bits)
+
+        m.d.comb += [self.cnt_sel.eq(cidx), self.load_addr.eq(addr), self.load_data.eq(word[:self.instr_bits])]
+
+        with m.FSM(name="host"):
+            with m.State("IDLE"):
+                m.d.comb += self.s_axis_tready.eq(1)
+                with m.If(self.s_axis_tvalid):
+                    with m.Switch(cmd):
+                        with m.Case(Cmd.LOAD):
+                            m.d.sync += [addr.eq(arg0), remaining.eq(Cat(arg1, arg1 == 0)), chunk.eq(0)]
+                            m.next = "LOAD"
+                        with m.Case(Cmd.RUN):
+                            m.d.comb += [self.start.eq(1), self.start_pc.eq(arg0)]
+                            m.next = "RUN"
+                        with m.Case(Cmd.COUNTERS):
+                            m.d.sync += [cidx.eq(0), cpart.eq(0)]
+                            m.next = "COUNTERS"
+                        with m.Case(Cmd.CLEAR):
+                            m.d.comb += self.cnt_clear.eq(1)
+                        with m.Default():
+                            m.d.sync += bad_cmd.eq(cmd)
+                            m.next = "ERROR"
+            with m.State("LOAD"):
+                m.d.comb += self.s_axis_tready.eq(1)
+                with m.If(self.s_axis_tvalid):
+                    # shift chunks in least-significant first
+                    if self.beats_per_word == 1:
+                        m.d.comb += self.load_data.eq(self.s_axis_tdata[:self.instr_bits])
+                        complete = Const(1)
+                    else:
+                        full = Signal.like(word)
+                        m.d.comb += full.eq(Cat(word[hw:], self.s_axis_tdata))
+                        m.d.sync += word.eq(full)
+                        m.d.comb += self.load_data.eq(full[:self.instr_bits])
+                        complete = chunk == self.beats_per_word - 1
+                        m.d.sync += chunk.eq(chunk + 1)
+                    with m.If(complete):
+                        m.d.comb += self.load_en.eq(1)
+                        m.d.sync += [addr.eq(addr + 1), remaining.eq(remaining - 1), chunk.eq(0)]
+                        with m.If(remaining == 1):
+                            m.next = "IDLE"
+            with m.State("RUN"):
+                m.d.comb += [
+                    self.running.eq(1),
+                    self.hin_valid.eq(self.s_axis_tvalid),
+                    self.hin_data.eq(self.s_axis_tdata),
+                    self.s_axis_tready.eq(self.hin_take),
+                    self.host_in_beat.eq(self.hin_take & self.s_axis_tvalid),
+                    w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
+                    self.host_out_beat.eq(self.push_en),
+                ]
+                with m.If(self.halted):
+                    m.d.sync += [drain.eq(self.drain_cycles), last_pc.eq(self.halt_pc)]
+                    m.next = "DRAIN"
+            with m.State("DRAIN"):
+                # operations in flight complete; hout pushes of the last instructions land
+                m.d.comb += [
+                    self.running.eq(1),
+                    w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
+                    self.host_out_beat.eq(self.push_en),
+                ]
+                with m.If(drain == 0):
+                    m.next = "DONE"
+                with m.Else():
+                    m.d.sync += drain.eq(drain - 1)
+            with m.State("DONE"):
+                m.d.comb += [w_data.eq(Cat(Const(Cmd.RUN, 4), last_pc)), w_last.eq(1)]
+                with m.If(ofifo.w_rdy):
+                    m.d.comb += w_en.eq(1)
+                    m.next = "IDLE"
+            with m.State("COUNTERS"):
+                part = Signal(hw)
+                val64 = Signal(64)
+                m.d.comb += val64.eq(self.cnt_value)
+                if self.beats_per_counter == 1:
+                    m.d.comb += part.eq(val64)
+                    last_part = Const(1)
+                else:
+                    m.d.comb += part.eq(val64.word_select(cpart, hw))
+                    last_part = cpart == self.beats_per_counter - 1
+                m.d.comb += [w_data.eq(part), w_last.eq(last_part & (cidx == self.n_counters - 1))]
+                with m.If(ofifo.w_rdy):
+                    m.d.comb += w_en.eq(1)
+                    with m.If(last_part):
+                        m.d.sync += [cpart.eq(0), cidx.eq(cidx + 1)]
+                        with m.If(cidx == self.n_counters - 1):
+                            m.next = "IDLE"
+                    with m.Else():
+                        m.d.sync += cpart.eq(cpart + 1)
+            with m.State("ERROR"):
+                m.d.comb += [w_data.eq(Cat(Const(Cmd.ERROR, 4), bad_cmd)), w_last.eq(1)]
+                with m.If(ofifo.w_rdy):
+                    m.d.comb += w_en.eq(1)
+                    m.next = "IDLE"
+        return m

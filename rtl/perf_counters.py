@@ -1,0 +1,92 @@
+"""The core's performance counters (the power model's inputs).
+
+The order and meaning of the counters are specified in ``docs/core.md`` ("Performance
+counters"); :func:`counter_names` is the one definition every layer uses (RTL readout,
+core model, fast model, power model).
+"""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from pe.pe import EVENT_LAYOUT
+
+__all__ = ["PerfCounters", "counter_names", "SUMMED_EVENTS"]
+
+#: PE events summed over all PEs, in readout order
+SUMMED_EVENTS = ("mv", "mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr", "rf_rd", "rf_wr", "rf_conflict")
+
+
+def counter_names(cfg) -> list[str]:
+    """Counter names in readout order for an :class:`~rtl.config.ArchConfig`."""
+    nr = cfg.nr
+    names = ["cycles", "stall_cycles", "instructions"]
+    names += [f"fma[{p}]" for p in range(nr * nr)]
+    names += list(SUMMED_EVENTS)
+    names += [f"row_bus[{r}]" for r in range(nr)] + [f"col_bus[{c}]" for c in range(nr)]
+    names += ["host_in_beats", "host_out_beats"]
+    return names
+
+
+class PerfCounters(wiring.Component):
+    """Counter bank of one core.
+
+    Every counter is ``cfg.counter_bits`` wide, wraps modulo its width, and counts only
+    in cycles where ``count_en`` is high. Increments of a cycle are visible the next cycle.
+
+    Ports
+    -----
+    count_en : In(1)
+        The core is running (RUN command, HALT drain included).
+    stall : In(1), issue : In(1)
+        The sequencer stalled / issued an instruction this cycle.
+    pe_ev : In(EVENT_LAYOUT) per PE, as ``pe_ev{p}`` with ``p = row * nr + col``
+        PE event strobes of this cycle.
+    row_busy, col_busy : In(nr)
+        Bus transfers this cycle (bit ``i`` = bus ``i``).
+    host_in, host_out : In(1)
+        A data beat was consumed from / pushed to the host this cycle.
+    clear : In(1)
+        Zero every counter (takes priority over counting).
+    sel : In(range(n)), value : Out(counter_bits)
+        Readout mux: ``value`` is counter ``sel`` (combinational).
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.names = counter_names(cfg)
+        nr = cfg.nr
+        members = {
+            "count_en": In(1), "stall": In(1), "issue": In(1),
+            "row_busy": In(nr), "col_busy": In(nr), "host_in": In(1), "host_out": In(1),
+            "clear": In(1), "sel": In(range(len(self.names))), "value": Out(cfg.counter_bits),
+        }
+        for p in range(nr * nr):
+            members[f"pe_ev{p}"] = In(EVENT_LAYOUT)
+        super().__init__(members)
+
+    def pe_events(self):
+        return [getattr(self, f"pe_ev{p}") for p in range(self.cfg.nr * self.cfg.nr)]
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        nr = cfg.nr
+        evs = self.pe_events()
+        incs: list = [1, self.stall, self.issue]
+        incs += [ev.fma for ev in evs]
+        for name in SUMMED_EVENTS:
+            incs.append(sum((getattr(ev, name) for ev in evs[1:]), start=getattr(evs[0], name)))
+        incs += [self.row_busy[r] for r in range(nr)] + [self.col_busy[c] for c in range(nr)]
+        incs += [self.host_in, self.host_out]
+        assert len(incs) == len(self.names)
+        regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]
+        for reg, inc in zip(regs, incs):
+            with m.If(self.clear):
+                m.d.sync += reg.eq(0)
+            with m.Elif(self.count_en):
+                m.d.sync += reg.eq(reg + inc)
+        m.d.comb += self.value.eq(Array(regs)[self.sel])
+        return m
