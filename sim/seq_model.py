@@ -1,0 +1,299 @@
+"""Executable reference model of the core's microprogrammed sequencer.
+
+:class:`SequencerModel` has exactly the semantics of :class:`rtl.sequencer.Sequencer`
+(specified in ``docs/core.md``, section "The sequencer"), minus timing: it turns a
+microcode image and a start pc into the stream of issued instructions, each with its
+micro-op as the PEs see it (the selected address generators' values added to the
+``ra``/``rb``/``wa``/``wb`` offsets, modulo ``2^addr_bits``).
+
+It is used by the RTL tests (cycle-by-cycle comparison of the issued stream), the core
+model and the fast simulator, so it works on integers: each microcode word is decoded
+once (cached per address) and the loop / AGU state is kept in plain lists, with the AGU
+values maintained incrementally.
+
+Usage::
+
+    m = SequencerModel(cfg)
+    m.load(program)                  # Instructions or integer words, at address 0
+    for issued in m.run(start_pc=0):
+        issued.pc, issued.uop        # uop: int word as broadcast to the PEs
+        issued.instr                 # decoded Instruction (lazily)
+
+Stepping interface (for a core model that interleaves host-stream stalls)::
+
+    m.start(pc); while m.running: m.head ...; m.step()
+"""
+
+from __future__ import annotations
+
+from sw.isa import AGU_FIELDS, Instruction, SeqOp, instr_layout, uop_offset_fields
+
+__all__ = ["SequencerModel", "Issued", "RunawayError"]
+
+
+class RunawayError(RuntimeError):
+    """A program did not reach ``HALT`` within the allowed number of instructions."""
+
+
+class Issued:
+    """One issued instruction.
+
+    Attributes
+    ----------
+    pc : int
+        Microcode address of the instruction.
+    uop : int
+        The micro-op word as broadcast to the PEs (AGU values added to the offsets).
+    word : int
+        The whole instruction word (``ctl`` unchanged, ``uop`` as broadcast).
+    op : int
+        The :class:`~sw.isa.SeqOp` of the instruction.
+    hin, hout, hlast : int
+        Host-stream fields of the instruction (:class:`~sw.isa.HostDir` codes).
+    """
+
+    __slots__ = ("pc", "uop", "word", "op", "hin", "hout", "hlast", "_cfg", "_instr")
+
+    def __init__(self, pc, uop, word, op, hin, hout, hlast, cfg):
+        self.pc, self.uop, self.word, self.op = pc, uop, word, op
+        self.hin, self.hout, self.hlast = hin, hout, hlast
+        self._cfg = cfg
+        self._instr = None
+
+    @property
+    def instr(self) -> Instruction:
+        """The issued word decoded as an :class:`~sw.isa.Instruction` (AGU offsets applied)."""
+        if self._instr is None:
+            self._instr = Instruction.decode(self.word, self._cfg)
+        return self._instr
+
+    def __eq__(self, other):
+        return isinstance(other, Issued) and (self.pc, self.word) == (other.pc, other.word)
+
+    def __hash__(self):
+        return hash((self.pc, self.word))
+
+    def __repr__(self):
+        return f"Issued(pc={self.pc}, {self.instr!r})"
+
+
+class _Decoded:
+    """A microcode word split into the fields the sequencer uses (decoded once)."""
+
+    __slots__ = ("op", "lvl", "agu", "target", "imm", "hin", "hout", "hlast", "sels", "uop", "ctl")
+
+
+class SequencerModel:
+    """Reference model of :class:`rtl.sequencer.Sequencer`.
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+        Supplies ``ucode_depth``, ``n_loops``, ``n_agus``, ``loop_bits``, ``addr_bits``.
+
+    Notes
+    -----
+    Semantics (``docs/core.md``): for the instruction at ``pc``, with every read seeing
+    the state before it,
+
+    1. AGU ``a`` has the value ``base[a] + sum_l off[a][l]`` (mod ``2^addr_bits``); a
+       selector ``ag_x = k`` (1..n_agus) adds AGU ``k-1`` to the micro-op's ``x.off``.
+    2. ``JUMP``: next pc = target. ``HALT``: stop. Otherwise the armed levels ending at
+       ``pc`` are scanned from level ``n_loops-1`` down: ``cnt > 1`` decrements, advances
+       the level's AGU offsets by their strides and branches to the level's start (stop
+       scanning); otherwise the level re-arms (``cnt = trip``, offsets 0) and the scan
+       goes on. No branch: next pc = ``pc + 1`` (mod ``ucode_depth``).
+    3. ``LOOP`` arms level ``lvl`` (start ``pc+1``, end ``target``, ``cnt = trip = imm``,
+       offsets of the level 0) after step 2; ``AGU_BASE`` / ``AGU_STRIDE`` set
+       ``base[agu]`` / ``stride[agu][lvl]`` to ``imm`` (mod ``2^addr_bits``).
+
+    Out-of-range ``lvl`` / ``agu`` values (``>= n_loops`` / ``>= n_agus``) make ``LOOP`` /
+    ``AGU_*`` change nothing, selectors ``> n_agus`` add 0, op codes 6 and 7 act as
+    ``NEXT``. :meth:`start` resets all loop and AGU state (as the RTL's ``start`` does).
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.depth = cfg.ucode_depth
+        self.n_loops = cfg.n_loops
+        self.n_agus = cfg.n_agus
+        self.amask = (1 << cfg.addr_bits) - 1
+        lay = instr_layout(cfg)
+        self._ctl = {n: (f.offset, (1 << f.width) - 1) for n, f in lay["ctl"].shape}
+        self._uop_shift = lay["uop"].offset
+        self._uop_mask = (1 << lay["uop"].shape.size) - 1
+        self._ctl_mask = (1 << self._uop_shift) - 1
+        offs = uop_offset_fields(cfg)
+        self._off_fields = [offs[f"{f}_off"][0] for f in AGU_FIELDS]
+        self.mem = [0] * self.depth
+        self._dec: list[_Decoded | None] = [None] * self.depth
+        self.running = False
+        self.pc = 0
+        self._reset_state()
+
+    # -- microcode memory ---------------------------------------------------------------
+    def load(self, program, addr: int = 0) -> None:
+        """Write ``program`` (Instructions or integer words) into microcode from ``addr``."""
+        words = [w.encode(self.cfg) if isinstance(w, Instruction) else int(w) for w in program]
+        if addr < 0 or addr + len(words) > self.depth:
+            raise ValueError(f"program of {len(words)} words at address {addr} does not fit in "
+                             f"ucode_depth={self.depth}")
+        top = 1 << instr_layout(self.cfg).size
+        for i, w in enumerate(words):
+            if not 0 <= w < top:
+                raise ValueError(f"microcode word {i} ({w:#x}) does not fit in {top.bit_length() - 1} bits")
+            self.mem[addr + i] = w
+            self._dec[addr + i] = None
+
+    def _decode(self, pc: int) -> _Decoded:
+        d = self._dec[pc]
+        if d is None:
+            w = self.mem[pc]
+            c = self._ctl
+            d = _Decoded()
+
+            def f(name):
+                off, mask = c[name]
+                return (w >> off) & mask
+
+            d.op, d.lvl, d.agu, d.target, d.imm = f("op"), f("lvl"), f("agu"), f("target"), f("imm")
+            d.hin, d.hout, d.hlast = f("hin"), f("hout"), f("hlast")
+            sels = tuple((off, f(f"ag_{fld}")) for fld, off in zip(AGU_FIELDS, self._off_fields))
+            d.sels = tuple((off, s - 1) for off, s in sels if 1 <= s <= self.n_agus)
+            d.uop = (w >> self._uop_shift) & self._uop_mask
+            d.ctl = w & self._ctl_mask
+            self._dec[pc] = d
+        return d
+
+    # -- state ----------------------------------------------------------------------------
+    def _reset_state(self):
+        nl, na = self.n_loops, self.n_agus
+        self.lstart = [0] * nl
+        self.lend = [0] * nl
+        self.trip = [0] * nl
+        self.cnt = [0] * nl
+        self.armed = [False] * nl
+        self.base = [0] * na
+        self.stride = [[0] * nl for _ in range(na)]
+        self.off = [[0] * nl for _ in range(na)]
+        self.agu = [0] * na          # base + sum(off), maintained incrementally
+        self._ends: dict[int, list[int]] = {}  # end pc -> armed levels ending there, high first
+
+    def _reindex_ends(self):
+        ends: dict[int, list[int]] = {}
+        for lv in range(self.n_loops - 1, -1, -1):
+            if self.armed[lv]:
+                ends.setdefault(self.lend[lv], []).append(lv)
+        self._ends = ends
+
+    def agu_values(self) -> list[int]:
+        """Current AGU values ``base + sum_l off[l]`` (mod ``2^addr_bits``)."""
+        return list(self.agu)
+
+    def start(self, pc: int) -> None:
+        """Start running at ``pc`` with all loop and AGU state reset (RTL ``start`` pulse)."""
+        if not 0 <= pc < self.depth:
+            raise ValueError(f"start pc {pc} outside microcode (ucode_depth={self.depth})")
+        self._reset_state()
+        self.pc = pc
+        self.running = True
+
+    @property
+    def head(self) -> Instruction:
+        """The instruction that issues next (decoded, before AGU offsets)."""
+        return Instruction.decode(self.mem[self.pc], self.cfg)
+
+    @property
+    def head_needs(self) -> tuple[int, int]:
+        """``(hin, hout)`` of the instruction that issues next (the RTL ``need_*`` outputs)."""
+        d = self._decode(self.pc)
+        return d.hin, d.hout
+
+    # -- execution ------------------------------------------------------------------------
+    def step(self) -> Issued:
+        """Issue the head instruction and advance; returns what was issued."""
+        if not self.running:
+            raise RuntimeError("sequencer is not running (call start() first)")
+        pc = self.pc
+        d = self._decode(pc)
+        uop = d.uop
+        if d.sels:
+            am = self.amask
+            agu = self.agu
+            for off, a in d.sels:
+                v = (((uop >> off) & am) + agu[a]) & am
+                uop = (uop & ~(am << off)) | (v << off)
+        op = d.op
+        if op == SeqOp.JUMP:
+            self.pc = d.target
+        elif op == SeqOp.HALT:
+            self.running = False
+        else:
+            nxt = pc + 1
+            if nxt == self.depth:
+                nxt = 0
+            levels = self._ends.get(pc)
+            if levels:
+                am = self.amask
+                for lv in levels:                 # high level first
+                    if self.cnt[lv] > 1:
+                        self.cnt[lv] -= 1
+                        for a in range(self.n_agus):
+                            s = self.stride[a][lv]
+                            if s:
+                                self.off[a][lv] = (self.off[a][lv] + s) & am
+                                self.agu[a] = (self.agu[a] + s) & am
+                        nxt = self.lstart[lv]
+                        break
+                    self.cnt[lv] = self.trip[lv]
+                    for a in range(self.n_agus):
+                        o = self.off[a][lv]
+                        if o:
+                            self.off[a][lv] = 0
+                            self.agu[a] = (self.agu[a] - o) & am
+            self.pc = nxt
+            if op == SeqOp.LOOP:
+                lv = d.lvl
+                if lv < self.n_loops:
+                    self.lstart[lv] = (pc + 1) % self.depth
+                    self.lend[lv] = d.target
+                    self.trip[lv] = self.cnt[lv] = d.imm
+                    self.armed[lv] = True
+                    for a in range(self.n_agus):
+                        o = self.off[a][lv]
+                        if o:
+                            self.off[a][lv] = 0
+                            self.agu[a] = (self.agu[a] - o) & self.amask
+                    self._reindex_ends()
+            elif op == SeqOp.AGU_BASE:
+                a = d.agu
+                if a < self.n_agus:
+                    v = d.imm & self.amask
+                    self.agu[a] = (self.agu[a] - self.base[a] + v) & self.amask
+                    self.base[a] = v
+            elif op == SeqOp.AGU_STRIDE:
+                a = d.agu
+                if a < self.n_agus and d.lvl < self.n_loops:
+                    self.stride[a][d.lvl] = d.imm & self.amask
+        return Issued(pc, uop, d.ctl | (uop << self._uop_shift), op, d.hin, d.hout, d.hlast,
+                      self.cfg)
+
+    def iter_run(self, start_pc: int = 0, max_instructions: int = 1_000_000):
+        """Generator form of :meth:`run` (raises :class:`RunawayError` when exhausted)."""
+        self.start(start_pc)
+        step = self.step
+        for _ in range(max_instructions):
+            yield step()
+            if not self.running:
+                return
+        raise RunawayError(
+            f"no HALT within {max_instructions} instructions (started at pc {start_pc}, "
+            f"now at pc {self.pc}): runaway program?")
+
+    def run(self, start_pc: int = 0, max_instructions: int = 1_000_000) -> list[Issued]:
+        """Run from ``start_pc`` (state reset) until ``HALT``; the issued instructions in order.
+
+        The ``HALT`` itself is the last element. Raises :class:`RunawayError` if no
+        ``HALT`` issues within ``max_instructions``.
+        """
+        return list(self.iter_run(start_pc, max_instructions))

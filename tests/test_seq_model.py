@@ -1,0 +1,207 @@
+"""SequencerModel against hand-computed traces (loops, AGUs, jumps, halts, re-arming)."""
+
+import itertools
+
+import pytest
+
+from pe.microop import MicroOp
+from rtl.config import ArchConfig
+from sim.seq_model import RunawayError, SequencerModel
+from sw.isa import Instruction, SeqOp
+
+CFG = ArchConfig()
+SMALL = ArchConfig(n_loops=3, n_agus=2, ucode_depth=16, mem_a_words=256, mem_b_words=256)
+
+NEXT, LOOP, BASE, STRIDE, JUMP, HALT = (SeqOp.NEXT, SeqOp.LOOP, SeqOp.AGU_BASE, SeqOp.AGU_STRIDE,
+                                        SeqOp.JUMP, SeqOp.HALT)
+
+
+def I(op=NEXT, uop=None, **ctl):  # noqa: E743
+    return Instruction(uop, op=op, **ctl)
+
+
+def pcs(prog, cfg=CFG, start=0, addr=0, **kw):
+    m = SequencerModel(cfg)
+    m.load(prog, addr)
+    return [x.pc for x in m.run(start, **kw)]
+
+
+def test_straight_line_and_halt():
+    assert pcs([I(), I(), I(HALT), I()]) == [0, 1, 2]
+
+
+def test_single_loop():
+    prog = [I(LOOP, lvl=0, target=2, imm=3), I(), I(), I(HALT)]
+    assert pcs(prog) == [0] + [1, 2] * 3 + [3]
+
+
+def test_single_instruction_body():
+    assert pcs([I(LOOP, lvl=0, target=1, imm=4), I(), I(HALT)]) == [0, 1, 1, 1, 1, 2]
+
+
+def test_trip_count_one_and_zero_run_once():
+    for n in (0, 1):
+        assert pcs([I(LOOP, lvl=0, target=1, imm=n), I(), I(HALT)]) == [0, 1, 2]
+
+
+def test_nested_loops_ending_on_same_instruction():
+    prog = [I(LOOP, lvl=0, target=3, imm=2), I(LOOP, lvl=1, target=3, imm=3), I(), I(), I(HALT)]
+    assert pcs(prog) == [0] + ([1] + [2, 3] * 3) * 2 + [4]
+
+
+def test_three_levels_single_instruction_shared_end():
+    prog = [I(LOOP, lvl=0, target=3, imm=2), I(LOOP, lvl=1, target=3, imm=2),
+            I(LOOP, lvl=2, target=3, imm=2), I(), I(HALT)]
+    inner = [2, 3, 3]
+    assert pcs(prog) == [0] + ([1] + inner * 2) * 2 + [4]
+
+
+def test_sibling_loops_reuse_a_level():
+    prog = [I(LOOP, lvl=0, target=5, imm=2),      # outer body 1..5
+            I(LOOP, lvl=1, target=2, imm=2), I(),  # j: body 2
+            I(LOOP, lvl=1, target=5, imm=3), I(), I(),  # k: body 4..5
+            I(HALT)]
+    assert pcs(prog) == [0] + ([1, 2, 2, 3] + [4, 5] * 3) * 2 + [6]
+
+
+def test_jump_skips_and_halt_in_loop_body():
+    assert pcs([I(), I(JUMP, target=3), I(), I(HALT)]) == [0, 1, 3]
+    # HALT inside a body stops at once
+    assert pcs([I(LOOP, lvl=0, target=3, imm=5), I(), I(HALT), I()]) == [0, 1, 2]
+
+
+def test_jump_at_loop_end_takes_precedence():
+    # the assembler rejects it; the model defines it: JUMP wins, the loop state is untouched
+    m = SequencerModel(CFG)
+    m.load([I(LOOP, lvl=0, target=1, imm=3), I(JUMP, target=2), I(HALT)])
+    assert [x.pc for x in m.run()] == [0, 1, 2]
+    assert m.cnt[0] == 3
+
+
+def test_loop_on_armed_level_at_its_end_overrides():
+    prog = [I(LOOP, lvl=0, target=2, imm=3), I(), I(LOOP, lvl=0, target=3, imm=2), I(), I(HALT)]
+    assert pcs(prog) == [0, 1, 2, 1, 2, 3, 3, 4]
+
+
+def test_state_after_loop_finishes_is_rearmed():
+    prog = [I(STRIDE, agu=0, lvl=0, imm=5), I(LOOP, lvl=0, target=2, imm=3), I(), I(), I(HALT)]
+    m = SequencerModel(CFG)
+    m.load(prog)
+    m.run()
+    assert m.armed[0] and m.cnt[0] == m.trip[0] == 3 and m.off[0][0] == 0 and m.agu_values()[0] == 0
+
+
+def test_pc_wraps_around_microcode():
+    m = SequencerModel(SMALL)
+    m.load([I(HALT)], 0)
+    m.load([I(), I()], 14)
+    assert [x.pc for x in m.run(14)] == [14, 15, 0]
+
+
+def test_runaway_program_raises():
+    m = SequencerModel(SMALL)
+    m.load([I(), I(JUMP, target=0)])
+    with pytest.raises(RunawayError, match="no HALT within 50 instructions"):
+        m.run(0, max_instructions=50)
+
+
+def test_start_resets_state_between_runs():
+    prog = [I(BASE, agu=1, imm=7, ag_ra=2), I(ag_ra=2), I(HALT)]
+    m = SequencerModel(CFG)
+    m.load(prog)
+    for _ in range(2):   # the second run sees base 0 again at pc 0
+        assert [x.instr.uop.ra_off for x in m.run()] == [0, 7, 0]
+
+
+def walk(cfg, trips, strides, base, agu=0, fld="ra"):
+    """Loop nest with one body instruction selecting ``agu`` on ``fld``; returns offsets."""
+    n = len(trips)
+    sel = {f"ag_{fld}": agu + 1}
+    prog = [I(BASE, agu=agu, imm=base & ((1 << cfg.loop_bits) - 1))]
+    for lv, s in enumerate(strides):
+        prog.append(I(STRIDE, agu=agu, lvl=lv, imm=s & ((1 << cfg.loop_bits) - 1)))
+    first = len(prog)
+    body = first + n
+    for lv, t in enumerate(trips):
+        prog.append(I(LOOP, lvl=lv, target=body, imm=t))
+    prog.append(I(uop=MicroOp(**{f"{fld}_off": 3}), **sel))
+    prog.append(I(HALT, **sel))
+    m = SequencerModel(cfg)
+    m.load(prog)
+    got = [x.instr.uop.f.get(f"{fld}_off", 0) for x in m.run() if x.pc == body]
+    mask = (1 << cfg.addr_bits) - 1
+    want = [(base + 3 + sum(i * s for i, s in zip(idx, strides))) & mask
+            for idx in itertools.product(*[range(t) for t in trips])]
+    return got, want
+
+
+@pytest.mark.parametrize("trips,strides,base", [
+    ((4,), (2,), 10),
+    ((3, 4), (100, 1), 5),
+    ((2, 3, 4), (64, -8, 1), 1000),
+    ((2, 2, 3, 3), (-1000, 333, -7, 2), 4095),
+])
+@pytest.mark.parametrize("fld", ["ra", "rb", "wa", "wb"])
+def test_agu_affine_walks(trips, strides, base, fld):
+    got, want = walk(CFG, trips, strides, base, agu=len(trips) - 1, fld=fld)
+    assert got == want
+
+
+def test_agu_offset_wraps_modulo_addr_bits():
+    got, want = walk(SMALL, (3,), (-200,), 100)
+    assert got == want and SMALL.addr_bits == 8
+    assert got == [103, (103 - 200) % 256, (103 - 400) % 256]
+
+
+def test_agu_values_see_state_before_the_instruction():
+    m = SequencerModel(CFG)
+    m.load([I(BASE, agu=0, imm=9, ag_wb=1), I(ag_wb=1, uop=MicroOp(wb_off=1)), I(HALT)])
+    assert [x.instr.uop.wb_off for x in m.run()] == [0, 10, 0]
+
+
+def test_stride_change_takes_effect_from_next_instruction():
+    # body: pc 2 uses g0; pc 3 (the loop end) sets the level-0 stride from 1 to 10: its own
+    # back-edge still advances by the old stride (reads see the state before it)
+    prog = [I(STRIDE, agu=0, lvl=0, imm=1), I(LOOP, lvl=0, target=3, imm=3),
+            I(ag_ra=1), I(STRIDE, agu=0, lvl=0, imm=10), I(HALT)]
+    m = SequencerModel(CFG)
+    m.load(prog)
+    assert [x.instr.uop.ra_off for x in m.run() if x.pc == 2] == [0, 1, 11]
+
+
+def test_out_of_range_fields_are_ignored():
+    # SMALL: 3 loops (lvl field 2 bits), 2 AGUs (agu field 1 bit, selector 2 bits)
+    prog = [I(LOOP, lvl=3, target=1, imm=5), I(), I(7), I(6),
+            I(BASE, agu=0, imm=4), I(ag_ra=3, ag_rb=1, uop=MicroOp(ra_off=1, rb_off=1)), I(HALT)]
+    m = SequencerModel(SMALL)
+    m.load(prog)
+    out = m.run()
+    assert [x.pc for x in out] == list(range(7))
+    assert (out[5].instr.uop.ra_off, out[5].instr.uop.rb_off) == (1, 5)
+
+
+def test_issued_record_and_load_forms():
+    prog = [I(LOOP, lvl=0, target=1, imm=2, hin=1, hout=2, hlast=1), I(HALT, ag_ra=1)]
+    a, b = SequencerModel(CFG), SequencerModel(CFG)
+    a.load(prog)
+    b.load([p.encode(CFG) for p in prog])
+    ra, rb = a.run(), b.run()
+    assert ra == rb
+    x = ra[0]
+    assert (x.pc, x.op, x.hin, x.hout, x.hlast) == (0, LOOP, 1, 2, 1)
+    assert x.instr == prog[0] and ra[-1].op == HALT
+    with pytest.raises(ValueError, match="does not fit"):
+        a.load([I()] * 2, CFG.ucode_depth - 1)
+
+
+def test_stepping_interface_and_head_needs():
+    m = SequencerModel(CFG)
+    m.load([I(hin=2), I(HALT, hout=1)])
+    m.start(0)
+    assert m.head_needs == (2, 0) and m.head == I(hin=2)
+    m.step()
+    assert m.head_needs == (0, 1)
+    m.step()
+    assert not m.running
+    with pytest.raises(RuntimeError, match="not running"):
+        m.step()
