@@ -64,7 +64,7 @@ def _gen(cfg, rng, max_len, chaos):
 
     def block(level, room, weight):
         # emits at least one instruction; returns when done
-        n_items = rng.randint(1, 3)
+        n_items = rng.randint(3, 8) if level == 0 else rng.randint(1, 4)
         for _ in range(n_items):
             if len(prog) >= max_len - 3:
                 break
@@ -72,8 +72,8 @@ def _gen(cfg, rng, max_len, chaos):
             if r < 0.45 and level < cfg.n_loops and len(prog) < max_len - 6:
                 lv = rng.randint(level, min(cfg.n_loops - 1, level + (1 if rng.random() < 0.8 else 2)))
                 trip = rng.choice([1, 2, 2, 3, 4, 5])
-                if weight * trip > 120:
-                    trip = max(1, 120 // weight)
+                if weight * trip > 60:
+                    trip = max(1, 60 // weight)
                 at = len(prog)
                 ctl = {}
                 _ctl_rand(rng, cfg, ctl)

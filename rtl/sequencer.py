@@ -1,0 +1,253 @@
+"""The core's microprogrammed sequencer: microcode RAM, zero-overhead loops, AGUs.
+
+Specified in ``docs/core.md`` (section "The sequencer"); :class:`sim.seq_model.SequencerModel`
+is the executable reference and the RTL tests compare the two cycle by cycle.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from pe.microop import uop_layout
+from sw.isa import AGU_FIELDS, SeqOp, instr_layout
+
+__all__ = ["Sequencer", "START_LATENCY"]
+
+#: cycles from the ``start`` pulse to the first ``issue`` (start at cycle t -> issue at t+2)
+START_LATENCY = 2
+
+
+class Sequencer(wiring.Component):
+    """Microprogrammed sequencer issuing one instruction per cycle.
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+        Uses ``ucode_depth`` (microcode words), ``n_loops``, ``n_agus``, ``loop_bits``,
+        ``pc_bits``, ``addr_bits``, ``sel_bits``.
+
+    Attributes
+    ----------
+    load_addr : In(pc_bits)
+    load_data : In(instr_bits)
+    load_en : In(1)
+        Microcode write port: ``load_data`` (an :func:`sw.isa.instr_layout` word as plain
+        bits) is written to ``load_addr`` at the end of a cycle with ``load_en``. Meant for
+        command mode; writing the word under the head while running has no defined effect
+        on the running program.
+    start : In(1)
+        Pulse: (re)start at ``start_pc``. All loop and AGU state returns to its reset
+        value (nothing armed, AGU bases, strides and offsets 0). ``start`` has priority:
+        while running it aborts the program (the instruction at the head is not issued).
+    start_pc : In(pc_bits)
+    stall : In(1)
+        While high (and running), the instruction at the head does not issue and no
+        sequencer state changes; the next cycle's outputs are a bubble (``issue = 0``).
+        The core computes it from ``need_hin`` / ``need_hout`` and its stream state.
+    running : Out(1)
+        High from the cycle after ``start`` up to and including the cycle in which the
+        ``HALT`` is at the head and issues. ``running & ~stall`` = the head issues.
+    need_hin, need_hout : Out(1)
+        Combinational: ``running`` and the head instruction has ``hin`` / ``hout`` not
+        ``NONE`` (the core raises ``stall`` if the host stream cannot serve it).
+    issue : Out(1)
+        Registered: the outputs below carry an instruction issued to the PEs this cycle.
+        When 0 they are all zero (a NOP micro-op).
+    uop : Out(uop_layout(addr_bits, sel_bits))
+        Registered: the issued micro-op with AGU ``k-1``'s value added to ``ra.off`` /
+        ``rb.off`` / ``wa.off`` / ``wb.off`` when ``ag_ra`` / ... = ``k`` (mod
+        ``2^addr_bits``).
+    hin, hout : Out(2)
+    hlast : Out(1)
+        Registered: host-stream fields of the issued instruction.
+    pc : Out(pc_bits)
+        Registered: microcode address of the issued instruction.
+    halted : Out(1)
+        Registered pulse: the issued instruction is the ``HALT`` (same cycle as its
+        ``issue``; ``running`` is already 0). The core then drains the FP pipelines.
+
+    Notes
+    -----
+    Pipeline (one stage between RAM and outputs, so the RAM output -> PE path is cut by a
+    register)::
+
+        cycle t    start=1: RAM read address = start_pc
+        cycle t+1  head = RAM output (instruction at start_pc), running=1; if ~stall it
+                   issues: next pc computed, RAM read address = next pc, loop/AGU state
+                   updated at the end of the cycle, output registers loaded
+        cycle t+2  issue=1, uop/pc/hin/... of the start_pc instruction; next head decides
+
+    So the first ``issue`` is ``START_LATENCY = 2`` cycles after the ``start`` pulse, and
+    then one instruction issues every cycle while running and not stalled, across loop
+    back-edges, nested loop ends and jumps (single-instruction loop bodies included).
+    ``uop`` and the other issue outputs are registered; ``need_hin``/``need_hout``/
+    ``running`` describe the head (decision) stage, one cycle before its issue.
+
+    The next-pc logic uses only registers (head pc, loop ends, counters) except for the
+    ``JUMP`` target and op, so the RAM-output -> RAM-address path is one mux deep.
+    Out-of-range ``lvl`` / ``agu`` / selector values are ignored (see
+    :class:`sim.seq_model.SequencerModel`).
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self._ilay = instr_layout(cfg)
+        super().__init__({
+            "load_addr": In(cfg.pc_bits),
+            "load_data": In(self._ilay.size),
+            "load_en": In(1),
+            "start": In(1),
+            "start_pc": In(cfg.pc_bits),
+            "stall": In(1),
+            "running": Out(1),
+            "need_hin": Out(1),
+            "need_hout": Out(1),
+            "issue": Out(1),
+            "uop": Out(uop_layout(cfg.addr_bits, cfg.sel_bits)),
+            "hin": Out(2),
+            "hout": Out(2),
+            "hlast": Out(1),
+            "pc": Out(cfg.pc_bits),
+            "halted": Out(1),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        nl, na = cfg.n_loops, cfg.n_agus
+        pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
+
+        m.submodules.ucode = mem = Memory(shape=self._ilay.size, depth=cfg.ucode_depth, init=[])
+        wp = mem.write_port()
+        rp = mem.read_port()
+        m.d.comb += [wp.addr.eq(self.load_addr), wp.data.eq(self.load_data), wp.en.eq(self.load_en)]
+        head = data.View(self._ilay, rp.data)
+        ctl = head.ctl
+
+        # -- state -------------------------------------------------------------------------
+        running = Signal()
+        pc = Signal(pcw)                      # pc of the head instruction
+        lstart = [Signal(pcw, name=f"loop{lv}_start") for lv in range(nl)]
+        lend = [Signal(pcw, name=f"loop{lv}_end") for lv in range(nl)]
+        trip = [Signal(lw, name=f"loop{lv}_trip") for lv in range(nl)]
+        cnt = [Signal(lw, name=f"loop{lv}_cnt") for lv in range(nl)]
+        armed = [Signal(name=f"loop{lv}_armed") for lv in range(nl)]
+        base = [Signal(aw, name=f"agu{a}_base") for a in range(na)]
+        stride = [[Signal(aw, name=f"agu{a}_stride{lv}") for lv in range(nl)] for a in range(na)]
+        off = [[Signal(aw, name=f"agu{a}_off{lv}") for lv in range(nl)] for a in range(na)]
+
+        go = Signal()                         # the head issues this cycle
+        m.d.comb += [
+            go.eq(running & ~self.stall),
+            self.running.eq(running),
+            self.need_hin.eq(running & (ctl.hin != 0)),
+            self.need_hout.eq(running & (ctl.hout != 0)),
+        ]
+        is_loop = ctl.op == SeqOp.LOOP
+        is_jump = ctl.op == SeqOp.JUMP
+        is_halt = ctl.op == SeqOp.HALT
+
+        # -- loop-end scan (registers only) -------------------------------------------------
+        match = [Signal(name=f"loop{lv}_match") for lv in range(nl)]
+        cand = [Signal(name=f"loop{lv}_cand") for lv in range(nl)]
+        win = [Signal(name=f"loop{lv}_branch") for lv in range(nl)]
+        fin = [Signal(name=f"loop{lv}_finish") for lv in range(nl)]
+        for lv in range(nl):
+            m.d.comb += [
+                match[lv].eq(armed[lv] & (lend[lv] == pc)),
+                cand[lv].eq(match[lv] & (cnt[lv] > 1)),
+            ]
+        for lv in range(nl):
+            higher = Cat(*cand[lv + 1:]).any() if lv + 1 < nl else Const(0)
+            m.d.comb += [
+                win[lv].eq(cand[lv] & ~higher),
+                fin[lv].eq(match[lv] & ~cand[lv] & ~higher),
+            ]
+        loop_next = Signal(pcw)
+        m.d.comb += loop_next.eq(pc + 1)
+        for lv in range(nl):
+            with m.If(win[lv]):
+                m.d.comb += loop_next.eq(lstart[lv])
+        next_pc = Signal(pcw)
+        m.d.comb += next_pc.eq(Mux(is_jump, ctl.target, loop_next))
+
+        m.d.comb += [
+            rp.addr.eq(Mux(self.start, self.start_pc, next_pc)),
+            rp.en.eq(self.start | go),
+        ]
+
+        # -- AGU values and the issued micro-op -------------------------------------------
+        agu = []
+        for a in range(na):
+            v = Signal(aw, name=f"agu{a}_value")
+            total = base[a]
+            for lv in range(nl):
+                total = total + off[a][lv]
+            m.d.comb += v.eq(total)
+            agu.append(v)
+        new_uop = Signal(self.uop.shape())
+        m.d.comb += new_uop.eq(head.uop)
+        for fld in AGU_FIELDS:
+            sel = ctl[f"ag_{fld}"]
+            add = Signal(aw, name=f"agu_add_{fld}")
+            with m.Switch(sel):
+                for a in range(na):
+                    with m.Case(a + 1):
+                        m.d.comb += add.eq(agu[a])
+            m.d.comb += new_uop[fld].off.eq(head.uop[fld].off + add)
+
+        # -- sequential behaviour --------------------------------------------------------
+        issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.pc, self.halted]
+        with m.If(self.start):
+            m.d.sync += [running.eq(1), pc.eq(self.start_pc)]
+            m.d.sync += [r.eq(0) for r in issue_regs]
+            m.d.sync += [x.eq(0) for x in armed + base]
+            m.d.sync += [x.eq(0) for row in stride + off for x in row]
+        with m.Elif(go):
+            m.d.sync += [
+                self.issue.eq(1),
+                self.uop.eq(new_uop),
+                self.hin.eq(ctl.hin),
+                self.hout.eq(ctl.hout),
+                self.hlast.eq(ctl.hlast),
+                self.pc.eq(pc),
+                self.halted.eq(is_halt),
+                pc.eq(next_pc),
+            ]
+            with m.If(is_halt):
+                m.d.sync += running.eq(0)
+            with m.If(~is_jump & ~is_halt):
+                for lv in range(nl):
+                    with m.If(win[lv]):
+                        m.d.sync += cnt[lv].eq(cnt[lv] - 1)
+                        m.d.sync += [off[a][lv].eq(off[a][lv] + stride[a][lv]) for a in range(na)]
+                    with m.If(fin[lv]):
+                        m.d.sync += cnt[lv].eq(trip[lv])
+                        m.d.sync += [off[a][lv].eq(0) for a in range(na)]
+            # LOOP / AGU_* writes come after the loop-end updates: they win on conflict
+            with m.If(is_loop):
+                for lv in range(nl):
+                    with m.If(ctl.lvl == lv):
+                        m.d.sync += [
+                            lstart[lv].eq(pc + 1),
+                            lend[lv].eq(ctl.target),
+                            trip[lv].eq(ctl.imm),
+                            cnt[lv].eq(ctl.imm),
+                            armed[lv].eq(1),
+                        ]
+                        m.d.sync += [off[a][lv].eq(0) for a in range(na)]
+            with m.If(ctl.op == SeqOp.AGU_BASE):
+                for a in range(na):
+                    with m.If(ctl.agu == a):
+                        m.d.sync += base[a].eq(ctl.imm)
+            with m.If(ctl.op == SeqOp.AGU_STRIDE):
+                for a in range(na):
+                    for lv in range(nl):
+                        with m.If((ctl.agu == a) & (ctl.lvl == lv)):
+                            m.d.sync += stride[a][lv].eq(ctl.imm)
+        with m.Else():
+            m.d.sync += [r.eq(0) for r in issue_regs]
+        return m
