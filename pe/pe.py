@@ -1,0 +1,376 @@
+"""The processing element (PE): FP MAC, register file, two SRAM banks, address registers.
+
+Implements ``docs/architecture.md`` (sections "The PE", "The PE micro-operation",
+"Pipeline timing and hazards", "Events"); :class:`pe.pe_model.PEModel` is the
+cycle-accurate executable reference that the cocotb tests compare this RTL with, cycle
+by cycle.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from pe.fp_add import FPAdd
+from pe.fp_mul import FPMul
+from pe.microop import ArOp, Gate, MvOp, PredMode, Src, uop_layout
+from pe.pe_model import EVENT_FIELDS
+
+__all__ = ["PE", "EVENT_LAYOUT"]
+
+#: Per-cycle event strobes of a PE (fields LSB first; see the Events table of the spec).
+#: ``fma``, ``mv``: an FMA enters the multiplier / the move unit executes (operand stage);
+#: ``mem_a_rd``, ``mem_b_rd``: an SRAM read is performed (issue); ``mem_a_wr``,
+#: ``mem_b_wr``: an SRAM write is performed (operand stage); ``rf_rd`` (4 bits): RF read
+#: operations; ``rf_wr`` (2 bits): RF writes (move unit + FMA write-back);
+#: ``row_drv``, ``col_drv``: the PE drives its row / column bus; ``rf_conflict``: FMA
+#: write-back and move unit write the same register.
+EVENT_LAYOUT = data.StructLayout({
+    "fma": 1,
+    "mv": 1,
+    "mem_a_rd": 1,
+    "mem_b_rd": 1,
+    "mem_a_wr": 1,
+    "mem_b_wr": 1,
+    "rf_rd": 4,
+    "rf_wr": 2,
+    "row_drv": 1,
+    "col_drv": 1,
+    "rf_conflict": 1,
+})
+assert tuple((n, f.width) for n, f in EVENT_LAYOUT) == EVENT_FIELDS
+
+
+class PE(wiring.Component):
+    """One PE of an ``nr x nr`` core, executing the broadcast micro-op every cycle.
+
+    Parameters
+    ----------
+    cfg : rtl.config.ArchConfig
+        Format, register-file size, number of address registers, SRAM depths and FP
+        pipeline latencies.
+    row, col : int
+        Coordinates of this PE in the core (elaboration constants used by predicates,
+        bus-driver selection and read gating).
+
+    Ports
+    -----
+    uop : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
+        Micro-op issued this cycle (all-zero = NOP).
+    row_in, col_in : In(fmt.width)
+        Resolved value of this PE's row / column bus this cycle (the core muxes the single
+        driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
+    row_out, col_out : Out(fmt.width)
+        Value this PE drives (0 when it does not drive). Combinational from the operand
+        stage register, the SRAM read-port registers and the register file only, never
+        from ``row_in``/``col_in``: a driver source ``ROW``/``COL`` drives +0, so buses
+        cannot form combinational loops.
+    row_oe, col_oe : Out(1)
+        This PE drives its row / column bus this cycle.
+    ev : Out(EVENT_LAYOUT)
+        Event strobes of this cycle.
+
+    Cycle behaviour (micro-op on ``uop`` at cycle ``t``)
+    ---------------------------------------------------
+    * ``t`` (issue): predicate evaluated; SRAM read addresses ``AR[ar] + off`` presented
+      to the synchronous read ports (``en`` = ``ra.en`` and the read gate); write
+      addresses computed and registered; AR/stride updates at the end of ``t``.
+    * ``t+1`` (operand stage, a register holds the micro-op): sources are read (RF, read
+      data of ``t``, buses, constants); bus drivers drive; the move unit writes
+      ``RF[mv.dst]``, SRAM writes of ``src`` happen at the end of ``t+1``; FMA ``a``,
+      ``b`` enter the multiplier; a non-RF ``c`` is captured.
+    * ``t+1+mul_latency``: the product reaches the adder; an RF ``c`` is read now.
+    * ``t+1+mul_latency+add_latency``: the sum is written to ``RF[fpu.dst]`` (the FMA
+      wins over a move-unit write to the same register, raising ``ev.rf_conflict``).
+
+    Latency: an FMA result is in the RF from cycle ``t + fpu_latency``
+    (``fpu_latency = 2 + mul_latency + add_latency``), so micro-ops issued at
+    ``t + fpu_latency - 1`` or later read it (they read sources in their operand stage);
+    an accumulation ``c`` is read late, so a MAC chain needs an issue distance of only
+    ``add_latency + 1``. A move result is read by the micro-op issued at ``t+1``, an SRAM
+    write by a read issued at ``t+2``. Nothing stalls.
+
+    Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
+    non-transparent synchronous read port with enable and one write port (block RAM);
+    the register file, ARs and strides are flip-flops; the FMA is a
+    :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
+    carrying ``valid``/``dst``/``c`` alongside the multiplier and ``valid``/``dst``
+    alongside the adder.
+    """
+
+    def __init__(self, cfg, row: int, col: int):
+        if not (0 <= row < cfg.nr and 0 <= col < cfg.nr):
+            raise ValueError(f"PE coordinates ({row}, {col}) outside a {cfg.nr}x{cfg.nr} core")
+        self.cfg = cfg
+        self.row = row
+        self.col = col
+        w = cfg.fmt.width
+        super().__init__({
+            "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
+            "row_in": In(w),
+            "col_in": In(w),
+            "row_out": Out(w),
+            "col_out": Out(w),
+            "row_oe": Out(1),
+            "col_oe": Out(1),
+            "ev": Out(EVENT_LAYOUT),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        fmt = cfg.fmt
+        w = fmt.width
+        ab = cfg.addr_bits
+        n_regs = cfg.n_regs
+        n_ar = cfg.n_ar
+        diag = (self.col - self.row) % cfg.nr
+        u = self.uop
+
+        # ---- state ------------------------------------------------------------------
+        rf = [Signal(w, name=f"rf{i}") for i in range(n_regs)]
+        ar = [Signal(ab, name=f"ar{i}") for i in range(n_ar)]
+        stride = [Signal(ab, name=f"stride{i}") for i in range(n_ar)]
+
+        m.submodules.mem_a = mem_a = Memory(shape=unsigned(w), depth=cfg.mem_a_words, init=[])
+        m.submodules.mem_b = mem_b = Memory(shape=unsigned(w), depth=cfg.mem_b_words, init=[])
+        rd_a = mem_a.read_port(transparent_for=())
+        rd_b = mem_b.read_port(transparent_for=())
+        wr_a = mem_a.write_port()
+        wr_b = mem_b.write_port()
+
+        # ---- issue stage (cycle t) ------------------------------------------------------
+        pred = Signal()
+        with m.Switch(u.pred.mode):
+            with m.Case(PredMode.ALL):
+                m.d.comb += pred.eq(1)
+            with m.Case(PredMode.COL):
+                m.d.comb += pred.eq(u.pred.k == self.col)
+            with m.Case(PredMode.ROW):
+                m.d.comb += pred.eq(u.pred.k == self.row)
+            with m.Case(PredMode.DIAG):
+                m.d.comb += pred.eq(u.pred.k == diag)
+
+        def row_driver(uu):
+            return uu.rdrv.en & Mux(uu.rdrv.diag, uu.rdrv.k == diag, uu.rdrv.k == self.col)
+
+        def col_driver(uu):
+            return uu.cdrv.en & Mux(uu.cdrv.diag, uu.cdrv.k == diag, uu.cdrv.k == self.row)
+
+        rsel = Signal()
+        csel = Signal()
+        m.d.comb += [rsel.eq(row_driver(u)), csel.eq(col_driver(u))]
+
+        def ar_value(idx):
+            """AR[idx] before this micro-op's updates; nonexistent ARs read 0."""
+            v = Signal(ab)
+            with m.Switch(idx):
+                for i in range(n_ar):
+                    with m.Case(i):
+                        m.d.comb += v.eq(ar[i])
+            return v
+
+        def gate_ok(gate):
+            g = Signal()
+            with m.Switch(gate):
+                with m.Case(Gate.ALL):
+                    m.d.comb += g.eq(1)
+                with m.Case(Gate.PRED):
+                    m.d.comb += g.eq(pred)
+                with m.Case(Gate.RDRV):
+                    m.d.comb += g.eq(rsel)
+                with m.Case(Gate.CDRV):
+                    m.d.comb += g.eq(csel)
+            return g
+
+        # synchronous reads: address = (AR + off) mod depth (assignment truncates)
+        m.d.comb += [
+            rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
+            rd_a.en.eq(u.ra.en & gate_ok(u.ra.gate)),
+            rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off),
+            rd_b.en.eq(u.rb.en & gate_ok(u.rb.gate)),
+        ]
+
+        # AR / stride updates at the end of t (predicated)
+        with m.If(pred):
+            for i in range(n_ar):
+                inc = reduce(lambda x, y: x | y,
+                             [p.inc & (p.ar == i) for p in (u.ra, u.rb, u.wa, u.wb)])
+                add_imm = (u.ar.op == ArOp.ADD) & (u.ar.idx == i)
+                nxt = ar[i] + Mux(add_imm, u.ar.imm, 0) + Mux(inc, stride[i], 0)
+                with m.If((u.ar.op == ArOp.SET) & (u.ar.idx == i)):
+                    m.d.sync += ar[i].eq(u.ar.imm)
+                with m.Else():
+                    m.d.sync += ar[i].eq(nxt)
+                with m.If((u.ar.op == ArOp.STRIDE) & (u.ar.idx == i)):
+                    m.d.sync += stride[i].eq(u.ar.imm)
+
+        # ---- operand stage register ------------------------------------------------------
+        s1 = Signal(uop_layout(cfg.addr_bits, cfg.sel_bits))
+        s1_pred = Signal()
+        s1_rsel = Signal()
+        s1_csel = Signal()
+        s1_wa_addr = Signal.like(wr_a.addr)
+        s1_wb_addr = Signal.like(wr_b.addr)
+        m.d.sync += [
+            s1.eq(u),
+            s1_pred.eq(pred),
+            s1_rsel.eq(rsel),
+            s1_csel.eq(csel),
+            s1_wa_addr.eq(ar_value(u.wa.ar) + u.wa.off),
+            s1_wb_addr.eq(ar_value(u.wb.ar) + u.wb.off),
+        ]
+
+        # ---- operand stage (cycle t+1) -----------------------------------------------------
+        consts = {Src.ZERO: 0, Src.NZERO: fmt.neg_zero, Src.ONE: fmt.one}
+
+        def source(code, *, regs=True, buses=True, name=None):
+            """Value of source ``code`` this cycle; unlisted codes read +0."""
+            v = Signal(w, name=name)
+            with m.Switch(code):
+                if regs:
+                    for i in range(n_regs):
+                        with m.Case(i):
+                            m.d.comb += v.eq(rf[i])
+                with m.Case(Src.MEMA):
+                    m.d.comb += v.eq(rd_a.data)
+                with m.Case(Src.MEMB):
+                    m.d.comb += v.eq(rd_b.data)
+                if buses:
+                    with m.Case(Src.ROW):
+                        m.d.comb += v.eq(self.row_in)
+                    with m.Case(Src.COL):
+                        m.d.comb += v.eq(self.col_in)
+                for code_, value in consts.items():
+                    with m.Case(code_):
+                        m.d.comb += v.eq(value)
+            return v
+
+        def names_reg(code):
+            return ~code[4]  # codes 0..15 name RF[code]
+
+        # bus drivers (independent of the predicate); no bus forwarding
+        m.d.comb += [
+            self.row_oe.eq(s1_rsel),
+            self.col_oe.eq(s1_csel),
+            self.row_out.eq(Mux(s1_rsel, source(s1.rdrv.src, buses=False, name="rdrv_val"), 0)),
+            self.col_out.eq(Mux(s1_csel, source(s1.cdrv.src, buses=False, name="cdrv_val"), 0)),
+        ]
+
+        # SRAM writes at the end of t+1 (read-during-write: the read port sees old data)
+        wa_go = s1.wa.en & s1_pred
+        wb_go = s1.wb.en & s1_pred
+        m.d.comb += [
+            wr_a.addr.eq(s1_wa_addr),
+            wr_a.data.eq(source(s1.wa.src, name="wa_val")),
+            wr_a.en.eq(wa_go),
+            wr_b.addr.eq(s1_wb_addr),
+            wr_b.data.eq(source(s1.wb.src, name="wb_val")),
+            wr_b.en.eq(wb_go),
+        ]
+
+        # move unit
+        def is_nan(x):
+            return (x[fmt.frac_bits:w - 1] == fmt.exp_max) & (x[:fmt.frac_bits] != 0)
+
+        def positive(x):
+            return ~x[w - 1] & (x != 0) & ~is_nan(x)
+
+        mv_go = Signal()
+        mv_src = source(s1.mv.src, name="mv_src")
+        mv_msk = source(s1.mv.msk, name="mv_msk")
+        mv_val = Signal(w)
+        m.d.comb += mv_go.eq((s1.mv.op != MvOp.NOP) & s1_pred)
+        with m.Switch(s1.mv.op):
+            with m.Case(MvOp.MOV):
+                m.d.comb += mv_val.eq(mv_src)
+            with m.Case(MvOp.RELU):
+                m.d.comb += mv_val.eq(Mux(positive(mv_src), mv_src,
+                                          Mux(is_nan(mv_src), fmt.qnan, 0)))
+            with m.Case(MvOp.MASK):
+                m.d.comb += mv_val.eq(Mux(positive(mv_msk),
+                                          Mux(is_nan(mv_src), fmt.qnan, mv_src), 0))
+
+        # ---- FMA: multiplier with valid/dst/c shift registers, then the adder --------------
+        m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency)
+        m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
+        fma_go = Signal()
+        m.d.comb += [
+            fma_go.eq(s1.fpu.en & s1_pred),
+            mul.a.eq(source(s1.fpu.a, name="fma_a")),
+            mul.b.eq(source(s1.fpu.b, name="fma_b")),
+        ]
+        L = cfg.mul_latency
+        mp_valid = [Signal(name=f"mul_valid{i}") for i in range(L)]
+        mp_dst = [Signal(4, name=f"mul_dst{i}") for i in range(L)]
+        mp_crf = [Signal(name=f"mul_c_rf{i}") for i in range(L)]   # late-c select
+        mp_c = [Signal(w, name=f"mul_c{i}") for i in range(L)]     # RF index or captured value
+        c_now = source(s1.fpu.c, regs=False, name="fma_c")
+        m.d.sync += [
+            mp_valid[0].eq(fma_go),
+            mp_dst[0].eq(s1.fpu.dst),
+            mp_crf[0].eq(names_reg(s1.fpu.c)),
+            mp_c[0].eq(Mux(names_reg(s1.fpu.c), s1.fpu.c, c_now)),
+        ]
+        for i in range(1, L):
+            m.d.sync += [mp_valid[i].eq(mp_valid[i - 1]), mp_dst[i].eq(mp_dst[i - 1]),
+                         mp_crf[i].eq(mp_crf[i - 1]), mp_c[i].eq(mp_c[i - 1])]
+
+        # late read of an RF `c` when the product reaches the adder
+        c_late = Signal(w)
+        with m.If(mp_crf[-1]):
+            with m.Switch(mp_c[-1][:4]):
+                for i in range(n_regs):
+                    with m.Case(i):
+                        m.d.comb += c_late.eq(rf[i])
+        with m.Else():
+            m.d.comb += c_late.eq(mp_c[-1])
+        m.d.comb += [add.a.eq(mul.o), add.b.eq(c_late)]
+
+        A = cfg.add_latency
+        ad_valid = [Signal(name=f"add_valid{j}") for j in range(A)]
+        ad_dst = [Signal(4, name=f"add_dst{j}") for j in range(A)]
+        m.d.sync += [ad_valid[0].eq(mp_valid[-1]), ad_dst[0].eq(mp_dst[-1])]
+        for j in range(1, A):
+            m.d.sync += [ad_valid[j].eq(ad_valid[j - 1]), ad_dst[j].eq(ad_dst[j - 1])]
+        fma_wb = ad_valid[-1]
+        fma_wb_dst = ad_dst[-1]
+
+        # ---- register file writes: move unit first, the FMA write-back wins -------------------
+        for i in range(n_regs):
+            with m.If(mv_go & (s1.mv.dst == i)):
+                m.d.sync += rf[i].eq(mv_val)
+            with m.If(fma_wb & (fma_wb_dst == i)):
+                m.d.sync += rf[i].eq(add.o)
+
+        # ---- events ------------------------------------------------------------------
+        rf_reads = [
+            fma_go & names_reg(s1.fpu.a),
+            fma_go & names_reg(s1.fpu.b),
+            mp_valid[-1] & mp_crf[-1],
+            mv_go & names_reg(s1.mv.src),
+            mv_go & (s1.mv.op == MvOp.MASK) & names_reg(s1.mv.msk),
+            s1_rsel & names_reg(s1.rdrv.src),
+            s1_csel & names_reg(s1.cdrv.src),
+            wa_go & names_reg(s1.wa.src),
+            wb_go & names_reg(s1.wb.src),
+        ]
+        ev = self.ev
+        m.d.comb += [
+            ev.fma.eq(fma_go),
+            ev.mv.eq(mv_go),
+            ev.mem_a_rd.eq(rd_a.en),
+            ev.mem_b_rd.eq(rd_b.en),
+            ev.mem_a_wr.eq(wa_go),
+            ev.mem_b_wr.eq(wb_go),
+            ev.rf_rd.eq(reduce(lambda x, y: x + y, [r.as_unsigned() for r in rf_reads])),
+            ev.rf_wr.eq(mv_go.as_unsigned() + fma_wb.as_unsigned()),
+            ev.row_drv.eq(s1_rsel),
+            ev.col_drv.eq(s1_csel),
+            ev.rf_conflict.eq(mv_go & fma_wb & (s1.mv.dst == fma_wb_dst)),
+        ]
+        return m

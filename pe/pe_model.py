@@ -1,0 +1,419 @@
+"""Cycle-accurate Python reference model of one PE: the executable specification.
+
+:class:`PEModel` implements ``docs/architecture.md`` (sections "The PE", "The PE
+micro-operation", "Pipeline timing and hazards", "Events") cycle by cycle, with all
+arithmetic done by the bit-exact numpy golden functions of :mod:`pe.fp_golden`
+(``mul_bits``, ``add_bits``: round to nearest even, subnormals, canonical NaN).
+The RTL (:class:`pe.pe.PE`) is compared against it every cycle by the cocotb tests.
+
+Two-phase step, so that many models can share buses (a core, later the vectorized
+fast model of the whole array):
+
+1. :meth:`PEModel.drive` returns ``(row_out, row_oe, col_out, col_oe)`` of this cycle,
+   computed from the current state only (the micro-op in its operand stage, the SRAM
+   read-port registers, the register file). Bus drivers never forward a bus value
+   (driver sources ``ROW``/``COL`` drive +0), so drives never depend on bus inputs.
+2. The caller resolves each bus (the value of its single driver, or anything when
+   nobody drives) and calls :meth:`PEModel.clock` with the micro-op issued this cycle
+   and the resolved ``row_in``/``col_in``; it returns this cycle's :class:`PEEvents`
+   (same fields and values as the RTL's ``ev`` port) and advances the state by one clock.
+
+:meth:`PEModel.run` does both for a single PE whose buses resolve like a 1x1 core: the
+PE's own drive when it drives, the external input otherwise.
+
+Values everywhere are integer bit patterns of ``cfg.fmt``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from pe.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src, uop_fields
+
+__all__ = ["PEModel", "PEEvents", "EVENT_FIELDS", "DecodedUop", "decode_uop"]
+
+#: Event fields ``(name, width)`` in the order of :data:`pe.pe.EVENT_LAYOUT` (LSB first).
+EVENT_FIELDS = (
+    ("fma", 1), ("mv", 1), ("mem_a_rd", 1), ("mem_b_rd", 1), ("mem_a_wr", 1),
+    ("mem_b_wr", 1), ("rf_rd", 4), ("rf_wr", 2), ("row_drv", 1), ("col_drv", 1),
+    ("rf_conflict", 1),
+)
+
+
+class PEEvents(NamedTuple):
+    """Event strobes of one PE in one cycle (see the Events table of the spec)."""
+
+    fma: int = 0
+    mv: int = 0
+    mem_a_rd: int = 0
+    mem_b_rd: int = 0
+    mem_a_wr: int = 0
+    mem_b_wr: int = 0
+    rf_rd: int = 0
+    rf_wr: int = 0
+    row_drv: int = 0
+    col_drv: int = 0
+    rf_conflict: int = 0
+
+    def pack(self) -> int:
+        """The integer value of the RTL's ``ev`` port (fields LSB first)."""
+        word, off = 0, 0
+        for (name, width), v in zip(EVENT_FIELDS, self):
+            word |= (int(v) & ((1 << width) - 1)) << off
+            off += width
+        return word
+
+    @classmethod
+    def unpack(cls, word: int) -> "PEEvents":
+        vals, off = [], 0
+        for _, width in EVENT_FIELDS:
+            vals.append((word >> off) & ((1 << width) - 1))
+            off += width
+        return cls(*vals)
+
+
+NO_EVENTS = PEEvents()
+
+
+class DecodedUop:
+    """A micro-op as plain attributes (flat ``group_field`` names, unsigned values)."""
+
+    __slots__ = tuple(n for n, _, _ in uop_fields(16, 4)) + ("word",)
+
+    def __repr__(self):
+        return repr(MicroOp(**{n: getattr(self, n) for n in self.__slots__ if n != "word"}))
+
+
+@lru_cache(maxsize=1 << 16)
+def decode_uop(word: int, addr_bits: int, sel_bits: int) -> DecodedUop:
+    """Decode an integer micro-op word (cached: programs repeat their words)."""
+    d = DecodedUop()
+    for name, off, width in uop_fields(addr_bits, sel_bits):
+        setattr(d, name, (word >> off) & ((1 << width) - 1))
+    d.word = word
+    return d
+
+
+class _MulEntry(NamedTuple):
+    dst: int
+    product: int
+    c_rf: bool    # c names a register: read it late, when the product reaches the adder
+    c: int        # register index (c_rf) or the value captured at the operand stage
+
+
+class PEModel:
+    """Cycle-accurate reference model of the PE at coordinates ``(row, col)``.
+
+    Parameters
+    ----------
+    cfg : rtl.config.ArchConfig
+    row, col : int
+        Coordinates of the PE in its ``nr x nr`` core (used by predicates and drivers).
+
+    State (all integers, read them through the accessors): register file
+    :attr:`rf`, SRAM banks :attr:`mem_a` / :attr:`mem_b`, read-port output registers
+    :attr:`rd_a` / :attr:`rd_b`, address and stride registers :attr:`ar` /
+    :attr:`stride`, the micro-op in its operand stage and the FMA pipeline.
+    Everything resets to 0.
+    """
+
+    def __init__(self, cfg, row: int = 0, col: int = 0):
+        if not (0 <= row < cfg.nr and 0 <= col < cfg.nr):
+            raise ValueError(f"PE coordinates ({row}, {col}) outside a {cfg.nr}x{cfg.nr} core")
+        from pe import fp_golden  # imported late: the model module itself needs no FP code
+
+        self.cfg = cfg
+        self.row, self.col = row, col
+        self.fmt = fmt = cfg.fmt
+        self._golden = fp_golden
+        self._dtype = fmt.np_uint
+        self.n_regs = cfg.n_regs
+        self.n_ar = cfg.n_ar
+        self.ab = cfg.addr_bits
+        self.sb = cfg.sel_bits
+        self.amask = (1 << cfg.addr_bits) - 1
+        self.diag = (col - row) % cfg.nr
+        self.wmask = (1 << fmt.width) - 1
+        self._const = {int(Src.ZERO): 0, int(Src.NZERO): fmt.neg_zero, int(Src.ONE): fmt.one}
+        self.reset()
+
+    # -- state ------------------------------------------------------------------------
+    def reset(self):
+        cfg = self.cfg
+        self.rf = [0] * self.n_regs
+        self.mem_a = [0] * cfg.mem_a_words
+        self.mem_b = [0] * cfg.mem_b_words
+        self.rd_a = 0
+        self.rd_b = 0
+        self.ar = [0] * self.n_ar
+        self.stride = [0] * self.n_ar
+        self.cycle = 0
+        # operand stage: the micro-op issued last cycle and what was decided at its issue
+        self._s1 = decode_uop(0, self.ab, self.sb)
+        self._s1_pred = False
+        self._s1_wa_addr = 0
+        self._s1_wb_addr = 0
+        # FMA pipeline: _mp[i] entered the multiplier i+1 cycles ago; _ap[j] entered the
+        # adder j+1 cycles ago. None = bubble.
+        self._mp: list = [None] * cfg.mul_latency
+        self._ap: list = [None] * cfg.add_latency
+
+    def regs(self) -> list[int]:
+        """Register file contents (bit patterns), ``RF[0..n_regs-1]``."""
+        return list(self.rf)
+
+    def memory(self, bank: str) -> np.ndarray:
+        """Contents of SRAM bank ``"a"`` or ``"b"`` as a uint array of bit patterns."""
+        return np.array(self.mem_a if bank.lower() == "a" else self.mem_b, dtype=self._dtype)
+
+    def ars(self) -> list[int]:
+        return list(self.ar)
+
+    def strides(self) -> list[int]:
+        return list(self.stride)
+
+    def pipeline_busy(self) -> bool:
+        """True while an FMA is in flight (its result not yet written)."""
+        return any(e is not None for e in self._mp) or any(e is not None for e in self._ap)
+
+    # -- arithmetic (bit-exact golden) -----------------------------------------------------
+    def _mul(self, a: int, b: int) -> int:
+        dt = self._dtype
+        return int(self._golden.mul_bits(self.fmt, np.array([a], dt), np.array([b], dt))[0])
+
+    def _add(self, a: int, b: int) -> int:
+        dt = self._dtype
+        return int(self._golden.add_bits(self.fmt, np.array([a], dt), np.array([b], dt))[0])
+
+    def _is_nan(self, x: int) -> bool:
+        f = self.fmt
+        return (x >> f.frac_bits) & f.exp_max == f.exp_max and x & ((1 << f.frac_bits) - 1) != 0
+
+    def _positive(self, x: int) -> bool:
+        """x > 0: sign clear, not zero, not NaN."""
+        return not (x & self.fmt.sign_mask) and x != 0 and not self._is_nan(x)
+
+    def relu(self, x: int) -> int:
+        if self._positive(x):
+            return x
+        return self.fmt.qnan if self._is_nan(x) else 0
+
+    def mask(self, v: int, m: int) -> int:
+        if not self._positive(m):
+            return 0
+        return self.fmt.qnan if self._is_nan(v) else v
+
+    # -- selection logic ---------------------------------------------------------------
+    def predicate(self, u: DecodedUop) -> bool:
+        mode, k = u.pred_mode, u.pred_k
+        if mode == PredMode.ALL:
+            return True
+        if mode == PredMode.COL:
+            return self.col == k
+        if mode == PredMode.ROW:
+            return self.row == k
+        return self.diag == k
+
+    def row_driver(self, u: DecodedUop) -> bool:
+        """This PE is the row-bus driver selected by ``u.rdrv``."""
+        return bool(u.rdrv_en) and (self.diag if u.rdrv_diag else self.col) == u.rdrv_k
+
+    def col_driver(self, u: DecodedUop) -> bool:
+        """This PE is the column-bus driver selected by ``u.cdrv``."""
+        return bool(u.cdrv_en) and (self.diag if u.cdrv_diag else self.row) == u.cdrv_k
+
+    def _gate(self, gate: int, u: DecodedUop, pred: bool) -> bool:
+        if gate == Gate.ALL:
+            return True
+        if gate == Gate.PRED:
+            return pred
+        if gate == Gate.RDRV:
+            return self.row_driver(u)
+        return self.col_driver(u)
+
+    def _ar(self, i: int) -> int:
+        return self.ar[i] if i < self.n_ar else 0
+
+    # -- operand-stage sources ------------------------------------------------------------
+    def _src(self, code: int, row_in: int, col_in: int) -> int:
+        if code < 16:
+            return self.rf[code] if code < self.n_regs else 0
+        if code == Src.MEMA:
+            return self.rd_a
+        if code == Src.MEMB:
+            return self.rd_b
+        if code == Src.ROW:
+            return row_in
+        if code == Src.COL:
+            return col_in
+        return self._const.get(code, 0)
+
+    def _drv_src(self, code: int) -> int:
+        # drivers never forward a bus: ROW/COL (and invalid codes) drive +0
+        if code in (Src.ROW, Src.COL):
+            return 0
+        return self._src(code, 0, 0)
+
+    # -- phase 1 ------------------------------------------------------------------------
+    def drive(self) -> tuple[int, int, int, int]:
+        """This cycle's ``(row_out, row_oe, col_out, col_oe)`` (before :meth:`clock`)."""
+        s = self._s1
+        roe = self.row_driver(s)
+        coe = self.col_driver(s)
+        return (self._drv_src(s.rdrv_src) if roe else 0, int(roe),
+                self._drv_src(s.cdrv_src) if coe else 0, int(coe))
+
+    # -- phase 2 ------------------------------------------------------------------------
+    def clock(self, uop, row_in: int, col_in: int) -> PEEvents:
+        """Execute one cycle: ``uop`` is issued now, the buses resolve to ``row_in``,
+        ``col_in``. Returns this cycle's events; state advances to the next cycle.
+
+        ``uop`` is a :class:`~pe.microop.MicroOp`, an integer word or a :class:`DecodedUop`.
+        """
+        u = self._as_decoded(uop)
+        row_in &= self.wmask
+        col_in &= self.wmask
+        s, p1 = self._s1, self._s1_pred
+        rf_rd = 0
+
+        # ---- operand stage of the micro-op issued last cycle -------------------------
+        roe = self.row_driver(s)
+        coe = self.col_driver(s)
+        rf_rd += (roe and s.rdrv_src < 16) + (coe and s.cdrv_src < 16)
+
+        new_mul = None
+        fma = bool(s.fpu_en) and p1
+        if fma:
+            a = self._src(s.fpu_a, row_in, col_in)
+            b = self._src(s.fpu_b, row_in, col_in)
+            c_rf = s.fpu_c < 16
+            c = s.fpu_c if c_rf else self._src(s.fpu_c, row_in, col_in)
+            new_mul = _MulEntry(s.fpu_dst, self._mul(a, b), c_rf, c)
+            rf_rd += (s.fpu_a < 16) + (s.fpu_b < 16)
+
+        mv = s.mv_op != MvOp.NOP and p1
+        mv_val = 0
+        if mv:
+            v = self._src(s.mv_src, row_in, col_in)
+            rf_rd += s.mv_src < 16
+            if s.mv_op == MvOp.MOV:
+                mv_val = v
+            elif s.mv_op == MvOp.RELU:
+                mv_val = self.relu(v)
+            else:
+                mv_val = self.mask(v, self._src(s.mv_msk, row_in, col_in))
+                rf_rd += s.mv_msk < 16
+
+        wa = bool(s.wa_en) and p1
+        wb = bool(s.wb_en) and p1
+        wa_val = self._src(s.wa_src, row_in, col_in) if wa else 0
+        wb_val = self._src(s.wb_src, row_in, col_in) if wb else 0
+        rf_rd += (wa and s.wa_src < 16) + (wb and s.wb_src < 16)
+
+        # ---- late stage: the product reaching the adder reads an RF `c` now ---------------
+        new_add = None
+        e = self._mp[-1]
+        if e is not None:
+            if e.c_rf:
+                c = self.rf[e.c] if e.c < self.n_regs else 0
+                rf_rd += 1
+            else:
+                c = e.c
+            new_add = (e.dst, self._add(e.product, c))
+
+        # ---- write-back of the FMA issued fpu_latency-1 cycles ago --------------------------
+        wbk = self._ap[-1]
+
+        # ---- issue stage of the new micro-op -------------------------------------------
+        pred = self.predicate(u)
+        ra = bool(u.ra_en) and self._gate(u.ra_gate, u, pred)
+        rb = bool(u.rb_en) and self._gate(u.rb_gate, u, pred)
+        amask = self.amask
+        ra_addr = (self._ar(u.ra_ar) + u.ra_off) & amask & (self.cfg.mem_a_words - 1)
+        rb_addr = (self._ar(u.rb_ar) + u.rb_off) & amask & (self.cfg.mem_b_words - 1)
+        wa_addr = (self._ar(u.wa_ar) + u.wa_off) & amask & (self.cfg.mem_a_words - 1)
+        wb_addr = (self._ar(u.wb_ar) + u.wb_off) & amask & (self.cfg.mem_b_words - 1)
+
+        ev = PEEvents(
+            fma=int(fma), mv=int(mv), mem_a_rd=int(ra), mem_b_rd=int(rb),
+            mem_a_wr=int(wa), mem_b_wr=int(wb), rf_rd=int(rf_rd),
+            rf_wr=int(mv) + int(wbk is not None), row_drv=int(roe), col_drv=int(coe),
+            rf_conflict=int(mv and wbk is not None and wbk[0] == s.mv_dst),
+        )
+
+        # ---- end of cycle: all registers update ------------------------------------------
+        # SRAM: the read samples the array before this cycle's write (read-during-write
+        # returns the old data); a read that is not performed keeps the port register.
+        if ra:
+            self.rd_a = self.mem_a[ra_addr]
+        if rb:
+            self.rd_b = self.mem_b[rb_addr]
+        if wa:
+            self.mem_a[self._s1_wa_addr] = wa_val
+        if wb:
+            self.mem_b[self._s1_wb_addr] = wb_val
+        # RF: the move unit first, the FMA write-back wins a conflict
+        if mv and s.mv_dst < self.n_regs:
+            self.rf[s.mv_dst] = mv_val
+        if wbk is not None and wbk[0] < self.n_regs:
+            self.rf[wbk[0]] = wbk[1]
+        # address registers (predicated; AR values before this micro-op were used above)
+        if pred:
+            self._update_ars(u)
+        # pipelines
+        self._ap = [new_add] + self._ap[:-1]
+        self._mp = [new_mul] + self._mp[:-1]
+        self._s1, self._s1_pred = u, pred
+        self._s1_wa_addr, self._s1_wb_addr = wa_addr, wb_addr
+        self.cycle += 1
+        return ev
+
+    def _update_ars(self, u: DecodedUop):
+        amask = self.amask
+        op, idx, imm = u.ar_op, u.ar_idx, u.ar_imm
+        new_ar = []
+        for i in range(self.n_ar):
+            if op == ArOp.SET and idx == i:
+                new_ar.append(imm & amask)
+                continue
+            v = self.ar[i]
+            if op == ArOp.ADD and idx == i:
+                v += imm
+            if ((u.ra_inc and u.ra_ar == i) or (u.rb_inc and u.rb_ar == i)
+                    or (u.wa_inc and u.wa_ar == i) or (u.wb_inc and u.wb_ar == i)):
+                v += self.stride[i]
+            new_ar.append(v & amask)
+        self.ar = new_ar
+        if op == ArOp.STRIDE and idx < self.n_ar:
+            self.stride[idx] = imm & amask
+
+    def _as_decoded(self, uop) -> DecodedUop:
+        if isinstance(uop, DecodedUop):
+            return uop
+        if isinstance(uop, MicroOp):
+            uop = uop.encode(self.ab, self.sb)
+        return decode_uop(int(uop), self.ab, self.sb)
+
+    # -- convenience ----------------------------------------------------------------------
+    def step(self, uop, ext_row: int = 0, ext_col: int = 0):
+        """One cycle of a lone PE (buses resolved as own drive if driving, else external).
+
+        Returns ``((row_out, row_oe, col_out, col_oe), events)``.
+        """
+        drv = self.drive()
+        row_in = drv[0] if drv[1] else ext_row
+        col_in = drv[2] if drv[3] else ext_col
+        return drv, self.clock(uop, row_in, col_in)
+
+    def run(self, uops: Sequence, row_ins: Sequence[int] | None = None,
+            col_ins: Sequence[int] | None = None) -> list:
+        """Run a program on a lone PE; ``row_ins``/``col_ins`` are the external bus inputs
+        per cycle (default 0). Returns per cycle ``((row_out, row_oe, col_out, col_oe),
+        events)``."""
+        n = len(uops)
+        row_ins = row_ins if row_ins is not None else [0] * n
+        col_ins = col_ins if col_ins is not None else [0] * n
+        return [self.step(u, r, c) for u, r, c in zip(uops, row_ins, col_ins)]

@@ -1,0 +1,73 @@
+"""Test wrapper: one PE whose buses resolve like a 1x1 core.
+
+``row_in = row_out if row_oe else ext_row_in`` (same for the column bus), which is what
+:meth:`pe.pe_model.PEModel.run` does. The PE keeps its real coordinates ``(row, col)``
+in an ``nr x nr`` configuration, so predicates and driver selection behave as at that
+position of a core.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from pe.microop import uop_layout
+from pe.pe import EVENT_LAYOUT, PE
+
+__all__ = ["PETop", "obs_fields"]
+
+
+def obs_fields(cfg):
+    """``(name, offset, width)`` of the packed ``obs`` output."""
+    w = cfg.fmt.width
+    return (("row_out", 0, w), ("row_oe", w, 1), ("col_out", w + 1, w), ("col_oe", 2 * w + 1, 1),
+            ("ev", 2 * w + 2, EVENT_LAYOUT.size))
+
+
+class PETop(wiring.Component):
+    """A lone PE for the cocotb tests.
+
+    Ports
+    -----
+    uop : In(uop_layout size)
+        The micro-op word as a plain integer (one write per cycle).
+    ext_row_in, ext_col_in : In(fmt.width)
+        Bus values used when the PE does not drive the bus itself.
+    row_out, row_oe, col_out, col_oe, ev : Out
+        The PE's outputs (``ev`` as a plain integer in ``EVENT_LAYOUT`` bit order).
+    obs : Out
+        All outputs packed into one integer (one read per cycle), see :func:`obs_fields`.
+    """
+
+    def __init__(self, cfg, row: int, col: int):
+        self.cfg, self.row, self.col = cfg, row, col
+        w = cfg.fmt.width
+        lay = uop_layout(cfg.addr_bits, cfg.sel_bits)
+        super().__init__({
+            "uop": In(lay.size),
+            "ext_row_in": In(w),
+            "ext_col_in": In(w),
+            "row_out": Out(w),
+            "row_oe": Out(1),
+            "col_out": Out(w),
+            "col_oe": Out(1),
+            "ev": Out(EVENT_LAYOUT.size),
+            "obs": Out(2 * w + 2 + EVENT_LAYOUT.size),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.pe = pe = PE(self.cfg, self.row, self.col)
+        m.d.comb += [
+            pe.uop.as_value().eq(self.uop),
+            pe.row_in.eq(Mux(pe.row_oe, pe.row_out, self.ext_row_in)),
+            pe.col_in.eq(Mux(pe.col_oe, pe.col_out, self.ext_col_in)),
+            self.row_out.eq(pe.row_out),
+            self.row_oe.eq(pe.row_oe),
+            self.col_out.eq(pe.col_out),
+            self.col_oe.eq(pe.col_oe),
+            self.ev.eq(pe.ev.as_value()),
+            self.obs.eq(Cat(pe.row_out, pe.row_oe, pe.col_out, pe.col_oe, pe.ev.as_value())),
+        ]
+        return m
