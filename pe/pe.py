@@ -57,8 +57,8 @@ class PE(wiring.Component):
         Coordinates of this PE in the core (elaboration constants used by predicates,
         bus-driver selection and read gating).
 
-    Ports
-    -----
+    Attributes
+    ----------
     uop : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
         Micro-op issued this cycle (all-zero = NOP).
     row_in, col_in : In(fmt.width)
@@ -74,8 +74,10 @@ class PE(wiring.Component):
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
 
-    Cycle behaviour (micro-op on ``uop`` at cycle ``t``)
-    ---------------------------------------------------
+    Notes
+    -----
+    Cycle behaviour of a micro-op on ``uop`` at cycle ``t``:
+
     * ``t`` (issue): predicate evaluated; SRAM read addresses ``AR[ar] + off`` presented
       to the synchronous read ports (``en`` = ``ra.en`` and the read gate); write
       addresses computed and registered; AR/stride updates at the end of ``t``.

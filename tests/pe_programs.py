@@ -569,6 +569,8 @@ DIRECTED = {
 
 
 def directed_programs(cfg, row, col) -> list[Program]:
+    if cfg.n_regs < 13:
+        raise ValueError(f"the directed PE programs use registers r0..r12; n_regs={cfg.n_regs}")
     return [f(cfg, row, col) for f in DIRECTED.values()]
 
 

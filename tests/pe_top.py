@@ -28,8 +28,8 @@ def obs_fields(cfg):
 class PETop(wiring.Component):
     """A lone PE for the cocotb tests.
 
-    Ports
-    -----
+    Attributes
+    ----------
     uop : In(uop_layout size)
         The micro-op word as a plain integer (one write per cycle).
     ext_row_in, ext_col_in : In(fmt.width)
