@@ -20,7 +20,8 @@ from amaranth.hdl import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from pe.fp_common import check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage, unpack
+from pe.fp_common import (check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage,
+                          unpack, wire)
 from pe.fpformat import FPFormat, get_format
 from rtl.config import MIN_ADD_LATENCY
 
@@ -71,12 +72,12 @@ class FPAdd(wiring.Component):
         n_delay = max(0, extra - 3)
 
         # ---- stage 1: unpack, compare magnitudes, swap, align ---------------------------------
-        ua = unpack(fmt, self.a)
-        ub = unpack(fmt, self.b)
-        a_big = ua.mag >= ub.mag   # finite magnitudes order like their bit patterns
+        ua = unpack(m, fmt, self.a, "ua")
+        ub = unpack(m, fmt, self.b, "ub")
+        a_big = wire(m, ua.mag >= ub.mag, "a_big")   # finite magnitudes order like their bit patterns
         big_sig = Mux(a_big, ua.sig, ub.sig)
         small_sig = Mux(a_big, ub.sig, ua.sig)
-        big_xe = Mux(a_big, ua.xe, ub.xe)
+        big_xe = wire(m, Mux(a_big, ua.xe, ub.xe), "a_big_xe")
         small_xe = Mux(a_big, ub.xe, ua.xe)
         s0 = stage(
             m, split_align, "a0",
@@ -90,7 +91,8 @@ class FPAdd(wiring.Component):
             zero_sign=ua.sign & ub.sign,           # sign of an exact zero sum (RNE)
         )
         # alignment: shifts >= P + GRS leave only the sticky bit
-        aligned, sticky = shift_right_sticky(Cat(Const(0, GRS), s0.small_sig), s0.diff, P + GRS)
+        aligned, sticky = shift_right_sticky(m, Cat(Const(0, GRS), s0.small_sig), s0.diff, P + GRS,
+                                             "a_align")
         r1 = stage(m, True, "a1", big_sig=s0.big_sig, small=aligned | sticky, big_xe=s0.big_xe,
                    sign=s0.sign, sub=s0.sub, nan=s0.nan, inf=s0.inf, inf_sign=s0.inf_sign,
                    zero_sign=s0.zero_sign)
@@ -100,24 +102,26 @@ class FPAdd(wiring.Component):
         total = Mux(r1.sub, big - r1.small, big + r1.small)[:W]   # never negative: big >= small
         r2a = stage(m, split_lzc, "a2", total=total, big_xe=r1.big_xe, sign=r1.sign,
                     nan=r1.nan, inf=r1.inf, inf_sign=r1.inf_sign, zero_sign=r1.zero_sign)
-        r2 = stage(m, True, "a3", total=r2a.total, lz=lzc(r2a.total), is_zero=~r2a.total.any(),
+        r2 = stage(m, True, "a3", total=r2a.total, lz=lzc(m, r2a.total, "a_lzc"), is_zero=~r2a.total.any(),
                    big_xe=r2a.big_xe, sign=r2a.sign, nan=r2a.nan, inf=r2a.inf,
                    inf_sign=r2a.inf_sign, zero_sign=r2a.zero_sign)
 
         # ---- stage 3: normalize ----------------------------------------------------------------------
         # The sum's MSB position W-1 stands for biased exponent big_xe + 1. Shift left by
         # lz, but not below exponent 1 (subnormal result); no bit is lost.
-        sh = Mux(r2.lz <= r2.big_xe, r2.lz, r2.big_xe[:len(r2.lz)])
+        sh = wire(m, Mux(r2.lz <= r2.big_xe, r2.lz, r2.big_xe[:len(r2.lz)]), "a_sh")
         shifted = (r2.total << sh)[:W]
         base = (r2.big_xe - sh)[:E]               # biased exponent - 1, >= 0
         r3 = stage(m, split_round, "a4", shifted=shifted, base=base, is_zero=r2.is_zero,
                    sign=r2.sign, nan=r2.nan, inf=r2.inf, inf_sign=r2.inf_sign, zero_sign=r2.zero_sign)
 
         # ---- stage 3b: round, pack, special cases ------------------------------------------------
-        mant = r3.shifted[GRS + 1:]               # P bits, hidden bit on top
-        rnd = r3.shifted[GRS]
-        sticky = r3.shifted[:GRS].any()
-        mag, overflow = round_pack(fmt, r3.base, mant, rnd, sticky)
+        shifted = wire(m, r3.shifted, "a_shifted")
+        mant = shifted[GRS + 1:]               # P bits, hidden bit on top
+        rnd = shifted[GRS]
+        sticky = shifted[:GRS].any()
+        mag, overflow = round_pack(m, fmt, r3.base, mant, rnd, sticky)
+        mag = wire(m, mag, "a_mag")
         res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.inf_sign, zero=r3.is_zero,
                             zero_sign=r3.zero_sign, overflow=overflow, sign=r3.sign, mag=mag)
         out = stage(m, True, "a5", res=res).res

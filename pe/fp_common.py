@@ -15,7 +15,19 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from pe.fpformat import FPFormat
 
 __all__ = ["unpack", "lzc", "shift_right_sticky", "round_pack", "stage", "select_result",
-           "check_latency"]
+           "check_latency", "wire", "delay", "clamp"]
+
+# Every intermediate value used more than once goes through a named comb Signal
+# (:func:`wire`): Amaranth emits an expression again at each use, which would duplicate
+# logic in the generated Verilog (and slow simulators down), e.g. inside the LZC tree.
+
+
+def wire(m, value, name: str) -> Signal:
+    """A comb ``Signal`` driven by ``value`` (shares the logic between its uses)."""
+    value = Value.cast(value)
+    s = Signal(value.shape(), name=name)
+    m.d.comb += s.eq(value)
+    return s
 
 
 def check_latency(latency, minimum: int, what: str) -> int:
@@ -24,7 +36,7 @@ def check_latency(latency, minimum: int, what: str) -> int:
     return latency
 
 
-def unpack(fmt: FPFormat, x: Value) -> SimpleNamespace:
+def unpack(m, fmt: FPFormat, x: Value, name: str) -> SimpleNamespace:
     """Fields and classification of the operand ``x`` (``fmt.width`` bits).
 
     ``sig`` is the significand with the hidden bit (``fmt.precision`` bits, hidden bit 0
@@ -35,31 +47,32 @@ def unpack(fmt: FPFormat, x: Value) -> SimpleNamespace:
     frac = x[:F]
     exp = x[F:F + E]
     sign = x[F + E]
-    exp_nz = exp.any()
-    exp_ones = exp.all()
-    frac_nz = frac.any()
+    exp_nz = wire(m, exp.any(), f"{name}_exp_nz")
+    exp_ones = wire(m, exp.all(), f"{name}_exp_ones")
+    frac_nz = wire(m, frac.any(), f"{name}_frac_nz")
     return SimpleNamespace(
         sign=sign, exp=exp, frac=frac,
-        sig=Cat(frac, exp_nz),
-        xe=Cat(exp[0] | ~exp_nz, exp[1:]),
-        zero=~exp_nz & ~frac_nz,
-        inf=exp_ones & ~frac_nz,
-        nan=exp_ones & frac_nz,
+        sig=wire(m, Cat(frac, exp_nz), f"{name}_sig"),
+        xe=wire(m, Cat(exp[0] | ~exp_nz, exp[1:]), f"{name}_xe"),
+        zero=wire(m, ~exp_nz & ~frac_nz, f"{name}_zero"),
+        inf=wire(m, exp_ones & ~frac_nz, f"{name}_inf"),
+        nan=wire(m, exp_ones & frac_nz, f"{name}_nan"),
         mag=x[:F + E],
     )
 
 
-def _lzc_pow2(x: Value):
+def _lzc_pow2(m, x: Value, name: str):
     """(all_zero, count) for a power-of-two width >= 2; count has log2(width) bits."""
     n = len(x)
     if n == 2:
-        return ~x[1] & ~x[0], ~x[1]
-    zh, ch = _lzc_pow2(x[n // 2:])
-    zl, cl = _lzc_pow2(x[:n // 2])
-    return zh & zl, Mux(zh, Cat(cl, Const(1, 1)), Cat(ch, Const(0, 1)))
+        return wire(m, ~x[1] & ~x[0], f"{name}_z"), ~x[1]
+    zh, ch = _lzc_pow2(m, x[n // 2:], f"{name}h")
+    zl, cl = _lzc_pow2(m, x[:n // 2], f"{name}l")
+    cnt = wire(m, Mux(zh, Cat(cl, Const(1, 1)), Cat(ch, Const(0, 1))), f"{name}_c")
+    return wire(m, zh & zl, f"{name}_z"), cnt
 
 
-def lzc(x: Value) -> Value:
+def lzc(m, x: Value, name: str) -> Value:
     """Leading-zero count of ``x`` (``len(x)`` for zero), as a log-depth tree."""
     x = Value.cast(x)
     w = len(x)
@@ -68,10 +81,10 @@ def lzc(x: Value) -> Value:
         n *= 2
     if n > w:   # pad with ones below the LSB: the count stops at w for x == 0
         x = Cat(Const((1 << (n - w)) - 1, n - w), x)
-        _, cnt = _lzc_pow2(x)
+        _, cnt = _lzc_pow2(m, x, name)
         return cnt
-    zero, cnt = _lzc_pow2(x)
-    return Mux(zero, Const(n, n.bit_length()), cnt)
+    zero, cnt = _lzc_pow2(m, x, name)
+    return wire(m, Mux(zero, Const(n, n.bit_length()), cnt), f"{name}_cnt")
 
 
 def clamp(value: Value, limit: int) -> Value:
@@ -83,14 +96,14 @@ def clamp(value: Value, limit: int) -> Value:
     return Mux(value > limit, Const(limit, w), value[:w])
 
 
-def shift_right_sticky(x: Value, amount: Value, max_shift: int):
+def shift_right_sticky(m, x: Value, amount: Value, max_shift: int, name: str):
     """``(x >> min(amount, max_shift), sticky)``; ``sticky`` ORs every bit shifted out.
 
     Choose ``max_shift >= len(x)`` unless the caller knows larger shifts do not matter.
     """
-    x = Value.cast(x)
+    x = wire(m, x, f"{name}_in")
     w = len(x)
-    amt = clamp(amount, max_shift)
+    amt = wire(m, clamp(amount, max_shift), f"{name}_amt")
     shifted = (x >> amt)[:w]
     ones = Const((1 << w) - 1, w)
     kept_mask = (ones << amt)[:w]             # bits of x that survive the shift
@@ -98,7 +111,7 @@ def shift_right_sticky(x: Value, amount: Value, max_shift: int):
     return shifted, sticky
 
 
-def round_pack(fmt: FPFormat, base: Value, mant: Value, rnd: Value, sticky: Value):
+def round_pack(m, fmt: FPFormat, base: Value, mant: Value, rnd: Value, sticky: Value):
     """Round to nearest even and pack exponent and fraction.
 
     ``mant`` holds ``precision`` bits (hidden bit at the top, 0 for a subnormal result),
@@ -109,6 +122,8 @@ def round_pack(fmt: FPFormat, base: Value, mant: Value, rnd: Value, sticky: Valu
     the exponent before rounding is already ``>= exp_max`` (the caller selects infinity).
     """
     F, E = fmt.frac_bits, fmt.exp_bits
+    base = wire(m, base, "rp_base")
+    mant = wire(m, mant, "rp_mant")
     hidden = mant[F]
     overflow = (base + hidden) >= fmt.exp_max
     inc = rnd & (sticky | mant[0])
@@ -139,7 +154,7 @@ def stage(m, enabled: bool, prefix: str, **values) -> SimpleNamespace:
             m.d.sync += r.eq(v)
             out[key] = r
         else:
-            out[key] = v
+            out[key] = wire(m, v, f"{prefix}_{key}")
     return SimpleNamespace(**out)
 
 

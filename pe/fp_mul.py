@@ -17,7 +17,8 @@ from amaranth.hdl import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from pe.fp_common import check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage, unpack
+from pe.fp_common import (check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage,
+                          unpack, wire)
 from pe.fpformat import FPFormat, get_format
 from rtl.config import MIN_MUL_LATENCY
 
@@ -64,8 +65,8 @@ class FPMul(wiring.Component):
         n_delay = max(0, extra - 3)
 
         # ---- stage 1: unpack, special cases, exponent sum, significand multiply ----------
-        ua = unpack(fmt, self.a)
-        ub = unpack(fmt, self.b)
+        ua = unpack(m, fmt, self.a, "ua")
+        ub = unpack(m, fmt, self.b, "ub")
         s1 = stage(
             m, split_mul_in, "m0",
             sig_a=ua.sig, sig_b=ub.sig,
@@ -81,7 +82,7 @@ class FPMul(wiring.Component):
         r1 = stage(m, True, "m1", prod=prod, t=s1.t, sign=s1.sign, nan=s1.nan, inf=s1.inf, zero=s1.zero)
 
         # ---- stage 2a: leading-zero count -----------------------------------------------
-        r2 = stage(m, split_lzc, "m2", prod=r1.prod, lz=lzc(r1.prod), t=r1.t,
+        r2 = stage(m, split_lzc, "m2", prod=r1.prod, lz=lzc(m, r1.prod, "m_lzc"), t=r1.t,
                    sign=r1.sign, nan=r1.nan, inf=r1.inf, zero=r1.zero)
 
         # ---- stage 2b: normalize ------------------------------------------------------------
@@ -89,24 +90,25 @@ class FPMul(wiring.Component):
         # lz, but not below exponent 1 (subnormal result); if t < 0 shift right by -t
         # (into the subnormal range), collecting the lost bits into a sticky bit.
         t = r2.t
-        neg = t < 0
+        neg = wire(m, t < 0, "m_neg")
         lz = r2.lz
         t_lo = t[:len(lz)]          # only used when 0 <= t < lz, which fits lz's width
-        sh_l = Mux(t >= lz, lz, t_lo)
+        sh_l = wire(m, Mux(t >= lz, lz, t_lo), "m_shl")
         left = (r2.prod << sh_l)[:2 * P]
         # right shifts beyond P + 1 leave mantissa and round bit 0: clamp there
-        right, rsticky = shift_right_sticky(r2.prod, (-t).as_unsigned()[:E + 2], P + 1)
+        right, rsticky = shift_right_sticky(m, r2.prod, (-t).as_unsigned()[:E + 2], P + 1, "m_shr")
         shifted = Mux(neg, right, left)
         base = Mux(neg, 0, (t - sh_l).as_unsigned()[:E + 1])     # biased exponent - 1
         r3 = stage(m, split_round, "m3", shifted=shifted, rsticky=neg & rsticky, base=base,
                    sign=r2.sign, nan=r2.nan, inf=r2.inf, zero=r2.zero)
 
         # ---- stage 2c: round, pack, special cases --------------------------------------------
-        sh = r3.shifted
+        sh = wire(m, r3.shifted, "m_shifted")
         mant = sh[P:]                 # P bits, hidden bit on top
         rnd = sh[P - 1]
         sticky = sh[:P - 1].any() | r3.rsticky
-        mag, overflow = round_pack(fmt, r3.base, mant, rnd, sticky)
+        mag, overflow = round_pack(m, fmt, r3.base, mant, rnd, sticky)
+        mag = wire(m, mag, "m_mag")
         res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.sign, zero=r3.zero,
                             zero_sign=r3.sign, overflow=overflow, sign=r3.sign, mag=mag)
         out = stage(m, True, "m4", res=res).res
