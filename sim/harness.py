@@ -164,15 +164,22 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
     if waves is None:
         waves = os.environ.get("WAVES", "0") not in ("", "0")
     text, vpath = write_verilog(component, toplevel)
-    digest = hashlib.sha256((text + sim + str(waves)).encode()).hexdigest()[:16]
-    build_dir = BUILD / sim / f"{toplevel}-{digest}"
+
     old_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
         runner = get_runner(sim)
         build_args = []
+        if sim == "icarus":
+            # Amaranth's Verilog forces a time-0 evaluation of every `always @*` through a
+            # `reg ... = 0` initializer; under the runner's default -g2012 Icarus runs
+            # initializers before time 0 without an event, leaving combinational outputs
+            # whose inputs never change at X. Verilog-2005 semantics restore the event.
+            build_args = ["-g2005"]
         if sim == "verilator":
             build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3", "--x-assign", "fast"]
+        digest = hashlib.sha256((text + sim + str(waves) + " ".join(build_args)).encode()).hexdigest()[:16]
+        build_dir = BUILD / sim / f"{toplevel}-{digest}"
         # always=False: the runner skips the build when the (content-addressed) source is
         # older than the build products, so an unchanged design is never rebuilt.
         build_dir.mkdir(parents=True, exist_ok=True)
@@ -192,10 +199,13 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         if results.exists():
             results.unlink()
         log = test_dir / "sim.log"
-        runner.test(test_module=test_module, hdl_toplevel=toplevel, testcase=testcase,
-                    build_dir=build_dir, test_dir=test_dir, results_xml=str(results),
-                    extra_env=extra_env, waves=waves, timescale=("1ns", "1ps"), seed=seed,
-                    log_file=log)
+        try:
+            runner.test(test_module=test_module, hdl_toplevel=toplevel, testcase=testcase,
+                        build_dir=build_dir, test_dir=test_dir, results_xml=str(results),
+                        extra_env=extra_env, waves=waves, timescale=("1ns", "1ps"), seed=seed,
+                        log_file=log)
+        except SystemExit:  # the runner exits on failing tests; report them below
+            pass
     finally:
         for k, v in old_env.items():
             if v is None:

@@ -1,0 +1,172 @@
+"""A CATERPILLAR core: nr x nr PEs, row/column broadcast buses, sequencer, host stream,
+performance counters.
+
+Specified in ``docs/core.md``; :class:`sim.core_model.CoreModel` is the cycle-accurate
+reference the RTL tests compare against.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import EnableInserter
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from noc.broadcast_bus import BroadcastBus
+from pe.pe import PE
+from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
+from rtl.perf_counters import PerfCounters, counter_names
+from rtl.sequencer import Sequencer
+from sw.isa import HostDir, instr_layout
+
+__all__ = ["Core"]
+
+
+class Core(wiring.Component):
+    """One core with its AXI4-Stream host ports.
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+
+    Ports
+    -----
+    s_axis_tdata/tvalid/tready/tlast : host -> core stream (``cfg.host_width`` bits)
+    m_axis_tdata/tvalid/tready/tlast : core -> host stream
+
+    Cycle behaviour
+    ---------------
+    The sequencer issues one instruction per cycle. When the instruction at its head
+    needs a host input beat that is not there, or room in the output FIFO that is not
+    there, it stalls: the next cycle carries no instruction and the PEs (FP pipelines,
+    SRAMs, registers) and the host-lane pipeline registers are clock-enabled off for that
+    cycle, so a stall is invisible to the program (``docs/core.md``, "Issue, stalls,
+    HALT"). Host input beats of ``hin`` instructions are consumed when the instruction
+    leaves the head and drive the buses in the instruction's operand stage; ``hout``
+    samples the resolved buses in the operand stage and pushes one beat.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.counter_names = counter_names(cfg)
+        hw = cfg.host_width
+        super().__init__({
+            "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
+            "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        nr = cfg.nr
+        w = cfg.fmt.width
+        hw = cfg.host_width
+
+        m.submodules.seq = seq = Sequencer(cfg)
+        m.submodules.hif = hif = HostInterface(cfg, instr_layout(cfg).size, len(self.counter_names),
+                                               drain_cycles=cfg.fpu_latency)
+        m.submodules.counters = ctr = PerfCounters(cfg)
+
+        # --- host streams -----------------------------------------------------------
+        for name in ("s_axis_tdata", "s_axis_tvalid", "s_axis_tlast", "m_axis_tready"):
+            m.d.comb += getattr(hif, name).eq(getattr(self, name))
+        for name in ("s_axis_tready", "m_axis_tdata", "m_axis_tvalid", "m_axis_tlast"):
+            m.d.comb += getattr(self, name).eq(getattr(hif, name))
+        m.d.comb += [
+            seq.load_addr.eq(hif.load_addr), seq.load_data.eq(hif.load_data), seq.load_en.eq(hif.load_en),
+            seq.start.eq(hif.start), seq.start_pc.eq(hif.start_pc),
+            hif.halted.eq(seq.halted), hif.halt_pc.eq(seq.pc),
+        ]
+
+        # --- stall decision at the sequencer head -------------------------------------
+        # pushes in flight: issued this cycle (operand stage next enabled cycle) and in
+        # the operand stage now
+        hout_op = Signal(2)      # hout of the instruction in its operand stage
+        hout_last_op = Signal()
+        hin_op = Signal(2)
+        hin_data_issue = Signal(hw)   # beat of the instruction being issued this cycle
+        hin_data_op = Signal(hw)      # beat of the instruction in its operand stage
+        pending = Signal(range(3))
+        m.d.comb += pending.eq((seq.issue & (seq.hout != 0)) + (hout_op != 0))
+        room = Signal()
+        m.d.comb += room.eq(hif.out_level + pending < OUT_FIFO_DEPTH)
+        stall = Signal()
+        m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)))
+        m.d.comb += seq.stall.eq(stall)
+        head_issues = Signal()
+        m.d.comb += head_issues.eq(seq.running & ~stall)
+        m.d.comb += hif.hin_take.eq(head_issues & seq.need_hin)
+        with m.If(head_issues & seq.need_hin):
+            m.d.sync += hin_data_issue.eq(hif.hin_data)
+
+        # bubble: the cycle after a stall carries no instruction; freeze the PE side
+        bubble = Signal()
+        m.d.sync += bubble.eq(stall)
+        pe_en = Signal()
+        m.d.comb += pe_en.eq(~bubble)
+
+        # --- operand-stage registers of the host lanes (frozen with the PEs) ---------
+        lanes = Module()
+        lanes.d.sync += [
+            hin_op.eq(Mux(seq.issue, seq.hin, 0)),
+            hin_data_op.eq(hin_data_issue),
+            hout_op.eq(Mux(seq.issue, seq.hout, 0)),
+            hout_last_op.eq(seq.hlast),
+        ]
+        m.submodules.lanes = EnableInserter(pe_en)(lanes)
+
+        # --- PEs and buses -----------------------------------------------------------
+        row_bus = [BroadcastBus(w, nr) for _ in range(nr)]
+        col_bus = [BroadcastBus(w, nr) for _ in range(nr)]
+        for i in range(nr):
+            m.submodules[f"row_bus{i}"] = row_bus[i]
+            m.submodules[f"col_bus{i}"] = col_bus[i]
+            m.d.comb += [
+                row_bus[i].host_en.eq(pe_en & (hin_op == HostDir.ROW)),
+                row_bus[i].host_data.eq(hin_data_op[i * w:(i + 1) * w]),
+                col_bus[i].host_en.eq(pe_en & (hin_op == HostDir.COL)),
+                col_bus[i].host_data.eq(hin_data_op[i * w:(i + 1) * w]),
+            ]
+        pes = []
+        for r in range(nr):
+            for c in range(nr):
+                pe = PE(cfg, row=r, col=c)
+                pes.append(pe)
+                m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
+                rd_data, rd_oe = row_bus[r].drivers()[c]
+                cd_data, cd_oe = col_bus[c].drivers()[r]
+                m.d.comb += [
+                    pe.uop.eq(seq.uop),
+                    pe.row_in.eq(row_bus[r].value),
+                    pe.col_in.eq(col_bus[c].value),
+                    rd_data.eq(pe.row_out), rd_oe.eq(pe.row_oe & pe_en),
+                    cd_data.eq(pe.col_out), cd_oe.eq(pe.col_oe & pe_en),
+                ]
+
+        # --- host output pushes (operand stage) --------------------------------------
+        push = Signal()
+        m.d.comb += push.eq(pe_en & (hout_op != 0))
+        row_vals = Cat(*(b.value for b in row_bus))
+        col_vals = Cat(*(b.value for b in col_bus))
+        m.d.comb += [
+            hif.push_en.eq(push),
+            hif.push_data.eq(Mux(hout_op == HostDir.ROW, row_vals, col_vals)),
+            hif.push_last.eq(hout_last_op),
+        ]
+
+        # --- counters -------------------------------------------------------------------
+        m.d.comb += [
+            ctr.count_en.eq(hif.running),
+            ctr.stall.eq(stall),
+            ctr.issue.eq(seq.issue),
+            ctr.row_busy.eq(Cat(*(b.busy for b in row_bus))),
+            ctr.col_busy.eq(Cat(*(b.busy for b in col_bus))),
+            ctr.host_in.eq(hif.host_in_beat),
+            ctr.host_out.eq(hif.host_out_beat),
+            ctr.clear.eq(hif.cnt_clear),
+            ctr.sel.eq(hif.cnt_sel),
+            hif.cnt_value.eq(ctr.value),
+        ]
+        for p, pe in enumerate(pes):
+            m.d.comb += ctr.pe_events()[p].eq(Mux(pe_en, pe.ev.as_value(), 0))
+        return m

@@ -1,0 +1,121 @@
+"""The core RTL against the core model, through the AXI4-Stream host protocol."""
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+from pe.fp_golden import mac_bits
+from pe.microop import Gate, MicroOp, PredMode, Src
+from rtl.config import ArchConfig
+from rtl.core import Core
+from sim.core_model import Beat, CoreModel
+from sim.harness import BUILD, atomic_write, run_cocotb
+from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
+from sw.isa import HostDir, Instruction, SeqOp
+
+SIMS = ["icarus", "verilator"]
+CONFIGS = {
+    "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
+    "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
+}
+
+
+def fill_and_compute_program(cfg, n_words: int):
+    """Stream n_words values into memA and memB of every PE, compute
+    r1 = a0*b0 + 0; r1 = a1*b1 + r1 in every PE, store r1 to memA[n_words], read
+    memA[0..n_words] of every PE back over the column buses."""
+    nr = cfg.nr
+    prog = []
+    for bank in ("wa", "wb"):
+        for k in range(nr):
+            for a in range(n_words):
+                prog.append(Instruction(MicroOp(pred_mode=PredMode.COL, pred_k=k, **{
+                    f"{bank}_en": 1, f"{bank}_off": a, f"{bank}_src": Src.ROW}), hin=HostDir.ROW))
+    prog.append(Instruction(MicroOp(ra_en=1, ra_off=0, rb_en=1, rb_off=0, fpu_en=1, fpu_a=Src.MEMA,
+                                    fpu_b=Src.MEMB, fpu_c=Src.ZERO, fpu_dst=1)))
+    prog += [Instruction()] * (cfg.acc_reuse_distance - 1)
+    prog.append(Instruction(MicroOp(ra_en=1, ra_off=1, rb_en=1, rb_off=1, fpu_en=1, fpu_a=Src.MEMA,
+                                    fpu_b=Src.MEMB, fpu_c=1, fpu_dst=1)))
+    prog += [Instruction()] * (cfg.fpu_latency - 1)
+    prog.append(Instruction(MicroOp(wa_en=1, wa_off=n_words, wa_src=1)))
+    for a in range(n_words + 1):
+        for k in range(nr):
+            prog.append(Instruction(MicroOp(ra_en=1, ra_gate=Gate.CDRV, ra_off=a, cdrv_en=1, cdrv_k=k,
+                                            cdrv_src=Src.MEMA), hout=HostDir.COL,
+                                    hlast=int(a == n_words and k == nr - 1)))
+    prog.append(Instruction(op=SeqOp.HALT))
+    return [i.encode(cfg) for i in prog]
+
+
+def random_lane_beats(cfg, rng, n):
+    w = cfg.fmt.width
+    vals = cfg.fmt.from_float(rng.uniform(-2, 2, size=(n, cfg.nr)))
+    return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in vals]
+
+
+def run_core(cfg, beats, name, sim, pause_in=0.0, pause_out=0.0, seed=0):
+    model = CoreModel(cfg)
+    expected = model.process(beats)
+    vec = BUILD / "vectors" / f"core-{name}-{sim}-{os.getpid()}.json"
+    res = BUILD / "vectors" / f"core-{name}-{sim}-{os.getpid()}-result.json"
+    per = -(-64 // cfg.host_width)
+    n_ctr = sum(1 for b in beats if b == counters_beats()[0]) * per * len(model.names)
+    atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
+    params = {"vectors": str(vec), "result": str(res), "pause_in": pause_in, "pause_out": pause_out, "seed": seed,
+              "relaxed_tail": n_ctr if (pause_in or pause_out) else 0}
+    run_cocotb(Core(cfg), "core", "tb_core", sim=sim, config=cfg, params=params)
+    return model, expected, json.loads(res.read_text())
+
+
+@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("cname", list(CONFIGS))
+def test_core_fill_compute_readback(sim, cname):
+    cfg = CONFIGS[cname]
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    n_words = 4
+    words = fill_and_compute_program(cfg, n_words)
+    data = random_lane_beats(cfg, rng, 2 * cfg.nr * n_words)
+    beats = clear_beats() + load_beats(cfg, words) + run_beats(0, data) + counters_beats()
+    model, expected, _ = run_core(cfg, beats, f"fill-{cname}", sim)
+    # the model's numbers are the numpy golden MAC (independent check of the model)
+    nr, w, m = cfg.nr, cfg.fmt.width, (1 << cfg.fmt.width) - 1
+    lanes = np.array([[(d >> (i * w)) & m for i in range(nr)] for d in data], dtype=np.uint64)
+    a = lanes[:nr * n_words].reshape(nr, n_words, nr)   # [col k, word, row r]
+    b = lanes[nr * n_words:].reshape(nr, n_words, nr)
+    fmt = cfg.fmt
+    zero = np.zeros(1, fmt.np_uint)
+    for r in range(nr):
+        for c in range(nr):
+            av, bv = a[c, :, r].astype(fmt.np_uint), b[c, :, r].astype(fmt.np_uint)
+            p0 = mac_bits(fmt, av[:1], bv[:1], zero)
+            want = int(mac_bits(fmt, av[1:2], bv[1:2], p0)[0])
+            beat = expected[n_words * nr + r]   # word n_words, driver row r: lane c
+            assert (beat.data >> (c * w)) & m == want, (r, c)
+    ctr = decode_counters(cfg, [(b.data, b.last) for b in expected[-len(model.names) * (-(-64 // cfg.host_width)):]])
+    assert ctr["instructions"] == len(words)
+    assert ctr["host_in_beats"] == len(data)
+    assert all(ctr[f"fma[{p}]"] == 2 for p in range(nr * nr))
+
+
+@pytest.mark.parametrize("sim", ["icarus"])
+def test_core_stalls_are_invisible(sim):
+    """Random gaps on the input stream and backpressure on the output: same beats."""
+    cfg = CONFIGS["nr2_fp16"]
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    words = fill_and_compute_program(cfg, 4)
+    data = random_lane_beats(cfg, rng, 2 * cfg.nr * 4)
+    beats = clear_beats() + load_beats(cfg, words) + run_beats(0, data)
+    run_core(cfg, beats, "stall", sim, pause_in=0.4, pause_out=0.5, seed=seed)
+
+
+def test_core_bad_command_answers_error_beat():
+    cfg = CONFIGS["nr2_fp16"]
+    out = CoreModel(cfg).process([0x7, 0xF])
+    assert out == [Beat(0xF | (0x7 << 4), True), Beat(0xF | (0xF << 4), True)]
