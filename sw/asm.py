@@ -38,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from pe.microop import ArOp, Gate, MvOp, MicroOp, PredMode, Src, uop_fields
-from sw.isa import AGU_FIELDS, HostDir, Instruction, SeqOp, instr_layout
+from sw.isa import HostDir, Instruction, SeqOp, instr_layout
 
 __all__ = [
     "AsmError", "Program", "LoopInfo", "Builder", "assemble", "disassemble",
@@ -1324,6 +1324,7 @@ class Builder:
         self._items: list[_Item] = []
         self._equ: dict = {}
         self._open: list[str] = []
+        self._n = 0
 
     def equ(self, name: str, value) -> None:
         """Define a constant (int) or operand alias (e.g. ``"r3"``) for slot text."""
@@ -1361,7 +1362,8 @@ class Builder:
             c.pos = pos
             sl.append(c)
         self._items.append(_Item("instr", pos, sl))
-        return self.origin + sum(1 for it in self._items if it.kind == "instr") - 1
+        self._n += 1
+        return self.origin + self._n - 1
 
     def emit(self, *slots) -> int:
         """Append one instruction made of ``slots``; returns its address."""
@@ -1397,9 +1399,10 @@ class Builder:
         return self._instr(slots, ("halt",))
 
     def text(self, src: str) -> None:
-        """Append assembly text (whole statements; loops must be balanced within it)."""
-        pos = _caller_pos(2)
-        items = _parse_text(src, pos.file, self._equ)
+        """Append assembly text (whole statements; a loop may open in one call and close
+        in another). Errors in it name lines relative to ``src``."""
+        items = _parse_text(src, None, self._equ)
+        self._n += sum(1 for it in items if it.kind == "instr")
         self._items.extend(items)
 
     def build(self) -> Program:
