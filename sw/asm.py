@@ -37,7 +37,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from pe import microop as _microop
 from pe.microop import ArOp, Gate, MvOp, MicroOp, PredMode, Src, uop_fields
+
+#: width of the segment fields pred.seg / rdrv.seg / cdrv.seg (of micro-op layouts that have them)
+SEG_BITS = getattr(_microop, "SEG_BITS", 3)
 from sw.isa import HostDir, Instruction, SeqOp, instr_layout
 
 __all__ = [
@@ -215,27 +219,49 @@ def nop() -> Slot:
     return Slot("nop")
 
 
-def pred(mode: str = "all", k: int = 0) -> Slot:
-    """Predicate: ``pred("col", 1)`` = ``@col=1`` (``all``, ``col``, ``row``, ``diag``)."""
+def _seg_of(mod) -> int:
+    """Modulus ``2**g`` (or None) -> segment field ``g``."""
+    if mod is None:
+        return 0
+    mod = int(mod)
+    if mod < 2 or mod & (mod - 1) or mod > 1 << ((1 << SEG_BITS) - 1):
+        raise AsmError(f"index modulus {mod} must be a power of two in 2..{1 << ((1 << SEG_BITS) - 1)}")
+    return mod.bit_length() - 1
+
+
+def pred(mode: str = "all", k: int = 0, mod: int | None = None) -> Slot:
+    """Predicate: ``pred("col", 1)`` = ``@col=1``; ``pred("col", 1, mod=2)`` = ``@col%2=1``
+    (the odd columns). Modes ``all``, ``col``, ``row``, ``diag``."""
     modes = {"all": PredMode.ALL, "col": PredMode.COL, "row": PredMode.ROW, "diag": PredMode.DIAG}
     if mode not in modes:
         raise AsmError(f"unknown predicate {mode!r} (all, col, row, diag)")
-    return Slot("pred", {"pred_mode": modes[mode], "pred_k": int(k)})
+    if mode == "all" and mod is not None:
+        raise AsmError("@all takes no index modulus")
+    return Slot("pred", {"pred_mode": modes[mode], "pred_k": int(k), "pred_seg": _seg_of(mod)})
+
+
+_WB_DST = {"mema": 1, "memb": 2}      # pe.microop.FmaWb.MEMA / MEMB
 
 
 def _fpu(kind, dst, a, b, c) -> Slot:
-    return Slot(kind, {"fpu_en": 1, "fpu_a": _src_code(a), "fpu_b": _src_code(b),
-                       "fpu_c": _src_code(c), "fpu_dst": _reg(dst)})
+    wb = _WB_DST.get(dst.strip().lower(), 0) if isinstance(dst, str) else 0
+    f = {"fpu_en": 1, "fpu_a": _src_code(a), "fpu_b": _src_code(b), "fpu_c": _src_code(c), "fpu_wb": wb}
+    if not wb:               # an SRAM write-back leaves fpu.dst unused (and unclaimed)
+        f["fpu_dst"] = _reg(dst)
+    return Slot(kind, f)
 
 
 def fma(dst, a, b, c) -> Slot:
-    """``fma rD = a * b + c``."""
+    """``fma rD = a * b + c``; ``dst`` ``"mema"``/``"memb"``: write the result to SRAM A/B
+    at this instruction's ``rda``/``rdb`` address instead of a register."""
     return _fpu("fma", dst, a, b, c)
 
 
 def mac(dst, a, b) -> Slot:
-    """``mac rD += a * b`` (``c = rD``)."""
-    return _fpu("mac", dst, a, b, _reg(dst))
+    """``mac rD += a * b`` (``c = rD``); ``mac mema += a * b`` accumulates in SRAM A
+    (``c = mema``, the result goes back to the ``rda`` address)."""
+    c = dst if isinstance(dst, str) and dst.strip().lower() in _WB_DST else _reg(dst)
+    return _fpu("mac", dst, a, b, c)
 
 
 def mul(dst, a, b) -> Slot:
@@ -264,48 +290,54 @@ def mask(dst, src, msk) -> Slot:
                          "mv_dst": _reg(dst)})
 
 
-def _drv(bus, src, sel, k) -> Slot:
+def _drv(bus, src, sel, k, mod=None) -> Slot:
+    if mod is not None and sel == "diag":
+        raise AsmError(f"a segmented {bus} selects its drivers by {'col' if bus == 'rdrv' else 'row'} "
+                       f"index, not diag")
     return Slot(bus, {f"{bus}_en": 1, f"{bus}_diag": int(sel == "diag"), f"{bus}_k": int(k),
-                      f"{bus}_src": _src_code(src)})
+                      f"{bus}_src": _src_code(src), f"{bus}_seg": _seg_of(mod)})
 
 
-def rdrv(src, *, col=None, diag=None) -> Slot:
-    """Row-bus driver: ``rdrv src @col=k`` (PE with col == k) or ``@diag=k``."""
+def rdrv(src, *, col=None, diag=None, mod=None) -> Slot:
+    """Row-bus driver: ``rdrv src @col=k`` (PE with col == k) or ``@diag=k``;
+    ``mod=2**g``: ``@col%M=k``, one driver per segment of ``M`` PEs (col mod M == k)."""
     if (col is None) == (diag is None):
         raise AsmError("rdrv needs exactly one of col=k or diag=k")
-    return _drv("rdrv", src, "col" if col is not None else "diag", col if col is not None else diag)
+    return _drv("rdrv", src, "col" if col is not None else "diag", col if col is not None else diag, mod)
 
 
-def cdrv(src, *, row=None, diag=None) -> Slot:
-    """Column-bus driver: ``cdrv src @row=k`` (PE with row == k) or ``@diag=k``."""
+def cdrv(src, *, row=None, diag=None, mod=None) -> Slot:
+    """Column-bus driver: ``cdrv src @row=k`` (PE with row == k) or ``@diag=k``;
+    ``mod``: segmented (see :func:`rdrv`)."""
     if (row is None) == (diag is None):
         raise AsmError("cdrv needs exactly one of row=k or diag=k")
-    return _drv("cdrv", src, "row" if row is not None else "diag", row if row is not None else diag)
+    return _drv("cdrv", src, "row" if row is not None else "diag", row if row is not None else diag, mod)
 
 
 def _agu_sel(agu) -> int:
     return 0 if agu is None else _idx(agu, _AGU_RE, "address generator (expected g0..g6)") + 1
 
 
-def _read(port, ar, off, inc, agu, gate) -> Slot:
+def _read(port, ar, off, inc, agu, gate, read=True) -> Slot:
     if isinstance(gate, str):
         if gate not in _GATES:
             raise AsmError(f"unknown read gate {gate!r} (all, pred, rdrv, cdrv)")
         gate = _GATES[gate]
-    return Slot(port, {f"{port}_en": 1, f"{port}_gate": int(gate),
+    return Slot(port, {f"{port}_en": int(bool(read)), f"{port}_gate": int(gate),
                        f"{port}_ar": _idx(ar, _AR_RE, "address register (expected ar0..ar3)"),
                        f"{port}_inc": int(bool(inc)), f"{port}_off": int(off),
                        f"ag_{port}": _agu_sel(agu)})
 
 
-def rda(ar=0, off=0, *, inc=False, agu=None, gate="all") -> Slot:
-    """SRAM A read at ``AR[ar] + off (+ AGU)``: ``rda [ar0 + g1 + 4]++ gate=rdrv``."""
-    return _read("ra", ar, off, inc, agu, gate)
+def rda(ar=0, off=0, *, inc=False, agu=None, gate="all", read=True) -> Slot:
+    """SRAM A read at ``AR[ar] + off (+ AGU)``: ``rda [ar0 + g1 + 4]++ gate=rdrv``.
+    ``read=False`` (``noread``): only the address (and ``++``), for ``fma mema = ...``."""
+    return _read("ra", ar, off, inc, agu, gate, read)
 
 
-def rdb(ar=0, off=0, *, inc=False, agu=None, gate="all") -> Slot:
+def rdb(ar=0, off=0, *, inc=False, agu=None, gate="all", read=True) -> Slot:
     """SRAM B read (see :func:`rda`)."""
-    return _read("rb", ar, off, inc, agu, gate)
+    return _read("rb", ar, off, inc, agu, gate, read)
 
 
 def _write(port, src, ar, off, inc, agu) -> Slot:
@@ -499,6 +531,14 @@ class _SlotParser:
                 return r
         raise self.err(f"unknown source operand {tok.text!r} (sources: {_SRC_HELP})", tok)
 
+    def dst(self):
+        """FMA destination: a register or mema/memb (SRAM write-back)."""
+        tok = self.peek()
+        if tok is not None and tok.kind == "name" and self.alias(tok) in _WB_DST:
+            self.next()
+            return self.alias(tok)
+        return self.reg()
+
     def reg(self) -> int:
         tok = self.next("a register")
         m = _REG_RE.match(self.alias(tok)) if tok.kind == "name" else None
@@ -626,14 +666,30 @@ class _SlotParser:
             inc = 1
         return ar, agu, off, inc
 
+    def modulus(self):
+        """Optional ``%M`` after a selector name."""
+        if not self.at("%"):
+            return None
+        self.next()
+        tok = self.peek()
+        m = self.unary()
+        try:
+            _seg_of(m)
+        except AsmError as e:
+            raise self.err(e.msg, tok) from None
+        return m
+
     def drv_sel(self, bus):
         allowed = ("col", "diag") if bus == "rdrv" else ("row", "diag")
         tok = self.expect("@", f"@{allowed[0]}=k or @diag=k")
         name = self.ident(f"{allowed[0]} or diag")
         if name not in allowed:
             raise self.err(f"{bus} selects its driver with @{allowed[0]}=k or @diag=k, not @{name}", tok)
+        mod = self.modulus()
+        if mod is not None and name == "diag":
+            raise self.err(f"a segmented {bus} selects its drivers by {allowed[0]} index, not diag", tok)
         self.expect("=")
-        return name, self.number()
+        return name, self.number(), mod
 
     # -- the slot
     def parse(self) -> list[Slot]:
@@ -667,14 +723,15 @@ class _SlotParser:
             return pred("all")
         if name not in ("col", "row", "diag"):
             raise self.err(f"unknown predicate @{name} (@all, @col=k, @row=k, @diag=k)", tok)
+        mod = self.modulus()
         self.expect("=")
-        return pred(name, self.number())
+        return pred(name, self.number(), mod)
 
     def p_nop(self, op):
         return nop()
 
     def p_fpu(self, op):
-        d = self.reg()
+        d = self.dst()
         if op == "mac":
             self.expect("+=")
             a = self.src()
@@ -703,13 +760,17 @@ class _SlotParser:
 
     def p_drv(self, op):
         s = self.src()
-        sel, k = self.drv_sel(op)
-        return _drv(op, s, sel, k)
+        sel, k, mod = self.drv_sel(op)
+        return _drv(op, s, sel, k, mod)
 
     def p_read(self, op):
         port = {"rda": "ra", "rdb": "rb"}[op]
         ar, agu, off, inc = self.address(port)
         gate = Gate.ALL
+        read = True
+        if self.at("noread"):
+            self.next()
+            read = False
         if self.at("gate"):
             self.next()
             self.expect("=")
@@ -718,7 +779,7 @@ class _SlotParser:
             if g not in _GATES:
                 raise self.err(f"unknown read gate {g!r} (all, pred, rdrv, cdrv)", tok)
             gate = _GATES[g]
-        return _read(port, ar, off, inc, agu, gate)
+        return _read(port, ar, off, inc, agu, gate, read)
 
     def p_write(self, op):
         port = {"wra": "wa", "wrb": "wb"}[op]
@@ -941,7 +1002,7 @@ def _parse_equ(toks, equ, file):
         raise AsmError(f".equ {name} has no value", d.line, d.col, None, file)
     if name in equ:
         raise AsmError(f"duplicate .equ {name!r}", toks[1].line, toks[1].col, None, file)
-    if _OPERAND_NAME.match(name) or name in _HANDLERS or name in ("level", "stride", "gate", "last", "if"):
+    if _OPERAND_NAME.match(name) or name in _HANDLERS or name in ("level", "stride", "gate", "last", "if", "noread"):
         raise AsmError(f".equ cannot redefine the reserved name {name!r}", toks[1].line, toks[1].col, None, file)
     if len(rest) == 1 and rest[0].kind == "name":
         t = rest[0]
@@ -1112,7 +1173,12 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
     owner: dict[str, Slot] = {}
     for s in rec.slots:
         for k, v in s.fields.items():
+            if k not in cx.widths and not v and s.kind != "raw":
+                continue     # an optional field this micro-op layout does not have, left 0
             if k not in cx.widths or k == "op":
+                if k not in cx.widths and k in _OPTIONAL:
+                    raise _serr(rec, s, f"this configuration's micro-op has no field {k} "
+                                        f"({_OPTIONAL[k]})")
                 if k == "op":
                     raise _serr(rec, s, "raw cannot set the sequencer op: use loop, agu, jump or halt")
                 raise _serr(rec, s, f"unknown field {k!r} (micro-op fields: {', '.join(cx.uop)}; "
@@ -1187,7 +1253,10 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
     return Instruction(MicroOp(**uop), **ctl)
 
 
-_DST_FIELDS = ("fpu_dst", "mv_dst")
+_DST_FIELDS = ("mv_dst",)
+#: fields of newer micro-op layouts that older ones lack
+_OPTIONAL = {"pred_seg": "index modulus", "rdrv_seg": "segmented row bus",
+             "cdrv_seg": "segmented column bus", "fpu_wb": "FMA write-back to SRAM"}
 _K_FIELDS = {"pred_k": "predicate", "rdrv_k": "row-bus driver", "cdrv_k": "column-bus driver"}
 
 
@@ -1199,7 +1268,11 @@ def _check_slot(s: Slot, rec: _Rec, cx: _Ctx):
         return _serr(rec, s, msg)
 
     f = s.fields
+    if "fpu_dst" in f and not f.get("fpu_wb") and not 0 <= f["fpu_dst"] < cfg.n_regs:
+        raise err(f"register r{f['fpu_dst']} does not exist (cfg.n_regs={cfg.n_regs})")
     for k, v in f.items():
+        if k not in cx.widths:
+            continue
         w = cx.widths[k]
         lo = -(1 << (w - 1)) if k in cx.signed else 0
         if s.kind == "raw" and not lo <= v < (1 << w):
@@ -1209,6 +1282,12 @@ def _check_slot(s: Slot, rec: _Rec, cx: _Ctx):
         if k in _K_FIELDS and not 0 <= v < cfg.nr:
             raise err(f"{_K_FIELDS[k]} index {v} out of range 0..{cfg.nr - 1} for a "
                       f"{cfg.nr}x{cfg.nr} core")
+        if k in _K_FIELDS:
+            seg = f.get(k[:-1] + "seg", 0)
+            if seg and not v < 1 << seg:
+                raise err(f"{_K_FIELDS[k]} index {v} modulo {1 << seg} selects no PE (use 0..{(1 << seg) - 1})")
+        if k == "fpu_wb" and v not in (0, 1, 2):
+            raise err(f"fpu_wb={v} is not a write-back target (0 register, 1 mema, 2 memb)")
         if k.endswith("_off"):
             bank = k[1]
             depth = cx.bank[bank]
@@ -1276,6 +1355,15 @@ def _check_instruction(f, owner, rec, cx):
                 raise err(f"gate=cdrv reads in no PE: this instruction has no cdrv", f"{port}_gate")
     for port in ("ra", "rb", "wa", "wb"):
         if (f.get(f"{port}_en") or f.get(f"{port}_inc")) and not f.get(f"{port}_ar", 0) < cfg.n_ar:
+            raise err(f"address register ar{f[f'{port}_ar']} does not exist (cfg.n_ar={cfg.n_ar})",
+                      f"{port}_ar")
+    wb = f.get("fpu_wb", 0) if f.get("fpu_en") else 0
+    if wb:
+        port = "ra" if wb == 1 else "rb"
+        if f"{port}_ar" not in owner:
+            raise err(f"fma to mem{port[1]} writes at this instruction's rd{port[1]} address: add "
+                      f"rd{port[1]} [...] (or rd{port[1]} [...] noread)", "fpu_wb")
+        if not f.get(f"{port}_ar", 0) < cfg.n_ar:
             raise err(f"address register ar{f[f'{port}_ar']} does not exist (cfg.n_ar={cfg.n_ar})",
                       f"{port}_ar")
     if f.get("ar_op") and not f.get("ar_idx", 0) < cfg.n_ar:
@@ -1432,6 +1520,10 @@ def _fmt_addr(port, f, ag):
     return f"[{s}]" + ("++" if f.get(port + "_inc") else "")
 
 
+def _mod_text(seg):
+    return f"%{1 << seg}" if seg else ""
+
+
 def _group_text(g, f, cx) -> tuple[str | None, set]:
     """Canonical text of one field group of a decoded instruction and the fields it claims.
 
@@ -1444,20 +1536,31 @@ def _group_text(g, f, cx) -> tuple[str | None, set]:
         if mode == PredMode.ALL:
             return None, set()
         name = {PredMode.COL: "col", PredMode.ROW: "row", PredMode.DIAG: "diag"}[mode]
-        return f"@{name}={f.get('pred_k', 0)}", {"pred_mode", "pred_k"}
+        seg = f.get("pred_seg", 0)
+        return f"@{name}{_mod_text(seg)}={f.get('pred_k', 0)}", {"pred_mode", "pred_k", "pred_seg"}
     if g == "fpu":
         if not f.get("fpu_en"):
             return None, set()
+        wb = f.get("fpu_wb", 0)
         d, a, b, c = (f.get(k, 0) for k in ("fpu_dst", "fpu_a", "fpu_b", "fpu_c"))
-        if c == Src.NZERO:
-            t = f"mul r{d} = {S(a)} * {S(b)}"
-        elif b == Src.ONE:
-            t = f"add r{d} = {S(a)} + {S(c)}"
-        elif c == d:
-            t = f"mac r{d} += {S(a)} * {S(b)}"
+        claimed = {"fpu_en", "fpu_a", "fpu_b", "fpu_c", "fpu_wb"}
+        if wb == 0:
+            dt, acc = f"r{d}", d
+            claimed.add("fpu_dst")
+        elif wb in (1, 2):
+            dt = "mema" if wb == 1 else "memb"
+            acc = Src.MEMA if wb == 1 else Src.MEMB
         else:
-            t = f"fma r{d} = {S(a)} * {S(b)} + {S(c)}"
-        return t, {"fpu_en", "fpu_a", "fpu_b", "fpu_c", "fpu_dst"}
+            return None, set()
+        if c == Src.NZERO:
+            t = f"mul {dt} = {S(a)} * {S(b)}"
+        elif b == Src.ONE:
+            t = f"add {dt} = {S(a)} + {S(c)}"
+        elif c == acc:
+            t = f"mac {dt} += {S(a)} * {S(b)}"
+        else:
+            t = f"fma {dt} = {S(a)} * {S(b)} + {S(c)}"
+        return t, claimed
     if g == "mv":
         op = f.get("mv_op", 0)
         if not op:
@@ -1469,13 +1572,16 @@ def _group_text(g, f, cx) -> tuple[str | None, set]:
     if g in ("rdrv", "cdrv"):
         if not f.get(f"{g}_en"):
             return None, set()
-        sel = "diag" if f.get(f"{g}_diag") else ("col" if g == "rdrv" else "row")
-        return (f"{g} {S(f.get(g + '_src', 0))} @{sel}={f.get(g + '_k', 0)}",
-                {f"{g}_en", f"{g}_diag", f"{g}_k", f"{g}_src"})
-    if g in ("ra", "rb"):
-        if not f.get(f"{g}_en"):
+        seg = f.get(f"{g}_seg", 0)
+        if seg and f.get(f"{g}_diag"):
             return None, set()
-        t = f"rd{g[1]} {_fmt_addr(g, f, cx)}"
+        sel = "diag" if f.get(f"{g}_diag") else ("col" if g == "rdrv" else "row")
+        return (f"{g} {S(f.get(g + '_src', 0))} @{sel}{_mod_text(seg)}={f.get(g + '_k', 0)}",
+                {f"{g}_en", f"{g}_diag", f"{g}_k", f"{g}_src", f"{g}_seg"})
+    if g in ("ra", "rb"):
+        if not any(f.get(k) for k in (f"{g}_en", f"{g}_ar", f"{g}_inc", f"{g}_off", f"ag_{g}", f"{g}_gate")):
+            return None, set()
+        t = f"rd{g[1]} {_fmt_addr(g, f, cx)}" + ("" if f.get(f"{g}_en") else " noread")
         gate = f.get(f"{g}_gate", 0)
         if gate:
             t += f" gate={Gate(gate).name.lower()}"

@@ -156,6 +156,65 @@ def test_labels_and_jumps():
     assert [i.target for i in p] == [0, 0, 13, 10]
 
 
+HAS_SEG = all(f in asm._ctx(CFG).uop for f in ("pred_seg", "rdrv_seg", "cdrv_seg", "fpu_wb"))
+needs_seg = pytest.mark.skipif(not HAS_SEG, reason="micro-op layout without segment / write-back fields")
+
+SEG_FORMS = [
+    ("@col%2=1", U(pred_mode=PredMode.COL, pred_k=1, pred_seg=1)),
+    ("@diag%4=3 | nop", U(pred_mode=PredMode.DIAG, pred_k=3, pred_seg=2)),
+    ("rdrv r1 @col%2=0", U(rdrv_en=1, rdrv_src=1, rdrv_seg=1)),
+    ("cdrv mema @row%4=2 | rda [ar0]", U(cdrv_en=1, cdrv_src=Src.MEMA, cdrv_k=2, cdrv_seg=2, ra_en=1)),
+    ("fma mema = r1 * r2 + r3 | rda [ar0 + 5] noread",
+     U(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=3, fpu_wb=1, ra_off=5)),
+    ("mac memb += r1 * r2 | rdb [ar1 + g0]++",
+     Instruction(MicroOp(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=Src.MEMB, fpu_wb=2, rb_en=1, rb_ar=1,
+                         rb_inc=1), ag_rb=1)),
+    ("mul mema = r1 * r2 | rda [ar0]", U(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=Src.NZERO, fpu_wb=1, ra_en=1)),
+    ("add memb = r1 + r2 | rdb [ar2] noread gate=pred",
+     U(fpu_en=1, fpu_a=1, fpu_b=Src.ONE, fpu_c=2, fpu_wb=2, rb_ar=2, rb_gate=Gate.PRED)),
+    ("rda [ar1]++ noread", U(ra_ar=1, ra_inc=1)),
+]
+
+
+@needs_seg
+@pytest.mark.parametrize("text,want", SEG_FORMS, ids=[f[0] for f in SEG_FORMS])
+def test_segment_and_writeback_forms(text, want):
+    test_slot_forms(text, want)
+
+
+@needs_seg
+@pytest.mark.parametrize("src,msg", [
+    ("@col%3=1", r"index modulus 3 must be a power of two in 2..128"),
+    ("@col%256=1", r"index modulus 256 must be a power of two"),
+    ("rdrv r1 @diag%2=0", r"a segmented rdrv selects its drivers by col index, not diag"),
+    ("cdrv r1 @diag%2=0", r"a segmented cdrv selects its drivers by row index, not diag"),
+    ("@col%2=2", r"predicate index 2 modulo 2 selects no PE \(use 0..1\)"),
+    ("rdrv r0 @col%2=3", r"row-bus driver index 3 modulo 2 selects no PE"),
+    ("fma mema = r1 * r2 + r3", r"fma to mema writes at this instruction's rda address: add rda"),
+    ("mac memb += r1 * r2 | rdb [ar0] noread", r"source memb needs an SRAM B read"),
+    ("raw fpu_en=1 fpu_wb=3", r"fpu_wb=3 is not a write-back target"),
+])
+def test_segment_and_writeback_errors(src, msg):
+    with pytest.raises(AsmError, match=msg) as e:
+        assemble(src + "\nhalt", CFG)
+    assert e.value.line == 1
+
+
+@needs_seg
+def test_segment_builder_forms():
+    b = Builder(CFG)
+    b.emit(asm.pred("row", 1, mod=2), asm.rdrv("r1", col=0, mod=4), asm.fma("mema", 1, 2, 3),
+           asm.rda(1, 3, read=False))
+    b.emit(asm.mac("memb", "r1", "r2"), asm.rdb(0, inc=True))
+    b.halt()
+    assert b.build() == assemble("@row%2=1 | rdrv r1 @col%4=0 | fma mema = r1 * r2 + r3 | "
+                                 "rda [ar1 + 3] noread\nmac memb += r1 * r2 | rdb [ar0]++\nhalt", CFG)
+    with pytest.raises(AsmError, match="@all takes no index modulus"):
+        asm.pred("all", 0, mod=2)
+    with pytest.raises(AsmError, match="selects its drivers by row index"):
+        asm.cdrv(1, diag=0, mod=2)
+
+
 # ---------------------------------------------------------------------------------------
 # loops
 # ---------------------------------------------------------------------------------------
@@ -303,7 +362,10 @@ def _random_slots(rng, cfg):
         have.add(host_in + "bus")
     if host_in != "row" and rng.random() < 0.4:
         k = rng.randrange(cfg.nr)
-        slots.append(asm.rdrv(src(("row", "col")), **({"col": k} if rng.random() < 0.5 else {"diag": k})))
+        if HAS_SEG and rng.random() < 0.3:
+            slots.append(asm.rdrv(src(("row", "col")), col=k % 2, mod=2))
+        else:
+            slots.append(asm.rdrv(src(("row", "col")), **({"col": k} if rng.random() < 0.5 else {"diag": k})))
         have.add("rowbus")
     if host_in != "col" and rng.random() < 0.4:
         k = rng.randrange(cfg.nr)
@@ -311,9 +373,14 @@ def _random_slots(rng, cfg):
         have.add("colbus")
     r = rng.random()
     d = rng.randrange(n)
+    if HAS_SEG and rng.random() < 0.2:
+        if "ra" not in have and "rb" not in have:
+            slots.append(asm.rda(**addr("a"), read=False))
+            have.add("ra_addr")
+        d = "mema" if ("ra" in have or "ra_addr" in have) else "memb"
     if r < 0.2:
         slots.append(asm.fma(d, src(), src(), src()))
-    elif r < 0.35:
+    elif r < 0.35 and (isinstance(d, int) or "r" + d[-1] in have):
         slots.append(asm.mac(d, src(), src()))
     elif r < 0.45:
         slots.append(asm.mul(d, src(), src()))
@@ -336,7 +403,9 @@ def _random_slots(rng, cfg):
         f = rng.choice([asm.ar_set, asm.ar_add, asm.ar_stride])
         slots.append(f(rng.randrange(cfg.n_ar), rng.randint(-lim, lim)))
     if rng.random() < 0.3:
-        slots.append(asm.pred(rng.choice(["col", "row", "diag"]), rng.randrange(cfg.nr)))
+        mod = rng.choice([None, None, 2, 4]) if HAS_SEG else None
+        k = rng.randrange(min(cfg.nr, mod or cfg.nr))
+        slots.append(asm.pred(rng.choice(["col", "row", "diag"]), k, mod=mod))
     if rng.random() < 0.2:
         if "rowbus" in have and rng.random() < 0.5:
             slots.append(asm.hout("row", last=rng.random() < 0.5))
@@ -679,9 +748,9 @@ def test_disassembler_raw_fields_and_levels():
             Instruction(op=SeqOp.HALT, uop=None) if False else Instruction(),
             Instruction(op=SeqOp.HALT)]
     text = disassemble(prog, CFG)
-    first = text.splitlines()[0].split(";")[0].split(" | ")
-    assert first[0] == "mov r2 = r1" and first[1].startswith("raw ")
-    assert sorted(first[1].split()[1:]) == sorted("mv_msk=7 fpu_a=3 ra_ar=1 ra_inc=1 ag_wb=2 lvl=1".split())
+    first = text.splitlines()[0].split(";")[0].strip().split(" | ")
+    assert first[:2] == ["rda [ar1]++ noread", "mov r2 = r1"] and first[2].startswith("raw ")
+    assert sorted(first[2].split()[1:]) == sorted("mv_msk=7 fpu_a=3 ag_wb=2 lvl=1".split())
     assert "agu g1 stride level 3 = -1" in text and "loop k 5 level=2 {" in text
     assert assemble(text, CFG) == prog
 
@@ -765,6 +834,15 @@ def _doc_blocks():
     return re.findall(r"```asm\n(.*?)```", DOC.read_text(), re.S)
 
 
+@needs_seg
+def test_every_segment_doc_example_assembles():
+    blocks = re.findall(r"```asm-seg\n(.*?)```", DOC.read_text(), re.S)
+    assert len(blocks) >= 3
+    for text in blocks:
+        p = assemble(text, CFG)
+        assert assemble(disassemble(p, CFG), CFG) == p
+
+
 def test_every_doc_example_assembles():
     blocks = _doc_blocks()
     assert len(blocks) >= 12
@@ -801,3 +879,20 @@ def test_gemv_example_is_bit_exact_on_the_pe_model():
         acc = fp_golden.mac_bits(fmt, W[:, j, :], np.broadcast_to(x[j], (B, L)), acc)
     got = np.array(pe.mem_b[Y:Y + B * L], dtype=np.uint16).reshape(B, L)
     assert (got == acc).all()
+
+
+def test_layout_without_optional_fields(monkeypatch):
+    """Older micro-op layouts (no segments, no SRAM write-back): plain forms still work,
+    the new forms name the missing field."""
+    import copy
+
+    cx = copy.copy(asm._ctx(CFG))
+    drop = ("pred_seg", "rdrv_seg", "cdrv_seg", "fpu_wb")
+    cx.uop = {k: v for k, v in cx.uop.items() if k not in drop}
+    cx.widths = {k: v for k, v in cx.widths.items() if k not in drop}
+    monkeypatch.setattr(asm, "_ctx", lambda cfg: cx)
+    assert assemble("@col=1 | rdrv r1 @col=0 | mac r2 += row * r1\nhalt", CFG)[0].uop.rdrv_en == 1
+    for src, field in [("@col%2=1", "pred_seg"), ("rdrv r1 @col%2=0", "rdrv_seg"),
+                       ("fma mema = r1 * r2 + r3 | rda [ar0]", "fpu_wb")]:
+        with pytest.raises(AsmError, match=f"this configuration's micro-op has no field {field}"):
+            assemble(src + "\nhalt", CFG)
