@@ -8,7 +8,7 @@ sequencer control field::
     start:
         agu g0 = 0
         agu g0 stride i = 16                      ; g0 advances by 16 per iteration of i
-        rda [ar1]++ | mov r4 = memb | loop i N {  ; the LOOP instruction also does work
+        rdb [ar1]++ | mov r4 = memb | loop i N {  ; the LOOP instruction also does work
             rda [ar0 + g0]++ | mac r0 += mema * r4
             @col=1 | mul r1 = row * 1 | rdrv r2 @col=0
         }
@@ -1400,7 +1400,7 @@ class Builder:
         with b.loop("i", 64, rdb(ar=1, inc=True), mov(4, "memb")):
             b.emit(rda(0, agu="g0", inc=True), mac(0, "mema", "r4"))
             b.emit("@col=1 | mul r1 = row * 1 | rdrv r2 @col=0")   # slot text works too
-        b.halt(hout("row", last=True))
+        b.halt(hout("row", last=True), rdrv("r0", diag=0))
         prog = b.build()
 
     Every method takes extra slots (slot objects or slot text, ``|``-separated text

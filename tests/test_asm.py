@@ -896,3 +896,14 @@ def test_layout_without_optional_fields(monkeypatch):
                        ("fma mema = r1 * r2 + r3 | rda [ar0]", "fpu_wb")]:
         with pytest.raises(AsmError, match=f"this configuration's micro-op has no field {field}"):
             assemble(src + "\nhalt", CFG)
+
+
+def test_docstring_examples():
+    src = asm.__doc__.split("::\n")[1].split("Three entry")[0]
+    text = "\n".join(line[4:] for line in src.splitlines())
+    assert len(assemble(text, CFG)) == 6
+    code = asm.Builder.__doc__.split("::\n")[1].split("Every method")[0]
+    ns = {k: getattr(asm, k) for k in asm.__all__}
+    ns["cfg"] = CFG
+    exec("\n".join(line[8:] for line in code.splitlines()), ns)
+    assert assemble(disassemble(ns["prog"], CFG), CFG) == ns["prog"]
