@@ -1,24 +1,40 @@
-"""A broadcast bus of one PE row or column: one driver per cycle, every PE listens."""
+"""A (segmentable) broadcast bus of one PE row or column."""
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["BroadcastBus"]
+from pe.microop import SEG_BITS
+
+__all__ = ["BroadcastBus", "segment_of", "segment_len"]
+
+
+def segment_of(i: int, g: int, n: int) -> range:
+    """PE positions sharing position ``i``'s segment when the bus is cut into segments
+    of ``2**g`` PEs (``g = 0``: the whole bus)."""
+    if g == 0 or (1 << g) >= n:
+        return range(n)
+    start = (i >> g) << g
+    return range(start, min(start + (1 << g), n))
+
+
+def segment_len(i: int, g: int, n: int) -> int:
+    return len(segment_of(i, g, n))
 
 
 class BroadcastBus(wiring.Component):
-    """Resolves the value of one row or column bus from its possible drivers.
+    """Resolves one row or column bus from its possible drivers.
 
-    The value is the host lane when ``host_en`` is set, else the data of the PE whose
-    ``oe`` is set, else +0. The PE micro-op selects at most one driver per bus by
-    construction (``rdrv``/``cdrv`` name one column/row or one diagonal offset), so PE
-    contention cannot happen; the host overriding a PE driver is reported on
-    ``conflict`` (the core counts it).
+    Unsegmented (``seg = 0``), every PE sees the value of the single PE driver, or the
+    host lane when ``host_en``, or +0 when nobody drives. With ``seg = g > 0`` switches cut
+    the bus into segments of ``2**g`` consecutive PEs that carry independent transfers in
+    the same cycle (the micro-op selects one driver per segment); this is what makes a
+    log2(nr)-step tree reduction possible. The host lane always drives the whole bus and
+    wins over PE drivers (``conflict``).
 
-    Purely combinational: the bus carries the value in the same cycle (the operand stage
+    Purely combinational: a transfer happens in the cycle it is driven (the operand stage
     of the micro-op that drives it).
 
     Parameters
@@ -30,14 +46,18 @@ class BroadcastBus(wiring.Component):
 
     Ports
     -----
-    data_in : In(width) x n, oe : In(1) x n
-        Each PE's drive value and output enable.
+    data_in{i} : In(width), oe{i} : In(1)
+        PE ``i``'s drive value and output enable.
+    seg : In(SEG_BITS)
+        Segmentation of this cycle (the operand-stage micro-op's ``rdrv.seg``/``cdrv.seg``).
     host_data : In(width), host_en : In(1)
         Host stream lane driving the bus.
-    value : Out(width)
-        Resolved bus value, fanned out to every PE on the bus.
-    busy : Out(1)
-        A transfer happens this cycle (some driver is active).
+    value{i} : Out(width)
+        The value PE ``i`` receives.
+    hops : Out(range(n + 1))
+        Wire activity this cycle in PE pitches: each active driver counts the length of
+        its segment (the host or an unsegmented transfer counts ``n``). The power model
+        charges bus energy per hop.
     conflict : Out(1)
         Host and a PE drove the bus in the same cycle (host wins).
     """
@@ -49,26 +69,44 @@ class BroadcastBus(wiring.Component):
         for i in range(n):
             members[f"data_in{i}"] = In(width)
             members[f"oe{i}"] = In(1)
-        members.update(host_data=In(width), host_en=In(1), value=Out(width), busy=Out(1), conflict=Out(1))
+            members[f"value{i}"] = Out(width)
+        members.update(seg=In(SEG_BITS), host_data=In(width), host_en=In(1),
+                       hops=Out(range(n + 1)), conflict=Out(1))
         super().__init__(members)
 
     def drivers(self):
         """List of (data, oe) port pairs, one per PE on the bus."""
         return [(getattr(self, f"data_in{i}"), getattr(self, f"oe{i}")) for i in range(self.n)]
 
+    def values(self):
+        return [getattr(self, f"value{i}") for i in range(self.n)]
+
     def elaborate(self, platform):
         m = Module()
-        pe_val = Signal(self.width)
+        n = self.n
+        drv = self.drivers()
+        n_seg = 1 << SEG_BITS
         pe_any = Signal()
-        # one-hot by construction: an AND-OR mux is cheapest
-        acc = 0
-        for data, oe in self.drivers():
-            acc = acc | Mux(oe, data, 0)
+        m.d.comb += pe_any.eq(Cat(*(oe for _, oe in drv)).any())
+        for i, out in enumerate(self.values()):
+            # value on i's segment for each segmentation g (drivers are one-hot per segment)
+            per_g = []
+            for g in range(n_seg):
+                acc = Const(0, self.width)
+                for j in segment_of(i, g, n):
+                    acc = acc | Mux(drv[j][1], drv[j][0], 0)
+                v = Signal(self.width, name=f"v{i}_g{g}")
+                m.d.comb += v.eq(acc)
+                per_g.append(v)
+            m.d.comb += out.eq(Mux(self.host_en, self.host_data, Array(per_g)[self.seg]))
+        # hops: each active PE driver counts its segment length
+        per_g_hops = []
+        for g in range(n_seg):
+            h = Signal(range(n * n + 1), name=f"hops_g{g}")
+            m.d.comb += h.eq(sum((Mux(drv[j][1], segment_len(j, g, n), 0) for j in range(n)), start=Const(0, 1)))
+            per_g_hops.append(h)
         m.d.comb += [
-            pe_val.eq(acc),
-            pe_any.eq(Cat(*(oe for _, oe in self.drivers())).any()),
-            self.value.eq(Mux(self.host_en, self.host_data, pe_val)),
-            self.busy.eq(self.host_en | pe_any),
+            self.hops.eq(Mux(self.host_en, n, Array(per_g_hops)[self.seg])),
             self.conflict.eq(self.host_en & pe_any),
         ]
         return m

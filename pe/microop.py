@@ -21,12 +21,14 @@ from functools import lru_cache
 from amaranth.lib import data
 
 __all__ = [
-    "Src", "PredMode", "MvOp", "ArOp", "Gate", "uop_layout", "uop_fields", "MicroOp", "SRC_BITS",
+    "Src", "PredMode", "MvOp", "ArOp", "Gate", "FmaWb", "SEG_BITS", "uop_layout", "uop_fields", "MicroOp", "SRC_BITS",
 ]
 
 SRC_BITS = 5
 RF_INDEX_BITS = 4
 AR_INDEX_BITS = 2
+#: width of the segment fields: 0 = whole bus / plain index; g >= 1 = segments of 2**g PEs
+SEG_BITS = 3
 
 
 class Src(enum.IntEnum):
@@ -62,7 +64,11 @@ _VALID_NON_RF = frozenset(int(s) for s in Src)
 
 
 class PredMode(enum.IntEnum):
-    """Which PEs execute the state-changing fields of a micro-op."""
+    """Which PEs execute the state-changing fields of a micro-op.
+
+    With ``pred.seg = g > 0`` the index compared with ``k`` is taken modulo ``2**g``
+    (e.g. ``COL``, ``seg = 1``, ``k = 0``: the even columns).
+    """
 
     ALL = 0   #: every PE
     COL = 1   #: PEs in column ``k``
@@ -77,6 +83,14 @@ class MvOp(enum.IntEnum):
     MOV = 1    #: dst = src
     RELU = 2   #: dst = src if src > 0 else +0 (NaN -> canonical NaN)
     MASK = 3   #: dst = src if msk > 0 else +0 (ReLU derivative applied to src)
+
+
+class FmaWb(enum.IntEnum):
+    """Where an FMA result is written at the end of the pipeline."""
+
+    RF = 0     #: RF[fpu.dst]
+    MEMA = 1   #: SRAM A at this micro-op's ``ra`` address (AR[ra.ar] + ra.off, read or not)
+    MEMB = 2   #: SRAM B at this micro-op's ``rb`` address
 
 
 class ArOp(enum.IntEnum):
@@ -108,10 +122,10 @@ def uop_layout(addr_bits: int, sel_bits: int) -> data.StructLayout:
     ari = AR_INDEX_BITS
     rd = data.StructLayout({"en": 1, "gate": 2, "ar": ari, "inc": 1, "off": addr_bits})
     wr = data.StructLayout({"en": 1, "ar": ari, "inc": 1, "off": addr_bits, "src": src})
-    drv = data.StructLayout({"en": 1, "diag": 1, "k": sel_bits, "src": src})
+    drv = data.StructLayout({"en": 1, "diag": 1, "k": sel_bits, "src": src, "seg": SEG_BITS})
     return data.StructLayout({
-        "pred": data.StructLayout({"mode": 2, "k": sel_bits}),
-        "fpu": data.StructLayout({"en": 1, "a": src, "b": src, "c": src, "dst": rfi}),
+        "pred": data.StructLayout({"mode": 2, "k": sel_bits, "seg": SEG_BITS}),
+        "fpu": data.StructLayout({"en": 1, "a": src, "b": src, "c": src, "dst": rfi, "wb": 2}),
         "mv": data.StructLayout({"op": 2, "src": src, "msk": src, "dst": rfi}),
         "rdrv": drv,
         "cdrv": drv,

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from functools import reduce
 
-from amaranth.hdl import Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
-from pe.microop import ArOp, Gate, MvOp, PredMode, Src, uop_layout
+from pe.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_layout
 from pe.pe_model import EVENT_FIELDS
 
 __all__ = ["PE", "EVENT_LAYOUT"]
@@ -27,7 +27,8 @@ __all__ = ["PE", "EVENT_LAYOUT"]
 #: ``mem_a_rd``, ``mem_b_rd``: an SRAM read is performed (issue); ``mem_a_wr``,
 #: ``mem_b_wr``: an SRAM write is performed (operand stage); ``rf_rd`` (4 bits): RF read
 #: operations; ``rf_wr`` (2 bits): RF writes (move unit + FMA write-back);
-#: ``row_drv``, ``col_drv``: the PE drives its row / column bus; ``rf_conflict``: FMA
+#: ``row_drv``, ``col_drv``: the PE drives its row / column bus; ``mem_conflict``: an FMA
+#: write-back into SRAM displaced the operand-stage write of the same bank; ``rf_conflict``: FMA
 #: write-back and move unit write the same register.
 EVENT_LAYOUT = data.StructLayout({
     "fma": 1,
@@ -41,6 +42,7 @@ EVENT_LAYOUT = data.StructLayout({
     "row_drv": 1,
     "col_drv": 1,
     "rf_conflict": 1,
+    "mem_conflict": 1,
 })
 assert tuple((n, f.width) for n, f in EVENT_LAYOUT) == EVENT_FIELDS
 
@@ -146,22 +148,31 @@ class PE(wiring.Component):
         wr_b = mem_b.write_port()
 
         # ---- issue stage (cycle t) ------------------------------------------------------
+        def seg_index(index: int, seg):
+            """``index`` (an elaboration constant) modulo 2**seg; seg = 0: unchanged."""
+            return Array([Const(index if g == 0 else index % (1 << g), 8)
+                          for g in range(1 << SEG_BITS)])[seg]
+
         pred = Signal()
         with m.Switch(u.pred.mode):
             with m.Case(PredMode.ALL):
                 m.d.comb += pred.eq(1)
             with m.Case(PredMode.COL):
-                m.d.comb += pred.eq(u.pred.k == self.col)
+                m.d.comb += pred.eq(u.pred.k == seg_index(self.col, u.pred.seg))
             with m.Case(PredMode.ROW):
-                m.d.comb += pred.eq(u.pred.k == self.row)
+                m.d.comb += pred.eq(u.pred.k == seg_index(self.row, u.pred.seg))
             with m.Case(PredMode.DIAG):
-                m.d.comb += pred.eq(u.pred.k == diag)
+                m.d.comb += pred.eq(u.pred.k == seg_index(diag, u.pred.seg))
 
+        # driver selection: unsegmented, by column/row or diagonal offset; segmented bus
+        # (seg = g > 0): in each segment of 2**g PEs the one at offset k drives
         def row_driver(uu):
-            return uu.rdrv.en & Mux(uu.rdrv.diag, uu.rdrv.k == diag, uu.rdrv.k == self.col)
+            return uu.rdrv.en & Mux(uu.rdrv.seg != 0, uu.rdrv.k == seg_index(self.col, uu.rdrv.seg),
+                                    Mux(uu.rdrv.diag, uu.rdrv.k == diag, uu.rdrv.k == self.col))
 
         def col_driver(uu):
-            return uu.cdrv.en & Mux(uu.cdrv.diag, uu.cdrv.k == diag, uu.cdrv.k == self.row)
+            return uu.cdrv.en & Mux(uu.cdrv.seg != 0, uu.cdrv.k == seg_index(self.row, uu.cdrv.seg),
+                                    Mux(uu.cdrv.diag, uu.cdrv.k == diag, uu.cdrv.k == self.row))
 
         rsel = Signal()
         csel = Signal()
@@ -218,7 +229,11 @@ class PE(wiring.Component):
         s1_csel = Signal()
         s1_wa_addr = Signal.like(wr_a.addr)
         s1_wb_addr = Signal.like(wr_b.addr)
+        s1_ra_addr = Signal.like(rd_a.addr)   # FMA write-back address (fpu.wb = MEMA)
+        s1_rb_addr = Signal.like(rd_b.addr)
         m.d.sync += [
+            s1_ra_addr.eq(rd_a.addr),
+            s1_rb_addr.eq(rd_b.addr),
             s1.eq(u),
             s1_pred.eq(pred),
             s1_rsel.eq(rsel),
@@ -229,6 +244,16 @@ class PE(wiring.Component):
 
         # ---- operand stage (cycle t+1) -----------------------------------------------------
         consts = {Src.ZERO: 0, Src.NZERO: fmt.neg_zero, Src.ONE: fmt.one}
+        # A block-RAM read port's output register has no reset value; until its first read
+        # after reset it reads as 0, as the spec (and the model) say.
+        rd_a_seen = Signal()
+        rd_b_seen = Signal()
+        with m.If(rd_a.en):
+            m.d.sync += rd_a_seen.eq(1)
+        with m.If(rd_b.en):
+            m.d.sync += rd_b_seen.eq(1)
+        rd_a_data = Mux(rd_a_seen, rd_a.data, 0)
+        rd_b_data = Mux(rd_b_seen, rd_b.data, 0)
 
         def source(code, *, regs=True, buses=True, name=None):
             """Value of source ``code`` this cycle; unlisted codes read +0."""
@@ -239,9 +264,9 @@ class PE(wiring.Component):
                         with m.Case(i):
                             m.d.comb += v.eq(rf[i])
                 with m.Case(Src.MEMA):
-                    m.d.comb += v.eq(rd_a.data)
+                    m.d.comb += v.eq(rd_a_data)
                 with m.Case(Src.MEMB):
-                    m.d.comb += v.eq(rd_b.data)
+                    m.d.comb += v.eq(rd_b_data)
                 if buses:
                     with m.Case(Src.ROW):
                         m.d.comb += v.eq(self.row_in)
@@ -266,14 +291,9 @@ class PE(wiring.Component):
         # SRAM writes at the end of t+1 (read-during-write: the read port sees old data)
         wa_go = s1.wa.en & s1_pred
         wb_go = s1.wb.en & s1_pred
-        m.d.comb += [
-            wr_a.addr.eq(s1_wa_addr),
-            wr_a.data.eq(source(s1.wa.src, name="wa_val")),
-            wr_a.en.eq(wa_go),
-            wr_b.addr.eq(s1_wb_addr),
-            wr_b.data.eq(source(s1.wb.src, name="wb_val")),
-            wr_b.en.eq(wb_go),
-        ]
+        wa_val = source(s1.wa.src, name="wa_val")
+        wb_val = source(s1.wb.src, name="wb_val")
+        # (the FMA write-back into SRAM, below, overrides these in its cycle)
 
         # move unit
         def is_nan(x):
@@ -311,16 +331,22 @@ class PE(wiring.Component):
         mp_dst = [Signal(4, name=f"mul_dst{i}") for i in range(L)]
         mp_crf = [Signal(name=f"mul_c_rf{i}") for i in range(L)]   # late-c select
         mp_c = [Signal(w, name=f"mul_c{i}") for i in range(L)]     # RF index or captured value
+        mp_wb = [Signal(2, name=f"mul_wb{i}") for i in range(L)]   # FmaWb destination kind
+        waddr_bits = max(len(s1_ra_addr), len(s1_rb_addr))
+        mp_wa = [Signal(waddr_bits, name=f"mul_waddr{i}") for i in range(L)]
         c_now = source(s1.fpu.c, regs=False, name="fma_c")
         m.d.sync += [
             mp_valid[0].eq(fma_go),
             mp_dst[0].eq(s1.fpu.dst),
             mp_crf[0].eq(names_reg(s1.fpu.c)),
             mp_c[0].eq(Mux(names_reg(s1.fpu.c), s1.fpu.c, c_now)),
+            mp_wb[0].eq(s1.fpu.wb),
+            mp_wa[0].eq(Mux(s1.fpu.wb == FmaWb.MEMB, s1_rb_addr, s1_ra_addr)),
         ]
         for i in range(1, L):
             m.d.sync += [mp_valid[i].eq(mp_valid[i - 1]), mp_dst[i].eq(mp_dst[i - 1]),
-                         mp_crf[i].eq(mp_crf[i - 1]), mp_c[i].eq(mp_c[i - 1])]
+                         mp_crf[i].eq(mp_crf[i - 1]), mp_c[i].eq(mp_c[i - 1]),
+                         mp_wb[i].eq(mp_wb[i - 1]), mp_wa[i].eq(mp_wa[i - 1])]
 
         # late read of an RF `c` when the product reaches the adder
         c_late = Signal(w)
@@ -336,11 +362,28 @@ class PE(wiring.Component):
         A = cfg.add_latency
         ad_valid = [Signal(name=f"add_valid{j}") for j in range(A)]
         ad_dst = [Signal(4, name=f"add_dst{j}") for j in range(A)]
-        m.d.sync += [ad_valid[0].eq(mp_valid[-1]), ad_dst[0].eq(mp_dst[-1])]
+        ad_wb = [Signal(2, name=f"add_wb{j}") for j in range(A)]
+        ad_wa = [Signal(waddr_bits, name=f"add_waddr{j}") for j in range(A)]
+        m.d.sync += [ad_valid[0].eq(mp_valid[-1]), ad_dst[0].eq(mp_dst[-1]),
+                     ad_wb[0].eq(mp_wb[-1]), ad_wa[0].eq(mp_wa[-1])]
         for j in range(1, A):
-            m.d.sync += [ad_valid[j].eq(ad_valid[j - 1]), ad_dst[j].eq(ad_dst[j - 1])]
-        fma_wb = ad_valid[-1]
+            m.d.sync += [ad_valid[j].eq(ad_valid[j - 1]), ad_dst[j].eq(ad_dst[j - 1]),
+                         ad_wb[j].eq(ad_wb[j - 1]), ad_wa[j].eq(ad_wa[j - 1])]
+        # FmaWb codes other than MEMA/MEMB write the register file
+        fma_wb_mema = ad_valid[-1] & (ad_wb[-1] == FmaWb.MEMA)
+        fma_wb_memb = ad_valid[-1] & (ad_wb[-1] == FmaWb.MEMB)
+        fma_wb = ad_valid[-1] & ~fma_wb_mema & ~fma_wb_memb
         fma_wb_dst = ad_dst[-1]
+
+        # ---- SRAM write ports: the FMA write-back wins over the operand-stage write ----
+        m.d.comb += [
+            wr_a.addr.eq(Mux(fma_wb_mema, ad_wa[-1], s1_wa_addr)),
+            wr_a.data.eq(Mux(fma_wb_mema, add.o, wa_val)),
+            wr_a.en.eq(wa_go | fma_wb_mema),
+            wr_b.addr.eq(Mux(fma_wb_memb, ad_wa[-1], s1_wb_addr)),
+            wr_b.data.eq(Mux(fma_wb_memb, add.o, wb_val)),
+            wr_b.en.eq(wb_go | fma_wb_memb),
+        ]
 
         # ---- register file writes: move unit first, the FMA write-back wins -------------------
         for i in range(n_regs):
@@ -367,8 +410,9 @@ class PE(wiring.Component):
             ev.mv.eq(mv_go),
             ev.mem_a_rd.eq(rd_a.en),
             ev.mem_b_rd.eq(rd_b.en),
-            ev.mem_a_wr.eq(wa_go),
-            ev.mem_b_wr.eq(wb_go),
+            ev.mem_a_wr.eq(wa_go | fma_wb_mema),
+            ev.mem_b_wr.eq(wb_go | fma_wb_memb),
+            ev.mem_conflict.eq((wa_go & fma_wb_mema) | (wb_go & fma_wb_memb)),
             ev.rf_rd.eq(reduce(lambda x, y: x + y, [r.as_unsigned() for r in rf_reads])),
             ev.rf_wr.eq(mv_go.as_unsigned() + fma_wb.as_unsigned()),
             ev.row_drv.eq(s1_rsel),

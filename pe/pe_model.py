@@ -31,7 +31,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from pe.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src, uop_fields
+from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src, uop_fields
 
 __all__ = ["PEModel", "PEEvents", "EVENT_FIELDS", "DecodedUop", "decode_uop"]
 
@@ -39,7 +39,7 @@ __all__ = ["PEModel", "PEEvents", "EVENT_FIELDS", "DecodedUop", "decode_uop"]
 EVENT_FIELDS = (
     ("fma", 1), ("mv", 1), ("mem_a_rd", 1), ("mem_b_rd", 1), ("mem_a_wr", 1),
     ("mem_b_wr", 1), ("rf_rd", 4), ("rf_wr", 2), ("row_drv", 1), ("col_drv", 1),
-    ("rf_conflict", 1),
+    ("rf_conflict", 1), ("mem_conflict", 1),
 )
 
 
@@ -57,6 +57,7 @@ class PEEvents(NamedTuple):
     row_drv: int = 0
     col_drv: int = 0
     rf_conflict: int = 0
+    mem_conflict: int = 0
 
     def pack(self) -> int:
         """The integer value of the RTL's ``ev`` port (fields LSB first)."""
@@ -102,6 +103,8 @@ class _MulEntry(NamedTuple):
     product: int
     c_rf: bool    # c names a register: read it late, when the product reaches the adder
     c: int        # register index (c_rf) or the value captured at the operand stage
+    wb: int       # FmaWb destination kind
+    waddr: int    # SRAM write-back address (wb = MEMA / MEMB)
 
 
 class PEModel:
@@ -156,6 +159,8 @@ class PEModel:
         self._s1_pred = False
         self._s1_wa_addr = 0
         self._s1_wb_addr = 0
+        self._s1_ra_addr = 0
+        self._s1_rb_addr = 0
         # FMA pipeline: _mp[i] entered the multiplier i+1 cycles ago; _ap[j] entered the
         # adder j+1 cycles ago. None = bubble.
         self._mp: list = [None] * cfg.mul_latency
@@ -207,23 +212,35 @@ class PEModel:
         return self.fmt.qnan if self._is_nan(v) else v
 
     # -- selection logic ---------------------------------------------------------------
+    @staticmethod
+    def _seg(index: int, seg: int) -> int:
+        return index % (1 << seg) if seg else index
+
     def predicate(self, u: DecodedUop) -> bool:
-        mode, k = u.pred_mode, u.pred_k
+        mode, k, g = u.pred_mode, u.pred_k, u.pred_seg
         if mode == PredMode.ALL:
             return True
         if mode == PredMode.COL:
-            return self.col == k
+            return self._seg(self.col, g) == k
         if mode == PredMode.ROW:
-            return self.row == k
-        return self.diag == k
+            return self._seg(self.row, g) == k
+        return self._seg(self.diag, g) == k
 
     def row_driver(self, u: DecodedUop) -> bool:
-        """This PE is the row-bus driver selected by ``u.rdrv``."""
-        return bool(u.rdrv_en) and (self.diag if u.rdrv_diag else self.col) == u.rdrv_k
+        """This PE is the row-bus driver selected by ``u.rdrv`` (segmented: ``diag`` ignored)."""
+        if not u.rdrv_en:
+            return False
+        if u.rdrv_seg:
+            return self._seg(self.col, u.rdrv_seg) == u.rdrv_k
+        return (self.diag if u.rdrv_diag else self.col) == u.rdrv_k
 
     def col_driver(self, u: DecodedUop) -> bool:
-        """This PE is the column-bus driver selected by ``u.cdrv``."""
-        return bool(u.cdrv_en) and (self.diag if u.cdrv_diag else self.row) == u.cdrv_k
+        """This PE is the column-bus driver selected by ``u.cdrv`` (segmented: ``diag`` ignored)."""
+        if not u.cdrv_en:
+            return False
+        if u.cdrv_seg:
+            return self._seg(self.row, u.cdrv_seg) == u.cdrv_k
+        return (self.diag if u.cdrv_diag else self.row) == u.cdrv_k
 
     def _gate(self, gate: int, u: DecodedUop, pred: bool) -> bool:
         if gate == Gate.ALL:
@@ -291,7 +308,9 @@ class PEModel:
             b = self._src(s.fpu_b, row_in, col_in)
             c_rf = s.fpu_c < 16
             c = s.fpu_c if c_rf else self._src(s.fpu_c, row_in, col_in)
-            new_mul = _MulEntry(s.fpu_dst, self._mul(a, b), c_rf, c)
+            wbk_kind = s.fpu_wb if s.fpu_wb in (FmaWb.MEMA, FmaWb.MEMB) else FmaWb.RF
+            waddr = self._s1_rb_addr if wbk_kind == FmaWb.MEMB else self._s1_ra_addr
+            new_mul = _MulEntry(s.fpu_dst, self._mul(a, b), c_rf, c, wbk_kind, waddr)
             rf_rd += (s.fpu_a < 16) + (s.fpu_b < 16)
 
         mv = s.mv_op != MvOp.NOP and p1
@@ -322,10 +341,16 @@ class PEModel:
                 rf_rd += 1
             else:
                 c = e.c
-            new_add = (e.dst, self._add(e.product, c))
+            new_add = (e.dst, self._add(e.product, c), e.wb, e.waddr)
 
         # ---- write-back of the FMA issued fpu_latency-1 cycles ago --------------------------
         wbk = self._ap[-1]
+        wbk_a = wbk is not None and wbk[2] == FmaWb.MEMA
+        wbk_b = wbk is not None and wbk[2] == FmaWb.MEMB
+        if wbk_a or wbk_b:
+            wbk_mem, wbk = wbk, None   # an SRAM write-back is no RF write
+        else:
+            wbk_mem = None
 
         # ---- issue stage of the new micro-op -------------------------------------------
         pred = self.predicate(u)
@@ -339,9 +364,10 @@ class PEModel:
 
         ev = PEEvents(
             fma=int(fma), mv=int(mv), mem_a_rd=int(ra), mem_b_rd=int(rb),
-            mem_a_wr=int(wa), mem_b_wr=int(wb), rf_rd=int(rf_rd),
+            mem_a_wr=int(wa or wbk_a), mem_b_wr=int(wb or wbk_b), rf_rd=int(rf_rd),
             rf_wr=int(mv) + int(wbk is not None), row_drv=int(roe), col_drv=int(coe),
             rf_conflict=int(mv and wbk is not None and wbk[0] == s.mv_dst),
+            mem_conflict=int((wa and wbk_a) or (wb and wbk_b)),
         )
 
         # ---- end of cycle: all registers update ------------------------------------------
@@ -351,9 +377,15 @@ class PEModel:
             self.rd_a = self.mem_a[ra_addr]
         if rb:
             self.rd_b = self.mem_b[rb_addr]
-        if wa:
+        # one write port per bank: an FMA write-back into SRAM displaces the
+        # operand-stage write of the same bank (mem_conflict)
+        if wbk_a:
+            self.mem_a[wbk_mem[3]] = wbk_mem[1]
+        elif wa:
             self.mem_a[self._s1_wa_addr] = wa_val
-        if wb:
+        if wbk_b:
+            self.mem_b[wbk_mem[3]] = wbk_mem[1]
+        elif wb:
             self.mem_b[self._s1_wb_addr] = wb_val
         # RF: the move unit first, the FMA write-back wins a conflict
         if mv and s.mv_dst < self.n_regs:
@@ -368,6 +400,7 @@ class PEModel:
         self._mp = [new_mul] + self._mp[:-1]
         self._s1, self._s1_pred = u, pred
         self._s1_wa_addr, self._s1_wb_addr = wa_addr, wb_addr
+        self._s1_ra_addr, self._s1_rb_addr = ra_addr, rb_addr
         self.cycle += 1
         return ev
 

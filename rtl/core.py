@@ -106,12 +106,16 @@ class Core(wiring.Component):
         m.d.comb += pe_en.eq(~bubble)
 
         # --- operand-stage registers of the host lanes (frozen with the PEs) ---------
+        rseg_op = Signal.like(seq.uop.rdrv.seg)   # bus segmentation of the operand stage
+        cseg_op = Signal.like(seq.uop.cdrv.seg)
         lanes = Module()
         lanes.d.sync += [
             hin_op.eq(Mux(seq.issue, seq.hin, 0)),
             hin_data_op.eq(hin_data_issue),
             hout_op.eq(Mux(seq.issue, seq.hout, 0)),
             hout_last_op.eq(seq.hlast),
+            rseg_op.eq(seq.uop.rdrv.seg),
+            cseg_op.eq(seq.uop.cdrv.seg),
         ]
         m.submodules.lanes = EnableInserter(pe_en)(lanes)
 
@@ -122,6 +126,8 @@ class Core(wiring.Component):
             m.submodules[f"row_bus{i}"] = row_bus[i]
             m.submodules[f"col_bus{i}"] = col_bus[i]
             m.d.comb += [
+                row_bus[i].seg.eq(rseg_op),
+                col_bus[i].seg.eq(cseg_op),
                 row_bus[i].host_en.eq(pe_en & (hin_op == HostDir.ROW)),
                 row_bus[i].host_data.eq(hin_data_op[i * w:(i + 1) * w]),
                 col_bus[i].host_en.eq(pe_en & (hin_op == HostDir.COL)),
@@ -137,8 +143,8 @@ class Core(wiring.Component):
                 cd_data, cd_oe = col_bus[c].drivers()[r]
                 m.d.comb += [
                     pe.uop.eq(seq.uop),
-                    pe.row_in.eq(row_bus[r].value),
-                    pe.col_in.eq(col_bus[c].value),
+                    pe.row_in.eq(row_bus[r].values()[c]),
+                    pe.col_in.eq(col_bus[c].values()[r]),
                     rd_data.eq(pe.row_out), rd_oe.eq(pe.row_oe & pe_en),
                     cd_data.eq(pe.col_out), cd_oe.eq(pe.col_oe & pe_en),
                 ]
@@ -146,8 +152,9 @@ class Core(wiring.Component):
         # --- host output pushes (operand stage) --------------------------------------
         push = Signal()
         m.d.comb += push.eq(pe_en & (hout_op != 0))
-        row_vals = Cat(*(b.value for b in row_bus))
-        col_vals = Cat(*(b.value for b in col_bus))
+        # hout samples each bus at position 0 (its first segment when segmented)
+        row_vals = Cat(*(b.values()[0] for b in row_bus))
+        col_vals = Cat(*(b.values()[0] for b in col_bus))
         m.d.comb += [
             hif.push_en.eq(push),
             hif.push_data.eq(Mux(hout_op == HostDir.ROW, row_vals, col_vals)),
@@ -159,8 +166,8 @@ class Core(wiring.Component):
             ctr.count_en.eq(hif.running),
             ctr.stall.eq(stall),
             ctr.issue.eq(seq.issue),
-            ctr.row_busy.eq(Cat(*(b.busy for b in row_bus))),
-            ctr.col_busy.eq(Cat(*(b.busy for b in col_bus))),
+            *(getattr(ctr, f"row_hops{i}").eq(Mux(pe_en, row_bus[i].hops, 0)) for i in range(nr)),
+            *(getattr(ctr, f"col_hops{i}").eq(Mux(pe_en, col_bus[i].hops, 0)) for i in range(nr)),
             ctr.host_in.eq(hif.host_in_beat),
             ctr.host_out.eq(hif.host_out_beat),
             ctr.clear.eq(hif.cnt_clear),

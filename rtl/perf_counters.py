@@ -16,7 +16,8 @@ from pe.pe import EVENT_LAYOUT
 __all__ = ["PerfCounters", "counter_names", "SUMMED_EVENTS"]
 
 #: PE events summed over all PEs, in readout order
-SUMMED_EVENTS = ("mv", "mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr", "rf_rd", "rf_wr", "rf_conflict")
+SUMMED_EVENTS = ("mv", "mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr", "rf_rd", "rf_wr", "rf_conflict",
+                 "mem_conflict")
 
 
 def counter_names(cfg) -> list[str]:
@@ -25,7 +26,7 @@ def counter_names(cfg) -> list[str]:
     names = ["cycles", "stall_cycles", "instructions"]
     names += [f"fma[{p}]" for p in range(nr * nr)]
     names += list(SUMMED_EVENTS)
-    names += [f"row_bus[{r}]" for r in range(nr)] + [f"col_bus[{c}]" for c in range(nr)]
+    names += [f"row_hops[{r}]" for r in range(nr)] + [f"col_hops[{c}]" for c in range(nr)]
     names += ["host_in_beats", "host_out_beats"]
     return names
 
@@ -44,8 +45,9 @@ class PerfCounters(wiring.Component):
         The sequencer stalled / issued an instruction this cycle.
     pe_ev : In(EVENT_LAYOUT) per PE, as ``pe_ev{p}`` with ``p = row * nr + col``
         PE event strobes of this cycle.
-    row_busy, col_busy : In(nr)
-        Bus transfers this cycle (bit ``i`` = bus ``i``).
+    row_hops{i}, col_hops{i} : In(range(nr + 1))
+        Bus activity of row / column bus ``i`` this cycle in PE pitches
+        (:attr:`noc.broadcast_bus.BroadcastBus.hops`).
     host_in, host_out : In(1)
         A data beat was consumed from / pushed to the host this cycle.
     clear : In(1)
@@ -60,11 +62,14 @@ class PerfCounters(wiring.Component):
         nr = cfg.nr
         members = {
             "count_en": In(1), "stall": In(1), "issue": In(1),
-            "row_busy": In(nr), "col_busy": In(nr), "host_in": In(1), "host_out": In(1),
+            "host_in": In(1), "host_out": In(1),
             "clear": In(1), "sel": In(range(len(self.names))), "value": Out(cfg.counter_bits),
         }
         for p in range(nr * nr):
             members[f"pe_ev{p}"] = In(EVENT_LAYOUT)
+        for i in range(nr):
+            members[f"row_hops{i}"] = In(range(nr + 1))
+            members[f"col_hops{i}"] = In(range(nr + 1))
         super().__init__(members)
 
     def pe_events(self):
@@ -79,7 +84,7 @@ class PerfCounters(wiring.Component):
         incs += [ev.fma for ev in evs]
         for name in SUMMED_EVENTS:
             incs.append(sum((getattr(ev, name) for ev in evs[1:]), start=getattr(evs[0], name)))
-        incs += [self.row_busy[r] for r in range(nr)] + [self.col_busy[c] for c in range(nr)]
+        incs += [getattr(self, f"row_hops{r}") for r in range(nr)] + [getattr(self, f"col_hops{c}") for c in range(nr)]
         incs += [self.host_in, self.host_out]
         assert len(incs) == len(self.names)
         regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from noc.broadcast_bus import segment_len, segment_of
+from pe.microop import uop_fields
 from pe.pe_model import PEModel
 from rtl.host_interface import Cmd
 from rtl.perf_counters import SUMMED_EVENTS, counter_names
@@ -71,41 +73,53 @@ class CoreModel:
         self.counters = dict.fromkeys(self.names, 0)
 
     # -- one cycle of the PE array ------------------------------------------------------
-    def _cycle(self, uop: int, hin: int, hin_data: int) -> list[int]:
+    def _resolve(self, vals, oes, seg: int, host: bool, host_val: int):
+        """Values seen by each PE on one bus, and the bus's hops (see BroadcastBus)."""
+        n = self.nr
+        if host:
+            return [host_val] * n, n
+        seen = [0] * n
+        hops = 0
+        for i in range(n):
+            for j in segment_of(i, seg, n):
+                if oes[j]:
+                    seen[i] = vals[j]
+            if oes[i]:
+                hops += segment_len(i, seg, n)
+        return seen, hops
+
+    def _cycle(self, uop: int, hin: int, hin_data: int, rseg: int, cseg: int):
         """Clock every PE once with ``uop`` issued; the buses carry the operand stage of
-        the previous instruction, with host lanes ``hin``/``hin_data``. Returns the
-        resolved (row values, col values) and counts events."""
+        the previous instruction (segmentation ``rseg``/``cseg``), with host lanes
+        ``hin``/``hin_data``. Returns what each PE saw on its row / column bus
+        (``rows[r][c]``, ``cols[c][r]``) and counts events."""
         nr, w, m = self.nr, self.w, self.wmask
         ctr = self.counters
         drives = [[pe.drive() for pe in row] for row in self.pes]
-        rows, cols = [0] * nr, [0] * nr
+        rows, cols = [], []
         for r in range(nr):
-            busy = False
-            for c in range(nr):
-                d = drives[r][c]
-                if d[1]:
-                    rows[r], busy = d[0], True
-            if hin == HostDir.ROW:
-                rows[r], busy = (hin_data >> (r * w)) & m, True
-            if busy:
-                ctr[f"row_bus[{r}]"] += 1
+            seen, hops = self._resolve([drives[r][c][0] for c in range(nr)], [drives[r][c][1] for c in range(nr)],
+                                       rseg, hin == HostDir.ROW, (hin_data >> (r * w)) & m)
+            rows.append(seen)
+            ctr[f"row_hops[{r}]"] += hops
         for c in range(nr):
-            busy = False
-            for r in range(nr):
-                d = drives[r][c]
-                if d[3]:
-                    cols[c], busy = d[2], True
-            if hin == HostDir.COL:
-                cols[c], busy = (hin_data >> (c * w)) & m, True
-            if busy:
-                ctr[f"col_bus[{c}]"] += 1
+            seen, hops = self._resolve([drives[r][c][2] for r in range(nr)], [drives[r][c][3] for r in range(nr)],
+                                       cseg, hin == HostDir.COL, (hin_data >> (c * w)) & m)
+            cols.append(seen)
+            ctr[f"col_hops[{c}]"] += hops
         for r in range(nr):
             for c in range(nr):
-                ev = self.pes[r][c].clock(uop, rows[r], cols[c])
+                ev = self.pes[r][c].clock(uop, rows[r][c], cols[c][r])
                 ctr[f"fma[{r * nr + c}]"] += ev.fma
                 for name in SUMMED_EVENTS:
                     ctr[name] += getattr(ev, name)
         return rows, cols
+
+    def _field(self, name):
+        for n, off, width in uop_fields(self.cfg.addr_bits, self.cfg.sel_bits):
+            if n == name:
+                return lambda word, off=off, mask=(1 << width) - 1: (int(word) >> off) & mask
+        raise KeyError(name)
 
     # -- RUN ----------------------------------------------------------------------------
     def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000) -> RunResult:
@@ -122,18 +136,21 @@ class CoreModel:
         cycles = 0
         nop = 0
         # the start-latency cycle: PEs clocked with a NOP
-        op_hin, op_hin_data, op_hout, op_hlast = 0, 0, 0, 0
+        op_hin, op_hin_data, op_hout, op_hlast, op_rseg, op_cseg = 0, 0, 0, 0, 0, 0
+        rseg_of = self._field("rdrv_seg")
+        cseg_of = self._field("cdrv_seg")
 
         def tick(uop, hin, hin_data, hout, hlast):
-            nonlocal op_hin, op_hin_data, op_hout, op_hlast, cycles
-            rows, cols = self._cycle(uop, op_hin, op_hin_data)
+            nonlocal op_hin, op_hin_data, op_hout, op_hlast, op_rseg, op_cseg, cycles
+            rows, cols = self._cycle(uop, op_hin, op_hin_data, op_rseg, op_cseg)
             if op_hout:
                 vals = rows if op_hout == HostDir.ROW else cols
                 data = 0
                 for i, v in enumerate(vals):
-                    data |= v << (i * self.w)
+                    data |= v[0] << (i * self.w)   # each bus sampled at position 0
                 out.append(Beat(data, bool(op_hlast)))
             op_hin, op_hin_data, op_hout, op_hlast = hin, hin_data, hout, hlast
+            op_rseg, op_cseg = rseg_of(uop), cseg_of(uop)
             cycles += 1
 
         for _ in range(START_LATENCY_CYCLES):

@@ -10,7 +10,7 @@ Energy categories
 ``fpu``      FMA issues x energy per multiply-add of the format
 ``sram``     PE SRAM reads + writes x energy per access (scaled by width)
 ``rf``       register-file reads + writes x energy per access (scaled by width)
-``bus``      row/column bus transfers x width x bus length x wire energy per bit-mm
+``bus``      row/column bus activity in PE pitches (hops) x width x pitch x wire energy per bit-mm
 ``control``  microcode fetch (instruction bits) + micro-op broadcast over the core
 ``spad``     off-core scratchpad accesses (chip level)
 ``leakage``  leakage power x area x time (0 by default, as in the reference design)
@@ -220,7 +220,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     bus_len = nr * pitch
     sram_acc = sum(int(counters[k]) for k in ("mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr"))
     rf_acc = int(counters["rf_rd"]) + int(counters["rf_wr"])
-    bus_xfers = sum(int(v) for k, v in counters.items() if k.startswith(("row_bus[", "col_bus[")))
+    bus_hops = sum(int(v) for k, v in counters.items() if k.startswith(("row_hops[", "col_hops[")))
     instr_bits = instr_layout(cfg).size
     uop_bits = uop_layout(cfg.addr_bits, cfg.sel_bits).size
     instrs = int(counters["instructions"])
@@ -232,7 +232,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         "fpu": fma * _fmt_entry(tech, "fpu_pj_per_fma", cfg.fmt.name),
         "sram": sram_acc * tech.local_sram_pj_per_16b * scale,
         "rf": rf_acc * tech.rf_pj_per_16b * scale,
-        "bus": bus_xfers * w * bus_len * tech.wire_pj_per_bit_mm,
+        "bus": bus_hops * w * pitch * tech.wire_pj_per_bit_mm,
         "control": instrs * instr_bits * tech.ucode_pj_per_bit
         + uop_bit_events * 1.5 * bus_len * tech.wire_pj_per_bit_mm,
         "spad": spad_accesses * tech.spad_pj_per_16b * scale,

@@ -639,18 +639,23 @@ def random_program(cfg, row: int, col: int, seed: int, n_cycles: int = 300,
         if rng.random() < 0.4:
             mode = rng.randrange(4)
             coord = {1: col, 2: row, 3: (col - row) % cfg.nr}.get(mode, 0)
-            f.update(pred_mode=mode, pred_k=k_for(coord))
+            seg = rng.choice([0, 0, 0, 1, 2])
+            f.update(pred_mode=mode, pred_seg=seg, pred_k=k_for(coord % (1 << seg) if seg else coord))
         if rng.random() < 0.6:
             f.update(fpu_en=1, fpu_a=rng.choice(srcs), fpu_b=rng.choice(srcs),
-                     fpu_c=rng.choice(srcs), fpu_dst=rng.randrange(cfg.n_regs))
+                     fpu_c=rng.choice(srcs), fpu_dst=rng.randrange(cfg.n_regs),
+                     fpu_wb=rng.choice([0, 0, 0, 1, 2, 3]))
         if rng.random() < 0.5:
             f.update(mv_op=rng.randrange(1, 4), mv_src=rng.choice(srcs), mv_msk=rng.choice(srcs),
                      mv_dst=rng.randrange(cfg.n_regs))
         for d, coord_plain in (("rdrv", col), ("cdrv", row)):
             if rng.random() < 0.5:
                 dg = rng.randrange(2)
-                f.update({f"{d}_en": 1, f"{d}_diag": dg,
-                          f"{d}_k": k_for((col - row) % cfg.nr if dg else coord_plain),
+                seg = rng.choice([0, 0, 0, 1, 2])
+                coord = (col - row) % cfg.nr if dg else coord_plain
+                if seg:
+                    coord = coord_plain % (1 << seg)
+                f.update({f"{d}_en": 1, f"{d}_diag": dg, f"{d}_seg": seg, f"{d}_k": k_for(coord),
                           f"{d}_src": rng.choice(dsrcs)})
         for p in ("ra", "rb"):
             if rng.random() < 0.6:
