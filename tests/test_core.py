@@ -66,7 +66,7 @@ def run_core(cfg, beats, name, sim, pause_in=0.0, pause_out=0.0, seed=0):
     atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
     params = {"vectors": str(vec), "result": str(res), "pause_in": pause_in, "pause_out": pause_out, "seed": seed,
               "relaxed_tail": n_ctr if (pause_in or pause_out) else 0}
-    run_cocotb(Core(cfg), "core", "tb_core", sim=sim, config=cfg, params=params)
+    run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params)
     return model, expected, json.loads(res.read_text())
 
 

@@ -1,0 +1,73 @@
+"""Layout pack/unpack and host <-> PE transfers, on the core model and the RTL."""
+
+import random
+
+import numpy as np
+import pytest
+
+from rtl.config import ArchConfig
+from sim.core_run import run_job
+from sw.asm import Builder
+from sw.layout import pack_matrix, pack_vector, unpack_matrix, unpack_vector
+from sw.transfer import TransferError, decode_unload, emit_load, emit_unload, load_beats_for
+
+
+@pytest.mark.parametrize("m,n,nr", [(7, 5, 2), (8, 8, 4), (1, 9, 4), (13, 3, 3)])
+def test_matrix_pack_roundtrip(m, n, nr):
+    a = np.arange(1, m * n + 1, dtype=np.uint16).reshape(m, n)
+    loc = pack_matrix(a, nr)
+    assert loc.shape == (nr, nr, -(-m // nr) * -(-n // nr))
+    assert (unpack_matrix(loc, m, n) == a).all()
+    # element (i, j) in PE (i % nr, j % nr) at local (i // nr, j // nr)
+    np_ = -(-n // nr)
+    i, j = m - 1, n - 1
+    assert loc[i % nr, j % nr, (i // nr) * np_ + j // nr] == a[i, j]
+    assert loc.sum() == a.sum()  # padding is zero
+
+
+@pytest.mark.parametrize("layout", ["diag", "cols", "rows"])
+def test_vector_pack_roundtrip(layout):
+    x = np.arange(1, 12, dtype=np.uint16)
+    loc = pack_vector(x, 4, layout)
+    assert (unpack_vector(loc, 11, layout) == x).all()
+    # x[10] (value 11): index 10 -> lane 10 % 4 = 2, local word 10 // 4 = 2
+    holders = {(r, c) for r in range(4) for c in range(4) if loc[r, c, 2] == 11}
+    assert holders == {"diag": {(2, 2)}, "cols": {(r, 2) for r in range(4)},
+                       "rows": {(2, c) for c in range(4)}}[layout]
+
+
+def _roundtrip_job(cfg, n, rng):
+    loc_a = rng.integers(0, 1 << cfg.fmt.width, size=(cfg.nr, cfg.nr, n), dtype=np.uint64)
+    loc_b = rng.integers(0, 1 << cfg.fmt.width, size=(cfg.nr, cfg.nr, n), dtype=np.uint64)
+    b = Builder(cfg)
+    emit_load(b, cfg, "a", 3, n)
+    emit_load(b, cfg, "b", 0, n, loop="xb")
+    emit_unload(b, cfg, "b", 0, n, last=False)
+    emit_unload(b, cfg, "a", 3, n, loop="ya")
+    b.halt()
+    words = b.build().words()
+    data = load_beats_for(cfg, loc_a) + load_beats_for(cfg, loc_b)
+    return words, data, loc_a, loc_b
+
+
+@pytest.mark.parametrize("backend,sim", [("model", None), ("rtl", "icarus")])
+def test_load_unload_roundtrip(backend, sim):
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    words, data, loc_a, loc_b = _roundtrip_job(cfg, 5, np.random.default_rng(seed))
+    res = run_job(cfg, words, data, backend=backend, sim=sim, name="xfer")
+    n = 5
+    got_b = decode_unload(cfg, res.data[:cfg.nr * n], n)
+    got_a = decode_unload(cfg, res.data[cfg.nr * n:], n)
+    assert (got_a == loc_a).all() and (got_b == loc_b).all()
+    assert res.data[-1].last and not any(b.last for b in res.data[:-1])
+    assert res.counters["host_in_beats"] == len(data)
+
+
+def test_transfer_errors():
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64)
+    with pytest.raises(TransferError, match="do not fit SRAM bank A"):
+        emit_load(Builder(cfg), cfg, "a", 60, 5)
+    with pytest.raises(TransferError, match="unknown SRAM bank"):
+        emit_load(Builder(cfg), cfg, "c", 0, 5)
