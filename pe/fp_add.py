@@ -20,8 +20,8 @@ from amaranth.hdl import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from pe.fp_common import (check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage,
-                          unpack, wire)
+from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_result, shift_right_sticky,
+                          stage, unpack, wire)
 from pe.fpformat import FPFormat, get_format
 from rtl.config import MIN_ADD_LATENCY
 
@@ -77,12 +77,14 @@ class FPAdd(wiring.Component):
         a_big = wire(m, ua.mag >= ub.mag, "a_big")   # finite magnitudes order like their bit patterns
         big_sig = Mux(a_big, ua.sig, ub.sig)
         small_sig = Mux(a_big, ub.sig, ua.sig)
-        big_xe = wire(m, Mux(a_big, ua.xe, ub.xe), "a_big_xe")
-        small_xe = Mux(a_big, ub.xe, ua.xe)
+        big_xe = Mux(a_big, ua.xe, ub.xe)
+        # exponent difference: both orders in parallel with the compare, clamped at
+        # P + GRS (larger shifts leave only the sticky bit)
+        diff = Mux(a_big, clamp((ua.xe - ub.xe)[:E], P + GRS), clamp((ub.xe - ua.xe)[:E], P + GRS))
         s0 = stage(
             m, split_align, "a0",
             big_sig=big_sig, small_sig=small_sig, big_xe=big_xe,
-            diff=(big_xe - small_xe)[:E],          # >= 0: |big| >= |small|
+            diff=diff,                             # >= 0: |big| >= |small|
             sign=Mux(a_big, ua.sign, ub.sign),
             sub=ua.sign ^ ub.sign,
             nan=ua.nan | ub.nan | (ua.inf & ub.inf & (ua.sign ^ ub.sign)),
@@ -90,9 +92,7 @@ class FPAdd(wiring.Component):
             inf_sign=Mux(ua.inf, ua.sign, ub.sign),
             zero_sign=ua.sign & ub.sign,           # sign of an exact zero sum (RNE)
         )
-        # alignment: shifts >= P + GRS leave only the sticky bit
-        aligned, sticky = shift_right_sticky(m, Cat(Const(0, GRS), s0.small_sig), s0.diff, P + GRS,
-                                             "a_align")
+        aligned, sticky = shift_right_sticky(m, Cat(Const(0, GRS), s0.small_sig), s0.diff, None, "a_align")
         r1 = stage(m, True, "a1", big_sig=s0.big_sig, small=aligned | sticky, big_xe=s0.big_xe,
                    sign=s0.sign, sub=s0.sub, nan=s0.nan, inf=s0.inf, inf_sign=s0.inf_sign,
                    zero_sign=s0.zero_sign)
@@ -102,16 +102,20 @@ class FPAdd(wiring.Component):
         total = Mux(r1.sub, big - r1.small, big + r1.small)[:W]   # never negative: big >= small
         r2a = stage(m, split_lzc, "a2", total=total, big_xe=r1.big_xe, sign=r1.sign,
                     nan=r1.nan, inf=r1.inf, inf_sign=r1.inf_sign, zero_sign=r1.zero_sign)
-        r2 = stage(m, True, "a3", total=r2a.total, lz=lzc(m, r2a.total, "a_lzc"), is_zero=~r2a.total.any(),
+        # leading zeros, but not more than big_xe: a stop bit at position W-1-big_xe (the
+        # MSB position of exponent 1) limits the count, so the normalize shift never goes
+        # below exponent 1 (subnormal result)
+        stop = (Const(1 << (W - 1), W) >> r2a.big_xe)[:W]
+        r2 = stage(m, True, "a3", total=r2a.total, lz=lzc(m, r2a.total | stop, "a_lzc"),
+                   is_zero=~r2a.total.any(),
                    big_xe=r2a.big_xe, sign=r2a.sign, nan=r2a.nan, inf=r2a.inf,
                    inf_sign=r2a.inf_sign, zero_sign=r2a.zero_sign)
 
         # ---- stage 3: normalize ----------------------------------------------------------------------
-        # The sum's MSB position W-1 stands for biased exponent big_xe + 1. Shift left by
-        # lz, but not below exponent 1 (subnormal result); no bit is lost.
-        sh = wire(m, Mux(r2.lz <= r2.big_xe, r2.lz, r2.big_xe[:len(r2.lz)]), "a_sh")
-        shifted = (r2.total << sh)[:W]
-        base = (r2.big_xe - sh)[:E]               # biased exponent - 1, >= 0
+        # The sum's MSB position W-1 stands for biased exponent big_xe + 1: shift left by
+        # lz = min(leading zeros, big_xe); no bit is lost.
+        shifted = (r2.total << r2.lz)[:W]
+        base = (r2.big_xe - r2.lz)[:E]            # biased exponent - 1, >= 0
         r3 = stage(m, split_round, "a4", shifted=shifted, base=base, is_zero=r2.is_zero,
                    sign=r2.sign, nan=r2.nan, inf=r2.inf, inf_sign=r2.inf_sign, zero_sign=r2.zero_sign)
 

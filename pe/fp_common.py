@@ -96,14 +96,15 @@ def clamp(value: Value, limit: int) -> Value:
     return Mux(value > limit, Const(limit, w), value[:w])
 
 
-def shift_right_sticky(m, x: Value, amount: Value, max_shift: int, name: str):
+def shift_right_sticky(m, x: Value, amount: Value, max_shift: int | None, name: str):
     """``(x >> min(amount, max_shift), sticky)``; ``sticky`` ORs every bit shifted out.
 
-    Choose ``max_shift >= len(x)`` unless the caller knows larger shifts do not matter.
+    Choose ``max_shift >= len(x)`` unless the caller knows larger shifts do not matter;
+    ``None`` when ``amount`` is already limited.
     """
     x = wire(m, x, f"{name}_in")
     w = len(x)
-    amt = wire(m, clamp(amount, max_shift), f"{name}_amt")
+    amt = wire(m, amount if max_shift is None else clamp(amount, max_shift), f"{name}_amt")
     shifted = (x >> amt)[:w]
     ones = Const((1 << w) - 1, w)
     kept_mask = (ones << amt)[:w]             # bits of x that survive the shift

@@ -3,12 +3,16 @@
 Pipeline (``docs/fp_datapath.md`` has the details); each ``|`` is a register, ``[n]``
 marks a register that exists only for ``latency >= n``:
 
-    unpack, specials, exponent sum  [5]  significand multiply  |  leading-zero count
-    [4]  normalize shift (left, or right with sticky for subnormal results)  [3]
-    round to nearest even + pack + special-case mux  |  (extra delay registers) -> o
+    [4]  unpack; specials; exponent sum; leading zeros of both significands and from
+    them the normalize shift amount  ||  significand multiply  |  normalize shift (left,
+    or right with sticky into the subnormal range) + 1-bit fix-up  [3]  round to nearest
+    even + pack + special-case mux  |  (extra delay registers) -> o
 
 The multiply is a plain ``*`` of the two ``precision``-bit significands between
-registers, so Yosys maps it onto ECP5 MULT18X18D DSP blocks.
+registers, so Yosys maps it onto ECP5 MULT18X18D DSP blocks. The shift amount is
+worked out beside the multiplier (the product of significands with ``za`` and ``zb``
+leading zeros has ``za + zb`` or ``za + zb + 1``), so no leading-zero count sits
+behind the multiplier.
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from amaranth.hdl import Cat, Const, Module, Mux
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from pe.fp_common import (check_latency, delay, lzc, round_pack, select_result, shift_right_sticky, stage,
-                          unpack, wire)
+from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_result, shift_right_sticky,
+                          stage, unpack, wire)
 from pe.fpformat import FPFormat, get_format
 from rtl.config import MIN_MUL_LATENCY
 
@@ -33,9 +37,9 @@ class FPMul(wiring.Component):
     fmt : FPFormat or str
         Number format (any ``FPFormat``; binary16, bfloat16, binary32 are the tested ones).
     latency : int
-        Pipeline depth, ``>= rtl.config.MIN_MUL_LATENCY`` (2); extra stages split the
-        normalize/round path first, then register the multiplier inputs, then add plain
-        delay registers at the output.
+        Pipeline depth, ``>= rtl.config.MIN_MUL_LATENCY`` (2); the third stage splits
+        normalize from round, the fourth registers the multiplier inputs, any more are
+        plain delay registers at the output.
 
     Ports
     -----
@@ -57,60 +61,65 @@ class FPMul(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fmt = self.fmt
-        E, F, P, B = fmt.exp_bits, fmt.frac_bits, fmt.precision, fmt.bias
+        E, P, B = fmt.exp_bits, fmt.precision, fmt.bias
         extra = self.latency - MIN_MUL_LATENCY
-        split_round = extra >= 1       # register between normalize shift and round
-        split_lzc = extra >= 2         # register between leading-zero count and shift
-        split_mul_in = extra >= 3      # register the multiplier inputs
-        n_delay = max(0, extra - 3)
+        split_round = extra >= 1       # register between normalize and round
+        split_in = extra >= 2          # register the unpacked operands (multiplier inputs)
+        n_delay = max(0, extra - 2)
 
-        # ---- stage 1: unpack, special cases, exponent sum, significand multiply ----------
+        # ---- stage 0 (own register only for latency >= 4): unpack ---------------------------------
         ua = unpack(m, fmt, self.a, "ua")
         ub = unpack(m, fmt, self.b, "ub")
-        s1 = stage(
-            m, split_mul_in, "m0",
+        s0 = stage(
+            m, split_in, "m0",
             sig_a=ua.sig, sig_b=ub.sig,
             # t = xa + xb - bias: biased exponent of the result if the product's MSB sits
-            # at bit 2P-2 (the product of two normal significands in [1, 2))
+            # at bit 2P-2 (the product of two significands in [1, 2)); the MSB of the
+            # 2P-bit product window stands for exponent t + 1
             t=Cat(ua.xe + ub.xe, Const(0, 1)).as_signed() - B,
             sign=ua.sign ^ ub.sign,
             nan=ua.nan | ub.nan | (ua.inf & ub.zero) | (ua.zero & ub.inf),
             inf=ua.inf | ub.inf,
             zero=ua.zero | ub.zero,
         )
-        prod = s1.sig_a * s1.sig_b                                  # 2P bits -> DSP
-        r1 = stage(m, True, "m1", prod=prod, t=s1.t, sign=s1.sign, nan=s1.nan, inf=s1.inf, zero=s1.zero)
 
-        # ---- stage 2a: leading-zero count -----------------------------------------------
-        r2 = stage(m, split_lzc, "m2", prod=r1.prod, lz=lzc(m, r1.prod, "m_lzc"), t=r1.t,
+        # ---- stage 1: significand multiply || normalize shift amount ------------------------------
+        prod = s0.sig_a * s0.sig_b                                   # 2P bits -> DSP
+        lz = wire(m, lzc(m, s0.sig_a, "m_lza") + lzc(m, s0.sig_b, "m_lzb"), "m_lz")   # lzc(prod) - {0,1}
+        t = s0.t
+        neg = wire(m, t < 0, "m_neg")
+        # t >= 0: shift left by min(lz, t) (not below exponent 1); one more bit later if
+        # the product had lz + 1 leading zeros and the exponent allows it (t > lz)
+        # t < 0: the result is subnormal; shift right by -t (beyond P + 1 only the sticky
+        # bit is left, so clamp there)
+        t_lo = t[:len(lz)]                # only used when 0 <= t < lz, which fits lz's width
+        sh_l = wire(m, Mux(neg, 0, Mux(t >= lz, lz, t_lo)), "m_shl")
+        fix_ok = ~neg & (t > lz)
+        neg_t = (-t).as_unsigned()[:E + 1]
+        sh_r = Mux(neg, clamp(neg_t, P + 1), 0)
+        base = Mux(neg, 0, (t - sh_l).as_unsigned()[:E + 1])       # biased exponent - 1
+        r1 = stage(m, True, "m1", prod=prod, sh_l=sh_l, sh_r=sh_r, neg=neg, fix_ok=fix_ok, base=base,
+                   sign=s0.sign, nan=s0.nan, inf=s0.inf, zero=s0.zero)
+
+        # ---- stage 2: normalize ------------------------------------------------------------------------
+        left = (r1.prod << r1.sh_l)[:2 * P]
+        right, rsticky = shift_right_sticky(m, r1.prod, r1.sh_r, None, "m_shr")
+        x = wire(m, Mux(r1.neg, right, left), "m_norm")
+        fix = wire(m, r1.fix_ok & ~x[2 * P - 1], "m_fix")
+        shifted = Mux(fix, Cat(Const(0, 1), x[:2 * P - 1]), x)
+        r2 = stage(m, split_round, "m2", shifted=shifted, rsticky=r1.neg & rsticky,
+                   base=(r1.base - fix)[:E + 1],
                    sign=r1.sign, nan=r1.nan, inf=r1.inf, zero=r1.zero)
 
-        # ---- stage 2b: normalize ------------------------------------------------------------
-        # The MSB of the 2P-bit window stands for biased exponent t + 1. Shift left by
-        # lz, but not below exponent 1 (subnormal result); if t < 0 shift right by -t
-        # (into the subnormal range), collecting the lost bits into a sticky bit.
-        t = r2.t
-        neg = wire(m, t < 0, "m_neg")
-        lz = r2.lz
-        t_lo = t[:len(lz)]          # only used when 0 <= t < lz, which fits lz's width
-        sh_l = wire(m, Mux(t >= lz, lz, t_lo), "m_shl")
-        left = (r2.prod << sh_l)[:2 * P]
-        # right shifts beyond P + 1 leave mantissa and round bit 0: clamp there
-        right, rsticky = shift_right_sticky(m, r2.prod, (-t).as_unsigned()[:E + 2], P + 1, "m_shr")
-        shifted = Mux(neg, right, left)
-        base = Mux(neg, 0, (t - sh_l).as_unsigned()[:E + 1])     # biased exponent - 1
-        r3 = stage(m, split_round, "m3", shifted=shifted, rsticky=neg & rsticky, base=base,
-                   sign=r2.sign, nan=r2.nan, inf=r2.inf, zero=r2.zero)
-
-        # ---- stage 2c: round, pack, special cases --------------------------------------------
-        sh = wire(m, r3.shifted, "m_shifted")
+        # ---- stage 2b: round, pack, special cases ------------------------------------------------------
+        sh = wire(m, r2.shifted, "m_shifted")
         mant = sh[P:]                 # P bits, hidden bit on top
         rnd = sh[P - 1]
-        sticky = sh[:P - 1].any() | r3.rsticky
-        mag, overflow = round_pack(m, fmt, r3.base, mant, rnd, sticky)
+        sticky = sh[:P - 1].any() | r2.rsticky
+        mag, overflow = round_pack(m, fmt, r2.base, mant, rnd, sticky)
         mag = wire(m, mag, "m_mag")
-        res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.sign, zero=r3.zero,
-                            zero_sign=r3.sign, overflow=overflow, sign=r3.sign, mag=mag)
-        out = stage(m, True, "m4", res=res).res
+        res = select_result(fmt, nan=r2.nan, inf=r2.inf, inf_sign=r2.sign, zero=r2.zero,
+                            zero_sign=r2.sign, overflow=overflow, sign=r2.sign, mag=mag)
+        out = stage(m, True, "m3", res=res).res
         m.d.comb += self.o.eq(delay(m, out, n_delay, "m_dly"))
         return m
