@@ -196,6 +196,8 @@ class CoreModel:
         bpw = -(-self.instr_bits // hw)
         data = [b.data if isinstance(b, Beat) else int(b) for b in beats]
         out: list[Beat] = []
+        #: per RUN command processed: number of hout data beats it produced
+        self.run_data_beats: list[int] = []
         i = 0
         while i < len(data):
             hdr = data[i]
@@ -218,6 +220,7 @@ class CoreModel:
                 res = self.run(arg0, data[i:i + need])
                 i += need
                 out += res.out
+                self.run_data_beats.append(len(res.out))
                 out.append(Beat(Cmd.RUN | (self._last_pc << 4), True))
             elif cmd == Cmd.COUNTERS:
                 out += self.counter_beats()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from sim.core_model import Beat, CoreModel
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
 
-__all__ = ["JobResult", "job_beats", "run_job"]
+__all__ = ["JobResult", "job_beats", "run_job", "Phase", "session_beats", "run_session"]
 
 
 @dataclass
@@ -71,3 +71,71 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
     got = json.loads(res.read_text())
     out = [Beat(int(d), bool(last)) for d, last in got["out"]]
     return _split(cfg, out, f"rtl-{sim}", info={"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]})
+
+
+@dataclass
+class Phase:
+    """One RUN of a session: its microcode (loaded at its own address), input data."""
+
+    words: list
+    data: list = field(default_factory=list)
+    name: str = ""
+
+
+def session_beats(cfg, phases) -> tuple[list[int], list[int]]:
+    """Host stream for a session: load every phase's microcode at consecutive addresses,
+    then for each phase CLEAR, RUN (with its data), COUNTERS. Returns (beats, start pcs)."""
+    beats, starts, addr = [], [], 0
+    for ph in phases:
+        beats += load_beats(cfg, ph.words, addr)
+        starts.append(addr)
+        addr += len(ph.words)
+    for ph, pc in zip(phases, starts):
+        beats += clear_beats() + run_beats(pc, ph.data) + counters_beats()
+    return beats, starts
+
+
+def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, name: str = "session",
+                pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0) -> list[JobResult]:
+    """Run several programs back to back on one core (PE memories keep their contents
+    between phases); returns one :class:`JobResult` per phase with that phase's counters."""
+    phases = list(phases)
+    beats, _ = session_beats(cfg, phases)
+    model = CoreModel(cfg)
+    expected = model.process(beats)
+    info = {}
+    if backend == "rtl":
+        from rtl.core import Core
+        from sim.harness import BUILD, atomic_write, default_sim, run_cocotb
+
+        sim = sim or default_sim()
+        tag = f"{name}-{sim}-{os.getpid()}"
+        vec = BUILD / "vectors" / f"{tag}.json"
+        res = BUILD / "vectors" / f"{tag}-result.json"
+        atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
+        if pause_in or pause_out:
+            raise ValueError("run_session compares counters exactly: no stream pauses")
+        params = {"vectors": str(vec), "result": str(res), "seed": seed}
+        run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params)
+        got = json.loads(res.read_text())
+        out = [Beat(int(d), bool(last)) for d, last in got["out"]]
+        info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}
+        backend = f"rtl-{sim}"
+    elif backend == "model":
+        out = expected
+    else:
+        raise ValueError(f"unknown backend {backend!r}; allowed: model, rtl")
+    # split: per phase, its hout beats + done beat + counter beats
+    per = -(-64 // cfg.host_width)
+    n_ctr = per * len(model.names)
+    results, pos = [], 0
+    for i, ph in enumerate(phases):
+        # the done beat is the first beat with tlast whose low nibble is RUN (2) after
+        # this phase's data; data beats are counted by the model's expectation
+        n_data = model.run_data_beats[i]
+        chunk = out[pos:pos + n_data + 1 + n_ctr]
+        r = _split(cfg, chunk, backend, info)
+        results.append(r)
+        pos += n_data + 1 + n_ctr
+    return results
+

@@ -71,3 +71,21 @@ def test_transfer_errors():
         emit_load(Builder(cfg), cfg, "a", 60, 5)
     with pytest.raises(TransferError, match="unknown SRAM bank"):
         emit_load(Builder(cfg), cfg, "c", 0, 5)
+
+
+def test_session_keeps_memory_between_phases():
+    from sim.core_run import Phase, run_session
+
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
+    rng = np.random.default_rng(5)
+    loc = rng.integers(0, 1 << 16, size=(2, 2, 6), dtype=np.uint64)
+    b1 = Builder(cfg)
+    emit_load(b1, cfg, "b", 10, 6)
+    b1.halt()
+    b2 = Builder(cfg)
+    emit_unload(b2, cfg, "b", 10, 6)
+    b2.halt()
+    r1, r2 = run_session(cfg, [Phase(b1.build().words(), load_beats_for(cfg, loc)), Phase(b2.build().words())])
+    assert r1.data == [] and r1.counters["host_in_beats"] == 12
+    assert (decode_unload(cfg, r2.data, 6) == loc).all()
+    assert r2.counters["host_in_beats"] == 0 and r2.counters["host_out_beats"] == 12
