@@ -75,24 +75,21 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
 
 @dataclass
 class Phase:
-    """One RUN of a session: its microcode (loaded at its own address), input data."""
+    """One RUN of a session: its microcode (assembled at origin 0) and input data."""
 
     words: list
     data: list = field(default_factory=list)
     name: str = ""
 
 
-def session_beats(cfg, phases) -> tuple[list[int], list[int]]:
-    """Host stream for a session: load every phase's microcode at consecutive addresses,
-    then for each phase CLEAR, RUN (with its data), COUNTERS. Returns (beats, start pcs)."""
-    beats, starts, addr = [], [], 0
+def session_beats(cfg, phases) -> list[int]:
+    """Host stream for a session: for each phase, LOAD its microcode at address 0
+    (programs are assembled at origin 0; loading is not part of RUN cycles), CLEAR the
+    counters, RUN it with its data, read the COUNTERS."""
+    beats = []
     for ph in phases:
-        beats += load_beats(cfg, ph.words, addr)
-        starts.append(addr)
-        addr += len(ph.words)
-    for ph, pc in zip(phases, starts):
-        beats += clear_beats() + run_beats(pc, ph.data) + counters_beats()
-    return beats, starts
+        beats += load_beats(cfg, ph.words, 0) + clear_beats() + run_beats(0, ph.data) + counters_beats()
+    return beats
 
 
 def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, name: str = "session",
@@ -100,7 +97,7 @@ def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, 
     """Run several programs back to back on one core (PE memories keep their contents
     between phases); returns one :class:`JobResult` per phase with that phase's counters."""
     phases = list(phases)
-    beats, _ = session_beats(cfg, phases)
+    beats = session_beats(cfg, phases)
     model = CoreModel(cfg)
     expected = model.process(beats)
     info = {}
