@@ -3,10 +3,10 @@
 Pipeline (``docs/fp_datapath.md`` has the details); each ``|`` is a register, ``[n]``
 marks a register that exists only for ``latency >= n``:
 
-    unpack, magnitude compare, swap, exponent difference  [5]  align the smaller
-    significand (guard, round, sticky)  |  add / subtract  [6]  leading-zero count  |
-    normalize shift  [4]  round to nearest even + pack + special-case mux  |
-    (extra delay registers) -> o
+    unpack, order by exponent, exponent difference (|| magnitude compare)  [4]  align
+    the smaller significand (guard, round, sticky)  |  add / subtract  [6]
+    leading-zero count (limited to the exponent)  |  normalize shift  [5]  round to
+    nearest even + pack + special-case mux  |  (extra delay registers) -> o
 
 One datapath serves all cases: with three extra bits below the significand (guard,
 round and a sticky bit ORed into the LSB) the result is correctly rounded both when the
@@ -39,7 +39,7 @@ class FPAdd(wiring.Component):
         Number format (any ``FPFormat``; binary16, bfloat16, binary32 are the tested ones).
     latency : int
         Pipeline depth, ``>= rtl.config.MIN_ADD_LATENCY`` (3); extra stages split
-        normalize/round first, then swap/align, then add/leading-zero count, then add
+        swap/align first, then normalize/round, then add/leading-zero count, then add
         plain delay registers at the output.
 
     Ports
@@ -66,41 +66,46 @@ class FPAdd(wiring.Component):
         E, F, P = fmt.exp_bits, fmt.frac_bits, fmt.precision
         W = P + GRS + 1            # sum width: carry, hidden bit, fraction, guard, round, sticky
         extra = self.latency - MIN_ADD_LATENCY
-        split_round = extra >= 1   # register between normalize shift and round
-        split_align = extra >= 2   # register between swap and alignment shift
+        split_align = extra >= 1   # register between swap and alignment shift
+        split_round = extra >= 2   # register between normalize shift and round
         split_lzc = extra >= 3     # register between add and leading-zero count
         n_delay = max(0, extra - 3)
 
-        # ---- stage 1: unpack, compare magnitudes, swap, align ---------------------------------
+        # ---- stage 1: unpack, order by exponent, align; compare magnitudes ------------------------
         ua = unpack(m, fmt, self.a, "ua")
         ub = unpack(m, fmt, self.b, "ub")
-        a_big = wire(m, ua.mag >= ub.mag, "a_big")   # finite magnitudes order like their bit patterns
-        big_sig = Mux(a_big, ua.sig, ub.sig)
-        small_sig = Mux(a_big, ub.sig, ua.sig)
-        big_xe = Mux(a_big, ua.xe, ub.xe)
+        # The alignment path only needs the operand with the larger exponent ("hi"); the
+        # full magnitude compare (a carry chain over exponent and fraction) runs beside
+        # it and only decides, at equal exponents, which way round to subtract (stage 2).
+        a_hi = wire(m, ua.xe >= ub.xe, "a_hi")
+        a_big = ua.mag >= ub.mag   # finite magnitudes order like their bit patterns
         # exponent difference: both orders in parallel with the compare, clamped at
         # P + GRS (larger shifts leave only the sticky bit)
-        diff = Mux(a_big, clamp((ua.xe - ub.xe)[:E], P + GRS), clamp((ub.xe - ua.xe)[:E], P + GRS))
+        diff = Mux(a_hi, clamp((ua.xe - ub.xe)[:E], P + GRS), clamp((ub.xe - ua.xe)[:E], P + GRS))
         s0 = stage(
             m, split_align, "a0",
-            big_sig=big_sig, small_sig=small_sig, big_xe=big_xe,
-            diff=diff,                             # >= 0: |big| >= |small|
-            sign=Mux(a_big, ua.sign, ub.sign),
+            hi_sig=Mux(a_hi, ua.sig, ub.sig), lo_sig=Mux(a_hi, ub.sig, ua.sig),
+            hi_xe=Mux(a_hi, ua.xe, ub.xe),
+            diff=diff,
+            flip=a_hi & ~a_big,                    # equal exponents, |b| > |a|: lo - hi
+            sign=Mux(a_big, ua.sign, ub.sign),     # sign of the larger magnitude
             sub=ua.sign ^ ub.sign,
             nan=ua.nan | ub.nan | (ua.inf & ub.inf & (ua.sign ^ ub.sign)),
             inf=ua.inf | ub.inf,
             inf_sign=Mux(ua.inf, ua.sign, ub.sign),
             zero_sign=ua.sign & ub.sign,           # sign of an exact zero sum (RNE)
         )
-        aligned, sticky = shift_right_sticky(m, Cat(Const(0, GRS), s0.small_sig), s0.diff, None, "a_align")
-        r1 = stage(m, True, "a1", big_sig=s0.big_sig, small=aligned | sticky, big_xe=s0.big_xe,
+        aligned, sticky = shift_right_sticky(m, Cat(Const(0, GRS), s0.lo_sig), s0.diff, None, "a_align")
+        r1 = stage(m, True, "a1", hi_sig=s0.hi_sig, lo=aligned | sticky, hi_xe=s0.hi_xe, flip=s0.flip,
                    sign=s0.sign, sub=s0.sub, nan=s0.nan, inf=s0.inf, inf_sign=s0.inf_sign,
                    zero_sign=s0.zero_sign)
 
         # ---- stage 2: add / subtract, leading-zero count ------------------------------------------
-        big = Cat(Const(0, GRS), r1.big_sig)
-        total = Mux(r1.sub, big - r1.small, big + r1.small)[:W]   # never negative: big >= small
-        r2a = stage(m, split_lzc, "a2", total=total, big_xe=r1.big_xe, sign=r1.sign,
+        hi = Cat(Const(0, GRS), r1.hi_sig)
+        x = wire(m, Mux(r1.flip, r1.lo, hi), "a_x")            # the larger magnitude
+        y = wire(m, Mux(r1.flip, hi, r1.lo), "a_y")
+        total = Mux(r1.sub, x - y, x + y)[:W]                  # never negative: x >= y
+        r2a = stage(m, split_lzc, "a2", total=total, big_xe=r1.hi_xe, sign=r1.sign,
                     nan=r1.nan, inf=r1.inf, inf_sign=r1.inf_sign, zero_sign=r1.zero_sign)
         # leading zeros, but not more than big_xe: a stop bit at position W-1-big_xe (the
         # MSB position of exponent 1) limits the count, so the normalize shift never goes

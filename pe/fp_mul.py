@@ -92,12 +92,13 @@ class FPMul(wiring.Component):
         # the product had lz + 1 leading zeros and the exponent allows it (t > lz)
         # t < 0: the result is subnormal; shift right by -t (beyond P + 1 only the sticky
         # bit is left, so clamp there)
-        t_lo = t[:len(lz)]                # only used when 0 <= t < lz, which fits lz's width
-        sh_l = wire(m, Mux(neg, 0, Mux(t >= lz, lz, t_lo)), "m_shl")
-        fix_ok = ~neg & (t > lz)
+        d = wire(m, t - lz, "m_d")        # one subtractor: t >= lz, t > lz and the exponent
+        d_neg = d < 0
+        sh_l = wire(m, Mux(neg, 0, Mux(d_neg, t[:len(lz)], lz)), "m_shl")   # t < lz: t fits lz's width
+        fix_ok = ~neg & ~d_neg & d.any()
         neg_t = (-t).as_unsigned()[:E + 1]
         sh_r = Mux(neg, clamp(neg_t, P + 1), 0)
-        base = Mux(neg, 0, (t - sh_l).as_unsigned()[:E + 1])       # biased exponent - 1
+        base = Mux(neg | d_neg, 0, d.as_unsigned()[:E + 1])       # biased exponent - 1
         r1 = stage(m, True, "m1", prod=prod, sh_l=sh_l, sh_r=sh_r, neg=neg, fix_ok=fix_ok, base=base,
                    sign=s0.sign, nan=s0.nan, inf=s0.inf, zero=s0.zero)
 
