@@ -9,6 +9,7 @@ import pytest
 
 from pe.fp_golden import mac_bits
 from pe.microop import Gate, MicroOp, PredMode, Src
+from conftest import SIM_PARAMS, require_sim
 from rtl.config import ArchConfig
 from rtl.core import Core
 from sim.core_model import Beat, CoreModel
@@ -16,7 +17,6 @@ from sim.harness import BUILD, atomic_write, run_cocotb
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
 from sw.isa import HostDir, Instruction, SeqOp
 
-SIMS = ["icarus", "verilator"]
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
@@ -70,9 +70,10 @@ def run_core(cfg, beats, name, sim, pause_in=0.0, pause_out=0.0, seed=0):
     return model, expected, json.loads(res.read_text())
 
 
-@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("sim", SIM_PARAMS)
 @pytest.mark.parametrize("cname", list(CONFIGS))
 def test_core_fill_compute_readback(sim, cname):
+    require_sim(sim)
     cfg = CONFIGS[cname]
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")

@@ -14,7 +14,8 @@ import os
 import pytest
 
 from rtl.config import ArchConfig
-from sim.harness import SimulatorMissing, find_simulator, run_cocotb
+from conftest import SIM_PARAMS, require_sim
+from sim.harness import run_cocotb
 
 # name -> (config, row, col): formats, odd sizes, latencies and PE positions
 CONFIGS = {
@@ -33,20 +34,11 @@ SUITES = {
 BASE_SEED = int(os.environ.get("PE_SEED", "1"))
 
 
-def _sim_available(sim):
-    try:
-        find_simulator(sim)
-        return True
-    except SimulatorMissing:
-        return False
-
-
 @pytest.mark.parametrize("suite", list(SUITES))
 @pytest.mark.parametrize("cfg_name", list(CONFIGS))
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
+@pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_pe_rtl_matches_model(sim, cfg_name, suite):
-    if not _sim_available(sim):
-        pytest.skip(f"{sim} not installed")
+    require_sim(sim)
     from pe_top import PETop
 
     cfg, row, col = CONFIGS[cfg_name]

@@ -18,7 +18,8 @@ import os
 import pytest
 
 from rtl.config import ArchConfig
-from sim.harness import SimulatorMissing, find_simulator, run_cocotb
+from conftest import SIM_PARAMS, require_sim
+from sim.harness import run_cocotb
 
 CONFIGS = {
     "default": ArchConfig(),
@@ -29,19 +30,10 @@ N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "100"))
 BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
 
 
-def _sim_available(sim):
-    try:
-        find_simulator(sim)
-        return True
-    except SimulatorMissing:
-        return False
-
-
 @pytest.mark.parametrize("cfg_name", list(CONFIGS))
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
+@pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_sequencer_rtl_matches_model(sim, cfg_name):
-    if not _sim_available(sim):
-        pytest.skip(f"{sim} not installed")
+    require_sim(sim)
     from rtl.sequencer import Sequencer
 
     cfg = CONFIGS[cfg_name]
