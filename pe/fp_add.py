@@ -36,7 +36,8 @@ class FPAdd(wiring.Component):
     Parameters
     ----------
     fmt : FPFormat or str
-        Number format (any ``FPFormat``; binary16, bfloat16, binary32 are the tested ones).
+        Number format: any ``FPFormat`` (tested: binary16, bfloat16, binary32, and custom
+        formats e2m1 .. e11m52).
     latency : int
         Pipeline depth, ``>= rtl.config.MIN_ADD_LATENCY`` (3); extra stages split
         swap/align first, then normalize/round, then add/leading-zero count, then add

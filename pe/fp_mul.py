@@ -3,10 +3,10 @@
 Pipeline (``docs/fp_datapath.md`` has the details); each ``|`` is a register, ``[n]``
 marks a register that exists only for ``latency >= n``:
 
-    [4]  unpack; specials; exponent sum; leading zeros of both significands and from
-    them the normalize shift amount  ||  significand multiply  |  normalize shift (left,
-    or right with sticky into the subnormal range) + 1-bit fix-up  [3]  round to nearest
-    even + pack + special-case mux  |  (extra delay registers) -> o
+    unpack, specials, exponent sum  [4]  significand multiply || leading zeros of both
+    significands -> normalize shift amount  |  normalize shift (left, or right with
+    sticky into the subnormal range) + 1-bit fix-up  [3]  round to nearest even + pack
+    + special-case mux  |  (extra delay registers) -> o
 
 The multiply is a plain ``*`` of the two ``precision``-bit significands between
 registers, so Yosys maps it onto ECP5 MULT18X18D DSP blocks. The shift amount is
@@ -35,7 +35,8 @@ class FPMul(wiring.Component):
     Parameters
     ----------
     fmt : FPFormat or str
-        Number format (any ``FPFormat``; binary16, bfloat16, binary32 are the tested ones).
+        Number format: any ``FPFormat`` (tested: binary16, bfloat16, binary32, and custom
+        formats e2m1 .. e11m52).
     latency : int
         Pipeline depth, ``>= rtl.config.MIN_MUL_LATENCY`` (2); the third stage splits
         normalize from round, the fourth registers the multiplier inputs, any more are

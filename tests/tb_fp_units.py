@@ -67,7 +67,13 @@ class _Stream:
     def step(self, c):
         k = c - self.lat                         # result of the pair written at cycle k
         if 0 <= k < self.cyc:
-            self.out[k] = [r() for r in self.ro]
+            try:
+                self.out[k] = [r() for r in self.ro]
+            except ValueError as e:              # X or Z on an output
+                i = k * self.lanes
+                raise AssertionError(
+                    f"{self.fmt.name} {self.op} (group {self.group}): undefined output for pairs "
+                    f"#{i}..#{i + self.lanes - 1} at cycle {c}: {e}") from None
         if c < self.cyc:
             for h, v in zip(self.ha, self.A[c]):
                 h.value = v
