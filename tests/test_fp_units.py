@@ -36,11 +36,12 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 import sim.harness as harness
+from conftest import SIM_PARAMS, require_sim
 from fp_vectors import gen_operands, new_seed, read_testfloat, sample_path
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
 from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
-from sim.harness import BUILD, SimulatorMissing, atomic_write, find_simulator, run_cocotb
+from sim.harness import BUILD, atomic_write, run_cocotb
 
 FORMATS = ("binary16", "bfloat16", "binary32")
 SIMS = ("icarus", "verilator")
@@ -131,10 +132,7 @@ def _memo_verilog(monkeypatch):
 
 
 def _need(sim):
-    try:
-        find_simulator(sim)
-    except SimulatorMissing as e:
-        pytest.skip(str(e))
+    require_sim(sim)   # a missing simulator fails (ALLOW_MISSING_SIM=1 skips), see conftest
 
 
 def _save_vectors(tag: str, arrays: dict) -> Path:
@@ -202,7 +200,7 @@ def test_latency_bounds():
 
 # -- main random tests ---------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt_name", FORMATS)
-@pytest.mark.parametrize("sim", SIMS)
+@pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_fp_units_random(sim, fmt_name):
     """N_VEC biased random vectors per op, a new pair every cycle in every lane."""
     _need(sim)
@@ -210,7 +208,8 @@ def test_fp_units_random(sim, fmt_name):
     run_fp(sim, _random_jobs(STANDARD[fmt_name, 2, 3], N_VEC, seed), seed=seed, tag="rand")
 
 
-LATENCY_CASES = [(sim, g.fmt.name, g.mul_latency, g.add_latency)
+LATENCY_CASES = [pytest.param(sim, g.fmt.name, g.mul_latency, g.add_latency,
+                              marks=[pytest.mark.verilator] if sim == "verilator" else [])
                  for sim in SIMS for g in STANDARD_GROUPS if (g.mul_latency, g.add_latency) != (2, 3)]
 LATENCY_CASES += [("icarus", "binary16", 8, 8), ("icarus", "bfloat16", 2, 7), ("icarus", "binary32", 6, 3)]
 
