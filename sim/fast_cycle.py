@@ -1,0 +1,265 @@
+"""Layer 1 of the fast model: an exact per-cycle engine vectorized over the PEs.
+
+:class:`CycleEngine` advances a :class:`~sim.fast_common.VecState` by one clock per
+call of :meth:`CycleEngine.tick`, doing for all PEs at once what
+:meth:`pe.pe_model.PEModel.clock` does for one PE, together with the core's bus
+resolution (segments, host lanes, hops) and ``hout`` sampling of
+:class:`sim.core_model.CoreModel`. Every array operation is over PEs; the Python cost
+per cycle is independent of the core size, so it is exact for any program and fast
+enough as the fallback of the loop-level engine (:mod:`sim.fast_flow`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pe.microop import ArOp, FmaWb, MvOp
+from sim.fast_common import (SRC_COL, SRC_MEMA, SRC_MEMB, SRC_NZERO, SRC_ONE, SRC_ROW, SRC_ZERO, AddEntry,
+                             MulEntry)
+from sw.isa import HostDir
+
+__all__ = ["CycleEngine"]
+
+
+class CycleEngine:
+    def __init__(self, cfg, arith, geo):
+        self.cfg = cfg
+        self.ar_ = arith
+        self.geo = geo
+        self.nr = cfg.nr
+        self.P = cfg.nr * cfg.nr
+        self.ut = cfg.fmt.np_uint
+        self.n_regs = cfg.n_regs
+        self.n_ar = cfg.n_ar
+        self.amask = (1 << cfg.addr_bits) - 1
+        self.ma = cfg.mem_a_words - 1
+        self.mb = cfg.mem_b_words - 1
+        self.w = cfg.fmt.width
+        fmt = cfg.fmt
+        self.const = {SRC_ZERO: 0, SRC_NZERO: fmt.neg_zero, SRC_ONE: fmt.one}
+        self.zeros = np.zeros(self.P, self.ut)
+        self.pidx = np.arange(self.P)
+
+    # -- sources ------------------------------------------------------------------------
+    def src(self, st, code, row_in, col_in):
+        if code < 16:
+            return st.rf[:, code] if code < self.n_regs else self.zeros
+        if code == SRC_MEMA:
+            return st.rd_a
+        if code == SRC_MEMB:
+            return st.rd_b
+        if code == SRC_ROW:
+            return row_in
+        if code == SRC_COL:
+            return col_in
+        return np.full(self.P, self.const.get(code, 0), self.ut)
+
+    def drv_src(self, st, code):
+        if code in (SRC_ROW, SRC_COL):
+            return self.zeros
+        return self.src(st, code, None, None)
+
+    def _bus(self, st, s, axis, ctr):
+        """Values heard on each PE's row / column bus in this cycle (operand stage of s)."""
+        nr = self.nr
+        host = st.op_hin == (HostDir.ROW if axis == "row" else HostDir.COL)
+        hops = ctr.row_hops if axis == "row" else ctr.col_hops
+        if host:
+            hops += nr
+            coord = self.geo.row if axis == "row" else self.geo.col
+            return st.op_lanes[coord]
+        frm = s.row_from if axis == "row" else s.col_from
+        drv = s.rdrv if axis == "row" else s.cdrv
+        if not drv.any():
+            return self.zeros
+        hops += s.row_hops if axis == "row" else s.col_hops
+        vals = self.drv_src(st, s.rdrv_src if axis == "row" else s.cdrv_src)
+        return np.where(frm >= 0, vals[np.maximum(frm, 0)], self.ut.type(0)).astype(self.ut)
+
+    # -- one clock ------------------------------------------------------------------------
+    def tick(self, st, u, offs, lanes, ctr, out):
+        """Issue ``u`` (a Tmpl) with SRAM offsets ``offs`` (ra, rb, wa, wb) this cycle.
+
+        ``lanes``: the host beat's lanes [nr] when ``u.hin``; ``out`` collects
+        ``(data, last)`` of ``hout`` pushes (sampled in the operand stage).
+        """
+        A = self.ar_
+        s = st.s1
+        p1 = st.s1_pred
+        ev = ctr.ev
+        nr, w = self.nr, self.w
+        # ---- buses of the operand stage ----------------------------------------------
+        row_in = self._bus(st, s, "row", ctr)
+        col_in = self._bus(st, s, "col", ctr)
+        if st.op_hout:
+            vals = row_in[::nr] if st.op_hout == HostDir.ROW else col_in[:nr]
+            data = 0
+            for i in range(nr):
+                data |= int(vals[i]) << (i * w)
+            out.append((data, bool(st.op_hlast)))
+        rf_rd = 0
+        roe, coe = s.rdrv, s.cdrv
+        if s.rdrv_en and s.rdrv_src < 16:
+            rf_rd += int(roe.sum())
+        if s.cdrv_en and s.cdrv_src < 16:
+            rf_rd += int(coe.sum())
+
+        # ---- operand stage -----------------------------------------------------------------
+        new_mul = None
+        if s.fpu_en and p1.any():
+            a = self.src(st, s.fpu_a, row_in, col_in)
+            b = self.src(st, s.fpu_b, row_in, col_in)
+            c = s.fpu_c if s.c_rf else np.array(self.src(st, s.fpu_c, row_in, col_in), copy=True)
+            waddr = st.s1_addr[1] if s.wbk == FmaWb.MEMB else st.s1_addr[0]
+            new_mul = MulEntry(p1, s.fpu_dst, A.mul(a, b), s.c_rf, c, s.wbk, waddr)
+            n = int(p1.sum())
+            ctr.fma += p1
+            rf_rd += n * ((s.fpu_a < 16) + (s.fpu_b < 16))
+        mv = s.mv_op != MvOp.NOP and p1.any()
+        mv_val = None
+        if mv:
+            n = int(p1.sum())
+            ev["mv"] += n
+            v = self.src(st, s.mv_src, row_in, col_in)
+            rf_rd += n * (s.mv_src < 16)
+            if s.mv_op == MvOp.MOV:
+                mv_val = np.array(v, copy=True)
+            elif s.mv_op == MvOp.RELU:
+                mv_val = A.relu(v)
+            else:
+                mv_val = A.mask(v, self.src(st, s.mv_msk, row_in, col_in))
+                rf_rd += n * (s.mv_msk < 16)
+        wa = bool(s.wa_en) and p1.any()
+        wb = bool(s.wb_en) and p1.any()
+        wa_val = np.array(self.src(st, s.wa_src, row_in, col_in), copy=True) if wa else None
+        wb_val = np.array(self.src(st, s.wb_src, row_in, col_in), copy=True) if wb else None
+        if wa and s.wa_src < 16:
+            rf_rd += int(p1.sum())
+        if wb and s.wb_src < 16:
+            rf_rd += int(p1.sum())
+
+        # ---- late read of an RF c --------------------------------------------------------
+        new_add = None
+        e = st.mp[-1]
+        if e is not None:
+            if e.c_rf:
+                c = st.rf[:, e.c] if e.c < self.n_regs else self.zeros
+                rf_rd += int(e.valid.sum())
+            else:
+                c = e.c
+            new_add = AddEntry(e.valid, e.dst, A.add(e.product, c), e.wb, e.waddr)
+
+        # ---- write-back ------------------------------------------------------------------
+        wbk = st.ap[-1]
+        wbk_rf = wbk_a = wbk_b = None
+        if wbk is not None:
+            if wbk.wb == FmaWb.MEMA:
+                wbk_a = wbk
+            elif wbk.wb == FmaWb.MEMB:
+                wbk_b = wbk
+            else:
+                wbk_rf = wbk
+
+        # ---- issue stage of u ------------------------------------------------------------
+        pred = u.pred
+        ra = u.ra_do
+        rb = u.rb_do
+        am = self.amask
+        ar = st.ar
+
+        def arv(i):
+            return ar[:, i] if i < self.n_ar else 0
+
+        ra_addr = (arv(u.ra_ar) + offs[0]) & am & self.ma
+        rb_addr = (arv(u.rb_ar) + offs[1]) & am & self.mb
+        wa_addr = (arv(u.wa_ar) + offs[2]) & am & self.ma
+        wb_addr = (arv(u.wb_ar) + offs[3]) & am & self.mb
+        if not isinstance(ra_addr, np.ndarray):
+            ra_addr = np.full(self.P, ra_addr, np.int64)
+        if not isinstance(rb_addr, np.ndarray):
+            rb_addr = np.full(self.P, rb_addr, np.int64)
+        if not isinstance(wa_addr, np.ndarray):
+            wa_addr = np.full(self.P, wa_addr, np.int64)
+        if not isinstance(wb_addr, np.ndarray):
+            wb_addr = np.full(self.P, wb_addr, np.int64)
+
+        ev["mem_a_rd"] += int(ra.sum())
+        ev["mem_b_rd"] += int(rb.sum())
+        n_wa = int(p1.sum()) if wa else 0
+        n_wb = int(p1.sum()) if wb else 0
+        wbk_a_v = wbk_a.valid if wbk_a is not None else None
+        wbk_b_v = wbk_b.valid if wbk_b is not None else None
+        mem_a_wr = (p1 if wa else np.zeros(self.P, bool)) | (wbk_a_v if wbk_a_v is not None else False)
+        mem_b_wr = (p1 if wb else np.zeros(self.P, bool)) | (wbk_b_v if wbk_b_v is not None else False)
+        ev["mem_a_wr"] += int(np.count_nonzero(mem_a_wr))
+        ev["mem_b_wr"] += int(np.count_nonzero(mem_b_wr))
+        ev["rf_rd"] += rf_rd
+        n_rfwb = int(wbk_rf.valid.sum()) if wbk_rf is not None else 0
+        ev["rf_wr"] += (int(p1.sum()) if mv else 0) + n_rfwb
+        if mv and wbk_rf is not None and wbk_rf.dst == s.mv_dst:
+            ev["rf_conflict"] += int((p1 & wbk_rf.valid).sum())
+        mc = 0
+        if wa and wbk_a_v is not None:
+            mc += int((p1 & wbk_a_v).sum())
+        if wb and wbk_b_v is not None:
+            mc += int((p1 & wbk_b_v).sum())
+        ev["mem_conflict"] += mc
+        del n_wa, n_wb
+
+        # ---- end of cycle ----------------------------------------------------------------------
+        pi = self.pidx
+        if u.ra_en and ra.any():
+            st.rd_a = np.where(ra, st.mem_a[pi, ra_addr], st.rd_a)
+        if u.rb_en and rb.any():
+            st.rd_b = np.where(rb, st.mem_b[pi, rb_addr], st.rd_b)
+        self._mem_write(st.mem_a, wbk_a, wa, p1, st.s1_addr[2], wa_val)
+        self._mem_write(st.mem_b, wbk_b, wb, p1, st.s1_addr[3], wb_val)
+        if mv and s.mv_dst < self.n_regs:
+            st.rf[:, s.mv_dst] = np.where(p1, mv_val, st.rf[:, s.mv_dst])
+        if wbk_rf is not None and wbk_rf.dst < self.n_regs:
+            st.rf[:, wbk_rf.dst] = np.where(wbk_rf.valid, wbk_rf.value, st.rf[:, wbk_rf.dst])
+        if u.ar_on:
+            self._update_ars(st, u, pred)
+        st.ap = [new_add] + st.ap[:-1]
+        st.mp = [new_mul] + st.mp[:-1]
+        st.s1, st.s1_pred = u, pred
+        st.s1_addr = (ra_addr, rb_addr, wa_addr, wb_addr)
+        st.op_hin = u.hin
+        st.op_lanes = lanes if u.hin else st.op_lanes
+        st.op_hout, st.op_hlast = u.hout, u.hlast
+
+    def _mem_write(self, mem, wbk, wr, p1, addr, val):
+        pi = self.pidx
+        if wbk is not None:
+            v = wbk.valid
+            if wr:
+                keep = p1 & ~v
+                if keep.any():
+                    mem[pi[keep], addr[keep]] = val[keep]
+            if v.any():
+                mem[pi[v], wbk.waddr[v]] = wbk.value[v]
+        elif wr and p1.any():
+            mem[pi[p1], addr[p1]] = val[p1]
+
+    def _update_ars(self, st, u, pred):
+        am = self.amask
+        ar = st.ar
+        new = ar.copy()
+        for i in range(self.n_ar):
+            if u.ar_op == ArOp.SET and u.ar_idx == i:
+                new[:, i] = u.ar_imm & am
+                continue
+            d = 0
+            if u.ar_op == ArOp.ADD and u.ar_idx == i:
+                d = u.ar_imm
+            inc = ((u.ra_inc and u.ra_ar == i) or (u.rb_inc and u.rb_ar == i)
+                   or (u.wa_inc and u.wa_ar == i) or (u.wb_inc and u.wb_ar == i))
+            if d or inc:
+                new[:, i] = (ar[:, i] + d + (st.stride[:, i] if inc else 0)) & am
+        if pred.all():
+            st.ar = new
+        else:
+            st.ar = np.where(pred[:, None], new, ar)
+        if u.ar_op == ArOp.STRIDE and u.ar_idx < self.n_ar:
+            st.stride = st.stride.copy()
+            st.stride[pred, u.ar_idx] = u.ar_imm & am

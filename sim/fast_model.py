@@ -1,0 +1,310 @@
+"""Cycle-exact fast model of a core: :class:`FastModel`.
+
+Same interface and results as :class:`sim.core_model.CoreModel` (``load``, ``run``,
+``process`` of a host beat stream, ``counters``, state accessors) - the same output
+beats, the same counter values, the same PE memories and registers bit for bit - but
+vectorized over the PEs and executed at the level of the program's loops:
+
+1. :func:`sim.fast_trace.issue_trace` turns the microcode into the issue trace (pc and
+   AGU values of every issued instruction; structured loop nests are expanded with
+   numpy, not stepped).
+2. The trace, framed by the start-latency cycle and the HALT drain exactly as the
+   RTL's RUN state, is cut into regions along its loop structure
+   (:mod:`sim.fast_flow`). A region is executed by the loop-level dataflow engine
+   (layer 2: every operand of every instruction occurrence resolved to the write that
+   produced it, all occurrences of an instruction computed at once, accumulation
+   chains with ``np.add.accumulate`` in their exact order), or, when its dependency
+   graph has a cycle other than an accumulation chain, by the per-cycle engine
+   (layer 1, :mod:`sim.fast_cycle`), which is exact for any program.
+
+See ``docs/simulators.md`` for what each layer accepts, the host-side assumptions and
+the measured speed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pe.microop import uop_fields
+from rtl.host_interface import Cmd
+from rtl.perf_counters import counter_names
+from sim.core_model import START_LATENCY_CYCLES, Beat, RunResult
+from sim.fast_common import OFF_FIELDS, Arith, Counters, Geometry, Tmpl, VecState, offset_mask
+from sim.fast_cycle import CycleEngine
+from sim.fast_trace import issue_trace
+from sim.seq_model import SequencerModel
+from sw.isa import instr_layout
+
+__all__ = ["FastModel", "ENGINES"]
+
+#: ``engine`` argument of :class:`FastModel`
+ENGINES = ("auto", "cycle")
+
+
+class FastModel:
+    """Cycle-exact fast model of one core (drop-in for :class:`~sim.core_model.CoreModel`).
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+    engine : ``"auto"`` (loop-level dataflow engine with per-cycle fallback, the default)
+        or ``"cycle"`` (per-cycle engine only).
+    structured_trace : bool
+        Expand structured loops with numpy when building the issue trace (default);
+        ``False`` steps the sequencer model for every instruction (tests use it to check
+        the expansion).
+
+    After a run, :attr:`stats` tells how many cycles each engine executed.
+    """
+
+    def __init__(self, cfg, engine: str = "auto", structured_trace: bool = True):
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
+        self.cfg = cfg
+        self.engine = engine
+        self.structured_trace = structured_trace
+        self.nr = cfg.nr
+        self.P = cfg.nr * cfg.nr
+        self.w = cfg.fmt.width
+        self.wmask = (1 << self.w) - 1
+        self.seq = SequencerModel(cfg)
+        self.names = counter_names(cfg)
+        self.counters = dict.fromkeys(self.names, 0)
+        self.cmask = (1 << cfg.counter_bits) - 1
+        self.instr_bits = instr_layout(cfg).size
+        self.geo = Geometry(cfg.nr)
+        self.arith = Arith(cfg.fmt)
+        self._fields = uop_fields(cfg.addr_bits, cfg.sel_bits)
+        self._offmask = offset_mask(cfg)
+        self._off_pos = {n: (o, w) for n, o, w in self._fields if n in OFF_FIELDS}
+        self._tmpl_cache: dict = {}
+        self.nop = self.tmpl_of(0)
+        self.state = VecState(cfg, self.nop)
+        self.cycle_engine = CycleEngine(cfg, self.arith, self.geo)
+        self._flow = None
+        self.stats: dict = {}
+        self._pc_info = None
+
+    # -- templates ----------------------------------------------------------------------
+    def tmpl_of(self, uop_word: int, ctl=(0, 0, 0)) -> Tmpl:
+        """The :class:`Tmpl` of a micro-op word (offset fields ignored) with host fields."""
+        key = (uop_word & ~self._offmask, tuple(ctl))
+        t = self._tmpl_cache.get(key)
+        if t is None:
+            w = key[0]
+            fields = {n: (w >> o) & ((1 << wd) - 1) for n, o, wd in self._fields}
+            t = Tmpl(self.geo, fields, key, ctl)
+            self._tmpl_cache[key] = t
+        return t
+
+    # -- microcode --------------------------------------------------------------------------
+    def load(self, words, addr: int = 0) -> None:
+        self.seq.load(list(words), addr)
+        self._pc_info = None
+
+    def clear_counters(self) -> None:
+        self.counters = dict.fromkeys(self.names, 0)
+
+    def _pc_tables(self):
+        """Per microcode address: template, static offsets, AGU selectors, host fields."""
+        if self._pc_info is not None:
+            return self._pc_info
+        depth = self.cfg.ucode_depth
+        tm = [None] * (depth + 1)
+        static = np.zeros((depth + 1, 4), np.int64)
+        sel = np.full((depth + 1, 4), -1, np.int64)
+        hin = np.zeros(depth + 1, np.int64)
+        am = (1 << self.cfg.addr_bits) - 1
+        for pc in range(depth):
+            d = self.seq._decode(pc)
+            tm[pc] = self.tmpl_of(d.uop, (d.hin, d.hout, d.hlast))
+            for i, f in enumerate(OFF_FIELDS):
+                o, _ = self._off_pos[f]
+                static[pc, i] = (d.uop >> o) & am
+            fpos = {o: i for i, (o, _) in enumerate(self._off_pos[f] for f in OFF_FIELDS)}
+            for off, a in d.sels:
+                sel[pc, fpos[off]] = a
+            hin[pc] = d.hin
+        tm[depth] = self.nop      # the virtual NOP "pc" of start-latency and drain cycles
+        self._pc_info = (tm, static, sel, hin)
+        return self._pc_info
+
+    # -- RUN ----------------------------------------------------------------------------
+    def _steps(self, trace):
+        """Per cycle of the RUN state: pc (``ucode_depth`` = NOP) and SRAM offsets [T, 4]."""
+        tm, static, sel, hin = self._pc_tables()
+        depth = self.cfg.ucode_depth
+        am = (1 << self.cfg.addr_bits) - 1
+        pcs = trace.pcs
+        n_pre, n_post = START_LATENCY_CYCLES, self.cfg.fpu_latency + 1
+        T = n_pre + len(pcs) + n_post
+        allpcs = np.full(T, depth, np.int64)
+        allpcs[n_pre:n_pre + len(pcs)] = pcs
+        offs = static[allpcs].copy()
+        if len(pcs):
+            s = sel[pcs]
+            aguz = np.concatenate([trace.agu, np.zeros((len(pcs), 1), np.int64)], axis=1)
+            add = np.take_along_axis(aguz, np.where(s >= 0, s, aguz.shape[1] - 1), axis=1)
+            offs[n_pre:n_pre + len(pcs)] = (offs[n_pre:n_pre + len(pcs)] + add) & am
+        return allpcs, offs
+
+    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000, *,
+            _trace=None) -> RunResult:
+        """Execute from ``start_pc`` to HALT plus the drain, as the RTL's RUN command
+        (same arguments and result as :meth:`sim.core_model.CoreModel.run`)."""
+        trace = _trace or issue_trace(self.seq, start_pc, max_instructions, self.structured_trace)
+        tm, static, sel, hin = self._pc_tables()
+        allpcs, offs = self._steps(trace)
+        host_in = list(host_in)
+        hsteps = np.nonzero(hin[allpcs])[0]
+        if len(hsteps) > len(host_in):
+            pc = int(allpcs[hsteps[len(host_in)]])
+            raise ValueError(f"program consumed more host input beats than the {len(host_in)} given "
+                             f"(at pc {pc})")
+        nr, w = self.nr, self.w
+        lanes = np.zeros((len(hsteps), nr), self.cfg.fmt.np_uint)
+        for k in range(len(hsteps)):
+            d = int(host_in[k])
+            for i in range(nr):
+                lanes[k, i] = (d >> (i * w)) & self.wmask
+        lane_of = np.full(len(allpcs), -1, np.int64)
+        lane_of[hsteps] = np.arange(len(hsteps))
+        ctr = Counters(self.cfg)
+        out: list = []
+        with np.errstate(all="ignore"):
+            if self.engine == "cycle":
+                self._run_cycles(0, len(allpcs), allpcs, offs, lanes, lane_of, ctr, out)
+                self.stats = {"cycle_engine_cycles": len(allpcs), "flow_cycles": 0, "regions": 0}
+            else:
+                from sim.fast_flow import FlowRunner
+
+                if self._flow is None:
+                    self._flow = FlowRunner(self)
+                self.stats = self._flow.run(trace, allpcs, offs, lanes, lane_of, ctr, out)
+        n = len(trace.pcs)
+        ctr.cycles = len(allpcs)
+        ctr.instructions = n
+        ctr.host_in = len(hsteps)
+        ctr.host_out = len(out)
+        self._last_pc = trace.last_pc
+        delta = ctr.as_dict()
+        for k in self.counters:
+            self.counters[k] = (self.counters[k] + delta[k]) & self.cmask
+        delta = {k: v & self.cmask for k, v in delta.items()}
+        beats = [Beat(d, last) for d, last in out]
+        return RunResult(out=beats, cycles=len(allpcs), instructions=n, counters=delta)
+
+    def _run_cycles(self, t0, t1, allpcs, offs, lanes, lane_of, ctr, out):
+        """Per-cycle engine over cycles ``[t0, t1)`` of the RUN state."""
+        tm = self._pc_tables()[0]
+        eng = self.cycle_engine
+        st = self.state
+        for t in range(t0, t1):
+            u = tm[allpcs[t]]
+            k = lane_of[t]
+            eng.tick(st, u, offs[t], lanes[k] if k >= 0 else None, ctr, out)
+
+    # -- the stream protocol ------------------------------------------------------------
+    def counter_beats(self) -> list[Beat]:
+        hw = self.cfg.host_width
+        per = -(-64 // hw)
+        beats = []
+        for i, name in enumerate(self.names):
+            v = self.counters[name]
+            for part in range(per):
+                beats.append(Beat((v >> (part * hw)) & ((1 << hw) - 1),
+                                  i == len(self.names) - 1 and part == per - 1))
+        return beats
+
+    def process(self, beats) -> list[Beat]:
+        """Consume a host input stream (ints or :class:`Beat`), return the output beats
+        (the same protocol handling as :meth:`sim.core_model.CoreModel.process`)."""
+        hw = self.cfg.host_width
+        bpw = -(-self.instr_bits // hw)
+        data = [b.data if isinstance(b, Beat) else int(b) for b in beats]
+        out: list[Beat] = []
+        self.run_data_beats: list[int] = []
+        self.run_results: list[RunResult] = []
+        i = 0
+        while i < len(data):
+            hdr = data[i]
+            i += 1
+            cmd, arg0, arg1 = hdr & 0xF, (hdr >> 4) & 0xFFFF, (hdr >> 20) & 0xFFF
+            if cmd == Cmd.LOAD:
+                count = arg1 or 4096
+                words = []
+                for _ in range(count):
+                    wd = 0
+                    for k in range(bpw):
+                        wd |= data[i] << (k * hw)
+                        i += 1
+                    words.append(wd & ((1 << self.instr_bits) - 1))
+                for k, wd in enumerate(words):
+                    self.seq.load([wd], (arg0 + k) % self.cfg.ucode_depth)
+                self._pc_info = None
+            elif cmd == Cmd.RUN:
+                trace = issue_trace(self.seq, arg0, 1_000_000, self.structured_trace)
+                tm, static, sel, hin = self._pc_tables()
+                need = int(np.count_nonzero(hin[trace.pcs])) if len(trace.pcs) else 0
+                res = self.run(arg0, data[i:i + need], _trace=trace)
+                i += need
+                out += res.out
+                self.run_data_beats.append(len(res.out))
+                self.run_results.append(res)
+                out.append(Beat(Cmd.RUN | (trace.last_pc << 4), True))
+            elif cmd == Cmd.COUNTERS:
+                out += self.counter_beats()
+            elif cmd == Cmd.CLEAR:
+                self.clear_counters()
+            else:
+                out.append(Beat(Cmd.ERROR | (cmd << 4), True))
+        return out
+
+    # -- state accessors --------------------------------------------------------------------
+    def regs(self) -> np.ndarray:
+        """Register files, ``[nr, nr, n_regs]`` bit patterns."""
+        return self.state.rf.reshape(self.nr, self.nr, -1).copy()
+
+    def memory(self, bank: str) -> np.ndarray:
+        """SRAM bank ``"a"`` or ``"b"`` of every PE, ``[nr, nr, words]`` bit patterns."""
+        m = self.state.mem_a if bank.lower() == "a" else self.state.mem_b
+        return m.reshape(self.nr, self.nr, -1).copy()
+
+    def ars(self) -> np.ndarray:
+        return self.state.ar.reshape(self.nr, self.nr, -1).copy()
+
+    def strides(self) -> np.ndarray:
+        return self.state.stride.reshape(self.nr, self.nr, -1).copy()
+
+    def read_ports(self) -> tuple[np.ndarray, np.ndarray]:
+        """SRAM read-port output registers (A, B), ``[nr, nr]`` each."""
+        return self.state.rd_a.reshape(self.nr, self.nr).copy(), self.state.rd_b.reshape(self.nr, self.nr).copy()
+
+    def set_memory(self, bank: str, data) -> None:
+        """Preload SRAM bank ``"a"``/``"b"`` of every PE from ``[nr, nr, n]`` bit patterns
+        (words ``0..n-1``; a test and benchmark convenience, the host path is a program)."""
+        m = self.state.mem_a if bank.lower() == "a" else self.state.mem_b
+        data = np.asarray(data).reshape(self.P, -1)
+        m[:, :data.shape[1]] = data
+
+
+def core_state(model) -> dict:
+    """Architectural state of every PE of a :class:`FastModel` or a CoreModel as arrays
+    ``[nr, nr, ...]``: ``rf``, ``mem_a``, ``mem_b``, ``ar``, ``stride``, ``rd_a``, ``rd_b``."""
+    if isinstance(model, FastModel):
+        ra, rb = model.read_ports()
+        return {"rf": model.regs(), "mem_a": model.memory("a"), "mem_b": model.memory("b"),
+                "ar": model.ars(), "stride": model.strides(), "rd_a": ra, "rd_b": rb}
+    cfg = model.cfg
+    nr = cfg.nr
+    ut = cfg.fmt.np_uint
+    pes = [pe for row in model.pes for pe in row]
+
+    def stack(f, dt):
+        return np.array([f(pe) for pe in pes], dtype=dt).reshape(nr, nr, -1)
+
+    return {"rf": stack(lambda pe: pe.regs(), ut), "mem_a": stack(lambda pe: pe.memory("a"), ut),
+            "mem_b": stack(lambda pe: pe.memory("b"), ut), "ar": stack(lambda pe: pe.ars(), np.int64),
+            "stride": stack(lambda pe: pe.strides(), np.int64),
+            "rd_a": np.array([pe.rd_a for pe in pes], ut).reshape(nr, nr),
+            "rd_b": np.array([pe.rd_b for pe in pes], ut).reshape(nr, nr)}
