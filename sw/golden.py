@@ -1,0 +1,244 @@
+"""Bit-exact numpy golden models of the collectives and kernels.
+
+Each function performs the same floating-point operations, on the same operands, in the
+same order as the program that :mod:`noc.collectives` / :mod:`sw.kernels` generates runs
+on the array (``pe.fp_golden``: multiply, round, add, round), so the array's results
+must equal these bit for bit. The operation order is that of the mapping documented in
+``docs/kernels.md``; in short:
+
+* a dot product inside one PE is a chain ``acc = mul(a0, b0)``, then
+  ``acc = add(mul(ai, bi), acc)`` in the order of the local index (padded elements
+  included: they are +0 and add ``+0 * x``);
+* partial sums of a row (column) of PEs are combined by the tree
+  (:func:`tree_combine`) or the sequential chain (:func:`seq_combine`);
+* elementwise operations act on the local words, padding included.
+
+Arrays are bit patterns (``fmt.np_uint``). Matrix arguments are global (``m x n``);
+results are global too unless stated.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from noc.broadcast_bus import segment_of
+from noc.collectives import tree_steps
+from pe.fp_golden import add_bits, mac_bits, mul_bits
+from sw.layout import local_len
+
+__all__ = [
+    "bits", "tree_combine", "seq_combine", "reduce_partials", "broadcast",
+    "dot_chain", "gemv", "gemv_t", "gemv_partials", "rank1", "gemm", "relu", "mask", "axpy", "scale",
+]
+
+
+def bits(fmt, a) -> np.ndarray:
+    return np.asarray(a).astype(fmt.np_uint)
+
+
+def _zero(fmt, shape=()):
+    return np.zeros(shape, dtype=fmt.np_uint)
+
+
+# ======================================================================================
+# combining the partial sums of one bus
+# ======================================================================================
+def tree_combine(fmt, parts) -> np.ndarray:
+    """Tree reduction of ``parts[i, ...]`` (``i`` = position along the bus, ``nr`` of them).
+
+    Step ``s`` (segments of ``2^(s+1)`` positions): every position ``i`` adds the value
+    its segment carries (the position ``j`` of its segment with ``j mod 2^(s+1) == 2^s``,
+    or +0 when the segment has none) to its own: ``v[i] = add(bus_i, v[i])``. The result
+    is position 0's value.
+    """
+    v = [bits(fmt, p) for p in parts]
+    nr = len(v)
+    for s in range(tree_steps(nr)):
+        mod, idx, g = 1 << (s + 1), 1 << s, s + 1
+        bus = []
+        for i in range(nr):
+            drv = [j for j in segment_of(i, g, nr) if j % mod == idx]
+            bus.append(v[drv[0]] if drv else _zero(fmt, v[i].shape))
+        v = [add_bits(fmt, bus[i], v[i]) for i in range(nr)]
+    return v[0]
+
+
+def seq_combine(fmt, parts, first: int, order) -> np.ndarray:
+    """Sequential reduction: ``acc = parts[first]``, then ``acc = add(parts[j], acc)`` for
+    ``j`` in ``order`` (the drivers at diagonal offsets 1, 2, ..., nr-1)."""
+    acc = bits(fmt, parts[first])
+    for j in order:
+        acc = add_bits(fmt, bits(fmt, parts[j]), acc)
+    return acc
+
+
+def reduce_partials(fmt, Z, mode: str = "tree", direction: str = "row") -> np.ndarray:
+    """Golden of :func:`noc.collectives.emit_reduce` and of the kernels' reductions.
+
+    ``Z``: ``(nr, nr, ...)`` partial sums, ``Z[r, c]`` on PE ``(r, c)``. Returns
+    ``(nr, ...)``: for ``"row"`` entry ``r`` is row ``r``'s sum, for ``"col"`` entry ``c``
+    is column ``c``'s sum.
+    """
+    Z = bits(fmt, Z)
+    nr = Z.shape[0]
+    out = []
+    for q in range(nr):
+        if direction == "row":
+            parts = [Z[q, c] for c in range(nr)]
+            order = [(q + d) % nr for d in range(1, nr)]      # diagonal offset d in row q
+        else:
+            parts = [Z[r, q] for r in range(nr)]
+            order = [(q - d) % nr for d in range(1, nr)]      # diagonal offset d in column q
+        if mode == "tree":
+            out.append(tree_combine(fmt, parts))
+        else:
+            out.append(seq_combine(fmt, parts, q, order))
+    return np.stack(out)
+
+
+def broadcast(local_diag, direction: str = "row") -> np.ndarray:
+    """``(nr, nr, L)`` diag-layout words -> the rows (``"row"``) / cols layout."""
+    loc = np.asarray(local_diag)
+    nr = loc.shape[0]
+    out = np.zeros_like(loc)
+    for q in range(nr):
+        if direction == "row":
+            out[q, :] = loc[q, q]
+        else:
+            out[:, q] = loc[q, q]
+    return out
+
+
+# ======================================================================================
+# dot-product chains and GEMV
+# ======================================================================================
+def _pad2(fmt, A, nr):
+    A = bits(fmt, A)
+    m, n = A.shape
+    out = _zero(fmt, (local_len(m, nr) * nr, local_len(n, nr) * nr))
+    out[:m, :n] = A
+    return out
+
+
+def _pad1(fmt, v, nr):
+    v = bits(fmt, v)
+    out = _zero(fmt, (local_len(v.shape[0], nr) * nr,))
+    out[:v.shape[0]] = v
+    return out
+
+
+def dot_chain(fmt, a, b) -> np.ndarray:
+    """``acc = mul(a[0], b[0])``, then ``acc = add(mul(a[i], b[i]), acc)`` along axis 0
+    (broadcasting over the other axes)."""
+    acc = mul_bits(fmt, a[0], b[0])
+    for i in range(1, a.shape[0]):
+        acc = mac_bits(fmt, a[i], b[i], acc)
+    return acc
+
+
+def gemv_partials(fmt, nr, W, x, trans=False) -> np.ndarray:
+    """Per-PE partial sums ``(nr, nr, nchain)`` of the GEMV (before the reduction)."""
+    Wp = _pad2(fmt, W, nr)
+    mp, np_ = Wp.shape[0] // nr, Wp.shape[1] // nr
+    W4 = Wp.reshape(mp, nr, np_, nr)                    # [li, r, lj, c]
+    xp = _pad1(fmt, x, nr)
+    if not trans:
+        x2 = xp.reshape(np_, nr)                        # [lj, c]
+        a = W4.transpose(2, 1, 3, 0)                    # [lj, r, c, li]
+        acc = dot_chain(fmt, a, x2[:, None, :, None])   # [r, c, li]
+    else:
+        x2 = xp.reshape(mp, nr)                         # [li, r]
+        a = W4.transpose(0, 1, 3, 2)                    # [li, r, c, lj]
+        acc = dot_chain(fmt, a, x2[:, :, None, None])   # [r, c, lj]
+    return acc
+
+
+def gemv(fmt, nr, W, x, reduce="tree") -> np.ndarray:
+    """``y = W x`` as :func:`sw.kernels.emit_gemv` computes it (length ``m``)."""
+    m = np.asarray(W).shape[0]
+    Z = gemv_partials(fmt, nr, W, x)
+    out = reduce_partials(fmt, Z, reduce, "row")        # [r, li]
+    return out.T.reshape(-1)[:m]
+
+
+def gemv_t(fmt, nr, W, x, reduce="tree") -> np.ndarray:
+    """``y = W^T x`` as :func:`sw.kernels.emit_gemv` (``trans=True``) computes it."""
+    n = np.asarray(W).shape[1]
+    Z = gemv_partials(fmt, nr, W, x, trans=True)
+    out = reduce_partials(fmt, Z, reduce, "col")        # [c, lj]
+    return out.T.reshape(-1)[:n]
+
+
+# ======================================================================================
+# rank-1 update and GEMM
+# ======================================================================================
+def rank1(fmt, nr, W, u, v, alpha=None) -> np.ndarray:
+    """``W += alpha u v^T`` as :func:`sw.kernels.emit_rank1` computes it, on the padded
+    matrix: returns the ``(mp * nr, np * nr)`` padded result (its ``[:m, :n]`` is ``W``'s
+    new value, the rest the padding after the update).
+
+    ``au[i] = mul(u[i], alpha)`` (or ``u[i]``), then ``W[i, j] = add(mul(au[i], v[j]), W[i, j])``.
+    """
+    Wp = _pad2(fmt, W, nr)
+    up = _pad1(fmt, u, nr)
+    vp = _pad1(fmt, v, nr)
+    au = up if alpha is None else mul_bits(fmt, up, bits(fmt, alpha))
+    return mac_bits(fmt, au[:, None], vp[None, :], Wp)
+
+
+def gemm(fmt, nr, W, X) -> np.ndarray:
+    """``Y = W X`` as :func:`sw.kernels.emit_gemm` computes it: for every output a chain
+    over ``j = 0 .. np*nr - 1`` (padding included) starting with ``mul``. Returns the
+    padded ``(mp * nr, bp * nr)`` result (padding rows / columns hold signed zeros)."""
+    Wp = _pad2(fmt, W, nr)
+    Xp = _pad2(fmt, X, nr)
+    Xp = np.concatenate([Xp, _zero(fmt, (Wp.shape[1] - Xp.shape[0], Xp.shape[1]))]) \
+        if Xp.shape[0] < Wp.shape[1] else Xp
+    return dot_chain(fmt, Wp.T[:, :, None], Xp[:, None, :])
+
+
+# ======================================================================================
+# elementwise
+# ======================================================================================
+def _positive(fmt, x):
+    x = bits(fmt, x)
+    nan = (x & fmt.np_uint.type(fmt.sign_mask - 1)) > fmt.np_uint.type(fmt.inf)
+    return ((x & fmt.np_uint.type(fmt.sign_mask)) == 0) & (x != 0) & ~nan, nan
+
+
+def _only(fmt, new, old, diag):
+    """Keep ``old`` outside the diagonal PEs when ``diag`` (local arrays ``(nr, nr, L)``)."""
+    if not diag:
+        return new
+    out = bits(fmt, old).copy()
+    for q in range(out.shape[0]):
+        out[q, q] = new[q, q]
+    return out
+
+
+def relu(fmt, x, diag=False) -> np.ndarray:
+    """``relu(x) = x if x > 0 else +0``, NaN -> the canonical NaN (on local arrays when
+    ``diag``: only the diagonal PEs change)."""
+    x = bits(fmt, x)
+    pos, nan = _positive(fmt, x)
+    r = np.where(pos, x, np.where(nan, fmt.np_uint.type(fmt.qnan), fmt.np_uint.type(0))).astype(fmt.np_uint)
+    return _only(fmt, r, x, diag)
+
+
+def mask(fmt, v, m, old=None, diag=False) -> np.ndarray:
+    """``v if m > 0 else +0``; a kept NaN ``v`` becomes the canonical NaN."""
+    v = bits(fmt, v)
+    pos, _ = _positive(fmt, m)
+    _, vnan = _positive(fmt, v)
+    r = np.where(pos, np.where(vnan, fmt.np_uint.type(fmt.qnan), v), fmt.np_uint.type(0)).astype(fmt.np_uint)
+    return _only(fmt, r, v if old is None else old, diag)
+
+
+def axpy(fmt, alpha, x, y, diag=False) -> np.ndarray:
+    """``y = add(mul(alpha, x), y)``."""
+    return _only(fmt, mac_bits(fmt, bits(fmt, alpha), bits(fmt, x), bits(fmt, y)), y, diag)
+
+
+def scale(fmt, alpha, x, old=None, diag=False) -> np.ndarray:
+    """``mul(x, alpha)``."""
+    return _only(fmt, mul_bits(fmt, bits(fmt, x), bits(fmt, alpha)), x if old is None else old, diag)

@@ -1,0 +1,741 @@
+"""Linear-algebra kernels of MLP training as microprogram generators.
+
+Each ``emit_*`` function takes the configuration, the shapes and a memory map (a
+:class:`~noc.collectives.Region` per operand: SRAM bank and base address, the same on
+every PE; matrices in the 2D round-robin layout of :mod:`sw.layout`, vectors in the
+layout named by the argument), appends the kernel to a :class:`~sw.asm.Builder` (or a
+:class:`~noc.collectives.Frag`) and returns a :class:`KernelInfo` with the exact
+instruction count, the useful MAC count and the blocking it chose. :mod:`sw.golden` has a
+bit-exact numpy model of each kernel (same operations in the same order). The mapping
+of every kernel onto the array, its cycle-cost formula and measured utilization are in
+``docs/kernels.md``.
+
+Kernels:
+
+* :func:`emit_gemv` ``y = W x`` and, with ``trans=True``, ``y = W^T x`` (``W`` used in
+  place): output-stationary MAC chains in registers, the reused ``x`` element in a
+  register, ``W`` streamed from SRAM, partial sums reduced along the buses by the tree
+  (or sequential) reduction of :mod:`noc.collectives`;
+* :func:`emit_rank1` ``W += alpha u v^T`` with the FMA writing back into SRAM in place;
+* :func:`emit_gemm` ``Y = W X`` for a minibatch ``X`` (``n x b``): a sequence of rank-1
+  updates of register-resident blocks of ``Y``, ``W`` and ``X`` elements broadcast over
+  the row and column buses;
+* elementwise :func:`emit_relu`, :func:`emit_relu_mask` (``delta * relu'(z)``),
+  :func:`emit_axpy` (``y += a x``) and :func:`emit_scale` (``x *= a``).
+
+Conventions (shared with :mod:`noc.collectives` and :mod:`sw.transfer`): ``ar0`` is 0
+(its reset value; nothing changes it); kernels are emitted at the top level of a
+program (they use loop levels 0..2 and AGUs ``g0``..``g3``); kernels may use every
+register. Scalars (``alpha``) are words stored at the same address in every PE
+(:class:`Scalar`).
+
+:func:`run_kernel` runs a kernel between a load phase and an unload phase on the core
+model or the RTL (used by the tests and the benchmark).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+from noc.collectives import BusDir, CollectiveError, Frag, Region, reduce_plan, reg, step_slots
+from sw.asm import Builder, cdrv, mac, mask, mov, mul, pred, rdrv, relu
+from sw.layout import local_len
+
+__all__ = [
+    "KernelError", "KernelInfo", "Scalar", "Region",
+    "emit_gemv", "emit_rank1", "emit_gemm", "emit_relu", "emit_relu_mask", "emit_axpy", "emit_scale",
+    "gemv_cost", "rank1_cost", "gemm_cost", "elementwise_cost", "run_kernel",
+]
+
+
+class KernelError(CollectiveError):
+    """A kernel cannot be generated for these arguments (memory map, shapes, config)."""
+
+
+@dataclass(frozen=True)
+class Scalar:
+    """A scalar stored at ``addr`` of ``bank`` in every PE."""
+
+    bank: str
+    addr: int
+
+    @property
+    def region(self) -> Region:
+        return Region(self.bank, self.addr)
+
+
+@dataclass
+class KernelInfo:
+    """What a kernel generator produced.
+
+    ``instructions``: instructions the kernel issues (its cycles; a program made of the
+    kernel and a HALT runs ``instructions + 1 + fpu_latency + 2`` cycles);
+    ``useful_macs``: the workload's multiply-adds (``m * n`` for a GEMV);
+    ``params``: the blocking it chose.
+    """
+
+    name: str
+    instructions: int
+    useful_macs: int = 0
+    params: dict = field(default_factory=dict)
+
+    def cycles_standalone(self, cfg) -> int:
+        return self.instructions + 1 + cfg.fpu_latency + 2
+
+
+def _finish(b, f: Frag):
+    if isinstance(b, Frag):
+        b.extend(f)
+    else:
+        f.emit(b)
+
+
+def _need(cond, msg):
+    if not cond:
+        raise KernelError(msg)
+
+
+def _lat(cfg):
+    """(F, A): issue distance for a driver/operand read of an FMA result, for a late c read."""
+    return cfg.fpu_latency - 1, cfg.acc_reuse_distance
+
+
+# ======================================================================================
+# GEMV and transposed GEMV
+# ======================================================================================
+def _gemv_blocking(cfg, nchain):
+    lmax = cfg.n_regs - 2
+    _need(lmax >= 1, "GEMV needs n_regs >= 3")
+    B = -(-nchain // lmax)
+    L = -(-nchain // B)
+    return B, L
+
+
+def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree") -> dict:
+    """Cycle-cost model of :func:`emit_gemv` (exact instruction count and its terms).
+
+    With ``nchain`` = local outputs per PE (``ceil(m/nr)``, transposed ``ceil(n/nr)``),
+    ``nstream`` = local inputs per PE, ``B`` blocks of ``L`` accumulators, ``Lc =
+    max(L, acc_reuse_distance)`` instructions per stream step, ``F = fpu_latency - 1``,
+    ``P = max(L, F)`` instructions per reduction step, ``S`` reduction steps
+    (``ceil(log2 nr)`` tree, ``nr - 1`` sequential):
+
+    ``instructions = 1 + B * (Lc * nstream + max(0, F - Lc) + S * P) + (nchain - (B - 1) * L)``
+
+    (one setup instruction loading ``x[0]``, per block the MAC stream, a gap when the
+    block is too short for the FMA latency, the reduction steps; the moves of each block's
+    sums to the output hide in the next block's first MAC instructions, only the last
+    block's are an epilogue).
+    """
+    nr = cfg.nr
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    nchain, nstream = (np_, mp) if trans else (mp, np_)
+    B, L = _gemv_blocking(cfg, nchain)
+    F, A = _lat(cfg)
+    Lc = max(L, A)
+    P = max(L, F)
+    S = len(reduce_plan(cfg, reduce)[0])
+    gap0 = max(0, F - Lc)
+    ins = 1 + B * (Lc * nstream + gap0 + S * P) + (nchain - (B - 1) * L)
+    return {"instructions": ins, "B": B, "L": L, "Lc": Lc, "P": P, "S": S, "gap": gap0,
+            "nchain": nchain, "nstream": nstream, "mac_cycles": B * Lc * nstream,
+            "reduce_cycles": B * S * P}
+
+
+def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
+              reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
+              agus=("g0", "g1", "g2"), name: str = "gv") -> KernelInfo:
+    """``y = W x`` (``trans=False``) or ``y = W^T x`` (``trans=True``), ``W`` ``m x n``.
+
+    Memory map: ``W`` 2D round-robin (``mp * np`` words per PE). ``x`` (length ``n``,
+    transposed ``m``) in the ``cols`` layout (transposed: ``rows``), or with
+    ``x_layout="diag"`` in the diagonal layout: it is then broadcast over the column
+    (row) buses inside the first block's MAC stream, at no cost, and stored in the
+    ``cols`` (``rows``) layout into ``x_copy``. ``x`` and ``x_copy`` must not be in
+    ``W``'s bank. ``y`` (length ``m``, transposed ``n``) is written in the ``rows``
+    layout (transposed: ``cols``), which includes the ``diag`` layout.
+
+    Mapping: each PE computes the partial sums of its local outputs, ``L`` at a time in
+    registers ``r0..r{L-1}`` (blocks of ``L <= n_regs - 2`` local rows; transposed:
+    columns), streaming over its local inputs: one instruction per MAC, ``x`` element in
+    a register (``x[0]`` stays in ``r{L}`` for the chain starts, the current one in
+    ``r{L+1}``, loaded by the last MAC instruction of each stream step). The partial
+    sums are then reduced along the rows (transposed: columns) by ``reduce`` (``tree`` or
+    ``seq``, :mod:`noc.collectives`); the final move of each sum to the output hides in
+    the next block's first MAC instructions. Cost: :func:`gemv_cost`.
+    """
+    nr = cfg.nr
+    _need(nr >= 2, "kernels need nr >= 2")
+    _need(m >= 1 and n >= 1, f"bad shape {m} x {n}")
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    if not trans:
+        nchain, nstream, kstride, sstride = mp, np_, np_, 1
+        rdir, xdir = BusDir("row"), BusDir("col")
+    else:
+        nchain, nstream, kstride, sstride = np_, mp, 1, np_
+        rdir, xdir = BusDir("col"), BusDir("row")
+    want_x = xdir.layout
+    x_layout = x_layout or want_x
+    _need(x_layout in (want_x, "diag"), f"x must be in the {want_x!r} or 'diag' layout, got {x_layout!r}")
+    diag_x = x_layout == "diag"
+    if diag_x:
+        _need(x_copy is not None, "x in the diag layout needs an x_copy region for its broadcast copy")
+        _need(x_copy.bank != W.bank, "x_copy must not be in W's bank")
+        x_copy.check(cfg, nstream + 1, "x_copy")
+        x_copy = x_copy.bind(cfg)
+    _need(x.bank != W.bank, "x must not be in W's bank (both are read by every MAC instruction)")
+    W.check(cfg, mp * np_, "W")
+    x.check(cfg, nstream, "x")
+    y.check(cfg, nchain, "y")
+    W, x, y = W.bind(cfg), x.bind(cfg), y.bind(cfg)
+    xs = x_copy if diag_x else x                   # where blocks >= 1 read x
+    gW, gX, gY = agus
+    steps, root = reduce_plan(cfg, reduce)
+    S = len(steps)
+    B, L = _gemv_blocking(cfg, nchain)
+    F, A = _lat(cfg)
+    Lc, P = max(L, A), max(L, F)
+    gap0 = max(0, F - Lc)
+    x0, xr = reg(L), reg(L + 1)
+    LS, LB = 1, 0                                  # loop levels: stream loops, block loop
+    f = Frag()
+
+    def x_load_bus(s, agu):
+        """Slots loading x[s] into xr over the bus from the diagonal (and into x_copy)."""
+        return [x.rd(s, agu=agu, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(xr, xdir.bus),
+                x_copy.wr(xdir.bus, s, agu=agu)]
+
+    def x_load(s, agu):
+        """Slots loading x[s] into xr from SRAM (x, or x_copy after the first block)."""
+        return [xs.rd(s, agu=agu), mov(xr, xs.src)]
+
+    def step(s, bofs, agu_w, start, load, moves, agu_x=None):
+        """One stream step: the L MACs of stream index s (plus NOPs up to Lc)."""
+        ins = []
+        for k in range(Lc):
+            sl = []
+            if k < L:
+                sl.append(W.rd(k * kstride + s * sstride + bofs, agu=agu_w))
+                sl.append(mul(reg(k), W.src, x0) if start else mac(reg(k), W.src, xr))
+                if moves:
+                    sl += [root.drive(rdir, reg(k)), y.wr(rdir.bus, k, agu=gY)]
+            if k == Lc - 1 and load is not None:
+                sl += load(s + 1, agu_x)
+            ins.append(f.ins(*sl))
+        return ins
+
+    def stream(bofs, first_block):
+        """All stream steps of one block; returns the first step's instructions."""
+        agu0 = None if first_block else gW
+        dl = diag_x and first_block
+        if nstream == 1:
+            return step(0, bofs, agu0, True, None, not first_block)
+        load = x_load_bus if dl else x_load
+        first = step(0, bofs, agu0, True, load, not first_block)
+        n_mid = nstream - 2 if dl else nstream - 1
+        if n_mid > 0:
+            f.open_loop(first[-1], f"{name}s", n_mid, LS)
+            step(1, bofs, gW, False, load, False, agu_x=gX)
+            f.close_loop()
+        if dl:
+            step(nstream - 1, bofs, None, False, None, False)
+        return first
+
+    def reduce_section():
+        ins = f.nops(gap0)
+        for st in steps:
+            for k in range(P):
+                ins.append(f.ins(*step_slots(rdir, st, k)) if k < L else f.ins())
+        return ins
+
+    # setup: x[0] into x0 (and into x_copy[0])
+    if diag_x:
+        setup = f.ins(x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(x0, xdir.bus),
+                      x_copy.wr(xdir.bus, 0))
+    else:
+        setup = f.ins(x.rd(0), mov(x0, x.src))
+    first = stream(0, True)
+    f.attach(("agu_base", gW, 0), [setup] + first[:-1])
+    f.attach(("agu_stride", gW, LS, sstride), [setup] + first[:-1])
+    f.attach(("agu_base", gX, 0), [setup] + first[:-1])
+    f.attach(("agu_stride", gX, LS, 1), [setup] + first[:-1])
+    red = reduce_section()
+    if B > 1:
+        _need(len(red) >= 5, "internal: no room for the block-loop controls")
+        for c in (("agu_stride", gW, LB, L * kstride), ("agu_stride", gX, LB, 0),
+                  ("agu_base", gY, 0), ("agu_stride", gY, LB, L)):
+            f.attach(c, red[:-1])
+        f.open_loop(red[-1], f"{name}b", B - 1, LB)
+        stream(L * kstride, False)
+        reduce_section()
+        f.close_loop()
+    last_real = nchain - (B - 1) * L
+    for k in range(last_real):
+        f.ins(root.drive(rdir, reg(k)), y.wr(rdir.bus, (B - 1) * L + k))
+    _finish(b, f)
+    cost = gemv_cost(cfg, m, n, trans=trans, reduce=reduce)
+    assert f.count() == cost["instructions"], (f.count(), cost)
+    return KernelInfo("gemv_t" if trans else "gemv", f.count(), m * n,
+                      {k: cost[k] for k in ("B", "L", "Lc", "P", "S", "gap")} | {"reduce": reduce})
+
+
+# ======================================================================================
+# rank-1 update
+# ======================================================================================
+def rank1_cost(cfg, m: int, n: int, *, alpha: bool = True, v_layout: str = "cols") -> dict:
+    """Exact instruction count of :func:`emit_rank1`:
+    ``setup + mp * (1 + pad + np)`` with ``setup = 9`` (``8`` when ``v`` is broadcast
+    from the diagonal in the first row) and ``pad = max(0, fpu_latency - 1 - np)`` when
+    ``alpha`` is given (the scaled ``u`` element must leave the FMA pipeline before the
+    row ends), else 0."""
+    nr = cfg.nr
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    F, _ = _lat(cfg)
+    pad = max(0, F - np_) if alpha else 0
+    setup = 8 if v_layout == "diag" else 9
+    return {"instructions": setup + mp * (1 + pad + np_), "setup": setup, "pad": pad, "mp": mp, "np": np_}
+
+
+def emit_rank1(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, *, alpha: Scalar | None = None,
+               u_layout: str = "rows", v_layout: str = "cols", v_copy: Region | None = None,
+               agus=("g0", "g1", "g2"), name: str = "r1") -> KernelInfo:
+    """``W += alpha * u v^T`` in place (``W`` ``m x n``; SGD's weight update with
+    ``alpha = -learning rate``, ``u`` = the layer's output gradient, ``v`` its input).
+
+    ``u`` (length ``m``) in the ``rows`` layout, or ``diag`` (each element is then taken
+    over the row bus from the diagonal PE when it is needed). ``v`` (length ``n``) in the
+    ``cols`` layout, or ``diag``: then broadcast over the column buses inside the first
+    row's MACs and kept in the ``cols`` layout in ``v_copy``. ``v`` / ``v_copy`` must not be
+    in ``W``'s bank. ``alpha``: a :class:`Scalar` or None (1).
+
+    Mapping: row by row of the local block, one instruction per element,
+    ``W[i, j] = (alpha * u[i]) * v[j] + W[i, j]`` (``mac mema += au * memb``: one SRAM
+    read of ``W``, one of ``v``, the FMA writes the result back to ``W``'s address). The
+    scaled ``au = alpha * u[i + 1]`` for the next row is computed by one extra
+    instruction per row into a staging register and moved into the MAC operand register
+    by the row's last MAC (the move unit is free). Cost: :func:`rank1_cost`.
+    """
+    nr = cfg.nr
+    _need(nr >= 2, "kernels need nr >= 2")
+    _need(m >= 1 and n >= 1, f"bad shape {m} x {n}")
+    _need(u_layout in ("rows", "diag"), f"u must be in the 'rows' or 'diag' layout, got {u_layout!r}")
+    _need(v_layout in ("cols", "diag"), f"v must be in the 'cols' or 'diag' layout, got {v_layout!r}")
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    _need(v.bank != W.bank, "v must not be in W's bank (both are read by every MAC instruction)")
+    W.check(cfg, mp * np_, "W")
+    u.check(cfg, mp, "u")
+    v.check(cfg, np_, "v")
+    diag_v = v_layout == "diag"
+    if diag_v:
+        _need(v_copy is not None and v_copy.bank != W.bank, "v in the diag layout needs a v_copy region "
+              "outside W's bank")
+        v_copy.check(cfg, np_, "v_copy")
+        v_copy = v_copy.bind(cfg)
+    W, u, v = W.bind(cfg), u.bind(cfg), v.bind(cfg)
+    vs = v_copy if diag_v else v                 # where rows >= 1 (all rows) read v
+    gW, gV, gU = agus
+    F, _ = _lat(cfg)
+    pad = max(0, F - np_) if alpha is not None else 0
+    au, st, ra = "r0", "r1", "r2"
+    LR, LJ = 0, 1
+    f = Frag()
+
+    def u_val(dst, off, agu):
+        """Slots putting (alpha *) u[off] into register ``dst``."""
+        if u_layout == "diag":
+            sl, val = [u.rd(off, agu=agu, gate="rdrv"), rdrv(u.src, diag=0)], "row"
+        else:
+            sl, val = [u.rd(off, agu=agu)], u.src
+        return sl + [mul(dst, val, ra) if alpha is not None else mov(dst, val)]
+
+    def mac_slots(li, lj, bcast):
+        """MAC of local (li, lj) (+ AGUs: row index on gW's LR level, lj on the LJ level)."""
+        wsl = W.rd(li * np_ + lj, agu=gW)
+        if bcast:   # first row with v in the diag layout: v[lj] over the column bus
+            return [wsl, v.rd(lj, agu=gV, gate="cdrv"), cdrv(v.src, diag=0), mac(W.src, au, "col"),
+                    v_copy.wr("col", lj, agu=gV)]
+        return [wsl, vs.rd(lj, agu=gV), mac(W.src, au, vs.src)]
+
+    def row(li, bcast):
+        """One row: X (the next u element into st), pad, the np MACs; the last MAC moves
+        st into au for the next row. Returns the row's last instruction."""
+        f.ins(*u_val(st, li + 1, gU))
+        f.nops(pad)
+        if np_ == 1:
+            return f.ins(*mac_slots(li, 0, bcast), mov(au, st))
+        first = f.ins(*mac_slots(li, 0, bcast))
+        if np_ > 2:
+            f.open_loop(first, f"{name}j", np_ - 2, LJ)
+            f.ins(*mac_slots(li, 1, bcast))
+            f.close_loop()
+        return f.ins(*mac_slots(li, np_ - 1, bcast), mov(au, st))
+
+    # setup: alpha, au = (alpha *) u[0] (immediate addresses), NOPs holding the AGU controls
+    setup = []
+    if alpha is not None:
+        sreg = alpha.region.bind(cfg)
+        setup.append(f.ins(sreg.rd(0), mov(ra, sreg.src)))
+    setup.append(f.ins(*u_val(au, 0, None)))
+    n_setup = 8 if diag_v else 9
+    while len(setup) < n_setup:
+        setup.append(f.ins())
+    for c in (("agu_base", gW, 0), ("agu_stride", gW, LR, np_), ("agu_stride", gW, LJ, 1),
+              ("agu_base", gV, 0), ("agu_stride", gV, LR, 0), ("agu_stride", gV, LJ, 1),
+              ("agu_base", gU, 0), ("agu_stride", gU, LR, 1)):
+        f.attach(c, setup)
+    if diag_v:
+        last = row(0, True)
+        if mp > 1:
+            f.open_loop(last, f"{name}i", mp - 1, LR)
+            row(1, False)
+            f.close_loop()
+    else:
+        f.open_loop(setup[-1], f"{name}i", mp, LR)
+        row(0, False)
+        f.close_loop()
+    _finish(b, f)
+    cost = rank1_cost(cfg, m, n, alpha=alpha is not None, v_layout=v_layout)
+    assert f.count() == cost["instructions"], (f.count(), cost)
+    return KernelInfo("rank1", f.count(), m * n, {"pad": pad, "setup": cost["setup"]})
+
+
+# ======================================================================================
+# GEMM
+# ======================================================================================
+def _divisors(k):
+    return [d for d in range(1, k + 1) if k % d == 0]
+
+
+def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | None = None) -> dict:
+    """Exact instruction count of :func:`emit_gemm` for block ``Li x Lc`` (default: the
+    block it chooses). With ``G = max(L, acc_reuse_distance)`` instructions per ``j``
+    (``L = Li * Lc`` accumulators), ``E = L + max(0, fpu_latency - 1 - G)`` store
+    instructions per block, ``Bi = mp / Li``, ``Bc = bp / Lc`` blocks:
+
+    ``instructions = setup + Bi * Bc * (nr * np * G + E) + (Bi if Bi > 1 and Bc > 1)``
+
+    where ``setup`` is one instruction per AGU control (3 bases plus the strides of the
+    loop levels in use) plus the outer block loop's instruction.
+    """
+    nr = cfg.nr
+    mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
+    F, A = _lat(cfg)
+    if Li is None or Lc is None:
+        best = None
+        for li in _divisors(mp):
+            for lc in _divisors(bp):
+                L = li * lc
+                if L + (li if lc > 1 else 0) > cfg.n_regs:
+                    continue
+                c = gemm_cost(cfg, m, n, bsz, li, lc)
+                key = (c["instructions"], -L)
+                if best is None or key < best[0]:
+                    best = (key, c)
+        if best is None:
+            raise KernelError(f"no GEMM blocking fits {cfg.n_regs} registers")
+        return best[1]
+    L = Li * Lc
+    G = max(L, A)
+    E = L + max(0, F - G)
+    Bi, Bc = mp // Li, bp // Lc
+    n_ctl = 3 + 3 + (3 if Bi > 1 else 0) + (3 if Bc > 1 else 0)   # bases, jj strides, bi strides, bc strides
+    outer = 1 if (Bi > 1 or Bc > 1) else 0
+    inner = Bi if (Bi > 1 and Bc > 1) else 0
+    ins = n_ctl + outer + inner + Bi * Bc * (nr * np_ * G + E)
+    return {"instructions": ins, "Li": Li, "Lc": Lc, "L": L, "G": G, "E": E, "Bi": Bi, "Bc": Bc,
+            "setup": n_ctl + outer, "mac_cycles": Bi * Bc * nr * np_ * G}
+
+
+def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region, *,
+              block: tuple | None = None, agus=("g0", "g1", "g2"), name: str = "mm") -> KernelInfo:
+    """``Y = W X`` (``W`` ``m x n``, ``X`` ``n x bsz``: a minibatch of ``bsz`` column
+    vectors; ``Y`` ``m x bsz``), all 2D round-robin. ``W`` and ``X`` in different banks;
+    ``Y`` anywhere (not overlapping them).
+
+    Mapping (a sequence of rank-1 updates, as SUMMA on the LAC): for ``j = 0 .. n-1`` PE
+    column ``j mod nr`` drives ``W[:, j]`` along the row buses and PE row ``j mod nr``
+    drives ``X[j, :]`` along the column buses; every PE adds ``W[i, j] * X[j, c]`` into
+    its local outputs. The outputs of a PE are computed in blocks of ``Li x Lc`` local
+    (row, column) pairs held in ``L = Li * Lc`` accumulators; each ``W`` element of the
+    block is latched into a register (``Li`` of them) from the row bus and reused ``Lc``
+    times, each ``X`` element is read straight from the column bus (its driver
+    re-reads it for every use). One MAC per instruction; a block ends with ``E`` store
+    instructions. ``block=(Li, Lc)`` forces a blocking (``Li`` divides ``ceil(m/nr)``,
+    ``Lc`` divides ``ceil(bsz/nr)``); the default minimizes :func:`gemm_cost`.
+    """
+    nr = cfg.nr
+    _need(nr >= 2, "kernels need nr >= 2")
+    _need(min(m, n, bsz) >= 1, f"bad shape {m} x {n} x {bsz}")
+    _need(W.bank != X.bank, "W and X must be in different banks (both are read in every MAC instruction)")
+    mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
+    W.check(cfg, mp * np_, "W")
+    X.check(cfg, np_ * bp, "X")
+    Y.check(cfg, mp * bp, "Y")
+    W, X, Y = W.bind(cfg), X.bind(cfg), Y.bind(cfg)
+    cost = gemm_cost(cfg, m, n, bsz, *(block or (None, None)))
+    Li, Lc, L, G, E, Bi, Bc = (cost[k] for k in ("Li", "Lc", "L", "G", "E", "Bi", "Bc"))
+    _need(mp % Li == 0 and bp % Lc == 0, f"block {Li} x {Lc} does not divide the local {mp} x {bp} outputs")
+    _need(L + (Li if Lc > 1 else 0) <= cfg.n_regs, f"block {Li} x {Lc} needs more than {cfg.n_regs} registers")
+    F, A = _lat(cfg)
+    gW, gX, gY = agus
+    LI, LC, LJ = 0, 1, 2
+    acc = lambda i, c: reg(i * Lc + c)          # noqa: E731
+    wreg = lambda i: reg(L + i)                 # noqa: E731
+    f = Frag()
+
+    def group(jj, k, first, looped):
+        """The MACs of j = jj*nr + k (jj relative to the jj loop index when ``looped``)."""
+        nxt_k, nxt_jj = (k + 1, jj) if k + 1 < nr else (0, jj + 1)
+        ins = []
+        for p in range(G):
+            sl = []
+            if p < L:
+                i, c = divmod(p, Lc)
+                sl += [X.rd(jj * bp + c, agu=gX, gate="cdrv"), cdrv(X.src, row=k)]
+                if Lc == 1 or (first and c == 0):
+                    # W[i, j] straight from the row bus (and latched for the other columns)
+                    sl += [W.rd(i * np_ + jj, agu=gW, gate="rdrv"), rdrv(W.src, col=k)]
+                    a = "row"
+                    if Lc > 1:
+                        sl.append(mov(wreg(i), "row"))
+                else:
+                    a = wreg(i)
+                sl.append(mul(acc(i, c), a, "col") if first else mac(acc(i, c), a, "col"))
+                if Lc > 1 and c == Lc - 1:
+                    # latch W[i, j+1] for the next group (this MAC still reads the old value)
+                    sl += [W.rd(i * np_ + nxt_jj, agu=gW, gate="rdrv"), rdrv(W.src, col=nxt_k),
+                           mov(wreg(i), "row")]
+            ins.append(f.ins(*sl))
+        return ins
+
+    def block_body():
+        last = None
+        for k in range(nr):
+            last = group(0, k, k == 0, False)[-1]
+        if np_ > 1:
+            f.open_loop(last, f"{name}j", np_ - 1, LJ)
+            for k in range(nr):
+                group(1, k, False, True)
+            f.close_loop()
+        f.nops(E - L)
+        for p in range(L):
+            i, c = divmod(p, Lc)
+            f.ins(Y.wr(acc(i, c), i * bp + c, agu=gY))
+
+    ctls = [("agu_base", gW, 0), ("agu_base", gX, 0), ("agu_base", gY, 0),
+            ("agu_stride", gW, LJ, 1), ("agu_stride", gX, LJ, bp), ("agu_stride", gY, LJ, 0)]
+    if Bi > 1:
+        ctls += [("agu_stride", gW, LI, Li * np_), ("agu_stride", gX, LI, 0), ("agu_stride", gY, LI, Li * bp)]
+    if Bc > 1:
+        ctls += [("agu_stride", gW, LC, 0), ("agu_stride", gX, LC, Lc), ("agu_stride", gY, LC, Lc)]
+    for c in ctls:
+        f.ins().ctl = c
+    if Bi > 1 or Bc > 1:
+        lvl, cnt, nm = (LI, Bi, "i") if Bi > 1 else (LC, Bc, "c")
+        f.open_loop(f.ins(), f"{name}{nm}", cnt, lvl)
+        if Bi > 1 and Bc > 1:
+            f.open_loop(f.ins(), f"{name}c", Bc, LC)
+            block_body()
+            f.close_loop()
+        else:
+            block_body()
+        f.close_loop()
+    else:
+        block_body()
+    _finish(b, f)
+    assert f.count() == cost["instructions"], (f.count(), cost)
+    return KernelInfo("gemm", f.count(), m * n * bsz,
+                      {k: cost[k] for k in ("Li", "Lc", "L", "G", "E", "Bi", "Bc", "setup")})
+
+
+# ======================================================================================
+# elementwise kernels
+# ======================================================================================
+def _stream(f: Frag, n: int, k: int, elem, ctls, level: int, name: str) -> None:
+    """``n`` elements of ``k`` instructions each (``elem(i, agu)`` -> ``k`` slot lists,
+    ``agu`` the AGU name to add to addresses or None). The first elements are emitted
+    straight with immediate addresses and carry the control items ``ctls``, the next
+    one's last instruction is the loop instruction, the rest run in a zero-overhead loop
+    whose body is one element. Exactly ``n * k`` instructions."""
+    e0 = -(-len(ctls) // k)
+    if n < e0 + 2:
+        for i in range(n):
+            for sl in elem(i, None):
+                f.ins(*sl)
+        return
+    free = []
+    for i in range(e0 + 1):
+        free += [f.ins(*sl) for sl in elem(i, None)]
+    for c in ctls:
+        f.attach(c, free[:-1])
+    f.open_loop(free[-1], name, n - e0 - 1, level)
+    for sl in elem(e0 + 1, ctls[0][1]):
+        f.ins(*sl)
+    f.close_loop()
+
+
+def _ew_common(cfg, n, regions, layout):
+    nr = cfg.nr
+    _need(nr >= 2, "kernels need nr >= 2")
+    _need(n >= 1, "empty operand")
+    for what, r in regions.items():
+        if r is not None:
+            r.check(cfg, n, what)
+    _need(layout in (None, "all", "diag"), f"layout must be None/'all' (every PE) or 'diag', got {layout!r}")
+    pr = [pred("diag", 0)] if layout == "diag" else []
+    gate = "pred" if pr else "all"
+    return pr, gate
+
+
+def elementwise_cost(kind: str, n: int, *, two_banks: bool = True) -> int:
+    """Exact instruction count of the elementwise kernels for ``n`` local words:
+    ``relu``: ``n + 1``; ``relu_mask``: ``k * n + 1``; ``axpy``: ``1 + k * n``;
+    ``scale``: ``1 + n``, with ``k = 1`` when the two streamed operands are in different
+    banks (``two_banks``), else 2."""
+    k = 1 if two_banks else 2
+    return {"relu": n + 1, "relu_mask": k * n + 1, "axpy": 1 + k * n, "scale": 1 + n}[kind]
+
+
+def emit_relu(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
+              name: str = "relu") -> KernelInfo:
+    """``dst[i] = relu(src[i])`` for the ``n`` local words of every PE (``layout="diag"``:
+    of the diagonal PEs only, for a vector in the diag layout). In place when
+    ``dst == src``. One element per instruction on the move unit (read, ReLU, write of the
+    previous element), ``n + 1`` instructions."""
+    pr, gate = _ew_common(cfg, n, {"src": src, "dst": dst}, layout)
+    src, dst = src.bind(cfg), dst.bind(cfg)
+    f = Frag()
+
+    def elem(i, agu_):
+        sl = [src.rd(i, agu=agu_, gate=gate), relu("r0", src.src)] + pr
+        if i >= 1:
+            sl.append(dst.wr("r0", i - 1, agu=agu_))
+        return [sl]
+
+    _stream(f, n, 1, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
+    f.ins(dst.wr("r0", n - 1), *pr)
+    _finish(b, f)
+    return KernelInfo("relu", f.count(), 0, {"k": 1})
+
+
+def emit_relu_mask(b, cfg, n: int, delta: Region, z: Region, dst: Region, *, layout: str | None = None,
+                   agu: str = "g0", name: str = "rmask") -> KernelInfo:
+    """``dst[i] = delta[i] if z[i] > 0 else +0`` (backpropagation through a ReLU:
+    ``delta * relu'(z)``; ``z`` the pre-activation or the activation). One element per
+    instruction when ``delta`` and ``z`` are in different banks, else two. ``n * k + 1``
+    instructions."""
+    pr, gate = _ew_common(cfg, n, {"delta": delta, "z": z, "dst": dst}, layout)
+    delta, z, dst = delta.bind(cfg), z.bind(cfg), dst.bind(cfg)
+    k = 1 if delta.bank != z.bank else 2
+    f = Frag()
+
+    def elem(i, agu_):
+        wr = [dst.wr("r0", i - 1, agu=agu_)] if i >= 1 else []
+        if k == 1:
+            return [[delta.rd(i, agu=agu_, gate=gate), z.rd(i, agu=agu_, gate=gate),
+                     mask("r0", delta.src, z.src)] + wr + pr]
+        return [[z.rd(i, agu=agu_, gate=gate), mov("r1", z.src)] + pr,
+                [delta.rd(i, agu=agu_, gate=gate), mask("r0", delta.src, "r1")] + wr + pr]
+
+    _stream(f, n, k, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
+    f.ins(dst.wr("r0", n - 1), *pr)
+    _finish(b, f)
+    return KernelInfo("relu_mask", f.count(), 0, {"k": k})
+
+
+def _load_scalar(f, cfg, alpha: Scalar, r, pr):
+    sreg = alpha.region.bind(cfg)
+    return f.ins(sreg.rd(0), mov(r, sreg.src), *pr)
+
+
+def emit_axpy(b, cfg, n: int, alpha: Scalar, x: Region, y: Region, *, layout: str | None = None,
+              agu: str = "g0", name: str = "axpy") -> KernelInfo:
+    """``y[i] = alpha * x[i] + y[i]`` (``mac``: the product rounded, then the sum) for the
+    ``n`` local words; the FMA writes ``y`` back in place. One element per instruction
+    when ``x`` and ``y`` are in different banks, else two; plus one instruction loading
+    ``alpha``."""
+    pr, gate = _ew_common(cfg, n, {"x": x, "y": y}, layout)
+    x, y = x.bind(cfg), y.bind(cfg)
+    k = 1 if x.bank != y.bank else 2
+    f = Frag()
+    _load_scalar(f, cfg, alpha, "r2", pr)
+
+    def elem(i, agu_):
+        if k == 1:
+            return [[x.rd(i, agu=agu_, gate=gate), y.rd(i, agu=agu_, gate=gate), mac(y.src, "r2", x.src)] + pr]
+        return [[x.rd(i, agu=agu_, gate=gate), mov("r1", x.src)] + pr,
+                [y.rd(i, agu=agu_, gate=gate), mac(y.src, "r2", "r1")] + pr]
+
+    _stream(f, n, k, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
+    _finish(b, f)
+    return KernelInfo("axpy", f.count(), 0, {"k": k})
+
+
+def emit_scale(b, cfg, n: int, alpha: Scalar, x: Region, dst: Region | None = None, *,
+               layout: str | None = None, agu: str = "g0", name: str = "scale") -> KernelInfo:
+    """``dst[i] = x[i] * alpha`` (``dst`` defaults to ``x``: in place; otherwise ``dst``
+    must be in the other bank). One element per instruction (the FMA writes the product
+    back to SRAM), plus one instruction loading ``alpha``."""
+    dst = x if dst is None else dst
+    pr, gate = _ew_common(cfg, n, {"x": x, "dst": dst}, layout)
+    _need(dst == x or dst.bank != x.bank, "an out-of-place scale needs dst in the other bank")
+    x, dst = x.bind(cfg), dst.bind(cfg)
+    f = Frag()
+    _load_scalar(f, cfg, alpha, "r2", pr)
+
+    def elem(i, agu_):
+        if dst == x:
+            return [[x.rd(i, agu=agu_, gate=gate), mul(x.src, x.src, "r2")] + pr]
+        return [[x.rd(i, agu=agu_, gate=gate), dst.rd(i, agu=agu_, read=False), mul(dst.src, x.src, "r2")] + pr]
+
+    _stream(f, n, 1, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
+    _finish(b, f)
+    return KernelInfo("scale", f.count(), 0, {"k": 1})
+
+
+# ======================================================================================
+# running a kernel between a load and an unload phase
+# ======================================================================================
+def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str | None = None,
+               name: str = "kernel", extra_phases=()):
+    """Load operands, run ``kernel`` as its own phase, unload results (one session).
+
+    ``loads``: list of ``(Region, local)`` with ``local`` ``(nr, nr, L)`` bit patterns
+    (``L`` words per PE at the region). ``kernel``: callable ``kernel(builder)`` emitting
+    the kernel (the HALT is added here), or a list of such callables (one phase each).
+    ``unloads``: list of ``(Region, n_words)``. Returns ``(outputs, kernel_results)``:
+    the unloaded ``(nr, nr, n_words)`` arrays and the :class:`sim.core_run.JobResult` of
+    each kernel phase (its counters are the kernel's alone).
+    """
+    from sim.core_run import Phase, run_session
+    from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
+
+    phases = []
+    if loads:
+        bl = Builder(cfg)
+        data = []
+        for reg_, local in loads:
+            emit_load(bl, cfg, reg_.bank, reg_.base, local.shape[2])
+            data += load_beats_for(cfg, local)
+        bl.halt()
+        phases.append(Phase(bl.build().words(), data, "load"))
+    kernels = kernel if isinstance(kernel, (list, tuple)) else [kernel]
+    k0 = len(phases)
+    for i, kf in enumerate(kernels):
+        bk = Builder(cfg)
+        kf(bk)
+        bk.halt()
+        phases.append(Phase(bk.build().words(), [], f"kernel{i}"))
+    bu = Builder(cfg)
+    for i, (reg_, nw) in enumerate(unloads):
+        emit_unload(bu, cfg, reg_.bank, reg_.base, nw, last=i == len(unloads) - 1)
+    bu.halt()
+    phases.append(Phase(bu.build().words(), [], "unload"))
+    res = run_session(cfg, phases, backend=backend, sim=sim, name=name)
+    data = res[-1].data
+    outs, pos = [], 0
+    for reg_, nw in unloads:
+        outs.append(decode_unload(cfg, data[pos:pos + cfg.nr * nw], nw))
+        pos += cfg.nr * nw
+    return outs, res[k0:k0 + len(kernels)]
