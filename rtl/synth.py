@@ -92,7 +92,8 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
             raise SynthError(f"yosys {target} synthesis of {top} failed (exit {proc.returncode}):\n{tail}")
         stat = json.loads(stat_json.read_text())
     design = stat.get("design") or stat["modules"].get(top) or next(iter(stat["modules"].values()))
-    cells = {k: int(v) for k, v in sorted(design.get("num_cells_by_type", {}).items())}
+    cells = {k: int(v) for k, v in sorted(design.get("num_cells_by_type", {}).items())
+             if not k.startswith("$scopeinfo")}   # hierarchy bookkeeping, not hardware
     classes = _CLASSES.get(target, {})
     summary: dict[str, int] = {}
     for cell, n in cells.items():

@@ -140,7 +140,8 @@ class Report:
     fma: int
     flops: int
     flops_source: str
-    utilization: float
+    utilization: float          #: FPU issues / (cycles x PEs)
+    mac_utilization: float      #: useful MACs (flops / 2) / (cycles x PEs)
     gflops: float
     energy_pj: dict
     watts: float
@@ -163,7 +164,8 @@ class Report:
             f"PEs                  {self.pes:>14}",
             f"FMA issues           {self.fma:>14,}",
             f"FLOPs                {self.flops:>14,}   ({self.flops_source})",
-            f"MAC utilization      {self.utilization * 100:>13.2f}%",
+            f"MAC utilization      {self.mac_utilization * 100:>13.2f}%   (useful MACs = FLOPs / 2)",
+            f"FPU issue rate       {self.utilization * 100:>13.2f}%   (FMA issues, reduction adds included)",
             f"GFLOPS               {self.gflops:>14.2f}",
             f"power                {self.watts:>14.4f} W",
             f"GFLOPS/W             {self.gflops_per_w:>14.1f}   (all categories)",
@@ -250,7 +252,8 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     return Report(
         config=cfg.to_dict(), tech=tech.name, cycles=cycles, seconds=seconds, pes=pes, fma=fma,
         flops=int(flops), flops_source=flops_source,
-        utilization=fma / (cycles * pes) if cycles else 0.0, gflops=gflops, energy_pj=energy,
+        utilization=fma / (cycles * pes) if cycles else 0.0,
+        mac_utilization=(flops / 2) / (cycles * pes) if cycles else 0.0, gflops=gflops, energy_pj=energy,
         watts=watts, gflops_per_w=(flops / total_pj * 1e3) if total_pj else 0.0,
         gflops_per_w_reference_scope=(flops / ref_pj * 1e3) if ref_pj else 0.0,
         pj_per_flop=pj_per_flop, area_mm2=area_out,
