@@ -179,6 +179,11 @@ class Tmpl:
         # bus resolution of this micro-op's operand stage
         self.row_from, self.row_hops = geo.resolve(self.rdrv, self.rdrv_seg, axis="row")
         self.col_from, self.col_hops = geo.resolve(self.cdrv, self.cdrv_seg, axis="col")
+        self.n_pred = int(pred.sum())
+        self.n_rdrv = int(self.rdrv.sum())
+        self.n_cdrv = int(self.cdrv.sum())
+        self.n_ra = int(self.ra_do.sum())
+        self.n_rb = int(self.rb_do.sum())
         self.fma_on = bool(self.fpu_en) and self.pred_any
         self.mv_on = self.mv_op != MvOp.NOP and self.pred_any
         self.wa_on = bool(self.wa_en) and self.pred_any

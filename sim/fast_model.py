@@ -40,6 +40,10 @@ __all__ = ["FastModel", "ENGINES"]
 #: ``engine`` argument of :class:`FastModel`
 ENGINES = ("auto", "cycle")
 
+#: process-wide caches: PE geometry per nr, micro-op templates per (nr, field layout)
+_GEOMETRY: dict = {}
+_TEMPLATES: dict = {}
+
 
 class FastModel:
     """Cycle-exact fast model of one core (drop-in for :class:`~sim.core_model.CoreModel`).
@@ -72,12 +76,12 @@ class FastModel:
         self.counters = dict.fromkeys(self.names, 0)
         self.cmask = (1 << cfg.counter_bits) - 1
         self.instr_bits = instr_layout(cfg).size
-        self.geo = Geometry(cfg.nr)
+        self.geo = _GEOMETRY.setdefault(cfg.nr, Geometry(cfg.nr)) if cfg.nr not in _GEOMETRY else _GEOMETRY[cfg.nr]
         self.arith = Arith(cfg.fmt)
         self._fields = uop_fields(cfg.addr_bits, cfg.sel_bits)
         self._offmask = offset_mask(cfg)
         self._off_pos = {n: (o, w) for n, o, w in self._fields if n in OFF_FIELDS}
-        self._tmpl_cache: dict = {}
+        self._tmpl_cache: dict = _TEMPLATES.setdefault((cfg.nr, cfg.addr_bits, cfg.sel_bits), {})
         self.nop = self.tmpl_of(0)
         self.state = VecState(cfg, self.nop)
         self.cycle_engine = CycleEngine(cfg, self.arith, self.geo)
@@ -105,34 +109,40 @@ class FastModel:
     def clear_counters(self) -> None:
         self.counters = dict.fromkeys(self.names, 0)
 
-    def _pc_tables(self):
-        """Per microcode address: template, static offsets, AGU selectors, host fields."""
-        if self._pc_info is not None:
-            return self._pc_info
+    def _pc_tables(self, pcs=None):
+        """Per microcode address: template, static offsets, AGU selectors, host fields.
+
+        Filled lazily for the addresses in ``pcs`` (the run's trace)."""
         depth = self.cfg.ucode_depth
-        tm = [None] * (depth + 1)
-        static = np.zeros((depth + 1, 4), np.int64)
-        sel = np.full((depth + 1, 4), -1, np.int64)
-        hin = np.zeros(depth + 1, np.int64)
-        am = (1 << self.cfg.addr_bits) - 1
-        for pc in range(depth):
-            d = self.seq._decode(pc)
-            tm[pc] = self.tmpl_of(d.uop, (d.hin, d.hout, d.hlast))
-            for i, f in enumerate(OFF_FIELDS):
-                o, _ = self._off_pos[f]
-                static[pc, i] = (d.uop >> o) & am
-            fpos = {o: i for i, (o, _) in enumerate(self._off_pos[f] for f in OFF_FIELDS)}
-            for off, a in d.sels:
-                sel[pc, fpos[off]] = a
-            hin[pc] = d.hin
-        tm[depth] = self.nop      # the virtual NOP "pc" of start-latency and drain cycles
-        self._pc_info = (tm, static, sel, hin)
+        if self._pc_info is None:
+            tm = [None] * (depth + 1)
+            tm[depth] = self.nop      # the virtual NOP "pc" of start-latency and drain cycles
+            self._pc_info = (tm, np.zeros((depth + 1, 4), np.int64), np.full((depth + 1, 4), -1, np.int64),
+                             np.zeros(depth + 1, np.int64))
+            self._pc_done = np.zeros(depth + 1, bool)
+            self._pc_done[depth] = True
+        if pcs is not None:
+            todo = np.unique(pcs)
+            todo = todo[~self._pc_done[todo]]
+            if len(todo):
+                tm, static, sel, hin = self._pc_info
+                am = (1 << self.cfg.addr_bits) - 1
+                fpos = {self._off_pos[f][0]: i for i, f in enumerate(OFF_FIELDS)}
+                for pc in todo.tolist():
+                    d = self.seq._decode(pc)
+                    tm[pc] = self.tmpl_of(d.uop, (d.hin, d.hout, d.hlast))
+                    for i, f in enumerate(OFF_FIELDS):
+                        static[pc, i] = (d.uop >> self._off_pos[f][0]) & am
+                    for off, a in d.sels:
+                        sel[pc, fpos[off]] = a
+                    hin[pc] = d.hin
+                self._pc_done[todo] = True
         return self._pc_info
 
     # -- RUN ----------------------------------------------------------------------------
     def _steps(self, trace):
         """Per cycle of the RUN state: pc (``ucode_depth`` = NOP) and SRAM offsets [T, 4]."""
-        tm, static, sel, hin = self._pc_tables()
+        tm, static, sel, hin = self._pc_tables(trace.pcs)
         depth = self.cfg.ucode_depth
         am = (1 << self.cfg.addr_bits) - 1
         pcs = trace.pcs
@@ -153,7 +163,7 @@ class FastModel:
         """Execute from ``start_pc`` to HALT plus the drain, as the RTL's RUN command
         (same arguments and result as :meth:`sim.core_model.CoreModel.run`)."""
         trace = _trace or issue_trace(self.seq, start_pc, max_instructions, self.structured_trace)
-        tm, static, sel, hin = self._pc_tables()
+        tm, static, sel, hin = self._pc_tables(trace.pcs)
         allpcs, offs = self._steps(trace)
         host_in = list(host_in)
         hsteps = np.nonzero(hin[allpcs])[0]
@@ -244,7 +254,7 @@ class FastModel:
                 self._pc_info = None
             elif cmd == Cmd.RUN:
                 trace = issue_trace(self.seq, arg0, 1_000_000, self.structured_trace)
-                tm, static, sel, hin = self._pc_tables()
+                tm, static, sel, hin = self._pc_tables(trace.pcs)
                 need = int(np.count_nonzero(hin[trace.pcs])) if len(trace.pcs) else 0
                 res = self.run(arg0, data[i:i + need], _trace=trace)
                 i += need
