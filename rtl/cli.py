@@ -6,6 +6,8 @@ Subcommands::
     caterpillar verilog [--config C] [--top pe] -o FILE   Verilog for FPGA/ASIC flows
     caterpillar synth   [--config C] [--top pe] --target ecp5|ice40|generic [--json FILE]
     caterpillar demo    [--sim icarus|verilator]          the main job (``make demo``)
+    caterpillar run     program.s [--config C] [--model fast|model|rtl] [--data FILE] [-o FILE]
+                                                          run a program on one core
 
 ``--config`` takes a preset name (``default``, ``tiny``, ``small``), a JSON file, or
 inline JSON such as ``'{"fmt": "binary32", "nr": 2}'``.
@@ -80,6 +82,72 @@ def _cmd_demo(args) -> int:
     return run_demo(sim=args.sim)
 
 
+def _read_beats(path) -> list[int]:
+    """Host input beats: one integer per line (decimal or 0x hex); '#' / ';' comments."""
+    out = []
+    for line in Path(path).read_text().splitlines():
+        line = line.split("#")[0].split(";")[0].strip()
+        if line:
+            out += [int(tok, 0) for tok in line.replace(",", " ").split()]
+    return out
+
+
+def _cmd_run(args) -> int:
+    import time
+
+    from sim.core_model import CoreModel
+    from sim.core_run import _split, job_beats, run_job
+    from sim.harness import atomic_write
+    from sw.asm import assemble, read_hex
+
+    cfg = config_from_arg(args.config)
+    src = Path(args.program)
+    if src.suffix == ".hex":
+        words = read_hex(src, cfg)
+    else:
+        words = assemble(src.read_text(), cfg, file=str(src)).words()
+    data = _read_beats(args.data) if args.data else []
+    t0 = time.perf_counter()
+    stats = {}
+    if args.model == "rtl":
+        if args.start:
+            raise ValueError("--start is not supported with --model rtl (programs start at pc 0)")
+        res = run_job(cfg, words, data, backend="rtl", sim=args.sim, name="cli",
+                      reference="fast")
+    else:
+        if args.model == "fast":
+            from sim.fast_model import FastModel
+
+            model = FastModel(cfg)
+        else:
+            model = CoreModel(cfg)
+        res = _split(cfg, model.process(job_beats(cfg, words, data, args.start)), args.model)
+        stats = getattr(model, "stats", {})
+    wall = time.perf_counter() - t0
+    c = res.counters
+    nr2 = cfg.n_pes
+    fma = sum(c[f"fma[{p}]"] for p in range(nr2))
+    print(f"{src.name}: {len(words)} words, {cfg.nr}x{cfg.nr} {cfg.fmt} core, model {res.backend}")
+    print(f"  cycles {c['cycles']}, instructions {c['instructions']}, FPU-issue utilization "
+          f"{100.0 * fma / max(1, c['cycles'] * nr2):.1f}%, host beats in {c['host_in_beats']} / out "
+          f"{c['host_out_beats']}, done at pc {(res.done.data >> 4) & 0xFFFF}")
+    if stats:
+        print(f"  fast model: {stats.get('flow_cycles', 0)} cycles loop-level, "
+              f"{stats.get('cycle_engine_cycles', 0)} per-cycle, {stats.get('regions', 0)} regions")
+    print(f"  {wall * 1e3:.1f} ms wall ({c['cycles'] * nr2 / max(wall, 1e-9) / 1e6:.2f} M PE-cycles/s)")
+    if args.counters:
+        for k, v in c.items():
+            print(f"  {k:<20} {v}")
+    if args.output:
+        atomic_write(args.output, "".join(f"{b.data:#x} {int(b.last)}\n" for b in res.data))
+        print(f"wrote {len(res.data)} output beats to {args.output}", file=sys.stderr)
+    if args.json:
+        atomic_write(args.json, json.dumps({"model": res.backend, "counters": c,
+                                            "out": [[b.data, int(b.last)] for b in res.data],
+                                            "wall_s": wall, "stats": stats}, indent=1) + "\n")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="caterpillar", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -107,6 +175,19 @@ def main(argv=None) -> int:
     p = sub.add_parser("demo", help="the main job: PE Verilog, a PE program under cocotb vs numpy, synthesis")
     p.add_argument("--sim", default=None, choices=("icarus", "verilator"))
     p.set_defaults(fn=_cmd_demo)
+
+    p = sub.add_parser("run", help="assemble and run a program on one core (fast model, core model or RTL)")
+    p.add_argument("program", help="assembly source (.s) or hex microcode (.hex)")
+    p.add_argument("--config", help=cfg_help)
+    p.add_argument("--model", default="fast", choices=("fast", "model", "rtl"),
+                   help="fast: cycle-exact fast model (default); model: reference core model; rtl: cocotb")
+    p.add_argument("--sim", default=None, choices=("icarus", "verilator"), help="simulator for --model rtl")
+    p.add_argument("--data", help="host input beats for the program's hin instructions, one per line")
+    p.add_argument("--start", type=int, default=0, help="start pc")
+    p.add_argument("-o", "--output", help="write the output beats (data last) to this file")
+    p.add_argument("--json", help="write counters, output beats and timing as JSON")
+    p.add_argument("--counters", action="store_true", help="print every counter")
+    p.set_defaults(fn=_cmd_run)
 
     args = ap.parse_args(argv)
     try:

@@ -5,7 +5,10 @@ with the input data beats its ``hin`` instructions consume, read the ``COUNTERS`
 backends take the same job and return a :class:`JobResult` (the ``hout`` data beats, the
 done beat, the decoded counters). ``run_job(..., backend="rtl")`` runs the RTL under
 cocotb (Icarus or Verilator) with cocotbext-axi driving the streams, and checks every
-output beat against the core model as it goes.
+output beat against the core model as it goes. ``backend="fast"`` runs the cycle-exact
+fast model (:class:`sim.fast_model.FastModel`: same beats, same counters, thousands of
+times faster than the RTL); ``reference="fast"`` makes an RTL run check its beats against
+the fast model instead of the core model (for programs too long for the core model).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from sim.core_model import Beat, CoreModel
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
 
-__all__ = ["JobResult", "job_beats", "run_job", "Phase", "session_beats", "run_session"]
+__all__ = ["JobResult", "job_beats", "run_job", "Phase", "session_beats", "run_session", "BACKENDS"]
 
 
 @dataclass
@@ -44,17 +47,30 @@ def _split(cfg, out, backend, info=None) -> JobResult:
                      backend=backend, info=info or {})
 
 
+BACKENDS = ("model", "fast", "rtl")
+
+
+def _reference(cfg, backend: str, reference: str):
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    if reference not in ("model", "fast"):
+        raise ValueError(f"unknown reference {reference!r}; allowed: model, fast")
+    if backend == "fast" or (backend == "rtl" and reference == "fast"):
+        from sim.fast_model import FastModel
+
+        return FastModel(cfg)
+    return CoreModel(cfg)
+
+
 def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = None, name: str = "job",
-            pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0) -> JobResult:
+            pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0, reference: str = "model") -> JobResult:
     """Run microcode ``words`` (ints) with host input ``data`` on ``backend``
-    (``"model"`` or ``"rtl"``)."""
+    (``"model"``, ``"fast"`` or ``"rtl"``)."""
     beats = job_beats(cfg, words, data)
-    model = CoreModel(cfg)
+    model = _reference(cfg, backend, reference)
     expected = model.process(beats)
-    if backend == "model":
-        return _split(cfg, expected, "model")
-    if backend != "rtl":
-        raise ValueError(f"unknown backend {backend!r}; allowed: model, rtl")
+    if backend in ("model", "fast"):
+        return _split(cfg, expected, backend)
     from rtl.core import Core
     from sim.harness import BUILD, atomic_write, default_sim, run_cocotb
 
@@ -93,12 +109,14 @@ def session_beats(cfg, phases) -> list[int]:
 
 
 def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, name: str = "session",
-                pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0) -> list[JobResult]:
+                pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0,
+                reference: str = "model") -> list[JobResult]:
     """Run several programs back to back on one core (PE memories keep their contents
-    between phases); returns one :class:`JobResult` per phase with that phase's counters."""
+    between phases); returns one :class:`JobResult` per phase with that phase's counters.
+    ``backend``: ``"model"``, ``"fast"`` or ``"rtl"`` (checked against ``reference``)."""
     phases = list(phases)
     beats = session_beats(cfg, phases)
-    model = CoreModel(cfg)
+    model = _reference(cfg, backend, reference)
     expected = model.process(beats)
     info = {}
     if backend == "rtl":
@@ -118,10 +136,8 @@ def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, 
         out = [Beat(int(d), bool(last)) for d, last in got["out"]]
         info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}
         backend = f"rtl-{sim}"
-    elif backend == "model":
-        out = expected
     else:
-        raise ValueError(f"unknown backend {backend!r}; allowed: model, rtl")
+        out = expected
     # split: per phase, its hout beats + done beat + counter beats
     per = -(-64 // cfg.host_width)
     n_ctr = per * len(model.names)

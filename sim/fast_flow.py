@@ -52,6 +52,7 @@ iterations of an outer loop) skips compilation.
 
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict
 
 import numpy as np
@@ -61,11 +62,51 @@ from sim.fast_common import (SRC_COL, SRC_MEMA, SRC_MEMB, SRC_NZERO, SRC_ONE, SR
                              MulEntry)
 from sw.isa import HostDir
 
-__all__ = ["FlowRunner", "FlowFail", "Compiler", "Plan"]
+__all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "state_diff"]
 
 
 class FlowFail(Exception):
     """The region's dependency graph has a cycle the dataflow engine does not evaluate."""
+
+
+class RegionMismatch(AssertionError):
+    """Verification mode: a region's result differs from the per-cycle engine's."""
+
+
+def state_diff(a, b, P):
+    """First difference between two VecStates as text (None: equal)."""
+    for name in ("rf", "mem_a", "mem_b", "rd_a", "rd_b", "ar", "stride", "s1_pred"):
+        x, y = getattr(a, name), getattr(b, name)
+        if not np.array_equal(x, y):
+            idx = tuple(int(i) for i in np.argwhere(np.asarray(x) != np.asarray(y))[0])
+            what = {"mem_a": "SRAM A [PE, address]", "mem_b": "SRAM B [PE, address]", "rf": "RF [PE, register]",
+                    "ar": "AR [PE, index]", "stride": "stride [PE, index]"}.get(name, name)
+            return f"{what} {idx}: per-cycle {np.asarray(x)[idx]}, region {np.asarray(y)[idx]}"
+    if a.s1.key != b.s1.key or any(not np.array_equal(np.broadcast_to(u, (P,)), np.broadcast_to(v, (P,)))
+                                   for u, v in zip(a.s1_addr, b.s1_addr)):
+        return "operand-stage micro-op or its addresses"
+    if (a.op_hin, a.op_hout, a.op_hlast) != (b.op_hin, b.op_hout, b.op_hlast) or \
+            (a.op_hin and not np.array_equal(a.op_lanes, b.op_lanes)):
+        return "operand-stage host lanes"
+    for pipe in ("mp", "ap"):
+        for i, (e, f) in enumerate(zip(getattr(a, pipe), getattr(b, pipe))):
+            if (e is None) != (f is None):
+                return f"FMA pipeline {pipe}[{i}]: {'empty' if e is None else 'busy'} vs {'empty' if f is None else 'busy'}"
+            if e is None:
+                continue
+            if not np.array_equal(e.valid, f.valid):
+                return f"FMA pipeline {pipe}[{i}].valid"
+            va = e.valid
+            for fld in e.__slots__:
+                if fld == "valid":
+                    continue
+                u, v = getattr(e, fld), getattr(f, fld)
+                if isinstance(u, np.ndarray) or isinstance(v, np.ndarray):
+                    u = np.broadcast_to(np.asarray(u), (P,))[va]     # lanes of PEs without the FMA
+                    v = np.broadcast_to(np.asarray(v), (P,))[va]     # are never used
+                if not np.array_equal(np.asarray(u), np.asarray(v)):
+                    return f"FMA pipeline {pipe}[{i}].{fld}"
+    return None
 
 
 def uniq(a) -> list:
@@ -1423,10 +1464,11 @@ class FlowRunner:
     engine (compiled plans, cached), falling back to the per-cycle engine for regions
     it rejects."""
 
-    def __init__(self, model, max_elems: int = 1 << 20, cut=None, cache_size: int = 64):
+    def __init__(self, model, max_elems: int = 1 << 20, cut=None, cache_size: int = 64, verify: bool = False):
         self.m = model
         self.max_elems = max_elems
         self.cut = cut          # tests: optional callable(x, y) -> list of cut points
+        self.verify = verify    # diagnosis: re-run every region on the per-cycle engine and compare
         self.cache: OrderedDict = OrderedDict()
         self.cache_size = cache_size
 
@@ -1494,9 +1536,7 @@ class FlowRunner:
         lim = self._limit()
         if kind == "straight":
             for a in range(x, y, lim):
-                b = min(y, a + lim)
-                if not self._try(a, b):
-                    self._cycles(a, b)
+                self._straight(a, min(y, a + lim))
             return
         if y - x <= lim and self._try(x, y):
             return
@@ -1517,6 +1557,18 @@ class FlowRunner:
                 else:
                     self._cycles(a, b)
             i = j
+
+    def _straight(self, x, y):
+        """Steps without loop structure (e.g. loops the trace had to step): halves until
+        accepted, the per-cycle engine below 32 cycles."""
+        if self._try(x, y):
+            return
+        if y - x <= 32:
+            self._cycles(x, y)
+            return
+        h = (x + y) // 2
+        self._straight(x, h)
+        self._straight(h, y)
 
     def _try(self, x, y) -> bool:
         if self.cut is not None:
@@ -1559,11 +1611,39 @@ class FlowRunner:
         if plan is False:
             self.stats["fallbacks"] += 1
             return False
+        if self.verify:
+            ref_state, ref_ctr, ref_out = copy.deepcopy((self.m.state, ctr, out))
         commit = plan.run(self.m, self.m.state, lanes, lane_of, x)
         commit(ctr, out)
+        if self.verify:
+            self._verify(x, y, ref_state, ref_ctr, ref_out, ctr, out)
         self.stats["flow_cycles"] += y - x
         self.stats["regions"] += 1
         return True
+
+    def _verify(self, x, y, st0, ctr0, out0, ctr, out):
+        """Run cycles [x, y) on the per-cycle engine from the region's entry state and
+        raise :class:`RegionMismatch` naming the first difference from the region's result."""
+        allpcs, offs, lanes, lane_of, _, _ = self.args
+        m = self.m
+        saved = m.state
+        m.state = st0
+        try:
+            m._run_cycles(x, y, allpcs, offs, lanes, lane_of, ctr0, out0)
+        finally:
+            m.state = saved
+        diff = state_diff(st0, saved, m.P)
+        if diff is None and out0 != out:
+            k = next(i for i, (a, b) in enumerate(zip(out0 + [None], out + [None])) if a != b)
+            diff = f"output beat {k}: per-cycle {out0[k] if k < len(out0) else None}, region " \
+                   f"{out[k] if k < len(out) else None}"
+        if diff is None:
+            a, b = ctr0.as_dict(), ctr.as_dict()
+            bad = [k for k in a if a[k] != b[k] and k not in ("cycles", "instructions")]
+            if bad:
+                diff = f"counter {bad[0]}: per-cycle {a[bad[0]]}, region {b[bad[0]]}"
+        if diff is not None:
+            raise RegionMismatch(f"region of cycles [{x}, {y}) (RUN cycles from the start latency): {diff}")
 
     def _cycles(self, a, b):
         allpcs, offs, lanes, lane_of, ctr, out = self.args

@@ -57,11 +57,20 @@ class FastModel:
         Expand structured loops with numpy when building the issue trace (default);
         ``False`` steps the sequencer model for every instruction (tests use it to check
         the expansion).
+    verify : bool
+        Diagnosis: after every loop-level region, re-run its cycles on the per-cycle
+        engine from the same entry state and raise
+        :class:`sim.fast_flow.RegionMismatch` naming the region's cycles and the first
+        difference (state element, counter or output beat).
+    max_region_elems : int
+        Upper bound on occurrence x PE elements of one region (memory use).
 
-    After a run, :attr:`stats` tells how many cycles each engine executed.
+    After a run, :attr:`stats` tells how many cycles each engine executed (and
+    :attr:`total_stats` over all runs of the model).
     """
 
-    def __init__(self, cfg, engine: str = "auto", structured_trace: bool = True):
+    def __init__(self, cfg, engine: str = "auto", structured_trace: bool = True, verify: bool = False,
+                 max_region_elems: int = 1 << 20):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
         self.cfg = cfg
@@ -86,7 +95,11 @@ class FastModel:
         self.state = VecState(cfg, self.nop)
         self.cycle_engine = CycleEngine(cfg, self.arith, self.geo)
         self._flow = None
+        self.verify = verify
+        self.max_region_elems = max_region_elems
         self.stats: dict = {}
+        #: engine statistics summed over every run of this model
+        self.total_stats: dict = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "runs": 0}
         self._pc_info = None
 
     # -- templates ----------------------------------------------------------------------
@@ -189,8 +202,11 @@ class FastModel:
                 from sim.fast_flow import FlowRunner
 
                 if self._flow is None:
-                    self._flow = FlowRunner(self)
+                    self._flow = FlowRunner(self, max_elems=self.max_region_elems, verify=self.verify)
                 self.stats = self._flow.run(trace, allpcs, offs, lanes, lane_of, ctr, out)
+        for k in ("flow_cycles", "cycle_engine_cycles", "regions"):
+            self.total_stats[k] += self.stats.get(k, 0)
+        self.total_stats["runs"] += 1
         n = len(trace.pcs)
         ctr.cycles = len(allpcs)
         ctr.instructions = n
