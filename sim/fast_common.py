@@ -96,9 +96,15 @@ class Arith:
 
     def accumulate(self, seq: np.ndarray, axis: int) -> np.ndarray:
         """Running sums ``s[0], s[0]+s[1], (s[0]+s[1])+s[2], ...`` along ``axis``, each
-        step rounded to the format (numpy ``add.accumulate`` is sequential and rounds
-        every partial sum to the dtype; verified bit-exact against sequential
-        :func:`pe.fp_golden.add_bits` by ``tests/test_fast_model.py``)."""
+        step rounded to the format: the PE's accumulation chain, in its order.
+
+        Wide chains (many independent accumulators side by side) are summed one step at
+        a time over all of them (``np.add`` into the next row: one rounded add per
+        element, the PE's operation); narrow ones with ``np.add.accumulate``, which is
+        sequential and rounds every partial sum to the dtype too. Both are checked
+        bit-exact against sequential :func:`pe.fp_golden.add_bits` by
+        ``tests/test_fast_model.py``.
+        """
         if self.dt is None:
             out = np.array(seq, copy=True)
             idx = [slice(None)] * seq.ndim
@@ -107,7 +113,16 @@ class Arith:
                 idx[axis], prev[axis] = k, k - 1
                 out[tuple(idx)] = self.golden.add_bits(self.fmt, seq[tuple(idx)], out[tuple(prev)])
             return out
-        seq = np.ascontiguousarray(seq, dtype=self.ut)
+        seq = np.asarray(seq, dtype=self.ut)
+        L = seq.shape[axis]
+        if L > 1 and seq.size // L >= 48:
+            src = np.moveaxis(seq, axis, 0).view(self.dt)
+            out = np.empty(src.shape, self.dt)
+            out[0] = src[0]
+            for k in range(1, L):
+                np.add(out[k - 1], src[k], out=out[k])
+            return np.moveaxis(self.canon(out.view(self.ut)), 0, axis)
+        seq = np.ascontiguousarray(seq)
         r = np.add.accumulate(seq.view(self.dt), axis=axis)
         return self.canon(r.view(self.ut))
 

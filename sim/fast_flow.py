@@ -62,7 +62,7 @@ from sim.fast_common import (SRC_COL, SRC_MEMA, SRC_MEMB, SRC_NZERO, SRC_ONE, SR
                              MulEntry)
 from sw.isa import HostDir
 
-__all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "state_diff"]
+__all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "state_diff", "clear_plan_cache"]
 
 
 class FlowFail(Exception):
@@ -293,7 +293,10 @@ class Plan:
             kind = b[0]
             if kind == "memread":
                 _, bank, s, e, addr, hits = b
-                V[s:e] = mem[bank][pidx, addr]
+                if addr.ndim == 1:          # the same address on every PE
+                    V[s:e] = mem[bank][:, addr].T
+                else:
+                    V[s:e] = mem[bank][pidx, addr]
                 if hits is not None:
                     dr, dc, sr, sc = hits
                     V[dr, dc] = V[sr, sc]
@@ -1176,7 +1179,10 @@ class Compiler:
                 gi += 1
                 s, e = nds[0].base, nds[-1].base + nds[-1].k
                 if kind == "mr":
-                    addr = np.concatenate([np.broadcast_to(nd.info["addr"], (nd.k, P)) for nd in nds])
+                    if all(nd.info["addr"].shape[1] == 1 for nd in nds):
+                        addr = np.concatenate([nd.info["addr"][:, 0] for nd in nds])
+                    else:
+                        addr = np.concatenate([np.broadcast_to(nd.info["addr"], (nd.k, P)) for nd in nds])
                     hits = [self._hits(nd) for nd in nds]
                     hits = [h for h in hits if h is not None]
                     if hits:
@@ -1459,17 +1465,29 @@ class Compiler:
 # -----------------------------------------------------------------------------------------
 # region planning
 # -----------------------------------------------------------------------------------------
+#: compiled plans per configuration (process-wide, LRU)
+_PLANS: dict = {}
+
+
+def clear_plan_cache() -> None:
+    """Forget every compiled plan (benchmarks of cold runs)."""
+    for c in _PLANS.values():
+        c.clear()
+
+
 class FlowRunner:
     """Cuts a run into regions along the trace's loop spans; runs each on the dataflow
     engine (compiled plans, cached), falling back to the per-cycle engine for regions
     it rejects."""
 
-    def __init__(self, model, max_elems: int = 1 << 20, cut=None, cache_size: int = 64, verify: bool = False):
+    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 256, verify: bool = False):
         self.m = model
         self.max_elems = max_elems
         self.cut = cut          # tests: optional callable(x, y) -> list of cut points
         self.verify = verify    # diagnosis: re-run every region on the per-cycle engine and compare
-        self.cache: OrderedDict = OrderedDict()
+        # plans are shared by every model of the same configuration in the process (the
+        # same program on several cores compiles once)
+        self.cache = _PLANS.setdefault(model.cfg.to_json(), OrderedDict())
         self.cache_size = cache_size
 
     def run(self, trace, allpcs, offs, lanes, lane_of, ctr, out):
@@ -1588,9 +1606,11 @@ class FlowRunner:
                                            np.asarray(e.waddr).tobytes()) for e in st.mp)
         ap = tuple(None if e is None else (e.valid.tobytes(), e.dst, e.wb, np.asarray(e.waddr).tobytes())
                    for e in st.ap)
-        return (allpcs[x:y].tobytes(), offs[x:y].tobytes(), st.ar.tobytes(), st.stride.tobytes(), st.s1.key,
-                st.s1_pred.tobytes(), b"".join(np.asarray(a).tobytes() for a in st.s1_addr), st.op_hin,
-                st.op_hout, st.op_hlast, mp, ap)
+        s1 = (None if st.s1.nop else (st.s1.key, st.s1_pred.tobytes(),
+                                        b"".join(np.asarray(a).tobytes() for a in st.s1_addr)))
+        return (self.m.program_key, allpcs[x:y].tobytes(), offs[x:y].tobytes(), st.ar.tobytes(),
+                st.stride.tobytes(), s1,
+                st.op_hin, st.op_hout, st.op_hlast, mp, ap)
 
     def _try_one(self, x, y) -> bool:
         allpcs, offs, lanes, lane_of, ctr, out = self.args

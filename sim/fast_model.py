@@ -70,7 +70,7 @@ class FastModel:
     """
 
     def __init__(self, cfg, engine: str = "auto", structured_trace: bool = True, verify: bool = False,
-                 max_region_elems: int = 1 << 20):
+                 max_region_elems: int = 1 << 22):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
         self.cfg = cfg
@@ -97,6 +97,7 @@ class FastModel:
         self._flow = None
         self.verify = verify
         self.max_region_elems = max_region_elems
+        self._prog = None
         self.stats: dict = {}
         #: engine statistics summed over every run of this model
         self.total_stats: dict = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "runs": 0}
@@ -118,6 +119,14 @@ class FastModel:
     def load(self, words, addr: int = 0) -> None:
         self.seq.load(list(words), addr)
         self._pc_info = None
+        self._prog = None
+
+    @property
+    def program_key(self) -> tuple:
+        """The whole microcode memory (part of every compiled plan's cache key)."""
+        if self._prog is None:
+            self._prog = tuple(self.seq.mem)
+        return self._prog
 
     def clear_counters(self) -> None:
         self.counters = dict.fromkeys(self.names, 0)
@@ -268,6 +277,7 @@ class FastModel:
                 for k, wd in enumerate(words):
                     self.seq.load([wd], (arg0 + k) % self.cfg.ucode_depth)
                 self._pc_info = None
+                self._prog = None
             elif cmd == Cmd.RUN:
                 trace = issue_trace(self.seq, arg0, 1_000_000, self.structured_trace)
                 tm, static, sel, hin = self._pc_tables(trace.pcs)

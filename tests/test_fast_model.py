@@ -202,6 +202,13 @@ def test_accumulate_is_sequential_rounding(fmt):
             assert np.array_equal(A.accumulate(x, axis=0), seq), f"trial {trial}, axis 0"
             xt = np.ascontiguousarray(np.moveaxis(x, 0, 1))
             assert np.array_equal(A.accumulate(xt, axis=1), np.moveaxis(seq, 0, 1)), f"trial {trial}, axis 1"
+        # wide: many chains side by side (the step-by-step path), and ragged widths
+        for trial, shape in enumerate([(40, 8, 16), (3, 64, 1), (90, 1, 256), (2, 1, 48)]):
+            x = _rand_bits(f, rng, shape, trial % 4)
+            seq = x.copy()
+            for k in range(1, shape[0]):
+                seq[k] = fp_golden.add_bits(f, x[k], seq[k - 1])
+            assert np.array_equal(A.accumulate(x, axis=0), fp_golden.canonicalize_nan(f, seq)), shape
         # one long contiguous chain
         x = _rand_bits(f, rng, (3000,), 3)
         seq = x.copy()
