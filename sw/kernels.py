@@ -104,19 +104,28 @@ def _lat(cfg):
 # ======================================================================================
 # GEMV and transposed GEMV
 # ======================================================================================
-def _gemv_blocking(cfg, nchain):
+def _gemv_blocking(cfg, nchain, nstream, S):
+    """(B, L): blocks of L accumulators (L <= n_regs - 2) minimizing the cost (dummy
+    chains in the last block count as work); ties go to fewer blocks."""
     lmax = cfg.n_regs - 2
     _need(lmax >= 1, "GEMV needs n_regs >= 3")
-    B = -(-nchain // lmax)
-    L = -(-nchain // B)
-    return B, L
+    F, A = _lat(cfg)
+    best = None
+    for L in range(1, min(lmax, nchain) + 1):
+        B = -(-nchain // L)
+        cyc = B * (max(L, A) * nstream + max(0, F - max(L, A)) + S * max(L, F)) + (nchain - (B - 1) * L)
+        if best is None or (cyc, B) < best[0]:
+            best = ((cyc, B), (B, L))
+    return best[1]
 
 
 def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree") -> dict:
     """Cycle-cost model of :func:`emit_gemv` (exact instruction count and its terms).
 
     With ``nchain`` = local outputs per PE (``ceil(m/nr)``, transposed ``ceil(n/nr)``),
-    ``nstream`` = local inputs per PE, ``B`` blocks of ``L`` accumulators, ``Lc =
+    ``nstream`` = local inputs per PE, ``B`` blocks of ``L`` accumulators (``L <=
+    n_regs - 2`` chosen to minimize this count; ``B * L >= nchain``, the surplus chains
+    of the last block are computed and dropped), ``Lc =
     max(L, acc_reuse_distance)`` instructions per stream step, ``F = fpu_latency - 1``,
     ``P = max(L, F)`` instructions per reduction step, ``S`` reduction steps
     (``ceil(log2 nr)`` tree, ``nr - 1`` sequential):
@@ -131,11 +140,11 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree")
     nr = cfg.nr
     mp, np_ = local_len(m, nr), local_len(n, nr)
     nchain, nstream = (np_, mp) if trans else (mp, np_)
-    B, L = _gemv_blocking(cfg, nchain)
+    S = len(reduce_plan(cfg, reduce)[0])
+    B, L = _gemv_blocking(cfg, nchain, nstream, S)
     F, A = _lat(cfg)
     Lc = max(L, A)
     P = max(L, F)
-    S = len(reduce_plan(cfg, reduce)[0])
     gap0 = max(0, F - Lc)
     ins = 1 + B * (Lc * nstream + gap0 + S * P) + (nchain - (B - 1) * L)
     return {"instructions": ins, "B": B, "L": L, "Lc": Lc, "P": P, "S": S, "gap": gap0,
@@ -193,7 +202,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     gW, gX, gY = agus
     steps, root = reduce_plan(cfg, reduce)
     S = len(steps)
-    B, L = _gemv_blocking(cfg, nchain)
+    B, L = _gemv_blocking(cfg, nchain, nstream, S)
     F, A = _lat(cfg)
     Lc, P = max(L, A), max(L, F)
     gap0 = max(0, F - Lc)
@@ -711,11 +720,25 @@ def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str 
     from sim.core_run import Phase, run_session
     from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
+    nr = cfg.nr
+    budget = cfg.ucode_depth - 1                      # room for the HALT
+
+    def chunks(items, per):
+        """Split transfer items so that each phase's program fits the microcode."""
+        out, cur, size = [], [], 0
+        for it in items:
+            if cur and size + per > budget:
+                out.append(cur)
+                cur, size = [], 0
+            cur.append(it)
+            size += per
+        return out + ([cur] if cur else [])
+
     phases = []
-    if loads:
+    for grp in chunks(list(loads), 1 + 3 * nr):
         bl = Builder(cfg)
         data = []
-        for reg_, local in loads:
+        for reg_, local in grp:
             emit_load(bl, cfg, reg_.bank, reg_.base, local.shape[2])
             data += load_beats_for(cfg, local)
         bl.halt()
@@ -727,15 +750,17 @@ def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str 
         kf(bk)
         bk.halt()
         phases.append(Phase(bk.build().words(), [], f"kernel{i}"))
-    bu = Builder(cfg)
-    for i, (reg_, nw) in enumerate(unloads):
-        emit_unload(bu, cfg, reg_.bank, reg_.base, nw, last=i == len(unloads) - 1)
-    bu.halt()
-    phases.append(Phase(bu.build().words(), [], "unload"))
+    u0 = len(phases)
+    for grp in chunks(list(unloads), 3 + 3 * nr):
+        bu = Builder(cfg)
+        for i, (reg_, nw) in enumerate(grp):
+            emit_unload(bu, cfg, reg_.bank, reg_.base, nw, last=i == len(grp) - 1)
+        bu.halt()
+        phases.append(Phase(bu.build().words(), [], "unload"))
     res = run_session(cfg, phases, backend=backend, sim=sim, name=name)
-    data = res[-1].data
+    data = [beat for r in res[u0:] for beat in r.data]
     outs, pos = [], 0
     for reg_, nw in unloads:
-        outs.append(decode_unload(cfg, data[pos:pos + cfg.nr * nw], nw))
-        pos += cfg.nr * nw
+        outs.append(decode_unload(cfg, data[pos:pos + nr * nw], nw))
+        pos += nr * nw
     return outs, res[k0:k0 + len(kernels)]
