@@ -66,7 +66,14 @@ __all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "stat
 
 
 class FlowFail(Exception):
-    """The region's dependency graph has a cycle the dataflow engine does not evaluate."""
+    """The region's dependency graph has a cycle the dataflow engine does not evaluate.
+
+    ``memory``: the cycle goes through an SRAM word written and read back in the region
+    (cutting the region in time between the write and the read may remove it)."""
+
+    def __init__(self, msg, memory: bool = False):
+        super().__init__(msg)
+        self.memory = memory
 
 
 class RegionMismatch(AssertionError):
@@ -1025,12 +1032,13 @@ class Compiler:
                 nd.level = lvl
 
     def _check_chain(self, comp, cs):
+        memory = any(nd.kind == "mr" for nd in comp)
         for nd in comp:
             if nd.kind != "fma" or "c_reg" not in nd.info or nd.info["wbk"] != FmaWb.RF \
                     or "c" not in nd.reads or nd.reads["c"].kind != "rf":
-                raise FlowFail(f"dependency cycle through {nd}")
+                raise FlowFail(f"dependency cycle through {nd}", memory)
             if nd.info["prod"] in cs:
-                raise FlowFail(f"dependency cycle through the product of {nd}")
+                raise FlowFail(f"dependency cycle through the product of {nd}", memory)
 
     # -- rows ------------------------------------------------------------------------------------
     def _allocate(self):
@@ -1489,6 +1497,7 @@ class FlowRunner:
         # same program on several cores compiles once)
         self.cache = _PLANS.setdefault(model.cfg.to_json(), OrderedDict())
         self.cache_size = cache_size
+        self.last_fail = None
 
     def run(self, trace, allpcs, offs, lanes, lane_of, ctr, out):
         self.args = (allpcs, offs, lanes, lane_of, ctr, out)
@@ -1556,25 +1565,39 @@ class FlowRunner:
             for a in range(x, y, lim):
                 self._straight(a, min(y, a + lim))
             return
-        if y - x <= lim and self._try(x, y):
-            return
-        # too big or rejected: groups of iterations
+        self._iters(span, 0, span.n_iter)
+
+    def _iters(self, span, i, j):
+        """Iterations [i, j) of a loop span: one region if possible; otherwise groups
+        that fit, halves (a cycle through SRAM written and read back far apart in time
+        disappears when the region is cut between them), single iterations split into
+        their parts (a dependency carried from one iteration to the next), or the
+        per-cycle engine (a recurrence inside an innermost loop)."""
+        lim = self._limit()
         L = span.iter_len
-        per = max(1, lim // L)
-        i = 0
-        failed = False
-        while i < span.n_iter:
-            j = min(span.n_iter, i + per)
-            a, b = span.start + i * L, span.start + j * L
-            if failed or L > lim or not self._try(a, b):
-                failed = True
-                if span.children:
-                    for it in range(i, j):
-                        s0 = span.start + it * L
-                        self._seq(s0, s0 + L, [self._shift(c, s0) for c in span.children])
-                else:
-                    self._cycles(a, b)
-            i = j
+        a, b = span.start + i * L, span.start + j * L
+        if b - a > lim:
+            per = max(1, lim // L)
+            if per < j - i and L <= lim:
+                for k in range(i, j, per):
+                    self._iters(span, k, min(j, k + per))
+                return
+        elif self._try(a, b):
+            return
+        fail = self.last_fail
+        if j - i > 1 and (b - a > lim or (fail is not None and fail.memory)):
+            h = (i + j) // 2
+            self._iters(span, i, h)
+            self._iters(span, h, j)
+        elif span.children:
+            for it in range(i, j):
+                s0 = span.start + it * L
+                self._seq(s0, s0 + L, [self._shift(c, s0) for c in span.children])
+        elif b - a > lim:
+            for k in range(a, b, lim):
+                self._straight(k, min(b, k + lim))
+        else:
+            self._cycles(a, b)
 
     def _straight(self, x, y):
         """Steps without loop structure (e.g. loops the trace had to step): halves until
@@ -1589,6 +1612,7 @@ class FlowRunner:
         self._straight(h, y)
 
     def _try(self, x, y) -> bool:
+        self.last_fail = None
         if self.cut is not None:
             cuts = [c for c in self.cut(x, y) if x < c < y]
             if cuts:
@@ -1616,11 +1640,12 @@ class FlowRunner:
         allpcs, offs, lanes, lane_of, ctr, out = self.args
         key = self._key(x, y)
         plan = self.cache.get(key)
+        self.last_fail = None
         if plan is None:
             try:
                 plan = Compiler(self.m, allpcs, offs, lane_of, x, y).compile()
-            except FlowFail:
-                plan = False
+            except FlowFail as e:
+                plan = e
             self.cache[key] = plan
             if len(self.cache) > self.cache_size:
                 self.cache.popitem(last=False)
@@ -1628,8 +1653,9 @@ class FlowRunner:
         else:
             self.cache.move_to_end(key)
             self.stats["plans_reused"] += 1
-        if plan is False:
+        if isinstance(plan, FlowFail):
             self.stats["fallbacks"] += 1
+            self.last_fail = plan
             return False
         if self.verify:
             ref_state, ref_ctr, ref_out = copy.deepcopy((self.m.state, ctr, out))
