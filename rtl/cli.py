@@ -148,6 +148,40 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_report(args) -> int:
+    from sim.harness import atomic_write
+    from sim.power import load_tech, plot_breakdown, report_from_counters
+
+    cfg = config_from_arg(args.config)
+    src = Path(args.input)
+    if src.suffix == ".json":
+        try:
+            d = json.loads(src.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read counters from {src}: {e}") from None
+        counters = d.get("counters", d)
+        label = src.stem
+    else:
+        from sim.core_run import _split, job_beats
+        from sim.fast_model import FastModel
+        from sw.asm import assemble, read_hex
+
+        words = read_hex(src, cfg) if src.suffix == ".hex" else assemble(src.read_text(), cfg, file=str(src)).words()
+        data = _read_beats(args.data) if args.data else []
+        counters = _split(cfg, FastModel(cfg).process(job_beats(cfg, words, data)), "fast").counters
+        label = src.stem
+    tech = load_tech(args.tech) if args.tech else None
+    rep = report_from_counters(cfg, counters, flops=args.flops, **({"tech": tech} if tech else {}))
+    print(rep.table())
+    if args.json:
+        atomic_write(args.json, rep.to_json() + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.png:
+        plot_breakdown({label: rep}, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="caterpillar", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -172,7 +206,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="also save the result as JSON")
     p.set_defaults(fn=_cmd_synth)
 
-    p = sub.add_parser("demo", help="the main job: PE Verilog, a PE program under cocotb vs numpy, synthesis")
+    p = sub.add_parser("demo", help="the main job: Verilog, a GEMV on the core in RTL vs numpy, power report, synthesis")
     p.add_argument("--sim", default=None, choices=("icarus", "verilator"))
     p.set_defaults(fn=_cmd_demo)
 
@@ -189,9 +223,22 @@ def main(argv=None) -> int:
     p.add_argument("--counters", action="store_true", help="print every counter")
     p.set_defaults(fn=_cmd_run)
 
+    p = sub.add_parser("report", help="power/area report (GFLOPS/W, utilization, energy breakdown) of a run")
+    p.add_argument("input", help="counters JSON (from `caterpillar run --json`) or a program (.s/.hex, run on the fast model)")
+    p.add_argument("--config", help=cfg_help)
+    p.add_argument("--data", help="input beats for a program (as for `caterpillar run`)")
+    p.add_argument("--flops", type=int, help="FLOPs of the workload's mathematics (default: 2 per FMA issue)")
+    p.add_argument("--tech", help="technology table JSON (default: sim/tech/45nm.json)")
+    p.add_argument("--json", help="save the report as JSON")
+    p.add_argument("--png", help="save the energy breakdown as a PNG plot")
+    p.set_defaults(fn=_cmd_report)
+
     args = ap.parse_args(argv)
     try:
         return args.fn(args)
+    except BrokenPipeError:  # output piped into `head` and closed: not an error
+        sys.stderr.close()
+        return 0
     except ConfigError as e:
         print(f"caterpillar: configuration error: {e}", file=sys.stderr)
         return 2

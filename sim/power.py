@@ -261,3 +261,41 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         geometry={"pe_pitch_mm": pitch, "bus_length_mm": bus_len, "instr_bits": instr_bits,
                   "uop_bits": uop_bits},
     )
+
+
+def plot_breakdown(reports: dict, path) -> None:
+    """Save a PNG: pJ per FLOP by energy category, one stacked bar per named report.
+
+    ``reports`` maps a label (e.g. a kernel name) to a :class:`Report`. Written atomically.
+    """
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(reports)
+    cats = [k for k in next(iter(reports.values())).energy_pj if any(r.energy_pj[k] for r in reports.values())]
+    fig, ax = plt.subplots(figsize=(max(4.5, 1.4 * len(labels) + 2.5), 4.2))
+    bottom = [0.0] * len(labels)
+    for cat in cats:
+        vals = [reports[lab].pj_per_flop[cat] for lab in labels]
+        ax.bar(labels, vals, bottom=bottom, label=cat)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    for i, lab in enumerate(labels):
+        r = reports[lab]
+        ax.text(i, bottom[i], f"{r.gflops_per_w:.0f} GFLOPS/W\n{r.mac_utilization * 100:.0f}% MAC util.",
+                ha="center", va="bottom", fontsize=8)
+    ax.set_ylabel("energy per FLOP (pJ)")
+    ax.set_ylim(0, max(bottom) * 1.3)
+    first = next(iter(reports.values()))
+    ax.set_title(f"Energy per FLOP by category\n{first.tech}, {first.config['fmt']}, {first.pes} PEs", fontsize=10)
+    ax.legend(fontsize=8, loc="upper right")
+    fig.tight_layout()
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp.png"
+    fig.savefig(tmp, dpi=120)
+    plt.close(fig)
+    os.replace(tmp, path)

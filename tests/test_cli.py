@@ -1,0 +1,67 @@
+"""The `caterpillar` command line: info, verilog, synth (smoke), report, errors."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rtl.cli import main
+
+
+def test_info_json(capsys):
+    assert main(["info", "--config", "tiny", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["nr"] == 2 and d["fmt"] == "binary16" and d["fpu_latency"] == 7
+
+
+def test_bad_config_is_a_clear_error(capsys):
+    assert main(["info", "--config", '{"nr": 99}']) == 2
+    assert "ArchConfig.nr must be an integer in 1..16, got 99" in capsys.readouterr().err
+
+
+def test_verilog_written_atomically(tmp_path):
+    out = tmp_path / "pe.v"
+    assert main(["verilog", "--config", "tiny", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "module caterpillar_pe" in text and "mem_a" in text
+    assert not list(tmp_path.glob(".*tmp"))
+
+
+def test_synth_ecp5_smoke(tmp_path, capsys):
+    """A small PE maps its SRAM to block RAM and its multiplier to a DSP block."""
+    out = tmp_path / "s.json"
+    assert main(["synth", "--config", '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512}',
+                 "--target", "ecp5", "--json", str(out)]) == 0
+    s = json.loads(out.read_text())["summary"]
+    assert s["DP16KD (block RAM)"] >= 2
+    assert s["MULT18X18D (DSP)"] == 1
+    assert s["LUT4"] > 1000
+
+
+def test_run_and_report(tmp_path, capsys):
+    prog = tmp_path / "p.s"
+    prog.write_text("loop i 20 {\n    fma r0 = r1 * r2 + r0\n}\nhalt\n")
+    run_json = tmp_path / "run.json"
+    assert main(["run", str(prog), "--config", "tiny", "--model", "fast", "--json", str(run_json)]) == 0
+    rep_json, png = tmp_path / "rep.json", tmp_path / "e.png"
+    assert main(["report", str(run_json), "--config", "tiny", "--json", str(rep_json), "--png", str(png)]) == 0
+    rep = json.loads(rep_json.read_text())
+    # LOOP + 20 body + HALT = 22 instructions; cycles = instructions + fpu_latency + 2
+    assert rep["fma"] == 20 * 4 and rep["cycles"] == 22 + 7 + 2
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    # a program given directly runs on the fast model; same counters, same report
+    assert main(["report", str(prog), "--config", "tiny", "--json", str(tmp_path / "rep2.json")]) == 0
+    assert json.loads((tmp_path / "rep2.json").read_text())["energy_pj"] == rep["energy_pj"]
+
+
+def test_report_bad_input(tmp_path, capsys):
+    bad = tmp_path / "x.json"
+    bad.write_text("{")
+    assert main(["report", str(bad)]) == 1
+    assert "cannot read counters" in capsys.readouterr().err
+
+
+def test_console_script_installed():
+    r = subprocess.run([sys.executable, "-m", "rtl.cli", "info"], capture_output=True, text=True)
+    assert r.returncode == 0 and "nr" in r.stdout
