@@ -27,6 +27,7 @@ BENCHMARKS = {
     "fp_latency": "benchmarks.bench_fp_latency",
     "pe_synth": "benchmarks.bench_pe_synth",
     "pe_sim_speed": "benchmarks.bench_pe_sim_speed",
+    "fast_model": "benchmarks.bench_fast_model",
 }
 
 

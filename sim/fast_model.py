@@ -45,6 +45,22 @@ _GEOMETRY: dict = {}
 _TEMPLATES: dict = {}
 
 
+class _ProgramKey:
+    """A microcode image as a dictionary key (hash computed once, equality exact)."""
+
+    __slots__ = ("words", "h")
+
+    def __init__(self, words):
+        self.words = tuple(words)
+        self.h = hash(self.words)
+
+    def __hash__(self):
+        return self.h
+
+    def __eq__(self, other):
+        return isinstance(other, _ProgramKey) and self.h == other.h and self.words == other.words
+
+
 class FastModel:
     """Cycle-exact fast model of one core (drop-in for :class:`~sim.core_model.CoreModel`).
 
@@ -122,10 +138,10 @@ class FastModel:
         self._prog = None
 
     @property
-    def program_key(self) -> tuple:
+    def program_key(self) -> "_ProgramKey":
         """The whole microcode memory (part of every compiled plan's cache key)."""
         if self._prog is None:
-            self._prog = tuple(self.seq.mem)
+            self._prog = _ProgramKey(self.seq.mem)
         return self._prog
 
     def clear_counters(self) -> None:
