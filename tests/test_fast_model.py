@@ -314,7 +314,7 @@ def test_random_programs(cname, chunk):
     share = tot["flow_cycles"] / max(1, sum(tot.values()))
     print(f"{hi - lo} programs {styles} in {time.perf_counter() - t0:.1f} s; cycles on the loop-level engine "
           f"{tot['flow_cycles']}, on the per-cycle engine {tot['cycle_engine_cycles']} ({share:.0%} loop-level)")
-    assert share > 0.3, "the loop-level engine ran too little of the random programs"
+    assert share > 0.25, "the loop-level engine ran too little of the random programs"
 
 
 def test_random_programs_in_sessions():
