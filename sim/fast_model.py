@@ -80,13 +80,16 @@ class FastModel:
         difference (state element, counter or output beat).
     max_region_elems : int
         Upper bound on occurrence x PE elements of one region (memory use).
+    max_instructions : int
+        Instructions a ``RUN`` of :meth:`process` may issue before it is declared a
+        runaway (``sim.seq_model.RunawayError``, as the core model; default 1 M).
 
     After a run, :attr:`stats` tells how many cycles each engine executed (and
     :attr:`total_stats` over all runs of the model).
     """
 
     def __init__(self, cfg, engine: str = "auto", structured_trace: bool = True, verify: bool = False,
-                 max_region_elems: int = 1 << 22):
+                 max_region_elems: int = 1 << 22, max_instructions: int = 1_000_000):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
         self.cfg = cfg
@@ -113,6 +116,7 @@ class FastModel:
         self._flow = None
         self.verify = verify
         self.max_region_elems = max_region_elems
+        self.max_instructions = max_instructions
         self._prog = None
         self.stats: dict = {}
         #: engine statistics summed over every run of this model
@@ -295,7 +299,7 @@ class FastModel:
                 self._pc_info = None
                 self._prog = None
             elif cmd == Cmd.RUN:
-                trace = issue_trace(self.seq, arg0, 1_000_000, self.structured_trace)
+                trace = issue_trace(self.seq, arg0, self.max_instructions, self.structured_trace)
                 tm, static, sel, hin = self._pc_tables(trace.pcs)
                 need = int(np.count_nonzero(hin[trace.pcs])) if len(trace.pcs) else 0
                 res = self.run(arg0, data[i:i + need], _trace=trace)

@@ -317,6 +317,35 @@ def test_random_programs(cname, chunk):
     assert share > 0.25, "the loop-level engine ran too little of the random programs"
 
 
+def test_random_bit_microops_anywhere():
+    """Micro-ops with uniformly random bits (every field, also the combinations the
+    assembler rejects), random control words (chaos: odd levels, op codes 6/7, LOOPs at
+    odd places), programs at random microcode origins (pc wrap-around): the hardware
+    defines all of them, and all engines must agree."""
+    from seq_programs import random_program
+
+    from fast_programs import random_state
+
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64)
+    print(f"FAST_SEED={BASE_SEED}")
+    for i in range(120):
+        seed = BASE_SEED + 3000 + i
+        prog, org, issued = random_program(cfg, seed, chaos=i % 2 == 1, max_issued=300)
+        rng = random.Random(seed)
+        st = random_state(cfg, rng)
+        data = [rng.getrandbits(32) for _ in range(sum(1 for x in issued if x.hin))]
+        cm = CoreModel(cfg)
+        preload(cm, st)
+        cm.load(prog, org)
+        r0 = cm.run(org, data)
+        for engine in ("cycle", "auto"):
+            fm = FastModel(cfg, engine=engine)
+            preload(fm, st)
+            fm.load(prog, org)
+            d = first_difference(r0, core_state(cm), fm.run(org, data), core_state(fm))
+            assert d is None, f"seed {seed} (origin {org}), engine {engine}: {d}"
+
+
 def test_random_programs_in_sessions():
     """Several programs back to back on one model (state, pipelines and plan caches
     carried over, counters cleared per phase) through the host protocol."""
