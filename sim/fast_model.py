@@ -118,6 +118,7 @@ class FastModel:
         self.max_region_elems = max_region_elems
         self.max_instructions = max_instructions
         self._prog = None
+        self._traces: dict = {}
         self.stats: dict = {}
         #: engine statistics summed over every run of this model
         self.total_stats: dict = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "runs": 0}
@@ -182,6 +183,19 @@ class FastModel:
         return self._pc_info
 
     # -- RUN ----------------------------------------------------------------------------
+    def _trace(self, start_pc, max_instructions):
+        """(issue trace, pc per RUN cycle, offsets per RUN cycle) of a run from
+        ``start_pc``: a function of the microcode and the start pc only, so cached."""
+        key = (self.program_key, start_pc, max_instructions, self.structured_trace)
+        hit = self._traces.get(key)
+        if hit is None:
+            trace = issue_trace(self.seq, start_pc, max_instructions, self.structured_trace)
+            hit = (trace, *self._steps(trace))
+            if len(self._traces) >= 8:
+                self._traces.pop(next(iter(self._traces)))
+            self._traces[key] = hit
+        return hit
+
     def _steps(self, trace):
         """Per cycle of the RUN state: pc (``ucode_depth`` = NOP) and SRAM offsets [T, 4]."""
         tm, static, sel, hin = self._pc_tables(trace.pcs)
@@ -200,13 +214,11 @@ class FastModel:
             offs[n_pre:n_pre + len(pcs)] = (offs[n_pre:n_pre + len(pcs)] + add) & am
         return allpcs, offs
 
-    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000, *,
-            _trace=None) -> RunResult:
+    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000) -> RunResult:
         """Execute from ``start_pc`` to HALT plus the drain, as the RTL's RUN command
         (same arguments and result as :meth:`sim.core_model.CoreModel.run`)."""
-        trace = _trace or issue_trace(self.seq, start_pc, max_instructions, self.structured_trace)
+        trace, allpcs, offs = self._trace(start_pc, max_instructions)
         tm, static, sel, hin = self._pc_tables(trace.pcs)
-        allpcs, offs = self._steps(trace)
         host_in = list(host_in)
         hsteps = np.nonzero(hin[allpcs])[0]
         if len(hsteps) > len(host_in):
@@ -299,10 +311,10 @@ class FastModel:
                 self._pc_info = None
                 self._prog = None
             elif cmd == Cmd.RUN:
-                trace = issue_trace(self.seq, arg0, self.max_instructions, self.structured_trace)
+                trace = self._trace(arg0, self.max_instructions)[0]
                 tm, static, sel, hin = self._pc_tables(trace.pcs)
                 need = int(np.count_nonzero(hin[trace.pcs])) if len(trace.pcs) else 0
-                res = self.run(arg0, data[i:i + need], _trace=trace)
+                res = self.run(arg0, data[i:i + need], self.max_instructions)
                 i += need
                 out += res.out
                 self.run_data_beats.append(len(res.out))
