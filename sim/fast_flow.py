@@ -660,9 +660,9 @@ class Compiler:
         fmas = []
         ev = dict(mv=0, mem_a_rd=0, mem_b_rd=0, mem_a_wr=0, mem_b_wr=0, rf_rd=0, rf_wr=0, rf_conflict=0,
                   mem_conflict=0)
-        ev_fma = np.zeros(P, np.int64)
-        row_hops = np.zeros(self.nr, np.int64)
-        col_hops = np.zeros(self.nr, np.int64)
+        fma_terms = []                # (pred mask, occurrences): fma[p] counters
+        hop_terms = {"row": [], "col": []}
+        host_hops = {"row": 0, "col": 0}
         hout = []
         buses = []
         host_steps = {"row": [], "col": []}
@@ -687,11 +687,10 @@ class Compiler:
             need = self._bus_needs(u, pred, I.hout)
             for axis, hd, drv, hops, src, ndrv in (("row", HostDir.ROW, u.rdrv, u.row_hops, u.rdrv_src, u.n_rdrv),
                                                   ("col", HostDir.COL, u.cdrv, u.col_hops, u.cdrv_src, u.n_cdrv)):
-                acc = row_hops if axis == "row" else col_hops
                 if I.hin == hd:
-                    acc += self.nr * k_op
+                    host_hops[axis] += self.nr * k_op
                 elif ndrv:
-                    acc += hops * k_op
+                    hop_terms[axis].append((hops, k_op))
                 if ndrv and src < 16:
                     ev["rf_rd"] += k_op * ndrv
                 if axis not in need:
@@ -713,13 +712,12 @@ class Compiler:
             if not npred:
                 continue
             if u.fpu_en:
-                prod = Node("prod", k_op, name=f"prod{len(nodes)}")
+                prod = Node("prod", k_op)
                 prod.reads["a"] = self._src(u.fpu_a, I, s)
                 prod.reads["b"] = self._src(u.fpu_b, I, s)
                 nodes.append(prod)
                 k_res = k_op if int(s[-1]) + mul < n else int(np.searchsorted(s + mul, n))   # late read < n
-                fma = Node("fma", k_res, prod=prod, s=s, dst=u.fpu_dst, wbk=u.wbk, pred=pred,
-                           name=f"fma{len(nodes)}")
+                fma = Node("fma", k_res, prod=prod, s=s, dst=u.fpu_dst, wbk=u.wbk, pred=pred)
                 fma.deps.add(prod)
                 if u.c_rf:
                     fma.info["c_reg"] = u.fpu_c
@@ -728,7 +726,7 @@ class Compiler:
                     fma.info["cap"] = self._src(u.fpu_c, I, s)     # captured at the operand stage
                 nodes.append(fma)
                 fmas.append(fma)
-                ev_fma += pred * k_op
+                fma_terms.append((pred, k_op))
                 ev["rf_rd"] += k_op * npred * ((u.fpu_a < 16) + (u.fpu_b < 16))
                 if u.c_rf:
                     ev["rf_rd"] += k_res * npred
@@ -739,7 +737,7 @@ class Compiler:
                 self._fma_writes(fma, u.wbk, u.fpu_dst, wcyc[:k_w], np.arange(k_w), pred, waddr[:k_w], rf_w,
                                  mem_w, ev)
             if u.mv_op != MvOp.NOP:
-                mv = Node("mv", k_op, op=u.mv_op, dst=u.mv_dst, s=s, pred=pred, name=f"mv{len(nodes)}")
+                mv = Node("mv", k_op, op=u.mv_op, dst=u.mv_dst, s=s, pred=pred)
                 mv.reads["src"] = self._src(u.mv_src, I, s)
                 ev["mv"] += k_op * npred
                 ev["rf_rd"] += k_op * npred * (u.mv_src < 16)
@@ -752,7 +750,7 @@ class Compiler:
                 nodes.append(mv)
             for bank, en, srcf, ai in (("a", u.wa_en, u.wa_src, 2), ("b", u.wb_en, u.wb_src, 3)):
                 if en:
-                    wn = Node("wr", k_op, s=s, pred=pred, waddr=self._addr(I, ai)[:k_op], name=f"w{bank}{len(nodes)}")
+                    wn = Node("wr", k_op, s=s, pred=pred, waddr=self._addr(I, ai)[:k_op])
                     wn.reads["src"] = self._src(srcf, I, s)
                     ev["rf_rd"] += k_op * npred * (srcf < 16)
                     nodes.append(wn)
@@ -842,12 +840,18 @@ class Compiler:
         self.host_steps = host_steps
         plan = self.plan
         plan.ev = {k: int(v) for k, v in ev.items()}
-        plan.ev_fma = ev_fma
-        plan.row_hops, plan.col_hops = row_hops, col_hops
+        plan.ev_fma = (sum(np.asarray(pr, np.int64) * k for pr, k in fma_terms) if fma_terms
+                       else np.zeros(P, np.int64)) * np.ones(P, np.int64)
+        for axis in ("row", "col"):
+            h = np.full(self.nr, host_hops[axis], np.int64)
+            for hops, k in hop_terms[axis]:
+                h = h + hops * k
+            setattr(plan, axis + "_hops", h)
 
     def _fma_writes(self, nd, wbk, dst, wcyc, occ, valid, waddr, rf_w, mem_w, ev):
-        keep = wcyc >= 0
-        wcyc, occ, waddr = wcyc[keep], occ[keep], waddr[keep]
+        if len(wcyc) and wcyc[0] < 0:       # write-backs before the region (entry pipeline)
+            keep = wcyc >= 0
+            wcyc, occ, waddr = wcyc[keep], occ[keep], waddr[keep]
         if wbk in (FmaWb.MEMA, FmaWb.MEMB):
             bank = "a" if wbk == FmaWb.MEMA else "b"
             mem_w[bank].append(Writes(nd, wcyc, 1, valid, occ=occ, addr=waddr))
