@@ -404,6 +404,17 @@ class Plan:
         return commit
 
 
+def _nbytes(obj) -> int:
+    """Bytes of the numpy arrays reachable through tuples / lists / Refs (plan size)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes if obj.base is None else 0
+    if isinstance(obj, Ref):
+        return _nbytes(obj.rows) + _nbytes(obj.cols)
+    if isinstance(obj, (tuple, list)):
+        return sum(_nbytes(o) for o in obj)
+    return 0
+
+
 def _gather(V, ref, pidx):
     if ref.cols is None:
         if ref.rows.ndim == 1:
@@ -602,6 +613,8 @@ class Compiler:
         self._allocate()
         self._batches()
         self._exit()
+        plan.nbytes = _nbytes((plan.batches, plan.final_rf, plan.final_rd, plan.final_mem, plan.exit_mp,
+                               plan.exit_ap, plan.hout, plan.host)) + plan.rows * self.P * self.ut.itemsize
         return plan
 
     def _addr(self, I, f):
@@ -1492,7 +1505,8 @@ class FlowRunner:
     engine (compiled plans, cached), falling back to the per-cycle engine for regions
     it rejects."""
 
-    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 256, verify: bool = False):
+    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 256, verify: bool = False,
+                 cache_bytes: int = 1 << 29):
         self.m = model
         self.max_elems = max_elems
         self.cut = cut          # tests: optional callable(x, y) -> list of cut points
@@ -1501,6 +1515,7 @@ class FlowRunner:
         # same program on several cores compiles once)
         self.cache = _PLANS.setdefault(model.cfg.to_json(), OrderedDict())
         self.cache_size = cache_size
+        self.cache_bytes = cache_bytes      # plans kept per configuration: at most this many bytes
         self.last_fail = None
 
     def run(self, trace, allpcs, offs, lanes, lane_of, ctr, out):
@@ -1651,8 +1666,10 @@ class FlowRunner:
             except FlowFail as e:
                 plan = e
             self.cache[key] = plan
-            if len(self.cache) > self.cache_size:
-                self.cache.popitem(last=False)
+            total = sum(getattr(p, "nbytes", 0) for p in self.cache.values())
+            while len(self.cache) > 1 and (len(self.cache) > self.cache_size or total > self.cache_bytes):
+                _, old = self.cache.popitem(last=False)
+                total -= getattr(old, "nbytes", 0)
             self.stats["plans_compiled"] += 1
         else:
             self.cache.move_to_end(key)
