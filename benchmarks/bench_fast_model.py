@@ -33,7 +33,7 @@ from sw.asm import Builder
 from sw.kernels import Scalar, emit_gemm, emit_gemv, emit_rank1, emit_relu
 from sw.layout import local_len
 
-REPEAT = 5
+REPEAT = 15        # warm repetitions (best of); cold: REPEAT // 5
 
 
 def _program(cfg, emit):
@@ -54,7 +54,7 @@ def _random_state(cfg, rng):
 def _fast(cfg, words, mem, repeat=REPEAT):
     """(cold seconds, warm seconds, cycles, engine stats) of one program."""
     cold = []
-    for _ in range(max(1, repeat // 2)):
+    for _ in range(max(1, repeat // 5)):
         clear_plan_cache()
         f = FastModel(cfg)
         f.load(words)
@@ -157,7 +157,7 @@ def big_cores(rows, rng):
     mem = _random_state(cfg, rng)
     words = _program(cfg, lambda b: emit_gemv(b, cfg, 1024, 1024, Region("a", 0), Region("b", 0),
                                               Region("b", 2048)))
-    cold, warm, cycles, stats = _fast(cfg, words, mem, repeat=3)
+    cold, warm, cycles, stats = _fast(cfg, words, mem, repeat=5)
     rows.append(_row("gemv 1024x1024, 16x16 binary16", cfg, cycles, cold, warm, stats))
     # 2048 PEs: y = W x with W 4096 x 2048 split in 8 row blocks of 512 x 2048
     m, n = 512, 2048
