@@ -27,7 +27,9 @@ BENCHMARKS = {
     "fp_latency": "benchmarks.bench_fp_latency",
     "pe_synth": "benchmarks.bench_pe_synth",
     "pe_sim_speed": "benchmarks.bench_pe_sim_speed",
+    "power": "benchmarks.bench_power",
     "fast_model": "benchmarks.bench_fast_model",
+    "kernels": "benchmarks.bench_kernels",
 }
 
 
