@@ -108,3 +108,40 @@ def test_unknown_format_in_table(tmp_path):
     cfg = ArchConfig(fmt="bfloat16")
     with pytest.raises(TechError, match="no fpu_pj_per_fma entry for format 'bfloat16'"):
         report_from_counters(cfg, _counters(cfg), tech=load_tech(p))
+
+
+def test_report_identical_from_rtl_and_fast_model_counters():
+    """The same kernel run on the RTL (Icarus) and on the fast model gives the same
+    counters, hence the same report."""
+    import numpy as np
+
+    from conftest import require_sim
+    from noc.collectives import Region
+    from sim.core_run import Phase, run_session
+    from sw.asm import Builder
+    from sw.kernels import emit_gemv
+    from sw.layout import pack_matrix, pack_vector
+    from sw.transfer import emit_load, load_beats_for
+
+    require_sim("icarus")
+    cfg = ArchConfig(nr=2, mem_a_words=128, mem_b_words=128, ucode_depth=256)
+    rng = np.random.default_rng(11)
+    m, n = 9, 7
+    W = cfg.fmt.from_float(rng.uniform(-1, 1, (m, n)))
+    x = cfg.fmt.from_float(rng.uniform(-1, 1, n))
+    bl = Builder(cfg)
+    locW, locx = pack_matrix(W, 2), pack_vector(x, 2, "cols")
+    emit_load(bl, cfg, "a", 0, locW.shape[2])
+    emit_load(bl, cfg, "b", 0, locx.shape[2], loop="xb")
+    bl.halt()
+    bk = Builder(cfg)
+    emit_gemv(bk, cfg, m, n, Region("a", 0), Region("b", 0), Region("b", 64))
+    bk.halt()
+    phases = [Phase(bl.build().words(), load_beats_for(cfg, locW) + load_beats_for(cfg, locx)),
+              Phase(bk.build().words())]
+    rtl = run_session(cfg, phases, backend="rtl", sim="icarus", name="power-eq")[1]
+    fast = run_session(cfg, phases, backend="fast")[1]
+    assert rtl.counters == fast.counters
+    r1 = report_from_counters(cfg, rtl.counters, flops=2 * m * n).to_dict()
+    r2 = report_from_counters(cfg, fast.counters, flops=2 * m * n).to_dict()
+    assert r1 == r2
