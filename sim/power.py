@@ -8,7 +8,7 @@ Nothing is estimated from the program text.
 Energy categories
 -----------------
 ``fpu``      FMA issues x energy per multiply-add of the format
-``sram``     PE SRAM reads + writes x energy per access (scaled by width)
+``sram``     PE SRAM reads + writes x energy per access (scaled by width and bank size)
 ``rf``       register-file reads + writes x energy per access (scaled by width)
 ``bus``      row/column bus activity in PE pitches (hops) x width x pitch x wire energy per bit-mm
 ``control``  microcode fetch (instruction bits) + micro-op broadcast over the core
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["TechTable", "TechError", "load_tech", "DEFAULT_TECH", "Report", "report_from_counters",
-           "area_of_core"]
+           "area_of_core", "sram_pj_per_access", "plot_breakdown"]
 
 TECH_DIR = Path(__file__).resolve().parent / "tech"
 _REQUIRED = {
@@ -37,6 +37,7 @@ _REQUIRED = {
     "local_sram_area_mm2_per_16kib": dict, "spad_pj_per_16b": dict, "spad_area_mm2_per_512kib": dict,
     "rf_pj_per_16b": dict, "rf_area_mm2_per_16x16b": dict, "wire_pj_per_bit_mm": dict,
     "ucode_pj_per_bit": dict, "ucode_area_mm2_per_16kib": dict, "leakage_mw_per_mm2": dict,
+    "local_sram_ref_bank_bytes": dict, "local_sram_size_exponent": dict,
 }
 
 
@@ -62,6 +63,8 @@ class TechTable:
     ucode_pj_per_bit: float
     ucode_area_mm2_per_16kib: float
     leakage_mw_per_mm2: float
+    local_sram_ref_bank_bytes: float
+    local_sram_size_exponent: float
     sources: dict = field(default_factory=dict, compare=False)
 
 
@@ -111,6 +114,16 @@ def _fmt_entry(tech: TechTable, table: str, fmt_name: str) -> float:
         raise TechError(f"technology '{tech.name}' has no {table} entry for format {fmt_name!r}; "
                         f"it has {sorted(t)}")
     return t[fmt_name]
+
+
+def sram_pj_per_access(cfg, bank: str, tech: TechTable = DEFAULT_TECH) -> float:
+    """Energy of one access to PE SRAM bank ``bank`` (one ``fmt`` word): the reference
+    energy per 16 bits, scaled linearly in width and by ``(bank bytes / reference bank
+    bytes) ** exponent`` in capacity."""
+    words = cfg.mem_a_words if bank == "a" else cfg.mem_b_words
+    bank_bytes = words * cfg.fmt.width / 8
+    size = (bank_bytes / tech.local_sram_ref_bank_bytes) ** tech.local_sram_size_exponent
+    return tech.local_sram_pj_per_16b * (cfg.fmt.width / 16) * size
 
 
 def area_of_core(cfg, tech: TechTable = DEFAULT_TECH) -> dict:
@@ -220,7 +233,8 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     area = area_of_core(cfg, tech)
     pitch = math.sqrt(area["pe"])
     bus_len = nr * pitch
-    sram_acc = sum(int(counters[k]) for k in ("mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr"))
+    acc_a = int(counters["mem_a_rd"]) + int(counters["mem_a_wr"])
+    acc_b = int(counters["mem_b_rd"]) + int(counters["mem_b_wr"])
     rf_acc = int(counters["rf_rd"]) + int(counters["rf_wr"])
     bus_hops = sum(int(v) for k, v in counters.items() if k.startswith(("row_hops[", "col_hops[")))
     instr_bits = instr_layout(cfg).size
@@ -232,7 +246,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     uop_bit_events = int(toggles) if toggles is not None else instrs * uop_bits / 2
     energy = {
         "fpu": fma * _fmt_entry(tech, "fpu_pj_per_fma", cfg.fmt.name),
-        "sram": sram_acc * tech.local_sram_pj_per_16b * scale,
+        "sram": (acc_a * sram_pj_per_access(cfg, "a", tech) + acc_b * sram_pj_per_access(cfg, "b", tech)),
         "rf": rf_acc * tech.rf_pj_per_16b * scale,
         "bus": bus_hops * w * pitch * tech.wire_pj_per_bit_mm,
         "control": instrs * instr_bits * tech.ucode_pj_per_bit

@@ -145,3 +145,12 @@ def test_report_identical_from_rtl_and_fast_model_counters():
     r1 = report_from_counters(cfg, rtl.counters, flops=2 * m * n).to_dict()
     r2 = report_from_counters(cfg, fast.counters, flops=2 * m * n).to_dict()
     assert r1 == r2
+
+
+def test_sram_energy_scales_with_bank_size_anchored_at_reference():
+    from sim.power import sram_pj_per_access
+
+    assert sram_pj_per_access(ArchConfig(), "a") == pytest.approx(3.5)          # 8 KB banks: Table 1
+    big = ArchConfig(mem_a_words=16384, mem_b_words=1024)                     # 32 KB and 2 KB banks
+    assert sram_pj_per_access(big, "a") == pytest.approx(7.0)
+    assert sram_pj_per_access(big, "b") == pytest.approx(3.5 * 0.5)
