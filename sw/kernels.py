@@ -707,7 +707,7 @@ def emit_scale(b, cfg, n: int, alpha: Scalar, x: Region, dst: Region | None = No
 # running a kernel between a load and an unload phase
 # ======================================================================================
 def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str | None = None,
-               name: str = "kernel", extra_phases=()):
+               name: str = "kernel", reference: str = "model"):
     """Load operands, run ``kernel`` as its own phase, unload results (one session).
 
     ``loads``: list of ``(Region, local)`` with ``local`` ``(nr, nr, L)`` bit patterns
@@ -715,7 +715,10 @@ def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str 
     the kernel (the HALT is added here), or a list of such callables (one phase each).
     ``unloads``: list of ``(Region, n_words)``. Returns ``(outputs, kernel_results)``:
     the unloaded ``(nr, nr, n_words)`` arrays and the :class:`sim.core_run.JobResult` of
-    each kernel phase (its counters are the kernel's alone).
+    each kernel phase (its counters are the kernel's alone). ``backend``/``sim``/
+    ``reference`` are those of :func:`sim.core_run.run_session` (an RTL run checks every
+    output beat and counter against the ``reference`` model). Load and unload programs
+    are split into as many phases as the microcode needs.
     """
     from sim.core_run import Phase, run_session
     from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
@@ -757,7 +760,8 @@ def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str 
             emit_unload(bu, cfg, reg_.bank, reg_.base, nw, last=i == len(grp) - 1)
         bu.halt()
         phases.append(Phase(bu.build().words(), [], "unload"))
-    res = run_session(cfg, phases, backend=backend, sim=sim, name=name)
+    kw = {"reference": reference} if reference != "model" else {}
+    res = run_session(cfg, phases, backend=backend, sim=sim, name=name, **kw)
     data = [beat for r in res[u0:] for beat in r.data]
     outs, pos = [], 0
     for reg_, nw in unloads:
