@@ -295,14 +295,17 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
 def rank1_cost(cfg, m: int, n: int, *, alpha: bool = True, v_layout: str = "cols") -> dict:
     """Exact instruction count of :func:`emit_rank1`:
     ``setup + mp * (1 + pad + np)`` with ``setup = 9`` (``8`` when ``v`` is broadcast
-    from the diagonal in the first row) and ``pad = max(0, fpu_latency - 1 - np)`` when
+    from the diagonal in the first row; at least ``fpu_latency - 1 - pad`` with
+    ``alpha``) and ``pad = max(0, fpu_latency - 1 - np)`` when
     ``alpha`` is given (the scaled ``u`` element must leave the FMA pipeline before the
     row ends), else 0."""
     nr = cfg.nr
     mp, np_ = local_len(m, nr), local_len(n, nr)
     F, _ = _lat(cfg)
     pad = max(0, F - np_) if alpha else 0
-    setup = 8 if v_layout == "diag" else 9
+    # 8 instructions hold the AGU settings (+1: the row loop's instruction when row 0 is
+    # not peeled); with alpha, alpha * u[0] (instruction 1) must be ready for row 0's first MAC
+    setup = max(8 if v_layout == "diag" else 9, F - pad if alpha else 0)
     return {"instructions": setup + mp * (1 + pad + np_), "setup": setup, "pad": pad, "mp": mp, "np": np_}
 
 
@@ -386,7 +389,7 @@ def emit_rank1(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, *, alpha
         sreg = alpha.region.bind(cfg)
         setup.append(f.ins(sreg.rd(0), mov(ra, sreg.src)))
     setup.append(f.ins(*u_val(au, 0, None)))
-    n_setup = 8 if diag_v else 9
+    n_setup = rank1_cost(cfg, m, n, alpha=alpha is not None, v_layout=v_layout)["setup"]
     while len(setup) < n_setup:
         setup.append(f.ins())
     for c in (("agu_base", gW, 0), ("agu_stride", gW, LR, np_), ("agu_stride", gW, LJ, 1),

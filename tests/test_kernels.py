@@ -418,6 +418,21 @@ def test_sgd_step_model():
     _sgd_step(_cfg(3, "binary16"), np.random.default_rng(seed), (7, 10, 4), 0.125)
 
 
+def test_other_latencies_model():
+    """Schedules follow cfg's latencies: every kernel and collective on a core with a
+    4-cycle multiplier and a 5-cycle adder (fpu_latency 11, acc_reuse_distance 6)."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=3, mem_a_words=256, mem_b_words=256, mul_latency=4, add_latency=5)
+    for cases in rtl_sessions(cfg, rng):
+        run_cases(cfg, cases)
+    run_cases(cfg, [gemv_case(cfg, rng, Mem(cfg), 20, 4, trans=False, reduce="tree", x_layout="diag"),
+                    rank1_case(cfg, rng, Mem(cfg, 100, 100), 4, 3, alpha=0.5, u_layout="rows", v_layout="cols")])
+    # a row longer than the FMA latency: the setup waits for alpha * u[0]
+    assert rank1_cost(cfg, 4, 40, v_layout="diag")["setup"] == cfg.fpu_latency - 1
+    run_cases(cfg, [rank1_case(cfg, rng, Mem(cfg), 4, 40, alpha=0.5, u_layout="rows", v_layout="diag")])
+
+
 # ======================================================================================
 # cost formulas, utilization, errors (no simulation)
 # ======================================================================================
