@@ -11,6 +11,10 @@ MAC utilization = useful MACs / (cycles x 16); FPU-issue utilization = sum of th
 scalings); cycles are the kernel phase's ``cycles`` counter (start latency and the
 ``fpu_latency`` drain included).
 
+The minibatch session runs one layer's step of minibatch training (``MB_M x MB_N``,
+batch ``MB_BATCH``): forward GEMM, transpose of ``dY``, backward GEMM ``dX^T = dY^T W``,
+transpose of ``X``, the accumulating update GEMM ``W += alpha dY X^T``.
+
 Environment: ``BENCH_KERNELS_SIMS`` (default ``verilator,icarus``) picks the simulators
 of the main session; ``BENCH_KERNELS_GEMM_SIMS`` (default ``verilator``) those of the
 GEMM session.
@@ -23,7 +27,8 @@ import time
 
 import numpy as np
 
-from noc.collectives import Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
+from noc.collectives import (Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast, emit_reduce,
+                             emit_transpose)
 from rtl.config import ArchConfig
 from sw import golden
 from sw.kernels import (Scalar, emit_gemm, emit_gemv, emit_rank1, gemm_cost, gemv_cost, rank1_cost,
@@ -33,6 +38,8 @@ from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
 M = N = 256
 GEMM_BATCHES = (4, 16, 32)
 COLLECTIVE_N = 64
+MB_M = MB_N = 128
+MB_BATCH = 16
 
 
 def _rand(fmt, rng, shape, lo=-1.0, hi=1.0):
@@ -128,6 +135,67 @@ def gemm_session(cfg, backend, sim):
     return kernels, res, wall
 
 
+def minibatch_session(cfg, backend, sim):
+    """One layer's minibatch step (docs/kernels.md, 'The minibatch backward pass')."""
+    fmt, nr = cfg.fmt, cfg.nr
+    rng = np.random.default_rng(2020)
+    m, n, b = MB_M, MB_N, MB_BATCH
+    L = lambda k: local_len(k, nr)                          # noqa: E731
+    Wg, Xg, dYg = _rand(fmt, rng, (m, n)), _rand(fmt, rng, (n, b)), _rand(fmt, rng, (m, b), -0.1, 0.1)
+    nxt = {"a": 0, "b": 0}
+
+    def reg(bank, k):
+        r = Region(bank, nxt[bank])
+        nxt[bank] += k
+        return r
+
+    W, Y, dXT, dY = reg("a", L(m) * L(n)), reg("a", L(m) * L(b)), reg("a", L(b) * L(n)), reg("a", L(m) * L(b))
+    X, XT, dYT = reg("b", L(n) * L(b)), reg("b", L(b) * L(n)), reg("b", L(b) * L(m))
+    stage, eta = reg("b", max(L(n), L(m)) * L(b)), reg("b", 1)
+    neg = fmt.from_float(np.array([-0.01 / b]))[0]
+    items = [
+        ("forward Y = W X", lambda bb: emit_gemm(bb, cfg, m, n, b, W, X, Y), m * n * b,
+         gemm_cost(cfg, m, n, b)["instructions"]),
+        ("transpose dY", lambda bb: emit_transpose(bb, cfg, m, b, dY, dYT, stage), 0,
+         cost_transpose(cfg, m, b).instructions),
+        ("backward dX^T = dY^T W", lambda bb: emit_gemm(bb, cfg, b, m, n, dYT, W, dXT), m * n * b,
+         gemm_cost(cfg, b, m, n)["instructions"]),
+        ("transpose X", lambda bb: emit_transpose(bb, cfg, n, b, X, XT, stage), 0,
+         cost_transpose(cfg, n, b).instructions),
+        ("update W += a dY X^T", lambda bb: emit_gemm(bb, cfg, m, b, n, dY, XT, W, accumulate=True,
+                                                         alpha=Scalar("b", eta.base)), m * n * b,
+         gemm_cost(cfg, m, b, n, alpha=True)["instructions"]),
+    ]
+    loads = [(W, pack_matrix(Wg, nr)), (X, pack_matrix(Xg, nr)), (dY, pack_matrix(dYg, nr)),
+             (eta, np.full((nr, nr, 1), neg, dtype=fmt.np_uint))]
+    outs, res = run_kernel(cfg, loads, [it[1] for it in items],
+                           [(Y, L(m) * L(b)), (dXT, L(b) * L(n)), (W, L(m) * L(n))], backend=backend, sim=sim,
+                           name="bench-minibatch")
+    assert (outs[0] == pack_matrix(golden.gemm(fmt, nr, Wg, Xg), nr)).all()
+    assert (outs[1] == pack_matrix(golden.gemm(fmt, nr, golden.transpose(fmt, nr, dYg), Wg), nr)).all()
+    assert (outs[2] == pack_matrix(golden.gemm_acc(fmt, nr, dYg, golden.transpose(fmt, nr, Xg), Wg, neg),
+                                   nr)).all()
+    drain = 1 + cfg.fpu_latency + 2
+    rows = []
+    for (name, _, useful, pred), r in zip(items, res):
+        ctr = r.counters
+        assert ctr["cycles"] == pred + drain, (name, ctr["cycles"], pred + drain)
+        mac, fpu = _util(cfg, ctr, useful)
+        rows.append({"kernel": f"minibatch: {name}", "shape": f"{m}x{n}, b={b}", "cycles": ctr["cycles"],
+                     "predicted": pred + drain, "useful MACs": useful, "MAC util %": mac, "FPU-issue util %": fpu,
+                     "row hops": sum(ctr[f"row_hops[{q}]"] for q in range(nr)),
+                     "col hops": sum(ctr[f"col_hops[{q}]"] for q in range(nr)), "measured on": sim})
+    tot = sum(r["cycles"] for r in rows)
+    useful = 3 * m * n * b
+    rows.append({"kernel": "minibatch layer step (sum)", "shape": f"{m}x{n}, b={b}", "cycles": tot,
+                 "predicted": sum(r["predicted"] for r in rows), "useful MACs": useful,
+                 "MAC util %": round(100.0 * useful / (tot * nr * nr), 2),
+                 "FPU-issue util %": round(sum(r["FPU-issue util %"] * r["cycles"] for r in rows) / tot, 2),
+                 "row hops": sum(r["row hops"] for r in rows), "col hops": sum(r["col hops"] for r in rows),
+                 "measured on": sim})
+    return rows, res
+
+
 def collective_session(cfg, backend, sim):
     fmt, nr = cfg.fmt, cfg.nr
     rng = np.random.default_rng(2019)
@@ -191,6 +259,9 @@ def run() -> dict:
         speed.append({"session": f"gemm 256x256 b={','.join(map(str, GEMM_BATCHES))}", "sim": sim, **res[0].info})
         if i == 0:
             rows += _kernel_rows(cfg, kernels, res, sim)
+    mb_rows, mb_res = minibatch_session(cfg, "rtl", gemm_sims[0])
+    rows += mb_rows
+    speed.append({"session": f"minibatch layer {MB_M}x{MB_N} b={MB_BATCH}", "sim": gemm_sims[0], **mb_res[0].info})
     items, res = collective_session(cfg, "rtl", main_sims[0])
     coll = []
     for it, r in zip(items, res):

@@ -15,6 +15,12 @@ Collectives (``direction="row"`` uses the row buses, ``"col"`` the column buses)
   other PEs send theirs over the shared bus one after the other (driver at diagonal
   offset ``d = 1 .. nr-1``) and the diagonal PE accumulates (``@diag=0 add``). The sums
   end in the ``diag`` layout.
+* **transpose** (:func:`emit_transpose`): a matrix in the 2D round-robin layout becomes
+  its transpose in the same layout (PE ``(p, q)``'s block goes to PE ``(q, p)``), in two
+  bus phases per source PE row ``p``: the column buses carry row ``p``'s blocks to the
+  diagonal PEs (into a staging region), then the row buses carry them from the diagonal
+  to column ``p``. ``nr`` values per cycle; the minibatch backward pass needs it for
+  activation-sized matrices (``docs/kernels.md``).
 * **tree reduction** (``mode="tree"``): segmented buses carry ``nr / 2^(s+1)``
   transfers per cycle in step ``s``; every PE adds what its segment carries, so after
   ``S = ceil(log2 nr)`` steps column 0 (row 0 for ``"col"``) holds the sum; one more
@@ -44,11 +50,12 @@ from dataclasses import dataclass, field
 
 from noc.broadcast_bus import segment_len, segment_of
 from sw.asm import Builder, add, cdrv, mov, pred, rda, rdb, rdrv, wra, wrb
+from sw.layout import local_len
 
 __all__ = [
     "Region", "Frag", "CollectiveError", "Cost", "BusDir", "ReduceStep", "reduce_plan", "step_slots",
     "group_size", "tree_steps", "step_hops",
-    "emit_broadcast", "cost_broadcast", "emit_reduce", "cost_reduce",
+    "emit_broadcast", "cost_broadcast", "emit_reduce", "cost_reduce", "emit_transpose", "cost_transpose",
 ]
 
 
@@ -540,3 +547,100 @@ def cost_reduce(cfg, n: int, mode: str = "tree", direction: str = "row") -> Cost
         fma = {(r, c): ng * G * S for r in range(nr) for c in range(nr)}
         per_bus = ng * G * sum(step_hops(nr, st) for st in steps) + n * step_hops(nr, root)
     return Cost(ins, fma, _hops(cfg, direction, per_bus))
+
+
+# ======================================================================================
+# transpose of a 2D round-robin matrix
+# ======================================================================================
+def _overlaps(r1: Region, n1: int, r2: Region, n2: int) -> bool:
+    return r1.bank == r2.bank and r1.base < r2.base + n2 and r2.base < r1.base + n1
+
+
+def cost_transpose(cfg, r: int, c: int) -> Cost:
+    """Exact cost of :func:`emit_transpose` of an ``r x c`` matrix: with ``k = rp * cp``
+    local words per PE (``rp = ceil(r / nr)``, ``cp = ceil(c / nr)``),
+    ``8 + nr * (2 k + 1 + [k == 1])`` instructions (8 AGU settings; per source PE row:
+    one loop instruction, ``k`` column-bus cycles, ``k`` row-bus cycles; with ``k = 1``
+    one more, because an SRAM write is readable two cycles after its issue), no FMA,
+    ``nr * k * nr`` hops on every row bus and every column bus."""
+    nr = cfg.nr
+    k = local_len(r, nr) * local_len(c, nr)
+    per_bus = nr * k * nr
+    return Cost(8 + nr * (2 * k + 1 + (k == 1)), {}, {"row": [per_bus] * nr, "col": [per_bus] * nr})
+
+
+def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Region, stage: Region, *,
+                   agus=("g0", "g1", "g2"), levels=(0, 1), name: str = "tp") -> Frag:
+    """``dst = src^T``: ``src`` is an ``r x c`` matrix in the 2D round-robin layout
+    (``rp * cp`` words per PE, local row-major), ``dst`` receives the ``c x r``
+    transpose in the same layout (``cp * rp`` words per PE); padding goes to padding.
+    ``stage``: ``rp * cp`` scratch words (only the diagonal PEs' copy is used). The three
+    regions must not overlap; any banks.
+
+    Element ``(i, j)`` lives in PE ``(i mod nr, j mod nr)`` and must reach PE
+    ``(j mod nr, i mod nr)``. For each source PE row ``p`` (unrolled, ``@row=p`` is an
+    immediate): phase 1, ``k = rp * cp`` cycles: PE ``(p, q)`` drives its block, element
+    by element in the order of the destination, on column bus ``q``; the diagonal PE
+    ``(q, q)`` writes it into ``stage`` (``@diag=0``). Phase 2, ``k`` cycles: the diagonal
+    PE ``(q, q)`` drives ``stage`` on row bus ``q``, and PE ``(q, p)`` writes it into
+    ``dst`` (``@col=p``). The phases cannot overlap: a micro-op has one predicate, and
+    the two writes need different ones. Phase 1 writes the stage words in the order
+    phase 2 reads them, so each is read at least two cycles after its write. Uses AGUs ``agus`` (source, stage, linear) and
+    loop levels ``levels`` (outer, inner). Cost: :func:`cost_transpose`.
+    """
+    nr = cfg.nr
+    if nr < 2:
+        raise CollectiveError("transpose needs nr >= 2")
+    if r < 1 or c < 1:
+        raise CollectiveError(f"bad shape {r} x {c}")
+    rp, cp = local_len(r, nr), local_len(c, nr)
+    k = rp * cp
+    for reg_, what in ((src, "transpose source"), (dst, "transpose destination"), (stage, "transpose stage")):
+        reg_.check(cfg, k, what)
+    for (r1, w1), (r2, w2) in (((src, "source"), (dst, "destination")), ((src, "source"), (stage, "stage")),
+                               ((dst, "destination"), (stage, "stage"))):
+        if _overlaps(r1, k, r2, k):
+            raise CollectiveError(f"transpose {w1} and {w2} overlap ({r1} / {r2}, {k} words each)")
+    src, dst, stage = src.bind(cfg), dst.bind(cfg), stage.bind(cfg)
+    gS, gT, gL = agus
+    L0, L1 = levels
+    if not L0 < L1:
+        raise CollectiveError(f"transpose loop levels must be (outer, inner) with outer < inner, got {levels}")
+    f = Frag()
+    for ctl in (("agu_base", gS, 0), ("agu_stride", gS, L0, 1), ("agu_stride", gS, L1, cp),
+                ("agu_base", gT, 0), ("agu_stride", gT, L0, rp), ("agu_stride", gT, L1, 1),
+                ("agu_base", gL, 0), ("agu_stride", gL, L0, 1)):
+        f.ins().ctl = ctl
+
+    def up(a, p):
+        """Phase 1 element of local column b (the outer loop index) and row ``a``:
+        source word ``a * cp + b`` to stage word ``b * rp + a``."""
+        return [src.rd(a * cp, agu=gS, gate="cdrv"), cdrv(src.src, row=p), pred("diag", 0),
+                stage.wr("col", a, agu=gT)]
+
+    def across(i, p, agu):
+        return [stage.rd(i, agu=agu, gate="rdrv"), rdrv(stage.src, diag=0), pred("col", p),
+                dst.wr("row", i, agu=agu)]
+
+    for p in range(nr):
+        f.open_loop(f.ins(), f"{name}b", cp, L0)
+        if rp > 1:
+            f.open_loop(f.ins(*up(0, p)), f"{name}a", rp - 1, L1)
+            f.ins(*up(1, p))
+            f.close_loop()
+        else:
+            f.ins(*up(0, p))
+        f.close_loop()
+        if k > 1:
+            f.open_loop(f.ins(*across(0, p, None)), f"{name}k", k - 1, L0)
+            f.ins(*across(1, p, gL))
+            f.close_loop()
+        else:
+            f.ins()             # the stage word written by the previous cycle is not readable yet
+            f.ins(*across(0, p, None))
+    assert f.count() == cost_transpose(cfg, r, c).instructions
+    if isinstance(b, Frag):
+        b.extend(f)
+    else:
+        f.emit(b)
+    return f

@@ -197,6 +197,21 @@ def gemm(fmt, nr, W, X) -> np.ndarray:
     return dot_chain(fmt, Wp.T[:, :, None], Xp[:, None, :])
 
 
+def gemm_acc(fmt, nr, W, X, Y, alpha=None) -> np.ndarray:
+    """``Y += alpha * (W X)`` as :func:`sw.kernels.emit_gemm` (``accumulate=True``)
+    computes it: the chain of :func:`gemm`, then ``add(mul(alpha, chain), Y)`` per output
+    (``alpha`` None: ``mul(chain, 1)``, exact). Returns the padded result."""
+    G = gemm(fmt, nr, W, X)
+    Yp = _pad2(fmt, Y, nr)
+    a = fmt.np_uint.type(fmt.from_float(np.array([1.0]))[0]) if alpha is None else bits(fmt, alpha)
+    return mac_bits(fmt, np.full(G.shape, a, dtype=fmt.np_uint), G, Yp)
+
+
+def transpose(fmt, nr, M) -> np.ndarray:
+    """:func:`noc.collectives.emit_transpose`: the padded transpose (pure data movement)."""
+    return _pad2(fmt, M, nr).T.copy()
+
+
 # ======================================================================================
 # elementwise
 # ======================================================================================

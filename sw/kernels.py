@@ -19,7 +19,8 @@ Kernels:
 * :func:`emit_rank1` ``W += alpha u v^T`` with the FMA writing back into SRAM in place;
 * :func:`emit_gemm` ``Y = W X`` for a minibatch ``X`` (``n x b``): a sequence of rank-1
   updates of register-resident blocks of ``Y``, ``W`` and ``X`` elements broadcast over
-  the row and column buses;
+  the row and column buses; ``accumulate=True``: ``Y += alpha W X`` (the minibatch
+  weight update, with :func:`noc.collectives.emit_transpose` supplying ``X^T``);
 * elementwise :func:`emit_relu`, :func:`emit_relu_mask` (``delta * relu'(z)``),
   :func:`emit_axpy` (``y += a x``) and :func:`emit_scale` (``x *= a``).
 
@@ -39,7 +40,7 @@ from dataclasses import dataclass, field
 
 
 from noc.collectives import BusDir, CollectiveError, Frag, Region, reduce_plan, reg, step_slots
-from sw.asm import Builder, cdrv, mac, mask, mov, mul, pred, rdrv, relu
+from sw.asm import Builder, add, cdrv, mac, mask, mov, mul, pred, rdrv, relu
 from sw.layout import local_len
 
 __all__ = [
@@ -419,7 +420,8 @@ def _divisors(k):
     return [d for d in range(1, k + 1) if k % d == 0]
 
 
-def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | None = None) -> dict:
+def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | None = None, *,
+              alpha: bool = False) -> dict:
     """Exact instruction count of :func:`emit_gemm` for block ``Li x Lc`` (default: the
     block it chooses). With ``G = max(L, acc_reuse_distance)`` instructions per ``j``
     (``L = Li * Lc`` accumulators), ``E = L + max(0, fpu_latency - 1 - G)`` store
@@ -428,7 +430,9 @@ def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | No
     ``instructions = setup + Bi * Bc * (nr * np * G + E) + (Bi if Bi > 1 and Bc > 1)``
 
     where ``setup`` is one instruction per AGU control (3 bases plus the strides of the
-    loop levels in use) plus the outer block loop's instruction.
+    loop levels in use) plus the outer block loop's instruction. ``alpha``: the kernel
+    keeps a scale factor in a register (accumulating form), one register fewer for the
+    block.
     """
     nr = cfg.nr
     mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
@@ -438,7 +442,7 @@ def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | No
         for li in _divisors(mp):
             for lc in _divisors(bp):
                 L = li * lc
-                if L + (li if lc > 1 else 0) > cfg.n_regs:
+                if L + (li if lc > 1 else 0) + (1 if alpha else 0) > cfg.n_regs:
                     continue
                 c = gemm_cost(cfg, m, n, bsz, li, lc)
                 key = (c["instructions"], -L)
@@ -460,10 +464,19 @@ def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | No
 
 
 def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region, *,
+              accumulate: bool = False, alpha: Scalar | None = None,
               block: tuple | None = None, agus=("g0", "g1", "g2"), name: str = "mm") -> KernelInfo:
     """``Y = W X`` (``W`` ``m x n``, ``X`` ``n x bsz``: a minibatch of ``bsz`` column
     vectors; ``Y`` ``m x bsz``), all 2D round-robin. ``W`` and ``X`` in different banks;
     ``Y`` anywhere (not overlapping them).
+
+    ``accumulate=True``: ``Y += alpha * (W X)`` (``alpha`` a :class:`Scalar`, or None for
+    1): each output's product chain is computed as above, then one FMA per output reads
+    ``Y`` from SRAM and writes ``alpha * chain + Y`` back in place (``fpu.wb``), in the
+    cycles that otherwise store the block: same instruction count. The minibatch weight
+    update ``W += (-lr/b) dY X^T`` is this form with ``dY`` as the first operand and
+    ``X^T`` (:func:`noc.collectives.emit_transpose`) as the second; the backward pass
+    ``dX^T = dY^T W`` is the plain form with ``dY^T`` first and ``W`` second.
 
     Mapping (a sequence of rank-1 updates, as SUMMA on the LAC): for ``j = 0 .. n-1`` PE
     column ``j mod nr`` drives ``W[:, j]`` along the row buses and PE row ``j mod nr``
@@ -481,19 +494,26 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
     _need(min(m, n, bsz) >= 1, f"bad shape {m} x {n} x {bsz}")
     _need(W.bank != X.bank, "W and X must be in different banks (both are read in every MAC instruction)")
     mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
+    _need(alpha is None or accumulate, "alpha scales the product only with accumulate=True")
     W.check(cfg, mp * np_, "W")
     X.check(cfg, np_ * bp, "X")
     Y.check(cfg, mp * bp, "Y")
+    for R, nw, what in ((W, mp * np_, "W"), (X, np_ * bp, "X")):
+        _need(not (R.bank == Y.bank and R.base < Y.base + mp * bp and Y.base < R.base + nw),
+              f"Y overlaps {what}")
     W, X, Y = W.bind(cfg), X.bind(cfg), Y.bind(cfg)
-    cost = gemm_cost(cfg, m, n, bsz, *(block or (None, None)))
+    use_alpha = alpha is not None
+    cost = gemm_cost(cfg, m, n, bsz, *(block or (None, None)), alpha=use_alpha)
     Li, Lc, L, G, E, Bi, Bc = (cost[k] for k in ("Li", "Lc", "L", "G", "E", "Bi", "Bc"))
     _need(mp % Li == 0 and bp % Lc == 0, f"block {Li} x {Lc} does not divide the local {mp} x {bp} outputs")
-    _need(L + (Li if Lc > 1 else 0) <= cfg.n_regs, f"block {Li} x {Lc} needs more than {cfg.n_regs} registers")
+    _need(L + (Li if Lc > 1 else 0) + use_alpha <= cfg.n_regs,
+          f"block {Li} x {Lc} needs more than {cfg.n_regs} registers")
     F, A = _lat(cfg)
     gW, gX, gY = agus
     LI, LC, LJ = 0, 1, 2
     acc = lambda i, c: reg(i * Lc + c)          # noqa: E731
     wreg = lambda i: reg(L + i)                 # noqa: E731
+    ra = reg(L + (Li if Lc > 1 else 0))         # alpha (accumulating form)
     f = Frag()
 
     def group(jj, k, first, looped):
@@ -533,7 +553,12 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
         f.nops(E - L)
         for p in range(L):
             i, c = divmod(p, Lc)
-            f.ins(Y.wr(acc(i, c), i * bp + c, agu=gY))
+            if not accumulate:
+                f.ins(Y.wr(acc(i, c), i * bp + c, agu=gY))
+            elif use_alpha:      # Y = alpha * acc + Y, written back in place
+                f.ins(Y.rd(i * bp + c, agu=gY), mac(Y.src, ra, acc(i, c)))
+            else:                # Y = acc * 1 + Y
+                f.ins(Y.rd(i * bp + c, agu=gY), add(Y.src, acc(i, c), Y.src))
 
     ctls = [("agu_base", gW, 0), ("agu_base", gX, 0), ("agu_base", gY, 0),
             ("agu_stride", gW, LJ, 1), ("agu_stride", gX, LJ, bp), ("agu_stride", gY, LJ, 0)]
@@ -543,6 +568,9 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
         ctls += [("agu_stride", gW, LC, 0), ("agu_stride", gX, LC, Lc), ("agu_stride", gY, LC, Lc)]
     for c in ctls:
         f.ins().ctl = c
+    if use_alpha:
+        sreg = alpha.region.bind(cfg)
+        f.add(f.items[0], sreg.rd(0), mov(ra, sreg.src))     # rides on the first AGU setting
     if Bi > 1 or Bc > 1:
         lvl, cnt, nm = (LI, Bi, "i") if Bi > 1 else (LC, Bc, "c")
         f.open_loop(f.ins(), f"{name}{nm}", cnt, lvl)
@@ -557,7 +585,7 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
         block_body()
     _finish(b, f)
     assert f.count() == cost["instructions"], (f.count(), cost)
-    return KernelInfo("gemm", f.count(), m * n * bsz,
+    return KernelInfo("gemm_acc" if accumulate else "gemm", f.count(), m * n * bsz,
                       {k: cost[k] for k in ("Li", "Lc", "L", "G", "E", "Bi", "Bc", "setup")})
 
 

@@ -388,7 +388,7 @@ def test_verify_mode_and_long_loops():
 def _kernel_session(cfg, rng, shape=(9, 7, 5)):
     """Load phase, one phase per kernel / collective, unload phase; with the golden
     expectation of each unloaded region."""
-    from noc.collectives import Region, emit_broadcast, emit_reduce
+    from noc.collectives import Region, emit_broadcast, emit_reduce, emit_transpose
     from sw import golden
     from sw.asm import Builder
     from sw.kernels import (Scalar, emit_axpy, emit_gemm, emit_gemv, emit_rank1, emit_relu, emit_relu_mask,
@@ -420,6 +420,7 @@ def _kernel_session(cfg, rng, shape=(9, 7, 5)):
     Xr = reg_("b", L(n) * L(bsz))
     e1, e2, e3 = reg_("b", L(m)), reg_("b", L(m)), reg_("b", L(m))
     red = reg_("b", L(n))
+    XT, stage = reg_("a", L(n) * L(bsz)), reg_("b", L(n) * L(bsz))
     al = fmt.from_float(np.array([-0.375]))[0]
     loads = [(W, pack_matrix(Wg, nr)), (x, pack_vector(xg, nr, "diag")), (x2, pack_vector(x2g, nr, "rows")),
              (u, pack_vector(ug, nr, "rows")), (v, pack_vector(vg, nr, "cols")),
@@ -430,6 +431,8 @@ def _kernel_session(cfg, rng, shape=(9, 7, 5)):
         lambda b: emit_gemv(b, cfg, m, n, W, x, y1, x_layout="diag", x_copy=xc),
         lambda b: emit_gemv(b, cfg, m, n, W, x2, y2, trans=True, reduce="seq"),
         lambda b: emit_gemm(b, cfg, m, n, bsz, W, Xr, Y),
+        lambda b: emit_gemm(b, cfg, m, n, bsz, W, Xr, Y, accumulate=True, alpha=Scalar("b", eta.base)),
+        lambda b: emit_transpose(b, cfg, n, bsz, Xr, XT, stage),
         lambda b: emit_relu(b, cfg, L(m), e1, e3, layout="diag"),
         lambda b: emit_relu_mask(b, cfg, L(m), e1, e2, e2, layout="diag"),
         lambda b: emit_axpy(b, cfg, L(m), Scalar("b", eta.base), e1, e3),

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from conftest import SIM_PARAMS, require_sim
-from noc.collectives import CollectiveError, Frag, Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
+from noc.collectives import (CollectiveError, Frag, Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast,
+                             emit_reduce, emit_transpose)
 from rtl.config import ArchConfig
 from sw import golden
 from sw.kernels import (KernelError, Scalar, elementwise_cost, emit_axpy, emit_gemm, emit_gemv, emit_rank1,
@@ -171,6 +172,50 @@ def gemm_case(cfg, rng, mem, m, n, bsz, *, block=None):
                 c["instructions"], fma)
 
 
+def gemm_acc_case(cfg, rng, mem, m, n, bsz, *, alpha, block=None, y_bank="a"):
+    """``Y += alpha * W X`` (``alpha`` a float or None)."""
+    fmt, nr = cfg.fmt, cfg.nr
+    mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
+    Wg, Xg, Yg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n, bsz)), rand_bits(fmt, rng, (m, bsz))
+    W, X, Y = mem("a", mp * np_), mem("b", np_ * bp), mem(y_bank, mp * bp)
+    loads = [(W, pack_matrix(Wg, nr)), (X, pack_matrix(Xg, nr)), (Y, pack_matrix(Yg, nr))]
+    sc, al = None, None
+    if alpha is not None:
+        al = fmt.from_float(np.array([alpha]))[0]
+        sreg = mem("b", 1)
+        loads.append((sreg, np.full((nr, nr, 1), al, dtype=fmt.np_uint)))
+        sc = Scalar("b", sreg.base)
+    want = pack_matrix(golden.gemm_acc(fmt, nr, Wg, Xg, Yg, al), nr)
+    c = gemm_cost(cfg, m, n, bsz, *(block or (None, None)), alpha=alpha is not None)
+    macs = c["Bi"] * c["Bc"] * c["L"] * (nr * np_ + 1)       # the chains and the final FMA per output
+    fma = {(r, q): macs for r in range(nr) for q in range(nr)}
+
+    def check(outs):
+        _eq(outs[0], want, "Y")
+
+    return Case(f"gemm_acc-{alpha}-{m}x{n}x{bsz}-{block}", loads,
+                lambda b: emit_gemm(b, cfg, m, n, bsz, W, X, Y, accumulate=True, alpha=sc, block=block),
+                [(Y, mp * bp)], check, c["instructions"], fma)
+
+
+def transpose_case(cfg, rng, mem, r, c, *, banks="aab"):
+    """``dst = src^T`` with source, destination and stage in ``banks``."""
+    fmt, nr = cfg.fmt, cfg.nr
+    k = local_len(r, nr) * local_len(c, nr)
+    Mg = rand_bits(fmt, rng, (r, c))
+    src, dst, stage = (mem(bk, k) for bk in banks)
+    old = rand_bits(fmt, rng, (nr, nr, k))
+    cost = cost_transpose(cfg, r, c)
+
+    def check(outs):
+        _eq(outs[0], pack_matrix(golden.transpose(fmt, nr, Mg), nr), "M^T")
+        _eq(outs[1], pack_matrix(Mg, nr), "source unchanged")
+
+    return Case(f"transpose-{r}x{c}-{banks}", [(src, pack_matrix(Mg, nr)), (dst, old)],
+                lambda b: emit_transpose(b, cfg, r, c, src, dst, stage), [(dst, k), (src, k)], check,
+                cost.instructions, {})
+
+
 def elementwise_case(cfg, rng, mem, kind, nw, *, layout=None, same_bank=False, in_place=False):
     """``kind`` in relu, relu_mask, axpy, scale on ``nw`` local words per PE."""
     fmt, nr = cfg.fmt, cfg.nr
@@ -318,6 +363,87 @@ def test_gemm_blockings_model():
     m, n, bsz = 8, 5, 8                 # local 4 x 4 outputs per PE
     for block in [(1, 1), (1, 4), (2, 2), (4, 1), (2, 4), (4, 2), (1, 2)]:
         run_cases(cfg, [gemm_case(cfg, rng, Mem(cfg), m, n, bsz, block=block)])
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("nr", [2, 3, 4])
+def test_gemm_acc_model(nr, fmt):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = _cfg(nr, fmt)
+    shapes = [(1, 1, 1), (5, 3, 2), (7, 9, 4), (6, 5, 3 * nr)]
+    shapes += [tuple(int(v) for v in rng.integers(1, 14, size=3)) for _ in range(2)]
+    for i, (m, n, bsz) in enumerate(shapes):
+        print(f"shape {m}x{n}x{bsz}")
+        run_cases(cfg, [gemm_acc_case(cfg, rng, Mem(cfg), m, n, bsz, alpha=[None, -0.375][i % 2],
+                                      y_bank="ab"[i % 2])])
+
+
+def test_gemm_acc_blockings_model():
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = _cfg(2, "binary16")
+    for block in [(1, 1), (1, 4), (2, 2), (4, 1), (2, 4)]:
+        run_cases(cfg, [gemm_acc_case(cfg, rng, Mem(cfg), 8, 5, 8, alpha=0.5, block=block)])
+
+
+@pytest.mark.parametrize("nr", [2, 3, 4])
+def test_transpose_model(nr):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = _cfg(nr, "binary16")
+    shapes = [(1, 1), (1, 7), (7, 1), (5, 3), (2 * nr, 3 * nr), (9, 13)]
+    shapes += [tuple(int(v) for v in rng.integers(1, 20, size=2)) for _ in range(2)]
+    for i, (r, c) in enumerate(shapes):
+        banks = ["aab", "abb", "bab", "aba"][i % 4]
+        print(f"shape {r}x{c} banks {banks}")
+        run_cases(cfg, [transpose_case(cfg, rng, Mem(cfg), r, c, banks=banks)])
+
+
+def minibatch_layer(cfg, rng, m, n, bsz, lr, backend="model", sim=None):
+    """One layer's minibatch step from GEMMs and transposes: forward ``Y = W X``;
+    backward ``dX^T = dY^T W`` (``dY^T`` by transpose); update ``W += (-lr) dY X^T``
+    (``X^T`` by transpose). Checked against the golden models composed in the same
+    order."""
+    fmt, nr = cfg.fmt, cfg.nr
+    L = lambda k: local_len(k, nr)                          # noqa: E731
+    mem = Mem(cfg)
+    Wg, Xg, dYg = rand_bits(fmt, rng, (m, n), 0), rand_bits(fmt, rng, (n, bsz), 0), rand_bits(fmt, rng, (m, bsz), 0)
+    W, Y, dXT = mem("a", L(m) * L(n)), mem("a", L(m) * L(bsz)), mem("a", L(bsz) * L(n))
+    X, XT, dY, dYT = mem("b", L(n) * L(bsz)), mem("b", L(bsz) * L(n)), mem("a", L(m) * L(bsz)), mem("b", L(bsz) * L(m))
+    stage, eta = mem("b", max(L(n), L(m)) * L(bsz)), mem("b", 1)
+    neg = fmt.from_float(np.array([-lr]))[0]
+    kern = [
+        lambda b: emit_gemm(b, cfg, m, n, bsz, W, X, Y),
+        lambda b: emit_transpose(b, cfg, m, bsz, dY, dYT, stage),
+        lambda b: emit_gemm(b, cfg, bsz, m, n, dYT, W, dXT),
+        lambda b: emit_transpose(b, cfg, n, bsz, X, XT, stage),
+        lambda b: emit_gemm(b, cfg, m, bsz, n, dY, XT, W, accumulate=True, alpha=Scalar("b", eta.base)),
+    ]
+    outs, res = run_kernel(cfg, [(W, pack_matrix(Wg, nr)), (X, pack_matrix(Xg, nr)), (dY, pack_matrix(dYg, nr)),
+                                 (eta, np.full((nr, nr, 1), neg, dtype=fmt.np_uint))], kern,
+                           [(Y, L(m) * L(bsz)), (dXT, L(bsz) * L(n)), (W, L(m) * L(n))],
+                           backend=backend, sim=sim, name=f"minibatch-{m}x{n}x{bsz}")
+    Yg = golden.gemm(fmt, nr, Wg, Xg)
+    dXTg = golden.gemm(fmt, nr, golden.transpose(fmt, nr, dYg), Wg)
+    Wn = golden.gemm_acc(fmt, nr, dYg, golden.transpose(fmt, nr, Xg), Wg, neg)
+    _eq(outs[0], pack_matrix(Yg, nr), "Y")
+    _eq(outs[1], pack_matrix(dXTg, nr), "dX^T")
+    _eq(outs[2], pack_matrix(Wn, nr), "W updated")
+    for r in res:
+        assert r.counters["mem_conflict"] == 0 and r.counters["stall_cycles"] == 0
+    return res
+
+
+@pytest.mark.parametrize("fmt", ["binary16", "binary32"])
+@pytest.mark.parametrize("nr", [2, 3, 4])
+def test_minibatch_layer_model(nr, fmt):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = _cfg(nr, fmt)
+    for m, n, bsz in [(5, 7, 3), (2 * nr, nr, 2 * nr), tuple(int(v) for v in rng.integers(1, 12, size=3))]:
+        print(f"layer {m}x{n}, batch {bsz}")
+        minibatch_layer(cfg, rng, m, n, bsz, 0.0625)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -495,6 +621,14 @@ def test_kernel_errors():
         emit_scale(Frag(), cfg, 4, Scalar("a", 0), Region("b", 0), Region("b", 10))
     with pytest.raises(KernelError, match="layout"):
         emit_rank1(Frag(), cfg, 4, 4, Region("a", 0), Region("b", 0), Region("b", 10), u_layout="cols")
+    with pytest.raises(KernelError, match="accumulate=True"):
+        emit_gemm(Frag(), cfg, 4, 4, 4, Region("a", 0), Region("b", 0), Region("b", 20), alpha=Scalar("a", 60))
+    with pytest.raises(KernelError, match="Y overlaps W"):
+        emit_gemm(Frag(), cfg, 4, 4, 4, Region("a", 0), Region("b", 0), Region("a", 3), accumulate=True)
+    with pytest.raises(CollectiveError, match="source and stage overlap"):
+        emit_transpose(Frag(), cfg, 4, 4, Region("a", 0), Region("b", 0), Region("a", 2))
+    with pytest.raises(CollectiveError, match="do not fit"):
+        emit_transpose(Frag(), cfg, 16, 16, Region("a", 0), Region("b", 0), Region("a", 64 - 10))
 
 
 # ======================================================================================
@@ -510,9 +644,9 @@ RTL_CONFIGS = {
 
 
 def rtl_sessions(cfg, rng):
-    """The RTL tests' cases: one session that fits 64-word banks (one Verilog conversion
-    and simulator run per configuration)."""
-    mem = Mem(cfg)
+    """The RTL tests' cases: two sessions that fit 64-word banks (one Verilog conversion
+    per configuration, one simulator run per session)."""
+    mem, mem2 = Mem(cfg), Mem(cfg)
     src, Z = mem("a", 5), rand_bits(cfg.fmt, rng, (cfg.nr, cfg.nr, 5))
     return [[
         gemv_case(cfg, rng, mem, 7, 5, trans=False, reduce="tree", x_layout=None),
@@ -526,6 +660,11 @@ def rtl_sessions(cfg, rng):
         collective_case(cfg, rng, mem, "tree", 5, "row", shared=(src, Z, True)),
         collective_case(cfg, rng, mem, "seq", 5, "col", shared=(src, Z, False)),
         collective_case(cfg, rng, mem, "bcast", 5, "row", shared=(src, Z, False)),
+    ], [
+        gemm_acc_case(cfg, rng, mem2, 3, 2, 5, alpha=-0.75),
+        gemm_acc_case(cfg, rng, mem2, 2, 3, 2, alpha=None, y_bank="b"),
+        transpose_case(cfg, rng, mem2, 5, 3, banks="abb"),
+        transpose_case(cfg, rng, mem2, 1, 2, banks="baa"),
     ]]
 
 
