@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from amaranth.hdl import Array, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -100,7 +100,10 @@ class PE(wiring.Component):
 
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
     non-transparent synchronous read port with enable and one write port (block RAM);
-    the register file, ARs and strides are flip-flops; the FMA is a
+    the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
+    write-back) with asynchronous read ports, a live-value table and a written bit per
+    register in flip-flops (reset to 0, so unwritten registers read +0); ARs and strides
+    are flip-flops; source operands are selected by binary mux trees; the FMA is a
     :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
     carrying ``valid``/``dst``/``c`` alongside the multiplier and ``valid``/``dst``
     alongside the adder.
@@ -136,7 +139,29 @@ class PE(wiring.Component):
         u = self.uop
 
         # ---- state ------------------------------------------------------------------
-        rf = [Signal(w, name=f"rf{i}") for i in range(n_regs)]
+        # Register file: two 16-word banks in LUT RAM, one per write port (M: move unit,
+        # F: FMA write-back), each replicated per read port by the synthesis tool, and a
+        # live-value table saying which bank holds each register's latest value, plus a
+        # written bit per register so that reads return +0 until the first write after
+        # reset (flip-flops, reset to 0). Same behaviour as n_regs flip-flop words with
+        # nine read ports, at a fraction of the area (docs/fpga.md).
+        m.submodules.rf_m = rf_m = Memory(shape=unsigned(w), depth=16, init=[])
+        m.submodules.rf_f = rf_f = Memory(shape=unsigned(w), depth=16, init=[])
+        rf_wm = rf_m.write_port()
+        rf_wf = rf_f.write_port()
+        rf_lvt = Signal(16, name="rf_lvt")      # 1: bank F holds RF[i]
+        rf_written = Signal(16, name="rf_written")
+        rf_tags = Cat(*(Cat(rf_written[i], rf_lvt[i]) for i in range(16)))
+
+        def rf_read(idx, name):
+            """RF[idx] (idx: 4 bits) read asynchronously; +0 for unwritten/absent registers."""
+            pm = rf_m.read_port(domain="comb")
+            pf = rf_f.read_port(domain="comb")
+            tag = Signal(2, name=f"{name}_tag")
+            v = Signal(w, name=f"{name}_rf")
+            m.d.comb += [pm.addr.eq(idx), pf.addr.eq(idx), tag.eq(rf_tags.word_select(idx, 2)),
+                         v.eq(Mux(tag[0], Mux(tag[1], pf.data, pm.data), 0))]
+            return v
         ar = [Signal(ab, name=f"ar{i}") for i in range(n_ar)]
         stride = [Signal(ab, name=f"stride{i}") for i in range(n_ar)]
 
@@ -255,26 +280,23 @@ class PE(wiring.Component):
         rd_a_data = Mux(rd_a_seen, rd_a.data, 0)
         rd_b_data = Mux(rd_b_seen, rd_b.data, 0)
 
+        # Source muxes as binary trees (word_select -> $shiftx): one 16:1 tree over the
+        # register file for codes 0..15, one over the other sources for codes 16..31, and
+        # a 2:1 by code[4]. Yosys maps these far smaller than a 23-way parallel case.
         def source(code, *, regs=True, buses=True, name=None):
             """Value of source ``code`` this cycle; unlisted codes read +0."""
             v = Signal(w, name=name)
-            with m.Switch(code):
-                if regs:
-                    for i in range(n_regs):
-                        with m.Case(i):
-                            m.d.comb += v.eq(rf[i])
-                with m.Case(Src.MEMA):
-                    m.d.comb += v.eq(rd_a_data)
-                with m.Case(Src.MEMB):
-                    m.d.comb += v.eq(rd_b_data)
-                if buses:
-                    with m.Case(Src.ROW):
-                        m.d.comb += v.eq(self.row_in)
-                    with m.Case(Src.COL):
-                        m.d.comb += v.eq(self.col_in)
-                for code_, value in consts.items():
-                    with m.Case(code_):
-                        m.d.comb += v.eq(value)
+            hi = [Const(0, w)] * 16
+            hi[Src.MEMA - 16] = rd_a_data
+            hi[Src.MEMB - 16] = rd_b_data
+            if buses:
+                hi[Src.ROW - 16] = self.row_in
+                hi[Src.COL - 16] = self.col_in
+            for code_, value in consts.items():
+                hi[code_ - 16] = Const(value, w)
+            hi_val = Cat(*hi).word_select(code[:4], w)
+            lo_val = rf_read(code[:4], name or "src") if regs else Const(0, w)
+            m.d.comb += v.eq(Mux(code[4], hi_val, lo_val))
             return v
 
         def names_reg(code):
@@ -350,13 +372,7 @@ class PE(wiring.Component):
 
         # late read of an RF `c` when the product reaches the adder
         c_late = Signal(w)
-        with m.If(mp_crf[-1]):
-            with m.Switch(mp_c[-1][:4]):
-                for i in range(n_regs):
-                    with m.Case(i):
-                        m.d.comb += c_late.eq(rf[i])
-        with m.Else():
-            m.d.comb += c_late.eq(mp_c[-1])
+        m.d.comb += c_late.eq(Mux(mp_crf[-1], rf_read(mp_c[-1][:4], "c_late"), mp_c[-1]))
         m.d.comb += [add.a.eq(mul.o), add.b.eq(c_late)]
 
         A = cfg.add_latency
@@ -386,11 +402,16 @@ class PE(wiring.Component):
         ]
 
         # ---- register file writes: move unit first, the FMA write-back wins -------------------
+        # (registers >= n_regs are never marked written, so they read +0)
+        m.d.comb += [
+            rf_wm.addr.eq(s1.mv.dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go),
+            rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(add.o), rf_wf.en.eq(fma_wb),
+        ]
         for i in range(n_regs):
-            with m.If(mv_go & (s1.mv.dst == i)):
-                m.d.sync += rf[i].eq(mv_val)
             with m.If(fma_wb & (fma_wb_dst == i)):
-                m.d.sync += rf[i].eq(add.o)
+                m.d.sync += [rf_lvt[i].eq(1), rf_written[i].eq(1)]
+            with m.Elif(mv_go & (s1.mv.dst == i)):
+                m.d.sync += [rf_lvt[i].eq(0), rf_written[i].eq(1)]
 
         # ---- events ------------------------------------------------------------------
         rf_reads = [
