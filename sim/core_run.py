@@ -91,20 +91,26 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
 
 @dataclass
 class Phase:
-    """One RUN of a session: its microcode (assembled at origin 0) and input data."""
+    """One RUN of a session: its microcode image (loaded at address 0), input data, the
+    pc the RUN starts at (``start``), and whether to LOAD the image first (``load=False``:
+    the microcode is already there, e.g. several programs resident at different origins)."""
 
     words: list
     data: list = field(default_factory=list)
     name: str = ""
+    start: int = 0
+    load: bool = True
 
 
 def session_beats(cfg, phases) -> list[int]:
     """Host stream for a session: for each phase, LOAD its microcode at address 0
-    (programs are assembled at origin 0; loading is not part of RUN cycles), CLEAR the
-    counters, RUN it with its data, read the COUNTERS."""
+    (unless ``load`` is False; loading is not part of RUN cycles), CLEAR the counters,
+    RUN it from ``start`` with its data, read the COUNTERS."""
     beats = []
     for ph in phases:
-        beats += load_beats(cfg, ph.words, 0) + clear_beats() + run_beats(0, ph.data) + counters_beats()
+        if ph.load:
+            beats += load_beats(cfg, ph.words, 0)
+        beats += clear_beats() + run_beats(ph.start, ph.data) + counters_beats()
     return beats
 
 

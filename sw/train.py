@@ -15,7 +15,7 @@ minibatch and continuous propagation come:
    :class:`TrainCompileError` giving every size;
 3. **per-method emitter** (:func:`_sgd_ops`): the ordered kernel calls of one step
    (forward GEMVs with ReLU, the loss gradient, backward transposed GEMVs with ReLU
-   masks, rank-1 weight updates), then :func:`_pack_programs` puts them into as few
+   masks, rank-1 weight updates), then :func:`_split_ops` puts them into as few
    microprograms as the microcode holds, with the NOPs the pipeline needs between two
    kernels (:func:`kernel_gap`) and a program boundary wherever the host must compute
    (softmax).
@@ -330,7 +330,9 @@ def decode_diag_beats(cfg, beats, n: int) -> np.ndarray:
     return np.array(vals[:n], dtype=cfg.fmt.np_uint)
 
 
-def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list) -> list:
+def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False) -> list:
+    """The ops of one SGD step (``predict``: of the forward pass only, ending with the
+    unload of the output)."""
     nr, L = cfg.nr, (lambda n: local_len(n, cfg.nr))
     S, nl = mlp.sizes, mlp.n_layers
     R = {k: v.region for k, v in al.items.items()}
@@ -357,7 +359,7 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list) -> list:
 
     # ---- forward ------------------------------------------------------------------------
     load("x", "x")
-    if mlp.loss == "mse":
+    if mlp.loss == "mse" and not predict:
         load("t", "t")
     for l in range(nl):
         m, n = mlp.shape(l)
@@ -380,6 +382,9 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list) -> list:
     # ---- loss gradient ------------------------------------------------------------------
     zo = R[f"z{nl}"]
     no = L(S[nl])
+    if predict:
+        unload(f"z{nl}", "z")
+        return ops
     if mlp.loss == "mse":
         m1 = Scalar(R["m1"].bank, R["m1"].base)
         kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, no, m1, R["t"], zo, name="lg_"),
@@ -418,16 +423,19 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list) -> list:
 
 
 # ======================================================================================
-# packing ops into microprograms
+# packing ops into microprograms, microprograms into microcode images
 # ======================================================================================
 @dataclass
 class StepProgram:
-    """One microprogram of a step (one RUN)."""
+    """One microprogram (one RUN): its ops, the NOPs before each, where it lives."""
 
-    words: list
+    name: str
     ops: list                 #: the Ops in order
     gaps: list                #: NOPs inserted before each op
     instructions: int         #: instructions issued per RUN (without the HALT)
+    image: int = 0            #: index of the microcode image holding it
+    origin: int = 0           #: its first microcode address (the RUN's start pc)
+    words: list = field(default_factory=list)
 
     def loads(self):
         return [o for o in self.ops if o.kind == "load"]
@@ -436,12 +444,10 @@ class StepProgram:
         return [o for o in self.ops if o.kind == "unload"]
 
 
-def _build(cfg, ops, gaps):
-    """Assemble ``ops`` with ``gaps`` NOPs before each, plus the HALT (with a microcode
-    deep enough for any program: the caller checks the length)."""
-    from dataclasses import replace
-
-    b = Builder(replace(cfg, ucode_depth=1 << 16))
+def _build(cfg, ops, gaps, origin=0):
+    """Assemble ``ops`` with ``gaps`` NOPs before each, plus the HALT, at ``origin``.
+    Returns ``(Program, instructions issued)``."""
+    b = Builder(cfg, origin=origin)
     ins = 0
     for op, g in zip(ops, gaps):
         for _ in range(g):
@@ -451,47 +457,58 @@ def _build(cfg, ops, gaps):
     return b.build(), ins
 
 
-def _pack_programs(cfg, ops: list) -> list:
+def _size(cfg, ops):
+    """Microcode words of ``ops`` as one program (with its gaps and HALT)."""
+    from dataclasses import replace
+
+    return len(_build(replace(cfg, ucode_depth=1 << 16), ops, _gaps(cfg, ops))[0])
+
+
+def _gaps(cfg, seq):
+    return [0] + [kernel_gap(cfg, a, b) for a, b in zip(seq, seq[1:])]
+
+
+def _split_ops(cfg, ops: list) -> list:
     """Greedy: as many consecutive ops per microprogram as fit ``ucode_depth``; a
-    ``host`` op always ends a program."""
-    progs, cur = [], []
-
-    def gaps_of(seq):
-        return [0] + [kernel_gap(cfg, a, b) for a, b in zip(seq, seq[1:])]
-
-    def close():
-        if cur:
-            g = gaps_of(cur)
-            p, ins = _build(cfg, cur, g)
-            b = Builder(cfg)            # the real configuration: the same words, checked
-            for op, gg in zip(cur, g):
-                for _ in range(gg):
-                    b.nop()
-                op.emit(b)
-            b.halt()
-            progs.append(StepProgram(b.build().words(), list(cur), g, ins))
-            cur.clear()
-
+    ``host`` op always ends a program. Returns lists of ops."""
+    groups, cur = [], []
     for op in ops:
         if op.kind == "host":
-            close()
+            if cur:
+                groups.append(cur)
+            cur = []
             continue
-        trial = cur + [op]
-        p, _ = _build(cfg, trial, gaps_of(trial))
-        if len(p) <= cfg.ucode_depth:
-            cur.append(op)
-            continue
-        if not cur:
-            raise TrainCompileError(f"kernel {op.name} alone needs {len(p)} microcode words; the core holds "
-                                    f"{cfg.ucode_depth} (ArchConfig.ucode_depth)")
-        close()
+        if _size(cfg, [op]) > cfg.ucode_depth:
+            raise TrainCompileError(f"kernel {op.name} alone needs {_size(cfg, [op])} microcode words; the core "
+                                    f"holds {cfg.ucode_depth} (ArchConfig.ucode_depth)")
+        if cur and _size(cfg, cur + [op]) > cfg.ucode_depth:
+            groups.append(cur)
+            cur = []
         cur.append(op)
-        p, _ = _build(cfg, cur, gaps_of(cur))
-        if len(p) > cfg.ucode_depth:
-            raise TrainCompileError(f"kernel {op.name} alone needs {len(p)} microcode words; the core holds "
-                                    f"{cfg.ucode_depth} (ArchConfig.ucode_depth)")
-    close()
-    return progs
+    if cur:
+        groups.append(cur)
+    return groups
+
+
+def _place(cfg, named_groups: list) -> tuple:
+    """Assemble the programs; all in one microcode image (at consecutive origins) when
+    they fit together, else each in its own image at origin 0 (reloaded per RUN)."""
+    sizes = [_size(cfg, ops) for _, ops in named_groups]
+    together = sum(sizes) <= cfg.ucode_depth
+    progs, images, org = [], [], 0
+    for (name, ops), size in zip(named_groups, sizes):
+        if not together:
+            org = 0
+            images.append([])
+        elif not images:
+            images.append([])
+        g = _gaps(cfg, ops)
+        p, ins = _build(cfg, ops, g, origin=org)
+        words = p.words()
+        images[-1].extend(words)
+        progs.append(StepProgram(name, ops, g, ins, len(images) - 1, org, words))
+        org += len(words)
+    return progs, images
 
 
 # ======================================================================================
@@ -530,19 +547,23 @@ class CoreSession:
         self.loaded = None
         self.phases: list = []
 
-    def run(self, words, data=(), name: str = ""):
+    def run(self, words, data=(), name: str = "", start: int = 0):
+        """LOAD the microcode image ``words`` at address 0 (skipped when it is already
+        loaded), CLEAR the counters, RUN from ``start`` with the input beats ``data``,
+        read the counters: a :class:`sim.core_run.JobResult`."""
         from sim.core_run import Phase, _split
         from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
 
         words = list(words)
         beats = []
-        if self.loaded != words:        # microcode already there: no reload
+        load = self.loaded != words
+        if load:
             beats += load_beats(self.cfg, words, 0)
             self.loaded = words
-        beats += clear_beats() + run_beats(0, list(data)) + counters_beats()
+        beats += clear_beats() + run_beats(start, list(data)) + counters_beats()
         out = self.model.process(beats)
         if self.record:
-            self.phases.append(Phase(words, list(data), name))
+            self.phases.append(Phase(words, list(data), name, start, load))
         return _split(self.cfg, out, self.backend)
 
     def memory(self, bank: str) -> np.ndarray:
@@ -562,7 +583,9 @@ class TrainProgram:
     wbanks: list
     alloc: Allocator
     ops: list
-    programs: list
+    programs: list                #: StepPrograms of one training step, in order
+    predict_program: StepProgram  #: forward only: load x, forward, unload the output
+    images: list                  #: microcode images (lists of words) holding the programs
     neg_lr: int                   #: bit pattern of -lr as stored
     meta: dict = field(default_factory=dict)
 
@@ -580,7 +603,7 @@ class TrainProgram:
         return sum(self.predicted_cycles()) + self.host_cycles(host_latency)
 
     def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
-        return host_latency * (len(self.programs) - 1) if self.mlp.loss == "softmax_ce" else 0
+        return host_latency * sum(1 for o in self.ops if o.kind == "host")
 
     def breakdown(self) -> list:
         """``(op name, kind, instructions)`` of every op and gap of the step, in order."""
@@ -598,8 +621,9 @@ class TrainProgram:
         cfg = self.cfg
         lines = [f"SGD step of {self.mlp.describe()} on one {cfg.nr}x{cfg.nr} {cfg.fmt} core",
                  f"  weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
-                 f"{len(self.programs)} microprogram(s) of "
-                 f"{', '.join(str(len(p.words)) for p in self.programs)} words; "
+                 f"{len(self.programs)} step microprogram(s) of "
+                 f"{', '.join(str(len(p.words)) for p in self.programs)} words (+ predict "
+                 f"{len(self.predict_program.words)}) in {len(self.images)} microcode image(s); "
                  f"{sum(self.predicted_cycles())} RUN cycles per step"
                  + (f" + {self.host_cycles()} host cycles" if self.host_cycles() else ""),
                  "", self.alloc.table(), "", f"{'op':<14} {'kind':<10} {'cycles':>7}"]
@@ -662,6 +686,7 @@ class TrainProgram:
         return out
 
     def init(self, session: CoreSession, weights) -> None:
+        """Load the initial weights and the scalars into the PE memories."""
         for words, data, name in self.init_phases(weights):
             session.run(words, data, name)
 
@@ -686,7 +711,7 @@ class TrainProgram:
                 if op.data == "g":
                     vecs["g"] = host_softmax_grad(fmt, raw["logits"], tf)
                 data += self._beats(op, vecs)
-            res = session.run(p.words, data, f"step-prog{i}")
+            res = session.run(self.images[p.image], data, f"step-{p.name}", p.origin)
             c = res.counters
             if check_cycles and c["cycles"] != self.predicted_cycles()[i]:
                 raise AssertionError(f"program {i}: {c['cycles']} cycles, predicted {self.predicted_cycles()[i]}")
@@ -706,6 +731,14 @@ class TrainProgram:
             loss, out = softmax_ce_loss(z, tf), z
         cyc = sum(c["cycles"] for c in ctrs)
         return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw)
+
+    def predict(self, session: CoreSession, x) -> np.ndarray:
+        """The network output for input ``x`` computed on the array (forward pass only;
+        the weights are not changed). Returns floats."""
+        p = self.predict_program
+        res = session.run(self.images[p.image], vector_beats(self.cfg, self._vec(x, self.mlp.n_in), p.ops[0].words),
+                          "predict", p.origin)
+        return self.cfg.fmt.to_float(decode_diag_beats(self.cfg, res.data, self.mlp.n_out))
 
     # -- weights back -------------------------------------------------------------------
     def weights_from_session(self, session: CoreSession, padded: bool = False) -> list:
@@ -795,6 +828,8 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
             f"MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt} per PE "
             f"({cfg.pe_sram_bytes} bytes)")
     ops = _sgd_ops(cfg, mlp, al, wbanks)
-    progs = _pack_programs(cfg, ops)
-    return TrainProgram(cfg, mlp, wbanks, al, ops, progs, int(nlr),
+    groups = [(f"step{i}", g) for i, g in enumerate(_split_ops(cfg, ops))]
+    pred_ops = _sgd_ops(cfg, mlp, al, wbanks, predict=True)
+    progs, images = _place(cfg, groups + [("predict", pred_ops)])
+    return TrainProgram(cfg, mlp, wbanks, al, ops, progs[:-1], progs[-1], images, int(nlr),
                         {"lr_stored": -v, "policy": pol})
