@@ -584,7 +584,7 @@ class TrainProgram:
     alloc: Allocator
     ops: list
     programs: list                #: StepPrograms of one training step, in order
-    predict_program: StepProgram  #: forward only: load x, forward, unload the output
+    predict_programs: list        #: forward only: load x, forward, unload the output
     images: list                  #: microcode images (lists of words) holding the programs
     neg_lr: int                   #: bit pattern of -lr as stored
     meta: dict = field(default_factory=dict)
@@ -623,7 +623,7 @@ class TrainProgram:
                  f"  weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
                  f"{len(self.programs)} step microprogram(s) of "
                  f"{', '.join(str(len(p.words)) for p in self.programs)} words (+ predict "
-                 f"{len(self.predict_program.words)}) in {len(self.images)} microcode image(s); "
+                 f"{sum(len(p.words) for p in self.predict_programs)}) in {len(self.images)} microcode image(s); "
                  f"{sum(self.predicted_cycles())} RUN cycles per step"
                  + (f" + {self.host_cycles()} host cycles" if self.host_cycles() else ""),
                  "", self.alloc.table(), "", f"{'op':<14} {'kind':<10} {'cycles':>7}"]
@@ -735,9 +735,10 @@ class TrainProgram:
     def predict(self, session: CoreSession, x) -> np.ndarray:
         """The network output for input ``x`` computed on the array (forward pass only;
         the weights are not changed). Returns floats."""
-        p = self.predict_program
-        res = session.run(self.images[p.image], vector_beats(self.cfg, self._vec(x, self.mlp.n_in), p.ops[0].words),
-                          "predict", p.origin)
+        res = None
+        for i, p in enumerate(self.predict_programs):
+            data = vector_beats(self.cfg, self._vec(x, self.mlp.n_in), p.ops[0].words) if i == 0 else []
+            res = session.run(self.images[p.image], data, p.name, p.origin)
         return self.cfg.fmt.to_float(decode_diag_beats(self.cfg, res.data, self.mlp.n_out))
 
     # -- weights back -------------------------------------------------------------------
@@ -829,7 +830,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
             f"({cfg.pe_sram_bytes} bytes)")
     ops = _sgd_ops(cfg, mlp, al, wbanks)
     groups = [(f"step{i}", g) for i, g in enumerate(_split_ops(cfg, ops))]
-    pred_ops = _sgd_ops(cfg, mlp, al, wbanks, predict=True)
-    progs, images = _place(cfg, groups + [("predict", pred_ops)])
-    return TrainProgram(cfg, mlp, wbanks, al, ops, progs[:-1], progs[-1], images, int(nlr),
+    pgroups = [(f"predict{i}", g) for i, g in enumerate(_split_ops(cfg, _sgd_ops(cfg, mlp, al, wbanks, predict=True)))]
+    progs, images = _place(cfg, groups + pgroups)
+    return TrainProgram(cfg, mlp, wbanks, al, ops, progs[:len(groups)], progs[len(groups):], images, int(nlr),
                         {"lr_stored": -v, "policy": pol})

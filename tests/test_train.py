@@ -1,0 +1,302 @@
+"""SGD training compiled for one core (sw/train.py) against the golden trainer, bit for bit.
+
+The golden trainer (sw/golden_train.py) composes the per-kernel golden models in the
+array's order; after every step the weights in the PE memories (padding included) must
+equal its weights, on the core model and on the fast model, for nr 2 and 4, binary16 and
+binary32, both losses and layer sizes that nr does not divide. Every RUN's cycles must
+equal the compiler's prediction with no SRAM/register write conflict. The binary32 run
+is compared with float64 textbook SGD (the golden trainer is the right algorithm, not
+only self-consistent). Two tiny sessions run on the RTL (Icarus and Verilator): the host
+stream recorded on the model is replayed, every output beat and counter is compared with
+the model, the weights unloaded after the last step with the golden trainer's.
+Seeds are printed.
+"""
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import SIM_PARAMS, require_sim
+from rtl.config import ArchConfig
+from sw.golden_train import Float64SGD, GoldenSGD
+from sw.mlp import MLP, MLPError
+from sw.train import (CoreSession, TrainCompileError, compile_sgd, init_weights, kernel_gap)
+
+
+def _seed():
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    return seed
+
+
+def _eq_weights(got, want, step):
+    for l, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape, (l, g.shape, w.shape)
+        bad = np.argwhere(g != w)
+        assert bad.size == 0, f"step {step}, W{l}: {len(bad)} mismatches, first at {bad[0].tolist()}: " \
+                              f"got {g[tuple(bad[0])]:#x} want {w[tuple(bad[0])]:#x}"
+
+
+def _sample(rng, mlp):
+    x = rng.uniform(-1, 1, mlp.n_in)
+    if mlp.loss == "mse":
+        return x, rng.uniform(-1, 1, mlp.n_out)
+    return x, int(rng.integers(mlp.n_out))
+
+
+def train_and_check(cfg, mlp, steps, backend, seed, **kw):
+    """``steps`` SGD steps on ``backend`` and the golden trainer; weights compared after
+    every step. Returns (program, session, golden, losses)."""
+    rng = np.random.default_rng(seed)
+    tp = compile_sgd(cfg, mlp, **kw)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = CoreSession(cfg, backend)
+    tp.init(sess, W0)
+    gold = GoldenSGD(cfg, mlp, W0)
+    _eq_weights(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
+    losses = []
+    for k in range(steps):
+        x, t = _sample(rng, mlp)
+        r = tp.run_step(sess, x, t)          # checks cycles == prediction and no write conflicts
+        g = gold.step(x, t)
+        assert r.loss == g["loss"] and np.array_equal(r.output, g["output"]), (k, r.loss, g["loss"])
+        _eq_weights(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), k)
+        assert r.cycles == sum(tp.predicted_cycles())
+        losses.append(r.loss)
+    return tp, sess, gold, losses
+
+
+# ======================================================================================
+# core model and fast model vs the golden trainer
+# ======================================================================================
+@pytest.mark.parametrize("fmt", ["binary16", "binary32"])
+@pytest.mark.parametrize("nr", [2, 4])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+def test_sgd_core_model(loss, nr, fmt):
+    seed = _seed()
+    cfg = ArchConfig(nr=nr, fmt=fmt, mem_a_words=256, mem_b_words=256)
+    sizes = (5, 7, 3) if nr == 4 else (6, 5, 3, 3)        # nr does not divide these
+    train_and_check(cfg, MLP(sizes, loss, 0.125), 2, "model", seed)
+
+
+@pytest.mark.parametrize("fmt", ["binary16", "binary32"])
+@pytest.mark.parametrize("nr", [2, 4])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+def test_sgd_fast_model(loss, nr, fmt):
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, fmt=fmt, mem_a_words=1024, mem_b_words=1024)
+    sizes = (int(rng.integers(9, 30)), int(rng.integers(5, 19)), int(rng.integers(3, 13)), int(rng.integers(2, 7)))
+    print(f"sizes {sizes}")
+    train_and_check(cfg, MLP(sizes, loss, 0.0625), 6, "fast", seed)
+
+
+def test_fast_model_counters_equal_core_model():
+    """Every counter of every RUN of a step is the same on the fast and the core model."""
+    seed = _seed()
+    cfg = ArchConfig(nr=3, mem_a_words=256, mem_b_words=256)
+    mlp = MLP((7, 8, 4), "softmax_ce", 0.25)
+    tp = compile_sgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    rng = np.random.default_rng(seed)
+    res = {}
+    for be in ("model", "fast"):
+        s = CoreSession(cfg, be)
+        tp.init(s, W0)
+        r = np.random.default_rng(seed)
+        res[be] = [tp.run_step(s, *_sample(r, mlp)).counters for _ in range(2)]
+    assert res["model"] == res["fast"]
+    assert rng is not None
+
+
+def test_predict_matches_golden_forward():
+    seed = _seed()
+    cfg = ArchConfig(nr=4, mem_a_words=512, mem_b_words=512)
+    mlp = MLP((13, 10, 6), "softmax_ce", 0.125)
+    tp, sess, gold, _ = train_and_check(cfg, mlp, 2, "fast", seed)
+    rng = np.random.default_rng(seed + 1)
+    for _ in range(3):
+        x = rng.uniform(-1, 1, mlp.n_in)
+        assert np.array_equal(tp.predict(sess, x), gold.predict(x))
+    # the forward-only program leaves the weights alone
+    _eq_weights(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "after predict")
+
+
+def test_binary32_tracks_float64_sgd():
+    """The array's step is textbook SGD: in binary32 its weights stay within rounding
+    distance of float64 SGD from the same start (both losses, two hidden layers)."""
+    seed = _seed()
+    cfg = ArchConfig(nr=2, fmt="binary32", mem_a_words=512, mem_b_words=512)
+    for loss in ("mse", "softmax_ce"):
+        mlp = MLP((9, 7, 5, 4), loss, 0.05)
+        tp, sess, gold, _ = train_and_check(cfg, mlp, 5, "fast", seed)
+        ref = Float64SGD(mlp, [cfg.fmt.to_float(W) for W in init_weights(mlp, cfg.fmt, seed)])
+        rng = np.random.default_rng(seed)
+        for _ in range(5):
+            ref.step(*_sample(rng, mlp))
+        for got, want in zip(tp.weights_from_session(sess), ref.W):
+            np.testing.assert_allclose(cfg.fmt.to_float(got), want, rtol=1e-4, atol=1e-5)
+
+
+def test_training_reduces_loss():
+    """binary16 SGD on one repeated sample drives its MSE loss down (array = golden)."""
+    cfg = ArchConfig(nr=4, mem_a_words=512, mem_b_words=512)
+    mlp = MLP((10, 12, 4), "mse", 0.05)
+    tp = compile_sgd(cfg, mlp)
+    s = CoreSession(cfg, "fast")
+    tp.init(s, init_weights(mlp, cfg.fmt, 7))
+    rng = np.random.default_rng(7)
+    x, t = rng.uniform(0, 1, 10), rng.uniform(-0.5, 0.5, 4)
+    losses = [tp.run_step(s, x, t).loss for _ in range(15)]
+    assert losses[-1] < 0.1 * losses[0], losses
+
+
+def test_balanced_banks_and_split_microcode():
+    """Weights that do not fit MEM A alone go to both banks (the vectors then follow
+    the kernels' bank rules); a small microcode splits the step into several programs
+    and images. Both still bit-exact."""
+    seed = _seed()
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
+    mlp = MLP((13, 11, 6), "mse", 0.125)              # W0 42 + W1 18 words + vectors > 64
+    tp, *_ = train_and_check(cfg, mlp, 3, "fast", seed)
+    assert set(tp.wbanks) == {"a", "b"}
+    assert len(tp.programs) >= 2 and len(tp.images) >= 2
+    tp2, *_ = train_and_check(replace(cfg, mem_a_words=128, ucode_depth=32), MLP((6, 5, 3), "softmax_ce", 0.125),
+                              2, "fast", seed)
+    assert len(tp2.programs) >= 3
+
+
+def test_gaps_are_needed():
+    """Without the inter-kernel NOPs of kernel_gap the step is wrong (the hazards are real)."""
+    import sw.train as T
+
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
+    mlp = MLP((6, 5, 3), "mse", 0.125)
+    tp = compile_sgd(cfg, mlp)
+    assert sum(sum(p.gaps) for p in tp.programs) > 0
+    orig = T.kernel_gap
+    T.kernel_gap = lambda cfg, a, b: 0
+    try:
+        bad = compile_sgd(cfg, mlp)
+    finally:
+        T.kernel_gap = orig
+    W0 = init_weights(mlp, cfg.fmt, 1)
+    s = CoreSession(cfg, "fast")
+    bad.init(s, W0)
+    gold = GoldenSGD(cfg, mlp, W0)
+    rng = np.random.default_rng(1)
+    diff = 0
+    for _ in range(3):
+        x, t = _sample(rng, mlp)
+        try:
+            bad.run_step(s, x, t, check_cycles=False)
+        except AssertionError:
+            diff += 1
+        gold.step(x, t)
+        diff += sum(int((g != w).sum()) for g, w in zip(bad.weights_from_session(s, padded=True),
+                                                         gold.weights(padded=True)))
+    assert diff > 0
+    assert kernel_gap(cfg, tp.ops[0], tp.ops[1]) == 0     # two loads into different regions
+
+
+def test_cycle_formula_is_the_sum_of_kernel_costs():
+    from sw.kernels import gemv_cost, rank1_cost, elementwise_cost
+
+    cfg = ArchConfig(nr=4)
+    mlp = MLP((64, 64, 10), "mse", 0.01)
+    tp = compile_sgd(cfg, mlp)
+    L = lambda n: -(-n // 4)                    # noqa: E731
+    want = (L(64) + L(10)                                          # loads x, t (one beat per word)
+            + gemv_cost(cfg, 64, 64)["instructions"] + elementwise_cost("relu", L(64))
+            + gemv_cost(cfg, 10, 64)["instructions"] + elementwise_cost("axpy", L(10))
+            + gemv_cost(cfg, 10, 64, trans=True)["instructions"] + elementwise_cost("relu_mask", L(64))
+            + rank1_cost(cfg, 10, 64)["instructions"] + rank1_cost(cfg, 64, 64)["instructions"]
+            + L(10)                                                  # unload d
+            + sum(tp.programs[0].gaps) + 1 + cfg.fpu_latency + 2)
+    assert tp.predicted_cycles() == [want]
+    assert tp.step_cycles() == want
+    ce = compile_sgd(cfg, replace(mlp, loss="softmax_ce"))
+    assert ce.host_cycles(500) == 500 and ce.step_cycles(500) == sum(ce.predicted_cycles()) + 500
+
+
+# ======================================================================================
+# errors
+# ======================================================================================
+def test_does_not_fit():
+    cfg = ArchConfig(nr=4)
+    with pytest.raises(TrainCompileError) as e:
+        compile_sgd(cfg, MLP((256, 256, 10), "mse", 0.01))
+    msg = str(e.value)
+    assert "does not fit one 4x4 core" in msg and "MEM A 4096 + MEM B 4096" in msg and "W0 256x256: 4096" in msg
+    # with 16384-word banks it fits
+    tp = compile_sgd(replace(cfg, mem_a_words=16384, mem_b_words=16384), MLP((256, 256, 10), "mse", 0.01))
+    assert tp.wbanks == ["a", "a"]
+    with pytest.raises(TrainCompileError, match="ucode_depth"):
+        compile_sgd(ArchConfig(nr=4, ucode_depth=16), MLP((64, 64, 10), "mse", 0.01))
+
+
+def test_bad_mlp_and_options():
+    for kw, pat in [(dict(sizes=(4,)), "at least an input and an output"),
+                    (dict(sizes=(4, 0, 2)), r"sizes\[1\] must be an integer in 1..65535"),
+                    (dict(sizes=(4, 2.5)), r"sizes\[1\]"),
+                    (dict(sizes=5), "sequence"),
+                    (dict(sizes=(4, 3), loss="hinge"), "loss must be one of mse, softmax_ce"),
+                    (dict(sizes=(4, 1), loss="softmax_ce"), "at least 2 outputs"),
+                    (dict(sizes=(4, 3), lr=0), "lr must be a finite number > 0"),
+                    (dict(sizes=(4, 3), lr=float("nan")), "lr must be"),
+                    (dict(sizes=(4, 3), batch=0), "batch must be an integer >= 1")]:
+        with pytest.raises(MLPError, match=pat):
+            MLP(**kw)
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64)
+    with pytest.raises(TrainCompileError, match="only batch 1"):
+        compile_sgd(cfg, MLP((4, 3), batch=4))
+    with pytest.raises(TrainCompileError, match="learning rate 1e-10 is zero in binary16"):
+        compile_sgd(cfg, MLP((4, 3), lr=1e-10))
+    with pytest.raises(TrainCompileError, match="nr >= 2"):
+        compile_sgd(ArchConfig(nr=1), MLP((4, 3)))
+    tp = compile_sgd(cfg, MLP((4, 3)))
+    s = CoreSession(cfg, "fast")
+    with pytest.raises(ValueError, match="expected a vector of 4 values"):
+        tp.run_step(s, np.zeros(5), np.zeros(3))
+    with pytest.raises(ValueError, match="W0 must be"):
+        tp.init(s, [np.zeros((4, 3))])
+
+
+# ======================================================================================
+# RTL: a recorded host stream replayed on Icarus and Verilator
+# ======================================================================================
+#: tests/test_kernels.py's nr2_fp16 configuration (the simulator build is shared)
+RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
+
+
+@pytest.mark.parametrize("loss", ["mse", pytest.param("softmax_ce", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("sim", SIM_PARAMS)
+def test_sgd_rtl(sim, loss):
+    from sim.core_run import Phase, run_session
+
+    require_sim(sim)
+    seed = _seed()
+    cfg, mlp = RTL_CFG, MLP((6, 5, 3), loss, 0.125)
+    rng = np.random.default_rng(seed)
+    tp = compile_sgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = CoreSession(cfg, "model", record=True)
+    tp.init(sess, W0)
+    gold = GoldenSGD(cfg, mlp, W0)
+    steps = []
+    for _ in range(2):
+        x, t = _sample(rng, mlp)
+        steps.append(tp.run_step(sess, x, t))
+        gold.step(x, t)
+    phases = sess.phases + [Phase(w, d, n) for w, d, n in tp.unload_weights_phases()]
+    res = run_session(cfg, phases, backend="rtl", sim=sim, name=f"train-{loss}")   # beats == model's
+    n_init = len(sess.phases) - 2 * len(tp.programs)
+    runs = res[n_init:n_init + 2 * len(tp.programs)]
+    for i, st in enumerate(steps):
+        rtl_ctr = runs[i * len(tp.programs):(i + 1) * len(tp.programs)]
+        assert [r.counters for r in rtl_ctr] == st.counters
+    got = tp.decode_weights(res[-mlp.n_layers:], padded=True)
+    _eq_weights(got, gold.weights(padded=True), "rtl")
+    print(f"{sim}: {res[-1].info}")
