@@ -4,7 +4,8 @@ Subcommands::
 
     caterpillar info    [--config C]                      architecture parameters
     caterpillar verilog [--config C] [--top pe] -o FILE   Verilog for FPGA/ASIC flows
-    caterpillar synth   [--config C] [--top pe] --target ecp5|ice40|generic [--json FILE]
+    caterpillar synth   [--config C] [--top pe|core] --target ecp5|ice40|generic [--device D] [--json FILE]
+    caterpillar build   [--board ulx3s-85f] [--config C] [--clock-mhz F]   FPGA bitstream (UART host link)
     caterpillar demo    [--sim icarus|verilator]          the main job (``make demo``)
     caterpillar run     program.s [--config C] [--model fast|model|rtl] [--data FILE] [-o FILE]
                                                           run a program on one core
@@ -57,22 +58,50 @@ def _cmd_verilog(args) -> int:
 
 
 def _cmd_synth(args) -> int:
+    from rtl.fpga import FitError, check_fit, default_device, fit_report, fpga_resources
     from rtl.synth import format_table, synthesize
     from rtl.tops import build_top
     from sim.harness import ROOT, atomic_write, write_verilog
 
     cfg = config_from_arg(args.config)
+    device = args.device or default_device(args.target)
     comp, name = build_top(args.top, cfg)
     _, vpath = write_verilog(comp, name)
-    print(f"synthesizing {args.top} ({cfg.fmt}, {cfg.mem_a_words}+{cfg.mem_b_words} words SRAM) "
+    print(f"synthesizing {args.top} ({cfg.fmt}, nr={cfg.nr}, {cfg.mem_a_words}+{cfg.mem_b_words} words SRAM) "
           f"for {args.target} with Yosys ...", file=sys.stderr)
     res = synthesize(vpath, name, args.target, log=ROOT / "build" / "synth" / f"{name}-{args.target}.log")
     res["config"] = cfg.to_dict()
     res["design"] = args.top
     print(format_table(res))
+    err = None
+    if device:
+        res["device"] = device
+        res["resources"] = fpga_resources(res)
+        res["fit"] = fit_report(res["resources"], device)
+        try:
+            check_fit(res["resources"], device)
+            res["fits"] = True
+        except FitError as e:
+            res["fits"] = False
+            err = e
+        print(f"{device}: " + ", ".join(f"{r} {v['used']}/{v['available']} ({v['percent']}%)"
+                                        for r, v in res["fit"].items()))
     if args.json:
         atomic_write(args.json, json.dumps(res, indent=2) + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
+    if err is not None:
+        raise err
+    return 0
+
+
+def _cmd_build(args) -> int:
+    from rtl.fpga import build, format_build
+
+    cfg = config_from_arg(args.config)
+    summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
+                    seed=args.seed, log=lambda s: print(s, file=sys.stderr))
+    print(format_build(summary))
+    print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
     return 0
 
 
@@ -203,8 +232,20 @@ def main(argv=None) -> int:
     p.add_argument("--config", help=cfg_help)
     p.add_argument("--top", default="pe", choices=sorted(TOPS))
     p.add_argument("--target", default="ecp5", choices=("ecp5", "ice40", "generic"))
+    p.add_argument("--device", help="check the fit against this part (default LFE5U-85F for ecp5, "
+                                    "iCE40UP5K for ice40; see rtl/fpga.py DEVICES)")
     p.add_argument("--json", help="also save the result as JSON")
     p.set_defaults(fn=_cmd_synth)
+
+    p = sub.add_parser("build", help="FPGA bitstream of a core behind a UART bridge (amaranth-boards, YoWASP tools)")
+    p.add_argument("--board", default="ulx3s-85f", help="amaranth-boards ECP5 board (default ulx3s-85f)")
+    p.add_argument("--config", help=cfg_help)
+    p.add_argument("--clock-mhz", type=float, default=None,
+                   help="core clock from a PLL (default: the board oscillator, 25 MHz on the ULX3S)")
+    p.add_argument("--baud", type=int, default=115200, help="UART rate (default 115200)")
+    p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
+    p.add_argument("--out", help="build directory (default build/fpga/<board>-<fmt>-nr<nr>)")
+    p.set_defaults(fn=_cmd_build)
 
     p = sub.add_parser("demo", help="the main job: Verilog, a GEMV on the core in RTL vs numpy, power report, synthesis")
     p.add_argument("--sim", default=None, choices=("icarus", "verilator"))

@@ -91,6 +91,11 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
             tail = "\n".join((logtext + proc.stdout + proc.stderr).splitlines()[-30:])
             raise SynthError(f"yosys {target} synthesis of {top} failed (exit {proc.returncode}):\n{tail}")
         stat = json.loads(stat_json.read_text())
+    return _summarize(stat, top, target)
+
+
+def _summarize(stat: dict, top: str, target: str) -> dict:
+    """Cell counts and resource summary of a Yosys ``stat -json`` result."""
     design = stat.get("design") or stat["modules"].get(top) or next(iter(stat["modules"].values()))
     cells = {k: int(v) for k, v in sorted(design.get("num_cells_by_type", {}).items())
              if not k.startswith("$scopeinfo")}   # hierarchy bookkeeping, not hardware

@@ -6,6 +6,7 @@ __all__ = ["TOPS", "build_top"]
 
 TOPS = {
     "pe": "one processing element: FP MAC, register file, SRAM banks A/B, bus ports",
+    "core": "an nr x nr core: PEs, buses, sequencer, AXI4-Stream host interface, counters",
 }
 
 
@@ -15,4 +16,8 @@ def build_top(name: str, cfg):
         from pe.pe import PE
 
         return PE(cfg, row=0, col=0), "caterpillar_pe"
+    if name == "core":
+        from rtl.core import Core
+
+        return Core(cfg), "caterpillar_core"
     raise ValueError(f"unknown top-level design {name!r}; allowed: {', '.join(TOPS)}")

