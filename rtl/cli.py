@@ -9,6 +9,8 @@ Subcommands::
     caterpillar demo    [--sim icarus|verilator]          the main job (``make demo``)
     caterpillar run     program.s [--config C] [--model fast|model|rtl] [--data FILE] [-o FILE]
                                                           run a program on one core
+    caterpillar train   [--data digits|mnist] [--hidden 64] [--loss softmax_ce|mse] [--epochs N]
+                                                          SGD training on one simulated core
 
 ``--config`` takes a preset name (``default``, ``tiny``, ``small``), a JSON file, or
 inline JSON such as ``'{"fmt": "binary32", "nr": 2}'``.
@@ -211,6 +213,12 @@ def _cmd_report(args) -> int:
     return 0
 
 
+def _cmd_train(args) -> int:
+    from sw.train_driver import cmd_train
+
+    return cmd_train(args)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="caterpillar", description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -273,6 +281,12 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="save the report as JSON")
     p.add_argument("--png", help="save the energy breakdown as a PNG plot")
     p.set_defaults(fn=_cmd_report)
+
+    p = sub.add_parser("train", help="train an MLP with SGD on one simulated core (fast model), beside float64 SGD")
+    from sw.train_driver import add_train_arguments
+
+    add_train_arguments(p)
+    p.set_defaults(fn=_cmd_train)
 
     args = ap.parse_args(argv)
     try:

@@ -1,0 +1,227 @@
+"""Train an MLP with SGD on one simulated core, beside float64 SGD: the ``caterpillar
+train`` command.
+
+:func:`train` compiles the network (:func:`sw.train.compile_sgd`), loads the initial
+weights, runs every SGD step on the fast model (or the core model), evaluates the test
+accuracy after each epoch with the array's own forward pass, trains a float64 textbook
+SGD (:class:`sw.golden_train.Float64SGD`) from the same weights on the same samples in
+the same order, and optionally checks the array against the bit-exact golden trainer
+for the first steps. It reports the cycles, MAC utilization and GFLOPS/W of one step
+(:func:`sim.power.report_from_counters` on the step's counters).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+
+from sw.golden_train import Float64SGD, GoldenSGD
+from sw.mlp import MLP
+from sw.train import HOST_LATENCY_CYCLES, CoreSession, compile_sgd, init_weights
+
+__all__ = ["train", "step_report", "plot_curves", "cmd_train", "add_train_arguments"]
+
+
+def _sum_counters(ctrs):
+    out = {}
+    for c in ctrs:
+        for k, v in c.items():
+            out[k] = out.get(k, 0) + int(v)
+    return out
+
+
+def step_report(tp, counters_list, host_latency: int = HOST_LATENCY_CYCLES):
+    """Power reports of one step from its RUNs' counters: ``(array, with_host)``: the RUN
+    cycles alone, and with the host turnaround added as idle cycles (softmax)."""
+    from sim.power import report_from_counters
+
+    ctr = _sum_counters(counters_list)
+    flops = tp.mlp.flops_per_step()
+    rep = report_from_counters(tp.cfg, ctr, flops=flops)
+    host = tp.host_cycles(host_latency)
+    rep_h = rep
+    if host:
+        ch = dict(ctr)
+        ch["cycles"] += host
+        rep_h = report_from_counters(tp.cfg, ch, flops=flops)
+    return rep, rep_h
+
+
+def _acc(pred_fn, x, y):
+    return float(np.mean([int(np.argmax(pred_fn(xi))) == int(yi) for xi, yi in zip(x, y)]))
+
+
+def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
+          host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
+          max_train: int | None = None, max_test: int | None = None) -> dict:
+    """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
+
+    Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
+    ``golden_steps``: check the weights against :class:`GoldenSGD` bit for bit after
+    each of the first ``golden_steps`` steps (raises on a difference). Returns a dict of
+    results (JSON-serializable)."""
+    fmt = cfg.fmt
+    if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
+        raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
+                         f"{mlp.n_in} inputs and {mlp.n_out} outputs")
+    tp = compile_sgd(cfg, mlp)
+    log(tp.describe().split("\n\n")[0])
+    W0 = init_weights(mlp, fmt, seed)
+    sess = CoreSession(cfg, backend)
+    tp.init(sess, W0)
+    ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
+    gold = GoldenSGD(cfg, mlp, W0) if golden_steps else None
+    xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
+    xte, yte = data.x_test[:max_test], data.y_test[:max_test]
+    rng = np.random.default_rng(seed)
+    eye = np.eye(mlp.n_out)
+    tgt = (lambda c: int(c)) if mlp.loss == "softmax_ce" else (lambda c: eye[int(c)])   # noqa: E731
+    losses, ref_losses, epochs_out = [], [], []
+    step_ctrs = None
+    t_start = time.perf_counter()
+    steps = 0
+    for ep in range(epochs):
+        t0 = time.perf_counter()
+        order = rng.permutation(len(xtr))
+        for i in order:
+            x, t = xtr[i], tgt(ytr[i])
+            r = tp.run_step(sess, x, t, host_latency=host_latency)
+            if step_ctrs is None:
+                step_ctrs = r.counters
+            losses.append(r.loss)
+            ref_losses.append(ref.step(x, t)["loss"])
+            if gold is not None and steps < golden_steps:
+                gold.step(x, t)
+                got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
+                if not all(np.array_equal(a, b) for a, b in zip(got, want)):
+                    raise AssertionError(f"step {steps}: the array's weights differ from the golden trainer's")
+            steps += 1
+        acc = _acc(lambda x: tp.predict(sess, x), xte, yte)
+        acc_ref = _acc(ref.predict, xte, yte)
+        acc_tr = _acc(lambda x: tp.predict(sess, x), xtr[:300], ytr[:300])
+        n = len(order)
+        e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
+             "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
+             "test_accuracy_float64": acc_ref, "train_accuracy_300": acc_tr,
+             "wall_s": round(time.perf_counter() - t0, 2)}
+        epochs_out.append(e)
+        log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
+            f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+    rep, rep_h = step_report(tp, step_ctrs, host_latency)
+    res = {
+        "network": mlp.describe(), "sizes": list(mlp.sizes), "loss": mlp.loss, "lr": mlp.lr,
+        "lr_stored": tp.meta["lr_stored"], "config": cfg.to_dict(), "data": data.describe(),
+        "backend": backend, "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
+        "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses,
+        "step": {"run_cycles": sum(tp.predicted_cycles()), "host_cycles": tp.host_cycles(host_latency),
+                 "cycles": tp.step_cycles(host_latency), "programs": len(tp.programs),
+                 "flops": mlp.flops_per_step(),
+                 "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
+                 "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
+                 "gflops_per_w": rep.gflops_per_w, "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
+                 "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
+        "breakdown": [list(b) for b in tp.breakdown()],
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+    return res
+
+
+def plot_curves(res: dict, path, window: int = 100) -> None:
+    """Save a PNG: training loss (moving average over ``window`` steps) of the array and
+    of float64 SGD side by side, and the test accuracy per epoch."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    def smooth(v):
+        v = np.asarray(v, dtype=np.float64)
+        if len(v) < window:
+            return v
+        c = np.cumsum(np.insert(v, 0, 0.0))
+        return (c[window:] - c[:-window]) / window
+
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
+    fmt = res["config"]["fmt"]
+    a1.plot(smooth(res["losses"]), label=f"array ({fmt}, {res['backend']} model)", lw=1.2)
+    a1.plot(smooth(res["losses_float64"]), label="float64 SGD", lw=1.2, ls="--")
+    a1.set_xlabel("SGD step")
+    a1.set_ylabel(f"{res['loss']} loss (moving average, {window} steps)")
+    a1.set_yscale("log")
+    a1.legend(fontsize=8)
+    a1.set_title(f"{res['network']}", fontsize=9)
+    ep = [e["epoch"] for e in res["epochs"]]
+    a2.plot(ep, [e["test_accuracy"] * 100 for e in res["epochs"]], "o-", label=f"array ({fmt})")
+    a2.plot(ep, [e["test_accuracy_float64"] * 100 for e in res["epochs"]], "s--", label="float64 SGD")
+    a2.set_xlabel("epoch")
+    a2.set_ylabel("test accuracy (%)")
+    a2.legend(fontsize=8)
+    st = res["step"]
+    a2.set_title(f"{res['data'].split(':')[0]}; step {st['cycles']} cycles, "
+                 f"{st['mac_utilization'] * 100:.1f}% MAC util., {st['gflops_per_w']:.0f} GFLOPS/W", fontsize=9)
+    fig.tight_layout()
+    path = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp.png"
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+
+
+def add_train_arguments(p) -> None:
+    """The ``caterpillar train`` options (``p``: an argparse parser)."""
+    p.add_argument("--config", help="preset, JSON file or inline JSON (default: default, a 4x4 binary16 core)")
+    p.add_argument("--data", default="digits", choices=("digits", "mnist", "synthetic"),
+                   help="digits: scikit-learn's bundled 8x8 digits; mnist: IDX files in --mnist-dir")
+    p.add_argument("--mnist-dir", help="directory with the MNIST IDX files (nothing is downloaded)")
+    p.add_argument("--hidden", default="64", help="hidden layer sizes, comma separated (default 64)")
+    p.add_argument("--loss", default="softmax_ce", choices=("mse", "softmax_ce"))
+    p.add_argument("--lr", type=float, default=0.03)
+    p.add_argument("--epochs", type=int, default=5)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--model", default="fast", choices=("fast", "model"), help="fast model (default) or core model")
+    p.add_argument("--host-latency", type=int, default=HOST_LATENCY_CYCLES,
+                   help="assumed host turnaround for the softmax, in core cycles")
+    p.add_argument("--golden-steps", type=int, default=0,
+                   help="check the first N steps against the bit-exact golden trainer")
+    p.add_argument("--max-train", type=int, help="use at most this many training samples")
+    p.add_argument("--max-test", type=int, help="use at most this many test samples")
+    p.add_argument("--json", help="save the results as JSON")
+    p.add_argument("--png", help="save the loss curves and accuracies as a PNG plot")
+    p.add_argument("--describe", action="store_true", help="print the memory map and the step's kernels")
+
+
+def cmd_train(args) -> int:
+    """``caterpillar train``: train on one simulated core, print the figures."""
+    from rtl.config import config_from_arg
+    from sim.harness import atomic_write
+    from sw.datasets import load_dataset
+
+    cfg = config_from_arg(args.config)
+    data = load_dataset(args.data, mnist_dir=args.mnist_dir)
+    hidden = [int(h) for h in args.hidden.split(",") if h.strip()] if args.hidden else []
+    mlp = MLP((data.n_in, *hidden, data.n_classes), args.loss, args.lr)
+    print(data.describe())
+    if args.describe:
+        print(compile_sgd(cfg, mlp).describe())
+    res = train(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
+                host_latency=args.host_latency, golden_steps=args.golden_steps,
+                max_train=args.max_train, max_test=args.max_test)
+    st = res["step"]
+    e = res["epochs"][-1]
+    print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")
+    print(f"per SGD step: {st['cycles']} cycles ({st['run_cycles']} RUN + {st['host_cycles']} host), "
+          f"{st['flops']} FLOPs, MAC utilization {st['mac_utilization'] * 100:.1f}% of the RUN cycles "
+          f"({st['mac_utilization_with_host'] * 100:.1f}% with the host turnaround), "
+          f"{st['gflops_per_w']:.1f} GFLOPS/W (reference scope {st['gflops_per_w_reference_scope']:.1f})")
+    if args.json:
+        atomic_write(args.json, json.dumps(res, indent=1) + "\n")
+        print(f"wrote {args.json}")
+    if args.png:
+        plot_curves(res, args.png)
+        print(f"wrote {args.png}")
+    return 0
