@@ -30,6 +30,7 @@ BENCHMARKS = {
     "power": "benchmarks.bench_power",
     "fast_model": "benchmarks.bench_fast_model",
     "kernels": "benchmarks.bench_kernels",
+    "train": "benchmarks.bench_train",
 }
 
 
