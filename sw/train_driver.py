@@ -218,10 +218,20 @@ def cmd_train(args) -> int:
           f"{st['flops']} FLOPs, MAC utilization {st['mac_utilization'] * 100:.1f}% of the RUN cycles "
           f"({st['mac_utilization_with_host'] * 100:.1f}% with the host turnaround), "
           f"{st['gflops_per_w']:.1f} GFLOPS/W (reference scope {st['gflops_per_w_reference_scope']:.1f})")
-    if args.json:
-        atomic_write(args.json, json.dumps(res, indent=1) + "\n")
-        print(f"wrote {args.json}")
     if args.png:
         plot_curves(res, args.png)
         print(f"wrote {args.png}")
+    if args.json:
+        atomic_write(args.json, json.dumps(compact(res), indent=1) + "\n")
+        print(f"wrote {args.json}")
     return 0
+
+
+def compact(res: dict, every: int = 10) -> dict:
+    """``res`` with the per-step loss lists replaced by means over ``every`` steps."""
+    out = dict(res)
+    for k in ("losses", "losses_float64"):
+        v = np.asarray(out.pop(k), dtype=np.float64)
+        n = len(v) // every * every
+        out[f"{k}_mean{every}"] = [round(float(x), 6) for x in v[:n].reshape(-1, every).mean(axis=1)]
+    return out

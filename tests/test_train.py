@@ -230,8 +230,8 @@ def test_does_not_fit():
         compile_sgd(cfg, MLP((256, 256, 10), "mse", 0.01))
     msg = str(e.value)
     assert "does not fit one 4x4 core" in msg and "MEM A 4096 + MEM B 4096" in msg and "W0 256x256: 4096" in msg
-    # with 16384-word banks it fits
-    tp = compile_sgd(replace(cfg, mem_a_words=16384, mem_b_words=16384), MLP((256, 256, 10), "mse", 0.01))
+    # with 8192-word banks it fits
+    tp = compile_sgd(replace(cfg, mem_a_words=8192, mem_b_words=8192), MLP((256, 256, 10), "mse", 0.01))
     assert tp.wbanks == ["a", "a"]
     with pytest.raises(TrainCompileError, match="ucode_depth"):
         compile_sgd(ArchConfig(nr=4, ucode_depth=16), MLP((64, 64, 10), "mse", 0.01))
@@ -271,7 +271,7 @@ def test_bad_mlp_and_options():
 RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
 
 
-@pytest.mark.parametrize("loss", ["mse", pytest.param("softmax_ce", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_sgd_rtl(sim, loss):
     from sim.core_run import Phase, run_session
