@@ -300,3 +300,64 @@ def test_sgd_rtl(sim, loss):
     got = tp.decode_weights(res[-mlp.n_layers:], padded=True)
     _eq_weights(got, gold.weights(padded=True), "rtl")
     print(f"{sim}: {res[-1].info}")
+
+
+# ======================================================================================
+# data sets and the command line
+# ======================================================================================
+def test_idx_reader_and_mnist_loader(tmp_path):
+    import gzip
+    import struct
+
+    from sw.datasets import load_mnist_idx, read_idx
+
+    rng = np.random.default_rng(0)
+    imgs = {"train": rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8),
+            "t10k": rng.integers(0, 256, size=(3, 28, 28), dtype=np.uint8)}
+    for split, im in imgs.items():
+        raw = struct.pack(">BBBBIII", 0, 0, 8, 3, *im.shape) + im.tobytes()
+        (tmp_path / f"{split}-images-idx3-ubyte").write_bytes(raw)
+        lab = (np.arange(len(im)) % 10).astype(np.uint8)
+        with gzip.open(tmp_path / f"{split}-labels-idx1-ubyte.gz", "wb") as f:
+            f.write(struct.pack(">BBBBI", 0, 0, 8, 1, len(lab)) + lab.tobytes())
+    assert np.array_equal(read_idx(tmp_path / "train-images-idx3-ubyte"), imgs["train"])
+    d = load_mnist_idx(tmp_path)
+    assert d.x_train.shape == (5, 784) and d.x_test.shape == (3, 784) and d.n_classes == 10
+    assert np.array_equal(d.x_train, imgs["train"].reshape(5, -1) / 255.0)
+    assert list(d.y_test) == [0, 1, 2]
+    (tmp_path / "bad").write_bytes(b"\x01\x02\x03\x04")
+    with pytest.raises(ValueError, match="not an IDX file"):
+        read_idx(tmp_path / "bad")
+    (tmp_path / "short").write_bytes(struct.pack(">BBBBI", 0, 0, 8, 1, 10) + b"\x00")
+    with pytest.raises(ValueError, match="need 10"):
+        read_idx(tmp_path / "short")
+    with pytest.raises(FileNotFoundError, match="not downloaded"):
+        load_mnist_idx(tmp_path / "nowhere")
+
+
+def test_digits_loader():
+    pytest.importorskip("sklearn")
+    from sw.datasets import load_digits
+
+    d = load_digits()
+    assert d.n_in == 64 and d.n_classes == 10 and len(d.x_train) + len(d.x_test) == 1797
+    assert d.x_train.min() >= 0 and d.x_train.max() <= 1
+
+
+def test_cli_train(tmp_path):
+    """``caterpillar train`` end to end on a small synthetic set: golden-checked steps,
+    JSON and PNG written, the step figures equal the compiler's prediction."""
+    import json
+
+    from rtl.cli import main
+
+    js, png = tmp_path / "t.json", tmp_path / "t.png"
+    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "2", "--lr", "0.1",
+               "--config", '{"nr": 2, "mem_a_words": 256, "mem_b_words": 256}', "--golden-steps", "20",
+               "--max-train", "60", "--json", str(js), "--png", str(png)])
+    assert rc == 0 and png.stat().st_size > 1000
+    res = json.loads(js.read_text())
+    tp = compile_sgd(ArchConfig(nr=2, mem_a_words=256, mem_b_words=256), MLP((16, 6, 4), "softmax_ce", 0.1))
+    assert res["step"]["run_cycles"] == sum(tp.predicted_cycles()) and res["golden_checked_steps"] == 20
+    assert res["steps"] == 120 and res["epochs"][-1]["test_accuracy"] > 0.5
+    assert main(["train", "--data", "mnist"]) == 1        # no --mnist-dir: a clear error, exit 1
