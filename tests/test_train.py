@@ -361,3 +361,11 @@ def test_cli_train(tmp_path):
     assert res["step"]["run_cycles"] == sum(tp.predicted_cycles()) and res["golden_checked_steps"] == 20
     assert res["steps"] == 120 and res["epochs"][-1]["test_accuracy"] > 0.5
     assert main(["train", "--data", "mnist"]) == 1        # no --mnist-dir: a clear error, exit 1
+
+
+def test_sgd_bfloat16_nr3():
+    """Any format and core size the kernels support: bfloat16 on a 3x3 core."""
+    seed = _seed()
+    cfg = ArchConfig(nr=3, fmt="bfloat16", mem_a_words=256, mem_b_words=256)
+    for loss in ("mse", "softmax_ce"):
+        train_and_check(cfg, MLP((8, 7, 5), loss, 0.125), 3, "fast", seed)
