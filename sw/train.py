@@ -112,9 +112,9 @@ def one_hot(n: int, c: int) -> np.ndarray:
 # ======================================================================================
 def map_layers(cfg, mlp: MLP, policy: str = "auto") -> list:
     """The SRAM bank of each weight matrix on one core: ``"a"`` for all (``policy="a"``),
-    or balanced (``"balanced"``: largest first into the bank with more free words);
-    ``"auto"`` tries all-in-A first (the caller retries with ``"balanced"`` when that
-    does not fit)."""
+    or balanced (``"balanced"``: largest first into the bank with more free words).
+    ``"auto"`` returns all-in-A; :func:`compile_sgd` then tries ``"balanced"`` and, for up
+    to 10 layers, every other assignment, when the previous one does not fit."""
     nr = cfg.nr
     words = [local_len(m, nr) * local_len(n, nr) for m, n in (mlp.shape(l) for l in range(mlp.n_layers))]
     if policy in ("a", "auto"):
@@ -147,7 +147,8 @@ class Alloc:
 
 class Allocator:
     """Bump allocation of named regions in banks A and B (the same addresses on every
-    PE). Overflow is reported once, by :meth:`check`, with every allocation listed."""
+    PE). Allocation never fails; :meth:`fits` tells whether both banks hold what was
+    allocated (the compiler then tries another mapping or reports the sizes)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -162,7 +163,7 @@ class Allocator:
         (not in ``forbid``), ``prefer`` first when allowed, else the one with more room."""
         if bank is None:
             allowed = [b for b in ("a", "b") if b not in forbid]
-            if prefer in allowed:
+            if prefer in allowed and self.next[prefer] + words <= self.depth(prefer):
                 bank = prefer
             else:
                 bank = max(allowed, key=lambda b: (self.depth(b) - self.next[b], b == "a"))
@@ -809,10 +810,13 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
     for n in mlp.sizes:
         if local_len(n, cfg.nr) + 1 >= (1 << cfg.loop_bits):
             raise TrainCompileError(f"layer size {n} exceeds the loop trip-count range of the configuration")
-    policies = ["a", "balanced"] if policy == "auto" else [policy]
+    cands = [(p, map_layers(cfg, mlp, p)) for p in (["a", "balanced"] if policy == "auto" else [policy])]
+    if policy == "auto" and mlp.n_layers <= 10:
+        import itertools
+
+        cands += [("search", list(c)) for c in itertools.product("ab", repeat=mlp.n_layers)]
     al = None
-    for pol in policies:
-        wbanks = map_layers(cfg, mlp, pol)
+    for pol, wbanks in cands:
         al = _allocate(cfg, mlp, wbanks)
         if al.fits():
             break
@@ -821,13 +825,15 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
         wsz = ", ".join(f"W{l} {mlp.shape(l)[0]}x{mlp.shape(l)[1]}: "
                         f"{local_len(mlp.shape(l)[0], nr) * local_len(mlp.shape(l)[1], nr)}"
                         for l in range(mlp.n_layers))
+        pol, wbanks = cands[1] if len(cands) > 1 else cands[0]      # report the balanced attempt
+        al = _allocate(cfg, mlp, wbanks)
         need = al.used("a") + al.used("b")
         raise TrainCompileError(
             f"MLP {'-'.join(map(str, mlp.sizes))} does not fit one {nr}x{nr} core: it needs "
             f"{need} words per PE (MEM A {al.used('a')}, MEM B {al.used('b')} with weights in "
             f"{'/'.join(b.upper() for b in wbanks)}; weights per PE: {wsz}), the configuration has "
             f"MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt} per PE "
-            f"({cfg.pe_sram_bytes} bytes)")
+            f"({cfg.pe_sram_bytes} bytes); no assignment of the weight matrices to the banks fits")
     ops = _sgd_ops(cfg, mlp, al, wbanks)
     groups = [(f"step{i}", g) for i, g in enumerate(_split_ops(cfg, ops))]
     pgroups = [(f"predict{i}", g) for i, g in enumerate(_split_ops(cfg, _sgd_ops(cfg, mlp, al, wbanks, predict=True)))]

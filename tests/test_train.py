@@ -159,7 +159,7 @@ def test_balanced_banks_and_split_microcode():
     and images. Both still bit-exact."""
     seed = _seed()
     cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
-    mlp = MLP((13, 11, 6), "mse", 0.125)              # W0 42 + W1 18 words + vectors > 64
+    mlp = MLP((15, 11, 6), "mse", 0.125)              # W0 48 + W1 18 words > 64
     tp, *_ = train_and_check(cfg, mlp, 3, "fast", seed)
     assert set(tp.wbanks) == {"a", "b"}
     assert len(tp.programs) >= 2 and len(tp.images) >= 2
