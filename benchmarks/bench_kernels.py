@@ -31,8 +31,8 @@ from noc.collectives import (Region, cost_broadcast, cost_reduce, cost_transpose
                              emit_transpose)
 from rtl.config import ArchConfig
 from sw import golden
-from sw.kernels import (Scalar, emit_gemm, emit_gemv, emit_rank1, gemm_cost, gemv_cost, rank1_cost,
-                        run_kernel)
+from sw.kernels import (Scalar, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1, gemm_cost, gemv_cost,
+                        gemv_t_rank1_cost, rank1_cost, run_kernel)
 from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
 
 M = N = 256
@@ -135,10 +135,33 @@ def gemm_session(cfg, backend, sim):
     return kernels, res, wall
 
 
-def minibatch_session(cfg, backend, sim):
-    """One layer's minibatch step (docs/kernels.md, 'The minibatch backward pass')."""
+def fused_session(cfg, backend, sim):
+    """The fused backward step (``y = W^T d`` and ``W += d (alpha a)^T`` in one pass)
+    on a ``M x N`` matrix."""
     fmt, nr = cfg.fmt, cfg.nr
-    rng = np.random.default_rng(2020)
+    rng = np.random.default_rng(2021)
+    mp, np_ = local_len(M, nr), local_len(N, nr)
+    Wg, dg, ag = _rand(fmt, rng, (M, N)), _rand(fmt, rng, (M,)), _rand(fmt, rng, (N,))
+    alpha = fmt.from_float(np.array([-0.0078125]))[0]
+    W, d, a, y, al = Region("a", 0), Region("b", 0), Region("b", mp + 1), Region("b", mp + 1 + np_), \
+        Region("b", mp + 1 + 2 * np_)
+    c = gemv_t_rank1_cost(cfg, M, N)
+    kernels = [(f"fused gemv_t + rank1 (block {c['L']})",
+                lambda bb: emit_gemv_t_rank1(bb, cfg, M, N, W, d, a, y, alpha=Scalar("b", al.base)),
+                2 * M * N, c["instructions"])]
+    loads = [(W, pack_matrix(Wg, nr)), (d, pack_vector(dg, nr, "diag")), (a, pack_vector(ag, nr, "cols")),
+             (al, np.full((nr, nr, 1), alpha, dtype=fmt.np_uint))]
+    outs, res = run_kernel(cfg, loads, [k[1] for k in kernels], [(y, np_), (W, mp * np_)], backend=backend,
+                           sim=sim, name="bench-fused")
+    assert (unpack_vector(outs[0], N, "cols") == golden.gemv_t(fmt, nr, Wg, dg)).all(), "fused y"
+    assert (outs[1] == pack_matrix(golden.rank1_scaled_v(fmt, nr, Wg, dg, ag, alpha), nr)).all(), "fused W"
+    return kernels, res
+
+
+def minibatch_layer(cfg, rng):
+    """One layer's minibatch step (docs/kernels.md, 'The minibatch backward pass'):
+    ``(items, loads, unloads, check)``, items ``(name, emit, useful MACs, instructions)``."""
+    fmt, nr = cfg.fmt, cfg.nr
     m, n, b = MB_M, MB_N, MB_BATCH
     L = lambda k: local_len(k, nr)                          # noqa: E731
     Wg, Xg, dYg = _rand(fmt, rng, (m, n)), _rand(fmt, rng, (n, b)), _rand(fmt, rng, (m, b), -0.1, 0.1)
@@ -168,13 +191,25 @@ def minibatch_session(cfg, backend, sim):
     ]
     loads = [(W, pack_matrix(Wg, nr)), (X, pack_matrix(Xg, nr)), (dY, pack_matrix(dYg, nr)),
              (eta, np.full((nr, nr, 1), neg, dtype=fmt.np_uint))]
-    outs, res = run_kernel(cfg, loads, [it[1] for it in items],
-                           [(Y, L(m) * L(b)), (dXT, L(b) * L(n)), (W, L(m) * L(n))], backend=backend, sim=sim,
+    unloads = [(Y, L(m) * L(b)), (dXT, L(b) * L(n)), (W, L(m) * L(n))]
+
+    def check(outs):
+        assert (outs[0] == pack_matrix(golden.gemm(fmt, nr, Wg, Xg), nr)).all()
+        assert (outs[1] == pack_matrix(golden.gemm(fmt, nr, golden.transpose(fmt, nr, dYg), Wg), nr)).all()
+        assert (outs[2] == pack_matrix(golden.gemm_acc(fmt, nr, dYg, golden.transpose(fmt, nr, Xg), Wg, neg),
+                                       nr)).all()
+
+    return items, loads, unloads, check
+
+
+def minibatch_session(cfg, backend, sim):
+    """:func:`minibatch_layer` on the RTL, each kernel its own phase."""
+    nr = cfg.nr
+    m, n, b = MB_M, MB_N, MB_BATCH
+    items, loads, unloads, check = minibatch_layer(cfg, np.random.default_rng(2020))
+    outs, res = run_kernel(cfg, loads, [it[1] for it in items], unloads, backend=backend, sim=sim,
                            name="bench-minibatch")
-    assert (outs[0] == pack_matrix(golden.gemm(fmt, nr, Wg, Xg), nr)).all()
-    assert (outs[1] == pack_matrix(golden.gemm(fmt, nr, golden.transpose(fmt, nr, dYg), Wg), nr)).all()
-    assert (outs[2] == pack_matrix(golden.gemm_acc(fmt, nr, dYg, golden.transpose(fmt, nr, Xg), Wg, neg),
-                                   nr)).all()
+    check(outs)
     drain = 1 + cfg.fpu_latency + 2
     rows = []
     for (name, _, useful, pred), r in zip(items, res):
@@ -259,6 +294,8 @@ def run() -> dict:
         speed.append({"session": f"gemm 256x256 b={','.join(map(str, GEMM_BATCHES))}", "sim": sim, **res[0].info})
         if i == 0:
             rows += _kernel_rows(cfg, kernels, res, sim)
+    kernels, res = fused_session(cfg, "rtl", gemm_sims[0])
+    rows += _kernel_rows(cfg, kernels, res, gemm_sims[0])
     mb_rows, mb_res = minibatch_session(cfg, "rtl", gemm_sims[0])
     rows += mb_rows
     speed.append({"session": f"minibatch layer {MB_M}x{MB_N} b={MB_BATCH}", "sim": gemm_sims[0], **mb_res[0].info})

@@ -16,7 +16,7 @@ from rtl.config import ArchConfig
 from sim.fast_model import FastModel
 from sim.power import plot_breakdown, report_from_counters
 from sw.asm import Builder
-from sw.kernels import Scalar, emit_gemm, emit_gemv, emit_rank1
+from sw.kernels import Scalar, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1
 
 from benchmarks.run import RESULTS
 
@@ -43,9 +43,17 @@ def run() -> dict:
         ("GEMV 256x256", m * n, lambda b: emit_gemv(b, cfg, m, n, W, x, y)),
         ("GEMV^T 256x256", m * n, lambda b: emit_gemv(b, cfg, m, n, W, x, y, trans=True)),
         ("rank-1 256x256", m * n, lambda b: emit_rank1(b, cfg, m, n, W, u, v, alpha=Scalar("b", al.base))),
+        ("fused GEMV^T + rank-1 256x256", 2 * m * n,
+         lambda b: emit_gemv_t_rank1(b, cfg, m, n, W, Region("b", 0), Region("b", 100), Region("b", 400),
+                                     alpha=Scalar("b", al.base))),
         ("GEMM 128x128, b=16", 128 * 128 * 16,
          lambda b: emit_gemm(b, cfg, 128, 128, 16, Region("a", 0), Region("b", 0), Region("a", 1024))),
     ]
+    from benchmarks.bench_kernels import MB_BATCH, MB_M, MB_N, minibatch_layer
+
+    mb_items = minibatch_layer(cfg, rng)[0]
+    cases.append((f"minibatch layer {MB_M}x{MB_N}, b={MB_BATCH} (fwd+bwd+update)", 3 * MB_M * MB_N * MB_BATCH,
+                  lambda b: [it[1](b) for it in mb_items]))
     rows, reps = [], {}
     for name, macs, emit in cases:
         rep = report_from_counters(cfg, _counters(cfg, emit, rng), flops=2 * macs)

@@ -186,6 +186,17 @@ def rank1(fmt, nr, W, u, v, alpha=None) -> np.ndarray:
     return mac_bits(fmt, au[:, None], vp[None, :], Wp)
 
 
+def rank1_scaled_v(fmt, nr, W, u, v, alpha) -> np.ndarray:
+    """``W += u (alpha v)^T`` as :func:`sw.kernels.emit_gemv_t_rank1` updates it:
+    ``av[j] = mul(v[j], alpha)``, then ``W[i, j] = add(mul(u[i], av[j]), W[i, j])``.
+    Padded result, as :func:`rank1`."""
+    Wp = _pad2(fmt, W, nr)
+    up = _pad1(fmt, u, nr)
+    vp = _pad1(fmt, v, nr)
+    av = mul_bits(fmt, vp, bits(fmt, alpha))
+    return mac_bits(fmt, up[:, None], av[None, :], Wp)
+
+
 def gemm(fmt, nr, W, X) -> np.ndarray:
     """``Y = W X`` as :func:`sw.kernels.emit_gemm` computes it: for every output a chain
     over ``j = 0 .. np*nr - 1`` (padding included) starting with ``mul``. Returns the

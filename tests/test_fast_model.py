@@ -391,8 +391,8 @@ def _kernel_session(cfg, rng, shape=(9, 7, 5)):
     from noc.collectives import Region, emit_broadcast, emit_reduce, emit_transpose
     from sw import golden
     from sw.asm import Builder
-    from sw.kernels import (Scalar, emit_axpy, emit_gemm, emit_gemv, emit_rank1, emit_relu, emit_relu_mask,
-                            emit_scale)
+    from sw.kernels import (Scalar, emit_axpy, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
+                            emit_relu_mask, emit_scale)
     from sw.layout import local_len, pack_matrix, pack_vector
     from sw.transfer import emit_load, emit_unload, load_beats_for
 
@@ -421,12 +421,14 @@ def _kernel_session(cfg, rng, shape=(9, 7, 5)):
     e1, e2, e3 = reg_("b", L(m)), reg_("b", L(m)), reg_("b", L(m))
     red = reg_("b", L(n))
     XT, stage = reg_("a", L(n) * L(bsz)), reg_("b", L(n) * L(bsz))
+    fd, fy = reg_("b", L(m) + 1), reg_("b", L(n))
+    fdg = rnd((m,))
     al = fmt.from_float(np.array([-0.375]))[0]
     loads = [(W, pack_matrix(Wg, nr)), (x, pack_vector(xg, nr, "diag")), (x2, pack_vector(x2g, nr, "rows")),
              (u, pack_vector(ug, nr, "rows")), (v, pack_vector(vg, nr, "cols")),
              (eta, np.full((nr, nr, 1), al, fmt.np_uint)), (Xr, pack_matrix(Xg, nr)),
              (e1, pack_vector(rnd((m,)), nr, "diag")), (e2, pack_vector(rnd((m,)), nr, "diag")),
-             (red, rnd((nr, nr, L(n))))]
+             (red, rnd((nr, nr, L(n)))), (fd, pack_vector(fdg, nr, "diag"))]
     kernels = [
         lambda b: emit_gemv(b, cfg, m, n, W, x, y1, x_layout="diag", x_copy=xc),
         lambda b: emit_gemv(b, cfg, m, n, W, x2, y2, trans=True, reduce="seq"),
@@ -440,6 +442,7 @@ def _kernel_session(cfg, rng, shape=(9, 7, 5)):
         lambda b: emit_broadcast(b, cfg, "col", L(n), x, xc),
         lambda b: emit_reduce(b, cfg, "row", L(n), red, red),
         lambda b: emit_rank1(b, cfg, m, n, W, u, v, alpha=Scalar("b", eta.base)),
+        lambda b: emit_gemv_t_rank1(b, cfg, m, n, W, fd, v, fy, alpha=Scalar("b", eta.base)),
     ]
     phases = []
     bl = Builder(cfg)
@@ -460,7 +463,7 @@ def _kernel_session(cfg, rng, shape=(9, 7, 5)):
     bu.halt()
     phases.append(Phase(bu.build().words(), [], "unload"))
     want_y1 = golden.gemv(fmt, nr, Wg, xg)
-    want_W = pack_matrix(golden.rank1(fmt, nr, Wg, ug, vg, al), nr)
+    want_W = pack_matrix(golden.rank1_scaled_v(fmt, nr, golden.rank1(fmt, nr, Wg, ug, vg, al), fdg, vg, al), nr)
     return phases, (y1, L(m), want_y1, m), (W, want_W)
 
 
