@@ -140,7 +140,7 @@ def _train_rtl(cfg, sim: str | None, steps: int = 3) -> None:
     W0 = init_weights(mlp, cfg.fmt, 0)
     sess = CoreSession(cfg, "model", record=True)
     tp.init(sess, W0)
-    gold = GoldenSGD(cfg, mlp, W0)
+    gold = GoldenSGD(cfg, mlp, W0, fused=tp.fused)
     results = []
     for i in range(steps):
         x, t = data.x_train[i], int(data.y_train[i])

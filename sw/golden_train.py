@@ -3,7 +3,8 @@
 :class:`GoldenSGD` performs exactly the operations of the step that
 :func:`sw.train.compile_sgd` emits, in the same order, by composing the per-kernel
 golden models of :mod:`sw.golden` (``gemv``, ``relu``, ``axpy``, ``gemv_t``, ``mask``,
-``rank1``) and the host's :func:`sw.train.host_softmax_grad`. It works on the padded
+``rank1``, or ``rank1_scaled_v`` for a layer whose backward step is the fused kernel:
+:attr:`sw.train.TrainProgram.fused`) and the host's :func:`sw.train.host_softmax_grad`. It works on the padded
 matrices and vectors (``ceil(n / nr) * nr`` elements) because the array does: padding
 positions of a vector hold what the kernels computed there (signed zeros), and they
 enter the next kernel's chains, so only the padded computation is bit-exact in every
@@ -21,7 +22,7 @@ import numpy as np
 from sw import golden
 from sw.layout import local_len
 from sw.mlp import MLP
-from sw.train import host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
+from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
 
 __all__ = ["GoldenSGD", "Float64SGD", "pad_matrix", "pad_vector"]
 
@@ -43,11 +44,21 @@ def pad_vector(fmt, nr, v) -> np.ndarray:
 
 class GoldenSGD:
     """Bit-exact model of the compiled SGD step (``cfg``, ``mlp``, initial weights as
-    global ``(m, n)`` bit patterns). :attr:`W` holds the padded weights."""
+    global ``(m, n)`` bit patterns). :attr:`W` holds the padded weights.
 
-    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree"):
+    ``fused``: per layer, whether the program's backward step is the fused kernel (pass
+    :attr:`sw.train.TrainProgram.fused`); None: :func:`sw.train.backward_plan`'s
+    automatic choice, which :func:`sw.train.compile_sgd` makes by default. A fused layer
+    updates ``W[i, j] += d[i] * (alpha * a[j])`` (``rank1_scaled_v``), a separate one
+    ``(alpha * d[i]) * a[j]`` (``rank1``): the roundings differ."""
+
+    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", fused=None):
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
         self.reduce = reduce
+        self.fused = [bool(f) for f in (backward_plan(cfg, mlp) if fused is None else fused)]
+        if len(self.fused) != mlp.n_layers or self.fused[0]:
+            raise ValueError(f"fused must have {mlp.n_layers} flags, the first False (layer 0 has no W^T d), "
+                             f"got {self.fused}")
         self.W = [pad_matrix(self.fmt, self.nr, W) for W in weights]
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
@@ -102,7 +113,10 @@ class GoldenSGD:
             if l >= 1:
                 e = golden.gemv_t(fmt, nr, self.W[l], d, self.reduce)
                 dm = golden.mask(fmt, e, a[l])
-            self.W[l] = golden.rank1(fmt, nr, self.W[l], d, a[l], self.neg_lr)
+            if self.fused[l]:
+                self.W[l] = golden.rank1_scaled_v(fmt, nr, self.W[l], d, a[l], self.neg_lr)
+            else:
+                self.W[l] = golden.rank1(fmt, nr, self.W[l], d, a[l], self.neg_lr)
             if l >= 1:
                 d = dm
         return {"loss": loss, "output": out, "d": d}

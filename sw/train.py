@@ -45,13 +45,14 @@ import numpy as np
 
 from noc.collectives import Region
 from sw.asm import Builder, cdrv, hin, hout
-from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
+                        emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 
 __all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator", "CoreSession",
            "StepResult", "kernel_gap", "HOST_LATENCY_CYCLES", "host_softmax_grad", "init_weights",
-           "softmax_ce_loss", "mse_loss"]
+           "softmax_ce_loss", "mse_loss", "backward_plan", "backward_costs", "FUSED_TOLERANCE"]
 
 #: Assumed host turnaround for the softmax between the two RUNs of a ``softmax_ce`` step,
 #: in core cycles (1 us at 1 GHz: unload the logits, softmax on the host, start the next
@@ -130,6 +131,42 @@ def map_layers(cfg, mlp: MLP, policy: str = "auto") -> list:
     return banks
 
 
+#: The fused backward step is chosen for a layer when its cycles (with the ReLU mask it
+#: forces into one bank) are at most this fraction above the separate kernels': it reads
+#: and writes each weight once for two MACs, saving SRAM energy (docs/training.md).
+FUSED_TOLERANCE = 0.03
+
+
+def backward_costs(cfg, mlp: MLP, l: int) -> dict:
+    """Instructions of layer ``l``'s (``l >= 1``) backward step and update, both ways:
+    ``separate`` = GEMV^T + ReLU mask (operands in two banks) + rank-1, ``fused`` =
+    :func:`sw.kernels.gemv_t_rank1_cost` + ReLU mask (``e`` and ``a`` in one bank: two
+    instructions per element). Inter-kernel NOPs are not included."""
+    m, n = mlp.shape(l)
+    k = local_len(n, cfg.nr)
+    sep = gemv_cost(cfg, m, n, trans=True)["instructions"] + rank1_cost(cfg, m, n)["instructions"] \
+        + elementwise_cost("relu_mask", k)
+    fus = gemv_t_rank1_cost(cfg, m, n)["instructions"] + elementwise_cost("relu_mask", k, two_banks=False)
+    return {"separate": sep, "fused": fus}
+
+
+def backward_plan(cfg, mlp: MLP, backward: str = "auto", tolerance: float = FUSED_TOLERANCE) -> list:
+    """Per layer, whether its backward step is the fused kernel (``emit_gemv_t_rank1``):
+    never for layer 0 (no ``W^T d`` needed: rank-1 alone); for ``l >= 1`` always
+    (``backward="fused"``), never (``"separate"``) or (``"auto"``) when
+    ``fused <= (1 + tolerance) * separate`` in :func:`backward_costs`."""
+    if backward not in ("auto", "fused", "separate"):
+        raise TrainCompileError(f"unknown backward {backward!r}; allowed: auto, fused, separate")
+    out = [False]
+    for l in range(1, mlp.n_layers):
+        if backward == "auto":
+            c = backward_costs(cfg, mlp, l)
+            out.append(c["fused"] <= (1 + tolerance) * c["separate"])
+        else:
+            out.append(backward == "fused")
+    return out
+
+
 # ======================================================================================
 # 2. memory allocation
 # ======================================================================================
@@ -187,8 +224,11 @@ class Allocator:
         return "\n".join(lines)
 
 
-def _allocate(cfg, mlp: MLP, wbanks: list) -> Allocator:
-    """All regions of one SGD step (see ``docs/training.md``, memory map)."""
+def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None) -> Allocator:
+    """All regions of one SGD step (see ``docs/training.md``, memory map); ``fused[l]``:
+    layer ``l``'s backward step is the fused kernel (its ``e`` not in ``W_l``'s bank, no
+    rows copy ``dc`` of its ``d``)."""
+    fused = fused or [False] * mlp.n_layers
     nr, L = cfg.nr, (lambda n: local_len(n, cfg.nr))
     S, nl = mlp.sizes, mlp.n_layers
     al = Allocator(cfg)
@@ -213,9 +253,13 @@ def _allocate(cfg, mlp: MLP, wbanks: list) -> Allocator:
     for i in range(nl - 1, 0, -1):
         # backward into hidden layer i: e_i = W_i^T d_{i+1} (cols), dm_i = mask(e_i, a_i) (diag)
         ab = al.items[f"z{i}"].region.bank
-        al.alloc(f"e{i}", L(S[i]), f"W{i}^T d{i + 1} (cols layout)", prefer=_other(ab))
+        # the fused kernel stores e (its y) while W's write port carries the updates: e not
+        # in W_i's bank, hence (z_i is not there either) in a_i's bank: the mask then
+        # takes two instructions per element
+        al.alloc(f"e{i}", L(S[i]), f"W{i}^T d{i + 1} (cols layout)", prefer=_other(ab),
+                 forbid={wbanks[i]} if fused[i] else ())
         al.alloc(f"dm{i}", L(S[i]), f"delta of layer {i}: e{i} * relu'(a{i}) (diag)", forbid={wbanks[i - 1]})
-        if i + 1 < nl:
+        if i + 1 < nl and not fused[i]:
             al.alloc(f"dc{i + 1}", L(S[i + 1]) + 1, f"rows copy of dm{i + 1} (transposed-GEMV broadcast)",
                      forbid={wbanks[i]})
     al.alloc("nlr", 1, "scalar -lr (every PE)")
@@ -234,10 +278,23 @@ class Op:
     emit: object = None               #: emit(builder) -> instructions issued
     reads: list = field(default_factory=list)     #: [(Region, words)]
     writes: list = field(default_factory=list)    #: [(Region, words)]
-    fma_wb: bool = False              #: leaves FMA write-backs to SRAM in flight at its end
+    fma_wb: bool = False              #: writes SRAM with FMA write-backs (may leave them in flight at its end)
     stores: bool = True               #: writes SRAM with operand-stage stores (else only FMA write-backs)
     data: str | None = None           #: load: the host vector it consumes; unload: what it returns
     words: int = 0                    #: load/unload: words per PE
+    wb: list | None = None            #: the regions written by FMA write-backs (None: all ``writes`` if fma_wb)
+    wb_tail: int = 0                  #: instructions issued after its last SRAM-writing FMA
+
+    def wb_regions(self) -> list:
+        if not self.fma_wb:
+            return []
+        return list(self.writes) if self.wb is None else list(self.wb)
+
+    def store_regions(self) -> list:
+        if not self.stores:
+            return []
+        wb = self.wb_regions()
+        return [w for w in self.writes if w not in wb]
 
 
 def _overlap(r1, n1, r2, n2):
@@ -247,24 +304,34 @@ def _overlap(r1, n1, r2, n2):
 def kernel_gap(cfg, a: Op, b: Op) -> int:
     """NOPs needed between the last instruction of ``a`` and the first of ``b``.
 
-    * ``a`` ends with FMAs writing SRAM (axpy, rank-1): the last one is written at the
-      end of cycle ``t + fpu_latency - 1`` (``t`` its issue); ``b`` must not read what
-      ``a`` wrote before then, nor store into that bank when it lands (the write-back
-      would drop the store): ``fpu_latency - 1`` NOPs when ``b`` reads an overlapping
-      region or stores into ``a``'s bank (``b``'s own FMA write-backs cannot collide:
-      one FMA issues per cycle, all with the same latency).
-    * ``a`` ends with stores (write at the end of ``t + 1``, readable from ``t + 2``):
-      one NOP when ``b`` reads an overlapping region.
+    * ``a`` writes SRAM with FMAs (axpy, rank-1, the fused backward step's ``W``): the
+      last one, issued ``a.wb_tail`` instructions before ``a``'s end (0 for axpy and
+      rank-1, whose last instruction is that FMA; at least ``fpu_latency`` for the fused
+      kernel, whose reduction and moves follow its last update), is written at the end
+      of cycle ``t + fpu_latency - 1`` (``t`` its issue); ``b`` must not read what ``a``
+      wrote before then, nor store into that bank when it lands (the write-back would
+      drop the store): ``fpu_latency - 1 - wb_tail`` NOPs (if positive) when ``b`` reads
+      an overlapping region or stores into a bank ``a`` writes back to (``b``'s own FMA
+      write-backs cannot collide: one FMA issues per cycle, all with the same latency).
+    * ``a`` stores (a store is written at the end of ``t + 1``, readable from ``t + 2``;
+      conservatively ``a``'s last instruction): one NOP when ``b`` reads an overlapping
+      region (the fused kernel's ``y`` moves are its last instructions).
     * Otherwise none: no kernel leaves register writes in flight (their last FMAs are
       read by their own final instructions).
     """
-    reads = any(_overlap(wr, wn, rr, rn) for wr, wn in a.writes for rr, rn in b.reads)
-    if a.fma_wb:
-        banks = {wr.bank for wr, _ in a.writes}
-        if reads or (b.stores and any(r.bank in banks for r, _ in b.writes)):
-            return cfg.fpu_latency - 1
-        return 0
-    return 1 if reads else 0
+    def hit(ws):
+        return any(_overlap(wr, wn, rr, rn) for wr, wn in ws for rr, rn in b.reads)
+
+    gap = 0
+    wb = a.wb_regions()
+    if wb:
+        need = max(0, cfg.fpu_latency - 1 - a.wb_tail)
+        banks = {wr.bank for wr, _ in wb}
+        if need and (hit(wb) or any(r.bank in banks for r, _ in b.store_regions())):
+            gap = need
+    if hit(a.store_regions()):
+        gap = max(gap, 1)
+    return gap
 
 
 def _elements(b, n, elem, name, agu="g0"):
@@ -331,9 +398,20 @@ def decode_diag_beats(cfg, beats, n: int) -> np.ndarray:
     return np.array(vals[:n], dtype=cfg.fmt.np_uint)
 
 
-def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False) -> list:
+def _fused_tail(cfg, m: int, n: int) -> int:
+    """Instructions :func:`sw.kernels.emit_gemv_t_rank1` issues after its last ``W``
+    update (a lower bound: the last block's NOPs to ``Lc2``, its reduction steps and the
+    final moves, without the gap NOPs)."""
+    c = gemv_t_rank1_cost(cfg, m, n)
+    lc, lc2, p = (c["rem"], c["Lc2_last"], c["P_last"]) if c["rem"] else (c["L"], c["Lc2"], c["P"])
+    return (lc2 - 2 * lc) + c["S"] * p + c["L"]
+
+
+def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, fused: list | None = None) -> list:
     """The ops of one SGD step (``predict``: of the forward pass only, ending with the
-    unload of the output)."""
+    unload of the output; ``fused[l]``: layer ``l``'s backward step is one
+    :func:`sw.kernels.emit_gemv_t_rank1` instead of ``emit_gemv`` (trans) + ``emit_rank1``)."""
+    fused = fused or [False] * mlp.n_layers
     nr, L = cfg.nr, (lambda n: local_len(n, cfg.nr))
     S, nl = mlp.sizes, mlp.n_layers
     R = {k: v.region for k, v in al.items.items()}
@@ -405,6 +483,22 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False) 
             d, dlay, dcopy = dout, "rows", None
         else:
             d, dlay, dcopy = R[f"dm{l + 1}"], "diag", R.get(f"dc{l + 1}")
+        if l >= 1 and fused[l]:
+            # y = W^T d (old W) and W += d (alpha a)^T in one pass; a = the cols copy of a_l.
+            # It reads up to L words past the end of c_l and one past d (values unused,
+            # addresses wrap): only the used extents are hazards. W is written by FMA
+            # write-backs (the last at least fpu_latency instructions before its end), e by
+            # stores (its last instructions).
+            e, a, dm, v = R[f"e{l}"], R[f"z{l}"], R[f"dm{l}"], R[f"c{l}"]
+            ops.append(Op(f"bwup{l}", "gemv_t_rank1", lambda b, l=l, m=m, n=n, W=W, d=d, e=e, dlay=dlay, v=v:
+                          emit_gemv_t_rank1(b, cfg, m, n, W, d, v, e, alpha=nlr, d_layout=dlay,
+                                            name=f"bu{l}_").instructions,
+                          reads=[(W, wn), (d, L(m)), (v, L(n)), (R["nlr"], 1)], writes=[(W, wn), (e, L(n))],
+                          fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, m, n)))
+            kern(f"mask{l}", "relu_mask", lambda b, l=l, n=n, e=e, a=a, dm=dm:
+                 emit_relu_mask(b, cfg, L(n), e, a, dm, layout="diag", name=f"mk{l}_"),
+                 [(e, L(n)), (a, L(n))], [(dm, L(n))])
+            continue
         if l >= 1:
             e, a, dm = R[f"e{l}"], R[f"z{l}"], R[f"dm{l}"]
             wr = [(e, L(n))] + ([(dcopy, L(m) + 1)] if dcopy is not None else [])
@@ -589,6 +683,7 @@ class TrainProgram:
     images: list                  #: microcode images (lists of words) holding the programs
     neg_lr: int                   #: bit pattern of -lr as stored
     meta: dict = field(default_factory=dict)
+    fused: list = field(default_factory=list)   #: per layer: backward step fused (gemv_t_rank1)
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -790,8 +885,14 @@ class TrainProgram:
         return out
 
 
-def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
+def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
+                tolerance: float = FUSED_TOLERANCE) -> TrainProgram:
     """Compile batch-1 SGD of ``mlp`` for one core of ``cfg`` (see the module docstring).
+
+    ``backward``: how each layer ``l >= 1`` computes ``W_l^T d`` and its update:
+    ``"fused"`` (one :func:`sw.kernels.emit_gemv_t_rank1`), ``"separate"`` (transposed
+    GEMV, then rank-1 after the mask) or ``"auto"`` (:func:`backward_plan`); the choice is
+    :attr:`TrainProgram.fused`, which :class:`sw.golden_train.GoldenSGD` follows.
 
     Raises :class:`TrainCompileError` when the network does not fit the PE memories
     (with the sizes), a kernel does not fit the microcode, ``-lr`` is not representable,
@@ -810,6 +911,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
     for n in mlp.sizes:
         if local_len(n, cfg.nr) + 1 >= (1 << cfg.loop_bits):
             raise TrainCompileError(f"layer size {n} exceeds the loop trip-count range of the configuration")
+    fused = backward_plan(cfg, mlp, backward, tolerance)
     cands = [(p, map_layers(cfg, mlp, p)) for p in (["a", "balanced"] if policy == "auto" else [policy])]
     if policy == "auto" and mlp.n_layers <= 10:
         import itertools
@@ -817,7 +919,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
         cands += [("search", list(c)) for c in itertools.product("ab", repeat=mlp.n_layers)]
     al = None
     for pol, wbanks in cands:
-        al = _allocate(cfg, mlp, wbanks)
+        al = _allocate(cfg, mlp, wbanks, fused)
         if al.fits():
             break
     if not al.fits():
@@ -826,7 +928,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
                         f"{local_len(mlp.shape(l)[0], nr) * local_len(mlp.shape(l)[1], nr)}"
                         for l in range(mlp.n_layers))
         pol, wbanks = cands[1] if len(cands) > 1 else cands[0]      # report the balanced attempt
-        al = _allocate(cfg, mlp, wbanks)
+        al = _allocate(cfg, mlp, wbanks, fused)
         need = al.used("a") + al.used("b")
         raise TrainCompileError(
             f"MLP {'-'.join(map(str, mlp.sizes))} does not fit one {nr}x{nr} core: it needs "
@@ -834,9 +936,9 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto") -> TrainProgram:
             f"{'/'.join(b.upper() for b in wbanks)}; weights per PE: {wsz}), the configuration has "
             f"MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt} per PE "
             f"({cfg.pe_sram_bytes} bytes); no assignment of the weight matrices to the banks fits")
-    ops = _sgd_ops(cfg, mlp, al, wbanks)
+    ops = _sgd_ops(cfg, mlp, al, wbanks, fused=fused)
     groups = [(f"step{i}", g) for i, g in enumerate(_split_ops(cfg, ops))]
     pgroups = [(f"predict{i}", g) for i, g in enumerate(_split_ops(cfg, _sgd_ops(cfg, mlp, al, wbanks, predict=True)))]
     progs, images = _place(cfg, groups + pgroups)
     return TrainProgram(cfg, mlp, wbanks, al, ops, progs[:len(groups)], progs[len(groups):], images, int(nlr),
-                        {"lr_stored": -v, "policy": pol})
+                        {"lr_stored": -v, "policy": pol, "backward": backward}, fused)

@@ -72,7 +72,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     sess = CoreSession(cfg, backend)
     tp.init(sess, W0)
     ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
-    gold = GoldenSGD(cfg, mlp, W0) if golden_steps else None
+    gold = GoldenSGD(cfg, mlp, W0, fused=tp.fused) if golden_steps else None
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
     rng = np.random.default_rng(seed)
