@@ -343,17 +343,22 @@ def test_rank1_model(alpha, nr, fmt):
         run_cases(cfg, [rank1_case(cfg, rng, Mem(cfg), m, n, alpha=alpha, u_layout=ul, v_layout=vl)])
 
 
+@pytest.mark.parametrize("acc", [False, True], ids=["plain", "accumulate"])
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("nr", [2, 3, 4])
-def test_gemm_model(nr, fmt):
+def test_gemm_model(nr, fmt, acc):
+    """``Y = W X``; ``acc``: ``Y += alpha W X`` (alternately with ``alpha`` and without,
+    ``Y`` in either bank)."""
     seed = _seed()
     rng = np.random.default_rng(seed)
     cfg = _cfg(nr, fmt)
     shapes = [(1, 1, 1), (5, 3, 2), (7, 9, 4), (17, 13, 5), (6, 5, 3 * nr)]
     shapes += [tuple(int(v) for v in rng.integers(1, 16, size=3)) for _ in range(2)]
-    for m, n, bsz in shapes:
+    for i, (m, n, bsz) in enumerate(shapes):
         print(f"shape {m}x{n}x{bsz}")
-        run_cases(cfg, [gemm_case(cfg, rng, Mem(cfg), m, n, bsz)])
+        case = gemm_acc_case(cfg, rng, Mem(cfg), m, n, bsz, alpha=[None, -0.375][i % 2], y_bank="ab"[i % 2]) \
+            if acc else gemm_case(cfg, rng, Mem(cfg), m, n, bsz)
+        run_cases(cfg, [case])
 
 
 def test_gemm_blockings_model():
@@ -364,20 +369,6 @@ def test_gemm_blockings_model():
     m, n, bsz = 8, 5, 8                 # local 4 x 4 outputs per PE
     for block in [(1, 1), (1, 4), (2, 2), (4, 1), (2, 4), (4, 2), (1, 2)]:
         run_cases(cfg, [gemm_case(cfg, rng, Mem(cfg), m, n, bsz, block=block)])
-
-
-@pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("nr", [2, 3, 4])
-def test_gemm_acc_model(nr, fmt):
-    seed = _seed()
-    rng = np.random.default_rng(seed)
-    cfg = _cfg(nr, fmt)
-    shapes = [(1, 1, 1), (5, 3, 2), (7, 9, 4), (6, 5, 3 * nr)]
-    shapes += [tuple(int(v) for v in rng.integers(1, 14, size=3)) for _ in range(2)]
-    for i, (m, n, bsz) in enumerate(shapes):
-        print(f"shape {m}x{n}x{bsz}")
-        run_cases(cfg, [gemm_acc_case(cfg, rng, Mem(cfg), m, n, bsz, alpha=[None, -0.375][i % 2],
-                                      y_bank="ab"[i % 2])])
 
 
 def test_gemm_acc_blockings_model():
