@@ -134,7 +134,7 @@ def map_layers(cfg, mlp: MLP, policy: str = "auto") -> list:
 #: The fused backward step is chosen for a layer when its cycles (with the ReLU mask it
 #: forces into one bank) are at most this fraction above the separate kernels': it reads
 #: and writes each weight once for two MACs, saving SRAM energy (docs/training.md).
-FUSED_TOLERANCE = 0.03
+FUSED_TOLERANCE = 0.05
 
 
 def backward_costs(cfg, mlp: MLP, l: int) -> dict:

@@ -22,7 +22,8 @@ from conftest import SIM_PARAMS, require_sim
 from rtl.config import ArchConfig
 from sw.golden_train import Float64SGD, GoldenSGD
 from sw.mlp import MLP, MLPError
-from sw.train import (CoreSession, TrainCompileError, compile_sgd, init_weights, kernel_gap)
+from sw.train import (CoreSession, TrainCompileError, backward_costs, backward_plan, compile_sgd, init_weights,
+                      kernel_gap)
 
 
 def _seed():
@@ -54,7 +55,7 @@ def train_and_check(cfg, mlp, steps, backend, seed, **kw):
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = CoreSession(cfg, backend)
     tp.init(sess, W0)
-    gold = GoldenSGD(cfg, mlp, W0)
+    gold = GoldenSGD(cfg, mlp, W0, fused=tp.fused)
     _eq_weights(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
     losses = []
     for k in range(steps):
@@ -81,16 +82,65 @@ def test_sgd_core_model(loss, nr, fmt):
     train_and_check(cfg, MLP(sizes, loss, 0.125), 2, "model", seed)
 
 
+@pytest.mark.parametrize("backward", ["fused", "separate"])
 @pytest.mark.parametrize("fmt", ["binary16", "binary32"])
 @pytest.mark.parametrize("nr", [2, 4])
 @pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
-def test_sgd_fast_model(loss, nr, fmt):
+def test_sgd_fast_model(loss, nr, fmt, backward):
     seed = _seed()
     rng = np.random.default_rng(seed)
     cfg = ArchConfig(nr=nr, fmt=fmt, mem_a_words=1024, mem_b_words=1024)
     sizes = (int(rng.integers(9, 30)), int(rng.integers(5, 19)), int(rng.integers(3, 13)), int(rng.integers(2, 7)))
     print(f"sizes {sizes}")
-    train_and_check(cfg, MLP(sizes, loss, 0.0625), 6, "fast", seed)
+    tp, *_ = train_and_check(cfg, MLP(sizes, loss, 0.0625), 6, "fast", seed, backward=backward)
+    assert tp.fused == [False] + [backward == "fused"] * 3
+
+
+@pytest.mark.parametrize("fmt", ["binary16", "binary32"])
+@pytest.mark.parametrize("nr", [2, 4])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+def test_sgd_fused_core_model(loss, nr, fmt):
+    """Every backward step fused (emit_gemv_t_rank1; golden rank1_scaled_v), on the core model."""
+    seed = _seed()
+    cfg = ArchConfig(nr=nr, fmt=fmt, mem_a_words=256, mem_b_words=256)
+    sizes = (5, 7, 3) if nr == 4 else (6, 5, 3, 3)
+    tp, *_ = train_and_check(cfg, MLP(sizes, loss, 0.125), 2, "model", seed, backward="fused")
+    assert tp.fused[1:] == [True] * (len(sizes) - 2)
+    assert not any(k.startswith("dc") for k in tp.alloc.items)        # no rows copy of d for a GEMV^T
+    for l in range(1, len(sizes) - 1):                                  # e not in W's bank
+        assert tp.regions[f"e{l}"].bank != tp.wbanks[l]
+
+
+def test_backward_choice_auto():
+    """The automatic per-layer choice: fused where its cycles (with the one-bank ReLU mask)
+    are within FUSED_TOLERANCE of the separate kernels' (large square layers), separate for
+    the few-row output layers; GoldenSGD's default follows the compiler's; a mixed step
+    (one layer fused, one not) is bit-exact."""
+    import sw.train as T
+
+    cfg = ArchConfig()
+    mlp = MLP((64, 128, 128, 10), "softmax_ce", 0.01)
+    plan = backward_plan(cfg, mlp)
+    assert plan == [False, True, False]
+    c1, c2 = backward_costs(cfg, mlp, 1), backward_costs(cfg, mlp, 2)
+    assert c1["separate"] < c1["fused"] <= (1 + T.FUSED_TOLERANCE) * c1["separate"]
+    assert c2["fused"] > (1 + T.FUSED_TOLERANCE) * c2["separate"]
+    assert compile_sgd(cfg, mlp).fused == plan
+    assert GoldenSGD(cfg, mlp, init_weights(mlp, cfg.fmt, 0)).fused == plan
+    assert backward_plan(cfg, mlp, "fused") == [False, True, True]
+    assert backward_plan(cfg, mlp, "separate") == [False, False, False]
+    assert backward_plan(cfg, mlp, tolerance=1.0) == [False, True, True]
+    assert backward_plan(cfg, MLP((64, 64, 10), "mse", 0.01)) == [False, False]
+    with pytest.raises(TrainCompileError, match="unknown backward 'both'"):
+        compile_sgd(cfg, mlp, backward="both")
+    # a mixed step on the fast model (default tolerance): layer 1 (16 x 16) fused, layer 2 (3 x 16) not
+    seed = _seed()
+    cfg = ArchConfig(nr=2, mem_a_words=1024, mem_b_words=1024)
+    mlp = MLP((12, 16, 16, 3), "mse", 0.0625)
+    tp, *_ = train_and_check(cfg, mlp, 3, "fast", seed)
+    assert tp.fused == [False, True, False]
+    tp, *_ = train_and_check(cfg, replace(mlp, loss="softmax_ce"), 2, "fast", seed, tolerance=10.0)
+    assert tp.fused == [False, True, True]
 
 
 def test_fast_model_counters_equal_core_model():
@@ -201,8 +251,116 @@ def test_gaps_are_needed():
     assert kernel_gap(cfg, tp.ops[0], tp.ops[1]) == 0     # two loads into different regions
 
 
+def test_fused_gaps_are_needed():
+    """Fused backward steps: the NOP after the fused kernel (the ReLU mask reads its y,
+    stored by its last instructions) and before it (it reads d) are needed; none is
+    needed for its W write-backs (its reduction and moves follow the last update)."""
+    import sw.train as T
+
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64)
+    mlp = MLP((6, 5, 4, 3), "mse", 0.125)
+    tp = compile_sgd(cfg, mlp, backward="fused")
+    assert len(tp.programs) == 1
+    ops = [o for p in tp.programs for o in p.ops]
+    gaps = [g for p in tp.programs for g in p.gaps]
+    for i, o in enumerate(ops):
+        if o.kind == "gemv_t_rank1":
+            assert ops[i + 1].kind == "relu_mask" and gaps[i + 1] == 1
+            assert gaps[i] >= 1                                   # after the axpy / the mask that wrote d
+            assert o.wb_tail >= cfg.fpu_latency - 1
+            W = o.wb[0]
+            reader = T.Op("r", "gemv", reads=[W])
+            storer = T.Op("s", "relu", writes=[(T.Region(W[0].bank, 60), 1)])
+            assert kernel_gap(cfg, o, reader) == 0 and kernel_gap(cfg, o, storer) == 0
+            r1 = T.Op("r1", "rank1", writes=[W], fma_wb=True, stores=False)
+            assert kernel_gap(cfg, r1, reader) == cfg.fpu_latency - 1 == kernel_gap(cfg, r1, storer)
+    for lim in (0, None):       # no gap at all; only the gaps around the fused kernels removed
+        orig = T.kernel_gap
+
+        def gap(cfg, a, b, lim=lim, orig=orig):
+            if lim == 0 or "gemv_t_rank1" in (a.kind, b.kind):
+                return 0
+            return orig(cfg, a, b)
+
+        T.kernel_gap = gap
+        try:
+            bad = compile_sgd(cfg, mlp, backward="fused")
+        finally:
+            T.kernel_gap = orig
+        W0 = init_weights(mlp, cfg.fmt, 2)
+        s = CoreSession(cfg, "fast")
+        bad.init(s, W0)
+        gold = GoldenSGD(cfg, mlp, W0, fused=bad.fused)
+        rng = np.random.default_rng(2)
+        diff = 0
+        for _ in range(3):
+            x, t = _sample(rng, mlp)
+            try:
+                bad.run_step(s, x, t, check_cycles=False)
+            except AssertionError:
+                diff += 1
+            gold.step(x, t)
+            diff += sum(int((g != w).sum()) for g, w in zip(bad.weights_from_session(s, padded=True),
+                                                             gold.weights(padded=True)))
+        assert diff > 0, lim
+
+
+@pytest.mark.parametrize("nr", [2, 4])
+def test_no_gap_after_fused_weight_update(nr):
+    """kernel_gap gives no NOPs after the fused kernel for a kernel reading W or storing
+    into W's bank (its last W write-back lands before its reduction and moves end): run
+    back to back with no NOP, a GEMV reading the updated W and a ReLU storing into W's
+    bank are right (golden, no write conflict), on the core model; the same ReLU right
+    after a rank-1 update, with no NOP, loses stores to the update's write-backs."""
+    from sw import golden
+    from sw.kernels import Scalar, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, run_kernel
+    from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
+    from noc.collectives import Region
+
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256)
+    fmt = cfg.fmt
+    m, n = 5, 7
+    L = lambda k: local_len(k, nr)             # noqa: E731
+    bits = lambda *sh: fmt.from_float(rng.uniform(-1, 1, sh)).astype(fmt.np_uint)   # noqa: E731
+    Wg, dg, ag, xg, zg, z3g = bits(m, n), bits(m), bits(n), bits(n), bits(nr, nr, 3), bits(nr, nr, 3)
+    al = fmt.from_float(np.array([-0.375]))[0]
+    W1, W2, W3, z, z3 = (Region("a", o) for o in (0, 64, 128, 200, 220))
+    d, a, y, x, y2, sc = (Region("b", o) for o in (0, 16, 32, 48, 64, 96))
+    loads = [(W, pack_matrix(Wg, nr)) for W in (W1, W2, W3)] + [
+        (d, pack_vector(dg, nr, "diag")), (a, pack_vector(ag, nr, "cols")), (x, pack_vector(xg, nr, "cols")),
+        (z, zg), (z3, z3g), (sc, np.full((nr, nr, 1), al, dtype=fmt.np_uint))]
+    fz = lambda W, y: emit_gemv_t_rank1(b_[0], cfg, m, n, W, d, a, y, alpha=Scalar("b", 96))  # noqa: E731
+    b_ = [None]
+
+    def k_read(b):
+        b_[0] = b
+        fz(W1, y)
+        emit_gemv(b, cfg, m, n, W1, x, y2, name="g2")
+
+    def k_store(b):
+        b_[0] = b
+        fz(W2, y)
+        emit_relu(b, cfg, 3, z, z)
+
+    def k_rank1(b):
+        emit_rank1(b, cfg, m, n, W3, d, a, alpha=Scalar("b", 96), u_layout="diag")
+        emit_relu(b, cfg, 3, z3, z3)
+
+    outs, res = run_kernel(cfg, loads, [k_read, k_store, k_rank1],
+                           [(W1, L(m) * L(n)), (y2, L(m)), (W2, L(m) * L(n)), (z, 3), (z3, 3)])
+    Wn = golden.rank1_scaled_v(fmt, nr, Wg, dg, ag, al)
+    assert np.array_equal(outs[0], pack_matrix(Wn[:m, :n], nr))
+    assert np.array_equal(unpack_vector(outs[1], m, "rows"), golden.gemv(fmt, nr, Wn[:m, :n], xg))
+    assert np.array_equal(outs[2], pack_matrix(Wn[:m, :n], nr))
+    assert np.array_equal(outs[3], golden.relu(fmt, zg))
+    assert res[0].counters["mem_conflict"] == 0 == res[1].counters["mem_conflict"]
+    assert res[2].counters["mem_conflict"] > 0 and not np.array_equal(outs[4], golden.relu(fmt, z3g))
+
+
 def test_cycle_formula_is_the_sum_of_kernel_costs():
-    from sw.kernels import gemv_cost, rank1_cost, elementwise_cost
+    from sw.kernels import elementwise_cost, gemv_cost, gemv_t_rank1_cost, rank1_cost
 
     cfg = ArchConfig(nr=4)
     mlp = MLP((64, 64, 10), "mse", 0.01)
@@ -219,6 +377,13 @@ def test_cycle_formula_is_the_sum_of_kernel_costs():
     assert tp.step_cycles() == want
     ce = compile_sgd(cfg, replace(mlp, loss="softmax_ce"))
     assert ce.host_cycles(500) == 500 and ce.step_cycles(500) == sum(ce.predicted_cycles()) + 500
+    # fused: W1^T d and its update in one kernel; the mask's operands then share a bank
+    fu = compile_sgd(cfg, mlp, backward="fused")
+    want_f = (want - gemv_cost(cfg, 10, 64, trans=True)["instructions"] - rank1_cost(cfg, 10, 64)["instructions"]
+              - elementwise_cost("relu_mask", L(64)) - sum(tp.programs[0].gaps)
+              + gemv_t_rank1_cost(cfg, 10, 64)["instructions"] + elementwise_cost("relu_mask", L(64), two_banks=False)
+              + sum(fu.programs[0].gaps))
+    assert fu.predicted_cycles() == [want_f]
 
 
 # ======================================================================================
@@ -271,27 +436,30 @@ def test_bad_mlp_and_options():
 RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
 
 
-@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+@pytest.mark.parametrize("loss,backward", [("mse", "auto"), ("softmax_ce", "auto"), ("mse", "separate")])
 @pytest.mark.parametrize("sim", SIM_PARAMS)
-def test_sgd_rtl(sim, loss):
+def test_sgd_rtl(sim, loss, backward):
+    """``auto`` fuses layer 1 (3 x 5 on 2 x 2: the fused kernel is the faster there);
+    ``separate``: GEMV^T, mask, rank-1."""
     from sim.core_run import Phase, run_session
 
     require_sim(sim)
     seed = _seed()
     cfg, mlp = RTL_CFG, MLP((6, 5, 3), loss, 0.125)
     rng = np.random.default_rng(seed)
-    tp = compile_sgd(cfg, mlp)
+    tp = compile_sgd(cfg, mlp, backward=backward)
+    assert tp.fused == [False, backward == "auto"]
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = CoreSession(cfg, "model", record=True)
     tp.init(sess, W0)
-    gold = GoldenSGD(cfg, mlp, W0)
+    gold = GoldenSGD(cfg, mlp, W0, fused=tp.fused)
     steps = []
     for _ in range(2):
         x, t = _sample(rng, mlp)
         steps.append(tp.run_step(sess, x, t))
         gold.step(x, t)
     phases = sess.phases + [Phase(w, d, n) for w, d, n in tp.unload_weights_phases()]
-    res = run_session(cfg, phases, backend="rtl", sim=sim, name=f"train-{loss}")   # beats == model's
+    res = run_session(cfg, phases, backend="rtl", sim=sim, name=f"train-{loss}-{backward}")   # beats == model's
     n_init = len(sess.phases) - 2 * len(tp.programs)
     runs = res[n_init:n_init + 2 * len(tp.programs)]
     for i, st in enumerate(steps):
