@@ -31,6 +31,7 @@ BENCHMARKS = {
     "fast_model": "benchmarks.bench_fast_model",
     "kernels": "benchmarks.bench_kernels",
     "train": "benchmarks.bench_train",
+    "train_mb": "benchmarks.bench_train_mb",
 }
 
 
