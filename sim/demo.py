@@ -168,9 +168,21 @@ def _train_rtl(cfg, sim: str | None, steps: int = 3) -> None:
           f"({sum(w.size for w in got_w)} words, padding included)")
 
 
-def _progress(done: int, total: int, width: int = 40) -> None:
-    k = width * done // max(total, 1)
-    print(f"\r  [{'#' * k}{'.' * (width - k)}] {done}/{total} steps", end="" if done < total else "\n", flush=True)
+class _Bar:
+    """A one-line text progress bar that log lines print over."""
+
+    def __init__(self, width: int = 40):
+        self.width, self.last = width, -1
+
+    def __call__(self, done: int, total: int) -> None:
+        pct = 100 * done // max(total, 1)
+        if pct != self.last:
+            self.last = pct
+            k = self.width * done // max(total, 1)
+            print(f"\r  [{'#' * k}{'.' * (self.width - k)}] {pct:3d} % ({done}/{total} steps)", end="", flush=True)
+
+    def log(self, msg: str) -> None:
+        print("\r" + " " * (self.width + 30) + "\r" + msg, flush=True)
 
 
 def _train_fast(cfg, epochs: int = 3) -> None:
@@ -181,12 +193,8 @@ def _train_fast(cfg, epochs: int = 3) -> None:
     _hdr(f"7. SGD on the fast model: {'-'.join(map(str, DEMO_NET))} on digits, {epochs} epochs, beside float64")
     data = load_digits()
     mlp = MLP(DEMO_NET, "softmax_ce", DEMO_LR)
-    kw = {}
-    import inspect
-
-    if "progress" in inspect.signature(train).parameters:
-        kw["progress"] = _progress
-    res = train(cfg, mlp, data, epochs=epochs, backend="fast", golden_steps=20, log=print, **kw)
+    bar = _Bar()
+    res = train(cfg, mlp, data, epochs=epochs, backend="fast", golden_steps=20, log=bar.log, progress=bar)
     st = res["step"]
     last = res["epochs"][-1]
     print(f"test accuracy {last['test_accuracy'] * 100:.2f} % on the array (binary16), "

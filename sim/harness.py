@@ -31,7 +31,7 @@ from pathlib import Path
 
 __all__ = [
     "ROOT", "SimulatorMissing", "find_simulator", "write_verilog", "run_cocotb",
-    "tb_config", "tb_params", "default_sim", "atomic_write",
+    "tb_config", "tb_params", "default_sim", "atomic_write", "atomic_savefig",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +50,20 @@ def atomic_write(path: Path | str, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
+def atomic_savefig(fig, path: Path | str, dpi: int = 110) -> Path:
+    """Save a matplotlib figure to ``path`` (PNG) through a temporary file and a rename,
+    and close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
+    fig.savefig(tmp, dpi=dpi)
+    plt.close(fig)
     os.replace(tmp, path)
     return path
 

@@ -282,8 +282,6 @@ def plot_breakdown(reports: dict, path) -> None:
 
     ``reports`` maps a label (e.g. a kernel name) to a :class:`Report`. Written atomically.
     """
-    import os
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -307,9 +305,6 @@ def plot_breakdown(reports: dict, path) -> None:
     ax.set_title(f"Energy per FLOP by category\n{first.tech}, {first.config['fmt']}, {first.pes} PEs", fontsize=10)
     ax.legend(fontsize=8, loc="upper right")
     fig.tight_layout()
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp.png"
-    fig.savefig(tmp, dpi=120)
-    plt.close(fig)
-    os.replace(tmp, path)
+    from sim.harness import atomic_savefig
+
+    atomic_savefig(fig, path, dpi=120)

@@ -55,12 +55,13 @@ def _acc(pred_fn, x, y):
 
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
-          max_train: int | None = None, max_test: int | None = None) -> dict:
+          max_train: int | None = None, max_test: int | None = None, progress=None) -> dict:
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
     ``golden_steps``: check the weights against :class:`GoldenSGD` bit for bit after
-    each of the first ``golden_steps`` steps (raises on a difference). Returns a dict of
+    each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
+    called as ``progress(done_steps, total_steps)`` after every step. Returns a dict of
     results (JSON-serializable)."""
     fmt = cfg.fmt
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
@@ -98,6 +99,8 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
                 if not all(np.array_equal(a, b) for a, b in zip(got, want)):
                     raise AssertionError(f"step {steps}: the array's weights differ from the golden trainer's")
             steps += 1
+            if progress is not None:
+                progress(steps, epochs * len(xtr))
         acc = _acc(lambda x: tp.predict(sess, x), xte, yte)
         acc_ref = _acc(ref.predict, xte, yte)
         acc_tr = _acc(lambda x: tp.predict(sess, x), xtr[:300], ytr[:300])
@@ -131,7 +134,6 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
 def plot_curves(res: dict, path, window: int = 100) -> None:
     """Save a PNG: training loss (moving average over ``window`` steps) of the array and
     of float64 SGD side by side, and the test accuracy per epoch."""
-    import os
 
     import matplotlib
 
@@ -164,12 +166,9 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     a2.set_title(f"{res['data'].split(':')[0]}; step {st['cycles']} cycles, "
                  f"{st['mac_utilization'] * 100:.1f}% MAC util., {st['gflops_per_w']:.0f} GFLOPS/W", fontsize=9)
     fig.tight_layout()
-    path = os.fspath(path)
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp.png"
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    os.replace(tmp, path)
+    from sim.harness import atomic_savefig
+
+    atomic_savefig(fig, path, dpi=110)
 
 
 def add_train_arguments(p) -> None:
