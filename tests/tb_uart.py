@@ -3,7 +3,8 @@
 Parameters (``sim.harness.tb_params()``): ``vectors`` (JSON ``{"in": [beats], "out":
 [[data, last], ...]}`` with the core model's expected replies), ``divisor`` (clock
 cycles per bit), ``width`` (beat width), ``result`` (JSON written with the received
-beats). The testbench is the host: it sends every input beat as a serial frame on
+beats), ``relaxed`` (indices of reply beats not compared: the cycle and stall counters,
+which depend on the serial line's speed). The testbench is the host: it sends every input beat as a serial frame on
 ``rx`` and decodes the frames the design sends on ``tx``.
 """
 
@@ -64,6 +65,8 @@ async def uart_session(dut):
     with open(prm["result"], "w") as fh:
         json.dump({"out": got}, fh)
     assert int(dut.overflow.value) == 0 and int(dut.frame_error.value) == 0
+    relaxed = set(prm.get("relaxed", []))   # beats that depend on line speed (stall counters)
+    assert len(got) == len(expected)
     for i, (g, e) in enumerate(zip(got, expected)):
-        assert g == e, f"reply beat {i}: got {g[0]:#x} last={g[1]}, model {e[0]:#x} last={e[1]}"
+        assert g == e or i in relaxed, f"reply beat {i}: got {g[0]:#x} last={g[1]}, model {e[0]:#x} last={e[1]}"
     dut._log.info("%d reply beats over the UART equal the core model's", len(got))
