@@ -266,12 +266,16 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
 
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
-          timeout_s: float = 4 * 3600, log=print) -> dict:
+          abc9: bool = True, timeout_s: float = 4 * 3600, log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board``.
 
     Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
     board, device, post-synthesis resources and fit, nextpnr utilization and Fmax, clock,
     step times, paths. Raises :class:`FitError`, :class:`ToolMissing`, :class:`BuildError`.
+
+    ``abc9=False`` maps with Yosys' classic ABC (``synth_ecp5 -noabc9``). YoWASP Yosys
+    0.70's ABC9 runs out of WebAssembly call stack on a flattened 4 x 4 core ("wasm
+    trap: call stack exhausted"); the build then retries with ``-noabc9`` by itself.
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
@@ -289,7 +293,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
         nextpnr_opts += " --timing-allow-fail"
     log(f"elaborating a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge for {board} ({device}) ...")
     t0 = time.perf_counter()
-    plan = platform.build(top, name="top", do_build=False, synth_opts="-dff",
+    plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-dff -noabc9",
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
@@ -302,8 +306,18 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
                "dir": str(out), "bitstream": None}
 
-    log(f"yosys synth_ecp5 (log {out / 'top.rpt'}) ...")
-    times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
+    log(f"yosys synth_ecp5{'' if abc9 else ' -noabc9'} (log {out / 'top.rpt'}) ...")
+    try:
+        times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
+    except BuildError as e:
+        if not (abc9 and "call stack exhausted" in str(e) + _read(logf)):
+            raise
+        log("yosys: ABC9 ran out of WebAssembly call stack; retrying with synth_ecp5 -noabc9 ...")
+        ys = (out / "top.ys").read_text()
+        (out / "top.ys").write_text(ys.replace("synth_ecp5 ", "synth_ecp5 -noabc9 ", 1))
+        abc9 = False
+        times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
+    summary["abc9"] = abc9
     from rtl.synth import _summarize
 
     stat = json.loads((out / "top.stat.json").read_text())

@@ -1,0 +1,101 @@
+"""FPGA resources and Fmax on the ECP5-85F (ULX3S): PE, 2 x 2 core, 4 x 4 core, binary16
+and binary32.
+
+PE rows: Yosys ``synth_ecp5`` of a lone PE (no board top, so no place and route).
+Core rows: ``rtl.fpga.build`` of the core behind the UART bridge on the ULX3S-85F, core
+clock from the PLL at 100 MHz (the target: nextpnr optimizes for it and reports the
+achieved Fmax); a configuration that does not fit stops after synthesis with the
+overflow. Builds take from minutes (2 x 2) to about an hour (4 x 4) on two cores; a
+build directory ``build/fpga/bench/<row>/summary.json`` with the same configuration is
+reused (delete it to rebuild). ``FPGA_BENCH_ROWS=pe-binary16,core2-binary16`` limits
+the rows; ``FPGA_BENCH_SYNTH_ONLY=1`` skips place and route.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from rtl.config import ArchConfig
+from rtl.fpga import DEVICES, FitError, build, fit_report, fpga_resources
+from rtl.synth import synthesize
+from rtl.tops import build_top
+from sim.harness import ROOT, write_verilog
+
+BOARD = "ulx3s-85f"
+DEVICE = "LFE5U-85F"
+CLOCK_MHZ = 100.0
+BENCH_DIR = ROOT / "build" / "fpga" / "bench"
+
+
+def _rows_wanted():
+    names = []
+    for fmt in ("binary16", "binary32"):
+        names += [f"pe-{fmt}", f"core2-{fmt}", f"core4-{fmt}"]
+    sel = os.environ.get("FPGA_BENCH_ROWS")
+    return [n for n in names if not sel or n in sel.split(",")]
+
+
+def _cfg(name: str) -> ArchConfig:
+    kind, fmt = name.split("-")
+    nr = 4 if kind in ("pe", "core4") else 2
+    return ArchConfig(fmt=fmt, nr=nr)
+
+
+def _pe_row(name: str) -> dict:
+    cfg = _cfg(name)
+    comp, top = build_top("pe", cfg)
+    _, v = write_verilog(comp, top)
+    res = fpga_resources(synthesize(v, top, "ecp5"))
+    fit = fit_report(res, DEVICE)
+    return {"design": "PE", "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
+            "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
+            "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
+            "fits 85F": "yes" if all(x["used"] <= x["available"] for x in fit.values()) else "no",
+            "LUT4 % (nextpnr)": "", "Fmax MHz (nextpnr)": "", "source": "synth"}
+
+
+def _core_row(name: str) -> dict:
+    cfg = _cfg(name)
+    out = BENCH_DIR / name
+    sj = out / "summary.json"
+    s = json.loads(sj.read_text()) if sj.exists() else None
+    if s is None or s.get("config") != cfg.to_dict() or ("synth" not in s):
+        if os.environ.get("FPGA_BENCH_SYNTH_ONLY"):
+            return {"design": f"{cfg.nr}x{cfg.nr} core", "format": cfg.fmt.name, "source": "not built"}
+        try:
+            # ABC9 of YoWASP Yosys 0.70 overflows its stack on a 4 x 4 core: classic ABC there
+            s = build(cfg, BOARD, out_dir=out, clock_mhz=CLOCK_MHZ, abc9=cfg.nr < 4,
+                      log=lambda m: print(f"[{name}] {m}", flush=True))
+        except FitError:
+            s = json.loads(sj.read_text())
+    res = s["synth"]["resources"]
+    fit = s["synth"].get("fit") or fit_report(res, DEVICE)
+    fits = all(x["used"] <= x["available"] for x in fit.values()) and "error" not in s
+    util = s.get("nextpnr", {}).get("utilization", {})
+    comb = util.get("TRELLIS_COMB")
+    over = [f"{r} +{v['used'] - v['available']}" for r, v in fit.items() if v["used"] > v["available"]]
+    return {"design": f"{cfg.nr}x{cfg.nr} core", "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
+            "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
+            "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
+            "fits 85F": "yes" if fits else ("no: " + ", ".join(over) if over else "no"),
+            "LUT4 % (nextpnr)": f"{100.0 * comb['used'] / comb['available']:.0f}" if comb else "",
+            "Fmax MHz (nextpnr)": s.get("fmax_mhz") if s.get("fmax_mhz") is not None else "",
+            "source": "place and route" if util else "synth"}
+
+
+def run() -> dict:
+    rows = []
+    for name in _rows_wanted():
+        rows.append(_pe_row(name) if name.startswith("pe") else _core_row(name))
+    return {
+        "title": f"FPGA resources and Fmax on the ECP5-85F ({BOARD})",
+        "note": (f"Default configuration (16 KB SRAM per PE, 16 registers, mul/add latency 2/3) except nr. "
+                 f"LUT4 = post-synthesis LUT4 + 2 per CCU2C carry + 6 per DPR16X4 LUT RAM (Yosys synth_ecp5 -dff); "
+                 f"the {DEVICE} has {DEVICES[DEVICE]['LUT4']} LUT4, {DEVICES[DEVICE]['DP16KD']} DP16KD, "
+                 f"{DEVICES[DEVICE]['MULT18X18D']} MULT18X18D. Cores include the UART bridge and board glue; "
+                 f"nextpnr-ecp5 with the core clock constrained to {CLOCK_MHZ:g} MHz (PLL), Fmax = achieved. "
+                 f"PE rows are synthesis only."),
+        "rows": rows,
+    }
