@@ -273,9 +273,11 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     board, device, post-synthesis resources and fit, nextpnr utilization and Fmax, clock,
     step times, paths. Raises :class:`FitError`, :class:`ToolMissing`, :class:`BuildError`.
 
-    ``abc9=False`` maps with Yosys' classic ABC (``synth_ecp5 -noabc9``). YoWASP Yosys
-    0.70's ABC9 runs out of WebAssembly call stack on a flattened 4 x 4 core ("wasm
-    trap: call stack exhausted"); the build then retries with ``-noabc9`` by itself.
+    Synthesis is ``synth_ecp5 -dff`` (``-dff``: YoWASP Yosys 0.70's ABC9 sometimes exits
+    silently on small designs without it). On a flattened 4 x 4 core ABC's flip-flop
+    retiming (``-dff``) runs out of WebAssembly call stack ("wasm trap: call stack
+    exhausted"); the build then retries with plain ``synth_ecp5 -noabc9`` by itself.
+    ``abc9=False`` uses ``-noabc9`` (classic ABC, no ``-dff``) from the start.
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
@@ -293,7 +295,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
         nextpnr_opts += " --timing-allow-fail"
     log(f"elaborating a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge for {board} ({device}) ...")
     t0 = time.perf_counter()
-    plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-dff -noabc9",
+    plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
@@ -306,15 +308,16 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
                "dir": str(out), "bitstream": None}
 
-    log(f"yosys synth_ecp5{'' if abc9 else ' -noabc9'} (log {out / 'top.rpt'}) ...")
+    log(f"yosys synth_ecp5 {'-dff' if abc9 else '-noabc9'} (log {out / 'top.rpt'}) ...")
     try:
         times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
     except BuildError as e:
         if not (abc9 and "call stack exhausted" in str(e) + _read(logf)):
             raise
-        log("yosys: ABC9 ran out of WebAssembly call stack; retrying with synth_ecp5 -noabc9 ...")
+        log("yosys: ABC ran out of WebAssembly call stack; retrying with synth_ecp5 -noabc9 (no -dff) ...")
         ys = (out / "top.ys").read_text()
-        (out / "top.ys").write_text(ys.replace("synth_ecp5 ", "synth_ecp5 -noabc9 ", 1))
+        (out / "top.ys").write_text(ys.replace("synth_ecp5 -dff ", "synth_ecp5 -noabc9 ", 1))
+        logf.write_text("")
         abc9 = False
         times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
     summary["abc9"] = abc9

