@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 
 from rtl.config import ArchConfig
-from rtl.fpga import DEVICES, FitError, build, fit_report, fpga_resources
+from rtl.fpga import DEVICES, FitError, build, fit_report, fpga_resources, parse_nextpnr_log
 from rtl.synth import synthesize
 from rtl.tops import build_top
 from sim.harness import ROOT, write_verilog
@@ -62,18 +62,26 @@ def _core_row(name: str) -> dict:
     sj = out / "summary.json"
     s = json.loads(sj.read_text()) if sj.exists() else None
     if s is None or s.get("config") != cfg.to_dict() or ("synth" not in s):
-        if os.environ.get("FPGA_BENCH_SYNTH_ONLY"):
-            return {"design": f"{cfg.nr}x{cfg.nr} core", "format": cfg.fmt.name, "source": "not built"}
         try:
             # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
             # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row
             s = build(cfg, BOARD, out_dir=out, clock_mhz=CLOCK_MHZ, abc9=False,
+                      place=not os.environ.get("FPGA_BENCH_SYNTH_ONLY"),
                       log=lambda m: print(f"[{name}] {m}", flush=True))
         except FitError:
             s = json.loads(sj.read_text())
     res = s["synth"]["resources"]
     fit = s["synth"].get("fit") or fit_report(res, DEVICE)
     fits = all(x["used"] <= x["available"] for x in fit.values()) and "error" not in s
+    source = "place and route"
+    if "nextpnr" not in s and (out / "top.partial.tim").exists():
+        # place and route stopped during routing: packing utilization and the placer's
+        # pre-routing Fmax estimate
+        s = dict(s, nextpnr=parse_nextpnr_log((out / "top.partial.tim").read_text()))
+        fm = s["nextpnr"]["fmax"]
+        s["fmax_mhz"] = min((v["achieved_mhz"] for v in fm.values()), default=None)
+        source = "placement (pre-routing estimate; routing not finished)"
+        s.pop("error", None)
     util = s.get("nextpnr", {}).get("utilization", {})
     comb = util.get("TRELLIS_COMB")
     over = [f"{r} +{v['used'] - v['available']}" for r, v in fit.items() if v["used"] > v["available"]]
@@ -83,7 +91,7 @@ def _core_row(name: str) -> dict:
             "fits 85F": "yes" if fits else ("no: " + ", ".join(over) if over else "no"),
             "LUT4 % (nextpnr)": f"{100.0 * comb['used'] / comb['available']:.0f}" if comb else "",
             "Fmax MHz (nextpnr)": s.get("fmax_mhz") if s.get("fmax_mhz") is not None else "",
-            "source": "place and route" if util else "synth"}
+            "source": source if util else "synth"}
 
 
 def run() -> dict:

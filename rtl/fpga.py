@@ -205,6 +205,19 @@ def _device_of(platform) -> str:
 
 # ---- nextpnr results -----------------------------------------------------------------------
 
+_FMAX_RE = re.compile(r"^Info: Max frequency for clock '([^']+)': ([\d.]+) MHz \((?:PASS|FAIL) at ([\d.]+) MHz\)", re.M)
+
+
+def parse_nextpnr_log(text: str) -> dict:
+    """Utilization (after packing) and the last Fmax estimates from a nextpnr log, for a
+    run that did not finish (the placer prints a pre-routing estimate)."""
+    util = {name: {"used": int(u), "available": int(a)} for name, u, a, _ in _UTIL_RE.findall(text)}
+    fmax = {}
+    for clk, got, want in _FMAX_RE.findall(text):
+        fmax[clk] = {"achieved_mhz": float(got), "constraint_mhz": float(want)}
+    return {"utilization": util, "fmax": fmax}
+
+
 def parse_nextpnr_report(path: Path) -> dict:
     """Utilization and Fmax from nextpnr's ``--report`` JSON."""
     d = json.loads(Path(path).read_text())
@@ -266,7 +279,7 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
 
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
-          abc9: bool = True, timeout_s: float = 4 * 3600, log=print) -> dict:
+          abc9: bool = True, place: bool = True, timeout_s: float = 4 * 3600, log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board``.
 
     Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
@@ -278,6 +291,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     retiming (``-dff``) runs out of WebAssembly call stack ("wasm trap: call stack
     exhausted"); the build then retries with plain ``synth_ecp5 -noabc9`` by itself.
     ``abc9=False`` uses ``-noabc9`` (classic ABC, no ``-dff``) from the start.
+    ``place=False`` stops after synthesis and the fit check.
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
@@ -336,6 +350,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                 summary["error"] = "does not fit (synthesis)"
                 atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
                 raise
+    if not place:
+        summary["times"] = times
+        atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        return summary
     log(f"nextpnr-ecp5 place and route (log {out / 'top.tim'}) ...")
     try:
         times["nextpnr_s"] = round(_run([env["NEXTPNR_ECP5"]] + cmds["NEXTPNR_ECP5"], out, env, logf,
