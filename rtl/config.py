@@ -67,6 +67,11 @@ class ArchConfig:
         Width of loop trip counts and AGU base/stride immediates (8..24).
     counter_bits : int
         Width of the core's performance counters (32..64).
+    cores : int
+        Cores of the chip, connected as a unidirectional ring (1 = a lone core; else an
+        even number 2..64: the reference design's ``2 x C`` array, ``cores = 2C``).
+    ring_fifo_depth : int
+        Beats of each core's ring receive FIFO (4..64; 4 sustains one beat per cycle).
     """
 
     fmt: FPFormat | str = "binary16"
@@ -83,6 +88,8 @@ class ArchConfig:
     n_agus: int = 4
     loop_bits: int = 16
     counter_bits: int = 48
+    cores: int = 1
+    ring_fifo_depth: int = 8
 
     def __post_init__(self):
         try:
@@ -114,6 +121,11 @@ class ArchConfig:
             raise ConfigError(f"ArchConfig.loop_bits must be >= addr_bits ({self.addr_bits}) so AGU "
                               f"immediates span an SRAM bank, got {self.loop_bits}")
         _check_int("counter_bits", self.counter_bits, 32, 64)
+        _check_int("cores", self.cores, 1, 64)
+        if self.cores != 1 and self.cores % 2:
+            raise ConfigError(f"ArchConfig.cores must be 1 or an even number in 2..64 (a 2 x C chip), "
+                              f"got {self.cores}")
+        _check_int("ring_fifo_depth", self.ring_fifo_depth, 4, 64)
         if not isinstance(self.clock_mhz, (int, float)) or not 1 <= self.clock_mhz <= 10000:
             raise ConfigError(f"ArchConfig.clock_mhz must be a number in 1..10000, got {self.clock_mhz!r}")
 
@@ -198,6 +210,11 @@ PRESETS: dict[str, ArchConfig] = {
     # small configurations for fast RTL tests (small memories keep simulators quick)
     "tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256),
     "small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024),
+    # chips (cores on a ring): small ones for RTL tests, and the reference design's
+    # configuration S (2 x 16 cores of 4 x 4 PEs = 512 PEs)
+    "chip-tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, cores=2),
+    "chip-small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, cores=4),
+    "S": ArchConfig(nr=4, cores=32),
 }
 
 

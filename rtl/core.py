@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import EnableInserter
-from amaranth.lib import wiring
+from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from noc.broadcast_bus import BroadcastBus
@@ -33,6 +33,21 @@ class Core(wiring.Component):
     -----
     s_axis_tdata/tvalid/tready/tlast : host -> core stream (``cfg.host_width`` bits)
     m_axis_tdata/tvalid/tready/tlast : core -> host stream
+    ring_in_data : In(nr * width), ring_in_en : In(1)
+        Ring link from the previous core: a beat pushed into this core's receive FIFO
+        (``cfg.ring_fifo_depth`` beats) at the end of the cycle; the sender never pushes
+        into a full FIFO (credit check below), so there is no ready.
+    ring_in_level : Out(range(depth + 1))
+        Beats in the receive FIFO (the previous core's credit check reads it).
+    ring_out_data : Out(nr * width), ring_out_en : Out(1)
+        Ring link to the next core (wired to its ``ring_in_*``): the bus values of a
+        ``rout`` instruction's operand stage, lane ``i`` = row / column bus ``i``.
+    cmd_ready : Out(1)
+        The host interface takes every beat this cycle (IDLE or LOAD state), whatever
+        ``s_axis_tvalid`` does: the chip's broadcast condition.
+    ring_out_level : In(range(depth + 1))
+        The next core's ``ring_in_level``. A ``rout`` issues only when
+        ``ring_out_level + rout pushes in flight < depth``.
 
     Cycle behaviour
     ---------------
@@ -44,6 +59,10 @@ class Core(wiring.Component):
     HALT"). Host input beats of ``hin`` instructions are consumed when the instruction
     leaves the head and drive the buses in the instruction's operand stage; ``hout``
     samples the resolved buses in the operand stage and pushes one beat.
+    ``rin`` / ``rout`` (the ``hin`` / ``hout`` forms with the ring flag) behave the same
+    with the ring receive FIFO / the next core's FIFO in place of the host streams: a
+    ``rout`` issued in cycle t pushes in cycle t+2 (its operand stage) and the beat can
+    be taken by a ``rin`` issuing in cycle t+3 or later on the next core.
     """
 
     def __init__(self, cfg):
@@ -53,6 +72,11 @@ class Core(wiring.Component):
         super().__init__({
             "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
             "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
+            "ring_in_data": In(cfg.nr * cfg.fmt.width), "ring_in_en": In(1),
+            "ring_in_level": Out(range(cfg.ring_fifo_depth + 1)),
+            "ring_out_data": Out(cfg.nr * cfg.fmt.width), "ring_out_en": Out(1),
+            "ring_out_level": In(range(cfg.ring_fifo_depth + 1)),
+            "cmd_ready": Out(1),
         })
 
     def elaborate(self, platform):
@@ -76,6 +100,7 @@ class Core(wiring.Component):
             seq.load_addr.eq(hif.load_addr), seq.load_data.eq(hif.load_data), seq.load_en.eq(hif.load_en),
             seq.start.eq(hif.start), seq.start_pc.eq(hif.start_pc),
             hif.halted.eq(seq.halted), hif.halt_pc.eq(seq.pc),
+            self.cmd_ready.eq(hif.cmd_ready),
         ]
 
         # --- stall decision at the sequencer head -------------------------------------
@@ -83,21 +108,34 @@ class Core(wiring.Component):
         # the operand stage now
         hout_op = Signal(2)      # hout of the instruction in its operand stage
         hout_last_op = Signal()
+        rout_op = Signal()       # ... and its beat goes to the ring
+        rin_depth = cfg.ring_fifo_depth
+        m.submodules.ring_rx = rx = fifo.SyncFIFO(width=nr * w, depth=rin_depth)
+        m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en),
+                     self.ring_in_level.eq(rx.level)]
         hin_op = Signal(2)
         hin_data_issue = Signal(hw)   # beat of the instruction being issued this cycle
         hin_data_op = Signal(hw)      # beat of the instruction in its operand stage
         pending = Signal(range(3))
-        m.d.comb += pending.eq((seq.issue & (seq.hout != 0)) + (hout_op != 0))
+        m.d.comb += pending.eq((seq.issue & (seq.hout != 0) & ~seq.rout) + ((hout_op != 0) & ~rout_op))
         room = Signal()
         m.d.comb += room.eq(hif.out_level + pending < OUT_FIFO_DEPTH)
+        rpending = Signal(range(3))
+        m.d.comb += rpending.eq((seq.issue & (seq.hout != 0) & seq.rout) + ((hout_op != 0) & rout_op))
+        ring_room = Signal()
+        m.d.comb += ring_room.eq(self.ring_out_level + rpending < rin_depth)
         stall = Signal()
-        m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)))
+        m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
+                                            | (seq.need_rin & ~rx.r_rdy) | (seq.need_rout & ~ring_room)))
         m.d.comb += seq.stall.eq(stall)
         head_issues = Signal()
         m.d.comb += head_issues.eq(seq.running & ~stall)
         m.d.comb += hif.hin_take.eq(head_issues & seq.need_hin)
+        m.d.comb += rx.r_en.eq(head_issues & seq.need_rin)
         with m.If(head_issues & seq.need_hin):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
+        with m.If(head_issues & seq.need_rin):
+            m.d.sync += hin_data_issue.eq(rx.r_data)
 
         # bubble: the cycle after a stall carries no instruction; freeze the PE side
         bubble = Signal()
@@ -114,6 +152,7 @@ class Core(wiring.Component):
             hin_data_op.eq(hin_data_issue),
             hout_op.eq(Mux(seq.issue, seq.hout, 0)),
             hout_last_op.eq(seq.hlast),
+            rout_op.eq(seq.rout),
             rseg_op.eq(seq.uop.rdrv.seg),
             cseg_op.eq(seq.uop.cdrv.seg),
         ]
@@ -151,7 +190,9 @@ class Core(wiring.Component):
 
         # --- host output pushes (operand stage) --------------------------------------
         push = Signal()
-        m.d.comb += push.eq(pe_en & (hout_op != 0))
+        m.d.comb += push.eq(pe_en & (hout_op != 0) & ~rout_op)
+        ring_push = Signal()
+        m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
         # hout samples each bus at position 0 (its first segment when segmented)
         row_vals = Cat(*(b.values()[0] for b in row_bus))
         col_vals = Cat(*(b.values()[0] for b in col_bus))
@@ -159,6 +200,8 @@ class Core(wiring.Component):
             hif.push_en.eq(push),
             hif.push_data.eq(Mux(hout_op == HostDir.ROW, row_vals, col_vals)),
             hif.push_last.eq(hout_last_op),
+            self.ring_out_en.eq(ring_push),
+            self.ring_out_data.eq(hif.push_data),
         ]
 
         # --- counters -------------------------------------------------------------------
@@ -170,6 +213,8 @@ class Core(wiring.Component):
             *(getattr(ctr, f"col_hops{i}").eq(Mux(pe_en, col_bus[i].hops, 0)) for i in range(nr)),
             ctr.host_in.eq(hif.host_in_beat),
             ctr.host_out.eq(hif.host_out_beat),
+            ctr.ring_in.eq(rx.r_en),
+            ctr.ring_out.eq(ring_push),
             ctr.clear.eq(hif.cnt_clear),
             ctr.sel.eq(hif.cnt_sel),
             hif.cnt_value.eq(ctr.value),

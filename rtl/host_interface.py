@@ -59,6 +59,9 @@ class HostInterface(wiring.Component):
         During RUN, ``hout`` pushes into the output FIFO (the core guarantees room).
     out_level : Out(range(OUT_FIFO_DEPTH + 1))
         Output FIFO occupancy, for the core's room check.
+    cmd_ready : Out(1)
+        In a state that takes every input beat (IDLE, LOAD): ``s_axis_tready`` is 1
+        whatever ``s_axis_tvalid`` does (a chip broadcasts beats only then).
     host_in_beat, host_out_beat : Out(1)
         A RUN data beat was consumed / pushed this cycle (counter events).
     cnt_sel : Out, cnt_value : In(counter_bits), cnt_clear : Out(1)
@@ -81,7 +84,7 @@ class HostInterface(wiring.Component):
             "running": Out(1),
             "hin_valid": Out(1), "hin_data": Out(hw), "hin_take": In(1),
             "push_en": In(1), "push_data": In(hw), "push_last": In(1),
-            "out_level": Out(range(OUT_FIFO_DEPTH + 1)),
+            "out_level": Out(range(OUT_FIFO_DEPTH + 1)), "cmd_ready": Out(1),
             "host_in_beat": Out(1), "host_out_beat": Out(1),
             "cnt_sel": Out(range(max(2, n_counters))), "cnt_value": In(cfg.counter_bits), "cnt_clear": Out(1),
         })
@@ -123,7 +126,7 @@ class HostInterface(wiring.Component):
 
         with m.FSM(name="host"):
             with m.State("IDLE"):
-                m.d.comb += self.s_axis_tready.eq(1)
+                m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
                 with m.If(self.s_axis_tvalid):
                     with m.Switch(cmd):
                         with m.Case(Cmd.LOAD):
@@ -141,7 +144,7 @@ class HostInterface(wiring.Component):
                             m.d.sync += bad_cmd.eq(cmd)
                             m.next = "ERROR"
             with m.State("LOAD"):
-                m.d.comb += self.s_axis_tready.eq(1)
+                m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
                 with m.If(self.s_axis_tvalid):
                     # shift chunks in least-significant first
                     if self.beats_per_word == 1:

@@ -28,6 +28,7 @@ def counter_names(cfg) -> list[str]:
     names += list(SUMMED_EVENTS)
     names += [f"row_hops[{r}]" for r in range(nr)] + [f"col_hops[{c}]" for c in range(nr)]
     names += ["host_in_beats", "host_out_beats"]
+    names += ["ring_in_beats", "ring_out_beats"]
     return names
 
 
@@ -50,6 +51,8 @@ class PerfCounters(wiring.Component):
         (:attr:`noc.broadcast_bus.BroadcastBus.hops`).
     host_in, host_out : In(1)
         A data beat was consumed from / pushed to the host this cycle.
+    ring_in, ring_out : In(1)
+        A beat was taken from the ring receive FIFO / sent to the next core this cycle.
     clear : In(1)
         Zero every counter (takes priority over counting).
     sel : In(range(n)), value : Out(counter_bits)
@@ -62,7 +65,7 @@ class PerfCounters(wiring.Component):
         nr = cfg.nr
         members = {
             "count_en": In(1), "stall": In(1), "issue": In(1),
-            "host_in": In(1), "host_out": In(1),
+            "host_in": In(1), "host_out": In(1), "ring_in": In(1), "ring_out": In(1),
             "clear": In(1), "sel": In(range(len(self.names))), "value": Out(cfg.counter_bits),
         }
         for p in range(nr * nr):
@@ -86,6 +89,7 @@ class PerfCounters(wiring.Component):
             incs.append(sum((getattr(ev, name) for ev in evs[1:]), start=getattr(evs[0], name)))
         incs += [getattr(self, f"row_hops{r}") for r in range(nr)] + [getattr(self, f"col_hops{c}") for c in range(nr)]
         incs += [self.host_in, self.host_out]
+        incs += [self.ring_in, self.ring_out]
         assert len(incs) == len(self.names)
         regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]
         for reg, inc in zip(regs, incs):

@@ -52,7 +52,10 @@ class Sequencer(wiring.Component):
         ``HALT`` is at the head and issues. ``running & ~stall`` = the head issues.
     need_hin, need_hout : Out(1)
         Combinational: ``running`` and the head instruction has ``hin`` / ``hout`` not
-        ``NONE`` (the core raises ``stall`` if the host stream cannot serve it).
+        ``NONE`` on the host stream (the core raises ``stall`` if the host stream cannot
+        serve it).
+    need_rin, need_rout : Out(1)
+        The same for the ring (``rin`` / ``rout``: ``hin`` / ``hout`` with the ring flag).
     issue : Out(1)
         Registered: the outputs below carry an instruction issued to the PEs this cycle.
         When 0 they are all zero (a NOP micro-op).
@@ -61,8 +64,9 @@ class Sequencer(wiring.Component):
         ``rb.off`` / ``wa.off`` / ``wb.off`` when ``ag_ra`` / ... = ``k`` (mod
         ``2^addr_bits``).
     hin, hout : Out(2)
-    hlast : Out(1)
-        Registered: host-stream fields of the issued instruction.
+    hlast, rin, rout : Out(1)
+        Registered: stream fields of the issued instruction (``rin`` / ``rout``: the beat
+        comes from / goes to the ring).
     pc : Out(pc_bits)
         Registered: microcode address of the issued instruction.
     halted : Out(1)
@@ -105,11 +109,15 @@ class Sequencer(wiring.Component):
             "running": Out(1),
             "need_hin": Out(1),
             "need_hout": Out(1),
+            "need_rin": Out(1),
+            "need_rout": Out(1),
             "issue": Out(1),
             "uop": Out(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "hin": Out(2),
             "hout": Out(2),
             "hlast": Out(1),
+            "rin": Out(1),
+            "rout": Out(1),
             "pc": Out(cfg.pc_bits),
             "halted": Out(1),
         })
@@ -143,8 +151,10 @@ class Sequencer(wiring.Component):
         m.d.comb += [
             go.eq(running & ~self.stall),
             self.running.eq(running),
-            self.need_hin.eq(running & (ctl.hin != 0)),
-            self.need_hout.eq(running & (ctl.hout != 0)),
+            self.need_hin.eq(running & (ctl.hin != 0) & ~ctl.rin),
+            self.need_hout.eq(running & (ctl.hout != 0) & ~ctl.rout),
+            self.need_rin.eq(running & (ctl.hin != 0) & ctl.rin),
+            self.need_rout.eq(running & (ctl.hout != 0) & ctl.rout),
         ]
         is_loop = ctl.op == SeqOp.LOOP
         is_jump = ctl.op == SeqOp.JUMP
@@ -200,7 +210,8 @@ class Sequencer(wiring.Component):
             m.d.comb += new_uop[fld].off.eq(head.uop[fld].off + add)
 
         # -- sequential behaviour --------------------------------------------------------
-        issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.pc, self.halted]
+        issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
+                      self.halted]
         with m.If(self.start):
             m.d.sync += [running.eq(1), pc.eq(self.start_pc)]
             m.d.sync += [r.eq(0) for r in issue_regs]
@@ -213,6 +224,8 @@ class Sequencer(wiring.Component):
                 self.hin.eq(ctl.hin),
                 self.hout.eq(ctl.hout),
                 self.hlast.eq(ctl.hlast),
+                self.rin.eq(ctl.rin),
+                self.rout.eq(ctl.rout),
                 self.pc.eq(pc),
                 self.halted.eq(is_halt),
                 pc.eq(next_pc),

@@ -26,7 +26,7 @@ from rtl.perf_counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel
 from sw.isa import HostDir, SeqOp, instr_layout
 
-__all__ = ["CoreModel", "RunResult", "Beat", "START_LATENCY_CYCLES"]
+__all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "START_LATENCY_CYCLES"]
 
 #: RUN-state cycles before the first instruction issues (sequencer start latency - 1)
 START_LATENCY_CYCLES = 1
@@ -44,6 +44,8 @@ class RunResult:
     cycles: int
     instructions: int
     counters: dict = field(default_factory=dict)
+    #: beats sent to the next core on the ring (``rout``), ints, in order
+    ring_out: list = field(default_factory=list)
 
 
 class CoreModel:
@@ -122,61 +124,34 @@ class CoreModel:
         raise KeyError(name)
 
     # -- RUN ----------------------------------------------------------------------------
-    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000) -> RunResult:
+    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000,
+            ring_in=()) -> RunResult:
         """Execute from ``start_pc`` to HALT plus the drain, as the RTL's RUN command.
 
-        ``host_in`` supplies the data beats consumed by ``hin`` instructions (ints).
-        Returns the ``hout`` beats, the cycle count and the counters of this run (the
-        model's cumulative :attr:`counters` are updated as the RTL's are).
+        ``host_in`` supplies the data beats consumed by ``hin`` instructions (ints),
+        ``ring_in`` those of ``rin`` instructions (a lone core: the ring input always
+        holds the next beat and the next core always has room, so no stall).
+        Returns the ``hout`` beats (``out``), the ``rout`` beats (``ring_out``), the
+        cycle count and the counters of this run (the model's cumulative
+        :attr:`counters` are updated as the RTL's are).
         """
-        before = dict(self.counters)
-        host_in = list(host_in)
-        hin_pos = 0
-        out: list[Beat] = []
-        cycles = 0
-        nop = 0
-        # the start-latency cycle: PEs clocked with a NOP
-        op_hin, op_hin_data, op_hout, op_hlast, op_rseg, op_cseg = 0, 0, 0, 0, 0, 0
-        rseg_of = self._field("rdrv_seg")
-        cseg_of = self._field("cdrv_seg")
+        r = CoreRun(self, start_pc, host_in, ring_in, max_instructions)
+        while not r.done:
+            r.cycle()
+        return r.finish()
 
-        def tick(uop, hin, hin_data, hout, hlast):
-            nonlocal op_hin, op_hin_data, op_hout, op_hlast, op_rseg, op_cseg, cycles
-            rows, cols = self._cycle(uop, op_hin, op_hin_data, op_rseg, op_cseg)
-            if op_hout:
-                vals = rows if op_hout == HostDir.ROW else cols
-                data = 0
-                for i, v in enumerate(vals):
-                    data |= v[0] << (i * self.w)   # each bus sampled at position 0
-                out.append(Beat(data, bool(op_hlast)))
-            op_hin, op_hin_data, op_hout, op_hlast = hin, hin_data, hout, hlast
-            op_rseg, op_cseg = rseg_of(uop), cseg_of(uop)
-            cycles += 1
-
-        for _ in range(START_LATENCY_CYCLES):
-            tick(nop, 0, 0, 0, 0)
-        n = 0
-        for issued in self.seq.iter_run(start_pc, max_instructions):
-            data = 0
-            if issued.hin:
-                if hin_pos >= len(host_in):
-                    raise ValueError(f"program consumed more host input beats than the {len(host_in)} given "
-                                     f"(at pc {issued.pc})")
-                data = host_in[hin_pos]
-                hin_pos += 1
-            tick(issued.uop, issued.hin, data, issued.hout, issued.hlast)
-            n += 1
-        # drain: DRAIN state lasts fpu_latency + 1 cycles after the HALT's issue cycle
-        for _ in range(self.cfg.fpu_latency + 1):
-            tick(nop, 0, 0, 0, 0)
+    def _end_run(self, before, cycles, n, stalls, host_in, out, ring_in, ring_out) -> RunResult:
         self.counters["cycles"] += cycles
+        self.counters["stall_cycles"] += stalls
         self.counters["instructions"] += n
-        self.counters["host_in_beats"] += hin_pos
+        self.counters["host_in_beats"] += host_in
         self.counters["host_out_beats"] += len(out)
+        self.counters["ring_in_beats"] += ring_in
+        self.counters["ring_out_beats"] += len(ring_out)
         for k in self.counters:
             self.counters[k] &= self.cmask
         delta = {k: (self.counters[k] - before[k]) & self.cmask for k in self.names}
-        return RunResult(out=out, cycles=cycles, instructions=n, counters=delta)
+        return RunResult(out=out, cycles=cycles, instructions=n, counters=delta, ring_out=ring_out)
 
     # -- the stream protocol ------------------------------------------------------------
     def counter_beats(self) -> list[Beat]:
@@ -235,7 +210,127 @@ class CoreModel:
         n = 0
         last = None
         for issued in self.seq.iter_run(start_pc):
-            n += bool(issued.hin)
+            n += bool(issued.hin and not issued.rin)
             last = issued.pc
         self._last_pc = last
         return n
+
+
+class CoreRun:
+    """One RUN of a :class:`CoreModel`, stepped cycle by cycle as the RTL's core.
+
+    Each :meth:`cycle` is one clock of the RUN state: the PEs are clocked unless the
+    previous cycle stalled (the bubble), then the head instruction either issues or
+    stalls. ``ring_in`` is a list of beats (always available) or an object with
+    ``ready() -> bool`` and ``pop() -> int`` (a ring receive FIFO); ``ring_room()``, when
+    given, answers the ``rout`` credit check (``True`` if the next core's FIFO has room
+    for one more beat given the pushes in flight, :attr:`rout_pending`). Host streams
+    always serve (see the module docstring). :class:`sim.chip_model.ChipModel` steps one
+    of these per core in lockstep.
+    """
+
+    def __init__(self, model: CoreModel, start_pc, host_in=(), ring_in=(), max_instructions=1_000_000,
+                 ring_room=None):
+        self.m = model
+        self.before = dict(model.counters)
+        self.host_in = list(host_in)
+        self.ring_src = ring_in if hasattr(ring_in, "pop") else None
+        self.ring_list = None if self.ring_src is not None else list(ring_in)
+        self.ring_room = ring_room
+        self.hin_pos = self.rin_pos = 0
+        self.out: list[Beat] = []
+        self.ring_out: list[int] = []
+        #: ring beats pushed in the current cycle (the chip moves them to the next FIFO)
+        self.pushed: list[int] = []
+        self.cycles = self.n = self.stalls = 0
+        self.rseg_of = model._field("rdrv_seg")
+        self.cseg_of = model._field("cdrv_seg")
+        # operand-stage registers: the instruction ticked last, not yet acted
+        self.op = (0, 0, 0, 0, 0, 0, 0)      # hin, hin_data, hout, hlast, rout, rseg, cseg
+        self.iss = (0, 0, 0, 0, 0, 0)        # the issue register: uop, hin, data, hout, hlast, rout
+        self.stalled = False                 # the previous cycle stalled (this one is a bubble)
+        self.gen = model.seq.iter_run(start_pc, max_instructions)
+        self.head = next(self.gen, None)
+        self.drain = model.cfg.fpu_latency + 2    # the HALT's own tick, then the DRAIN state
+        self.done = False
+        self.started = False
+
+    @property
+    def rout_pending(self) -> int:
+        """``rout`` pushes decided but not yet in the next core's FIFO, at this cycle's
+        decision: the one pushed this cycle and the one in the operand-stage registers
+        (the RTL's issue and operand stages)."""
+        return len(self.pushed) + int(bool(self.op[4] and self.op[2]))
+
+    def _tick(self):
+        m = self.m
+        op_hin, op_data, op_hout, op_hlast, op_rout, rseg, cseg = self.op
+        rows, cols = m._cycle(self.iss[0], op_hin, op_data, rseg, cseg)
+        if op_hout:
+            vals = rows if op_hout == HostDir.ROW else cols
+            data = 0
+            for i, v in enumerate(vals):
+                data |= v[0] << (i * m.w)   # each bus sampled at position 0
+            if op_rout:
+                self.ring_out.append(data)
+                self.pushed.append(data)
+            else:
+                self.out.append(Beat(data, bool(op_hlast)))
+        uop, hin, data, hout, hlast, rout = self.iss
+        self.op = (hin, data, hout, hlast, rout, self.rseg_of(uop), self.cseg_of(uop))
+
+    def cycle(self) -> None:
+        """One clock."""
+        self.pushed = []
+        if not self.started:             # the start-latency cycle: NOP into the PEs
+            self.started = True
+            self.iss = (0, 0, 0, 0, 0, 0)
+        if not self.stalled:
+            self._tick()
+        self.cycles += 1
+        h = self.head
+        if h is None:                    # HALT issued: drain
+            self.iss = (0, 0, 0, 0, 0, 0)
+            self.drain -= 1
+            self.stalled = False
+            if self.drain == 0:
+                self.done = True
+            return
+        stall = False
+        if h.hin and h.rin and self.ring_src is not None and not self.ring_src.ready():
+            stall = True
+        if h.hout and h.rout and self.ring_room is not None and not self.ring_room(self):
+            stall = True
+        self.stalled = stall
+        if stall:
+            self.stalls += 1
+            self.iss = (0, 0, 0, 0, 0, 0)
+            return
+        data = 0
+        if h.hin and h.rin:
+            if self.ring_src is not None:
+                data = self.ring_src.pop()
+            else:
+                if self.rin_pos >= len(self.ring_list):
+                    raise ValueError(f"program consumed more ring input beats than the {len(self.ring_list)} "
+                                     f"given (at pc {h.pc})")
+                data = self.ring_list[self.rin_pos]
+            self.rin_pos += 1
+        elif h.hin:
+            if self.hin_pos >= len(self.host_in):
+                raise ValueError(f"program consumed more host input beats than the {len(self.host_in)} given "
+                                 f"(at pc {h.pc})")
+            data = self.host_in[self.hin_pos]
+            self.hin_pos += 1
+        self.iss = (h.uop, h.hin, data, h.hout, h.hlast, h.rout)
+        self.n += 1
+        self.last_pc = h.pc
+        self.head = next(self.gen, None)
+
+    def finish(self) -> RunResult:
+        """Count the run into the model's counters; the :class:`RunResult`."""
+        assert self.done
+        m = self.m
+        m._last_pc = self.last_pc
+        return m._end_run(self.before, self.cycles, self.n, self.stalls, self.hin_pos, self.out,
+                          self.rin_pos, self.ring_out)

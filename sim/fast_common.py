@@ -320,6 +320,8 @@ class Counters:
         self.instructions = 0
         self.host_in = 0
         self.host_out = 0
+        self.ring_in = 0
+        self.ring_out = 0
 
     def add_ev(self, name, v):
         self.ev[name] += int(v)
@@ -338,4 +340,6 @@ class Counters:
             d[f"col_hops[{i}]"] = int(self.col_hops[i])
         d["host_in_beats"] = self.host_in
         d["host_out_beats"] = self.host_out
+        d["ring_in_beats"] = self.ring_in
+        d["ring_out_beats"] = self.ring_out
         return d

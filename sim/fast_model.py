@@ -123,6 +123,7 @@ class FastModel:
         #: engine statistics summed over every run of this model
         self.total_stats: dict = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "runs": 0}
         self._pc_info = None
+        self._ring_tab = None
 
     # -- templates ----------------------------------------------------------------------
     def tmpl_of(self, uop_word: int, ctl=(0, 0, 0)) -> Tmpl:
@@ -140,6 +141,7 @@ class FastModel:
     def load(self, words, addr: int = 0) -> None:
         self.seq.load(list(words), addr)
         self._pc_info = None
+        self._ring_tab = None
         self._prog = None
 
     @property
@@ -214,17 +216,52 @@ class FastModel:
             offs[n_pre:n_pre + len(pcs)] = (offs[n_pre:n_pre + len(pcs)] + add) & am
         return allpcs, offs
 
-    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000) -> RunResult:
+    def ring_flags(self, pcs=None):
+        """Per microcode address (``ucode_depth`` = the virtual NOP): ``(rin, hout, rout)``
+        flag arrays (``rin``: the ``hin`` beat comes from the ring; ``hout``: any stream
+        output; ``rout``: it goes to the ring)."""
+        depth = self.cfg.ucode_depth
+        if getattr(self, "_ring_tab", None) is None:     # reset by every microcode load
+            self._ring_tab = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool),
+                              np.zeros(depth + 1, bool), np.zeros(depth + 1, bool))
+        rin, hout, rout, done = self._ring_tab
+        if pcs is not None and len(pcs):
+            todo = np.unique(pcs)
+            todo = todo[~done[todo]]
+            for pc in todo.tolist():
+                d = self.seq._decode(pc)
+                rin[pc], hout[pc], rout[pc] = bool(d.hin and d.rin), bool(d.hout), bool(d.hout and d.rout)
+            done[todo] = True
+        return rin, hout, rout
+
+    def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000, ring_in=()) -> RunResult:
         """Execute from ``start_pc`` to HALT plus the drain, as the RTL's RUN command
-        (same arguments and result as :meth:`sim.core_model.CoreModel.run`)."""
+        (same arguments and result as :meth:`sim.core_model.CoreModel.run`: ``ring_in``
+        feeds the ``rin`` instructions, the result's ``ring_out`` holds the ``rout``
+        beats)."""
         trace, allpcs, offs = self._trace(start_pc, max_instructions)
         tm, static, sel, hin = self._pc_tables(trace.pcs)
-        host_in = list(host_in)
+        rin_f, hout_f, rout_f = self.ring_flags(trace.pcs)
         hsteps = np.nonzero(hin[allpcs])[0]
-        if len(hsteps) > len(host_in):
-            pc = int(allpcs[hsteps[len(host_in)]])
-            raise ValueError(f"program consumed more host input beats than the {len(host_in)} given "
-                             f"(at pc {pc})")
+        from_ring = rin_f[allpcs[hsteps]]
+        n_ring = int(np.count_nonzero(from_ring))
+        n_host = len(hsteps) - n_ring
+        host_in, ring_in = list(host_in), list(ring_in)
+        for name, given, need, flag in (("host", host_in, n_host, False), ("ring", ring_in, n_ring, True)):
+            if need > len(given):
+                pc = int(allpcs[hsteps[np.nonzero(from_ring == flag)[0][len(given)]]])
+                raise ValueError(f"program consumed more {name} input beats than the {len(given)} given "
+                                 f"(at pc {pc})")
+        if n_ring:      # one beat list in issue order: host and ring beats interleaved
+            merged, hi, ri = [], 0, 0
+            for f in from_ring.tolist():
+                if f:
+                    merged.append(ring_in[ri])
+                    ri += 1
+                else:
+                    merged.append(host_in[hi])
+                    hi += 1
+            host_in = merged
         nr, w = self.nr, self.w
         lanes = np.zeros((len(hsteps), nr), self.cfg.fmt.np_uint)
         for k in range(len(hsteps)):
@@ -251,15 +288,24 @@ class FastModel:
         n = len(trace.pcs)
         ctr.cycles = len(allpcs)
         ctr.instructions = n
-        ctr.host_in = len(hsteps)
+        ring_out = []
+        osteps = np.nonzero(hout_f[allpcs])[0]
+        if len(osteps) and rout_f[allpcs[osteps]].any():
+            to_ring = rout_f[allpcs[osteps]].tolist()
+            assert len(to_ring) == len(out)
+            ring_out = [int(b[0]) for b, r in zip(out, to_ring) if r]
+            out = [b for b, r in zip(out, to_ring) if not r]
+        ctr.host_in = n_host
         ctr.host_out = len(out)
+        ctr.ring_in = n_ring
+        ctr.ring_out = len(ring_out)
         self._last_pc = trace.last_pc
         delta = ctr.as_dict()
         for k in self.counters:
             self.counters[k] = (self.counters[k] + delta[k]) & self.cmask
         delta = {k: v & self.cmask for k, v in delta.items()}
         beats = [Beat(d, last) for d, last in out]
-        return RunResult(out=beats, cycles=len(allpcs), instructions=n, counters=delta)
+        return RunResult(out=beats, cycles=len(allpcs), instructions=n, counters=delta, ring_out=ring_out)
 
     def _run_cycles(self, t0, t1, allpcs, offs, lanes, lane_of, ctr, out):
         """Per-cycle engine over cycles ``[t0, t1)`` of the RUN state."""
@@ -309,11 +355,13 @@ class FastModel:
                 for k, wd in enumerate(words):
                     self.seq.load([wd], (arg0 + k) % self.cfg.ucode_depth)
                 self._pc_info = None
+                self._ring_tab = None
                 self._prog = None
             elif cmd == Cmd.RUN:
                 trace = self._trace(arg0, self.max_instructions)[0]
                 tm, static, sel, hin = self._pc_tables(trace.pcs)
-                need = int(np.count_nonzero(hin[trace.pcs])) if len(trace.pcs) else 0
+                rin_f = self.ring_flags(trace.pcs)[0]
+                need = int(np.count_nonzero(hin[trace.pcs] & ~rin_f[trace.pcs])) if len(trace.pcs) else 0
                 res = self.run(arg0, data[i:i + need], self.max_instructions)
                 i += need
                 out += res.out

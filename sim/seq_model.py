@@ -49,14 +49,18 @@ class Issued:
     op : int
         The :class:`~sw.isa.SeqOp` of the instruction.
     hin, hout, hlast : int
-        Host-stream fields of the instruction (:class:`~sw.isa.HostDir` codes).
+        Stream fields of the instruction (:class:`~sw.isa.HostDir` codes).
+    rin, rout : int
+        1 when the ``hin`` beat comes from the ring / the ``hout`` beat goes to the ring
+        (the ``rin`` / ``rout`` assembly forms) instead of the host stream.
     """
 
-    __slots__ = ("pc", "uop", "word", "op", "hin", "hout", "hlast", "_cfg", "_instr")
+    __slots__ = ("pc", "uop", "word", "op", "hin", "hout", "hlast", "rin", "rout", "_cfg", "_instr")
 
-    def __init__(self, pc, uop, word, op, hin, hout, hlast, cfg):
+    def __init__(self, pc, uop, word, op, hin, hout, hlast, cfg, rin=0, rout=0):
         self.pc, self.uop, self.word, self.op = pc, uop, word, op
         self.hin, self.hout, self.hlast = hin, hout, hlast
+        self.rin, self.rout = rin, rout
         self._cfg = cfg
         self._instr = None
 
@@ -80,7 +84,7 @@ class Issued:
 class _Decoded:
     """A microcode word split into the fields the sequencer uses (decoded once)."""
 
-    __slots__ = ("op", "lvl", "agu", "target", "imm", "hin", "hout", "hlast", "sels", "uop", "ctl")
+    __slots__ = ("op", "lvl", "agu", "target", "imm", "hin", "hout", "hlast", "rin", "rout", "sels", "uop", "ctl")
 
 
 class SequencerModel:
@@ -158,6 +162,7 @@ class SequencerModel:
 
             d.op, d.lvl, d.agu, d.target, d.imm = f("op"), f("lvl"), f("agu"), f("target"), f("imm")
             d.hin, d.hout, d.hlast = f("hin"), f("hout"), f("hlast")
+            d.rin, d.rout = f("rin"), f("rout")
             sels = tuple((off, f(f"ag_{fld}")) for fld, off in zip(AGU_FIELDS, self._off_fields))
             d.sels = tuple((off, s - 1) for off, s in sels if 1 <= s <= self.n_agus)
             d.uop = (w >> self._uop_shift) & self._uop_mask
@@ -276,7 +281,7 @@ class SequencerModel:
                 if a < self.n_agus and d.lvl < self.n_loops:
                     self.stride[a][d.lvl] = d.imm & self.amask
         return Issued(pc, uop, d.ctl | (uop << self._uop_shift), op, d.hin, d.hout, d.hlast,
-                      self.cfg)
+                      self.cfg, d.rin, d.rout)
 
     def iter_run(self, start_pc: int = 0, max_instructions: int = 1_000_000):
         """Generator form of :meth:`run` (raises :class:`RunawayError` when exhausted)."""

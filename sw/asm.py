@@ -49,7 +49,7 @@ __all__ = [
     "encode_program", "decode_words", "write_hex", "read_hex",
     # slot constructors (Builder API)
     "Slot", "nop", "pred", "fma", "mac", "mul", "add", "mov", "relu", "mask", "rdrv", "cdrv",
-    "rda", "rdb", "wra", "wrb", "ar_set", "ar_add", "ar_stride", "hin", "hout", "raw",
+    "rda", "rdb", "wra", "wrb", "ar_set", "ar_add", "ar_stride", "hin", "hout", "rin", "rout", "raw",
 ]
 
 LOOP_NAMES = "ijklmnop"   # names the disassembler gives to loop levels 0..7
@@ -137,8 +137,9 @@ _UNIT = {
     "rdrv": "the row-bus driver", "cdrv": "the column-bus driver",
     "ra": "the SRAM A read port", "rb": "the SRAM B read port",
     "wa": "the SRAM A write port", "wb": "the SRAM B write port",
-    "ar": "the address-register update", "hin": "the host input", "hout": "the host output",
-    "hlast": "the host output", "ctl": "the sequencer control (one loop/agu/jump/halt per instruction)",
+    "ar": "the address-register update", "hin": "the stream input (hin/rin)",
+    "hout": "the stream output (hout/rout)", "hlast": "the stream output (hout/rout)",
+    "rin": "the stream input (hin/rin)", "rout": "the stream output (hout/rout)", "ctl": "the sequencer control (one loop/agu/jump/halt per instruction)",
 }
 
 
@@ -388,6 +389,22 @@ def hout(direction, last=False) -> Slot:
     if direction not in _DIRS:
         raise AsmError(f"hout direction must be row or col, got {direction!r}")
     return Slot("hout", {"hout": _DIRS[direction], "hlast": int(bool(last))})
+
+
+def rin(direction) -> Slot:
+    """Pop a beat from the ring (sent by the previous core) onto the ``"row"`` or ``"col"``
+    buses (the stream-input unit: not with ``hin`` in one instruction)."""
+    if direction not in _DIRS:
+        raise AsmError(f"rin direction must be row or col, got {direction!r}")
+    return Slot("hin", {"hin": _DIRS[direction], "rin": 1})
+
+
+def rout(direction) -> Slot:
+    """Send the ``"row"`` or ``"col"`` bus values to the next core on the ring (the
+    stream-output unit: not with ``hout`` in one instruction)."""
+    if direction not in _DIRS:
+        raise AsmError(f"rout direction must be row or col, got {direction!r}")
+    return Slot("hout", {"hout": _DIRS[direction], "rout": 1})
 
 
 def raw(**fields) -> Slot:
@@ -810,6 +827,10 @@ class _SlotParser:
             raise self.err(f"{op} direction must be row or col, got {d!r}", tok)
         if op == "hin":
             return hin(d)
+        if op == "rin":
+            return rin(d)
+        if op == "rout":
+            return rout(d)
         last = False
         if self.at("last"):
             self.next()
@@ -875,6 +896,7 @@ _HANDLERS = {
     "wra": _SlotParser.p_write, "wrb": _SlotParser.p_write,
     "stride": _SlotParser.p_stride,
     "hin": _SlotParser.p_host, "hout": _SlotParser.p_host,
+    "rin": _SlotParser.p_host, "rout": _SlotParser.p_host,
     "loop": _SlotParser.p_loop, "agu": _SlotParser.p_agu, "jump": _SlotParser.p_jump,
     "halt": _SlotParser.p_halt, "raw": _SlotParser.p_raw,
 }
@@ -1336,16 +1358,16 @@ def _check_instruction(f, owner, rec, cx):
         if code == Src.MEMB and not f.get("rb_en"):
             raise err(f"source memb needs an SRAM B read (rdb) in the same instruction", k)
         if code == Src.ROW and not (f.get("rdrv_en") or f.get("hin") == HostDir.ROW):
-            raise err("source row: nothing drives the row bus in this instruction (add rdrv or hin row)", k)
+            raise err("source row: nothing drives the row bus in this instruction (add rdrv, hin row or rin row)", k)
         if code == Src.COL and not (f.get("cdrv_en") or f.get("hin") == HostDir.COL):
-            raise err("source col: nothing drives the column bus in this instruction (add cdrv or hin col)", k)
+            raise err("source col: nothing drives the column bus in this instruction (add cdrv, hin col or rin col)", k)
         if k in ("rdrv_src", "cdrv_src") and code in (Src.ROW, Src.COL):
             raise err(f"a bus driver cannot forward a bus ({_src_text(code)}): drive a register or "
                       f"SRAM data", k)
     if f.get("hin") == HostDir.ROW and f.get("rdrv_en"):
-        raise err("row bus conflict: hin row and rdrv drive it in the same instruction", "rdrv_en")
+        raise err("row bus conflict: hin/rin row and rdrv drive it in the same instruction", "rdrv_en")
     if f.get("hin") == HostDir.COL and f.get("cdrv_en"):
-        raise err("column bus conflict: hin col and cdrv drive it in the same instruction", "cdrv_en")
+        raise err("column bus conflict: hin/rin col and cdrv drive it in the same instruction", "cdrv_en")
     for port in ("ra", "rb"):
         if f.get(f"{port}_en"):
             g = f.get(f"{port}_gate", 0)
@@ -1369,11 +1391,17 @@ def _check_instruction(f, owner, rec, cx):
     if f.get("ar_op") and not f.get("ar_idx", 0) < cfg.n_ar:
         raise err(f"address register ar{f['ar_idx']} does not exist (cfg.n_ar={cfg.n_ar})", "ar_idx")
     if f.get("hout") == HostDir.ROW and not (f.get("rdrv_en") or f.get("hin") == HostDir.ROW):
-        raise err("hout row: nothing drives the row bus in this instruction (add rdrv or hin row)", "hout")
+        raise err("hout row: nothing drives the row bus in this instruction (add rdrv, hin row or rin row)", "hout")
     if f.get("hout") == HostDir.COL and not (f.get("cdrv_en") or f.get("hin") == HostDir.COL):
-        raise err("hout col: nothing drives the column bus in this instruction (add cdrv or hin col)", "hout")
+        raise err("hout col: nothing drives the column bus in this instruction (add cdrv, hin col or rin col)", "hout")
     if f.get("hlast") and not f.get("hout"):
         raise err("hlast without hout (write: hout row last)", "hlast")
+    if f.get("hlast") and f.get("rout"):
+        raise err("rout has no tlast (last belongs to hout)", "hlast")
+    if f.get("rin") and not f.get("hin"):
+        raise err("rin flag without a direction (write: rin row or rin col)", "rin")
+    if f.get("rout") and not f.get("hout"):
+        raise err("rout flag without a direction (write: rout row or rout col)", "rout")
 
 
 # ======================================================================================
@@ -1607,10 +1635,14 @@ def _group_text(g, f, cx) -> tuple[str | None, set]:
         v = f.get("hin", 0)
         if v not in (HostDir.ROW, HostDir.COL):
             return None, set()
-        return f"hin {HostDir(v).name.lower()}", {"hin"}
+        return ("rin " if f.get("rin") else "hin ") + HostDir(v).name.lower(), {"hin", "rin"}
     if g == "hout":
         v = f.get("hout", 0)
         if v not in (HostDir.ROW, HostDir.COL):
+            return None, set()
+        if f.get("rout") and not f.get("hlast"):
+            return f"rout {HostDir(v).name.lower()}", {"hout", "rout"}
+        if f.get("rout"):
             return None, set()
         return f"hout {HostDir(v).name.lower()}" + (" last" if f.get("hlast") else ""), {"hout", "hlast"}
     raise ValueError(g)

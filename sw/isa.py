@@ -46,6 +46,9 @@ def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int) -> data.
     fields = {
         "op": 3, "lvl": lvl_bits, "agu": agu_bits, "target": pc_bits, "imm": loop_bits,
         "hin": 2, "hout": 2, "hlast": 1,
+        # 1: the hin beat comes from the ring (previous core) / the hout beat goes to the
+        # ring (next core) instead of the host stream
+        "rin": 1, "rout": 1,
     }
     for f in AGU_FIELDS:
         fields[f"ag_{f}"] = sel_bits

@@ -1,0 +1,276 @@
+"""Models of a chip: ``cfg.cores`` cores on a unidirectional ring (:class:`rtl.chip.Chip`).
+
+Core ``k`` sends its ``rout`` beats to core ``(k + 1) mod cores`` and receives its ``rin``
+beats from core ``(k - 1) mod cores``. Every link is a push into the receiver's FIFO of
+``cfg.ring_fifo_depth`` beats, guarded by a credit check at the sender (``docs/chip.md``):
+
+* a ``rout`` issuing in cycle ``t`` pushes in ``t + 2`` (its operand stage); the beat can
+  be taken by a ``rin`` issuing in ``t + 3`` or later on the next core;
+* a ``rin`` with an empty FIFO stalls its core; so does a ``rout`` when
+  ``level(next FIFO) + rout pushes in flight >= depth``. A stall freezes only that core.
+
+All cores start in the same cycle (the chip's broadcast ``RUN``) and the host streams
+always serve (as :class:`sim.core_model.CoreModel` assumes).
+
+Two engines give the same results (data, cycles, counters of every core):
+
+``"cycle"``
+    One :class:`sim.core_model.CoreRun` per core, stepped in lockstep, one cycle at a
+    time, with the ring FIFOs between them: exact for any program, stalls included, and
+    slow (the per-cycle core model).
+``"fast"``
+    One :class:`sim.fast_model.FastModel` per core. Ring timing needs no data: from each
+    core's issue trace it checks that the ring never stalls (every ``rin`` finds its
+    beat, every ``rout`` finds room) and raises :class:`RingStallError` naming the link
+    and beat otherwise (the compilers emit stall-free schedules; use ``"cycle"`` for the
+    others). Then every core runs independently with its ring input beats; since those
+    are the previous core's outputs, the data are found by iterating to a fixed point
+    (only cores whose input changed are re-run, from a snapshot of their state): after
+    ``i`` rounds every beat that depends on at most ``i`` ring hops is right, so the
+    number of rounds is the longest chain of ring transfers in the run plus one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.core_model import CoreModel, CoreRun, RunResult
+
+__all__ = ["ChipModel", "ChipRunResult", "RingStallError", "RingDeadlock", "ENGINES", "RING_HOP_CYCLES"]
+
+ENGINES = ("cycle", "fast")
+
+#: a ``rout`` issued in cycle t can feed a ``rin`` issuing in cycle t + RING_HOP_CYCLES on
+#: the next core (operand stage t + 2, one cycle on the link)
+RING_HOP_CYCLES = 3
+
+
+class RingStallError(RuntimeError):
+    """The run would stall on the ring, which the fast engine does not model."""
+
+
+class RingDeadlock(RuntimeError):
+    """Every running core waits on the ring and nothing is in flight."""
+
+
+@dataclass
+class ChipRunResult:
+    """Per-core results of one chip ``RUN`` (all cores started in the same cycle)."""
+
+    cores: list[RunResult]
+    #: cycles until the last core finished its drain
+    cycles: int
+    #: counters of the run summed over the cores (``cycles``: the chip's, the maximum)
+    counters: dict = field(default_factory=dict)
+    #: fast engine: rounds of the ring-data fixed point
+    rounds: int = 1
+
+
+class _RingFifo:
+    """A core's ring receive FIFO for :class:`CoreRun` (``ready``/``pop``)."""
+
+    def __init__(self):
+        self.q: deque = deque()
+        self.level0 = 0      # level at the start of the current cycle (what credit checks read)
+
+    def ready(self) -> bool:
+        return bool(self.q)
+
+    def pop(self) -> int:
+        return self.q.popleft()
+
+
+def _sum_counters(results: list[RunResult], cycles: int) -> dict:
+    tot: dict = {}
+    for r in results:
+        for k, v in r.counters.items():
+            tot[k] = tot.get(k, 0) + v
+    tot["cycles"] = cycles
+    return tot
+
+
+class ChipModel:
+    """Reference / fast model of a chip of ``cfg.cores`` cores on a ring.
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+        ``cfg.cores`` cores of ``cfg.nr x cfg.nr`` PEs.
+    engine : ``"cycle"`` or ``"fast"`` (see the module docstring).
+    """
+
+    def __init__(self, cfg, engine: str = "cycle"):
+        if engine not in ENGINES:
+            raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
+        self.cfg = cfg
+        self.engine = engine
+        self.n = cfg.cores
+        if engine == "fast":
+            from sim.fast_model import FastModel
+
+            self.cores = [FastModel(cfg) for _ in range(self.n)]
+        else:
+            self.cores = [CoreModel(cfg) for _ in range(self.n)]
+
+    # -- microcode --------------------------------------------------------------------
+    def load(self, words, addr: int = 0, core: int | None = None) -> None:
+        """Load microcode into one core, or into every core (``core=None``)."""
+        for k in self._which(core):
+            self.cores[k].load(words, addr)
+
+    def _which(self, core):
+        if core is None:
+            return range(self.n)
+        if not 0 <= core < self.n:
+            raise ValueError(f"core {core} does not exist (cfg.cores={self.n})")
+        return [core]
+
+    def clear_counters(self) -> None:
+        for c in self.cores:
+            c.clear_counters()
+
+    @property
+    def counters(self) -> list[dict]:
+        """Cumulative counters of every core."""
+        return [dict(c.counters) for c in self.cores]
+
+    # -- RUN ----------------------------------------------------------------------------
+    def run(self, start_pc=0, host_in=None, max_instructions: int = 1_000_000) -> ChipRunResult:
+        """Start every core in the same cycle (``start_pc``: one pc or one per core) and
+        run until every core has halted and drained.
+
+        ``host_in``: per core, the host beats its ``hin`` instructions consume (``None``:
+        none). Returns a :class:`ChipRunResult` whose ``cores[k].ring_out`` are the beats
+        core ``k`` sent on the ring.
+        """
+        pcs = [start_pc] * self.n if isinstance(start_pc, int) else list(start_pc)
+        hin = [()] * self.n if host_in is None else [list(h) for h in host_in]
+        if len(pcs) != self.n or len(hin) != self.n:
+            raise ValueError(f"start_pc and host_in need one entry per core ({self.n})")
+        if self.engine == "fast":
+            return self._run_fast(pcs, hin, max_instructions)
+        return self._run_cycle(pcs, hin, max_instructions)
+
+    def _run_cycle(self, pcs, hin, max_instructions) -> ChipRunResult:
+        n, depth = self.n, self.cfg.ring_fifo_depth
+        fifos = [_RingFifo() for _ in range(n)]
+
+        def room(k):
+            nxt = fifos[(k + 1) % n]
+            return lambda run: nxt.level0 + run.rout_pending < depth
+
+        runs = [CoreRun(self.cores[k], pcs[k], hin[k], fifos[k], max_instructions, room(k)) for k in range(n)]
+        idle = 0
+        t = 0
+        while not all(r.done for r in runs):
+            for f in fifos:
+                f.level0 = len(f.q)
+            progress = False
+            for r in runs:
+                if not r.done:
+                    before = r.n
+                    r.cycle()
+                    progress |= r.n != before or r.done
+            for k, r in enumerate(runs):
+                if r.pushed:
+                    fifos[(k + 1) % n].q.extend(r.pushed)
+                    progress = True
+            t += 1
+            idle = 0 if progress else idle + 1
+            if idle > 4 * depth + self.cfg.fpu_latency + 8:
+                waits = []
+                for k, r in enumerate(runs):
+                    if not r.done and r.head is not None:
+                        what = "rin (empty FIFO)" if r.head.rin and r.head.hin else "rout (next FIFO full)"
+                        waits.append(f"core {k} at pc {r.head.pc} waits on {what}")
+                raise RingDeadlock(f"ring deadlock at cycle {t}: " + "; ".join(waits))
+        for k, f in enumerate(fifos):
+            if f.q:
+                raise RingStallError(f"core {k}'s ring FIFO still holds {len(f.q)} beat(s) at the end of the run "
+                                     f"(core {(k - 1) % n} sent more beats than core {k} took)")
+        res = [r.finish() for r in runs]
+        cycles = max(r.cycles for r in res)
+        return ChipRunResult(res, cycles, _sum_counters(res, cycles))
+
+    # -- fast engine ------------------------------------------------------------------
+    def ring_schedule(self, pcs, max_instructions: int = 1_000_000):
+        """Per core: issue cycles of its ``rin`` and of its ``rout`` instructions in a
+        stall-free run (numpy arrays), from the issue traces alone."""
+        sched = []
+        for k, m in enumerate(self.cores):
+            trace, allpcs, _ = m._trace(pcs[k], max_instructions)
+            rin_f, hout_f, rout_f = m.ring_flags(trace.pcs)
+            # the instruction clocked into the PEs at RUN cycle t issued (left the head) at t - 1
+            t_in = np.nonzero(rin_f[allpcs])[0] - 1
+            t_out = np.nonzero(rout_f[allpcs])[0] - 1
+            sched.append((t_in, t_out))
+        return sched
+
+    def check_stall_free(self, pcs, max_instructions: int = 1_000_000):
+        """Raise :class:`RingStallError` unless every ``rin`` finds its beat and every
+        ``rout`` finds room without waiting (the fast engine's precondition)."""
+        n, depth = self.n, self.cfg.ring_fifo_depth
+        sched = self.ring_schedule(pcs, max_instructions)
+        for k in range(n):
+            s = sched[k][1]                    # core k's routs
+            j = (k + 1) % n
+            r = sched[j][0]                    # core j's rins
+            if len(s) != len(r):
+                raise RingStallError(f"ring link core {k} -> core {j}: core {k} sends {len(s)} beat(s), "
+                                     f"core {j} takes {len(r)}")
+            late = np.nonzero(r < s + 3)[0]
+            if len(late):
+                m = int(late[0])
+                raise RingStallError(
+                    f"ring link core {k} -> core {j}: beat {m} is sent in cycle {int(s[m])} (visible from "
+                    f"cycle {int(s[m]) + 3}) but taken in cycle {int(r[m])}: core {j} would stall "
+                    f"(the fast engine needs stall-free ring schedules; use engine='cycle')")
+            if len(s) > depth:
+                full = np.nonzero(r[:-depth] >= s[depth:])[0]
+                if len(full):
+                    m = int(full[0]) + depth
+                    raise RingStallError(
+                        f"ring link core {k} -> core {j}: beat {m} is sent in cycle {int(s[m])} while core {j}'s "
+                        f"FIFO ({depth} beats) is full: core {k} would stall (the fast engine needs stall-free "
+                        f"ring schedules; use engine='cycle')")
+        return sched
+
+    def _run_fast(self, pcs, hin, max_instructions) -> ChipRunResult:
+        n = self.n
+        sched = self.check_stall_free(pcs, max_instructions)
+        snaps = [(copy.deepcopy(m.state), dict(m.counters)) for m in self.cores]
+        ring_in = [[0] * len(sched[k][0]) for k in range(n)]
+        results: list = [None] * n
+        dirty = set(range(n))
+        rounds = 0
+        limit = sum(len(s[0]) for s in sched) + 2
+        while dirty:
+            rounds += 1
+            if rounds > limit:
+                raise RuntimeError("ring data did not reach a fixed point (a bug: every beat depends on "
+                                   "finitely many earlier beats)")
+            for k in sorted(dirty):
+                m = self.cores[k]
+                if results[k] is not None:
+                    m.state = copy.deepcopy(snaps[k][0])
+                    m.counters = dict(snaps[k][1])
+                results[k] = m.run(pcs[k], hin[k], max_instructions, ring_in=ring_in[k])
+            changed = set()
+            for k in range(n):
+                j = (k + 1) % n
+                if results[k].ring_out != ring_in[j]:
+                    ring_in[j] = list(results[k].ring_out)
+                    changed.add(j)
+            dirty = changed
+        cycles = max(r.cycles for r in results)
+        return ChipRunResult(results, cycles, _sum_counters(results, cycles), rounds)
+
+    # -- state ------------------------------------------------------------------------
+    def core(self, k: int):
+        """The model of core ``k`` (its memories, registers and counters)."""
+        return self.cores[self._which(k)[0]]
+

@@ -1,0 +1,160 @@
+"""Run sessions of programs on a chip (cores on a ring) on the chip model, the fast chip
+model or the RTL (cocotb), the same way.
+
+A :class:`ChipPhase` gives each core its microcode and host data. A phase *with* host data
+runs core by core (``RUN`` sent to one core at a time with its data, so host timing
+cannot perturb the cores; such a phase must not use the ring). A phase *without* host
+data is a chip phase: one broadcast ``RUN`` starts every core in the same cycle, and the
+cores talk over the ring. After every phase a broadcast ``COUNTERS`` reads every core's
+counters. The RTL run is checked beat for beat, per core, against the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from rtl.host_interface import Cmd
+from sim.chip_model import ChipModel, ChipRunResult
+from sim.core_model import Beat
+from sim.core_run import JobResult
+from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
+
+__all__ = ["ChipPhase", "run_chip_session", "chip_session_beats", "BACKENDS"]
+
+BACKENDS = ("model", "fast", "rtl")
+
+
+@dataclass
+class ChipPhase:
+    """One RUN of a chip session.
+
+    ``words``: one microcode image for every core, or a list with one image per core
+    (loaded at address 0 unless ``load`` is False). ``data``: per core, host beats for its
+    ``hin`` instructions (then the cores run one after another and must not use the ring).
+    """
+
+    words: list
+    data: list | None = None
+    name: str = ""
+    start: int = 0
+    load: bool = True
+
+    def images(self, n):
+        w = self.words
+        if w and isinstance(w[0], (list, tuple)):
+            if len(w) != n:
+                raise ValueError(f"phase {self.name!r}: {len(w)} microcode images for {n} cores")
+            return [list(x) for x in w]
+        return [list(w)] * n
+
+    def host_data(self, n):
+        if not self.data:
+            return [[] for _ in range(n)]
+        if len(self.data) != n:
+            raise ValueError(f"phase {self.name!r}: host data for {len(self.data)} cores, the chip has {n}")
+        return [list(d) for d in self.data]
+
+
+def chip_session_beats(cfg, phases) -> list[tuple[int, list[int]]]:
+    """The host stream as ``(tdest, beats)`` frames."""
+    from rtl.chip import broadcast_dest
+
+    n, bc = cfg.cores, broadcast_dest(cfg)
+    frames = []
+    for ph in phases:
+        imgs = ph.images(n)
+        data = ph.host_data(n)
+        if ph.load:
+            if all(i == imgs[0] for i in imgs):
+                frames.append((bc, load_beats(cfg, imgs[0], 0)))
+            else:
+                frames += [(k, load_beats(cfg, imgs[k], 0)) for k in range(n)]
+        frames.append((bc, clear_beats()))
+        if any(data):
+            frames += [(k, run_beats(ph.start, data[k])) for k in range(n)]
+        else:
+            frames.append((bc, run_beats(ph.start)))
+        frames.append((bc, counters_beats()))
+    return frames
+
+
+def _model_outputs(cfg, model: ChipModel, phases):
+    """Per phase: ChipRunResult (or per-core results); and the per-core expected streams."""
+    n = cfg.cores
+    hw = cfg.host_width
+    per = -(-64 // hw)
+    streams = [[] for _ in range(n)]
+    runs = []
+    for ph in phases:
+        imgs = ph.images(n)
+        data = ph.host_data(n)
+        if ph.load:
+            for k in range(n):
+                model.load(imgs[k], 0, core=k)
+        model.clear_counters()
+        if any(data):
+            res = [model.cores[k].run(ph.start, data[k], ring_in=()) for k in range(n)]
+            if any(r.ring_out for r in res):
+                raise ValueError(f"phase {ph.name!r} has host data and sends on the ring: a phase with host "
+                                 f"data runs core by core, so it cannot use the ring")
+            cyc = max(r.cycles for r in res)
+            rr = ChipRunResult(res, cyc, {})
+        else:
+            rr = model.run(ph.start)
+        runs.append(rr)
+        for k in range(n):
+            m = model.cores[k]
+            streams[k] += rr.cores[k].out
+            streams[k].append(Beat(Cmd.RUN | (m._last_pc << 4), True))     # the done beat
+            streams[k] += m.counter_beats()
+    return runs, streams, per
+
+
+def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = None,
+                     name: str = "chip") -> list[list[JobResult]]:
+    """Run ``phases`` on a chip; per phase, per core, a :class:`~sim.core_run.JobResult`
+    (``hout`` beats, done beat, counters of that phase). ``backend``: ``"model"`` (the
+    per-cycle chip model), ``"fast"`` (the fast chip model) or ``"rtl"`` (cocotb, checked
+    against the per-cycle chip model)."""
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+    phases = list(phases)
+    model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
+    runs, streams, per = _model_outputs(cfg, model, phases)
+    info: dict = {}
+    out = streams
+    if backend == "rtl":
+        from rtl.chip import Chip
+        from sim.harness import BUILD, atomic_write, default_sim, run_cocotb
+
+        sim = sim or default_sim()
+        tag = f"{name}-{sim}-{os.getpid()}"
+        vec = BUILD / "vectors" / f"{tag}.json"
+        res = BUILD / "vectors" / f"{tag}-result.json"
+        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases),
+                                      "out": [[[b.data, b.last] for b in s] for s in streams]}))
+        run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg,
+                   params={"vectors": str(vec), "result": str(res)})
+        got = json.loads(res.read_text())
+        out = [[Beat(int(d), bool(last)) for d, last in s] for s in got["out"]]
+        info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}
+        backend = f"rtl-{sim}"
+    from rtl.perf_counters import counter_names
+
+    n_ctr = per * len(counter_names(cfg))
+    results = []
+    pos = [0] * cfg.cores
+    for i, rr in enumerate(runs):
+        row = []
+        for k in range(cfg.cores):
+            nd = len(rr.cores[k].out)
+            chunk = out[k][pos[k]:pos[k] + nd + 1 + n_ctr]
+            pos[k] += nd + 1 + n_ctr
+            row.append(JobResult(data=chunk[:nd], done=chunk[nd],
+                                 counters=decode_counters(cfg, [(b.data, b.last) for b in chunk[nd + 1:]]),
+                                 backend=backend, info=dict(info, ring_out=rr.cores[k].ring_out,
+                                                            chip_cycles=rr.cycles)))
+        results.append(row)
+    return results
