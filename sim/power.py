@@ -11,6 +11,8 @@ Energy categories
 ``sram``     PE SRAM reads + writes x energy per access (scaled by width and bank size)
 ``rf``       register-file reads + writes x energy per access (scaled by width)
 ``bus``      row/column bus activity in PE pitches (hops) x width x pitch x wire energy per bit-mm
+``ring``     ring beats x nr lanes x width x core pitch x wire energy per bit-mm, plus the
+             receive FIFO (two register-file accesses per lane)
 ``control``  microcode fetch (instruction bits) + micro-op broadcast over the core
 ``spad``     off-core scratchpad accesses (chip level)
 ``leakage``  leakage power x area x time (0 by default, as in the reference design)
@@ -252,6 +254,11 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         "control": instrs * instr_bits * tech.ucode_pj_per_bit
         + uop_bit_events * 1.5 * bus_len * tech.wire_pj_per_bit_mm,
         "spad": spad_accesses * tech.spad_pj_per_16b * scale,
+        # ring links: a beat of nr lanes crosses one core pitch (the 2 x C ring is folded,
+        # so every hop, the wrap included, joins neighbouring cores); the receive FIFO is
+        # written and read once per lane (register-file energy)
+        "ring": int(counters.get("ring_out_beats", 0)) * nr * w * bus_len * tech.wire_pj_per_bit_mm
+        + int(counters.get("ring_in_beats", 0)) * nr * 2 * tech.rf_pj_per_16b * scale,
     }
     total_area = n_cores * (area["fpu"] + area["sram"] + area["rf"] + area["ucode"])
     energy["leakage"] = tech.leakage_mw_per_mm2 * 1e-3 * total_area * seconds * 1e12

@@ -1,0 +1,310 @@
+"""Core-level collectives over the ring, as per-core programs, with numpy goldens and
+exact cycle costs.
+
+The ring links of a chip (``docs/chip.md``) carry *beats* of ``nr`` values. Every
+collective here moves *segments* of ``m`` beats kept in the ``diag`` layout of
+:mod:`noc.collectives`: beat ``j`` of a segment at SRAM address ``base + j`` of the
+diagonal PEs, lane ``i`` in PE ``(i, i)``. A diagonal PE sits on row bus ``i`` and on
+column bus ``i``, so a core can send a beat on one bus direction (``rdrv ... @diag=0 |
+rout row``) while it receives another on the other (``rin col | @diag=0 wr... = col``):
+send and receive overlap in every instruction.
+
+Timing: a ``rout`` issued in cycle ``t`` can be taken by a ``rin`` issued in cycle
+``t + 3`` on the next core (:data:`sim.chip_model.RING_HOP_CYCLES`). The programs are
+stall-free by construction: SPMD collectives (every core runs the same instruction
+structure) receive exactly 3 slots after they send; the broadcast chain is aligned by
+:func:`align` from the issue traces. Each emitter returns one microcode image per core;
+:func:`sim.chip_model.ChipModel` (both engines) and the chip RTL run them.
+
+Collectives (``c`` cores, segments of ``m`` beats, ``L = cfg.fpu_latency``):
+
+* :func:`emit_pass_along`: every core sends a segment to the next core. ``m + 3``
+  cycles of traffic.
+* :func:`emit_broadcast`: core ``root``'s segment to every core; the others take and
+  forward in one instruction. ``m + 3 (c - 1)`` cycles from the first send to the last
+  take (the pipeline latency of ``c - 1`` hops).
+* :func:`emit_all_gather`: every core's segment to every core, in one continuous stream
+  per link: ``(c - 1) m`` beats per link, ``(c - 1) m + 3`` cycles (segments of at
+  least 5 beats; shorter ones run step by step, ``(c - 1)(m + 4)``). The reference
+  design's all-gather costs ``(n b - n b / c) / nr = (c - 1) m`` cycles.
+* :func:`emit_reduce_scatter`: every core holds ``c`` partial segments; core ``k`` ends
+  with the sum of segment ``k`` over all cores. ``c - 1`` steps of ``P = max(m + 3,
+  L + 5)`` cycles: step ``t`` sends the segment summed in step ``t - 1`` while it adds the
+  incoming one to its own partial (FMA write-back into SRAM, in place); banks alternate
+  between steps so the send read and the add read never share a bank.
+
+Layouts (per core ``k``, addresses relative to ``base``) are given by
+:func:`all_gather_layout` and :func:`reduce_scatter_layout`; the goldens
+(:func:`golden_all_gather`, :func:`golden_reduce_scatter`) perform the array's additions
+in the array's order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.asm import assemble
+
+__all__ = ["RingError", "RingCost", "emit_pass_along", "emit_broadcast", "emit_all_gather",
+           "emit_reduce_scatter", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
+           "golden_reduce_scatter", "align", "AG_MIN_STREAM"]
+
+#: all-gather segments of at least this many beats run as one continuous stream (a
+#: forwarded beat is read back from SRAM at least 2 cycles after it was written)
+AG_MIN_STREAM = 5
+
+
+class RingError(ValueError):
+    """A collective that does not fit the configuration."""
+
+
+@dataclass(frozen=True)
+class RingCost:
+    """Cycle and traffic cost of a collective's program on each core."""
+
+    cycles: int           #: RUN cycles of the longest core (start latency and drain included)
+    link_beats: int       #: beats over each busy link
+    slots: int            #: instructions of the longest core (the collective's issue slots)
+
+
+# -- program text -------------------------------------------------------------------------
+def _emit(cfg, lines: list[str]) -> list[int]:
+    """Instruction texts (one per slot) -> microcode; runs of equal texts become loops."""
+    out = []
+    limit = (1 << cfg.loop_bits) - 1
+    i = 0
+    while i < len(lines):
+        j = i
+        while j < len(lines) and lines[j] == lines[i]:
+            j += 1
+        n = j - i
+        text = lines[i]
+        while n > 0:
+            if n == 1:
+                out.append(text)
+                n = 0
+            else:
+                k = min(n - 1, limit)
+                out.append(f"{text} | loop i {k} {{")
+                out.append(text)
+                out.append("}")
+                n -= k + 1
+        i = j
+    out.append("halt")
+    if len([x for x in out if x != "}"]) > cfg.ucode_depth:
+        raise RingError(f"the collective's program needs more than ucode_depth={cfg.ucode_depth} instructions")
+    return assemble("\n".join(out), cfg).words()
+
+
+def _rd(bank: str, ar: int, extra: str = "") -> str:
+    return f"rd{bank} [ar{ar}]++{extra}"
+
+
+def _setup(pairs) -> list[str]:
+    """Address-register setup, one instruction per register: ``ar = base``, stride 1."""
+    lines = []
+    for ar, base in pairs:
+        lines.append(f"ar{ar} = {base}")
+        lines.append(f"stride ar{ar} = 1")
+    return lines
+
+
+def _check_bank(cfg, bank: str, base: int, n: int, what: str):
+    depth = cfg.mem_a_words if bank == "a" else cfg.mem_b_words
+    if base < 0 or base + n > depth:
+        raise RingError(f"{what}: {n} beats at {base} do not fit SRAM {bank.upper()} ({depth} words)")
+
+
+def _need_chip(cfg):
+    if cfg.cores < 2:
+        raise RingError(f"ring collectives need a chip (cfg.cores >= 2), got cores={cfg.cores}")
+
+
+def _send(bank: str, ar: int) -> str:
+    return f"{_rd(bank, ar, ' gate=rdrv')} | rdrv mem{bank} @diag=0 | rout row"
+
+
+def _recv(bank: str, ar: int, fwd: bool = False) -> str:
+    return f"rin col | @diag=0 | wr{bank} [ar{ar}]++ = col" + (" | rout col" if fwd else "")
+
+
+def _join(*parts) -> str:
+    return " | ".join(p for p in parts if p) or "nop"
+
+
+# -- pass-along ---------------------------------------------------------------------------
+def emit_pass_along(cfg, m: int, src: tuple[str, int] = ("a", 0), dst: tuple[str, int] = ("b", 0)):
+    """Every core sends segment ``src`` (bank, base) to the next core, which stores it at
+    ``dst``. Returns one image per core (all the same)."""
+    _need_chip(cfg)
+    (sb, s0), (db, d0) = src, dst
+    _check_bank(cfg, sb, s0, m, "pass-along source")
+    _check_bank(cfg, db, d0, m, "pass-along destination")
+    if sb == db and s0 < d0 + m and d0 < s0 + m:
+        raise RingError("pass-along: source and destination overlap")
+    lines = _setup([(1, s0), (2, d0)])
+    for q in range(m + 3):
+        lines.append(_join(_send(sb, 1) if q < m else "", _recv(db, 2) if q >= 3 else ""))
+    return [_emit(cfg, lines)] * cfg.cores
+
+
+# -- broadcast ----------------------------------------------------------------------------
+def emit_broadcast(cfg, m: int, root: int = 0, src: tuple[str, int] = ("a", 0),
+                   dst: tuple[str, int] = ("a", 0)):
+    """Core ``root``'s segment ``src`` to ``dst`` on every other core (take, store and
+    forward in one instruction). Returns one image per core, aligned stall-free."""
+    _need_chip(cfg)
+    c = cfg.cores
+    if not 0 <= root < c:
+        raise RingError(f"broadcast root {root} is not a core (cores={c})")
+    (sb, s0), (db, d0) = src, dst
+    _check_bank(cfg, sb, s0, m, "broadcast source")
+    _check_bank(cfg, db, d0, m, "broadcast destination")
+
+    def images(waits):
+        imgs = []
+        for k in range(c):
+            h = (k - root) % c
+            lines = _setup([(1, s0)]) if h == 0 else _setup([(2, d0)])
+            lines += ["nop"] * waits[k]
+            if h == 0:
+                lines += [_send(sb, 1)] * m
+            else:
+                lines += [_recv(db, 2, fwd=h < c - 1)] * m
+            imgs.append(_emit(cfg, lines))
+        return imgs
+
+    return align(cfg, images)
+
+
+# -- all-gather ---------------------------------------------------------------------------
+def all_gather_layout(cfg, k: int, m: int, base: int = 0) -> dict[int, int]:
+    """Core ``k``: segment index -> SRAM A address of its first beat. Core ``k``'s own
+    segment is at ``base``; after the all-gather, segment ``(k - t) mod c`` is at
+    ``base + t m`` (step order: the ring brings them in that order)."""
+    c = cfg.cores
+    return {(k - t) % c: base + t * m for t in range(c)}
+
+
+def emit_all_gather(cfg, m: int, base: int = 0):
+    """All-gather of one ``m``-beat segment per core, in SRAM A of the diagonal PEs at
+    :func:`all_gather_layout`. Returns one image per core (all the same)."""
+    _need_chip(cfg)
+    c = cfg.cores
+    _check_bank(cfg, "a", base, c * m, "all-gather")
+    lines = _setup([(1, base), (2, base + m)])
+    n = (c - 1) * m
+    if m >= AG_MIN_STREAM:
+        # beat q sent at slot q (own segment, then the forwarded ones read back from SRAM),
+        # beat q received at slot q + 3 and stored at base + m + q
+        for q in range(n + 3):
+            lines.append(_join(_send("a", 1) if q < n else "", _recv("a", 2) if q >= 3 else ""))
+    else:
+        for _t in range(c - 1):
+            for q in range(m + 4):
+                lines.append(_join(_send("a", 1) if q < m else "", _recv("a", 2) if 3 <= q < m + 3 else ""))
+    return [_emit(cfg, lines)] * c
+
+
+def golden_all_gather(segments: list[np.ndarray]) -> list[np.ndarray]:
+    """Per core, the gathered beats in its step order (``[c * m, nr]`` each)."""
+    c = len(segments)
+    return [np.concatenate([segments[(k - t) % c] for t in range(c)]) for k in range(c)]
+
+
+# -- reduce-scatter -----------------------------------------------------------------------
+def _rs_banks(t: int) -> str:
+    """Bank of the partials added (in place) in step ``t``."""
+    return "a" if t % 2 == 0 else "b"
+
+
+def rs_period(cfg, m: int) -> int:
+    return max(m + 3, cfg.fpu_latency + 5)
+
+
+def reduce_scatter_layout(cfg, k: int, m: int, base: int = 0) -> dict[int, tuple[str, int]]:
+    """Core ``k``: segment index -> (bank, address) of its partial before the
+    reduce-scatter. The step-``t`` segment ``(k - 1 - t) mod c`` is at ``base + t m``; the
+    one sent first (``t = 0``) in bank B, the others in the bank their step adds into.
+    After the run, the sum of segment ``k`` is at the last entry (segment ``k``)."""
+    c = cfg.cores
+    out = {}
+    for t in range(c):
+        s = (k - 1 - t) % c
+        out[s] = ("b" if t == 0 else _rs_banks(t - 1), base + t * m)
+    return out
+
+
+def emit_reduce_scatter(cfg, m: int, base: int = 0):
+    """Reduce-scatter of ``c`` partial segments per core (:func:`reduce_scatter_layout`).
+    Returns one image per core (all the same)."""
+    _need_chip(cfg)
+    c = cfg.cores
+    for bank in ("a", "b"):
+        _check_bank(cfg, bank, base, c * m, "reduce-scatter")
+    P = rs_period(cfg, m)
+    lines = _setup([(1, base), (2, base + m)])
+    for t in range(c - 1):
+        sb = "b" if t == 0 else _rs_banks(t - 1)     # what step t sends
+        wb = _rs_banks(t)                             # where step t adds
+        assert sb != wb
+        add = f"rd{wb} [ar2]++ gate=pred | @diag=0 | mac mem{wb} += col * 1 | rin col"
+        for q in range(P):
+            lines.append(_join(_send(sb, 1) if q < m else "", add if 3 <= q < m + 3 else ""))
+    return [_emit(cfg, lines)] * c
+
+
+def golden_reduce_scatter(cfg, partials: list[list[np.ndarray]]) -> list[np.ndarray]:
+    """``partials[k][s]``: core ``k``'s partial of segment ``s`` (format bit patterns,
+    ``[m, nr]``). Returns, per core ``k``, the sum of segment ``k`` as the ring forms it:
+    ``acc = p[k+1][k]``, then ``acc = fmt(acc + p[j][k])`` for ``j = k+2, ..., k+c``
+    (mod ``c``), each addition an FMA ``acc * 1 + p``."""
+    from pe.fp_golden import mac_bits
+
+    fmt = cfg.fmt
+    c = len(partials)
+    one = np.full(partials[0][0].shape, int(fmt.from_float(np.array([1.0]))[0]), dtype=partials[0][0].dtype)
+    out = []
+    for k in range(c):
+        acc = partials[(k + 1) % c][k]
+        for h in range(2, c + 1):
+            acc = mac_bits(fmt, acc, one, partials[(k + h) % c][k])
+        out.append(acc)
+    return out
+
+
+# -- alignment ----------------------------------------------------------------------------
+def align(cfg, images_of, max_rounds: int | None = None):
+    """Find per-core waits (nops before the first ring instruction) that make a ring
+    program stall-free with no slack: ``images_of(waits) -> images``. Starts from no wait
+    and delays each receiver until its first take is exactly in time; raises
+    :class:`RingError` if that does not converge."""
+    from sim.chip_model import RING_HOP_CYCLES, ChipModel, RingStallError
+
+    c = cfg.cores
+    waits = [0] * c
+    probe = ChipModel(cfg, "fast")
+    for _ in range(max_rounds or 2 * c + 2):
+        imgs = images_of(waits)
+        for k in range(c):
+            probe.load(imgs[k], core=k)
+        sched = probe.ring_schedule([0] * c)
+        changed = False
+        for k in range(c):
+            s = sched[k][1]
+            j = (k + 1) % c
+            r = sched[j][0]
+            if len(s) and len(r) == len(s):
+                need = int(np.max(s + RING_HOP_CYCLES - r))
+                if need > 0:
+                    waits[j] += need
+                    changed = True
+        if not changed:
+            try:
+                probe.check_stall_free([0] * c)
+            except RingStallError as e:
+                raise RingError(f"no stall-free alignment: {e}") from None
+            return imgs
+    raise RingError("ring alignment did not converge")
