@@ -33,6 +33,7 @@ BENCHMARKS = {
     "fpga": "benchmarks.bench_fpga",
     "train": "benchmarks.bench_train",
     "train_mb": "benchmarks.bench_train_mb",
+    "ring": "benchmarks.bench_ring",
 }
 
 
