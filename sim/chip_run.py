@@ -1,11 +1,12 @@
 """Run sessions of programs on a chip (cores on a ring) on the chip model, the fast chip
 model or the RTL (cocotb), the same way.
 
-A :class:`ChipPhase` gives each core its microcode and host data. A phase *with* host data
-runs core by core (``RUN`` sent to one core at a time with its data, so host timing
-cannot perturb the cores; such a phase must not use the ring). A phase *without* host
-data is a chip phase: one broadcast ``RUN`` starts every core in the same cycle, and the
-cores talk over the ring. After every phase a broadcast ``COUNTERS`` reads every core's
+A :class:`ChipPhase` gives each core its microcode and host data. A phase whose programs
+read host data (``hin``), or in which more than one core sends results (``hout``), runs
+core by core (``RUN`` sent to one core at a time, so host timing cannot perturb the
+cores: they share one host port; such a phase must not use the ring). A phase without host traffic is a chip phase:
+one broadcast ``RUN`` starts every core in the same cycle, and the cores talk over the
+ring. After every phase a broadcast ``COUNTERS`` reads every core's
 counters. The RTL run is checked beat for beat, per core, against the model.
 """
 
@@ -57,13 +58,39 @@ class ChipPhase:
         return [list(d) for d in self.data]
 
 
-def chip_session_beats(cfg, phases) -> list[tuple[int, list[int]]]:
-    """The host stream as ``(tdest, beats)`` frames."""
+def _host_traffic(cfg, images, start) -> tuple[int, int]:
+    """Cores whose program reads host data / sends host results (sequencer dry runs)."""
+    from sim.seq_model import SequencerModel
+
+    n_in = n_out = 0
+    for img in images:
+        seq = SequencerModel(cfg)
+        seq.load(img, 0)
+        hin = hout = False
+        for i in seq.iter_run(start):
+            hin |= bool(i.hin and not i.rin)
+            hout |= bool(i.hout and not i.rout)
+        n_in += hin
+        n_out += hout
+    return n_in, n_out
+
+
+def _per_core(cfg, ph) -> bool:
+    n = cfg.cores
+    n_in, n_out = _host_traffic(cfg, ph.images(n), ph.start)
+    return bool(any(ph.host_data(n))) or n_in > 0 or n_out > 1
+
+
+def chip_session_beats(cfg, phases, done_at=None) -> list:
+    """The host stream as ``(tdest, beats)`` frames. ``done_at[p][k]``: how many beats core
+    ``k`` has sent once phase ``p``'s done beat is out; with it, a phase that runs core by
+    core waits for each core's done beat (``("wait", k, n)`` entries) before starting the
+    next core, so the cores never compete for the output port."""
     from rtl.chip import broadcast_dest
 
     n, bc = cfg.cores, broadcast_dest(cfg)
     frames = []
-    for ph in phases:
+    for p, ph in enumerate(phases):
         imgs = ph.images(n)
         data = ph.host_data(n)
         if ph.load:
@@ -72,8 +99,11 @@ def chip_session_beats(cfg, phases) -> list[tuple[int, list[int]]]:
             else:
                 frames += [(k, load_beats(cfg, imgs[k], 0)) for k in range(n)]
         frames.append((bc, clear_beats()))
-        if any(data):
-            frames += [(k, run_beats(ph.start, data[k])) for k in range(n)]
+        if _per_core(cfg, ph):
+            for k in range(n):
+                frames.append((k, run_beats(ph.start, data[k])))
+                if done_at is not None:
+                    frames.append(("wait", k, done_at[p][k]))
         else:
             frames.append((bc, run_beats(ph.start)))
         frames.append((bc, counters_beats()))
@@ -87,6 +117,8 @@ def _model_outputs(cfg, model: ChipModel, phases):
     per = -(-64 // hw)
     streams = [[] for _ in range(n)]
     runs = []
+    #: per phase, per core: beats sent once the phase's done beat is out
+    done_at = []
     for ph in phases:
         imgs = ph.images(n)
         data = ph.host_data(n)
@@ -94,11 +126,15 @@ def _model_outputs(cfg, model: ChipModel, phases):
             for k in range(n):
                 model.load(imgs[k], 0, core=k)
         model.clear_counters()
-        if any(data):
-            res = [model.cores[k].run(ph.start, data[k], ring_in=()) for k in range(n)]
+        if _per_core(cfg, ph):
+            try:
+                res = [model.cores[k].run(ph.start, data[k], ring_in=()) for k in range(n)]
+            except ValueError as e:
+                raise ValueError(f"phase {ph.name!r} uses the host streams, so it runs core by core and "
+                                 f"cannot use the ring: {e}") from None
             if any(r.ring_out for r in res):
-                raise ValueError(f"phase {ph.name!r} has host data and sends on the ring: a phase with host "
-                                 f"data runs core by core, so it cannot use the ring")
+                raise ValueError(f"phase {ph.name!r} uses the host streams and sends on the ring: a phase "
+                                 f"with host traffic runs core by core, so it cannot use the ring")
             cyc = max(r.cycles for r in res)
             rr = ChipRunResult(res, cyc, {})
         else:
@@ -108,8 +144,10 @@ def _model_outputs(cfg, model: ChipModel, phases):
             m = model.cores[k]
             streams[k] += rr.cores[k].out
             streams[k].append(Beat(Cmd.RUN | (m._last_pc << 4), True))     # the done beat
-            streams[k] += m.counter_beats()
-    return runs, streams, per
+        done_at.append([len(st) for st in streams])
+        for k in range(n):
+            streams[k] += model.cores[k].counter_beats()
+    return runs, streams, per, done_at
 
 
 def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = None,
@@ -122,7 +160,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     phases = list(phases)
     model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
-    runs, streams, per = _model_outputs(cfg, model, phases)
+    runs, streams, per, done_at = _model_outputs(cfg, model, phases)
     info: dict = {}
     out = streams
     if backend == "rtl":
@@ -133,7 +171,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         tag = f"{name}-{sim}-{os.getpid()}"
         vec = BUILD / "vectors" / f"{tag}.json"
         res = BUILD / "vectors" / f"{tag}-result.json"
-        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases),
+        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at),
                                       "out": [[[b.data, b.last] for b in s] for s in streams]}))
         run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg,
                    params={"vectors": str(vec), "result": str(res)})

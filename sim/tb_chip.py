@@ -3,8 +3,11 @@ compared per core with the chip model.
 
 Parameters (``sim.harness.tb_params()``):
 
-``vectors``  JSON ``{"in": [[tdest, [beat...]]...], "out": [[[data, last]...] per core]}``
-             written by the pytest side (:func:`sim.chip_run.run_chip_session`)
+``vectors``  JSON ``{"in": [[tdest, [beat...]] or ["wait", core, n]...],
+             "out": [[[data, last]...] per core]}`` written by the pytest side
+             (:func:`sim.chip_run.run_chip_session`); a ``wait`` entry holds the input
+             stream until ``core`` has sent ``n`` beats (a host that runs the cores one
+             after another waits for each one's done beat)
 ``result``   where to write the measured per-core output beats and timing (JSON)
 """
 
@@ -44,17 +47,29 @@ async def chip_stream(dut):
     expected = [[(int(d), bool(last)) for d, last in core] for core in vec["out"]]
     t0 = time.perf_counter()
     start_time = cocotb.utils.get_sim_time("ns")
-    for dest, beats in vec["in"]:
-        await src.send(AxiStreamFrame(beats, tdest=dest))
     got = [[] for _ in range(cfg.cores)]
-    while any(len(g) < len(e) for g, e in zip(got, expected)):
-        frame = await sink.recv()
-        words = list(frame.tdata)
-        tids = _per_beat(frame.tid, len(words))
-        for i, (d, k) in enumerate(zip(words, tids)):
-            if k >= cfg.cores:
-                raise AssertionError(f"beat from tid {k}: no such core")
-            got[k].append((int(d), i == len(words) - 1))
+
+    async def receive():
+        while any(len(g) < len(e) for g, e in zip(got, expected)):
+            frame = await sink.recv()
+            words = list(frame.tdata)
+            tids = _per_beat(frame.tid, len(words))
+            for i, (d, k) in enumerate(zip(words, tids)):
+                if k >= cfg.cores:
+                    raise AssertionError(f"beat from tid {k}: no such core")
+                got[k].append((int(d), i == len(words) - 1))
+
+    rx = cocotb.start_soon(receive())
+    for entry in vec["in"]:
+        if entry[0] == "wait":
+            _, core, n = entry
+            while len(got[core]) < n:
+                await RisingEdge(dut.clk)
+            continue
+        dest, beats = entry
+        await src.send(AxiStreamFrame(beats, tdest=dest))
+        await src.wait()
+    await rx
     cycles = (cocotb.utils.get_sim_time("ns") - start_time) / 10
     wall = time.perf_counter() - t0
     await ClockCycles(dut.clk, 20)
