@@ -234,7 +234,7 @@ class CoreRun:
         self.m = model
         self.before = dict(model.counters)
         self.host_in = list(host_in)
-        self.ring_src = ring_in if hasattr(ring_in, "pop") else None
+        self.ring_src = ring_in if hasattr(ring_in, "ready") else None
         self.ring_list = None if self.ring_src is not None else list(ring_in)
         self.ring_room = ring_room
         self.hin_pos = self.rin_pos = 0

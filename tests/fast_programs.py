@@ -50,6 +50,8 @@ class Case:
     state: dict
     issued: int
     meta: dict = field(default_factory=dict)
+    #: beats the ``rin`` instructions consume (programs made with ``ring=True``)
+    ring: list = field(default_factory=list)
 
 
 def random_value(rng: random.Random, fmt) -> int:
@@ -283,9 +285,14 @@ class _Gen:
                 ctl[f"ag_{fld}"] = r.randint(1, self.cfg.n_agus)
         if r.random() < host_p:
             ctl["hin"] = r.randint(1, 2)
+            if self.ring and r.random() < 0.4:
+                ctl["rin"] = 1
         if r.random() < host_p:
             ctl["hout"] = r.randint(1, 2)
-            ctl["hlast"] = r.randint(0, 1)
+            if self.ring and r.random() < 0.4:
+                ctl["rout"] = 1
+            else:
+                ctl["hlast"] = r.randint(0, 1)
 
     def uop(self, in_loop):
         if self.style == "random":
@@ -401,14 +408,17 @@ class _Gen:
 
 
 def random_case(cfg, seed: int, *, style: str | None = None, max_issued: int = 300, chaos: bool | None = None,
-                max_len: int | None = None) -> Case:
-    """A seeded random job (see the module doc). ``style`` None: chosen by the seed."""
+                max_len: int | None = None, ring: bool = False) -> Case:
+    """A seeded random job (see the module doc). ``style`` None: chosen by the seed.
+    ``ring``: some stream slots are ring slots (``rin`` / ``rout``; a lone core's ring
+    input then comes from :attr:`Case.ring`)."""
     rng = random.Random(seed)
     style = style or rng.choice(STYLES)
     chaos = (rng.random() < 0.15) if chaos is None else chaos
     max_len = max_len or min(cfg.ucode_depth, 40)
     model = SequencerModel(cfg)
     gen = _Gen(cfg, rng, style, chaos)
+    gen.ring = ring
     for _ in range(200):
         prog = gen.generate(max_len, budget=max(8, max_issued // 4))
         model.mem = [0] * cfg.ucode_depth
@@ -419,14 +429,20 @@ def random_case(cfg, seed: int, *, style: str | None = None, max_issued: int = 3
             issued = model.run(0, max_instructions=max_issued)
         except RunawayError:
             continue
-        n_hin = sum(1 for i in issued if i.hin)
         fmt = cfg.fmt
-        data = []
-        for _ in range(n_hin):
-            beat = 0
-            for lane in range(cfg.nr):
-                beat |= random_value(rng, fmt) << (lane * fmt.width)
-            data.append(beat)
+
+        def beats(n):
+            out = []
+            for _ in range(n):
+                beat = 0
+                for lane in range(cfg.nr):
+                    beat |= random_value(rng, fmt) << (lane * fmt.width)
+                out.append(beat)
+            return out
+
+        data = beats(sum(1 for i in issued if i.hin and not i.rin))
+        ring_data = beats(sum(1 for i in issued if i.hin and i.rin))
         state = random_state(cfg, rng)
-        return Case(seed, style, words, data, state, len(issued), {"chaos": chaos, "len": len(words)})
+        return Case(seed, style, words, data, state, len(issued), {"chaos": chaos, "len": len(words), "ring": ring},
+                    ring_data)
     raise RuntimeError(f"could not generate a terminating program (seed {seed})")

@@ -74,6 +74,8 @@ def first_difference(res_a, st_a, res_b, st_b, names=("model", "fast")):
         ga = a_out[k] if k < len(a_out) else None
         gb = b_out[k] if k < len(b_out) else None
         return f"output beat {k}: {names[0]} {ga}, {names[1]} {gb} ({len(a_out)} vs {len(b_out)} beats)"
+    if list(res_a.ring_out) != list(res_b.ring_out):
+        return f"ring output beats: {names[0]} {len(res_a.ring_out)}, {names[1]} {len(res_b.ring_out)} differ"
     for name in res_a.counters:
         if res_a.counters[name] != res_b.counters.get(name):
             return f"counter {name}: {names[0]} {res_a.counters[name]}, {names[1]} {res_b.counters.get(name)}"
@@ -135,12 +137,12 @@ def check_case(cfg, case, cut_seed=None):
     cm = CoreModel(cfg)
     preload(cm, case.state)
     cm.load(case.words)
-    r0 = cm.run(0, case.data)
+    r0 = cm.run(0, case.data, ring_in=case.ring)
     s0 = core_state(cm)
     f1 = FastModel(cfg, engine="cycle")
     preload(f1, case.state)
     f1.load(case.words)
-    r1 = f1.run(0, case.data)
+    r1 = f1.run(0, case.data, ring_in=case.ring)
     d1 = first_difference(r0, s0, r1, core_state(f1), ("model", "per-cycle engine"))
     f2 = FastModel(cfg)
     if cut_seed is not None:
@@ -148,7 +150,7 @@ def check_case(cfg, case, cut_seed=None):
         f2._flow = FlowRunner(f2, cut=lambda x, y: [rr.randrange(x, y) for _ in range(rr.randint(0, 4))])
     preload(f2, case.state)
     f2.load(case.words)
-    r2 = f2.run(0, case.data)
+    r2 = f2.run(0, case.data, ring_in=case.ring)
     d2 = first_difference(r0, s0, r2, core_state(f2), ("model", "fast model"))
     if d1 or d2:
         msg = [f"seed {case.seed} ({case.style}, {case.meta}, {case.issued} instructions, cuts {cut_seed}):"]
@@ -160,7 +162,7 @@ def check_case(cfg, case, cut_seed=None):
             preload(fv, case.state)
             fv.load(case.words)
             try:
-                fv.run(0, case.data)
+                fv.run(0, case.data, ring_in=case.ring)
             except RegionMismatch as e:
                 msg.append(f"  located: {e}")
         pytest.fail("\n".join(msg))
@@ -306,7 +308,8 @@ def test_random_programs(cname, chunk):
     t0 = time.perf_counter()
     for i in range(lo, hi):
         seed = BASE_SEED + i
-        case = random_case(cfg, seed, max_issued=max_issued(cfg))
+        # every third program also uses the ring slots (rin / rout)
+        case = random_case(cfg, seed, max_issued=max_issued(cfg), ring=i % 3 == 1)
         styles[case.style] += 1
         stats = check_case(cfg, case, cut_seed=seed if i % 2 else None)
         for k in tot:
