@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from noc.ring import emit_all_gather, emit_broadcast, emit_pass_along, emit_reduce_scatter
+from noc.ring import emit_all_gather, emit_broadcast, emit_pass_along, emit_reduce, emit_reduce_scatter
 from rtl.config import ArchConfig
 from sim.chip_model import ChipModel
 from sim.power import report_from_counters
@@ -47,6 +47,7 @@ def run() -> dict:
                 ("all-gather", lambda: emit_all_gather(cfg, m, 0), (c - 1) * m + 3, (c - 1) * m),
                 ("reduce-scatter", lambda: emit_reduce_scatter(cfg, m, 0),
                  (c - 1) * max(m + 3, cfg.fpu_latency + 5), (c - 1) * m),
+                ("reduce", lambda: emit_reduce(cfg, m, 0, 0), m + (c - 1) * (cfg.fpu_latency + 2), m),
             ]
             for name, emit, slots, ref in cases:
                 if name in ("all-gather", "reduce-scatter") and c * m > cfg.mem_a_words:

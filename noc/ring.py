@@ -33,6 +33,13 @@ Collectives (``c`` cores, segments of ``m`` beats, ``L = cfg.fpu_latency``):
   incoming one to its own partial (FMA write-back into SRAM, in place); banks alternate
   between steps so the send read and the add read never share a bank.
 
+* :func:`emit_reduce`: the sum over all cores of one segment, at core ``root``: a chain
+  from core ``root + 1`` round the ring; each core takes a beat, adds its own partial
+  (FMA into a register) and passes the sum on ``L - 1`` cycles later, straight from the
+  register; ``root`` writes the total back into its SRAM in place. ``m + (c - 1)(L + 2)``
+  cycles from the first send to the last add (pipelined: a hop costs the link's 3 cycles
+  plus the FMA's ``L - 1``).
+
 Layouts (per core ``k``, addresses relative to ``base``) are given by
 :func:`all_gather_layout` and :func:`reduce_scatter_layout`; the goldens
 (:func:`golden_all_gather`, :func:`golden_reduce_scatter`) perform the array's additions
@@ -48,7 +55,7 @@ import numpy as np
 from sw.asm import assemble
 
 __all__ = ["RingError", "RingCost", "emit_pass_along", "emit_broadcast", "emit_all_gather",
-           "emit_reduce_scatter", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
+           "emit_reduce_scatter", "emit_reduce", "golden_reduce", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
            "golden_reduce_scatter", "align", "AG_MIN_STREAM"]
 
 #: all-gather segments of at least this many beats run as one continuous stream (a
@@ -273,6 +280,53 @@ def golden_reduce_scatter(cfg, partials: list[list[np.ndarray]]) -> list[np.ndar
             acc = mac_bits(fmt, acc, one, partials[(k + h) % c][k])
         out.append(acc)
     return out
+
+
+# -- reduce -------------------------------------------------------------------------------
+def emit_reduce(cfg, m: int, root: int = 0, base: int = 0, bank: str = "a"):
+    """Sum of every core's segment at ``(bank, base)``, left in place at core ``root``
+    (other cores' segments unchanged). Returns one image per core, aligned stall-free."""
+    _need_chip(cfg)
+    c = cfg.cores
+    if not 0 <= root < c:
+        raise RingError(f"reduce root {root} is not a core (cores={c})")
+    _check_bank(cfg, bank, base, m, "reduce")
+    lat = cfg.fpu_latency - 1          # an FMA result is a source this many slots after its issue
+    add = f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0 | add r0 = col + mem{bank}"
+    fwd = "rdrv r0 @diag=0 | rout row"
+
+    def images(waits):
+        imgs = []
+        for k in range(c):
+            h = (k - root) % c        # hops after root: the chain starts at h = 1, ends at h = 0
+            lines = _setup([(1, base), (2, base)])
+            lines += ["nop"] * waits[k]
+            if h == 1:
+                lines += [_send(bank, 1)] * m
+            elif h == 0:
+                lines += [f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0 | mac mem{bank} += col * 1"] * m
+            else:
+                # one register suffices: the sum of slot q is read by the send of slot q + lat,
+                # the next add's result lands one slot later
+                lines += [_join(add if q < m else "", fwd if q >= lat else "") for q in range(m + lat)]
+            imgs.append(_emit(cfg, lines))
+        return imgs
+
+    return align(cfg, images)
+
+
+def golden_reduce(cfg, segments: list[np.ndarray], root: int = 0) -> np.ndarray:
+    """The root's total: ``acc = p[root+1]``, then ``acc = fmt(acc * 1 + p[root+h])`` for
+    ``h = 2 .. c`` (mod ``c``; the root's own partial last)."""
+    from pe.fp_golden import mac_bits
+
+    fmt = cfg.fmt
+    c = len(segments)
+    one = np.full(segments[0].shape, int(fmt.from_float(np.array([1.0]))[0]), dtype=segments[0].dtype)
+    acc = segments[(root + 1) % c]
+    for h in range(2, c + 1):
+        acc = mac_bits(fmt, acc, one, segments[(root + h) % c])
+    return acc
 
 
 # -- alignment ----------------------------------------------------------------------------

@@ -172,8 +172,11 @@ def seg_of(cfg, beats):
 
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_collectives_rtl(sim):
-    """All-gather, then reduce-scatter, on the 4-core chip RTL: every core's beats and
-    counters equal the chip model's; the results read back equal the goldens."""
+    """All-gather, reduce-scatter, then a reduce to core 2, on the 4-core chip RTL: every
+    core's beats and counters equal the chip model's; the results read back equal the
+    goldens."""
+    from noc.ring import emit_reduce, golden_reduce
+
     require_sim(sim)
     from sim.chip_run import ChipPhase, run_chip_session
 
@@ -197,6 +200,9 @@ def test_collectives_rtl(sim):
         ph.append(ChipPhase(fill_diag(cfg, bank, addr, m_rs), data, f"fill rs {t}"))
     ph.append(ChipPhase(emit_reduce_scatter(cfg, m_rs, 32), name="reduce-scatter"))
     ph.append(ChipPhase([read_diag(cfg, lays[k][k][0], lays[k][k][1], m_rs) for k in range(c)], name="read rs"))
+    # reduce of the gathered segment 0..m_ag-1 of bank A to core 2
+    ph.append(ChipPhase(emit_reduce(cfg, m_ag, 2, 0), name="reduce"))
+    ph.append(ChipPhase(read_diag(cfg, "a", 0, m_ag), name="read reduce"))
     res = run_chip_session(cfg, ph, backend="rtl", sim=sim, name="ring_collectives")
     ref = run_chip_session(cfg, ph, backend="model")
     for p, (pr, pm) in enumerate(zip(res, ref)):
@@ -206,5 +212,23 @@ def test_collectives_rtl(sim):
     want_rs = golden_reduce_scatter(cfg, parts)
     for k in range(c):
         assert np.array_equal(seg_of(cfg, res[2][k].data), want_ag[k])
-        assert np.array_equal(seg_of(cfg, res[-1][k].data), want_rs[k])
-    assert res[1][0].counters["stall_cycles"] == 0 and res[-2][0].counters["stall_cycles"] == 0
+        assert np.array_equal(seg_of(cfg, res[-3][k].data), want_rs[k])
+    assert np.array_equal(seg_of(cfg, res[-1][2].data), golden_reduce(cfg, segs, 2))
+    for p in (1, len(ph) - 4, len(ph) - 2):
+        assert sum(r.counters["stall_cycles"] for r in res[p]) == 0, ph[p].name
+
+
+@pytest.mark.parametrize("cores,root,m,fmt", [(2, 0, 3, "binary16"), (4, 1, 9, "binary16"), (6, 5, 4, "binary32")])
+def test_reduce(cores, root, m, fmt):
+    from noc.ring import emit_reduce, golden_reduce
+
+    cfg = chip(cores=cores, fmt=fmt)
+    rng = np.random.default_rng(SEED + 31 * m)
+    segs = [rand_seg(cfg, rng, m) for _ in range(cores)]
+    ch, r = run_both(cfg, emit_reduce(cfg, m, root, 8), lambda mod, k: diag_write(mod, "a", 8, segs[k]))
+    assert np.array_equal(diag_read(ch.cores[root], "a", 8, m, cfg.nr), golden_reduce(cfg, segs, root))
+    for k in range(cores):
+        if k != root:
+            assert np.array_equal(diag_read(ch.cores[k], "a", 8, m, cfg.nr), segs[k])
+    # pipelined: m + (c - 1) hops of 3 + (L - 1) cycles, plus fixed costs
+    assert r.cycles <= m + (cores - 1) * (cfg.fpu_latency + 2) + 16
