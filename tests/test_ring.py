@@ -16,7 +16,8 @@ SEED = 20261123
 
 
 def chip(nr=2, cores=4, fmt="binary16", words=128):
-    return ArchConfig(nr=nr, cores=cores, fmt=fmt, mem_a_words=words, mem_b_words=words, ucode_depth=256)
+    # the 4-core RTL configuration is test_chip.CHIP4 (one Verilator build for both files)
+    return ArchConfig(nr=nr, cores=cores, fmt=fmt, mem_a_words=words, mem_b_words=words, ucode_depth=128)
 
 
 def rand_seg(cfg, rng, m):
