@@ -56,13 +56,24 @@ def decode_frames(width: int, raw: bytes) -> list[tuple[int, bool]]:
     return [(int.from_bytes(raw[i + 1:i + n], "little"), bool(raw[i] & 1)) for i in range(0, len(raw), n)]
 
 
-class UARTRx(wiring.Component):
-    """UART receiver, 8N1, LSB first.
+class _UARTPort(wiring.Component):
+    """Base of :class:`UARTRx` and :class:`UARTTx`: 8N1, LSB first.
 
     Parameters
     ----------
     divisor : int
         Clock cycles per bit (``clk_hz / baud``), >= 4.
+    """
+
+    def __init__(self, divisor: int, signature: dict):
+        if divisor < 4:
+            raise ValueError(f"UART divisor must be >= 4 clock cycles per bit, got {divisor}")
+        self.divisor = int(divisor)
+        super().__init__(signature)
+
+
+class UARTRx(_UARTPort):
+    """UART receiver (parameter ``divisor`` as in :class:`_UARTPort`).
 
     Ports
     -----
@@ -78,11 +89,8 @@ class UARTRx(wiring.Component):
     """
 
     def __init__(self, divisor: int):
-        if divisor < 4:
-            raise ValueError(f"UART divisor must be >= 4 clock cycles per bit, got {divisor}")
-        self.divisor = int(divisor)
-        super().__init__({"rx": In(1, init=1), "o": Out(stream.Signature(8, always_ready=True)),
-                          "frame_error": Out(1)})
+        super().__init__(divisor, {"rx": In(1, init=1), "o": Out(stream.Signature(8, always_ready=True)),
+                                   "frame_error": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -131,13 +139,8 @@ class UARTRx(wiring.Component):
         return m
 
 
-class UARTTx(wiring.Component):
-    """UART transmitter, 8N1, LSB first.
-
-    Parameters
-    ----------
-    divisor : int
-        Clock cycles per bit (``clk_hz / baud``), >= 4.
+class UARTTx(_UARTPort):
+    """UART transmitter (parameter ``divisor`` as in :class:`_UARTPort`).
 
     Ports
     -----
@@ -151,10 +154,7 @@ class UARTTx(wiring.Component):
     """
 
     def __init__(self, divisor: int):
-        if divisor < 4:
-            raise ValueError(f"UART divisor must be >= 4 clock cycles per bit, got {divisor}")
-        self.divisor = int(divisor)
-        super().__init__({"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
+        super().__init__(divisor, {"i": In(stream.Signature(8)), "tx": Out(1, init=1)})
 
     def elaborate(self, platform):
         m = Module()
