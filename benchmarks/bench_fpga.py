@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 
 from rtl.config import ArchConfig
-from rtl.fpga import DEVICES, FitError, build, fit_report, fpga_resources, parse_nextpnr_log
+from rtl.fpga import (DEVICES, FitError, build, fit_report, fpga_resources, parse_critical_paths, parse_nextpnr_log,
+                      short_cell)
 from rtl.synth import synthesize
 from rtl.tops import build_top
 from sim.harness import ROOT, write_verilog
@@ -53,7 +54,7 @@ def _pe_row(name: str) -> dict:
             "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
             "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
             "fits 85F": "yes" if all(x["used"] <= x["available"] for x in fit.values()) else "no",
-            "LUT4 % (nextpnr)": "", "Fmax MHz (nextpnr)": "", "source": "synth"}
+            "LUT4 % (nextpnr)": "", "Fmax MHz (nextpnr)": "", "critical path": "", "source": "synth"}
 
 
 def _core_row(name: str) -> dict:
@@ -84,6 +85,13 @@ def _core_row(name: str) -> dict:
         s.pop("error", None)
     util = s.get("nextpnr", {}).get("utilization", {})
     comb = util.get("TRELLIS_COMB")
+    crit = ""
+    if (out / "top.tim").exists() and "fmax_mhz" in s:
+        paths = parse_critical_paths((out / "top.tim").read_text(errors="replace"))
+        if paths:
+            c = max(paths.values(), key=lambda c: c["ns"])
+            crit = (f"{c['ns']} ns ({c['lut_levels']} logic levels, {c['routing_ns']} ns routing): "
+                    f"{short_cell(c['from'])} -> {short_cell(c['to'])}")
     over = [f"{r} +{v['used'] - v['available']}" for r, v in fit.items() if v["used"] > v["available"]]
     return {"design": f"{cfg.nr}x{cfg.nr} core", "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
             "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
@@ -91,7 +99,7 @@ def _core_row(name: str) -> dict:
             "fits 85F": "yes" if fits else ("no: " + ", ".join(over) if over else "no"),
             "LUT4 % (nextpnr)": f"{100.0 * comb['used'] / comb['available']:.0f}" if comb else "",
             "Fmax MHz (nextpnr)": s.get("fmax_mhz") if s.get("fmax_mhz") is not None else "",
-            "source": source if util else "synth"}
+            "critical path": crit, "source": source if util else "synth"}
 
 
 def run() -> dict:

@@ -11,7 +11,8 @@ import pytest
 from conftest import require_sim
 from pe.microop import MicroOp, Src
 from rtl.config import ArchConfig
-from rtl.fpga import DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report
+from rtl.fpga import (DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report, parse_critical_paths,
+                      short_cell)
 from rtl.uart_bridge import decode_frames, encode_frame, frame_bytes
 from sim.core_model import CoreModel
 from sim.harness import BUILD, atomic_write, run_cocotb
@@ -106,6 +107,35 @@ def test_board_top_elaborates_with_pll():
     assert top.clock_hz == 50e6 and top.pll["clkfb_div"] * 25 // top.pll["clki_div"] == 50
     assert "EHXPLLL" in plan.files["top.il"]
     assert "50000000.0 HZ" in plan.files["top.lpf"]
+
+
+_TIM_EXCERPT = """\
+Info: Critical path report for clock '$glbnet$clk' (posedge -> posedge):
+Info:       type curr  total name
+Info:   clk-to-q  5.83  5.83 Source ucore.core.pe_0_1.mem_a.0.3.DOB0
+Info:    routing  1.97  7.80 Net ucore.core.pe_0_1.mem_a.0.3_DOB0[2] (8,46) -> (31,45)
+Info:                          Sink ucore.core.pe_0_1.x_LUT4_C.C
+Info:                          Defined in:
+Info:                               /share/lattice/cells_map_trellis.v:108.23-108.24
+Info:      logic  0.24  8.03 Source ucore.core.pe_0_1.x_LUT4_C.F
+Info:    routing  1.95  9.98 Net ucore.core.pe_0_1.rf_m.0.3_DI (34,49) -> (34,29)
+Info:                          Sink ucore.core.pe_0_1.rf_m.1.3$RAMW_SLICE.D1
+Info:      logic  0.00  9.98 Source ucore.core.pe_0_1.rf_m.1.3$RAMW_SLICE.WDO2
+Info:    routing  0.08 10.06 Net ucore.core.pe_0_1.rf_m.1.3$RAMW_SLICE$conn$WDO2 (34,29) -> (34,29)
+Info:                          Sink ucore.core.pe_0_1.rf_m.1.3$DPRAM_COMB2.WD
+Info:      setup  0.00 10.06 Source ucore.core.pe_0_1.rf_m.1.3$DPRAM_COMB2.WD
+Info: 6.07 ns logic, 4.00 ns routing
+
+Info: Critical path report for cross-domain path '<async>' -> 'posedge $glbnet$clk':
+"""
+
+
+def test_critical_path_parser():
+    paths = parse_critical_paths(_TIM_EXCERPT)
+    c = paths["$glbnet$clk"]
+    assert c["ns"] == 10.06 and c["routing_ns"] == 4.0 and c["lut_levels"] == 1
+    assert short_cell(c["from"]) == "pe_0_1.mem_a" and short_cell(c["to"]) == "pe_0_1.rf_m"
+    assert parse_critical_paths("no report") == {}
 
 
 def test_fit_check_names_resource_and_overflow():
