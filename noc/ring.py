@@ -48,13 +48,11 @@ in the array's order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from sw.asm import assemble
 
-__all__ = ["RingError", "RingCost", "emit_pass_along", "emit_broadcast", "emit_all_gather",
+__all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
            "golden_reduce_scatter", "align", "AG_MIN_STREAM"]
 
@@ -65,15 +63,6 @@ AG_MIN_STREAM = 5
 
 class RingError(ValueError):
     """A collective that does not fit the configuration."""
-
-
-@dataclass(frozen=True)
-class RingCost:
-    """Cycle and traffic cost of a collective's program on each core."""
-
-    cycles: int           #: RUN cycles of the longest core (start latency and drain included)
-    link_beats: int       #: beats over each busy link
-    slots: int            #: instructions of the longest core (the collective's issue slots)
 
 
 # -- program text -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from rtl.host_interface import Cmd
 from sim.chip_model import ChipModel, ChipRunResult

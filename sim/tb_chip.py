@@ -20,6 +20,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from sim.harness import tb_config, tb_params
+from sim.tb_stream import finish_stream
 
 
 def _per_beat(v, n):
@@ -70,15 +71,7 @@ async def chip_stream(dut):
         await src.send(AxiStreamFrame(beats, tdest=dest))
         await src.wait()
     await rx
-    cycles = (cocotb.utils.get_sim_time("ns") - start_time) / 10
-    wall = time.perf_counter() - t0
-    await ClockCycles(dut.clk, 20)
-    extra = []
-    while not sink.empty():
-        extra += [int(d) for d in sink.recv_nowait().tdata]
-    if prm.get("result"):
-        with open(prm["result"], "w") as fh:
-            json.dump({"out": got, "sim_cycles": cycles, "wall_s": wall}, fh)
+    cycles, wall, extra = await finish_stream(dut, sink, prm, got, start_time, t0)
     for k, (g, e) in enumerate(zip(got, expected)):
         for i, (a, b) in enumerate(zip(g, e)):
             # a frame of the merged stream ends at a beat with tlast, whichever core sent it,

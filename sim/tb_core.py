@@ -19,6 +19,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from sim.harness import tb_config, tb_params
+from sim.tb_stream import finish_stream
 
 
 def _pauses(rng, p):
@@ -57,16 +58,7 @@ async def core_stream(dut):
         words = list(frame.tdata)
         for i, d in enumerate(words):
             got.append((int(d), i == len(words) - 1))
-    cycles = (cocotb.utils.get_sim_time("ns") - start_time) / 10
-    wall = time.perf_counter() - t0
-    # nothing more may come out
-    await ClockCycles(dut.clk, 20)
-    extra = []
-    while not sink.empty():
-        extra += [int(d) for d in sink.recv_nowait().tdata]
-    if prm.get("result"):
-        with open(prm["result"], "w") as fh:
-            json.dump({"out": got, "sim_cycles": cycles, "wall_s": wall}, fh)
+    cycles, wall, extra = await finish_stream(dut, sink, prm, got, start_time, t0)
     n_relaxed = prm.get("relaxed_tail", 0)
     for i, (g, e) in enumerate(zip(got, expected)):
         if g != e and i < len(expected) - n_relaxed:

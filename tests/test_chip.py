@@ -133,22 +133,19 @@ def test_stalls_on_empty_fifo_and_credits():
     assert r2[1][0].counters["stall_cycles"] >= 30 - 8 - 3
 
 
-def test_deadlock_is_reported():
+@pytest.mark.parametrize("prog0,engines,exc,match", [
+    ("rin row | mov r1 = row\nhalt", ("cycle",), RingDeadlock, "core 0 at pc 0 waits on rin"),
+    ("rdrv r1 @col=0 | rout row\nhalt", ("cycle", "fast"), RingStallError, "sen"),
+], ids=["deadlock", "unbalanced"])
+def test_ring_misuse_is_reported(prog0, engines, exc, match):
+    """A core waiting for a beat nobody sends (deadlock, named by core and pc); a beat
+    nobody takes (left in a FIFO / unbalanced link)."""
     cfg = CHIP2
-    ch = ChipModel(cfg)
-    ch.load(_asm(cfg, "rin row | mov r1 = row\nhalt"), core=0)
-    ch.load(_asm(cfg, "halt"), core=1)
-    with pytest.raises(RingDeadlock, match="core 0 at pc 0 waits on rin"):
-        ch.run()
-
-
-def test_unbalanced_traffic_is_reported():
-    cfg = CHIP2
-    for eng in ("cycle", "fast"):
+    for eng in engines:
         ch = ChipModel(cfg, eng)
-        ch.load(_asm(cfg, "rdrv r1 @col=0 | rout row\nhalt"), core=0)
+        ch.load(_asm(cfg, prog0), core=0)
         ch.load(_asm(cfg, "halt"), core=1)
-        with pytest.raises(RingStallError, match="sen"):
+        with pytest.raises(exc, match=match):
             ch.run()
 
 
