@@ -54,7 +54,8 @@ from sw.asm import assemble
 
 __all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
-           "golden_reduce_scatter", "align", "AG_MIN_STREAM"]
+           "golden_reduce_scatter", "align", "AG_MIN_STREAM", "fill_diag_program", "read_diag_program",
+           "segment_beats", "beats_segment"]
 
 #: all-gather segments of at least this many beats run as one continuous stream (a
 #: forwarded beat is read back from SRAM at least 2 cycles after it was written)
@@ -351,3 +352,30 @@ def align(cfg, images_of, max_rounds: int | None = None):
                 raise RingError(f"no stall-free alignment: {e}") from None
             return imgs
     raise RingError("ring alignment did not converge")
+
+
+# -- host side: segments in and out of the diag layout ------------------------------------
+def fill_diag_program(cfg, bank: str, base: int, n: int) -> list[int]:
+    """Microcode: ``n`` host beats -> ``bank[base .. base+n-1]`` of the diagonal PEs (lane
+    ``i`` -> PE ``(i, i)``)."""
+    return assemble(f"ar0 = {base}\nstride ar0 = 1\nloop i {n} {{\n hin row | @diag=0 | "
+                    f"wr{bank} [ar0]++ = row\n}}\nhalt", cfg).words()
+
+
+def read_diag_program(cfg, bank: str, base: int, n: int) -> list[int]:
+    """Microcode: ``bank[base .. base+n-1]`` of the diagonal PEs -> ``n`` host beats."""
+    return assemble(f"ar0 = {base}\nstride ar0 = 1\nloop i {n} {{\n rd{bank} [ar0]++ gate=rdrv | "
+                    f"rdrv mem{bank} @diag=0 | hout row\n}}\nhalt", cfg).words()
+
+
+def segment_beats(cfg, seg) -> list[int]:
+    """A segment ``[m, nr]`` of bit patterns -> ``m`` beats (lane ``i`` = column ``i``)."""
+    w = cfg.fmt.width
+    return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in seg]
+
+
+def beats_segment(cfg, beats) -> np.ndarray:
+    """Beats (ints or objects with ``.data``) -> a segment ``[m, nr]`` of bit patterns."""
+    w, mask = cfg.fmt.width, (1 << cfg.fmt.width) - 1
+    data = [int(getattr(b, "data", b)) for b in beats]
+    return np.array([[(d >> (i * w)) & mask for i in range(cfg.nr)] for d in data], dtype=cfg.fmt.np_uint)

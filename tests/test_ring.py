@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from conftest import SIM_PARAMS, require_sim
-from noc.ring import (RingError, all_gather_layout, emit_all_gather, emit_broadcast, emit_pass_along,
+from noc.ring import (RingError, all_gather_layout, beats_segment, fill_diag_program, read_diag_program,
+                      segment_beats, emit_all_gather, emit_broadcast, emit_pass_along,
                       emit_reduce_scatter, golden_all_gather, golden_reduce_scatter, reduce_scatter_layout,
                       rs_period)
 from rtl.config import ArchConfig
@@ -146,31 +147,6 @@ def test_errors():
 
 
 # -- RTL -----------------------------------------------------------------------------------
-def fill_diag(cfg, bank, base, n):
-    """Host beats -> ``bank[base..base+n-1]`` of the diagonal PEs (lane i -> PE (i, i))."""
-    from sw.asm import assemble
-
-    return assemble(f"ar0 = {base}\nstride ar0 = 1\nloop i {n} {{\n hin row | @diag=0 | wr{bank} [ar0]++ = row\n}}\n"
-                    f"halt", cfg).words()
-
-
-def read_diag(cfg, bank, base, n):
-    from sw.asm import assemble
-
-    return assemble(f"ar0 = {base}\nstride ar0 = 1\nloop i {n} {{\n rd{bank} [ar0]++ gate=rdrv | "
-                    f"rdrv mem{bank} @diag=0 | hout row\n}}\nhalt", cfg).words()
-
-
-def beats_of(cfg, seg):
-    w = cfg.fmt.width
-    return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in seg]
-
-
-def seg_of(cfg, beats):
-    w, m = cfg.fmt.width, (1 << cfg.fmt.width) - 1
-    return np.array([[(b.data >> (i * w)) & m for i in range(cfg.nr)] for b in beats], dtype=cfg.fmt.np_uint)
-
-
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_collectives_rtl(sim):
     """All-gather, reduce-scatter, then a reduce to core 2, on the 4-core chip RTL: every
@@ -186,9 +162,9 @@ def test_collectives_rtl(sim):
     rng = np.random.default_rng(SEED + 99)
     segs = [rand_seg(cfg, rng, m_ag) for _ in range(c)]
     parts = [[rand_seg(cfg, rng, m_rs) for _ in range(c)] for _ in range(c)]
-    ph = [ChipPhase(fill_diag(cfg, "a", 0, m_ag), [beats_of(cfg, s) for s in segs], "fill ag"),
+    ph = [ChipPhase(fill_diag_program(cfg, "a", 0, m_ag), [segment_beats(cfg, s) for s in segs], "fill ag"),
           ChipPhase(emit_all_gather(cfg, m_ag, 0), name="all-gather"),
-          ChipPhase(read_diag(cfg, "a", 0, c * m_ag), name="read ag")]
+          ChipPhase(read_diag_program(cfg, "a", 0, c * m_ag), name="read ag")]
     # reduce-scatter partials at base 32: one fill per (bank, position) (same program on every core)
     lays = [reduce_scatter_layout(cfg, k, m_rs, 32) for k in range(c)]
     for t in range(c):
@@ -197,13 +173,13 @@ def test_collectives_rtl(sim):
         for k in range(c):
             s = next(s for s, (b, a) in lays[k].items() if a == 32 + t * m_rs)
             assert lays[k][s][0] == bank
-            data.append(beats_of(cfg, parts[k][s]))
-        ph.append(ChipPhase(fill_diag(cfg, bank, addr, m_rs), data, f"fill rs {t}"))
+            data.append(segment_beats(cfg, parts[k][s]))
+        ph.append(ChipPhase(fill_diag_program(cfg, bank, addr, m_rs), data, f"fill rs {t}"))
     ph.append(ChipPhase(emit_reduce_scatter(cfg, m_rs, 32), name="reduce-scatter"))
-    ph.append(ChipPhase([read_diag(cfg, lays[k][k][0], lays[k][k][1], m_rs) for k in range(c)], name="read rs"))
+    ph.append(ChipPhase([read_diag_program(cfg, lays[k][k][0], lays[k][k][1], m_rs) for k in range(c)], name="read rs"))
     # reduce of the gathered segment 0..m_ag-1 of bank A to core 2
     ph.append(ChipPhase(emit_reduce(cfg, m_ag, 2, 0), name="reduce"))
-    ph.append(ChipPhase(read_diag(cfg, "a", 0, m_ag), name="read reduce"))
+    ph.append(ChipPhase(read_diag_program(cfg, "a", 0, m_ag), name="read reduce"))
     res = run_chip_session(cfg, ph, backend="rtl", sim=sim, name="ring_collectives")
     ref = run_chip_session(cfg, ph, backend="model")
     for p, (pr, pm) in enumerate(zip(res, ref)):
@@ -212,9 +188,9 @@ def test_collectives_rtl(sim):
     want_ag = golden_all_gather(segs)
     want_rs = golden_reduce_scatter(cfg, parts)
     for k in range(c):
-        assert np.array_equal(seg_of(cfg, res[2][k].data), want_ag[k])
-        assert np.array_equal(seg_of(cfg, res[-3][k].data), want_rs[k])
-    assert np.array_equal(seg_of(cfg, res[-1][2].data), golden_reduce(cfg, segs, 2))
+        assert np.array_equal(beats_segment(cfg, res[2][k].data), want_ag[k])
+        assert np.array_equal(beats_segment(cfg, res[-3][k].data), want_rs[k])
+    assert np.array_equal(beats_segment(cfg, res[-1][2].data), golden_reduce(cfg, segs, 2))
     for p in (1, len(ph) - 4, len(ph) - 2):
         assert sum(r.counters["stall_cycles"] for r in res[p]) == 0, ph[p].name
 
