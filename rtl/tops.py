@@ -7,6 +7,7 @@ __all__ = ["TOPS", "build_top"]
 TOPS = {
     "pe": "one processing element: FP MAC, register file, SRAM banks A/B, bus ports",
     "core": "an nr x nr core: PEs, buses, sequencer, AXI4-Stream host interface, counters",
+    "chip": "cfg.cores cores on a ring, one AXI4-Stream host port routed by tdest / tid",
 }
 
 
@@ -20,4 +21,10 @@ def build_top(name: str, cfg):
         from rtl.core import Core
 
         return Core(cfg), "caterpillar_core"
+    if name == "chip":
+        from rtl.chip import Chip
+
+        if cfg.cores < 2:   # checked before the Chip exists (no unused-elaboratable warning)
+            raise ValueError(f"a chip needs cfg.cores >= 2 (a ring), got {cfg.cores}; use --top core for one core")
+        return Chip(cfg), "caterpillar_chip"
     raise ValueError(f"unknown top-level design {name!r}; allowed: {', '.join(TOPS)}")

@@ -28,6 +28,15 @@ def test_verilog_written_atomically(tmp_path):
     assert not list(tmp_path.glob(".*tmp"))
 
 
+def test_verilog_of_the_chip(tmp_path, capsys):
+    out = tmp_path / "chip.v"
+    assert main(["verilog", "--config", "chip-tiny", "--top", "chip", "-o", str(out)]) == 0
+    text = out.read_text()
+    assert "module caterpillar_chip" in text and "s_axis_tdest" in text and "m_axis_tid" in text
+    assert main(["verilog", "--config", "tiny", "--top", "chip", "-o", str(tmp_path / "x.v")]) != 0
+    assert "cores >= 2" in capsys.readouterr().err
+
+
 def test_synth_ecp5_smoke(tmp_path, capsys):
     """A small PE maps its SRAM to block RAM and its multiplier to a DSP block."""
     out = tmp_path / "s.json"
