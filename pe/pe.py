@@ -103,7 +103,8 @@ class PE(wiring.Component):
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
     write-back) with asynchronous read ports, a live-value table and a written bit per
     register in flip-flops (reset to 0, so unwritten registers read +0); ARs and strides
-    are flip-flops; source operands are selected by binary mux trees; the FMA is a
+    are flip-flops; each source operand is an AND-OR of the live values under one-hot
+    selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
     :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
     carrying ``valid``/``dst``/``c`` alongside the multiplier and ``valid``/``dst``
     alongside the adder.
@@ -268,7 +269,7 @@ class PE(wiring.Component):
         ]
 
         # ---- operand stage (cycle t+1) -----------------------------------------------------
-        consts = {Src.ZERO: 0, Src.NZERO: fmt.neg_zero, Src.ONE: fmt.one}
+        consts = {Src.NZERO: fmt.neg_zero, Src.ONE: fmt.one}   # (+0 is the OR of nothing)
         # A block-RAM read port's output register has no reset value; until its first read
         # after reset it reads as 0, as the spec (and the model) say.
         rd_a_seen = Signal()
@@ -277,26 +278,44 @@ class PE(wiring.Component):
             m.d.sync += rd_a_seen.eq(1)
         with m.If(rd_b.en):
             m.d.sync += rd_b_seen.eq(1)
-        rd_a_data = Mux(rd_a_seen, rd_a.data, 0)
-        rd_b_data = Mux(rd_b_seen, rd_b.data, 0)
 
-        # Source muxes as binary trees (word_select -> $shiftx): one 16:1 tree over the
-        # register file for codes 0..15, one over the other sources for codes 16..31, and
-        # a 2:1 by code[4]. Yosys maps these far smaller than a 23-way parallel case.
-        def source(code, *, regs=True, buses=True, name=None):
-            """Value of source ``code`` this cycle; unlisted codes read +0."""
-            v = Signal(w, name=name)
-            hi = [Const(0, w)] * 16
-            hi[Src.MEMA - 16] = rd_a_data
-            hi[Src.MEMB - 16] = rd_b_data
+        # Source operands: the kind of each source is decoded at issue into one-hot select
+        # flip-flops (beside s1), so in the operand stage a source is an AND-OR of the few
+        # live values: SRAM read data (if read since reset), buses, the RF read (async
+        # LUT RAM at the s1 code) and constants. This keeps the operand stage, whose paths
+        # run SRAM read -> row/column bus -> other PEs -> RF / SRAM / multiplier, two to
+        # three LUT levels shorter than a mux tree on the s1 code (docs/fpga.md, timing).
+        # The selects of gated readers (bus drivers) fold in the driver select. The
+        # flip-flops hold f(s1, rd_*_seen) at all times (same enable, reset to f(NOP, 0)),
+        # so the cycle behaviour is that of the mux on s1.
+        rd_a_seen_op = rd_a_seen | rd_a.en     # rd_*_seen as it is in the operand stage
+        rd_b_seen_op = rd_b_seen | rd_b.en
+
+        def source(field, *, regs=True, buses=True, gate=None, name):
+            """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
+
+            ``gate`` (issue-stage signal): the value is +0 unless it was high at issue."""
+            code_i, code_o = field(u), field(s1)
+            live = [(code_i == Src.MEMA) & rd_a_seen_op, rd_a.data,
+                    (code_i == Src.MEMB) & rd_b_seen_op, rd_b.data]
             if buses:
-                hi[Src.ROW - 16] = self.row_in
-                hi[Src.COL - 16] = self.col_in
+                live += [code_i == Src.ROW, self.row_in, code_i == Src.COL, self.col_in]
             for code_, value in consts.items():
-                hi[code_ - 16] = Const(value, w)
-            hi_val = Cat(*hi).word_select(code[:4], w)
-            lo_val = rf_read(code[:4], name or "src") if regs else Const(0, w)
-            m.d.comb += v.eq(Mux(code[4], hi_val, lo_val))
+                live += [code_i == code_, Const(value, w)]
+            if regs:
+                live += [~code_i[4], None]
+            terms = []
+            for k in range(0, len(live), 2):
+                cond, value = live[k], live[k + 1]
+                # f(NOP, 0): code 0 names RF[0]; gated readers are off after reset
+                init = int(value is None and gate is None)
+                sel = Signal(name=f"{name}_sel{k // 2}", init=init)
+                m.d.sync += sel.eq(cond if gate is None else cond & gate)
+                if value is None:
+                    value = rf_read(code_o[:4], name)
+                terms.append(Mux(sel, value, 0))
+            v = Signal(w, name=name)
+            m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
             return v
 
         def names_reg(code):
@@ -306,15 +325,15 @@ class PE(wiring.Component):
         m.d.comb += [
             self.row_oe.eq(s1_rsel),
             self.col_oe.eq(s1_csel),
-            self.row_out.eq(Mux(s1_rsel, source(s1.rdrv.src, buses=False, name="rdrv_val"), 0)),
-            self.col_out.eq(Mux(s1_csel, source(s1.cdrv.src, buses=False, name="cdrv_val"), 0)),
+            self.row_out.eq(source(lambda x: x.rdrv.src, buses=False, gate=rsel, name="rdrv_val")),
+            self.col_out.eq(source(lambda x: x.cdrv.src, buses=False, gate=csel, name="cdrv_val")),
         ]
 
         # SRAM writes at the end of t+1 (read-during-write: the read port sees old data)
         wa_go = s1.wa.en & s1_pred
         wb_go = s1.wb.en & s1_pred
-        wa_val = source(s1.wa.src, name="wa_val")
-        wb_val = source(s1.wb.src, name="wb_val")
+        wa_val = source(lambda x: x.wa.src, name="wa_val")
+        wb_val = source(lambda x: x.wb.src, name="wb_val")
         # (the FMA write-back into SRAM, below, overrides these in its cycle)
 
         # move unit
@@ -325,8 +344,8 @@ class PE(wiring.Component):
             return ~x[w - 1] & (x != 0) & ~is_nan(x)
 
         mv_go = Signal()
-        mv_src = source(s1.mv.src, name="mv_src")
-        mv_msk = source(s1.mv.msk, name="mv_msk")
+        mv_src = source(lambda x: x.mv.src, name="mv_src")
+        mv_msk = source(lambda x: x.mv.msk, name="mv_msk")
         mv_val = Signal(w)
         m.d.comb += mv_go.eq((s1.mv.op != MvOp.NOP) & s1_pred)
         with m.Switch(s1.mv.op):
@@ -345,8 +364,8 @@ class PE(wiring.Component):
         fma_go = Signal()
         m.d.comb += [
             fma_go.eq(s1.fpu.en & s1_pred),
-            mul.a.eq(source(s1.fpu.a, name="fma_a")),
-            mul.b.eq(source(s1.fpu.b, name="fma_b")),
+            mul.a.eq(source(lambda x: x.fpu.a, name="fma_a")),
+            mul.b.eq(source(lambda x: x.fpu.b, name="fma_b")),
         ]
         L = cfg.mul_latency
         mp_valid = [Signal(name=f"mul_valid{i}") for i in range(L)]
@@ -356,7 +375,7 @@ class PE(wiring.Component):
         mp_wb = [Signal(2, name=f"mul_wb{i}") for i in range(L)]   # FmaWb destination kind
         waddr_bits = max(len(s1_ra_addr), len(s1_rb_addr))
         mp_wa = [Signal(waddr_bits, name=f"mul_waddr{i}") for i in range(L)]
-        c_now = source(s1.fpu.c, regs=False, name="fma_c")
+        c_now = source(lambda x: x.fpu.c, regs=False, name="fma_c")
         m.d.sync += [
             mp_valid[0].eq(fma_go),
             mp_dst[0].eq(s1.fpu.dst),
