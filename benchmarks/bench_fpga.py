@@ -73,7 +73,6 @@ def _core_row(name: str) -> dict:
             s = json.loads(sj.read_text())
     res = s["synth"]["resources"]
     fit = s["synth"].get("fit") or fit_report(res, DEVICE)
-    fits = all(x["used"] <= x["available"] for x in fit.values()) and "error" not in s
     source = "place and route"
     if "nextpnr" not in s and (out / "top.partial.tim").exists():
         # place and route stopped during routing: packing utilization and the placer's
@@ -83,6 +82,7 @@ def _core_row(name: str) -> dict:
         s["fmax_mhz"] = min((v["achieved_mhz"] for v in fm.values()), default=None)
         source = "placement (pre-routing estimate; routing not finished)"
         s.pop("error", None)
+    fits = all(x["used"] <= x["available"] for x in fit.values()) and "error" not in s
     util = s.get("nextpnr", {}).get("utilization", {})
     comb = util.get("TRELLIS_COMB")
     crit = ""
