@@ -81,11 +81,13 @@ def _per_core(cfg, ph) -> bool:
     return bool(any(ph.host_data(n))) or n_in > 0 or n_out > 1
 
 
-def chip_session_beats(cfg, phases, done_at=None) -> list:
-    """The host stream as ``(tdest, beats)`` frames. ``done_at[p][k]``: how many beats core
-    ``k`` has sent once phase ``p``'s done beat is out; with it, a phase that runs core by
-    core waits for each core's done beat (``("wait", k, n)`` entries) before starting the
-    next core, so the cores never compete for the output port."""
+def chip_session_beats(cfg, phases, done_at=None, end_at=None) -> list:
+    """The host stream as ``(tdest, beats)`` frames. ``done_at[p][k]`` / ``end_at[p][k]``:
+    how many beats core ``k`` has sent once phase ``p``'s done beat / counter readout is
+    out; with them, a phase that runs core by core waits for each core's done beat
+    (``("wait", k, n)`` entries) before starting the next core, and every phase waits for
+    the previous phase's counter beats of every core, so the cores never compete for the
+    output port while one of them runs."""
     from rtl.chip import broadcast_dest
 
     n, bc = cfg.cores, broadcast_dest(cfg)
@@ -107,6 +109,8 @@ def chip_session_beats(cfg, phases, done_at=None) -> list:
         else:
             frames.append((bc, run_beats(ph.start)))
         frames.append((bc, counters_beats()))
+        if end_at is not None:
+            frames += [("wait", k, end_at[p][k]) for k in range(n)]
     return frames
 
 
@@ -119,6 +123,7 @@ def _model_outputs(cfg, model: ChipModel, phases):
     runs = []
     #: per phase, per core: beats sent once the phase's done beat is out
     done_at = []
+    end_at = []
     for ph in phases:
         imgs = ph.images(n)
         data = ph.host_data(n)
@@ -147,7 +152,8 @@ def _model_outputs(cfg, model: ChipModel, phases):
         done_at.append([len(st) for st in streams])
         for k in range(n):
             streams[k] += model.cores[k].counter_beats()
-    return runs, streams, per, done_at
+        end_at.append([len(st) for st in streams])
+    return runs, streams, per, done_at, end_at
 
 
 def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = None,
@@ -160,7 +166,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     phases = list(phases)
     model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
-    runs, streams, per, done_at = _model_outputs(cfg, model, phases)
+    runs, streams, per, done_at, end_at = _model_outputs(cfg, model, phases)
     info: dict = {}
     out = streams
     if backend == "rtl":
@@ -171,7 +177,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         tag = f"{name}-{sim}-{os.getpid()}"
         vec = BUILD / "vectors" / f"{tag}.json"
         res = BUILD / "vectors" / f"{tag}-result.json"
-        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at),
+        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at, end_at),
                                       "out": [[[b.data, b.last] for b in s] for s in streams]}))
         run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg,
                    params={"vectors": str(vec), "result": str(res)})

@@ -147,8 +147,9 @@ def test_errors():
 
 
 # -- RTL -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("nr", [2, pytest.param(4, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("sim", SIM_PARAMS)
-def test_collectives_rtl(sim):
+def test_collectives_rtl(sim, nr):
     """All-gather, reduce-scatter, then a reduce to core 2, on the 4-core chip RTL: every
     core's beats and counters equal the chip model's; the results read back equal the
     goldens."""
@@ -157,7 +158,7 @@ def test_collectives_rtl(sim):
     require_sim(sim)
     from sim.chip_run import ChipPhase, run_chip_session
 
-    cfg = chip(cores=4, words=64)
+    cfg = chip(nr=nr, cores=4, words=64)     # nr = 4: 4 cores of 4 x 4 PEs (slow; nr = 2 covers the logic)
     c, m_ag, m_rs = 4, 5, 3
     rng = np.random.default_rng(SEED + 99)
     segs = [rand_seg(cfg, rng, m_ag) for _ in range(c)]
