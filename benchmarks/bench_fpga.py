@@ -66,7 +66,9 @@ def _core_row(name: str) -> dict:
         try:
             # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
             # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row
+            # router2: router1 had not resolved the congestion of a 4 x 4 core after 25 min
             s = build(cfg, BOARD, out_dir=out, clock_mhz=CLOCK_MHZ, abc9=False,
+                      router="router2" if cfg.nr >= 4 else None,
                       place=not os.environ.get("FPGA_BENCH_SYNTH_ONLY"),
                       log=lambda m: print(f"[{name}] {m}", flush=True))
         except FitError:

@@ -337,7 +337,8 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
 
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
-          abc9: bool = True, place: bool = True, timeout_s: float = 4 * 3600, log=print) -> dict:
+          abc9: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
+          log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board``.
 
     Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
@@ -349,7 +350,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     retiming (``-dff``) runs out of WebAssembly call stack ("wasm trap: call stack
     exhausted"); the build then retries with plain ``synth_ecp5 -noabc9`` by itself.
     ``abc9=False`` uses ``-noabc9`` (classic ABC, no ``-dff``) from the start.
-    ``place=False`` stops after synthesis and the fit check.
+    ``place=False`` stops after synthesis and the fit check. ``router``: nextpnr's
+    ``--router`` (``router1``, its default, or ``router2``).
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
@@ -365,6 +367,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     nextpnr_opts = f"--report top.report.json --seed {int(seed)}"
     if timing_allow_fail:
         nextpnr_opts += " --timing-allow-fail"
+    if router:
+        if router not in ("router1", "router2"):
+            raise ValueError(f"router must be router1 or router2, got {router!r}")
+        nextpnr_opts += f" --router {router}"
     log(f"elaborating a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge for {board} ({device}) ...")
     t0 = time.perf_counter()
     plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
@@ -376,7 +382,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     logf = out / "build.log"
     logf.write_text("")
     times = {"elaborate_s": round(t_elab, 1)}
-    summary = {"board": board, "device": device, "config": cfg.to_dict(),
+    summary = {"board": board, "device": device, "config": cfg.to_dict(), "router": router or "router1",
                "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
                "dir": str(out), "bitstream": None}
 
