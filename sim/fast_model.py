@@ -361,7 +361,7 @@ class FastModel:
                 trace = self._trace(arg0, self.max_instructions)[0]
                 tm, static, sel, hin = self._pc_tables(trace.pcs)
                 rin_f = self.ring_flags(trace.pcs)[0]
-                need = int(np.count_nonzero(hin[trace.pcs] & ~rin_f[trace.pcs])) if len(trace.pcs) else 0
+                need = int(np.count_nonzero((hin[trace.pcs] != 0) & ~rin_f[trace.pcs])) if len(trace.pcs) else 0
                 res = self.run(arg0, data[i:i + need], self.max_instructions)
                 i += need
                 out += res.out
