@@ -222,12 +222,12 @@ class ChipModel:
             if len(s) != len(r):
                 raise RingStallError(f"ring link core {k} -> core {j}: core {k} sends {len(s)} beat(s), "
                                      f"core {j} takes {len(r)}")
-            late = np.nonzero(r < s + 3)[0]
+            late = np.nonzero(r < s + RING_HOP_CYCLES)[0]
             if len(late):
                 m = int(late[0])
                 raise RingStallError(
                     f"ring link core {k} -> core {j}: beat {m} is sent in cycle {int(s[m])} (visible from "
-                    f"cycle {int(s[m]) + 3}) but taken in cycle {int(r[m])}: core {j} would stall "
+                    f"cycle {int(s[m]) + RING_HOP_CYCLES}) but taken in cycle {int(r[m])}: core {j} would stall "
                     f"(the fast engine needs stall-free ring schedules; use engine='cycle')")
             if len(s) > depth:
                 full = np.nonzero(r[:-depth] >= s[depth:])[0]

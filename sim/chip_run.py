@@ -81,13 +81,14 @@ def _per_core(cfg, ph) -> bool:
     return bool(any(ph.host_data(n))) or n_in > 0 or n_out > 1
 
 
-def chip_session_beats(cfg, phases, done_at=None, end_at=None) -> list:
+def chip_session_beats(cfg, phases, done_at=None, end_at=None, per_core=None) -> list:
     """The host stream as ``(tdest, beats)`` frames. ``done_at[p][k]`` / ``end_at[p][k]``:
     how many beats core ``k`` has sent once phase ``p``'s done beat / counter readout is
     out; with them, a phase that runs core by core waits for each core's done beat
     (``("wait", k, n)`` entries) before starting the next core, and every phase waits for
     the previous phase's counter beats of every core, so the cores never compete for the
-    output port while one of them runs."""
+    output port while one of them runs. ``per_core[p]``: phase ``p`` runs core by core
+    (default: decided by :func:`_per_core`)."""
     from rtl.chip import broadcast_dest
 
     n, bc = cfg.cores, broadcast_dest(cfg)
@@ -101,7 +102,7 @@ def chip_session_beats(cfg, phases, done_at=None, end_at=None) -> list:
             else:
                 frames += [(k, load_beats(cfg, imgs[k], 0)) for k in range(n)]
         frames.append((bc, clear_beats()))
-        if _per_core(cfg, ph):
+        if (per_core[p] if per_core is not None else _per_core(cfg, ph)):
             for k in range(n):
                 frames.append((k, run_beats(ph.start, data[k])))
                 if done_at is not None:
@@ -124,14 +125,15 @@ def _model_outputs(cfg, model: ChipModel, phases):
     #: per phase, per core: beats sent once the phase's done beat is out
     done_at = []
     end_at = []
-    for ph in phases:
+    per_core = [_per_core(cfg, ph) for ph in phases]
+    for p, ph in enumerate(phases):
         imgs = ph.images(n)
         data = ph.host_data(n)
         if ph.load:
             for k in range(n):
                 model.load(imgs[k], 0, core=k)
         model.clear_counters()
-        if _per_core(cfg, ph):
+        if per_core[p]:
             try:
                 res = [model.cores[k].run(ph.start, data[k], ring_in=()) for k in range(n)]
             except ValueError as e:
@@ -153,7 +155,7 @@ def _model_outputs(cfg, model: ChipModel, phases):
         for k in range(n):
             streams[k] += model.cores[k].counter_beats()
         end_at.append([len(st) for st in streams])
-    return runs, streams, per, done_at, end_at
+    return runs, streams, per, done_at, end_at, per_core
 
 
 def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = None,
@@ -166,7 +168,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     phases = list(phases)
     model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
-    runs, streams, per, done_at, end_at = _model_outputs(cfg, model, phases)
+    runs, streams, per, done_at, end_at, per_core = _model_outputs(cfg, model, phases)
     info: dict = {}
     out = streams
     if backend == "rtl":
@@ -177,7 +179,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         tag = f"{name}-{sim}-{os.getpid()}"
         vec = BUILD / "vectors" / f"{tag}.json"
         res = BUILD / "vectors" / f"{tag}-result.json"
-        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at, end_at),
+        atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at, end_at, per_core),
                                       "out": [[[b.data, b.last] for b in s] for s in streams]}))
         run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg,
                    params={"vectors": str(vec), "result": str(res)})
