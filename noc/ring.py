@@ -55,7 +55,9 @@ from sw.asm import assemble
 __all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
            "golden_reduce_scatter", "align", "AG_MIN_STREAM", "fill_diag_program", "read_diag_program",
-           "segment_beats", "beats_segment"]
+           "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
+           "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
+           "reduce_scatter_vec_check"]
 
 #: all-gather segments of at least this many beats run as one continuous stream (a
 #: forwarded beat is read back from SRAM at least 2 cycles after it was written)
@@ -67,8 +69,15 @@ class RingError(ValueError):
 
 
 # -- program text -------------------------------------------------------------------------
-def _emit(cfg, lines: list[str]) -> list[int]:
-    """Instruction texts (one per slot) -> microcode; runs of equal texts become loops."""
+def ring_text(cfg, lines: list[str], loop: str = "i") -> str:
+    """Instruction texts (one per issue slot) -> assembly text without a HALT, runs of
+    equal texts folded into zero-overhead loops (named ``loop``); it issues exactly
+    ``len(lines)`` instructions. For embedding a collective in a larger program
+    (:meth:`sw.asm.Builder.text`)."""
+    return "\n".join(_fold(cfg, lines, loop))
+
+
+def _fold(cfg, lines: list[str], loop: str = "i") -> list[str]:
     out = []
     limit = (1 << cfg.loop_bits) - 1
     i = 0
@@ -84,11 +93,17 @@ def _emit(cfg, lines: list[str]) -> list[int]:
                 n = 0
             else:
                 k = min(n - 1, limit)
-                out.append(f"{text} | loop i {k} {{")
+                out.append(f"{text} | loop {loop} {k} {{")
                 out.append(text)
                 out.append("}")
                 n -= k + 1
         i = j
+    return out
+
+
+def _emit(cfg, lines: list[str]) -> list[int]:
+    """Instruction texts (one per slot) -> microcode; runs of equal texts become loops."""
+    out = _fold(cfg, lines)
     out.append("halt")
     if len([x for x in out if x != "}"]) > cfg.ucode_depth:
         raise RingError(f"the collective's program needs more than ucode_depth={cfg.ucode_depth} instructions")
@@ -379,3 +394,122 @@ def beats_segment(cfg, beats) -> np.ndarray:
     w, mask = cfg.fmt.width, (1 << cfg.fmt.width) - 1
     data = [int(getattr(b, "data", b)) for b in beats]
     return np.array([[(d >> (i * w)) & mask for i in range(cfg.nr)] for d in data], dtype=cfg.fmt.np_uint)
+
+
+# -- fragments of larger programs (training steps) -----------------------------------------
+# The functions below return a core's instruction texts, one per issue slot, for a
+# collective embedded in a longer program (``ring_text`` folds them into loops for
+# :meth:`sw.asm.Builder.text`). Every core reaches the fragment in the same cycle (the
+# instructions before it issue the same number of slots on every core) and every
+# fragment issues the same number of slots on every core, so a program can chain them.
+# They use PE address registers ``ar1``/``ar2`` (the kernels use ``ar0`` + AGUs) and, for
+# the reduce-scatter, registers ``r0 .. r{2s-1}``.
+def broadcast_lines(cfg, k: int, m: int, src: tuple[str, int], dst: tuple[str, int], root: int = 0) -> list[str]:
+    """Core ``k``'s slots of a broadcast of ``m`` beats (diag layout) from ``src`` on core
+    ``root`` to ``dst`` on every other core: ``2 + 3 (c - 1) + m`` slots on every core. The
+    core ``h`` hops after the root waits ``3 h`` slots, takes (and, unless it is the last,
+    forwards) ``m`` beats, then waits ``3 (c - 1 - h)`` slots."""
+    _need_chip(cfg)
+    c = cfg.cores
+    h = (k - root) % c
+    (sb, s0), (db, d0) = src, dst
+    _check_bank(cfg, sb, s0, m, "broadcast source")
+    _check_bank(cfg, db, d0, m, "broadcast destination")
+    if h == 0:
+        return _setup([(1, s0)]) + [_send(sb, 1)] * m + ["nop"] * (3 * (c - 1))
+    return _setup([(2, d0)]) + ["nop"] * (3 * h) + [_recv(db, 2, fwd=h < c - 1)] * m + ["nop"] * (3 * (c - 1 - h))
+
+
+def broadcast_slots(cfg, m: int) -> int:
+    return 2 + 3 * (cfg.cores - 1) + m
+
+
+def all_gather_lines(cfg, m: int, bank: str, base: int) -> list[str]:
+    """The all-gather of :func:`emit_all_gather` (same on every core) in ``bank``: own
+    segment at ``base``, the gathered ones in step order after it
+    (:func:`all_gather_layout`). :func:`all_gather_slots` slots."""
+    _need_chip(cfg)
+    c = cfg.cores
+    _check_bank(cfg, bank, base, c * m, "all-gather")
+    lines = _setup([(1, base), (2, base + m)])
+    n = (c - 1) * m
+    if m >= AG_MIN_STREAM:
+        for q in range(n + 3):
+            lines.append(_join(_send(bank, 1) if q < n else "", _recv(bank, 2) if q >= 3 else ""))
+    else:
+        for _t in range(c - 1):
+            for q in range(m + 4):
+                lines.append(_join(_send(bank, 1) if q < m else "", _recv(bank, 2) if 3 <= q < m + 3 else ""))
+    return lines
+
+
+def all_gather_slots(cfg, m: int) -> int:
+    c = cfg.cores
+    return 4 + ((c - 1) * m + 3 if m >= AG_MIN_STREAM else (c - 1) * (m + 4))
+
+
+def _rsv_timing(cfg, s: int) -> tuple[int, int, int]:
+    """(first add slot of step 0, period of step 0, period of the later steps)."""
+    a0 = max(3, s)
+    return a0, a0 + max(s, cfg.fpu_latency - 1), max(s + 3, cfg.fpu_latency + 2)
+
+
+def reduce_scatter_vec_check(cfg, s: int) -> None:
+    """Raise :class:`RingError` unless :func:`reduce_scatter_vec_lines` supports ``s``."""
+    if s < 1:
+        raise RingError(f"reduce-scatter segments need at least one beat, got {s}")
+    if 2 * s > cfg.n_regs:
+        raise RingError(f"a register reduce-scatter of {s}-beat segments needs {2 * s} registers, the PE has "
+                        f"n_regs={cfg.n_regs}")
+    if max(3, s) - 3 > cfg.ring_fifo_depth - 4:
+        raise RingError(f"a register reduce-scatter of {s}-beat segments lets {s - 3} beats wait in the ring "
+                        f"FIFO; ring_fifo_depth={cfg.ring_fifo_depth} absorbs {cfg.ring_fifo_depth - 4}")
+
+
+def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
+    """Reduce-scatter of a vector of ``c`` segments of ``s`` beats (diag layout) held by
+    every core in one region, in the step order of :func:`all_gather_layout` (on core
+    ``k`` segment ``(k - t) mod c`` at ``base + t s``): core ``k`` ends with the sum over
+    the cores of segment ``k`` at ``base`` (in place; the rest of the region keeps
+    partials). Step ``t`` (``c - 1`` steps) sends segment ``(k - 1 - t) mod c`` (its own
+    partial from SRAM in step 0, after that the sum it formed in registers in step
+    ``t - 1``) while it adds the incoming beats of segment ``(k - 2 - t) mod c`` to its
+    own partial into registers (``add r = col + mem``, two register sets alternating by
+    step); the last step adds with an FMA writing the total back into SRAM. Order of the
+    additions: that of :func:`golden_reduce_scatter`. :func:`reduce_scatter_vec_slots`
+    slots; needs ``2 s`` registers (``r0 ..``)."""
+    _need_chip(cfg)
+    reduce_scatter_vec_check(cfg, s)
+    c = cfg.cores
+    _check_bank(cfg, bank, base, c * s, "reduce-scatter")
+    a0, p0, p = _rsv_timing(cfg, s)
+    # ar1: the step-0 send (segment k - 1 at base + s); ar2: the adds (segment k - 2 - t at
+    # base + (t + 2) s, wrapping to base for the last step)
+    lines = _setup([(1, base + s), (2, base if c == 2 else base + 2 * s)])
+    for t in range(c - 1):
+        last = t == c - 2
+        first_add = a0 if t == 0 else 3
+        period = first_add + s if last else (p0 if t == 0 else p)
+        for q in range(period):
+            parts = []
+            if q < s:
+                parts.append(_send(bank, 1) if t == 0 else f"rdrv r{((t - 1) % 2) * s + q} @diag=0 | rout row")
+            if last and c > 2 and q == 0:
+                parts.append(f"ar2 = {base}")
+            j = q - first_add
+            if 0 <= j < s:
+                rd = f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0"
+                parts.append(f"{rd} | mac mem{bank} += col * 1" if last else
+                             f"{rd} | add r{(t % 2) * s + j} = col + mem{bank}")
+            lines.append(_join(*parts))
+    return lines
+
+
+def reduce_scatter_vec_slots(cfg, s: int) -> int:
+    """Slots of :func:`reduce_scatter_vec_lines`: setup, step 0, the middle steps, and the
+    last step up to its last add (``2 s`` slots for ``c = 2``)."""
+    a0, p0, p = _rsv_timing(cfg, s)
+    c = cfg.cores
+    if c == 2:
+        return 4 + a0 + s
+    return 4 + p0 + (c - 3) * p + 3 + s

@@ -25,9 +25,10 @@ Two engines give the same results (data, cycles, counters of every core):
     and beat otherwise (the compilers emit stall-free schedules; use ``"cycle"`` for the
     others). Then every core runs independently with its ring input beats; since those
     are the previous core's outputs, the data are found by iterating to a fixed point
-    (only cores whose input changed are re-run, from a snapshot of their state): after
-    ``i`` rounds every beat that depends on at most ``i`` ring hops is right, so the
-    number of rounds is the longest chain of ring transfers in the run plus one.
+    (only cores whose input changed are re-run, from a snapshot of their state). A round
+    sweeps the cores in ring order and hands each core's new output to its successor at
+    once, so a chain of dependent transfers advances up to a full turn of the ring per
+    round: the rounds are about the number of turns of the longest chain plus one.
 """
 
 from __future__ import annotations
@@ -249,23 +250,25 @@ class ChipModel:
         rounds = 0
         limit = sum(len(s[0]) for s in sched) + 2
         while dirty:
+            # one sweep in ring order: a core's new output feeds its successor in the same
+            # sweep (Gauss-Seidel), so a chain of transfers advances round the ring per sweep
             rounds += 1
             if rounds > limit:
                 raise RuntimeError("ring data did not reach a fixed point (a bug: every beat depends on "
                                    "finitely many earlier beats)")
-            for k in sorted(dirty):
+            for k in range(n):
+                if k not in dirty:
+                    continue
+                dirty.discard(k)
                 m = self.cores[k]
                 if results[k] is not None:
                     m.state = copy.deepcopy(snaps[k][0])
                     m.counters = dict(snaps[k][1])
                 results[k] = m.run(pcs[k], hin[k], max_instructions, ring_in=ring_in[k])
-            changed = set()
-            for k in range(n):
                 j = (k + 1) % n
                 if results[k].ring_out != ring_in[j]:
                     ring_in[j] = list(results[k].ring_out)
-                    changed.add(j)
-            dirty = changed
+                    dirty.add(j)
         cycles = max(r.cycles for r in results)
         return ChipRunResult(results, cycles, _sum_counters(results, cycles), rounds)
 

@@ -1,0 +1,155 @@
+"""Golden trainer for SGD across the cores of a chip: the array's step bit for bit.
+
+:class:`GoldenChipSGD` performs the operations of the step that
+:func:`sw.train_chip.compile_chip_sgd` emits, core by core, in the same order, with the
+per-kernel golden models of :mod:`sw.golden` on each core's padded row panels (columns
+in the core's ring step order, :func:`sw.train_chip.column_order`), and the ring
+collectives as the array computes them: the all-gather concatenates the panels in each
+core's step order, the reduce-scatter adds the partials of a segment in the ring's order
+(``acc = p[k+1]``, then ``acc * 1 + p[k+2]``, ..., ``+ p[k]``, each rounded: the FMA
+``add``). The float64 reference is :class:`sw.golden_train.Float64SGD` (the algorithm
+does not depend on the number of cores).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pe.fp_golden import mac_bits
+from sw import golden
+from sw.golden_train import pad_matrix, pad_vector
+from sw.mlp import MLP
+from sw.train import host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
+from sw.train_chip import column_order, panel_rows
+
+__all__ = ["GoldenChipSGD"]
+
+
+class GoldenChipSGD:
+    """Bit-exact model of the compiled SGD step across ``cfg.cores`` cores (initial
+    weights as global ``(m, n)`` bit patterns)."""
+
+    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree"):
+        self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
+        self.reduce = reduce
+        nl = mlp.n_layers
+        self.P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(nl)]
+        self.N = [mlp.n_in] + [self.c * p for p in self.P[:-1]]
+        fmt = self.fmt
+        self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
+        self.m1 = fmt.from_float(np.array([-1.0]))[0]
+        self.one = fmt.from_float(np.array([1.0]))[0]
+        #: W[k][l]: core k's padded panel of layer l, columns in its order
+        self.W = [[None] * nl for _ in range(self.c)]
+        for l, Wg in enumerate(weights):
+            Wg = np.asarray(Wg, dtype=fmt.np_uint)
+            m, n = mlp.shape(l)
+            G = np.zeros((self.c * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G[:m, :n] = Wg
+            for k in range(self.c):
+                panel = G[k * self.P[l]:(k + 1) * self.P[l]]
+                if l >= 1:
+                    panel = panel[:, column_order(cfg, k, self.P[l - 1])]
+                self.W[k][l] = pad_matrix(fmt, self.nr, panel)
+
+    # -- helpers ------------------------------------------------------------------------
+    def _bits(self, v, n):
+        fmt = self.fmt
+        v = np.asarray(v)
+        if v.dtype != fmt.np_uint:
+            v = fmt.from_float(v.astype(np.float64)).astype(fmt.np_uint)
+        assert v.shape == (n,), (v.shape, n)
+        return v
+
+    def _panels(self, v, p):
+        pad = np.zeros(self.c * p, dtype=self.fmt.np_uint)
+        pad[:len(v)] = v
+        return [pad[k * p:(k + 1) * p] for k in range(self.c)]
+
+    def _gather(self, panels):
+        c = self.c
+        return [np.concatenate([panels[(k - t) % c] for t in range(c)]) for k in range(c)]
+
+    def _reduce_scatter(self, partials, p):
+        """Core ``k``: the sum over the cores of segment ``k`` in the ring's order."""
+        c, fmt = self.c, self.fmt
+        one = np.full(p, self.one, dtype=fmt.np_uint)
+
+        def seg(j, g):                      # segment g in core j's order
+            t = (j - g) % c
+            return partials[j][t * p:(t + 1) * p]
+
+        out = []
+        for k in range(c):
+            acc = seg((k + 1) % c, k)
+            for h in range(2, c + 1):
+                acc = mac_bits(fmt, acc, one, seg((k + h) % c, k))
+            out.append(acc)
+        return out
+
+    # -- the network --------------------------------------------------------------------
+    def weights(self, padded: bool = False) -> list:
+        """Global weights (``padded``: ``(c p_l, N_l)`` with the padding rows)."""
+        out = []
+        for l in range(self.mlp.n_layers):
+            G = np.zeros((self.c * self.P[l], self.N[l]), dtype=self.fmt.np_uint)
+            for k in range(self.c):
+                panel = self.W[k][l][:self.P[l], :self.N[l]]
+                rows = slice(k * self.P[l], (k + 1) * self.P[l])
+                if l >= 1:
+                    G[rows, column_order(self.cfg, k, self.P[l - 1])] = panel
+                else:
+                    G[rows] = panel
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n])
+        return out
+
+    def forward(self, x) -> tuple:
+        """``(inputs, outputs)``: per layer, per core the input vector (core order,
+        padded) and the output panel (after the ReLU for hidden layers)."""
+        fmt, nr, nl, c = self.fmt, self.nr, self.mlp.n_layers, self.c
+        xp = pad_vector(fmt, nr, self._bits(x, self.mlp.n_in))
+        ins, outs = [[xp] * c], []
+        for l in range(nl):
+            z = [golden.gemv(fmt, nr, self.W[k][l], ins[l][k], self.reduce)[:self.P[l]] for k in range(c)]
+            if l < nl - 1:
+                z = [golden.relu(fmt, v) for v in z]
+                ins.append(self._gather(z))
+            outs.append(z)
+        return ins, outs
+
+    def predict(self, x) -> np.ndarray:
+        _, outs = self.forward(x)
+        return self.fmt.to_float(np.concatenate(outs[-1])[:self.mlp.n_out])
+
+    def step(self, x, t) -> dict:
+        fmt, nr, mlp, c = self.fmt, self.nr, self.mlp, self.c
+        nl, no = mlp.n_layers, mlp.n_out
+        if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+            t = one_hot(no, t)
+        tb = np.asarray(t)
+        tf = fmt.to_float(tb) if tb.dtype == fmt.np_uint else tb.astype(np.float64)
+        ins, outs = self.forward(x)
+        z = outs[-1]
+        if mlp.loss == "mse":
+            tp = self._panels(self._bits(t, no), self.P[-1])
+            d = [golden.axpy(fmt, self.m1, tp[k], z[k]) for k in range(c)]
+            df = fmt.to_float(np.concatenate(d)[:no])
+            loss, out = mse_loss(df), df + tf
+        else:
+            zl = np.concatenate(z)[:no]
+            d = self._panels(host_softmax_grad(fmt, zl, tf), self.P[-1])
+            zf = fmt.to_float(zl)
+            loss, out = softmax_ce_loss(zf, tf), zf
+        for l in range(nl - 1, -1, -1):
+            if l >= 1:
+                e = [golden.gemv_t(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), self.reduce)[:self.N[l]]
+                     for k in range(c)]
+                es = self._reduce_scatter(e, self.P[l - 1])
+                dm = [golden.mask(fmt, es[k], outs[l - 1][k]) for k in range(c)]
+            for k in range(c):
+                self.W[k][l] = golden.rank1(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), ins[l][k],
+                                            self.neg_lr)
+            if l >= 1:
+                d = dm
+        return {"loss": loss, "output": out}

@@ -1,0 +1,693 @@
+"""Compile batch-1 SGD of an MLP across the cores of a chip, and run it.
+
+``compile_chip_sgd(cfg, mlp) -> ChipSGDProgram`` spreads every layer over the
+``c = cfg.cores`` cores of a chip (``docs/training.md``, "SGD across cores"): core ``k``
+holds the row panel ``k`` of every weight matrix, ``p_l = nr ceil(m_l / (c nr))`` rows
+(the last panels padded with zero rows), and every core runs the single-core kernels of
+:mod:`sw.train` on its panel, joined by the ring collectives of :mod:`noc.ring`. One
+step (``loss="mse"``)::
+
+    host: x -> core 0 (diag layout), t panel k -> core k (output cores)
+    broadcast x from core 0 over the ring                    (x in the diag layout)
+    for l = 0 .. L-1:
+        z_k = W_l[panel k] a_l                               emit_gemv (x from the diagonal)
+        hidden: a_{l+1} panel = relu(z_k); all-gather        every core gets all of a_{l+1},
+                                                             in its ring step order
+    d_k = z_k - t_k                                          emit_axpy on the output panel
+    for l = L-1 .. 0:
+        l >= 1: e = W_l[panel k]^T d_k                       emit_gemv(trans): a partial of
+                                                             all of e on every core
+                reduce-scatter e                             core k: the sum of its panel
+                dm_k = e_k * relu'(a_l panel k)              emit_relu_mask (diag)
+        W_l[panel k] += (-lr) d_k a_l^T                      emit_rank1 (a_l: the gathered copy)
+    host: d panel k <- output cores
+
+The all-gather leaves segment ``(k - t) mod c`` at position ``t`` on core ``k`` (ring
+step order), so core ``k`` stores the columns of ``W_l`` (``l >= 1``) permuted the same
+way (:func:`column_order`); the host permutes when it loads and reads the weights. The
+reduce-scatter works on that order and leaves core ``k``'s panel at position 0.
+
+Host phases (they share the chip's one host port, so they run core by core and cannot
+use the ring) load ``x``/``t`` and unload ``d``; the ring work runs in chip phases (one
+broadcast ``RUN``). ``loss="softmax_ce"``: the forward pass ends with the logits unloaded
+from the output cores, the host computes ``g = softmax(z) - t``
+(:func:`sw.train.host_softmax_grad`), loads its panels and the backward pass runs in a
+second chip phase; the turnaround is counted as :data:`sw.train.HOST_LATENCY_CYCLES`.
+
+Cycles of a step (:meth:`ChipSGDProgram.step_cycles`): every chip phase's cycles (all
+cores start together; the phase lasts until the last core drains) plus every host
+phase's RUNs *back to back* (the host serves one core at a time) plus the host
+turnaround. :class:`sw.golden_train_chip.GoldenChipSGD` is the bit-exact model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from noc.ring import (RingError, all_gather_lines, broadcast_lines, reduce_scatter_vec_check,
+                      reduce_scatter_vec_lines, ring_text)
+from sw.asm import Builder
+from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.layout import local_len, pack_matrix, unpack_matrix
+from sw.mlp import MLP
+from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _gaps, _other,
+                      decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
+                      mse_loss, one_hot, softmax_ce_loss, vector_beats)
+
+__all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "panel_rows", "column_order", "ChipStepResult"]
+
+
+def panel_rows(cfg, m: int) -> int:
+    """Rows of a layer with ``m`` outputs per core: ``nr ceil(m / (cores nr))``."""
+    return cfg.nr * local_len(m, cfg.cores * cfg.nr)
+
+
+def column_order(cfg, k: int, p: int) -> np.ndarray:
+    """Core ``k``'s order of a gathered vector of ``cores`` segments of ``p`` values:
+    position ``t p + i`` holds global element ``((k - t) mod c) p + i``."""
+    c = cfg.cores
+    return np.concatenate([((k - t) % c) * p + np.arange(p) for t in range(c)])
+
+
+# ======================================================================================
+# memory allocation (the same on every core)
+# ======================================================================================
+def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator:
+    c, L = cfg.cores, (lambda n: local_len(n, cfg.nr))
+    nl = mlp.n_layers
+    s = [p // cfg.nr for p in P]
+    al = Allocator(cfg)
+    for l in range(nl):
+        m, n = mlp.shape(l)
+        al.alloc(f"W{l}", L(P[l]) * L(N[l]), f"row panel of W{l} ({P[l]} of {m} x {N[l]} (n = {n}) per core)",
+                 bank=wbanks[l])
+    al.alloc("x", L(N[0]), "input sample (diag; core 0 loads it, the ring broadcasts it)", forbid={wbanks[0]})
+    al.alloc("xc", L(N[0]) + 1, "cols copy of x (GEMV broadcast; rank-1 v)", forbid={wbanks[0]})
+    for i in range(1, nl):
+        al.alloc(f"a{i}", c * s[i - 1], f"a{i}: own panel relu(z) (rows) at 0, then the all-gather (diag, "
+                 f"step order)", forbid={wbanks[i]})
+        al.alloc(f"c{i}", L(N[i]) + 1, f"cols copy of a{i} (GEMV broadcast; rank-1 v)", forbid={wbanks[i]})
+    al.alloc("z", s[nl - 1], "output panel z (rows); MSE: d = z - t in place", forbid={wbanks[nl - 1]})
+    zb = al.items["z"].region.bank
+    if mlp.loss == "mse":
+        al.alloc("t", s[nl - 1], "target panel (rows, loaded per step)", bank=_other(zb))
+        al.alloc("m1", 1, "scalar -1 (every PE)")
+    else:
+        al.alloc("g", s[nl - 1], "output gradient panel softmax(z) - t (rows, loaded per step)",
+                 forbid={wbanks[nl - 1]})
+    for i in range(nl - 1, 0, -1):
+        ab = al.items[f"a{i}"].region.bank
+        al.alloc(f"e{i}", c * s[i - 1], f"W{i}^T d partial (cols), reduce-scattered in place: own panel at 0",
+                 prefer=_other(ab))
+        al.alloc(f"dm{i}", s[i - 1], f"delta panel of layer {i}: e{i} * relu'(a{i}) (diag)", forbid={wbanks[i - 1]})
+        if i + 1 < nl:
+            al.alloc(f"dc{i + 1}", s[i] + 1, f"rows copy of dm{i + 1} (transposed-GEMV broadcast)",
+                     forbid={wbanks[i]})
+    al.alloc("nlr", 1, "scalar -lr (every PE)")
+    return al
+
+
+# ======================================================================================
+# the ops of one step on core k
+# ======================================================================================
+def _ring_op(cfg, name, lines, reads, writes, fma_wb=False):
+    text = ring_text(cfg, lines, loop=f"{name}_")
+    n = len(lines)
+
+    def emit(b, text=text, n=n):
+        b.text(text)
+        return n
+
+    return Op(name, "ring", emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb)
+
+
+def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str) -> list:
+    """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
+    (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
+    the loaded gradient)."""
+    nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
+    s = [p // nr for p in P]
+    R = {n: v.region for n, v in al.items.items()}
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = []
+
+    def kern(name, kind, fn, reads, writes, fma_wb=False):
+        ops.append(Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
+                      stores=not fma_wb))
+
+    if part in ("step", "forward"):
+        x = R["x"]
+        ops.append(_ring_op(cfg, "bcast_x", broadcast_lines(cfg, k, L(N[0]), (x.bank, x.base), (x.bank, x.base)),
+                            [(x, L(N[0]))], [(x, L(N[0]))]))
+        for l in range(nl):
+            W = R[f"W{l}"]
+            xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
+            y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
+            wn = L(P[l]) * L(N[l])
+            kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y:
+                 emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_"),
+                 [(W, wn), (xin, L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+            if l < nl - 1:
+                kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
+                     [(y, s[l])], [(y, s[l])])
+                ops.append(_ring_op(cfg, f"ag{l + 1}", all_gather_lines(cfg, s[l], y.bank, y.base),
+                                    [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
+        if part == "forward":
+            return ops
+        m1 = Scalar(R["m1"].bank, R["m1"].base)
+        z, so = R["z"], s[nl - 1]
+        kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, so, m1, R["t"], z, name="lg_"),
+             [(R["t"], so), (z, so), (R["m1"], 1)], [(z, so)], fma_wb=True)
+        d, dlay, dcopy = z, "rows", None
+    else:
+        d, dlay, dcopy = R["g"], "rows", None
+    for l in range(nl - 1, -1, -1):
+        W = R[f"W{l}"]
+        wn = L(P[l]) * L(N[l])
+        if l < nl - 1:
+            d, dlay, dcopy = R[f"dm{l + 1}"], "diag", R.get(f"dc{l + 1}")
+        if l >= 1:
+            e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
+            wr = [(e, L(N[l]))] + ([(dcopy, s[l] + 1)] if dcopy is not None else [])
+            kern(f"gemv_t{l}", "gemv_t", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, dcopy=dcopy:
+                 emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, x_layout=dlay if dlay == "diag" else None,
+                           x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
+            ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
+                                [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
+            kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
+                 emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
+                 [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+        v = R["xc"] if l == 0 else R[f"c{l}"]
+        kern(f"rank1_{l}", "rank1", lambda b, l=l, W=W, d=d, dlay=dlay, v=v:
+             emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=dlay, v_layout="cols", name=f"up{l}_"),
+             [(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
+    return ops
+
+
+def _build_ops(cfg, ops, origin=0):
+    """(words, instructions issued) of ``ops`` with their gaps and a HALT at ``origin``."""
+    b = Builder(cfg, origin=origin)
+    ins = 0
+    for op, g in zip(ops, _gaps(cfg, ops)):
+        for _ in range(g):
+            b.nop()
+        ins += g + op.emit(b)
+    b.halt()
+    return b.build().words(), ins
+
+
+# ======================================================================================
+# the compiled program
+# ======================================================================================
+@dataclass
+class ChipPart:
+    """One chip-phase program: per core its words (all at ``origin`` of ``image``)."""
+
+    name: str
+    ops: list                     #: core 0's ops (the others differ only in the broadcast's waits)
+    instructions: int             #: issued per RUN (the same on every core)
+    image: int = 0
+    origin: int = 0
+
+
+@dataclass
+class ChipStepResult(StepResult):
+    #: per phase: (name, "chip" or "host", cycles counted for the step)
+    phases: list = field(default_factory=list)
+    #: per core: its counters summed over the step's phases (``cycles``: the step's)
+    core_counters: list = field(default_factory=list)
+
+
+class ChipSession:
+    """A chip the host talks to, phase by phase, on the fast chip engine (``"fast"``) or
+    the per-cycle chip model (``"model"``). Memories persist between phases; with
+    ``record=True`` every phase is kept (:class:`sim.chip_run.ChipPhase`) for a replay on
+    the RTL with :func:`sim.chip_run.run_chip_session` (which checks every beat and
+    counter against the per-cycle model)."""
+
+    def __init__(self, cfg, backend: str = "fast", record: bool = False):
+        from sim.chip_model import ChipModel
+
+        if backend not in ("fast", "model"):
+            raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded phases "
+                             f"with sim.chip_run.run_chip_session for the RTL)")
+        self.cfg, self.backend, self.record = cfg, backend, record
+        self.model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
+        self.loaded = [None] * cfg.cores
+        self.phases: list = []
+
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+        """LOAD each core's image (when it changed), CLEAR, RUN from ``start``. ``data``
+        (per core host beats) or ``active`` (the cores with host traffic) make it a host
+        phase: the cores run one after another (only ``active`` ones count), else a chip
+        phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``."""
+        from sim.chip_run import ChipPhase
+
+        cfg, n = self.cfg, self.cfg.cores
+        load = any(self.loaded[k] != images[k] for k in range(n))
+        if load:
+            for k in range(n):
+                if self.loaded[k] != images[k]:
+                    self.model.load(images[k], 0, core=k)
+                    self.loaded[k] = list(images[k])
+        self.model.clear_counters()
+        host = data is not None or active is not None
+        if host:
+            data = data or [[] for _ in range(n)]
+            res = [self.model.cores[k].run(start, data[k], ring_in=()) for k in range(n)]
+            act = range(n) if active is None else active
+            cycles = sum(res[k].cycles for k in act)
+        else:
+            rr = self.model.run(start)
+            res, cycles = rr.cores, rr.cycles
+        if self.record:
+            self.phases.append(ChipPhase([list(w) for w in images], [list(d) for d in data] if host else None,
+                                         name, start, load))
+        return res, cycles
+
+    def memory(self, k: int, bank: str) -> np.ndarray:
+        m = self.model.cores[k]
+        if self.backend == "fast":
+            return m.memory(bank)
+        from sim.fast_model import core_state
+
+        return core_state(m)["mem_a" if bank == "a" else "mem_b"]
+
+
+def _halt(cfg):
+    b = Builder(cfg)
+    b.halt()
+    return b.build().words()
+
+
+@dataclass
+class ChipSGDProgram:
+    """A compiled SGD step across the cores (see the module docstring)."""
+
+    cfg: object
+    mlp: MLP
+    wbanks: list
+    alloc: Allocator
+    P: list                       #: panel rows per layer
+    N: list                       #: columns of each layer's panel (n_0, then c p_{l-1})
+    parts: dict                   #: "step" (MSE) or "forward"/"backward" (softmax), "predict": [ChipPart]
+    images: list                  #: per image, per core: words
+    neg_lr: int
+    meta: dict = field(default_factory=dict)
+
+    # -- figures ------------------------------------------------------------------------
+    @property
+    def regions(self) -> dict:
+        return {k: v.region for k, v in self.alloc.items.items()}
+
+    @property
+    def out_cores(self) -> int:
+        """Cores holding rows of the output layer (the others hold only padding)."""
+        return local_len(self.mlp.n_out, self.P[-1])
+
+    def chip_parts(self) -> list:
+        """The chip programs (RUNs) of a step, in order."""
+        names = ["step"] if self.mlp.loss == "mse" else ["forward", "backward"]
+        return [p for n in names for p in self.parts[n]]
+
+    def part_cycles(self, part: ChipPart) -> int:
+        return part.instructions + 1 + self.cfg.fpu_latency + 2
+
+    def host_phase_cycles(self) -> list:
+        """``(name, cycles)`` of the step's host phases: the RUNs of their active cores,
+        back to back (one instruction per beat, plus HALT, start latency and drain)."""
+        cfg = self.cfg
+        run = 1 + cfg.fpu_latency + 2
+        so, K = self.P[-1] // cfg.nr, self.out_cores
+        xin = local_len(self.N[0], cfg.nr) + 2            # address-register setup, one beat per word
+        if self.mlp.loss == "mse":
+            return [("in", xin + K * (so + run)), ("d", K * (so + run))]
+        return [("in", xin + run), ("logits", K * (so + run)), ("g", K * (so + run))]
+
+    def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
+        return host_latency if self.mlp.loss == "softmax_ce" else 0
+
+    def step_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
+        return (sum(self.part_cycles(p) for p in self.chip_parts()) + sum(c for _, c in self.host_phase_cycles())
+                + self.host_cycles(host_latency))
+
+    def breakdown(self) -> list:
+        """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
+        out = []
+        for part in self.chip_parts():
+            b = Builder(self.cfg)
+            for op, g in zip(part.ops, _gaps(self.cfg, part.ops)):
+                if g:
+                    out.append(("gap", "nop", g))
+                out.append((op.name, op.kind, op.emit(b)))
+            out.append(("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2))
+        return out
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        lines = [f"SGD step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
+                 f"  panel rows per core {self.P}; weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
+                 f"{self.step_cycles()} cycles per step (chip phases "
+                 f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
+                 f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
+                 + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")",
+                 "", self.alloc.table(), "", f"{'op':<14} {'kind':<10} {'cycles':>7}"]
+        for name, kind, ins in self.breakdown():
+            lines.append(f"{name:<14} {kind:<10} {ins:>7}")
+        return "\n".join(lines)
+
+    # -- host programs ------------------------------------------------------------------
+    def _host_images(self, what: str) -> list:
+        """Per core the image of a host phase: ``in`` (x on core 0, t panels on the
+        output cores), ``in_x`` (x only), ``unload`` (z / d panels of the output cores),
+        ``g`` (gradient panels)."""
+        cfg, R = self.cfg, self.regions
+        L = lambda n: local_len(n, cfg.nr)           # noqa: E731
+        so = self.P[-1] // cfg.nr
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            out = k < self.out_cores
+            if what in ("in", "in_x") and k == 0:
+                x = R["x"]
+                b.text(ring_text(cfg, [f"ar1 = {x.base}", "stride ar1 = 1"]
+                                 + [f"hin row | @diag=0 | wr{x.bank} [ar1]++ = row"] * L(self.N[0]), loop="ldx"))
+            if what == "in" and out and self.mlp.loss == "mse":
+                emit_load_vector(b, cfg, R["t"], so, "rows", "ldt")
+            if what == "g" and out:
+                emit_load_vector(b, cfg, R["g"], so, "rows", "ldg")
+            if what == "unload" and out:
+                emit_unload_diag(b, cfg, R["z"], so, "ulz")
+            b.halt()
+            imgs.append(b.build().words())
+        return imgs
+
+    def _active(self, what):
+        if what == "in_x" or (what == "in" and self.mlp.loss != "mse"):
+            return [0]
+        return list(range(max(self.out_cores, 1 if what == "in" else 0)))
+
+    # -- host data ----------------------------------------------------------------------
+    def _vec(self, x, n):
+        fmt = self.cfg.fmt
+        x = np.asarray(x)
+        if x.shape != (n,):
+            raise ValueError(f"expected a vector of {n} values, got shape {x.shape}")
+        if x.dtype == fmt.np_uint:
+            return x
+        return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
+
+    def _panel(self, v, k):
+        p = self.P[-1]
+        pad = np.zeros(self.cfg.cores * p, dtype=np.uint64)
+        pad[:len(v)] = np.asarray(v, dtype=np.uint64)
+        return pad[k * p:(k + 1) * p]
+
+    def _run_host(self, session, what, vecs=None, name=""):
+        cfg = self.cfg
+        so = self.P[-1] // cfg.nr
+        data = [[] for _ in range(cfg.cores)]
+        for k in self._active(what):
+            if what in ("in", "in_x") and k == 0:
+                data[k] += vector_beats(cfg, vecs["x"], local_len(self.N[0], cfg.nr))
+            if what == "in" and self.mlp.loss == "mse" and k < self.out_cores:
+                data[k] += vector_beats(cfg, self._panel(vecs["t"], k), so)
+            if what == "g":
+                data[k] += vector_beats(cfg, self._panel(vecs["g"], k), so)
+        return session.run(self._host_images(what), data, name, active=self._active(what))
+
+    def _run_part(self, session, part: ChipPart, name):
+        imgs = [self.images[part.image][k] for k in range(self.cfg.cores)]
+        res, cyc = session.run(imgs, None, name, part.origin)
+        exp = self.part_cycles(part)
+        for k, r in enumerate(res):
+            if r.cycles != exp:
+                raise AssertionError(f"{name}: core {k} ran {r.cycles} cycles, predicted {exp}")
+            c = r.counters
+            if c.get("mem_conflict") or c.get("rf_conflict") or c.get("stall_cycles"):
+                raise AssertionError(f"{name}: core {k}: {c.get('mem_conflict')} SRAM / {c.get('rf_conflict')} "
+                                     f"register write conflicts, {c.get('stall_cycles')} stall cycles")
+        return res, cyc
+
+    def _outputs(self, res) -> np.ndarray:
+        cfg = self.cfg
+        so = self.P[-1] // cfg.nr
+        vals = [decode_diag_beats(cfg, res[k].out, self.P[-1]) for k in range(self.out_cores)]
+        return np.concatenate(vals)[:self.mlp.n_out]
+
+    # -- steps --------------------------------------------------------------------------
+    def run_step(self, session: ChipSession, x, t, *, host_latency: int = HOST_LATENCY_CYCLES) -> ChipStepResult:
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        no = mlp.n_out
+        if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+            t = one_hot(no, t)
+        tb = np.asarray(t)
+        tf = fmt.to_float(tb) if tb.dtype == fmt.np_uint else tb.astype(np.float64)
+        if tf.shape != (no,):
+            raise ValueError(f"target must have {no} values, got shape {tf.shape}")
+        vecs = {"x": self._vec(x, mlp.n_in)}
+        if mlp.loss == "mse":
+            vecs["t"] = self._vec(t, no)
+        phases, per_core = [], [dict() for _ in range(cfg.cores)]
+
+        def note(name, kind, res, cyc):
+            phases.append((name, kind, cyc))
+            for k, r in enumerate(res):
+                for key, v in r.counters.items():
+                    per_core[k][key] = per_core[k].get(key, 0) + v
+
+        note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
+        raw = {}
+        if mlp.loss == "mse":
+            for part in self.parts["step"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            res, cyc = self._run_host(session, "unload", name="step-out")
+            note("d", "host", res, cyc)
+            raw["d"] = self._outputs(res)
+            d = fmt.to_float(raw["d"])
+            loss, out = mse_loss(d), d + tf
+        else:
+            for part in self.parts["forward"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            res, cyc = self._run_host(session, "unload", name="logits")
+            note("logits", "host", res, cyc)
+            raw["logits"] = self._outputs(res)
+            vecs["g"] = host_softmax_grad(fmt, raw["logits"], tf)
+            note("g", "host", *self._run_host(session, "g", vecs, "g"))
+            for part in self.parts["backward"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            z = fmt.to_float(raw["logits"])
+            loss, out = softmax_ce_loss(z, tf), z
+        cyc = sum(c for _, _, c in phases)
+        for pc in per_core:
+            pc["cycles"] = cyc
+        hc = self.host_cycles(host_latency)
+        return ChipStepResult(loss, out, [c for c in per_core], cyc, hc, raw, phases, per_core)
+
+    def predict(self, session: ChipSession, x) -> np.ndarray:
+        self._run_host(session, "in_x", {"x": self._vec(x, self.mlp.n_in)}, "predict-in")
+        for part in self.parts["predict"]:
+            self._run_part(session, part, part.name)
+        res, _ = self._run_host(session, "unload", name="predict-out")
+        return self.cfg.fmt.to_float(self._outputs(res))
+
+    # -- weights ------------------------------------------------------------------------
+    def core_weights(self, weights) -> list:
+        """Per core, per layer: the padded row panel with the columns in the core's order
+        (global ``(m, n)`` bit patterns or floats in)."""
+        cfg, fmt, nr, c = self.cfg, self.cfg.fmt, self.cfg.nr, self.cfg.cores
+        if len(weights) != self.mlp.n_layers:
+            raise ValueError(f"expected {self.mlp.n_layers} weight matrices, got {len(weights)}")
+        out = [[] for _ in range(c)]
+        for l, W in enumerate(weights):
+            W = np.asarray(W)
+            m, n = self.mlp.shape(l)
+            if W.shape != (m, n):
+                raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
+            if W.dtype != fmt.np_uint:
+                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
+            G = np.zeros((c * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G[:m, :n] = W
+            for k in range(c):
+                panel = G[k * self.P[l]:(k + 1) * self.P[l]]
+                if l >= 1:
+                    panel = panel[:, column_order(cfg, k, self.P[l - 1])]
+                out[k].append(panel)
+        return out
+
+    def init(self, session: ChipSession, weights) -> None:
+        """Load the weights (per core its panels) and the scalars: host phases."""
+        from sw.transfer import emit_load, load_beats_for
+
+        cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
+        per = self.core_weights(weights)
+        scal = {"nlr": self.neg_lr}
+        if self.mlp.loss == "mse":
+            scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])
+        items = [[(self.regions[f"W{l}"], pack_matrix(per[k][l], nr)) for l in range(self.mlp.n_layers)]
+                 + [(self.regions[n], np.full((nr, nr, 1), v, dtype=fmt.np_uint)) for n, v in scal.items()]
+                 for k in range(cfg.cores)]
+        per_item = 1 + 3 * nr
+        chunk = max(1, (cfg.ucode_depth - 1) // per_item)
+        for start in range(0, len(items[0]), chunk):
+            imgs, data = [], []
+            for k in range(cfg.cores):
+                b = Builder(cfg)
+                dk = []
+                for j, (reg, local) in enumerate(items[k][start:start + chunk]):
+                    emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
+                    dk += load_beats_for(cfg, local)
+                b.halt()
+                imgs.append(b.build().words())
+                data.append(dk)
+            session.run(imgs, data, f"init{start}")
+
+    def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
+        """The global weights as they are in the cores' memories (bit patterns;
+        ``padded``: the ``(c p_l, N_l)`` arrays, padding rows included)."""
+        cfg, nr, c = self.cfg, self.cfg.nr, self.cfg.cores
+        out = []
+        for l in range(self.mlp.n_layers):
+            reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
+            G = np.zeros((c * self.P[l], self.N[l]), dtype=cfg.fmt.np_uint)
+            for k in range(c):
+                local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
+                panel = unpack_matrix(local, self.P[l], self.N[l])
+                rows = slice(k * self.P[l], (k + 1) * self.P[l])
+                if l >= 1:
+                    G[rows, column_order(cfg, k, self.P[l - 1])] = panel
+                else:
+                    G[rows] = panel
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n])
+        return out
+
+
+def _check(cfg, mlp, P, N):
+    c, nr = cfg.cores, cfg.nr
+    if c < 2:
+        raise TrainCompileError(f"SGD across cores needs a chip (cfg.cores >= 2), got cores={c}; use "
+                                f"sw.train.compile_sgd for one core")
+    if nr < 2:
+        raise TrainCompileError(f"the kernels need nr >= 2, got nr = {nr}")
+    if mlp.batch != 1:
+        raise TrainCompileError(f"SGD across cores is batch 1, got MLP.batch = {mlp.batch}")
+    lim = (1 << cfg.loop_bits) - 1
+    for n in N:
+        if local_len(n, nr) + 3 >= lim:
+            raise TrainCompileError(f"a {n}-wide layer input exceeds the loop trip-count range ({lim})")
+    for l in range(1, mlp.n_layers):
+        try:
+            reduce_scatter_vec_check(cfg, P[l - 1] // nr)
+        except RingError as e:
+            raise TrainCompileError(f"layer {l}: the backward reduce-scatter of {P[l - 1]}-row panels: {e}") from None
+
+
+def _op_size(cfg, ops) -> int:
+    return len(_build_ops(replace_depth(cfg), ops)[0])
+
+
+def _split(cfg, per_core_ops: list) -> list:
+    """Greedy split of a part's ops into programs that fit the microcode on every core:
+    ``[(i, j)]`` op ranges (each becomes its own chip RUN)."""
+    n = len(per_core_ops[0])
+
+    def size(i, j):
+        varies = any(op.name.startswith("bcast") for op in per_core_ops[0][i:j])
+        return max(_op_size(cfg, ops[i:j]) for ops in (per_core_ops if varies else per_core_ops[:1]))
+
+    out, i = [], 0
+    while i < n:
+        j = i + 1
+        if size(i, j) > cfg.ucode_depth:
+            raise TrainCompileError(f"{per_core_ops[0][i].name} alone needs {size(i, j)} microcode words; the "
+                                    f"core holds {cfg.ucode_depth} (ArchConfig.ucode_depth)")
+        while j < n and size(i, j + 1) <= cfg.ucode_depth:
+            j += 1
+        out.append((i, j))
+        i = j
+    return out
+
+
+def _place_parts(cfg, per_core_ops: dict) -> tuple:
+    """Split each part into programs that fit the microcode, assemble them for every core
+    and pad each to the longest core's size so every core has it at the same origin; one
+    image when all programs fit together, else one per program (reloaded per RUN)."""
+    progs = []
+    for nm, pco in per_core_ops.items():
+        rng = _split(cfg, pco)
+        for q, (i, j) in enumerate(rng):
+            progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
+    sizes = [max(_op_size(cfg, ops) for ops in pco) for _, _, pco in progs]
+    together = sum(sizes) <= cfg.ucode_depth
+    parts, images, org = {}, [], 0
+    for (nm, sub, pco), size in zip(progs, sizes):
+        if not together or not images:
+            org = 0
+            images.append([[] for _ in range(cfg.cores)])
+        ins = set()
+        for k, ops in enumerate(pco):
+            w, n = _build_ops(cfg, ops, origin=org)
+            images[-1][k].extend(w + [0] * (size - len(w)))
+            ins.add(n)
+        assert len(ins) == 1, f"program {sub}: cores issue different instruction counts {ins}"
+        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org))
+        org += size
+    return parts, images
+
+
+def replace_depth(cfg):
+    from dataclasses import replace
+
+    return replace(cfg, ucode_depth=1 << 16)
+
+
+def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
+    """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
+    layer per core; see the module docstring). The weight panels go to bank A when
+    everything fits so, else to the first assignment of panels to banks that fits.
+
+    Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
+    (with the sizes), a program does not fit the microcode, ``-lr`` is not
+    representable, or a panel is too tall for the register reduce-scatter."""
+    if not isinstance(mlp, MLP):
+        raise TypeError(f"mlp must be an sw.mlp.MLP, got {type(mlp).__name__}")
+    c = cfg.cores
+    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
+    N = [mlp.n_in] + [c * p for p in P[:-1]]
+    _check(cfg, mlp, P, N)
+    fmt = cfg.fmt
+    nlr = fmt.from_float(np.array([-mlp.lr]))[0]
+    v = float(fmt.to_float(np.array([nlr]))[0])
+    if v == 0.0 or not np.isfinite(v):
+        raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
+    # bank of each weight panel: all in A, else the first assignment that fits
+    cands = [("a", ["a"] * mlp.n_layers)] + [("search", list(x)) for x in
+                                               itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
+    al = None
+    for pol, wbanks in cands:
+        al = _allocate(cfg, mlp, wbanks, P, N)
+        if al.fits():
+            break
+    if not al.fits():
+        pol, wbanks = cands[0]
+        al = _allocate(cfg, mlp, wbanks, P, N)
+        L = lambda n: local_len(n, cfg.nr)           # noqa: E731
+        wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
+        raise TrainCompileError(
+            f"MLP {'-'.join(map(str, mlp.sizes))} does not fit {c} cores of {cfg.nr}x{cfg.nr} PEs: each core needs "
+            f"{al.used('a') + al.used('b')} words per PE (MEM A {al.used('a')}, MEM B {al.used('b')}; weights "
+            f"per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt}")
+    parts_ops = {}
+    if mlp.loss == "mse":
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step") for k in range(c)]
+    else:
+        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward") for k in range(c)]
+        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward") for k in range(c)]
+    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward") for k in range(c)]
+    parts, images = _place_parts(cfg, parts_ops)
+    return ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
+                          {"lr_stored": -v, "policy": pol})
