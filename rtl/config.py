@@ -72,6 +72,12 @@ class ArchConfig:
         even number 2..64: the reference design's ``2 x C`` array, ``cores = 2C``).
     ring_fifo_depth : int
         Beats of each core's ring receive FIFO (4..64; 4 sustains one beat per cycle).
+    spad_kib : int
+        KiB of the core's off-core scratchpad SRAM (0 = none, else a power of two in
+        1..16384; the reference design has 512 KiB per core, preset ``S``). A scratchpad
+        word is one *beat* of ``nr`` values, so it holds :attr:`spad_depth` beats.
+        0 by default: a 512 KiB SRAM in every RTL simulation and FPGA build of an ad-hoc
+        configuration would cost more than the rest of the core (``docs/core.md``).
     """
 
     fmt: FPFormat | str = "binary16"
@@ -90,6 +96,7 @@ class ArchConfig:
     counter_bits: int = 48
     cores: int = 1
     ring_fifo_depth: int = 8
+    spad_kib: int = 0
 
     def __post_init__(self):
         try:
@@ -126,6 +133,14 @@ class ArchConfig:
             raise ConfigError(f"ArchConfig.cores must be 1 or an even number in 2..64 (a 2 x C chip), "
                               f"got {self.cores}")
         _check_int("ring_fifo_depth", self.ring_fifo_depth, 4, 64)
+        _check_int("spad_kib", self.spad_kib, 0, 16384)
+        if self.spad_kib & (self.spad_kib - 1):
+            raise ConfigError(f"ArchConfig.spad_kib must be 0 or a power of two in 1..16384, got {self.spad_kib}")
+        if self.spad_kib and self.spad_addr_bits > self.loop_bits + self.pc_bits:
+            raise ConfigError(f"ArchConfig.spad_kib={self.spad_kib} needs {self.spad_addr_bits}-bit scratchpad "
+                              f"addresses, more than loop_bits + pc_bits = {self.loop_bits + self.pc_bits} "
+                              f"(the immediate of 'spad rd/wr = N'): use a smaller scratchpad or raise loop_bits / "
+                              f"ucode_depth")
         if not isinstance(self.clock_mhz, (int, float)) or not 1 <= self.clock_mhz <= 10000:
             raise ConfigError(f"ArchConfig.clock_mhz must be a number in 1..10000, got {self.clock_mhz!r}")
 
@@ -168,6 +183,26 @@ class ArchConfig:
         return max(32, self.nr * self.fmt.width)
 
     @property
+    def spad_beat_bytes(self) -> int:
+        """Bytes of one scratchpad word: a beat of ``nr`` values."""
+        return self.nr * self.fmt.width // 8
+
+    @property
+    def spad_depth(self) -> int:
+        """Scratchpad words (beats of ``nr`` values): the largest power of two of beats
+        that fits in ``spad_kib`` KiB (exactly ``spad_kib * 1024 / (nr * bytes per
+        value)`` when ``nr`` is a power of two); 0 without a scratchpad."""
+        if not self.spad_kib:
+            return 0
+        beats = self.spad_kib * 1024 * 8 // (self.nr * self.fmt.width)
+        return 1 << (beats.bit_length() - 1)
+
+    @property
+    def spad_addr_bits(self) -> int:
+        """Width of the scratchpad read / write pointers (0 without a scratchpad)."""
+        return self.spad_depth.bit_length() - 1 if self.spad_kib else 0
+
+    @property
     def pe_sram_bytes(self) -> int:
         return (self.mem_a_words + self.mem_b_words) * self.fmt.width // 8
 
@@ -208,13 +243,14 @@ class ArchConfig:
 PRESETS: dict[str, ArchConfig] = {
     "default": ArchConfig(),
     # small configurations for fast RTL tests (small memories keep simulators quick)
-    "tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256),
-    "small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024),
+    # (2 KiB scratchpads: 512 / 256 beats, cheap in RTL simulation)
+    "tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, spad_kib=2),
+    "small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, spad_kib=2),
     # chips (cores on a ring): small ones for RTL tests, and the reference design's
-    # configuration S (2 x 16 cores of 4 x 4 PEs = 512 PEs)
-    "chip-tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, cores=2),
-    "chip-small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, cores=4),
-    "S": ArchConfig(nr=4, cores=32),
+    # configuration S (2 x 16 cores of 4 x 4 PEs = 512 PEs, 512 KiB scratchpad per core)
+    "chip-tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, cores=2, spad_kib=1),
+    "chip-small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, cores=4, spad_kib=2),
+    "S": ArchConfig(nr=4, cores=32, spad_kib=512),
 }
 
 

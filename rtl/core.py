@@ -16,6 +16,7 @@ from noc.broadcast_bus import BroadcastBus
 from pe.pe import PE
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
+from rtl.scratchpad import Scratchpad
 from rtl.sequencer import Sequencer
 from sw.isa import HostDir, instr_layout
 
@@ -63,6 +64,11 @@ class Core(wiring.Component):
     with the ring receive FIFO / the next core's FIFO in place of the host streams: a
     ``rout`` issued in cycle t pushes in cycle t+2 (its operand stage) and the beat can
     be taken by a ``rin`` issuing in cycle t+3 or later on the next core.
+    With ``cfg.spad_kib > 0`` the core has a scratchpad (:class:`rtl.scratchpad.Scratchpad`)
+    as a third stream endpoint: ``sin`` reads a beat at the sequencer's read pointer in the
+    instruction's issue stage (onto the buses in its operand stage, as ``hin``), ``sout``
+    writes the beat ``hout`` would push at the write pointer in the operand stage; neither
+    ever stalls. A ``sout`` issued in cycle t is seen by a ``sin`` issued in t+2 or later.
     """
 
     def __init__(self, cfg):
@@ -116,8 +122,13 @@ class Core(wiring.Component):
         hin_op = Signal(2)
         hin_data_issue = Signal(hw)   # beat of the instruction being issued this cycle
         hin_data_op = Signal(hw)      # beat of the instruction in its operand stage
+        spad = bool(cfg.spad_kib)
+        sin_op = Signal()        # the operand-stage instruction's input beat is the scratchpad's
+        sout_op = Signal()       # ... and its output beat goes to the scratchpad
+        seq_sout = seq.sout if spad else Const(0)
         pending = Signal(range(3))
-        m.d.comb += pending.eq((seq.issue & (seq.hout != 0) & ~seq.rout) + ((hout_op != 0) & ~rout_op))
+        m.d.comb += pending.eq((seq.issue & (seq.hout != 0) & ~seq.rout & ~seq_sout)
+                               + ((hout_op != 0) & ~rout_op & ~sout_op))
         room = Signal()
         m.d.comb += room.eq(hif.out_level + pending < OUT_FIFO_DEPTH)
         rpending = Signal(range(3))
@@ -156,7 +167,20 @@ class Core(wiring.Component):
             rseg_op.eq(seq.uop.rdrv.seg),
             cseg_op.eq(seq.uop.cdrv.seg),
         ]
+        if spad:
+            # the scratchpad: read in the issue stage, written in the operand stage, frozen
+            # with the PEs (its read data holds through a bubble like the SRAM read ports)
+            spad_waddr_op = Signal(cfg.spad_addr_bits)
+            lanes.d.sync += [sin_op.eq(seq.sin), sout_op.eq(seq.sout), spad_waddr_op.eq(seq.spad_waddr)]
+            sp = Scratchpad(cfg)
+            m.submodules.spad = EnableInserter(pe_en)(sp)
+            m.d.comb += [sp.raddr.eq(seq.spad_raddr), sp.ren.eq(seq.issue & seq.sin)]
         m.submodules.lanes = EnableInserter(pe_en)(lanes)
+        lane_data = Signal(hw)    # the input beat on the buses in the operand stage
+        if spad:
+            m.d.comb += lane_data.eq(Mux(sin_op, sp.rdata, hin_data_op))
+        else:
+            m.d.comb += lane_data.eq(hin_data_op)
 
         # --- PEs and buses -----------------------------------------------------------
         row_bus = [BroadcastBus(w, nr) for _ in range(nr)]
@@ -168,9 +192,9 @@ class Core(wiring.Component):
                 row_bus[i].seg.eq(rseg_op),
                 col_bus[i].seg.eq(cseg_op),
                 row_bus[i].host_en.eq(pe_en & (hin_op == HostDir.ROW)),
-                row_bus[i].host_data.eq(hin_data_op[i * w:(i + 1) * w]),
+                row_bus[i].host_data.eq(lane_data[i * w:(i + 1) * w]),
                 col_bus[i].host_en.eq(pe_en & (hin_op == HostDir.COL)),
-                col_bus[i].host_data.eq(hin_data_op[i * w:(i + 1) * w]),
+                col_bus[i].host_data.eq(lane_data[i * w:(i + 1) * w]),
             ]
         pes = []
         for r in range(nr):
@@ -190,7 +214,7 @@ class Core(wiring.Component):
 
         # --- host output pushes (operand stage) --------------------------------------
         push = Signal()
-        m.d.comb += push.eq(pe_en & (hout_op != 0) & ~rout_op)
+        m.d.comb += push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op)
         ring_push = Signal()
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
         # hout samples each bus at position 0 (its first segment when segmented)
@@ -203,6 +227,13 @@ class Core(wiring.Component):
             self.ring_out_en.eq(ring_push),
             self.ring_out_data.eq(hif.push_data),
         ]
+        if spad:
+            spad_wr = Signal()
+            m.d.comb += [
+                spad_wr.eq(pe_en & (hout_op != 0) & sout_op),
+                sp.waddr.eq(spad_waddr_op), sp.wdata.eq(hif.push_data[:nr * w]), sp.wen.eq(spad_wr),
+                ctr.spad_rd.eq(seq.issue & seq.sin), ctr.spad_wr.eq(spad_wr),
+            ]
 
         # --- counters -------------------------------------------------------------------
         m.d.comb += [

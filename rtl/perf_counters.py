@@ -29,6 +29,8 @@ def counter_names(cfg) -> list[str]:
     names += [f"row_hops[{r}]" for r in range(nr)] + [f"col_hops[{c}]" for c in range(nr)]
     names += ["host_in_beats", "host_out_beats"]
     names += ["ring_in_beats", "ring_out_beats"]
+    if cfg.spad_kib:
+        names += ["spad_rd_beats", "spad_wr_beats"]
     return names
 
 
@@ -53,6 +55,8 @@ class PerfCounters(wiring.Component):
         A data beat was consumed from / pushed to the host this cycle.
     ring_in, ring_out : In(1)
         A beat was taken from the ring receive FIFO / sent to the next core this cycle.
+    spad_rd, spad_wr : In(1)
+        (``cfg.spad_kib > 0`` only) A beat was read from / written to the scratchpad.
     clear : In(1)
         Zero every counter (takes priority over counting).
     sel : In(range(n)), value : Out(counter_bits)
@@ -68,6 +72,8 @@ class PerfCounters(wiring.Component):
             "host_in": In(1), "host_out": In(1), "ring_in": In(1), "ring_out": In(1),
             "clear": In(1), "sel": In(range(len(self.names))), "value": Out(cfg.counter_bits),
         }
+        if cfg.spad_kib:
+            members.update({"spad_rd": In(1), "spad_wr": In(1)})
         for p in range(nr * nr):
             members[f"pe_ev{p}"] = In(EVENT_LAYOUT)
         for i in range(nr):
@@ -90,6 +96,8 @@ class PerfCounters(wiring.Component):
         incs += [getattr(self, f"row_hops{r}") for r in range(nr)] + [getattr(self, f"col_hops{c}") for c in range(nr)]
         incs += [self.host_in, self.host_out]
         incs += [self.ring_in, self.ring_out]
+        if cfg.spad_kib:
+            incs += [self.spad_rd, self.spad_wr]
         assert len(incs) == len(self.names)
         regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]
         for reg, inc in zip(regs, incs):

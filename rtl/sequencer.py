@@ -67,6 +67,16 @@ class Sequencer(wiring.Component):
     hlast, rin, rout : Out(1)
         Registered: stream fields of the issued instruction (``rin`` / ``rout``: the beat
         comes from / goes to the ring).
+    sin, sout : Out(1)
+        (``cfg.spad_kib > 0`` only) Registered: the issued instruction's stream input
+        comes from / its stream output goes to the scratchpad (then ``rin`` / ``rout``
+        are 0: the scratchpad flags take precedence).
+    spad_raddr, spad_waddr : Out(spad_addr_bits)
+        (``cfg.spad_kib > 0`` only) Registered: the scratchpad read / write pointer as
+        the issued instruction sees it (its ``sin`` / ``sout`` address). The pointers
+        are 0 after ``start``, post-increment (mod ``spad_depth``) on each ``sin`` /
+        ``sout`` issued, and a ``SPAD_PTR`` sets them (``lvl`` bit 0: read, bit 1:
+        write) to ``imm | target << loop_bits`` after its own increments.
     pc : Out(pc_bits)
         Registered: microcode address of the issued instruction.
     halted : Out(1)
@@ -120,6 +130,8 @@ class Sequencer(wiring.Component):
             "rout": Out(1),
             "pc": Out(cfg.pc_bits),
             "halted": Out(1),
+            **({"sin": Out(1), "sout": Out(1), "spad_raddr": Out(cfg.spad_addr_bits),
+                "spad_waddr": Out(cfg.spad_addr_bits)} if cfg.spad_kib else {}),
         })
 
     def elaborate(self, platform):
@@ -148,13 +160,21 @@ class Sequencer(wiring.Component):
         off = [[Signal(aw, name=f"agu{a}_off{lv}") for lv in range(nl)] for a in range(na)]
 
         go = Signal()                         # the head issues this cycle
+        spad = bool(cfg.spad_kib)
+        h_sin = Signal()                      # stream input / output from / to the scratchpad
+        h_sout = Signal()
+        if spad:
+            m.d.comb += [h_sin.eq(ctl.sin & (ctl.hin != 0)), h_sout.eq(ctl.sout & (ctl.hout != 0))]
+        h_rin = Signal()
+        h_rout = Signal()
+        m.d.comb += [h_rin.eq(ctl.rin & ~h_sin), h_rout.eq(ctl.rout & ~h_sout)]
         m.d.comb += [
             go.eq(running & ~self.stall),
             self.running.eq(running),
-            self.need_hin.eq(running & (ctl.hin != 0) & ~ctl.rin),
-            self.need_hout.eq(running & (ctl.hout != 0) & ~ctl.rout),
-            self.need_rin.eq(running & (ctl.hin != 0) & ctl.rin),
-            self.need_rout.eq(running & (ctl.hout != 0) & ctl.rout),
+            self.need_hin.eq(running & (ctl.hin != 0) & ~h_rin & ~h_sin),
+            self.need_hout.eq(running & (ctl.hout != 0) & ~h_rout & ~h_sout),
+            self.need_rin.eq(running & (ctl.hin != 0) & h_rin),
+            self.need_rout.eq(running & (ctl.hout != 0) & h_rout),
         ]
         is_loop = ctl.op == SeqOp.LOOP
         is_jump = ctl.op == SeqOp.JUMP
@@ -212,7 +232,15 @@ class Sequencer(wiring.Component):
         # -- sequential behaviour --------------------------------------------------------
         issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
                       self.halted]
+        if spad:
+            issue_regs += [self.sin, self.sout, self.spad_raddr, self.spad_waddr]
+            rptr = Signal(cfg.spad_addr_bits)
+            wptr = Signal(cfg.spad_addr_bits)
+            ptr_val = Signal(cfg.spad_addr_bits)
+            m.d.comb += ptr_val.eq(Cat(ctl.imm, ctl.target))
         with m.If(self.start):
+            if spad:
+                m.d.sync += [rptr.eq(0), wptr.eq(0)]
             m.d.sync += [running.eq(1), pc.eq(self.start_pc)]
             m.d.sync += [r.eq(0) for r in issue_regs]
             m.d.sync += [x.eq(0) for x in armed + base]
@@ -224,12 +252,24 @@ class Sequencer(wiring.Component):
                 self.hin.eq(ctl.hin),
                 self.hout.eq(ctl.hout),
                 self.hlast.eq(ctl.hlast),
-                self.rin.eq(ctl.rin),
-                self.rout.eq(ctl.rout),
+                self.rin.eq(h_rin),
+                self.rout.eq(h_rout),
                 self.pc.eq(pc),
                 self.halted.eq(is_halt),
                 pc.eq(next_pc),
             ]
+            if spad:
+                m.d.sync += [self.sin.eq(h_sin), self.sout.eq(h_sout),
+                             self.spad_raddr.eq(rptr), self.spad_waddr.eq(wptr)]
+                is_ptr = ctl.op == SeqOp.SPAD_PTR
+                with m.If(is_ptr & ctl.lvl[0]):
+                    m.d.sync += rptr.eq(ptr_val)
+                with m.Elif(h_sin):
+                    m.d.sync += rptr.eq(rptr + 1)
+                with m.If(is_ptr & ctl.lvl[1]):
+                    m.d.sync += wptr.eq(ptr_val)
+                with m.Elif(h_sout):
+                    m.d.sync += wptr.eq(wptr + 1)
             with m.If(is_halt):
                 m.d.sync += running.eq(0)
             with m.If(~is_jump & ~is_halt):

@@ -23,7 +23,7 @@ from pe.microop import uop_fields
 from pe.pe_model import PEModel
 from rtl.host_interface import Cmd
 from rtl.perf_counters import SUMMED_EVENTS, counter_names
-from sim.seq_model import SequencerModel
+from sim.seq_model import SequencerModel, SpadPointers
 from sw.isa import HostDir, SeqOp, instr_layout
 
 __all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "START_LATENCY_CYCLES"]
@@ -66,6 +66,9 @@ class CoreModel:
         self.counters = dict.fromkeys(self.names, 0)
         self.cmask = (1 << cfg.counter_bits) - 1
         self.instr_bits = instr_layout(cfg).size
+        #: the scratchpad (``cfg.spad_kib > 0``): ``spad_depth`` beats as ints (lane ``i``
+        #: at bits ``i*width``), persistent across RUNs, 0 at reset
+        self.spad = [0] * cfg.spad_depth
 
     # -- microcode -------------------------------------------------------------------
     def load(self, words, addr: int = 0) -> None:
@@ -140,7 +143,7 @@ class CoreModel:
             r.cycle()
         return r.finish()
 
-    def _end_run(self, before, cycles, n, stalls, host_in, out, ring_in, ring_out) -> RunResult:
+    def _end_run(self, before, cycles, n, stalls, host_in, out, ring_in, ring_out, spad=(0, 0)) -> RunResult:
         self.counters["cycles"] += cycles
         self.counters["stall_cycles"] += stalls
         self.counters["instructions"] += n
@@ -148,6 +151,9 @@ class CoreModel:
         self.counters["host_out_beats"] += len(out)
         self.counters["ring_in_beats"] += ring_in
         self.counters["ring_out_beats"] += len(ring_out)
+        if self.cfg.spad_kib:
+            self.counters["spad_rd_beats"] += spad[0]
+            self.counters["spad_wr_beats"] += spad[1]
         for k in self.counters:
             self.counters[k] &= self.cmask
         delta = {k: (self.counters[k] - before[k]) & self.cmask for k in self.names}
@@ -210,7 +216,7 @@ class CoreModel:
         n = 0
         last = None
         for issued in self.seq.iter_run(start_pc):
-            n += bool(issued.hin and not issued.rin)
+            n += bool(issued.hin and not issued.rin and not issued.sin)
             last = issued.pc
         self._last_pc = last
         return n
@@ -248,6 +254,12 @@ class CoreRun:
         # operand-stage registers: the instruction ticked last, not yet acted
         self.op = (0, 0, 0, 0, 0, 0, 0)      # hin, hin_data, hout, hlast, rout, rseg, cseg
         self.iss = (0, 0, 0, 0, 0, 0)        # the issue register: uop, hin, data, hout, hlast, rout
+        # scratchpad: pointers, the issue stage's read address (None: no sin), the operand
+        # stage's write address (None: no sout), beats read / written
+        self.spad_ptr = SpadPointers(model.cfg)
+        self.iss_sra = None
+        self.iss_swa = self.op_swa = None
+        self.spad_rd = self.spad_wr = 0
         self.stalled = False                 # the previous cycle stalled (this one is a bubble)
         self.gen = model.seq.iter_run(start_pc, max_instructions)
         self.head = next(self.gen, None)
@@ -265,19 +277,29 @@ class CoreRun:
     def _tick(self):
         m = self.m
         op_hin, op_data, op_hout, op_hlast, op_rout, rseg, cseg = self.op
+        sra = self.iss_sra
+        if sra is not None:      # sin: the read is sampled in the issue stage (before this
+            self.spad_rd += 1    # cycle's operand-stage write: not transparent)
+            rd = m.spad[sra]
         rows, cols = m._cycle(self.iss[0], op_hin, op_data, rseg, cseg)
         if op_hout:
             vals = rows if op_hout == HostDir.ROW else cols
             data = 0
             for i, v in enumerate(vals):
                 data |= v[0] << (i * m.w)   # each bus sampled at position 0
-            if op_rout:
+            if self.op_swa is not None:
+                m.spad[self.op_swa] = data
+                self.spad_wr += 1
+            elif op_rout:
                 self.ring_out.append(data)
                 self.pushed.append(data)
             else:
                 self.out.append(Beat(data, bool(op_hlast)))
         uop, hin, data, hout, hlast, rout = self.iss
+        if sra is not None:
+            data = rd
         self.op = (hin, data, hout, hlast, rout, self.rseg_of(uop), self.cseg_of(uop))
+        self.op_swa = self.iss_swa
 
     def cycle(self) -> None:
         """One clock."""
@@ -289,6 +311,7 @@ class CoreRun:
             self._tick()
         self.cycles += 1
         h = self.head
+        self.iss_sra = self.iss_swa = None
         if h is None:                    # HALT issued: drain
             self.iss = (0, 0, 0, 0, 0, 0)
             self.drain -= 1
@@ -307,7 +330,10 @@ class CoreRun:
             self.iss = (0, 0, 0, 0, 0, 0)
             return
         data = 0
-        if h.hin and h.rin:
+        self.iss_sra, self.iss_swa = self.spad_ptr.step(h)
+        if h.sin:
+            pass                         # the beat is read from the scratchpad at the tick
+        elif h.hin and h.rin:
             if self.ring_src is not None:
                 data = self.ring_src.pop()
             else:
@@ -333,4 +359,4 @@ class CoreRun:
         m = self.m
         m._last_pc = self.last_pc
         return m._end_run(self.before, self.cycles, self.n, self.stalls, self.hin_pos, self.out,
-                          self.rin_pos, self.ring_out)
+                          self.rin_pos, self.ring_out, (self.spad_rd, self.spad_wr))

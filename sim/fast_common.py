@@ -301,6 +301,8 @@ class VecState:
         self.op_lanes = np.zeros(nr, ut)
         self.op_hout = 0
         self.op_hlast = 0
+        #: the core's scratchpad (``cfg.spad_kib > 0``): ``[spad_depth, nr]`` lanes of each beat
+        self.spad = np.zeros((cfg.spad_depth, nr), ut)
 
     def pipeline_busy(self) -> bool:
         return any(e is not None for e in self.mp) or any(e is not None for e in self.ap)
@@ -322,6 +324,8 @@ class Counters:
         self.host_out = 0
         self.ring_in = 0
         self.ring_out = 0
+        self.spad_rd = 0
+        self.spad_wr = 0
 
     def add_ev(self, name, v):
         self.ev[name] += int(v)
@@ -342,4 +346,7 @@ class Counters:
         d["host_out_beats"] = self.host_out
         d["ring_in_beats"] = self.ring_in
         d["ring_out_beats"] = self.ring_out
+        if cfg.spad_kib:
+            d["spad_rd_beats"] = self.spad_rd
+            d["spad_wr_beats"] = self.spad_wr
         return d

@@ -1505,7 +1505,7 @@ class FlowRunner:
     engine (compiled plans, cached), falling back to the per-cycle engine for regions
     it rejects."""
 
-    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 256, verify: bool = False,
+    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 4096, verify: bool = False,
                  cache_bytes: int = 1 << 29):
         self.m = model
         self.max_elems = max_elems
@@ -1632,8 +1632,13 @@ class FlowRunner:
 
     def _try(self, x, y) -> bool:
         self.last_fail = None
-        if self.cut is not None:
-            cuts = [c for c in self.cut(x, y) if x < c < y]
+        sp = self.m._spad_run
+        if self.cut is not None or (sp is not None and sp.cut_points(x, y)):
+            # test cuts, and the scratchpad reads that see a write of the same run
+            # (FastModel._SpadRun: a region never holds one after its first cycle)
+            cuts = [c for c in self.cut(x, y) if x < c < y] if self.cut is not None else []
+            if sp is not None:
+                cuts += sp.cut_points(x, y)
             if cuts:
                 pts = [x] + sorted(set(cuts)) + [y]
                 for a, b in zip(pts[:-1], pts[1:]):
@@ -1678,6 +1683,8 @@ class FlowRunner:
             self.stats["fallbacks"] += 1
             self.last_fail = plan
             return False
+        if self.m._spad_run is not None:
+            self.m._spad_run.sync(x, y)
         if self.verify:
             ref_state, ref_ctr, ref_out = copy.deepcopy((self.m.state, ctr, out))
         commit = plan.run(self.m, self.m.state, lanes, lane_of, x)
@@ -1696,7 +1703,7 @@ class FlowRunner:
         saved = m.state
         m.state = st0
         try:
-            m._run_cycles(x, y, allpcs, offs, lanes, lane_of, ctr0, out0)
+            m._run_cycles(x, y, allpcs, offs, lanes, lane_of, ctr0, out0, sync=False)
         finally:
             m.state = saved
         diff = state_diff(st0, saved, m.P)

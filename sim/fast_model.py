@@ -32,7 +32,7 @@ from sim.core_model import START_LATENCY_CYCLES, Beat, RunResult
 from sim.fast_common import OFF_FIELDS, Arith, Counters, Geometry, Tmpl, VecState, offset_mask
 from sim.fast_cycle import CycleEngine
 from sim.fast_trace import issue_trace
-from sim.seq_model import SequencerModel
+from sim.seq_model import SequencerModel, spad_pointer_trace
 from sw.isa import instr_layout
 
 __all__ = ["FastModel", "ENGINES"]
@@ -124,6 +124,8 @@ class FastModel:
         self.total_stats: dict = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "runs": 0}
         self._pc_info = None
         self._ring_tab = None
+        self._spad_tab = None
+        self._spad_run = None     # the scratchpad traffic of the run in progress (_SpadRun)
 
     # -- templates ----------------------------------------------------------------------
     def tmpl_of(self, uop_word: int, ctl=(0, 0, 0)) -> Tmpl:
@@ -142,6 +144,7 @@ class FastModel:
         self.seq.load(list(words), addr)
         self._pc_info = None
         self._ring_tab = None
+        self._spad_tab = None
         self._prog = None
 
     @property
@@ -234,6 +237,24 @@ class FastModel:
             done[todo] = True
         return rin, hout, rout
 
+    def spad_flags(self, pcs=None):
+        """Per microcode address (``ucode_depth`` = the virtual NOP): ``(sin, sout, sel,
+        val)``: the stream input comes from / the output goes to the scratchpad; a
+        ``SPAD_PTR``'s pointer selection (bit 0 read, bit 1 write) and value."""
+        depth = self.cfg.ucode_depth
+        if self._spad_tab is None:     # reset by every microcode load
+            self._spad_tab = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool), np.zeros(depth + 1, np.int64),
+                              np.zeros(depth + 1, np.int64), np.zeros(depth + 1, bool))
+        sin, sout, sel, val, done = self._spad_tab
+        if pcs is not None and len(pcs):
+            todo = np.unique(pcs)
+            todo = todo[~done[todo]]
+            for pc in todo.tolist():
+                d = self.seq._decode(pc)
+                sin[pc], sout[pc], sel[pc], val[pc] = bool(d.sin), bool(d.sout), d.spad_sel, d.spad_val
+            done[todo] = True
+        return sin, sout, sel, val
+
     def run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000, ring_in=()) -> RunResult:
         """Execute from ``start_pc`` to HALT plus the drain, as the RTL's RUN command
         (same arguments and result as :meth:`sim.core_model.CoreModel.run`: ``ring_in``
@@ -245,17 +266,25 @@ class FastModel:
         hsteps = np.nonzero(hin[allpcs])[0]
         from_ring = rin_f[allpcs[hsteps]]
         n_ring = int(np.count_nonzero(from_ring))
-        n_host = len(hsteps) - n_ring
+        spad = None
+        if self.cfg.spad_kib:
+            spad = self._spad_plan(trace, allpcs, hsteps, hout_f)
+        from_spad = spad.from_spad if spad is not None else np.zeros(len(hsteps), bool)
+        n_spad = int(np.count_nonzero(from_spad))
+        from_host = ~from_ring & ~from_spad
+        n_host = len(hsteps) - n_ring - n_spad
         host_in, ring_in = list(host_in), list(ring_in)
-        for name, given, need, flag in (("host", host_in, n_host, False), ("ring", ring_in, n_ring, True)):
+        for name, given, need, sel in (("host", host_in, n_host, from_host), ("ring", ring_in, n_ring, from_ring)):
             if need > len(given):
-                pc = int(allpcs[hsteps[np.nonzero(from_ring == flag)[0][len(given)]]])
+                pc = int(allpcs[hsteps[np.nonzero(sel)[0][len(given)]]])
                 raise ValueError(f"program consumed more {name} input beats than the {len(given)} given "
                                  f"(at pc {pc})")
-        if n_ring:      # one beat list in issue order: host and ring beats interleaved
+        if n_ring or n_spad:      # one beat list in issue order: host, ring (and scratchpad) beats
             merged, hi, ri = [], 0, 0
-            for f in from_ring.tolist():
-                if f:
+            for f, g in zip(from_ring.tolist(), from_spad.tolist()):
+                if g:
+                    merged.append(0)          # filled from the scratchpad when the run gets there
+                elif f:
                     merged.append(ring_in[ri])
                     ri += 1
                 else:
@@ -272,6 +301,9 @@ class FastModel:
         lane_of[hsteps] = np.arange(len(hsteps))
         ctr = Counters(self.cfg)
         out: list = []
+        if spad is not None:
+            spad.bind(self.state, lanes, out)
+            self._spad_run = spad
         with np.errstate(all="ignore"):
             if self.engine == "cycle":
                 self._run_cycles(0, len(allpcs), allpcs, offs, lanes, lane_of, ctr, out)
@@ -282,6 +314,13 @@ class FastModel:
                 if self._flow is None:
                     self._flow = FlowRunner(self, max_elems=self.max_region_elems, verify=self.verify)
                 self.stats = self._flow.run(trace, allpcs, offs, lanes, lane_of, ctr, out)
+        if spad is not None:
+            spad.apply()
+            self._spad_run = None
+            ctr.spad_rd, ctr.spad_wr = n_spad, len(spad.w_addr)
+            if len(spad.w_addr):
+                keep = ~spad.out_is_spad
+                out = [b for b, k in zip(out, keep.tolist()) if k]
         for k in ("flow_cycles", "cycle_engine_cycles", "regions"):
             self.total_stats[k] += self.stats.get(k, 0)
         self.total_stats["runs"] += 1
@@ -290,6 +329,8 @@ class FastModel:
         ctr.instructions = n
         ring_out = []
         osteps = np.nonzero(hout_f[allpcs])[0]
+        if spad is not None and len(spad.w_addr):
+            osteps = osteps[~spad.out_is_spad]
         if len(osteps) and rout_f[allpcs[osteps]].any():
             to_ring = rout_f[allpcs[osteps]].tolist()
             assert len(to_ring) == len(out)
@@ -307,8 +348,26 @@ class FastModel:
         beats = [Beat(d, last) for d, last in out]
         return RunResult(out=beats, cycles=len(allpcs), instructions=n, counters=delta, ring_out=ring_out)
 
-    def _run_cycles(self, t0, t1, allpcs, offs, lanes, lane_of, ctr, out):
+    def _spad_plan(self, trace, allpcs, hsteps, hout_f):
+        """The scratchpad traffic of a run (``None`` without any): addresses from the
+        pointer traces, and which reads depend on writes of the same run."""
+        sin_f, sout_f, sel, val = self.spad_flags(trace.pcs)
+        pcs = trace.pcs
+        if not len(pcs) or not (sin_f[pcs].any() or sout_f[pcs].any()):
+            return None
+        mask = self.cfg.spad_depth - 1
+        rd = spad_pointer_trace(sin_f[pcs], (sel[pcs] & 1) != 0, val[pcs], mask)
+        wr = spad_pointer_trace(sout_f[pcs], (sel[pcs] & 2) != 0, val[pcs], mask)
+        return _SpadRun(self, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr)
+
+    def _run_cycles(self, t0, t1, allpcs, offs, lanes, lane_of, ctr, out, sync=True):
         """Per-cycle engine over cycles ``[t0, t1)`` of the RUN state."""
+        sp = self._spad_run
+        if sync and sp is not None:
+            for a, b in sp.pieces(t0, t1):
+                sp.sync(a, b)
+                self._run_cycles(a, b, allpcs, offs, lanes, lane_of, ctr, out, sync=False)
+            return
         tm = self._pc_tables()[0]
         eng = self.cycle_engine
         st = self.state
@@ -356,12 +415,15 @@ class FastModel:
                     self.seq.load([wd], (arg0 + k) % self.cfg.ucode_depth)
                 self._pc_info = None
                 self._ring_tab = None
+                self._spad_tab = None
                 self._prog = None
             elif cmd == Cmd.RUN:
                 trace = self._trace(arg0, self.max_instructions)[0]
                 tm, static, sel, hin = self._pc_tables(trace.pcs)
                 rin_f = self.ring_flags(trace.pcs)[0]
-                need = int(np.count_nonzero((hin[trace.pcs] != 0) & ~rin_f[trace.pcs])) if len(trace.pcs) else 0
+                sin_f = self.spad_flags(trace.pcs)[0]
+                need = int(np.count_nonzero((hin[trace.pcs] != 0) & ~rin_f[trace.pcs] & ~sin_f[trace.pcs])) \
+                    if len(trace.pcs) else 0
                 res = self.run(arg0, data[i:i + need], self.max_instructions)
                 i += need
                 out += res.out
@@ -396,12 +458,95 @@ class FastModel:
         """SRAM read-port output registers (A, B), ``[nr, nr]`` each."""
         return self.state.rd_a.reshape(self.nr, self.nr).copy(), self.state.rd_b.reshape(self.nr, self.nr).copy()
 
+    def scratchpad(self) -> np.ndarray:
+        """The scratchpad, ``[spad_depth, nr]`` lanes of each beat."""
+        return self.state.spad.copy()
+
     def set_memory(self, bank: str, data) -> None:
         """Preload SRAM bank ``"a"``/``"b"`` of every PE from ``[nr, nr, n]`` bit patterns
         (words ``0..n-1``; a test and benchmark convenience, the host path is a program)."""
         m = self.state.mem_a if bank.lower() == "a" else self.state.mem_b
         data = np.asarray(data).reshape(self.P, -1)
         m[:, :data.shape[1]] = data
+
+
+class _SpadRun:
+    """Scratchpad reads and writes of one RUN of a :class:`FastModel`.
+
+    Every access is known from the issue trace (address from the pointer traces, cycle).
+    A ``sin`` issued in RUN cycle ``t`` (clocked into the PEs at ``t``) samples the
+    scratchpad before the writes of cycle ``t``; a ``sout`` clocked in at ``u`` writes in
+    its operand stage ``u + 1``. So the ``sin`` sees the ``sout`` iff ``u + 1 < t``. A
+    ``sin`` that sees a write of the same run is *dependent*: the engines never execute
+    a window of cycles with a dependent ``sin`` strictly inside (:meth:`pieces`), and
+    before each window :meth:`sync` writes the beats the run has produced so far into
+    the scratchpad and fills the window's ``sin`` lanes from it. At the end of the run
+    :meth:`apply` writes the rest.
+    """
+
+    def __init__(self, model, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr):
+        from sim.core_model import START_LATENCY_CYCLES as pre
+
+        self.m = model
+        self.from_spad = sin_f[allpcs[hsteps]]
+        r_idx = np.nonzero(self.from_spad)[0]                 # index into hsteps / lanes
+        self.r_cyc = hsteps[r_idx]
+        self.r_lane = r_idx
+        self.r_addr = rd[self.r_cyc - pre]
+        osteps = np.nonzero(hout_f[allpcs])[0]
+        self.out_is_spad = sout_f[allpcs[osteps]]
+        w_steps = osteps[self.out_is_spad]
+        self.w_out = np.nonzero(self.out_is_spad)[0]          # index into the run's output beats
+        self.w_cyc = w_steps
+        self.w_addr = wr[w_steps - pre]
+        # dependent reads: the latest write of the address with u + 1 < t
+        last: dict = {}
+        dep = []
+        wi, nw = 0, len(self.w_cyc)
+        wc, wa = self.w_cyc.tolist(), self.w_addr.tolist()
+        for t, a in zip(self.r_cyc.tolist(), self.r_addr.tolist()):
+            while wi < nw and wc[wi] + 1 < t:
+                last[wa[wi]] = wi
+                wi += 1
+            if a in last:
+                dep.append(t)
+        self.cuts = np.unique(np.array(dep, np.int64))
+
+    def bind(self, st, lanes, out):
+        self.st, self.lanes, self.out = st, lanes, out
+        self.applied = 0          # output beats of the run written to the scratchpad
+        self.w_pos = 0            # scratchpad writes done
+
+    def pieces(self, a, b):
+        """``[a, b)`` cut at the dependent reads inside it."""
+        c = self.cuts[(self.cuts > a) & (self.cuts < b)].tolist()
+        pts = [a] + c + [b]
+        return list(zip(pts[:-1], pts[1:]))
+
+    def cut_points(self, a, b):
+        return self.cuts[(self.cuts > a) & (self.cuts < b)].tolist()
+
+    def apply(self):
+        """Write the scratchpad beats among the output beats produced so far."""
+        out, n = self.out, len(self.out)
+        w, w_out = self.w_pos, self.w_out
+        spad = self.st.spad
+        nr, wd = self.m.nr, self.m.w
+        mask = (1 << wd) - 1
+        while w < len(w_out) and w_out[w] < n:
+            d = out[w_out[w]][0]
+            spad[self.w_addr[w]] = [(d >> (i * wd)) & mask for i in range(nr)]
+            w += 1
+        self.w_pos = w
+
+    def sync(self, a, b):
+        """Before the engines execute cycles ``[a, b)``: the scratchpad as the reads of
+        the window see it, and their lanes."""
+        self.st = self.m.state
+        self.apply()
+        i, j = np.searchsorted(self.r_cyc, [a, b])
+        if j > i:
+            self.lanes[self.r_lane[i:j]] = self.st.spad[self.r_addr[i:j]]
 
 
 def core_state(model) -> dict:

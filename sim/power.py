@@ -14,7 +14,8 @@ Energy categories
 ``ring``     ring beats x nr lanes x width x core pitch x wire energy per bit-mm, plus the
              receive FIFO (two register-file accesses per lane)
 ``control``  microcode fetch (instruction bits) + micro-op broadcast over the core
-``spad``     off-core scratchpad accesses (chip level)
+``spad``     off-core scratchpad beats read + written (``spad_rd_beats + spad_wr_beats``)
+             x nr lanes x energy per 16-bit access scaled by width
 ``leakage``  leakage power x area x time (0 by default, as in the reference design)
 
 The reference design reports FPU and SRAM energy (broadcast "left out as negligible").
@@ -139,8 +140,11 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH) -> dict:
     ucode_bits = cfg.ucode_depth * instr_layout(cfg).size
     ucode = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
     n = cfg.nr * cfg.nr
-    return {"fpu": n * pe_fpu, "sram": n * pe_sram, "rf": n * pe_rf, "ucode": ucode,
-            "pe": pe_fpu + pe_sram + pe_rf}
+    out = {"fpu": n * pe_fpu, "sram": n * pe_sram, "rf": n * pe_rf, "ucode": ucode,
+           "pe": pe_fpu + pe_sram + pe_rf}
+    if cfg.spad_kib:     # the off-core scratchpad, scaled linearly from the 512 KB figure
+        out["spad"] = tech.spad_area_mm2_per_512kib * cfg.spad_kib / 512
+    return out
 
 
 @dataclass
@@ -212,7 +216,8 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     n_cores : int
         Cores the counters cover (for PE count and area).
     spad_accesses : int
-        Off-core scratchpad accesses (fmt-width words).
+        Extra off-core scratchpad accesses of fmt-width words, beside the counters'
+        ``spad_rd_beats`` / ``spad_wr_beats`` (beats of ``nr`` words each).
     """
     from sw.isa import instr_layout
     from pe.microop import uop_layout
@@ -253,14 +258,16 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         "bus": bus_hops * w * pitch * tech.wire_pj_per_bit_mm,
         "control": instrs * instr_bits * tech.ucode_pj_per_bit
         + uop_bit_events * 1.5 * bus_len * tech.wire_pj_per_bit_mm,
-        "spad": spad_accesses * tech.spad_pj_per_16b * scale,
+        # a scratchpad beat is nr words of width w: nr * w / 16 accesses of 16 bits
+        "spad": (spad_accesses + nr * (int(counters.get("spad_rd_beats", 0)) + int(counters.get("spad_wr_beats", 0))))
+        * tech.spad_pj_per_16b * scale,
         # ring links: a beat of nr lanes crosses one core pitch (the 2 x C ring is folded,
         # so every hop, the wrap included, joins neighbouring cores); the receive FIFO is
         # written and read once per lane (register-file energy)
         "ring": int(counters.get("ring_out_beats", 0)) * nr * w * bus_len * tech.wire_pj_per_bit_mm
         + int(counters.get("ring_in_beats", 0)) * nr * 2 * tech.rf_pj_per_16b * scale,
     }
-    total_area = n_cores * (area["fpu"] + area["sram"] + area["rf"] + area["ucode"])
+    total_area = n_cores * (area["fpu"] + area["sram"] + area["rf"] + area["ucode"] + area.get("spad", 0.0))
     energy["leakage"] = tech.leakage_mw_per_mm2 * 1e-3 * total_area * seconds * 1e12
     total_pj = sum(energy.values())
     ref_pj = energy["fpu"] + energy["sram"] + energy["spad"]

@@ -26,9 +26,11 @@ Stepping interface (for a core model that interleaves host-stream stalls)::
 
 from __future__ import annotations
 
-from sw.isa import AGU_FIELDS, Instruction, SeqOp, instr_layout, uop_offset_fields
+import numpy as np
 
-__all__ = ["SequencerModel", "Issued", "RunawayError"]
+from sw.isa import AGU_FIELDS, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
+
+__all__ = ["SequencerModel", "Issued", "RunawayError", "SpadPointers", "spad_pointer_trace"]
 
 
 class RunawayError(RuntimeError):
@@ -53,14 +55,24 @@ class Issued:
     rin, rout : int
         1 when the ``hin`` beat comes from the ring / the ``hout`` beat goes to the ring
         (the ``rin`` / ``rout`` assembly forms) instead of the host stream.
+    sin, sout : int
+        1 when the ``hin`` beat comes from the scratchpad / the ``hout`` beat goes to it
+        (cores with a scratchpad; they take precedence: ``rin`` / ``rout`` are then 0).
+    spad_sel, spad_val : int
+        A ``SPAD_PTR`` instruction: which pointers it sets (bit 0 read, bit 1 write) and
+        the value (mod ``spad_depth``); 0 otherwise.
     """
 
-    __slots__ = ("pc", "uop", "word", "op", "hin", "hout", "hlast", "rin", "rout", "_cfg", "_instr")
+    __slots__ = ("pc", "uop", "word", "op", "hin", "hout", "hlast", "rin", "rout", "sin", "sout",
+                 "spad_sel", "spad_val", "_cfg", "_instr")
 
-    def __init__(self, pc, uop, word, op, hin, hout, hlast, cfg, rin=0, rout=0):
+    def __init__(self, pc, uop, word, op, hin, hout, hlast, cfg, rin=0, rout=0, sin=0, sout=0, spad_sel=0,
+                 spad_val=0):
         self.pc, self.uop, self.word, self.op = pc, uop, word, op
         self.hin, self.hout, self.hlast = hin, hout, hlast
         self.rin, self.rout = rin, rout
+        self.sin, self.sout = sin, sout
+        self.spad_sel, self.spad_val = spad_sel, spad_val
         self._cfg = cfg
         self._instr = None
 
@@ -84,7 +96,8 @@ class Issued:
 class _Decoded:
     """A microcode word split into the fields the sequencer uses (decoded once)."""
 
-    __slots__ = ("op", "lvl", "agu", "target", "imm", "hin", "hout", "hlast", "rin", "rout", "sels", "uop", "ctl")
+    __slots__ = ("op", "lvl", "agu", "target", "imm", "hin", "hout", "hlast", "rin", "rout", "sin", "sout",
+                 "spad_sel", "spad_val", "sels", "uop", "ctl")
 
 
 class SequencerModel:
@@ -163,6 +176,18 @@ class SequencerModel:
             d.op, d.lvl, d.agu, d.target, d.imm = f("op"), f("lvl"), f("agu"), f("target"), f("imm")
             d.hin, d.hout, d.hlast = f("hin"), f("hout"), f("hlast")
             d.rin, d.rout = f("rin"), f("rout")
+            d.sin = d.sout = d.spad_sel = d.spad_val = 0
+            if "sin" in c:
+                # scratchpad flags take precedence over the ring flags; they only matter
+                # with a direction (as rin / rout)
+                d.sin, d.sout = f("sin") if d.hin else 0, f("sout") if d.hout else 0
+                if d.sin:
+                    d.rin = 0
+                if d.sout:
+                    d.rout = 0
+                if d.op == SeqOp.SPAD_PTR:
+                    d.spad_sel = d.lvl & (SPAD_RD | SPAD_WR)
+                    d.spad_val = (d.imm | (d.target << self.cfg.loop_bits)) & (self.cfg.spad_depth - 1)
             sels = tuple((off, f(f"ag_{fld}")) for fld, off in zip(AGU_FIELDS, self._off_fields))
             d.sels = tuple((off, s - 1) for off, s in sels if 1 <= s <= self.n_agus)
             d.uop = (w >> self._uop_shift) & self._uop_mask
@@ -281,7 +306,7 @@ class SequencerModel:
                 if a < self.n_agus and d.lvl < self.n_loops:
                     self.stride[a][d.lvl] = d.imm & self.amask
         return Issued(pc, uop, d.ctl | (uop << self._uop_shift), op, d.hin, d.hout, d.hlast,
-                      self.cfg, d.rin, d.rout)
+                      self.cfg, d.rin, d.rout, d.sin, d.sout, d.spad_sel, d.spad_val)
 
     def iter_run(self, start_pc: int = 0, max_instructions: int = 1_000_000):
         """Generator form of :meth:`run` (raises :class:`RunawayError` when exhausted)."""
@@ -302,3 +327,50 @@ class SequencerModel:
         ``HALT`` issues within ``max_instructions``.
         """
         return list(self.iter_run(start_pc, max_instructions))
+
+
+class SpadPointers:
+    """The scratchpad read / write pointers of a RUN (sequencer state of cores with a
+    scratchpad; both 0 at the start of every RUN, like the loop and AGU state).
+
+    :meth:`step` takes the issued instructions in order and returns the scratchpad
+    addresses the instruction reads (``sin``) and writes (``sout``), ``None`` when it
+    does not: each access post-increments its pointer (mod ``spad_depth``); a
+    ``SPAD_PTR`` sets the selected pointers for the next instructions (overriding the
+    increment of its own access)."""
+
+    def __init__(self, cfg):
+        self.mask = max(cfg.spad_depth - 1, 0)
+        self.rd = self.wr = 0
+
+    def step(self, issued: Issued):
+        ra = wa = None
+        if issued.sin:
+            ra = self.rd
+            self.rd = (self.rd + 1) & self.mask
+        if issued.sout:
+            wa = self.wr
+            self.wr = (self.wr + 1) & self.mask
+        if issued.spad_sel & SPAD_RD:
+            self.rd = issued.spad_val
+        if issued.spad_sel & SPAD_WR:
+            self.wr = issued.spad_val
+        return ra, wa
+
+
+def spad_pointer_trace(acc, sel, val, mask):
+    """Vectorized :class:`SpadPointers` over the instructions of a RUN: ``acc`` [n] bool
+    (the instruction reads, resp. writes, the scratchpad), ``sel`` [n] bool (it is a
+    ``SPAD_PTR`` setting this pointer), ``val`` [n] the value it sets. Returns the
+    pointer value each instruction sees (its address when ``acc``)."""
+    n = len(acc)
+    if n == 0:
+        return np.zeros(0, np.int64)
+    acc = np.asarray(acc, np.int64)
+    c = np.concatenate([[0], np.cumsum(acc)])                 # accesses before step i
+    idx = np.arange(n)
+    last = np.maximum.accumulate(np.where(sel, idx, -1))       # last set at or before i
+    prev = np.concatenate([[-1], last[:-1]])                    # last set before i
+    base = np.where(prev >= 0, np.asarray(val, np.int64)[np.maximum(prev, 0)], 0)
+    since = c[idx] - np.where(prev >= 0, c[prev + 1], 0)
+    return (base + since) & mask

@@ -42,14 +42,14 @@ from pe.microop import ArOp, Gate, MvOp, MicroOp, PredMode, Src, uop_fields
 
 #: width of the segment fields pred.seg / rdrv.seg / cdrv.seg (of micro-op layouts that have them)
 SEG_BITS = getattr(_microop, "SEG_BITS", 3)
-from sw.isa import HostDir, Instruction, SeqOp, instr_layout
+from sw.isa import SPAD_RD, SPAD_WR, HostDir, Instruction, SeqOp, instr_layout
 
 __all__ = [
     "AsmError", "Program", "LoopInfo", "Builder", "assemble", "disassemble",
     "encode_program", "decode_words", "write_hex", "read_hex",
     # slot constructors (Builder API)
     "Slot", "nop", "pred", "fma", "mac", "mul", "add", "mov", "relu", "mask", "rdrv", "cdrv",
-    "rda", "rdb", "wra", "wrb", "ar_set", "ar_add", "ar_stride", "hin", "hout", "rin", "rout", "raw",
+    "rda", "rdb", "wra", "wrb", "ar_set", "ar_add", "ar_stride", "hin", "hout", "rin", "rout", "sin", "sout", "raw",
 ]
 
 LOOP_NAMES = "ijklmnop"   # names the disassembler gives to loop levels 0..7
@@ -137,9 +137,11 @@ _UNIT = {
     "rdrv": "the row-bus driver", "cdrv": "the column-bus driver",
     "ra": "the SRAM A read port", "rb": "the SRAM B read port",
     "wa": "the SRAM A write port", "wb": "the SRAM B write port",
-    "ar": "the address-register update", "hin": "the stream input (hin/rin)",
-    "hout": "the stream output (hout/rout)", "hlast": "the stream output (hout/rout)",
-    "rin": "the stream input (hin/rin)", "rout": "the stream output (hout/rout)", "ctl": "the sequencer control (one loop/agu/jump/halt per instruction)",
+    "ar": "the address-register update", "hin": "the stream input (hin/rin/sin)",
+    "hout": "the stream output (hout/rout/sout)", "hlast": "the stream output (hout/rout/sout)",
+    "rin": "the stream input (hin/rin/sin)", "rout": "the stream output (hout/rout/sout)",
+    "sin": "the stream input (hin/rin/sin)", "sout": "the stream output (hout/rout/sout)",
+    "ctl": "the sequencer control (one loop/agu/jump/halt/spad per instruction)",
 }
 
 
@@ -405,6 +407,33 @@ def rout(direction) -> Slot:
     if direction not in _DIRS:
         raise AsmError(f"rout direction must be row or col, got {direction!r}")
     return Slot("hout", {"hout": _DIRS[direction], "rout": 1})
+
+
+def sin(direction) -> Slot:
+    """Read a beat from the core's scratchpad at its read pointer (post-incremented) onto
+    the ``"row"`` or ``"col"`` buses (the stream-input unit: not with ``hin`` / ``rin``)."""
+    if direction not in _DIRS:
+        raise AsmError(f"sin direction must be row or col, got {direction!r}")
+    return Slot("hin", {"hin": _DIRS[direction], "sin": 1})
+
+
+def sout(direction) -> Slot:
+    """Write the ``"row"`` or ``"col"`` bus values to the core's scratchpad at its write
+    pointer (post-incremented) (the stream-output unit: not with ``hout`` / ``rout``)."""
+    if direction not in _DIRS:
+        raise AsmError(f"sout direction must be row or col, got {direction!r}")
+    return Slot("hout", {"hout": _DIRS[direction], "sout": 1})
+
+
+def spad(which: str, value: int) -> Slot:
+    """``spad rd = N`` / ``spad wr = N`` / ``spad rw = N``: set the scratchpad read / write
+    / both pointers (a sequencer control slot, from the next instruction on)."""
+    if which not in _SPAD_SEL:
+        raise AsmError(f"spad pointer must be rd, wr or rw, got {which!r}")
+    return _ctl("spad", which, int(value))
+
+
+_SPAD_SEL = {"rd": SPAD_RD, "wr": SPAD_WR, "rw": SPAD_RD | SPAD_WR}
 
 
 def raw(**fields) -> Slot:
@@ -831,6 +860,10 @@ class _SlotParser:
             return rin(d)
         if op == "rout":
             return rout(d)
+        if op == "sin":
+            return sin(d)
+        if op == "sout":
+            return sout(d)
         last = False
         if self.at("last"):
             self.next()
@@ -867,6 +900,14 @@ class _SlotParser:
     def p_jump(self, op):
         return _ctl("jump", self.ident("a label"))
 
+    def p_spad(self, op):
+        tok = self.peek()
+        which = self.ident("rd, wr or rw")
+        if which not in _SPAD_SEL:
+            raise self.err(f"spad pointer must be rd, wr or rw, got {which!r}", tok)
+        self.expect("=")
+        return _ctl("spad", which, self.number("a scratchpad address"))
+
     def p_halt(self, op):
         return _ctl("halt")
 
@@ -897,6 +938,7 @@ _HANDLERS = {
     "stride": _SlotParser.p_stride,
     "hin": _SlotParser.p_host, "hout": _SlotParser.p_host,
     "rin": _SlotParser.p_host, "rout": _SlotParser.p_host,
+    "sin": _SlotParser.p_host, "sout": _SlotParser.p_host, "spad": _SlotParser.p_spad,
     "loop": _SlotParser.p_loop, "agu": _SlotParser.p_agu, "jump": _SlotParser.p_jump,
     "halt": _SlotParser.p_halt, "raw": _SlotParser.p_raw,
 }
@@ -1195,6 +1237,8 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
     owner: dict[str, Slot] = {}
     for s in rec.slots:
         for k, v in s.fields.items():
+            if k in ("sin", "sout") and k not in cx.widths and v:
+                raise _serr(rec, s, f"{k} needs a scratchpad: this configuration has none (cfg.spad_kib = 0)")
             if k not in cx.widths and not v and s.kind != "raw":
                 continue     # an optional field this micro-op layout does not have, left 0
             if k not in cx.widths or k == "op":
@@ -1259,6 +1303,15 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
             ctl_f = {"op": SeqOp.JUMP, "target": t}
         elif kind == "halt":
             ctl_f = {"op": SeqOp.HALT}
+        elif kind == "spad":
+            if not cfg.spad_kib:
+                raise _serr(rec, s, "spad needs a scratchpad: this configuration has none (cfg.spad_kib = 0)")
+            v = rec.ctl[2]
+            if not 0 <= v < cfg.spad_depth:
+                raise _serr(rec, s, f"scratchpad address {v} out of range 0..{cfg.spad_depth - 1} "
+                                  f"(cfg.spad_depth beats)")
+            ctl_f = {"op": SeqOp.SPAD_PTR, "lvl": _SPAD_SEL[rec.ctl[1]],
+                     "imm": v & ((1 << cfg.loop_bits) - 1), "target": v >> cfg.loop_bits}
         for k, v in ctl_f.items():
             if k in fields:
                 o = owner[k]
@@ -1402,6 +1455,16 @@ def _check_instruction(f, owner, rec, cx):
         raise err("rin flag without a direction (write: rin row or rin col)", "rin")
     if f.get("rout") and not f.get("hout"):
         raise err("rout flag without a direction (write: rout row or rout col)", "rout")
+    if f.get("hlast") and f.get("sout"):
+        raise err("sout has no tlast (last belongs to hout)", "hlast")
+    if f.get("sin") and not f.get("hin"):
+        raise err("sin flag without a direction (write: sin row or sin col)", "sin")
+    if f.get("sout") and not f.get("hout"):
+        raise err("sout flag without a direction (write: sout row or sout col)", "sout")
+    if f.get("sin") and f.get("rin"):
+        raise err("one stream input per instruction: sin and rin both set", "sin")
+    if f.get("sout") and f.get("rout"):
+        raise err("one stream output per instruction: sout and rout both set", "sout")
 
 
 # ======================================================================================
@@ -1513,6 +1576,12 @@ class Builder:
 
     def halt(self, *slots) -> int:
         return self._instr(slots, ("halt",))
+
+    def spad(self, which: str, value: int, *slots) -> int:
+        """``spad rd|wr|rw = value`` (with ``slots`` doing work in the same instruction)."""
+        if which not in _SPAD_SEL:
+            raise AsmError(f"spad pointer must be rd, wr or rw, got {which!r}")
+        return self._instr(slots, ("spad", which, int(value)))
 
     def text(self, src: str) -> None:
         """Append assembly text (whole statements; a loop may open in one call and close
@@ -1635,14 +1704,21 @@ def _group_text(g, f, cx) -> tuple[str | None, set]:
         v = f.get("hin", 0)
         if v not in (HostDir.ROW, HostDir.COL):
             return None, set()
-        return ("rin " if f.get("rin") else "hin ") + HostDir(v).name.lower(), {"hin", "rin"}
+        if f.get("rin") and f.get("sin"):
+            return None, set()
+        src = "sin " if f.get("sin") else "rin " if f.get("rin") else "hin "
+        return src + HostDir(v).name.lower(), {"hin", "rin", "sin"}
     if g == "hout":
         v = f.get("hout", 0)
         if v not in (HostDir.ROW, HostDir.COL):
             return None, set()
+        if f.get("rout") and f.get("sout"):
+            return None, set()
         if f.get("rout") and not f.get("hlast"):
             return f"rout {HostDir(v).name.lower()}", {"hout", "rout"}
-        if f.get("rout"):
+        if f.get("sout") and not f.get("hlast"):
+            return f"sout {HostDir(v).name.lower()}", {"hout", "sout"}
+        if f.get("rout") or f.get("sout"):
             return None, set()
         return f"hout {HostDir(v).name.lower()}" + (" last" if f.get("hlast") else ""), {"hout", "hlast"}
     raise ValueError(g)
@@ -1670,6 +1746,8 @@ def _slot_text(s: Slot) -> str:
             return f"agu g{s.ctl[1]} = {s.ctl[2]}"
         if k == "agu_stride":
             return f"agu g{s.ctl[1]} stride {s.ctl[2]} = {s.ctl[3]}"
+        if k == "spad":
+            return f"spad {s.ctl[1]} = {s.ctl[2]}"
         return " ".join(str(x) for x in s.ctl)
     if s.kind == "raw":
         return "raw " + " ".join(f"{k}={v}" for k, v in s.fields.items())
@@ -1802,6 +1880,11 @@ def _instr_text(ins, cx, level_names, loops, levels, pc) -> str:
         claimed |= {"target"}
     elif op == SeqOp.HALT:
         ctl = "halt"
+    elif op == SeqOp.SPAD_PTR and cfg.spad_kib and ins.lvl in (1, 2, 3) \
+            and ((ins.target << cfg.loop_bits) | ins.imm) < cfg.spad_depth:
+        which = {v: k for k, v in _SPAD_SEL.items()}[ins.lvl]
+        ctl = f"spad {which} = {(ins.target << cfg.loop_bits) | ins.imm}"
+        claimed |= {"lvl", "target", "imm"}
     elif op != SeqOp.NEXT:
         raise AsmError(f"address {pc}: sequencer op {op} has no assembly form")
     rest = {k: v for k, v in f.items() if k not in claimed}

@@ -17,7 +17,8 @@ from amaranth.lib import data
 
 from pe.microop import MicroOp, uop_fields, uop_layout
 
-__all__ = ["SeqOp", "HostDir", "ctl_layout", "instr_layout", "Instruction", "AGU_FIELDS"]
+__all__ = ["SeqOp", "HostDir", "ctl_layout", "instr_layout", "Instruction", "AGU_FIELDS", "SPAD_RD", "SPAD_WR",
+           "spad_ptr_value"]
 
 #: micro-op offset fields an address generator can be added to, in ctl order
 AGU_FIELDS = ("ra", "rb", "wa", "wb")
@@ -30,6 +31,14 @@ class SeqOp(enum.IntEnum):
     AGU_STRIDE = 3  #: stride of AGU ``agu`` for loop level ``lvl`` = imm
     JUMP = 4        #: next pc = target
     HALT = 5        #: stop after this instruction; drain the PE pipelines; report done
+    #: (cores with a scratchpad only; otherwise op 6 acts as ``NEXT``) set the scratchpad
+    #: read pointer (``lvl`` bit 0) and / or write pointer (``lvl`` bit 1) to
+    #: ``imm | target << loop_bits`` (mod ``spad_depth``), from the next instruction on
+    SPAD_PTR = 6
+
+
+#: ``lvl`` bits of a ``SPAD_PTR`` instruction
+SPAD_RD, SPAD_WR = 1, 2
 
 
 class HostDir(enum.IntEnum):
@@ -39,7 +48,7 @@ class HostDir(enum.IntEnum):
 
 
 @lru_cache(maxsize=None)
-def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int) -> data.StructLayout:
+def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bool = False) -> data.StructLayout:
     lvl_bits = max(1, (n_loops - 1).bit_length())
     agu_bits = max(1, (n_agus - 1).bit_length())
     sel_bits = n_agus.bit_length()  # 0 = none, 1..n_agus = AGU index + 1
@@ -52,17 +61,30 @@ def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int) -> data.
     }
     for f in AGU_FIELDS:
         fields[f"ag_{f}"] = sel_bits
+    if spad:
+        # cores with a scratchpad (cfg.spad_kib > 0): 1: the hin beat comes from the
+        # scratchpad (read pointer) / the hout beat is written to it (write pointer);
+        # they take precedence over rin / rout
+        fields["sin"] = 1
+        fields["sout"] = 1
     return data.StructLayout(fields)
 
 
 def _key(cfg):
-    return (cfg.pc_bits, cfg.loop_bits, cfg.n_loops, cfg.n_agus, cfg.addr_bits, cfg.sel_bits)
+    return (cfg.pc_bits, cfg.loop_bits, cfg.n_loops, cfg.n_agus, cfg.addr_bits, cfg.sel_bits, cfg.spad_kib > 0)
+
+
+def spad_ptr_value(imm: int, target: int, cfg) -> int:
+    """The pointer value a ``SPAD_PTR`` instruction sets: ``imm | target << loop_bits``
+    modulo ``cfg.spad_depth`` (``imm`` taken as its ``loop_bits``-bit pattern)."""
+    v = (imm & ((1 << cfg.loop_bits) - 1)) | (target << cfg.loop_bits)
+    return v & (cfg.spad_depth - 1)
 
 
 @lru_cache(maxsize=None)
-def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits) -> data.StructLayout:
+def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad=False) -> data.StructLayout:
     return data.StructLayout({
-        "ctl": ctl_layout(pc_bits, loop_bits, n_loops, n_agus),
+        "ctl": ctl_layout(pc_bits, loop_bits, n_loops, n_agus, spad),
         "uop": uop_layout(addr_bits, sel_bits),
     })
 

@@ -9,15 +9,22 @@ Both are zero-overhead hardware loops over the words (one AGU walks the addresse
 
 Cycle cost of each: ``nr * L`` instructions for ``L`` words per PE (plus one setup
 instruction per column for the loop and AGU).
+
+Cores with a scratchpad (``cfg.spad_kib > 0``): the same loops move PE memory from / to
+the scratchpad instead of the host (``emit_load(..., source="spad")``,
+``emit_unload(..., dest="spad")``: the beats are the same, read / written at consecutive
+scratchpad addresses), and :func:`emit_spad_fill` / :func:`emit_spad_drain` copy host
+beats into the scratchpad and back (one beat per instruction).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, wra, wrb
+from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 
-__all__ = ["emit_load", "emit_unload", "load_beats_for", "decode_unload", "TransferError"]
+__all__ = ["emit_load", "emit_unload", "load_beats_for", "decode_unload", "TransferError",
+           "emit_spad_fill", "emit_spad_drain"]
 
 
 class TransferError(ValueError):
@@ -39,19 +46,36 @@ def _check(cfg, bank, base, n):
         raise TransferError(f"{n} words exceed the loop trip-count range ({(1 << cfg.loop_bits) - 1})")
 
 
-def emit_load(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g0", loop: str = "xfer") -> None:
+def _check_spad(cfg, base, n):
+    if not cfg.spad_kib:
+        raise TransferError("this configuration has no scratchpad (cfg.spad_kib = 0)")
+    if n < 1 or base < 0 or base + n > cfg.spad_depth:
+        raise TransferError(f"{n} beats at address {base} do not fit the scratchpad ({cfg.spad_depth} beats)")
+
+
+def emit_load(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g0", loop: str = "xfer",
+              source: str = "host", spad_addr: int = 0) -> None:
     """Emit a loop nest that writes ``n`` host words per PE into ``bank[base:base+n]``.
 
-    Consumes ``nr * n`` input beats in the order produced by :func:`load_beats_for`.
+    Consumes ``nr * n`` input beats in the order produced by :func:`load_beats_for`,
+    from the host (``source="host"``) or from the scratchpad (``"spad"``: the beats at
+    ``spad_addr .. spad_addr + nr*n - 1``; the read pointer is set here).
     Uses AGU ``agu`` (base and stride are set here) and AR 0 (must be 0).
     """
     _check(cfg, bank, base, n)
+    if source not in ("host", "spad"):
+        raise TransferError(f"source must be 'host' or 'spad', got {source!r}")
     wr = wra if bank == "a" else wrb
+    src = hin
+    if source == "spad":
+        _check_spad(cfg, spad_addr, cfg.nr * n)
+        b.spad("rd", spad_addr)
+        src = sin
     b.agu_base(agu, base)
     for k in range(cfg.nr):
         b.agu_stride(agu, f"{loop}{k}", 1)
         with b.loop(f"{loop}{k}", n):
-            b.emit(hin("row"), pred("col", k), wr("row", 0, 0, agu=agu))
+            b.emit(src("row"), pred("col", k), wr("row", 0, 0, agu=agu))
 
 
 def load_beats_for(cfg, local: np.ndarray) -> list[int]:
@@ -71,12 +95,25 @@ def load_beats_for(cfg, local: np.ndarray) -> list[int]:
 
 
 def emit_unload(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g1", loop: str = "yfer",
-                last: bool = True) -> None:
+                last: bool = True, dest: str = "host", spad_addr: int = 0) -> None:
     """Emit a loop nest that sends ``bank[base:base+n]`` of every PE to the host
-    (``nr * n`` beats, decoded by :func:`decode_unload`). Only the driving PE reads."""
+    (``nr * n`` beats, decoded by :func:`decode_unload`). Only the driving PE reads.
+    ``dest="spad"`` writes the same beats to the scratchpad at ``spad_addr ..
+    spad_addr + nr*n - 1`` instead (the write pointer is set here; no ``last``)."""
     _check(cfg, bank, base, n)
     rd = rda if bank == "a" else rdb
     src = "mema" if bank == "a" else "memb"
+    if dest not in ("host", "spad"):
+        raise TransferError(f"dest must be 'host' or 'spad', got {dest!r}")
+    if dest == "spad":
+        _check_spad(cfg, spad_addr, cfg.nr * n)
+        b.spad("wr", spad_addr)
+        b.agu_base(agu, base)
+        for k in range(cfg.nr):
+            b.agu_stride(agu, f"{loop}{k}", 1)
+            with b.loop(f"{loop}{k}", n):
+                b.emit(rd(0, 0, agu=agu, gate="cdrv"), cdrv(src, row=k), sout("col"))
+        return
     b.agu_base(agu, base)
     for k in range(cfg.nr):
         b.agu_stride(agu, f"{loop}{k}", 1)
@@ -106,3 +143,32 @@ def decode_unload(cfg, beats, n: int) -> np.ndarray:
             for c in range(nr):
                 out[k, c, a] = (beat >> (c * w)) & m
     return out
+
+
+def _chunks(cfg, n):
+    step = (1 << cfg.loop_bits) - 1
+    return [(i, min(step, n - i)) for i in range(0, n, step)]
+
+
+def emit_spad_fill(b: Builder, cfg, base: int, n: int, loop: str = "sfill") -> None:
+    """Emit a program fragment that copies the next ``n`` host input beats to scratchpad
+    addresses ``base .. base + n - 1`` (``hin row | sout row``: a beat goes through
+    unchanged, lane ``i`` over row bus ``i``). One instruction per beat plus the pointer."""
+    _check_spad(cfg, base, n)
+    b.spad("wr", base)
+    for i, (_, m) in enumerate(_chunks(cfg, n)):
+        with b.loop(f"{loop}{i}", m):
+            b.emit(hin("row"), sout("row"))
+
+
+def emit_spad_drain(b: Builder, cfg, base: int, n: int, last: bool = True, loop: str = "sdrain") -> None:
+    """Emit a program fragment that sends scratchpad beats ``base .. base + n - 1`` to the
+    host (``sin row | hout row``), ``tlast`` on the final beat when ``last``."""
+    _check_spad(cfg, base, n)
+    b.spad("rd", base)
+    body = n - 1 if last else n
+    for i, (_, m) in enumerate(_chunks(cfg, body) if body else []):
+        with b.loop(f"{loop}{i}", m):
+            b.emit(sin("row"), hout("row"))
+    if last:
+        b.emit(sin("row"), hout("row", last=True))

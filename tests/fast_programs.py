@@ -85,10 +85,25 @@ def random_state(cfg, rng: random.Random) -> dict:
             "ar": ar, "stride": stride}
 
 
+def random_spad(cfg, rng: random.Random, n: int = 32) -> np.ndarray:
+    """Random contents of the first ``n`` scratchpad beats, ``[spad_depth, nr]``."""
+    sp = np.zeros((cfg.spad_depth, cfg.nr), cfg.fmt.np_uint)
+    for a in range(min(n, cfg.spad_depth)):
+        sp[a] = [random_value(rng, cfg.fmt) for _ in range(cfg.nr)]
+    return sp
+
+
 def preload(model, state: dict) -> None:
-    """Put ``state`` into a :class:`~sim.fast_model.FastModel` or a CoreModel."""
+    """Put ``state`` into a :class:`~sim.fast_model.FastModel` or a CoreModel (``state``
+    may hold ``spad``, the scratchpad as ``[spad_depth, nr]`` lanes)."""
     from sim.fast_model import FastModel
 
+    if "spad" in state:
+        if isinstance(model, FastModel):
+            model.state.spad[:] = state["spad"]
+        else:
+            w = model.cfg.fmt.width
+            model.spad = [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in state["spad"]]
     if isinstance(model, FastModel):
         st = model.state
         st.rf[:] = state["rf"]
@@ -283,13 +298,19 @@ class _Gen:
         for fld in AGU_FIELDS:
             if r.random() < 0.35:
                 ctl[f"ag_{fld}"] = r.randint(1, self.cfg.n_agus)
+        if self.spad:
+            host_p *= 2     # scratchpad programs: more stream slots, half of them sin / sout
         if r.random() < host_p:
             ctl["hin"] = r.randint(1, 2)
-            if self.ring and r.random() < 0.4:
+            if self.spad and r.random() < 0.5:
+                ctl["sin"] = 1
+            elif self.ring and r.random() < 0.4:
                 ctl["rin"] = 1
         if r.random() < host_p:
             ctl["hout"] = r.randint(1, 2)
-            if self.ring and r.random() < 0.4:
+            if self.spad and r.random() < 0.5:
+                ctl["sout"] = 1
+            elif self.ring and r.random() < 0.4:
                 ctl["rout"] = 1
             else:
                 ctl["hlast"] = r.randint(0, 1)
@@ -311,6 +332,9 @@ class _Gen:
         elif x < 0.2:
             ctl.update(op=SeqOp.AGU_STRIDE, agu=r.randrange(self.cfg.n_agus), lvl=r.randrange(self.cfg.n_loops),
                        imm=r.choice([1, 1, 2, 3, 4, self.am]))
+        elif self.spad and x < 0.3:
+            # scratchpad pointers: a few addresses, so reads meet earlier writes
+            ctl.update(op=SeqOp.SPAD_PTR, lvl=r.randint(1, 3), imm=r.randrange(min(16, self.cfg.spad_depth)))
         self.prog.append(Instruction(self.uop(in_loop), **ctl))
 
     def kernel_body(self, level, weight):
@@ -408,10 +432,14 @@ class _Gen:
 
 
 def random_case(cfg, seed: int, *, style: str | None = None, max_issued: int = 300, chaos: bool | None = None,
-                max_len: int | None = None, ring: bool = False) -> Case:
+                max_len: int | None = None, ring: bool = False, spad: bool = False) -> Case:
     """A seeded random job (see the module doc). ``style`` None: chosen by the seed.
     ``ring``: some stream slots are ring slots (``rin`` / ``rout``; a lone core's ring
-    input then comes from :attr:`Case.ring`)."""
+    input then comes from :attr:`Case.ring`). ``spad`` (a configuration with a
+    scratchpad): more stream slots, half of them scratchpad slots (``sin`` / ``sout``),
+    pointer settings among the plain instructions, and random scratchpad contents in
+    :attr:`Case.state` (``spad``). Without ``spad`` the programs are the same as before
+    the scratchpad existed (the random draws are unchanged)."""
     rng = random.Random(seed)
     style = style or rng.choice(STYLES)
     chaos = (rng.random() < 0.15) if chaos is None else chaos
@@ -419,6 +447,9 @@ def random_case(cfg, seed: int, *, style: str | None = None, max_issued: int = 3
     model = SequencerModel(cfg)
     gen = _Gen(cfg, rng, style, chaos)
     gen.ring = ring
+    if spad and not cfg.spad_kib:
+        raise ValueError("spad=True needs a configuration with a scratchpad (cfg.spad_kib > 0)")
+    gen.spad = spad
     for _ in range(200):
         prog = gen.generate(max_len, budget=max(8, max_issued // 4))
         model.mem = [0] * cfg.ucode_depth
@@ -440,9 +471,12 @@ def random_case(cfg, seed: int, *, style: str | None = None, max_issued: int = 3
                 out.append(beat)
             return out
 
-        data = beats(sum(1 for i in issued if i.hin and not i.rin))
+        data = beats(sum(1 for i in issued if i.hin and not i.rin and not i.sin))
         ring_data = beats(sum(1 for i in issued if i.hin and i.rin))
         state = random_state(cfg, rng)
-        return Case(seed, style, words, data, state, len(issued), {"chaos": chaos, "len": len(words), "ring": ring},
-                    ring_data)
+        meta = {"chaos": chaos, "len": len(words), "ring": ring}
+        if spad:
+            state["spad"] = random_spad(cfg, rng)
+            meta["spad"] = True
+        return Case(seed, style, words, data, state, len(issued), meta, ring_data)
     raise RuntimeError(f"could not generate a terminating program (seed {seed})")
