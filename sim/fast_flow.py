@@ -1492,12 +1492,15 @@ class Compiler:
 # -----------------------------------------------------------------------------------------
 #: compiled plans per configuration (process-wide, LRU)
 _PLANS: dict = {}
+#: bytes of the plans in each cache of _PLANS (by id)
+_PLAN_BYTES: dict = {}
 
 
 def clear_plan_cache() -> None:
     """Forget every compiled plan (benchmarks of cold runs)."""
     for c in _PLANS.values():
         c.clear()
+    _PLAN_BYTES.clear()
 
 
 class FlowRunner:
@@ -1505,7 +1508,7 @@ class FlowRunner:
     engine (compiled plans, cached), falling back to the per-cycle engine for regions
     it rejects."""
 
-    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 4096, verify: bool = False,
+    def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 1 << 16, verify: bool = False,
                  cache_bytes: int = 1 << 29):
         self.m = model
         self.max_elems = max_elems
@@ -1656,7 +1659,12 @@ class FlowRunner:
                    for e in st.ap)
         s1 = (None if st.s1.nop else (st.s1.key, st.s1_pred.tobytes(),
                                         b"".join(np.asarray(a).tobytes() for a in st.s1_addr)))
-        return (self.m.program_key, allpcs[x:y].tobytes(), offs[x:y].tobytes(), st.ar.tobytes(),
+        # the microcode words the region executes (not the whole image: cores whose images
+        # differ elsewhere share the plans of their common code)
+        pcs = allpcs[x:y]
+        mem = self.m.seq.mem
+        used = np.unique(pcs[pcs < len(mem)]).tolist()
+        return (tuple(mem[i] for i in used), pcs.tobytes(), offs[x:y].tobytes(), st.ar.tobytes(),
                 st.stride.tobytes(), s1,
                 st.op_hin, st.op_hout, st.op_hlast, mp, ap)
 
@@ -1671,10 +1679,11 @@ class FlowRunner:
             except FlowFail as e:
                 plan = e
             self.cache[key] = plan
-            total = sum(getattr(p, "nbytes", 0) for p in self.cache.values())
-            while len(self.cache) > 1 and (len(self.cache) > self.cache_size or total > self.cache_bytes):
+            size = _PLAN_BYTES.get(id(self.cache), 0) + getattr(plan, "nbytes", 0)
+            while len(self.cache) > 1 and (len(self.cache) > self.cache_size or size > self.cache_bytes):
                 _, old = self.cache.popitem(last=False)
-                total -= getattr(old, "nbytes", 0)
+                size -= getattr(old, "nbytes", 0)
+            _PLAN_BYTES[id(self.cache)] = size
             self.stats["plans_compiled"] += 1
         else:
             self.cache.move_to_end(key)

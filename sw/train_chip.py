@@ -586,18 +586,28 @@ def _check(cfg, mlp, P, N):
             raise TrainCompileError(f"layer {l}: the backward reduce-scatter of {P[l - 1]}-row panels: {e}") from None
 
 
-def _op_size(cfg, ops) -> int:
-    return len(_build_ops(replace_depth(cfg), ops)[0])
+def _varies(ops) -> bool:
+    """Whether these ops assemble differently on different cores (the broadcast's waits)."""
+    return any(op.name.startswith("bcast") for op in ops)
 
 
 def _split(cfg, per_core_ops: list) -> list:
     """Greedy split of a part's ops into programs that fit the microcode on every core:
-    ``[(i, j)]`` op ranges (each becomes its own chip RUN)."""
+    ``[(i, j)]`` op ranges (each becomes its own chip RUN). A program's size is the sum of
+    its ops' words, its gap NOPs and the HALT; the broadcast's size depends on the core's
+    hop distance only through its folded waits (cores 0, 1 and ``c - 1`` cover every
+    case)."""
+    c = cfg.cores
+    big = replace_depth(cfg)
+    reps = sorted({0, 1 % c, c - 1})
     n = len(per_core_ops[0])
+    words = [[len(_build_ops(big, [op])[0]) - 1 if (k == 0 or _varies([op])) else None
+              for op in per_core_ops[k]] for k in reps]
+    words = [[w if w is not None else words[0][i] for i, w in enumerate(row)] for row in words]
 
     def size(i, j):
-        varies = any(op.name.startswith("bcast") for op in per_core_ops[0][i:j])
-        return max(_op_size(cfg, ops[i:j]) for ops in (per_core_ops if varies else per_core_ops[:1]))
+        gaps = sum(_gaps(cfg, per_core_ops[0][i:j]))
+        return max(sum(row[i:j]) for row in words) + gaps + 1
 
     out, i = [], 0
     while i < n:
@@ -614,23 +624,28 @@ def _split(cfg, per_core_ops: list) -> list:
 
 def _place_parts(cfg, per_core_ops: dict) -> tuple:
     """Split each part into programs that fit the microcode, assemble them for every core
-    and pad each to the longest core's size so every core has it at the same origin; one
-    image when all programs fit together, else one per program (reloaded per RUN)."""
+    (once when no op depends on the core) and pad each to the longest core's size so
+    every core has it at the same origin; one image when all programs fit together, else
+    one per program (reloaded per RUN)."""
+    c = cfg.cores
     progs = []
     for nm, pco in per_core_ops.items():
         rng = _split(cfg, pco)
         for q, (i, j) in enumerate(rng):
             progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
-    sizes = [max(_op_size(cfg, ops) for ops in pco) for _, _, pco in progs]
+    big = replace_depth(cfg)
+    sizes = [max(len(_build_ops(big, pco[k])[0]) for k in (sorted({0, 1 % c, c - 1}) if _varies(pco[0]) else [0]))
+             for _, _, pco in progs]
     together = sum(sizes) <= cfg.ucode_depth
     parts, images, org = {}, [], 0
     for (nm, sub, pco), size in zip(progs, sizes):
         if not together or not images:
             org = 0
-            images.append([[] for _ in range(cfg.cores)])
+            images.append([[] for _ in range(c)])
         ins = set()
+        shared = None if _varies(pco[0]) else _build_ops(cfg, pco[0], origin=org)
         for k, ops in enumerate(pco):
-            w, n = _build_ops(cfg, ops, origin=org)
+            w, n = shared or _build_ops(cfg, ops, origin=org)
             images[-1][k].extend(w + [0] * (size - len(w)))
             ins.add(n)
         assert len(ins) == 1, f"program {sub}: cores issue different instruction counts {ins}"
