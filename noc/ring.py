@@ -57,7 +57,7 @@ __all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
            "golden_reduce_scatter", "align", "AG_MIN_STREAM", "fill_diag_program", "read_diag_program",
            "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
            "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
-           "reduce_scatter_vec_check"]
+           "reduce_scatter_vec_check", "rsv_chunk"]
 
 #: all-gather segments of at least this many beats run as one continuous stream (a
 #: forwarded beat is read back from SRAM at least 2 cycles after it was written)
@@ -454,16 +454,29 @@ def _rsv_timing(cfg, s: int) -> tuple[int, int, int]:
     return a0, a0 + max(s, cfg.fpu_latency - 1), max(s + 3, cfg.fpu_latency + 2)
 
 
+def rsv_chunk(cfg) -> int:
+    """Most beats per segment one register reduce-scatter pass handles: ``2 r``
+    registers, and the ``r - 3`` beats step 0 leaves waiting in the ring FIFO."""
+    return max(1, min(cfg.n_regs // 2, cfg.ring_fifo_depth - 1))
+
+
 def reduce_scatter_vec_check(cfg, s: int) -> None:
     """Raise :class:`RingError` unless :func:`reduce_scatter_vec_lines` supports ``s``."""
     if s < 1:
         raise RingError(f"reduce-scatter segments need at least one beat, got {s}")
-    if 2 * s > cfg.n_regs:
-        raise RingError(f"a register reduce-scatter of {s}-beat segments needs {2 * s} registers, the PE has "
-                        f"n_regs={cfg.n_regs}")
-    if max(3, s) - 3 > cfg.ring_fifo_depth - 4:
-        raise RingError(f"a register reduce-scatter of {s}-beat segments lets {s - 3} beats wait in the ring "
-                        f"FIFO; ring_fifo_depth={cfg.ring_fifo_depth} absorbs {cfg.ring_fifo_depth - 4}")
+    if cfg.n_regs < 2:
+        raise RingError(f"a register reduce-scatter needs 2 registers, the PE has n_regs={cfg.n_regs}")
+
+
+def _chunks(cfg, s: int) -> list[tuple[int, int]]:
+    r = rsv_chunk(cfg)
+    n = -(-s // r)
+    sizes = [s // n + (1 if i < s % n else 0) for i in range(n)]
+    out, off = [], 0
+    for z in sizes:
+        out.append((off, z))
+        off += z
+    return out
 
 
 def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
@@ -475,17 +488,29 @@ def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
     partial from SRAM in step 0, after that the sum it formed in registers in step
     ``t - 1``) while it adds the incoming beats of segment ``(k - 2 - t) mod c`` to its
     own partial into registers (``add r = col + mem``, two register sets alternating by
-    step); the last step adds with an FMA writing the total back into SRAM. Order of the
-    additions: that of :func:`golden_reduce_scatter`. :func:`reduce_scatter_vec_slots`
-    slots; needs ``2 s`` registers (``r0 ..``)."""
+    step); the last step adds with an FMA writing the total back into SRAM. Segments
+    longer than :func:`rsv_chunk` beats run as several passes over chunks of them.
+    Order of the additions: that of :func:`golden_reduce_scatter`.
+    :func:`reduce_scatter_vec_slots` slots; uses registers ``r0 ..``."""
     _need_chip(cfg)
     reduce_scatter_vec_check(cfg, s)
+    _check_bank(cfg, bank, base, cfg.cores * s, "reduce-scatter")
+    lines = []
+    for off, z in _chunks(cfg, s):
+        lines += _rsv_pass(cfg, z, s, bank, base + off)
+    return lines
+
+
+def _rsv_pass(cfg, s: int, stride: int, bank: str, base: int) -> list[str]:
+    """One pass: ``c`` segments of ``s`` beats at ``base + t stride``."""
     c = cfg.cores
-    _check_bank(cfg, bank, base, c * s, "reduce-scatter")
     a0, p0, p = _rsv_timing(cfg, s)
-    # ar1: the step-0 send (segment k - 1 at base + s); ar2: the adds (segment k - 2 - t at
-    # base + (t + 2) s, wrapping to base for the last step)
-    lines = _setup([(1, base + s), (2, base if c == 2 else base + 2 * s)])
+
+    def seg(t):                                 # address of the step-t add's segment
+        return base + ((t + 2) % c) * stride
+
+    # ar1: the step-0 send (segment k - 1 at base + stride); ar2: the adds, set per step
+    lines = _setup([(1, base + stride), (2, seg(0))])
     for t in range(c - 1):
         last = t == c - 2
         first_add = a0 if t == 0 else 3
@@ -494,8 +519,8 @@ def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
             parts = []
             if q < s:
                 parts.append(_send(bank, 1) if t == 0 else f"rdrv r{((t - 1) % 2) * s + q} @diag=0 | rout row")
-            if last and c > 2 and q == 0:
-                parts.append(f"ar2 = {base}")
+            if t > 0 and q == 0 and seg(t) != seg(t - 1) + s:
+                parts.append(f"ar2 = {seg(t)}")
             j = q - first_add
             if 0 <= j < s:
                 rd = f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0"
@@ -506,10 +531,10 @@ def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
 
 
 def reduce_scatter_vec_slots(cfg, s: int) -> int:
-    """Slots of :func:`reduce_scatter_vec_lines`: setup, step 0, the middle steps, and the
-    last step up to its last add (``2 s`` slots for ``c = 2``)."""
-    a0, p0, p = _rsv_timing(cfg, s)
-    c = cfg.cores
-    if c == 2:
-        return 4 + a0 + s
-    return 4 + p0 + (c - 3) * p + 3 + s
+    """Slots of :func:`reduce_scatter_vec_lines`: per pass its setup, step 0, the middle
+    steps, and the last step up to its last add."""
+    c, tot = cfg.cores, 0
+    for _, z in _chunks(cfg, s):
+        a0, p0, p = _rsv_timing(cfg, z)
+        tot += 4 + (a0 + z if c == 2 else p0 + (c - 3) * p + 3 + z)
+    return tot

@@ -68,8 +68,9 @@ def _host_traffic(cfg, images, start) -> tuple[int, int]:
         seq.load(img, 0)
         hin = hout = False
         for i in seq.iter_run(start):
-            hin |= bool(i.hin and not i.rin)
-            hout |= bool(i.hout and not i.rout)
+            # a stream slot flagged for the ring or the scratchpad is not host traffic
+            hin |= bool(i.hin and not i.rin and not getattr(i, "sin", 0))
+            hout |= bool(i.hout and not i.rout and not getattr(i, "sout", 0))
         n_in += hin
         n_out += hout
     return n_in, n_out

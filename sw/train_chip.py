@@ -545,6 +545,45 @@ class ChipSGDProgram:
                 data.append(dk)
             session.run(imgs, data, f"init{start}")
 
+    def unload_weights_phases(self) -> list:
+        """Host phases unloading every weight panel: per layer ``(images, name)`` (one
+        image per core); decode the phases' results with :meth:`decode_weights`."""
+        from sw.transfer import emit_unload
+
+        cfg = self.cfg
+        out = []
+        for l in range(self.mlp.n_layers):
+            reg, n = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
+            b = Builder(cfg)
+            emit_unload(b, cfg, reg.bank, reg.base, n, loop="uw")
+            b.halt()
+            out.append(([b.build().words()] * cfg.cores, f"unload-W{l}"))
+        return out
+
+    def decode_weights(self, results, padded: bool = False) -> list:
+        """Global weights from the per-core results (objects with ``.data``: the output
+        beats) of each :meth:`unload_weights_phases` phase."""
+        from sw.transfer import decode_unload
+
+        cfg, c = self.cfg, self.cfg.cores
+        out = []
+        for l, per_core in enumerate(results):
+            n = self.alloc.items[f"W{l}"].words
+            G = np.zeros((c * self.P[l], self.N[l]), dtype=cfg.fmt.np_uint)
+            for k in range(c):
+                panel = unpack_matrix(decode_unload(cfg, per_core[k].data, n), self.P[l], self.N[l])
+                self._place_panel(G, l, k, panel)
+            m, nn = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :nn])
+        return out
+
+    def _place_panel(self, G, l, k, panel):
+        rows = slice(k * self.P[l], (k + 1) * self.P[l])
+        if l >= 1:
+            G[rows, column_order(self.cfg, k, self.P[l - 1])] = panel
+        else:
+            G[rows] = panel
+
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns;
         ``padded``: the ``(c p_l, N_l)`` arrays, padding rows included)."""
@@ -555,12 +594,7 @@ class ChipSGDProgram:
             G = np.zeros((c * self.P[l], self.N[l]), dtype=cfg.fmt.np_uint)
             for k in range(c):
                 local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
-                panel = unpack_matrix(local, self.P[l], self.N[l])
-                rows = slice(k * self.P[l], (k + 1) * self.P[l])
-                if l >= 1:
-                    G[rows, column_order(cfg, k, self.P[l - 1])] = panel
-                else:
-                    G[rows] = panel
+                self._place_panel(G, l, k, unpack_matrix(local, self.P[l], self.N[l]))
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
         return out

@@ -1,0 +1,195 @@
+"""SGD across the cores of a chip (sw/train_chip.py): bit-exact against the golden trainer
+(sw/golden_train_chip.py) on both chip engines and the RTL, cycles as predicted, the
+register reduce-scatter on its own, errors."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import SIM_PARAMS, require_sim
+from test_ring import diag_read, diag_write
+from rtl.config import PRESETS
+from sw.golden_train import Float64SGD
+from sw.golden_train_chip import GoldenChipSGD
+from sw.mlp import MLP
+from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, init_weights
+from sw.train_chip import ChipSession, column_order, compile_chip_sgd, panel_rows
+
+TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
+
+
+def _seed():
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    return seed
+
+
+def _eq(got, want, what):
+    for l, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape, (what, l, g.shape, w.shape)
+        bad = np.argwhere(g != w)
+        assert bad.size == 0, f"{what}, W{l}: {len(bad)} mismatches, first at {bad[0].tolist()}"
+
+
+def _sample(rng, mlp):
+    x = rng.uniform(-1, 1, mlp.n_in)
+    return x, (rng.uniform(-1, 1, mlp.n_out) if mlp.loss == "mse" else int(rng.integers(mlp.n_out)))
+
+
+def run_and_check(cfg, mlp, steps, backend, seed, record=False):
+    rng = np.random.default_rng(seed)
+    tp = compile_chip_sgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, backend, record=record)
+    tp.init(sess, W0)
+    gold = GoldenChipSGD(cfg, mlp, W0)
+    _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
+    results = []
+    for k in range(steps):
+        x, t = _sample(rng, mlp)
+        r = tp.run_step(sess, x, t)          # checks each chip RUN's cycles, conflicts and stalls
+        g = gold.step(x, t)
+        assert r.loss == g["loss"] and np.array_equal(r.output, g["output"]), (k, r.loss, g["loss"])
+        _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), f"step {k}")
+        assert r.cycles + r.host_cycles == tp.step_cycles()
+        results.append(r)
+    return tp, sess, gold, results
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+@pytest.mark.parametrize("cfg,sizes", [(TINY, (5, 6, 3)), (TINY, (7, 9, 4, 3)), (SMALL, (20, 30, 17, 5))],
+                         ids=["tiny-2layer", "tiny-3layer", "small-3layer"])
+def test_chip_sgd_matches_golden(cfg, sizes, loss, backend):
+    run_and_check(cfg, MLP(sizes, loss, 0.05), 3, backend, _seed())
+
+
+def test_chip_sgd_engines_agree_counter_for_counter():
+    """The fast chip engine and the per-cycle chip model: same counters on every core."""
+    seed = _seed()
+    mlp = MLP((12, 10, 6), "softmax_ce", 0.05)
+    a = run_and_check(SMALL, mlp, 2, "fast", seed)[3]
+    b = run_and_check(SMALL, mlp, 2, "model", seed)[3]
+    for ra, rb in zip(a, b):
+        assert ra.core_counters == rb.core_counters
+        assert ra.phases == rb.phases
+
+
+def test_chip_sgd_binary32_and_more_cores():
+    cfg = replace(SMALL, fmt="binary32", cores=6)
+    run_and_check(cfg, MLP((9, 30, 7), "mse", 0.05), 2, "fast", _seed())
+
+
+def test_chip_sgd_predict_and_layout():
+    seed = _seed()
+    cfg, mlp = SMALL, MLP((20, 30, 17, 5), "softmax_ce", 0.05)
+    tp, sess, gold, _ = run_and_check(cfg, mlp, 1, "fast", seed)
+    x = np.random.default_rng(seed).uniform(-1, 1, mlp.n_in)
+    assert np.array_equal(tp.predict(sess, x), gold.predict(x))
+    # panels: 30 rows on 4 cores of 4x4 -> 8 rows each; the gathered order of core 1
+    assert tp.P == [8, 8, 4] and tp.N == [20, 32, 32]
+    assert panel_rows(cfg, 30) == 8
+    assert column_order(cfg, 1, 8).tolist()[:10] == [8, 9, 10, 11, 12, 13, 14, 15, 0, 1]
+    assert tp.out_cores == 2
+    assert "all-gather" in tp.describe() and "ag1" in tp.describe()
+
+
+def test_chip_sgd_learns_like_float64():
+    """200 steps on a learnable problem: the array's loss falls like float64 SGD's."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    mlp = MLP((8, 16, 4), "softmax_ce", 0.1)
+    cfg = SMALL
+    tp = compile_chip_sgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, "fast")
+    tp.init(sess, W0)
+    ref = Float64SGD(mlp, [cfg.fmt.to_float(np.asarray(w)) for w in W0])
+    centers = rng.uniform(-1, 1, (4, 8))
+    la, lr = [], []
+    for _ in range(200):
+        c = int(rng.integers(4))
+        x = centers[c] + 0.1 * rng.standard_normal(8)
+        la.append(tp.run_step(sess, x, c).loss)
+        lr.append(ref.step(x, c)["loss"])
+    a0, a1, r1 = np.mean(la[:40]), np.mean(la[-40:]), np.mean(lr[-40:])
+    print(f"loss {a0:.3f} -> {a1:.3f} (float64 {r1:.3f})")
+    assert a1 < 0.5 * a0 and a1 < r1 + 0.1
+
+
+def test_chip_sgd_errors():
+    with pytest.raises(TrainCompileError, match="needs a chip"):
+        compile_chip_sgd(PRESETS["small"], MLP((8, 8, 4), "mse", 0.1))
+    with pytest.raises(TrainCompileError, match="does not fit 2 cores of 2x2 PEs"):
+        compile_chip_sgd(TINY, MLP((300, 200, 4), "mse", 0.1))
+    with pytest.raises(TrainCompileError, match="batch 1"):
+        compile_chip_sgd(TINY, MLP((8, 8, 4), "mse", 0.1, batch=2))
+    with pytest.raises(TrainCompileError, match="zero"):
+        compile_chip_sgd(TINY, MLP((8, 8, 4), "mse", 1e-12))
+
+
+# -- the register reduce-scatter on its own ------------------------------------------------
+@pytest.mark.parametrize("engine", ["fast", "cycle"])
+@pytest.mark.parametrize("cfg,s", [(TINY, 1), (TINY, 4), (SMALL, 2), (SMALL, 5), (SMALL, 7), (SMALL, 16),
+                                   (replace(SMALL, cores=6), 3), (replace(TINY, n_regs=4), 5)])
+def test_reduce_scatter_vec(cfg, s, engine):
+    from noc.ring import reduce_scatter_vec_lines, reduce_scatter_vec_slots, ring_text
+    from pe.fp_golden import mac_bits
+    from sim.chip_model import ChipModel
+    from sw.asm import assemble
+
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    c, nr, fmt = cfg.cores, cfg.nr, cfg.fmt
+    base = 3
+    vals = [fmt.from_float(rng.uniform(-2, 2, (c * s, nr))).astype(fmt.np_uint) for _ in range(c)]
+    ch = ChipModel(cfg, engine)
+    lines = reduce_scatter_vec_lines(cfg, s, "b", base)
+    assert len(lines) == reduce_scatter_vec_slots(cfg, s)
+    ch.load(assemble(ring_text(cfg, lines) + "\nhalt", cfg).words())
+    for k in range(c):
+        diag_write(ch.core(k), "b", base, vals[k])
+    r = ch.run()
+    assert r.cycles == len(lines) + 1 + cfg.fpu_latency + 2
+    one = np.full(nr, int(fmt.from_float(np.array([1.0]))[0]), dtype=fmt.np_uint)
+    for k in range(c):
+        def seg(j, g):
+            t = (j - g) % c
+            return vals[j][t * s:(t + 1) * s]
+        acc = seg((k + 1) % c, k)
+        for h in range(2, c + 1):
+            acc = np.stack([mac_bits(fmt, acc[q], one, seg((k + h) % c, k)[q]) for q in range(s)])
+        got = diag_read(ch.core(k), "b", base, s, nr)
+        assert np.array_equal(got, acc), (k, got, acc)
+
+
+# -- RTL ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("sim", SIM_PARAMS)
+def test_chip_sgd_rtl(sim):
+    """Two MSE steps and one softmax step of a 2-core chip of 2 x 2 PEs, recorded on the
+    per-cycle chip model and replayed on the RTL (every beat and counter compared per
+    core); the weights read back from the RTL equal the golden trainer's."""
+    from sim.chip_run import ChipPhase, run_chip_session
+
+    require_sim(sim)
+    seed = _seed()
+    for loss, steps in (("mse", 2), ("softmax_ce", 1)):
+        mlp = MLP((5, 6, 3), loss, 0.125)
+        tp, sess, gold, results = run_and_check(TINY, mlp, steps, "model", seed, record=True)
+        un = tp.unload_weights_phases()
+        phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
+        res = run_chip_session(TINY, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}")
+        got = tp.decode_weights(res[-len(un):], padded=True)
+        _eq(got, gold.weights(padded=True), f"rtl {loss}")
+        # the step's chip RUNs: RTL counters == the model's, per core
+        names = [p.name for p in sess.phases]
+        for i, r in enumerate(results):
+            for name, kind, cyc in r.phases:
+                if kind == "chip":
+                    j = [q for q, n in enumerate(names) if n == name][i]
+                    assert max(c.counters["cycles"] for c in res[j]) == cyc
+        print(f"{sim} {loss}: {res[-1][0].info}")
