@@ -34,6 +34,7 @@ BENCHMARKS = {
     "train": "benchmarks.bench_train",
     "train_mb": "benchmarks.bench_train_mb",
     "ring": "benchmarks.bench_ring",
+    "train_chip": "benchmarks.bench_train_chip",
 }
 
 
