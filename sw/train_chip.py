@@ -57,7 +57,8 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats)
 
-__all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "panel_rows", "column_order", "ChipStepResult"]
+__all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "panel_rows", "column_order", "ChipStepResult",
+           "chip_step_report"]
 
 
 def panel_rows(cfg, m: int) -> int:
@@ -247,12 +248,12 @@ class ChipSession:
         from sim.chip_run import ChipPhase
 
         cfg, n = self.cfg, self.cfg.cores
-        load = any(self.loaded[k] != images[k] for k in range(n))
-        if load:
-            for k in range(n):
-                if self.loaded[k] != images[k]:
-                    self.model.load(images[k], 0, core=k)
-                    self.loaded[k] = list(images[k])
+        load = False
+        for k in range(n):
+            if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
+                self.model.load(images[k], 0, core=k)
+                load = True
+            self.loaded[k] = images[k]
         self.model.clear_counters()
         host = data is not None or active is not None
         if host:
@@ -297,6 +298,8 @@ class ChipSGDProgram:
     images: list                  #: per image, per core: words
     neg_lr: int
     meta: dict = field(default_factory=dict)
+    #: host phase -> (image, origin) of its programs (:meth:`_place_host`)
+    host_at: dict = field(default_factory=dict)
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -360,16 +363,44 @@ class ChipSGDProgram:
         return "\n".join(lines)
 
     # -- host programs ------------------------------------------------------------------
-    def _host_images(self, what: str) -> list:
-        """Per core the image of a host phase: ``in`` (x on core 0, t panels on the
-        output cores), ``in_x`` (x only), ``unload`` (z / d panels of the output cores),
-        ``g`` (gradient panels)."""
+    HOST_PHASES = ("in", "in_x", "unload", "g")
+
+    def _place_host(self) -> None:
+        """Put the host-phase programs into the microcode image after the chip programs
+        when they fit (no reload between phases), else into images of their own."""
+        cfg = self.cfg
+        progs = {w: self._host_programs(w, 0) for w in self.HOST_PHASES}
+        sizes = {w: max(len(x) for x in p) for w, p in progs.items()}
+        used = max(len(x) for x in self.images[-1])
+        self.host_at = {}
+        if len(self.images) == 1 and used + sum(sizes.values()) <= cfg.ucode_depth:
+            org = used
+            for w in self.HOST_PHASES:
+                ws = self._host_programs(w, org)
+                for k in range(cfg.cores):
+                    self.images[0][k].extend(ws[k] + [0] * (sizes[w] - len(ws[k])))
+                self.host_at[w] = (0, org)
+                org += sizes[w]
+        else:
+            for w in self.HOST_PHASES:
+                self.images.append(progs[w])
+                self.host_at[w] = (len(self.images) - 1, 0)
+
+    def _host_images(self, what: str) -> tuple:
+        """``(per-core images, start pc)`` of a host phase."""
+        i, org = self.host_at[what]
+        return self.images[i], org
+
+    def _host_programs(self, what: str, origin: int) -> list:
+        """Per core the program of a host phase at ``origin``: ``in`` (x on core 0, t
+        panels on the output cores), ``in_x`` (x only), ``unload`` (z / d panels of the
+        output cores), ``g`` (gradient panels)."""
         cfg, R = self.cfg, self.regions
         L = lambda n: local_len(n, cfg.nr)           # noqa: E731
         so = self.P[-1] // cfg.nr
         imgs = []
         for k in range(cfg.cores):
-            b = Builder(cfg)
+            b = Builder(cfg, origin=origin)
             out = k < self.out_cores
             if what in ("in", "in_x") and k == 0:
                 x = R["x"]
@@ -417,7 +448,8 @@ class ChipSGDProgram:
                 data[k] += vector_beats(cfg, self._panel(vecs["t"], k), so)
             if what == "g":
                 data[k] += vector_beats(cfg, self._panel(vecs["g"], k), so)
-        return session.run(self._host_images(what), data, name, active=self._active(what))
+        imgs, org = self._host_images(what)
+        return session.run(imgs, data, name, org, active=self._active(what))
 
     def _run_part(self, session, part: ChipPart, name):
         imgs = [self.images[part.image][k] for k in range(self.cfg.cores)]
@@ -738,5 +770,27 @@ def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward") for k in range(c)]
     parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward") for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
-    return ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                          {"lr_stored": -v, "policy": pol})
+    tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr), {"lr_stored": -v, "policy": pol})
+    tp._place_host()
+    return tp
+
+
+def chip_step_report(tp: ChipSGDProgram, result: ChipStepResult, host_latency: int = HOST_LATENCY_CYCLES):
+    """Power reports of one chip step from its counters (every core, every phase):
+    ``(array, with_host)``, the second with the softmax host turnaround as idle cycles.
+    FLOPs are the network's (:meth:`sw.mlp.MLP.flops_per_step`), not the padded work."""
+    from sim.power import report_from_counters
+
+    ctr: dict = {}
+    for pc in result.core_counters:
+        for k, v in pc.items():
+            ctr[k] = ctr.get(k, 0) + int(v)
+    ctr["cycles"] = result.cycles
+    flops = tp.mlp.flops_per_step()
+    rep = report_from_counters(tp.cfg, ctr, flops=flops, n_cores=tp.cfg.cores)
+    host = tp.host_cycles(host_latency)
+    if not host:
+        return rep, rep
+    ch = dict(ctr)
+    ch["cycles"] += host
+    return rep, report_from_counters(tp.cfg, ch, flops=flops, n_cores=tp.cfg.cores)
