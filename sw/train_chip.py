@@ -363,26 +363,25 @@ class ChipSGDProgram:
         return "\n".join(lines)
 
     # -- host programs ------------------------------------------------------------------
-    HOST_PHASES = ("in", "in_x", "unload", "g")
-
     def _place_host(self) -> None:
         """Put the host-phase programs into the microcode image after the chip programs
         when they fit (no reload between phases), else into images of their own."""
         cfg = self.cfg
-        progs = {w: self._host_programs(w, 0) for w in self.HOST_PHASES}
+        phases = ("in", "in_x", "unload") + (("g",) if self.mlp.loss == "softmax_ce" else ())
+        progs = {w: self._host_programs(w, 0) for w in phases}
         sizes = {w: max(len(x) for x in p) for w, p in progs.items()}
         used = max(len(x) for x in self.images[-1])
         self.host_at = {}
         if len(self.images) == 1 and used + sum(sizes.values()) <= cfg.ucode_depth:
             org = used
-            for w in self.HOST_PHASES:
+            for w in phases:
                 ws = self._host_programs(w, org)
                 for k in range(cfg.cores):
                     self.images[0][k].extend(ws[k] + [0] * (sizes[w] - len(ws[k])))
                 self.host_at[w] = (0, org)
                 org += sizes[w]
         else:
-            for w in self.HOST_PHASES:
+            for w in phases:
                 self.images.append(progs[w])
                 self.host_at[w] = (len(self.images) - 1, 0)
 
