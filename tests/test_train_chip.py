@@ -170,19 +170,24 @@ def test_reduce_scatter_vec(cfg, s, engine):
 # -- RTL ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_chip_sgd_rtl(sim):
-    """Two MSE steps and one softmax step of a 2-core chip of 2 x 2 PEs, recorded on the
-    per-cycle chip model and replayed on the RTL (every beat and counter compared per
-    core); the weights read back from the RTL equal the golden trainer's."""
+    """Two MSE steps and one softmax step on 4 cores of 2 x 2 PEs with a 128-word
+    microcode (the programs do not fit one image: reloaded per RUN; the MSE step splits
+    into several chip RUNs), recorded on the per-cycle chip
+    model and replayed on the RTL (every beat and counter compared per core); the weights
+    read back from the RTL equal the golden trainer's. The configuration is
+    ``tests/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from sim.chip_run import ChipPhase, run_chip_session
+    from test_chip import CHIP4
 
     require_sim(sim)
     seed = _seed()
     for loss, steps in (("mse", 2), ("softmax_ce", 1)):
         mlp = MLP((5, 6, 3), loss, 0.125)
-        tp, sess, gold, results = run_and_check(TINY, mlp, steps, "model", seed, record=True)
+        tp, sess, gold, results = run_and_check(CHIP4, mlp, steps, "model", seed, record=True)
+        assert len(tp.images) > 1           # programs reloaded between RUNs
         un = tp.unload_weights_phases()
         phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
-        res = run_chip_session(TINY, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}")
+        res = run_chip_session(CHIP4, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}")
         got = tp.decode_weights(res[-len(un):], padded=True)
         _eq(got, gold.weights(padded=True), f"rtl {loss}")
         # the step's chip RUNs: RTL counters == the model's, per core
