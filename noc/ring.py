@@ -25,8 +25,8 @@ Collectives (``c`` cores, segments of ``m`` beats, ``L = cfg.fpu_latency``):
   take (the pipeline latency of ``c - 1`` hops).
 * :func:`emit_all_gather`: every core's segment to every core, in one continuous stream
   per link: ``(c - 1) m`` beats per link, ``(c - 1) m + 3`` cycles (segments of at
-  least 5 beats; shorter ones run step by step, ``(c - 1)(m + 4)``). The reference
-  design's all-gather costs ``(n b - n b / c) / nr = (c - 1) m`` cycles.
+  least 5 beats; shorter ones send ``m`` beats per 5 slots, ``(c - 2) 5 + m + 3``).
+  The reference design's all-gather costs ``(n b - n b / c) / nr = (c - 1) m`` cycles.
 * :func:`emit_reduce_scatter`: every core holds ``c`` partial segments; core ``k`` ends
   with the sum of segment ``k`` over all cores. ``c - 1`` steps of ``P = max(m + 3,
   L + 5)`` cycles: step ``t`` sends the segment summed in step ``t - 1`` while it adds the
@@ -203,21 +203,15 @@ def all_gather_layout(cfg, k: int, m: int, base: int = 0) -> dict[int, int]:
 def emit_all_gather(cfg, m: int, base: int = 0):
     """All-gather of one ``m``-beat segment per core, in SRAM A of the diagonal PEs at
     :func:`all_gather_layout`. Returns one image per core (all the same)."""
-    _need_chip(cfg)
-    c = cfg.cores
-    _check_bank(cfg, "a", base, c * m, "all-gather")
-    lines = _setup([(1, base), (2, base + m)])
-    n = (c - 1) * m
-    if m >= AG_MIN_STREAM:
-        # beat q sent at slot q (own segment, then the forwarded ones read back from SRAM),
-        # beat q received at slot q + 3 and stored at base + m + q
-        for q in range(n + 3):
-            lines.append(_join(_send("a", 1) if q < n else "", _recv("a", 2) if q >= 3 else ""))
-    else:
-        for _t in range(c - 1):
-            for q in range(m + 4):
-                lines.append(_join(_send("a", 1) if q < m else "", _recv("a", 2) if 3 <= q < m + 3 else ""))
-    return [_emit(cfg, lines)] * c
+    return [_emit(cfg, all_gather_lines(cfg, m, "a", base))] * cfg.cores
+
+
+def _ag_slots(m: int, n: int) -> list[int]:
+    """Send slot of stream beat ``j < n``: ``m`` beats per period of ``max(m, 5)`` slots
+    (a forwarded beat is read back from SRAM at least 2 slots after its write, 3 slots
+    after it arrived: ``S(j + m) >= S(j) + 5``)."""
+    P = max(m, AG_MIN_STREAM)
+    return [(j // m) * P + j % m for j in range(n)]
 
 
 def golden_all_gather(segments: list[np.ndarray]) -> list[np.ndarray]:
@@ -425,27 +419,28 @@ def broadcast_slots(cfg, m: int) -> int:
 
 
 def all_gather_lines(cfg, m: int, bank: str, base: int) -> list[str]:
-    """The all-gather of :func:`emit_all_gather` (same on every core) in ``bank``: own
-    segment at ``base``, the gathered ones in step order after it
-    (:func:`all_gather_layout`). :func:`all_gather_slots` slots."""
+    """The all-gather (the same on every core) in ``bank``: own segment at ``base``, the
+    gathered ones in step order after it (:func:`all_gather_layout`). Beat ``q`` of the
+    outgoing stream (the own segment, then the forwarded ones read back from SRAM) is
+    sent at slot ``S(q)`` and the beat from the predecessor taken at ``S(q) + 3`` and
+    stored at ``base + m + q``; ``S`` is continuous for ``m >= 5`` and leaves
+    ``5 - m`` empty slots per ``m`` beats for shorter segments (:func:`_ag_slots`).
+    :func:`all_gather_slots` slots."""
     _need_chip(cfg)
     c = cfg.cores
     _check_bank(cfg, bank, base, c * m, "all-gather")
     lines = _setup([(1, base), (2, base + m)])
-    n = (c - 1) * m
-    if m >= AG_MIN_STREAM:
-        for q in range(n + 3):
-            lines.append(_join(_send(bank, 1) if q < n else "", _recv(bank, 2) if q >= 3 else ""))
-    else:
-        for _t in range(c - 1):
-            for q in range(m + 4):
-                lines.append(_join(_send(bank, 1) if q < m else "", _recv(bank, 2) if 3 <= q < m + 3 else ""))
+    S = _ag_slots(m, (c - 1) * m)
+    send, recv = set(S), {t + 3 for t in S}
+    for q in range(S[-1] + 4):
+        lines.append(_join(_send(bank, 1) if q in send else "", _recv(bank, 2) if q in recv else ""))
     return lines
 
 
 def all_gather_slots(cfg, m: int) -> int:
+    """``4 + (c - 1) m + 3`` for ``m >= 5``; shorter segments ``4 + (c - 2) 5 + m + 3``."""
     c = cfg.cores
-    return 4 + ((c - 1) * m + 3 if m >= AG_MIN_STREAM else (c - 1) * (m + 4))
+    return 4 + _ag_slots(m, (c - 1) * m)[-1] + 4
 
 
 def _rsv_timing(cfg, s: int) -> tuple[int, int, int]:
