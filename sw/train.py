@@ -612,6 +612,35 @@ def _place(cfg, named_groups: list) -> tuple:
 # ======================================================================================
 # the compiled program and its host side
 # ======================================================================================
+def ops_breakdown(cfg, programs) -> list:
+    """``(op name, kind, instructions)`` of every op and gap of ``programs`` (``(ops,
+    gaps)`` pairs, one per RUN), each RUN ending with its HALT and drain."""
+    out = []
+    for ops, gaps in programs:
+        b = Builder(cfg)
+        for op, g in zip(ops, gaps):
+            if g:
+                out.append(("gap", "nop", g))
+            out.append((op.name, op.kind, op.emit(b)))
+        out.append(("halt+drain", "halt", 1 + cfg.fpu_latency + 2))
+    return out
+
+
+def vector_bits(fmt, x, n: int) -> np.ndarray:
+    """A host vector of ``n`` values (floats, or bit patterns of ``fmt``) as bit patterns."""
+    x = np.asarray(x)
+    if x.shape != (n,):
+        raise ValueError(f"expected a vector of {n} values, got shape {x.shape}")
+    if x.dtype == fmt.np_uint:
+        return x
+    return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
+
+
+def breakdown_lines(rows) -> list:
+    """The table :meth:`TrainProgram.describe` prints under the memory map."""
+    return [f"{'op':<14} {'kind':<10} {'cycles':>7}"] + [f"{n:<14} {k:<10} {i:>7}" for n, k, i in rows]
+
+
 @dataclass
 class StepResult:
     loss: float                   #: the sample's loss (float64, from what was unloaded)
@@ -706,15 +735,7 @@ class TrainProgram:
 
     def breakdown(self) -> list:
         """``(op name, kind, instructions)`` of every op and gap of the step, in order."""
-        out = []
-        for p in self.programs:
-            b = Builder(self.cfg)
-            for op, g in zip(p.ops, p.gaps):
-                if g:
-                    out.append(("gap", "nop", g))
-                out.append((op.name, op.kind, op.emit(b)))
-            out.append(("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2))
-        return out
+        return ops_breakdown(self.cfg, [(p.ops, p.gaps) for p in self.programs])
 
     def describe(self) -> str:
         cfg = self.cfg
@@ -725,20 +746,12 @@ class TrainProgram:
                  f"{sum(len(p.words) for p in self.predict_programs)}) in {len(self.images)} microcode image(s); "
                  f"{sum(self.predicted_cycles())} RUN cycles per step"
                  + (f" + {self.host_cycles()} host cycles" if self.host_cycles() else ""),
-                 "", self.alloc.table(), "", f"{'op':<14} {'kind':<10} {'cycles':>7}"]
-        for name, kind, ins in self.breakdown():
-            lines.append(f"{name:<14} {kind:<10} {ins:>7}")
+                 "", self.alloc.table(), ""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 
     # -- host data ----------------------------------------------------------------------
     def _vec(self, x, n):
-        fmt = self.cfg.fmt
-        x = np.asarray(x)
-        if x.shape != (n,):
-            raise ValueError(f"expected a vector of {n} values, got shape {x.shape}")
-        if x.dtype == fmt.np_uint:
-            return x
-        return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
+        return vector_bits(self.cfg.fmt, x, n)
 
     def _beats(self, op, vecs):
         return vector_beats(self.cfg, vecs[op.data], op.words)

@@ -54,8 +54,9 @@ from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _gaps, _other,
+                      breakdown_lines, ops_breakdown,
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
-                      mse_loss, one_hot, softmax_ce_loss, vector_beats)
+                      mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
 __all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "panel_rows", "column_order", "ChipStepResult",
            "chip_step_report"]
@@ -339,15 +340,7 @@ class ChipSGDProgram:
 
     def breakdown(self) -> list:
         """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
-        out = []
-        for part in self.chip_parts():
-            b = Builder(self.cfg)
-            for op, g in zip(part.ops, _gaps(self.cfg, part.ops)):
-                if g:
-                    out.append(("gap", "nop", g))
-                out.append((op.name, op.kind, op.emit(b)))
-            out.append(("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2))
-        return out
+        return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops)) for p in self.chip_parts()])
 
     def describe(self) -> str:
         cfg = self.cfg
@@ -357,9 +350,7 @@ class ChipSGDProgram:
                  f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
                  f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
                  + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")",
-                 "", self.alloc.table(), "", f"{'op':<14} {'kind':<10} {'cycles':>7}"]
-        for name, kind, ins in self.breakdown():
-            lines.append(f"{name:<14} {kind:<10} {ins:>7}")
+                 "", self.alloc.table(), ""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 
     # -- host programs ------------------------------------------------------------------
@@ -422,13 +413,7 @@ class ChipSGDProgram:
 
     # -- host data ----------------------------------------------------------------------
     def _vec(self, x, n):
-        fmt = self.cfg.fmt
-        x = np.asarray(x)
-        if x.shape != (n,):
-            raise ValueError(f"expected a vector of {n} values, got shape {x.shape}")
-        if x.dtype == fmt.np_uint:
-            return x
-        return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
+        return vector_bits(self.cfg.fmt, x, n)
 
     def _panel(self, v, k):
         p = self.P[-1]

@@ -50,6 +50,7 @@ from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, TrainProgram,
+                      breakdown_lines,
                       _other, _place, _split_ops, host_softmax_grad, map_layers, mse_loss, softmax_ce_loss)
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
@@ -242,9 +243,7 @@ class MBProgram(TrainProgram):
                  f"{sum(len(p.words) for p in self.predict_programs)}) in {len(self.images)} microcode image(s); "
                  f"{sum(self.predicted_cycles())} RUN cycles per step"
                  + (f" + {self.host_cycles()} host cycles" if self.host_cycles() else ""),
-                 "", self.alloc.table(), "", f"{'op':<14} {'kind':<10} {'cycles':>7}"]
-        for name, kind, ins in self.breakdown():
-            lines.append(f"{name:<14} {kind:<10} {ins:>7}")
+                 "", self.alloc.table(), ""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 
     # -- host data ----------------------------------------------------------------------

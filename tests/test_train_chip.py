@@ -4,7 +4,6 @@ register reduce-scatter on its own, errors."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 import numpy as np
@@ -12,6 +11,8 @@ import pytest
 
 from conftest import SIM_PARAMS, require_sim
 from test_ring import diag_read, diag_write
+from test_train import _eq_weights as _eq
+from test_train import _sample, _seed
 from rtl.config import PRESETS
 from sw.golden_train import Float64SGD
 from sw.golden_train_chip import GoldenChipSGD
@@ -22,22 +23,6 @@ from sw.train_chip import ChipSession, column_order, compile_chip_sgd, panel_row
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 
 
-def _seed():
-    seed = random.randrange(1 << 30)
-    print(f"seed {seed}")
-    return seed
-
-
-def _eq(got, want, what):
-    for l, (g, w) in enumerate(zip(got, want)):
-        assert g.shape == w.shape, (what, l, g.shape, w.shape)
-        bad = np.argwhere(g != w)
-        assert bad.size == 0, f"{what}, W{l}: {len(bad)} mismatches, first at {bad[0].tolist()}"
-
-
-def _sample(rng, mlp):
-    x = rng.uniform(-1, 1, mlp.n_in)
-    return x, (rng.uniform(-1, 1, mlp.n_out) if mlp.loss == "mse" else int(rng.integers(mlp.n_out)))
 
 
 def run_and_check(cfg, mlp, steps, backend, seed, record=False):
