@@ -59,21 +59,32 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
-    ``golden_steps``: check the weights against :class:`GoldenSGD` bit for bit after
-    each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
+    A chip configuration (``cfg.cores > 1``) trains across its cores
+    (:func:`sw.train_chip.compile_chip_sgd`). ``golden_steps``: check the weights against
+    the golden trainer (:class:`GoldenSGD`, :class:`sw.golden_train_chip.GoldenChipSGD`)
+    bit for bit after each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
     called as ``progress(done_steps, total_steps)`` after every step. Returns a dict of
     results (JSON-serializable)."""
     fmt = cfg.fmt
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
         raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
                          f"{mlp.n_in} inputs and {mlp.n_out} outputs")
-    tp = compile_sgd(cfg, mlp)
+    chip = cfg.cores > 1
+    if chip:                     # SGD across the cores of a chip (sw/train_chip.py)
+        from sw.golden_train_chip import GoldenChipSGD
+        from sw.train_chip import ChipSession, compile_chip_sgd
+
+        tp = compile_chip_sgd(cfg, mlp)
+    else:
+        tp = compile_sgd(cfg, mlp)
     log(tp.describe().split("\n\n")[0])
     W0 = init_weights(mlp, fmt, seed)
-    sess = CoreSession(cfg, backend)
+    sess = ChipSession(cfg, backend) if chip else CoreSession(cfg, backend)
     tp.init(sess, W0)
     ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
-    gold = GoldenSGD(cfg, mlp, W0, fused=tp.fused) if golden_steps else None
+    gold = None
+    if golden_steps:
+        gold = GoldenChipSGD(cfg, mlp, W0) if chip else GoldenSGD(cfg, mlp, W0, fused=tp.fused)
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
     rng = np.random.default_rng(seed)
@@ -90,7 +101,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
             x, t = xtr[i], tgt(ytr[i])
             r = tp.run_step(sess, x, t, host_latency=host_latency)
             if step_ctrs is None:
-                step_ctrs = r.counters
+                step_ctrs = r if chip else r.counters
             losses.append(r.loss)
             ref_losses.append(ref.step(x, t)["loss"])
             if gold is not None and steps < golden_steps:
@@ -112,14 +123,21 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
         epochs_out.append(e)
         log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
             f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
-    rep, rep_h = step_report(tp, step_ctrs, host_latency)
+    if chip:
+        from sw.train_chip import chip_step_report
+
+        rep, rep_h = chip_step_report(tp, step_ctrs, host_latency)
+        run_cycles, programs = tp.step_cycles(host_latency) - tp.host_cycles(host_latency), len(tp.chip_parts())
+    else:
+        rep, rep_h = step_report(tp, step_ctrs, host_latency)
+        run_cycles, programs = sum(tp.predicted_cycles()), len(tp.programs)
     res = {
         "network": mlp.describe(), "sizes": list(mlp.sizes), "loss": mlp.loss, "lr": mlp.lr,
         "lr_stored": tp.meta["lr_stored"], "config": cfg.to_dict(), "data": data.describe(),
         "backend": backend, "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
         "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses,
-        "step": {"run_cycles": sum(tp.predicted_cycles()), "host_cycles": tp.host_cycles(host_latency),
-                 "cycles": tp.step_cycles(host_latency), "programs": len(tp.programs),
+        "step": {"run_cycles": run_cycles, "host_cycles": tp.host_cycles(host_latency),
+                 "cycles": tp.step_cycles(host_latency), "programs": programs, "cores": cfg.cores,
                  "flops": mlp.flops_per_step(),
                  "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
                  "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
@@ -173,7 +191,8 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
 
 def add_train_arguments(p) -> None:
     """The ``caterpillar train`` options (``p``: an argparse parser)."""
-    p.add_argument("--config", help="preset, JSON file or inline JSON (default: default, a 4x4 binary16 core)")
+    p.add_argument("--config", help="preset, JSON file or inline JSON (default: default, a 4x4 binary16 core; a "
+                   "chip configuration such as chip-small or S trains across its cores)")
     p.add_argument("--data", default="digits", choices=("digits", "mnist", "synthetic"),
                    help="digits: scikit-learn's bundled 8x8 digits; mnist: IDX files in --mnist-dir")
     p.add_argument("--mnist-dir", help="directory with the MNIST IDX files (nothing is downloaded)")
@@ -182,7 +201,8 @@ def add_train_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=0.03)
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--model", default="fast", choices=("fast", "model"), help="fast model (default) or core model")
+    p.add_argument("--model", default="fast", choices=("fast", "model"),
+                   help="fast model (default) or core model (for a chip: the fast or the per-cycle chip engine)")
     p.add_argument("--host-latency", type=int, default=HOST_LATENCY_CYCLES,
                    help="assumed host turnaround for the softmax, in core cycles")
     p.add_argument("--golden-steps", type=int, default=0,
@@ -195,7 +215,8 @@ def add_train_arguments(p) -> None:
 
 
 def cmd_train(args) -> int:
-    """``caterpillar train``: train on one simulated core, print the figures."""
+    """``caterpillar train``: train on a simulated core (or across the cores of a chip
+    configuration), print the figures."""
     from rtl.config import config_from_arg
     from sim.harness import atomic_write
     from sw.datasets import load_dataset
@@ -206,7 +227,12 @@ def cmd_train(args) -> int:
     mlp = MLP((data.n_in, *hidden, data.n_classes), args.loss, args.lr)
     print(data.describe())
     if args.describe:
-        print(compile_sgd(cfg, mlp).describe())
+        if cfg.cores > 1:
+            from sw.train_chip import compile_chip_sgd
+
+            print(compile_chip_sgd(cfg, mlp).describe())
+        else:
+            print(compile_sgd(cfg, mlp).describe())
     res = train(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
                 host_latency=args.host_latency, golden_steps=args.golden_steps,
                 max_train=args.max_train, max_test=args.max_test)

@@ -183,3 +183,22 @@ def test_chip_sgd_rtl(sim):
                     j = [q for q, n in enumerate(names) if n == name][i]
                     assert max(c.counters["cycles"] for c in res[j]) == cyc
         print(f"{sim} {loss}: {res[-1][0].info}")
+
+
+def test_cli_train_chip(tmp_path):
+    """``caterpillar train --config chip-tiny`` trains across the chip's cores: golden-checked
+    steps, the step figures equal the chip compiler's prediction."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "t.json"
+    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.1",
+               "--config", "chip-tiny", "--golden-steps", "10", "--max-train", "60", "--max-test", "40",
+               "--json", str(js)])
+    assert rc == 0
+    res = json.loads(js.read_text())
+    tp = compile_chip_sgd(TINY, MLP((16, 6, 4), "softmax_ce", 0.1))
+    assert res["step"]["cores"] == 2 and res["golden_checked_steps"] == 10
+    assert res["step"]["run_cycles"] == tp.step_cycles() - tp.host_cycles()
+    assert res["step"]["cycles"] == tp.step_cycles()
