@@ -280,12 +280,11 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
     from rtl.config import PRESETS, ArchConfig
     from sim.chip_run import ChipPhase, run_chip_session
     from sw.datasets import load_digits
-    from sw.golden_train import Float64SGD
     from sw.golden_train_chip import GoldenChipSGD
     from sw.mlp import MLP
     from sw.train import init_weights
     from sw.train_chip import ChipSession, chip_step_report, compile_chip_sgd
-    from sw.train_driver import plot_curves
+    from sw.train_driver import plot_curves, train
 
     _hdr(f"9. SGD across the cores of a chip: {'-'.join(map(str, DEMO_NET))} on digits")
     data = load_digits()
@@ -313,48 +312,22 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
           f"(panels of {tp.P} rows per core; broadcast, all-gather and reduce-scatter over the ring), "
           f"{tp.step_cycles() - tp.host_cycles()} cycles per step + {tp.host_cycles()} host; every core's beats "
           f"and counters equal the chip model's, the weights read back equal the golden trainer's bit for bit")
-    # -- fast chip engine: 4 cores of 4x4 PEs --------------------------------------------
+    # -- fast chip engine: 4 cores of 4x4 PEs (the same driver as step 7) -----------------
     cfg = PRESETS["chip-small"]
-    tp = compile_chip_sgd(cfg, mlp)
-    W0 = init_weights(mlp, cfg.fmt, 0)
-    sess = ChipSession(cfg, "fast")
-    tp.init(sess, W0)
-    gold = GoldenChipSGD(cfg, mlp, W0)
-    ref = Float64SGD(mlp, [cfg.fmt.to_float(np.asarray(w)) for w in W0])
-    n = min(steps_fast, len(data.x_train))
     bar = _Bar()
-    losses, losses64, r = [], [], None
-    t0 = time.perf_counter()
-    for i in range(n):
-        x, t = data.x_train[i], int(data.y_train[i])
-        r = tp.run_step(sess, x, t)
-        losses.append(r.loss)
-        losses64.append(ref.step(x, t)["loss"])
-        if i < 20:                       # the first steps bit for bit against the golden trainer
-            gold.step(x, t)
-            if not all(np.array_equal(a, b) for a, b in zip(tp.weights_from_session(sess, padded=True),
-                                                               gold.weights(padded=True))):
-                raise SystemExit(f"step {i}: the fast chip engine's weights differ from the golden trainer's")
-        bar(i + 1, n)
-    wall = time.perf_counter() - t0
-    acc = float(np.mean([int(np.argmax(tp.predict(sess, x))) == int(y) for x, y in zip(data.x_test, data.y_test)]))
-    acc64 = float(np.mean([int(np.argmax(ref.predict(x))) == int(y) for x, y in zip(data.x_test, data.y_test)]))
-    rep, rep_h = chip_step_report(tp, r)
-    bar.log(f"fast chip engine, {cfg.cores} cores of {cfg.nr}x{cfg.nr}: {n} steps in {wall:.0f} s, test accuracy "
-            f"{acc * 100:.2f} % (binary16 on the array) vs {acc64 * 100:.2f} % float64 SGD; first 20 steps bit for "
-            f"bit against the golden trainer")
-    print(f"one step: {r.cycles} array cycles + {r.host_cycles} host cycles, MAC utilization "
-          f"{rep.mac_utilization * 100:.1f} % ({rep_h.mac_utilization * 100:.1f} % with the host), "
-          f"{rep.gflops_per_w:.0f} GFLOPS/W everything counted ({rep.gflops_per_w_reference_scope:.0f} in the "
+    res = train(cfg, mlp, data, epochs=1, backend="fast", golden_steps=20, log=bar.log, progress=bar,
+                max_train=steps_fast)
+    st, last = res["step"], res["epochs"][-1]
+    print(f"fast chip engine, {cfg.cores} cores of {cfg.nr}x{cfg.nr}: {res['steps']} steps in {res['wall_s']:.0f} s, "
+          f"test accuracy {last['test_accuracy'] * 100:.2f} % (binary16 on the array) vs "
+          f"{last['test_accuracy_float64'] * 100:.2f} % float64 SGD; first 20 steps bit for bit against the "
+          f"golden trainer")
+    print(f"one step: {st['run_cycles']} array cycles + {st['host_cycles']} host cycles, MAC utilization "
+          f"{st['mac_utilization'] * 100:.1f} % ({st['mac_utilization_with_host'] * 100:.1f} % with the host), "
+          f"{st['gflops_per_w']:.0f} GFLOPS/W everything counted ({st['gflops_per_w_reference_scope']:.0f} in the "
           f"reference design's FPU + SRAM scope); a small network on 64 PEs: mostly communication")
-    out = {"config": cfg.to_dict() if hasattr(cfg, "to_dict") else {"fmt": str(cfg.fmt)}, "backend": "fast chip",
-           "loss": mlp.loss, "network": f"{'-'.join(map(str, DEMO_NET))} on {cfg.cores} cores",
-           "data": "digits: sklearn", "losses": losses, "losses_float64": losses64,
-           "epochs": [{"epoch": n / len(data.x_train), "test_accuracy": acc, "test_accuracy_float64": acc64}],
-           "step": {"cycles": r.cycles, "mac_utilization": rep.mac_utilization, "gflops_per_w": rep.gflops_per_w}}
-    out["config"] = {"fmt": str(cfg.fmt)}
     try:
-        plot_curves(out, OUT / "train_chip_digits.png", window=50)
+        plot_curves(res, OUT / "train_chip_digits.png", window=50)
         print(f"loss curves: {OUT / 'train_chip_digits.png'}")
     except ImportError as e:
         print(f"plot skipped: {e}")

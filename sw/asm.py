@@ -1449,18 +1449,13 @@ def _check_instruction(f, owner, rec, cx):
         raise err("hout col: nothing drives the column bus in this instruction (add cdrv, hin col or rin col)", "hout")
     if f.get("hlast") and not f.get("hout"):
         raise err("hlast without hout (write: hout row last)", "hlast")
-    if f.get("hlast") and f.get("rout"):
-        raise err("rout has no tlast (last belongs to hout)", "hlast")
-    if f.get("rin") and not f.get("hin"):
-        raise err("rin flag without a direction (write: rin row or rin col)", "rin")
-    if f.get("rout") and not f.get("hout"):
-        raise err("rout flag without a direction (write: rout row or rout col)", "rout")
-    if f.get("hlast") and f.get("sout"):
-        raise err("sout has no tlast (last belongs to hout)", "hlast")
-    if f.get("sin") and not f.get("hin"):
-        raise err("sin flag without a direction (write: sin row or sin col)", "sin")
-    if f.get("sout") and not f.get("hout"):
-        raise err("sout flag without a direction (write: sout row or sout col)", "sout")
+    # ring (rin/rout) and scratchpad (sin/sout) flags redirect the hin/hout stream slots
+    for src, out in (("rin", "rout"), ("sin", "sout")):
+        if f.get("hlast") and f.get(out):
+            raise err(f"{out} has no tlast (last belongs to hout)", "hlast")
+        for flag, slot in ((src, "hin"), (out, "hout")):
+            if f.get(flag) and not f.get(slot):
+                raise err(f"{flag} flag without a direction (write: {flag} row or {flag} col)", flag)
     if f.get("sin") and f.get("rin"):
         raise err("one stream input per instruction: sin and rin both set", "sin")
     if f.get("sout") and f.get("rout"):

@@ -47,8 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.ring import (RingError, all_gather_lines, broadcast_lines, reduce_scatter_vec_check,
-                      reduce_scatter_vec_lines, ring_text)
+from noc.ring import all_gather_lines, broadcast_lines, reduce_scatter_vec_lines, ring_text
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -450,7 +449,6 @@ class ChipSGDProgram:
 
     def _outputs(self, res) -> np.ndarray:
         cfg = self.cfg
-        so = self.P[-1] // cfg.nr
         vals = [decode_diag_beats(cfg, res[k].out, self.P[-1]) for k in range(self.out_cores)]
         return np.concatenate(vals)[:self.mlp.n_out]
 
@@ -629,11 +627,6 @@ def _check(cfg, mlp, P, N):
     for n in N:
         if local_len(n, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n}-wide layer input exceeds the loop trip-count range ({lim})")
-    for l in range(1, mlp.n_layers):
-        try:
-            reduce_scatter_vec_check(cfg, P[l - 1] // nr)
-        except RingError as e:
-            raise TrainCompileError(f"layer {l}: the backward reduce-scatter of {P[l - 1]}-row panels: {e}") from None
 
 
 def _varies(ops) -> bool:
@@ -729,9 +722,9 @@ def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
     v = float(fmt.to_float(np.array([nlr]))[0])
     if v == 0.0 or not np.isfinite(v):
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
-    # bank of each weight panel: all in A, else the first assignment that fits
-    cands = [("a", ["a"] * mlp.n_layers)] + [("search", list(x)) for x in
-                                               itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
+    # bank of each weight panel: the first assignment that fits, all in A first
+    cands = [("a" if set(x) == {"a"} else "search", list(x))
+             for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
     al = None
     for pol, wbanks in cands:
         al = _allocate(cfg, mlp, wbanks, P, N)

@@ -202,3 +202,22 @@ def test_cli_train_chip(tmp_path):
     assert res["step"]["cores"] == 2 and res["golden_checked_steps"] == 10
     assert res["step"]["run_cycles"] == tp.step_cycles() - tp.host_cycles()
     assert res["step"]["cycles"] == tp.step_cycles()
+
+
+@pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, cores=6)], ids=["4cores", "6cores"])
+def test_chip_forward_is_the_network(cfg):
+    """Independent of the golden trainer (which shares the compiler's column order): the
+    chip's forward pass computes the network's function, within binary16 rounding of a
+    float64 forward pass with the same weights."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05)
+    tp = compile_chip_sgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, "fast")
+    tp.init(sess, W0)
+    ref = Float64SGD(mlp, [cfg.fmt.to_float(np.asarray(w)) for w in W0])
+    for _ in range(3):
+        x = cfg.fmt.to_float(cfg.fmt.from_float(rng.uniform(-1, 1, mlp.n_in)))
+        got, want = tp.predict(sess, x), ref.predict(x)
+        assert np.allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max()), (got, want)
