@@ -570,12 +570,14 @@ def cost_transpose(cfg, r: int, c: int) -> Cost:
 
 
 def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Region, stage: Region, *,
-                   agus=("g0", "g1", "g2"), levels=(0, 1), name: str = "tp") -> Frag:
+                   agus=("g0", "g1", "g2"), levels=(0, 1), name: str = "tp", src_ld: int | None = None) -> Frag:
     """``dst = src^T``: ``src`` is an ``r x c`` matrix in the 2D round-robin layout
     (``rp * cp`` words per PE, local row-major), ``dst`` receives the ``c x r``
     transpose in the same layout (``cp * rp`` words per PE); padding goes to padding.
     ``stage``: ``rp * cp`` scratch words (only the diagonal PEs' copy is used). The three
-    regions must not overlap; any banks.
+    regions must not overlap; any banks. ``src_ld``: local words per local row of the
+    region ``src`` is a column block of (default ``cp``: ``src`` is contiguous); the
+    source word of local ``(a, b)`` is then ``a * src_ld + b``. Same cost.
 
     Element ``(i, j)`` lives in PE ``(i mod nr, j mod nr)`` and must reach PE
     ``(j mod nr, i mod nr)``. For each source PE row ``p`` (unrolled, ``@row=p`` is an
@@ -595,19 +597,25 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
         raise CollectiveError(f"bad shape {r} x {c}")
     rp, cp = local_len(r, nr), local_len(c, nr)
     k = rp * cp
-    for reg_, what in ((src, "transpose source"), (dst, "transpose destination"), (stage, "transpose stage")):
-        reg_.check(cfg, k, what)
-    for (r1, w1), (r2, w2) in (((src, "source"), (dst, "destination")), ((src, "source"), (stage, "stage")),
-                               ((dst, "destination"), (stage, "stage"))):
-        if _overlaps(r1, k, r2, k):
-            raise CollectiveError(f"transpose {w1} and {w2} overlap ({r1} / {r2}, {k} words each)")
+    ld = cp if src_ld is None else src_ld
+    if ld < cp:
+        raise CollectiveError(f"transpose source row length src_ld={ld} is shorter than its {cp} local columns")
+    ks = (rp - 1) * ld + cp                   # source span
+    for reg_, n_, what in ((src, ks, "transpose source"), (dst, k, "transpose destination"),
+                           (stage, k, "transpose stage")):
+        reg_.check(cfg, n_, what)
+    for (r1, n1, w1), (r2, n2, w2) in (((src, ks, "source"), (dst, k, "destination")),
+                                       ((src, ks, "source"), (stage, k, "stage")),
+                                       ((dst, k, "destination"), (stage, k, "stage"))):
+        if _overlaps(r1, n1, r2, n2):
+            raise CollectiveError(f"transpose {w1} and {w2} overlap ({r1} / {r2}, {n1} / {n2} words)")
     src, dst, stage = src.bind(cfg), dst.bind(cfg), stage.bind(cfg)
     gS, gT, gL = agus
     L0, L1 = levels
     if not L0 < L1:
         raise CollectiveError(f"transpose loop levels must be (outer, inner) with outer < inner, got {levels}")
     f = Frag()
-    for ctl in (("agu_base", gS, 0), ("agu_stride", gS, L0, 1), ("agu_stride", gS, L1, cp),
+    for ctl in (("agu_base", gS, 0), ("agu_stride", gS, L0, 1), ("agu_stride", gS, L1, ld),
                 ("agu_base", gT, 0), ("agu_stride", gT, L0, rp), ("agu_stride", gT, L1, 1),
                 ("agu_base", gL, 0), ("agu_stride", gL, L0, 1)):
         f.ins().ctl = ctl
@@ -615,7 +623,7 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
     def up(a, p):
         """Phase 1 element of local column b (the outer loop index) and row ``a``:
         source word ``a * cp + b`` to stage word ``b * rp + a``."""
-        return [src.rd(a * cp, agu=gS, gate="cdrv"), cdrv(src.src, row=p), pred("diag", 0),
+        return [src.rd(a * ld, agu=gS, gate="cdrv"), cdrv(src.src, row=p), pred("diag", 0),
                 stage.wr("col", a, agu=gT)]
 
     def across(i, p, agu):

@@ -287,6 +287,7 @@ class Op:
     words: int = 0                    #: load/unload: words per PE
     wb: list | None = None            #: the regions written by FMA write-backs (None: all ``writes`` if fma_wb)
     wb_tail: int = 0                  #: instructions issued after its last SRAM-writing FMA
+    per_core: bool = False            #: chip programs: assembles differently on different cores
 
     def wb_regions(self) -> list:
         if not self.fma_wb:

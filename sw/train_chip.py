@@ -527,8 +527,9 @@ class ChipSGDProgram:
             G[:m, :n] = W
             for k in range(c):
                 panel = G[k * self.P[l]:(k + 1) * self.P[l]]
-                if l >= 1:
-                    panel = panel[:, column_order(cfg, k, self.P[l - 1])]
+                cols = self._cols(l, k)
+                if cols is not None:
+                    panel = panel[:, cols]
                 out[k].append(panel)
         return out
 
@@ -591,10 +592,16 @@ class ChipSGDProgram:
             out.append(G if padded else G[:m, :nn])
         return out
 
+    def _cols(self, l, k):
+        """Core ``k``'s order of the columns of layer ``l``'s panel (None: natural):
+        the all-gather's step order for ``l >= 1``."""
+        return column_order(self.cfg, k, self.P[l - 1]) if l >= 1 else None
+
     def _place_panel(self, G, l, k, panel):
         rows = slice(k * self.P[l], (k + 1) * self.P[l])
-        if l >= 1:
-            G[rows, column_order(self.cfg, k, self.P[l - 1])] = panel
+        cols = self._cols(l, k)
+        if cols is not None:
+            G[rows, cols] = panel
         else:
             G[rows] = panel
 
@@ -630,8 +637,19 @@ def _check(cfg, mlp, P, N):
 
 
 def _varies(ops) -> bool:
-    """Whether these ops assemble differently on different cores (the broadcast's waits)."""
-    return any(op.name.startswith("bcast") for op in ops)
+    """Whether these ops assemble differently on different cores (the broadcast's waits,
+    or ops marked ``per_core``)."""
+    return any(op.per_core or op.name.startswith("bcast") for op in ops)
+
+
+def _reps(cfg, ops) -> list:
+    """The cores whose programs bound the sizes of ``ops``: every core when an op is
+    ``per_core`` (its words depend on the core), else cores 0, 1 and ``c - 1`` (the
+    broadcast's folded waits cover every case with those)."""
+    c = cfg.cores
+    if any(op.per_core for op in ops):
+        return list(range(c))
+    return sorted({0, 1 % c, c - 1})
 
 
 def _split(cfg, per_core_ops: list) -> list:
@@ -640,9 +658,8 @@ def _split(cfg, per_core_ops: list) -> list:
     its ops' words, its gap NOPs and the HALT; the broadcast's size depends on the core's
     hop distance only through its folded waits (cores 0, 1 and ``c - 1`` cover every
     case)."""
-    c = cfg.cores
     big = replace_depth(cfg)
-    reps = sorted({0, 1 % c, c - 1})
+    reps = _reps(cfg, per_core_ops[0])
     n = len(per_core_ops[0])
     words = [[len(_build_ops(big, [op])[0]) - 1 if (k == 0 or _varies([op])) else None
               for op in per_core_ops[k]] for k in reps]
@@ -677,7 +694,7 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
         for q, (i, j) in enumerate(rng):
             progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
     big = replace_depth(cfg)
-    sizes = [max(len(_build_ops(big, pco[k])[0]) for k in (sorted({0, 1 % c, c - 1}) if _varies(pco[0]) else [0]))
+    sizes = [max(len(_build_ops(big, pco[k])[0]) for k in (_reps(cfg, pco[0]) if _varies(pco[0]) else [0]))
              for _, _, pco in progs]
     together = sum(sizes) <= cfg.ucode_depth
     parts, images, org = {}, [], 0

@@ -20,6 +20,7 @@ from noc.collectives import (CollectiveError, Frag, Region, cost_broadcast, cost
                              emit_reduce, emit_transpose)
 from rtl.config import ArchConfig
 from sw import golden
+from sw.asm import Builder
 from sw.kernels import (KernelError, Scalar, elementwise_cost, emit_axpy, emit_gemm, emit_gemv, emit_gemv_t_rank1,
                         emit_rank1, emit_relu, emit_relu_mask, emit_scale, gemm_cost, gemv_cost, gemv_t_rank1_cost,
                         rank1_cost, run_kernel)
@@ -217,6 +218,27 @@ def transpose_case(cfg, rng, mem, r, c, *, banks="aab"):
                 cost.instructions, {})
 
 
+def transpose_block_case(cfg, rng, mem, r, c, extra, col0, *, banks="aab"):
+    """``dst = B^T`` where ``B`` (``r x c``) is the column block starting at local column
+    ``col0`` of an ``r x (c + extra*nr)`` matrix (``emit_transpose(src_ld=...)``)."""
+    fmt, nr = cfg.fmt, cfg.nr
+    rp, cp = local_len(r, nr), local_len(c, nr)
+    ld = cp + extra
+    Mg = rand_bits(fmt, rng, (rp * nr, ld * nr))
+    B = Mg[:, col0 * nr:(col0 + cp) * nr]
+    full, dst, stage = mem(banks[0], rp * ld), mem(banks[1], rp * cp), mem(banks[2], rp * cp)
+    src = Region(full.bank, full.base + col0)
+    old = rand_bits(fmt, rng, (nr, nr, rp * cp))
+
+    def check(outs):
+        _eq(outs[0], pack_matrix(golden.transpose(fmt, nr, B), nr), "B^T")
+        _eq(outs[1], pack_matrix(Mg, nr), "source matrix unchanged")
+
+    return Case(f"transpose-block-{r}x{c}+{extra}@{col0}-{banks}", [(full, pack_matrix(Mg, nr)), (dst, old)],
+                lambda b: emit_transpose(b, cfg, r, c, src, dst, stage, src_ld=ld),
+                [(dst, rp * cp), (full, rp * ld)], check, cost_transpose(cfg, r, c).instructions, {})
+
+
 def elementwise_case(cfg, rng, mem, kind, nw, *, layout=None, same_bank=False, in_place=False):
     """``kind`` in relu, relu_mask, axpy, scale on ``nw`` local words per PE."""
     fmt, nr = cfg.fmt, cfg.nr
@@ -390,6 +412,21 @@ def test_transpose_model(nr):
         banks = ["aab", "abb", "bab", "aba"][i % 4]
         print(f"shape {r}x{c} banks {banks}")
         run_cases(cfg, [transpose_case(cfg, rng, Mem(cfg), r, c, banks=banks)])
+
+
+@pytest.mark.parametrize("nr", [2, 4])
+def test_transpose_column_block_model(nr):
+    """The transpose of a column block of a wider matrix (strided source rows), as the
+    minibatch chip step transposes its reduce-scattered segment of ``dX^T``."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = _cfg(nr, "binary16")
+    for i, (r, c, extra, col0) in enumerate([(2 * nr, nr, 2, 1), (3 * nr, 2 * nr, 3, 3), (nr, 1, 1, 0),
+                                             (5, 7, 2, 2)]):
+        run_cases(cfg, [transpose_block_case(cfg, rng, Mem(cfg), r, c, extra, col0,
+                                             banks=["aab", "bab", "aba"][i % 3])])
+    with pytest.raises(CollectiveError, match="src_ld"):
+        emit_transpose(Builder(cfg), cfg, 8, 8, Region("a", 0), Region("b", 0), Region("b", 64), src_ld=1)
 
 
 def minibatch_layer(cfg, rng, m, n, bsz, lr, backend="model", sim=None):
