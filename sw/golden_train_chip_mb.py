@@ -1,0 +1,152 @@
+"""Golden trainer for minibatch GD across the cores of a chip: the array's step bit for
+bit in numpy.
+
+:class:`GoldenChipMBGD` performs exactly the operations of the step that
+:func:`sw.train_chip_mb.compile_chip_mbgd` emits, core by core, in the same order: the
+per-kernel golden models of :mod:`sw.golden` (``gemm``, ``relu``, ``axpy``,
+``transpose``, ``mask``, ``gemm_acc``) on each core's padded panels; the broadcast and
+the all-gather are exact copies (a gathered matrix is the concatenation of the cores'
+panels in the global order); the reduce-scatter adds the partials of segment ``s`` in
+the ring's order, starting at core ``s + 1`` (``acc = p[s+1]``, then ``acc =
+fmt(acc * 1 + p[s+h])`` for ``h = 2 .. c``), as :func:`noc.ring.golden_reduce_scatter`.
+Its weights after each step must equal the PE memories' (padding rows included).
+The float64 reference is :class:`sw.golden_train_mb.Float64MBGD` (the algorithm does not
+depend on the core count).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pe.fp_golden import mac_bits
+from sw import golden
+from sw.golden_train import pad_matrix
+from sw.golden_train_mb import one_hot_cols
+from sw.mlp import MLP
+from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss
+from sw.train_chip import panel_rows
+
+__all__ = ["GoldenChipMBGD"]
+
+
+class GoldenChipMBGD:
+    """Bit-exact model of the compiled minibatch step across ``cfg.cores`` cores
+    (initial weights as global ``(m, n)`` bit patterns or floats)."""
+
+    def __init__(self, cfg, mlp: MLP, weights):
+        self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
+        nl, fmt = mlp.n_layers, cfg.fmt
+        self.P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(nl)]
+        self.N = [mlp.n_in] + [self.c * p for p in self.P[:-1]]
+        self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
+        self.m1 = fmt.from_float(np.array([-1.0]))[0]
+        self.one = fmt.from_float(np.array([1.0]))[0]
+        #: W[k][l]: core k's padded panel of layer l
+        self.W = [[None] * nl for _ in range(self.c)]
+        for l, Wg in enumerate(weights):
+            Wg = np.asarray(Wg)
+            if Wg.dtype != fmt.np_uint:
+                Wg = fmt.from_float(Wg.astype(np.float64)).astype(fmt.np_uint)
+            m, n = mlp.shape(l)
+            G = np.zeros((self.c * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G[:m, :n] = Wg
+            for k in range(self.c):
+                self.W[k][l] = pad_matrix(fmt, self.nr, G[k * self.P[l]:(k + 1) * self.P[l]])
+
+    # -- helpers ------------------------------------------------------------------------
+    def _bits(self, M, n):
+        fmt = self.fmt
+        M = np.asarray(M)
+        if M.dtype != fmt.np_uint:
+            M = fmt.from_float(M.astype(np.float64)).astype(fmt.np_uint)
+        assert M.shape == (n, self.mlp.batch), (M.shape, n, self.mlp.batch)
+        return M
+
+    def _targets(self, T):
+        mlp, fmt = self.mlp, self.fmt
+        T = np.asarray(T)
+        if mlp.loss == "softmax_ce" and T.ndim == 1:
+            return one_hot_cols(mlp.n_out, T)
+        return fmt.to_float(T) if T.dtype == fmt.np_uint else T.astype(np.float64)
+
+    def _panels(self, M, p):
+        """Row panels of ``p`` rows of a (padded-column) matrix, padded with zero rows."""
+        pad = np.zeros((self.c * p, M.shape[1]), dtype=self.fmt.np_uint)
+        pad[:M.shape[0]] = M
+        return [pad[k * p:(k + 1) * p] for k in range(self.c)]
+
+    def _reduce_scatter(self, partials, p):
+        """Core ``s``: the sum over the cores of column segment ``s`` (``p`` columns) of
+        the partials, in the ring's order."""
+        c, fmt = self.c, self.fmt
+        seg = [[P[:, s * p:(s + 1) * p] for s in range(c)] for P in partials]
+        out = []
+        for s in range(c):
+            acc = seg[(s + 1) % c][s]
+            one = np.full(acc.shape, self.one, dtype=fmt.np_uint)
+            for h in range(2, c + 1):
+                acc = mac_bits(fmt, acc, one, seg[(s + h) % c][s])
+            out.append(acc)
+        return out
+
+    # -- the network --------------------------------------------------------------------
+    def weights(self, padded: bool = False) -> list:
+        """Global weights (``padded``: ``(c P_l, N_l)`` with the padding rows)."""
+        out = []
+        for l in range(self.mlp.n_layers):
+            G = np.concatenate([self.W[k][l][:self.P[l], :self.N[l]] for k in range(self.c)])
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n].copy())
+        return out
+
+    def forward(self, X) -> tuple:
+        """``(inputs, outputs)``: per layer the gathered input (padded, the same on every
+        core) and per core the output panel (after the ReLU for hidden layers)."""
+        fmt, nr, nl, c = self.fmt, self.nr, self.mlp.n_layers, self.c
+        A = [pad_matrix(fmt, nr, self._bits(X, self.mlp.n_in))]
+        outs = []
+        for l in range(nl):
+            Z = [golden.gemm(fmt, nr, self.W[k][l], A[l]) for k in range(c)]
+            if l < nl - 1:
+                Z = [golden.relu(fmt, z) for z in Z]
+                A.append(np.concatenate(Z))
+            outs.append(Z)
+        return A, outs
+
+    def predict(self, X) -> np.ndarray:
+        _, outs = self.forward(X)
+        return self.fmt.to_float(np.concatenate(outs[-1])[:self.mlp.n_out, :self.mlp.batch])
+
+    def step(self, X, T) -> dict:
+        """One minibatch step; returns ``loss`` (mean over the samples), ``output``
+        (``n_out x b`` floats) and ``D`` (per core the padded output-gradient panel)."""
+        fmt, nr, mlp, c = self.fmt, self.nr, self.mlp, self.c
+        nl, no, b = mlp.n_layers, mlp.n_out, mlp.batch
+        tf = self._targets(T)
+        A, outs = self.forward(X)
+        Z = outs[-1]
+        z = np.concatenate(Z)
+        if mlp.loss == "mse":
+            Tp = self._panels(pad_matrix(fmt, nr, self._bits(T, no)), self.P[-1])
+            D = [golden.axpy(fmt, self.m1, Tp[k], Z[k]) for k in range(c)]           # Z - T
+            d = fmt.to_float(np.concatenate(D)[:no, :b])
+            loss, out = float(np.mean([mse_loss(d[:, j]) for j in range(b)])), d + tf
+        else:
+            zf = fmt.to_float(z[:no, :b])
+            G = np.stack([host_softmax_grad(fmt, z[:no, j], tf[:, j]) for j in range(b)], axis=1)
+            D = self._panels(pad_matrix(fmt, nr, G), self.P[-1])
+            loss, out = float(np.mean([softmax_ce_loss(zf[:, j], tf[:, j]) for j in range(b)])), zf
+        D_out = [d.copy() for d in D]
+        AT0 = golden.transpose(fmt, nr, A[0])          # X^T as the host loads it (padding +0)
+        for l in range(nl - 1, -1, -1):
+            if l >= 1:
+                EXT = [golden.gemm(fmt, nr, golden.transpose(fmt, nr, D[k]), self.W[k][l]) for k in range(c)]
+                S = self._reduce_scatter(EXT, self.P[l - 1])
+                own = [A[l][k * self.P[l - 1]:(k + 1) * self.P[l - 1]] for k in range(c)]
+                Dn = [golden.mask(fmt, golden.transpose(fmt, nr, S[k]), own[k]) for k in range(c)]
+            AT = AT0 if l == 0 else golden.transpose(fmt, nr, A[l])
+            for k in range(c):
+                self.W[k][l] = golden.gemm_acc(fmt, nr, D[k], AT, self.W[k][l], self.neg_lr)
+            if l >= 1:
+                D = Dn
+        return {"loss": loss, "output": out, "D": D_out}

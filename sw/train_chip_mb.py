@@ -1,0 +1,472 @@
+"""Compile minibatch gradient descent of an MLP across the cores of a chip, and run it.
+
+``compile_chip_mbgd(cfg, mlp) -> ChipMBProgram`` is the minibatch counterpart of
+:func:`sw.train_chip.compile_chip_sgd`, mapped as in the reference design: core ``k``
+holds row panel ``k`` of every weight matrix (``P_l = nr ceil(m_l / (c nr))`` rows, the
+last panels padded with zero rows), activations are ``n x b`` matrices (one sample per
+column) in the 2D round-robin layout, every layer is a GEMM on the panels (the kernels
+of :mod:`sw.train_mb`), and the ring joins them with the matrix collectives of
+:mod:`noc.ring_mat` (``docs/training.md``, "Minibatch GD across the cores of a chip").
+One step (``loss="mse"``)::
+
+    host: X (n0 x b) and X^T -> core 0; T panel k -> output core k
+    broadcast X, X^T from core 0                            mat_broadcast (row-bus chain)
+    for l = 0 .. L-1:
+        Z_k = W_l[k] A_l                                     emit_gemm, into A_{l+1}'s segment k
+        hidden: relu (own segment), all-gather A_{l+1}       mat_all_gather: every core gets
+                                                             all of A_{l+1} (N_{l+1} x b)
+    D_k = Z_k - T_k                                          emit_axpy on the output panel
+    for l = L-1 .. 0:
+        l >= 1: D^T = transpose(D_k)                         emit_transpose (P_l x b, small)
+                dX^T = D^T W_l[k]                            emit_gemm: a partial of b x N_l
+                reduce-scatter dX^T by column segments       mat_reduce_scatter: core k gets
+                                                             the sum of its P_{l-1} columns
+                E_k = transpose(that segment)                emit_transpose(src_ld=...)
+                E_k = E_k * relu'(A_l segment k)             emit_relu_mask
+        A_l^T = X^T (l = 0) or transpose(A_l)                emit_transpose (N_l x b)
+        W_l[k] += (-lr/b) D_k A_l^T                          emit_gemm(accumulate=True)
+        D_k = E_k
+    host: D panel k <- output core k
+
+Unlike batch-1 SGD across cores, gathered activations sit in the global order on every
+core (each collective stores every segment at its own place), so the weight columns
+are not permuted. ``loss="softmax_ce"``: the forward chip RUN ends with the logits
+unloaded from the output cores, the host computes ``G = fmt(softmax(z) - t)`` per
+column and loads its panels, and the backward pass runs in a second chip RUN; the
+turnaround is counted as :data:`sw.train.HOST_LATENCY_CYCLES` once per minibatch.
+:class:`sw.golden_train_chip_mb.GoldenChipMBGD` is the bit-exact model.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from noc.collectives import Region, emit_transpose
+from noc.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce_scatter
+from sw.asm import Builder
+from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
+from sw.layout import local_len, pack_matrix, unpack_matrix
+from sw.mlp import MLP
+from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
+                      softmax_ce_loss)
+from sw.train_chip import ChipSGDProgram, ChipStepResult, _place_parts, panel_rows
+from sw.train_mb import load_cost, unload_cost
+from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
+
+__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
+
+
+# ======================================================================================
+# memory allocation (the same addresses on every core)
+# ======================================================================================
+def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator:
+    """Every region of the step. Bank rules: each GEMM's two operands in different banks
+    (forward ``W_l`` vs ``A_l``; backward ``D^T`` vs ``W_l``; update ``D_l`` vs
+    ``A_l^T``), the axpy's and the mask's streamed operands in different banks. ``D^T``,
+    ``A^T`` (one region per bank the rules need), ``dX^T`` and the transpose stage are
+    scratch shared by the layers."""
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+    nl, b = mlp.n_layers, mlp.batch
+    Lb = L(b)
+    al = Allocator(cfg)
+    for l in range(nl):
+        al.alloc(f"W{l}", L(P[l]) * L(N[l]), f"row panel of W{l} ({P[l]} of {mlp.shape(l)[0]} rows x {N[l]})",
+                 bank=wbanks[l])
+    al.alloc("X", L(N[0]) * Lb, f"input minibatch A0 ({N[0]} x {b}; core 0 loads it, the ring broadcasts it)",
+             forbid={wbanks[0]})
+    for i in range(1, nl):
+        al.alloc(f"A{i}", L(N[i]) * Lb, f"A{i} = relu(W{i - 1} A{i - 1}) gathered ({N[i]} x {b}; own segment "
+                 f"computed, the others by the all-gather)", forbid={wbanks[i]})
+    z = al.alloc("Z", L(P[-1]) * Lb, f"output panel ({P[-1]} x {b}); MSE: D = Z - T in place")
+    if mlp.loss == "mse":
+        al.alloc("T", L(P[-1]) * Lb, f"target panel ({P[-1]} x {b}, loaded per step)", bank=_other(z.bank))
+        al.alloc("m1", 1, "scalar -1 (every PE)")
+        dbank = {nl - 1: z.bank}
+    else:
+        g = al.alloc("G", L(P[-1]) * Lb, f"output gradient panel softmax(Z) - T ({P[-1]} x {b}, loaded per step)")
+        dbank = {nl - 1: g.bank}
+    for i in range(nl - 1, 0, -1):
+        a = al.items[f"A{i}"].region
+        e = al.alloc(f"E{i}", L(P[i - 1]) * Lb, f"delta panel of A{i}: (W{i}^T D{i + 1}) * relu'(A{i}) "
+                     f"({P[i - 1]} x {b})", forbid={a.bank})
+        dbank[i - 1] = e.bank
+    al.alloc("XT", Lb * L(N[0]), f"X^T ({b} x {N[0]}; core 0 loads it, the ring broadcasts it)",
+             forbid={dbank[0]})
+    need: dict = {}
+    for l in range(1, nl):
+        for key, words in ((("DT", _other(wbanks[l])), Lb * L(P[l])), (("AT", _other(dbank[l])), Lb * L(N[l]))):
+            need[key] = max(need.get(key, 0), words)
+    for (role, bank), words in sorted(need.items()):
+        what = "D^T (transposed output delta panel)" if role == "DT" else "A^T (transposed gathered layer input)"
+        al.alloc(f"{role}_{bank}", words, what + ", shared by the layers", bank=bank)
+    if nl > 1:
+        al.alloc("EXT", max(Lb * L(N[l]) for l in range(1, nl)),
+                 "dX^T = D^T W partial (b x N), reduce-scattered by column segments; shared")
+        st = max(max(L(P[l]) * Lb, Lb * L(P[l - 1]), L(N[l]) * Lb) for l in range(1, nl))
+        al.alloc("stage", st, "transpose stage (diagonal PEs), shared")
+    al.alloc("nlr", 1, "scalar -lr/b (every PE)")
+    return al
+
+
+# ======================================================================================
+# the ops of one step on core k
+# ======================================================================================
+def _at(r: Region, off: int) -> Region:
+    return Region(r.bank, r.base + off)
+
+
+def _issued(res) -> int:
+    """Instructions a kernel issued: a :class:`sw.kernels.KernelInfo` or a collective's
+    :class:`noc.collectives.Frag`."""
+    return res.instructions if hasattr(res, "instructions") else res.count()
+
+
+def _ring_op(name, frag, reads, writes, fma_wb=False):
+    return Op(name, "ring", lambda b, f=frag: (b.text(f.text), f.slots)[1], reads=reads, writes=writes,
+              fma_wb=fma_wb, stores=not fma_wb, per_core=True)
+
+
+def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str) -> list:
+    """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
+    (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
+    ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
+    segment of a gathered matrix) are declared as the whole region, so the NOPs between
+    ops are the same on every core."""
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+    nl, b = mlp.n_layers, mlp.batch
+    Lb = L(b)
+    R = {n: v.region for n, v in al.items.items()}
+    Wn = {n: v.words for n, v in al.items.items()}
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops: list = []
+
+    def kern(name, kind, fn, reads, writes, fma_wb=False, per_core=False):
+        ops.append(Op(name, kind, lambda bl, fn=fn: _issued(fn(bl)), reads=reads, writes=writes,
+                      fma_wb=fma_wb, stores=not fma_wb, per_core=per_core))
+
+    def whole(name):
+        return (R[name], Wn[name])
+
+    if part in ("step", "forward", "predict"):
+        names = ["X"] if part == "predict" else ["X", "XT"]
+        for nm in names:
+            rows, cols = (L(N[0]), Lb) if nm == "X" else (Lb, L(N[0]))
+            blk = MatBlock(R[nm].bank, R[nm].base, cols, 0, rows, 0, cols)
+            ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name=f"bc{nm}_"),
+                                [whole(nm)], [whole(nm)]))
+        for l in range(nl):
+            W, xin = R[f"W{l}"], R["X"] if l == 0 else R[f"A{l}"]
+            hidden = l < nl - 1
+            yname = f"A{l + 1}" if hidden else "Z"
+            y = _at(R[yname], k * L(P[l]) * Lb) if hidden else R["Z"]
+            kern(f"gemm{l}", "gemm", lambda bl, l=l, W=W, xin=xin, y=y:
+                 emit_gemm(bl, cfg, P[l], N[l], b, W, xin, y, name=f"fw{l}_"),
+                 [whole(f"W{l}"), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
+            if hidden:
+                n = L(P[l]) * Lb
+                kern(f"relu{l + 1}", "relu", lambda bl, y=y, n=n, l=l: emit_relu(bl, cfg, n, y, y, name=f"re{l}_"),
+                     [whole(yname)], [whole(yname)], per_core=True)
+                A = R[yname]
+                seg = (lambda s, A=A, l=l: MatBlock(A.bank, A.base, Lb, s * L(P[l]), L(P[l]), 0, Lb))
+                ops.append(_ring_op(f"ag{l + 1}", mat_all_gather(cfg, k, seg, name=f"ag{l + 1}_"),
+                                    [whole(yname)], [whole(yname)]))
+        if part in ("forward", "predict"):
+            return ops
+        m1 = Scalar(R["m1"].bank, R["m1"].base)
+        kz = Wn["Z"]
+        kern("loss_grad", "axpy", lambda bl: emit_axpy(bl, cfg, kz, m1, R["T"], R["Z"], name="lg_"),
+             [whole("T"), whole("Z"), whole("m1")], [whole("Z")], fma_wb=True)
+        D = R["Z"]
+    else:
+        D = R["G"]
+    for l in range(nl - 1, -1, -1):
+        W = R[f"W{l}"]
+        if l >= 1:
+            DT, EXT, E, A = R[f"DT_{_other(W.bank)}"], R["EXT"], R[f"E{l}"], R[f"A{l}"]
+            st = R["stage"]
+            kd = L(P[l]) * Lb
+            kern(f"tpD{l}", "transpose", lambda bl, l=l, D=D, DT=DT, st=st:
+                 emit_transpose(bl, cfg, P[l], b, D, DT, st, name=f"td{l}_"),
+                 [(D, kd), (st, kd)], [(DT, kd), (st, kd)])
+            kern(f"gemm_bw{l}", "gemm", lambda bl, l=l, DT=DT, W=W, EXT=EXT:
+                 emit_gemm(bl, cfg, b, P[l], N[l], DT, W, EXT, name=f"bw{l}_"),
+                 [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
+            ld, sp = L(N[l]), L(P[l - 1])
+            seg = (lambda s, EXT=EXT, ld=ld, sp=sp: MatBlock(EXT.bank, EXT.base, ld, 0, Lb, s * sp, sp))
+            ops.append(_ring_op(f"rs{l}", mat_reduce_scatter(cfg, k, seg, name=f"rs{l}_"),
+                                [(EXT, Lb * ld)], [(EXT, Lb * ld)], fma_wb=True))
+            ke = Lb * sp
+            kern(f"tpE{l}", "transpose", lambda bl, l=l, EXT=EXT, E=E, st=st, ld=ld, sp=sp:
+                 emit_transpose(bl, cfg, b, P[l - 1], _at(EXT, k * sp), E, st, src_ld=ld, name=f"te{l}_"),
+                 [(EXT, Lb * ld), (st, ke)], [(E, ke), (st, ke)], per_core=True)
+            own = _at(A, k * sp * Lb)
+            kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, own=own, ke=ke:
+                 emit_relu_mask(bl, cfg, ke, E, own, E, name=f"mk{l}_"),
+                 [(E, ke), whole(f"A{l}")], [(E, ke)], per_core=True)
+        if l == 0:
+            AT = R["XT"]
+        else:
+            AT, A, st = R[f"AT_{_other(D.bank)}"], R[f"A{l}"], R["stage"]
+            ka = L(N[l]) * Lb
+            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st:
+                 emit_transpose(bl, cfg, N[l], b, A, AT, st, name=f"ta{l}_"),
+                 [(A, ka), (st, ka)], [(AT, ka), (st, ka)])
+        kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
+             emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
+             [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")], fma_wb=True)
+        if l >= 1:
+            D = R[f"E{l}"]
+    return ops
+
+
+# ======================================================================================
+# the compiled program and its host side
+# ======================================================================================
+@dataclass
+class ChipMBProgram(ChipSGDProgram):
+    """A compiled minibatch step across the cores. Weight loading and read-back, chip
+    RUNs, placement of the host programs and the cycle accounting are
+    :class:`sw.train_chip.ChipSGDProgram`'s; the columns of the weight panels are in the
+    natural order (the collectives keep the global order), ``neg_lr`` is ``-lr/b``."""
+
+    def _cols(self, l, k):
+        return None
+
+    # -- figures ------------------------------------------------------------------------
+    def _words(self, name) -> int:
+        return self.alloc.items[name].words
+
+    def host_phase_cycles(self) -> list:
+        """``(name, cycles)`` of the step's host phases: the RUNs of their active cores
+        back to back (:func:`sw.train_mb.load_cost` / ``unload_cost`` instructions, plus
+        HALT, start latency and drain)."""
+        cfg = self.cfg
+        run = 1 + cfg.fpu_latency + 2
+        K, kz = self.out_cores, self._words("Z")
+        x = load_cost(cfg, self._words("X")) + load_cost(cfg, self._words("XT"))
+        out = K * (unload_cost(cfg, kz) + run)
+        if self.mlp.loss == "mse":
+            t = load_cost(cfg, kz)
+            # core 0 loads X, X^T (and its T panel); the other output cores their T panel
+            return [("in", x + run + (K - 1) * (t + run) + t), ("d", out)]
+        return [("in", x + run), ("logits", out), ("g", K * (load_cost(cfg, kz) + run))]
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        lines = [f"minibatch GD step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
+                 f"  panel rows per core {self.P}; weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
+                 f"{self.step_cycles()} cycles per step (chip phases "
+                 f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
+                 f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
+                 + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")",
+                 f"  microcode: {len(self.images)} image(s)", "", self.alloc.table(), ""]
+        from sw.train import breakdown_lines
+        return "\n".join(lines + breakdown_lines(self.breakdown()))
+
+    # -- host programs ------------------------------------------------------------------
+    def _host_programs(self, what: str, origin: int) -> list:
+        """Per core the program of a host phase: ``in`` (X, X^T on core 0; MSE: T panels
+        on the output cores), ``in_x`` (X only), ``unload`` (Z / D panels of the output
+        cores), ``g`` (gradient panels)."""
+        cfg, R = self.cfg, self.regions
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg, origin=origin)
+            out = k < self.out_cores
+            loads = []
+            if what in ("in", "in_x") and k == 0:
+                loads += ["X"] + (["XT"] if what == "in" else [])
+            if what == "in" and out and self.mlp.loss == "mse":
+                loads.append("T")
+            if what == "g" and out:
+                loads.append("G")
+            for i, nm in enumerate(loads):
+                emit_load(b, cfg, R[nm].bank, R[nm].base, self._words(nm), loop=f"h{i}_")
+            if what == "unload" and out:
+                emit_unload(b, cfg, R["Z"].bank, R["Z"].base, self._words("Z"), loop="hz_")
+            b.halt()
+            imgs.append(b.build().words())
+        return imgs
+
+    def _active(self, what):
+        if what == "in_x" or (what == "in" and self.mlp.loss != "mse"):
+            return [0]
+        return list(range(self.out_cores))
+
+    # -- host data ----------------------------------------------------------------------
+    def _mat(self, x, n, what):
+        fmt, b = self.cfg.fmt, self.mlp.batch
+        x = np.asarray(x)
+        if x.shape != (n, b):
+            raise ValueError(f"{what} must be a {n} x {b} matrix (one sample per column), got shape {x.shape}")
+        if x.dtype == fmt.np_uint:
+            return x
+        return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
+
+    def _panel_m(self, M, k):
+        p, b = self.P[-1], self.mlp.batch
+        pad = np.zeros((self.cfg.cores * p, b), dtype=self.cfg.fmt.np_uint)
+        pad[:M.shape[0]] = M
+        return pad[k * p:(k + 1) * p]
+
+    def _run_host(self, session, what, mats=None, name=""):
+        cfg, nr = self.cfg, self.cfg.nr
+        data = [[] for _ in range(cfg.cores)]
+        for k in self._active(what):
+            if what in ("in", "in_x") and k == 0:
+                data[k] += load_beats_for(cfg, pack_matrix(mats["X"], nr))
+                if what == "in":
+                    data[k] += load_beats_for(cfg, pack_matrix(mats["X"].T, nr))
+            if what == "in" and self.mlp.loss == "mse":
+                data[k] += load_beats_for(cfg, pack_matrix(self._panel_m(mats["T"], k), nr))
+            if what == "g":
+                data[k] += load_beats_for(cfg, pack_matrix(self._panel_m(mats["G"], k), nr))
+        imgs, org = self._host_images(what)
+        return session.run(imgs, data, name, org, active=self._active(what))
+
+    def _outputs(self, res) -> np.ndarray:
+        cfg, kz = self.cfg, self._words("Z")
+        vals = [unpack_matrix(decode_unload(cfg, res[k].out, kz), self.P[-1], self.mlp.batch)
+                for k in range(self.out_cores)]
+        return np.concatenate(vals)[:self.mlp.n_out]
+
+    def targets(self, T) -> np.ndarray:
+        """Targets as an ``n_out x b`` float64 matrix (``softmax_ce``: ``b`` class
+        indices become one-hot columns)."""
+        from sw.golden_train_mb import one_hot_cols
+
+        mlp, fmt = self.mlp, self.cfg.fmt
+        T = np.asarray(T)
+        if mlp.loss == "softmax_ce" and T.ndim == 1:
+            if T.shape != (mlp.batch,):
+                raise ValueError(f"expected {mlp.batch} class indices, got shape {T.shape}")
+            return one_hot_cols(mlp.n_out, T)
+        if T.shape != (mlp.n_out, mlp.batch):
+            raise ValueError(f"targets must be a {mlp.n_out} x {mlp.batch} matrix, got shape {T.shape}")
+        return fmt.to_float(T) if T.dtype == fmt.np_uint else T.astype(np.float64)
+
+    def _check_host(self, name, res, cyc):
+        exp = dict(self.host_phase_cycles())[name]
+        if cyc != exp:
+            raise AssertionError(f"host phase {name}: {cyc} cycles, predicted {exp}")
+        return res, cyc
+
+    # -- steps --------------------------------------------------------------------------
+    def run_step(self, session, X, T, *, host_latency: int = HOST_LATENCY_CYCLES) -> ChipStepResult:
+        """One minibatch step: ``X`` the ``n_in x b`` inputs (one sample per column),
+        ``T`` the ``n_out x b`` targets (``softmax_ce``: or ``b`` class indices).
+        ``loss`` is the mean of the samples' losses, ``output`` the ``n_out x b`` network
+        output (floats)."""
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        b = mlp.batch
+        tf = self.targets(T)
+        mats = {"X": self._mat(X, mlp.n_in, "X")}
+        if mlp.loss == "mse":
+            mats["T"] = self._mat(T, mlp.n_out, "T")
+        phases, per_core = [], [dict() for _ in range(cfg.cores)]
+
+        def note(name, kind, res, cyc):
+            phases.append((name, kind, cyc))
+            for k, r in enumerate(res):
+                for key, v in r.counters.items():
+                    per_core[k][key] = per_core[k].get(key, 0) + v
+
+        note("in", "host", *self._check_host("in", *self._run_host(session, "in", mats, "step-in")))
+        raw = {}
+        if mlp.loss == "mse":
+            for part in self.parts["step"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            res, cyc = self._check_host("d", *self._run_host(session, "unload", name="step-out"))
+            note("d", "host", res, cyc)
+            raw["D"] = self._outputs(res)
+            d = fmt.to_float(raw["D"])
+            loss = float(np.mean([mse_loss(d[:, c]) for c in range(b)]))
+            out = d + tf
+        else:
+            for part in self.parts["forward"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            res, cyc = self._check_host("logits", *self._run_host(session, "unload", name="logits"))
+            note("logits", "host", res, cyc)
+            raw["logits"] = self._outputs(res)
+            mats["G"] = np.stack([host_softmax_grad(fmt, raw["logits"][:, c], tf[:, c]) for c in range(b)], axis=1)
+            note("g", "host", *self._check_host("g", *self._run_host(session, "g", mats, "g")))
+            for part in self.parts["backward"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            z = fmt.to_float(raw["logits"])
+            loss = float(np.mean([softmax_ce_loss(z[:, c], tf[:, c]) for c in range(b)]))
+            out = z
+        cyc = sum(c for _, _, c in phases)
+        for pc in per_core:
+            pc["cycles"] = cyc
+        return ChipStepResult(loss, out, list(per_core), cyc, self.host_cycles(host_latency), raw, phases, per_core)
+
+    def predict(self, session, X) -> np.ndarray:
+        """The network outputs (``n_out x b`` floats) for ``X`` computed on the chip."""
+        self._run_host(session, "in_x", {"X": self._mat(X, self.mlp.n_in, "X")}, "predict-in")
+        for part in self.parts["predict"]:
+            self._run_part(session, part, part.name)
+        res, _ = self._run_host(session, "unload", name="predict-out")
+        return self.cfg.fmt.to_float(self._outputs(res))
+
+
+def _sizes_message(cfg, mlp, al, P, N) -> str:
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+    wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
+    act = sum(it.words for k, it in al.items.items() if not k.startswith("W"))
+    return (f"MLP {'-'.join(map(str, mlp.sizes))} with minibatch {mlp.batch} does not fit {cfg.cores} cores of "
+            f"{cfg.nr}x{cfg.nr} PEs: each core needs {al.used('a') + al.used('b')} words per PE (MEM A "
+            f"{al.used('a')}, MEM B {al.used('b')}; weights per PE: {wsz}; activations, deltas, transposed "
+            f"copies and scratch: {act}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of "
+            f"{cfg.fmt}; no assignment of the weight panels to the banks fits (a smaller minibatch or more cores "
+            f"would)")
+
+
+def compile_chip_mbgd(cfg, mlp: MLP) -> ChipMBProgram:
+    """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
+    sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
+    core; see the module docstring). The weight panels go to bank A when everything
+    fits so, else to the first assignment of panels to banks that fits.
+
+    Raises :class:`sw.train.TrainCompileError` when the panels and activations do not
+    fit the PE memories (with the sizes), a program does not fit the microcode,
+    ``-lr/b`` is not representable, a local size exceeds the loop counters, ``nr < 2``
+    or the configuration is not a chip."""
+    if not isinstance(mlp, MLP):
+        raise TypeError(f"mlp must be an sw.mlp.MLP, got {type(mlp).__name__}")
+    c, nr, fmt, b = cfg.cores, cfg.nr, cfg.fmt, mlp.batch
+    if c < 2:
+        raise TrainCompileError(f"minibatch GD across cores needs a chip (cfg.cores >= 2), got cores={c}; use "
+                                f"sw.train_mb.compile_mbgd for one core")
+    if nr < 2:
+        raise TrainCompileError(f"the kernels need nr >= 2, got nr = {nr}")
+    nlr = fmt.from_float(np.array([-mlp.lr / b]))[0]
+    v = float(fmt.to_float(np.array([nlr]))[0])
+    if v == 0.0 or not np.isfinite(v):
+        raise TrainCompileError(f"learning rate / batch = {mlp.lr:g} / {b} is {'zero' if v == 0 else 'not finite'} "
+                                f"in {fmt}")
+    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
+    N = [mlp.n_in] + [c * p for p in P[:-1]]
+    lim = (1 << cfg.loop_bits) - 1
+    for n in N:
+        if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
+            raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
+    cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
+    al = None
+    for wbanks in cands:
+        al = allocate_chip_mb(cfg, mlp, wbanks, P, N)
+        if al.fits():
+            break
+    if not al.fits():
+        raise TrainCompileError(_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, cands[0], P, N), P, N))
+    parts_ops = {}
+    names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
+    for nm in names + ["predict"]:
+        parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm) for k in range(c)]
+    parts, images = _place_parts(cfg, parts_ops)
+    tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
+                       {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search"})
+    tp._place_host()
+    return tp

@@ -1,0 +1,173 @@
+"""Minibatch GD across the cores of a chip (sw/train_chip_mb.py): bit-exact against the
+golden trainer (sw/golden_train_chip_mb.py) on both chip engines and the RTL, cycles as
+predicted, the network's function independently of the golden, learning like float64
+minibatch GD, errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import SIM_PARAMS, require_sim
+from test_train import _eq_weights as _eq
+from test_train import _seed
+from rtl.config import PRESETS
+from sw.golden_train_chip_mb import GoldenChipMBGD
+from sw.golden_train_mb import Float64MBGD
+from sw.mlp import MLP
+from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, init_weights
+from sw.train_chip import ChipSession
+from sw.train_chip_mb import compile_chip_mbgd
+
+TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
+
+
+def _batch(rng, mlp):
+    X = rng.uniform(-1, 1, (mlp.n_in, mlp.batch))
+    if mlp.loss == "softmax_ce":
+        return X, rng.integers(0, mlp.n_out, mlp.batch)
+    return X, rng.uniform(-1, 1, (mlp.n_out, mlp.batch))
+
+
+def run_and_check(cfg, mlp, steps, backend, seed, record=False):
+    rng = np.random.default_rng(seed)
+    tp = compile_chip_mbgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, backend, record=record)
+    tp.init(sess, W0)
+    gold = GoldenChipMBGD(cfg, mlp, W0)
+    _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
+    results = []
+    for k in range(steps):
+        X, T = _batch(rng, mlp)
+        r = tp.run_step(sess, X, T)      # checks every RUN's cycles, conflicts and stalls, host phases
+        g = gold.step(X, T)
+        assert r.loss == g["loss"] and np.array_equal(r.output, g["output"]), (k, r.loss, g["loss"])
+        _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), f"step {k}")
+        assert r.cycles + r.host_cycles == tp.step_cycles()
+        results.append(r)
+    return tp, sess, gold, results
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+@pytest.mark.parametrize("cfg,sizes,b", [(TINY, (5, 6, 3), 3), (TINY, (7, 9, 4, 3), 4), (SMALL, (20, 30, 17, 5), 5)],
+                         ids=["tiny-2layer-b3", "tiny-3layer-b4", "small-3layer-b5"])
+def test_chip_mbgd_matches_golden(cfg, sizes, b, loss, backend):
+    run_and_check(cfg, MLP(sizes, loss, 0.05, batch=b), 2, backend, _seed())
+
+
+def test_chip_mbgd_engines_agree_counter_for_counter():
+    """The fast chip engine and the per-cycle chip model: same counters on every core."""
+    seed = _seed()
+    mlp = MLP((12, 10, 6), "softmax_ce", 0.05, batch=4)
+    a = run_and_check(SMALL, mlp, 2, "fast", seed)[3]
+    b = run_and_check(SMALL, mlp, 2, "model", seed)[3]
+    for ra, rb in zip(a, b):
+        assert ra.core_counters == rb.core_counters
+        assert ra.phases == rb.phases
+
+
+def test_chip_mbgd_binary32_and_more_cores():
+    cfg = replace(SMALL, fmt="binary32", cores=6)
+    run_and_check(cfg, MLP((9, 30, 7), "mse", 0.05, batch=6), 2, "fast", _seed())
+
+
+def test_chip_mbgd_batch_1_and_odd_shapes():
+    """b = 1 (every batch column padding but one) and sizes nr does not divide."""
+    run_and_check(SMALL, MLP((3, 7, 2), "mse", 0.1, batch=1), 2, "fast", _seed())
+    run_and_check(TINY, MLP((1, 3, 2), "softmax_ce", 0.1, batch=7), 2, "fast", _seed())
+
+
+@pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, cores=6)], ids=["4cores", "6cores"])
+def test_chip_mbgd_forward_is_the_network(cfg):
+    """Independent of the golden trainer: the chip's forward pass computes the network's
+    function, within binary16 rounding of a float64 forward pass with the same weights
+    (catches a wrong gather order or a wrong panel placement)."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=6)
+    tp = compile_chip_mbgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, "fast")
+    tp.init(sess, W0)
+    ref = Float64MBGD(mlp, [cfg.fmt.to_float(np.asarray(w)) for w in W0])
+    X = cfg.fmt.to_float(cfg.fmt.from_float(rng.uniform(-1, 1, (mlp.n_in, mlp.batch))))
+    got, want = tp.predict(sess, X), ref.predict(X)
+    assert np.allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max()), (got, want)
+
+
+def test_chip_mbgd_learns_like_float64():
+    """60 minibatch steps on a learnable problem: the array's loss falls like float64
+    minibatch GD's from the same weights on the same batches."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    mlp = MLP((8, 16, 4), "softmax_ce", 0.4, batch=8)
+    cfg = SMALL
+    tp = compile_chip_mbgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, "fast")
+    tp.init(sess, W0)
+    ref = Float64MBGD(mlp, [cfg.fmt.to_float(np.asarray(w)) for w in W0])
+    centers = rng.uniform(-1, 1, (4, 8))
+    la, lr = [], []
+    for _ in range(60):
+        c = rng.integers(0, 4, mlp.batch)
+        X = (centers[c] + 0.1 * rng.standard_normal((mlp.batch, 8))).T
+        la.append(tp.run_step(sess, X, c).loss)
+        lr.append(ref.step(X, c)["loss"])
+    a0, a1, r1 = np.mean(la[:10]), np.mean(la[-10:]), np.mean(lr[-10:])
+    print(f"loss {a0:.3f} -> {a1:.3f} (float64 {r1:.3f})")
+    assert a1 < 0.5 * a0 and abs(a1 - r1) < 0.05 + 0.1 * r1
+
+
+def test_chip_mbgd_cycle_accounting():
+    """The step's cycles are its chip RUNs plus the host phases (back to back) plus the
+    softmax turnaround once per minibatch; every chip RUN issues the same instructions on
+    every core; the breakdown adds up."""
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
+    tp = compile_chip_mbgd(SMALL, mlp)
+    chip = sum(tp.part_cycles(p) for p in tp.chip_parts())
+    host = sum(c for _, c in tp.host_phase_cycles())
+    assert tp.step_cycles() == chip + host + HOST_LATENCY_CYCLES
+    assert sum(i for _, _, i in tp.breakdown()) == chip       # ops, gaps, HALT + drain per RUN
+    kinds = {k for _, k, _ in tp.breakdown()}
+    assert {"gemm", "gemm_acc", "transpose", "ring", "relu", "relu_mask"} <= kinds
+    assert "minibatch GD step" in tp.describe()
+
+
+def test_chip_mbgd_errors():
+    with pytest.raises(TrainCompileError, match="needs a chip"):
+        compile_chip_mbgd(PRESETS["small"], MLP((8, 8, 4), "mse", 0.1, batch=4))
+    with pytest.raises(TrainCompileError, match="does not fit 2 cores of 2x2 PEs"):
+        compile_chip_mbgd(TINY, MLP((100, 100, 4), "mse", 0.1, batch=16))
+    with pytest.raises(TrainCompileError, match="zero"):
+        compile_chip_mbgd(TINY, MLP((8, 8, 4), "mse", 1e-7, batch=4))
+    tp = compile_chip_mbgd(TINY, MLP((5, 6, 3), "mse", 0.1, batch=3))
+    with pytest.raises(ValueError, match="5 x 3 matrix"):
+        tp.run_step(ChipSession(TINY, "fast"), np.zeros((5, 4)), np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("sim", SIM_PARAMS)
+def test_chip_mbgd_rtl(sim):
+    """Minibatch steps (MSE and softmax, b = 3) on 4 cores of 2 x 2 PEs with a 128-word
+    microcode, recorded on the per-cycle chip model and replayed on the RTL (every beat
+    and counter of every core compared); the weights read back from the RTL equal the
+    golden trainer's. The configuration is ``tests/test_chip.py``'s ``CHIP4`` (one
+    simulator build)."""
+    from sim.chip_run import ChipPhase, run_chip_session
+    from test_chip import CHIP4
+
+    require_sim(sim)
+    seed = _seed()
+    for loss, steps in (("mse", 1), ("softmax_ce", 1)):
+        mlp = MLP((5, 6, 3), loss, 0.125, batch=3)
+        tp, sess, gold, results = run_and_check(CHIP4, mlp, steps, "model", seed, record=True)
+        un = tp.unload_weights_phases()
+        phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
+        res = run_chip_session(CHIP4, phases, backend="rtl", sim=sim, name=f"chip-mbgd-{loss}")
+        got = tp.decode_weights(res[-len(un):], padded=True)
+        _eq(got, gold.weights(padded=True), f"rtl {loss}")
+        print(f"{sim} {loss}: {res[-1][0].info}")
