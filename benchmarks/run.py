@@ -35,6 +35,7 @@ BENCHMARKS = {
     "train_mb": "benchmarks.bench_train_mb",
     "ring": "benchmarks.bench_ring",
     "train_chip": "benchmarks.bench_train_chip",
+    "train_chip_mb": "benchmarks.bench_train_chip_mb",
 }
 
 

@@ -18,7 +18,11 @@
 9. SGD across the cores of a chip: two steps on a 2-core chip RTL against the golden
    trainer, then many steps on a 4-core chip on the fast chip engine (test accuracy
    beside float64, loss curves saved), then one step of the reference design's
-   784-500-500-500-10 network at configuration S (32 cores) with its figures.
+   784-500-500-500-10 network at configuration S (32 cores) with its figures;
+10. minibatch GD across the cores of a chip: two steps on a 2-core chip RTL against the
+   golden trainer, two epochs of digits on a 4-core chip on the fast chip engine (test
+   accuracy beside float64 minibatch GD), one step of 784-500-500-500-10 at
+   configuration S beside the reference design's minibatch figure.
 """
 
 from __future__ import annotations
@@ -355,6 +359,82 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
         raise SystemExit("configuration S: the fast chip engine's weights differ from the golden trainer's")
 
 
+def _chip_minibatch(sim: str | None, b: int = 16) -> None:
+    """Minibatch GD across the cores of a chip: two steps on the RTL of a 2-core chip
+    checked against the golden trainer, two epochs of digits on a 4-core chip on the fast
+    chip engine (test accuracy beside float64 minibatch GD), one step of the reference
+    network at configuration S beside the reference design's minibatch figure."""
+    from sw.train_driver import train_minibatch
+    from rtl.config import PRESETS, ArchConfig
+    from sim.chip_run import ChipPhase, run_chip_session
+    from sw.datasets import load_digits
+    from sw.golden_train_chip_mb import GoldenChipMBGD
+    from sw.mlp import MLP
+    from sw.train import init_weights
+    from sw.train_chip import ChipSession, chip_step_report
+    from sw.train_chip_mb import compile_chip_mbgd
+
+    _hdr(f"10. Minibatch GD across the cores of a chip: {'-'.join(map(str, DEMO_NET))} on digits")
+    data = load_digits()
+    # -- RTL: 2 cores of 2x2 PEs, b = 4, two steps, replayed under cocotb ------------------
+    cfg = ArchConfig(nr=2, mem_a_words=512, mem_b_words=512, cores=2)
+    mlp = MLP(DEMO_NET, "softmax_ce", 0.1, batch=4)
+    tp = compile_chip_mbgd(cfg, mlp)
+    W0 = init_weights(mlp, cfg.fmt, 0)
+    sess = ChipSession(cfg, "model", record=True)
+    tp.init(sess, W0)
+    gold = GoldenChipMBGD(cfg, mlp, W0)
+    for i in range(2):
+        X, T = data.x_train[4 * i:4 * i + 4].T, data.y_train[4 * i:4 * i + 4]
+        tp.run_step(sess, X, T)
+        gold.step(X, T)
+    un = tp.unload_weights_phases()
+    t0 = time.perf_counter()
+    res = run_chip_session(cfg, sess.phases + [ChipPhase(imgs, None, n) for imgs, n in un], backend="rtl", sim=sim,
+                           name="demo-chip-mbgd")          # every beat and counter vs the chip model
+    wall = time.perf_counter() - t0
+    got = tp.decode_weights(res[-len(un):], padded=True)
+    if not all(np.array_equal(a, w) for a, w in zip(got, gold.weights(padded=True))):
+        raise SystemExit("the chip RTL's weights differ from the golden trainer's (minibatch)")
+    print(f"RTL ({res[0][0].backend}, {wall:.1f} s): 2 minibatch steps (b = 4) on {cfg.cores} cores of "
+          f"{cfg.nr}x{cfg.nr} PEs (X broadcast, all-gather of the activations, reduce-scatter of D^T W over the "
+          f"ring), {tp.step_cycles() - tp.host_cycles()} cycles per step + {tp.host_cycles()} host; every core's "
+          f"beats and counters equal the chip model's, the weights read back equal the golden trainer's bit for bit")
+    # -- fast chip engine: 4 cores of 4x4 PEs, digits ----------------------------------------
+    cfg = PRESETS["chip-small"]
+    bar = _Bar()
+    r = train_minibatch(cfg, DEMO_NET, data, b=b, lr=0.1, epochs=2, golden_steps=10, log=bar.log, progress=bar)
+    st = r["step"]
+    print(f"fast chip engine, {cfg.cores} cores of {cfg.nr}x{cfg.nr}, b = {b}: {r['steps']} steps in "
+          f"{r['wall_s']:.0f} s, test accuracy {r['final_test_accuracy'] * 100:.2f} % vs "
+          f"{r['final_test_accuracy_float64'] * 100:.2f} % float64 minibatch GD; first 10 steps bit for bit "
+          f"against the golden trainer; per step {st['run_cycles']} cycles + {st['host_cycles']} host, "
+          f"{st['gflops_per_w']:.0f} GFLOPS/W ({st['gflops_per_w_reference_scope']:.0f} reference scope)")
+    # -- configuration S: the reference design's network ---------------------------------
+    cfg = PRESETS["S"]
+    big = MLP((784, 500, 500, 500, 10), "softmax_ce", 0.05, batch=b)
+    t0 = time.perf_counter()
+    tp = compile_chip_mbgd(cfg, big)
+    sess = ChipSession(cfg, "fast")
+    Wb = init_weights(big, cfg.fmt, 0)
+    tp.init(sess, Wb)
+    rng = np.random.default_rng(9)
+    X, T = rng.uniform(0, 1, (784, b)), rng.integers(0, 10, b)
+    rr = tp.run_step(sess, X, T)
+    gold = GoldenChipMBGD(cfg, big, Wb)
+    gold.step(X, T)
+    same = all(np.array_equal(a, w) for a, w in zip(tp.weights_from_session(sess), gold.weights()))
+    rep, rep_h = chip_step_report(tp, rr)
+    print(f"configuration S ({cfg.cores} cores of {cfg.nr}x{cfg.nr}), 784-500-500-500-10, one minibatch step (b = "
+          f"{b}) on the fast chip engine ({time.perf_counter() - t0:.0f} s, weights {'==' if same else '!='} "
+          f"golden): {rr.cycles} cycles + {rr.host_cycles} host, MAC utilization {rep.mac_utilization * 100:.1f} % "
+          f"({rep_h.mac_utilization * 100:.1f} % with the host), {rep.gflops_per_w:.0f} GFLOPS/W "
+          f"({rep.gflops_per_w_reference_scope:.0f} in the reference scope); reference design, minibatch: "
+          f"195 GFLOPS/W")
+    if not same:
+        raise SystemExit("configuration S: the fast chip engine's weights differ from the golden trainer's")
+
+
 def run_demo(sim: str | None = None) -> int:
     from rtl.config import ArchConfig
 
@@ -371,6 +451,7 @@ def run_demo(sim: str | None = None) -> int:
     _train_fast(cfg)
     _chip(sim)
     _chip_train(sim)
+    _chip_minibatch(sim)
     print(f"\nall outputs in {OUT}")
     return 0
 

@@ -189,6 +189,102 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     atomic_savefig(fig, path, dpi=110)
 
 
+def _batches(x, y, b, rng):
+    idx = rng.permutation(len(x))
+    n = len(idx) // b * b                          # the last partial batch is dropped each epoch
+    return [idx[i:i + b] for i in range(0, n, b)]
+
+
+def _accuracy(pred, x, y, b, n_in):
+    """Accuracy of ``pred`` (n_in x b -> n_out x b) over ``x`` in batches of ``b`` (the
+    last batch padded with zero columns, their outputs ignored)."""
+    correct = 0
+    for i in range(0, len(x), b):
+        xb = x[i:i + b]
+        X = np.zeros((n_in, b))
+        X[:, :len(xb)] = xb.T
+        out = pred(X)[:, :len(xb)]
+        correct += int(np.sum(np.argmax(out, axis=0) == y[i:i + b]))
+    return correct / len(x)
+
+
+def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs: int = 10, seed: int = 0,
+                    golden_steps: int = 20, log=print, max_steps: int | None = None, progress=None) -> dict:
+    """Minibatch GD of ``MLP(sizes, "softmax_ce", lr, batch=b)`` on ``data`` (default:
+    scikit-learn's digits, :func:`sw.datasets.load_digits`) on the fast model: one core, or across the cores of a
+    chip configuration (:func:`sw.train_chip_mb.compile_chip_mbgd`, the fast chip
+    engine). The first ``golden_steps`` steps are checked bit for bit against the golden
+    trainer; float64 minibatch GD runs on the same batches. ``max_steps`` stops each
+    epoch early (for the demo); ``progress(done, total)`` after every step."""
+    from sw.datasets import load_digits
+    from sw.golden_train_mb import Float64MBGD, GoldenMBGD
+    from sw.train_mb import compile_mbgd
+
+    data = data if data is not None else load_digits()
+    mlp = MLP(sizes, "softmax_ce", lr, batch=b)
+    fmt = cfg.fmt
+    W0 = init_weights(mlp, fmt, seed)
+    chip = cfg.cores > 1
+    if chip:
+        from sw.golden_train_chip_mb import GoldenChipMBGD
+        from sw.train_chip import ChipSession
+        from sw.train_chip_mb import compile_chip_mbgd
+
+        tp, sess, gold = compile_chip_mbgd(cfg, mlp), ChipSession(cfg, "fast"), GoldenChipMBGD(cfg, mlp, W0)
+    else:
+        tp, sess, gold = compile_mbgd(cfg, mlp), CoreSession(cfg, "fast"), GoldenMBGD(cfg, mlp, W0)
+    tp.init(sess, W0)
+    ref = Float64MBGD(mlp, [fmt.to_float(W) for W in W0])
+    rng = np.random.default_rng(seed)
+    xtr, ytr, xte, yte = data.x_train, data.y_train, data.x_test, data.y_test
+    epochs_out, losses, ref_losses = [], [], []
+    steps, ctrs, t0 = 0, None, time.perf_counter()
+    for ep in range(epochs):
+        te = time.perf_counter()
+        bl = _batches(xtr, ytr, b, rng)[:max_steps]
+        for idx in bl:
+            X, T = xtr[idx].T, ytr[idx]
+            r = tp.run_step(sess, X, T)
+            ctrs = ctrs or (r if chip else r.counters)
+            losses.append(r.loss)
+            ref_losses.append(ref.step(X, T)["loss"])
+            if steps < golden_steps:
+                gold.step(X, T)
+                if not all(np.array_equal(a, w) for a, w in zip(tp.weights_from_session(sess, padded=True),
+                                                                 gold.weights(padded=True))):
+                    raise AssertionError(f"step {steps}: the array's weights differ from the golden trainer's")
+            steps += 1
+            if progress is not None:
+                progress(steps, epochs * len(bl))
+        acc = _accuracy(lambda X: tp.predict(sess, X), xte, yte, b, mlp.n_in)
+        acc_ref = _accuracy(ref.predict, xte, yte, b, mlp.n_in)
+        n = len(bl)
+        e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
+             "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
+             "test_accuracy_float64": acc_ref, "wall_s": round(time.perf_counter() - te, 2)}
+        epochs_out.append(e)
+        log(f"b={b} epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
+            f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%)")
+    if chip:
+        from sw.train_chip import chip_step_report
+
+        rep, rep_h = chip_step_report(tp, ctrs, HOST_LATENCY_CYCLES)
+        run_cycles = tp.step_cycles() - tp.host_cycles()
+    else:
+        rep, rep_h = step_report(tp, ctrs, HOST_LATENCY_CYCLES)
+        run_cycles = sum(tp.predicted_cycles())
+    return {"network": mlp.describe(), "lr": lr, "lr_over_b_stored": tp.meta["neg_lr_over_b"], "batch": b,
+            "data": data.describe(), "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
+            "epochs": epochs_out, "final_test_accuracy": epochs_out[-1]["test_accuracy"],
+            "final_test_accuracy_float64": epochs_out[-1]["test_accuracy_float64"],
+            "cores": cfg.cores,
+            "step": {"run_cycles": run_cycles, "host_cycles": tp.host_cycles(),
+                     "flops": mlp.flops_per_step(), "mac_utilization": rep.mac_utilization,
+                     "mac_utilization_with_host": rep_h.mac_utilization, "gflops_per_w": rep.gflops_per_w,
+                     "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope},
+            "wall_s": round(time.perf_counter() - t0, 1), "losses": losses, "losses_float64": ref_losses}
+
+
 def add_train_arguments(p) -> None:
     """The ``caterpillar train`` options (``p``: an argparse parser)."""
     p.add_argument("--config", help="preset, JSON file or inline JSON (default: default, a 4x4 binary16 core; a "
