@@ -76,13 +76,15 @@ def _category(name: str, kind: str) -> str:
             "halt": "HALT + start latency + drain (per chip RUN)"}.get(kind, f"other ({kind})")
 
 
-def cycle_breakdown(tp, r) -> dict:
-    """Cycles of one step by category: the chip phases' ops (core 0's program, the same
-    instruction count on every core), the host phases, the host turnaround."""
+def cycle_breakdown(tp, r, category=None) -> dict:
+    """Cycles of one step by category (``category(op name, kind)``, default this
+    benchmark's): the chip phases' ops (core 0's program, the same instruction count on
+    every core), the host phases, the host turnaround."""
+    category = category or _category
     cats: dict = {}
     chip = 0
     for name, kind, ins in tp.breakdown():
-        c = _category(name, kind)
+        c = category(name, kind)
         cats[c] = cats.get(c, 0) + ins
         chip += ins
     chip_measured = sum(c for _, kind, c in r.phases if kind == "chip")

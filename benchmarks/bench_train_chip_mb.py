@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_train_chip import _report_dict, _sum_cores
+from benchmarks.bench_train_chip import _report_dict, _sum_cores, cycle_breakdown
 from rtl.config import PRESETS
 from sim.power import report_from_counters
 from sw.golden_train_chip_mb import GoldenChipMBGD
@@ -41,7 +41,7 @@ from sw.train_chip_mb import compile_chip_mbgd
 WEIGHT_SEED = 0
 INPUT_SEED = 1
 STEPS = 2
-LR = 0.05
+LR = 0.01
 
 #: (preset, sizes, loss, batch)
 CASES = [
@@ -71,23 +71,6 @@ def _category(name: str, kind: str) -> str:
             "relu": "elementwise (ReLU, mask, loss grad)", "relu_mask": "elementwise (ReLU, mask, loss grad)",
             "axpy": "elementwise (ReLU, mask, loss grad)", "nop": "gaps (NOPs between ops)",
             "halt": "HALT + start latency + drain (per chip RUN)"}.get(kind, f"other ({kind})")
-
-
-def cycle_breakdown(tp, r) -> dict:
-    cats: dict = {}
-    chip = 0
-    for name, kind, ins in tp.breakdown():
-        c = _category(name, kind)
-        cats[c] = cats.get(c, 0) + ins
-        chip += ins
-    assert chip == sum(c for _, kind, c in r.phases if kind == "chip")
-    for name, kind, c in r.phases:
-        if kind == "host":
-            cats[f"host phase {name}"] = cats.get(f"host phase {name}", 0) + c
-    if r.host_cycles:
-        cats["host softmax turnaround (assumed)"] = r.host_cycles
-    total = r.cycles + r.host_cycles
-    return {k: {"cycles": v, "share": round(v / total, 4)} for k, v in cats.items()}
 
 
 def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=print) -> dict:
@@ -130,7 +113,7 @@ def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=p
               "flops": flops, "useful_macs": macs, "mac_utilization": macs / (r.cycles * pes),
               "mac_utilization_with_host": macs / ((r.cycles + r.host_cycles) * pes),
               "power": _report_dict(rep), "power_with_host": _report_dict(rep_h),
-              "counters_sum_over_cores": ctr, "cycle_breakdown": cycle_breakdown(tp, r), "wall_s": round(wall, 2)}
+              "counters_sum_over_cores": ctr, "cycle_breakdown": cycle_breakdown(tp, r, _category), "wall_s": round(wall, 2)}
         out.append(st)
         log(f"  step {i + 1}: loss {r.loss:.4f}, {r.cycles} cycles + {r.host_cycles} host turnaround, MAC util. "
             f"{st['mac_utilization'] * 100:.1f}% ({st['mac_utilization_with_host'] * 100:.1f}% with host), "

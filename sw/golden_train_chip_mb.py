@@ -21,7 +21,7 @@ import numpy as np
 from pe.fp_golden import mac_bits
 from sw import golden
 from sw.golden_train import pad_matrix
-from sw.golden_train_mb import one_hot_cols
+from sw.golden_train_mb import GoldenMBGD
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss
 from sw.train_chip import panel_rows
@@ -54,20 +54,8 @@ class GoldenChipMBGD:
                 self.W[k][l] = pad_matrix(fmt, self.nr, G[k * self.P[l]:(k + 1) * self.P[l]])
 
     # -- helpers ------------------------------------------------------------------------
-    def _bits(self, M, n):
-        fmt = self.fmt
-        M = np.asarray(M)
-        if M.dtype != fmt.np_uint:
-            M = fmt.from_float(M.astype(np.float64)).astype(fmt.np_uint)
-        assert M.shape == (n, self.mlp.batch), (M.shape, n, self.mlp.batch)
-        return M
-
-    def _targets(self, T):
-        mlp, fmt = self.mlp, self.fmt
-        T = np.asarray(T)
-        if mlp.loss == "softmax_ce" and T.ndim == 1:
-            return one_hot_cols(mlp.n_out, T)
-        return fmt.to_float(T) if T.dtype == fmt.np_uint else T.astype(np.float64)
+    _bits = GoldenMBGD._bits
+    _targets = GoldenMBGD._targets
 
     def _panels(self, M, p):
         """Row panels of ``p`` rows of a (padded-column) matrix, padded with zero rows."""

@@ -341,9 +341,12 @@ class ChipSGDProgram:
         """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
         return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops)) for p in self.chip_parts()])
 
+    def _title(self) -> str:
+        return "SGD step"
+
     def describe(self) -> str:
         cfg = self.cfg
-        lines = [f"SGD step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
+        lines = [f"{self._title()} of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
                  f"  panel rows per core {self.P}; weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
                  f"{self.step_cycles()} cycles per step (chip phases "
                  f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "

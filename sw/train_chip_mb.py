@@ -53,7 +53,7 @@ from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
                       softmax_ce_loss)
 from sw.train_chip import ChipSGDProgram, ChipStepResult, _place_parts, panel_rows
-from sw.train_mb import load_cost, unload_cost
+from sw.train_mb import MBProgram, load_cost, unload_cost
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
 __all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
@@ -254,17 +254,8 @@ class ChipMBProgram(ChipSGDProgram):
             return [("in", x + run + (K - 1) * (t + run) + t), ("d", out)]
         return [("in", x + run), ("logits", out), ("g", K * (load_cost(cfg, kz) + run))]
 
-    def describe(self) -> str:
-        cfg = self.cfg
-        lines = [f"minibatch GD step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
-                 f"  panel rows per core {self.P}; weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
-                 f"{self.step_cycles()} cycles per step (chip phases "
-                 f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
-                 f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
-                 + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")",
-                 f"  microcode: {len(self.images)} image(s)", "", self.alloc.table(), ""]
-        from sw.train import breakdown_lines
-        return "\n".join(lines + breakdown_lines(self.breakdown()))
+    def _title(self) -> str:
+        return "minibatch GD step"
 
     # -- host programs ------------------------------------------------------------------
     def _host_programs(self, what: str, origin: int) -> list:
@@ -297,14 +288,8 @@ class ChipMBProgram(ChipSGDProgram):
         return list(range(self.out_cores))
 
     # -- host data ----------------------------------------------------------------------
-    def _mat(self, x, n, what):
-        fmt, b = self.cfg.fmt, self.mlp.batch
-        x = np.asarray(x)
-        if x.shape != (n, b):
-            raise ValueError(f"{what} must be a {n} x {b} matrix (one sample per column), got shape {x.shape}")
-        if x.dtype == fmt.np_uint:
-            return x
-        return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
+    _mat = MBProgram._mat
+    targets = MBProgram.targets
 
     def _panel_m(self, M, k):
         p, b = self.P[-1], self.mlp.batch
@@ -332,21 +317,6 @@ class ChipMBProgram(ChipSGDProgram):
         vals = [unpack_matrix(decode_unload(cfg, res[k].out, kz), self.P[-1], self.mlp.batch)
                 for k in range(self.out_cores)]
         return np.concatenate(vals)[:self.mlp.n_out]
-
-    def targets(self, T) -> np.ndarray:
-        """Targets as an ``n_out x b`` float64 matrix (``softmax_ce``: ``b`` class
-        indices become one-hot columns)."""
-        from sw.golden_train_mb import one_hot_cols
-
-        mlp, fmt = self.mlp, self.cfg.fmt
-        T = np.asarray(T)
-        if mlp.loss == "softmax_ce" and T.ndim == 1:
-            if T.shape != (mlp.batch,):
-                raise ValueError(f"expected {mlp.batch} class indices, got shape {T.shape}")
-            return one_hot_cols(mlp.n_out, T)
-        if T.shape != (mlp.n_out, mlp.batch):
-            raise ValueError(f"targets must be a {mlp.n_out} x {mlp.batch} matrix, got shape {T.shape}")
-        return fmt.to_float(T) if T.dtype == fmt.np_uint else T.astype(np.float64)
 
     def _check_host(self, name, res, cyc):
         exp = dict(self.host_phase_cycles())[name]
