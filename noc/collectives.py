@@ -556,28 +556,36 @@ def _overlaps(r1: Region, n1: int, r2: Region, n2: int) -> bool:
     return r1.bank == r2.bank and r1.base < r2.base + n2 and r2.base < r1.base + n1
 
 
-def cost_transpose(cfg, r: int, c: int) -> Cost:
+def cost_transpose(cfg, r: int, c: int, *, dst_strided: bool = False) -> Cost:
     """Exact cost of :func:`emit_transpose` of an ``r x c`` matrix: with ``k = rp * cp``
     local words per PE (``rp = ceil(r / nr)``, ``cp = ceil(c / nr)``),
     ``8 + nr * (2 k + 1 + [k == 1])`` instructions (8 AGU settings; per source PE row:
     one loop instruction, ``k`` column-bus cycles, ``k`` row-bus cycles; with ``k = 1``
     one more, because an SRAM write is readable two cycles after its issue), no FMA,
-    ``nr * k * nr`` hops on every row bus and every column bus."""
+    ``nr * k * nr`` hops on every row bus and every column bus. ``dst_strided`` (a
+    destination with its own row length, ``emit_transpose(dst_ld=...)``): phase 2 walks
+    the destination in a two-level loop like phase 1, ``9 + nr * (2 k + 2)``
+    instructions."""
     nr = cfg.nr
     k = local_len(r, nr) * local_len(c, nr)
     per_bus = nr * k * nr
-    return Cost(8 + nr * (2 * k + 1 + (k == 1)), {}, {"row": [per_bus] * nr, "col": [per_bus] * nr})
+    ins = 9 + nr * (2 * k + 2) if dst_strided else 8 + nr * (2 * k + 1 + (k == 1))
+    return Cost(ins, {}, {"row": [per_bus] * nr, "col": [per_bus] * nr})
 
 
 def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Region, stage: Region, *,
-                   agus=("g0", "g1", "g2"), levels=(0, 1), name: str = "tp", src_ld: int | None = None) -> Frag:
+                   agus=("g0", "g1", "g2"), levels=(0, 1), name: str = "tp", src_ld: int | None = None,
+                   dst_ld: int | None = None) -> Frag:
     """``dst = src^T``: ``src`` is an ``r x c`` matrix in the 2D round-robin layout
     (``rp * cp`` words per PE, local row-major), ``dst`` receives the ``c x r``
     transpose in the same layout (``cp * rp`` words per PE); padding goes to padding.
     ``stage``: ``rp * cp`` scratch words (only the diagonal PEs' copy is used). The three
     regions must not overlap; any banks. ``src_ld``: local words per local row of the
     region ``src`` is a column block of (default ``cp``: ``src`` is contiguous); the
-    source word of local ``(a, b)`` is then ``a * src_ld + b``. Same cost.
+    source word of local ``(a, b)`` is then ``a * src_ld + b``. Same cost. ``dst_ld``
+    likewise for the destination (a column block of a wider matrix: destination word
+    ``b * dst_ld + a``); phase 2 then runs as a two-level loop (see
+    :func:`cost_transpose`).
 
     Element ``(i, j)`` lives in PE ``(i mod nr, j mod nr)`` and must reach PE
     ``(j mod nr, i mod nr)``. For each source PE row ``p`` (unrolled, ``@row=p`` is an
@@ -600,13 +608,17 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
     ld = cp if src_ld is None else src_ld
     if ld < cp:
         raise CollectiveError(f"transpose source row length src_ld={ld} is shorter than its {cp} local columns")
+    dld = rp if dst_ld is None else dst_ld
+    if dld < rp:
+        raise CollectiveError(f"transpose destination row length dst_ld={dld} is shorter than its {rp} local columns")
     ks = (rp - 1) * ld + cp                   # source span
-    for reg_, n_, what in ((src, ks, "transpose source"), (dst, k, "transpose destination"),
+    kd = (cp - 1) * dld + rp                  # destination span
+    for reg_, n_, what in ((src, ks, "transpose source"), (dst, kd, "transpose destination"),
                            (stage, k, "transpose stage")):
         reg_.check(cfg, n_, what)
-    for (r1, n1, w1), (r2, n2, w2) in (((src, ks, "source"), (dst, k, "destination")),
+    for (r1, n1, w1), (r2, n2, w2) in (((src, ks, "source"), (dst, kd, "destination")),
                                        ((src, ks, "source"), (stage, k, "stage")),
-                                       ((dst, k, "destination"), (stage, k, "stage"))):
+                                       ((dst, kd, "destination"), (stage, k, "stage"))):
         if _overlaps(r1, n1, r2, n2):
             raise CollectiveError(f"transpose {w1} and {w2} overlap ({r1} / {r2}, {n1} / {n2} words)")
     src, dst, stage = src.bind(cfg), dst.bind(cfg), stage.bind(cfg)
@@ -615,9 +627,12 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
     if not L0 < L1:
         raise CollectiveError(f"transpose loop levels must be (outer, inner) with outer < inner, got {levels}")
     f = Frag()
-    for ctl in (("agu_base", gS, 0), ("agu_stride", gS, L0, 1), ("agu_stride", gS, L1, ld),
-                ("agu_base", gT, 0), ("agu_stride", gT, L0, rp), ("agu_stride", gT, L1, 1),
-                ("agu_base", gL, 0), ("agu_stride", gL, L0, 1)):
+    ctls = [("agu_base", gS, 0), ("agu_stride", gS, L0, 1), ("agu_stride", gS, L1, ld),
+            ("agu_base", gT, 0), ("agu_stride", gT, L0, rp), ("agu_stride", gT, L1, 1),
+            ("agu_base", gL, 0), ("agu_stride", gL, L0, 1 if dst_ld is None else dld)]
+    if dst_ld is not None:
+        ctls.append(("agu_stride", gL, L1, 1))
+    for ctl in ctls:
         f.ins().ctl = ctl
 
     def up(a, p):
@@ -630,6 +645,12 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
         return [stage.rd(i, agu=agu, gate="rdrv"), rdrv(stage.src, diag=0), pred("col", p),
                 dst.wr("row", i, agu=agu)]
 
+    def across2(a, p):
+        """Strided phase 2 element of local column b (outer loop) and row ``a``: stage word
+        ``b * rp + a`` to destination word ``b * dst_ld + a``."""
+        return [stage.rd(a, agu=gT, gate="rdrv"), rdrv(stage.src, diag=0), pred("col", p),
+                dst.wr("row", a, agu=gL)]
+
     for p in range(nr):
         f.open_loop(f.ins(), f"{name}b", cp, L0)
         if rp > 1:
@@ -639,14 +660,24 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
         else:
             f.ins(*up(0, p))
         f.close_loop()
-        if k > 1:
+        if dst_ld is not None:
+            # the empty loop instruction also makes a 1-word stage readable
+            f.open_loop(f.ins(), f"{name}kb", cp, L0)
+            if rp > 1:
+                f.open_loop(f.ins(*across2(0, p)), f"{name}ka", rp - 1, L1)
+                f.ins(*across2(1, p))
+                f.close_loop()
+            else:
+                f.ins(*across2(0, p))
+            f.close_loop()
+        elif k > 1:
             f.open_loop(f.ins(*across(0, p, None)), f"{name}k", k - 1, L0)
             f.ins(*across(1, p, gL))
             f.close_loop()
         else:
             f.ins()             # the stage word written by the previous cycle is not readable yet
             f.ins(*across(0, p, None))
-    assert f.count() == cost_transpose(cfg, r, c).instructions
+    assert f.count() == cost_transpose(cfg, r, c, dst_strided=dst_ld is not None).instructions
     if isinstance(b, Frag):
         b.extend(f)
     else:

@@ -23,7 +23,9 @@ One step (``loss="mse"``)::
                                                              the sum of its P_{l-1} columns
                 E_k = transpose(that segment)                emit_transpose(src_ld=...)
                 E_k = E_k * relu'(A_l segment k)             emit_relu_mask
-        A_l^T = X^T (l = 0) or transpose(A_l)                emit_transpose (N_l x b)
+        A_l^T = X^T (l = 0), else each core transposes its   emit_transpose(dst_ld=...)
+                segment of A_l into its column block of A^T,
+                and the blocks are all-gathered              mat_all_gather
         W_l[k] += (-lr/b) D_k A_l^T                          emit_gemm(accumulate=True)
         D_k = E_k
     host: D panel k <- output core k
@@ -105,7 +107,7 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator
     if nl > 1:
         al.alloc("EXT", max(Lb * L(N[l]) for l in range(1, nl)),
                  "dX^T = D^T W partial (b x N), reduce-scattered by column segments; shared")
-        st = max(max(L(P[l]) * Lb, Lb * L(P[l - 1]), L(N[l]) * Lb) for l in range(1, nl))
+        st = max(max(L(P[l]) * Lb, Lb * L(P[l - 1])) for l in range(1, nl))
         al.alloc("stage", st, "transpose stage (diagonal PEs), shared")
     al.alloc("nlr", 1, "scalar -lr/b (every PE)")
     return al
@@ -209,11 +211,17 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
         if l == 0:
             AT = R["XT"]
         else:
+            # A^T: every core transposes its own segment of A_l into its column block of
+            # A^T, then the column blocks are all-gathered (cheaper than transposing all
+            # of A_l on every core)
             AT, A, st = R[f"AT_{_other(D.bank)}"], R[f"A{l}"], R["stage"]
-            ka = L(N[l]) * Lb
-            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st:
-                 emit_transpose(bl, cfg, N[l], b, A, AT, st, name=f"ta{l}_"),
-                 [(A, ka), (st, ka)], [(AT, ka), (st, ka)])
+            ka, sp, ld = L(N[l]) * Lb, L(P[l - 1]), L(N[l])
+            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld:
+                 emit_transpose(bl, cfg, P[l - 1], b, _at(A, k * sp * Lb), _at(AT, k * sp), st, dst_ld=ld,
+                                name=f"ta{l}_"),
+                 [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
+            seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
+            ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)], [(AT, ka)]))
         kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
              emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
              [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")], fma_wb=True)

@@ -218,11 +218,31 @@ def transpose_case(cfg, rng, mem, r, c, *, banks="aab"):
                 cost.instructions, {})
 
 
-def transpose_block_case(cfg, rng, mem, r, c, extra, col0, *, banks="aab"):
+def transpose_block_case(cfg, rng, mem, r, c, extra, col0, *, banks="aab", to_block=False):
     """``dst = B^T`` where ``B`` (``r x c``) is the column block starting at local column
-    ``col0`` of an ``r x (c + extra*nr)`` matrix (``emit_transpose(src_ld=...)``)."""
+    ``col0`` of an ``r x (c + extra*nr)`` matrix (``emit_transpose(src_ld=...)``);
+    ``to_block``: the other way round, a contiguous ``r x c`` source into the column
+    block at ``col0`` of a ``c x (r + extra*nr)`` destination (``dst_ld=...``), the rest
+    of the destination unchanged."""
     fmt, nr = cfg.fmt, cfg.nr
     rp, cp = local_len(r, nr), local_len(c, nr)
+    if to_block:
+        ld = rp + extra
+        Mg = rand_bits(fmt, rng, (rp * nr, cp * nr))
+        Dg = rand_bits(fmt, rng, (cp * nr, ld * nr))
+        src, full, stage = mem(banks[0], rp * cp), mem(banks[1], cp * ld), mem(banks[2], rp * cp)
+        want = Dg.copy()
+        want[:, col0 * nr:(col0 + rp) * nr] = golden.transpose(fmt, nr, Mg)
+
+        def check_to(outs):
+            _eq(outs[0], pack_matrix(want, nr), "M^T into the block, the rest unchanged")
+            _eq(outs[1], pack_matrix(Mg, nr), "source unchanged")
+
+        return Case(f"transpose-to-block-{r}x{c}+{extra}@{col0}-{banks}",
+                    [(src, pack_matrix(Mg, nr)), (full, pack_matrix(Dg, nr))],
+                    lambda b: emit_transpose(b, cfg, r, c, src, Region(full.bank, full.base + col0), stage, dst_ld=ld),
+                    [(full, cp * ld), (src, rp * cp)], check_to,
+                    cost_transpose(cfg, r, c, dst_strided=True).instructions, {})
     ld = cp + extra
     Mg = rand_bits(fmt, rng, (rp * nr, ld * nr))
     B = Mg[:, col0 * nr:(col0 + cp) * nr]
@@ -417,16 +437,21 @@ def test_transpose_model(nr):
 @pytest.mark.parametrize("nr", [2, 4])
 def test_transpose_column_block_model(nr):
     """The transpose of a column block of a wider matrix (strided source rows), as the
-    minibatch chip step transposes its reduce-scattered segment of ``dX^T``."""
+    minibatch chip step transposes its reduce-scattered segment of ``dX^T``, and the
+    transpose into a column block (strided destination rows), as it places its own
+    segment of ``A^T``."""
     seed = _seed()
     rng = np.random.default_rng(seed)
     cfg = _cfg(nr, "binary16")
     for i, (r, c, extra, col0) in enumerate([(2 * nr, nr, 2, 1), (3 * nr, 2 * nr, 3, 3), (nr, 1, 1, 0),
                                              (5, 7, 2, 2)]):
-        run_cases(cfg, [transpose_block_case(cfg, rng, Mem(cfg), r, c, extra, col0,
-                                             banks=["aab", "bab", "aba"][i % 3])])
+        for to_block in (False, True):
+            run_cases(cfg, [transpose_block_case(cfg, rng, Mem(cfg), r, c, extra, col0,
+                                                 banks=["aab", "bab", "aba"][i % 3], to_block=to_block)])
     with pytest.raises(CollectiveError, match="src_ld"):
         emit_transpose(Builder(cfg), cfg, 8, 8, Region("a", 0), Region("b", 0), Region("b", 64), src_ld=1)
+    with pytest.raises(CollectiveError, match="dst_ld"):
+        emit_transpose(Builder(cfg), cfg, 8, 8, Region("a", 0), Region("b", 0), Region("b", 64), dst_ld=1)
 
 
 def minibatch_layer(cfg, rng, m, n, bsz, lr, backend="model", sim=None):
