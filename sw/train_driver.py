@@ -168,7 +168,8 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     fmt = res["config"]["fmt"]
     a1.plot(smooth(res["losses"]), label=f"array ({fmt}, {res['backend']} model)", lw=1.2)
-    a1.plot(smooth(res["losses_float64"]), label="float64 SGD", lw=1.2, ls="--")
+    ref = "float64 minibatch GD" if res.get("batch", 1) > 1 else "float64 SGD"
+    a1.plot(smooth(res["losses_float64"]), label=ref, lw=1.2, ls="--")
     a1.set_xlabel("SGD step")
     a1.set_ylabel(f"{res['loss']} loss (moving average, {window} steps)")
     a1.set_yscale("log")
@@ -176,7 +177,7 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     a1.set_title(f"{res['network']}", fontsize=9)
     ep = [e["epoch"] for e in res["epochs"]]
     a2.plot(ep, [e["test_accuracy"] * 100 for e in res["epochs"]], "o-", label=f"array ({fmt})")
-    a2.plot(ep, [e["test_accuracy_float64"] * 100 for e in res["epochs"]], "s--", label="float64 SGD")
+    a2.plot(ep, [e["test_accuracy_float64"] * 100 for e in res["epochs"]], "s--", label=ref)
     a2.set_xlabel("epoch")
     a2.set_ylabel("test accuracy (%)")
     a2.legend(fontsize=8)
@@ -209,19 +210,26 @@ def _accuracy(pred, x, y, b, n_in):
 
 
 def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs: int = 10, seed: int = 0,
-                    golden_steps: int = 20, log=print, max_steps: int | None = None, progress=None) -> dict:
-    """Minibatch GD of ``MLP(sizes, "softmax_ce", lr, batch=b)`` on ``data`` (default:
-    scikit-learn's digits, :func:`sw.datasets.load_digits`) on the fast model: one core, or across the cores of a
-    chip configuration (:func:`sw.train_chip_mb.compile_chip_mbgd`, the fast chip
-    engine). The first ``golden_steps`` steps are checked bit for bit against the golden
-    trainer; float64 minibatch GD runs on the same batches. ``max_steps`` stops each
-    epoch early (for the demo); ``progress(done, total)`` after every step."""
+                    golden_steps: int = 20, log=print, max_steps: int | None = None, progress=None,
+                    loss: str = "softmax_ce", backend: str = "fast") -> dict:
+    """Minibatch GD of ``MLP(sizes, loss, lr, batch=b)`` on ``data`` (default:
+    scikit-learn's digits, :func:`sw.datasets.load_digits`; targets: the class for
+    ``softmax_ce``, its one-hot column for ``mse``): on one core, or across the cores of
+    a chip configuration (:func:`sw.train_chip_mb.compile_chip_mbgd`), on the fast
+    engine (``backend="fast"``) or the reference / per-cycle one (``"model"``). The
+    first ``golden_steps`` steps are checked bit for bit against the golden trainer;
+    float64 minibatch GD runs on the same batches (the last partial batch of each epoch
+    is dropped). ``max_steps`` stops each epoch early (for the demo); ``progress(done,
+    total)`` after every step."""
     from sw.datasets import load_digits
     from sw.golden_train_mb import Float64MBGD, GoldenMBGD
     from sw.train_mb import compile_mbgd
 
     data = data if data is not None else load_digits()
-    mlp = MLP(sizes, "softmax_ce", lr, batch=b)
+    mlp = MLP(sizes, loss, lr, batch=b)
+    if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
+        raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
+                         f"{mlp.n_in} inputs and {mlp.n_out} outputs")
     fmt = cfg.fmt
     W0 = init_weights(mlp, fmt, seed)
     chip = cfg.cores > 1
@@ -230,9 +238,10 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
         from sw.train_chip import ChipSession
         from sw.train_chip_mb import compile_chip_mbgd
 
-        tp, sess, gold = compile_chip_mbgd(cfg, mlp), ChipSession(cfg, "fast"), GoldenChipMBGD(cfg, mlp, W0)
+        tp, sess, gold = compile_chip_mbgd(cfg, mlp), ChipSession(cfg, backend), GoldenChipMBGD(cfg, mlp, W0)
     else:
-        tp, sess, gold = compile_mbgd(cfg, mlp), CoreSession(cfg, "fast"), GoldenMBGD(cfg, mlp, W0)
+        tp, sess, gold = compile_mbgd(cfg, mlp), CoreSession(cfg, backend), GoldenMBGD(cfg, mlp, W0)
+    log(tp.describe().split("\n\n")[0])
     tp.init(sess, W0)
     ref = Float64MBGD(mlp, [fmt.to_float(W) for W in W0])
     rng = np.random.default_rng(seed)
@@ -244,6 +253,8 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
         bl = _batches(xtr, ytr, b, rng)[:max_steps]
         for idx in bl:
             X, T = xtr[idx].T, ytr[idx]
+            if loss == "mse":
+                T = np.eye(mlp.n_out)[T.astype(np.int64)].T
             r = tp.run_step(sess, X, T)
             ctrs = ctrs or (r if chip else r.counters)
             losses.append(r.loss)
@@ -273,12 +284,14 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
     else:
         rep, rep_h = step_report(tp, ctrs, HOST_LATENCY_CYCLES)
         run_cycles = sum(tp.predicted_cycles())
-    return {"network": mlp.describe(), "lr": lr, "lr_over_b_stored": tp.meta["neg_lr_over_b"], "batch": b,
+    return {"network": mlp.describe(), "sizes": list(mlp.sizes), "loss": loss, "lr": lr,
+            "lr_over_b_stored": tp.meta["neg_lr_over_b"], "batch": b, "config": cfg.to_dict(), "backend": backend,
             "data": data.describe(), "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
             "epochs": epochs_out, "final_test_accuracy": epochs_out[-1]["test_accuracy"],
             "final_test_accuracy_float64": epochs_out[-1]["test_accuracy_float64"],
             "cores": cfg.cores,
             "step": {"run_cycles": run_cycles, "host_cycles": tp.host_cycles(),
+                     "cycles": run_cycles + tp.host_cycles(), "cores": cfg.cores, "batch": b,
                      "flops": mlp.flops_per_step(), "mac_utilization": rep.mac_utilization,
                      "mac_utilization_with_host": rep_h.mac_utilization, "gflops_per_w": rep.gflops_per_w,
                      "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope},
@@ -295,6 +308,9 @@ def add_train_arguments(p) -> None:
     p.add_argument("--hidden", default="64", help="hidden layer sizes, comma separated (default 64)")
     p.add_argument("--loss", default="softmax_ce", choices=("mse", "softmax_ce"))
     p.add_argument("--lr", type=float, default=0.03)
+    p.add_argument("--batch", type=int, default=1,
+                   help="minibatch size (default 1: SGD; b > 1: minibatch GD with W -= (lr / b) sum, on one core or "
+                        "across the cores of a chip configuration)")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="fast", choices=("fast", "model"),
@@ -320,8 +336,10 @@ def cmd_train(args) -> int:
     cfg = config_from_arg(args.config)
     data = load_dataset(args.data, mnist_dir=args.mnist_dir)
     hidden = [int(h) for h in args.hidden.split(",") if h.strip()] if args.hidden else []
-    mlp = MLP((data.n_in, *hidden, data.n_classes), args.loss, args.lr)
+    mlp = MLP((data.n_in, *hidden, data.n_classes), args.loss, args.lr, batch=args.batch)
     print(data.describe())
+    if args.batch > 1:
+        return _cmd_train_minibatch(args, cfg, mlp, data)
     if args.describe:
         if cfg.cores > 1:
             from sw.train_chip import compile_chip_sgd
@@ -341,6 +359,41 @@ def cmd_train(args) -> int:
           f"{st['gflops_per_w']:.1f} GFLOPS/W (reference scope {st['gflops_per_w_reference_scope']:.1f})")
     if args.png:
         plot_curves(res, args.png)
+        print(f"wrote {args.png}")
+    if args.json:
+        atomic_write(args.json, json.dumps(compact(res), indent=1) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _cmd_train_minibatch(args, cfg, mlp: MLP, data) -> int:
+    """``caterpillar train --batch b`` (b > 1): minibatch GD (:func:`train_minibatch`)."""
+    from dataclasses import replace
+
+    from sim.harness import atomic_write
+
+    if args.describe:
+        if cfg.cores > 1:
+            from sw.train_chip_mb import compile_chip_mbgd
+
+            print(compile_chip_mbgd(cfg, mlp).describe())
+        else:
+            from sw.train_mb import compile_mbgd
+
+            print(compile_mbgd(cfg, mlp).describe())
+    data = replace(data, x_train=data.x_train[:args.max_train], y_train=data.y_train[:args.max_train],
+                   x_test=data.x_test[:args.max_test], y_test=data.y_test[:args.max_test])
+    res = train_minibatch(cfg, mlp.sizes, data, b=mlp.batch, lr=args.lr, epochs=args.epochs, seed=args.seed,
+                          golden_steps=args.golden_steps, loss=args.loss, backend=args.model)
+    st, e = res["step"], res["epochs"][-1]
+    print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 minibatch GD "
+          f"{e['test_accuracy_float64'] * 100:.2f}%)")
+    print(f"per minibatch step (b = {mlp.batch}): {st['cycles']} cycles ({st['run_cycles']} RUN + "
+          f"{st['host_cycles']} host), {st['flops']} FLOPs, MAC utilization {st['mac_utilization'] * 100:.1f}% of the "
+          f"RUN cycles ({st['mac_utilization_with_host'] * 100:.1f}% with the host turnaround), "
+          f"{st['gflops_per_w']:.1f} GFLOPS/W (reference scope {st['gflops_per_w_reference_scope']:.1f})")
+    if args.png:
+        plot_curves(res, args.png, window=10)
         print(f"wrote {args.png}")
     if args.json:
         atomic_write(args.json, json.dumps(compact(res), indent=1) + "\n")
