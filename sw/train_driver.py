@@ -170,7 +170,7 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     a1.plot(smooth(res["losses"]), label=f"array ({fmt}, {res['backend']} model)", lw=1.2)
     ref = "float64 minibatch GD" if res.get("batch", 1) > 1 else "float64 SGD"
     a1.plot(smooth(res["losses_float64"]), label=ref, lw=1.2, ls="--")
-    a1.set_xlabel("SGD step")
+    a1.set_xlabel("minibatch step" if res.get("batch", 1) > 1 else "SGD step")
     a1.set_ylabel(f"{res['loss']} loss (moving average, {window} steps)")
     a1.set_yscale("log")
     a1.legend(fontsize=8)
