@@ -124,7 +124,7 @@ def _check_weights(tp, sess, gold, step, label):
     got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
     bad = [(l, int(np.sum(a != w)), a.size) for l, (a, w) in enumerate(zip(got, want)) if not np.array_equal(a, w)]
     if bad:
-        raise AssertionError(f"{label}, step {step}: the chip's weights differ from GoldenChipSGD's: "
+        raise AssertionError(f"{label}, step {step}: the chip's weights differ from {type(gold).__name__}'s: "
                              + "; ".join(f"W{l}: {n} of {s} words" for l, n, s in bad))
 
 

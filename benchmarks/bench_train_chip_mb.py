@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_train_chip import _report_dict, _sum_cores, cycle_breakdown
+from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores, cycle_breakdown
 from rtl.config import PRESETS
 from sim.power import report_from_counters
 from sw.golden_train_chip_mb import GoldenChipMBGD
@@ -97,11 +97,7 @@ def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=p
         r = tp.run_step(sess, X, T)
         wall = time.perf_counter() - ts
         gold.step(X, T)
-        got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
-        for l, (a, w) in enumerate(zip(got, want)):
-            if not np.array_equal(a, w):
-                raise AssertionError(f"{label}, step {i + 1}: W{l} differs from GoldenChipMBGD's in "
-                                     f"{int(np.sum(a != w))} of {a.size} words")
+        _check_weights(tp, sess, gold, i + 1, label)
         if r.cycles + r.host_cycles != tp.step_cycles():
             raise AssertionError(f"{label}: {r.cycles} + {r.host_cycles} cycles, predicted {tp.step_cycles()}")
         ctr = _sum_cores(r.core_counters, r.cycles)

@@ -57,7 +57,7 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
-__all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "panel_rows", "column_order", "ChipStepResult",
+__all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "PhaseLog", "panel_rows", "column_order", "ChipStepResult",
            "chip_step_report"]
 
 
@@ -220,6 +220,28 @@ class ChipStepResult(StepResult):
     phases: list = field(default_factory=list)
     #: per core: its counters summed over the step's phases (``cycles``: the step's)
     core_counters: list = field(default_factory=list)
+
+
+class PhaseLog:
+    """The phases of one chip step as they run: :meth:`note` each phase's per-core
+    results and counted cycles, :meth:`result` the :class:`ChipStepResult` (every core's
+    counters summed over the phases, ``cycles`` the step's)."""
+
+    def __init__(self, cores: int):
+        self.phases: list = []
+        self.per_core = [dict() for _ in range(cores)]
+
+    def note(self, name, kind, res, cyc):
+        self.phases.append((name, kind, cyc))
+        for k, r in enumerate(res):
+            for key, v in r.counters.items():
+                self.per_core[k][key] = self.per_core[k].get(key, 0) + v
+
+    def result(self, loss, out, host_cycles: int, raw: dict) -> ChipStepResult:
+        cyc = sum(c for _, _, c in self.phases)
+        for pc in self.per_core:
+            pc["cycles"] = cyc
+        return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw, self.phases, self.per_core)
 
 
 class ChipSession:
@@ -468,13 +490,8 @@ class ChipSGDProgram:
         vecs = {"x": self._vec(x, mlp.n_in)}
         if mlp.loss == "mse":
             vecs["t"] = self._vec(t, no)
-        phases, per_core = [], [dict() for _ in range(cfg.cores)]
-
-        def note(name, kind, res, cyc):
-            phases.append((name, kind, cyc))
-            for k, r in enumerate(res):
-                for key, v in r.counters.items():
-                    per_core[k][key] = per_core[k].get(key, 0) + v
+        log = PhaseLog(cfg.cores)
+        note = log.note
 
         note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
         raw = {}
@@ -498,11 +515,7 @@ class ChipSGDProgram:
                 note(part.name, "chip", *self._run_part(session, part, part.name))
             z = fmt.to_float(raw["logits"])
             loss, out = softmax_ce_loss(z, tf), z
-        cyc = sum(c for _, _, c in phases)
-        for pc in per_core:
-            pc["cycles"] = cyc
-        hc = self.host_cycles(host_latency)
-        return ChipStepResult(loss, out, [c for c in per_core], cyc, hc, raw, phases, per_core)
+        return log.result(loss, out, self.host_cycles(host_latency), raw)
 
     def predict(self, session: ChipSession, x) -> np.ndarray:
         self._run_host(session, "in_x", {"x": self._vec(x, self.mlp.n_in)}, "predict-in")

@@ -54,7 +54,7 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
                       softmax_ce_loss)
-from sw.train_chip import ChipSGDProgram, ChipStepResult, _place_parts, panel_rows
+from sw.train_chip import ChipSGDProgram, ChipStepResult, PhaseLog, _place_parts, panel_rows
 from sw.train_mb import MBProgram, load_cost, unload_cost
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
@@ -344,13 +344,8 @@ class ChipMBProgram(ChipSGDProgram):
         mats = {"X": self._mat(X, mlp.n_in, "X")}
         if mlp.loss == "mse":
             mats["T"] = self._mat(T, mlp.n_out, "T")
-        phases, per_core = [], [dict() for _ in range(cfg.cores)]
-
-        def note(name, kind, res, cyc):
-            phases.append((name, kind, cyc))
-            for k, r in enumerate(res):
-                for key, v in r.counters.items():
-                    per_core[k][key] = per_core[k].get(key, 0) + v
+        log = PhaseLog(cfg.cores)
+        note = log.note
 
         note("in", "host", *self._check_host("in", *self._run_host(session, "in", mats, "step-in")))
         raw = {}
@@ -376,10 +371,7 @@ class ChipMBProgram(ChipSGDProgram):
             z = fmt.to_float(raw["logits"])
             loss = float(np.mean([softmax_ce_loss(z[:, c], tf[:, c]) for c in range(b)]))
             out = z
-        cyc = sum(c for _, _, c in phases)
-        for pc in per_core:
-            pc["cycles"] = cyc
-        return ChipStepResult(loss, out, list(per_core), cyc, self.host_cycles(host_latency), raw, phases, per_core)
+        return log.result(loss, out, self.host_cycles(host_latency), raw)
 
     def predict(self, session, X) -> np.ndarray:
         """The network outputs (``n_out x b`` floats) for ``X`` computed on the chip."""
