@@ -290,11 +290,6 @@ class ChipMBProgram(ChipSGDProgram):
             imgs.append(b.build().words())
         return imgs
 
-    def _active(self, what):
-        if what == "in_x" or (what == "in" and self.mlp.loss != "mse"):
-            return [0]
-        return list(range(self.out_cores))
-
     # -- host data ----------------------------------------------------------------------
     _mat = MBProgram._mat
     targets = MBProgram.targets
