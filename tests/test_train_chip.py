@@ -25,17 +25,21 @@ TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 
 
 
-def run_and_check(cfg, mlp, steps, backend, seed, record=False):
+def run_and_check(cfg, mlp, steps, backend, seed, record=False, *, compile=compile_chip_sgd, golden=GoldenChipSGD,
+                  sample=_sample):
+    """``steps`` steps of ``compile(cfg, mlp)`` on a chip session against ``golden``:
+    loss, output and weights after every step, cycles as predicted (the minibatch tests
+    pass their compiler, golden and ``sample(rng, mlp)``)."""
     rng = np.random.default_rng(seed)
-    tp = compile_chip_sgd(cfg, mlp)
+    tp = compile(cfg, mlp)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
-    gold = GoldenChipSGD(cfg, mlp, W0)
+    gold = golden(cfg, mlp, W0)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
     results = []
     for k in range(steps):
-        x, t = _sample(rng, mlp)
+        x, t = sample(rng, mlp)
         r = tp.run_step(sess, x, t)          # checks each chip RUN's cycles, conflicts and stalls
         g = gold.step(x, t)
         assert r.loss == g["loss"] and np.array_equal(r.output, g["output"]), (k, r.loss, g["loss"])

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import SIM_PARAMS, require_sim
 from test_train import _eq_weights as _eq
+from test_train_chip import run_and_check as chip_run_and_check
 from test_train import _seed
 from rtl.config import PRESETS
 from sw.golden_train_chip_mb import GoldenChipMBGD
@@ -32,23 +33,9 @@ def _batch(rng, mlp):
 
 
 def run_and_check(cfg, mlp, steps, backend, seed, record=False):
-    rng = np.random.default_rng(seed)
-    tp = compile_chip_mbgd(cfg, mlp)
-    W0 = init_weights(mlp, cfg.fmt, seed)
-    sess = ChipSession(cfg, backend, record=record)
-    tp.init(sess, W0)
-    gold = GoldenChipMBGD(cfg, mlp, W0)
-    _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
-    results = []
-    for k in range(steps):
-        X, T = _batch(rng, mlp)
-        r = tp.run_step(sess, X, T)      # checks every RUN's cycles, conflicts and stalls, host phases
-        g = gold.step(X, T)
-        assert r.loss == g["loss"] and np.array_equal(r.output, g["output"]), (k, r.loss, g["loss"])
-        _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), f"step {k}")
-        assert r.cycles + r.host_cycles == tp.step_cycles()
-        results.append(r)
-    return tp, sess, gold, results
+    """``test_train_chip``'s check loop with the minibatch compiler, golden and batches."""
+    return chip_run_and_check(cfg, mlp, steps, backend, seed, record, compile=compile_chip_mbgd,
+                              golden=GoldenChipMBGD, sample=_batch)
 
 
 @pytest.mark.parametrize("backend", ["fast", "model"])
