@@ -276,13 +276,29 @@ def _chip(sim: str | None) -> None:
               f"(reference design's (c-1)m = {ref}), {r.counters['stall_cycles']} stalls")
 
 
+def _chip_replay(cfg, tp, sess, gold, sim, name):
+    """Replay the recorded chip session, then unload the weights, on the RTL (every beat
+    and counter of every core against the chip model); the weights must equal the golden
+    trainer's. Returns ``(per-phase results, wall seconds)``."""
+    from sim.chip_run import ChipPhase, run_chip_session
+
+    un = tp.unload_weights_phases()
+    t0 = time.perf_counter()
+    res = run_chip_session(cfg, sess.phases + [ChipPhase(imgs, None, n) for imgs, n in un], backend="rtl", sim=sim,
+                           name=name)
+    wall = time.perf_counter() - t0
+    got = tp.decode_weights(res[-len(un):], padded=True)
+    if not all(np.array_equal(a, w) for a, w in zip(got, gold.weights(padded=True))):
+        raise SystemExit(f"{name}: the chip RTL's weights differ from the golden trainer's")
+    return res, wall
+
+
 def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
     """SGD across the cores of a chip: a few steps on the RTL of a 2-core chip checked
     against the golden trainer, then many steps on a 4-core chip on the fast chip engine
     (test accuracy beside float64 SGD), then one step of the reference network at
     configuration S."""
     from rtl.config import PRESETS, ArchConfig
-    from sim.chip_run import ChipPhase, run_chip_session
     from sw.datasets import load_digits
     from sw.golden_train_chip import GoldenChipSGD
     from sw.mlp import MLP
@@ -304,14 +320,7 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
         x, t = data.x_train[i], int(data.y_train[i])
         tp.run_step(sess, x, t)
         gold.step(x, t)
-    un = tp.unload_weights_phases()
-    t0 = time.perf_counter()
-    res = run_chip_session(cfg, sess.phases + [ChipPhase(imgs, None, n) for imgs, n in un], backend="rtl", sim=sim,
-                           name="demo-chip-sgd")           # every beat and counter vs the chip model
-    wall = time.perf_counter() - t0
-    got = tp.decode_weights(res[-len(un):], padded=True)
-    if not all(np.array_equal(a, b) for a, b in zip(got, gold.weights(padded=True))):
-        raise SystemExit("the chip RTL's weights differ from the golden trainer's")
+    res, wall = _chip_replay(cfg, tp, sess, gold, sim, "demo-chip-sgd")
     print(f"RTL ({res[0][0].backend}, {wall:.1f} s): 2 SGD steps on {cfg.cores} cores of {cfg.nr}x{cfg.nr} PEs "
           f"(panels of {tp.P} rows per core; broadcast, all-gather and reduce-scatter over the ring), "
           f"{tp.step_cycles() - tp.host_cycles()} cycles per step + {tp.host_cycles()} host; every core's beats "
@@ -366,7 +375,6 @@ def _chip_minibatch(sim: str | None, b: int = 16) -> None:
     network at configuration S beside the reference design's minibatch figure."""
     from sw.train_driver import train_minibatch
     from rtl.config import PRESETS, ArchConfig
-    from sim.chip_run import ChipPhase, run_chip_session
     from sw.datasets import load_digits
     from sw.golden_train_chip_mb import GoldenChipMBGD
     from sw.mlp import MLP
@@ -388,14 +396,7 @@ def _chip_minibatch(sim: str | None, b: int = 16) -> None:
         X, T = data.x_train[4 * i:4 * i + 4].T, data.y_train[4 * i:4 * i + 4]
         tp.run_step(sess, X, T)
         gold.step(X, T)
-    un = tp.unload_weights_phases()
-    t0 = time.perf_counter()
-    res = run_chip_session(cfg, sess.phases + [ChipPhase(imgs, None, n) for imgs, n in un], backend="rtl", sim=sim,
-                           name="demo-chip-mbgd")          # every beat and counter vs the chip model
-    wall = time.perf_counter() - t0
-    got = tp.decode_weights(res[-len(un):], padded=True)
-    if not all(np.array_equal(a, w) for a, w in zip(got, gold.weights(padded=True))):
-        raise SystemExit("the chip RTL's weights differ from the golden trainer's (minibatch)")
+    res, wall = _chip_replay(cfg, tp, sess, gold, sim, "demo-chip-mbgd")
     print(f"RTL ({res[0][0].backend}, {wall:.1f} s): 2 minibatch steps (b = 4) on {cfg.cores} cores of "
           f"{cfg.nr}x{cfg.nr} PEs (X broadcast, all-gather of the activations, reduce-scatter of D^T W over the "
           f"ring), {tp.step_cycles() - tp.host_cycles()} cycles per step + {tp.host_cycles()} host; every core's "
