@@ -40,9 +40,9 @@ import numpy as np
 
 from noc.ring import RingError
 
-__all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduce_scatter",
-           "mat_broadcast_slots", "mat_all_gather_slots", "mat_reduce_scatter_slots",
-           "golden_mat_broadcast", "golden_mat_all_gather", "golden_mat_reduce_scatter",
+__all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduce_scatter", "mat_reduce",
+           "mat_broadcast_slots", "mat_all_gather_slots", "mat_reduce_scatter_slots", "mat_reduce_slots",
+           "golden_mat_broadcast", "golden_mat_all_gather", "golden_mat_reduce_scatter", "golden_mat_reduce",
            "rs_delay", "SETUP_SLOTS"]
 
 #: slots of every fragment's setup (``ar1 = start``, ``stride ar1 = 1``)
@@ -198,6 +198,14 @@ def mat_reduce_scatter_slots(cfg, m: int) -> int:
     default (``d = L = 7``)."""
     c, d = cfg.cores, rs_delay(cfg)
     return SETUP_SLOTS + (c - 1) * _rs_period(cfg, m) + HOP + (c - 2) * (d + HOP) + 2 * (m - 1) + cfg.fpu_latency
+
+
+def mat_reduce_slots(cfg, m: int) -> int:
+    """``2 + 3 + (c - 2)(d + 3) + 2 (m - 1) + L``: one chain of :func:`mat_reduce_scatter`
+    (its last segment's, without the earlier segments' periods); ``= 2 m + 10 c - 10`` by
+    default (``d = L = 7``)."""
+    c, d = cfg.cores, rs_delay(cfg)
+    return SETUP_SLOTS + HOP + (c - 2) * (d + HOP) + 2 * (m - 1) + cfg.fpu_latency
 
 
 # -- schedule -> text ---------------------------------------------------------------------
@@ -430,6 +438,31 @@ def mat_reduce_scatter(cfg, k: int, seg, name: str = "mr", reg: int = 0) -> Ring
     return _render(cfg, wins, mat_reduce_scatter_slots(cfg, m), reg, name)
 
 
+def mat_reduce(cfg, k: int, blk: MatBlock, root: int = 0, name: str = "mq", reg: int = 0) -> RingFrag:
+    """Core ``k``'s part of a reduce to ``root``: every core holds a partial at ``blk``;
+    after it ``root`` holds at ``blk`` the sum over the cores, added in ring order from
+    core ``root + 1`` (:func:`golden_mat_reduce`); the other cores' memories are unchanged.
+    One chain of :func:`mat_reduce_scatter` (the same per-beat instructions and timing):
+    core ``root + 1`` sends beat ``j`` in ``2 + 2 j``, the core ``h`` hops on takes it in
+    ``R_h + 2 j`` (``R_1 = 5``, ``R_{h+1} = R_h + d + 3``), adds its partial in register
+    ``r{reg}`` and sends the sum ``d`` slots later; ``root`` adds with an FMA writing back
+    in place. :func:`mat_reduce_slots` slots (the sum is in SRAM when the fragment ends)."""
+    c = _need(cfg, k)
+    if not 0 <= root < c:
+        raise RingError(f"reduce root {root} is not a core (cores={c})")
+    if not 0 <= reg < cfg.n_regs:
+        raise RingError(f"reduce register r{reg} does not exist (n_regs={cfg.n_regs})")
+    blk.check(cfg, "reduce block")
+    m = blk.beats(cfg.nr)
+    d = rs_delay(cfg)
+    h = (k - root - 1) % c
+    if h == 0:
+        w = _Window(SETUP_SLOTS, 2, blk, "orig")
+    else:
+        w = _Window(SETUP_SLOTS + HOP + (h - 1) * (d + HOP), 2, blk, "add" if h < c - 1 else "fin", d)
+    return _render(cfg, [w], mat_reduce_slots(cfg, m), reg, name)
+
+
 # -- goldens ------------------------------------------------------------------------------
 # ``mems``: per core, ``{"a": [nr, nr, words], "b": [nr, nr, words]}`` bit patterns (the
 # models' ``memory(bank)``); each golden returns new arrays, the inputs are not changed.
@@ -475,4 +508,21 @@ def golden_mat_reduce_scatter(cfg, mems, seg):
         for h in range(2, c + 1):
             acc = mac_bits(fmt, acc, one, parts[(s + h) % c])
         b.put(out[s][b.bank], acc)
+    return out
+
+
+def golden_mat_reduce(cfg, mems, blk: MatBlock, root: int = 0):
+    """``root``'s block becomes ``acc = p[root+1]``, ``acc = fmt(acc * 1 + p[root+h])`` for
+    ``h = 2 .. c`` (mod ``c``), ``p[k]`` core ``k``'s partial; the other cores keep theirs."""
+    from pe.fp_golden import mac_bits
+
+    fmt = cfg.fmt
+    c = len(mems)
+    out = _copy(mems)
+    parts = [blk.get(mems[k][blk.bank]) for k in range(c)]
+    one = np.full(parts[0].shape, int(fmt.from_float(np.array([1.0]))[0]), dtype=parts[0].dtype)
+    acc = parts[(root + 1) % c]
+    for h in range(2, c + 1):
+        acc = mac_bits(fmt, acc, one, parts[(root + h) % c])
+    blk.put(out[root][blk.bank], acc)
     return out

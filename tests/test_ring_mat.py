@@ -10,9 +10,10 @@ import pytest
 from conftest import SIM_PARAMS, require_sim
 from test_train import _seed
 from noc.ring import RingError
-from noc.ring_mat import (MatBlock, golden_mat_all_gather, golden_mat_broadcast, golden_mat_reduce_scatter,
-                          mat_all_gather, mat_all_gather_slots, mat_broadcast, mat_broadcast_slots,
-                          mat_reduce_scatter, mat_reduce_scatter_slots)
+from noc.ring_mat import (MatBlock, golden_mat_all_gather, golden_mat_broadcast, golden_mat_reduce,
+                          golden_mat_reduce_scatter, mat_all_gather, mat_all_gather_slots, mat_broadcast,
+                          mat_broadcast_slots, mat_reduce, mat_reduce_scatter, mat_reduce_scatter_slots,
+                          mat_reduce_slots)
 from rtl.config import PRESETS, ArchConfig
 from sim.chip_model import ChipModel
 from sim.seq_model import SequencerModel
@@ -145,6 +146,25 @@ def test_broadcast(cfg):
         check(cfg, frags, mems, golden_mat_broadcast(cfg, mems, src, dst, root), mat_broadcast_slots(cfg, m))
 
 
+@pytest.mark.parametrize("cfg", CFGS, ids=CFG_IDS)
+def test_reduce(cfg):
+    """Reduce to a root (every root, contiguous and strided blocks): the root gets the sum
+    in ring order from root + 1, the other cores keep their partials; c - 1 additions per
+    element."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    mems = rand_mems(cfg, rng)
+    c = cfg.cores
+    for root in range(c):
+        blk = [MatBlock("a", 5, 3, 1, 2, 0, 3), MatBlock("b", 2, 7, 0, 3, 2, 4), MatBlock("a", 9, 1, 0, 1, 0, 1)][root % 3]
+        m = blk.beats(cfg.nr)
+        frags = [mat_reduce(cfg, k, blk, root, reg=2) for k in range(c)]
+        r = check(cfg, frags, mems, golden_mat_reduce(cfg, mems, blk, root), mat_reduce_slots(cfg, m))
+        fmas = sum(v for k in range(c) for n, v in r.cores[k].counters.items() if n.startswith("fma["))
+        assert fmas == (c - 1) * m * cfg.nr
+        assert r.cores[root].counters["ring_out_beats"] == (0 if c > 1 else m)
+
+
 def test_slot_formulas_and_folding():
     """Closed forms; long segments fold into a few loop words per core, in programs
     that chain fragments (unique loop names per fragment)."""
@@ -154,11 +174,12 @@ def test_slot_formulas_and_folding():
         assert mat_broadcast_slots(cfg, m) == 2 + 3 * (c - 1) + m
         assert mat_all_gather_slots(cfg, m) == 2 + c * m + 6 * (c - 1)
         assert mat_reduce_scatter_slots(cfg, m) == 2 * c * m + 20 * c - 20
+        assert mat_reduce_slots(cfg, m) == 2 * m + 10 * c - 10
     seg = lambda s: MatBlock("a", 0, 8, 4 * s, 4, 0, 8)         # noqa: E731 - 128 beats per segment
     for k in (0, 13, c - 1):
         b = Builder(cfg)
         parts = [mat_all_gather(cfg, k, seg, "ag"), mat_reduce_scatter(cfg, k, seg, "rs"),
-                 mat_broadcast(cfg, k, seg(3), seg(3), 3, "bc")]
+                 mat_broadcast(cfg, k, seg(3), seg(3), 3, "bc"), mat_reduce(cfg, k, seg(5), 5, "rd")]
         for f in parts:
             b.text(f.text)
         b.halt()
@@ -192,6 +213,12 @@ def test_errors():
         mat_reduce_scatter(cfg, 0, good, reg=16)
     with pytest.raises(RingError, match="root 5"):
         mat_broadcast(cfg, 0, good(0), good(1), root=5)
+    with pytest.raises(RingError, match="reduce root 4"):
+        mat_reduce(cfg, 0, good(0), root=4)
+    with pytest.raises(RingError, match="r16 does not exist"):
+        mat_reduce(cfg, 0, good(0), reg=16)
+    with pytest.raises(RingError, match="reduce block: words"):
+        mat_reduce(cfg, 0, MatBlock("b", 1020, 4, 0, 2, 0, 4))
     with pytest.raises(RingError, match="differ in shape"):
         mat_broadcast(cfg, 0, good(0), MatBlock("a", 0, 4, 0, 2, 0, 2))
     with pytest.raises(RingError, match="n_ar=1"):
@@ -205,7 +232,7 @@ def test_errors():
 # -- RTL -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_mat_collectives_rtl(sim):
-    """All-gather, reduce-scatter and broadcast in one chip RUN on the 4-core chip of 2 x 2
+    """All-gather, reduce-scatter, broadcast and reduce in one chip RUN on the 4-core chip of 2 x 2
     PEs (tests/test_chip.py's CHIP4, one simulator build): every core's beats and counters
     equal the per-cycle chip model's; the memories read back equal the chained goldens."""
     from sim.chip_run import ChipPhase, run_chip_session
@@ -220,6 +247,7 @@ def test_mat_collectives_rtl(sim):
     ag = lambda s: MatBlock("a", 0, 4, s, 1, 0, 4)              # noqa: E731 - contiguous, bank A
     rs = lambda s: MatBlock("b", 8, 8, 0, 2, 2 * s, 2)          # noqa: E731 - strided, bank B
     src, dst, root = MatBlock("a", 32, 3, 0, 2, 0, 3), MatBlock("b", 40, 3, 0, 2, 0, 3), 2
+    red = MatBlock("a", 48, 5, 0, 2, 1, 3)                        # strided, root 1
 
     def xfer(load):
         b = Builder(cfg)
@@ -232,7 +260,8 @@ def test_mat_collectives_rtl(sim):
     imgs = []
     for k in range(c):
         b = Builder(cfg)
-        for f in (mat_all_gather(cfg, k, ag), mat_reduce_scatter(cfg, k, rs), mat_broadcast(cfg, k, src, dst, root)):
+        for f in (mat_all_gather(cfg, k, ag), mat_reduce_scatter(cfg, k, rs), mat_broadcast(cfg, k, src, dst, root),
+                  mat_reduce(cfg, k, red, 1, name="rd")):
             b.text(f.text)
         b.halt()
         imgs.append(b.build().words())
@@ -249,6 +278,7 @@ def test_mat_collectives_rtl(sim):
     want = golden_mat_all_gather(cfg, mems, ag)
     want = golden_mat_reduce_scatter(cfg, want, rs)
     want = golden_mat_broadcast(cfg, want, src, dst, root)
+    want = golden_mat_reduce(cfg, want, red, 1)
     for k in range(c):
         beats = res[2][k].data
         for i, bank in enumerate("ab"):
