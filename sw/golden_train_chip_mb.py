@@ -9,6 +9,11 @@ the all-gather are exact copies (a gathered matrix is the concatenation of the c
 panels in the global order); the reduce-scatter adds the partials of segment ``s`` in
 the ring's order, starting at core ``s + 1`` (``acc = p[s+1]``, then ``acc =
 fmt(acc * 1 + p[s+h])`` for ``h = 2 .. c``), as :func:`noc.ring.golden_reduce_scatter`.
+With the output layer split by columns (``out_map="cols"``), core ``k`` multiplies its
+column panel by its own segment of the last hidden activation, the partials are reduced
+onto core 0 in the ring's order from core 1 (``acc = p[1]``, ``acc = fmt(acc * 1 +
+p[h])`` for ``h = 2 .. c - 1``, then ``+ p[0]``), and the output gradient is the same on
+every core (the broadcast is a copy).
 Its weights after each step must equal the PE memories' (padding rows included).
 The float64 reference is :class:`sw.golden_train_mb.Float64MBGD` (the algorithm does not
 depend on the core count).
@@ -24,7 +29,7 @@ from sw.golden_train import pad_matrix
 from sw.golden_train_mb import GoldenMBGD
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss
-from sw.train_chip import panel_rows
+from sw.train_chip_mb import chip_mb_shapes, resolve_out_map
 
 __all__ = ["GoldenChipMBGD"]
 
@@ -33,11 +38,11 @@ class GoldenChipMBGD:
     """Bit-exact model of the compiled minibatch step across ``cfg.cores`` cores
     (initial weights as global ``(m, n)`` bit patterns or floats)."""
 
-    def __init__(self, cfg, mlp: MLP, weights):
+    def __init__(self, cfg, mlp: MLP, weights, out_map: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         nl, fmt = mlp.n_layers, cfg.fmt
-        self.P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(nl)]
-        self.N = [mlp.n_in] + [self.c * p for p in self.P[:-1]]
+        self.out_map = resolve_out_map(cfg, mlp, out_map)
+        self.P, self.N = chip_mb_shapes(cfg, mlp, self.out_map)
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
         self.one = fmt.from_float(np.array([1.0]))[0]
@@ -48,12 +53,25 @@ class GoldenChipMBGD:
             if Wg.dtype != fmt.np_uint:
                 Wg = fmt.from_float(Wg.astype(np.float64)).astype(fmt.np_uint)
             m, n = mlp.shape(l)
-            G = np.zeros((self.c * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = Wg
             for k in range(self.c):
-                self.W[k][l] = pad_matrix(fmt, self.nr, G[k * self.P[l]:(k + 1) * self.P[l]])
+                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._index(l, k)])
 
     # -- helpers ------------------------------------------------------------------------
+    def _split_cols(self, l) -> bool:
+        return self.out_map == "cols" and l == self.mlp.n_layers - 1
+
+    def _gshape(self, l) -> tuple:
+        if self._split_cols(l):
+            return self.P[l], self.c * self.N[l]
+        return self.c * self.P[l], self.N[l]
+
+    def _index(self, l, k) -> tuple:
+        if self._split_cols(l):
+            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
+        return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None)
+
     _bits = GoldenMBGD._bits
     _targets = GoldenMBGD._targets
 
@@ -79,22 +97,40 @@ class GoldenChipMBGD:
 
     # -- the network --------------------------------------------------------------------
     def weights(self, padded: bool = False) -> list:
-        """Global weights (``padded``: ``(c P_l, N_l)`` with the padding rows)."""
+        """Global weights (``padded``: the cores' padded panels together, padding
+        included)."""
         out = []
         for l in range(self.mlp.n_layers):
-            G = np.concatenate([self.W[k][l][:self.P[l], :self.N[l]] for k in range(self.c)])
+            G = np.zeros(self._gshape(l), dtype=self.fmt.np_uint)
+            for k in range(self.c):
+                G[self._index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n].copy())
         return out
 
+    def _reduce(self, partials):
+        """The sum of the cores' partials onto core 0, in the ring's order from core 1."""
+        c, fmt = self.c, self.fmt
+        acc = partials[1 % c]
+        one = np.full(acc.shape, self.one, dtype=fmt.np_uint)
+        for h in range(2, c + 1):
+            acc = mac_bits(fmt, acc, one, partials[h % c])
+        return acc
+
     def forward(self, X) -> tuple:
         """``(inputs, outputs)``: per layer the gathered input (padded, the same on every
-        core) and per core the output panel (after the ReLU for hidden layers)."""
+        core) and per core the output panel (after the ReLU for hidden layers); with the
+        output layer split by columns, its output is ``[Z]``, the reduced sum on core 0."""
         fmt, nr, nl, c = self.fmt, self.nr, self.mlp.n_layers, self.c
         A = [pad_matrix(fmt, nr, self._bits(X, self.mlp.n_in))]
         outs = []
         for l in range(nl):
-            Z = [golden.gemm(fmt, nr, self.W[k][l], A[l]) for k in range(c)]
+            if self._split_cols(l):
+                q = self.N[l]
+                Z = [self._reduce([golden.gemm(fmt, nr, self.W[k][l], A[l][k * q:(k + 1) * q])
+                                   for k in range(c)])]
+            else:
+                Z = [golden.gemm(fmt, nr, self.W[k][l], A[l]) for k in range(c)]
             if l < nl - 1:
                 Z = [golden.relu(fmt, z) for z in Z]
                 A.append(np.concatenate(Z))
@@ -116,7 +152,7 @@ class GoldenChipMBGD:
         z = np.concatenate(Z)
         if mlp.loss == "mse":
             Tp = self._panels(pad_matrix(fmt, nr, self._bits(T, no)), self.P[-1])
-            D = [golden.axpy(fmt, self.m1, Tp[k], Z[k]) for k in range(c)]           # Z - T
+            D = [golden.axpy(fmt, self.m1, Tp[k], Z[k]) for k in range(len(Z))]      # Z - T
             d = fmt.to_float(np.concatenate(D)[:no, :b])
             loss, out = float(np.mean([mse_loss(d[:, j]) for j in range(b)])), d + tf
         else:
@@ -124,16 +160,20 @@ class GoldenChipMBGD:
             G = np.stack([host_softmax_grad(fmt, z[:no, j], tf[:, j]) for j in range(b)], axis=1)
             D = self._panels(pad_matrix(fmt, nr, G), self.P[-1])
             loss, out = float(np.mean([softmax_ce_loss(zf[:, j], tf[:, j]) for j in range(b)])), zf
+        if self.out_map == "cols":
+            D = D[:1] * c                              # computed on core 0, broadcast
         D_out = [d.copy() for d in D]
         AT0 = golden.transpose(fmt, nr, A[0])          # X^T as the host loads it (padding +0)
         for l in range(nl - 1, -1, -1):
+            split = self._split_cols(l)
             if l >= 1:
-                EXT = [golden.gemm(fmt, nr, golden.transpose(fmt, nr, D[k]), self.W[k][l]) for k in range(c)]
-                S = self._reduce_scatter(EXT, self.P[l - 1])
                 own = [A[l][k * self.P[l - 1]:(k + 1) * self.P[l - 1]] for k in range(c)]
+                EXT = [golden.gemm(fmt, nr, golden.transpose(fmt, nr, D[k]), self.W[k][l]) for k in range(c)]
+                S = EXT if split else self._reduce_scatter(EXT, self.P[l - 1])
                 Dn = [golden.mask(fmt, golden.transpose(fmt, nr, S[k]), own[k]) for k in range(c)]
-            AT = AT0 if l == 0 else golden.transpose(fmt, nr, A[l])
+            ATg = AT0 if l == 0 else golden.transpose(fmt, nr, A[l])
             for k in range(c):
+                AT = golden.transpose(fmt, nr, own[k]) if split else ATg
                 self.W[k][l] = golden.gemm_acc(fmt, nr, D[k], AT, self.W[k][l], self.neg_lr)
             if l >= 1:
                 D = Dn

@@ -539,14 +539,10 @@ class ChipSGDProgram:
                 raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
             if W.dtype != fmt.np_uint:
                 W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
-            G = np.zeros((c * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = W
             for k in range(c):
-                panel = G[k * self.P[l]:(k + 1) * self.P[l]]
-                cols = self._cols(l, k)
-                if cols is not None:
-                    panel = panel[:, cols]
-                out[k].append(panel)
+                out[k].append(G[self._panel_index(l, k)])
         return out
 
     def init(self, session: ChipSession, weights) -> None:
@@ -600,7 +596,7 @@ class ChipSGDProgram:
         out = []
         for l, per_core in enumerate(results):
             n = self.alloc.items[f"W{l}"].words
-            G = np.zeros((c * self.P[l], self.N[l]), dtype=cfg.fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=cfg.fmt.np_uint)
             for k in range(c):
                 panel = unpack_matrix(decode_unload(cfg, per_core[k].data, n), self.P[l], self.N[l])
                 self._place_panel(G, l, k, panel)
@@ -613,13 +609,18 @@ class ChipSGDProgram:
         the all-gather's step order for ``l >= 1``."""
         return column_order(self.cfg, k, self.P[l - 1]) if l >= 1 else None
 
-    def _place_panel(self, G, l, k, panel):
-        rows = slice(k * self.P[l], (k + 1) * self.P[l])
+    def _gshape(self, l) -> tuple:
+        """Shape of layer ``l``'s padded global matrix (the cores' panels together)."""
+        return self.cfg.cores * self.P[l], self.N[l]
+
+    def _panel_index(self, l, k) -> tuple:
+        """Index of core ``k``'s panel in :meth:`_gshape`'s matrix: its rows, its columns
+        in the core's order."""
         cols = self._cols(l, k)
-        if cols is not None:
-            G[rows, cols] = panel
-        else:
-            G[rows] = panel
+        return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None) if cols is None else cols
+
+    def _place_panel(self, G, l, k, panel):
+        G[self._panel_index(l, k)] = panel
 
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns;
@@ -628,7 +629,7 @@ class ChipSGDProgram:
         out = []
         for l in range(self.mlp.n_layers):
             reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
-            G = np.zeros((c * self.P[l], self.N[l]), dtype=cfg.fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=cfg.fmt.np_uint)
             for k in range(c):
                 local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
                 self._place_panel(G, l, k, unpack_matrix(local, self.P[l], self.N[l]))

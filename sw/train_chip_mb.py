@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from noc.collectives import Region, emit_transpose
-from noc.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce_scatter
+from noc.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -58,14 +58,14 @@ from sw.train_chip import ChipSGDProgram, ChipStepResult, PhaseLog, _place_parts
 from sw.train_mb import MBProgram, load_cost, unload_cost
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
-__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
+__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb", "chip_mb_shapes", "resolve_out_map", "OUT_MAPS"]
 
 
 # ======================================================================================
 # memory allocation (the same addresses on every core)
 # ======================================================================================
-def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator:
-    """Every region of the step. Bank rules: each GEMM's two operands in different banks
+def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows") -> Allocator:
+    """Every region of the step (``out_map``: :func:`chip_mb_shapes`). Bank rules: each GEMM's two operands in different banks
     (forward ``W_l`` vs ``A_l``; backward ``D^T`` vs ``W_l``; update ``D_l`` vs
     ``A_l^T``), the axpy's and the mask's streamed operands in different banks. ``D^T``,
     ``A^T`` (one region per bank the rules need), ``dX^T`` and the transpose stage are
@@ -74,21 +74,28 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator
     nl, b = mlp.n_layers, mlp.batch
     Lb = L(b)
     al = Allocator(cfg)
+    cols = out_map == "cols"
     for l in range(nl):
-        al.alloc(f"W{l}", L(P[l]) * L(N[l]), f"row panel of W{l} ({P[l]} of {mlp.shape(l)[0]} rows x {N[l]})",
-                 bank=wbanks[l])
+        what = (f"column panel of W{l} ({P[l]} rows x {N[l]} of {mlp.shape(l)[1]} columns)"
+                if cols and l == nl - 1 else f"row panel of W{l} ({P[l]} of {mlp.shape(l)[0]} rows x {N[l]})")
+        al.alloc(f"W{l}", L(P[l]) * L(N[l]), what, bank=wbanks[l])
     al.alloc("X", L(N[0]) * Lb, f"input minibatch A0 ({N[0]} x {b}; core 0 loads it, the ring broadcasts it)",
              forbid={wbanks[0]})
     for i in range(1, nl):
-        al.alloc(f"A{i}", L(N[i]) * Lb, f"A{i} = relu(W{i - 1} A{i - 1}) gathered ({N[i]} x {b}; own segment "
-                 f"computed, the others by the all-gather)", forbid={wbanks[i]})
-    z = al.alloc("Z", L(P[-1]) * Lb, f"output panel ({P[-1]} x {b}); MSE: D = Z - T in place")
+        what = (f"own segment of A{i} = relu(W{i - 1} A{i - 1}) ({N[i]} x {b}; not gathered: the output layer "
+                f"is split by columns)" if cols and i == nl - 1 else
+                f"A{i} = relu(W{i - 1} A{i - 1}) gathered ({N[i]} x {b}; own segment computed, the others by the "
+                f"all-gather)")
+        al.alloc(f"A{i}", L(N[i]) * Lb, what, forbid={wbanks[i]})
+    z = al.alloc("Z", L(P[-1]) * Lb, f"output partial ({P[-1]} x {b}), reduced onto core 0; MSE: D = Z - T in "
+                 f"place, broadcast from core 0" if cols else f"output panel ({P[-1]} x {b}); MSE: D = Z - T in place")
     if mlp.loss == "mse":
         al.alloc("T", L(P[-1]) * Lb, f"target panel ({P[-1]} x {b}, loaded per step)", bank=_other(z.bank))
         al.alloc("m1", 1, "scalar -1 (every PE)")
         dbank = {nl - 1: z.bank}
     else:
-        g = al.alloc("G", L(P[-1]) * Lb, f"output gradient panel softmax(Z) - T ({P[-1]} x {b}, loaded per step)")
+        g = al.alloc("G", L(P[-1]) * Lb, f"output gradient {'(core 0 loads it, the ring broadcasts it) ' if cols else 'panel '}"
+                     f"softmax(Z) - T ({P[-1]} x {b}, loaded per step)")
         dbank = {nl - 1: g.bank}
     for i in range(nl - 1, 0, -1):
         a = al.items[f"A{i}"].region
@@ -131,14 +138,21 @@ def _ring_op(name, frag, reads, writes, fma_wb=False):
               fma_wb=fma_wb, stores=not fma_wb, per_core=True)
 
 
-def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str) -> list:
+def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows") -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
     ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
     segment of a gathered matrix) are declared as the whole region, so the NOPs between
-    ops are the same on every core."""
+    ops are the same on every core. ``out_map="cols"``: the output layer is split by
+    columns (:func:`chip_mb_shapes`): its input is not gathered, its partial products
+    are reduced onto core 0 and its gradient is broadcast from there."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     nl, b = mlp.n_layers, mlp.batch
+    split = out_map == "cols"
+
+    def own(l):
+        """This core's segment index in A_l (0 where only the own segment is stored)."""
+        return 0 if split and l == nl - 1 else k
     Lb = L(b)
     R = {n: v.region for n, v in al.items.items()}
     Wn = {n: v.words for n, v in al.items.items()}
@@ -163,7 +177,7 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
             W, xin = R[f"W{l}"], R["X"] if l == 0 else R[f"A{l}"]
             hidden = l < nl - 1
             yname = f"A{l + 1}" if hidden else "Z"
-            y = _at(R[yname], k * L(P[l]) * Lb) if hidden else R["Z"]
+            y = _at(R[yname], own(l + 1) * L(P[l]) * Lb) if hidden else R["Z"]
             kern(f"gemm{l}", "gemm", lambda bl, l=l, W=W, xin=xin, y=y:
                  emit_gemm(bl, cfg, P[l], N[l], b, W, xin, y, name=f"fw{l}_"),
                  [whole(f"W{l}"), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
@@ -173,8 +187,14 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
                      [whole(yname)], [whole(yname)], per_core=True)
                 A = R[yname]
                 seg = (lambda s, A=A, l=l: MatBlock(A.bank, A.base, Lb, s * L(P[l]), L(P[l]), 0, Lb))
-                ops.append(_ring_op(f"ag{l + 1}", mat_all_gather(cfg, k, seg, name=f"ag{l + 1}_"),
-                                    [whole(yname)], [whole(yname)]))
+                if not (split and l == nl - 2):
+                    ops.append(_ring_op(f"ag{l + 1}", mat_all_gather(cfg, k, seg, name=f"ag{l + 1}_"),
+                                        [whole(yname)], [whole(yname)]))
+            elif split:
+                Z = R["Z"]
+                blk = MatBlock(Z.bank, Z.base, Lb, 0, L(P[l]), 0, Lb)
+                ops.append(_ring_op("reduce_Z", mat_reduce(cfg, k, blk, root=0, name="rz_"), [whole("Z")],
+                                    [whole("Z")], fma_wb=True))
         if part in ("forward", "predict"):
             return ops
         m1 = Scalar(R["m1"].bank, R["m1"].base)
@@ -184,6 +204,11 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
         D = R["Z"]
     else:
         D = R["G"]
+    if split:
+        nm = "Z" if part == "step" else "G"
+        blk = MatBlock(D.bank, D.base, Lb, 0, L(P[-1]), 0, Lb)
+        ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name="bD_"), [whole(nm)],
+                            [whole(nm)]))
     for l in range(nl - 1, -1, -1):
         W = R[f"W{l}"]
         if l >= 1:
@@ -198,15 +223,16 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
                  [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
             ld, sp = L(N[l]), L(P[l - 1])
             seg = (lambda s, EXT=EXT, ld=ld, sp=sp: MatBlock(EXT.bank, EXT.base, ld, 0, Lb, s * sp, sp))
-            ops.append(_ring_op(f"rs{l}", mat_reduce_scatter(cfg, k, seg, name=f"rs{l}_"),
-                                [(EXT, Lb * ld)], [(EXT, Lb * ld)], fma_wb=True))
+            if not (split and l == nl - 1):       # split by columns: each core computed its own segment
+                ops.append(_ring_op(f"rs{l}", mat_reduce_scatter(cfg, k, seg, name=f"rs{l}_"),
+                                    [(EXT, Lb * ld)], [(EXT, Lb * ld)], fma_wb=True))
             ke = Lb * sp
             kern(f"tpE{l}", "transpose", lambda bl, l=l, EXT=EXT, E=E, st=st, ld=ld, sp=sp:
-                 emit_transpose(bl, cfg, b, P[l - 1], _at(EXT, k * sp), E, st, src_ld=ld, name=f"te{l}_"),
+                 emit_transpose(bl, cfg, b, P[l - 1], _at(EXT, own(l) * sp), E, st, src_ld=ld, name=f"te{l}_"),
                  [(EXT, Lb * ld), (st, ke)], [(E, ke), (st, ke)], per_core=True)
-            own = _at(A, k * sp * Lb)
-            kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, own=own, ke=ke:
-                 emit_relu_mask(bl, cfg, ke, E, own, E, name=f"mk{l}_"),
+            oseg = _at(A, own(l) * sp * Lb)
+            kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, oseg=oseg, ke=ke:
+                 emit_relu_mask(bl, cfg, ke, E, oseg, E, name=f"mk{l}_"),
                  [(E, ke), whole(f"A{l}")], [(E, ke)], per_core=True)
         if l == 0:
             AT = R["XT"]
@@ -216,12 +242,15 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
             # of A_l on every core)
             AT, A, st = R[f"AT_{_other(D.bank)}"], R[f"A{l}"], R["stage"]
             ka, sp, ld = L(N[l]) * Lb, L(P[l - 1]), L(N[l])
-            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld:
-                 emit_transpose(bl, cfg, P[l - 1], b, _at(A, k * sp * Lb), _at(AT, k * sp), st, dst_ld=ld,
+            o = own(l)
+            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld, o=o:
+                 emit_transpose(bl, cfg, P[l - 1], b, _at(A, o * sp * Lb), _at(AT, o * sp), st, dst_ld=ld,
                                 name=f"ta{l}_"),
                  [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
-            seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
-            ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)], [(AT, ka)]))
+            if not (split and l == nl - 1):
+                seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
+                ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
+                                    [(AT, ka)]))
         kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
              emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
              [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")], fma_wb=True)
@@ -240,8 +269,24 @@ class ChipMBProgram(ChipSGDProgram):
     :class:`sw.train_chip.ChipSGDProgram`'s; the columns of the weight panels are in the
     natural order (the collectives keep the global order), ``neg_lr`` is ``-lr/b``."""
 
+    #: ``"rows"`` or ``"cols"``: how the output layer is split (:func:`chip_mb_shapes`)
+    out_map: str = "rows"
+
     def _cols(self, l, k):
         return None
+
+    def _split_cols(self, l) -> bool:
+        return self.out_map == "cols" and l == self.mlp.n_layers - 1
+
+    def _gshape(self, l) -> tuple:
+        if self._split_cols(l):
+            return self.P[l], self.cfg.cores * self.N[l]
+        return super()._gshape(l)
+
+    def _panel_index(self, l, k) -> tuple:
+        if self._split_cols(l):
+            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
+        return super()._panel_index(l, k)
 
     # -- figures ------------------------------------------------------------------------
     def _words(self, name) -> int:
@@ -389,11 +434,45 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
             f"would)")
 
 
-def compile_chip_mbgd(cfg, mlp: MLP) -> ChipMBProgram:
+OUT_MAPS = ("auto", "rows", "cols")
+
+
+def resolve_out_map(cfg, mlp: MLP, out_map: str = "auto") -> str:
+    """``"rows"`` or ``"cols"`` for ``out_map``: ``"auto"`` splits the output layer by
+    columns when it has at most ``cores * nr`` rows (row panels would be one block of
+    ``nr`` rows per core, most of them padding) and the network has a hidden layer."""
+    if out_map not in OUT_MAPS:
+        raise TrainCompileError(f"out_map must be one of {', '.join(OUT_MAPS)}, got {out_map!r}")
+    if out_map == "auto":
+        return "cols" if mlp.n_layers >= 2 and mlp.n_out <= cfg.cores * cfg.nr else "rows"
+    if out_map == "cols" and mlp.n_layers < 2:
+        raise TrainCompileError("out_map='cols' needs a hidden layer (the split output layer takes each core's "
+                                "own segment of the last hidden activation); this network has none")
+    return out_map
+
+
+def chip_mb_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:
+    """``(P, N)``: rows and columns of each layer's panel per core. ``out_map="rows"``:
+    every layer by row panels, ``P_l = nr ceil(m_l / (c nr))``, ``N_0 = n_in``, ``N_l = c
+    P_{l-1}`` (the gathered input). ``"cols"``: the output layer by columns instead: core
+    ``k`` holds columns ``k P_{L-2} .. (k + 1) P_{L-2} - 1`` of all its rows (``P_{L-1} =
+    nr ceil(m_{L-1} / nr)``, ``N_{L-1} = P_{L-2}``: its own segment of the last hidden
+    activation, which is never gathered)."""
+    c = cfg.cores
+    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
+    N = [mlp.n_in] + [c * p for p in P[:-1]]
+    if out_map == "cols":
+        P[-1] = cfg.nr * local_len(mlp.n_out, cfg.nr)
+        N[-1] = P[-2]
+    return P, N
+
+
+def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
-    core; see the module docstring). The weight panels go to bank A when everything
-    fits so, else to the first assignment of panels to banks that fits.
+    core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
+    docstring). The weight panels go to bank A when everything fits so, else to the
+    first assignment of panels to banks that fits.
 
     Raises :class:`sw.train.TrainCompileError` when the panels and activations do not
     fit the PE memories (with the sizes), a program does not fit the microcode,
@@ -412,8 +491,8 @@ def compile_chip_mbgd(cfg, mlp: MLP) -> ChipMBProgram:
     if v == 0.0 or not np.isfinite(v):
         raise TrainCompileError(f"learning rate / batch = {mlp.lr:g} / {b} is {'zero' if v == 0 else 'not finite'} "
                                 f"in {fmt}")
-    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
-    N = [mlp.n_in] + [c * p for p in P[:-1]]
+    out_map = resolve_out_map(cfg, mlp, out_map)
+    P, N = chip_mb_shapes(cfg, mlp, out_map)
     lim = (1 << cfg.loop_bits) - 1
     for n in N:
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
@@ -421,17 +500,18 @@ def compile_chip_mbgd(cfg, mlp: MLP) -> ChipMBProgram:
     cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
     al = None
     for wbanks in cands:
-        al = allocate_chip_mb(cfg, mlp, wbanks, P, N)
+        al = allocate_chip_mb(cfg, mlp, wbanks, P, N, out_map)
         if al.fits():
             break
     if not al.fits():
-        raise TrainCompileError(_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, cands[0], P, N), P, N))
+        raise TrainCompileError(_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, cands[0], P, N, out_map), P, N))
     parts_ops = {}
     names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
     for nm in names + ["predict"]:
-        parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm) for k in range(c)]
+        parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                       {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search"})
+                       {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
+                        "out_map": out_map}, out_map=out_map)
     tp._place_host()
     return tp

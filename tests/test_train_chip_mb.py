@@ -6,6 +6,7 @@ minibatch GD, errors."""
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 import pytest
@@ -32,22 +33,48 @@ def _batch(rng, mlp):
     return X, rng.uniform(-1, 1, (mlp.n_out, mlp.batch))
 
 
-def run_and_check(cfg, mlp, steps, backend, seed, record=False):
+def run_and_check(cfg, mlp, steps, backend, seed, record=False, out_map="auto"):
     """``test_train_chip``'s check loop with the minibatch compiler, golden and batches."""
-    return chip_run_and_check(cfg, mlp, steps, backend, seed, record, compile=compile_chip_mbgd,
-                              golden=GoldenChipMBGD, sample=_batch)
+    return chip_run_and_check(cfg, mlp, steps, backend, seed, record,
+                              compile=partial(compile_chip_mbgd, out_map=out_map),
+                              golden=partial(GoldenChipMBGD, out_map=out_map), sample=_batch)
 
 
+@pytest.mark.parametrize("out_map", ["rows", "cols"])
 @pytest.mark.parametrize("backend", ["fast", "model"])
 @pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
 @pytest.mark.parametrize("cfg,sizes,b", [(TINY, (5, 6, 3), 3), (TINY, (7, 9, 4, 3), 4), (SMALL, (20, 30, 17, 5), 5),
                                          (SMALL, (20, 32, 32, 16), 8)],
                          ids=["tiny-2layer-b3", "tiny-3layer-b4", "small-3layer-b5", "small-full-panels-b8"])
-def test_chip_mbgd_matches_golden(cfg, sizes, b, loss, backend):
-    """``small-full-panels``: every core holds real rows of every layer, so every
-    reduce-scatter adds non-zero partials from all cores and the ring's addition order
-    shows in the rounding (padded panels contribute exact zeros)."""
-    run_and_check(cfg, MLP(sizes, loss, 0.05, batch=b), 2, backend, _seed())
+def test_chip_mbgd_matches_golden(cfg, sizes, b, loss, backend, out_map):
+    """Both mappings of the output layer (row panels; split by columns, reduced onto
+    core 0). ``small-full-panels``: every core holds real rows of every layer, so every
+    reduce-scatter (and the output reduce) adds non-zero partials from all cores and the
+    ring's addition order shows in the rounding (padded panels contribute exact zeros)."""
+    tp = run_and_check(cfg, MLP(sizes, loss, 0.05, batch=b), 2, backend, _seed(), out_map=out_map)[0]
+    assert tp.out_map == out_map and tp.meta["out_map"] == out_map
+
+
+def test_chip_mbgd_out_map_choice():
+    """``auto`` splits the output layer by columns when it has at most ``cores * nr`` rows
+    and a hidden layer feeds it; the split saves the padded rows' work and the output
+    layer's all-gathers and reduce-scatter."""
+    from sw.train_chip_mb import resolve_out_map
+
+    assert resolve_out_map(SMALL, MLP((20, 30, 16), "mse", 0.1, batch=2)) == "cols"
+    assert resolve_out_map(SMALL, MLP((20, 30, 17), "mse", 0.1, batch=2)) == "rows"
+    assert resolve_out_map(SMALL, MLP((20, 5), "mse", 0.1, batch=2)) == "rows"
+    with pytest.raises(TrainCompileError, match="needs a hidden layer"):
+        compile_chip_mbgd(SMALL, MLP((20, 5), "mse", 0.1, batch=2), out_map="cols")
+    with pytest.raises(TrainCompileError, match="out_map must be one of auto, rows, cols"):
+        compile_chip_mbgd(SMALL, MLP((20, 30, 5), "mse", 0.1, batch=2), out_map="diag")
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
+    rows, cols = (compile_chip_mbgd(SMALL, mlp, out_map=m) for m in ("rows", "cols"))
+    assert cols.step_cycles() < rows.step_cycles()
+    ops = {op for op, _, _ in cols.breakdown()}
+    assert {"reduce_Z", "bcast_G"} <= ops and not {"ag2", "rs2", "agT2"} & ops
+    assert {"ag2", "rs2", "agT2"} <= {op for op, _, _ in rows.breakdown()}
+    assert cols.out_cores == 1 and rows.out_cores == 2
 
 
 def test_chip_mbgd_engines_agree_counter_for_counter():
@@ -143,7 +170,8 @@ def test_chip_mbgd_errors():
 
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_chip_mbgd_rtl(sim):
-    """Minibatch steps (MSE and softmax, b = 3) on 4 cores of 2 x 2 PEs with a 128-word
+    """Minibatch steps (MSE with the output layer by rows, softmax with it split by
+    columns; b = 3) on 4 cores of 2 x 2 PEs with a 128-word
     microcode, recorded on the per-cycle chip model and replayed on the RTL (every beat
     and counter of every core compared); the weights read back from the RTL equal the
     golden trainer's. The configuration is ``tests/test_chip.py``'s ``CHIP4`` (one
@@ -153,9 +181,9 @@ def test_chip_mbgd_rtl(sim):
 
     require_sim(sim)
     seed = _seed()
-    for loss, steps in (("mse", 1), ("softmax_ce", 1)):
+    for loss, out_map in (("mse", "rows"), ("softmax_ce", "cols")):
         mlp = MLP((5, 6, 3), loss, 0.125, batch=3)
-        tp, sess, gold, results = run_and_check(CHIP4, mlp, steps, "model", seed, record=True)
+        tp, sess, gold, results = run_and_check(CHIP4, mlp, 1, "model", seed, record=True, out_map=out_map)
         un = tp.unload_weights_phases()
         phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
         res = run_chip_session(CHIP4, phases, backend="rtl", sim=sim, name=f"chip-mbgd-{loss}")
