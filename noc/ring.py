@@ -53,7 +53,7 @@ import numpy as np
 from sw.asm import assemble
 
 __all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
-           "emit_reduce_scatter", "emit_reduce", "golden_reduce", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
+           "emit_reduce_scatter", "emit_reduce", "golden_reduce", "reduce_lines", "reduce_slots", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
            "golden_reduce_scatter", "align", "AG_MIN_STREAM", "fill_diag_program", "read_diag_program",
            "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
            "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
@@ -284,34 +284,51 @@ def golden_reduce_scatter(cfg, partials: list[list[np.ndarray]]) -> list[np.ndar
 # -- reduce -------------------------------------------------------------------------------
 def emit_reduce(cfg, m: int, root: int = 0, base: int = 0, bank: str = "a"):
     """Sum of every core's segment at ``(bank, base)``, left in place at core ``root``
-    (other cores' segments unchanged). Returns one image per core, aligned stall-free."""
+    (other cores' segments unchanged). Returns one image per core (:func:`reduce_lines`
+    and a HALT): stall-free, :func:`reduce_slots` slots."""
+    return [_emit(cfg, reduce_lines(cfg, k, m, bank, base, root)) for k in range(cfg.cores)]
+
+
+def reduce_lines(cfg, k: int, m: int, bank: str, base: int, root: int = 0) -> list[str]:
+    """Core ``k``'s slots of a reduce of ``m`` beats (diag layout) at ``(bank, base)`` onto
+    ``root``, in place (the other cores' segments are unchanged), as a chain from core
+    ``root + 1``: it sends beat ``q`` in slot ``2 + q``; the core ``h`` hops on takes it in
+    ``R_h + q`` (``R_1 = 5``, ``R_{h+1} = R_h + L + 2``), adds its own partial into ``r0``
+    (one register: the sum of slot ``q`` is sent ``L - 1`` slots later, the next add's
+    result lands one slot after that) and sends the sum; ``root`` adds with an FMA writing
+    back in place. One beat per slot (beats arrive on the column buses, leave on the row
+    buses). Additions in the order of :func:`golden_reduce`. :func:`reduce_slots` slots
+    on every core (the sum is in SRAM when they end); uses ``ar1``/``ar2`` and ``r0``."""
     _need_chip(cfg)
     c = cfg.cores
     if not 0 <= root < c:
         raise RingError(f"reduce root {root} is not a core (cores={c})")
+    if not 0 <= k < c:
+        raise RingError(f"core {k} is not a core of the chip (cores={c})")
+    if m < 1:
+        raise RingError(f"a reduce needs at least one beat, got {m}")
     _check_bank(cfg, bank, base, m, "reduce")
     lat = cfg.fpu_latency - 1          # an FMA result is a source this many slots after its issue
-    add = f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0 | add r0 = col + mem{bank}"
-    fwd = "rdrv r0 @diag=0 | rout row"
+    h = (k - root - 1) % c             # hops from the chain's origin (root + 1); root is h = c - 1
+    total = reduce_slots(cfg, m)
+    if h == 0:
+        lines = _setup([(1, base)]) + [_send(bank, 1)] * m
+    else:
+        lines = _setup([(2, base)]) + ["nop"] * (3 + (h - 1) * (lat + 3))
+        rd = f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0"
+        if h == c - 1:
+            lines += [f"{rd} | mac mem{bank} += col * 1"] * m
+        else:
+            lines += [_join(f"{rd} | add r0 = col + mem{bank}" if q < m else "",
+                            "rdrv r0 @diag=0 | rout row" if q >= lat else "") for q in range(m + lat)]
+    return lines + ["nop"] * (total - len(lines))
 
-    def images(waits):
-        imgs = []
-        for k in range(c):
-            h = (k - root) % c        # hops after root: the chain starts at h = 1, ends at h = 0
-            lines = _setup([(1, base), (2, base)])
-            lines += ["nop"] * waits[k]
-            if h == 1:
-                lines += [_send(bank, 1)] * m
-            elif h == 0:
-                lines += [f"rin col | rd{bank} [ar2]++ gate=pred | @diag=0 | mac mem{bank} += col * 1"] * m
-            else:
-                # one register suffices: the sum of slot q is read by the send of slot q + lat,
-                # the next add's result lands one slot later
-                lines += [_join(add if q < m else "", fwd if q >= lat else "") for q in range(m + lat)]
-            imgs.append(_emit(cfg, lines))
-        return imgs
 
-    return align(cfg, images)
+def reduce_slots(cfg, m: int) -> int:
+    """``2 + 3 + (c - 2)(L + 2) + m - 1 + L``: setup, the chain's hops, ``m`` beats, and
+    the root's last FMA (``L = fpu_latency``)."""
+    c, L = cfg.cores, cfg.fpu_latency
+    return 2 + 3 + (c - 2) * (L + 2) + m - 1 + L
 
 
 def golden_reduce(cfg, segments: list[np.ndarray], root: int = 0) -> np.ndarray:

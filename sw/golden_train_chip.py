@@ -7,7 +7,11 @@ in the core's ring step order, :func:`sw.train_chip.column_order`), and the ring
 collectives as the array computes them: the all-gather concatenates the panels in each
 core's step order, the reduce-scatter adds the partials of a segment in the ring's order
 (``acc = p[k+1]``, then ``acc * 1 + p[k+2]``, ..., ``+ p[k]``, each rounded: the FMA
-``add``). The float64 reference is :class:`sw.golden_train.Float64SGD` (the algorithm
+``add``). With the output layer split by columns (``out_map="cols"``), core ``k``
+multiplies its column panel by its own panel of the last hidden activation, the
+partials are reduced onto core 0 (``acc = p[1]``, ``+ p[2]``, ..., ``+ p[0]``), the
+output gradient is the same on every core (a broadcast is a copy) and its ``W^T d`` is
+the own panel already (no reduce-scatter). The float64 reference is :class:`sw.golden_train.Float64SGD` (the algorithm
 does not depend on the number of cores).
 """
 
@@ -15,12 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from noc.ring import golden_reduce
 from pe.fp_golden import mac_bits
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
-from sw.train_chip import column_order, panel_rows
+from sw.train_chip import chip_shapes, column_order, resolve_out_map
 
 __all__ = ["GoldenChipSGD"]
 
@@ -29,12 +34,12 @@ class GoldenChipSGD:
     """Bit-exact model of the compiled SGD step across ``cfg.cores`` cores (initial
     weights as global ``(m, n)`` bit patterns)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree"):
+    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         self.reduce = reduce
         nl = mlp.n_layers
-        self.P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(nl)]
-        self.N = [mlp.n_in] + [self.c * p for p in self.P[:-1]]
+        self.out_map = resolve_out_map(cfg, mlp, out_map)
+        self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
@@ -44,15 +49,28 @@ class GoldenChipSGD:
         for l, Wg in enumerate(weights):
             Wg = np.asarray(Wg, dtype=fmt.np_uint)
             m, n = mlp.shape(l)
-            G = np.zeros((self.c * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = Wg
             for k in range(self.c):
-                panel = G[k * self.P[l]:(k + 1) * self.P[l]]
-                if l >= 1:
-                    panel = panel[:, column_order(cfg, k, self.P[l - 1])]
-                self.W[k][l] = pad_matrix(fmt, self.nr, panel)
+                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._index(l, k)])
 
     # -- helpers ------------------------------------------------------------------------
+    def _split(self, l) -> bool:
+        return self.out_map == "cols" and l == self.mlp.n_layers - 1
+
+    def _gshape(self, l) -> tuple:
+        if self._split(l):
+            return self.P[l], self.c * self.N[l]
+        return self.c * self.P[l], self.N[l]
+
+    def _index(self, l, k) -> tuple:
+        """Core ``k``'s panel in the global matrix: its rows with the columns in its order
+        (a column panel: its own columns)."""
+        if self._split(l):
+            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
+        rows = slice(k * self.P[l], (k + 1) * self.P[l])
+        return (rows, column_order(self.cfg, k, self.P[l - 1])) if l >= 1 else (rows, slice(None))
+
     def _bits(self, v, n):
         fmt = self.fmt
         v = np.asarray(v)
@@ -89,17 +107,12 @@ class GoldenChipSGD:
 
     # -- the network --------------------------------------------------------------------
     def weights(self, padded: bool = False) -> list:
-        """Global weights (``padded``: ``(c p_l, N_l)`` with the padding rows)."""
+        """Global weights (``padded``: the cores' padded panels together)."""
         out = []
         for l in range(self.mlp.n_layers):
-            G = np.zeros((self.c * self.P[l], self.N[l]), dtype=self.fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=self.fmt.np_uint)
             for k in range(self.c):
-                panel = self.W[k][l][:self.P[l], :self.N[l]]
-                rows = slice(k * self.P[l], (k + 1) * self.P[l])
-                if l >= 1:
-                    G[rows, column_order(self.cfg, k, self.P[l - 1])] = panel
-                else:
-                    G[rows] = panel
+                G[self._index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
         return out
@@ -112,9 +125,11 @@ class GoldenChipSGD:
         ins, outs = [[xp] * c], []
         for l in range(nl):
             z = [golden.gemv(fmt, nr, self.W[k][l], ins[l][k], self.reduce)[:self.P[l]] for k in range(c)]
+            if self._split(l):
+                z = [golden_reduce(self.cfg, z, 0)]                   # onto core 0
             if l < nl - 1:
                 z = [golden.relu(fmt, v) for v in z]
-                ins.append(self._gather(z))
+                ins.append(z if self._split(l + 1) else self._gather(z))
             outs.append(z)
         return ins, outs
 
@@ -133,7 +148,7 @@ class GoldenChipSGD:
         z = outs[-1]
         if mlp.loss == "mse":
             tp = self._panels(self._bits(t, no), self.P[-1])
-            d = [golden.axpy(fmt, self.m1, tp[k], z[k]) for k in range(c)]
+            d = [golden.axpy(fmt, self.m1, tp[k], z[k]) for k in range(len(z))]
             df = fmt.to_float(np.concatenate(d)[:no])
             loss, out = mse_loss(df), df + tf
         else:
@@ -141,11 +156,13 @@ class GoldenChipSGD:
             d = self._panels(host_softmax_grad(fmt, zl, tf), self.P[-1])
             zf = fmt.to_float(zl)
             loss, out = softmax_ce_loss(zf, tf), zf
+        if self.out_map == "cols":
+            d = d[:1] * c                              # computed on core 0, broadcast
         for l in range(nl - 1, -1, -1):
             if l >= 1:
                 e = [golden.gemv_t(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), self.reduce)[:self.N[l]]
                      for k in range(c)]
-                es = self._reduce_scatter(e, self.P[l - 1])
+                es = e if self._split(l) else self._reduce_scatter(e, self.P[l - 1])
                 dm = [golden.mask(fmt, es[k], outs[l - 1][k]) for k in range(c)]
             for k in range(c):
                 self.W[k][l] = golden.rank1(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), ins[l][k],

@@ -29,7 +29,7 @@ from sw.golden_train import pad_matrix
 from sw.golden_train_mb import GoldenMBGD
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss
-from sw.train_chip_mb import chip_mb_shapes, resolve_out_map
+from sw.train_chip import chip_shapes, resolve_out_map
 
 __all__ = ["GoldenChipMBGD"]
 
@@ -42,7 +42,7 @@ class GoldenChipMBGD:
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         nl, fmt = mlp.n_layers, cfg.fmt
         self.out_map = resolve_out_map(cfg, mlp, out_map)
-        self.P, self.N = chip_mb_shapes(cfg, mlp, self.out_map)
+        self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
         self.one = fmt.from_float(np.array([1.0]))[0]

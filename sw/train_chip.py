@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.ring import all_gather_lines, broadcast_lines, reduce_scatter_vec_lines, ring_text
+from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -58,6 +58,7 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
 __all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "PhaseLog", "panel_rows", "column_order", "ChipStepResult",
+           "chip_shapes", "resolve_out_map", "OUT_MAPS",
            "chip_step_report"]
 
 
@@ -73,13 +74,50 @@ def column_order(cfg, k: int, p: int) -> np.ndarray:
     return np.concatenate([((k - t) % c) * p + np.arange(p) for t in range(c)])
 
 
+OUT_MAPS = ("auto", "rows", "cols")
+
+
+def resolve_out_map(cfg, mlp: MLP, out_map: str = "auto") -> str:
+    """``"rows"`` or ``"cols"`` for ``out_map``: ``"auto"`` splits the output layer by
+    columns when it has at most ``cores * nr`` rows (row panels would be one block of
+    ``nr`` rows per core, most of them padding) and the network has a hidden layer."""
+    if out_map not in OUT_MAPS:
+        raise TrainCompileError(f"out_map must be one of {', '.join(OUT_MAPS)}, got {out_map!r}")
+    if out_map == "auto":
+        return "cols" if mlp.n_layers >= 2 and mlp.n_out <= cfg.cores * cfg.nr else "rows"
+    if out_map == "cols" and mlp.n_layers < 2:
+        raise TrainCompileError("out_map='cols' needs a hidden layer (the split output layer takes each core's "
+                                "own segment of the last hidden activation); this network has none")
+    return out_map
+
+
+def chip_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:
+    """``(P, N)``: rows and columns of each layer's panel per core. ``out_map="rows"``:
+    every layer by row panels, ``P_l = nr ceil(m_l / (c nr))``, ``N_0 = n_in``, ``N_l = c
+    P_{l-1}`` (the gathered input). ``"cols"``: the output layer by columns instead: core
+    ``k`` holds columns ``k P_{L-2} .. (k + 1) P_{L-2} - 1`` of all its rows (``P_{L-1} =
+    nr ceil(m_{L-1} / nr)``, ``N_{L-1} = P_{L-2}``: its own segment of the last hidden
+    activation, which is never gathered)."""
+    c = cfg.cores
+    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
+    N = [mlp.n_in] + [c * p for p in P[:-1]]
+    if out_map == "cols":
+        P[-1] = cfg.nr * local_len(mlp.n_out, cfg.nr)
+        N[-1] = P[-2]
+    return P, N
+
+
+
 # ======================================================================================
 # memory allocation (the same on every core)
 # ======================================================================================
-def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator:
+def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows") -> Allocator:
     c, L = cfg.cores, (lambda n: local_len(n, cfg.nr))
     nl = mlp.n_layers
     s = [p // cfg.nr for p in P]
+    split = out_map == "cols"
+    # segments of a_i / e_i a core holds: all c, or its own only for the split output layer's input
+    segs = {i: 1 if split and i == nl - 1 else c for i in range(1, nl)}
     al = Allocator(cfg)
     for l in range(nl):
         m, n = mlp.shape(l)
@@ -88,20 +126,27 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator:
     al.alloc("x", L(N[0]), "input sample (diag; core 0 loads it, the ring broadcasts it)", forbid={wbanks[0]})
     al.alloc("xc", L(N[0]) + 1, "cols copy of x (GEMV broadcast; rank-1 v)", forbid={wbanks[0]})
     for i in range(1, nl):
-        al.alloc(f"a{i}", c * s[i - 1], f"a{i}: own panel relu(z) (rows) at 0, then the all-gather (diag, "
-                 f"step order)", forbid={wbanks[i]})
+        al.alloc(f"a{i}", segs[i] * s[i - 1], f"a{i}: own panel relu(z) (rows) at 0" + (
+                 ", then the all-gather (diag, step order)" if segs[i] > 1 else " (not gathered: the output layer "
+                 "is split by columns)"), forbid={wbanks[i]})
         al.alloc(f"c{i}", L(N[i]) + 1, f"cols copy of a{i} (GEMV broadcast; rank-1 v)", forbid={wbanks[i]})
-    al.alloc("z", s[nl - 1], "output panel z (rows); MSE: d = z - t in place", forbid={wbanks[nl - 1]})
+    al.alloc("z", s[nl - 1], "output partial z (rows), reduced onto core 0 (diag); MSE: d = z - t in place, "
+             "broadcast from core 0" if split else "output panel z (rows); MSE: d = z - t in place",
+             forbid={wbanks[nl - 1]})
     zb = al.items["z"].region.bank
     if mlp.loss == "mse":
         al.alloc("t", s[nl - 1], "target panel (rows, loaded per step)", bank=_other(zb))
         al.alloc("m1", 1, "scalar -1 (every PE)")
     else:
-        al.alloc("g", s[nl - 1], "output gradient panel softmax(z) - t (rows, loaded per step)",
+        al.alloc("g", s[nl - 1], "output gradient softmax(z) - t (core 0 loads it, the ring broadcasts it: diag)"
+                 if split else "output gradient panel softmax(z) - t (rows, loaded per step)", forbid={wbanks[nl - 1]})
+    if split:
+        al.alloc("dz", s[nl - 1] + 1, "rows copy of the broadcast output gradient (transposed-GEMV broadcast)",
                  forbid={wbanks[nl - 1]})
     for i in range(nl - 1, 0, -1):
         ab = al.items[f"a{i}"].region.bank
-        al.alloc(f"e{i}", c * s[i - 1], f"W{i}^T d partial (cols), reduce-scattered in place: own panel at 0",
+        al.alloc(f"e{i}", segs[i] * s[i - 1], f"W{i}^T d partial (cols), reduce-scattered in place: own panel at 0"
+                 if segs[i] > 1 else f"W{i}^T d (cols): the own panel (the split output layer needs no reduce-scatter)",
                  prefer=_other(ab))
         al.alloc(f"dm{i}", s[i - 1], f"delta panel of layer {i}: e{i} * relu'(a{i}) (diag)", forbid={wbanks[i - 1]})
         if i + 1 < nl:
@@ -114,7 +159,7 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list) -> Allocator:
 # ======================================================================================
 # the ops of one step on core k
 # ======================================================================================
-def _ring_op(cfg, name, lines, reads, writes, fma_wb=False):
+def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False):
     text = ring_text(cfg, lines, loop=f"{name}_")
     n = len(lines)
 
@@ -122,15 +167,19 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False):
         b.text(text)
         return n
 
-    return Op(name, "ring", emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb)
+    return Op(name, "ring", emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb, per_core=per_core)
 
 
-def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str) -> list:
+def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows") -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
-    the loaded gradient)."""
+    the loaded gradient). ``out_map="cols"``: the output layer is split by columns
+    (:func:`chip_shapes`): its input is each core's own panel (no all-gather), its
+    partial outputs are reduced onto core 0, the output gradient is broadcast from there
+    and its ``W^T d`` needs no reduce-scatter."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     s = [p // nr for p in P]
+    split = out_map == "cols"
     R = {n: v.region for n, v in al.items.items()}
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
@@ -154,8 +203,12 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str)
             if l < nl - 1:
                 kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
                      [(y, s[l])], [(y, s[l])])
-                ops.append(_ring_op(cfg, f"ag{l + 1}", all_gather_lines(cfg, s[l], y.bank, y.base),
-                                    [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
+                if not (split and l == nl - 2):
+                    ops.append(_ring_op(cfg, f"ag{l + 1}", all_gather_lines(cfg, s[l], y.bank, y.base),
+                                        [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
+            elif split:
+                ops.append(_ring_op(cfg, "reduce_z", reduce_lines(cfg, k, s[l], y.bank, y.base, 0),
+                                    [(y, s[l])], [(y, s[l])], fma_wb=True, per_core=True))
         if part == "forward":
             return ops
         m1 = Scalar(R["m1"].bank, R["m1"].base)
@@ -165,6 +218,11 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str)
         d, dlay, dcopy = z, "rows", None
     else:
         d, dlay, dcopy = R["g"], "rows", None
+    if split:
+        so = s[nl - 1]
+        ops.append(_ring_op(cfg, f"bcast_{'d' if part == 'step' else 'g'}",
+                            broadcast_lines(cfg, k, so, (d.bank, d.base), (d.bank, d.base)), [(d, so)], [(d, so)]))
+        dlay, dcopy = "diag", R["dz"]
     for l in range(nl - 1, -1, -1):
         W = R[f"W{l}"]
         wn = L(P[l]) * L(N[l])
@@ -176,8 +234,9 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str)
             kern(f"gemv_t{l}", "gemv_t", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, dcopy=dcopy:
                  emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, x_layout=dlay if dlay == "diag" else None,
                            x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
-            ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
-                                [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
+            if not (split and l == nl - 1):
+                ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
+                                    [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
             kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
                  emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
                  [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
@@ -322,6 +381,8 @@ class ChipSGDProgram:
     meta: dict = field(default_factory=dict)
     #: host phase -> (image, origin) of its programs (:meth:`_place_host`)
     host_at: dict = field(default_factory=dict)
+    #: ``"rows"`` or ``"cols"``: how the output layer is split (:func:`chip_shapes`)
+    out_map: str = "rows"
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -606,16 +667,24 @@ class ChipSGDProgram:
 
     def _cols(self, l, k):
         """Core ``k``'s order of the columns of layer ``l``'s panel (None: natural):
-        the all-gather's step order for ``l >= 1``."""
-        return column_order(self.cfg, k, self.P[l - 1]) if l >= 1 else None
+        the all-gather's step order for ``l >= 1`` (a column panel: natural)."""
+        return column_order(self.cfg, k, self.P[l - 1]) if l >= 1 and not self._split_cols(l) else None
+
+    def _split_cols(self, l) -> bool:
+        """Whether layer ``l`` is split by columns (the output layer with ``out_map="cols"``)."""
+        return self.out_map == "cols" and l == self.mlp.n_layers - 1
 
     def _gshape(self, l) -> tuple:
         """Shape of layer ``l``'s padded global matrix (the cores' panels together)."""
+        if self._split_cols(l):
+            return self.P[l], self.cfg.cores * self.N[l]
         return self.cfg.cores * self.P[l], self.N[l]
 
     def _panel_index(self, l, k) -> tuple:
         """Index of core ``k``'s panel in :meth:`_gshape`'s matrix: its rows, its columns
-        in the core's order."""
+        in the core's order (a column panel: its own columns, in the natural order)."""
+        if self._split_cols(l):
+            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
         cols = self._cols(l, k)
         return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None) if cols is None else cols
 
@@ -737,10 +806,11 @@ def replace_depth(cfg):
     return replace(cfg, ucode_depth=1 << 16)
 
 
-def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
+def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
-    layer per core; see the module docstring). The weight panels go to bank A when
-    everything fits so, else to the first assignment of panels to banks that fits.
+    layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
+    module docstring). The weight panels go to bank A when everything fits so, else to
+    the first assignment of panels to banks that fits.
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
     (with the sizes), a program does not fit the microcode, ``-lr`` is not
@@ -748,8 +818,9 @@ def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
     if not isinstance(mlp, MLP):
         raise TypeError(f"mlp must be an sw.mlp.MLP, got {type(mlp).__name__}")
     c = cfg.cores
-    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
-    N = [mlp.n_in] + [c * p for p in P[:-1]]
+    if c >= 2:
+        out_map = resolve_out_map(cfg, mlp, out_map)
+    P, N = chip_shapes(cfg, mlp, out_map)
     _check(cfg, mlp, P, N)
     fmt = cfg.fmt
     nlr = fmt.from_float(np.array([-mlp.lr]))[0]
@@ -761,12 +832,12 @@ def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
              for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
     al = None
     for pol, wbanks in cands:
-        al = _allocate(cfg, mlp, wbanks, P, N)
+        al = _allocate(cfg, mlp, wbanks, P, N, out_map)
         if al.fits():
             break
     if not al.fits():
         pol, wbanks = cands[0]
-        al = _allocate(cfg, mlp, wbanks, P, N)
+        al = _allocate(cfg, mlp, wbanks, P, N, out_map)
         L = lambda n: local_len(n, cfg.nr)           # noqa: E731
         wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
         raise TrainCompileError(
@@ -775,13 +846,14 @@ def compile_chip_sgd(cfg, mlp: MLP) -> ChipSGDProgram:
             f"per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt}")
     parts_ops = {}
     if mlp.loss == "mse":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step") for k in range(c)]
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map) for k in range(c)]
     else:
-        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward") for k in range(c)]
-        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward") for k in range(c)]
-    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward") for k in range(c)]
+        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
+        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map) for k in range(c)]
+    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
-    tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr), {"lr_stored": -v, "policy": pol})
+    tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
+                        {"lr_stored": -v, "policy": pol, "out_map": out_map}, out_map=out_map)
     tp._place_host()
     return tp
 

@@ -54,18 +54,18 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
                       softmax_ce_loss)
-from sw.train_chip import ChipSGDProgram, ChipStepResult, PhaseLog, _place_parts, panel_rows
+from sw.train_chip import ChipSGDProgram, ChipStepResult, PhaseLog, _place_parts, chip_shapes, resolve_out_map
 from sw.train_mb import MBProgram, load_cost, unload_cost
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
-__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb", "chip_mb_shapes", "resolve_out_map", "OUT_MAPS"]
+__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
 
 
 # ======================================================================================
 # memory allocation (the same addresses on every core)
 # ======================================================================================
 def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows") -> Allocator:
-    """Every region of the step (``out_map``: :func:`chip_mb_shapes`). Bank rules: each GEMM's two operands in different banks
+    """Every region of the step (``out_map``: :func:`sw.train_chip.chip_shapes`). Bank rules: each GEMM's two operands in different banks
     (forward ``W_l`` vs ``A_l``; backward ``D^T`` vs ``W_l``; update ``D_l`` vs
     ``A_l^T``), the axpy's and the mask's streamed operands in different banks. ``D^T``,
     ``A^T`` (one region per bank the rules need), ``dX^T`` and the transpose stage are
@@ -144,7 +144,7 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
     ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
     segment of a gathered matrix) are declared as the whole region, so the NOPs between
     ops are the same on every core. ``out_map="cols"``: the output layer is split by
-    columns (:func:`chip_mb_shapes`): its input is not gathered, its partial products
+    columns (:func:`sw.train_chip.chip_shapes`): its input is not gathered, its partial products
     are reduced onto core 0 and its gradient is broadcast from there."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     nl, b = mlp.n_layers, mlp.batch
@@ -269,24 +269,8 @@ class ChipMBProgram(ChipSGDProgram):
     :class:`sw.train_chip.ChipSGDProgram`'s; the columns of the weight panels are in the
     natural order (the collectives keep the global order), ``neg_lr`` is ``-lr/b``."""
 
-    #: ``"rows"`` or ``"cols"``: how the output layer is split (:func:`chip_mb_shapes`)
-    out_map: str = "rows"
-
     def _cols(self, l, k):
         return None
-
-    def _split_cols(self, l) -> bool:
-        return self.out_map == "cols" and l == self.mlp.n_layers - 1
-
-    def _gshape(self, l) -> tuple:
-        if self._split_cols(l):
-            return self.P[l], self.cfg.cores * self.N[l]
-        return super()._gshape(l)
-
-    def _panel_index(self, l, k) -> tuple:
-        if self._split_cols(l):
-            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
-        return super()._panel_index(l, k)
 
     # -- figures ------------------------------------------------------------------------
     def _words(self, name) -> int:
@@ -434,39 +418,6 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
             f"would)")
 
 
-OUT_MAPS = ("auto", "rows", "cols")
-
-
-def resolve_out_map(cfg, mlp: MLP, out_map: str = "auto") -> str:
-    """``"rows"`` or ``"cols"`` for ``out_map``: ``"auto"`` splits the output layer by
-    columns when it has at most ``cores * nr`` rows (row panels would be one block of
-    ``nr`` rows per core, most of them padding) and the network has a hidden layer."""
-    if out_map not in OUT_MAPS:
-        raise TrainCompileError(f"out_map must be one of {', '.join(OUT_MAPS)}, got {out_map!r}")
-    if out_map == "auto":
-        return "cols" if mlp.n_layers >= 2 and mlp.n_out <= cfg.cores * cfg.nr else "rows"
-    if out_map == "cols" and mlp.n_layers < 2:
-        raise TrainCompileError("out_map='cols' needs a hidden layer (the split output layer takes each core's "
-                                "own segment of the last hidden activation); this network has none")
-    return out_map
-
-
-def chip_mb_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:
-    """``(P, N)``: rows and columns of each layer's panel per core. ``out_map="rows"``:
-    every layer by row panels, ``P_l = nr ceil(m_l / (c nr))``, ``N_0 = n_in``, ``N_l = c
-    P_{l-1}`` (the gathered input). ``"cols"``: the output layer by columns instead: core
-    ``k`` holds columns ``k P_{L-2} .. (k + 1) P_{L-2} - 1`` of all its rows (``P_{L-1} =
-    nr ceil(m_{L-1} / nr)``, ``N_{L-1} = P_{L-2}``: its own segment of the last hidden
-    activation, which is never gathered)."""
-    c = cfg.cores
-    P = [panel_rows(cfg, mlp.shape(l)[0]) for l in range(mlp.n_layers)]
-    N = [mlp.n_in] + [c * p for p in P[:-1]]
-    if out_map == "cols":
-        P[-1] = cfg.nr * local_len(mlp.n_out, cfg.nr)
-        N[-1] = P[-2]
-    return P, N
-
-
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
@@ -492,7 +443,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipMBProgram:
         raise TrainCompileError(f"learning rate / batch = {mlp.lr:g} / {b} is {'zero' if v == 0 else 'not finite'} "
                                 f"in {fmt}")
     out_map = resolve_out_map(cfg, mlp, out_map)
-    P, N = chip_mb_shapes(cfg, mlp, out_map)
+    P, N = chip_shapes(cfg, mlp, out_map)
     lim = (1 << cfg.loop_bits) - 1
     for n in N:
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:

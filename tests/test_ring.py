@@ -208,5 +208,15 @@ def test_reduce(cores, root, m, fmt):
     for k in range(cores):
         if k != root:
             assert np.array_equal(diag_read(ch.cores[k], "a", 8, m, cfg.nr), segs[k])
-    # pipelined: m + (c - 1) hops of 3 + (L - 1) cycles, plus fixed costs
-    assert r.cycles <= m + (cores - 1) * (cfg.fpu_latency + 2) + 16
+    # pipelined: m + (c - 1) hops of 3 + (L - 1) cycles, plus fixed costs; the same slots
+    # on every core (a fragment of a longer program)
+    from noc.ring import reduce_lines, reduce_slots
+
+    L = cfg.fpu_latency
+    assert reduce_slots(cfg, m) == 2 + 3 + (cores - 2) * (L + 2) + m - 1 + L
+    assert r.cycles == reduce_slots(cfg, m) + 1 + L + 2           # + halt, start latency, drain
+    assert all(len(reduce_lines(cfg, k, m, "a", 8, root)) == reduce_slots(cfg, m) for k in range(cores))
+    with pytest.raises(RingError, match="root 9"):
+        reduce_lines(cfg, 0, m, "a", 8, root=9)
+    with pytest.raises(RingError, match="at least one beat"):
+        reduce_lines(cfg, 0, 0, "a", 8)

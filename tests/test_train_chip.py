@@ -26,16 +26,18 @@ TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 
 
 def run_and_check(cfg, mlp, steps, backend, seed, record=False, *, compile=compile_chip_sgd, golden=GoldenChipSGD,
-                  sample=_sample):
-    """``steps`` steps of ``compile(cfg, mlp)`` on a chip session against ``golden``:
-    loss, output and weights after every step, cycles as predicted (the minibatch tests
-    pass their compiler, golden and ``sample(rng, mlp)``)."""
+                  sample=_sample, out_map="auto"):
+    """``steps`` steps of ``compile(cfg, mlp, out_map=...)`` on a chip session against
+    ``golden``: loss, output and weights after every step, cycles as predicted (the
+    minibatch tests pass their compiler, golden and ``sample(rng, mlp)``)."""
     rng = np.random.default_rng(seed)
-    tp = compile(cfg, mlp)
+    tp = compile(cfg, mlp, out_map=out_map)
+    if out_map != "auto":
+        assert tp.out_map == out_map and tp.meta["out_map"] == out_map
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
-    gold = golden(cfg, mlp, W0)
+    gold = golden(cfg, mlp, W0, out_map=out_map)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
     results = []
     for k in range(steps):
@@ -49,12 +51,33 @@ def run_and_check(cfg, mlp, steps, backend, seed, record=False, *, compile=compi
     return tp, sess, gold, results
 
 
+@pytest.mark.parametrize("out_map", ["rows", "cols"])
 @pytest.mark.parametrize("backend", ["fast", "model"])
 @pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
-@pytest.mark.parametrize("cfg,sizes", [(TINY, (5, 6, 3)), (TINY, (7, 9, 4, 3)), (SMALL, (20, 30, 17, 5))],
-                         ids=["tiny-2layer", "tiny-3layer", "small-3layer"])
-def test_chip_sgd_matches_golden(cfg, sizes, loss, backend):
-    run_and_check(cfg, MLP(sizes, loss, 0.05), 3, backend, _seed())
+@pytest.mark.parametrize("cfg,sizes", [(TINY, (5, 6, 3)), (TINY, (7, 9, 4, 3)), (SMALL, (20, 30, 17, 5)),
+                                       (SMALL, (20, 32, 32, 16))],
+                         ids=["tiny-2layer", "tiny-3layer", "small-3layer", "small-full-panels"])
+def test_chip_sgd_matches_golden(cfg, sizes, loss, backend, out_map):
+    """Both mappings of the output layer (row panels; split by columns, reduced onto core
+    0). ``small-full-panels``: every core holds real rows, so every reduction adds
+    non-zero partials from all cores and the ring's addition order shows."""
+    run_and_check(cfg, MLP(sizes, loss, 0.05), 3, backend, _seed(), out_map=out_map)
+
+
+def test_chip_sgd_out_map():
+    """The split output layer: a column panel per core (natural column order), one
+    output core, no all-gather / reduce-scatter for that layer, fewer cycles."""
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05)
+    rows, cols = (compile_chip_sgd(SMALL, mlp, out_map=m) for m in ("rows", "cols"))
+    assert cols.P == [8, 8, 8] and cols.N == [20, 32, 8] and cols.out_cores == 1
+    assert cols._gshape(2) == (8, 32) and cols._cols(2, 1) is None and cols._cols(1, 1) is not None
+    ops = {op for op, _, _ in cols.breakdown()}
+    assert {"reduce_z", "bcast_g"} <= ops and not {"ag2", "rs2"} & ops
+    assert {"ag2", "rs2"} <= {op for op, _, _ in rows.breakdown()}
+    assert cols.step_cycles() < rows.step_cycles()
+    assert compile_chip_sgd(SMALL, mlp).out_map == "cols"
+    with pytest.raises(TrainCompileError, match="out_map must be one of"):
+        compile_chip_sgd(SMALL, mlp, out_map="tree")
 
 
 def test_chip_sgd_engines_agree_counter_for_counter():
@@ -76,7 +99,7 @@ def test_chip_sgd_binary32_and_more_cores():
 def test_chip_sgd_predict_and_layout():
     seed = _seed()
     cfg, mlp = SMALL, MLP((20, 30, 17, 5), "softmax_ce", 0.05)
-    tp, sess, gold, _ = run_and_check(cfg, mlp, 1, "fast", seed)
+    tp, sess, gold, _ = run_and_check(cfg, mlp, 1, "fast", seed, out_map="rows")
     x = np.random.default_rng(seed).uniform(-1, 1, mlp.n_in)
     assert np.array_equal(tp.predict(sess, x), gold.predict(x))
     # panels: 30 rows on 4 cores of 4x4 -> 8 rows each; the gathered order of core 1

@@ -6,7 +6,6 @@ minibatch GD, errors."""
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 
 import numpy as np
 import pytest
@@ -35,9 +34,8 @@ def _batch(rng, mlp):
 
 def run_and_check(cfg, mlp, steps, backend, seed, record=False, out_map="auto"):
     """``test_train_chip``'s check loop with the minibatch compiler, golden and batches."""
-    return chip_run_and_check(cfg, mlp, steps, backend, seed, record,
-                              compile=partial(compile_chip_mbgd, out_map=out_map),
-                              golden=partial(GoldenChipMBGD, out_map=out_map), sample=_batch)
+    return chip_run_and_check(cfg, mlp, steps, backend, seed, record, compile=compile_chip_mbgd,
+                              golden=GoldenChipMBGD, sample=_batch, out_map=out_map)
 
 
 @pytest.mark.parametrize("out_map", ["rows", "cols"])
@@ -51,15 +49,14 @@ def test_chip_mbgd_matches_golden(cfg, sizes, b, loss, backend, out_map):
     core 0). ``small-full-panels``: every core holds real rows of every layer, so every
     reduce-scatter (and the output reduce) adds non-zero partials from all cores and the
     ring's addition order shows in the rounding (padded panels contribute exact zeros)."""
-    tp = run_and_check(cfg, MLP(sizes, loss, 0.05, batch=b), 2, backend, _seed(), out_map=out_map)[0]
-    assert tp.out_map == out_map and tp.meta["out_map"] == out_map
+    run_and_check(cfg, MLP(sizes, loss, 0.05, batch=b), 2, backend, _seed(), out_map=out_map)
 
 
 def test_chip_mbgd_out_map_choice():
     """``auto`` splits the output layer by columns when it has at most ``cores * nr`` rows
     and a hidden layer feeds it; the split saves the padded rows' work and the output
     layer's all-gathers and reduce-scatter."""
-    from sw.train_chip_mb import resolve_out_map
+    from sw.train_chip import resolve_out_map
 
     assert resolve_out_map(SMALL, MLP((20, 30, 16), "mse", 0.1, batch=2)) == "cols"
     assert resolve_out_map(SMALL, MLP((20, 30, 17), "mse", 0.1, batch=2)) == "rows"
