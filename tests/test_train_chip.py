@@ -182,7 +182,8 @@ def test_reduce_scatter_vec(cfg, s, engine):
 # -- RTL ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_chip_sgd_rtl(sim):
-    """Two MSE steps and one softmax step on 4 cores of 2 x 2 PEs with a 128-word
+    """Two MSE steps (the output layer split by columns) and one softmax step (by rows)
+    on 4 cores of 2 x 2 PEs with a 128-word
     microcode (the programs do not fit one image: reloaded per RUN; the MSE step splits
     into several chip RUNs), recorded on the per-cycle chip
     model and replayed on the RTL (every beat and counter compared per core); the weights
@@ -193,9 +194,9 @@ def test_chip_sgd_rtl(sim):
 
     require_sim(sim)
     seed = _seed()
-    for loss, steps in (("mse", 2), ("softmax_ce", 1)):
+    for loss, steps, out_map in (("mse", 2, "cols"), ("softmax_ce", 1, "rows")):
         mlp = MLP((5, 6, 3), loss, 0.125)
-        tp, sess, gold, results = run_and_check(CHIP4, mlp, steps, "model", seed, record=True)
+        tp, sess, gold, results = run_and_check(CHIP4, mlp, steps, "model", seed, record=True, out_map=out_map)
         assert len(tp.images) > 1           # programs reloaded between RUNs
         un = tp.unload_weights_phases()
         phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
