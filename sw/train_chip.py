@@ -430,7 +430,9 @@ class ChipSGDProgram:
     def describe(self) -> str:
         cfg = self.cfg
         lines = [f"{self._title()} of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
-                 f"  panel rows per core {self.P}; weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
+                 f"  panel rows per core {self.P}, columns {self.N} (output layer "
+                 f"{'split by columns, reduced onto core 0' if self.out_map == 'cols' else 'by row panels'}); "
+                 f"weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
                  f"{self.step_cycles()} cycles per step (chip phases "
                  f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
                  f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
