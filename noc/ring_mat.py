@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.ring import RingError
+from noc.ring import RingError, golden_reduce
 
 __all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduce_scatter", "mat_reduce",
            "mat_broadcast_slots", "mat_all_gather_slots", "mat_reduce_scatter_slots", "mat_reduce_slots",
@@ -495,34 +495,17 @@ def golden_mat_reduce_scatter(cfg, mems, seg):
     """Core ``s``'s block ``seg(s)`` becomes ``acc = p[s+1]``, ``acc = fmt(acc * 1 +
     p[s+h])`` for ``h = 2 .. c`` (mod ``c``), ``p[k]`` core ``k``'s partial (as
     :func:`noc.ring.golden_reduce_scatter`)."""
-    from pe.fp_golden import mac_bits
-
-    fmt = cfg.fmt
     c = len(mems)
     out = _copy(mems)
     for s in range(c):
         b = seg(s)
-        parts = [b.get(mems[k][b.bank]) for k in range(c)]
-        one = np.full(parts[0].shape, int(fmt.from_float(np.array([1.0]))[0]), dtype=parts[0].dtype)
-        acc = parts[(s + 1) % c]
-        for h in range(2, c + 1):
-            acc = mac_bits(fmt, acc, one, parts[(s + h) % c])
-        b.put(out[s][b.bank], acc)
+        b.put(out[s][b.bank], golden_reduce(cfg, [b.get(mems[k][b.bank]) for k in range(c)], s))
     return out
 
 
 def golden_mat_reduce(cfg, mems, blk: MatBlock, root: int = 0):
     """``root``'s block becomes ``acc = p[root+1]``, ``acc = fmt(acc * 1 + p[root+h])`` for
     ``h = 2 .. c`` (mod ``c``), ``p[k]`` core ``k``'s partial; the other cores keep theirs."""
-    from pe.fp_golden import mac_bits
-
-    fmt = cfg.fmt
-    c = len(mems)
     out = _copy(mems)
-    parts = [blk.get(mems[k][blk.bank]) for k in range(c)]
-    one = np.full(parts[0].shape, int(fmt.from_float(np.array([1.0]))[0]), dtype=parts[0].dtype)
-    acc = parts[(root + 1) % c]
-    for h in range(2, c + 1):
-        acc = mac_bits(fmt, acc, one, parts[(root + h) % c])
-    blk.put(out[root][blk.bank], acc)
+    blk.put(out[root][blk.bank], golden_reduce(cfg, [blk.get(m[blk.bank]) for m in mems], root))
     return out

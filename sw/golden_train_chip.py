@@ -25,12 +25,12 @@ from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
-from sw.train_chip import chip_shapes, column_order, resolve_out_map
+from sw.train_chip import PanelMap, chip_shapes, resolve_out_map
 
 __all__ = ["GoldenChipSGD"]
 
 
-class GoldenChipSGD:
+class GoldenChipSGD(PanelMap):
     """Bit-exact model of the compiled SGD step across ``cfg.cores`` cores (initial
     weights as global ``(m, n)`` bit patterns)."""
 
@@ -52,25 +52,9 @@ class GoldenChipSGD:
             G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = Wg
             for k in range(self.c):
-                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._index(l, k)])
+                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._panel_index(l, k)])
 
     # -- helpers ------------------------------------------------------------------------
-    def _split(self, l) -> bool:
-        return self.out_map == "cols" and l == self.mlp.n_layers - 1
-
-    def _gshape(self, l) -> tuple:
-        if self._split(l):
-            return self.P[l], self.c * self.N[l]
-        return self.c * self.P[l], self.N[l]
-
-    def _index(self, l, k) -> tuple:
-        """Core ``k``'s panel in the global matrix: its rows with the columns in its order
-        (a column panel: its own columns)."""
-        if self._split(l):
-            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
-        rows = slice(k * self.P[l], (k + 1) * self.P[l])
-        return (rows, column_order(self.cfg, k, self.P[l - 1])) if l >= 1 else (rows, slice(None))
-
     def _bits(self, v, n):
         fmt = self.fmt
         v = np.asarray(v)
@@ -112,7 +96,7 @@ class GoldenChipSGD:
         for l in range(self.mlp.n_layers):
             G = np.zeros(self._gshape(l), dtype=self.fmt.np_uint)
             for k in range(self.c):
-                G[self._index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
+                G[self._panel_index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
         return out
@@ -125,11 +109,11 @@ class GoldenChipSGD:
         ins, outs = [[xp] * c], []
         for l in range(nl):
             z = [golden.gemv(fmt, nr, self.W[k][l], ins[l][k], self.reduce)[:self.P[l]] for k in range(c)]
-            if self._split(l):
+            if self._split_cols(l):
                 z = [golden_reduce(self.cfg, z, 0)]                   # onto core 0
             if l < nl - 1:
                 z = [golden.relu(fmt, v) for v in z]
-                ins.append(z if self._split(l + 1) else self._gather(z))
+                ins.append(z if self._split_cols(l + 1) else self._gather(z))
             outs.append(z)
         return ins, outs
 
@@ -162,7 +146,7 @@ class GoldenChipSGD:
             if l >= 1:
                 e = [golden.gemv_t(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), self.reduce)[:self.N[l]]
                      for k in range(c)]
-                es = e if self._split(l) else self._reduce_scatter(e, self.P[l - 1])
+                es = e if self._split_cols(l) else self._reduce_scatter(e, self.P[l - 1])
                 dm = [golden.mask(fmt, es[k], outs[l - 1][k]) for k in range(c)]
             for k in range(c):
                 self.W[k][l] = golden.rank1(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), ins[l][k],

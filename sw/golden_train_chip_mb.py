@@ -23,18 +23,19 @@ from __future__ import annotations
 
 import numpy as np
 
+from noc.ring import golden_reduce
 from pe.fp_golden import mac_bits
 from sw import golden
 from sw.golden_train import pad_matrix
 from sw.golden_train_mb import GoldenMBGD
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss
-from sw.train_chip import chip_shapes, resolve_out_map
+from sw.train_chip import PanelMap, chip_shapes, resolve_out_map
 
 __all__ = ["GoldenChipMBGD"]
 
 
-class GoldenChipMBGD:
+class GoldenChipMBGD(PanelMap):
     """Bit-exact model of the compiled minibatch step across ``cfg.cores`` cores
     (initial weights as global ``(m, n)`` bit patterns or floats)."""
 
@@ -56,21 +57,11 @@ class GoldenChipMBGD:
             G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = Wg
             for k in range(self.c):
-                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._index(l, k)])
+                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._panel_index(l, k)])
 
     # -- helpers ------------------------------------------------------------------------
-    def _split_cols(self, l) -> bool:
-        return self.out_map == "cols" and l == self.mlp.n_layers - 1
-
-    def _gshape(self, l) -> tuple:
-        if self._split_cols(l):
-            return self.P[l], self.c * self.N[l]
-        return self.c * self.P[l], self.N[l]
-
-    def _index(self, l, k) -> tuple:
-        if self._split_cols(l):
-            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
-        return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None)
+    def _cols(self, l, k):
+        return None                                    # the global order on every core
 
     _bits = GoldenMBGD._bits
     _targets = GoldenMBGD._targets
@@ -103,19 +94,10 @@ class GoldenChipMBGD:
         for l in range(self.mlp.n_layers):
             G = np.zeros(self._gshape(l), dtype=self.fmt.np_uint)
             for k in range(self.c):
-                G[self._index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
+                G[self._panel_index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n].copy())
         return out
-
-    def _reduce(self, partials):
-        """The sum of the cores' partials onto core 0, in the ring's order from core 1."""
-        c, fmt = self.c, self.fmt
-        acc = partials[1 % c]
-        one = np.full(acc.shape, self.one, dtype=fmt.np_uint)
-        for h in range(2, c + 1):
-            acc = mac_bits(fmt, acc, one, partials[h % c])
-        return acc
 
     def forward(self, X) -> tuple:
         """``(inputs, outputs)``: per layer the gathered input (padded, the same on every
@@ -127,8 +109,8 @@ class GoldenChipMBGD:
         for l in range(nl):
             if self._split_cols(l):
                 q = self.N[l]
-                Z = [self._reduce([golden.gemm(fmt, nr, self.W[k][l], A[l][k * q:(k + 1) * q])
-                                   for k in range(c)])]
+                Z = [golden_reduce(self.cfg, [golden.gemm(fmt, nr, self.W[k][l], A[l][k * q:(k + 1) * q])
+                                                  for k in range(c)], 0)]        # onto core 0
             else:
                 Z = [golden.gemm(fmt, nr, self.W[k][l], A[l]) for k in range(c)]
             if l < nl - 1:

@@ -57,8 +57,8 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
-__all__ = ["compile_chip_sgd", "ChipSGDProgram", "ChipSession", "PhaseLog", "panel_rows", "column_order", "ChipStepResult",
-           "chip_shapes", "resolve_out_map", "OUT_MAPS",
+__all__ = ["compile_chip_sgd", "ChipSGDProgram", "PanelMap", "ChipSession", "PhaseLog", "panel_rows", "column_order",
+           "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS",
            "chip_step_report"]
 
 
@@ -328,7 +328,7 @@ class ChipSession:
         phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``."""
         from sim.chip_run import ChipPhase
 
-        cfg, n = self.cfg, self.cfg.cores
+        n = self.cfg.cores
         load = False
         for k in range(n):
             if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
@@ -365,8 +365,38 @@ def _halt(cfg):
     return b.build().words()
 
 
+class PanelMap:
+    """Where each core's weight panels sit in the global matrices: row panels (columns in
+    the core's order, :meth:`_cols`) or, for the output layer with ``out_map="cols"``, a
+    column panel. Shared by the compiled programs and the golden trainers (attributes
+    ``cfg``, ``mlp``, ``P``, ``N``, ``out_map``)."""
+
+    def _cols(self, l, k):
+        """Core ``k``'s order of the columns of layer ``l``'s panel (None: natural):
+        the all-gather's step order for ``l >= 1`` (a column panel: natural)."""
+        return column_order(self.cfg, k, self.P[l - 1]) if l >= 1 and not self._split_cols(l) else None
+
+    def _split_cols(self, l) -> bool:
+        """Whether layer ``l`` is split by columns (the output layer with ``out_map="cols"``)."""
+        return self.out_map == "cols" and l == self.mlp.n_layers - 1
+
+    def _gshape(self, l) -> tuple:
+        """Shape of layer ``l``'s padded global matrix (the cores' panels together)."""
+        if self._split_cols(l):
+            return self.P[l], self.cfg.cores * self.N[l]
+        return self.cfg.cores * self.P[l], self.N[l]
+
+    def _panel_index(self, l, k) -> tuple:
+        """Index of core ``k``'s panel in :meth:`_gshape`'s matrix: its rows, its columns
+        in the core's order (a column panel: its own columns, in the natural order)."""
+        if self._split_cols(l):
+            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
+        cols = self._cols(l, k)
+        return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None) if cols is None else cols
+
+
 @dataclass
-class ChipSGDProgram:
+class ChipSGDProgram(PanelMap):
     """A compiled SGD step across the cores (see the module docstring)."""
 
     cfg: object
@@ -589,9 +619,9 @@ class ChipSGDProgram:
 
     # -- weights ------------------------------------------------------------------------
     def core_weights(self, weights) -> list:
-        """Per core, per layer: the padded row panel with the columns in the core's order
-        (global ``(m, n)`` bit patterns or floats in)."""
-        cfg, fmt, nr, c = self.cfg, self.cfg.fmt, self.cfg.nr, self.cfg.cores
+        """Per core, per layer: its padded panel (:meth:`_panel_index`; global ``(m, n)``
+        bit patterns or floats in)."""
+        fmt, c = self.cfg.fmt, self.cfg.cores
         if len(weights) != self.mlp.n_layers:
             raise ValueError(f"expected {self.mlp.n_layers} weight matrices, got {len(weights)}")
         out = [[] for _ in range(c)]
@@ -667,36 +697,13 @@ class ChipSGDProgram:
             out.append(G if padded else G[:m, :nn])
         return out
 
-    def _cols(self, l, k):
-        """Core ``k``'s order of the columns of layer ``l``'s panel (None: natural):
-        the all-gather's step order for ``l >= 1`` (a column panel: natural)."""
-        return column_order(self.cfg, k, self.P[l - 1]) if l >= 1 and not self._split_cols(l) else None
-
-    def _split_cols(self, l) -> bool:
-        """Whether layer ``l`` is split by columns (the output layer with ``out_map="cols"``)."""
-        return self.out_map == "cols" and l == self.mlp.n_layers - 1
-
-    def _gshape(self, l) -> tuple:
-        """Shape of layer ``l``'s padded global matrix (the cores' panels together)."""
-        if self._split_cols(l):
-            return self.P[l], self.cfg.cores * self.N[l]
-        return self.cfg.cores * self.P[l], self.N[l]
-
-    def _panel_index(self, l, k) -> tuple:
-        """Index of core ``k``'s panel in :meth:`_gshape`'s matrix: its rows, its columns
-        in the core's order (a column panel: its own columns, in the natural order)."""
-        if self._split_cols(l):
-            return slice(None), slice(k * self.N[l], (k + 1) * self.N[l])
-        cols = self._cols(l, k)
-        return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None) if cols is None else cols
-
     def _place_panel(self, G, l, k, panel):
         G[self._panel_index(l, k)] = panel
 
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns;
-        ``padded``: the ``(c p_l, N_l)`` arrays, padding rows included)."""
-        cfg, nr, c = self.cfg, self.cfg.nr, self.cfg.cores
+        ``padded``: the cores' padded panels together, padding included)."""
+        cfg, c = self.cfg, self.cfg.cores
         out = []
         for l in range(self.mlp.n_layers):
             reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words

@@ -94,8 +94,8 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
         al.alloc("m1", 1, "scalar -1 (every PE)")
         dbank = {nl - 1: z.bank}
     else:
-        g = al.alloc("G", L(P[-1]) * Lb, f"output gradient {'(core 0 loads it, the ring broadcasts it) ' if cols else 'panel '}"
-                     f"softmax(Z) - T ({P[-1]} x {b}, loaded per step)")
+        where = "(core 0 loads it, the ring broadcasts it) " if cols else "panel "
+        g = al.alloc("G", L(P[-1]) * Lb, f"output gradient {where}softmax(Z) - T ({P[-1]} x {b}, loaded per step)")
         dbank = {nl - 1: g.bank}
     for i in range(nl - 1, 0, -1):
         a = al.items[f"A{i}"].region

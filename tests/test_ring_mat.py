@@ -156,7 +156,8 @@ def test_reduce(cfg):
     mems = rand_mems(cfg, rng)
     c = cfg.cores
     for root in range(c):
-        blk = [MatBlock("a", 5, 3, 1, 2, 0, 3), MatBlock("b", 2, 7, 0, 3, 2, 4), MatBlock("a", 9, 1, 0, 1, 0, 1)][root % 3]
+        blk = [MatBlock("a", 5, 3, 1, 2, 0, 3), MatBlock("b", 2, 7, 0, 3, 2, 4),
+               MatBlock("a", 9, 1, 0, 1, 0, 1)][root % 3]
         m = blk.beats(cfg.nr)
         frags = [mat_reduce(cfg, k, blk, root, reg=2) for k in range(c)]
         r = check(cfg, frags, mems, golden_mat_reduce(cfg, mems, blk, root), mat_reduce_slots(cfg, m))
