@@ -55,12 +55,14 @@ def _acc(pred_fn, x, y):
 
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
-          max_train: int | None = None, max_test: int | None = None, progress=None) -> dict:
+          max_train: int | None = None, max_test: int | None = None, progress=None,
+          out_map: str = "auto") -> dict:
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
     A chip configuration (``cfg.cores > 1``) trains across its cores
-    (:func:`sw.train_chip.compile_chip_sgd`). ``golden_steps``: check the weights against
+    (:func:`sw.train_chip.compile_chip_sgd`, its output layer mapped by ``out_map``).
+    ``golden_steps``: check the weights against
     the golden trainer (:class:`GoldenSGD`, :class:`sw.golden_train_chip.GoldenChipSGD`)
     bit for bit after each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
     called as ``progress(done_steps, total_steps)`` after every step. Returns a dict of
@@ -74,7 +76,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
         from sw.golden_train_chip import GoldenChipSGD
         from sw.train_chip import ChipSession, compile_chip_sgd
 
-        tp = compile_chip_sgd(cfg, mlp)
+        tp = compile_chip_sgd(cfg, mlp, out_map=out_map)
     else:
         tp = compile_sgd(cfg, mlp)
     log(tp.describe().split("\n\n")[0])
@@ -84,7 +86,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
     gold = None
     if golden_steps:
-        gold = GoldenChipSGD(cfg, mlp, W0) if chip else GoldenSGD(cfg, mlp, W0, fused=tp.fused)
+        gold = GoldenChipSGD(cfg, mlp, W0, out_map=out_map) if chip else GoldenSGD(cfg, mlp, W0, fused=tp.fused)
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
     rng = np.random.default_rng(seed)
@@ -211,11 +213,12 @@ def _accuracy(pred, x, y, b, n_in):
 
 def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs: int = 10, seed: int = 0,
                     golden_steps: int = 20, log=print, max_steps: int | None = None, progress=None,
-                    loss: str = "softmax_ce", backend: str = "fast") -> dict:
+                    loss: str = "softmax_ce", backend: str = "fast", out_map: str = "auto") -> dict:
     """Minibatch GD of ``MLP(sizes, loss, lr, batch=b)`` on ``data`` (default:
     scikit-learn's digits, :func:`sw.datasets.load_digits`; targets: the class for
     ``softmax_ce``, its one-hot column for ``mse``): on one core, or across the cores of
-    a chip configuration (:func:`sw.train_chip_mb.compile_chip_mbgd`), on the fast
+    a chip configuration (:func:`sw.train_chip_mb.compile_chip_mbgd`, its output layer
+    mapped by ``out_map``), on the fast
     engine (``backend="fast"``) or the reference / per-cycle one (``"model"``). The
     first ``golden_steps`` steps are checked bit for bit against the golden trainer;
     float64 minibatch GD runs on the same batches (the last partial batch of each epoch
@@ -238,7 +241,8 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
         from sw.train_chip import ChipSession
         from sw.train_chip_mb import compile_chip_mbgd
 
-        tp, sess, gold = compile_chip_mbgd(cfg, mlp), ChipSession(cfg, backend), GoldenChipMBGD(cfg, mlp, W0)
+        tp, sess = compile_chip_mbgd(cfg, mlp, out_map=out_map), ChipSession(cfg, backend)
+        gold = GoldenChipMBGD(cfg, mlp, W0, out_map=out_map)
     else:
         tp, sess, gold = compile_mbgd(cfg, mlp), CoreSession(cfg, backend), GoldenMBGD(cfg, mlp, W0)
     log(tp.describe().split("\n\n")[0])
@@ -311,6 +315,9 @@ def add_train_arguments(p) -> None:
     p.add_argument("--batch", type=int, default=1,
                    help="minibatch size (default 1: SGD; b > 1: minibatch GD with W -= (lr / b) sum, on one core or "
                         "across the cores of a chip configuration)")
+    p.add_argument("--out-map", default="auto", choices=("auto", "rows", "cols"),
+                   help="chip configurations: the output layer by row panels or split by columns across the cores "
+                        "(auto: by columns when it has at most cores x nr rows)")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="fast", choices=("fast", "model"),
@@ -344,12 +351,12 @@ def cmd_train(args) -> int:
         if cfg.cores > 1:
             from sw.train_chip import compile_chip_sgd
 
-            print(compile_chip_sgd(cfg, mlp).describe())
+            print(compile_chip_sgd(cfg, mlp, out_map=args.out_map).describe())
         else:
             print(compile_sgd(cfg, mlp).describe())
     res = train(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
                 host_latency=args.host_latency, golden_steps=args.golden_steps,
-                max_train=args.max_train, max_test=args.max_test)
+                max_train=args.max_train, max_test=args.max_test, out_map=args.out_map)
     st = res["step"]
     e = res["epochs"][-1]
     print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")
@@ -376,7 +383,7 @@ def _cmd_train_minibatch(args, cfg, mlp: MLP, data) -> int:
         if cfg.cores > 1:
             from sw.train_chip_mb import compile_chip_mbgd
 
-            print(compile_chip_mbgd(cfg, mlp).describe())
+            print(compile_chip_mbgd(cfg, mlp, out_map=args.out_map).describe())
         else:
             from sw.train_mb import compile_mbgd
 
@@ -384,7 +391,7 @@ def _cmd_train_minibatch(args, cfg, mlp: MLP, data) -> int:
     data = replace(data, x_train=data.x_train[:args.max_train], y_train=data.y_train[:args.max_train],
                    x_test=data.x_test[:args.max_test], y_test=data.y_test[:args.max_test])
     res = train_minibatch(cfg, mlp.sizes, data, b=mlp.batch, lr=args.lr, epochs=args.epochs, seed=args.seed,
-                          golden_steps=args.golden_steps, loss=args.loss, backend=args.model)
+                          golden_steps=args.golden_steps, loss=args.loss, backend=args.model, out_map=args.out_map)
     st, e = res["step"], res["epochs"][-1]
     print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 minibatch GD "
           f"{e['test_accuracy_float64'] * 100:.2f}%)")

@@ -213,9 +213,10 @@ def test_chip_sgd_rtl(sim):
         print(f"{sim} {loss}: {res[-1][0].info}")
 
 
-def test_cli_train_chip(tmp_path):
-    """``caterpillar train --config chip-tiny`` trains across the chip's cores: golden-checked
-    steps, the step figures equal the chip compiler's prediction."""
+@pytest.mark.parametrize("out_map", ["auto", "rows"])
+def test_cli_train_chip(tmp_path, out_map):
+    """``caterpillar train --config chip-tiny [--out-map rows]`` trains across the chip's
+    cores: golden-checked steps, the step figures equal the chip compiler's prediction."""
     import json
 
     from rtl.cli import main
@@ -223,10 +224,11 @@ def test_cli_train_chip(tmp_path):
     js = tmp_path / "t.json"
     rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.1",
                "--config", "chip-tiny", "--golden-steps", "10", "--max-train", "60", "--max-test", "40",
-               "--json", str(js)])
+               "--json", str(js), "--out-map", out_map])
     assert rc == 0
     res = json.loads(js.read_text())
-    tp = compile_chip_sgd(TINY, MLP((16, 6, 4), "softmax_ce", 0.1))
+    tp = compile_chip_sgd(TINY, MLP((16, 6, 4), "softmax_ce", 0.1), out_map=out_map)
+    assert tp.out_map == ("cols" if out_map == "auto" else out_map)
     assert res["step"]["cores"] == 2 and res["golden_checked_steps"] == 10
     assert res["step"]["run_cycles"] == tp.step_cycles() - tp.host_cycles()
     assert res["step"]["cycles"] == tp.step_cycles()

@@ -189,10 +189,11 @@ def test_chip_mbgd_rtl(sim):
         print(f"{sim} {loss}: {res[-1][0].info}")
 
 
-@pytest.mark.parametrize("config", ["tiny", "chip-tiny"])
-def test_cli_train_minibatch(tmp_path, config):
-    """``caterpillar train --batch 4``: minibatch GD on one core or across a chip's cores,
-    golden-checked steps, JSON and PNG written, the step figures equal the compiler's."""
+@pytest.mark.parametrize("config,out_map", [("tiny", "auto"), ("chip-tiny", "auto"), ("chip-tiny", "rows")])
+def test_cli_train_minibatch(tmp_path, config, out_map):
+    """``caterpillar train --batch 4 [--out-map rows]``: minibatch GD on one core or
+    across a chip's cores, golden-checked steps, JSON and PNG written, the step figures
+    equal the compiler's."""
     import json
 
     from rtl.cli import main
@@ -201,10 +202,12 @@ def test_cli_train_minibatch(tmp_path, config):
     js, png = tmp_path / "t.json", tmp_path / "t.png"
     rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.2", "--batch", "4",
                "--config", config, "--golden-steps", "5", "--max-train", "60", "--max-test", "40",
-               "--json", str(js), "--png", str(png)])
+               "--json", str(js), "--png", str(png), "--out-map", out_map])
     assert rc == 0 and png.stat().st_size > 0
     res = json.loads(js.read_text())
     cfg, mlp = PRESETS[config], MLP((16, 6, 4), "softmax_ce", 0.2, batch=4)
-    tp = compile_chip_mbgd(cfg, mlp) if cfg.cores > 1 else compile_mbgd(cfg, mlp)
+    tp = compile_chip_mbgd(cfg, mlp, out_map=out_map) if cfg.cores > 1 else compile_mbgd(cfg, mlp)
+    if cfg.cores > 1:
+        assert tp.out_map == ("cols" if out_map == "auto" else out_map)
     assert res["golden_checked_steps"] == 5 and res["steps"] == 15 and res["batch"] == 4
     assert res["step"]["cycles"] == tp.step_cycles()
