@@ -43,7 +43,7 @@ from noc.ring import RingError, golden_reduce
 __all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduce_scatter", "mat_reduce",
            "mat_broadcast_slots", "mat_all_gather_slots", "mat_reduce_scatter_slots", "mat_reduce_slots",
            "golden_mat_broadcast", "golden_mat_all_gather", "golden_mat_reduce_scatter", "golden_mat_reduce",
-           "rs_delay", "SETUP_SLOTS"]
+           "rs_delay", "rs_hop", "rs_buses", "SETUP_SLOTS"]
 
 #: slots of every fragment's setup (``ar1 = start``, ``stride ar1 = 1``)
 SETUP_SLOTS = 2
@@ -187,17 +187,25 @@ def mat_all_gather_slots(cfg, m: int) -> int:
     return SETUP_SLOTS + (c - 1) * _ag_period(m) + HOP * (c - 1) + m
 
 
+def rs_hop(cfg) -> int:
+    """``D = nr + L + 1``: slots from a reduce-scatter core's first take of a segment to
+    the next core's (a whole local word arrives before its first transposed beat leaves,
+    ``nr - 1`` slots, its last sum is readable ``L - 1`` slots after its add, then the
+    3-slot hop)."""
+    return cfg.nr + cfg.fpu_latency + 1
+
+
 def _rs_period(cfg, m: int) -> int:
-    return 2 * m + rs_delay(cfg) + HOP
+    return m + rs_hop(cfg)
 
 
 def mat_reduce_scatter_slots(cfg, m: int) -> int:
-    """``2 + (c - 1) P + 3 + (c - 2)(d + 3) + 2 (m - 1) + L`` with ``P = 2 m + d + 3``,
-    ``d`` = :func:`rs_delay`, ``L = fpu_latency``: the last segment's chain ends with its
-    last add, then ``L - 1`` slots until its sum is in SRAM; ``= 2 c m + 20 c - 20`` by
-    default (``d = L = 7``)."""
-    c, d = cfg.cores, rs_delay(cfg)
-    return SETUP_SLOTS + (c - 1) * _rs_period(cfg, m) + HOP + (c - 2) * (d + HOP) + 2 * (m - 1) + cfg.fpu_latency
+    """``2 + (c - 1)(m + D) + 3 + (c - 2) D + m - 1 + L = 4 + L + c m + (2 c - 3) D``
+    with ``D`` = :func:`rs_hop`: segment ``s`` starts at ``2 + s (m + D)``; the last
+    one's chain ends with its last add, then ``L`` slots until its sum is in SRAM;
+    ``= c m + 24 c - 25`` for ``nr = 4``, ``L = 7``."""
+    c, D = cfg.cores, rs_hop(cfg)
+    return 4 + cfg.fpu_latency + c * m + (2 * c - 3) * D
 
 
 def mat_reduce_slots(cfg, m: int) -> int:
@@ -407,35 +415,96 @@ def mat_all_gather(cfg, k: int, seg, name: str = "mg") -> RingFrag:
     return _render(cfg, wins, mat_all_gather_slots(cfg, m), 0, name)
 
 
+def rs_buses(k: int) -> tuple[str, str]:
+    """``(receive, send)`` buses of core ``k`` in a reduce-scatter: even cores take beats
+    on the row buses and send on the column buses, odd cores the other way round (``c``
+    is even, so every link joins a sender and a receiver on the same bus)."""
+    return ("row", "col") if k % 2 == 0 else ("col", "row")
+
+
+def _sel(bus: str) -> str:
+    """The index a beat on ``bus`` selects PEs by: a row-bus beat is a PE column."""
+    return "col" if bus == "row" else "row"
+
+
 def mat_reduce_scatter(cfg, k: int, seg, name: str = "mr", reg: int = 0) -> RingFrag:
     """Core ``k``'s part of a reduce-scatter: every core holds a partial of every segment
     ``s`` at ``seg(s)``; after it core ``s`` holds at ``seg(s)`` the sum over the cores,
     added in ring order from core ``s + 1`` (:func:`golden_mat_reduce_scatter`). Other
-    memory is unchanged (only the final core of a segment writes). Segment ``s`` is a
-    chain from core ``s + 1``, started at ``T_s = 2 + s P``, ``P = 2 m + d + 3``: the
-    originator sends beat ``j`` in ``T_s + 2 j``; the core ``h`` hops on takes it in ``R_h
-    + 2 j`` (``R_1 = T_s + 3``, ``R_{h+1} = R_h + d + 3``), adds its partial into register
-    ``r{reg}`` and sends the sum in ``R_h + 2 j + d``; the last core (``s``) adds with an
-    FMA writing back in place. Uses register ``r{reg}`` only (of the PEs of the column a
-    beat belongs to). :func:`mat_reduce_scatter_slots` slots (the last sum is in SRAM when
-    the fragment ends)."""
+    memory is unchanged (only the final core of a segment writes).
+
+    **One slot per beat**: core ``k`` always takes beats on one bus and sends on the
+    other (:func:`rs_buses`), so an add and a send share an instruction. A beat on the row
+    buses is one PE column of a local word (lane ``i`` = PE ``(i, q)``), on the column
+    buses one PE row (lane ``j`` = PE ``(q, j)``): a core transposes every word it passes
+    on, sending its ``nr`` beats once the whole word has been added (``nr - 1`` slots
+    after its first beat, plus ``L - 1`` until the last sum is readable). Segment ``s`` is
+    a chain from core ``s + 1``, started at ``T_s = 2 + s (m + D)`` (``D`` =
+    :func:`rs_hop`): the originator sends beat ``j`` of its partial in ``T_s + j``; the
+    core ``h`` hops on takes it in ``R_h + j`` (``R_1 = T_s + 3``, ``R_{h+1} = R_h +
+    D``), adds its partial into ``r{reg + w mod 2}`` (``w`` counts the words the core has
+    taken in this collective: two registers, as a word's sums are sent while the next
+    word's adds land) and sends
+    the transposed beats ``j`` in ``R_h + nr + L - 2 + j``; core ``s`` adds with an FMA
+    writing back in place. :func:`mat_reduce_scatter_slots` slots (the last sum is in SRAM
+    when the fragment ends); registers ``r{reg}``, ``r{reg + 1}``."""
     c = _need(cfg, k)
-    if not 0 <= reg < cfg.n_regs:
-        raise RingError(f"reduce-scatter register r{reg} does not exist (n_regs={cfg.n_regs})")
+    if not 0 <= reg < cfg.n_regs - 1:
+        raise RingError(f"reduce-scatter registers r{reg}, r{reg + 1} do not exist (n_regs={cfg.n_regs})")
     blks = _segments(cfg, seg, "reduce-scatter")
-    m = blks[0].beats(cfg.nr)
-    d = rs_delay(cfg)
+    nr = cfg.nr
+    m = blks[0].beats(nr)
+    D, lat = rs_hop(cfg), cfg.fpu_latency - 1
     P = _rs_period(cfg, m)
-    wins = []
+    rx, tx = rs_buses(k)
+    total = mat_reduce_scatter_slots(cfg, m)
+    slots: list = [[] for _ in range(total)]
+    mask = (1 << cfg.addr_bits) - 1
+    wins = []                                   # (first slot of the block's ar1 walk, block, kind)
     for s in range(c):
         h = (k - s - 1) % c
         T = SETUP_SLOTS + s * P
         if h == 0:
-            wins.append(_Window(T, 2, blks[s], "orig"))
+            wins.append((T, blks[s], "orig"))
         else:
-            R = T + HOP + (h - 1) * (d + HOP)
-            wins.append(_Window(R, 2, blks[s], "add" if h < c - 1 else "fin", d))
-    return _render(cfg, wins, mat_reduce_scatter_slots(cfg, m), reg, name)
+            R = T + HOP + (h - 1) * D
+            wins.append((R, blks[s], "add" if h < c - 1 else "fin"))
+    wins.sort(key=lambda w: w[0])
+    words = 0                                   # words this core has passed on: register parity
+    for n, (start, blk, kind) in enumerate(wins):
+        b = blk.bank
+        nw = blk.nrows * blk.ncols
+        nxt = wins[n + 1][1].first - (blk.last + 1) if n + 1 < len(wins) else 0
+        jump = blk.ld - blk.ncols
+        for j in range(nw * nr):
+            wi, q = divmod(j, nr)
+            delta = nxt if wi == nw - 1 else (jump if wi % blk.ncols == blk.ncols - 1 else 0)
+            extra = f" | ar1 += {delta & mask}" if delta & mask else ""
+            r = f"r{reg + (words + wi) % 2}"
+            if kind == "orig":
+                sel = _sel(tx)
+                gate = "rdrv" if tx == "row" else "cdrv"
+                slots[start + j].append(f"@{sel}={q} | rd{b} [ar1]++ gate={gate} | {gate} mem{b} @{sel}={q} | "
+                                        f"rout {tx}{extra}")
+            else:
+                dst = r if kind == "add" else f"mem{b}"
+                slots[start + j].append(f"rin {rx} | rd{b} [ar1]++ gate=pred | @{_sel(rx)}={q} | "
+                                        f"add {dst} = {rx} + mem{b}{extra}")
+                if kind == "add":
+                    drv = "rdrv" if tx == "row" else "cdrv"
+                    slots[start + nr - 1 + lat + j].append(f"{drv} {r} @{_sel(tx)}={q} | rout {tx}")
+        words += nw
+    lines = ["nop"] * total
+    lines[0] = f"ar1 = {wins[0][1].first}"
+    lines[1] = "stride ar1 = 1"
+    for t, parts in enumerate(slots):
+        if not parts:
+            continue
+        if t < SETUP_SLOTS or len(parts) > 2 or sum("rin " in x for x in parts) > 1 or \
+                sum("rout " in x for x in parts) > 1:
+            raise AssertionError(f"reduce-scatter slot {t} of core {k}: {parts}")   # pragma: no cover
+        lines[t] = " | ".join(parts)
+    return RingFrag(_fold_text(cfg, lines, sorted(set(_periods(nr, blks[0])) | {P}), name), total)
 
 
 def mat_reduce(cfg, k: int, blk: MatBlock, root: int = 0, name: str = "mq", reg: int = 0) -> RingFrag:

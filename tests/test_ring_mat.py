@@ -174,7 +174,7 @@ def test_slot_formulas_and_folding():
     for m in (64, 128):
         assert mat_broadcast_slots(cfg, m) == 2 + 3 * (c - 1) + m
         assert mat_all_gather_slots(cfg, m) == 2 + c * m + 6 * (c - 1)
-        assert mat_reduce_scatter_slots(cfg, m) == 2 * c * m + 20 * c - 20
+        assert mat_reduce_scatter_slots(cfg, m) == c * m + 24 * c - 25
         assert mat_reduce_slots(cfg, m) == 2 * m + 10 * c - 10
     seg = lambda s: MatBlock("a", 0, 8, 4 * s, 4, 0, 8)         # noqa: E731 - 128 beats per segment
     for k in (0, 13, c - 1):
@@ -185,7 +185,7 @@ def test_slot_formulas_and_folding():
             b.text(f.text)
         b.halt()
         assert len(b.build().words()) < 200
-        assert all(f.words < 80 for f in parts)
+        assert all(f.words < 100 for f in parts)
     assert L == 7
 
 
@@ -210,8 +210,8 @@ def test_errors():
         mat_all_gather(cfg, 0, lambda s: MatBlock("a", 0, 4, s, 0, 0, 4))
     with pytest.raises(RingError, match="not a MatBlock"):
         mat_all_gather(cfg, 0, lambda s: (0, 4))
-    with pytest.raises(RingError, match="r16 does not exist"):
-        mat_reduce_scatter(cfg, 0, good, reg=16)
+    with pytest.raises(RingError, match="r15, r16 do not exist"):
+        mat_reduce_scatter(cfg, 0, good, reg=15)
     with pytest.raises(RingError, match="root 5"):
         mat_broadcast(cfg, 0, good(0), good(1), root=5)
     with pytest.raises(RingError, match="reduce root 4"):
