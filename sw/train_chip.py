@@ -749,8 +749,9 @@ def _reps(cfg, ops) -> list:
 
 def _split(cfg, per_core_ops: list) -> list:
     """Greedy split of a part's ops into programs that fit the microcode on every core:
-    ``[(i, j)]`` op ranges (each becomes its own chip RUN). A program's size is the sum of
-    its ops' words, its gap NOPs and the HALT; the broadcast's size depends on the core's
+    ``[(i, j, words)]``, op ranges (each becomes its own chip RUN) with the program's size
+    on the largest core. A program's size is the sum of its ops' words (each op assembles
+    on its own), its gap NOPs and the HALT; the broadcast's size depends on the core's
     hop distance only through its folded waits (cores 0, 1 and ``c - 1`` cover every
     case)."""
     big = replace_depth(cfg)
@@ -772,37 +773,38 @@ def _split(cfg, per_core_ops: list) -> list:
                                     f"core holds {cfg.ucode_depth} (ArchConfig.ucode_depth)")
         while j < n and size(i, j + 1) <= cfg.ucode_depth:
             j += 1
-        out.append((i, j))
+        out.append((i, j, size(i, j)))
         i = j
     return out
 
 
 def _place_parts(cfg, per_core_ops: dict) -> tuple:
-    """Split each part into programs that fit the microcode, assemble them for every core
-    (once when no op depends on the core) and pad each to the longest core's size so
-    every core has it at the same origin; one image when all programs fit together, else
-    one per program (reloaded per RUN)."""
+    """Split each part into programs that fit the microcode (:func:`_split`, which gives
+    their sizes), assemble them for every core (once when no op depends on the core) and
+    pad each to the longest core's size so every core has it at the same origin; one
+    image when all programs fit together, else one per program (reloaded per RUN)."""
     c = cfg.cores
-    progs = []
+    progs, sizes = [], []
     for nm, pco in per_core_ops.items():
         rng = _split(cfg, pco)
-        for q, (i, j) in enumerate(rng):
+        for q, (i, j, words) in enumerate(rng):
             progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
-    big = replace_depth(cfg)
-    sizes = [max(len(_build_ops(big, pco[k])[0]) for k in (_reps(cfg, pco[0]) if _varies(pco[0]) else [0]))
-             for _, _, pco in progs]
+            sizes.append(words)
     together = sum(sizes) <= cfg.ucode_depth
     parts, images, org = {}, [], 0
     for (nm, sub, pco), size in zip(progs, sizes):
         if not together or not images:
             org = 0
             images.append([[] for _ in range(c)])
-        ins = set()
+        ins, longest = set(), 0
         shared = None if _varies(pco[0]) else _build_ops(cfg, pco[0], origin=org)
         for k, ops in enumerate(pco):
             w, n = shared or _build_ops(cfg, ops, origin=org)
             images[-1][k].extend(w + [0] * (size - len(w)))
             ins.add(n)
+            longest = max(longest, len(w))
+        if longest != size:                        # pragma: no cover - the ops' sizes are additive
+            raise AssertionError(f"program {sub}: {longest} words on its largest core, sized {size}")
         assert len(ins) == 1, f"program {sub}: cores issue different instruction counts {ins}"
         parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org))
         org += size
