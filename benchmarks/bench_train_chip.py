@@ -128,19 +128,25 @@ def _check_weights(tp, sess, gold, step, label):
                              + "; ".join(f"W{l}: {n} of {s} words" for l, n, s in bad))
 
 
+def setup(cfg, mlp, compile, golden, seed: int = WEIGHT_SEED) -> tuple:
+    """``(tp, session, golden trainer, compile s, weight load s)``: ``compile(cfg, mlp)``
+    on a fast chip session with the weights of ``seed`` loaded, beside ``golden(cfg,
+    mlp, W0)``."""
+    t0 = time.perf_counter()
+    tp = compile(cfg, mlp)
+    t_compile = time.perf_counter() - t0
+    sess = ChipSession(cfg, "fast")
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    t0 = time.perf_counter()
+    tp.init(sess, W0)
+    return tp, sess, golden(cfg, mlp, W0), t_compile, time.perf_counter() - t0
+
+
 def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dict:
     cfg = PRESETS[preset]
     mlp = MLP(sizes, loss, LR)
     label = f"{preset} {mlp.describe()}"
-    t0 = time.perf_counter()
-    tp = compile_chip_sgd(cfg, mlp)
-    t_compile = time.perf_counter() - t0
-    sess = ChipSession(cfg, "fast")
-    W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
-    t0 = time.perf_counter()
-    tp.init(sess, W0)
-    t_init = time.perf_counter() - t0
-    gold = GoldenChipSGD(cfg, mlp, W0)
+    tp, sess, gold, t_compile, t_init = setup(cfg, mlp, compile_chip_sgd, GoldenChipSGD)
     rng = np.random.default_rng(INPUT_SEED)
     flops = mlp.flops_per_step()
     macs = flops // 2

@@ -29,13 +29,12 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores, cycle_breakdown
+from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores, cycle_breakdown, setup
 from rtl.config import PRESETS
 from sim.power import report_from_counters
 from sw.golden_train_chip_mb import GoldenChipMBGD
 from sw.mlp import MLP
-from sw.train import HOST_LATENCY_CYCLES, init_weights
-from sw.train_chip import ChipSession
+from sw.train import HOST_LATENCY_CYCLES
 from sw.train_chip_mb import compile_chip_mbgd
 
 WEIGHT_SEED = 0
@@ -77,13 +76,7 @@ def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=p
     cfg = PRESETS[preset]
     mlp = MLP(sizes, loss, LR, batch=batch)
     label = f"{preset} {mlp.describe()}"
-    t0 = time.perf_counter()
-    tp = compile_chip_mbgd(cfg, mlp)
-    t_compile = time.perf_counter() - t0
-    sess = ChipSession(cfg, "fast")
-    W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
-    tp.init(sess, W0)
-    gold = GoldenChipMBGD(cfg, mlp, W0)
+    tp, sess, gold, t_compile, _ = setup(cfg, mlp, compile_chip_mbgd, GoldenChipMBGD, WEIGHT_SEED)
     rng = np.random.default_rng(INPUT_SEED)
     flops = mlp.flops_per_step()
     macs = flops // 2

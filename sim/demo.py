@@ -276,11 +276,23 @@ def _chip(sim: str | None) -> None:
               f"(reference design's (c-1)m = {ref}), {r.counters['stall_cycles']} stalls")
 
 
-def _chip_replay(cfg, tp, sess, gold, sim, name):
-    """Replay the recorded chip session, then unload the weights, on the RTL (every beat
-    and counter of every core against the chip model); the weights must equal the golden
-    trainer's. Returns ``(per-phase results, wall seconds)``."""
+def _chip_replay(cfg, tp, golden, samples, sim, name):
+    """Run the steps of ``samples`` (``(x, t)`` pairs) of the compiled chip program ``tp``
+    on the per-cycle chip model (recorded) and on ``golden(cfg, mlp, W0)``, then replay
+    the session and unload the weights on the RTL (every beat and counter of every core
+    against the chip model); the weights must equal the golden trainer's. Returns ``(per-phase
+    results, wall seconds)``."""
     from sim.chip_run import ChipPhase, run_chip_session
+    from sw.train import init_weights
+    from sw.train_chip import ChipSession
+
+    W0 = init_weights(tp.mlp, cfg.fmt, 0)
+    sess = ChipSession(cfg, "model", record=True)
+    tp.init(sess, W0)
+    gold = golden(cfg, tp.mlp, W0)
+    for x, t in samples:
+        tp.run_step(sess, x, t)
+        gold.step(x, t)
 
     un = tp.unload_weights_phases()
     t0 = time.perf_counter()
@@ -312,15 +324,8 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
     # -- RTL: 2 cores of 2x2 PEs, two steps, replayed under cocotb -------------------------
     cfg = ArchConfig(nr=2, mem_a_words=512, mem_b_words=512, cores=2)
     tp = compile_chip_sgd(cfg, mlp)
-    W0 = init_weights(mlp, cfg.fmt, 0)
-    sess = ChipSession(cfg, "model", record=True)
-    tp.init(sess, W0)
-    gold = GoldenChipSGD(cfg, mlp, W0)
-    for i in range(2):
-        x, t = data.x_train[i], int(data.y_train[i])
-        tp.run_step(sess, x, t)
-        gold.step(x, t)
-    res, wall = _chip_replay(cfg, tp, sess, gold, sim, "demo-chip-sgd")
+    samples = [(data.x_train[i], int(data.y_train[i])) for i in range(2)]
+    res, wall = _chip_replay(cfg, tp, GoldenChipSGD, samples, sim, "demo-chip-sgd")
     print(f"RTL ({res[0][0].backend}, {wall:.1f} s): 2 SGD steps on {cfg.cores} cores of {cfg.nr}x{cfg.nr} PEs "
           f"(panels of {tp.P} rows per core; broadcast, all-gather and reduce-scatter over the ring), "
           f"{tp.step_cycles() - tp.host_cycles()} cycles per step + {tp.host_cycles()} host; every core's beats "
@@ -388,15 +393,8 @@ def _chip_minibatch(sim: str | None, b: int = 16) -> None:
     cfg = ArchConfig(nr=2, mem_a_words=512, mem_b_words=512, cores=2)
     mlp = MLP(DEMO_NET, "softmax_ce", 0.1, batch=4)
     tp = compile_chip_mbgd(cfg, mlp)
-    W0 = init_weights(mlp, cfg.fmt, 0)
-    sess = ChipSession(cfg, "model", record=True)
-    tp.init(sess, W0)
-    gold = GoldenChipMBGD(cfg, mlp, W0)
-    for i in range(2):
-        X, T = data.x_train[4 * i:4 * i + 4].T, data.y_train[4 * i:4 * i + 4]
-        tp.run_step(sess, X, T)
-        gold.step(X, T)
-    res, wall = _chip_replay(cfg, tp, sess, gold, sim, "demo-chip-mbgd")
+    samples = [(data.x_train[4 * i:4 * i + 4].T, data.y_train[4 * i:4 * i + 4]) for i in range(2)]
+    res, wall = _chip_replay(cfg, tp, GoldenChipMBGD, samples, sim, "demo-chip-mbgd")
     print(f"RTL ({res[0][0].backend}, {wall:.1f} s): 2 minibatch steps (b = 4) on {cfg.cores} cores of "
           f"{cfg.nr}x{cfg.nr} PEs (X broadcast, all-gather of the activations, reduce-scatter of D^T W over the "
           f"ring), {tp.step_cycles() - tp.host_cycles()} cycles per step + {tp.host_cycles()} host; every core's "

@@ -20,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 
 from noc.ring import golden_reduce
-from pe.fp_golden import mac_bits
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
@@ -37,22 +36,13 @@ class GoldenChipSGD(PanelMap):
     def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         self.reduce = reduce
-        nl = mlp.n_layers
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
-        self.one = fmt.from_float(np.array([1.0]))[0]
         #: W[k][l]: core k's padded panel of layer l, columns in its order
-        self.W = [[None] * nl for _ in range(self.c)]
-        for l, Wg in enumerate(weights):
-            Wg = np.asarray(Wg, dtype=fmt.np_uint)
-            m, n = mlp.shape(l)
-            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
-            G[:m, :n] = Wg
-            for k in range(self.c):
-                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._panel_index(l, k)])
+        self.W = [[pad_matrix(fmt, self.nr, panel) for panel in panels] for panels in self.core_weights(weights)]
 
     # -- helpers ------------------------------------------------------------------------
     def _bits(self, v, n):
@@ -74,32 +64,19 @@ class GoldenChipSGD(PanelMap):
 
     def _reduce_scatter(self, partials, p):
         """Core ``k``: the sum over the cores of segment ``k`` in the ring's order."""
-        c, fmt = self.c, self.fmt
-        one = np.full(p, self.one, dtype=fmt.np_uint)
+        c = self.c
 
         def seg(j, g):                      # segment g in core j's order
             t = (j - g) % c
             return partials[j][t * p:(t + 1) * p]
 
-        out = []
-        for k in range(c):
-            acc = seg((k + 1) % c, k)
-            for h in range(2, c + 1):
-                acc = mac_bits(fmt, acc, one, seg((k + h) % c, k))
-            out.append(acc)
-        return out
+        return [golden_reduce(self.cfg, [seg(j, k) for j in range(c)], k) for k in range(c)]
 
     # -- the network --------------------------------------------------------------------
     def weights(self, padded: bool = False) -> list:
         """Global weights (``padded``: the cores' padded panels together)."""
-        out = []
-        for l in range(self.mlp.n_layers):
-            G = np.zeros(self._gshape(l), dtype=self.fmt.np_uint)
-            for k in range(self.c):
-                G[self._panel_index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
-            m, n = self.mlp.shape(l)
-            out.append(G if padded else G[:m, :n])
-        return out
+        return [self.join_panels(l, [self.W[k][l] for k in range(self.c)], padded)
+                for l in range(self.mlp.n_layers)]
 
     def forward(self, x) -> tuple:
         """``(inputs, outputs)``: per layer, per core the input vector (core order,

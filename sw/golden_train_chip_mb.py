@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from noc.ring import golden_reduce
-from pe.fp_golden import mac_bits
 from sw import golden
 from sw.golden_train import pad_matrix
 from sw.golden_train_mb import GoldenMBGD
@@ -41,23 +40,13 @@ class GoldenChipMBGD(PanelMap):
 
     def __init__(self, cfg, mlp: MLP, weights, out_map: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
-        nl, fmt = mlp.n_layers, cfg.fmt
+        fmt = cfg.fmt
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
-        self.one = fmt.from_float(np.array([1.0]))[0]
         #: W[k][l]: core k's padded panel of layer l
-        self.W = [[None] * nl for _ in range(self.c)]
-        for l, Wg in enumerate(weights):
-            Wg = np.asarray(Wg)
-            if Wg.dtype != fmt.np_uint:
-                Wg = fmt.from_float(Wg.astype(np.float64)).astype(fmt.np_uint)
-            m, n = mlp.shape(l)
-            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
-            G[:m, :n] = Wg
-            for k in range(self.c):
-                self.W[k][l] = pad_matrix(fmt, self.nr, G[self._panel_index(l, k)])
+        self.W = [[pad_matrix(fmt, self.nr, panel) for panel in panels] for panels in self.core_weights(weights)]
 
     # -- helpers ------------------------------------------------------------------------
     def _cols(self, l, k):
@@ -75,29 +64,15 @@ class GoldenChipMBGD(PanelMap):
     def _reduce_scatter(self, partials, p):
         """Core ``s``: the sum over the cores of column segment ``s`` (``p`` columns) of
         the partials, in the ring's order."""
-        c, fmt = self.c, self.fmt
-        seg = [[P[:, s * p:(s + 1) * p] for s in range(c)] for P in partials]
-        out = []
-        for s in range(c):
-            acc = seg[(s + 1) % c][s]
-            one = np.full(acc.shape, self.one, dtype=fmt.np_uint)
-            for h in range(2, c + 1):
-                acc = mac_bits(fmt, acc, one, seg[(s + h) % c][s])
-            out.append(acc)
-        return out
+        c = self.c
+        return [golden_reduce(self.cfg, [P[:, s * p:(s + 1) * p] for P in partials], s) for s in range(c)]
 
     # -- the network --------------------------------------------------------------------
     def weights(self, padded: bool = False) -> list:
         """Global weights (``padded``: the cores' padded panels together, padding
         included)."""
-        out = []
-        for l in range(self.mlp.n_layers):
-            G = np.zeros(self._gshape(l), dtype=self.fmt.np_uint)
-            for k in range(self.c):
-                G[self._panel_index(l, k)] = self.W[k][l][:self.P[l], :self.N[l]]
-            m, n = self.mlp.shape(l)
-            out.append(G if padded else G[:m, :n].copy())
-        return out
+        return [self.join_panels(l, [self.W[k][l] for k in range(self.c)], padded)
+                for l in range(self.mlp.n_layers)]
 
     def forward(self, X) -> tuple:
         """``(inputs, outputs)``: per layer the gathered input (padded, the same on every

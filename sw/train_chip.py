@@ -395,6 +395,36 @@ class PanelMap:
         return slice(k * self.P[l], (k + 1) * self.P[l]), slice(None) if cols is None else cols
 
 
+    def core_weights(self, weights) -> list:
+        """Per core, per layer: its panel (:meth:`_panel_index` of the padded global
+        matrix; global ``(m, n)`` bit patterns or floats in)."""
+        fmt, c = self.cfg.fmt, self.cfg.cores
+        if len(weights) != self.mlp.n_layers:
+            raise ValueError(f"expected {self.mlp.n_layers} weight matrices, got {len(weights)}")
+        out = [[] for _ in range(c)]
+        for l, W in enumerate(weights):
+            W = np.asarray(W)
+            m, n = self.mlp.shape(l)
+            if W.shape != (m, n):
+                raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
+            if W.dtype != fmt.np_uint:
+                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
+            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
+            G[:m, :n] = W
+            for k in range(c):
+                out[k].append(G[self._panel_index(l, k)])
+        return out
+
+    def join_panels(self, l, panels, padded: bool = False) -> np.ndarray:
+        """Layer ``l``'s global matrix from the cores' panels (each ``P_l x N_l``, further
+        padding ignored): ``(m, n)``, or with ``padded`` the whole :meth:`_gshape`."""
+        G = np.zeros(self._gshape(l), dtype=self.cfg.fmt.np_uint)
+        for k, panel in enumerate(panels):
+            G[self._panel_index(l, k)] = panel[:self.P[l], :self.N[l]]
+        m, n = self.mlp.shape(l)
+        return G if padded else G[:m, :n]
+
+
 @dataclass
 class ChipSGDProgram(PanelMap):
     """A compiled SGD step across the cores (see the module docstring)."""
@@ -618,26 +648,6 @@ class ChipSGDProgram(PanelMap):
         return self.cfg.fmt.to_float(self._outputs(res))
 
     # -- weights ------------------------------------------------------------------------
-    def core_weights(self, weights) -> list:
-        """Per core, per layer: its padded panel (:meth:`_panel_index`; global ``(m, n)``
-        bit patterns or floats in)."""
-        fmt, c = self.cfg.fmt, self.cfg.cores
-        if len(weights) != self.mlp.n_layers:
-            raise ValueError(f"expected {self.mlp.n_layers} weight matrices, got {len(weights)}")
-        out = [[] for _ in range(c)]
-        for l, W in enumerate(weights):
-            W = np.asarray(W)
-            m, n = self.mlp.shape(l)
-            if W.shape != (m, n):
-                raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
-            if W.dtype != fmt.np_uint:
-                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
-            G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
-            G[:m, :n] = W
-            for k in range(c):
-                out[k].append(G[self._panel_index(l, k)])
-        return out
-
     def init(self, session: ChipSession, weights) -> None:
         """Load the weights (per core its panels) and the scalars: host phases."""
         from sw.transfer import emit_load, load_beats_for
@@ -686,33 +696,20 @@ class ChipSGDProgram(PanelMap):
         from sw.transfer import decode_unload
 
         cfg, c = self.cfg, self.cfg.cores
-        out = []
-        for l, per_core in enumerate(results):
-            n = self.alloc.items[f"W{l}"].words
-            G = np.zeros(self._gshape(l), dtype=cfg.fmt.np_uint)
-            for k in range(c):
-                panel = unpack_matrix(decode_unload(cfg, per_core[k].data, n), self.P[l], self.N[l])
-                self._place_panel(G, l, k, panel)
-            m, nn = self.mlp.shape(l)
-            out.append(G if padded else G[:m, :nn])
-        return out
-
-    def _place_panel(self, G, l, k, panel):
-        G[self._panel_index(l, k)] = panel
+        return [self.join_panels(l, [unpack_matrix(decode_unload(cfg, per_core[k].data,
+                                                                 self.alloc.items[f"W{l}"].words),
+                                                   self.P[l], self.N[l]) for k in range(c)], padded)
+                for l, per_core in enumerate(results)]
 
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns;
         ``padded``: the cores' padded panels together, padding included)."""
-        cfg, c = self.cfg, self.cfg.cores
         out = []
         for l in range(self.mlp.n_layers):
             reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
-            G = np.zeros(self._gshape(l), dtype=cfg.fmt.np_uint)
-            for k in range(c):
-                local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
-                self._place_panel(G, l, k, unpack_matrix(local, self.P[l], self.N[l]))
-            m, n = self.mlp.shape(l)
-            out.append(G if padded else G[:m, :n])
+            out.append(self.join_panels(l, [unpack_matrix(session.memory(k, reg.bank)[:, :, reg.base:reg.base + words],
+                                                          self.P[l], self.N[l]) for k in range(self.cfg.cores)],
+                                        padded))
         return out
 
 

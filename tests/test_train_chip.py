@@ -80,15 +80,20 @@ def test_chip_sgd_out_map():
         compile_chip_sgd(SMALL, mlp, out_map="tree")
 
 
-def test_chip_sgd_engines_agree_counter_for_counter():
-    """The fast chip engine and the per-cycle chip model: same counters on every core."""
+def check_engines_agree(run, mlp):
+    """Two steps of ``run`` (a ``run_and_check``) on the fast chip engine and the per-cycle
+    chip model: the same counters on every core and the same phases."""
     seed = _seed()
-    mlp = MLP((12, 10, 6), "softmax_ce", 0.05)
-    a = run_and_check(SMALL, mlp, 2, "fast", seed)[3]
-    b = run_and_check(SMALL, mlp, 2, "model", seed)[3]
+    a = run(SMALL, mlp, 2, "fast", seed)[3]
+    b = run(SMALL, mlp, 2, "model", seed)[3]
     for ra, rb in zip(a, b):
         assert ra.core_counters == rb.core_counters
         assert ra.phases == rb.phases
+
+
+def test_chip_sgd_engines_agree_counter_for_counter():
+    """The fast chip engine and the per-cycle chip model: same counters on every core."""
+    check_engines_agree(run_and_check, MLP((12, 10, 6), "softmax_ce", 0.05))
 
 
 def test_chip_sgd_binary32_and_more_cores():

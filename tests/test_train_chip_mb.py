@@ -12,6 +12,7 @@ import pytest
 
 from conftest import SIM_PARAMS, require_sim
 from test_train import _eq_weights as _eq
+from test_train_chip import check_engines_agree
 from test_train_chip import run_and_check as chip_run_and_check
 from test_train import _seed
 from rtl.config import PRESETS
@@ -76,13 +77,7 @@ def test_chip_mbgd_out_map_choice():
 
 def test_chip_mbgd_engines_agree_counter_for_counter():
     """The fast chip engine and the per-cycle chip model: same counters on every core."""
-    seed = _seed()
-    mlp = MLP((12, 10, 6), "softmax_ce", 0.05, batch=4)
-    a = run_and_check(SMALL, mlp, 2, "fast", seed)[3]
-    b = run_and_check(SMALL, mlp, 2, "model", seed)[3]
-    for ra, rb in zip(a, b):
-        assert ra.core_counters == rb.core_counters
-        assert ra.phases == rb.phases
+    check_engines_agree(run_and_check, MLP((12, 10, 6), "softmax_ce", 0.05, batch=4))
 
 
 def test_chip_mbgd_binary32_and_more_cores():
