@@ -1,0 +1,613 @@
+"""Softmax cross-entropy gradient on the array: ``g = softmax(z) - t`` on one core.
+
+:func:`emit_softmax_grad` computes the loss gradient of a softmax output layer from the
+logits ``z`` and the target ``t`` (both ``n`` long, ``rows`` layout) into ``g`` (``rows``
+layout), with the PE's FMA and move units only, so a training step needs no host
+turnaround between its forward and backward passes. :func:`golden_softmax_grad` is its
+bit-exact numpy model (the same operations in the same order); :func:`golden_exp` is the
+exponential alone, for accuracy tests.
+
+Mapping. Word ``k`` of the rows layout (``z[k nr + r]`` on every PE of row ``r``) is
+worked on by the PEs of column ``k mod nr`` in *pass* ``k // nr`` (a register each), so
+a vector of up to ``nr^2`` elements takes one pass: every PE computes one element. A
+penalty word per PE and pass (``0`` for a real element, ``-max_finite`` for padding,
+loaded once with the weights: :func:`softmax_pen`) is added to ``z`` so padding never
+wins the maximum and its exponential is flushed to zero.
+
+Numerics (every operation is a PE FMA ``fmt(fmt(a * b) + c)``, an exact select ``mask``
+or a move; constants come from a table in both SRAM banks, :func:`softmax_table`):
+
+1. ``m = max z`` exactly: per pair ``d = b - a``, ``max = mask(b if d) + (a - mask(a if
+   d))``; over the passes, then along the row bus (columns in order), then along the
+   column bus (rows in order).
+2. ``x = z - m``; ``exp(x)`` by Cody-Waite range reduction: ``n = (x log2e + M) - M``
+   (``M = 1.5 * 2^(p-1)`` rounds to an integer), ``r = (x - n ln2_hi) - n ln2_lo``
+   (``ln2_hi`` short enough that ``n ln2_hi`` is exact; bfloat16 splits ``ln2`` in three
+   parts), a Taylor polynomial of degree
+   ``d`` in Horner form for ``exp(r)`` (``d`` from the precision: 3 for bfloat16, 4 for
+   binary16, 7 for binary32), then ``2^n`` applied bit by bit, greatest first: if ``n <=
+   -2^i`` the value is multiplied by ``2^(-2^i)`` (an exact select of the scaled or the
+   unscaled value) and ``n += 2^i``. ``K`` bits cover ``n`` down to ``-(2^K - 1)``;
+   ``x <= x_min = -(2^K - 1.5) ln2`` (and padding) gives exactly 0: for binary16 and
+   binary32 every such exponential rounds to 0 anyway, for bfloat16 (``K = 6``,
+   ``x_min = -43.3``) exponentials below ``1.6e-19`` are flushed.
+3. ``s = sum exp(x)`` (over the passes, then the row bus, then the column bus), so
+   ``1 <= s <= n``; ``y = 1 / s`` by Newton's iteration ``y += y (1 - s y)`` from the
+   seed ``2 / (n + 1)``, with as many iterations as take the seed's relative error
+   ``(n - 1) / (n + 1)`` below half an ulp, plus one.
+4. ``g = exp(x) y - t``, written to ``g`` by FMA write-backs through the row bus.
+
+Every PE of a row computes the same values (SIMD), so ``g`` lands in the rows layout.
+The kernel is straight-line code scheduled by a small in-order list scheduler that
+honours the pipeline's read-after-write, write-after-read and write-after-write distances
+(``docs/architecture.md``); runs of NOPs become one-instruction loops.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from noc.collectives import Frag, Region
+from pe.fp_golden import add_bits, mac_bits, mul_bits
+from sw.asm import add, cdrv, fma, mask, mov, mul, pred, rdrv
+from sw.golden import mask as g_mask
+from sw.kernels import KernelError, KernelInfo, _finish
+from sw.layout import local_len
+
+__all__ = ["SoftmaxPlan", "softmax_plan", "softmax_table", "softmax_pen", "emit_softmax_grad",
+           "golden_softmax_grad", "golden_exp", "softmax_supported"]
+
+
+# ======================================================================================
+# the plan: passes, registers, constants
+# ======================================================================================
+@dataclass(frozen=True)
+class SoftmaxPlan:
+    """How :func:`emit_softmax_grad` computes a softmax of ``n`` elements.
+
+    ``passes``: registers per PE holding elements (``ceil(ceil(n / nr) / nr)``);
+    ``group``: passes whose exponentials run interleaved; ``K``: bits of ``2^n``;
+    ``degree``: of the exponential's polynomial; ``newton``: reciprocal iterations;
+    ``names``: constant name -> word of the table.
+    """
+
+    n: int
+    nr: int
+    words: int
+    passes: int
+    group: int
+    K: int
+    degree: int
+    newton: int
+    names: tuple
+    ln2_parts: int = 2
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+    @property
+    def table_words(self) -> int:
+        return len(self.names)
+
+
+#: registers besides the passes' elements: -1 and the running maximum / sum / reciprocal
+_FIXED_REGS = 2
+#: extra registers per pass while its exponential runs
+_EXP_REGS = 5
+
+
+def _exp_bits(fmt) -> int:
+    """Bits ``K`` of the ``2^n`` scaling: enough for the smallest subnormal, at most
+    ``p - 2`` (the magic-number rounding needs ``|n| < 2^(p-2)``)."""
+    need = (fmt.bias + fmt.frac_bits + 1).bit_length()
+    return min(need, fmt.precision - 2)
+
+
+def _degree(fmt) -> int:
+    r = math.log(2) / 2 * 1.01
+    d = 2
+    while r ** (d + 1) / math.factorial(d + 1) * math.exp(r) > 2.0 ** -(fmt.precision + 1):
+        d += 1
+    return d
+
+
+def _newton_iters(fmt, n: int) -> int:
+    e0 = (n - 1) / (n + 1)
+    k = 0
+    while e0 ** (2 ** k) > 2.0 ** -(fmt.precision + 1):
+        k += 1
+    return k + 1
+
+
+def softmax_supported(cfg, n: int) -> str | None:
+    """None when :func:`emit_softmax_grad` can run ``n`` elements on ``cfg``, else why not."""
+    if cfg.nr < 2:
+        return "the softmax kernel needs nr >= 2"
+    if n < 1:
+        return f"bad length {n}"
+    passes = local_len(local_len(n, cfg.nr), cfg.nr)
+    if passes + _FIXED_REGS + _EXP_REGS > cfg.n_regs:
+        return (f"softmax of {n} outputs on the array needs {passes + _FIXED_REGS + _EXP_REGS} registers "
+                f"({passes} element passes + {_FIXED_REGS + _EXP_REGS}); n_regs = {cfg.n_regs}")
+    return None
+
+
+def softmax_plan(cfg, n: int) -> SoftmaxPlan:
+    """The plan for ``n`` elements (raises :class:`sw.kernels.KernelError` naming the
+    register need when they do not fit)."""
+    why = softmax_supported(cfg, n)
+    if why:
+        raise KernelError(why)
+    fmt = cfg.fmt
+    words = local_len(n, cfg.nr)
+    passes = local_len(words, cfg.nr)
+    group = max(1, min(passes, (cfg.n_regs - _FIXED_REGS - passes) // _EXP_REGS))
+    K, d = _exp_bits(fmt), _degree(fmt)
+    parts = len(_ln2_split(fmt, K))
+    names = ["m1", "log2e", "magic", "nmagic", "nxmin", "seed"] + [f"nln2_{j}" for j in range(parts)]
+    names += [f"c{k}" for k in range(2, d + 1)]
+    for i in range(K):
+        names += [f"th{i}", f"nth{i}", f"f{i}", f"p2{i}"]
+    return SoftmaxPlan(n, cfg.nr, words, passes, group, K, d, _newton_iters(fmt, n), tuple(names), parts)
+
+
+def _round_bits(fmt, x: float, mode: str = "nearest") -> int:
+    """``x`` in the format (nearest, or toward zero) as a bit pattern."""
+    dt = fmt.np_dtype
+    if dt is None:  # pragma: no cover - custom formats have no numpy dtype
+        raise KernelError(f"the softmax kernel needs a numpy-backed format, not {fmt.name}")
+    v = np.array([x], dtype=np.float64).astype(dt)
+    if mode == "zero" and abs(float(v[0])) > abs(x):
+        v = np.nextafter(v, np.zeros(1, dtype=dt))
+    return int(v.view(fmt.np_uint)[0])
+
+
+def _ln2_split(fmt, K: int) -> tuple:
+    """``ln2`` as a sum of parts, all but the last with ``p - K - 1`` significant bits (so
+    ``n`` times them is exact for ``|n| < 2^K``), the last the rest, rounded: two parts,
+    three when ``p - K - 1 < 5`` (bfloat16), which keeps ``n ln2_lo``'s rounding below an
+    ulp of the result."""
+    bits = fmt.precision - K - 1
+    parts, rest = [], math.log(2)
+    for _ in range(1 if bits >= 5 else 2):
+        e = math.floor(math.log2(rest)) + 1              # rest < 2^e
+        q = 2.0 ** (e - bits)
+        hi = math.floor(rest / q) * q
+        parts.append(hi)
+        rest -= hi
+    return tuple(parts) + (rest,)
+
+
+def softmax_table(cfg, n: int) -> np.ndarray:
+    """The constant table (bit patterns, ``plan.table_words`` words), the same in every PE
+    and in both banks."""
+    fmt = cfg.fmt
+    p = softmax_plan(cfg, n)
+    magic = 1.5 * 2.0 ** (fmt.precision - 1)
+    vals = {"m1": -1.0, "log2e": 1 / math.log(2), "magic": magic, "nmagic": -magic, "seed": 2.0 / (n + 1)}
+    for j, v in enumerate(_ln2_split(fmt, p.K)):
+        vals[f"nln2_{j}"] = -v
+    for k in range(2, p.degree + 1):
+        vals[f"c{k}"] = 1.0 / math.factorial(k)
+    for i in range(p.K):
+        vals[f"th{i}"] = -(2.0 ** i - 0.5)
+        vals[f"nth{i}"] = 2.0 ** i - 0.5
+        vals[f"f{i}"] = 2.0 ** -(2 ** i)
+        vals[f"p2{i}"] = 2.0 ** i
+    out = [_round_bits(fmt, vals[k]) for k in p.names if k != "nxmin"]
+    xmin = _round_bits(fmt, -(2.0 ** p.K - 1.5) * math.log(2), "zero")
+    out.insert(p.index("nxmin"), xmin ^ fmt.sign_mask)
+    return np.array(out, dtype=fmt.np_uint)
+
+
+def _valid(nr: int, n: int, words: int, passes: int) -> np.ndarray:
+    """``(nr, nr, passes)`` booleans: PE ``(r, c)``'s pass ``q`` holds a real element."""
+    v = np.zeros((nr, nr, passes), dtype=bool)
+    for r in range(nr):
+        for c in range(nr):
+            for q in range(passes):
+                k = q * nr + c
+                v[r, c, q] = k < words and k * nr + r < n
+    return v
+
+
+def softmax_pen(cfg, n: int) -> np.ndarray:
+    """The penalty words, local ``(nr, nr, passes)`` bit patterns: +0 where PE ``(r, c)``'s
+    pass holds a real element, ``-max_finite`` where it holds padding."""
+    fmt = cfg.fmt
+    p = softmax_plan(cfg, n)
+    v = _valid(cfg.nr, n, p.words, p.passes)
+    big = fmt.np_uint.type(fmt.max_finite | fmt.sign_mask)
+    return np.where(v, fmt.np_uint.type(0), big).astype(fmt.np_uint)
+
+
+# ======================================================================================
+# a small in-order list scheduler for straight-line code
+# ======================================================================================
+class _Sched:
+    """Places operations into instructions in program order, each at the first cycle
+    where its operands are readable, its destination's previous value is no longer read
+    or written, its units are free and its predicate matches the instruction's."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.ins: list = []            # [ {"slots": [...], "units": set(), "pred": key} ]
+        self.W: dict = {}              # register -> cycle at whose end its last write lands
+        self.R: dict = {}              # register -> last cycle it is read
+        self.cur = 0
+
+    def _slot(self, t):
+        while len(self.ins) <= t:
+            self.ins.append({"slots": [], "units": set(), "pred": None})
+        return self.ins[t]
+
+    def op(self, slots, *, units, reads=(), late=None, dst=None, unit="fma", pred_=None):
+        """``reads``: registers read in the operand stage; ``late``: a register read as the
+        FMA's ``c`` (late read); ``dst``: the register written (by the FMA after
+        ``fpu_latency - 1`` cycles, by the move unit at the end of the next cycle);
+        ``units``: unit names taken (``fma``, ``mov``, ``ra``, ``rb``, ``rdrv``, ``cdrv``,
+        ``wa``, ``wb``)."""
+        cfg = self.cfg
+        t = self.cur
+        for r in reads:
+            t = max(t, self.W.get(r, -10))          # read at t + 1 > W
+        if late is not None:
+            t = max(t, self.W.get(late, -10) - cfg.mul_latency)
+        wlat = cfg.fpu_latency - 1 if unit == "fma" else 1
+        if dst is not None:
+            t = max(t, self.W.get(dst, -10) + 1 - wlat, self.R.get(dst, -10) - wlat)
+        key = pred_ or ("all",)
+        while True:
+            s = self._slot(t)
+            if not (s["units"] & set(units)) and (s["pred"] in (None, key)):
+                break
+            t += 1
+        s["slots"] += list(slots)
+        s["units"] |= set(units)
+        s["pred"] = key
+        for r in reads:
+            self.R[r] = max(self.R.get(r, -10), t + 1)
+        if late is not None:
+            self.R[late] = max(self.R.get(late, -10), t + 1 + cfg.mul_latency)
+        if dst is not None:
+            self.W[dst] = t + wlat
+        self.cur = t
+        return t
+
+    def frag(self, name: str) -> Frag:
+        """The instructions, NOP runs of three or more as a loop of one NOP."""
+        f = Frag()
+        t, n = 0, len(self.ins)
+        while t < n:
+            s = self.ins[t]
+            if s["slots"]:
+                pr = [] if s["pred"] == ("all",) else [pred(*s["pred"])]
+                f.ins(*s["slots"], *pr)
+                t += 1
+                continue
+            u = t
+            while u < n and not self.ins[u]["slots"]:
+                u += 1
+            k = u - t
+            if k >= 3:
+                it = f.ins()
+                f.open_loop(it, f"{name}w", k - 1, 0)
+                f.ins()
+                f.close_loop()
+            else:
+                f.nops(k)
+            t = u
+        return f
+
+
+# ======================================================================================
+# the kernel
+# ======================================================================================
+def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Region, kb: Region, pen: Region,
+                      *, name: str = "smx") -> KernelInfo:
+    """``g = softmax(z) - t`` for ``n`` elements in the ``rows`` layout.
+
+    ``z``, ``t``: ``ceil(n / nr)`` words per PE (``rows`` layout, padding +0); ``g``: the
+    same, in the other bank than ``t``; ``ka`` / ``kb``: the constant table
+    (:func:`softmax_table`) in bank A / B; ``pen``: the penalty words
+    (:func:`softmax_pen`, ``passes`` words per PE). Latency-bound straight-line code (its
+    instruction count is :attr:`KernelInfo.instructions`); its last instruction is the
+    FMA writing the last word of ``g``. Uses every register.
+    """
+    plan = softmax_plan(cfg, n)
+    nr, P, words = cfg.nr, plan.passes, plan.words
+    if ka.bank != "a" or kb.bank != "b":
+        raise KernelError("the constant table needs one copy in bank A (ka) and one in bank B (kb)")
+    if g.bank == t.bank:
+        raise KernelError("g must not be in t's bank (one FMA reads t and writes g)")
+    for reg_, w, what in ((z, words, "z"), (t, words, "t"), (g, words, "g"), (ka, plan.table_words, "ka"),
+                          (kb, plan.table_words, "kb"), (pen, P, "pen")):
+        reg_.check(cfg, w, what)
+    z, t, g, ka, kb, pen = (r.bind(cfg) for r in (z, t, g, ka, kb, pen))
+    S = _Sched(cfg)
+    K = {"a": ka, "b": kb}
+
+    def const(name_, bank="a"):
+        """(slot reading constant ``name_`` from ``bank``, its operand, its unit)."""
+        reg_ = K[bank]
+        return reg_.rd(plan.index(name_)), reg_.src, "ra" if bank == "a" else "rb"
+
+    def rd_unit(reg_):
+        return "ra" if reg_.bank == "a" else "rb"
+
+    M1, ACC = "r0", "r1"
+    Z = [f"r{2 + q}" for q in range(P)]
+    free = [f"r{i}" for i in range(2 + P, cfg.n_regs)]
+
+    def c1(fn, dst, a_, b_, c_, reads, late=None, cname=None, bank="a", cname2=None):
+        """One FMA with up to two constants (``cname`` from ``bank``, ``cname2`` from the
+        other bank) substituted for the operands named ``"K"`` / ``"K2"``."""
+        slots, units = [], {"fma"}
+        ops = [a_, b_, c_]
+        if cname:
+            sl, src, u = const(cname, bank)
+            slots.append(sl)
+            units.add(u)
+            ops = [src if o == "K" else o for o in ops]
+        if cname2:
+            sl, src, u = const(cname2, "b" if bank == "a" else "a")
+            slots.append(sl)
+            units.add(u)
+            ops = [src if o == "K2" else o for o in ops]
+        if fn == "fma":
+            slots.append(fma(dst, *ops))
+        elif fn == "mul":
+            slots.append(mul(dst, ops[0], ops[1]))
+        else:
+            slots.append(add(dst, ops[0], ops[2]))
+        return S.op(slots, units=units, reads=reads, late=late, dst=dst)
+
+    def mv(dst, src_slot, reads, extra=(), units=(), pred_=None):
+        return S.op([src_slot, *extra], units={"mov", *units}, reads=reads, dst=dst, unit="mov", pred_=pred_)
+
+    # ---- -1, the elements, the penalty ---------------------------------------------------
+    sl, src, u = const("m1")
+    mv(M1, mov(M1, src), [], [sl], [u])
+    for q in range(P):
+        for c in range(nr):
+            k = q * nr + c
+            if k < words:
+                mv(Z[q], mov(Z[q], z.src), [], [z.rd(k, gate="pred")], [rd_unit(z)], pred_=("col", c))
+            else:
+                mv(Z[q], mov(Z[q], "0"), [], pred_=("col", c))
+        S.op([pen.rd(q), add(Z[q], Z[q], pen.src)], units={"fma", rd_unit(pen)}, reads=[Z[q]], dst=Z[q])
+
+    # ---- the maximum ----------------------------------------------------------------------
+    T1, T2, T3 = free[0], free[1], free[2]
+
+    def vmax(a_, b_):
+        """a_ = max(a_, b_) exactly (registers)."""
+        c1("fma", T1, a_, M1, b_, [a_, M1], late=b_)                      # d = b - a
+        mv(T2, mask(T2, b_, T1), [b_, T1])                                # b if d
+        mv(T3, mask(T3, a_, T1), [a_, T1])                                # a if d
+        c1("fma", T3, T3, M1, a_, [T3, M1], late=a_)                      # a - (a if d)
+        c1("add", a_, T2, None, T3, [T2], late=T3)
+
+    ncols = nr if P > 1 else min(nr, words)
+    nrows = min(nr, n)
+    mv(ACC, mov(ACC, Z[0]), [Z[0]])
+    for q in range(1, P):
+        vmax(ACC, Z[q])
+    B = free[3]
+
+    def bus_reduce(src_reg, acc, direction, count, combine):
+        """acc = combine over the ``count`` first PEs of the row (column) bus of their
+        ``src_reg`` (first copied from PE 0 of the bus)."""
+        drv = (lambda k: rdrv(src_reg, col=k)) if direction == "row" else (lambda k: cdrv(src_reg, row=k))
+        unit = "rdrv" if direction == "row" else "cdrv"
+        mv(B, mov(B, direction), [src_reg], [drv(0)], [unit])
+        if combine == "max":
+            mv(acc, mov(acc, B), [B])
+            for k in range(1, count):
+                mv(B, mov(B, direction), [src_reg], [drv(k)], [unit])
+                vmax(acc, B)
+        else:
+            mv(acc, mov(acc, B), [B])
+            for k in range(1, count):
+                S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, reads=[src_reg], late=acc, dst=acc)
+
+    M_row = free[4]
+    bus_reduce(ACC, M_row, "row", ncols, "max")
+    bus_reduce(M_row, ACC, "col", nrows, "max")            # ACC = m in every PE
+
+    # ---- exponentials, in groups of passes --------------------------------------------------
+    def exp_group(qs):
+        regs = {q: dict(zip(("DM", "N", "R", "P", "ND"), free[j * _EXP_REGS:(j + 1) * _EXP_REGS]))
+                for j, q in enumerate(qs)}
+        X = {q: Z[q] for q in qs}
+        for q in qs:
+            c1("fma", X[q], ACC, M1, X[q], [ACC, M1], late=X[q])                          # x = z - m
+        for q in qs:
+            r_ = regs[q]
+            c1("add", r_["DM"], X[q], None, "K", [X[q]], cname="nxmin")                   # x - xmin
+        for q in qs:
+            c1("fma", regs[q]["N"], X[q], "K", "K2", [X[q]], cname="log2e", cname2="magic")
+        for q in qs:
+            c1("add", regs[q]["N"], regs[q]["N"], None, "K", [regs[q]["N"]], cname="nmagic")
+        for j in range(plan.ln2_parts):
+            for q in qs:
+                r_ = regs[q]
+                c_ = X[q] if j == 0 else r_["R"]
+                c1("fma", r_["R"], r_["N"], "K", c_, [r_["N"]], late=c_, cname=f"nln2_{j}")
+        d = plan.degree
+        for q in qs:
+            r_ = regs[q]
+            c1("fma", r_["P"], r_["R"], "K", "K2", [r_["R"]], cname=f"c{d}", cname2=f"c{d - 1}" if d > 2 else None)
+        for k in range(d - 2, -1, -1):
+            for q in qs:
+                r_ = regs[q]
+                if k >= 2:
+                    c1("fma", r_["P"], r_["P"], r_["R"], "K", [r_["P"], r_["R"]], cname=f"c{k}")
+                else:
+                    c1("fma", r_["P"], r_["P"], r_["R"], "1", [r_["P"], r_["R"]])
+        if d == 2:  # pragma: no cover - no supported format has degree 2
+            raise KernelError("degree-2 polynomial not supported")
+        for i in range(plan.K - 1, -1, -1):
+            for q in qs:
+                r_, D = regs[q], X[q]
+                c1("fma", D, r_["N"], M1, "K", [r_["N"], M1], cname=f"th{i}")            # -n - (2^i - .5)
+            for q in qs:
+                r_ = regs[q]
+                c1("add", r_["ND"], r_["N"], None, "K", [r_["N"]], cname=f"nth{i}")       # n + 2^i - .5
+            for q in qs:
+                r_ = regs[q]
+                c1("mul", r_["R"], r_["P"], "K", None, [r_["P"]], cname=f"f{i}")           # e 2^-2^i
+            for q in qs:
+                r_, D = regs[q], X[q]
+                mv(r_["R"], mask(r_["R"], r_["R"], D), [r_["R"], D])
+                mv(r_["ND"], mask(r_["ND"], r_["P"], r_["ND"]), [r_["P"], r_["ND"]])
+                if i > 0:
+                    sl_, src_, u_ = const(f"p2{i}")
+                    mv(D, mask(D, src_, D), [D], [sl_], [u_])
+            for q in qs:
+                r_, D = regs[q], X[q]
+                c1("add", r_["P"], r_["R"], None, r_["ND"], [r_["R"]], late=r_["ND"])
+                if i > 0:
+                    c1("add", r_["N"], D, None, r_["N"], [D], late=r_["N"])
+        for q in qs:
+            r_ = regs[q]
+            mv(Z[q], mask(Z[q], r_["P"], r_["DM"]), [r_["P"], r_["DM"]])                 # e (0 below x_min)
+
+    for j in range(0, P, plan.group):
+        exp_group(list(range(j, min(P, j + plan.group))))
+
+    # ---- the sum and its reciprocal ------------------------------------------------------------
+    SUM = free[0]
+    mv(SUM, mov(SUM, Z[0]), [Z[0]])
+    for q in range(1, P):
+        S.op([add(SUM, Z[q], SUM)], units={"fma"}, reads=[Z[q]], late=SUM, dst=SUM)
+    S_row = free[1]
+    bus_reduce(SUM, S_row, "row", ncols, "sum")
+    bus_reduce(S_row, ACC, "col", nrows, "sum")              # ACC = s in every PE
+    NS, Y, TT = free[2], free[3], free[4]
+    c1("mul", NS, ACC, M1, None, [ACC, M1])                   # -s
+    sl, src, u = const("seed")
+    mv(Y, mov(Y, src), [], [sl], [u])
+    for _ in range(plan.newton):
+        c1("fma", TT, NS, Y, "1", [NS, Y])                    # 1 - s y
+        c1("fma", Y, Y, TT, Y, [Y, TT], late=Y)               # y + y (1 - s y)
+
+    # ---- g = e y - t ------------------------------------------------------------------------------
+    for q in range(P):
+        c1("mul", Z[q], Z[q], Y, None, [Z[q], Y])
+    last = 0
+    for q in range(P):
+        for c in range(nr):
+            k = q * nr + c
+            if k >= words:
+                continue
+            slots = [rdrv(Z[q], col=c), t.rd(k), g.rd(k, read=False), fma(g.src, t.src, M1, "row")]
+            last = S.op(slots, units={"fma", "rdrv", rd_unit(t), rd_unit(g)}, reads=[Z[q], M1])
+    S.ins = S.ins[:last + 1]
+    f = S.frag(name)
+    _finish(b, f)
+    return KernelInfo("softmax_grad", f.count(), 0, {"passes": P, "group": plan.group, "K": plan.K,
+                                                      "degree": plan.degree, "newton": plan.newton})
+
+
+# ======================================================================================
+# golden models
+# ======================================================================================
+def _c(fmt, table, plan, name):
+    return fmt.np_uint.type(table[plan.index(name)])
+
+
+def _vmax(fmt, m1, a, b):
+    d = mac_bits(fmt, a, m1, b)
+    keep = mac_bits(fmt, g_mask(fmt, a, d), m1, a)
+    return add_bits(fmt, g_mask(fmt, b, d), keep)
+
+
+def golden_exp(fmt, plan: SoftmaxPlan, table, x) -> np.ndarray:
+    """The kernel's ``exp(x)`` (bit patterns in, bit patterns out), the same operations."""
+    C = lambda nm: _c(fmt, table, plan, nm)  # noqa: E731
+    one = fmt.np_uint.type(fmt.one)
+    m1 = C("m1")
+    x = np.asarray(x).astype(fmt.np_uint)
+    dm = add_bits(fmt, x, C("nxmin"))
+    nn = mac_bits(fmt, x, C("log2e"), C("magic"))
+    nn = add_bits(fmt, nn, C("nmagic"))
+    r = x
+    for j in range(plan.ln2_parts):
+        r = mac_bits(fmt, nn, C(f"nln2_{j}"), r)
+    d = plan.degree
+    p = mac_bits(fmt, r, C(f"c{d}"), C(f"c{d - 1}"))
+    for k in range(d - 2, -1, -1):
+        p = mac_bits(fmt, p, r, C(f"c{k}") if k >= 2 else one)
+    for i in range(plan.K - 1, -1, -1):
+        dd = mac_bits(fmt, nn, m1, C(f"th{i}"))
+        nd = add_bits(fmt, nn, C(f"nth{i}"))
+        es = mul_bits(fmt, p, C(f"f{i}"))
+        p = add_bits(fmt, g_mask(fmt, es, dd), g_mask(fmt, p, nd))
+        if i > 0:
+            nn = add_bits(fmt, g_mask(fmt, C(f"p2{i}"), dd), nn)
+    return g_mask(fmt, p, dm)
+
+
+def golden_softmax_grad(cfg, z, t) -> np.ndarray:
+    """Bit-exact model of :func:`emit_softmax_grad`: ``z``, ``t`` global bit-pattern
+    vectors of length ``n``; returns ``g`` (global, length ``n``)."""
+    fmt, nr = cfg.fmt, cfg.nr
+    z = np.asarray(z).astype(fmt.np_uint)
+    t = np.asarray(t).astype(fmt.np_uint)
+    n = z.shape[0]
+    plan = softmax_plan(cfg, n)
+    table = softmax_table(cfg, n)
+    P, words = plan.passes, plan.words
+    m1 = _c(fmt, table, plan, "m1")
+    zp = np.zeros(words * nr, dtype=fmt.np_uint)
+    zp[:n] = z
+    # element of PE (r, c), pass q: word k = q nr + c of row r (0 where no word is loaded)
+    E = np.zeros((nr, nr, P), dtype=fmt.np_uint)
+    for r in range(nr):
+        for c in range(nr):
+            for q in range(P):
+                k = q * nr + c
+                if k < words:
+                    E[r, c, q] = zp[k * nr + r]
+    E = add_bits(fmt, E, softmax_pen(cfg, n))
+    ncols = nr if P > 1 else min(nr, words)
+    nrows = min(nr, n)
+    acc = E[:, :, 0]
+    for q in range(1, P):
+        acc = _vmax(fmt, m1, acc, E[:, :, q])
+    mrow = acc[:, 0]
+    for k in range(1, ncols):
+        mrow = _vmax(fmt, m1, mrow, acc[:, k])
+    m = mrow[0]
+    for k in range(1, nrows):
+        m = _vmax(fmt, m1, m, mrow[k])
+    X = mac_bits(fmt, m, m1, E)
+    e = golden_exp(fmt, plan, table, X)
+    s = e[:, :, 0]
+    for q in range(1, P):
+        s = add_bits(fmt, e[:, :, q], s)
+    srow = s[:, 0]
+    for k in range(1, ncols):
+        srow = add_bits(fmt, s[:, k], srow)
+    tot = srow[0]
+    for k in range(1, nrows):
+        tot = add_bits(fmt, srow[k], tot)
+    ns = mul_bits(fmt, tot, m1)
+    y = _c(fmt, table, plan, "seed")
+    one = fmt.np_uint.type(fmt.one)
+    for _ in range(plan.newton):
+        tt = mac_bits(fmt, ns, y, one)
+        y = mac_bits(fmt, y, tt, y)
+    pr = mul_bits(fmt, e, y)
+    tp = np.zeros(words * nr, dtype=fmt.np_uint)
+    tp[:n] = t
+    out = np.zeros(words * nr, dtype=fmt.np_uint)
+    for r in range(nr):
+        for k in range(words):
+            q, c = divmod(k, nr)
+            out[k * nr + r] = mac_bits(fmt, tp[k * nr + r], m1, pr[r, c, q])
+    return out[:n]
