@@ -22,7 +22,8 @@ import numpy as np
 from sw import golden
 from sw.layout import local_len
 from sw.mlp import MLP
-from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
+from sw.softmax import golden_softmax_grad
+from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
 
 __all__ = ["GoldenSGD", "Float64SGD", "pad_matrix", "pad_vector"]
 
@@ -52,8 +53,9 @@ class GoldenSGD:
     updates ``W[i, j] += d[i] * (alpha * a[j])`` (``rank1_scaled_v``), a separate one
     ``(alpha * d[i]) * a[j]`` (``rank1``): the roundings differ."""
 
-    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", fused=None):
+    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", fused=None, softmax: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
+        self.softmax = resolve_softmax(cfg, mlp, softmax)
         self.reduce = reduce
         self.fused = [bool(f) for f in (backward_plan(cfg, mlp) if fused is None else fused)]
         if len(self.fused) != mlp.n_layers or self.fused[0]:
@@ -106,7 +108,11 @@ class GoldenSGD:
             df = fmt.to_float(d[:no])
             loss, out = mse_loss(df), df + tf
         else:
-            d = pad_vector(fmt, nr, host_softmax_grad(fmt, z[:no], tf))
+            if self.softmax == "array":
+                g = golden_softmax_grad(self.cfg, z[:no], fmt.from_float(tf).astype(fmt.np_uint))
+            else:
+                g = host_softmax_grad(fmt, z[:no], tf)
+            d = pad_vector(fmt, nr, g)
             zf = fmt.to_float(z[:no])
             loss, out = softmax_ce_loss(zf, tf), zf
         for l in range(nl - 1, -1, -1):

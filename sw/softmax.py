@@ -45,6 +45,7 @@ honours the pipeline's read-after-write, write-after-read and write-after-write 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -58,7 +59,7 @@ from sw.kernels import KernelError, KernelInfo, _finish
 from sw.layout import local_len
 
 __all__ = ["SoftmaxPlan", "softmax_plan", "softmax_table", "softmax_pen", "emit_softmax_grad",
-           "golden_softmax_grad", "golden_exp", "softmax_supported"]
+           "golden_softmax_grad", "golden_exp", "softmax_supported", "softmax_words"]
 
 
 # ======================================================================================
@@ -122,8 +123,7 @@ def _newton_iters(fmt, n: int) -> int:
     return k + 1
 
 
-def softmax_supported(cfg, n: int) -> str | None:
-    """None when :func:`emit_softmax_grad` can run ``n`` elements on ``cfg``, else why not."""
+def _plan_problem(cfg, n: int) -> str | None:
     if cfg.nr < 2:
         return "the softmax kernel needs nr >= 2"
     if n < 1:
@@ -132,13 +132,37 @@ def softmax_supported(cfg, n: int) -> str | None:
     if passes + _FIXED_REGS + _EXP_REGS > cfg.n_regs:
         return (f"softmax of {n} outputs on the array needs {passes + _FIXED_REGS + _EXP_REGS} registers "
                 f"({passes} element passes + {_FIXED_REGS + _EXP_REGS}); n_regs = {cfg.n_regs}")
+    if cfg.fmt.np_dtype is None:
+        return f"the softmax kernel's constants need a numpy-backed format, not {cfg.fmt.name}"
     return None
+
+
+def softmax_supported(cfg, n: int) -> str | None:
+    """None when :func:`emit_softmax_grad` can run ``n`` elements on ``cfg`` (registers,
+    format, microcode), else why not."""
+    why = _plan_problem(cfg, n)
+    if why:
+        return why
+    w = softmax_words(cfg, n)
+    if w + 1 > cfg.ucode_depth:
+        return f"the softmax kernel for {n} outputs needs {w} microcode words, ucode_depth is {cfg.ucode_depth}"
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def softmax_words(cfg, n: int) -> int:
+    """Microcode words of the kernel for ``n`` elements (its memory map does not change
+    the count)."""
+    f = Frag()
+    emit_softmax_grad(f, cfg, n, Region("a", 0), Region("a", 0), Region("b", 0), Region("a", 0), Region("b", 0),
+                      Region("a", 0))
+    return len(f)
 
 
 def softmax_plan(cfg, n: int) -> SoftmaxPlan:
     """The plan for ``n`` elements (raises :class:`sw.kernels.KernelError` naming the
     register need when they do not fit)."""
-    why = softmax_supported(cfg, n)
+    why = _plan_problem(cfg, n)
     if why:
         raise KernelError(why)
     fmt = cfg.fmt

@@ -50,15 +50,22 @@ from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gem
                         emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
+from sw.softmax import emit_softmax_grad, softmax_pen, softmax_plan, softmax_supported, softmax_table
 
 __all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator", "CoreSession",
            "StepResult", "kernel_gap", "HOST_LATENCY_CYCLES", "host_softmax_grad", "init_weights",
-           "softmax_ce_loss", "mse_loss", "backward_plan", "backward_costs", "FUSED_TOLERANCE"]
+           "softmax_ce_loss", "mse_loss", "backward_plan", "backward_costs", "FUSED_TOLERANCE",
+           "resolve_softmax", "SOFTMAX_MODES"]
 
 #: Assumed host turnaround for the softmax between the two RUNs of a ``softmax_ce`` step,
 #: in core cycles (1 us at 1 GHz: unload the logits, softmax on the host, start the next
 #: RUN with the gradient); counted as idle core cycles in every step's figures.
 HOST_LATENCY_CYCLES = 1000
+
+
+#: where a softmax_ce step computes softmax(z) - t: "array" (sw.softmax, one RUN),
+#: "host" (between two RUNs, the turnaround counted), "auto" (the array when it can)
+SOFTMAX_MODES = ("auto", "array", "host")
 
 
 class TrainCompileError(ValueError):
@@ -68,6 +75,23 @@ class TrainCompileError(ValueError):
 # ======================================================================================
 # host-side numerics (shared by the array run and the golden trainer)
 # ======================================================================================
+def resolve_softmax(cfg, mlp: MLP, softmax: str = "auto", *, why_not: str | None = None) -> str | None:
+    """Where the step computes a softmax loss's gradient: ``"array"`` or ``"host"`` (None
+    for MSE). ``"auto"`` picks the array when :func:`sw.softmax.softmax_supported` allows
+    it and the caller gives no reason against (``why_not``, e.g. logits spread over
+    cores); an explicit ``"array"`` that cannot be raises :class:`TrainCompileError`."""
+    if softmax not in SOFTMAX_MODES:
+        raise TrainCompileError(f"softmax must be one of {', '.join(SOFTMAX_MODES)}, got {softmax!r}")
+    if mlp.loss != "softmax_ce":
+        return None
+    why = why_not or softmax_supported(cfg, mlp.n_out)
+    if softmax == "array" and why:
+        raise TrainCompileError(f"softmax on the array is not possible here: {why}")
+    if softmax == "auto":
+        return "host" if why else "array"
+    return softmax
+
+
 def host_softmax_grad(fmt, logits_bits, t) -> np.ndarray:
     """``g = fmt(softmax(z) - t)``: ``z`` (bit patterns) to float64, a stable softmax in
     float64, minus the target (float64), one rounding to ``fmt``. Returns bit patterns."""
@@ -227,7 +251,7 @@ class Allocator:
         return "\n".join(lines)
 
 
-def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None) -> Allocator:
+def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None, softmax: str | None = None) -> Allocator:
     """All regions of one SGD step (see ``docs/training.md``, memory map); ``fused[l]``:
     layer ``l``'s backward step is the fused kernel (its ``e`` not in ``W_l``'s bank, no
     rows copy ``dc`` of its ``d``)."""
@@ -251,6 +275,11 @@ def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None) -> Allocat
         zb = al.items[f"z{nl}"].region.bank
         al.alloc("t", L(S[nl]), "target (rows layout, loaded per step)", bank=_other(zb))
         al.alloc("m1", 1, "scalar -1 (every PE)")
+    elif softmax == "array":
+        g = al.alloc("g", L(S[nl]), "output gradient softmax(z) - t (rows, computed on the array)",
+                     forbid={wbanks[nl - 1]})
+        al.alloc("t", L(S[nl]), "target (rows layout, loaded per step)", bank=_other(g.bank))
+        alloc_softmax_consts(al, cfg, S[nl])
     else:
         al.alloc("g", L(S[nl]), "output gradient softmax(z) - t (rows, loaded per step)", forbid={wbanks[nl - 1]})
     for i in range(nl - 1, 0, -1):
@@ -267,6 +296,34 @@ def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None) -> Allocat
                      forbid={wbanks[i]})
     al.alloc("nlr", 1, "scalar -lr (every PE)")
     return al
+
+
+def alloc_softmax_consts(al: Allocator, cfg, n: int) -> None:
+    """The softmax kernel's constant table (one copy per bank) and penalty words."""
+    p = softmax_plan(cfg, n)
+    al.alloc("smx_ka", p.table_words, "softmax constants (every PE)", bank="a")
+    al.alloc("smx_kb", p.table_words, "softmax constants (every PE)", bank="b")
+    al.alloc("smx_pen", p.passes, "softmax padding penalties (per PE)")
+
+
+def softmax_const_items(cfg, regions: dict, n: int) -> list:
+    """``(Region, local)`` loads of the softmax kernel's constants (init phases)."""
+    nr = cfg.nr
+    tab = softmax_table(cfg, n)
+    tl = np.ascontiguousarray(np.broadcast_to(tab, (nr, nr, len(tab))))
+    return [(regions["smx_ka"], tl), (regions["smx_kb"], tl), (regions["smx_pen"], softmax_pen(cfg, n))]
+
+
+def softmax_op(cfg, regions: dict, alloc: Allocator, n: int, z: Region, name: str = "softmax") -> "Op":
+    """The :class:`Op` of :func:`sw.softmax.emit_softmax_grad`: ``g = softmax(z) - t``."""
+    w = local_len(n, cfg.nr)
+    R = regions
+    tw = alloc.items["smx_ka"].words
+    return Op(name, "softmax", lambda b: emit_softmax_grad(b, cfg, n, z, R["t"], R["g"], R["smx_ka"], R["smx_kb"],
+                                                           R["smx_pen"], name="smx").instructions,
+              reads=[(z, w), (R["t"], w), (R["smx_ka"], tw), (R["smx_kb"], tw),
+                     (R["smx_pen"], alloc.items["smx_pen"].words)],
+              writes=[(R["g"], w)], fma_wb=True, stores=False)
 
 
 # ======================================================================================
@@ -411,7 +468,8 @@ def _fused_tail(cfg, m: int, n: int) -> int:
     return (lc2 - 2 * lc) + c["S"] * p + c["L"]
 
 
-def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, fused: list | None = None) -> list:
+def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, fused: list | None = None,
+             softmax: str | None = None) -> list:
     """The ops of one SGD step (``predict``: of the forward pass only, ending with the
     unload of the output; ``fused[l]``: layer ``l``'s backward step is one
     :func:`sw.kernels.emit_gemv_t_rank1` instead of ``emit_gemv`` (trans) + ``emit_rank1``)."""
@@ -442,7 +500,7 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, 
 
     # ---- forward ------------------------------------------------------------------------
     load("x", "x")
-    if mlp.loss == "mse" and not predict:
+    if (mlp.loss == "mse" or softmax == "array") and not predict:
         load("t", "t")
     for l in range(nl):
         m, n = mlp.shape(l)
@@ -473,6 +531,9 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, 
         kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, no, m1, R["t"], zo, name="lg_"),
              [(R["t"], no), (zo, no), (R["m1"], 1)], [(zo, no)], fma_wb=True)
         dout = zo
+    elif softmax == "array":
+        ops.append(softmax_op(cfg, R, al, S[nl], zo))
+        dout = R["g"]
     else:
         unload(f"z{nl}", "logits")
         ops.append(Op("host_softmax", "host"))
@@ -518,6 +579,8 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, 
              [(W, wn), (d, L(m)), (v, L(n)), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
     if mlp.loss == "mse":
         unload(f"z{nl}", "d")
+    elif softmax == "array":
+        unload(f"z{nl}", "logits")
     return ops
 
 
@@ -717,6 +780,7 @@ class TrainProgram:
     neg_lr: int                   #: bit pattern of -lr as stored
     meta: dict = field(default_factory=dict)
     fused: list = field(default_factory=list)   #: per layer: backward step fused (gemv_t_rank1)
+    softmax: str | None = None    #: softmax_ce: "array" or "host" (:func:`resolve_softmax`)
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -778,6 +842,8 @@ class TrainProgram:
             scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])
         for k, v in scal.items():
             items.append((self.regions[k], np.full((nr, nr, 1), v, dtype=fmt.np_uint)))
+        if self.softmax == "array":
+            items += softmax_const_items(cfg, self.regions, self.mlp.n_out)
         phases, cur, size = [], [], 0
         per = 1 + 3 * nr
         for it in items:
@@ -815,7 +881,7 @@ class TrainProgram:
         tf = np.asarray(t, dtype=np.float64) if np.asarray(t).dtype != fmt.np_uint else fmt.to_float(t)
         if tf.shape != (no,):
             raise ValueError(f"target must have {no} values, got shape {tf.shape}")
-        if mlp.loss == "mse":
+        if mlp.loss == "mse" or self.softmax == "array":
             vecs["t"] = self._vec(t, no)
         raw, ctrs = {}, []
         for i, p in enumerate(self.programs):
@@ -903,13 +969,15 @@ class TrainProgram:
 
 
 def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
-                tolerance: float = FUSED_TOLERANCE) -> TrainProgram:
+                tolerance: float = FUSED_TOLERANCE, softmax: str = "auto") -> TrainProgram:
     """Compile batch-1 SGD of ``mlp`` for one core of ``cfg`` (see the module docstring).
 
     ``backward``: how each layer ``l >= 1`` computes ``W_l^T d`` and its update:
     ``"fused"`` (one :func:`sw.kernels.emit_gemv_t_rank1`), ``"separate"`` (transposed
     GEMV, then rank-1 after the mask) or ``"auto"`` (:func:`backward_plan`); the choice is
     :attr:`TrainProgram.fused`, which :class:`sw.golden_train.GoldenSGD` follows.
+    ``softmax`` (``softmax_ce`` only): :func:`resolve_softmax`; the choice is
+    :attr:`TrainProgram.softmax`.
 
     Raises :class:`TrainCompileError` when the network does not fit the PE memories
     (with the sizes), a kernel does not fit the microcode, ``-lr`` is not representable,
@@ -929,6 +997,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
         if local_len(n, cfg.nr) + 1 >= (1 << cfg.loop_bits):
             raise TrainCompileError(f"layer size {n} exceeds the loop trip-count range of the configuration")
     fused = backward_plan(cfg, mlp, backward, tolerance)
+    smx = resolve_softmax(cfg, mlp, softmax)
     cands = [(p, map_layers(cfg, mlp, p)) for p in (["a", "balanced"] if policy == "auto" else [policy])]
     if policy == "auto" and mlp.n_layers <= 10:
         import itertools
@@ -936,7 +1005,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
         cands += [("search", list(c)) for c in itertools.product("ab", repeat=mlp.n_layers)]
     al = None
     for pol, wbanks in cands:
-        al = _allocate(cfg, mlp, wbanks, fused)
+        al = _allocate(cfg, mlp, wbanks, fused, smx)
         if al.fits():
             break
     if not al.fits():
@@ -945,7 +1014,7 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
                         f"{local_len(mlp.shape(l)[0], nr) * local_len(mlp.shape(l)[1], nr)}"
                         for l in range(mlp.n_layers))
         pol, wbanks = cands[1] if len(cands) > 1 else cands[0]      # report the balanced attempt
-        al = _allocate(cfg, mlp, wbanks, fused)
+        al = _allocate(cfg, mlp, wbanks, fused, smx)
         need = al.used("a") + al.used("b")
         raise TrainCompileError(
             f"MLP {'-'.join(map(str, mlp.sizes))} does not fit one {nr}x{nr} core: it needs "
@@ -953,9 +1022,9 @@ def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
             f"{'/'.join(b.upper() for b in wbanks)}; weights per PE: {wsz}), the configuration has "
             f"MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt} per PE "
             f"({cfg.pe_sram_bytes} bytes); no assignment of the weight matrices to the banks fits")
-    ops = _sgd_ops(cfg, mlp, al, wbanks, fused=fused)
+    ops = _sgd_ops(cfg, mlp, al, wbanks, fused=fused, softmax=smx)
     groups = [(f"step{i}", g) for i, g in enumerate(_split_ops(cfg, ops))]
     pgroups = [(f"predict{i}", g) for i, g in enumerate(_split_ops(cfg, _sgd_ops(cfg, mlp, al, wbanks, predict=True)))]
     progs, images = _place(cfg, groups + pgroups)
     return TrainProgram(cfg, mlp, wbanks, al, ops, progs[:len(groups)], progs[len(groups):], images, int(nlr),
-                        {"lr_stored": -v, "policy": pol, "backward": backward}, fused)
+                        {"lr_stored": -v, "policy": pol, "backward": backward}, fused, smx)

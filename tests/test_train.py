@@ -360,6 +360,8 @@ def test_no_gap_after_fused_weight_update(nr):
 
 
 def test_cycle_formula_is_the_sum_of_kernel_costs():
+    from noc.collectives import Frag, Region
+    from sw.softmax import emit_softmax_grad
     from sw.kernels import elementwise_cost, gemv_cost, gemv_t_rank1_cost, rank1_cost
 
     cfg = ArchConfig(nr=4)
@@ -375,8 +377,16 @@ def test_cycle_formula_is_the_sum_of_kernel_costs():
             + sum(tp.programs[0].gaps) + 1 + cfg.fpu_latency + 2)
     assert tp.predicted_cycles() == [want]
     assert tp.step_cycles() == want
-    ce = compile_sgd(cfg, replace(mlp, loss="softmax_ce"))
+    ce = compile_sgd(cfg, replace(mlp, loss="softmax_ce"), softmax="host")
+    assert ce.softmax == "host"
     assert ce.host_cycles(500) == 500 and ce.step_cycles(500) == sum(ce.predicted_cycles()) + 500
+    # softmax on the array: one RUN, the kernel instead of the axpy, no host turnaround
+    ca = compile_sgd(cfg, replace(mlp, loss="softmax_ce"))
+    smx = emit_softmax_grad(Frag(), cfg, 10, Region("a", 0), Region("a", 0), Region("b", 0), Region("a", 0),
+                            Region("b", 0), Region("a", 0)).instructions
+    assert ca.softmax == "array" and ca.host_cycles(500) == 0 and len(ca.programs) == 1
+    assert ca.predicted_cycles() == [want - elementwise_cost("axpy", L(10)) + smx - sum(tp.programs[0].gaps)
+                                     + sum(ca.programs[0].gaps)]
     # fused: W1^T d and its update in one kernel; the mask's operands then share a bank
     fu = compile_sgd(cfg, mlp, backward="fused")
     want_f = (want - gemv_cost(cfg, 10, 64, trans=True)["instructions"] - rank1_cost(cfg, 10, 64)["instructions"]
@@ -441,14 +451,34 @@ RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
 def test_sgd_rtl(sim, loss, backward):
     """``auto`` fuses layer 1 (3 x 5 on 2 x 2: the fused kernel is the faster there);
     ``separate``: GEMV^T, mask, rank-1."""
+    require_sim(sim)
+    tp = _sgd_rtl(sim, RTL_CFG, MLP((6, 5, 3), loss, 0.125), backward=backward)
+    assert tp.fused == [False, backward == "auto"]
+    assert tp.softmax == (None if loss == "mse" else "host")     # the kernel does not fit 128 words
+
+
+#: tests/test_kernels.py's nr4_fp16 configuration: room for the softmax kernel
+RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
+
+
+@pytest.mark.parametrize("sim", SIM_PARAMS)
+def test_sgd_rtl_softmax_on_array(sim):
+    """The softmax gradient computed on the array (sw/softmax.py) inside the step, on the RTL."""
+    require_sim(sim)
+    tp = _sgd_rtl(sim, RTL_CFG4, MLP((6, 5, 7), "softmax_ce", 0.125))
+    assert tp.softmax == "array" and tp.host_cycles() == 0
+    assert "softmax" in [op.name for p in tp.programs for op in p.ops]
+
+
+def _sgd_rtl(sim, cfg, mlp, **kw):
+    """Two SGD steps recorded on the core model, replayed on the RTL (beats and counters
+    compared), the weights unloaded and compared with the golden trainer's."""
     from sim.core_run import Phase, run_session
 
-    require_sim(sim)
     seed = _seed()
-    cfg, mlp = RTL_CFG, MLP((6, 5, 3), loss, 0.125)
+    loss, backward = mlp.loss, kw.get("backward", "auto")
     rng = np.random.default_rng(seed)
-    tp = compile_sgd(cfg, mlp, backward=backward)
-    assert tp.fused == [False, backward == "auto"]
+    tp = compile_sgd(cfg, mlp, **kw)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = CoreSession(cfg, "model", record=True)
     tp.init(sess, W0)
@@ -459,7 +489,7 @@ def test_sgd_rtl(sim, loss, backward):
         steps.append(tp.run_step(sess, x, t))
         gold.step(x, t)
     phases = sess.phases + [Phase(w, d, n) for w, d, n in tp.unload_weights_phases()]
-    res = run_session(cfg, phases, backend="rtl", sim=sim, name=f"train-{loss}-{backward}")   # beats == model's
+    res = run_session(cfg, phases, backend="rtl", sim=sim, name=f"train-{loss}-{backward}-nr{cfg.nr}")   # beats == model's
     n_init = len(sess.phases) - 2 * len(tp.programs)
     runs = res[n_init:n_init + 2 * len(tp.programs)]
     for i, st in enumerate(steps):
@@ -468,6 +498,7 @@ def test_sgd_rtl(sim, loss, backward):
     got = tp.decode_weights(res[-mlp.n_layers:], padded=True)
     _eq_weights(got, gold.weights(padded=True), "rtl")
     print(f"{sim}: {res[-1].info}")
+    return tp
 
 
 # ======================================================================================
