@@ -11,7 +11,8 @@ core's step order, the reduce-scatter adds the partials of a segment in the ring
 multiplies its column panel by its own panel of the last hidden activation, the
 partials are reduced onto core 0 (``acc = p[1]``, ``+ p[2]``, ..., ``+ p[0]``), the
 output gradient is the same on every core (a broadcast is a copy) and its ``W^T d`` is
-the own panel already (no reduce-scatter). The float64 reference is :class:`sw.golden_train.Float64SGD` (the algorithm
+the own panel already (no reduce-scatter); a softmax gradient is then computed on core 0
+(:func:`sw.softmax.golden_softmax_grad`) unless ``softmax="host"``. The float64 reference is :class:`sw.golden_train.Float64SGD` (the algorithm
 does not depend on the number of cores).
 """
 
@@ -23,8 +24,9 @@ from noc.ring import golden_reduce
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
-from sw.train import host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
-from sw.train_chip import PanelMap, chip_shapes, resolve_out_map
+from sw.softmax import golden_softmax_grad
+from sw.train import host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
+from sw.train_chip import PanelMap, chip_shapes, resolve_out_map, softmax_why_not
 
 __all__ = ["GoldenChipSGD"]
 
@@ -33,10 +35,11 @@ class GoldenChipSGD(PanelMap):
     """Bit-exact model of the compiled SGD step across ``cfg.cores`` cores (initial
     weights as global ``(m, n)`` bit patterns)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto"):
+    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto", softmax: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         self.reduce = reduce
         self.out_map = resolve_out_map(cfg, mlp, out_map)
+        self.softmax = resolve_softmax(cfg, mlp, softmax, why_not=softmax_why_not(self.out_map))
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
@@ -114,7 +117,11 @@ class GoldenChipSGD(PanelMap):
             loss, out = mse_loss(df), df + tf
         else:
             zl = np.concatenate(z)[:no]
-            d = self._panels(host_softmax_grad(fmt, zl, tf), self.P[-1])
+            if self.softmax == "array":
+                g = golden_softmax_grad(self.cfg, zl, fmt.from_float(tf).astype(fmt.np_uint))
+            else:
+                g = host_softmax_grad(fmt, zl, tf)
+            d = self._panels(g, self.P[-1])
             zf = fmt.to_float(zl)
             loss, out = softmax_ce_loss(zf, tf), zf
         if self.out_map == "cols":

@@ -151,8 +151,8 @@ def softmax_supported(cfg, n: int) -> str | None:
 
 @functools.lru_cache(maxsize=64)
 def softmax_words(cfg, n: int) -> int:
-    """Microcode words of the kernel for ``n`` elements (its memory map does not change
-    the count)."""
+    """Microcode words of the kernel for ``n`` elements (its memory map and ``z_layout``
+    do not change the count)."""
     f = Frag()
     emit_softmax_grad(f, cfg, n, Region("a", 0), Region("a", 0), Region("b", 0), Region("a", 0), Region("b", 0),
                       Region("a", 0))
@@ -331,10 +331,12 @@ class _Sched:
 # the kernel
 # ======================================================================================
 def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Region, kb: Region, pen: Region,
-                      *, name: str = "smx") -> KernelInfo:
+                      *, z_layout: str = "rows", name: str = "smx") -> KernelInfo:
     """``g = softmax(z) - t`` for ``n`` elements in the ``rows`` layout.
 
-    ``z``, ``t``: ``ceil(n / nr)`` words per PE (``rows`` layout, padding +0); ``g``: the
+    ``z``, ``t``: ``ceil(n / nr)`` words per PE (``rows`` layout, padding +0; ``z`` may be
+    in the ``diag`` layout, ``z_layout="diag"``: the diagonal PEs drive the row buses
+    while the elements are loaded, at no extra cost); ``g``: the
     same, in the other bank than ``t``; ``ka`` / ``kb``: the constant table
     (:func:`softmax_table`) in bank A / B; ``pen``: the penalty words
     (:func:`softmax_pen`, ``passes`` words per PE). Latency-bound straight-line code (its
@@ -343,6 +345,8 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
     """
     plan = softmax_plan(cfg, n)
     nr, P, words = cfg.nr, plan.passes, plan.words
+    if z_layout not in ("rows", "diag"):
+        raise KernelError(f"z_layout must be 'rows' or 'diag', got {z_layout!r}")
     if ka.bank != "a" or kb.bank != "b":
         raise KernelError("the constant table needs one copy in bank A (ka) and one in bank B (kb)")
     if g.bank == t.bank:
@@ -398,7 +402,10 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
     for q in range(P):
         for c in range(nr):
             k = q * nr + c
-            if k < words:
+            if k < words and z_layout == "diag":
+                mv(Z[q], mov(Z[q], "row"), [], [z.rd(k, gate="rdrv"), rdrv(z.src, diag=0)], [rd_unit(z), "rdrv"],
+                   pred_=("col", c))
+            elif k < words:
                 mv(Z[q], mov(Z[q], z.src), [], [z.rd(k, gate="pred")], [rd_unit(z)], pred_=("col", c))
             else:
                 mv(Z[q], mov(Z[q], "0"), [], pred_=("col", c))

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.collectives import Region
+from noc.collectives import Frag, Region
 from sw.asm import Builder, cdrv, hin, hout
 from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
                         emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
@@ -314,16 +314,32 @@ def softmax_const_items(cfg, regions: dict, n: int) -> list:
     return [(regions["smx_ka"], tl), (regions["smx_kb"], tl), (regions["smx_pen"], softmax_pen(cfg, n))]
 
 
-def softmax_op(cfg, regions: dict, alloc: Allocator, n: int, z: Region, name: str = "softmax") -> "Op":
-    """The :class:`Op` of :func:`sw.softmax.emit_softmax_grad`: ``g = softmax(z) - t``."""
+def softmax_op(cfg, regions: dict, alloc: Allocator, n: int, z: Region, name: str = "softmax", *,
+               z_layout: str = "rows", core: int | None = None) -> "Op":
+    """The :class:`Op` of :func:`sw.softmax.emit_softmax_grad`: ``g = softmax(z) - t``.
+    ``core`` (chip programs): the kernel runs on core 0; the other cores issue as many
+    NOPs (a loop), so the cores stay in step."""
+    idle = core is not None and core != 0
     w = local_len(n, cfg.nr)
     R = regions
     tw = alloc.items["smx_ka"].words
-    return Op(name, "softmax", lambda b: emit_softmax_grad(b, cfg, n, z, R["t"], R["g"], R["smx_ka"], R["smx_kb"],
-                                                           R["smx_pen"], name="smx").instructions,
+
+    def emit(b):
+        f = Frag()
+        ins = emit_softmax_grad(f, cfg, n, z, R["t"], R["g"], R["smx_ka"], R["smx_kb"], R["smx_pen"],
+                                z_layout=z_layout, name="smx").instructions
+        if idle:
+            f = Frag()
+            f.open_loop(f.ins(), "smxi", ins - 1, 0)
+            f.ins()
+            f.close_loop()
+        f.emit(b)
+        return ins
+
+    return Op(name, "softmax", emit,
               reads=[(z, w), (R["t"], w), (R["smx_ka"], tw), (R["smx_kb"], tw),
                      (R["smx_pen"], alloc.items["smx_pen"].words)],
-              writes=[(R["g"], w)], fma_wb=True, stores=False)
+              writes=[(R["g"], w)], fma_wb=True, stores=False, per_core=core is not None)
 
 
 # ======================================================================================

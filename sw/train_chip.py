@@ -53,7 +53,8 @@ from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _gaps, _other,
-                      breakdown_lines, ops_breakdown,
+                      alloc_softmax_consts, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
+                      softmax_op,
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
@@ -111,7 +112,8 @@ def chip_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:
 # ======================================================================================
 # memory allocation (the same on every core)
 # ======================================================================================
-def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows") -> Allocator:
+def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows",
+              softmax: str | None = None) -> Allocator:
     c, L = cfg.cores, (lambda n: local_len(n, cfg.nr))
     nl = mlp.n_layers
     s = [p // cfg.nr for p in P]
@@ -137,6 +139,11 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
     if mlp.loss == "mse":
         al.alloc("t", s[nl - 1], "target panel (rows, loaded per step)", bank=_other(zb))
         al.alloc("m1", 1, "scalar -1 (every PE)")
+    elif softmax == "array":
+        g = al.alloc("g", s[nl - 1], "output gradient softmax(z) - t (core 0 computes it, the ring broadcasts it: "
+                     "rows on core 0, diag elsewhere)", forbid={wbanks[nl - 1]})
+        al.alloc("t", s[nl - 1], "target (rows, core 0, loaded per step)", bank=_other(g.bank))
+        alloc_softmax_consts(al, cfg, mlp.n_out)
     else:
         al.alloc("g", s[nl - 1], "output gradient softmax(z) - t (core 0 loads it, the ring broadcasts it: diag)"
                  if split else "output gradient panel softmax(z) - t (rows, loaded per step)", forbid={wbanks[nl - 1]})
@@ -170,13 +177,16 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False):
     return Op(name, "ring", emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb, per_core=per_core)
 
 
-def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows") -> list:
+def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
+              softmax: str | None = None) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
     (:func:`chip_shapes`): its input is each core's own panel (no all-gather), its
     partial outputs are reduced onto core 0, the output gradient is broadcast from there
-    and its ``W^T d`` needs no reduce-scatter."""
+    and its ``W^T d`` needs no reduce-scatter. ``softmax="array"`` (with ``"cols"``):
+    ``part="step"`` holds the whole softmax step, core 0 computing the gradient from the
+    reduced logits (:func:`sw.softmax.emit_softmax_grad`) while the others wait."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     s = [p // nr for p in P]
     split = out_map == "cols"
@@ -211,16 +221,20 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                                     [(y, s[l])], [(y, s[l])], fma_wb=True, per_core=True))
         if part == "forward":
             return ops
-        m1 = Scalar(R["m1"].bank, R["m1"].base)
-        z, so = R["z"], s[nl - 1]
-        kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, so, m1, R["t"], z, name="lg_"),
-             [(R["t"], so), (z, so), (R["m1"], 1)], [(z, so)], fma_wb=True)
-        d, dlay, dcopy = z, "rows", None
+        if softmax == "array":
+            ops.append(softmax_op(cfg, R, al, mlp.n_out, R["z"], z_layout="diag", core=k))
+            d, dlay, dcopy = R["g"], "rows", None
+        else:
+            m1 = Scalar(R["m1"].bank, R["m1"].base)
+            z, so = R["z"], s[nl - 1]
+            kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, so, m1, R["t"], z, name="lg_"),
+                 [(R["t"], so), (z, so), (R["m1"], 1)], [(z, so)], fma_wb=True)
+            d, dlay, dcopy = z, "rows", None
     else:
         d, dlay, dcopy = R["g"], "rows", None
     if split:
         so = s[nl - 1]
-        ops.append(_ring_op(cfg, f"bcast_{'d' if part == 'step' else 'g'}",
+        ops.append(_ring_op(cfg, f"bcast_{'d' if part == 'step' and softmax != 'array' else 'g'}",
                             broadcast_lines(cfg, k, so, (d.bank, d.base), (d.bank, d.base)), [(d, so)], [(d, so)]))
         dlay, dcopy = "diag", R["dz"]
     for l in range(nl - 1, -1, -1):
@@ -443,6 +457,8 @@ class ChipSGDProgram(PanelMap):
     host_at: dict = field(default_factory=dict)
     #: ``"rows"`` or ``"cols"``: how the output layer is split (:func:`chip_shapes`)
     out_map: str = "rows"
+    #: softmax_ce: ``"array"`` (core 0, :mod:`sw.softmax`) or ``"host"``
+    softmax: str | None = None
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -454,9 +470,14 @@ class ChipSGDProgram(PanelMap):
         """Cores holding rows of the output layer (the others hold only padding)."""
         return local_len(self.mlp.n_out, self.P[-1])
 
+    @property
+    def one_run(self) -> bool:
+        """Whether the step is one chip phase (MSE, or the softmax on the array)."""
+        return self.mlp.loss == "mse" or self.softmax == "array"
+
     def chip_parts(self) -> list:
         """The chip programs (RUNs) of a step, in order."""
-        names = ["step"] if self.mlp.loss == "mse" else ["forward", "backward"]
+        names = ["step"] if self.one_run else ["forward", "backward"]
         return [p for n in names for p in self.parts[n]]
 
     def part_cycles(self, part: ChipPart) -> int:
@@ -469,12 +490,12 @@ class ChipSGDProgram(PanelMap):
         run = 1 + cfg.fpu_latency + 2
         so, K = self.P[-1] // cfg.nr, self.out_cores
         xin = local_len(self.N[0], cfg.nr) + 2            # address-register setup, one beat per word
-        if self.mlp.loss == "mse":
-            return [("in", xin + K * (so + run)), ("d", K * (so + run))]
+        if self.one_run:
+            return [("in", xin + K * (so + run)), ("d" if self.mlp.loss == "mse" else "logits", K * (so + run))]
         return [("in", xin + run), ("logits", K * (so + run)), ("g", K * (so + run))]
 
     def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
-        return host_latency if self.mlp.loss == "softmax_ce" else 0
+        return host_latency if self.softmax == "host" else 0
 
     def step_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
         return (sum(self.part_cycles(p) for p in self.chip_parts()) + sum(c for _, c in self.host_phase_cycles())
@@ -505,7 +526,7 @@ class ChipSGDProgram(PanelMap):
         """Put the host-phase programs into the microcode image after the chip programs
         when they fit (no reload between phases), else into images of their own."""
         cfg = self.cfg
-        phases = ("in", "in_x", "unload") + (("g",) if self.mlp.loss == "softmax_ce" else ())
+        phases = ("in", "in_x", "unload") + (("g",) if self.softmax == "host" else ())
         progs = {w: self._host_programs(w, 0) for w in phases}
         sizes = {w: max(len(x) for x in p) for w, p in progs.items()}
         used = max(len(x) for x in self.images[-1])
@@ -543,7 +564,7 @@ class ChipSGDProgram(PanelMap):
                 x = R["x"]
                 b.text(ring_text(cfg, [f"ar1 = {x.base}", "stride ar1 = 1"]
                                  + [f"hin row | @diag=0 | wr{x.bank} [ar1]++ = row"] * L(self.N[0]), loop="ldx"))
-            if what == "in" and out and self.mlp.loss == "mse":
+            if what == "in" and out and self.one_run:
                 emit_load_vector(b, cfg, R["t"], so, "rows", "ldt")
             if what == "g" and out:
                 emit_load_vector(b, cfg, R["g"], so, "rows", "ldg")
@@ -554,7 +575,7 @@ class ChipSGDProgram(PanelMap):
         return imgs
 
     def _active(self, what):
-        if what == "in_x" or (what == "in" and self.mlp.loss != "mse"):
+        if what == "in_x" or (what == "in" and not self.one_run):
             return [0]
         return list(range(max(self.out_cores, 1 if what == "in" else 0)))
 
@@ -575,7 +596,7 @@ class ChipSGDProgram(PanelMap):
         for k in self._active(what):
             if what in ("in", "in_x") and k == 0:
                 data[k] += vector_beats(cfg, vecs["x"], local_len(self.N[0], cfg.nr))
-            if what == "in" and self.mlp.loss == "mse" and k < self.out_cores:
+            if what == "in" and self.one_run and k < self.out_cores:
                 data[k] += vector_beats(cfg, self._panel(vecs["t"], k), so)
             if what == "g":
                 data[k] += vector_beats(cfg, self._panel(vecs["g"], k), so)
@@ -611,21 +632,22 @@ class ChipSGDProgram(PanelMap):
         if tf.shape != (no,):
             raise ValueError(f"target must have {no} values, got shape {tf.shape}")
         vecs = {"x": self._vec(x, mlp.n_in)}
-        if mlp.loss == "mse":
+        if self.one_run:
             vecs["t"] = self._vec(t, no)
         log = PhaseLog(cfg.cores)
         note = log.note
 
         note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
         raw = {}
-        if mlp.loss == "mse":
+        if self.one_run:
             for part in self.parts["step"]:
                 note(part.name, "chip", *self._run_part(session, part, part.name))
             res, cyc = self._run_host(session, "unload", name="step-out")
-            note("d", "host", res, cyc)
-            raw["d"] = self._outputs(res)
-            d = fmt.to_float(raw["d"])
-            loss, out = mse_loss(d), d + tf
+            what = "d" if mlp.loss == "mse" else "logits"
+            note(what, "host", res, cyc)
+            raw[what] = self._outputs(res)
+            v = fmt.to_float(raw[what])
+            loss, out = (mse_loss(v), v + tf) if mlp.loss == "mse" else (softmax_ce_loss(v, tf), v)
         else:
             for part in self.parts["forward"]:
                 note(part.name, "chip", *self._run_part(session, part, part.name))
@@ -657,8 +679,10 @@ class ChipSGDProgram(PanelMap):
         scal = {"nlr": self.neg_lr}
         if self.mlp.loss == "mse":
             scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])
+        smx = softmax_const_items(cfg, self.regions, self.mlp.n_out) if self.softmax == "array" else []
         items = [[(self.regions[f"W{l}"], pack_matrix(per[k][l], nr)) for l in range(self.mlp.n_layers)]
                  + [(self.regions[n], np.full((nr, nr, 1), v, dtype=fmt.np_uint)) for n, v in scal.items()]
+                 + (smx if k == 0 else [])
                  for k in range(cfg.cores)]
         per_item = 1 + 3 * nr
         chunk = max(1, (cfg.ucode_depth - 1) // per_item)
@@ -814,11 +838,13 @@ def replace_depth(cfg):
     return replace(cfg, ucode_depth=1 << 16)
 
 
-def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipSGDProgram:
+def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto") -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
-    the first assignment of panels to banks that fits.
+    the first assignment of panels to banks that fits. ``softmax`` (``softmax_ce``):
+    :func:`sw.train.resolve_softmax`; on the array it needs the logits on one core
+    (``out_map="cols"``), else ``"auto"`` keeps it on the host.
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
     (with the sizes), a program does not fit the microcode, ``-lr`` is not
@@ -830,6 +856,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipSGDProgram:
         out_map = resolve_out_map(cfg, mlp, out_map)
     P, N = chip_shapes(cfg, mlp, out_map)
     _check(cfg, mlp, P, N)
+    smx = resolve_softmax(cfg, mlp, softmax, why_not=softmax_why_not(out_map))
     fmt = cfg.fmt
     nlr = fmt.from_float(np.array([-mlp.lr]))[0]
     v = float(fmt.to_float(np.array([nlr]))[0])
@@ -840,12 +867,12 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipSGDProgram:
              for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
     al = None
     for pol, wbanks in cands:
-        al = _allocate(cfg, mlp, wbanks, P, N, out_map)
+        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx)
         if al.fits():
             break
     if not al.fits():
         pol, wbanks = cands[0]
-        al = _allocate(cfg, mlp, wbanks, P, N, out_map)
+        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx)
         L = lambda n: local_len(n, cfg.nr)           # noqa: E731
         wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
         raise TrainCompileError(
@@ -853,17 +880,24 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipSGDProgram:
             f"{al.used('a') + al.used('b')} words per PE (MEM A {al.used('a')}, MEM B {al.used('b')}; weights "
             f"per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt}")
     parts_ops = {}
-    if mlp.loss == "mse":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map) for k in range(c)]
+    if mlp.loss == "mse" or smx == "array":
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx) for k in range(c)]
     else:
         parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map) for k in range(c)]
     parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                        {"lr_stored": -v, "policy": pol, "out_map": out_map}, out_map=out_map)
+                        {"lr_stored": -v, "policy": pol, "out_map": out_map}, out_map=out_map, softmax=smx)
     tp._place_host()
     return tp
+
+
+def softmax_why_not(out_map: str) -> str | None:
+    """Why a chip step cannot compute the softmax on the array with this output mapping."""
+    if out_map != "cols":
+        return "the logits are spread over the cores (output layer by rows); the kernel needs them on one core"
+    return None
 
 
 def chip_step_report(tp: ChipSGDProgram, result: ChipStepResult, host_latency: int = HOST_LATENCY_CYCLES):

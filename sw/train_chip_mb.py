@@ -463,6 +463,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipMBProgram:
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                        {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
-                        "out_map": out_map}, out_map=out_map)
+                        "out_map": out_map}, out_map=out_map,
+                       softmax="host" if mlp.loss == "softmax_ce" else None)   # per column on the host
     tp._place_host()
     return tp

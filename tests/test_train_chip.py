@@ -60,8 +60,25 @@ def run_and_check(cfg, mlp, steps, backend, seed, record=False, *, compile=compi
 def test_chip_sgd_matches_golden(cfg, sizes, loss, backend, out_map):
     """Both mappings of the output layer (row panels; split by columns, reduced onto core
     0). ``small-full-panels``: every core holds real rows, so every reduction adds
-    non-zero partials from all cores and the ring's addition order shows."""
-    run_and_check(cfg, MLP(sizes, loss, 0.05), 3, backend, _seed(), out_map=out_map)
+    non-zero partials from all cores and the ring's addition order shows. A softmax
+    split by columns computes its gradient on core 0 (sw/softmax.py) in the one RUN."""
+    tp, *_ = run_and_check(cfg, MLP(sizes, loss, 0.05), 3, backend, _seed(), out_map=out_map)
+    assert tp.softmax == (None if loss == "mse" else "array" if out_map == "cols" else "host")
+    assert ("forward" in tp.parts) == (tp.softmax == "host") and tp.one_run == (tp.softmax != "host")
+    assert tp.host_cycles() == (HOST_LATENCY_CYCLES if tp.softmax == "host" else 0)
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+def test_chip_sgd_split_softmax_on_host(backend):
+    """``softmax="host"`` with the split output layer: two chip phases and the turnaround."""
+    from functools import partial
+
+    tp, *_ = run_and_check(SMALL, MLP((20, 32, 32, 16), "softmax_ce", 0.05), 2, backend, _seed(), out_map="cols",
+                           compile=partial(compile_chip_sgd, softmax="host"),
+                           golden=partial(GoldenChipSGD, softmax="host"))
+    assert tp.softmax == "host" and [p.name for p in tp.chip_parts()][:1] == ["forward"]
+    with pytest.raises(TrainCompileError, match="logits are spread over the cores"):
+        compile_chip_sgd(SMALL, MLP((20, 32, 32, 16), "softmax_ce", 0.05), out_map="rows", softmax="array")
 
 
 def test_chip_sgd_out_map():
