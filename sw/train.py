@@ -24,11 +24,14 @@ minibatch and continuous propagation come:
 The step for ``loss="mse"`` is one microprogram (one RUN): load ``x`` and ``t`` from the
 host stream, forward, ``d = z_L - t`` (``axpy`` with ``alpha = -1``), backward and the
 weight updates, unload ``d`` (the host computes the loss from it). For
-``"softmax_ce"`` it is two: (1) load ``x``, forward, unload the logits; the host
-computes ``g = softmax(z) - t`` in float64, rounds it to the format, and (2) loads
-``g``, runs the backward pass and the updates. The host's turnaround between the two
-RUNs is not simulated; it is counted as :data:`HOST_LATENCY_CYCLES` idle core cycles
-per step (see ``docs/training.md``).
+``"softmax_ce"`` with ``softmax="array"`` (the default when the kernel fits: 
+:func:`resolve_softmax`) it is one RUN too: ``g = softmax(z) - t`` is computed on the
+array by :func:`sw.softmax.emit_softmax_grad`, and the logits are unloaded at the end
+for the host's loss. With ``softmax="host"`` it is two: (1) load ``x``, forward, unload
+the logits; the host computes ``g = softmax(z) - t`` in float64, rounds it to the
+format, and (2) loads ``g``, runs the backward pass and the updates. The host's
+turnaround between the two RUNs is not simulated; it is counted as
+:data:`HOST_LATENCY_CYCLES` idle core cycles per step (see ``docs/training.md``).
 
 Host side: :meth:`TrainProgram.init_phases` loads the initial weights and scalars,
 :meth:`TrainProgram.run_step` runs one step on a :class:`CoreSession` (the fast model
@@ -826,7 +829,8 @@ class TrainProgram:
                  f"{', '.join(str(len(p.words)) for p in self.programs)} words (+ predict "
                  f"{sum(len(p.words) for p in self.predict_programs)}) in {len(self.images)} microcode image(s); "
                  f"{sum(self.predicted_cycles())} RUN cycles per step"
-                 + (f" + {self.host_cycles()} host cycles" if self.host_cycles() else ""),
+                 + (f" + {self.host_cycles()} host cycles" if self.host_cycles() else "")
+                 + (f"; softmax gradient on the {self.softmax}" if self.softmax else ""),
                  "", self.alloc.table(), ""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 

@@ -29,10 +29,14 @@ reduce-scatter works on that order and leaves core ``k``'s panel at position 0.
 
 Host phases (they share the chip's one host port, so they run core by core and cannot
 use the ring) load ``x``/``t`` and unload ``d``; the ring work runs in chip phases (one
-broadcast ``RUN``). ``loss="softmax_ce"``: the forward pass ends with the logits unloaded
-from the output cores, the host computes ``g = softmax(z) - t``
-(:func:`sw.train.host_softmax_grad`), loads its panels and the backward pass runs in a
-second chip phase; the turnaround is counted as :data:`sw.train.HOST_LATENCY_CYCLES`.
+broadcast ``RUN``). ``loss="softmax_ce"`` with the output layer split by columns
+(``out_map="cols"``): core 0 computes ``g = softmax(z) - t`` from the reduced logits
+(:func:`sw.softmax.emit_softmax_grad`; the other cores wait in a NOP loop of the same
+length) and broadcasts it, all in one chip phase, as for MSE. With row panels (or
+``softmax="host"``) the forward pass ends with the logits unloaded from the output cores,
+the host computes ``g`` (:func:`sw.train.host_softmax_grad`), loads its panels and the
+backward pass runs in a second chip phase; the turnaround is counted as
+:data:`sw.train.HOST_LATENCY_CYCLES`.
 
 Cycles of a step (:meth:`ChipSGDProgram.step_cycles`): every chip phase's cycles (all
 cores start together; the phase lasts until the last core drains) plus every host
@@ -517,7 +521,9 @@ class ChipSGDProgram(PanelMap):
                  f"{self.step_cycles()} cycles per step (chip phases "
                  f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
                  f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
-                 + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")",
+                 + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")"
+                 + (f"; softmax gradient on the {'array (core 0)' if self.softmax == 'array' else 'host'}"
+                    if self.softmax else ""),
                  "", self.alloc.table(), ""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 

@@ -56,12 +56,13 @@ def _acc(pred_fn, x, y):
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
           max_train: int | None = None, max_test: int | None = None, progress=None,
-          out_map: str = "auto") -> dict:
+          out_map: str = "auto", softmax: str = "auto") -> dict:
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
     A chip configuration (``cfg.cores > 1``) trains across its cores
     (:func:`sw.train_chip.compile_chip_sgd`, its output layer mapped by ``out_map``).
+    ``softmax``: where a softmax loss's gradient is computed (:func:`sw.train.resolve_softmax`).
     ``golden_steps``: check the weights against
     the golden trainer (:class:`GoldenSGD`, :class:`sw.golden_train_chip.GoldenChipSGD`)
     bit for bit after each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
@@ -76,9 +77,9 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
         from sw.golden_train_chip import GoldenChipSGD
         from sw.train_chip import ChipSession, compile_chip_sgd
 
-        tp = compile_chip_sgd(cfg, mlp, out_map=out_map)
+        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax)
     else:
-        tp = compile_sgd(cfg, mlp)
+        tp = compile_sgd(cfg, mlp, softmax=softmax)
     log(tp.describe().split("\n\n")[0])
     W0 = init_weights(mlp, fmt, seed)
     sess = ChipSession(cfg, backend) if chip else CoreSession(cfg, backend)
@@ -86,7 +87,8 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
     gold = None
     if golden_steps:
-        gold = GoldenChipSGD(cfg, mlp, W0, out_map=out_map) if chip else GoldenSGD(cfg, mlp, W0, fused=tp.fused)
+        gold = (GoldenChipSGD(cfg, mlp, W0, out_map=out_map, softmax=softmax) if chip
+                else GoldenSGD(cfg, mlp, W0, fused=tp.fused, softmax=softmax))
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
     rng = np.random.default_rng(seed)
@@ -318,6 +320,10 @@ def add_train_arguments(p) -> None:
     p.add_argument("--out-map", default="auto", choices=("auto", "rows", "cols"),
                    help="chip configurations: the output layer by row panels or split by columns across the cores "
                         "(auto: by columns when it has at most cores x nr rows)")
+    p.add_argument("--softmax", default="auto", choices=("auto", "array", "host"),
+                   help="softmax_ce with batch 1: compute softmax(z) - t on the array (one core, or core 0 of a chip "
+                        "with the output layer split by columns) or on the host between two RUNs (its turnaround "
+                        "counted); auto: the array when it can")
     p.add_argument("--epochs", type=int, default=5)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--model", default="fast", choices=("fast", "model"),
@@ -351,12 +357,12 @@ def cmd_train(args) -> int:
         if cfg.cores > 1:
             from sw.train_chip import compile_chip_sgd
 
-            print(compile_chip_sgd(cfg, mlp, out_map=args.out_map).describe())
+            print(compile_chip_sgd(cfg, mlp, out_map=args.out_map, softmax=args.softmax).describe())
         else:
-            print(compile_sgd(cfg, mlp).describe())
+            print(compile_sgd(cfg, mlp, softmax=args.softmax).describe())
     res = train(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
                 host_latency=args.host_latency, golden_steps=args.golden_steps,
-                max_train=args.max_train, max_test=args.max_test, out_map=args.out_map)
+                max_train=args.max_train, max_test=args.max_test, out_map=args.out_map, softmax=args.softmax)
     st = res["step"]
     e = res["epochs"][-1]
     print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")

@@ -559,6 +559,13 @@ def test_cli_train(tmp_path):
     tp = compile_sgd(ArchConfig(nr=2, mem_a_words=256, mem_b_words=256), MLP((16, 6, 4), "softmax_ce", 0.1))
     assert res["step"]["run_cycles"] == sum(tp.predicted_cycles()) and res["golden_checked_steps"] == 20
     assert res["steps"] == 120 and res["epochs"][-1]["test_accuracy"] > 0.5
+    assert tp.softmax == "array" and res["step"]["host_cycles"] == 0
+    # --softmax host: two RUNs per step and the turnaround
+    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.1",
+               "--config", '{"nr": 2, "mem_a_words": 256, "mem_b_words": 256}', "--golden-steps", "5",
+               "--max-train", "20", "--max-test", "10", "--json", str(js), "--softmax", "host"])
+    res = json.loads(js.read_text())
+    assert rc == 0 and res["step"]["host_cycles"] == 1000 and res["golden_checked_steps"] == 5
     assert main(["train", "--data", "mnist"]) == 1        # no --mnist-dir: a clear error, exit 1
 
 
