@@ -172,7 +172,7 @@ def _train_rtl(cfg, sim: str | None, steps: int = 3) -> None:
     cyc = [sum(r.counters["cycles"] for r in runs[i * len(tp.programs):(i + 1) * len(tp.programs)])
            for i in range(steps)]
     print(f"RTL ({res[0].info.get('sim', sim or 'icarus')}): {steps} SGD steps, {cyc} cycles per step "
-          f"(+ the host's softmax turnaround), whole session {sum(r.counters['cycles'] for r in res)} cycles in "
+          f"({'+ the host softmax turnaround' if tp.host_cycles() else 'softmax gradient on the array'}), whole session {sum(r.counters['cycles'] for r in res)} cycles in "
           f"{wall:.1f} s; weights after step {steps} equal the golden trainer's bit for bit "
           f"({sum(w.size for w in got_w)} words, padding included)")
 
@@ -209,7 +209,8 @@ def _train_fast(cfg, epochs: int = 3) -> None:
     print(f"test accuracy {last['test_accuracy'] * 100:.2f} % on the array (binary16), "
           f"{last['test_accuracy_float64'] * 100:.2f} % float64 SGD; first 20 steps checked bit for bit "
           f"against the golden trainer")
-    print(f"one step: {st['run_cycles']} array cycles + {st['host_cycles']} host cycles (softmax on the host), "
+    where = "the host" if st["host_cycles"] else "the array"
+    print(f"one step: {st['run_cycles']} array cycles + {st['host_cycles']} host cycles (softmax gradient on {where}), "
           f"MAC utilization {st['mac_utilization'] * 100:.1f} % ({st['mac_utilization_with_host'] * 100:.1f} % "
           f"with the host), {st['gflops']:.1f} GFLOPS, {st['gflops_per_w']:.0f} GFLOPS/W everything counted, "
           f"{st['gflops_per_w_reference_scope']:.0f} GFLOPS/W in the reference design's scope (FPU + SRAM)")

@@ -211,28 +211,50 @@ def test_chip_sgd_rtl(sim):
     model and replayed on the RTL (every beat and counter compared per core); the weights
     read back from the RTL equal the golden trainer's. The configuration is
     ``tests/test_chip.py``'s ``CHIP4`` (one simulator build)."""
-    from sim.chip_run import ChipPhase, run_chip_session
     from test_chip import CHIP4
 
     require_sim(sim)
     seed = _seed()
     for loss, steps, out_map in (("mse", 2, "cols"), ("softmax_ce", 1, "rows")):
-        mlp = MLP((5, 6, 3), loss, 0.125)
-        tp, sess, gold, results = run_and_check(CHIP4, mlp, steps, "model", seed, record=True, out_map=out_map)
+        tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 3), loss, 0.125), steps, seed, out_map)
         assert len(tp.images) > 1           # programs reloaded between RUNs
-        un = tp.unload_weights_phases()
-        phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
-        res = run_chip_session(CHIP4, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}")
-        got = tp.decode_weights(res[-len(un):], padded=True)
-        _eq(got, gold.weights(padded=True), f"rtl {loss}")
-        # the step's chip RUNs: RTL counters == the model's, per core
-        names = [p.name for p in sess.phases]
-        for i, r in enumerate(results):
-            for name, kind, cyc in r.phases:
-                if kind == "chip":
-                    j = [q for q, n in enumerate(names) if n == name][i]
-                    assert max(c.counters["cycles"] for c in res[j]) == cyc
-        print(f"{sim} {loss}: {res[-1][0].info}")
+
+
+#: 2 cores of 2 x 2 PEs with room in the microcode for the softmax kernel
+CHIP2_SMX = replace(TINY, mem_a_words=128, mem_b_words=128, ucode_depth=256)
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_chip_sgd_rtl_softmax_on_array(sim):
+    """The split output layer's softmax gradient computed on core 0 (the other core waiting
+    in its NOP loop), then broadcast: two steps on the chip RTL. (Verilator: slow, its own
+    simulator build; Icarus runs the same logic in ``make test``.)"""
+    require_sim(sim)
+    tp = _chip_rtl(sim, CHIP2_SMX, MLP((5, 6, 3), "softmax_ce", 0.125), 2, _seed(), "auto")
+    assert tp.out_map == "cols" and tp.softmax == "array" and tp.host_cycles() == 0
+
+
+def _chip_rtl(sim, cfg, mlp, steps, seed, out_map):
+    """``steps`` steps recorded on the per-cycle chip model (against the golden), replayed
+    on the RTL: every core's beats and counters compared, the weights read back."""
+    from sim.chip_run import ChipPhase, run_chip_session
+
+    loss = mlp.loss
+    tp, sess, gold, results = run_and_check(cfg, mlp, steps, "model", seed, record=True, out_map=out_map)
+    un = tp.unload_weights_phases()
+    phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
+    res = run_chip_session(cfg, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}-{cfg.cores}x{cfg.nr}")
+    got = tp.decode_weights(res[-len(un):], padded=True)
+    _eq(got, gold.weights(padded=True), f"rtl {loss}")
+    # the step's chip RUNs: RTL counters == the model's, per core
+    names = [p.name for p in sess.phases]
+    for i, r in enumerate(results):
+        for name, kind, cyc in r.phases:
+            if kind == "chip":
+                j = [q for q, n in enumerate(names) if n == name][i]
+                assert max(c.counters["cycles"] for c in res[j]) == cyc
+    print(f"{sim} {loss}: {res[-1][0].info}")
+    return tp
 
 
 @pytest.mark.parametrize("out_map", ["auto", "rows"])
