@@ -59,7 +59,7 @@ from sw.kernels import KernelError, KernelInfo, _finish
 from sw.layout import local_len
 
 __all__ = ["SoftmaxPlan", "softmax_plan", "softmax_table", "softmax_pen", "emit_softmax_grad",
-           "golden_softmax_grad", "golden_exp", "softmax_supported", "softmax_words"]
+           "golden_softmax_grad", "golden_exp", "softmax_supported", "softmax_words", "softmax_size"]
 
 
 # ======================================================================================
@@ -109,7 +109,7 @@ def _exp_bits(fmt) -> int:
 
 def _degree(fmt) -> int:
     r = math.log(2) / 2 * 1.01
-    d = 2
+    d = 3                                    # the first Horner step uses c_d and c_(d-1) >= c2
     while r ** (d + 1) / math.factorial(d + 1) * math.exp(r) > 2.0 ** -(fmt.precision + 1):
         d += 1
     return d
@@ -150,13 +150,18 @@ def softmax_supported(cfg, n: int) -> str | None:
 
 
 @functools.lru_cache(maxsize=64)
-def softmax_words(cfg, n: int) -> int:
-    """Microcode words of the kernel for ``n`` elements (its memory map and ``z_layout``
-    do not change the count)."""
+def softmax_size(cfg, n: int) -> tuple:
+    """``(microcode words, instructions issued)`` of the kernel for ``n`` elements (its
+    memory map and ``z_layout`` change neither)."""
     f = Frag()
-    emit_softmax_grad(f, cfg, n, Region("a", 0), Region("a", 0), Region("b", 0), Region("a", 0), Region("b", 0),
-                      Region("a", 0))
-    return len(f)
+    info = emit_softmax_grad(f, cfg, n, Region("a", 0), Region("a", 0), Region("b", 0), Region("a", 0),
+                             Region("b", 0), Region("a", 0))
+    return len(f), info.instructions
+
+
+def softmax_words(cfg, n: int) -> int:
+    """Microcode words of the kernel for ``n`` elements."""
+    return softmax_size(cfg, n)[0]
 
 
 def softmax_plan(cfg, n: int) -> SoftmaxPlan:
@@ -471,7 +476,7 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
         d = plan.degree
         for q in qs:
             r_ = regs[q]
-            c1("fma", r_["P"], r_["R"], "K", "K2", [r_["R"]], cname=f"c{d}", cname2=f"c{d - 1}" if d > 2 else None)
+            c1("fma", r_["P"], r_["R"], "K", "K2", [r_["R"]], cname=f"c{d}", cname2=f"c{d - 1}")
         for k in range(d - 2, -1, -1):
             for q in qs:
                 r_ = regs[q]
@@ -479,8 +484,6 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
                     c1("fma", r_["P"], r_["P"], r_["R"], "K", [r_["P"], r_["R"]], cname=f"c{k}")
                 else:
                     c1("fma", r_["P"], r_["P"], r_["R"], "1", [r_["P"], r_["R"]])
-        if d == 2:  # pragma: no cover - no supported format has degree 2
-            raise KernelError("degree-2 polynomial not supported")
         for i in range(plan.K - 1, -1, -1):
             for q in qs:
                 r_, D = regs[q], X[q]
@@ -529,15 +532,13 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
     # ---- g = e y - t ------------------------------------------------------------------------------
     for q in range(P):
         c1("mul", Z[q], Z[q], Y, None, [Z[q], Y])
-    last = 0
     for q in range(P):
         for c in range(nr):
             k = q * nr + c
             if k >= words:
                 continue
             slots = [rdrv(Z[q], col=c), t.rd(k), g.rd(k, read=False), fma(g.src, t.src, M1, "row")]
-            last = S.op(slots, units={"fma", "rdrv", rd_unit(t), rd_unit(g)}, reads=[Z[q], M1])
-    S.ins = S.ins[:last + 1]
+            S.op(slots, units={"fma", "rdrv", rd_unit(t), rd_unit(g)}, reads=[Z[q], M1])
     f = S.frag(name)
     _finish(b, f)
     return KernelInfo("softmax_grad", f.count(), 0, {"passes": P, "group": plan.group, "K": plan.K,

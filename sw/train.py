@@ -53,7 +53,7 @@ from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gem
                         emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
-from sw.softmax import emit_softmax_grad, softmax_pen, softmax_plan, softmax_supported, softmax_table
+from sw.softmax import emit_softmax_grad, softmax_pen, softmax_plan, softmax_size, softmax_supported, softmax_table
 
 __all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator", "CoreSession",
            "StepResult", "kernel_gap", "HOST_LATENCY_CYCLES", "host_softmax_grad", "init_weights",
@@ -279,10 +279,8 @@ def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None, softmax: s
         al.alloc("t", L(S[nl]), "target (rows layout, loaded per step)", bank=_other(zb))
         al.alloc("m1", 1, "scalar -1 (every PE)")
     elif softmax == "array":
-        g = al.alloc("g", L(S[nl]), "output gradient softmax(z) - t (rows, computed on the array)",
-                     forbid={wbanks[nl - 1]})
-        al.alloc("t", L(S[nl]), "target (rows layout, loaded per step)", bank=_other(g.bank))
-        alloc_softmax_consts(al, cfg, S[nl])
+        alloc_softmax(al, cfg, S[nl], L(S[nl]), {wbanks[nl - 1]}, "rows, computed on the array",
+                      "rows layout, loaded per step")
     else:
         al.alloc("g", L(S[nl]), "output gradient softmax(z) - t (rows, loaded per step)", forbid={wbanks[nl - 1]})
     for i in range(nl - 1, 0, -1):
@@ -301,8 +299,12 @@ def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None, softmax: s
     return al
 
 
-def alloc_softmax_consts(al: Allocator, cfg, n: int) -> None:
-    """The softmax kernel's constant table (one copy per bank) and penalty words."""
+def alloc_softmax(al: Allocator, cfg, n: int, words: int, forbid, g_where: str, t_where: str) -> None:
+    """The regions of the softmax kernel (``n`` outputs, ``words`` per PE): ``g`` (not in
+    ``forbid``), ``t`` in the other bank, the constant table (one copy per bank) and the
+    penalty words."""
+    g = al.alloc("g", words, f"output gradient softmax(z) - t ({g_where})", forbid=forbid)
+    al.alloc("t", words, f"target ({t_where})", bank=_other(g.bank))
     p = softmax_plan(cfg, n)
     al.alloc("smx_ka", p.table_words, "softmax constants (every PE)", bank="a")
     al.alloc("smx_kb", p.table_words, "softmax constants (every PE)", bank="b")
@@ -328,14 +330,14 @@ def softmax_op(cfg, regions: dict, alloc: Allocator, n: int, z: Region, name: st
     tw = alloc.items["smx_ka"].words
 
     def emit(b):
+        if not idle:
+            return emit_softmax_grad(b, cfg, n, z, R["t"], R["g"], R["smx_ka"], R["smx_kb"], R["smx_pen"],
+                                     z_layout=z_layout, name="smx").instructions
+        ins = softmax_size(cfg, n)[1]
         f = Frag()
-        ins = emit_softmax_grad(f, cfg, n, z, R["t"], R["g"], R["smx_ka"], R["smx_kb"], R["smx_pen"],
-                                z_layout=z_layout, name="smx").instructions
-        if idle:
-            f = Frag()
-            f.open_loop(f.ins(), "smxi", ins - 1, 0)
-            f.ins()
-            f.close_loop()
+        f.open_loop(f.ins(), "smxi", ins - 1, 0)
+        f.ins()
+        f.close_loop()
         f.emit(b)
         return ins
 

@@ -57,7 +57,7 @@ from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _gaps, _other,
-                      alloc_softmax_consts, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
+                      alloc_softmax, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
                       softmax_op,
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
@@ -144,10 +144,9 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
         al.alloc("t", s[nl - 1], "target panel (rows, loaded per step)", bank=_other(zb))
         al.alloc("m1", 1, "scalar -1 (every PE)")
     elif softmax == "array":
-        g = al.alloc("g", s[nl - 1], "output gradient softmax(z) - t (core 0 computes it, the ring broadcasts it: "
-                     "rows on core 0, diag elsewhere)", forbid={wbanks[nl - 1]})
-        al.alloc("t", s[nl - 1], "target (rows, core 0, loaded per step)", bank=_other(g.bank))
-        alloc_softmax_consts(al, cfg, mlp.n_out)
+        alloc_softmax(al, cfg, mlp.n_out, s[nl - 1], {wbanks[nl - 1]},
+                      "core 0 computes it, the ring broadcasts it: rows on core 0, diag elsewhere",
+                      "rows, core 0, loaded per step")
     else:
         al.alloc("g", s[nl - 1], "output gradient softmax(z) - t (core 0 loads it, the ring broadcasts it: diag)"
                  if split else "output gradient panel softmax(z) - t (rows, loaded per step)", forbid={wbanks[nl - 1]})

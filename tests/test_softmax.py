@@ -12,7 +12,7 @@ from conftest import SIM_PARAMS, require_sim
 from noc.collectives import Frag, Region
 from rtl.config import ArchConfig
 from sw.kernels import KernelError, run_kernel
-from sw.layout import local_len
+from sw.layout import pack_vector
 from sw.mlp import MLP
 from sw.softmax import (emit_softmax_grad, golden_exp, golden_softmax_grad, softmax_pen, softmax_plan,
                         softmax_supported, softmax_table, softmax_words)
@@ -111,25 +111,14 @@ def test_golden_matches_float64(fmt, kind):
 # ======================================================================================
 # the kernel against the golden, bit for bit
 # ======================================================================================
-def _rows_local(fmt, v, nr):
-    w = local_len(len(v), nr)
-    p = np.zeros(w * nr, dtype=fmt.np_uint)
-    p[:len(v)] = v
-    loc = np.zeros((nr, nr, w), dtype=fmt.np_uint)
-    for r in range(nr):
-        for k in range(w):
-            loc[r, :, k] = p[k * nr + r]
-    return loc
-
-
 def _run(cfg, n, z, t, backend="model", sim=None):
-    fmt, nr = cfg.fmt, cfg.nr
+    nr = cfg.nr
     plan = softmax_plan(cfg, n)
     w, tw = plan.words, plan.table_words
     Z, T, G = Region("a", 0), Region("a", w), Region("b", 0)
     KA, KB, PEN = Region("a", 2 * w), Region("b", w), Region("b", w + tw)
     tab = np.ascontiguousarray(np.broadcast_to(softmax_table(cfg, n), (nr, nr, tw)))
-    loads = [(Z, _rows_local(fmt, z, nr)), (T, _rows_local(fmt, t, nr)), (KA, tab), (KB, tab),
+    loads = [(Z, pack_vector(z, nr, "rows")), (T, pack_vector(t, nr, "rows")), (KA, tab), (KB, tab),
              (PEN, softmax_pen(cfg, n))]
     info = {}
 
@@ -137,7 +126,7 @@ def _run(cfg, n, z, t, backend="model", sim=None):
         info["k"] = emit_softmax_grad(b, cfg, n, Z, T, G, KA, KB, PEN)
 
     outs, res = run_kernel(cfg, loads, kern, [(G, w)], backend=backend, sim=sim, name=f"softmax-{n}")
-    assert np.array_equal(outs[0], _rows_local(fmt, golden_softmax_grad(cfg, z, t), nr))
+    assert np.array_equal(outs[0], pack_vector(golden_softmax_grad(cfg, z, t), nr, "rows"))
     c = res[0].counters
     assert c["cycles"] == info["k"].cycles_standalone(cfg)
     assert c["rf_conflict"] == 0 and c["mem_conflict"] == 0
