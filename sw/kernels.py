@@ -45,7 +45,7 @@ from sw.layout import local_len
 
 __all__ = [
     "KernelError", "KernelInfo", "Scalar", "Region",
-    "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "emit_gemm", "emit_relu", "emit_relu_mask", "emit_axpy", "emit_scale",
+    "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "emit_gemm", "emit_relu", "emit_copy", "emit_relu_mask", "emit_axpy", "emit_scale",
     "gemv_cost", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost", "run_kernel",
 ]
 
@@ -846,11 +846,11 @@ def _ew_common(cfg, n, regions, layout):
 
 def elementwise_cost(kind: str, n: int, *, two_banks: bool = True) -> int:
     """Exact instruction count of the elementwise kernels for ``n`` local words:
-    ``relu``: ``n + 1``; ``relu_mask``: ``k * n + 1``; ``axpy``: ``1 + k * n``;
+    ``relu`` and ``copy``: ``n + 1``; ``relu_mask``: ``k * n + 1``; ``axpy``: ``1 + k * n``;
     ``scale``: ``1 + n``, with ``k = 1`` when the two streamed operands are in different
     banks (``two_banks``), else 2."""
     k = 1 if two_banks else 2
-    return {"relu": n + 1, "relu_mask": k * n + 1, "axpy": 1 + k * n, "scale": 1 + n}[kind]
+    return {"relu": n + 1, "copy": n + 1, "relu_mask": k * n + 1, "axpy": 1 + k * n, "scale": 1 + n}[kind]
 
 
 def emit_relu(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
@@ -873,6 +873,28 @@ def emit_relu(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = 
     f.ins(dst.wr("r0", n - 1), *pr)
     _finish(b, f)
     return KernelInfo("relu", f.count(), 0, {"k": 1})
+
+
+def emit_copy(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
+              name: str = "copy") -> KernelInfo:
+    """``dst[i] = src[i]`` for the ``n`` local words of every PE (``layout="diag"``: of the
+    diagonal PEs only), bit for bit (the move unit). ``dst`` must not overlap ``src``
+    unless equal. One element per instruction (read and move, write of the previous
+    element), ``n + 1`` instructions, as :func:`emit_relu`."""
+    pr, gate = _ew_common(cfg, n, {"src": src, "dst": dst}, layout)
+    src, dst = src.bind(cfg), dst.bind(cfg)
+    f = Frag()
+
+    def elem(i, agu_):
+        sl = [src.rd(i, agu=agu_, gate=gate), mov("r0", src.src)] + pr
+        if i >= 1:
+            sl.append(dst.wr("r0", i - 1, agu=agu_))
+        return [sl]
+
+    _stream(f, n, 1, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
+    f.ins(dst.wr("r0", n - 1), *pr)
+    _finish(b, f)
+    return KernelInfo("copy", f.count(), 0, {"k": 1})
 
 
 def emit_relu_mask(b, cfg, n: int, delta: Region, z: Region, dst: Region, *, layout: str | None = None,

@@ -1,0 +1,155 @@
+"""Golden model of the continuous-propagation pipeline: the array's steps bit for bit.
+
+:class:`GoldenChipCP` keeps what every core of :func:`sw.train_cp.compile_chip_cp`'s
+mapping holds (its padded weight panel; the input vector ``ain``; the history of inputs;
+its slice of the incoming delta ``din``; the partial ``e`` of ``W^T d``; the output
+slice ``z``) and performs each step's operations in the array's order with the
+per-kernel golden models of :mod:`sw.golden`: the head (GEMV, ReLU, transposed GEMV;
+on the output core also the loss gradient, mask and update), the tail (mask by the
+history, rank-1 update, copy into the history), then the chains: the input copied to
+every core of the first group, the activations concatenated in core order into every
+core of the next group, the deltas summed over the next group's cores in ring order
+(``acc = p[0]``, then ``acc * 1 + p[h]``, each rounded) and sliced into the group's cores.
+Its weights after every step must equal the PE memories' (padding included).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pe.fp_golden import mac_bits
+from sw import golden
+from sw.golden_train import pad_vector
+from sw.layout import local_len
+from sw.mlp import MLP
+from sw.softmax import golden_softmax_grad
+from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss
+from sw.train_cp import cp_groups, cp_shapes, cp_stage_of
+
+__all__ = ["GoldenChipCP"]
+
+
+class GoldenChipCP:
+    """Bit-exact model of the compiled CP pipeline (initial weights as global ``(m, n)``
+    bit patterns or floats; ``groups`` as for :func:`sw.train_cp.compile_chip_cp`)."""
+
+    def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree"):
+        self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
+        self.reduce = reduce
+        self.softmax = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce"
+                                       else softmax)
+        self.groups = cp_groups(cfg, mlp, groups)
+        self.P, self.N = cp_shapes(cfg, mlp, self.groups)
+        self.stages = cp_stage_of(self.groups, cfg.cores)
+        nl = mlp.n_layers
+        self.V = 2 * (nl - 1)
+        fmt, nr = self.fmt, self.nr
+        self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
+        self.m1 = fmt.from_float(np.array([-1.0]))[0]
+        self.one = np.full(1, int(fmt.from_float(np.array([1.0]))[0]), dtype=fmt.np_uint)
+        z = lambda n: np.zeros(n, dtype=fmt.np_uint)          # noqa: E731
+        pw = lambda n: local_len(n, nr) * nr                   # noqa: E731
+        self.cores = []
+        for l in range(nl):
+            m, n = mlp.shape(l)
+            Wl = np.asarray(weights[l])
+            if Wl.dtype != fmt.np_uint:
+                Wl = fmt.from_float(Wl.astype(np.float64)).astype(fmt.np_uint)
+            G = np.zeros((self.groups[l] * self.P[l], pw(self.N[l])), dtype=fmt.np_uint)
+            G[:m, :n] = Wl
+            for i in range(self.groups[l]):
+                st = {"l": l, "i": i, "W": G[i * self.P[l]:(i + 1) * self.P[l]].copy(),
+                      "ain": z(pw(self.N[l])), "z": z(self.P[l]), "din": z(self.P[l]),
+                      "e": z(pw(self.N[l])), "hist": [z(pw(self.N[l])) for _ in range(self.V)]}
+                self.cores.append(st)
+        self.xin = z(pw(self.N[0]))
+        self.step_index = 0
+
+    def weights(self, padded: bool = False) -> list:
+        out = []
+        for l in range(self.mlp.n_layers):
+            G = np.concatenate([st["W"] for st in self.cores if st["l"] == l])
+            m, n = self.mlp.shape(l)
+            out.append(G[:, :self.N[l]] if padded else G[:m, :n])
+        return out
+
+    def _group(self, l):
+        return [st for st in self.cores if st["l"] == l]
+
+    def step(self, x, t) -> dict:
+        """One pipeline step (the arguments of :meth:`sw.train_cp.ChipCPProgram.run_step`)."""
+        fmt, nr, mlp = self.fmt, self.nr, self.mlp
+        nl, no, V, s = mlp.n_layers, mlp.n_out, self.V, self.step_index
+        if x is None:
+            xb = np.zeros(mlp.n_in, dtype=fmt.np_uint)
+        else:
+            xb = np.asarray(x)
+            if xb.dtype != fmt.np_uint:
+                xb = fmt.from_float(xb.astype(np.float64)).astype(fmt.np_uint)
+        if t is None:
+            tf, tb = None, np.zeros(no, dtype=fmt.np_uint)
+        else:
+            if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+                t = one_hot(no, t)
+            tb = np.asarray(t)
+            tf = fmt.to_float(tb) if tb.dtype == fmt.np_uint else tb.astype(np.float64)
+            if tb.dtype != fmt.np_uint:
+                tb = fmt.from_float(tf).astype(fmt.np_uint)
+        # host: x into core 0's xin (the output core's t below)
+        self.xin = pad_vector(fmt, nr, xb)
+        # head
+        for st in self.cores:
+            l = st["l"]
+            st["z"] = golden.gemv(fmt, nr, st["W"], st["ain"], self.reduce)[:self.P[l]]
+            if l < nl - 1:
+                st["z"] = golden.relu(fmt, st["z"])
+                if l >= 1:
+                    st["e"] = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), self.reduce)
+                continue
+            tp = pad_vector(fmt, nr, tb)[:self.P[l]]
+            if mlp.loss == "mse":
+                d = golden.axpy(fmt, self.m1, tp, st["z"])
+                st["z"] = d
+            else:
+                d = pad_vector(fmt, nr, golden_softmax_grad(self.cfg, st["z"][:no], tb))[:self.P[l]]
+            e = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, d), self.reduce)
+            st["e"] = golden.mask(fmt, e, st["ain"])
+            st["W"] = golden.rank1(fmt, nr, st["W"], pad_vector(fmt, nr, d), st["ain"], self.neg_lr)
+        out_z = self._group(nl - 1)[0]["z"][:no]
+        # tail
+        for st in self.cores:
+            l = st["l"]
+            if l == nl - 1:
+                continue
+            D = 2 * (nl - 1 - l)
+            hb = st["hist"][(s - D) % V]
+            if l >= 1:
+                st["e"] = golden.mask(fmt, st["e"], hb)
+            st["W"] = golden.rank1(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), hb, self.neg_lr)
+            st["hist"][s % V] = st["ain"].copy()
+        # chains (computed from the values before any of them lands)
+        new_ain, new_din = {}, {}
+        for st in self._group(0):
+            new_ain[id(st)] = self.xin.copy()
+        for l in range(nl - 1):
+            a = np.concatenate([st["z"] for st in self._group(l)])
+            for st in self._group(l + 1):
+                new_ain[id(st)] = pad_vector(fmt, nr, a)
+            parts = [st["e"][:len(a)] for st in self._group(l + 1)]
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = mac_bits(fmt, acc, np.broadcast_to(self.one, acc.shape), p)
+            for st in self._group(l):
+                i, P = st["i"], self.P[l]
+                new_din[id(st)] = acc[i * P:(i + 1) * P].copy()
+        for st in self.cores:
+            st["ain"] = new_ain[id(st)]
+            if id(st) in new_din:
+                st["din"] = new_din[id(st)]
+        self.step_index += 1
+        zf = fmt.to_float(out_z)
+        if tf is None:
+            return {"loss": None, "output": zf, "raw": out_z}
+        if mlp.loss == "mse":
+            return {"loss": mse_loss(zf), "output": zf + tf, "raw": out_z}
+        return {"loss": softmax_ce_loss(zf, tf), "output": zf, "raw": out_z}

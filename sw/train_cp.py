@@ -1,0 +1,725 @@
+"""Continuous propagation (CP) across the cores of a chip: layers pipelined over groups of cores.
+
+``compile_chip_cp(cfg, mlp) -> ChipCPProgram`` maps layer ``l`` of an MLP of ``L``
+layers onto a *group* ``G_l`` of consecutive cores of the ring (row panels of ``W_l``,
+``P_l`` rows per core; the output layer on one core), chosen by the compiler to balance
+the work (:func:`cp_groups`), and compiles one pipeline *step* in which every group
+works at once (``docs/training.md``, "Continuous propagation"):
+
+* group ``l`` runs the **forward** pass of sample ``f = s - 1 - l`` (step ``s``) and the
+  **backward** pass of sample ``b = s - 2L + 1 + l``, and updates ``W_l`` with that
+  sample's gradient at once: forward of one sample overlaps backward of earlier ones,
+  and the weights a sample sees are those updated by the samples whose backward pass
+  went before (the staleness of CP, ``2 (L - 1 - l)`` steps at layer ``l``);
+* the output core runs forward, loss gradient (MSE, or the softmax on the array),
+  ``W^T d`` and the update of one sample in the same step;
+* between steps, **chains** along the ring (:mod:`noc.chain`) move the activations one
+  group forward (a gather through ``G_l`` continuing into ``G_{l+1}``, each core of which
+  keeps the whole vector) and the deltas one group back (a reduce chain through
+  ``G_{l+1}`` adding the cores' partials of ``W^T d``, then the long way round the
+  unidirectional ring, then a scatter into ``G_l``: each core keeps its rows' slice).
+
+A step is two chip RUNs, both started on every core together:
+
+``head`` (the same program every step)::
+
+    z = W_l ain                    emit_gemv (ain: the input received last step, cols)
+    hidden: z = relu(z)            emit_relu (the slice of a_{l+1} this core sends)
+    l >= 1: e = W_l^T din          emit_gemv(trans): a partial of W^T d over the group
+    output core: loss gradient d; e = W^T d; e *= relu'(ain); W += -lr d ain^T
+
+``tail`` (one of ``V = 2 (L - 1)`` variants, ``s mod V``: they differ only in which
+history slot they read and write)::
+
+    l >= 1: e *= relu'(hist[b])    emit_relu_mask (diag): this core's partial of d_{l-1}
+    W += -lr din hist[b]^T         emit_rank1 (din: this core's slice of d_l, diag)
+    hist[f] = ain                  emit_copy (the input is needed again 2 (L-1-l) steps later)
+    (NOPs so every core starts the chains in the same cycle)
+    chains                         x to G_0; a_{l+1} G_l -> G_{l+1}; d_l G_{l+1} -> G_l
+
+The host loads ``x(s)`` into core 0 (``xin``) and the output core's target, and after the
+tail unloads the output core's ``d`` (MSE) or logits (softmax) for the loss: host
+phases, core by core, counted in the step's cycles. The pipeline starts empty (all
+vectors 0): during the first ``2L - 1`` steps, and when it is drained with zero inputs,
+the stages work on zero vectors, whose updates add signed zeros (exactly what the golden
+trainer does; the weights' values do not change).
+
+:class:`sw.golden_train_cp.GoldenChipCP` is the bit-exact model of the pipeline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from noc.chain import Hop, Stream, schedule
+from noc.ring import ring_text
+from noc.collectives import Frag, Region
+from sw.asm import Builder
+from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.layout import local_len, pack_matrix, unpack_matrix
+from sw.mlp import MLP
+from sw.train import (Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
+                      emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
+                      softmax_const_items, softmax_op, vector_beats, vector_bits)
+from sw.train_chip import ChipSession, PhaseLog, chip_step_report
+
+__all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "CP_HOST_PHASES"]
+
+#: host phases of a step: load (x to core 0, t to the output core), unload (d or logits)
+CP_HOST_PHASES = ("in", "out")
+
+
+# ======================================================================================
+# mapping
+# ======================================================================================
+def _panel(cfg, m: int, g: int) -> int:
+    return cfg.nr * local_len(m, g * cfg.nr)
+
+
+def _work(cfg, mlp: MLP, l: int, g: int) -> int:
+    """MACs per core of layer ``l`` on ``g`` cores (padded rows): forward, ``W^T d``
+    (not layer 0) and the update."""
+    m, n = mlp.shape(l)
+    return _panel(cfg, m, g) * n * (2 if l == 0 else 3)
+
+
+def cp_groups(cfg, mlp: MLP, groups=None) -> list:
+    """Cores per layer: ``groups`` as given (checked), or by balance: the output layer
+    on one core, each other layer at least one, then core by core to the layer whose
+    per-core work (:func:`_work`) is the largest, while it shrinks that layer's panel.
+    Cores left over (more cores than useful) stay idle and only relay chains."""
+    L, c = mlp.n_layers, cfg.cores
+    if groups is not None:
+        groups = [int(g) for g in groups]
+        if len(groups) != L or any(g < 1 for g in groups) or groups[-1] != 1:
+            raise TrainCompileError(f"groups must give >= 1 core for each of the {L} layers, 1 for the output "
+                                    f"layer, got {groups}")
+        if sum(groups) > c:
+            raise TrainCompileError(f"groups {groups} need {sum(groups)} cores, the chip has {c}")
+        return groups
+    if c < L:
+        raise TrainCompileError(f"continuous propagation maps each of the {L} layers to its own cores: it needs "
+                                f"cores >= {L}, got cores={c}")
+    g = [1] * L
+    for _ in range(c - L):
+        cand = [(l, _work(cfg, mlp, l, g[l])) for l in range(L - 1)]
+        cand = [(l, w) for l, w in cand if _work(cfg, mlp, l, g[l] + 1) < w]
+        if not cand:
+            break
+        l = max(cand, key=lambda t: t[1])[0]
+        g[l] += 1
+    return g
+
+
+def cp_shapes(cfg, mlp: MLP, groups: list) -> tuple:
+    """``(P, N)``: rows of each layer's panel per core, ``P_l = nr ceil(m_l / (g_l nr))``,
+    and columns: ``N_0 = n_in``, ``N_l = g_{l-1} P_{l-1}`` (the gathered input, padding
+    included)."""
+    L = mlp.n_layers
+    P = [_panel(cfg, mlp.shape(l)[0], groups[l]) for l in range(L)]
+    N = [mlp.n_in] + [groups[l - 1] * P[l - 1] for l in range(1, L)]
+    return P, N
+
+
+def cp_stage_of(groups: list, cores: int) -> list:
+    """Per core: ``(layer, index in its group)``, or None for an idle core."""
+    out, k = [], 0
+    for l, g in enumerate(groups):
+        out += [(l, i) for i in range(g)]
+        k += g
+    return out + [None] * (cores - k)
+
+
+# ======================================================================================
+# memory allocation (per core: its stage's regions)
+# ======================================================================================
+def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax) -> Allocator:
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    al = Allocator(cfg)
+    if stage is None:
+        return al
+    l, i = stage
+    nl = mlp.n_layers
+    s = P[l] // cfg.nr
+    al.alloc("W", L(P[l]) * L(N[l]), f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    al.alloc("ain", L(N[l]), f"a{l}: the next forward input (cols, written by the chains)", bank="b")
+    if l == nl - 1:
+        al.alloc("z", s, "logits z (rows); MSE: d = z - t in place", bank="b")
+        if mlp.loss == "mse":
+            al.alloc("t", s, "target (rows, loaded per step)", bank="a")
+            al.alloc("m1", 1, "scalar -1 (every PE)", bank="a")
+        elif softmax == "array":
+            alloc_softmax(al, cfg, mlp.n_out, s, {"a"}, "rows", "rows, loaded per step")
+        al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="a")
+    else:
+        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols; rank-1 v, mask)", bank="b")
+        al.alloc("z", s, f"z = W ain, relu in place: this core's slice of a{l + 1} (rows; diag sent)", bank="b")
+        al.alloc("din", s, f"this core's slice of d{l} (diag, written by the chains)", bank="b")
+        if l >= 1:
+            al.alloc("dc", s + 1, "rows copy of din (transposed-GEMV broadcast)", bank="b")
+            al.alloc("e", L(N[l]), f"W{l}^T din partial, masked in place (cols; diag sent)", bank="a")
+        if l == 0 and i == 0:
+            al.alloc("xin", L(N[0]), "the next input sample (cols, loaded by the host)", bank="b")
+    al.alloc("nlr", 1, "scalar -lr (every PE)", bank="b")
+    return al
+
+
+# ======================================================================================
+# ops
+# ======================================================================================
+def _kern(name, kind, fn, reads, writes, fma_wb=False):
+    return Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
+              stores=not fma_wb)
+
+
+def _nops(name: str, n: int) -> Op:
+    """``n`` NOPs (a loop), for alignment."""
+    def emit(b, n=n):
+        if n <= 0:
+            return 0
+        if n == 1:
+            b.nop()
+            return 1
+        f = Frag()
+        f.open_loop(f.ins(), f"{name}_", n - 1, 0)
+        f.ins()
+        f.close_loop()
+        f.emit(b)
+        return n
+
+    return Op(name, "nop", emit, stores=False)
+
+
+def _ring_op(cfg, lines, reads, writes) -> Op:
+    text = ring_text(cfg, lines, loop="ch_")
+    n = len(lines)
+
+    def emit(b, text=text, n=n):
+        b.text(text)
+        return n
+
+    return Op("chains", "ring", emit, reads=reads, writes=writes, stores=True)
+
+
+def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
+    if stage is None:
+        return []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l, _ = stage
+    nl = mlp.n_layers
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    W, ain, z = R["W"], R["ain"], R["z"]
+    ops = [_kern("gemv", "gemv", lambda b: emit_gemv(b, cfg, P[l], N[l], W, ain, z, name="fw_"),
+                 [(W, wn), (ain, nw)], [(z, s)])]
+    if l < nl - 1:
+        ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
+        if l >= 1:
+            din, dc, e = R["din"], R["dc"], R["e"]
+            ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, din, e, trans=True,
+                                                                     x_layout="diag", x_copy=dc, name="bw_"),
+                             [(W, wn), (din, s)], [(e, nw), (dc, s + 1)]))
+        return ops
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    if mlp.loss == "mse":
+        m1 = Scalar(R["m1"].bank, R["m1"].base)
+        ops.append(_kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, s, m1, R["t"], z, name="lg_"),
+                         [(R["t"], s), (z, s), (R["m1"], 1)], [(z, s)], fma_wb=True))
+        d = z
+    elif softmax == "array":
+        ops.append(softmax_op(cfg, R, al, mlp.n_out, z, z_layout="rows"))
+        d = R["g"]
+    else:                                               # pragma: no cover - resolve_softmax never gives "host" here
+        raise TrainCompileError("continuous propagation computes the softmax on the array")
+    e = R["e"]
+    ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, name="bw_"),
+                     [(W, wn), (d, s)], [(e, nw)]))
+    ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, ain, e, layout="diag",
+                                                                    name="mk_"),
+                     [(e, nw), (ain, nw)], [(e, nw)]))
+    ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, d, ain, alpha=nlr,
+                                                            u_layout="rows", v_layout="cols", name="up_"),
+                     [(W, wn), (d, s), (ain, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
+    return ops
+
+
+def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
+    """The variant-``j`` ops before the chains."""
+    if stage is None:
+        return []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l, i = stage
+    nl = mlp.n_layers
+    if l == nl - 1:
+        return []
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    W, ain, din, hist = R["W"], R["ain"], R["din"], R["hist"]
+    D = 2 * (nl - 1 - l)
+    hb = Region(hist.bank, hist.base + ((j - D) % V) * nw)
+    hf = Region(hist.bank, hist.base + (j % V) * nw)
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = []
+    if l >= 1:
+        e = R["e"]
+        ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, hb, e, layout="diag",
+                                                                        name="mk_"),
+                         [(e, nw), (hb, nw)], [(e, nw)]))
+    ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, din, hb, alpha=nlr,
+                                                            u_layout="diag", v_layout="cols", name="up_"),
+                     [(W, wn), (din, s), (hb, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
+    ops.append(_kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"),
+                     [(ain, nw)], [(hf, nw)]))
+    if l == 0 and "xin" in R and groups[0] == 1:       # no chain brings x: the core takes it itself
+        xin = R["xin"]
+        ops.append(_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, xin, ain, name="cx_"),
+                         [(xin, nw)], [(ain, nw)]))
+    return ops
+
+
+def _streams(cfg, mlp, allocs, P, N, groups, stages) -> list:
+    """The chains of a step (:mod:`noc.chain`)."""
+    c, nl = cfg.cores, mlp.n_layers
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    first = [sum(groups[:l]) for l in range(nl)]
+    R = [{k: v.region for k, v in al.items.items()} for al in allocs]
+    rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
+    out = []
+    # x: core 0 -> every core of G_0
+    if groups[0] > 1:
+        m = L(N[0])
+        hops = [Hop(0, ("send_keep",) * m, src=rb(0, "xin"), dst=rb(0, "ain"))]
+        for i in range(1, groups[0]):
+            k = first[0] + i
+            hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * m, dst=rb(k, "ain")))
+        out.append(Stream("x", m, tuple(hops)))
+    for l in range(nl - 1):
+        s, g, gn = P[l] // cfg.nr, groups[l], groups[l + 1]
+        m = g * s
+        # forward: gather a_{l+1} through G_l, into every core of G_{l+1}
+        hops = []
+        for i in range(g):
+            k = first[l] + i
+            roles = ("relay",) * (i * s) + ("send",) * s + (None,) * (m - (i + 1) * s)
+            hops.append(Hop(k, roles, src=rb(k, "z")))
+        for i in range(gn):
+            k = first[l + 1] + i
+            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain")))
+        out.append(Stream(f"a{l + 1}", m, tuple(hops)))
+        # backward: reduce d_l over G_{l+1}, round the ring, scatter into G_l
+        hops = []
+        for i in range(gn):
+            k = first[l + 1] + i
+            hops.append(Hop(k, ("send" if i == 0 else "add",) * m, src=rb(k, "e")))
+        k = (first[l + 1] + gn) % c
+        while k != first[l]:
+            hops.append(Hop(k, ("relay",) * m))
+            k = (k + 1) % c
+        for i in range(g):
+            k = first[l] + i
+            roles = (None,) * (i * s) + ("keep",) * s + (("relay",) * (m - (i + 1) * s) if i < g - 1 else ())
+            roles = roles + (None,) * (m - len(roles))
+            hops.append(Hop(k, roles, dst=rb(k, "din"), layout="diag"))
+        out.append(Stream(f"d{l}", m, tuple(hops)))
+    return out
+
+
+def _ring_rw(cfg, mlp, al, P, N, stage, groups) -> tuple:
+    """``(reads, writes)`` of the chains on a core (for the gaps before them)."""
+    if stage is None:
+        return [], []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    R = {k: v.region for k, v in al.items.items()}
+    l, i = stage
+    s, nw = P[l] // cfg.nr, L(N[l])
+    reads, writes = [], [(R["ain"], nw)]
+    if l < mlp.n_layers - 1:
+        reads.append((R["z"], s))
+        writes.append((R["din"], s))
+    if "e" in R:
+        reads.append((R["e"], nw))
+    if "xin" in R:
+        reads.append((R["xin"], nw))
+    return reads, writes
+
+
+def _count(cfg, op) -> int:
+    b = Builder(replace(cfg, ucode_depth=1 << 16))
+    return op.emit(b)
+
+
+def _assemble(cfg, ops, origin) -> tuple:
+    """(words, instructions) of ``ops`` (with their gaps) and a HALT at ``origin``."""
+    b = Builder(cfg, origin=origin)
+    n = 0
+    for op, g in zip(ops, _gaps(cfg, ops)):
+        for _ in range(g):
+            b.nop()
+        n += g + op.emit(b)
+    b.halt()
+    return b.build().words(), n
+
+
+def _length(cfg, ops) -> int:
+    return sum(_count(cfg, op) for op in ops) + sum(_gaps(cfg, ops))
+
+
+# ======================================================================================
+# the compiled program
+# ======================================================================================
+@dataclass
+class ChipCPProgram:
+    """A compiled CP pipeline step (see the module docstring)."""
+
+    cfg: object
+    mlp: MLP
+    groups: list                  #: cores per layer
+    stages: list                  #: per core: (layer, index in group) or None
+    P: list
+    N: list
+    V: int                        #: tail variants (history slots)
+    allocs: list                  #: per core: Allocator
+    head: list                    #: per core: ops of the head RUN
+    tails: list                   #: per variant, per core: ops of the tail RUN
+    image: list                   #: per core: microcode words
+    origins: dict                 #: "head", ("tail", j), "in", "out" -> origin
+    instructions: dict            #: "head" / "tail" -> instructions issued per RUN (every core)
+    neg_lr: int
+    softmax: str | None = None
+    chains: object = None         #: the noc.chain.ChainSchedule of the tail
+    meta: dict = field(default_factory=dict)
+    step_index: int = 0           #: the next step's number (selects the tail variant)
+
+    # -- layout -------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return self.mlp.n_layers
+
+    @property
+    def out_core(self) -> int:
+        return sum(self.groups) - 1
+
+    def regions(self, k: int) -> dict:
+        return {n: v.region for n, v in self.allocs[k].items.items()}
+
+    def cores_of(self, l: int) -> list:
+        return [k for k, st in enumerate(self.stages) if st is not None and st[0] == l]
+
+    # -- figures ------------------------------------------------------------------------
+    def run_cycles(self, what: str) -> int:
+        return self.instructions[what] + 1 + self.cfg.fpu_latency + 2
+
+    def host_phase_cycles(self) -> list:
+        cfg = self.cfg
+        run = 1 + cfg.fpu_latency + 2
+        xw, so = local_len(self.N[0], cfg.nr), self.P[-1] // cfg.nr
+        return [("in", (xw + run) + (so + run)), ("out", so + run)]
+
+    def step_cycles(self) -> int:
+        return self.run_cycles("head") + self.run_cycles("tail") + sum(c for _, c in self.host_phase_cycles())
+
+    def latency_steps(self) -> int:
+        """Steps from a sample's input to its loss: ``L`` (forward through every group;
+        the host's load is one step ahead)."""
+        return self.n_layers
+
+    def breakdown(self, k: int | None = None) -> list:
+        """``(op, kind, instructions)`` of the two RUNs on core ``k`` (default: the core
+        of the group with the longest compute), alignment NOPs included."""
+        k = self.meta["critical_core"] if k is None else k
+        out = []
+        for ops in (self.head[k], self.tails[0][k]):
+            for op, g in zip(ops, _gaps(self.cfg, ops)):
+                if g:
+                    out.append(("gap", "nop", g))
+                out.append((op.name, op.kind, _count(self.cfg, op)))
+            out.append(("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2))
+        return out
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        lines = [f"CP pipeline step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
+                 f"  cores per layer {self.groups} (row panels of {self.P} rows; inputs {self.N}); "
+                 f"{self.V} tail variants; {self.step_cycles()} cycles per step (head {self.run_cycles('head')}, "
+                 f"tail {self.run_cycles('tail')} of which chains {self.chains.slots}; host "
+                 + ", ".join(f"{n} {c}" for n, c in self.host_phase_cycles()) + ")"
+                 + (f"; softmax gradient on the array (output core {self.out_core})" if self.softmax else ""),
+                 f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
+        for l in range(self.n_layers):
+            k = self.cores_of(l)[0]
+            lines += ["", f"core {k} (layer {l}, {len(self.cores_of(l))} core(s)):", self.allocs[k].table()]
+        lines += ["", f"critical core {self.meta['critical_core']}:"]
+        lines += [f"{'op':<14} {'kind':<10} {'cycles':>7}"] + [f"{n:<14} {kd:<10} {i:>7}"
+                                                               for n, kd, i in self.breakdown()]
+        return "\n".join(lines)
+
+    # -- running ------------------------------------------------------------------------
+    def _host_words(self, what: str, origin: int) -> list:
+        cfg = self.cfg
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg, origin=origin)
+            R = self.regions(k)
+            if what == "in" and k == 0:
+                emit_load_vector(b, cfg, R["xin"] if "xin" in R else R["ain"], local_len(self.N[0], cfg.nr),
+                                 "cols", "ldx")
+            if what == "in" and k == self.out_core and "t" in R:
+                emit_load_vector(b, cfg, R["t"], self.P[-1] // cfg.nr, "rows", "ldt")
+            if what == "out" and k == self.out_core:
+                emit_unload_diag(b, cfg, R["z"], self.P[-1] // cfg.nr, "ulz")
+            b.halt()
+            imgs.append(b.build().words())
+        return imgs
+
+    def _vec(self, v, n):
+        if v is None:
+            return np.zeros(n, dtype=self.cfg.fmt.np_uint)
+        return vector_bits(self.cfg.fmt, v, n)
+
+    def _target(self, t):
+        no, fmt = self.mlp.n_out, self.cfg.fmt
+        if t is None:
+            return None, np.zeros(no, dtype=fmt.np_uint)
+        if self.mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+            t = one_hot(no, t)
+        tb = np.asarray(t)
+        tf = fmt.to_float(tb) if tb.dtype == fmt.np_uint else tb.astype(np.float64)
+        if tf.shape != (no,):
+            raise ValueError(f"target must have {no} values, got shape {tf.shape}")
+        return tf, self._vec(t, no)
+
+    def run_step(self, session: ChipSession, x, t) -> StepResult:
+        """One pipeline step: ``x`` enters (None: zeros, to drain), ``t`` is the target of
+        the sample now at the output layer (the one that entered ``L`` steps earlier;
+        None while the pipeline fills). Returns that sample's loss (None without ``t``)
+        and output, with the step's cycles and every core's counters."""
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        tf, tb = self._target(t)
+        xb = self._vec(x, mlp.n_in)
+        log = PhaseLog(cfg.cores)
+        data = [[] for _ in range(cfg.cores)]
+        data[0] = vector_beats(cfg, xb, local_len(self.N[0], cfg.nr))
+        if mlp.loss == "mse" or self.softmax == "array":
+            data[self.out_core] += vector_beats(cfg, tb, self.P[-1] // cfg.nr)
+        act = sorted({0, self.out_core})
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
+                             active=act)
+        log.note("in", "host", res, sum(res[k].cycles for k in act))
+        for what, org in (("head", self.origins["head"]),
+                          ("tail", self.origins[("tail", self.step_index % self.V)])):
+            res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, f"cp-{what}", org)
+            exp = self.run_cycles(what)
+            for k, r in enumerate(res):
+                ctr = r.counters
+                if r.cycles != exp or ctr.get("mem_conflict") or ctr.get("rf_conflict") or ctr.get("stall_cycles"):
+                    raise AssertionError(f"CP {what} RUN on core {k}: {r.cycles} cycles (predicted {exp}), "
+                                         f"{ctr.get('mem_conflict')} SRAM / {ctr.get('rf_conflict')} register write "
+                                         f"conflicts, {ctr.get('stall_cycles')} stall cycles")
+            log.note(what, "chip", res, cyc)
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
+                             active=[self.out_core])
+        log.note("out", "host", res, res[self.out_core].cycles)
+        raw = decode_diag_beats(cfg, res[self.out_core].out, mlp.n_out)
+        v = fmt.to_float(raw)
+        self.step_index += 1
+        if tf is None:
+            loss, out = None, v
+        elif mlp.loss == "mse":
+            loss, out = mse_loss(v), v + tf
+        else:
+            loss, out = softmax_ce_loss(v, tf), v
+        return log.result(loss, out, 0, {"out": raw})
+
+    # -- weights ------------------------------------------------------------------------
+    def _panel_rows(self, l: int, i: int) -> slice:
+        return slice(i * self.P[l], (i + 1) * self.P[l])
+
+    def init(self, session: ChipSession, weights) -> None:
+        """Load every core's weight panel and scalars, and zero the pipeline's vectors
+        (host phases); resets the step counter."""
+        from sw.transfer import emit_load, load_beats_for
+
+        cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
+        if len(weights) != self.n_layers:
+            raise ValueError(f"expected {self.n_layers} weight matrices, got {len(weights)}")
+        items = [[] for _ in range(cfg.cores)]
+        for l, W in enumerate(weights):
+            W = np.asarray(W)
+            m, n = self.mlp.shape(l)
+            if W.shape != (m, n):
+                raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
+            if W.dtype != fmt.np_uint:
+                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
+            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G[:m, :n] = W
+            for k in self.cores_of(l):
+                items[k].append(("W", pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)))
+        for k in range(cfg.cores):
+            al = self.allocs[k]
+            for name, it in al.items.items():
+                if name == "W":
+                    continue
+                v = 0
+                if name == "nlr":
+                    v = self.neg_lr
+                elif name == "m1":
+                    v = int(fmt.from_float(np.array([-1.0]))[0])
+                elif name.startswith("smx_"):
+                    continue
+                items[k].append((name, np.full((nr, nr, it.words), v, dtype=fmt.np_uint)))
+            if self.softmax == "array" and k == self.out_core:
+                R = self.regions(k)
+                rev = {(r.bank, r.base): n for n, r in R.items()}
+                for reg, local in softmax_const_items(cfg, R, self.mlp.n_out):
+                    items[k].append((rev[(reg.bank, reg.base)], local))
+        per_item = 1 + 3 * nr
+        chunk = max(1, (cfg.ucode_depth - 1) // per_item)
+        n_items = max(len(it) for it in items)
+        for start in range(0, n_items, chunk):
+            imgs, data = [], []
+            for k in range(cfg.cores):
+                b = Builder(cfg)
+                dk = []
+                R = self.regions(k)
+                for j, (name, local) in enumerate(items[k][start:start + chunk]):
+                    reg = R[name]
+                    emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
+                    dk += load_beats_for(cfg, local)
+                b.halt()
+                imgs.append(b.build().words())
+                data.append(dk)
+            session.run(imgs, data, f"cp-init{start}")
+        self.step_index = 0
+
+    def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
+        """The global weights as they are in the cores' memories (bit patterns)."""
+        out = []
+        for l in range(self.n_layers):
+            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
+            for k in self.cores_of(l):
+                reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
+                local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
+                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n])
+        return out
+
+    def report(self, result: StepResult):
+        """The power report of one step (:func:`sw.train_chip.chip_step_report`)."""
+        return chip_step_report(self, result)[0]
+
+    def host_cycles(self, host_latency: int = 0) -> int:
+        return 0
+
+
+# ======================================================================================
+# compile
+# ======================================================================================
+def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCPProgram:
+    """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
+    the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
+    ``softmax`` (``softmax_ce``): ``"auto"`` or ``"array"``: the output core computes it
+    (:mod:`sw.softmax`); ``"host"`` is not supported (the pipeline has no host turnaround).
+
+    Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
+    (fewer cores than layers, no hidden layer, batch > 1), panels that do not fit a PE's
+    memory (with the sizes), or a program that does not fit the microcode."""
+    if not isinstance(mlp, MLP):
+        raise TypeError(f"mlp must be an sw.mlp.MLP, got {type(mlp).__name__}")
+    c, nr, nl = cfg.cores, cfg.nr, mlp.n_layers
+    if c < 2:
+        raise TrainCompileError(f"continuous propagation needs a chip (cfg.cores >= 2), got cores={c}")
+    if nr < 2:
+        raise TrainCompileError(f"the kernels need nr >= 2, got nr = {nr}")
+    if mlp.batch != 1:
+        raise TrainCompileError(f"this CP pipeline is batch 1 (minibatch CP is not compiled yet), got "
+                                f"MLP.batch = {mlp.batch}")
+    if nl < 2:
+        raise TrainCompileError("continuous propagation pipelines layers: the network needs a hidden layer")
+    if softmax == "host" and mlp.loss == "softmax_ce":
+        raise TrainCompileError("continuous propagation computes the softmax on the output core: softmax='host' "
+                                "is not supported (a host turnaround would stall every stage)")
+    smx = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce" else softmax)
+    groups = cp_groups(cfg, mlp, groups)
+    P, N = cp_shapes(cfg, mlp, groups)
+    lim = (1 << cfg.loop_bits) - 1
+    for n in N:
+        if local_len(n, nr) + 3 >= lim:
+            raise TrainCompileError(f"a {n}-wide layer input exceeds the loop trip-count range ({lim})")
+    fmt = cfg.fmt
+    nlr = fmt.from_float(np.array([-mlp.lr]))[0]
+    v = float(fmt.to_float(np.array([nlr]))[0])
+    if v == 0.0 or not np.isfinite(v):
+        raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
+    V = 2 * (nl - 1)
+    stages = cp_stage_of(groups, c)
+    allocs = [_allocate(cfg, mlp, P, N, st, V, smx) for st in stages]
+    for k, al in enumerate(allocs):
+        if not al.fits():
+            l = stages[k][0]
+            raise TrainCompileError(
+                f"MLP {'-'.join(map(str, mlp.sizes))} does not fit the CP mapping {groups} on {c} cores of "
+                f"{nr}x{nr} PEs: a core of layer {l} (panel {P[l]} x {N[l]}) needs MEM A {al.used('a')} + MEM B "
+                f"{al.used('b')} words per PE, a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words "
+                f"of {fmt} (more cores for that layer, or a bigger PE memory)")
+    # head: every core's compute, padded to the longest
+    head = [_head_ops(cfg, mlp, allocs[k], P, N, stages[k], smx) for k in range(c)]
+    hl = [_length(cfg, ops) for ops in head]
+    H = max(hl)
+    head = [ops + ([_nops("hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
+    # tails: pre-chain ops, alignment, the chains
+    streams = _streams(cfg, mlp, allocs, P, N, groups, stages)
+    best = None
+    for order in (streams, streams[::-1], sorted(streams, key=lambda st: -len(st.hops))):
+        sch = schedule(cfg, list(order))
+        if best is None or sch.slots < best.slots:
+            best = sch
+    sch = best
+    rw = [_ring_rw(cfg, mlp, allocs[k], P, N, stages[k], groups) for k in range(c)]
+    ring = [_ring_op(cfg, sch.lines[k], *rw[k]) for k in range(c)]
+    tails = []
+    for j in range(V):
+        pre = [_tail_ops(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)]
+        plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
+        T = max(plen)
+        tails.append([ops + ([_nops("align", T - n)] if T - n else []) + [ring[k]]
+                      for k, (ops, n) in enumerate(zip(pre, plen))])
+    # microcode: head, V tails, host programs; every segment at the same origin on every core
+    image = [[] for _ in range(c)]
+    origins, ins = {}, {}
+    org = 0
+
+    def place(key, per_core_ops=None, words=None):
+        nonlocal org
+        if words is None:
+            built = [_assemble(cfg, ops, org) for ops in per_core_ops]
+            words = [w for w, _ in built]
+            n = {i for _, i in built}
+            assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
+            ins[key if isinstance(key, str) else key[0]] = n.pop()
+        size = max(len(w) for w in words)
+        for k in range(c):
+            image[k].extend(words[k] + [0] * (size - len(words[k])))
+        origins[key] = org
+        org += size
+
+    big = replace(cfg, ucode_depth=1 << 16)
+    place("head", head)
+    for j in range(V):
+        place(("tail", j), tails[j])
+    for what in CP_HOST_PHASES:
+        tmp = ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr))
+        place(what, words=tmp._host_words(what, org))
+    used = len(image[0])
+    if used > cfg.ucode_depth:
+        raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} tail "
+                                f"variants, host programs), the core holds {cfg.ucode_depth} "
+                                f"(ArchConfig.ucode_depth)")
+    del big
+    crit = max(range(c), key=lambda k: (_length(cfg, head[k][:-1] if head[k] and head[k][-1].kind == "nop"
+                                                else head[k]), -k))
+    return ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
+                         softmax=smx, chains=sch,
+                         meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl})
