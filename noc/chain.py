@@ -114,6 +114,11 @@ def _check(cfg, st: Stream) -> None:
                 raise RingError(f"stream {st.name}: beat {j} is taken on core {h.core} but not sent to it")
             if arrives and not takes:
                 raise RingError(f"stream {st.name}: beat {j} is sent to core {h.core}, which does not take it")
+        if i == len(st.hops) - 1:
+            for j, r in enumerate(h.roles):
+                if r in ("send", "send_keep", "relay", "keep_relay", "add"):
+                    raise RingError(f"stream {st.name}: beat {j} is sent on from core {h.core}, the last hop: "
+                                    f"no core takes it")
         adds = {r == "add" for r in h.roles if r is not None}
         if len(adds) > 1:
             raise RingError(f"stream {st.name}: an add hop must add every beat it takes (core {h.core})")

@@ -4,9 +4,10 @@
 mapping holds (its padded weight panel; the input vector ``ain``; the history of inputs;
 its slice of the incoming delta ``din``; the partial ``e`` of ``W^T d``; the output
 slice ``z``) and performs each step's operations in the array's order with the
-per-kernel golden models of :mod:`sw.golden`: the head (GEMV, ReLU, transposed GEMV;
-on the output core also the loss gradient, mask and update), the tail (mask by the
-history, rank-1 update, copy into the history), then the chains: the input copied to
+per-kernel golden models of :mod:`sw.golden`: the head (GEMV, ReLU, transposed GEMV,
+mask and rank-1 update with the input of the sample whose backward pass it is, which the
+array has copied from the history into ``vnext``; on the output core the loss gradient
+in between), the tail (copy of the input into the history), then the chains: the input copied to
 every core of the first group, the activations concatenated in core order into every
 core of the next group, the deltas summed over the next group's cores in ring order
 (``acc = p[0]``, then ``acc * 1 + p[h]``, each rounded) and sliced into the group's cores.
@@ -103,8 +104,11 @@ class GoldenChipCP:
             st["z"] = golden.gemv(fmt, nr, st["W"], st["ain"], self.reduce)[:self.P[l]]
             if l < nl - 1:
                 st["z"] = golden.relu(fmt, st["z"])
+                hb = st["hist"][(s - 2 * (nl - 1 - l)) % V]      # the array's vnext
                 if l >= 1:
-                    st["e"] = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), self.reduce)
+                    e = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), self.reduce)
+                    st["e"] = golden.mask(fmt, e, hb)
+                st["W"] = golden.rank1(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), hb, self.neg_lr)
                 continue
             tp = pad_vector(fmt, nr, tb)[:self.P[l]]
             if mlp.loss == "mse":
@@ -121,11 +125,6 @@ class GoldenChipCP:
             l = st["l"]
             if l == nl - 1:
                 continue
-            D = 2 * (nl - 1 - l)
-            hb = st["hist"][(s - D) % V]
-            if l >= 1:
-                st["e"] = golden.mask(fmt, st["e"], hb)
-            st["W"] = golden.rank1(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), hb, self.neg_lr)
             st["hist"][s % V] = st["ain"].copy()
         # chains (computed from the values before any of them lands)
         new_ain, new_din = {}, {}

@@ -60,6 +60,7 @@ from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
+from sw.softmax import softmax_supported
 from sw.train import (Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits)
@@ -110,7 +111,54 @@ def cp_groups(cfg, mlp: MLP, groups=None) -> list:
             break
         l = max(cand, key=lambda t: t[1])[0]
         g[l] += 1
-    return g
+    return _refine(cfg, mlp, g)
+
+
+def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, softmax, cache: dict) -> tuple:
+    """``(head, tail)`` instructions of a core of layer ``l`` (its kernels' exact counts
+    and gaps; the tail without the chains)."""
+    key = (l, groups[l - 1] if l else 0, groups[l])
+    if key not in cache:
+        P, N = cp_shapes(cfg, mlp, list(groups))
+        al = _allocate(cfg, mlp, P, N, (l, 0), 2 * (mlp.n_layers - 1), softmax)
+        if not al.fits():
+            cache[key] = (1 << 30, 0)
+        else:
+            cache[key] = (_length(cfg, _head_ops(cfg, mlp, al, P, N, (l, 0), softmax)),
+                          _length(cfg, _tail_ops(cfg, mlp, al, P, N, (l, 0), 0, 2 * (mlp.n_layers - 1),
+                                                 list(groups))))
+    return cache[key]
+
+
+def _refine(cfg, mlp: MLP, g: list) -> list:
+    """Move single cores between the hidden layers' groups while the step's compute
+    (the longest head plus the longest tail, from the kernels' exact instruction
+    counts) gets shorter."""
+    L = mlp.n_layers
+    smx = "array" if mlp.loss == "softmax_ce" and softmax_supported(cfg, mlp.n_out) is None else None
+    cache: dict = {}
+
+    def cost(gr):
+        hc = [_stage_cost(cfg, mlp, gr, l, smx, cache) for l in range(L)]
+        return max(h for h, _ in hc) + max(t for _, t in hc)
+
+    g = tuple(g)
+    best = cost(g)
+    improved = True
+    while improved:
+        improved = False
+        for a in range(L - 1):
+            for b in range(L - 1):
+                if a == b or g[a] <= 1:
+                    continue
+                cand = list(g)
+                cand[a] -= 1
+                cand[b] += 1
+                cand = tuple(cand)
+                cc = cost(cand)
+                if cc < best:
+                    g, best, improved = cand, cc, True
+    return list(g)
 
 
 def cp_shapes(cfg, mlp: MLP, groups: list) -> tuple:
@@ -154,7 +202,9 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax) -> Alloca
             alloc_softmax(al, cfg, mlp.n_out, s, {"a"}, "rows", "rows, loaded per step")
         al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="a")
     else:
-        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols; rank-1 v, mask)", bank="b")
+        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols)", bank="b")
+        al.alloc("vnext", L(N[l]), f"a{l} of the sample whose backward pass is next (cols; rank-1 v, mask)",
+                 bank="b")
         al.alloc("z", s, f"z = W ain, relu in place: this core's slice of a{l + 1} (rows; diag sent)", bank="b")
         al.alloc("din", s, f"this core's slice of d{l} (diag, written by the chains)", bank="b")
         if l >= 1:
@@ -214,15 +264,22 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
     W, ain, z = R["W"], R["ain"], R["z"]
     ops = [_kern("gemv", "gemv", lambda b: emit_gemv(b, cfg, P[l], N[l], W, ain, z, name="fw_"),
                  [(W, wn), (ain, nw)], [(z, s)])]
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     if l < nl - 1:
+        din, vn = R["din"], R["vnext"]
         ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
         if l >= 1:
-            din, dc, e = R["din"], R["dc"], R["e"]
+            dc, e = R["dc"], R["e"]
             ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, din, e, trans=True,
                                                                      x_layout="diag", x_copy=dc, name="bw_"),
                              [(W, wn), (din, s)], [(e, nw), (dc, s + 1)]))
+            ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, vn, e, layout="diag",
+                                                                            name="mk_"),
+                             [(e, nw), (vn, nw)], [(e, nw)]))
+        ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, din, vn, alpha=nlr,
+                                                                u_layout="diag", v_layout="cols", name="up_"),
+                         [(W, wn), (din, s), (vn, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
         return ops
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     if mlp.loss == "mse":
         m1 = Scalar(R["m1"].bank, R["m1"].base)
         ops.append(_kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, s, m1, R["t"], z, name="lg_"),
@@ -256,27 +313,14 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
         return []
     R = {k: v.region for k, v in al.items.items()}
     s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
-    W, ain, din, hist = R["W"], R["ain"], R["din"], R["hist"]
+    ain, hist, vn = R["ain"], R["hist"], R["vnext"]
     D = 2 * (nl - 1 - l)
-    hb = Region(hist.bank, hist.base + ((j - D) % V) * nw)
     hf = Region(hist.bank, hist.base + (j % V) * nw)
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
-    ops = []
-    if l >= 1:
-        e = R["e"]
-        ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, hb, e, layout="diag",
-                                                                        name="mk_"),
-                         [(e, nw), (hb, nw)], [(e, nw)]))
-    ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, din, hb, alpha=nlr,
-                                                            u_layout="diag", v_layout="cols", name="up_"),
-                     [(W, wn), (din, s), (hb, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
-    ops.append(_kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"),
-                     [(ain, nw)], [(hf, nw)]))
-    if l == 0 and "xin" in R and groups[0] == 1:       # no chain brings x: the core takes it itself
-        xin = R["xin"]
-        ops.append(_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, xin, ain, name="cx_"),
-                         [(xin, nw)], [(ain, nw)]))
-    return ops
+    hn = Region(hist.bank, hist.base + ((j + 1 - D) % V) * nw)
+    return [_kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"), [(ain, nw)], [(hf, nw)]),
+            _kern("next_a", "copy", lambda b: emit_copy(b, cfg, nw, hn, vn, name="cn_"), [(hn, nw)], [(vn, nw)])] + (
+        [_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, R["xin"], ain, name="cx_"),
+               [(R["xin"], nw)], [(ain, nw)])] if l == 0 and "xin" in R and groups[0] == 1 else [])
 
 
 def _streams(cfg, mlp, allocs, P, N, groups, stages) -> list:
@@ -606,6 +650,38 @@ class ChipCPProgram:
             out.append(G if padded else G[:m, :n])
         return out
 
+    def unload_weights_phases(self) -> list:
+        """One chip phase unloading every core's weight panel: ``[(images, name)]``;
+        decode its per-core results with :meth:`decode_weights`."""
+        from sw.transfer import emit_unload
+
+        cfg = self.cfg
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            if "W" in self.allocs[k].items:
+                reg = self.regions(k)["W"]
+                emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["W"].words, loop="uw")
+            b.halt()
+            imgs.append(b.build().words())
+        return [(imgs, "cp-unload-W")]
+
+    def decode_weights(self, results, padded: bool = False) -> list:
+        """Global weights from the per-core results of :meth:`unload_weights_phases`."""
+        from sw.transfer import decode_unload
+
+        per_core = results[0]
+        out = []
+        for l in range(self.n_layers):
+            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
+            for k in self.cores_of(l):
+                words = self.allocs[k].items["W"].words
+                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(
+                    decode_unload(self.cfg, per_core[k].data, words), self.P[l], self.N[l])
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n])
+        return out
+
     def report(self, result: StepResult):
         """The power report of one step (:func:`sw.train_chip.chip_step_report`)."""
         return chip_step_report(self, result)[0]
@@ -687,37 +763,43 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
         tails.append([ops + ([_nops("align", T - n)] if T - n else []) + [ring[k]]
                       for k, (ops, n) in enumerate(zip(pre, plen))])
     # microcode: head, V tails, host programs; every segment at the same origin on every core
-    image = [[] for _ in range(c)]
-    origins, ins = {}, {}
-    org = 0
-
-    def place(key, per_core_ops=None, words=None):
-        nonlocal org
-        if words is None:
-            built = [_assemble(cfg, ops, org) for ops in per_core_ops]
-            words = [w for w, _ in built]
-            n = {i for _, i in built}
-            assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
-            ins[key if isinstance(key, str) else key[0]] = n.pop()
-        size = max(len(w) for w in words)
-        for k in range(c):
-            image[k].extend(words[k] + [0] * (size - len(words[k])))
-        origins[key] = org
-        org += size
-
     big = replace(cfg, ucode_depth=1 << 16)
-    place("head", head)
-    for j in range(V):
-        place(("tail", j), tails[j])
-    for what in CP_HOST_PHASES:
-        tmp = ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr))
-        place(what, words=tmp._host_words(what, org))
+
+    def layout(acfg):
+        image = [[] for _ in range(c)]
+        origins, ins = {}, {}
+        org = 0
+
+        def place(key, per_core_ops=None, words=None):
+            nonlocal org
+            if words is None:
+                built = [_assemble(acfg, ops, org) for ops in per_core_ops]
+                words = [w for w, _ in built]
+                n = {i for _, i in built}
+                assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
+                ins[key if isinstance(key, str) else key[0]] = n.pop()
+            size = max(len(w) for w in words)
+            for k in range(c):
+                image[k].extend(words[k] + [0] * (size - len(words[k])))
+            origins[key] = org
+            org += size
+
+        place("head", head)
+        for j in range(V):
+            place(("tail", j), tails[j])
+        for what in CP_HOST_PHASES:
+            tmp = ChipCPProgram(acfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins,
+                                int(nlr))
+            place(what, words=tmp._host_words(what, org))
+        return image, origins, ins
+
+    image, origins, ins = layout(big)
     used = len(image[0])
     if used > cfg.ucode_depth:
         raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} tail "
                                 f"variants, host programs), the core holds {cfg.ucode_depth} "
                                 f"(ArchConfig.ucode_depth)")
-    del big
+    image, origins, ins = layout(cfg)
     crit = max(range(c), key=lambda k: (_length(cfg, head[k][:-1] if head[k] and head[k][-1].kind == "nop"
                                                 else head[k]), -k))
     return ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),

@@ -1,0 +1,197 @@
+"""Continuous propagation across cores (sw/train_cp.py, noc/chain.py): the pipeline
+bit for bit against its golden model (sw/golden_train_cp.py) on both chip engines and
+the RTL, through filling, steady state and draining; cycles as predicted; learning;
+errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import require_sim
+from test_train import _eq_weights as _eq
+from test_train import _seed
+from noc.chain import Hop, Stream, schedule
+from noc.ring import RingError
+from rtl.config import ArchConfig, PRESETS
+from sw.golden_train import Float64SGD
+from sw.golden_train_cp import GoldenChipCP
+from sw.mlp import MLP
+from sw.train import TrainCompileError, init_weights
+from sw.train_chip import ChipSession
+from sw.train_cp import compile_chip_cp, cp_groups
+
+TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
+SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
+
+
+def _data(rng, mlp, n):
+    X = rng.normal(size=(n, mlp.n_in))
+    if mlp.loss == "softmax_ce":
+        return X, rng.integers(0, mlp.n_out, n)
+    return X, rng.normal(size=(n, mlp.n_out)) * 0.5
+
+
+def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False):
+    """``n`` samples through the pipeline and out again (``n + 2L`` steps): loss, output
+    and every weight bit equal to the golden's after every step; cycles as predicted."""
+    rng = np.random.default_rng(seed)
+    tp = compile_chip_cp(cfg, mlp, groups=groups)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, backend, record=record)
+    tp.init(sess, W0)
+    gold = GoldenChipCP(cfg, mlp, W0, groups=groups)
+    assert gold.groups == tp.groups
+    _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
+    X, T = _data(rng, mlp, n)
+    L = tp.latency_steps()
+    results = []
+    for s in range(n + 2 * L):
+        x = X[s] if s < n else None
+        t = T[s - L] if 0 <= s - L < n else None
+        r = tp.run_step(sess, x, t)          # checks each chip RUN's cycles, conflicts and stalls
+        g = gold.step(x, t)
+        assert np.array_equal(r.raw["out"], g["raw"]), s
+        assert r.loss == g["loss"], (s, r.loss, g["loss"])
+        _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), f"step {s}")
+        assert r.cycles == tp.step_cycles()
+        results.append(r)
+    # the pipeline saw every sample: each loss reported exactly once
+    assert sum(r.loss is not None for r in results) == n
+    return tp, sess, gold, results
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("cfg,sizes,loss,groups", [
+    (TINY, (6, 5, 3), "mse", None),                   # one core per layer: the delta chain is the wrap-around
+    (TINY, (5, 7, 4), "softmax_ce", None),            # the softmax kernel on the output core
+    (SMALL, (9, 14, 7, 4), "softmax_ce", None),       # a 2-core group: gather, reduce, scatter
+    (SIX, (7, 9, 6, 3), "mse", None),                 # groups [2, 3, 1]: x chain, 3-core reduce
+    (SIX, (5, 6, 3), "mse", [1, 1]),                  # four idle cores relaying the deltas
+], ids=["tiny-mse", "tiny-smx", "small-smx", "six-mse", "six-idle"])
+def test_cp_matches_golden(cfg, sizes, loss, groups, backend):
+    mlp = MLP(sizes, loss, 0.125 if loss == "mse" else 0.25)
+    tp, *_ = run_cp(cfg, mlp, 5, backend, _seed(), groups)
+    if groups:
+        assert tp.groups == groups and tp.stages[2:] == [None] * 4
+    assert tp.V == 2 * (mlp.n_layers - 1)
+    assert (tp.softmax == "array") == (loss == "softmax_ce")
+
+
+def test_cp_engines_agree_counter_for_counter():
+    mlp = MLP((7, 9, 6, 3), "mse", 0.125)
+    seed = _seed()
+    _, _, _, fast = run_cp(SIX, mlp, 3, "fast", seed)
+    _, _, _, model = run_cp(SIX, mlp, 3, "model", seed)
+    for a, b in zip(fast, model):
+        assert a.core_counters == b.core_counters
+
+
+def test_cp_groups_and_describe():
+    mlp = MLP((784, 500, 500, 500, 10), "softmax_ce", 0.01)
+    S = PRESETS["S"]
+    g = cp_groups(S, mlp)
+    assert len(g) == 4 and g[-1] == 1 and sum(g) == S.cores and min(g) >= 1
+    # balance: the two 500x500 layers (3 passes) get at least as many cores as... each other within one
+    assert abs(g[1] - g[2]) <= 1
+    assert cp_groups(S, mlp, [8, 11, 11, 1]) == [8, 11, 11, 1]
+    tp = compile_chip_cp(SMALL, MLP((9, 14, 7, 4), "softmax_ce", 0.25))
+    text = tp.describe()
+    assert "cores per layer" in text and "tail variants" in text and "chains" in text
+
+
+def test_cp_learns_like_float64():
+    """A regression task: the binary16 pipeline's loss falls like float64 SGD's over the
+    same samples (CP's stale weights cost little at this learning rate)."""
+    mlp = MLP((8, 12, 4), "mse", 0.05)
+    cfg = replace(TINY, mem_a_words=512, mem_b_words=512)
+    rng = np.random.default_rng(7)
+    A = rng.normal(size=(4, 8)) * 0.4
+    X = rng.normal(size=(120, 8))
+    T = np.tanh(X @ A.T)
+    W0 = init_weights(mlp, cfg.fmt, 3)
+    tp = compile_chip_cp(cfg, mlp)
+    sess = ChipSession(cfg, "fast")
+    tp.init(sess, W0)
+    ref = Float64SGD(mlp, [cfg.fmt.to_float(w) for w in W0])
+    L = tp.latency_steps()
+    cp_loss, f64 = [], []
+    for s in range(len(X) + L):
+        r = tp.run_step(sess, X[s] if s < len(X) else None, T[s - L] if s >= L else None)
+        if r.loss is not None:
+            cp_loss.append(r.loss)
+    for x, t in zip(X, T):
+        f64.append(ref.step(x, t)["loss"])
+    first, last = np.mean(cp_loss[:20]), np.mean(cp_loss[-20:])
+    assert last < 0.5 * first, (first, last)
+    assert last < 1.5 * np.mean(f64[-20:]) + 1e-3, (last, np.mean(f64[-20:]))
+
+
+def test_cp_errors():
+    with pytest.raises(TrainCompileError, match="cores >= 3"):
+        compile_chip_cp(TINY, MLP((4, 5, 5, 3), "mse", 0.1))
+    with pytest.raises(TrainCompileError, match="batch 1"):
+        compile_chip_cp(TINY, MLP((4, 5, 3), "mse", 0.1, batch=2))
+    with pytest.raises(TrainCompileError, match="hidden layer"):
+        compile_chip_cp(TINY, MLP((4, 3), "mse", 0.1))
+    with pytest.raises(TrainCompileError, match="softmax='host'"):
+        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1), softmax="host")
+    with pytest.raises(TrainCompileError, match="1 for the output"):
+        compile_chip_cp(SIX, MLP((4, 5, 3), "mse", 0.1), groups=[1, 2])
+    with pytest.raises(TrainCompileError, match="need 7 cores"):
+        compile_chip_cp(SIX, MLP((4, 5, 5, 3), "mse", 0.1), groups=[3, 3, 1])
+    with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
+        compile_chip_cp(TINY, MLP((60, 60, 3), "mse", 0.1))
+    with pytest.raises(TrainCompileError, match="ucode_depth"):
+        compile_chip_cp(replace(TINY, ucode_depth=64), MLP((6, 5, 3), "mse", 0.1))
+    with pytest.raises(TrainCompileError, match="learning rate"):
+        compile_chip_cp(TINY, MLP((6, 5, 3), "mse", 1e-12))
+
+
+def test_chain_errors_and_schedule():
+    cfg = SMALL
+    ok = Stream("s", 2, (Hop(0, ("send", "send"), src=("a", 0)), Hop(1, ("keep", "keep"), dst=("b", 0))))
+    sch = schedule(cfg, [ok, ok])
+    assert sch.starts["s"] >= 2 and all(len(x) == sch.slots for x in sch.lines)
+    # two streams on the same cores never interleave
+    bad = [
+        (Stream("gap", 1, (Hop(0, ("send",), src=("a", 0)), Hop(2, ("keep",), dst=("b", 0)))), "does not follow"),
+        (Stream("lost", 1, (Hop(0, ("send",), src=("a", 0)), Hop(1, ("relay",)))), "no core takes it"),
+        (Stream("ghost", 1, (Hop(0, ("keep",), dst=("a", 0)),)), "not sent to it"),
+        (Stream("nosrc", 1, (Hop(0, ("send",)), Hop(1, ("keep",), dst=("b", 0)))), "no src"),
+        (Stream("role", 1, (Hop(0, ("fly",), src=("a", 0)),)), "unknown role"),
+        (Stream("far", 1, (Hop(9, ("send",), src=("a", 0)),)), "not a core"),
+    ]
+    for st, msg in bad:
+        with pytest.raises(RingError, match=msg):
+            schedule(cfg, [st])
+    with pytest.raises(RingError, match="chip"):
+        schedule(PRESETS["tiny"], [ok])
+
+
+#: 2 cores of 2 x 2 PEs with a 256-word microcode (tests/test_train_chip.py's CHIP2_SMX: one simulator build)
+CHIP2_SMX = replace(TINY, mem_a_words=128, mem_b_words=128, ucode_depth=256)
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_cp_rtl(sim):
+    """Three samples through a 2-layer MSE pipeline (filling, steady state, draining: 7
+    steps; the softmax variant needs more microcode than this configuration's 256 words,
+    and runs on the per-cycle model above) recorded on the per-cycle chip
+    model, replayed on the chip RTL (every beat and counter compared per core); the
+    weights read back from the RTL equal the golden's."""
+    from sim.chip_run import ChipPhase, run_chip_session
+
+    require_sim(sim)
+    mlp = MLP((5, 6, 3), "mse", 0.125)
+    tp, sess, gold, results = run_cp(CHIP2_SMX, mlp, 3, "model", _seed(), record=True)
+    un = tp.unload_weights_phases()
+    phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
+    res = run_chip_session(CHIP2_SMX, phases, backend="rtl", sim=sim, name="chip-cp")
+    _eq(tp.decode_weights(res[-1:], padded=True), gold.weights(padded=True), "rtl")
+    heads = [i for i, p in enumerate(sess.phases) if p.name == "cp-head"]
+    assert len(heads) == len(results)
+    for i, r in zip(heads, results):
+        assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
