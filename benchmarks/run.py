@@ -36,6 +36,7 @@ BENCHMARKS = {
     "ring": "benchmarks.bench_ring",
     "train_chip": "benchmarks.bench_train_chip",
     "train_chip_mb": "benchmarks.bench_train_chip_mb",
+    "train_cp": "benchmarks.bench_train_cp",
 }
 
 

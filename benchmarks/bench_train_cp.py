@@ -1,0 +1,143 @@
+"""Continuous propagation across the cores of a chip: cycles per pipeline step, MAC
+utilization and GFLOPS/W in the steady state, at the reference design's configuration S
+(32 cores of 4 x 4 binary16 PEs) for its small network, and on a 4-core chip.
+
+Each case is compiled with :func:`sw.train_cp.compile_chip_cp` (layers on groups of
+cores, the compiler's balance), its He-uniform initial weights
+(:func:`sw.train.init_weights`, seed :data:`WEIGHT_SEED`) loaded, and ``2 L + STEPS``
+pipeline steps run on the fast chip engine with inputs ``x ~ U(0, 1)`` and targets (a
+random class for ``softmax_ce``, ``U(-1, 1)`` for ``mse``) from
+``numpy.random.default_rng(INPUT_SEED)``: the pipeline fills during the first ``2 L - 1``
+steps; the figures are those of the last :data:`STEPS` steps, in which every group works
+on a real sample. After every step the weights read back from the cores are compared
+bit for bit with :class:`sw.golden_train_cp.GoldenChipCP` (an AssertionError on any
+difference), and the cycles with :meth:`ChipCPProgram.step_cycles`.
+
+Per step one sample completes (its forward and backward passes and all its updates are
+spread over ``2 L - 1`` steps, overlapped with other samples'), so FLOPs per step are
+the network's per sample (:meth:`sw.mlp.MLP.flops_per_step`), and cycles per step are
+the two chip RUNs (head, tail) plus the host phases (x to core 0, the target to the
+output core, the output unloaded for the loss). MAC utilization = useful MACs / (cycles
+x PEs of the chip). Power: :func:`sim.power.report_from_counters` on the step's counters
+summed over the cores.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores
+from rtl.config import PRESETS
+from sim.power import report_from_counters
+from sw.golden_train_cp import GoldenChipCP
+from sw.mlp import MLP
+from sw.train import init_weights
+from sw.train_chip import ChipSession
+from sw.train_cp import compile_chip_cp
+
+WEIGHT_SEED = 0
+INPUT_SEED = 1
+STEPS = 2
+LR = 0.01
+
+CASES = [
+    ("S", (784, 500, 500, 500, 10), "softmax_ce"),
+    ("S", (784, 500, 500, 500, 10), "mse"),
+    ("chip-small", (64, 64, 64, 10), "softmax_ce"),
+]
+
+#: the reference design's CP figure for its small network on config S
+REFERENCE = {"case": "small net (784-)500-500-500-10, config S, CP", "gflops_per_w": 204,
+             "energy_scope": "FPU + SRAM (broadcast energy left out)",
+             "source": "../shared/reference/caterpillar.md, Table 2"}
+
+
+def _category(name: str, kind: str) -> str:
+    return {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
+            "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
+            "axpy": "elementwise", "softmax": "softmax kernel", "halt": "HALT + start latency + drain"}.get(
+        kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
+
+
+def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dict:
+    cfg = PRESETS[preset]
+    mlp = MLP(sizes, loss, LR)
+    label = f"{preset} {mlp.describe()} (CP)"
+    t0 = time.perf_counter()
+    tp = compile_chip_cp(cfg, mlp)
+    t_compile = time.perf_counter() - t0
+    sess = ChipSession(cfg, "fast")
+    W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
+    tp.init(sess, W0)
+    gold = GoldenChipCP(cfg, mlp, W0)
+    rng = np.random.default_rng(INPUT_SEED)
+    L = tp.latency_steps()
+    n = 2 * L + steps
+    X = rng.uniform(0, 1, (n, mlp.n_in))
+    T = [int(rng.integers(mlp.n_out)) if loss == "softmax_ce" else rng.uniform(-1, 1, mlp.n_out) for _ in range(n)]
+    flops = mlp.flops_per_step()
+    macs = flops // 2
+    pes = cfg.nr * cfg.nr * cfg.cores
+    log(f"{label}: groups {tp.groups}, {tp.step_cycles()} cycles per step; compile {t_compile:.1f} s")
+    out_steps = []
+    for s in range(n):
+        ts = time.perf_counter()
+        r = tp.run_step(sess, X[s], T[s - L] if s >= L else None)
+        wall = time.perf_counter() - ts
+        gold.step(X[s], T[s - L] if s >= L else None)
+        _check_weights(tp, sess, gold, s + 1, label)
+        if r.cycles != tp.step_cycles():
+            raise AssertionError(f"{label}, step {s + 1}: {r.cycles} cycles measured, {tp.step_cycles()} predicted")
+        if s < n - steps:
+            continue
+        ctr = _sum_cores(r.core_counters, r.cycles)
+        rep = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores)
+        st = {"step": s + 1, "loss": r.loss, "golden_bit_exact": True, "cycles": r.cycles,
+              "phases": [{"name": a, "kind": k, "cycles": c} for a, k, c in r.phases],
+              "flops": flops, "useful_macs": macs, "mac_utilization": macs / (r.cycles * pes),
+              "power": _report_dict(rep), "counters_sum_over_cores": ctr, "wall_s": round(wall, 2)}
+        out_steps.append(st)
+        log(f"  step {s + 1}: loss {r.loss:.4f}, {r.cycles} cycles, MAC util. {st['mac_utilization'] * 100:.1f}%, "
+            f"{rep.gflops_per_w:.1f} GFLOPS/W ({rep.gflops_per_w_reference_scope:.1f} ref. scope); weights = "
+            f"golden bit for bit; {wall:.1f} s")
+    crit = tp.meta["critical_core"]
+    bd: dict = {}
+    for a, kind, c in tp.breakdown():
+        cat = _category(a, kind)
+        bd[cat] = bd.get(cat, 0) + c
+    host = sum(c for _, c in tp.host_phase_cycles())
+    bd["host phases (x, t in; output out)"] = host
+    total = tp.step_cycles()
+    return {
+        "preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes), "loss": loss,
+        "lr": LR, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
+        "groups": tp.groups, "panel_rows": tp.P, "panel_cols": tp.N, "tail_variants": tp.V,
+        "microcode_words_per_core": max(len(w) for w in tp.image),
+        "runs": {"head": tp.run_cycles("head"), "tail": tp.run_cycles("tail"), "chains": tp.chains.slots,
+                 "host": host},
+        "critical_core": crit, "critical_core_layer": tp.stages[crit][0],
+        "cycle_breakdown_critical_core": {k: {"cycles": v, "share": round(v / total, 4)} for k, v in bd.items()},
+        "compile_s": round(t_compile, 2), "steps": out_steps,
+    }
+
+
+def run() -> dict:
+    cases = [measure(*c) for c in CASES]
+    rows = []
+    for c in cases:
+        last = c["steps"][-1]
+        p = last["power"]
+        rows.append({
+            "chip": f"{c['preset']}: {c['cores']} x 4x4", "network": "-".join(map(str, c["sizes"])),
+            "loss": c["loss"], "cores per layer": "/".join(map(str, c["groups"])),
+            "step cycles (= predicted)": last["cycles"],
+            "head/tail(chains)/host": f"{c['runs']['head']}/{c['runs']['tail']}({c['runs']['chains']})/"
+                                      f"{c['runs']['host']}",
+            "FLOPs/step": last["flops"], "MAC util. %": round(last["mac_utilization"] * 100, 2),
+            "GFLOPS": round(p["gflops"], 1), "W": round(p["watts"], 2), "GFLOPS/W": round(p["gflops_per_w"], 1),
+            "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
+        })
+    return {"title": "Continuous propagation across the cores (steady state, fast chip engine, weights = golden "
+                     "bit for bit)", "rows": rows, "cases": cases, "reference": REFERENCE}
