@@ -853,48 +853,40 @@ def elementwise_cost(kind: str, n: int, *, two_banks: bool = True) -> int:
     return {"relu": n + 1, "copy": n + 1, "relu_mask": k * n + 1, "axpy": 1 + k * n, "scale": 1 + n}[kind]
 
 
+def _unary(b, cfg, n: int, src: Region, dst: Region, layout, agu: str, name: str, kind: str, unit) -> KernelInfo:
+    """``dst[i] = unit(src[i])`` on the move unit (``relu`` or ``mov``): read and
+    operate, write of the previous element; ``n + 1`` instructions."""
+    pr, gate = _ew_common(cfg, n, {"src": src, "dst": dst}, layout)
+    src, dst = src.bind(cfg), dst.bind(cfg)
+    f = Frag()
+
+    def elem(i, agu_):
+        sl = [src.rd(i, agu=agu_, gate=gate), unit("r0", src.src)] + pr
+        if i >= 1:
+            sl.append(dst.wr("r0", i - 1, agu=agu_))
+        return [sl]
+
+    _stream(f, n, 1, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
+    f.ins(dst.wr("r0", n - 1), *pr)
+    _finish(b, f)
+    return KernelInfo(kind, f.count(), 0, {"k": 1})
+
+
 def emit_relu(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
               name: str = "relu") -> KernelInfo:
     """``dst[i] = relu(src[i])`` for the ``n`` local words of every PE (``layout="diag"``:
     of the diagonal PEs only, for a vector in the diag layout). In place when
     ``dst == src``. One element per instruction on the move unit (read, ReLU, write of the
     previous element), ``n + 1`` instructions."""
-    pr, gate = _ew_common(cfg, n, {"src": src, "dst": dst}, layout)
-    src, dst = src.bind(cfg), dst.bind(cfg)
-    f = Frag()
-
-    def elem(i, agu_):
-        sl = [src.rd(i, agu=agu_, gate=gate), relu("r0", src.src)] + pr
-        if i >= 1:
-            sl.append(dst.wr("r0", i - 1, agu=agu_))
-        return [sl]
-
-    _stream(f, n, 1, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
-    f.ins(dst.wr("r0", n - 1), *pr)
-    _finish(b, f)
-    return KernelInfo("relu", f.count(), 0, {"k": 1})
+    return _unary(b, cfg, n, src, dst, layout, agu, name, "relu", relu)
 
 
 def emit_copy(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
               name: str = "copy") -> KernelInfo:
     """``dst[i] = src[i]`` for the ``n`` local words of every PE (``layout="diag"``: of the
     diagonal PEs only), bit for bit (the move unit). ``dst`` must not overlap ``src``
-    unless equal. One element per instruction (read and move, write of the previous
-    element), ``n + 1`` instructions, as :func:`emit_relu`."""
-    pr, gate = _ew_common(cfg, n, {"src": src, "dst": dst}, layout)
-    src, dst = src.bind(cfg), dst.bind(cfg)
-    f = Frag()
-
-    def elem(i, agu_):
-        sl = [src.rd(i, agu=agu_, gate=gate), mov("r0", src.src)] + pr
-        if i >= 1:
-            sl.append(dst.wr("r0", i - 1, agu=agu_))
-        return [sl]
-
-    _stream(f, n, 1, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
-    f.ins(dst.wr("r0", n - 1), *pr)
-    _finish(b, f)
-    return KernelInfo("copy", f.count(), 0, {"k": 1})
+    unless equal. One element per instruction, ``n + 1`` instructions, as :func:`emit_relu`."""
+    return _unary(b, cfg, n, src, dst, layout, agu, name, "copy", mov)
 
 
 def emit_relu_mask(b, cfg, n: int, delta: Region, z: Region, dst: Region, *, layout: str | None = None,

@@ -64,7 +64,7 @@ from sw.softmax import softmax_supported
 from sw.train import (Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits)
-from sw.train_chip import ChipSession, PhaseLog, chip_step_report
+from sw.train_chip import ChipSession, PhaseLog, _build_ops, chip_step_report
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "CP_HOST_PHASES"]
 
@@ -264,7 +264,6 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
     W, ain, z = R["W"], R["ain"], R["z"]
     ops = [_kern("gemv", "gemv", lambda b: emit_gemv(b, cfg, P[l], N[l], W, ain, z, name="fw_"),
                  [(W, wn), (ain, nw)], [(z, s)])]
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     if l < nl - 1:
         din, vn = R["din"], R["vnext"]
         ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
@@ -273,13 +272,7 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
             ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, din, e, trans=True,
                                                                      x_layout="diag", x_copy=dc, name="bw_"),
                              [(W, wn), (din, s)], [(e, nw), (dc, s + 1)]))
-            ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, vn, e, layout="diag",
-                                                                            name="mk_"),
-                             [(e, nw), (vn, nw)], [(e, nw)]))
-        ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, din, vn, alpha=nlr,
-                                                                u_layout="diag", v_layout="cols", name="up_"),
-                         [(W, wn), (din, s), (vn, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
-        return ops
+        return ops + _mask_update(cfg, R, P, N, l, din, "diag", vn, R["e"] if l >= 1 else None)
     if mlp.loss == "mse":
         m1 = Scalar(R["m1"].bank, R["m1"].base)
         ops.append(_kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, s, m1, R["t"], z, name="lg_"),
@@ -293,12 +286,23 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
     e = R["e"]
     ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, name="bw_"),
                      [(W, wn), (d, s)], [(e, nw)]))
-    ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, ain, e, layout="diag",
-                                                                    name="mk_"),
-                     [(e, nw), (ain, nw)], [(e, nw)]))
-    ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, d, ain, alpha=nlr,
-                                                            u_layout="rows", v_layout="cols", name="up_"),
-                     [(W, wn), (d, s), (ain, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
+    return ops + _mask_update(cfg, R, P, N, l, d, "rows", ain, e)
+
+
+def _mask_update(cfg, R, P, N, l, d, u_layout, v, e=None) -> list:
+    """``e *= relu'(v)`` (diag; when ``e`` is given) and ``W += -lr d v^T`` (``d`` in
+    ``u_layout``, ``v`` the layer's input, cols)."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    W, nlr = R["W"], Scalar(R["nlr"].bank, R["nlr"].base)
+    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    ops = []
+    if e is not None:
+        ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, v, e, layout="diag",
+                                                                        name="mk_"),
+                         [(e, nw), (v, nw)], [(e, nw)]))
+    ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=u_layout,
+                                                            v_layout="cols", name="up_"),
+                     [(W, wn), (d, s), (v, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
     return ops
 
 
@@ -312,7 +316,7 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
     if l == nl - 1:
         return []
     R = {k: v.region for k, v in al.items.items()}
-    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    nw = L(N[l])
     ain, hist, vn = R["ain"], R["hist"], R["vnext"]
     D = 2 * (nl - 1 - l)
     hf = Region(hist.bank, hist.base + (j % V) * nw)
@@ -392,18 +396,6 @@ def _ring_rw(cfg, mlp, al, P, N, stage, groups) -> tuple:
 def _count(cfg, op) -> int:
     b = Builder(replace(cfg, ucode_depth=1 << 16))
     return op.emit(b)
-
-
-def _assemble(cfg, ops, origin) -> tuple:
-    """(words, instructions) of ``ops`` (with their gaps) and a HALT at ``origin``."""
-    b = Builder(cfg, origin=origin)
-    n = 0
-    for op, g in zip(ops, _gaps(cfg, ops)):
-        for _ in range(g):
-            b.nop()
-        n += g + op.emit(b)
-    b.halt()
-    return b.build().words(), n
 
 
 def _length(cfg, ops) -> int:
@@ -773,7 +765,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
         def place(key, per_core_ops=None, words=None):
             nonlocal org
             if words is None:
-                built = [_assemble(acfg, ops, org) for ops in per_core_ops]
+                built = [_build_ops(acfg, ops, origin=org) for ops in per_core_ops]
                 words = [w for w, _ in built]
                 n = {i for _, i in built}
                 assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
