@@ -86,8 +86,6 @@ class ChainSchedule:
     lines: list
     slots: int
     starts: dict = field(default_factory=dict)
-    #: per stream, per hop: (take offset, send offset) relative to the stream's start
-    offsets: dict = field(default_factory=dict)
 
 
 def _check(cfg, st: Stream) -> None:
@@ -187,7 +185,7 @@ def schedule(cfg, streams: list) -> ChainSchedule:
     busy: list = [[] for _ in range(c)]                 # per core: placed windows (lo, hi) inclusive
     placed = []
     base = 2                                            # the stride setup slots
-    starts, offsets = {}, {}
+    starts = {}
     for st in streams:
         _check(cfg, st)
         hops = _hop_texts(cfg, st)
@@ -209,7 +207,6 @@ def schedule(cfg, streams: list) -> ChainSchedule:
             busy[core].append((T + lo, T + hi))
         placed.append((st, hops, T))
         starts[st.name] = T
-        offsets[st.name] = [(take, send) for take, send, _, _ in hops]
     slots = max([hi + 1 for b in busy for _, hi in b] + [base])
     lines = [["stride ar1 = 1", "stride ar2 = 1"] + ["nop"] * (slots - base) for _ in range(c)]
     for st, hops, T in placed:
@@ -219,4 +216,4 @@ def schedule(cfg, streams: list) -> ChainSchedule:
                 lines[h.core][first - len(setup) + i] = s
             for t, txt in texts.items():
                 lines[h.core][T + t] = txt
-    return ChainSchedule(lines, slots, starts, offsets)
+    return ChainSchedule(lines, slots, starts)

@@ -24,7 +24,7 @@ from sw.golden_train import pad_vector
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
-from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss
+from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss, weight_bits
 from sw.train_cp import cp_groups, cp_shapes, cp_stage_of
 
 __all__ = ["GoldenChipCP"]
@@ -51,11 +51,8 @@ class GoldenChipCP:
         z = lambda n: np.zeros(n, dtype=fmt.np_uint)          # noqa: E731
         pw = lambda n: local_len(n, nr) * nr                   # noqa: E731
         self.cores = []
-        for l in range(nl):
+        for l, Wl in enumerate(weight_bits(mlp, fmt, weights)):
             m, n = mlp.shape(l)
-            Wl = np.asarray(weights[l])
-            if Wl.dtype != fmt.np_uint:
-                Wl = fmt.from_float(Wl.astype(np.float64)).astype(fmt.np_uint)
             G = np.zeros((self.groups[l] * self.P[l], pw(self.N[l])), dtype=fmt.np_uint)
             G[:m, :n] = Wl
             for i in range(self.groups[l]):

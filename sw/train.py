@@ -118,6 +118,20 @@ def mse_loss(d) -> float:
     return float(0.5 * np.sum(d * d))
 
 
+def weight_bits(mlp: MLP, fmt, weights) -> list:
+    """The global weights (``(m, n)`` per layer, bit patterns of ``fmt`` or floats) as
+    bit patterns, checked: ``ValueError`` for a wrong count or shape."""
+    if len(weights) != mlp.n_layers:
+        raise ValueError(f"expected {mlp.n_layers} weight matrices, got {len(weights)}")
+    out = []
+    for l, W in enumerate(weights):
+        W = np.asarray(W)
+        if W.shape != mlp.shape(l):
+            raise ValueError(f"W{l} must be {mlp.shape(l)}, got {W.shape}")
+        out.append(W if W.dtype == fmt.np_uint else fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint))
+    return out
+
+
 def init_weights(mlp: MLP, fmt, seed: int = 0) -> list:
     """He-uniform initial weights ``U(-sqrt(6/fan_in), +sqrt(6/fan_in))`` rounded to
     ``fmt``: a list of global ``(n_out, n_in)`` bit-pattern matrices."""
@@ -849,16 +863,8 @@ class TrainProgram:
         from sw.transfer import emit_load, load_beats_for
 
         cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
-        if len(weights) != self.mlp.n_layers:
-            raise ValueError(f"expected {self.mlp.n_layers} weight matrices, got {len(weights)}")
-        items = []
-        for l, W in enumerate(weights):
-            W = np.asarray(W)
-            if W.shape != self.mlp.shape(l):
-                raise ValueError(f"W{l} must be {self.mlp.shape(l)}, got {W.shape}")
-            if W.dtype != fmt.np_uint:
-                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
-            items.append((self.regions[f"W{l}"], pack_matrix(W, nr)))
+        items = [(self.regions[f"W{l}"], pack_matrix(W, nr))
+                 for l, W in enumerate(weight_bits(self.mlp, fmt, weights))]
         scal = {"nlr": self.neg_lr}
         if self.mlp.loss == "mse":
             scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])

@@ -58,7 +58,7 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _gaps, _other,
                       alloc_softmax, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
-                      softmax_op,
+                      softmax_op, weight_bits,
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
@@ -376,6 +376,27 @@ class ChipSession:
         return core_state(m)["mem_a" if bank == "a" else "mem_b"]
 
 
+def load_per_core(session, cfg, items: list, name: str) -> None:
+    """Host phases writing ``items[k]`` (``(Region, (nr, nr, n) local words)`` pairs)
+    into core ``k`` (:func:`sw.transfer.emit_load`), as many per phase as the microcode
+    holds."""
+    from sw.transfer import emit_load, load_beats_for
+
+    chunk = max(1, (cfg.ucode_depth - 1) // (1 + 3 * cfg.nr))
+    for start in range(0, max(len(it) for it in items), chunk):
+        imgs, data = [], []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            dk = []
+            for j, (reg, local) in enumerate(items[k][start:start + chunk]):
+                emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
+                dk += load_beats_for(cfg, local)
+            b.halt()
+            imgs.append(b.build().words())
+            data.append(dk)
+        session.run(imgs, data, f"{name}{start}")
+
+
 def _halt(cfg):
     b = Builder(cfg)
     b.halt()
@@ -416,16 +437,9 @@ class PanelMap:
         """Per core, per layer: its panel (:meth:`_panel_index` of the padded global
         matrix; global ``(m, n)`` bit patterns or floats in)."""
         fmt, c = self.cfg.fmt, self.cfg.cores
-        if len(weights) != self.mlp.n_layers:
-            raise ValueError(f"expected {self.mlp.n_layers} weight matrices, got {len(weights)}")
         out = [[] for _ in range(c)]
-        for l, W in enumerate(weights):
-            W = np.asarray(W)
+        for l, W in enumerate(weight_bits(self.mlp, fmt, weights)):
             m, n = self.mlp.shape(l)
-            if W.shape != (m, n):
-                raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
-            if W.dtype != fmt.np_uint:
-                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
             G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = W
             for k in range(c):
@@ -677,8 +691,6 @@ class ChipSGDProgram(PanelMap):
     # -- weights ------------------------------------------------------------------------
     def init(self, session: ChipSession, weights) -> None:
         """Load the weights (per core its panels) and the scalars: host phases."""
-        from sw.transfer import emit_load, load_beats_for
-
         cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
         per = self.core_weights(weights)
         scal = {"nlr": self.neg_lr}
@@ -689,20 +701,7 @@ class ChipSGDProgram(PanelMap):
                  + [(self.regions[n], np.full((nr, nr, 1), v, dtype=fmt.np_uint)) for n, v in scal.items()]
                  + (smx if k == 0 else [])
                  for k in range(cfg.cores)]
-        per_item = 1 + 3 * nr
-        chunk = max(1, (cfg.ucode_depth - 1) // per_item)
-        for start in range(0, len(items[0]), chunk):
-            imgs, data = [], []
-            for k in range(cfg.cores):
-                b = Builder(cfg)
-                dk = []
-                for j, (reg, local) in enumerate(items[k][start:start + chunk]):
-                    emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                    dk += load_beats_for(cfg, local)
-                b.halt()
-                imgs.append(b.build().words())
-                data.append(dk)
-            session.run(imgs, data, f"init{start}")
+        load_per_core(session, cfg, items, "init")
 
     def unload_weights_phases(self) -> list:
         """Host phases unloading every weight panel: per layer ``(images, name)`` (one

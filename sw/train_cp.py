@@ -55,16 +55,16 @@ import numpy as np
 
 from noc.chain import Hop, Stream, schedule
 from noc.ring import ring_text
-from noc.collectives import Frag, Region
-from sw.asm import Builder
+from noc.collectives import Region
+from sw.asm import AsmError, Builder
 from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.softmax import softmax_supported
 from sw.train import (Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
-                      softmax_const_items, softmax_op, vector_beats, vector_bits)
-from sw.train_chip import ChipSession, PhaseLog, _build_ops, chip_step_report
+                      softmax_const_items, softmax_op, vector_beats, vector_bits, weight_bits)
+from sw.train_chip import ChipSession, PhaseLog, _build_ops, load_per_core
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "CP_HOST_PHASES"]
 
@@ -224,19 +224,12 @@ def _kern(name, kind, fn, reads, writes, fma_wb=False):
               stores=not fma_wb)
 
 
-def _nops(name: str, n: int) -> Op:
-    """``n`` NOPs (a loop), for alignment."""
-    def emit(b, n=n):
-        if n <= 0:
-            return 0
-        if n == 1:
-            b.nop()
-            return 1
-        f = Frag()
-        f.open_loop(f.ins(), f"{name}_", n - 1, 0)
-        f.ins()
-        f.close_loop()
-        f.emit(b)
+def _nops(cfg, name: str, n: int) -> Op:
+    """``n`` NOPs (folded into a loop by :func:`noc.ring.ring_text`), for alignment."""
+    text = ring_text(cfg, ["nop"] * n, loop=f"{name}_")
+
+    def emit(b, text=text, n=n):
+        b.text(text)
         return n
 
     return Op(name, "nop", emit, stores=False)
@@ -327,7 +320,7 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
                [(R["xin"], nw)], [(ain, nw)])] if l == 0 and "xin" in R and groups[0] == 1 else [])
 
 
-def _streams(cfg, mlp, allocs, P, N, groups, stages) -> list:
+def _streams(cfg, mlp, allocs, P, N, groups) -> list:
     """The chains of a step (:mod:`noc.chain`)."""
     c, nl = cfg.cores, mlp.n_layers
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
@@ -374,7 +367,7 @@ def _streams(cfg, mlp, allocs, P, N, groups, stages) -> list:
     return out
 
 
-def _ring_rw(cfg, mlp, al, P, N, stage, groups) -> tuple:
+def _ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
     """``(reads, writes)`` of the chains on a core (for the gaps before them)."""
     if stage is None:
         return [], []
@@ -391,6 +384,24 @@ def _ring_rw(cfg, mlp, al, P, N, stage, groups) -> tuple:
     if "xin" in R:
         reads.append((R["xin"], nw))
     return reads, writes
+
+
+def _host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> list:
+    """Per core the program of a host phase at ``origin``: ``in`` (``x`` into core 0's
+    ``xin``, the target into the output core), ``out`` (the output core's ``z``)."""
+    imgs = []
+    for k in range(cfg.cores):
+        b = Builder(cfg, origin=origin)
+        R = {n: v.region for n, v in allocs[k].items.items()}
+        if what == "in" and k == 0:
+            emit_load_vector(b, cfg, R["xin"], local_len(N[0], cfg.nr), "cols", "ldx")
+        if what == "in" and k == out_core and "t" in R:
+            emit_load_vector(b, cfg, R["t"], P[-1] // cfg.nr, "rows", "ldt")
+        if what == "out" and k == out_core:
+            emit_unload_diag(b, cfg, R["z"], P[-1] // cfg.nr, "ulz")
+        b.halt()
+        imgs.append(b.build().words())
+    return imgs
 
 
 def _count(cfg, op) -> int:
@@ -492,23 +503,6 @@ class ChipCPProgram:
         return "\n".join(lines)
 
     # -- running ------------------------------------------------------------------------
-    def _host_words(self, what: str, origin: int) -> list:
-        cfg = self.cfg
-        imgs = []
-        for k in range(cfg.cores):
-            b = Builder(cfg, origin=origin)
-            R = self.regions(k)
-            if what == "in" and k == 0:
-                emit_load_vector(b, cfg, R["xin"] if "xin" in R else R["ain"], local_len(self.N[0], cfg.nr),
-                                 "cols", "ldx")
-            if what == "in" and k == self.out_core and "t" in R:
-                emit_load_vector(b, cfg, R["t"], self.P[-1] // cfg.nr, "rows", "ldt")
-            if what == "out" and k == self.out_core:
-                emit_unload_diag(b, cfg, R["z"], self.P[-1] // cfg.nr, "ulz")
-            b.halt()
-            imgs.append(b.build().words())
-        return imgs
-
     def _vec(self, v, n):
         if v is None:
             return np.zeros(n, dtype=self.cfg.fmt.np_uint)
@@ -575,58 +569,23 @@ class ChipCPProgram:
     def init(self, session: ChipSession, weights) -> None:
         """Load every core's weight panel and scalars, and zero the pipeline's vectors
         (host phases); resets the step counter."""
-        from sw.transfer import emit_load, load_beats_for
-
         cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
-        if len(weights) != self.n_layers:
-            raise ValueError(f"expected {self.n_layers} weight matrices, got {len(weights)}")
         items = [[] for _ in range(cfg.cores)]
-        for l, W in enumerate(weights):
-            W = np.asarray(W)
+        for l, W in enumerate(weight_bits(self.mlp, fmt, weights)):
             m, n = self.mlp.shape(l)
-            if W.shape != (m, n):
-                raise ValueError(f"W{l} must be {(m, n)}, got {W.shape}")
-            if W.dtype != fmt.np_uint:
-                W = fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint)
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=fmt.np_uint)
             G[:m, :n] = W
             for k in self.cores_of(l):
-                items[k].append(("W", pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)))
+                items[k].append((self.regions(k)["W"], pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)))
+        scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0])}
         for k in range(cfg.cores):
-            al = self.allocs[k]
-            for name, it in al.items.items():
-                if name == "W":
-                    continue
-                v = 0
-                if name == "nlr":
-                    v = self.neg_lr
-                elif name == "m1":
-                    v = int(fmt.from_float(np.array([-1.0]))[0])
-                elif name.startswith("smx_"):
-                    continue
-                items[k].append((name, np.full((nr, nr, it.words), v, dtype=fmt.np_uint)))
+            R = self.regions(k)
+            for name, it in self.allocs[k].items.items():
+                if name != "W" and not name.startswith("smx_"):
+                    items[k].append((R[name], np.full((nr, nr, it.words), scalars.get(name, 0), dtype=fmt.np_uint)))
             if self.softmax == "array" and k == self.out_core:
-                R = self.regions(k)
-                rev = {(r.bank, r.base): n for n, r in R.items()}
-                for reg, local in softmax_const_items(cfg, R, self.mlp.n_out):
-                    items[k].append((rev[(reg.bank, reg.base)], local))
-        per_item = 1 + 3 * nr
-        chunk = max(1, (cfg.ucode_depth - 1) // per_item)
-        n_items = max(len(it) for it in items)
-        for start in range(0, n_items, chunk):
-            imgs, data = [], []
-            for k in range(cfg.cores):
-                b = Builder(cfg)
-                dk = []
-                R = self.regions(k)
-                for j, (name, local) in enumerate(items[k][start:start + chunk]):
-                    reg = R[name]
-                    emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                    dk += load_beats_for(cfg, local)
-                b.halt()
-                imgs.append(b.build().words())
-                data.append(dk)
-            session.run(imgs, data, f"cp-init{start}")
+                items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
+        load_per_core(session, cfg, items, "cp-init")
         self.step_index = 0
 
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
@@ -673,13 +632,6 @@ class ChipCPProgram:
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
         return out
-
-    def report(self, result: StepResult):
-        """The power report of one step (:func:`sw.train_chip.chip_step_report`)."""
-        return chip_step_report(self, result)[0]
-
-    def host_cycles(self, host_latency: int = 0) -> int:
-        return 0
 
 
 # ======================================================================================
@@ -736,64 +688,58 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
     head = [_head_ops(cfg, mlp, allocs[k], P, N, stages[k], smx) for k in range(c)]
     hl = [_length(cfg, ops) for ops in head]
     H = max(hl)
-    head = [ops + ([_nops("hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
+    head = [ops + ([_nops(cfg, "hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
     # tails: pre-chain ops, alignment, the chains
-    streams = _streams(cfg, mlp, allocs, P, N, groups, stages)
+    streams = _streams(cfg, mlp, allocs, P, N, groups)
     best = None
     for order in (streams, streams[::-1], sorted(streams, key=lambda st: -len(st.hops))):
         sch = schedule(cfg, list(order))
         if best is None or sch.slots < best.slots:
             best = sch
     sch = best
-    rw = [_ring_rw(cfg, mlp, allocs[k], P, N, stages[k], groups) for k in range(c)]
+    rw = [_ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
     ring = [_ring_op(cfg, sch.lines[k], *rw[k]) for k in range(c)]
     tails = []
     for j in range(V):
         pre = [_tail_ops(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)]
         plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
         T = max(plen)
-        tails.append([ops + ([_nops("align", T - n)] if T - n else []) + [ring[k]]
+        tails.append([ops + ([_nops(cfg, "align", T - n)] if T - n else []) + [ring[k]]
                       for k, (ops, n) in enumerate(zip(pre, plen))])
     # microcode: head, V tails, host programs; every segment at the same origin on every core
-    big = replace(cfg, ucode_depth=1 << 16)
-
     def layout(acfg):
         image = [[] for _ in range(c)]
         origins, ins = {}, {}
         org = 0
 
-        def place(key, per_core_ops=None, words=None):
+        def place(key, words):
             nonlocal org
-            if words is None:
-                built = [_build_ops(acfg, ops, origin=org) for ops in per_core_ops]
-                words = [w for w, _ in built]
-                n = {i for _, i in built}
-                assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
-                ins[key if isinstance(key, str) else key[0]] = n.pop()
             size = max(len(w) for w in words)
             for k in range(c):
                 image[k].extend(words[k] + [0] * (size - len(words[k])))
             origins[key] = org
             org += size
 
-        place("head", head)
-        for j in range(V):
-            place(("tail", j), tails[j])
+        for key, per_core_ops in [("head", head)] + [(("tail", j), tails[j]) for j in range(V)]:
+            built = [_build_ops(acfg, ops, origin=org) for ops in per_core_ops]
+            n = {i for _, i in built}
+            assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
+            ins[key if isinstance(key, str) else key[0]] = n.pop()
+            place(key, [w for w, _ in built])
         for what in CP_HOST_PHASES:
-            tmp = ChipCPProgram(acfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins,
-                                int(nlr))
-            place(what, words=tmp._host_words(what, org))
+            place(what, _host_programs(acfg, allocs, P, N, sum(groups) - 1, what, org))
         return image, origins, ins
 
-    image, origins, ins = layout(big)
-    used = len(image[0])
-    if used > cfg.ucode_depth:
+    try:
+        image, origins, ins = layout(cfg)
+    except AsmError:                 # a program ran past ucode_depth: measure the total for the message
+        used = len(layout(replace(cfg, ucode_depth=1 << 16))[0][0])
+        if used <= cfg.ucode_depth:  # pragma: no cover - another assembler error
+            raise
         raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} tail "
                                 f"variants, host programs), the core holds {cfg.ucode_depth} "
-                                f"(ArchConfig.ucode_depth)")
-    image, origins, ins = layout(cfg)
-    crit = max(range(c), key=lambda k: (_length(cfg, head[k][:-1] if head[k] and head[k][-1].kind == "nop"
-                                                else head[k]), -k))
+                                f"(ArchConfig.ucode_depth)") from None
+    crit = max(range(c), key=lambda k: (hl[k], -k))
     return ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
                          softmax=smx, chains=sch,
                          meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl})
