@@ -25,21 +25,28 @@ from sw.layout import local_len
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
 from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss, weight_bits
-from sw.train_cp import cp_groups, cp_shapes, cp_stage_of
+from sw.train_cp import cp_mapping, cp_shapes, cp_stage_of
 
 __all__ = ["GoldenChipCP"]
 
 
 class GoldenChipCP:
     """Bit-exact model of the compiled CP pipeline (initial weights as global ``(m, n)``
-    bit patterns or floats; ``groups`` as for :func:`sw.train_cp.compile_chip_cp`)."""
+    bit patterns or floats; ``groups`` as for :func:`sw.train_cp.compile_chip_cp`;
+    ``fused``: per layer, whether its backward step is the fused kernel (pass
+    :attr:`sw.train_cp.ChipCPProgram.fused`; None: the compiler's automatic choice)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree"):
+    def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree",
+                 fused=None):
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
         self.reduce = reduce
         self.softmax = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce"
                                        else softmax)
-        self.groups = cp_groups(cfg, mlp, groups)
+        self.groups, plan = cp_mapping(cfg, mlp, groups)
+        self.fused = [bool(f) for f in (plan if fused is None else fused)]
+        if len(self.fused) != mlp.n_layers or self.fused[0]:
+            raise ValueError(f"fused must have {mlp.n_layers} flags, the first False (layer 0 has no W^T d), "
+                             f"got {fused}")
         self.P, self.N = cp_shapes(cfg, mlp, self.groups)
         self.stages = cp_stage_of(self.groups, cfg.cores)
         nl = mlp.n_layers
@@ -70,6 +77,12 @@ class GoldenChipCP:
             m, n = self.mlp.shape(l)
             out.append(G[:, :self.N[l]] if padded else G[:m, :n])
         return out
+
+    def _update(self, l, W, d, v):
+        """``W += -lr d v^T`` as layer ``l``'s kernel rounds it: ``(-lr d) v`` (rank-1) or
+        ``d (-lr v)`` (the fused backward step)."""
+        f = golden.rank1_scaled_v if self.fused[l] else golden.rank1
+        return f(self.fmt, self.nr, W, d, v, self.neg_lr)
 
     def _group(self, l):
         return [st for st in self.cores if st["l"] == l]
@@ -105,7 +118,7 @@ class GoldenChipCP:
                 if l >= 1:
                     e = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), self.reduce)
                     st["e"] = golden.mask(fmt, e, hb)
-                st["W"] = golden.rank1(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), hb, self.neg_lr)
+                st["W"] = self._update(l, st["W"], pad_vector(fmt, nr, st["din"]), hb)
                 continue
             tp = pad_vector(fmt, nr, tb)[:self.P[l]]
             if mlp.loss == "mse":
@@ -115,7 +128,7 @@ class GoldenChipCP:
                 d = pad_vector(fmt, nr, golden_softmax_grad(self.cfg, st["z"][:no], tb))[:self.P[l]]
             e = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, d), self.reduce)
             st["e"] = golden.mask(fmt, e, st["ain"])
-            st["W"] = golden.rank1(fmt, nr, st["W"], pad_vector(fmt, nr, d), st["ain"], self.neg_lr)
+            st["W"] = self._update(l, st["W"], pad_vector(fmt, nr, d), st["ain"])
         out_z = self._group(nl - 1)[0]["z"][:no]
         # tail
         for st in self.cores:

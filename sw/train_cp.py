@@ -57,16 +57,18 @@ from noc.chain import Hop, Stream, schedule
 from noc.ring import ring_text
 from noc.collectives import Region
 from sw.asm import AsmError, Builder
-from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.kernels import (Scalar, emit_axpy, emit_copy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
+                        emit_relu_mask)
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.softmax import softmax_supported
-from sw.train import (Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
+from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits, weight_bits)
 from sw.train_chip import ChipSession, PhaseLog, _build_ops, load_per_core
 
-__all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "CP_HOST_PHASES"]
+__all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
+           "CP_HOST_PHASES"]
 
 #: host phases of a step: load (x to core 0, t to the output core), unload (d or logits)
 CP_HOST_PHASES = ("in", "out")
@@ -86,20 +88,27 @@ def _work(cfg, mlp: MLP, l: int, g: int) -> int:
     return _panel(cfg, m, g) * n * (2 if l == 0 else 3)
 
 
-def cp_groups(cfg, mlp: MLP, groups=None) -> list:
-    """Cores per layer: ``groups`` as given (checked), or by balance: the output layer
-    on one core, each other layer at least one, then core by core to the layer whose
-    per-core work (:func:`_work`) is the largest, while it shrinks that layer's panel.
-    Cores left over (more cores than useful) stay idle and only relay chains."""
+def cp_groups(cfg, mlp: MLP, groups=None, backward: str = "auto") -> list:
+    """Cores per layer (:func:`cp_mapping`'s first result)."""
+    return cp_mapping(cfg, mlp, groups, backward)[0]
+
+
+def _check_groups(cfg, mlp: MLP, groups) -> list:
     L, c = mlp.n_layers, cfg.cores
-    if groups is not None:
-        groups = [int(g) for g in groups]
-        if len(groups) != L or any(g < 1 for g in groups) or groups[-1] != 1:
-            raise TrainCompileError(f"groups must give >= 1 core for each of the {L} layers, 1 for the output "
-                                    f"layer, got {groups}")
-        if sum(groups) > c:
-            raise TrainCompileError(f"groups {groups} need {sum(groups)} cores, the chip has {c}")
-        return groups
+    groups = [int(g) for g in groups]
+    if len(groups) != L or any(g < 1 for g in groups) or groups[-1] != 1:
+        raise TrainCompileError(f"groups must give >= 1 core for each of the {L} layers, 1 for the output "
+                                f"layer, got {groups}")
+    if sum(groups) > c:
+        raise TrainCompileError(f"groups {groups} need {sum(groups)} cores, the chip has {c}")
+    return groups
+
+
+def _balance(cfg, mlp: MLP) -> list:
+    """The output layer on one core, each other layer at least one, then core by core to
+    the layer whose per-core work (:func:`_work`) is the largest, while it shrinks that
+    layer's panel. Cores left over (more cores than useful) stay idle and only relay."""
+    L, c = mlp.n_layers, cfg.cores
     if c < L:
         raise TrainCompileError(f"continuous propagation maps each of the {L} layers to its own cores: it needs "
                                 f"cores >= {L}, got cores={c}")
@@ -111,39 +120,81 @@ def cp_groups(cfg, mlp: MLP, groups=None) -> list:
             break
         l = max(cand, key=lambda t: t[1])[0]
         g[l] += 1
-    return _refine(cfg, mlp, g)
+    return g
 
 
-def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, softmax, cache: dict) -> tuple:
+def cp_mapping(cfg, mlp: MLP, groups=None, backward: str = "auto") -> tuple:
+    """``(groups, fused)``: cores per layer, and per layer whether its backward step is
+    the fused kernel (:func:`sw.kernels.emit_gemv_t_rank1`: ``W^T d`` with the old
+    weights and the update in one pass over ``W``, reading and writing each weight once
+    for two MACs) instead of the transposed GEMV and the rank-1 update. Layer 0 has no
+    ``W^T d``: never fused.
+
+    ``groups`` as given (checked), or :func:`_balance`'s then :func:`_refine`'s for the
+    plan. ``backward``: ``"separate"`` or ``"fused"`` (every layer ``l >= 1``), or
+    ``"auto"``: fused everywhere when the step's compute (:func:`_cost`) is at most
+    ``1 + FUSED_TOLERANCE`` times the separate plan's (each with its own groups), else
+    separate except on the layers where fusing does not lengthen it."""
+    if backward not in ("auto", "fused", "separate"):
+        raise TrainCompileError(f"unknown backward {backward!r}; allowed: auto, fused, separate")
+    L = mlp.n_layers
+    given = None if groups is None else _check_groups(cfg, mlp, groups)
+    start = given or _balance(cfg, mlp)
+    cache: dict = {}
+
+    def mapped(plan):
+        plan = tuple(plan)
+        g = given or _refine(cfg, mlp, start, plan, cache)
+        return list(g), list(plan), _cost(cfg, mlp, tuple(g), plan, cache)
+
+    sep, fus = (False,) * L, (False,) + (True,) * (L - 1)
+    if backward != "auto":
+        return mapped(fus if backward == "fused" else sep)[:2]
+    gs, ps, cs = mapped(sep)
+    gf, pf, cf = mapped(fus)
+    if cf <= (1 + FUSED_TOLERANCE) * cs:
+        return gf, pf
+    for l in range(1, L):
+        trial = list(ps)
+        trial[l] = True
+        if _cost(cfg, mlp, tuple(gs), tuple(trial), cache) <= cs:
+            ps = trial
+    return gs, ps
+
+
+def _smx(cfg, mlp: MLP):
+    return "array" if mlp.loss == "softmax_ce" and softmax_supported(cfg, mlp.n_out) is None else None
+
+
+def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) -> tuple:
     """``(head, tail)`` instructions of a core of layer ``l`` (its kernels' exact counts
-    and gaps; the tail without the chains)."""
-    key = (l, groups[l - 1] if l else 0, groups[l])
+    and gaps; the tail without the chains); ``fused``: its backward step is the fused
+    kernel. ``(2^30, 0)`` when its regions do not fit."""
+    key = (l, groups[l - 1] if l else 0, groups[l], fused)
     if key not in cache:
         P, N = cp_shapes(cfg, mlp, list(groups))
-        al = _allocate(cfg, mlp, P, N, (l, 0), 2 * (mlp.n_layers - 1), softmax)
+        V, smx = 2 * (mlp.n_layers - 1), _smx(cfg, mlp)
+        al = _allocate(cfg, mlp, P, N, (l, 0), V, smx, fused)
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
-            cache[key] = (_length(cfg, _head_ops(cfg, mlp, al, P, N, (l, 0), softmax)),
-                          _length(cfg, _tail_ops(cfg, mlp, al, P, N, (l, 0), 0, 2 * (mlp.n_layers - 1),
-                                                 list(groups))))
+            cache[key] = (_length(cfg, _head_ops(cfg, mlp, al, P, N, (l, 0), smx, fused)),
+                          _length(cfg, _tail_ops(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups))))
     return cache[key]
 
 
-def _refine(cfg, mlp: MLP, g: list) -> list:
+def _cost(cfg, mlp: MLP, groups: tuple, plan: tuple, cache: dict) -> int:
+    """The step's compute: the longest head plus the longest tail (without the chains)."""
+    hc = [_stage_cost(cfg, mlp, groups, l, plan[l], cache) for l in range(mlp.n_layers)]
+    return max(h for h, _ in hc) + max(t for _, t in hc)
+
+
+def _refine(cfg, mlp: MLP, g: list, plan: tuple, cache: dict) -> list:
     """Move single cores between the hidden layers' groups while the step's compute
-    (the longest head plus the longest tail, from the kernels' exact instruction
-    counts) gets shorter."""
+    (:func:`_cost`, from the kernels' exact instruction counts) gets shorter."""
     L = mlp.n_layers
-    smx = "array" if mlp.loss == "softmax_ce" and softmax_supported(cfg, mlp.n_out) is None else None
-    cache: dict = {}
-
-    def cost(gr):
-        hc = [_stage_cost(cfg, mlp, gr, l, smx, cache) for l in range(L)]
-        return max(h for h, _ in hc) + max(t for _, t in hc)
-
     g = tuple(g)
-    best = cost(g)
+    best = _cost(cfg, mlp, g, plan, cache)
     improved = True
     while improved:
         improved = False
@@ -155,7 +206,7 @@ def _refine(cfg, mlp: MLP, g: list) -> list:
                 cand[a] -= 1
                 cand[b] += 1
                 cand = tuple(cand)
-                cc = cost(cand)
+                cc = _cost(cfg, mlp, cand, plan, cache)
                 if cc < best:
                     g, best, improved = cand, cc, True
     return list(g)
@@ -183,7 +234,10 @@ def cp_stage_of(groups: list, cores: int) -> list:
 # ======================================================================================
 # memory allocation (per core: its stage's regions)
 # ======================================================================================
-def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax) -> Allocator:
+def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False) -> Allocator:
+    """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
+    fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
+    other bank, and no rows copy of ``din``)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     al = Allocator(cfg)
     if stage is None:
@@ -200,7 +254,7 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax) -> Alloca
             al.alloc("m1", 1, "scalar -1 (every PE)", bank="a")
         elif softmax == "array":
             alloc_softmax(al, cfg, mlp.n_out, s, {"a"}, "rows", "rows, loaded per step")
-        al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="a")
+        al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="b" if fused else "a")
     else:
         al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols)", bank="b")
         al.alloc("vnext", L(N[l]), f"a{l} of the sample whose backward pass is next (cols; rank-1 v, mask)",
@@ -208,8 +262,10 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax) -> Alloca
         al.alloc("z", s, f"z = W ain, relu in place: this core's slice of a{l + 1} (rows; diag sent)", bank="b")
         al.alloc("din", s, f"this core's slice of d{l} (diag, written by the chains)", bank="b")
         if l >= 1:
-            al.alloc("dc", s + 1, "rows copy of din (transposed-GEMV broadcast)", bank="b")
-            al.alloc("e", L(N[l]), f"W{l}^T din partial, masked in place (cols; diag sent)", bank="a")
+            if not fused:
+                al.alloc("dc", s + 1, "rows copy of din (transposed-GEMV broadcast)", bank="b")
+            al.alloc("e", L(N[l]), f"W{l}^T din partial, masked in place (cols; diag sent)",
+                     bank="b" if fused else "a")
         if l == 0 and i == 0:
             al.alloc("xin", L(N[0]), "the next input sample (cols, loaded by the host)", bank="b")
     al.alloc("nlr", 1, "scalar -lr (every PE)", bank="b")
@@ -246,7 +302,7 @@ def _ring_op(cfg, lines, reads, writes) -> Op:
     return Op("chains", "ring", emit, reads=reads, writes=writes, stores=True)
 
 
-def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
+def _head_ops(cfg, mlp, al, P, N, stage, softmax, fused: bool = False) -> list:
     if stage is None:
         return []
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
@@ -260,12 +316,15 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
     if l < nl - 1:
         din, vn = R["din"], R["vnext"]
         ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
-        if l >= 1:
-            dc, e = R["dc"], R["e"]
-            ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, din, e, trans=True,
-                                                                     x_layout="diag", x_copy=dc, name="bw_"),
-                             [(W, wn), (din, s)], [(e, nw), (dc, s + 1)]))
-        return ops + _mask_update(cfg, R, P, N, l, din, "diag", vn, R["e"] if l >= 1 else None)
+        if l == 0:
+            return ops + _mask_update(cfg, R, P, N, l, din, "diag", vn)
+        if fused:
+            return ops + _fused_backward(cfg, R, P, N, l, din, "diag", vn)
+        dc, e = R["dc"], R["e"]
+        ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, din, e, trans=True,
+                                                                 x_layout="diag", x_copy=dc, name="bw_"),
+                         [(W, wn), (din, s)], [(e, nw), (dc, s + 1)]))
+        return ops + _mask_update(cfg, R, P, N, l, din, "diag", vn, e)
     if mlp.loss == "mse":
         m1 = Scalar(R["m1"].bank, R["m1"].base)
         ops.append(_kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, s, m1, R["t"], z, name="lg_"),
@@ -276,10 +335,30 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax) -> list:
         d = R["g"]
     else:                                               # pragma: no cover - resolve_softmax never gives "host" here
         raise TrainCompileError("continuous propagation computes the softmax on the array")
+    if fused:
+        return ops + _fused_backward(cfg, R, P, N, l, d, "rows", ain)
     e = R["e"]
     ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, name="bw_"),
                      [(W, wn), (d, s)], [(e, nw)]))
     return ops + _mask_update(cfg, R, P, N, l, d, "rows", ain, e)
+
+
+def _fused_backward(cfg, R, P, N, l, d, d_layout, v) -> list:
+    """``e = W^T d`` (old ``W``) and ``W += d (-lr v)^T`` in one pass
+    (:func:`sw.kernels.emit_gemv_t_rank1`), then ``e *= relu'(v)`` (diag). The kernel
+    reads up to its block's width past the end of ``v`` and one word past ``d`` (values
+    unused): only the used extents are hazards. ``W`` is written by FMA write-backs (the
+    last :func:`sw.train._fused_tail` instructions before its end), ``e`` by stores."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    W, e, nlr = R["W"], R["e"], Scalar(R["nlr"].bank, R["nlr"].base)
+    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    return [Op("bwup", "gemv_t_rank1",
+               lambda b: emit_gemv_t_rank1(b, cfg, P[l], N[l], W, d, v, e, alpha=nlr, d_layout=d_layout,
+                                           name="bu_").instructions,
+               reads=[(W, wn), (d, s), (v, nw), (R["nlr"], 1)], writes=[(W, wn), (e, nw)],
+               fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, P[l], N[l])),
+            _kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, v, e, layout="diag", name="mk_"),
+                  [(e, nw), (v, nw)], [(e, nw)])]
 
 
 def _mask_update(cfg, R, P, N, l, d, u_layout, v, e=None) -> list:
@@ -435,6 +514,7 @@ class ChipCPProgram:
     instructions: dict            #: "head" / "tail" -> instructions issued per RUN (every core)
     neg_lr: int
     softmax: str | None = None
+    fused: list = field(default_factory=list)   #: per layer: backward step fused (emit_gemv_t_rank1)
     chains: object = None         #: the noc.chain.ChainSchedule of the tail
     meta: dict = field(default_factory=dict)
     step_index: int = 0           #: the next step's number (selects the tail variant)
@@ -493,6 +573,8 @@ class ChipCPProgram:
                  f"tail {self.run_cycles('tail')} of which chains {self.chains.slots}; host "
                  + ", ".join(f"{n} {c}" for n, c in self.host_phase_cycles()) + ")"
                  + (f"; softmax gradient on the array (output core {self.out_core})" if self.softmax else ""),
+                 "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
+                                                           for l, f in enumerate(self.fused) if l),
                  f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
         for l in range(self.n_layers):
             k = self.cores_of(l)[0]
@@ -637,9 +719,12 @@ class ChipCPProgram:
 # ======================================================================================
 # compile
 # ======================================================================================
-def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCPProgram:
+def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto") -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
     the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
+    ``backward``: ``"auto"``, ``"fused"`` or ``"separate"``: whether the layers
+    ``l >= 1`` run their backward step and update as one pass over ``W``
+    (:func:`cp_mapping`; recorded in :attr:`ChipCPProgram.fused`).
     ``softmax`` (``softmax_ce``): ``"auto"`` or ``"array"``: the output core computes it
     (:mod:`sw.softmax`); ``"host"`` is not supported (the pipeline has no host turnaround).
 
@@ -662,7 +747,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
         raise TrainCompileError("continuous propagation computes the softmax on the output core: softmax='host' "
                                 "is not supported (a host turnaround would stall every stage)")
     smx = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce" else softmax)
-    groups = cp_groups(cfg, mlp, groups)
+    groups, fused = cp_mapping(cfg, mlp, groups, backward)
     P, N = cp_shapes(cfg, mlp, groups)
     lim = (1 << cfg.loop_bits) - 1
     for n in N:
@@ -675,7 +760,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c)
-    allocs = [_allocate(cfg, mlp, P, N, st, V, smx) for st in stages]
+    allocs = [_allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]]) for st in stages]
     for k, al in enumerate(allocs):
         if not al.fits():
             l = stages[k][0]
@@ -685,7 +770,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
                 f"{al.used('b')} words per PE, a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words "
                 f"of {fmt} (more cores for that layer, or a bigger PE memory)")
     # head: every core's compute, padded to the longest
-    head = [_head_ops(cfg, mlp, allocs[k], P, N, stages[k], smx) for k in range(c)]
+    head = [_head_ops(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]])
+            for k in range(c)]
     hl = [_length(cfg, ops) for ops in head]
     H = max(hl)
     head = [ops + ([_nops(cfg, "hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
@@ -741,5 +827,5 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto") -> ChipCP
                                 f"(ArchConfig.ucode_depth)") from None
     crit = max(range(c), key=lambda k: (hl[k], -k))
     return ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
-                         softmax=smx, chains=sch,
+                         softmax=smx, fused=fused, chains=sch,
                          meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl})

@@ -34,16 +34,17 @@ def _data(rng, mlp, n):
     return X, rng.normal(size=(n, mlp.n_out)) * 0.5
 
 
-def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False):
+def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto"):
     """``n`` samples through the pipeline and out again (``n + 2L`` steps): loss, output
     and every weight bit equal to the golden's after every step; cycles as predicted."""
     rng = np.random.default_rng(seed)
-    tp = compile_chip_cp(cfg, mlp, groups=groups)
+    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
-    gold = GoldenChipCP(cfg, mlp, W0, groups=groups)
-    assert gold.groups == tp.groups
+    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
+    if backward == "auto":           # the golden's own choice is the compiler's
+        assert (GoldenChipCP(cfg, mlp, W0, groups=groups).groups, gold.fused) == (tp.groups, tp.fused)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
     X, T = _data(rng, mlp, n)
     L = tp.latency_steps()
@@ -78,6 +79,52 @@ def test_cp_matches_golden(cfg, sizes, loss, groups, backend):
         assert tp.groups == groups and tp.stages[2:] == [None] * 4
     assert tp.V == 2 * (mlp.n_layers - 1)
     assert (tp.softmax == "array") == (loss == "softmax_ce")
+
+
+@pytest.mark.parametrize("cfg,sizes,loss", [
+    (TINY, (6, 5, 3), "mse"),
+    (SMALL, (9, 14, 7, 4), "softmax_ce"),
+    (SIX, (7, 9, 6, 3), "mse"),
+], ids=["tiny-mse", "small-smx", "six-mse"])
+def test_cp_backward_separate_and_fused(cfg, sizes, loss):
+    """Both backward steps bit-exact (the auto choice runs above): transposed GEMV +
+    mask + rank-1 (``(-lr d) v`` rounding, ``e`` in W's bank, a rows copy of ``din``),
+    and the fused kernel on every layer ``l >= 1`` (``d (-lr v)`` rounding)."""
+    mlp = MLP(sizes, loss, 0.1 if loss == "mse" else 0.3)   # not powers of 2: the two roundings differ
+    seed = _seed()
+    sep, *_ = run_cp(cfg, mlp, 3, "fast", seed, backward="separate")
+    fus, *_ = run_cp(cfg, mlp, 3, "fast", seed, backward="fused")
+    assert sep.fused == [False] * mlp.n_layers and fus.fused == [False] + [True] * (mlp.n_layers - 1)
+    assert "dc" in sep.allocs[sep.cores_of(1)[0]].items if mlp.n_layers > 2 else True
+    assert all("dc" not in fus.allocs[k].items for k in range(cfg.cores))
+    kinds = {op.kind for ops in fus.head for op in ops}
+    assert "gemv_t_rank1" in kinds and "gemv_t" not in kinds
+    assert "gemv_t_rank1" not in {op.kind for ops in sep.head for op in ops}
+
+
+def test_cp_backward_auto_choice():
+    """``auto`` fuses every layer when the step gets at most FUSED_TOLERANCE longer
+    (configuration S: 7101 against 7091 cycles, with one core moved between the groups),
+    else only where the step does not get longer (chip-small's 64-64-64-10: the
+    10-output layer is +15 % fused and on the critical path, separate; the middle layer
+    is off it, fused)."""
+    from sw.train import FUSED_TOLERANCE
+    from sw.train_cp import cp_mapping
+
+    S = PRESETS["S"]
+    big = MLP((784, 500, 500, 500, 10), "softmax_ce", 0.01)
+    g, f = cp_mapping(S, big)
+    gs, fs = cp_mapping(S, big, backward="separate")
+    assert f == [False, True, True, True] and fs == [False] * 4
+    tf, ts = (compile_chip_cp(S, big, backward=b) for b in ("auto", "separate"))
+    assert tf.groups == g and tf.fused == f and ts.groups == gs
+    assert ts.step_cycles() <= tf.step_cycles() <= (1 + FUSED_TOLERANCE) * ts.step_cycles()
+    small = MLP((64, 64, 64, 10), "softmax_ce", 0.01)
+    a, s, fz = (compile_chip_cp(SMALL, small, backward=b) for b in ("auto", "separate", "fused"))
+    assert fz.step_cycles() > s.step_cycles()       # the compute (heads + tails) grows by more than the tolerance
+    assert a.fused == [False, True, False] and a.step_cycles() == s.step_cycles()
+    with pytest.raises(TrainCompileError, match="unknown backward"):
+        cp_mapping(SMALL, small, backward="both")
 
 
 def test_cp_engines_agree_counter_for_counter():
