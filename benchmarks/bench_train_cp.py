@@ -3,7 +3,9 @@ utilization and GFLOPS/W in the steady state, at the reference design's configur
 (32 cores of 4 x 4 binary16 PEs) for its small network, and on a 4-core chip.
 
 Each case is compiled with :func:`sw.train_cp.compile_chip_cp` (layers on groups of
-cores, the compiler's balance), its He-uniform initial weights
+cores, the compiler's balance; the backward step of each layer ``l >= 1`` as the compiler
+chooses it, or separate for comparison: the fused kernel reads and writes each weight
+once for ``W^T d`` and the update, the separate kernels read it twice), its He-uniform initial weights
 (:func:`sw.train.init_weights`, seed :data:`WEIGHT_SEED`) loaded, and ``2 L + STEPS``
 pipeline steps run on the fast chip engine with inputs ``x ~ U(0, 1)`` and targets (a
 random class for ``softmax_ce``, ``U(-1, 1)`` for ``mse``) from
@@ -42,10 +44,13 @@ INPUT_SEED = 1
 STEPS = 2
 LR = 0.01
 
+#: (preset, sizes, loss, backward): the compiler's choice, and the separate backward step
+#: (transposed GEMV + rank-1, each reading W) for comparison
 CASES = [
-    ("S", (784, 500, 500, 500, 10), "softmax_ce"),
-    ("S", (784, 500, 500, 500, 10), "mse"),
-    ("chip-small", (64, 64, 64, 10), "softmax_ce"),
+    ("S", (784, 500, 500, 500, 10), "softmax_ce", "auto"),
+    ("S", (784, 500, 500, 500, 10), "softmax_ce", "separate"),
+    ("S", (784, 500, 500, 500, 10), "mse", "auto"),
+    ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto"),
 ]
 
 #: the reference design's CP figure for its small network on config S
@@ -56,22 +61,23 @@ REFERENCE = {"case": "small net (784-)500-500-500-10, config S, CP", "gflops_per
 
 def _category(name: str, kind: str) -> str:
     return {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
+            "gemv_t_rank1": "W^T d + update, fused (backward)",
             "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
             "axpy": "elementwise", "softmax": "softmax kernel", "halt": "HALT + start latency + drain"}.get(
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 
 
-def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dict:
+def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = STEPS, log=print) -> dict:
     cfg = PRESETS[preset]
     mlp = MLP(sizes, loss, LR)
-    label = f"{preset} {mlp.describe()} (CP)"
+    label = f"{preset} {mlp.describe()} (CP, backward {backward})"
     t0 = time.perf_counter()
-    tp = compile_chip_cp(cfg, mlp)
+    tp = compile_chip_cp(cfg, mlp, backward=backward)
     t_compile = time.perf_counter() - t0
     sess = ChipSession(cfg, "fast")
     W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
     tp.init(sess, W0)
-    gold = GoldenChipCP(cfg, mlp, W0)
+    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
     rng = np.random.default_rng(INPUT_SEED)
     L = tp.latency_steps()
     n = 2 * L + steps
@@ -80,7 +86,8 @@ def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dic
     flops = mlp.flops_per_step()
     macs = flops // 2
     pes = cfg.nr * cfg.nr * cfg.cores
-    log(f"{label}: groups {tp.groups}, {tp.step_cycles()} cycles per step; compile {t_compile:.1f} s")
+    log(f"{label}: groups {tp.groups}, fused {tp.fused}, {tp.step_cycles()} cycles per step; compile "
+        f"{t_compile:.1f} s")
     out_steps = []
     for s in range(n):
         ts = time.perf_counter()
@@ -112,7 +119,7 @@ def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dic
     total = tp.step_cycles()
     return {
         "preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes), "loss": loss,
-        "lr": LR, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
+        "lr": LR, "backward": backward, "fused": tp.fused, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
         "groups": tp.groups, "panel_rows": tp.P, "panel_cols": tp.N, "tail_variants": tp.V,
         "microcode_words_per_core": max(len(w) for w in tp.image),
         "runs": {"head": tp.run_cycles("head"), "tail": tp.run_cycles("tail"), "chains": tp.chains.slots,
@@ -132,6 +139,7 @@ def run() -> dict:
         rows.append({
             "chip": f"{c['preset']}: {c['cores']} x 4x4", "network": "-".join(map(str, c["sizes"])),
             "loss": c["loss"], "cores per layer": "/".join(map(str, c["groups"])),
+            "backward (layers 1..)": "/".join("fused" if f else "sep." for f in c["fused"][1:]),
             "step cycles (= predicted)": last["cycles"],
             "head/tail(chains)/host": f"{c['runs']['head']}/{c['runs']['tail']}({c['runs']['chains']})/"
                                       f"{c['runs']['host']}",
