@@ -25,7 +25,7 @@ from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
-from sw.train import host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
+from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
 from sw.train_chip import PanelMap, chip_shapes, resolve_out_map, softmax_why_not
 
 __all__ = ["GoldenChipSGD"]
@@ -33,14 +33,23 @@ __all__ = ["GoldenChipSGD"]
 
 class GoldenChipSGD(PanelMap):
     """Bit-exact model of the compiled SGD step across ``cfg.cores`` cores (initial
-    weights as global ``(m, n)`` bit patterns)."""
+    weights as global ``(m, n)`` bit patterns). ``fused``: per layer, whether its backward
+    step is the fused kernel, updating ``W += d (-lr a)^T`` (:func:`sw.golden.rank1_scaled_v`)
+    instead of ``(-lr d) a^T`` (pass :attr:`sw.train_chip.ChipSGDProgram.fused`; None: the
+    compiler's automatic choice)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto", softmax: str = "auto"):
+    def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto", softmax: str = "auto",
+                 fused=None):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         self.reduce = reduce
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.softmax = resolve_softmax(cfg, mlp, softmax, why_not=softmax_why_not(self.out_map))
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
+        self.fused = [bool(f) for f in (backward_plan(cfg, mlp, shapes=list(zip(self.P, self.N))) if fused is None
+                                        else fused)]
+        if len(self.fused) != mlp.n_layers or self.fused[0]:
+            raise ValueError(f"fused must have {mlp.n_layers} flags, the first False (layer 0 has no W^T d), "
+                             f"got {fused}")
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
@@ -133,8 +142,8 @@ class GoldenChipSGD(PanelMap):
                 es = e if self._split_cols(l) else self._reduce_scatter(e, self.P[l - 1])
                 dm = [golden.mask(fmt, es[k], outs[l - 1][k]) for k in range(c)]
             for k in range(c):
-                self.W[k][l] = golden.rank1(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), ins[l][k],
-                                            self.neg_lr)
+                upd = golden.rank1_scaled_v if self.fused[l] else golden.rank1
+                self.W[k][l] = upd(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), ins[l][k], self.neg_lr)
             if l >= 1:
                 d = dm
         return {"loss": loss, "output": out}

@@ -181,12 +181,13 @@ def map_layers(cfg, mlp: MLP, policy: str = "auto") -> list:
 FUSED_TOLERANCE = 0.05
 
 
-def backward_costs(cfg, mlp: MLP, l: int) -> dict:
+def backward_costs(cfg, mlp: MLP, l: int, shape: tuple | None = None) -> dict:
     """Instructions of layer ``l``'s (``l >= 1``) backward step and update, both ways:
     ``separate`` = GEMV^T + ReLU mask (operands in two banks) + rank-1, ``fused`` =
     :func:`sw.kernels.gemv_t_rank1_cost` + ReLU mask (``e`` and ``a`` in one bank: two
-    instructions per element). Inter-kernel NOPs are not included."""
-    m, n = mlp.shape(l)
+    instructions per element). Inter-kernel NOPs are not included. ``shape``: the
+    ``(m, n)`` the kernels run on (default the layer's; a chip program's: its panel)."""
+    m, n = mlp.shape(l) if shape is None else shape
     k = local_len(n, cfg.nr)
     sep = gemv_cost(cfg, m, n, trans=True)["instructions"] + rank1_cost(cfg, m, n)["instructions"] \
         + elementwise_cost("relu_mask", k)
@@ -194,17 +195,19 @@ def backward_costs(cfg, mlp: MLP, l: int) -> dict:
     return {"separate": sep, "fused": fus}
 
 
-def backward_plan(cfg, mlp: MLP, backward: str = "auto", tolerance: float = FUSED_TOLERANCE) -> list:
+def backward_plan(cfg, mlp: MLP, backward: str = "auto", tolerance: float = FUSED_TOLERANCE,
+                  shapes: list | None = None) -> list:
     """Per layer, whether its backward step is the fused kernel (``emit_gemv_t_rank1``):
     never for layer 0 (no ``W^T d`` needed: rank-1 alone); for ``l >= 1`` always
     (``backward="fused"``), never (``"separate"``) or (``"auto"``) when
-    ``fused <= (1 + tolerance) * separate`` in :func:`backward_costs`."""
+    ``fused <= (1 + tolerance) * separate`` in :func:`backward_costs` (at ``shapes[l]``
+    when given)."""
     if backward not in ("auto", "fused", "separate"):
         raise TrainCompileError(f"unknown backward {backward!r}; allowed: auto, fused, separate")
     out = [False]
     for l in range(1, mlp.n_layers):
         if backward == "auto":
-            c = backward_costs(cfg, mlp, l)
+            c = backward_costs(cfg, mlp, l, None if shapes is None else shapes[l])
             out.append(c["fused"] <= (1 + tolerance) * c["separate"])
         else:
             out.append(backward == "fused")

@@ -53,10 +53,11 @@ import numpy as np
 
 from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
 from sw.asm import Builder
-from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
-from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _gaps, _other,
+from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, _other,
+                      backward_plan,
                       alloc_softmax, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
                       softmax_op, weight_bits,
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
@@ -117,9 +118,13 @@ def chip_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:
 # memory allocation (the same on every core)
 # ======================================================================================
 def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows",
-              softmax: str | None = None) -> Allocator:
+              softmax: str | None = None, fused: list | None = None) -> Allocator:
+    """The regions of every core (the same on all); ``fused[l]``: layer ``l``'s backward
+    step is the fused kernel (``e_l`` out of ``W_l``'s bank, which takes its updates; no
+    rows copy of its ``d``)."""
     c, L = cfg.cores, (lambda n: local_len(n, cfg.nr))
     nl = mlp.n_layers
+    fused = fused or [False] * nl
     s = [p // cfg.nr for p in P]
     split = out_map == "cols"
     # segments of a_i / e_i a core holds: all c, or its own only for the split output layer's input
@@ -157,9 +162,9 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
         ab = al.items[f"a{i}"].region.bank
         al.alloc(f"e{i}", segs[i] * s[i - 1], f"W{i}^T d partial (cols), reduce-scattered in place: own panel at 0"
                  if segs[i] > 1 else f"W{i}^T d (cols): the own panel (the split output layer needs no reduce-scatter)",
-                 prefer=_other(ab))
+                 prefer=_other(ab), forbid={wbanks[i]} if fused[i] else ())
         al.alloc(f"dm{i}", s[i - 1], f"delta panel of layer {i}: e{i} * relu'(a{i}) (diag)", forbid={wbanks[i - 1]})
-        if i + 1 < nl:
+        if i + 1 < nl and not fused[i]:
             al.alloc(f"dc{i + 1}", s[i] + 1, f"rows copy of dm{i + 1} (transposed-GEMV broadcast)",
                      forbid={wbanks[i]})
     al.alloc("nlr", 1, "scalar -lr (every PE)")
@@ -181,7 +186,7 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False):
 
 
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
-              softmax: str | None = None) -> list:
+              softmax: str | None = None, fused: list | None = None) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -189,8 +194,12 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     partial outputs are reduced onto core 0, the output gradient is broadcast from there
     and its ``W^T d`` needs no reduce-scatter. ``softmax="array"`` (with ``"cols"``):
     ``part="step"`` holds the whole softmax step, core 0 computing the gradient from the
-    reduced logits (:func:`sw.softmax.emit_softmax_grad`) while the others wait."""
+    reduced logits (:func:`sw.softmax.emit_softmax_grad`) while the others wait.
+    ``fused[l]``: layer ``l``'s ``W^T d`` and update are one
+    :func:`sw.kernels.emit_gemv_t_rank1` (before the reduce-scatter) instead of the
+    transposed GEMV and, after the mask, the rank-1 update."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
+    fused = fused or [False] * nl
     s = [p // nr for p in P]
     split = out_map == "cols"
     R = {n: v.region for n, v in al.items.items()}
@@ -245,22 +254,34 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
         wn = L(P[l]) * L(N[l])
         if l < nl - 1:
             d, dlay, dcopy = R[f"dm{l + 1}"], "diag", R.get(f"dc{l + 1}")
+        v = R["xc"] if l == 0 else R[f"c{l}"]
+        if l >= 1 and fused[l]:
+            # e = W^T d (old W) and W += d (-lr v)^T in one pass. It reads up to its block's
+            # width past the end of v and one word past d (values unused): only the used
+            # extents are hazards; W is written by FMA write-backs, e by stores.
+            e = R[f"e{l}"]
+            ops.append(Op(f"bwup{l}", "gemv_t_rank1", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, v=v:
+                          emit_gemv_t_rank1(b, cfg, P[l], N[l], W, d, v, e, alpha=nlr, d_layout=dlay,
+                                            name=f"bu{l}_").instructions,
+                          reads=[(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], writes=[(W, wn), (e, L(N[l]))],
+                          fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, P[l], N[l])))
         if l >= 1:
             e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
             wr = [(e, L(N[l]))] + ([(dcopy, s[l] + 1)] if dcopy is not None else [])
-            kern(f"gemv_t{l}", "gemv_t", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, dcopy=dcopy:
-                 emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, x_layout=dlay if dlay == "diag" else None,
-                           x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
+            if not fused[l]:
+                kern(f"gemv_t{l}", "gemv_t", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, dcopy=dcopy:
+                     emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, x_layout=dlay if dlay == "diag" else None,
+                               x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
             if not (split and l == nl - 1):
                 ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
                                     [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
             kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
                  emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
                  [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
-        v = R["xc"] if l == 0 else R[f"c{l}"]
-        kern(f"rank1_{l}", "rank1", lambda b, l=l, W=W, d=d, dlay=dlay, v=v:
-             emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=dlay, v_layout="cols", name=f"up{l}_"),
-             [(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
+        if not fused[l]:
+            kern(f"rank1_{l}", "rank1", lambda b, l=l, W=W, d=d, dlay=dlay, v=v:
+                 emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=dlay, v_layout="cols", name=f"up{l}_"),
+                 [(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
     return ops
 
 
@@ -476,6 +497,8 @@ class ChipSGDProgram(PanelMap):
     out_map: str = "rows"
     #: softmax_ce: ``"array"`` (core 0, :mod:`sw.softmax`) or ``"host"``
     softmax: str | None = None
+    #: per layer: backward step fused (:func:`sw.kernels.emit_gemv_t_rank1`)
+    fused: list = field(default_factory=list)
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -842,13 +865,17 @@ def replace_depth(cfg):
     return replace(cfg, ucode_depth=1 << 16)
 
 
-def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto") -> ChipSGDProgram:
+def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
+                     backward: str = "auto") -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
     the first assignment of panels to banks that fits. ``softmax`` (``softmax_ce``):
     :func:`sw.train.resolve_softmax`; on the array it needs the logits on one core
-    (``out_map="cols"``), else ``"auto"`` keeps it on the host.
+    (``out_map="cols"``), else ``"auto"`` keeps it on the host. ``backward``: per layer
+    ``l >= 1``, the fused backward step or the separate kernels
+    (:func:`sw.train.backward_plan` on the panel shapes; recorded in
+    :attr:`ChipSGDProgram.fused`).
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
     (with the sizes), a program does not fit the microcode, ``-lr`` is not
@@ -861,6 +888,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     P, N = chip_shapes(cfg, mlp, out_map)
     _check(cfg, mlp, P, N)
     smx = resolve_softmax(cfg, mlp, softmax, why_not=softmax_why_not(out_map))
+    fused = backward_plan(cfg, mlp, backward, shapes=list(zip(P, N)))
     fmt = cfg.fmt
     nlr = fmt.from_float(np.array([-mlp.lr]))[0]
     v = float(fmt.to_float(np.array([nlr]))[0])
@@ -871,12 +899,12 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
              for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
     al = None
     for pol, wbanks in cands:
-        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx)
+        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx, fused)
         if al.fits():
             break
     if not al.fits():
         pol, wbanks = cands[0]
-        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx)
+        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx, fused)
         L = lambda n: local_len(n, cfg.nr)           # noqa: E731
         wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
         raise TrainCompileError(
@@ -885,14 +913,16 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
             f"per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt}")
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx) for k in range(c)]
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused) for k in range(c)]
     else:
         parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
-        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map) for k in range(c)]
+        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused)
+                                 for k in range(c)]
     parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                        {"lr_stored": -v, "policy": pol, "out_map": out_map}, out_map=out_map, softmax=smx)
+                        {"lr_stored": -v, "policy": pol, "out_map": out_map}, out_map=out_map, softmax=smx,
+                        fused=fused)
     tp._place_host()
     return tp
 

@@ -68,6 +68,27 @@ def test_chip_sgd_matches_golden(cfg, sizes, loss, backend, out_map):
     assert tp.host_cycles() == (HOST_LATENCY_CYCLES if tp.softmax == "host" else 0)
 
 
+@pytest.mark.parametrize("backward", ["fused", "separate"])
+@pytest.mark.parametrize("out_map", ["rows", "cols"])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+def test_chip_sgd_backward_steps(backward, out_map, loss):
+    """Both backward steps on every layer ``l >= 1`` (the automatic choice runs above),
+    bit for bit: the fused kernel (``W^T d`` with the old panel, ``W += d (-lr a)^T``,
+    before the reduce-scatter) and the separate kernels (``(-lr d) a^T`` after the mask),
+    with a learning rate whose two roundings differ."""
+    from functools import partial
+
+    mlp = MLP((7, 9, 4, 3), loss, 0.3)
+    flags = [False] + [backward == "fused"] * 2
+    tp, *_ = run_and_check(TINY, mlp, 3, "fast", _seed(), out_map=out_map,
+                           compile=partial(compile_chip_sgd, backward=backward),
+                           golden=partial(GoldenChipSGD, fused=flags))
+    assert tp.fused == flags
+    kinds = {kind for _, kind, _ in tp.breakdown()}
+    assert ("gemv_t_rank1" in kinds, "gemv_t" in kinds) == ((True, False) if backward == "fused" else (False, True))
+    assert ("dc2" in tp.alloc.items) == (backward == "separate")
+
+
 @pytest.mark.parametrize("backend", ["fast", "model"])
 def test_chip_sgd_split_softmax_on_host(backend):
     """``softmax="host"`` with the split output layer: two chip phases and the turnaround."""
