@@ -27,6 +27,7 @@ added as idle cycles in the "with host" figures.
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import numpy as np
 
@@ -42,12 +43,15 @@ INPUT_SEED = 1
 STEPS = 2
 LR = 0.01
 
-#: (preset, sizes, loss)
+#: (preset, sizes, loss, backward): the compiler's choice of backward step (per layer:
+#: fused when its kernels are at most sw.train.FUSED_TOLERANCE slower on the panel), and
+#: the fused step on every layer >= 1 for comparison
 CASES = [
-    ("S", (784, 500, 500, 500, 10), "softmax_ce"),
-    ("S", (784, 500, 500, 500, 10), "mse"),
-    ("chip-small", (64, 64, 64, 10), "softmax_ce"),
-    ("chip-small", (64, 64, 64, 10), "mse"),
+    ("S", (784, 500, 500, 500, 10), "softmax_ce", "auto"),
+    ("S", (784, 500, 500, 500, 10), "softmax_ce", "fused"),
+    ("S", (784, 500, 500, 500, 10), "mse", "auto"),
+    ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto"),
+    ("chip-small", (64, 64, 64, 10), "mse", "auto"),
 ]
 
 #: the reference design's SGD figure for its small network on config S
@@ -139,14 +143,15 @@ def setup(cfg, mlp, compile, golden, seed: int = WEIGHT_SEED) -> tuple:
     W0 = init_weights(mlp, cfg.fmt, seed)
     t0 = time.perf_counter()
     tp.init(sess, W0)
-    return tp, sess, golden(cfg, mlp, W0), t_compile, time.perf_counter() - t0
+    kw = {"fused": tp.fused} if getattr(tp, "fused", None) else {}
+    return tp, sess, golden(cfg, mlp, W0, **kw), t_compile, time.perf_counter() - t0
 
 
-def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dict:
+def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = STEPS, log=print) -> dict:
     cfg = PRESETS[preset]
     mlp = MLP(sizes, loss, LR)
-    label = f"{preset} {mlp.describe()}"
-    tp, sess, gold, t_compile, t_init = setup(cfg, mlp, compile_chip_sgd, GoldenChipSGD)
+    label = f"{preset} {mlp.describe()} (backward {backward})"
+    tp, sess, gold, t_compile, t_init = setup(cfg, mlp, partial(compile_chip_sgd, backward=backward), GoldenChipSGD)
     rng = np.random.default_rng(INPUT_SEED)
     flops = mlp.flops_per_step()
     macs = flops // 2
@@ -204,7 +209,7 @@ def measure(preset: str, sizes, loss: str, steps: int = STEPS, log=print) -> dic
                "weight_bank": tp.wbanks[l]} for l in range(mlp.n_layers)]
     return {
         "preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes), "loss": loss,
-        "lr": LR, "lr_stored": tp.meta["lr_stored"], "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED,
+        "backward": backward, "fused": tp.fused, "lr": LR, "lr_stored": tp.meta["lr_stored"], "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED,
         "inputs": "x ~ U(0, 1); target: random class (softmax_ce) or U(-1, 1) per output (mse), "
                   "numpy.random.default_rng(input_seed)",
         "cores": cfg.cores, "pes": cfg.nr * cfg.nr * cfg.cores, "layers": layers,
@@ -239,6 +244,7 @@ def run() -> dict:
         rows.append({
             "chip": f"{c['preset']}: {c['cores']} x 4x4", "network": "-".join(map(str, c["sizes"])),
             "loss": c["loss"],
+            "backward (layers 1..)": "/".join("fused" if f else "sep." for f in c["fused"][1:]),
             "step cycles (= predicted, both steps)": "/".join(map(str, cyc)),
             "host turnaround": last["host_cycles"], "FLOPs/step": last["flops"],
             "MAC util. %": round(last["mac_utilization"] * 100, 2),
@@ -252,11 +258,12 @@ def run() -> dict:
         })
     rows.append({
         "chip": "reference design, config S: 32 x 4x4", "network": "784-500-500-500-10", "loss": "(MNIST)",
+        "backward (layers 1..)": "",
         "step cycles (= predicted, both steps)": "", "host turnaround": "", "FLOPs/step": "",
         "MAC util. %": "> 80", "MAC util. with host %": "", "GFLOPS": "", "W": "", "GFLOPS/W": "", "GFLOPS/W ref. scope": REFERENCE["gflops_per_w"],
         "mem/FPU energy": "~1.5", "cycles gemv/gemv_t/rank1/ring/host I/O/other": "", "golden": "",
     })
-    s_rows = [c for c in cases if c["preset"] == "S"]
+    s_rows = [c for c in cases if c["preset"] == "S" and c["backward"] == "auto"]
     cmp = []
     for c in s_rows:
         last = c["steps"][-1]

@@ -288,7 +288,8 @@ def main(argv=None) -> int:
     p.add_argument("--png", help="save the energy breakdown as a PNG plot")
     p.set_defaults(fn=_cmd_report)
 
-    p = sub.add_parser("train", help="train an MLP with SGD on one simulated core (fast model), beside float64 SGD")
+    p = sub.add_parser("train", help="train an MLP on a simulated core or chip (SGD, minibatch GD, continuous "
+                                     "propagation; fast model), beside float64 SGD")
     from sw.train_driver import add_train_arguments
 
     add_train_arguments(p)

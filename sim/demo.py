@@ -22,7 +22,12 @@
 10. minibatch GD across the cores of a chip: two steps on a 2-core chip RTL against the
    golden trainer, two epochs of digits on a 4-core chip on the fast chip engine (test
    accuracy beside float64 minibatch GD), one step of 784-500-500-500-10 at
-   configuration S beside the reference design's minibatch figure.
+   configuration S beside the reference design's minibatch figure;
+11. continuous propagation (the layers pipelined over groups of cores): a few samples
+   through a 2-core pipeline on the chip RTL against the golden pipeline, an epoch of
+   digits on a 4-core chip on the fast chip engine (test accuracy beside float64 SGD,
+   loss curves saved), and the steady state of 784-500-500-500-10 at configuration S
+   beside the reference design's CP figure.
 """
 
 from __future__ import annotations
@@ -435,6 +440,78 @@ def _chip_minibatch(sim: str | None, b: int = 16) -> None:
         raise SystemExit("configuration S: the fast chip engine's weights differ from the golden trainer's")
 
 
+def _chip_cp(sim: str | None, steps_fast: int = 800) -> None:
+    """Continuous propagation across the cores of a chip: three samples through a 2-core
+    pipeline (filling, steady state, draining) on the per-cycle chip model, replayed on
+    the chip RTL, weights against the golden pipeline; an epoch of digits on a 4-core
+    chip on the fast chip engine; the steady state of the reference network at
+    configuration S."""
+    from rtl.config import PRESETS, ArchConfig
+    from sw.datasets import load_digits
+    from sw.golden_train_cp import GoldenChipCP
+    from sw.mlp import MLP
+    from sw.train import init_weights
+    from sw.train_chip import ChipSession, chip_step_report
+    from sw.train_cp import compile_chip_cp
+    from sw.train_driver import plot_curves, train_cp
+
+    _hdr(f"11. Continuous propagation across the cores of a chip: {'-'.join(map(str, DEMO_NET))} on digits")
+    data = load_digits()
+    mlp = MLP(DEMO_NET, "softmax_ce", DEMO_LR)
+    # -- RTL: 2 cores of 2x2 PEs, one layer per core --------------------------------------
+    cfg = ArchConfig(nr=2, mem_a_words=512, mem_b_words=512, cores=2)
+    tp = compile_chip_cp(cfg, mlp)
+    L, n = tp.latency_steps(), 3
+    seq = [(data.x_train[s] if s < n else None, int(data.y_train[s - L]) if 0 <= s - L < n else None)
+           for s in range(n + 2 * L)]
+    res, wall = _chip_replay(cfg, tp, GoldenChipCP, seq, sim, "demo-chip-cp")
+    print(f"RTL ({res[0][0].backend}, {wall:.1f} s): {n} samples through a pipeline of {cfg.cores} cores of "
+          f"{cfg.nr}x{cfg.nr} PEs ({len(seq)} steps: filling, steady state, draining; activations and deltas "
+          f"chained over the ring), {tp.step_cycles()} cycles per step; every core's beats and counters equal the "
+          f"chip model's, the weights read back equal the golden pipeline's bit for bit")
+    # -- fast chip engine: 4 cores of 4x4 PEs, digits ------------------------------------
+    cfg = PRESETS["chip-small"]
+    bar = _Bar()
+    res = train_cp(cfg, mlp, data, epochs=1, backend="fast", golden_steps=20, log=bar.log, progress=bar,
+                   max_train=steps_fast)
+    st, last = res["step"], res["epochs"][-1]
+    print(f"fast chip engine, {cfg.cores} cores of {cfg.nr}x{cfg.nr} (cores per layer {res['groups']}): "
+          f"{res['steps']} pipeline steps in {res['wall_s']:.0f} s, test accuracy {last['test_accuracy'] * 100:.2f} % "
+          f"(binary16, stale weights of CP) vs {last['test_accuracy_float64'] * 100:.2f} % float64 SGD; first 20 "
+          f"steps bit for bit against the golden pipeline")
+    print(f"one step (one sample completes): {st['cycles']} cycles, MAC utilization {st['mac_utilization'] * 100:.1f} "
+          f"%, {st['gflops_per_w']:.0f} GFLOPS/W ({st['gflops_per_w_reference_scope']:.0f} reference scope)")
+    try:
+        plot_curves(res, OUT / "train_cp_digits.png", window=50)
+        print(f"loss curves: {OUT / 'train_cp_digits.png'}")
+    except ImportError as e:
+        print(f"plot skipped: {e}")
+    # -- configuration S: the reference design's network, steady state --------------------
+    cfg = PRESETS["S"]
+    big = MLP((784, 500, 500, 500, 10), "softmax_ce", 0.01)
+    t0 = time.perf_counter()
+    tp = compile_chip_cp(cfg, big)
+    sess = ChipSession(cfg, "fast")
+    Wb = init_weights(big, cfg.fmt, 0)
+    tp.init(sess, Wb)
+    gold = GoldenChipCP(cfg, big, Wb)
+    rng = np.random.default_rng(9)
+    L = tp.latency_steps()
+    for s in range(2 * L):                      # the last step: every group on a real sample
+        x, t = rng.uniform(0, 1, 784), (int(rng.integers(10)) if s >= L else None)
+        r = tp.run_step(sess, x, t)
+        gold.step(x, t)
+    same = all(np.array_equal(a, b) for a, b in zip(tp.weights_from_session(sess), gold.weights()))
+    rep, _ = chip_step_report(tp, r)
+    print(f"configuration S ({cfg.cores} cores of {cfg.nr}x{cfg.nr}), 784-500-500-500-10, cores per layer "
+          f"{tp.groups}, {2 * L} pipeline steps on the fast chip engine ({time.perf_counter() - t0:.0f} s, weights "
+          f"{'==' if same else '!='} golden): {r.cycles} cycles per step, MAC utilization "
+          f"{rep.mac_utilization * 100:.1f} %, {rep.gflops_per_w:.0f} GFLOPS/W ({rep.gflops_per_w_reference_scope:.0f} "
+          f"in the reference scope); reference design, CP: 204 GFLOPS/W")
+    if not same:
+        raise SystemExit("configuration S: the CP pipeline's weights differ from the golden pipeline's")
+
+
 def run_demo(sim: str | None = None) -> int:
     from rtl.config import ArchConfig
 
@@ -452,6 +529,7 @@ def run_demo(sim: str | None = None) -> int:
     _chip(sim)
     _chip_train(sim)
     _chip_minibatch(sim)
+    _chip_cp(sim)
     print(f"\nall outputs in {OUT}")
     return 0
 

@@ -27,7 +27,31 @@ from sw.softmax import golden_softmax_grad
 from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss, weight_bits
 from sw.train_cp import cp_mapping, cp_shapes, cp_stage_of
 
-__all__ = ["GoldenChipCP"]
+__all__ = ["GoldenChipCP", "cp_forward"]
+
+
+def cp_forward(cfg, P: list, N: list, weights, x, reduce: str = "tree") -> np.ndarray:
+    """The output layer's values (floats; the first ``n_out`` are the network's outputs,
+    the rest padding rows) for input ``x`` as the pipeline's forward passes
+    compute it (each core's GEMV of its panel, ReLU, the gathered activations in core
+    order), from the global weights with the mapping's padding (``P``, ``N`` of
+    :func:`sw.train_cp.cp_shapes`; ``weights``: each layer's ``(g_l P_l, N_l)`` bit
+    patterns, as :meth:`sw.train_cp.ChipCPProgram.weights_from_session` gives them with
+    ``padded=True``). A GEMV's rows do not depend on which core computes them, so one
+    GEMV over a group's stacked panels is every core's."""
+    fmt, nr = cfg.fmt, cfg.nr
+    xb = np.asarray(x)
+    if xb.dtype != fmt.np_uint:
+        xb = fmt.from_float(xb.astype(np.float64)).astype(fmt.np_uint)
+    a = pad_vector(fmt, nr, xb)
+    for l, G in enumerate(weights):
+        z = golden.gemv(fmt, nr, G, a, reduce)[:G.shape[0]]
+        if l < len(weights) - 1:
+            z = golden.relu(fmt, z)
+            a = pad_vector(fmt, nr, z)
+            if len(z) != N[l + 1]:
+                raise ValueError(f"layer {l} gives {len(z)} values, layer {l + 1}'s panels take {N[l + 1]}")
+    return fmt.to_float(z)
 
 
 class GoldenChipCP:

@@ -547,6 +547,12 @@ class ChipCPProgram:
     def step_cycles(self) -> int:
         return self.run_cycles("head") + self.run_cycles("tail") + sum(c for _, c in self.host_phase_cycles())
 
+    def host_cycles(self, host_latency: int = 0) -> int:
+        """Host turnaround cycles per step (as :meth:`sw.train_chip.ChipSGDProgram.host_cycles`):
+        none; the softmax runs on the output core, and the host phases are part of
+        :meth:`step_cycles`."""
+        return 0
+
     def latency_steps(self) -> int:
         """Steps from a sample's input to its loss: ``L`` (forward through every group;
         the host's load is one step ahead)."""

@@ -21,7 +21,7 @@ from sw.golden_train import Float64SGD, GoldenSGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, CoreSession, compile_sgd, init_weights
 
-__all__ = ["train", "step_report", "plot_curves", "cmd_train", "add_train_arguments"]
+__all__ = ["train", "train_cp", "step_report", "plot_curves", "cmd_train", "add_train_arguments"]
 
 
 def _sum_counters(ctrs):
@@ -56,13 +56,14 @@ def _acc(pred_fn, x, y):
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
           max_train: int | None = None, max_test: int | None = None, progress=None,
-          out_map: str = "auto", softmax: str = "auto") -> dict:
+          out_map: str = "auto", softmax: str = "auto", backward: str = "auto") -> dict:
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
     A chip configuration (``cfg.cores > 1``) trains across its cores
     (:func:`sw.train_chip.compile_chip_sgd`, its output layer mapped by ``out_map``).
     ``softmax``: where a softmax loss's gradient is computed (:func:`sw.train.resolve_softmax`).
+    ``backward``: the backward step of the layers ``l >= 1`` (:func:`sw.train.backward_plan`).
     ``golden_steps``: check the weights against
     the golden trainer (:class:`GoldenSGD`, :class:`sw.golden_train_chip.GoldenChipSGD`)
     bit for bit after each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
@@ -77,9 +78,9 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
         from sw.golden_train_chip import GoldenChipSGD
         from sw.train_chip import ChipSession, compile_chip_sgd
 
-        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax)
+        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax, backward=backward)
     else:
-        tp = compile_sgd(cfg, mlp, softmax=softmax)
+        tp = compile_sgd(cfg, mlp, softmax=softmax, backward=backward)
     log(tp.describe().split("\n\n")[0])
     W0 = init_weights(mlp, fmt, seed)
     sess = ChipSession(cfg, backend) if chip else CoreSession(cfg, backend)
@@ -87,7 +88,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
     gold = None
     if golden_steps:
-        gold = (GoldenChipSGD(cfg, mlp, W0, out_map=out_map, softmax=softmax) if chip
+        gold = (GoldenChipSGD(cfg, mlp, W0, out_map=out_map, softmax=softmax, fused=tp.fused) if chip
                 else GoldenSGD(cfg, mlp, W0, fused=tp.fused, softmax=softmax))
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
@@ -153,6 +154,106 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     return res
 
 
+def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
+             golden_steps: int = 0, log=print, max_train: int | None = None, max_test: int | None = None,
+             progress=None, groups=None, backward: str = "auto") -> dict:
+    """Continuous propagation of ``mlp`` across the cores of a chip configuration
+    (:func:`sw.train_cp.compile_chip_cp`; ``groups``, ``backward`` as there) on ``data``
+    for ``epochs`` epochs, beside float64 SGD on the same samples in the same order.
+
+    Each epoch streams the shuffled training samples into the pipeline, one per step,
+    each sample's target following it ``L`` steps later, then drains the pipeline with
+    zero inputs (``2 L`` steps, so every sample's updates are in) and evaluates the test
+    accuracy of the array's weights, read back from the cores, with the pipeline's own
+    forward arithmetic (:func:`sw.golden_train_cp.cp_forward`: the pipeline has no
+    separate inference program). ``golden_steps``: the first steps are checked bit for
+    bit against :class:`sw.golden_train_cp.GoldenChipCP`. The step figures are those of
+    the first steady-state step (every group on a real sample). Returns a dict as
+    :func:`train`'s."""
+    from sw.golden_train_cp import GoldenChipCP, cp_forward
+    from sw.train_chip import ChipSession, chip_step_report
+    from sw.train_cp import compile_chip_cp
+
+    fmt = cfg.fmt
+    if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
+        raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
+                         f"{mlp.n_in} inputs and {mlp.n_out} outputs")
+    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward)
+    log(tp.describe().split("\n\n")[0])
+    W0 = init_weights(mlp, fmt, seed)
+    sess = ChipSession(cfg, backend)
+    tp.init(sess, W0)
+    ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
+    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused) if golden_steps else None
+    xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
+    xte, yte = data.x_test[:max_test], data.y_test[:max_test]
+    rng = np.random.default_rng(seed)
+    eye = np.eye(mlp.n_out)
+    tgt = (lambda c: int(c)) if mlp.loss == "softmax_ce" else (lambda c: eye[int(c)])   # noqa: E731
+    L = tp.latency_steps()
+    per_epoch = len(xtr) + 2 * L
+    losses, ref_losses, epochs_out = [], [], []
+    steady = None
+    t_start, steps = time.perf_counter(), 0
+
+    def predict(W, x):
+        return cp_forward(cfg, tp.P, tp.N, W, x)[:mlp.n_out]
+
+    for ep in range(epochs):
+        t0 = time.perf_counter()
+        order = rng.permutation(len(xtr))
+        for s in range(per_epoch):
+            x = xtr[order[s]] if s < len(order) else None
+            t = tgt(ytr[order[s - L]]) if 0 <= s - L < len(order) else None
+            r = tp.run_step(sess, x, t)
+            if s == 2 * L - 1 and steady is None and len(order) >= 2 * L:
+                steady = r
+            if r.loss is not None:
+                losses.append(r.loss)
+            if x is not None:
+                ref_losses.append(ref.step(x, tgt(ytr[order[s]]))["loss"])
+            if gold is not None and steps < golden_steps:
+                gold.step(x, t)
+                got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
+                if not all(np.array_equal(a, b) for a, b in zip(got, want)):
+                    raise AssertionError(f"step {steps}: the array's weights differ from the golden pipeline's")
+            steps += 1
+            if progress is not None:
+                progress(steps, epochs * per_epoch)
+        W = tp.weights_from_session(sess, padded=True)
+        acc = _acc(lambda x: predict(W, x), xte, yte)
+        acc_ref = _acc(ref.predict, xte, yte)
+        acc_tr = _acc(lambda x: predict(W, x), xtr[:300], ytr[:300])
+        n = len(order)
+        e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
+             "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
+             "test_accuracy_float64": acc_ref, "train_accuracy_300": acc_tr,
+             "wall_s": round(time.perf_counter() - t0, 2)}
+        epochs_out.append(e)
+        log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
+            f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+    if steady is None:
+        raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training samples per epoch, "
+                         f"got {len(xtr)}")
+    rep, _ = chip_step_report(tp, steady)
+    host = sum(c for _, c in tp.host_phase_cycles())
+    return {
+        "method": "cp", "network": mlp.describe(), "sizes": list(mlp.sizes), "loss": mlp.loss, "lr": mlp.lr,
+        "lr_stored": tp.meta["lr_stored"], "config": cfg.to_dict(), "data": data.describe(),
+        "backend": backend, "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
+        "groups": tp.groups, "fused": tp.fused, "pipeline_steps_per_epoch": per_epoch,
+        "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses,
+        "step": {"run_cycles": steady.cycles - host, "host_cycles": host, "cycles": steady.cycles,
+                 "predicted_cycles": tp.step_cycles(), "cores": cfg.cores, "flops": mlp.flops_per_step(),
+                 "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep.mac_utilization,
+                 "gflops": rep.gflops, "gflops_with_host": rep.gflops,
+                 "gflops_per_w": rep.gflops_per_w, "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
+                 "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
+        "breakdown": [list(b) for b in tp.breakdown()],
+        "wall_s": round(time.perf_counter() - t_start, 1),
+    }
+
+
 def plot_curves(res: dict, path, window: int = 100) -> None:
     """Save a PNG: training loss (moving average over ``window`` steps) of the array and
     of float64 SGD side by side, and the test accuracy per epoch."""
@@ -171,10 +272,12 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
 
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
     fmt = res["config"]["fmt"]
-    a1.plot(smooth(res["losses"]), label=f"array ({fmt}, {res['backend']} model)", lw=1.2)
+    a1.plot(smooth(res["losses"]), label=f"array ({fmt}, {res['backend']} model"
+            + (", CP)" if res.get("method") == "cp" else ")"), lw=1.2)
     ref = "float64 minibatch GD" if res.get("batch", 1) > 1 else "float64 SGD"
     a1.plot(smooth(res["losses_float64"]), label=ref, lw=1.2, ls="--")
-    a1.set_xlabel("minibatch step" if res.get("batch", 1) > 1 else "SGD step")
+    a1.set_xlabel("minibatch step" if res.get("batch", 1) > 1 else
+                  "sample (continuous propagation)" if res.get("method") == "cp" else "SGD step")
     a1.set_ylabel(f"{res['loss']} loss (moving average, {window} steps)")
     a1.set_yscale("log")
     a1.legend(fontsize=8)
@@ -314,6 +417,13 @@ def add_train_arguments(p) -> None:
     p.add_argument("--hidden", default="64", help="hidden layer sizes, comma separated (default 64)")
     p.add_argument("--loss", default="softmax_ce", choices=("mse", "softmax_ce"))
     p.add_argument("--lr", type=float, default=0.03)
+    p.add_argument("--method", default="sgd", choices=("sgd", "cp"),
+                   help="sgd: SGD (or minibatch GD with --batch); cp: continuous propagation, the layers pipelined "
+                        "over groups of cores (chip configurations, batch 1)")
+    p.add_argument("--groups", help="cp: cores per layer, comma separated (default: the compiler's balance)")
+    p.add_argument("--backward", default="auto", choices=("auto", "fused", "separate"),
+                   help="batch 1: the backward step of layers >= 1: W^T d and the update in one pass over W (fused), "
+                        "as two kernels (separate), or the compiler's choice (auto)")
     p.add_argument("--batch", type=int, default=1,
                    help="minibatch size (default 1: SGD; b > 1: minibatch GD with W -= (lr / b) sum, on one core or "
                         "across the cores of a chip configuration)")
@@ -351,18 +461,24 @@ def cmd_train(args) -> int:
     hidden = [int(h) for h in args.hidden.split(",") if h.strip()] if args.hidden else []
     mlp = MLP((data.n_in, *hidden, data.n_classes), args.loss, args.lr, batch=args.batch)
     print(data.describe())
+    if args.method == "cp":
+        return _cmd_train_cp(args, cfg, mlp, data)
+    if args.groups:
+        raise ValueError("--groups is for --method cp")
     if args.batch > 1:
         return _cmd_train_minibatch(args, cfg, mlp, data)
     if args.describe:
         if cfg.cores > 1:
             from sw.train_chip import compile_chip_sgd
 
-            print(compile_chip_sgd(cfg, mlp, out_map=args.out_map, softmax=args.softmax).describe())
+            print(compile_chip_sgd(cfg, mlp, out_map=args.out_map, softmax=args.softmax,
+                                   backward=args.backward).describe())
         else:
-            print(compile_sgd(cfg, mlp, softmax=args.softmax).describe())
+            print(compile_sgd(cfg, mlp, softmax=args.softmax, backward=args.backward).describe())
     res = train(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
                 host_latency=args.host_latency, golden_steps=args.golden_steps,
-                max_train=args.max_train, max_test=args.max_test, out_map=args.out_map, softmax=args.softmax)
+                max_train=args.max_train, max_test=args.max_test, out_map=args.out_map, softmax=args.softmax,
+                backward=args.backward)
     st = res["step"]
     e = res["epochs"][-1]
     print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")
@@ -376,6 +492,45 @@ def cmd_train(args) -> int:
     if args.json:
         atomic_write(args.json, json.dumps(compact(res), indent=1) + "\n")
         print(f"wrote {args.json}")
+    return 0
+
+
+def _finish(args, res: dict, window: int = 100) -> None:
+    from sim.harness import atomic_write
+
+    if args.png:
+        plot_curves(res, args.png, window=window)
+        print(f"wrote {args.png}")
+    if args.json:
+        atomic_write(args.json, json.dumps(compact(res), indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+def _cmd_train_cp(args, cfg, mlp: MLP, data) -> int:
+    """``caterpillar train --method cp``: continuous propagation (:func:`train_cp`)."""
+    from sw.train_cp import compile_chip_cp
+
+    if cfg.cores < 2:
+        raise ValueError(f"--method cp pipelines the layers over the cores of a chip; configuration "
+                         f"{args.config or 'default'} has cores={cfg.cores} (try --config chip-small)")
+    if mlp.batch != 1:
+        raise ValueError("--method cp is batch 1 (minibatch CP is not compiled yet)")
+    try:
+        groups = [int(g) for g in args.groups.split(",")] if args.groups else None
+    except ValueError:
+        raise ValueError(f"--groups takes comma-separated integers, got {args.groups!r}") from None
+    if args.describe:
+        print(compile_chip_cp(cfg, mlp, groups=groups, backward=args.backward).describe())
+    res = train_cp(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
+                   golden_steps=args.golden_steps, max_train=args.max_train, max_test=args.max_test,
+                   groups=groups, backward=args.backward)
+    st, e = res["step"], res["epochs"][-1]
+    print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")
+    print(f"per pipeline step (one sample completes; cores per layer {res['groups']}): {st['cycles']} cycles "
+          f"({st['run_cycles']} RUN + {st['host_cycles']} host I/O), {st['flops']} FLOPs, MAC utilization "
+          f"{st['mac_utilization'] * 100:.1f}%, {st['gflops_per_w']:.1f} GFLOPS/W (reference scope "
+          f"{st['gflops_per_w_reference_scope']:.1f})")
+    _finish(args, res)
     return 0
 
 

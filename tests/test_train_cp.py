@@ -248,3 +248,47 @@ def test_cp_rtl(sim):
     assert len(heads) == len(results)
     for i, r in zip(heads, results):
         assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
+
+
+def test_cp_forward_is_the_pipelines_forward():
+    """:func:`cp_forward` on the weights read back gives, bit for bit, the output the
+    pipeline computes for a sample: the output unloaded ``L`` steps after it entered
+    (no target: MSE's ``d = z``) is computed before any of that sample's updates, and the
+    pipeline's other samples are zeros, whose updates change no weight."""
+    from sw.golden_train_cp import cp_forward
+
+    mlp = MLP((7, 9, 6, 3), "mse", 0.125)
+    tp = compile_chip_cp(SIX, mlp)
+    W0 = init_weights(mlp, SIX.fmt, 2)
+    sess = ChipSession(SIX, "fast")
+    tp.init(sess, W0)
+    x = np.random.default_rng(_seed()).uniform(0, 1, mlp.n_in)
+    want = cp_forward(SIX, tp.P, tp.N, tp.weights_from_session(sess, padded=True), x)[:mlp.n_out]
+    L = tp.latency_steps()
+    for s in range(L + 1):
+        r = tp.run_step(sess, x if s == 0 else None, None)
+    assert np.array_equal(r.output, want), (r.output, want)
+
+
+def test_cli_train_cp(tmp_path):
+    """``caterpillar train --method cp``: golden-checked pipeline steps, the figures of a
+    steady-state step equal to the compiler's prediction; clear errors for a one-core
+    configuration and a minibatch."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "cp.json"
+    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "2", "--lr", "0.1", "--method", "cp",
+               "--config", "chip-tiny", "--golden-steps", "30", "--max-train", "40", "--max-test", "40",
+               "--json", str(js)])
+    assert rc == 0
+    res = json.loads(js.read_text())
+    tp = compile_chip_cp(TINY, MLP((16, 6, 4), "softmax_ce", 0.1))
+    assert res["method"] == "cp" and res["golden_checked_steps"] == 30 and res["groups"] == tp.groups
+    assert res["step"]["cycles"] == tp.step_cycles() and res["steps"] == 2 * (40 + 2 * tp.latency_steps())
+    assert len(res["epochs"]) == 2 and 0 <= res["epochs"][-1]["test_accuracy"] <= 1
+    assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp"]) == 1          # one core
+    assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp", "--config", "chip-tiny",
+                 "--batch", "4"]) == 1
+    assert main(["train", "--data", "synthetic", "--hidden", "6", "--groups", "1,1"]) == 1         # not cp
