@@ -75,7 +75,7 @@ def _category(name: str, kind: str) -> str:
             return "reduce-scatter W^T d (ring)"
         return "other ring"
     return {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
-            "relu": "elementwise (ReLU, mask, loss grad)", "relu_mask": "elementwise (ReLU, mask, loss grad)",
+            "gemv_t_rank1": "W^T d + update, fused (backward)", "relu": "elementwise (ReLU, mask, loss grad)", "relu_mask": "elementwise (ReLU, mask, loss grad)",
             "axpy": "elementwise (ReLU, mask, loss grad)", "nop": "gaps (NOPs between ops)",
             "halt": "HALT + start latency + drain (per chip RUN)"}.get(kind, f"other ({kind})")
 
@@ -224,14 +224,15 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = 
 
 
 def _split(bd: dict) -> str:
-    """GEMV / GEMV^T / rank-1 / ring / host I/O / other cycles (turnaround excluded)."""
+    """GEMV / GEMV^T / rank-1 / fused backward / ring / host I/O / other cycles
+    (turnaround excluded)."""
     g = lambda k: bd.get(k, {}).get("cycles", 0)          # noqa: E731
     ring = sum(v["cycles"] for k, v in bd.items() if "(ring)" in k)
     host = sum(v["cycles"] for k, v in bd.items() if k.startswith("host phase"))
-    main = g("GEMV W x (forward)") + g("GEMV^T W^T d (backward)") + g("rank-1 update")
+    fw, bw, up, fu = (g("GEMV W x (forward)"), g("GEMV^T W^T d (backward)"), g("rank-1 update"),
+                      g("W^T d + update, fused (backward)"))
     total = sum(v["cycles"] for k, v in bd.items() if not k.startswith("host softmax"))
-    return (f"{g('GEMV W x (forward)')}/{g('GEMV^T W^T d (backward)')}/{g('rank-1 update')}/{ring}/{host}/"
-            f"{total - main - ring - host}")
+    return f"{fw}/{bw}/{up}/{fu}/{ring}/{host}/{total - fw - bw - up - fu - ring - host}"
 
 
 def run() -> dict:
@@ -253,7 +254,7 @@ def run() -> dict:
             "GFLOPS/W": round(p["gflops_per_w"], 1),
             "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
             "mem/FPU energy": round(p["memory_over_fpu_energy"], 2),
-            "cycles gemv/gemv_t/rank1/ring/host I/O/other": _split(last["cycle_breakdown"]),
+            "cycles gemv/gemv_t/rank1/fused/ring/host I/O/other": _split(last["cycle_breakdown"]),
             "golden": f"{len(c['steps'])} steps bit-exact",
         })
     rows.append({
@@ -261,7 +262,7 @@ def run() -> dict:
         "backward (layers 1..)": "",
         "step cycles (= predicted, both steps)": "", "host turnaround": "", "FLOPs/step": "",
         "MAC util. %": "> 80", "MAC util. with host %": "", "GFLOPS": "", "W": "", "GFLOPS/W": "", "GFLOPS/W ref. scope": REFERENCE["gflops_per_w"],
-        "mem/FPU energy": "~1.5", "cycles gemv/gemv_t/rank1/ring/host I/O/other": "", "golden": "",
+        "mem/FPU energy": "~1.5", "cycles gemv/gemv_t/rank1/fused/ring/host I/O/other": "", "golden": "",
     })
     s_rows = [c for c in cases if c["preset"] == "S" and c["backward"] == "auto"]
     cmp = []
