@@ -77,7 +77,7 @@ def _kernel(cfg, sim: str | None):
     W = fmt.from_float(rng.uniform(-1, 1, (m, n)))
     x = fmt.from_float(rng.uniform(-1, 1, n))
     rW, rx, ry = Region("a", 0), Region("b", 0), Region("b", 256)
-    mp, np_ = -(-m // cfg.nr), -(-n // cfg.nr)
+    mp = -(-m // cfg.nr)
     info = {}
 
     def kernel(b):
@@ -103,8 +103,8 @@ def _kernel(cfg, sim: str | None):
     print(f"  max |y - float64 W x| = {err:.3g} (binary16 rounding)")
     print(f"  kernel: {cycles} cycles, {c['instructions']} instructions; MAC utilization "
           f"{macs / (cycles * cfg.n_pes) * 100:.1f}% (useful MACs), FPU issue {fma / (cycles * cfg.n_pes) * 100:.1f}%")
-    print(f"  (a small matrix: the reduction and pipeline fill weigh more than on 256x256, see "
-          f"benchmarks/results/SUMMARY.md)")
+    print("  (a small matrix: the reduction and pipeline fill weigh more than on 256x256, see "
+          "benchmarks/results/SUMMARY.md)")
     if not ok:
         raise SystemExit("demo: RTL results differ from the golden model")
     return kres, macs

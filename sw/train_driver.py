@@ -53,6 +53,21 @@ def _acc(pred_fn, x, y):
     return float(np.mean([int(np.argmax(pred_fn(xi))) == int(yi) for xi, yi in zip(x, y)]))
 
 
+def _epoch(ep: int, predict, ref, losses, ref_losses, n: int, data, t0: float, log) -> dict:
+    """An epoch's summary (logged): the mean of the last ``n`` losses of the array and of
+    float64 SGD, the test accuracies of ``predict`` and ``ref.predict``, the array's
+    accuracy on the first 300 training samples; ``data``: ``(xtr, ytr, xte, yte)``."""
+    xtr, ytr, xte, yte = data
+    acc, acc_ref = _acc(predict, xte, yte), _acc(ref.predict, xte, yte)
+    e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
+         "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
+         "test_accuracy_float64": acc_ref, "train_accuracy_300": _acc(predict, xtr[:300], ytr[:300]),
+         "wall_s": round(time.perf_counter() - t0, 2)}
+    log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
+        f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+    return e
+
+
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
           max_train: int | None = None, max_test: int | None = None, progress=None,
@@ -117,17 +132,8 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
             steps += 1
             if progress is not None:
                 progress(steps, epochs * len(xtr))
-        acc = _acc(lambda x: tp.predict(sess, x), xte, yte)
-        acc_ref = _acc(ref.predict, xte, yte)
-        acc_tr = _acc(lambda x: tp.predict(sess, x), xtr[:300], ytr[:300])
-        n = len(order)
-        e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
-             "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
-             "test_accuracy_float64": acc_ref, "train_accuracy_300": acc_tr,
-             "wall_s": round(time.perf_counter() - t0, 2)}
-        epochs_out.append(e)
-        log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
-            f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+        epochs_out.append(_epoch(ep, lambda x: tp.predict(sess, x), ref, losses, ref_losses, len(order),
+                                 (xtr, ytr, xte, yte), t0, log))
     if chip:
         from sw.train_chip import chip_step_report
 
@@ -221,17 +227,8 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
             if progress is not None:
                 progress(steps, epochs * per_epoch)
         W = tp.weights_from_session(sess, padded=True)
-        acc = _acc(lambda x: predict(W, x), xte, yte)
-        acc_ref = _acc(ref.predict, xte, yte)
-        acc_tr = _acc(lambda x: predict(W, x), xtr[:300], ytr[:300])
-        n = len(order)
-        e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
-             "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
-             "test_accuracy_float64": acc_ref, "train_accuracy_300": acc_tr,
-             "wall_s": round(time.perf_counter() - t0, 2)}
-        epochs_out.append(e)
-        log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
-            f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+        epochs_out.append(_epoch(ep, lambda x: predict(W, x), ref, losses, ref_losses, len(order),
+                                 (xtr, ytr, xte, yte), t0, log))
     if steady is None:
         raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training samples per epoch, "
                          f"got {len(xtr)}")
