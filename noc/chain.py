@@ -24,6 +24,19 @@ role                  instruction(s) on that core (vectors in the diag / cols la
                       sum, the sum passed on (a reduce chain; every beat of the hop)
 ====================  ==============================================================
 
+**Matrices** (``layout="mat"`` on every hop of a stream): the words at ``src`` / ``dst``
+are local words of 2D round-robin matrices (:mod:`sw.layout`), each travelling as ``nr``
+beats on the row buses, beat ``q`` of a word carrying PE column ``q`` (lane ``i`` = PE
+``(i, q)``), as in :mod:`noc.ring_mat`: ``send`` is ``@col=q | rd [ar1]++ gate=rdrv |
+rdrv mem @col=q | rout row``, ``keep`` ``rin row | @col=q | wr [ar2]++ = row``, ``add``
+``rin row | rd [ar1]++ gate=pred | @col=q | add r0 = row + mem`` and later ``rdrv r0
+@col=q | rout row`` (every address-stepping instruction predicated on its PE column, so
+each column walks the words once). Beat ``j`` is PE column ``j mod nr`` of word ``j //
+nr``; a core that keeps a subset of the beats (a scatter) stores its words in order. A
+matrix add takes and sends on the row buses, so a stream with an ``add`` hop runs at one
+beat per two slots (``Stream.period = 2``; the sums are sent an odd number of slots,
+:func:`noc.ring_mat.rs_delay`, after their adds, so a take and a send never share a slot).
+
 **Timing.** Beats are numbered ``0 .. m-1`` along the stream. A stream starting at slot
 ``T`` sends beat ``j`` from its first hop in slot ``T + j``; every other hop takes beat
 ``j`` exactly 3 slots after the previous hop sent it (``RING_HOP_CYCLES``: no slack, so
@@ -48,6 +61,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from noc.ring import RingError, _join
+from noc.ring_mat import rs_delay
 from sim.chip_model import RING_HOP_CYCLES as RING_HOP
 
 __all__ = ["Hop", "Stream", "ChainSchedule", "schedule", "ROLES"]
@@ -61,7 +75,8 @@ class Hop:
     beat does not pass this core; it must then not pass any later hop). ``src``:
     ``(bank, base)`` read in order by ``send``/``send_keep``/``add`` beats; ``dst``:
     ``(bank, base)`` written in order by ``keep``/``keep_relay``/``send_keep`` beats;
-    ``layout``: of the stored words, ``"cols"`` (every PE) or ``"diag"``."""
+    ``layout``: of the stored words, ``"cols"`` (every PE) or ``"diag"`` (vectors), or
+    ``"mat"`` (2D-layout matrix words, ``nr`` beats each; see the module docstring)."""
 
     core: int
     roles: tuple
@@ -72,11 +87,14 @@ class Hop:
 
 @dataclass(frozen=True)
 class Stream:
-    """A stream of ``m`` beats along ``hops`` (consecutive cores on the ring)."""
+    """A stream of ``m`` beats along ``hops`` (consecutive cores on the ring), beat ``j``
+    leaving its first hop ``period * j`` slots after the stream's start (``period`` 1, or
+    2 for a matrix stream with an ``add`` hop)."""
 
     name: str
     m: int
     hops: tuple
+    period: int = 1
 
 
 @dataclass
@@ -124,13 +142,57 @@ def _check(cfg, st: Stream) -> None:
             raise RingError(f"stream {st.name}: core {h.core} reads beats but has no src")
         if any(r in ("keep", "keep_relay", "send_keep") for r in h.roles) and h.dst is None:
             raise RingError(f"stream {st.name}: core {h.core} stores beats but has no dst")
-        if h.layout not in ("cols", "diag"):
-            raise RingError(f"stream {st.name}: layout must be 'cols' or 'diag', got {h.layout!r}")
+        if h.layout not in ("cols", "diag", "mat"):
+            raise RingError(f"stream {st.name}: layout must be 'cols', 'diag' or 'mat', got {h.layout!r}")
+    mats = {h.layout == "mat" for h in st.hops}
+    if len(mats) > 1:
+        raise RingError(f"stream {st.name}: mixes matrix ('mat') and vector hops")
+    if st.period not in (1, 2):
+        raise RingError(f"stream {st.name}: period must be 1 or 2, got {st.period}")
+    if mats == {True}:
+        if st.m % cfg.nr:
+            raise RingError(f"stream {st.name}: a matrix stream carries whole words ({cfg.nr} beats each), "
+                            f"got {st.m} beats")
+        if st.period != 2 and any(r == "add" for h in st.hops for r in h.roles):
+            raise RingError(f"stream {st.name}: a matrix stream with an add hop needs period 2 (takes and sends "
+                            f"share the row buses)")
+
+
+def _mat_text(r: str, q: int, sb, db) -> tuple:
+    """A matrix beat's ``(take-slot text, send-slot text)`` for role ``r`` (PE column ``q``)."""
+    if r == "send":
+        return None, f"@col={q} | rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @col={q} | rout row"
+    if r == "send_keep":
+        return None, f"@col={q} | rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @col={q} | rout row | wr{db} [ar2]++ = row"
+    if r == "relay":
+        return "rin row | rout row", None
+    if r == "keep":
+        return f"rin row | @col={q} | wr{db} [ar2]++ = row", None
+    if r == "keep_relay":
+        return f"rin row | rout row | @col={q} | wr{db} [ar2]++ = row", None
+    return f"rin row | rd{sb} [ar1]++ gate=pred | @col={q} | add r0 = row + mem{sb}", f"rdrv r0 @col={q} | rout row"
+
+
+def _vec_text(r: str, pr: str, sb, db) -> tuple:
+    """A vector beat's ``(take-slot text, send-slot text)`` for role ``r``."""
+    if r == "send":
+        return None, f"rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @diag=0 | rout row"
+    if r == "send_keep":
+        return None, f"rd{sb} [ar1]++ gate=cdrv | cdrv mem{sb} @diag=0 | rout col | wr{db} [ar2]++ = col"
+    if r == "relay":
+        return "rin row | rout row", None
+    if r == "keep":
+        return f"rin col{pr} | wr{db} [ar2]++ = col", None
+    if r == "keep_relay":
+        return f"rin col | rout col{pr} | wr{db} [ar2]++ = col", None
+    return f"rin col | rd{sb} [ar1]++ gate=pred | @diag=0 | add r0 = col + mem{sb}", "rdrv r0 @diag=0 | rout row"
 
 
 def _hop_texts(cfg, st: Stream) -> list:
     """Per hop: ``(take offset, send offset, {slot offset: text}, setup texts)``."""
-    lat = cfg.fpu_latency - 1
+    mat = st.hops[0].layout == "mat"
+    lat = rs_delay(cfg) if mat else cfg.fpu_latency - 1
+    p = st.period
     out, send_prev = [], 0
     for i, h in enumerate(st.hops):
         take = send_prev + RING_HOP if i else 0
@@ -143,25 +205,14 @@ def _hop_texts(cfg, st: Stream) -> list:
         for j, r in enumerate(h.roles):
             if r is None:
                 continue
-            if r == "send":
-                txt = f"rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @diag=0 | rout row"
-                ev.setdefault(send + j, []).append(txt)
-            elif r == "send_keep":
-                txt = f"rd{sb} [ar1]++ gate=cdrv | cdrv mem{sb} @diag=0 | rout col | wr{db} [ar2]++ = col"
-                ev.setdefault(send + j, []).append(txt)
-            elif r == "relay":
-                ev.setdefault(take + j, []).append("rin row | rout row")
-            elif r == "keep":
-                ev.setdefault(take + j, []).append(f"rin col{pr} | wr{db} [ar2]++ = col")
-            elif r == "keep_relay":
-                ev.setdefault(take + j, []).append(f"rin col | rout col{pr} | wr{db} [ar2]++ = col")
-            else:                                                   # add
-                ev.setdefault(take + j, []).append(f"rin col | rd{sb} [ar1]++ gate=pred | @diag=0 | "
-                                                   f"add r0 = col + mem{sb}")
-                ev.setdefault(send + j, []).append("rdrv r0 @diag=0 | rout row")
+            tk, sd = _mat_text(r, j % cfg.nr, sb, db) if mat else _vec_text(r, pr, sb, db)
+            if tk:
+                ev.setdefault(take + p * j, []).append(tk)
+            if sd:
+                ev.setdefault(send + p * j, []).append(sd)
         texts = {}
         for t, parts in ev.items():
-            if len(parts) > 2 or (len(parts) == 2 and not is_add):    # pragma: no cover - by construction
+            if len(parts) > 2 or (len(parts) == 2 and (not is_add or mat)):    # pragma: no cover - by construction
                 raise AssertionError(f"stream {st.name}: two events in one slot on core {h.core}")
             texts[t] = _join(*parts)
         setup = []

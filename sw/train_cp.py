@@ -148,6 +148,11 @@ def cp_mapping(cfg, mlp: MLP, groups=None, backward: str = "auto") -> tuple:
         return list(g), list(plan), _cost(cfg, mlp, tuple(g), plan, cache)
 
     sep, fus = (False,) * L, (False,) + (True,) * (L - 1)
+    if mlp.batch > 1:
+        if backward == "fused":
+            raise TrainCompileError("minibatch CP has no fused backward step (its update is a GEMM): "
+                                    "backward='auto' or 'separate'")
+        return mapped(sep)[:2]
     if backward != "auto":
         return mapped(fus if backward == "fused" else sep)[:2]
     gs, ps, cs = mapped(sep)
@@ -173,13 +178,13 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
     key = (l, groups[l - 1] if l else 0, groups[l], fused)
     if key not in cache:
         P, N = cp_shapes(cfg, mlp, list(groups))
-        V, smx = 2 * (mlp.n_layers - 1), _smx(cfg, mlp)
-        al = _allocate(cfg, mlp, P, N, (l, 0), V, smx, fused)
+        V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), _kit(mlp)
+        al = kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused)
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
-            cache[key] = (_length(cfg, _head_ops(cfg, mlp, al, P, N, (l, 0), smx, fused)),
-                          _length(cfg, _tail_ops(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups))))
+            cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused)),
+                          _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups))))
     return cache[key]
 
 
@@ -291,8 +296,8 @@ def _nops(cfg, name: str, n: int) -> Op:
     return Op(name, "nop", emit, stores=False)
 
 
-def _ring_op(cfg, lines, reads, writes) -> Op:
-    text = ring_text(cfg, lines, loop="ch_")
+def _ring_op(cfg, lines, reads, writes, text: str | None = None) -> Op:
+    text = ring_text(cfg, lines, loop="ch_") if text is None else text
     n = len(lines)
 
     def emit(b, text=text, n=n):
@@ -483,6 +488,34 @@ def _host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> 
     return imgs
 
 
+@dataclass(frozen=True)
+class Kit:
+    """The per-core builders of one CP flavour: batch 1 (this module) or minibatch
+    (:data:`sw.train_cp_mb.MB_KIT`), with the program class of its host side."""
+
+    allocate: object      #: (cfg, mlp, P, N, stage, V, softmax, fused) -> Allocator
+    head: object          #: (cfg, mlp, al, P, N, stage, softmax, fused) -> ops
+    tail: object          #: (cfg, mlp, al, P, N, stage, j, V, groups) -> ops before the chains
+    streams: object       #: (cfg, mlp, allocs, P, N, groups) -> [noc.chain.Stream]
+    ring_rw: object       #: (cfg, mlp, al, P, N, stage) -> (reads, writes) of the chains
+    host: object          #: (cfg, allocs, P, N, out_core, what, origin) -> images
+    ring_text: object     #: (cfg, lines, mlp, P, N) -> the chains' text, folded into loops
+    program: object       #: the ChipCPProgram class
+
+
+def _vec_ring_text(cfg, lines, mlp, P, N) -> str:
+    return ring_text(cfg, lines, loop="ch_")
+
+
+def _kit(mlp: MLP) -> Kit:
+    if mlp.batch > 1:
+        from sw.train_cp_mb import MB_KIT
+
+        return MB_KIT
+    return Kit(_allocate, _head_ops, _tail_ops, _streams, _ring_rw, _host_programs, _vec_ring_text,
+               ChipCPProgram)
+
+
 def _count(cfg, op) -> int:
     b = Builder(replace(cfg, ucode_depth=1 << 16))
     return op.emit(b)
@@ -608,6 +641,22 @@ class ChipCPProgram:
             raise ValueError(f"target must have {no} values, got shape {tf.shape}")
         return tf, self._vec(t, no)
 
+    def _run_chip(self, session: ChipSession, log: PhaseLog) -> None:
+        """The step's two chip RUNs (head, the tail of this step's variant), each checked:
+        cycles as predicted on every core, no SRAM or register write conflict, no stall."""
+        cfg = self.cfg
+        for what, org in (("head", self.origins["head"]),
+                          ("tail", self.origins[("tail", self.step_index % self.V)])):
+            res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, f"cp-{what}", org)
+            exp = self.run_cycles(what)
+            for k, r in enumerate(res):
+                ctr = r.counters
+                if r.cycles != exp or ctr.get("mem_conflict") or ctr.get("rf_conflict") or ctr.get("stall_cycles"):
+                    raise AssertionError(f"CP {what} RUN on core {k}: {r.cycles} cycles (predicted {exp}), "
+                                         f"{ctr.get('mem_conflict')} SRAM / {ctr.get('rf_conflict')} register write "
+                                         f"conflicts, {ctr.get('stall_cycles')} stall cycles")
+            log.note(what, "chip", res, cyc)
+
     def run_step(self, session: ChipSession, x, t) -> StepResult:
         """One pipeline step: ``x`` enters (None: zeros, to drain), ``t`` is the target of
         the sample now at the output layer (the one that entered ``L`` steps earlier;
@@ -625,17 +674,7 @@ class ChipCPProgram:
         res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
                              active=act)
         log.note("in", "host", res, sum(res[k].cycles for k in act))
-        for what, org in (("head", self.origins["head"]),
-                          ("tail", self.origins[("tail", self.step_index % self.V)])):
-            res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, f"cp-{what}", org)
-            exp = self.run_cycles(what)
-            for k, r in enumerate(res):
-                ctr = r.counters
-                if r.cycles != exp or ctr.get("mem_conflict") or ctr.get("rf_conflict") or ctr.get("stall_cycles"):
-                    raise AssertionError(f"CP {what} RUN on core {k}: {r.cycles} cycles (predicted {exp}), "
-                                         f"{ctr.get('mem_conflict')} SRAM / {ctr.get('rf_conflict')} register write "
-                                         f"conflicts, {ctr.get('stall_cycles')} stall cycles")
-            log.note(what, "chip", res, cyc)
+        self._run_chip(session, log)
         res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
                              active=[self.out_core])
         log.note("out", "host", res, res[self.out_core].cycles)
@@ -744,14 +783,16 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
         raise TrainCompileError(f"continuous propagation needs a chip (cfg.cores >= 2), got cores={c}")
     if nr < 2:
         raise TrainCompileError(f"the kernels need nr >= 2, got nr = {nr}")
-    if mlp.batch != 1:
-        raise TrainCompileError(f"this CP pipeline is batch 1 (minibatch CP is not compiled yet), got "
-                                f"MLP.batch = {mlp.batch}")
     if nl < 2:
         raise TrainCompileError("continuous propagation pipelines layers: the network needs a hidden layer")
     if softmax == "host" and mlp.loss == "softmax_ce":
         raise TrainCompileError("continuous propagation computes the softmax on the output core: softmax='host' "
                                 "is not supported (a host turnaround would stall every stage)")
+    kit = _kit(mlp)
+    if mlp.batch > 1:
+        from sw.train_cp_mb import check
+
+        check(cfg, mlp)
     smx = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce" else softmax)
     groups, fused = cp_mapping(cfg, mlp, groups, backward)
     P, N = cp_shapes(cfg, mlp, groups)
@@ -760,13 +801,14 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
         if local_len(n, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n}-wide layer input exceeds the loop trip-count range ({lim})")
     fmt = cfg.fmt
-    nlr = fmt.from_float(np.array([-mlp.lr]))[0]
+    nlr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
     v = float(fmt.to_float(np.array([nlr]))[0])
     if v == 0.0 or not np.isfinite(v):
-        raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
+        raise TrainCompileError(f"learning rate {mlp.lr:g}" + (f" / batch {mlp.batch}" if mlp.batch > 1 else "")
+                                + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c)
-    allocs = [_allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]]) for st in stages]
+    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]]) for st in stages]
     for k, al in enumerate(allocs):
         if not al.fits():
             l = stages[k][0]
@@ -776,24 +818,25 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                 f"{al.used('b')} words per PE, a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words "
                 f"of {fmt} (more cores for that layer, or a bigger PE memory)")
     # head: every core's compute, padded to the longest
-    head = [_head_ops(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]])
+    head = [kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]])
             for k in range(c)]
     hl = [_length(cfg, ops) for ops in head]
     H = max(hl)
     head = [ops + ([_nops(cfg, "hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
     # tails: pre-chain ops, alignment, the chains
-    streams = _streams(cfg, mlp, allocs, P, N, groups)
+    streams = kit.streams(cfg, mlp, allocs, P, N, groups)
     best = None
     for order in (streams, streams[::-1], sorted(streams, key=lambda st: -len(st.hops))):
         sch = schedule(cfg, list(order))
         if best is None or sch.slots < best.slots:
             best = sch
     sch = best
-    rw = [_ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
-    ring = [_ring_op(cfg, sch.lines[k], *rw[k]) for k in range(c)]
+    rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
+    ring = [_ring_op(cfg, sch.lines[k], *rw[k], text=kit.ring_text(cfg, sch.lines[k], mlp, P, N))
+            for k in range(c)]
     tails = []
     for j in range(V):
-        pre = [_tail_ops(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)]
+        pre = [kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)]
         plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
         T = max(plen)
         tails.append([ops + ([_nops(cfg, "align", T - n)] if T - n else []) + [ring[k]]
@@ -819,7 +862,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
             ins[key if isinstance(key, str) else key[0]] = n.pop()
             place(key, [w for w, _ in built])
         for what in CP_HOST_PHASES:
-            place(what, _host_programs(acfg, allocs, P, N, sum(groups) - 1, what, org))
+            place(what, kit.host(acfg, allocs, P, N, sum(groups) - 1, what, org))
         return image, origins, ins
 
     try:
@@ -832,6 +875,6 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                 f"variants, host programs), the core holds {cfg.ucode_depth} "
                                 f"(ArchConfig.ucode_depth)") from None
     crit = max(range(c), key=lambda k: (hl[k], -k))
-    return ChipCPProgram(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
+    return kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
                          softmax=smx, fused=fused, chains=sch,
                          meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl})

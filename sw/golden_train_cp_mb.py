@@ -1,0 +1,134 @@
+"""Golden model of the minibatch-CP pipeline (:mod:`sw.train_cp_mb`): the array's steps
+bit for bit.
+
+:class:`GoldenChipMBCP` keeps what every core holds, as padded global matrices (``P``
+panel rows, ``N`` inputs padded to ``nr``, ``b`` columns padded to ``nr``): the weight
+panel, the input ``Ain`` (``N x b``), the transposed inputs of the last ``V`` steps and
+the one being updated (``VT``), the incoming ``D^T`` slice (``DinT``), the partial ``E``
+of ``(W^T D)^T``, the output ``Z``; and performs each step's operations in the array's
+order with the per-kernel golden models of :mod:`sw.golden` (GEMM chains, the
+accumulating GEMM ``W += (-lr/b)(D V^T)``, transposes, ReLU, masks, MSE's ``Z - T``),
+then the chains: the input copied into the first group, the activations concatenated
+in core order, the partials of ``E`` summed over the next group in ring order (``acc =
+p[0]``, then ``acc * 1 + p[h]``) and each core's columns kept. Its weights after every
+step must equal the PE memories' (padding included).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pe.fp_golden import mac_bits
+from sw import golden
+from sw.layout import local_len
+from sw.mlp import MLP
+from sw.train import mse_loss, weight_bits
+from sw.train_cp import cp_mapping, cp_shapes
+
+__all__ = ["GoldenChipMBCP"]
+
+
+class GoldenChipMBCP:
+    """Bit-exact model of the compiled minibatch-CP pipeline (``mlp.batch > 1``, MSE;
+    initial weights as global ``(m, n)`` bit patterns or floats; ``groups`` as for
+    :func:`sw.train_cp.compile_chip_cp`)."""
+
+    def __init__(self, cfg, mlp: MLP, weights, groups=None):
+        if mlp.batch < 2 or mlp.loss != "mse":
+            raise ValueError("GoldenChipMBCP models minibatch CP: MLP.batch > 1 and loss 'mse'")
+        self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
+        self.groups, _ = cp_mapping(cfg, mlp, groups)
+        self.P, self.N = cp_shapes(cfg, mlp, self.groups)
+        nl, fmt, nr = mlp.n_layers, cfg.fmt, cfg.nr
+        self.V = 2 * (nl - 1)
+        self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
+        self.m1 = fmt.from_float(np.array([-1.0]))[0]
+        self.one = fmt.np_uint.type(fmt.from_float(np.array([1.0]))[0])
+        self.Bp = local_len(mlp.batch, nr) * nr
+        z = lambda r, c: np.zeros((r, c), dtype=fmt.np_uint)       # noqa: E731
+        self.cores = []
+        for l, Wl in enumerate(weight_bits(mlp, fmt, weights)):
+            m, n = mlp.shape(l)
+            Np = self._np(l)
+            G = z(self.groups[l] * self.P[l], Np)
+            G[:m, :n] = Wl
+            for i in range(self.groups[l]):
+                self.cores.append({"l": l, "i": i, "W": G[i * self.P[l]:(i + 1) * self.P[l]].copy(),
+                                   "ain": z(Np, self.Bp), "z": z(self.P[l], self.Bp), "VT": z(self.Bp, Np),
+                                   "dint": z(self.Bp, self.P[l]), "e": z(self.Bp, Np),
+                                   "hist": [z(self.Bp, Np) for _ in range(self.V)]})
+        self.step_index = 0
+
+    def _np(self, l):
+        return local_len(self.N[l], self.nr) * self.nr
+
+    def weights(self, padded: bool = False) -> list:
+        out = []
+        for l in range(self.mlp.n_layers):
+            G = np.concatenate([st["W"] for st in self.cores if st["l"] == l])
+            m, n = self.mlp.shape(l)
+            out.append(G[:, :self.N[l]] if padded else G[:m, :n])
+        return out
+
+    def _group(self, l):
+        return [st for st in self.cores if st["l"] == l]
+
+    def _mat(self, v, rows, prows):
+        fmt, b = self.fmt, self.mlp.batch
+        out = np.zeros((prows, self.Bp), dtype=fmt.np_uint)
+        if v is not None:
+            a = np.asarray(v)
+            out[:rows, :b] = a if a.dtype == fmt.np_uint else fmt.from_float(a.astype(np.float64))
+        return out
+
+    def step(self, x, t) -> dict:
+        """One pipeline step (the arguments of :meth:`sw.train_cp_mb.ChipMBCPProgram.run_step`)."""
+        fmt, nr, mlp = self.fmt, self.nr, self.mlp
+        nl, no, b, V, s = mlp.n_layers, mlp.n_out, mlp.batch, self.V, self.step_index
+        X = self._mat(x, mlp.n_in, self._np(0))
+        T = self._mat(t, no, self.P[-1])
+        tp = lambda M: golden.transpose(fmt, nr, M)        # noqa: E731
+        for st in self.cores:                             # head
+            l = st["l"]
+            st["z"] = golden.gemm(fmt, nr, st["W"], st["ain"])
+            if l < nl - 1:
+                st["z"] = golden.relu(fmt, st["z"])
+                if l >= 1:
+                    st["e"] = golden.mask(fmt, golden.gemm(fmt, nr, st["dint"], st["W"]), st["VT"])
+                d = tp(st["dint"])
+            else:
+                st["z"] = golden.axpy(fmt, self.m1, T, st["z"])
+                st["VT"] = tp(st["ain"])
+                st["e"] = golden.mask(fmt, golden.gemm(fmt, nr, tp(st["z"]), st["W"]), st["VT"])
+                d = st["z"]
+            st["W"] = golden.gemm_acc(fmt, nr, d, st["VT"], st["W"], self.neg_lr)
+        out = self._group(nl - 1)[0]["z"][:no, :b].copy()
+        for st in self.cores:                             # tail
+            if st["l"] < nl - 1:
+                D = 2 * (nl - 1 - st["l"])
+                st["hist"][s % V] = tp(st["ain"])
+                st["VT"] = st["hist"][(s + 1 - D) % V].copy()
+        new_ain, new_dint = {}, {}                        # chains
+        for st in self._group(0):
+            new_ain[id(st)] = X.copy()
+        for l in range(nl - 1):
+            a = np.concatenate([st["z"] for st in self._group(l)])
+            for st in self._group(l + 1):
+                new_ain[id(st)] = a.copy()
+            parts = [st["e"] for st in self._group(l + 1)]
+            acc = parts[0]
+            for p in parts[1:]:
+                acc = mac_bits(fmt, acc, np.full(acc.shape, self.one, dtype=fmt.np_uint), p)
+            for st in self._group(l):
+                i, P = st["i"], self.P[l]
+                new_dint[id(st)] = acc[:, i * P:(i + 1) * P].copy()
+        for st in self.cores:
+            st["ain"] = new_ain[id(st)]
+            if id(st) in new_dint:
+                st["dint"] = new_dint[id(st)]
+        self.step_index += 1
+        d = fmt.to_float(out)
+        if t is None:
+            return {"loss": None, "output": d, "raw": out}
+        tf = fmt.to_float(T[:no, :b])
+        return {"loss": float(np.mean([mse_loss(d[:, c]) for c in range(b)])), "output": d + tf, "raw": out}

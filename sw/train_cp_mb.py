@@ -1,0 +1,342 @@
+"""Minibatch continuous propagation: the CP pipeline of :mod:`sw.train_cp` with a
+minibatch of ``b`` samples in every pipeline slot.
+
+The mapping, the schedule of a step (group ``l`` runs the forward pass of minibatch
+``s - 1 - l`` and the backward pass and update of minibatch ``s - 2L + 1 + l``), the two
+chip RUNs (head, ``V`` tail variants) and the chains are those of batch-1 CP; every
+vector becomes a ``b``-column matrix in the 2D round-robin layout (:mod:`sw.layout`),
+every GEMV a GEMM (:func:`sw.kernels.emit_gemm`), every rank-1 update the accumulating
+GEMM ``W += (-lr / b) D A^T`` (the gradient summed over the minibatch), and the chains
+carry matrix words (``layout="mat"`` in :mod:`noc.chain`). Per core of layer ``l``
+(``P`` panel rows, ``N`` inputs; ``X^T``: the transpose, by
+:func:`noc.collectives.emit_transpose`)::
+
+    head  Z = W Ain                        emit_gemm (Ain: N x b, from the chains)
+          hidden: Z = relu(Z)              this core's rows of A_{l+1}
+            l >= 1: E = DinT W             emit_gemm: a partial of (W^T D)^T, b x N
+                    E *= relu'(VT)         emit_relu_mask, VT = A_l^T of the minibatch updated
+            Din = DinT^T                   emit_transpose (DinT: b x P, from the chains)
+            W += (-lr/b) Din VT            emit_gemm(accumulate=True)
+          output (MSE): D = Z - T; VT = Ain^T; DT = D^T; E = DT W; E *= relu'(VT);
+                        W += (-lr/b) D VT
+    tail  hist[s mod V] = Ain^T            emit_transpose (kept for the update 2 (L-1-l) steps later)
+          VT = hist[(s + 1 - D_l) mod V]   emit_copy
+          chains: X to G_0; A_{l+1}: G_l -> G_{l+1} (gather); E_{l+1} reduced over
+                  G_{l+1} and scattered into G_l: core i keeps columns [i P, (i+1) P)
+                  of every row, its DinT
+
+The reduce chains run at one beat per two slots (a matrix add takes and sends on the row
+buses). The loss is MSE (the softmax kernel is batch 1). The golden model is
+:class:`sw.golden_train_cp_mb.GoldenChipMBCP`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from noc.chain import Hop, Stream
+from noc.collectives import emit_transpose
+from noc.ring_mat import _fold_text
+from sw.asm import Builder
+from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_relu_mask
+from sw.layout import local_len, pack_matrix, unpack_matrix
+from sw.train import Allocator, Op, TrainCompileError, mse_loss
+from sw.train_chip import PhaseLog
+from sw.train_cp import ChipCPProgram, Kit
+from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
+
+__all__ = ["MB_KIT", "ChipMBCPProgram", "check"]
+
+
+def _kern(name, kind, fn, reads, writes, fma_wb=False):
+    return Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
+              stores=not fma_wb)
+
+
+def _tp(cfg, name, r, c, src, dst, stage, what):
+    """``dst = src^T`` (``src``: ``r x c``)."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    k = L(r) * L(c)
+    return Op(name, "transpose", lambda b: emit_transpose(b, cfg, r, c, src, dst, stage, name=what).count(),
+              reads=[(src, k), (stage, k)], writes=[(dst, k), (stage, k)])
+
+
+# ======================================================================================
+# memory
+# ======================================================================================
+def allocate(cfg, mlp, P, N, stage, V: int, softmax=None, fused: bool = False) -> Allocator:
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    al = Allocator(cfg)
+    if stage is None:
+        return al
+    l, i = stage
+    nl, b = mlp.n_layers, mlp.batch
+    s, nw, Lb = P[l] // cfg.nr, L(N[l]), L(b)
+    al.alloc("W", s * nw, f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    al.alloc("VT", Lb * nw, f"A{l}^T of the minibatch being updated (b x N; update, mask)", bank="a")
+    al.alloc("ain", nw * Lb, f"A{l}: the next forward input (N x b, written by the chains)", bank="b")
+    al.alloc("z", s * Lb, "Z = W Ain (P x b)" + ("; MSE: D = Z - T in place" if l == nl - 1 else
+                                                     ", relu in place: this core's rows of A_{l+1}"), bank="b")
+    if l >= 1:
+        al.alloc("e", Lb * nw, f"(W{l}^T D)^T partial, masked (b x N; sent by the chains)", bank="b")
+    st_words = max(Lb * nw, s * Lb)
+    if l == nl - 1:
+        al.alloc("t", s * Lb, "target (P x b, loaded per step)", bank="a")
+        al.alloc("m1", 1, "scalar -1 (every PE)", bank="a")
+        al.alloc("dt", Lb * s, "D^T (b x P)", bank="b")
+    else:
+        al.alloc("dint", Lb * s, f"this core's columns of (W{l + 1}^T D)^T: D{l}^T (b x P, written by the chains)",
+                 bank="b")
+        al.alloc("din", s * Lb, f"D{l} (P x b): the update's left operand", bank="b")
+        for j in range(V):
+            al.alloc(f"hist{j}", Lb * nw, f"A{l}^T of the minibatch of step s = {j} mod {V} (b x N)")
+        if l == 0 and i == 0:
+            al.alloc("xin", nw * Lb, "the next input minibatch (N x b, loaded by the host)", bank="b")
+    al.alloc("stage", st_words, "transpose staging (diagonal PEs)")
+    al.alloc("nlr", 1, "scalar -lr/b (every PE)", bank="b")
+    return al
+
+
+# ======================================================================================
+# ops
+# ======================================================================================
+def head_ops(cfg, mlp, al, P, N, stage, softmax=None, fused: bool = False) -> list:
+    if stage is None:
+        return []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l, _ = stage
+    nl, b = mlp.n_layers, mlp.batch
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw, Lb, wn = P[l] // cfg.nr, L(N[l]), L(b), (P[l] // cfg.nr) * L(N[l])
+    W, ain, z, VT, st = R["W"], R["ain"], R["z"], R["VT"], R["stage"]
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = [_kern("gemm", "gemm", lambda bl: emit_gemm(bl, cfg, P[l], N[l], b, W, ain, z, name="fw_"),
+                 [(W, wn), (ain, nw * Lb)], [(z, s * Lb)])]
+    if l < nl - 1:
+        ops.append(_kern("relu", "relu", lambda bl: emit_relu(bl, cfg, s * Lb, z, z, name="re_"),
+                         [(z, s * Lb)], [(z, s * Lb)]))
+        dint, din = R["dint"], R["din"]
+        if l >= 1:
+            ops += _backward(cfg, R, P, N, l, b, dint)
+        ops.append(_tp(cfg, "tp_din", b, P[l], dint, din, st, "tdi_"))
+        d = din
+    else:
+        m1 = Scalar(R["m1"].bank, R["m1"].base)
+        ops.append(_kern("loss_grad", "axpy", lambda bl: emit_axpy(bl, cfg, s * Lb, m1, R["t"], z, name="lg_"),
+                         [(R["t"], s * Lb), (z, s * Lb), (R["m1"], 1)], [(z, s * Lb)], fma_wb=True))
+        ops.append(_tp(cfg, "tp_a", N[l], b, ain, VT, st, "tva_"))
+        ops.append(_tp(cfg, "tp_d", P[l], b, z, R["dt"], st, "tdt_"))
+        ops += _backward(cfg, R, P, N, l, b, R["dt"])
+        d = z
+    ops.append(_kern("update", "gemm_acc", lambda bl: emit_gemm(bl, cfg, P[l], b, N[l], d, VT, W, accumulate=True,
+                                                                alpha=nlr, name="up_"),
+                     [(d, s * Lb), (VT, Lb * nw), (W, wn), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
+    return ops
+
+
+def _backward(cfg, R, P, N, l, b, dt) -> list:
+    """``E = DT W`` (``b x N``: this core's partial of ``(W^T D)^T``), ``E *= relu'(VT)``."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    W, e, VT = R["W"], R["e"], R["VT"]
+    s, nw, Lb = P[l] // cfg.nr, L(N[l]), L(b)
+    return [_kern("gemm_bw", "gemm", lambda bl: emit_gemm(bl, cfg, b, P[l], N[l], dt, W, e, name="bw_"),
+                  [(dt, Lb * s), (W, s * nw)], [(e, Lb * nw)]),
+            _kern("mask", "relu_mask", lambda bl: emit_relu_mask(bl, cfg, Lb * nw, e, VT, e, name="mk_"),
+                  [(e, Lb * nw), (VT, Lb * nw)], [(e, Lb * nw)])]
+
+
+def tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
+    """The variant-``j`` ops before the chains."""
+    if stage is None:
+        return []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l, _ = stage
+    nl, b = mlp.n_layers, mlp.batch
+    if l == nl - 1:
+        return []
+    R = {k: v.region for k, v in al.items.items()}
+    nw, Lb = L(N[l]), L(b)
+    D = 2 * (nl - 1 - l)
+    hf, hn = R[f"hist{j % V}"], R[f"hist{(j + 1 - D) % V}"]
+    ops = [_tp(cfg, "keep_a", N[l], b, R["ain"], hf, R["stage"], "tka_"),
+           _kern("next_a", "copy", lambda bl: emit_copy(bl, cfg, Lb * nw, hn, R["VT"], name="cn_"),
+                 [(hn, Lb * nw)], [(R["VT"], Lb * nw)])]
+    if l == 0 and "xin" in R and groups[0] == 1:
+        ops.append(_kern("take_x", "copy", lambda bl: emit_copy(bl, cfg, nw * Lb, R["xin"], R["ain"], name="cx_"),
+                         [(R["xin"], nw * Lb)], [(R["ain"], nw * Lb)]))
+    return ops
+
+
+def streams(cfg, mlp, allocs, P, N, groups) -> list:
+    """The chains of a step: matrix words, ``nr`` beats each (``layout="mat"``)."""
+    c, nl, nr, b = cfg.cores, mlp.n_layers, cfg.nr, mlp.batch
+    L = lambda n: local_len(n, nr)                     # noqa: E731
+    Lb = L(b)
+    first = [sum(groups[:l]) for l in range(nl)]
+    R = [{k: v.region for k, v in al.items.items()} for al in allocs]
+    rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
+    out = []
+    if groups[0] > 1:
+        m = L(N[0]) * Lb * nr
+        hops = [Hop(0, ("send_keep",) * m, src=rb(0, "xin"), dst=rb(0, "ain"), layout="mat")]
+        for i in range(1, groups[0]):
+            k = first[0] + i
+            hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * m, dst=rb(k, "ain"),
+                            layout="mat"))
+        out.append(Stream("x", m, tuple(hops)))
+    for l in range(nl - 1):
+        s, g, gn = P[l] // nr, groups[l], groups[l + 1]
+        seg = s * Lb * nr                              # beats of one core's rows of A_{l+1}
+        m = g * seg
+        hops = []
+        for i in range(g):
+            k = first[l] + i
+            roles = ("relay",) * (i * seg) + ("send",) * seg + (None,) * (m - (i + 1) * seg)
+            hops.append(Hop(k, roles, src=rb(k, "z"), layout="mat"))
+        for i in range(gn):
+            k = first[l + 1] + i
+            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout="mat"))
+        out.append(Stream(f"a{l + 1}", m, tuple(hops)))
+        # E_{l+1} (b x N_{l+1}, N_{l+1} = g P_l): reduced over G_{l+1}, round the ring,
+        # core i of G_l keeps the columns of its rows: s words of every local row
+        nw = L(N[l + 1])
+        m = Lb * nw * nr
+        hops = []
+        for i in range(gn):
+            k = first[l + 1] + i
+            hops.append(Hop(k, ("send" if i == 0 else "add",) * m, src=rb(k, "e"), layout="mat"))
+        k = (first[l + 1] + gn) % c
+        while k != first[l]:
+            hops.append(Hop(k, ("relay",) * m, layout="mat"))
+            k = (k + 1) % c
+        for i in range(g):
+            k = first[l] + i
+            row = [None] * (i * s) + ["keep"] * s + ["relay" if i < g - 1 else None] * (nw - (i + 1) * s)
+            roles = tuple(r for _ in range(Lb) for r in row for _ in range(nr))
+            hops.append(Hop(k, roles, dst=rb(k, "dint"), layout="mat"))
+        out.append(Stream(f"d{l}", m, tuple(hops), period=2))
+    return out
+
+
+def ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
+    if stage is None:
+        return [], []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    R = {k: v.region for k, v in al.items.items()}
+    l, _ = stage
+    s, nw, Lb = P[l] // cfg.nr, L(N[l]), L(mlp.batch)
+    reads, writes = [], [(R["ain"], nw * Lb)]
+    if l < mlp.n_layers - 1:
+        reads.append((R["z"], s * Lb))
+        writes.append((R["dint"], Lb * s))
+    if "e" in R:
+        reads.append((R["e"], Lb * nw))
+    if "xin" in R:
+        reads.append((R["xin"], nw * Lb))
+    return reads, writes
+
+
+def ring_text(cfg, lines: list, mlp, P, N) -> str:
+    """Fold a core's chain slots into loops (periods of matrix words, of their rows)."""
+    nr = cfg.nr
+    per = {1, 2, nr, 2 * nr}
+    Lb = local_len(mlp.batch, nr)
+    for l in range(mlp.n_layers):
+        nw = local_len(N[l], nr)
+        per |= {nw * nr, 2 * nw * nr, (P[l] // nr) * Lb * nr}
+    return _fold_text(cfg, lines, sorted(per), "ch")
+
+
+def host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> list:
+    """Per core the program of a host phase: ``in`` (``X`` into core 0's ``xin``, ``T``
+    into the output core), ``out`` (the output core's ``D = Z - T``)."""
+    imgs = []
+    for k in range(cfg.cores):
+        b = Builder(cfg, origin=origin)
+        al = allocs[k]
+        R = {n: v.region for n, v in al.items.items()}
+        if what == "in" and k == 0:
+            emit_load(b, cfg, R["xin"].bank, R["xin"].base, al.items["xin"].words, loop="ldx")
+        if what == "in" and k == out_core:
+            emit_load(b, cfg, R["t"].bank, R["t"].base, al.items["t"].words, loop="ldt")
+        if what == "out" and k == out_core:
+            emit_unload(b, cfg, R["z"].bank, R["z"].base, al.items["z"].words, loop="ulz")
+        b.halt()
+        imgs.append(b.build().words())
+    return imgs
+
+
+# ======================================================================================
+# the program: the host side of a minibatch step
+# ======================================================================================
+@dataclass
+class ChipMBCPProgram(ChipCPProgram):
+    """A compiled minibatch-CP step: as :class:`sw.train_cp.ChipCPProgram`, with
+    ``x`` an ``n_in x b`` minibatch and ``t`` an ``n_out x b`` target; the loss is
+    the mean of the samples' MSE losses, the output ``n_out x b``."""
+
+    def host_phase_cycles(self) -> list:
+        from sw.train_mb import load_cost, unload_cost
+
+        cfg = self.cfg
+        run = 1 + cfg.fpu_latency + 2
+        xw = self.allocs[0].items["xin"].words
+        zw = self.allocs[self.out_core].items["z"].words
+        return [("in", load_cost(cfg, xw) + run + load_cost(cfg, zw) + run), ("out", unload_cost(cfg, zw) + run)]
+
+    def _mat(self, v, rows: int, prows: int) -> np.ndarray:
+        """``rows x b`` values (or None: zeros) -> padded bit patterns ``prows x (Lb nr)``."""
+        cfg, b = self.cfg, self.mlp.batch
+        fmt = cfg.fmt
+        out = np.zeros((prows, local_len(b, cfg.nr) * cfg.nr), dtype=fmt.np_uint)
+        if v is not None:
+            a = np.asarray(v)
+            if a.shape != (rows, b):
+                raise ValueError(f"expected a {rows} x {b} matrix, got shape {a.shape}")
+            out[:rows, :b] = a if a.dtype == fmt.np_uint else fmt.from_float(a.astype(np.float64))
+        return out
+
+    def run_step(self, session, x, t):
+        """One pipeline step with minibatch ``x`` (``n_in x b``; None: zeros, to
+        drain) entering and ``t`` (``n_out x b``; None while filling) the target of
+        the minibatch now at the output layer."""
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        nr, b = cfg.nr, mlp.batch
+        X = self._mat(x, mlp.n_in, local_len(self.N[0], nr) * nr)
+        T = self._mat(t, mlp.n_out, self.P[-1])
+        log = PhaseLog(cfg.cores)
+        data = [[] for _ in range(cfg.cores)]
+        data[0] = load_beats_for(cfg, pack_matrix(X, nr))
+        data[self.out_core] = data[self.out_core] + load_beats_for(cfg, pack_matrix(T, nr))
+        act = sorted({0, self.out_core})
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
+                             active=act)
+        log.note("in", "host", res, sum(res[k].cycles for k in act))
+        self._run_chip(session, log)
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
+                             active=[self.out_core])
+        log.note("out", "host", res, res[self.out_core].cycles)
+        zw = self.allocs[self.out_core].items["z"].words
+        D = unpack_matrix(decode_unload(cfg, res[self.out_core].out, zw), self.P[-1],
+                          local_len(b, nr) * nr)
+        raw = D[:mlp.n_out, :b]
+        d = fmt.to_float(raw)
+        self.step_index += 1
+        if t is None:
+            return log.result(None, d, 0, {"out": raw})
+        tf = np.asarray(t, dtype=np.float64) if np.asarray(t).dtype != fmt.np_uint else fmt.to_float(t)
+        loss = float(np.mean([mse_loss(d[:, c]) for c in range(b)]))
+        return log.result(loss, d + tf, 0, {"out": raw})
+
+
+def check(cfg, mlp) -> None:
+    """Minibatch CP's own restrictions (clear errors)."""
+    if mlp.loss != "mse":
+        raise TrainCompileError("minibatch CP computes the loss gradient on the output core, and the softmax "
+                                "kernel is batch 1: minibatch CP takes loss='mse' (batch-1 CP takes softmax_ce)")
+
+
+#: the builders of minibatch CP (:func:`sw.train_cp.compile_chip_cp` with ``mlp.batch > 1``)
+MB_KIT = Kit(allocate, head_ops, tail_ops, streams, ring_rw, host_programs, ring_text, ChipMBCPProgram)
