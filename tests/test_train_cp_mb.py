@@ -1,0 +1,173 @@
+"""Minibatch continuous propagation (sw/train_cp_mb.py, the matrix chains of
+noc/chain.py): the pipeline bit for bit against its golden model
+(sw/golden_train_cp_mb.py) on both chip engines and the RTL, through filling, steady
+state and draining; cycles as predicted; learning; errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from conftest import require_sim
+from test_train import _eq_weights as _eq
+from test_train import _seed
+from noc.chain import Hop, Stream, schedule
+from noc.ring import RingError
+from rtl.config import ArchConfig, PRESETS
+from sw.golden_train_cp_mb import GoldenChipMBCP
+from sw.mlp import MLP
+from sw.train import TrainCompileError, init_weights
+from sw.train_chip import ChipSession
+from sw.train_cp import compile_chip_cp
+
+TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
+SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
+
+
+def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False):
+    """``n`` minibatches through the pipeline and out again (``n + 2L`` steps): loss,
+    output and every weight bit equal to the golden's after every step; cycles as
+    predicted (each chip RUN checked for conflicts and stalls by ``run_step``)."""
+    rng = np.random.default_rng(seed)
+    tp = compile_chip_cp(cfg, mlp, groups=groups)
+    W0 = init_weights(mlp, cfg.fmt, seed)
+    sess = ChipSession(cfg, backend, record=record)
+    tp.init(sess, W0)
+    gold = GoldenChipMBCP(cfg, mlp, W0, groups=groups)
+    assert gold.groups == tp.groups
+    _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
+    b, L = mlp.batch, tp.latency_steps()
+    X = rng.normal(size=(n, mlp.n_in, b))
+    T = rng.normal(size=(n, mlp.n_out, b)) * 0.5
+    results = []
+    for s in range(n + 2 * L):
+        x = X[s] if s < n else None
+        t = T[s - L] if 0 <= s - L < n else None
+        r = tp.run_step(sess, x, t)
+        g = gold.step(x, t)
+        assert np.array_equal(r.raw["out"], g["raw"]), s
+        assert r.loss == g["loss"], (s, r.loss, g["loss"])
+        _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), f"step {s}")
+        assert r.cycles == tp.step_cycles()
+        results.append(r)
+    assert sum(r.loss is not None for r in results) == n
+    return tp, sess, gold, results
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("cfg,sizes,b,groups", [
+    (TINY, (6, 5, 3), 3, None),              # one core per layer; b not a multiple of nr (padding columns)
+    (SMALL, (9, 14, 7, 4), 5, None),         # a 2-core group: matrix gather, reduce, scatter; 4x4 PEs
+    (SIX, (7, 9, 6, 3), 3, None),            # groups [2, 3, 1]: the x chain and a 3-core reduce
+    (SIX, (5, 6, 3), 2, [1, 1]),             # four idle cores relaying the matrix deltas
+], ids=["tiny", "small", "six", "six-idle"])
+def test_mbcp_matches_golden(cfg, sizes, b, groups, backend):
+    mlp = MLP(sizes, "mse", 0.1, batch=b)
+    tp, *_ = run_mbcp(cfg, mlp, 4, backend, _seed(), groups)
+    assert tp.fused == [False] * mlp.n_layers and abs(tp.meta["lr_stored"] - 0.1 / b) < 1e-3
+    if groups:
+        assert tp.groups == groups and tp.stages[2:] == [None] * 4
+    if cfg is SIX and not groups:
+        assert tp.groups == [2, 3, 1]
+    kinds = {op.kind for ops in tp.head for op in ops}
+    assert {"gemm", "gemm_acc", "transpose"} <= kinds and "gemv" not in kinds
+
+
+def test_mbcp_engines_agree_counter_for_counter():
+    mlp = MLP((7, 9, 6, 3), "mse", 0.1, batch=3)
+    seed = _seed()
+    _, _, _, fast = run_mbcp(SIX, mlp, 2, "fast", seed)
+    _, _, _, model = run_mbcp(SIX, mlp, 2, "model", seed)
+    for a, b in zip(fast, model):
+        assert a.core_counters == b.core_counters
+
+
+def test_mbcp_learns_like_float64_minibatch_gd():
+    """A regression task: the binary16 minibatch pipeline's loss falls like float64
+    minibatch GD's over the same minibatches (CP's stale weights cost little here)."""
+    from sw.golden_train_mb import Float64MBGD
+
+    b = 4
+    mlp = MLP((8, 12, 4), "mse", 0.1, batch=b)
+    cfg = replace(TINY, mem_a_words=512, mem_b_words=512)
+    rng = np.random.default_rng(7)
+    A = rng.normal(size=(4, 8)) * 0.4
+    X = rng.normal(size=(60, 8, b))
+    T = np.tanh(np.einsum("ij,njb->nib", A, X))
+    W0 = init_weights(mlp, cfg.fmt, 3)
+    tp = compile_chip_cp(cfg, mlp)
+    sess = ChipSession(cfg, "fast")
+    tp.init(sess, W0)
+    ref = Float64MBGD(mlp, [cfg.fmt.to_float(w) for w in W0])
+    L = tp.latency_steps()
+    cp_loss = []
+    for s in range(len(X) + L):
+        r = tp.run_step(sess, X[s] if s < len(X) else None, T[s - L] if s >= L else None)
+        if r.loss is not None:
+            cp_loss.append(r.loss)
+    f64 = [ref.step(x, t)["loss"] for x, t in zip(X, T)]
+    first, last = np.mean(cp_loss[:10]), np.mean(cp_loss[-10:])
+    assert last < 0.5 * first, (first, last)
+    assert last < 1.5 * np.mean(f64[-10:]) + 1e-3, (last, np.mean(f64[-10:]))
+
+
+def test_mbcp_errors():
+    with pytest.raises(TrainCompileError, match="loss='mse'"):
+        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1, batch=2))
+    with pytest.raises(TrainCompileError, match="no fused backward"):
+        compile_chip_cp(TINY, MLP((4, 5, 3), "mse", 0.1, batch=2), backward="fused")
+    with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
+        compile_chip_cp(TINY, MLP((40, 40, 3), "mse", 0.1, batch=8))
+    with pytest.raises(TrainCompileError, match="batch 4 is zero"):
+        compile_chip_cp(TINY, MLP((6, 5, 3), "mse", 1e-7, batch=4))
+    tp = compile_chip_cp(TINY, MLP((6, 5, 3), "mse", 0.1, batch=3))
+    sess = ChipSession(TINY, "fast")
+    tp.init(sess, init_weights(tp.mlp, TINY.fmt, 0))
+    with pytest.raises(ValueError, match="6 x 3"):
+        tp.run_step(sess, np.zeros((6, 2)), None)
+
+
+def test_matrix_chain_errors():
+    cfg = SMALL
+    mat = dict(layout="mat")
+    ok = Stream("g", 8, (Hop(0, ("send",) * 8, src=("a", 0), **mat), Hop(1, ("keep",) * 8, dst=("b", 0), **mat)))
+    assert schedule(cfg, [ok]).slots > 8
+    bad = [
+        (Stream("mix", 4, (Hop(0, ("send",) * 4, src=("a", 0), **mat), Hop(1, ("keep",) * 4, dst=("b", 0)))),
+         "mixes"),
+        (Stream("part", 6, (Hop(0, ("send",) * 6, src=("a", 0), **mat), Hop(1, ("keep",) * 6, dst=("b", 0), **mat))),
+         "whole words"),
+        (Stream("fast", 4, (Hop(0, ("send",) * 4, src=("a", 0), **mat), Hop(1, ("add",) * 4, src=("a", 0), **mat),
+                            Hop(2, ("keep",) * 4, dst=("b", 0), **mat))), "period 2"),
+        (replace(ok, name="per", period=3), "period must be"),
+    ]
+    for st, msg in bad:
+        with pytest.raises(RingError, match=msg):
+            schedule(cfg, [st])
+
+
+#: tests/test_train_cp.py's CHIP2_SMX (2 cores of 2 x 2, 128-word memories, 256-word microcode): one simulator build
+CHIP2_SMX = replace(TINY, mem_a_words=128, mem_b_words=128, ucode_depth=256)
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_mbcp_rtl(sim):
+    """Three minibatches of 2 through a 2-layer pipeline (filling, steady state,
+    draining: 7 steps) recorded on the per-cycle chip model, replayed on the chip RTL
+    (every beat and counter compared per core); the weights read back from the RTL
+    equal the golden's."""
+    from sim.chip_run import ChipPhase, run_chip_session
+
+    require_sim(sim)
+    mlp = MLP((5, 6, 3), "mse", 0.125, batch=2)
+    tp, sess, gold, results = run_mbcp(CHIP2_SMX, mlp, 3, "model", _seed(), record=True)
+    un = tp.unload_weights_phases()
+    phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
+    res = run_chip_session(CHIP2_SMX, phases, backend="rtl", sim=sim, name="chip-mbcp")
+    _eq(tp.decode_weights(res[-1:], padded=True), gold.weights(padded=True), "rtl")
+    heads = [i for i, p in enumerate(sess.phases) if p.name == "cp-head"]
+    assert len(heads) == len(results)
+    for i, r in zip(heads, results):
+        assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
