@@ -543,12 +543,14 @@ class ChipCPProgram:
     head: list                    #: per core: ops of the head RUN
     tails: list                   #: per variant, per core: ops of the tail RUN
     image: list                   #: per core: microcode words
-    origins: dict                 #: "head", ("tail", j), "in", "out" -> origin
-    instructions: dict            #: "head" / "tail" -> instructions issued per RUN (every core)
+    origins: dict                 #: "head", ("tail", j), ["chains",] "in", "out" -> origin
+    instructions: dict            #: "head" / "tail" [/ "chains"] -> instructions issued per RUN (every core)
     neg_lr: int
     softmax: str | None = None
     fused: list = field(default_factory=list)   #: per layer: backward step fused (emit_gemv_t_rank1)
     chains: object = None         #: the noc.chain.ChainSchedule of the tail
+    #: the chains are a RUN of their own (the tails with a copy each did not fit the microcode)
+    split_chains: bool = False
     meta: dict = field(default_factory=dict)
     step_index: int = 0           #: the next step's number (selects the tail variant)
 
@@ -577,8 +579,12 @@ class ChipCPProgram:
         xw, so = local_len(self.N[0], cfg.nr), self.P[-1] // cfg.nr
         return [("in", (xw + run) + (so + run)), ("out", so + run)]
 
+    def chip_runs(self) -> list:
+        """The chip RUNs of a step: head, tail (and chains)."""
+        return ["head", "tail"] + (["chains"] if self.split_chains else [])
+
     def step_cycles(self) -> int:
-        return self.run_cycles("head") + self.run_cycles("tail") + sum(c for _, c in self.host_phase_cycles())
+        return sum(self.run_cycles(w) for w in self.chip_runs()) + sum(c for _, c in self.host_phase_cycles())
 
     def host_cycles(self, host_latency: int = 0) -> int:
         """Host turnaround cycles per step (as :meth:`sw.train_chip.ChipSGDProgram.host_cycles`):
@@ -592,16 +598,19 @@ class ChipCPProgram:
         return self.n_layers
 
     def breakdown(self, k: int | None = None) -> list:
-        """``(op, kind, instructions)`` of the two RUNs on core ``k`` (default: the core
+        """``(op, kind, instructions)`` of the chip RUNs on core ``k`` (default: the core
         of the group with the longest compute), alignment NOPs included."""
         k = self.meta["critical_core"] if k is None else k
         out = []
+        halt = ("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2)
         for ops in (self.head[k], self.tails[0][k]):
             for op, g in zip(ops, _gaps(self.cfg, ops)):
                 if g:
                     out.append(("gap", "nop", g))
                 out.append((op.name, op.kind, _count(self.cfg, op)))
-            out.append(("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2))
+            out.append(halt)
+        if self.split_chains:
+            out += [("chains", "ring", self.chains.slots), halt]
         return out
 
     def describe(self) -> str:
@@ -609,7 +618,8 @@ class ChipCPProgram:
         lines = [f"CP pipeline step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
                  f"  cores per layer {self.groups} (row panels of {self.P} rows; inputs {self.N}); "
                  f"{self.V} tail variants; {self.step_cycles()} cycles per step (head {self.run_cycles('head')}, "
-                 f"tail {self.run_cycles('tail')} of which chains {self.chains.slots}; host "
+                 + (f"tail {self.run_cycles('tail')}, chains {self.run_cycles('chains')}; host " if self.split_chains
+                    else f"tail {self.run_cycles('tail')} of which chains {self.chains.slots}; host ")
                  + ", ".join(f"{n} {c}" for n, c in self.host_phase_cycles()) + ")"
                  + (f"; softmax gradient on the array (output core {self.out_core})" if self.softmax else ""),
                  "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
@@ -645,8 +655,8 @@ class ChipCPProgram:
         """The step's two chip RUNs (head, the tail of this step's variant), each checked:
         cycles as predicted on every core, no SRAM or register write conflict, no stall."""
         cfg = self.cfg
-        for what, org in (("head", self.origins["head"]),
-                          ("tail", self.origins[("tail", self.step_index % self.V)])):
+        for what in self.chip_runs():
+            org = self.origins[("tail", self.step_index % self.V) if what == "tail" else what]
             res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, f"cp-{what}", org)
             exp = self.run_cycles(what)
             for k, r in enumerate(res):
@@ -834,15 +844,25 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
     ring = [_ring_op(cfg, sch.lines[k], *rw[k], text=kit.ring_text(cfg, sch.lines[k], mlp, P, N))
             for k in range(c)]
-    tails = []
-    for j in range(V):
-        pre = [kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)]
-        plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
-        T = max(plen)
-        tails.append([ops + ([_nops(cfg, "align", T - n)] if T - n else []) + [ring[k]]
-                      for k, (ops, n) in enumerate(zip(pre, plen))])
-    # microcode: head, V tails, host programs; every segment at the same origin on every core
-    def layout(acfg):
+    pres = [[kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)] for j in range(V)]
+
+    def tails_for(split: bool) -> list:
+        """Per variant, per core: the tail's ops (with the chains unless ``split``)."""
+        out = []
+        for pre in pres:
+            if split:
+                plen = [_length(cfg, ops) for ops in pre]
+                out.append([ops + ([_nops(cfg, "tpad", max(plen) - n)] if max(plen) - n else [])
+                            for ops, n in zip(pre, plen)])
+                continue
+            plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
+            out.append([ops + ([_nops(cfg, "align", max(plen) - n)] if max(plen) - n else []) + [ring[k]]
+                        for k, (ops, n) in enumerate(zip(pre, plen))])
+        return out
+
+    # microcode: head, V tails, (the chains,) host programs; every segment at the same
+    # origin on every core
+    def layout(acfg, tails, split):
         image = [[] for _ in range(c)]
         origins, ins = {}, {}
         org = 0
@@ -855,7 +875,10 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
             origins[key] = org
             org += size
 
-        for key, per_core_ops in [("head", head)] + [(("tail", j), tails[j]) for j in range(V)]:
+        segs = [("head", head)] + [(("tail", j), tails[j]) for j in range(V)]
+        if split:
+            segs.append(("chains", [[r] for r in ring]))
+        for key, per_core_ops in segs:
             built = [_build_ops(acfg, ops, origin=org) for ops in per_core_ops]
             n = {i for _, i in built}
             assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
@@ -865,16 +888,22 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
             place(what, kit.host(acfg, allocs, P, N, sum(groups) - 1, what, org))
         return image, origins, ins
 
-    try:
-        image, origins, ins = layout(cfg)
-    except AsmError:                 # a program ran past ucode_depth: measure the total for the message
-        used = len(layout(replace(cfg, ucode_depth=1 << 16))[0][0])
-        if used <= cfg.ucode_depth:  # pragma: no cover - another assembler error
-            raise
-        raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} tail "
-                                f"variants, host programs), the core holds {cfg.ucode_depth} "
-                                f"(ArchConfig.ucode_depth)") from None
+    # the chains in every tail variant (one RUN fewer per step), or, when that does not
+    # fit the microcode, once, as a third RUN
+    for split in (False, True):
+        tails = tails_for(split)
+        try:
+            image, origins, ins = layout(cfg, tails, split)
+            break
+        except AsmError:                 # a program ran past ucode_depth
+            if split:                    # measure the total for the message
+                used = len(layout(replace(cfg, ucode_depth=1 << 16), tails, split)[0][0])
+                if used <= cfg.ucode_depth:  # pragma: no cover - another assembler error
+                    raise
+                raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} "
+                                        f"tail variants, the chains, host programs), the core holds "
+                                        f"{cfg.ucode_depth} (ArchConfig.ucode_depth)") from None
     crit = max(range(c), key=lambda k: (hl[k], -k))
     return kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
-                         softmax=smx, fused=fused, chains=sch,
+                       softmax=smx, fused=fused, chains=sch, split_chains=split,
                          meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl})

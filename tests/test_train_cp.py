@@ -179,8 +179,8 @@ def test_cp_learns_like_float64():
 def test_cp_errors():
     with pytest.raises(TrainCompileError, match="cores >= 3"):
         compile_chip_cp(TINY, MLP((4, 5, 5, 3), "mse", 0.1))
-    with pytest.raises(TrainCompileError, match="batch 1"):
-        compile_chip_cp(TINY, MLP((4, 5, 3), "mse", 0.1, batch=2))
+    with pytest.raises(TrainCompileError, match="softmax kernel is batch 1"):      # minibatch CP: MSE only
+        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1, batch=2))
     with pytest.raises(TrainCompileError, match="hidden layer"):
         compile_chip_cp(TINY, MLP((4, 3), "mse", 0.1))
     with pytest.raises(TrainCompileError, match="softmax='host'"):

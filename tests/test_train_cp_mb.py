@@ -62,7 +62,8 @@ def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False):
     (SMALL, (9, 14, 7, 4), 5, None),         # a 2-core group: matrix gather, reduce, scatter; 4x4 PEs
     (SIX, (7, 9, 6, 3), 3, None),            # groups [2, 3, 1]: the x chain and a 3-core reduce
     (SIX, (5, 6, 3), 2, [1, 1]),             # four idle cores relaying the matrix deltas
-], ids=["tiny", "small", "six", "six-idle"])
+    (replace(TINY, ucode_depth=256), (6, 5, 3), 3, None),   # the chains as a RUN of their own (microcode)
+], ids=["tiny", "small", "six", "six-idle", "tiny-split"])
 def test_mbcp_matches_golden(cfg, sizes, b, groups, backend):
     mlp = MLP(sizes, "mse", 0.1, batch=b)
     tp, *_ = run_mbcp(cfg, mlp, 4, backend, _seed(), groups)
@@ -71,6 +72,8 @@ def test_mbcp_matches_golden(cfg, sizes, b, groups, backend):
         assert tp.groups == groups and tp.stages[2:] == [None] * 4
     if cfg is SIX and not groups:
         assert tp.groups == [2, 3, 1]
+    assert tp.split_chains == (cfg.ucode_depth == 256) and tp.chip_runs()[-1] == ("chains" if tp.split_chains
+                                                                                 else "tail")
     kinds = {op.kind for ops in tp.head for op in ops}
     assert {"gemm", "gemm_acc", "transpose"} <= kinds and "gemv" not in kinds
 
@@ -154,14 +157,15 @@ CHIP2_SMX = replace(TINY, mem_a_words=128, mem_b_words=128, ucode_depth=256)
 
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
 def test_mbcp_rtl(sim):
-    """Three minibatches of 2 through a 2-layer pipeline (filling, steady state,
-    draining: 7 steps) recorded on the per-cycle chip model, replayed on the chip RTL
-    (every beat and counter compared per core); the weights read back from the RTL
+    """Three minibatches of 3 (a padding column on 2 x 2 PEs) through a 2-layer pipeline
+    (filling, steady state, draining: 7 steps; the chains a RUN of their own, as the
+    256-word microcode needs) recorded on the per-cycle chip model, replayed on the chip
+    RTL (every beat and counter compared per core); the weights read back from the RTL
     equal the golden's."""
     from sim.chip_run import ChipPhase, run_chip_session
 
     require_sim(sim)
-    mlp = MLP((5, 6, 3), "mse", 0.125, batch=2)
+    mlp = MLP((5, 6, 3), "mse", 0.125, batch=3)
     tp, sess, gold, results = run_mbcp(CHIP2_SMX, mlp, 3, "model", _seed(), record=True)
     un = tp.unload_weights_phases()
     phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
@@ -171,3 +175,4 @@ def test_mbcp_rtl(sim):
     assert len(heads) == len(results)
     for i, r in zip(heads, results):
         assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
+    assert tp.split_chains and sum(p.name == "cp-chains" for p in sess.phases) == len(results)
