@@ -15,11 +15,13 @@ on a real sample. After every step the weights read back from the cores are comp
 bit for bit with :class:`sw.golden_train_cp.GoldenChipCP` (an AssertionError on any
 difference), and the cycles with :meth:`ChipCPProgram.step_cycles`.
 
-Per step one sample completes (its forward and backward passes and all its updates are
-spread over ``2 L - 1`` steps, overlapped with other samples'), so FLOPs per step are
-the network's per sample (:meth:`sw.mlp.MLP.flops_per_step`), and cycles per step are
-the two chip RUNs (head, tail) plus the host phases (x to core 0, the target to the
-output core, the output unloaded for the loss). MAC utilization = useful MACs / (cycles
+Per step one sample (minibatch CP: one minibatch of ``b``) completes (its forward and
+backward passes and all its updates are spread over ``2 L - 1`` steps, overlapped with
+other samples'), so FLOPs per step are the network's per sample times ``b``
+(:meth:`sw.mlp.MLP.flops_per_step`), and cycles per step are the chip RUNs (head, tail;
+the chains a third RUN when the tails with a copy each do not fit the microcode) plus
+the host phases (x to core 0, the target to the output core, the output unloaded for
+the loss). MAC utilization = useful MACs / (cycles
 x PEs of the chip). Power: :func:`sim.power.report_from_counters` on the step's counters
 summed over the cores.
 """
@@ -34,6 +36,7 @@ from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores
 from rtl.config import PRESETS
 from sim.power import report_from_counters
 from sw.golden_train_cp import GoldenChipCP
+from sw.golden_train_cp_mb import GoldenChipMBCP
 from sw.mlp import MLP
 from sw.train import init_weights
 from sw.train_chip import ChipSession
@@ -44,13 +47,17 @@ INPUT_SEED = 1
 STEPS = 2
 LR = 0.01
 
-#: (preset, sizes, loss, backward): the compiler's choice, and the separate backward step
-#: (transposed GEMV + rank-1, each reading W) for comparison
+#: (preset, sizes, loss, backward, batch): the compiler's choice, the separate backward
+#: step (transposed GEMV + rank-1, each reading W) for comparison, and minibatch CP
+#: (MSE; b = 8 is the largest minibatch whose input history fits layer 0's PE memories at S)
 CASES = [
-    ("S", (784, 500, 500, 500, 10), "softmax_ce", "auto"),
-    ("S", (784, 500, 500, 500, 10), "softmax_ce", "separate"),
-    ("S", (784, 500, 500, 500, 10), "mse", "auto"),
-    ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto"),
+    ("S", (784, 500, 500, 500, 10), "softmax_ce", "auto", 1),
+    ("S", (784, 500, 500, 500, 10), "softmax_ce", "separate", 1),
+    ("S", (784, 500, 500, 500, 10), "mse", "auto", 1),
+    ("S", (784, 500, 500, 500, 10), "mse", "auto", 4),
+    ("S", (784, 500, 500, 500, 10), "mse", "auto", 8),
+    ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto", 1),
+    ("chip-small", (64, 64, 64, 10), "mse", "auto", 8),
 ]
 
 #: the reference design's CP figure for its small network on config S
@@ -61,28 +68,37 @@ REFERENCE = {"case": "small net (784-)500-500-500-10, config S, CP", "gflops_per
 
 def _category(name: str, kind: str) -> str:
     return {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
+            "gemm": "GEMM (forward W A; backward D^T W)", "gemm_acc": "GEMM update W += D A^T",
+            "transpose": "transposes (history, D)",
             "gemv_t_rank1": "W^T d + update, fused (backward)",
             "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
             "axpy": "elementwise", "softmax": "softmax kernel", "halt": "HALT + start latency + drain"}.get(
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 
 
-def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = STEPS, log=print) -> dict:
+def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 1, steps: int = STEPS,
+            log=print) -> dict:
     cfg = PRESETS[preset]
-    mlp = MLP(sizes, loss, LR)
-    label = f"{preset} {mlp.describe()} (CP, backward {backward})"
+    mlp = MLP(sizes, loss, LR, batch=batch)
+    label = f"{preset} {mlp.describe()} ({'minibatch ' if batch > 1 else ''}CP, backward {backward})"
     t0 = time.perf_counter()
     tp = compile_chip_cp(cfg, mlp, backward=backward)
     t_compile = time.perf_counter() - t0
     sess = ChipSession(cfg, "fast")
     W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
     tp.init(sess, W0)
-    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
+    gold = (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if batch > 1
+            else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))
     rng = np.random.default_rng(INPUT_SEED)
     L = tp.latency_steps()
     n = 2 * L + steps
-    X = rng.uniform(0, 1, (n, mlp.n_in))
-    T = [int(rng.integers(mlp.n_out)) if loss == "softmax_ce" else rng.uniform(-1, 1, mlp.n_out) for _ in range(n)]
+    if batch > 1:
+        X = rng.uniform(0, 1, (n, mlp.n_in, batch))
+        T = rng.uniform(-1, 1, (n, mlp.n_out, batch))
+    else:
+        X = rng.uniform(0, 1, (n, mlp.n_in))
+        T = [int(rng.integers(mlp.n_out)) if loss == "softmax_ce" else rng.uniform(-1, 1, mlp.n_out)
+             for _ in range(n)]
     flops = mlp.flops_per_step()
     macs = flops // 2
     pes = cfg.nr * cfg.nr * cfg.cores
@@ -119,11 +135,11 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = 
     total = tp.step_cycles()
     return {
         "preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes), "loss": loss,
-        "lr": LR, "backward": backward, "fused": tp.fused, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
+        "lr": LR, "batch": batch, "backward": backward, "fused": tp.fused, "split_chains": tp.split_chains, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
         "groups": tp.groups, "panel_rows": tp.P, "panel_cols": tp.N, "tail_variants": tp.V,
         "microcode_words_per_core": max(len(w) for w in tp.image),
         "runs": {"head": tp.run_cycles("head"), "tail": tp.run_cycles("tail"), "chains": tp.chains.slots,
-                 "host": host},
+                 "chains_run": tp.run_cycles("chains") if tp.split_chains else None, "host": host},
         "critical_core": crit, "critical_core_layer": tp.stages[crit][0],
         "cycle_breakdown_critical_core": {k: {"cycles": v, "share": round(v / total, 4)} for k, v in bd.items()},
         "compile_s": round(t_compile, 2), "steps": out_steps,
@@ -138,11 +154,13 @@ def run() -> dict:
         p = last["power"]
         rows.append({
             "chip": f"{c['preset']}: {c['cores']} x 4x4", "network": "-".join(map(str, c["sizes"])),
-            "loss": c["loss"], "cores per layer": "/".join(map(str, c["groups"])),
+            "loss": c["loss"], "batch": c["batch"], "cores per layer": "/".join(map(str, c["groups"])),
             "backward (layers 1..)": "/".join("fused" if f else "sep." for f in c["fused"][1:]),
             "step cycles (= predicted)": last["cycles"],
-            "head/tail(chains)/host": f"{c['runs']['head']}/{c['runs']['tail']}({c['runs']['chains']})/"
-                                      f"{c['runs']['host']}",
+            "head/tail(chains)/host": (f"{c['runs']['head']}/{c['runs']['tail']}+{c['runs']['chains_run']}/"
+                                       if c["split_chains"] else
+                                       f"{c['runs']['head']}/{c['runs']['tail']}({c['runs']['chains']})/")
+                                      + f"{c['runs']['host']}",
             "FLOPs/step": last["flops"], "MAC util. %": round(last["mac_utilization"] * 100, 2),
             "GFLOPS": round(p["gflops"], 1), "W": round(p["watts"], 2), "GFLOPS/W": round(p["gflops_per_w"], 1),
             "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),

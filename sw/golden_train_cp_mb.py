@@ -25,7 +25,27 @@ from sw.mlp import MLP
 from sw.train import mse_loss, weight_bits
 from sw.train_cp import cp_mapping, cp_shapes
 
-__all__ = ["GoldenChipMBCP"]
+__all__ = ["GoldenChipMBCP", "cp_forward_mb"]
+
+
+def cp_forward_mb(cfg, weights, X) -> np.ndarray:
+    """The output layer's values (floats, ``P_{L-1}`` padded rows x the padded batch) for
+    the minibatch ``X`` (``n_in x b``) as the minibatch pipeline's forward passes compute
+    them (each core's GEMM of its panel, ReLU, the gathered activations in core order),
+    from the global weights with the mapping's padding (``weights``: each layer's
+    ``(g_l P_l, N_l)`` bit patterns, as :meth:`sw.train_cp.ChipCPProgram.weights_from_session`
+    gives them with ``padded=True``). A GEMM's outputs are independent chains, so one GEMM
+    over a group's stacked panels is every core's, and a column does not depend on the
+    others."""
+    fmt, nr = cfg.fmt, cfg.nr
+    a = np.asarray(X)
+    if a.dtype != fmt.np_uint:
+        a = fmt.from_float(a.astype(np.float64)).astype(fmt.np_uint)
+    for l, G in enumerate(weights):
+        z = golden.gemm(fmt, nr, G, a)[:G.shape[0]]
+        if l < len(weights) - 1:
+            a = golden.relu(fmt, z)
+    return fmt.to_float(z)
 
 
 class GoldenChipMBCP:

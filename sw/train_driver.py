@@ -53,15 +53,16 @@ def _acc(pred_fn, x, y):
     return float(np.mean([int(np.argmax(pred_fn(xi))) == int(yi) for xi, yi in zip(x, y)]))
 
 
-def _epoch(ep: int, predict, ref, losses, ref_losses, n: int, data, t0: float, log) -> dict:
+def _epoch(ep: int, acc_fn, ref_acc_fn, losses, ref_losses, n: int, data, t0: float, log) -> dict:
     """An epoch's summary (logged): the mean of the last ``n`` losses of the array and of
-    float64 SGD, the test accuracies of ``predict`` and ``ref.predict``, the array's
-    accuracy on the first 300 training samples; ``data``: ``(xtr, ytr, xte, yte)``."""
+    the float64 reference, the test accuracies ``acc_fn(x, y)`` and ``ref_acc_fn(x, y)``,
+    the array's accuracy on the first 300 training samples; ``data``: ``(xtr, ytr, xte,
+    yte)``."""
     xtr, ytr, xte, yte = data
-    acc, acc_ref = _acc(predict, xte, yte), _acc(ref.predict, xte, yte)
+    acc, acc_ref = acc_fn(xte, yte), ref_acc_fn(xte, yte)
     e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
          "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
-         "test_accuracy_float64": acc_ref, "train_accuracy_300": _acc(predict, xtr[:300], ytr[:300]),
+         "test_accuracy_float64": acc_ref, "train_accuracy_300": acc_fn(xtr[:300], ytr[:300]),
          "wall_s": round(time.perf_counter() - t0, 2)}
     log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
         f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
@@ -132,7 +133,8 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
             steps += 1
             if progress is not None:
                 progress(steps, epochs * len(xtr))
-        epochs_out.append(_epoch(ep, lambda x: tp.predict(sess, x), ref, losses, ref_losses, len(order),
+        epochs_out.append(_epoch(ep, lambda x, y: _acc(lambda v: tp.predict(sess, v), x, y),
+                                 lambda x, y: _acc(ref.predict, x, y), losses, ref_losses, len(order),
                                  (xtr, ytr, xte, yte), t0, log))
     if chip:
         from sw.train_chip import chip_step_report
@@ -165,22 +167,25 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
              progress=None, groups=None, backward: str = "auto") -> dict:
     """Continuous propagation of ``mlp`` across the cores of a chip configuration
     (:func:`sw.train_cp.compile_chip_cp`; ``groups``, ``backward`` as there) on ``data``
-    for ``epochs`` epochs, beside float64 SGD on the same samples in the same order.
+    for ``epochs`` epochs, beside float64 SGD (minibatch GD for ``mlp.batch > 1``) on the
+    same samples in the same order.
 
-    Each epoch streams the shuffled training samples into the pipeline, one per step,
-    each sample's target following it ``L`` steps later, then drains the pipeline with
-    zero inputs (``2 L`` steps, so every sample's updates are in) and evaluates the test
-    accuracy of the array's weights, read back from the cores, with the pipeline's own
-    forward arithmetic (:func:`sw.golden_train_cp.cp_forward`: the pipeline has no
-    separate inference program). ``golden_steps``: the first steps are checked bit for
-    bit against :class:`sw.golden_train_cp.GoldenChipCP`. The step figures are those of
-    the first steady-state step (every group on a real sample). Returns a dict as
-    :func:`train`'s."""
+    Each epoch streams the shuffled training samples (minibatch CP: minibatches of ``b``,
+    the last partial one dropped) into the pipeline, one per step, each target following
+    its input ``L`` steps later, then drains the pipeline with zero inputs (``2 L``
+    steps, so every update is in) and evaluates the test accuracy of the array's
+    weights, read back from the cores, with the pipeline's own forward arithmetic
+    (:func:`sw.golden_train_cp.cp_forward`, :func:`sw.golden_train_cp_mb.cp_forward_mb`:
+    the pipeline has no separate inference program). ``golden_steps``: the first steps
+    are checked bit for bit against the golden pipeline. The step figures are those of
+    the first steady-state step (every group busy). Returns a dict as :func:`train`'s."""
     from sw.golden_train_cp import GoldenChipCP, cp_forward
+    from sw.golden_train_cp_mb import GoldenChipMBCP, cp_forward_mb
+    from sw.golden_train_mb import Float64MBGD
     from sw.train_chip import ChipSession, chip_step_report
     from sw.train_cp import compile_chip_cp
 
-    fmt = cfg.fmt
+    fmt, b = cfg.fmt, mlp.batch
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
         raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
                          f"{mlp.n_in} inputs and {mlp.n_out} outputs")
@@ -189,54 +194,68 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
     W0 = init_weights(mlp, fmt, seed)
     sess = ChipSession(cfg, backend)
     tp.init(sess, W0)
-    ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
-    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused) if golden_steps else None
+    Wf = [fmt.to_float(W) for W in W0]
+    ref = Float64MBGD(mlp, Wf) if b > 1 else Float64SGD(mlp, Wf)
+    gold = None
+    if golden_steps:
+        gold = (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if b > 1
+                else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
     rng = np.random.default_rng(seed)
     eye = np.eye(mlp.n_out)
-    tgt = (lambda c: int(c)) if mlp.loss == "softmax_ce" else (lambda c: eye[int(c)])   # noqa: E731
+    if b > 1:
+        def item(idx):
+            return xtr[idx].T, eye[ytr[idx].astype(np.int64)].T
+
+        def accs(W):
+            return (lambda x, y: _accuracy(lambda X: cp_forward_mb(cfg, W, X)[:mlp.n_out], x, y, b, mlp.n_in),
+                    lambda x, y: _accuracy(ref.predict, x, y, b, mlp.n_in))
+    else:
+        tgt = (lambda c: int(c)) if mlp.loss == "softmax_ce" else (lambda c: eye[int(c)])   # noqa: E731
+
+        def item(i):
+            return xtr[i], tgt(ytr[i])
+
+        def accs(W):
+            return (lambda x, y: _acc(lambda v: cp_forward(cfg, tp.P, tp.N, W, v)[:mlp.n_out], x, y),
+                    lambda x, y: _acc(ref.predict, x, y))
     L = tp.latency_steps()
-    per_epoch = len(xtr) + 2 * L
     losses, ref_losses, epochs_out = [], [], []
     steady = None
     t_start, steps = time.perf_counter(), 0
-
-    def predict(W, x):
-        return cp_forward(cfg, tp.P, tp.N, W, x)[:mlp.n_out]
-
     for ep in range(epochs):
         t0 = time.perf_counter()
-        order = rng.permutation(len(xtr))
+        order = _batches(xtr, ytr, b, rng) if b > 1 else list(rng.permutation(len(xtr)))
+        per_epoch = len(order) + 2 * L
         for s in range(per_epoch):
-            x = xtr[order[s]] if s < len(order) else None
-            t = tgt(ytr[order[s - L]]) if 0 <= s - L < len(order) else None
+            x = item(order[s])[0] if s < len(order) else None
+            t = item(order[s - L])[1] if 0 <= s - L < len(order) else None
             r = tp.run_step(sess, x, t)
             if s == 2 * L - 1 and steady is None and len(order) >= 2 * L:
                 steady = r
             if r.loss is not None:
                 losses.append(r.loss)
             if x is not None:
-                ref_losses.append(ref.step(x, tgt(ytr[order[s]]))["loss"])
+                ref_losses.append(ref.step(*item(order[s]))["loss"])
             if gold is not None and steps < golden_steps:
                 gold.step(x, t)
                 got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
-                if not all(np.array_equal(a, b) for a, b in zip(got, want)):
+                if not all(np.array_equal(u, w) for u, w in zip(got, want)):
                     raise AssertionError(f"step {steps}: the array's weights differ from the golden pipeline's")
             steps += 1
             if progress is not None:
                 progress(steps, epochs * per_epoch)
-        W = tp.weights_from_session(sess, padded=True)
-        epochs_out.append(_epoch(ep, lambda x: predict(W, x), ref, losses, ref_losses, len(order),
-                                 (xtr, ytr, xte, yte), t0, log))
+        epochs_out.append(_epoch(ep, *accs(tp.weights_from_session(sess, padded=True)), losses, ref_losses,
+                                 len(order), (xtr, ytr, xte, yte), t0, log))
     if steady is None:
-        raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training samples per epoch, "
-                         f"got {len(xtr)}")
+        raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training "
+                         f"{'minibatches' if b > 1 else 'samples'} per epoch, got {len(order)}")
     rep, _ = chip_step_report(tp, steady)
     host = sum(c for _, c in tp.host_phase_cycles())
     return {
         "method": "cp", "network": mlp.describe(), "sizes": list(mlp.sizes), "loss": mlp.loss, "lr": mlp.lr,
-        "lr_stored": tp.meta["lr_stored"], "config": cfg.to_dict(), "data": data.describe(),
+        "batch": b, "lr_stored": tp.meta["lr_stored"], "config": cfg.to_dict(), "data": data.describe(),
         "backend": backend, "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
         "groups": tp.groups, "fused": tp.fused, "pipeline_steps_per_epoch": per_epoch,
         "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses,
@@ -246,7 +265,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
                  "gflops": rep.gflops, "gflops_with_host": rep.gflops,
                  "gflops_per_w": rep.gflops_per_w, "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
                  "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
-        "breakdown": [list(b) for b in tp.breakdown()],
+        "breakdown": [list(x) for x in tp.breakdown()],
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
 
@@ -416,7 +435,7 @@ def add_train_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=0.03)
     p.add_argument("--method", default="sgd", choices=("sgd", "cp"),
                    help="sgd: SGD (or minibatch GD with --batch); cp: continuous propagation, the layers pipelined "
-                        "over groups of cores (chip configurations, batch 1)")
+                        "over groups of cores (chip configurations; with --batch b > 1 and --loss mse: minibatch CP)")
     p.add_argument("--groups", help="cp: cores per layer, comma separated (default: the compiler's balance)")
     p.add_argument("--backward", default="auto", choices=("auto", "fused", "separate"),
                    help="batch 1: the backward step of layers >= 1: W^T d and the update in one pass over W (fused), "
@@ -510,8 +529,6 @@ def _cmd_train_cp(args, cfg, mlp: MLP, data) -> int:
     if cfg.cores < 2:
         raise ValueError(f"--method cp pipelines the layers over the cores of a chip; configuration "
                          f"{args.config or 'default'} has cores={cfg.cores} (try --config chip-small)")
-    if mlp.batch != 1:
-        raise ValueError("--method cp is batch 1 (minibatch CP is not compiled yet)")
     try:
         groups = [int(g) for g in args.groups.split(",")] if args.groups else None
     except ValueError:
@@ -522,12 +539,14 @@ def _cmd_train_cp(args, cfg, mlp: MLP, data) -> int:
                    golden_steps=args.golden_steps, max_train=args.max_train, max_test=args.max_test,
                    groups=groups, backward=args.backward)
     st, e = res["step"], res["epochs"][-1]
-    print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")
-    print(f"per pipeline step (one sample completes; cores per layer {res['groups']}): {st['cycles']} cycles "
+    print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 {'minibatch GD' if mlp.batch > 1 else 'SGD'} "
+          f"{e['test_accuracy_float64'] * 100:.2f}%)")
+    what = f"a minibatch of {mlp.batch}" if mlp.batch > 1 else "one sample"
+    print(f"per pipeline step ({what} completes; cores per layer {res['groups']}): {st['cycles']} cycles "
           f"({st['run_cycles']} RUN + {st['host_cycles']} host I/O), {st['flops']} FLOPs, MAC utilization "
           f"{st['mac_utilization'] * 100:.1f}%, {st['gflops_per_w']:.1f} GFLOPS/W (reference scope "
           f"{st['gflops_per_w_reference_scope']:.1f})")
-    _finish(args, res)
+    _finish(args, res, window=100 if mlp.batch == 1 else 10)
     return 0
 
 

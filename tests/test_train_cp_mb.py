@@ -176,3 +176,42 @@ def test_mbcp_rtl(sim):
     for i, r in zip(heads, results):
         assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
     assert tp.split_chains and sum(p.name == "cp-chains" for p in sess.phases) == len(results)
+
+
+def test_cp_forward_mb_is_the_pipelines_forward():
+    """:func:`cp_forward_mb` on the weights read back gives, bit for bit, the output the
+    minibatch pipeline computes (the ``D = Z - T`` unloaded ``L`` steps after the
+    minibatch entered, with no target: ``Z``; computed before any of its updates, the
+    pipeline's other minibatches zeros)."""
+    from sw.golden_train_cp_mb import cp_forward_mb
+
+    mlp = MLP((7, 9, 6, 3), "mse", 0.1, batch=3)
+    tp = compile_chip_cp(SIX, mlp)
+    sess = ChipSession(SIX, "fast")
+    tp.init(sess, init_weights(mlp, SIX.fmt, 2))
+    X = np.random.default_rng(_seed()).uniform(0, 1, (mlp.n_in, 3))
+    want = cp_forward_mb(SIX, tp.weights_from_session(sess, padded=True), X)[:mlp.n_out, :3]
+    for s in range(tp.latency_steps() + 1):
+        r = tp.run_step(sess, X if s == 0 else None, None)
+    assert np.array_equal(r.output, want), (r.output, want)
+
+
+def test_cli_train_minibatch_cp(tmp_path):
+    """``caterpillar train --method cp --batch 4 --loss mse``: golden-checked minibatch
+    pipeline steps, the figures of a steady-state step equal to the compiler's
+    prediction; a softmax loss is a clear error."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "mbcp.json"
+    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.2", "--method", "cp",
+               "--batch", "4", "--loss", "mse", "--config", "chip-tiny", "--golden-steps", "12", "--max-train", "48",
+               "--max-test", "40", "--json", str(js)])
+    assert rc == 0
+    res = json.loads(js.read_text())
+    tp = compile_chip_cp(TINY, MLP((16, 6, 4), "mse", 0.2, batch=4))
+    assert res["batch"] == 4 and res["golden_checked_steps"] == 12 and res["groups"] == tp.groups
+    assert res["step"]["cycles"] == tp.step_cycles() and res["steps"] == 48 // 4 + 2 * tp.latency_steps()
+    assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp", "--config", "chip-tiny",
+                 "--batch", "4"]) == 1                    # softmax_ce (the default loss): not for minibatch CP
