@@ -26,16 +26,21 @@ role                  instruction(s) on that core (vectors in the diag / cols la
 
 **Matrices** (``layout="mat"`` on every hop of a stream): the words at ``src`` / ``dst``
 are local words of 2D round-robin matrices (:mod:`sw.layout`), each travelling as ``nr``
-beats on the row buses, beat ``q`` of a word carrying PE column ``q`` (lane ``i`` = PE
-``(i, q)``), as in :mod:`noc.ring_mat`: ``send`` is ``@col=q | rd [ar1]++ gate=rdrv |
-rdrv mem @col=q | rout row``, ``keep`` ``rin row | @col=q | wr [ar2]++ = row``, ``add``
-``rin row | rd [ar1]++ gate=pred | @col=q | add r0 = row + mem`` and later ``rdrv r0
-@col=q | rout row`` (every address-stepping instruction predicated on its PE column, so
-each column walks the words once). Beat ``j`` is PE column ``j mod nr`` of word ``j //
-nr``; a core that keeps a subset of the beats (a scatter) stores its words in order. A
-matrix add takes and sends on the row buses, so a stream with an ``add`` hop runs at one
-beat per two slots (``Stream.period = 2``; the sums are sent an odd number of slots,
-:func:`noc.ring_mat.rs_delay`, after their adds, so a take and a send never share a slot).
+beats, as in :mod:`noc.ring_mat`. A *row-oriented* beat ``q`` of a word carries PE column
+``q`` (lane ``i`` = PE ``(i, q)``) on the row buses, a *column-oriented* one PE row ``q``
+(lane ``j`` = PE ``(q, j)``) on the column buses; beat ``j`` of the stream is beat ``j mod
+nr`` of word ``j // nr``, and every instruction that steps an address register is
+predicated on the beat's PE column (row), so each PE walks the words once. The first hop
+sends row-oriented beats (``@col=q | rd [ar1]++ gate=rdrv | rdrv mem @col=q | rout
+row``); ``relay``, ``keep`` and ``keep_relay`` keep the orientation (``rin row | @col=q |
+wr [ar2]++ = row``, or ``rin col | @row=q | wr [ar2]++ = col``). An ``add`` hop takes on
+one bus and sends on the other, transposing every word (as the reduce-scatter of
+:mod:`noc.ring_mat`): it adds each beat of word ``w`` into register ``r{w mod 2}``
+(``rin row | rd [ar1]++ gate=pred | @col=q | add r0 = row + mem``) and, once the word's
+last sum is readable, sends it as ``nr`` beats of the other orientation (``cdrv r0 @row=q
+| rout col``): beat ``j`` leaves ``nr + L - 2`` slots after it arrived, so a matrix reduce
+runs at one beat per slot. A core that keeps only some words (the scatter of minibatch
+CP: each core of a group keeps its columns of every row) stores them in order.
 
 **Timing.** Beats are numbered ``0 .. m-1`` along the stream. A stream starting at slot
 ``T`` sends beat ``j`` from its first hop in slot ``T + j``; every other hop takes beat
@@ -61,7 +66,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from noc.ring import RingError, _join
-from noc.ring_mat import rs_delay
 from sim.chip_model import RING_HOP_CYCLES as RING_HOP
 
 __all__ = ["Hop", "Stream", "ChainSchedule", "schedule", "ROLES"]
@@ -87,14 +91,11 @@ class Hop:
 
 @dataclass(frozen=True)
 class Stream:
-    """A stream of ``m`` beats along ``hops`` (consecutive cores on the ring), beat ``j``
-    leaving its first hop ``period * j`` slots after the stream's start (``period`` 1, or
-    2 for a matrix stream with an ``add`` hop)."""
+    """A stream of ``m`` beats along ``hops`` (consecutive cores on the ring)."""
 
     name: str
     m: int
     hops: tuple
-    period: int = 1
 
 
 @dataclass
@@ -147,30 +148,29 @@ def _check(cfg, st: Stream) -> None:
     mats = {h.layout == "mat" for h in st.hops}
     if len(mats) > 1:
         raise RingError(f"stream {st.name}: mixes matrix ('mat') and vector hops")
-    if st.period not in (1, 2):
-        raise RingError(f"stream {st.name}: period must be 1 or 2, got {st.period}")
-    if mats == {True}:
-        if st.m % cfg.nr:
-            raise RingError(f"stream {st.name}: a matrix stream carries whole words ({cfg.nr} beats each), "
-                            f"got {st.m} beats")
-        if st.period != 2 and any(r == "add" for h in st.hops for r in h.roles):
-            raise RingError(f"stream {st.name}: a matrix stream with an add hop needs period 2 (takes and sends "
-                            f"share the row buses)")
+    if mats == {True} and st.m % cfg.nr:
+        raise RingError(f"stream {st.name}: a matrix stream carries whole words ({cfg.nr} beats each), "
+                        f"got {st.m} beats")
 
 
-def _mat_text(r: str, q: int, sb, db) -> tuple:
-    """A matrix beat's ``(take-slot text, send-slot text)`` for role ``r`` (PE column ``q``)."""
+def _mat_text(r: str, q: int, sb, db, o: str, reg: int) -> tuple:
+    """A matrix beat's ``(take-slot text, send-slot text)`` for role ``r``: beat ``q`` of
+    its word, arriving in orientation ``o`` (``"row"`` or ``"col"``: the bus it is on);
+    an ``add`` sends the sum in the other orientation from register ``r{reg}``."""
+    sel = "col" if o == "row" else "row"               # a row-bus beat is a PE column
     if r == "send":
         return None, f"@col={q} | rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @col={q} | rout row"
     if r == "send_keep":
         return None, f"@col={q} | rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @col={q} | rout row | wr{db} [ar2]++ = row"
     if r == "relay":
-        return "rin row | rout row", None
+        return f"rin {o} | rout {o}", None
     if r == "keep":
-        return f"rin row | @col={q} | wr{db} [ar2]++ = row", None
+        return f"rin {o} | @{sel}={q} | wr{db} [ar2]++ = {o}", None
     if r == "keep_relay":
-        return f"rin row | rout row | @col={q} | wr{db} [ar2]++ = row", None
-    return f"rin row | rd{sb} [ar1]++ gate=pred | @col={q} | add r0 = row + mem{sb}", f"rdrv r0 @col={q} | rout row"
+        return f"rin {o} | rout {o} | @{sel}={q} | wr{db} [ar2]++ = {o}", None
+    o2, drv = ("col", "cdrv") if o == "row" else ("row", "rdrv")
+    return (f"rin {o} | rd{sb} [ar1]++ gate=pred | @{sel}={q} | add r{reg} = {o} + mem{sb}",
+            f"{drv} r{reg} @{o}={q} | rout {o2}")
 
 
 def _vec_text(r: str, pr: str, sb, db) -> tuple:
@@ -191,9 +191,11 @@ def _vec_text(r: str, pr: str, sb, db) -> tuple:
 def _hop_texts(cfg, st: Stream) -> list:
     """Per hop: ``(take offset, send offset, {slot offset: text}, setup texts)``."""
     mat = st.hops[0].layout == "mat"
-    lat = rs_delay(cfg) if mat else cfg.fpu_latency - 1
-    p = st.period
-    out, send_prev = [], 0
+    nr = cfg.nr
+    # an add's sum is sent L - 1 slots after the add; a matrix add sends a word once all
+    # of its beats are added, transposed: beat j leaves nr - 1 + L - 1 slots after it came
+    lat = cfg.fpu_latency - 1 + (nr - 1 if mat else 0)
+    out, send_prev, o = [], 0, "row"
     for i, h in enumerate(st.hops):
         take = send_prev + RING_HOP if i else 0
         is_add = any(r == "add" for r in h.roles)
@@ -205,14 +207,14 @@ def _hop_texts(cfg, st: Stream) -> list:
         for j, r in enumerate(h.roles):
             if r is None:
                 continue
-            tk, sd = _mat_text(r, j % cfg.nr, sb, db) if mat else _vec_text(r, pr, sb, db)
+            tk, sd = (_mat_text(r, j % nr, sb, db, o, (j // nr) % 2) if mat else _vec_text(r, pr, sb, db))
             if tk:
-                ev.setdefault(take + p * j, []).append(tk)
+                ev.setdefault(take + j, []).append(tk)
             if sd:
-                ev.setdefault(send + p * j, []).append(sd)
+                ev.setdefault(send + j, []).append(sd)
         texts = {}
         for t, parts in ev.items():
-            if len(parts) > 2 or (len(parts) == 2 and (not is_add or mat)):    # pragma: no cover - by construction
+            if len(parts) > 2 or (len(parts) == 2 and not is_add):    # pragma: no cover - by construction
                 raise AssertionError(f"stream {st.name}: two events in one slot on core {h.core}")
             texts[t] = _join(*parts)
         setup = []
@@ -222,6 +224,8 @@ def _hop_texts(cfg, st: Stream) -> list:
             setup.append(f"ar2 = {h.dst[1]}")
         out.append((take, send, texts, setup))
         send_prev = send
+        if mat and is_add:
+            o = "col" if o == "row" else "row"
     return out
 
 

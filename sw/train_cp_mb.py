@@ -25,8 +25,8 @@ carry matrix words (``layout="mat"`` in :mod:`noc.chain`). Per core of layer ``l
                   G_{l+1} and scattered into G_l: core i keeps columns [i P, (i+1) P)
                   of every row, its DinT
 
-The reduce chains run at one beat per two slots (a matrix add takes and sends on the row
-buses). The loss is MSE (the softmax kernel is batch 1). The golden model is
+The reduce chains transpose every word at every add (taking on one bus, sending on
+the other), at one beat per slot. The loss is MSE (the softmax kernel is batch 1). The golden model is
 :class:`sw.golden_train_cp_mb.GoldenChipMBCP`.
 """
 
@@ -216,7 +216,7 @@ def streams(cfg, mlp, allocs, P, N, groups) -> list:
             row = [None] * (i * s) + ["keep"] * s + ["relay" if i < g - 1 else None] * (nw - (i + 1) * s)
             roles = tuple(r for _ in range(Lb) for r in row for _ in range(nr))
             hops.append(Hop(k, roles, dst=rb(k, "dint"), layout="mat"))
-        out.append(Stream(f"d{l}", m, tuple(hops), period=2))
+        out.append(Stream(f"d{l}", m, tuple(hops)))
     return out
 
 
@@ -241,11 +241,11 @@ def ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
 def ring_text(cfg, lines: list, mlp, P, N) -> str:
     """Fold a core's chain slots into loops (periods of matrix words, of their rows)."""
     nr = cfg.nr
-    per = {1, 2, nr, 2 * nr}
+    per = {1, nr, 2 * nr}
     Lb = local_len(mlp.batch, nr)
     for l in range(mlp.n_layers):
         nw = local_len(N[l], nr)
-        per |= {nw * nr, 2 * nw * nr, (P[l] // nr) * Lb * nr}
+        per |= {nw * nr, (P[l] // nr) * Lb * nr}
     return _fold_text(cfg, lines, sorted(per), "ch")
 
 
