@@ -27,7 +27,47 @@ from sw.softmax import golden_softmax_grad
 from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss, weight_bits
 from sw.train_cp import cp_mapping, cp_shapes, cp_stage_of
 
-__all__ = ["GoldenChipCP", "cp_forward"]
+__all__ = ["GoldenChipCP", "cp_forward", "golden_chains", "group_weights"]
+
+
+def group_weights(cores: list, mlp: MLP, N: list, padded: bool) -> list:
+    """The global weights from the goldens' per-core panels (``W``, stacked in group
+    order; ``padded``: ``(g_l P_l, N_l)``, else ``(m, n)``)."""
+    out = []
+    for l in range(mlp.n_layers):
+        G = np.concatenate([st["W"] for st in cores if st["l"] == l])
+        m, n = mlp.shape(l)
+        out.append(G[:, :N[l]] if padded else G[:m, :n])
+    return out
+
+
+def golden_chains(fmt, cores: list, nl: int, x, P: list, din: str, gathered, part, cut) -> None:
+    """The chains of a CP step on the goldens' per-core states (dicts with ``l``, ``i``,
+    ``z``, ``e``, ``ain`` and ``din``), all computed from the values before any lands:
+    ``x`` into every ``ain`` of the first group; the ``z`` of group ``l`` concatenated in
+    core order (``gathered(a)``: as stored) into every ``ain`` of group ``l + 1``; the
+    ``e`` of group ``l + 1`` (``part(e, rows of a)``) summed in ring order (``acc = p[0]``,
+    then ``acc * 1 + p[h]``, each rounded) and sliced into group ``l``'s ``din`` (``cut(acc,
+    lo, hi)``: rows or columns ``i P .. (i + 1) P``)."""
+    one = fmt.from_float(np.array([1.0]))[0]
+    group = lambda l: [st for st in cores if st["l"] == l]          # noqa: E731
+    new_ain, new_din = {}, {}
+    for st in group(0):
+        new_ain[id(st)] = x.copy()
+    for l in range(nl - 1):
+        a = np.concatenate([st["z"] for st in group(l)])
+        for st in group(l + 1):
+            new_ain[id(st)] = gathered(a)
+        parts = [part(st["e"], len(a)) for st in group(l + 1)]
+        acc = parts[0]
+        for p in parts[1:]:
+            acc = mac_bits(fmt, acc, np.full(acc.shape, one, dtype=fmt.np_uint), p)
+        for st in group(l):
+            new_din[id(st)] = cut(acc, st["i"] * P[l], (st["i"] + 1) * P[l]).copy()
+    for st in cores:
+        st["ain"] = new_ain[id(st)]
+        if id(st) in new_din:
+            st[din] = new_din[id(st)]
 
 
 def cp_forward(cfg, P: list, N: list, weights, x, reduce: str = "tree") -> np.ndarray:
@@ -78,7 +118,6 @@ class GoldenChipCP:
         fmt, nr = self.fmt, self.nr
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
-        self.one = np.full(1, int(fmt.from_float(np.array([1.0]))[0]), dtype=fmt.np_uint)
         z = lambda n: np.zeros(n, dtype=fmt.np_uint)          # noqa: E731
         pw = lambda n: local_len(n, nr) * nr                   # noqa: E731
         self.cores = []
@@ -95,12 +134,8 @@ class GoldenChipCP:
         self.step_index = 0
 
     def weights(self, padded: bool = False) -> list:
-        out = []
-        for l in range(self.mlp.n_layers):
-            G = np.concatenate([st["W"] for st in self.cores if st["l"] == l])
-            m, n = self.mlp.shape(l)
-            out.append(G[:, :self.N[l]] if padded else G[:m, :n])
-        return out
+        """The global weights (``padded``: with the panels' padding rows and columns)."""
+        return group_weights(self.cores, self.mlp, self.N, padded)
 
     def _update(self, l, W, d, v):
         """``W += -lr d v^T`` as layer ``l``'s kernel rounds it: ``(-lr d) v`` (rank-1) or
@@ -160,25 +195,8 @@ class GoldenChipCP:
             if l == nl - 1:
                 continue
             st["hist"][s % V] = st["ain"].copy()
-        # chains (computed from the values before any of them lands)
-        new_ain, new_din = {}, {}
-        for st in self._group(0):
-            new_ain[id(st)] = self.xin.copy()
-        for l in range(nl - 1):
-            a = np.concatenate([st["z"] for st in self._group(l)])
-            for st in self._group(l + 1):
-                new_ain[id(st)] = pad_vector(fmt, nr, a)
-            parts = [st["e"][:len(a)] for st in self._group(l + 1)]
-            acc = parts[0]
-            for p in parts[1:]:
-                acc = mac_bits(fmt, acc, np.broadcast_to(self.one, acc.shape), p)
-            for st in self._group(l):
-                i, P = st["i"], self.P[l]
-                new_din[id(st)] = acc[i * P:(i + 1) * P].copy()
-        for st in self.cores:
-            st["ain"] = new_ain[id(st)]
-            if id(st) in new_din:
-                st["din"] = new_din[id(st)]
+        golden_chains(fmt, self.cores, nl, self.xin, self.P, "din", lambda a: pad_vector(fmt, nr, a),
+                      lambda acc, n: acc[:n], lambda acc, lo, hi: acc[lo:hi])
         self.step_index += 1
         zf = fmt.to_float(out_z)
         if tf is None:

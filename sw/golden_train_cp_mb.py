@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.fp_golden import mac_bits
 from sw import golden
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.train import mse_loss, weight_bits
+from sw.golden_train_cp import golden_chains, group_weights
 from sw.train_cp import cp_mapping, cp_shapes
 
 __all__ = ["GoldenChipMBCP", "cp_forward_mb"]
@@ -63,7 +63,6 @@ class GoldenChipMBCP:
         self.V = 2 * (nl - 1)
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
-        self.one = fmt.np_uint.type(fmt.from_float(np.array([1.0]))[0])
         self.Bp = local_len(mlp.batch, nr) * nr
         z = lambda r, c: np.zeros((r, c), dtype=fmt.np_uint)       # noqa: E731
         self.cores = []
@@ -83,12 +82,8 @@ class GoldenChipMBCP:
         return local_len(self.N[l], self.nr) * self.nr
 
     def weights(self, padded: bool = False) -> list:
-        out = []
-        for l in range(self.mlp.n_layers):
-            G = np.concatenate([st["W"] for st in self.cores if st["l"] == l])
-            m, n = self.mlp.shape(l)
-            out.append(G[:, :self.N[l]] if padded else G[:m, :n])
-        return out
+        """The global weights (``padded``: with the panels' padding rows and columns)."""
+        return group_weights(self.cores, self.mlp, self.N, padded)
 
     def _group(self, l):
         return [st for st in self.cores if st["l"] == l]
@@ -128,24 +123,8 @@ class GoldenChipMBCP:
                 D = 2 * (nl - 1 - st["l"])
                 st["hist"][s % V] = tp(st["ain"])
                 st["VT"] = st["hist"][(s + 1 - D) % V].copy()
-        new_ain, new_dint = {}, {}                        # chains
-        for st in self._group(0):
-            new_ain[id(st)] = X.copy()
-        for l in range(nl - 1):
-            a = np.concatenate([st["z"] for st in self._group(l)])
-            for st in self._group(l + 1):
-                new_ain[id(st)] = a.copy()
-            parts = [st["e"] for st in self._group(l + 1)]
-            acc = parts[0]
-            for p in parts[1:]:
-                acc = mac_bits(fmt, acc, np.full(acc.shape, self.one, dtype=fmt.np_uint), p)
-            for st in self._group(l):
-                i, P = st["i"], self.P[l]
-                new_dint[id(st)] = acc[:, i * P:(i + 1) * P].copy()
-        for st in self.cores:
-            st["ain"] = new_ain[id(st)]
-            if id(st) in new_dint:
-                st["dint"] = new_dint[id(st)]
+        golden_chains(fmt, self.cores, nl, X, self.P, "dint", lambda a: a.copy(), lambda e, n: e,
+                      lambda acc, lo, hi: acc[:, lo:hi])
         self.step_index += 1
         d = fmt.to_float(out)
         if t is None:

@@ -404,51 +404,67 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
                [(R["xin"], nw)], [(ain, nw)])] if l == 0 and "xin" in R and groups[0] == 1 else [])
 
 
-def _streams(cfg, mlp, allocs, P, N, groups) -> list:
-    """The chains of a step (:mod:`noc.chain`)."""
+def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, din: str, layout: str = "cols",
+                  din_layout: str = "diag") -> list:
+    """The chains of a step (:mod:`noc.chain`), for both CP flavours: ``x_m`` beats of
+    the input from core 0 through ``G_0`` (``xin`` -> every ``ain``); per layer ``l``, a
+    gather of ``seg_m(l)`` beats per core of ``G_l`` (``z``) into every ``ain`` of
+    ``G_{l+1}``, and ``d_m(l)`` beats of ``e`` reduced over ``G_{l+1}`` (ring order), round
+    the ring, scattered into ``G_l`` (``scatter(l, i)``: the roles of core ``i`` there,
+    stored at ``din``). ``layout``: of the hops (``"mat"`` for matrix words), ``din_layout``:
+    of the scatter's stores."""
     c, nl = cfg.cores, mlp.n_layers
-    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     first = [sum(groups[:l]) for l in range(nl)]
     R = [{k: v.region for k, v in al.items.items()} for al in allocs]
     rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
     out = []
-    # x: core 0 -> every core of G_0
     if groups[0] > 1:
-        m = L(N[0])
-        hops = [Hop(0, ("send_keep",) * m, src=rb(0, "xin"), dst=rb(0, "ain"))]
+        hops = [Hop(0, ("send_keep",) * x_m, src=rb(0, "xin"), dst=rb(0, "ain"), layout=layout)]
         for i in range(1, groups[0]):
             k = first[0] + i
-            hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * m, dst=rb(k, "ain")))
-        out.append(Stream("x", m, tuple(hops)))
+            hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * x_m, dst=rb(k, "ain"),
+                            layout=layout))
+        out.append(Stream("x", x_m, tuple(hops)))
     for l in range(nl - 1):
-        s, g, gn = P[l] // cfg.nr, groups[l], groups[l + 1]
-        m = g * s
+        g, gn, seg = groups[l], groups[l + 1], seg_m(l)
+        m = g * seg
         # forward: gather a_{l+1} through G_l, into every core of G_{l+1}
         hops = []
         for i in range(g):
             k = first[l] + i
-            roles = ("relay",) * (i * s) + ("send",) * s + (None,) * (m - (i + 1) * s)
-            hops.append(Hop(k, roles, src=rb(k, "z")))
+            roles = ("relay",) * (i * seg) + ("send",) * seg + (None,) * (m - (i + 1) * seg)
+            hops.append(Hop(k, roles, src=rb(k, "z"), layout=layout))
         for i in range(gn):
             k = first[l + 1] + i
-            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain")))
+            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout=layout))
         out.append(Stream(f"a{l + 1}", m, tuple(hops)))
         # backward: reduce d_l over G_{l+1}, round the ring, scatter into G_l
-        hops = []
-        for i in range(gn):
-            k = first[l + 1] + i
-            hops.append(Hop(k, ("send" if i == 0 else "add",) * m, src=rb(k, "e")))
+        m = d_m(l)
+        hops = [Hop(first[l + 1] + i, ("send" if i == 0 else "add",) * m, src=rb(first[l + 1] + i, "e"),
+                    layout=layout) for i in range(gn)]
         k = (first[l + 1] + gn) % c
         while k != first[l]:
-            hops.append(Hop(k, ("relay",) * m))
+            hops.append(Hop(k, ("relay",) * m, layout=layout))
             k = (k + 1) % c
         for i in range(g):
-            k = first[l] + i
-            roles = (None,) * (i * s) + ("keep",) * s + (("relay",) * (m - (i + 1) * s) if i < g - 1 else ())
-            roles = roles + (None,) * (m - len(roles))
-            hops.append(Hop(k, roles, dst=rb(k, "din"), layout="diag"))
+            hops.append(Hop(first[l] + i, tuple(scatter(l, i)), dst=rb(first[l] + i, din), layout=din_layout))
         out.append(Stream(f"d{l}", m, tuple(hops)))
     return out
+
+
+def _streams(cfg, mlp, allocs, P, N, groups) -> list:
+    """The chains of a step: vectors, one word per beat; each core of ``G_l`` keeps its
+    slice of ``d_l`` (diag) and relays the rest."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    sl = lambda l: P[l] // cfg.nr                      # noqa: E731
+
+    def scatter(l, i):
+        s, m = sl(l), groups[l] * sl(l)
+        roles = (None,) * (i * s) + ("keep",) * s + (("relay",) * (m - (i + 1) * s) if i < groups[l] - 1 else ())
+        return roles + (None,) * (m - len(roles))
+
+    return chain_streams(cfg, mlp, allocs, groups, x_m=L(N[0]), seg_m=sl, d_m=lambda l: groups[l] * sl(l),
+                         scatter=scatter, din="din")
 
 
 def _ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
@@ -651,6 +667,20 @@ class ChipCPProgram:
             raise ValueError(f"target must have {no} values, got shape {tf.shape}")
         return tf, self._vec(t, no)
 
+    def _runs(self, session: ChipSession, data: list, log: PhaseLog):
+        """A step's RUNs: the host's input phase (``data``: per core its beats), the chip
+        RUNs, the output phase; returns the output core's result of the last."""
+        cfg = self.cfg
+        act = sorted({0, self.out_core})
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
+                             active=act)
+        log.note("in", "host", res, sum(res[k].cycles for k in act))
+        self._run_chip(session, log)
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
+                             active=[self.out_core])
+        log.note("out", "host", res, res[self.out_core].cycles)
+        return res[self.out_core]
+
     def _run_chip(self, session: ChipSession, log: PhaseLog) -> None:
         """The step's two chip RUNs (head, the tail of this step's variant), each checked:
         cycles as predicted on every core, no SRAM or register write conflict, no stall."""
@@ -680,15 +710,8 @@ class ChipCPProgram:
         data[0] = vector_beats(cfg, xb, local_len(self.N[0], cfg.nr))
         if mlp.loss == "mse" or self.softmax == "array":
             data[self.out_core] += vector_beats(cfg, tb, self.P[-1] // cfg.nr)
-        act = sorted({0, self.out_core})
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
-                             active=act)
-        log.note("in", "host", res, sum(res[k].cycles for k in act))
-        self._run_chip(session, log)
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
-                             active=[self.out_core])
-        log.note("out", "host", res, res[self.out_core].cycles)
-        raw = decode_diag_beats(cfg, res[self.out_core].out, mlp.n_out)
+        out = self._runs(session, data, log)
+        raw = decode_diag_beats(cfg, out.out, mlp.n_out)
         v = fmt.to_float(raw)
         self.step_index += 1
         if tf is None:

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.chain import Hop, Stream
 from noc.collectives import emit_transpose
 from noc.ring_mat import _fold_text
 from sw.asm import Builder
@@ -44,7 +43,7 @@ from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.train import Allocator, Op, TrainCompileError, mse_loss
 from sw.train_chip import PhaseLog
-from sw.train_cp import ChipCPProgram, Kit
+from sw.train_cp import ChipCPProgram, Kit, chain_streams
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
 __all__ = ["MB_KIT", "ChipMBCPProgram", "check"]
@@ -170,54 +169,21 @@ def tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
 
 
 def streams(cfg, mlp, allocs, P, N, groups) -> list:
-    """The chains of a step: matrix words, ``nr`` beats each (``layout="mat"``)."""
-    c, nl, nr, b = cfg.cores, mlp.n_layers, cfg.nr, mlp.batch
+    """The chains of a step: matrix words, ``nr`` beats each (``layout="mat"``); ``E_{l+1}``
+    (``b x N_{l+1}``, ``N_{l+1} = g P_l``) is scattered by columns: core ``i`` of ``G_l``
+    keeps its ``s`` words of every local row (its ``DinT``) and relays the later ones."""
+    nr = cfg.nr
     L = lambda n: local_len(n, nr)                     # noqa: E731
-    Lb = L(b)
-    first = [sum(groups[:l]) for l in range(nl)]
-    R = [{k: v.region for k, v in al.items.items()} for al in allocs]
-    rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
-    out = []
-    if groups[0] > 1:
-        m = L(N[0]) * Lb * nr
-        hops = [Hop(0, ("send_keep",) * m, src=rb(0, "xin"), dst=rb(0, "ain"), layout="mat")]
-        for i in range(1, groups[0]):
-            k = first[0] + i
-            hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * m, dst=rb(k, "ain"),
-                            layout="mat"))
-        out.append(Stream("x", m, tuple(hops)))
-    for l in range(nl - 1):
-        s, g, gn = P[l] // nr, groups[l], groups[l + 1]
-        seg = s * Lb * nr                              # beats of one core's rows of A_{l+1}
-        m = g * seg
-        hops = []
-        for i in range(g):
-            k = first[l] + i
-            roles = ("relay",) * (i * seg) + ("send",) * seg + (None,) * (m - (i + 1) * seg)
-            hops.append(Hop(k, roles, src=rb(k, "z"), layout="mat"))
-        for i in range(gn):
-            k = first[l + 1] + i
-            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout="mat"))
-        out.append(Stream(f"a{l + 1}", m, tuple(hops)))
-        # E_{l+1} (b x N_{l+1}, N_{l+1} = g P_l): reduced over G_{l+1}, round the ring,
-        # core i of G_l keeps the columns of its rows: s words of every local row
-        nw = L(N[l + 1])
-        m = Lb * nw * nr
-        hops = []
-        for i in range(gn):
-            k = first[l + 1] + i
-            hops.append(Hop(k, ("send" if i == 0 else "add",) * m, src=rb(k, "e"), layout="mat"))
-        k = (first[l + 1] + gn) % c
-        while k != first[l]:
-            hops.append(Hop(k, ("relay",) * m, layout="mat"))
-            k = (k + 1) % c
-        for i in range(g):
-            k = first[l] + i
-            row = [None] * (i * s) + ["keep"] * s + ["relay" if i < g - 1 else None] * (nw - (i + 1) * s)
-            roles = tuple(r for _ in range(Lb) for r in row for _ in range(nr))
-            hops.append(Hop(k, roles, dst=rb(k, "dint"), layout="mat"))
-        out.append(Stream(f"d{l}", m, tuple(hops)))
-    return out
+    Lb = L(mlp.batch)
+
+    def scatter(l, i):
+        s, nw, last = P[l] // nr, L(N[l + 1]), i == groups[l] - 1
+        row = [None] * (i * s) + ["keep"] * s + [None if last else "relay"] * (nw - (i + 1) * s)
+        return tuple(r for _ in range(Lb) for r in row for _ in range(nr))
+
+    return chain_streams(cfg, mlp, allocs, groups, x_m=L(N[0]) * Lb * nr, seg_m=lambda l: (P[l] // nr) * Lb * nr,
+                         d_m=lambda l: Lb * L(N[l + 1]) * nr, scatter=scatter, din="dint", layout="mat",
+                         din_layout="mat")
 
 
 def ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
@@ -310,17 +276,9 @@ class ChipMBCPProgram(ChipCPProgram):
         data = [[] for _ in range(cfg.cores)]
         data[0] = load_beats_for(cfg, pack_matrix(X, nr))
         data[self.out_core] = data[self.out_core] + load_beats_for(cfg, pack_matrix(T, nr))
-        act = sorted({0, self.out_core})
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
-                             active=act)
-        log.note("in", "host", res, sum(res[k].cycles for k in act))
-        self._run_chip(session, log)
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
-                             active=[self.out_core])
-        log.note("out", "host", res, res[self.out_core].cycles)
+        out = self._runs(session, data, log)
         zw = self.allocs[self.out_core].items["z"].words
-        D = unpack_matrix(decode_unload(cfg, res[self.out_core].out, zw), self.P[-1],
-                          local_len(b, nr) * nr)
+        D = unpack_matrix(decode_unload(cfg, out.out, zw), self.P[-1], local_len(b, nr) * nr)
         raw = D[:mlp.n_out, :b]
         d = fmt.to_float(raw)
         self.step_index += 1

@@ -53,6 +53,15 @@ def _acc(pred_fn, x, y):
     return float(np.mean([int(np.argmax(pred_fn(xi))) == int(yi) for xi, yi in zip(x, y)]))
 
 
+def _golden_step(tp, sess, gold, x, t, step: int) -> None:
+    """Step the golden model too; raise unless the array's weights (padding included)
+    equal its weights bit for bit."""
+    gold.step(x, t)
+    got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
+    if not all(np.array_equal(a, b) for a, b in zip(got, want)):
+        raise AssertionError(f"step {step}: the array's weights differ from the golden model's")
+
+
 def _epoch(ep: int, acc_fn, ref_acc_fn, losses, ref_losses, n: int, data, t0: float, log) -> dict:
     """An epoch's summary (logged): the mean of the last ``n`` losses of the array and of
     the float64 reference, the test accuracies ``acc_fn(x, y)`` and ``ref_acc_fn(x, y)``,
@@ -126,10 +135,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
             losses.append(r.loss)
             ref_losses.append(ref.step(x, t)["loss"])
             if gold is not None and steps < golden_steps:
-                gold.step(x, t)
-                got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
-                if not all(np.array_equal(a, b) for a, b in zip(got, want)):
-                    raise AssertionError(f"step {steps}: the array's weights differ from the golden trainer's")
+                _golden_step(tp, sess, gold, x, t, steps)
             steps += 1
             if progress is not None:
                 progress(steps, epochs * len(xtr))
@@ -239,10 +245,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
             if x is not None:
                 ref_losses.append(ref.step(*item(order[s]))["loss"])
             if gold is not None and steps < golden_steps:
-                gold.step(x, t)
-                got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
-                if not all(np.array_equal(u, w) for u, w in zip(got, want)):
-                    raise AssertionError(f"step {steps}: the array's weights differ from the golden pipeline's")
+                _golden_step(tp, sess, gold, x, t, steps)
             steps += 1
             if progress is not None:
                 progress(steps, epochs * per_epoch)

@@ -18,6 +18,7 @@ from noc.ring import RingError
 from rtl.config import ArchConfig, PRESETS
 from sw.golden_train import Float64SGD
 from sw.golden_train_cp import GoldenChipCP
+from sw.golden_train_cp_mb import GoldenChipMBCP
 from sw.mlp import MLP
 from sw.train import TrainCompileError, init_weights
 from sw.train_chip import ChipSession
@@ -28,6 +29,8 @@ SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
 
 
 def _data(rng, mlp, n):
+    if mlp.batch > 1:                        # minibatch CP: n minibatches (MSE)
+        return rng.normal(size=(n, mlp.n_in, mlp.batch)), rng.normal(size=(n, mlp.n_out, mlp.batch)) * 0.5
     X = rng.normal(size=(n, mlp.n_in))
     if mlp.loss == "softmax_ce":
         return X, rng.integers(0, mlp.n_out, n)
@@ -35,16 +38,22 @@ def _data(rng, mlp, n):
 
 
 def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto"):
-    """``n`` samples through the pipeline and out again (``n + 2L`` steps): loss, output
-    and every weight bit equal to the golden's after every step; cycles as predicted."""
+    """``n`` samples (minibatch CP: minibatches) through the pipeline and out again (``n +
+    2L`` steps): loss, output and every weight bit equal to the golden's
+    (:class:`GoldenChipCP`, :class:`GoldenChipMBCP`) after every step; cycles as
+    predicted."""
     rng = np.random.default_rng(seed)
     tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
-    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
-    if backward == "auto":           # the golden's own choice is the compiler's
-        assert (GoldenChipCP(cfg, mlp, W0, groups=groups).groups, gold.fused) == (tp.groups, tp.fused)
+    if mlp.batch > 1:
+        gold = GoldenChipMBCP(cfg, mlp, W0, groups=groups)
+        assert gold.groups == tp.groups
+    else:
+        gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
+        if backward == "auto":           # the golden's own choice is the compiler's
+            assert (GoldenChipCP(cfg, mlp, W0, groups=groups).groups, gold.fused) == (tp.groups, tp.fused)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
     X, T = _data(rng, mlp, n)
     L = tp.latency_steps()
@@ -235,18 +244,24 @@ def test_cp_rtl(sim):
     and runs on the per-cycle model above) recorded on the per-cycle chip
     model, replayed on the chip RTL (every beat and counter compared per core); the
     weights read back from the RTL equal the golden's."""
+    require_sim(sim)
+    rtl_replay(CHIP2_SMX, *run_cp(CHIP2_SMX, MLP((5, 6, 3), "mse", 0.125), 3, "model", _seed(), record=True),
+               sim, "chip-cp")
+
+
+def rtl_replay(cfg, tp, sess, gold, results, sim, name) -> None:
+    """Replay a recorded pipeline run (``run_cp(..., record=True)``) on the chip RTL
+    (every beat and counter of every core against the per-cycle model), unload the
+    weights: equal to the golden's; every head RUN took the predicted cycles."""
     from sim.chip_run import ChipPhase, run_chip_session
 
-    require_sim(sim)
-    mlp = MLP((5, 6, 3), "mse", 0.125)
-    tp, sess, gold, results = run_cp(CHIP2_SMX, mlp, 3, "model", _seed(), record=True)
     un = tp.unload_weights_phases()
-    phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
-    res = run_chip_session(CHIP2_SMX, phases, backend="rtl", sim=sim, name="chip-cp")
+    phases = sess.phases + [ChipPhase(imgs, None, n) for imgs, n in un]
+    res = run_chip_session(cfg, phases, backend="rtl", sim=sim, name=name)
     _eq(tp.decode_weights(res[-1:], padded=True), gold.weights(padded=True), "rtl")
     heads = [i for i, p in enumerate(sess.phases) if p.name == "cp-head"]
     assert len(heads) == len(results)
-    for i, r in zip(heads, results):
+    for i in heads:
         assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
 
 

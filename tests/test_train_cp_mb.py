@@ -11,12 +11,11 @@ import numpy as np
 import pytest
 
 from conftest import require_sim
-from test_train import _eq_weights as _eq
 from test_train import _seed
+from test_train_cp import rtl_replay, run_cp
 from noc.chain import Hop, Stream, schedule
 from noc.ring import RingError
 from rtl.config import ArchConfig, PRESETS
-from sw.golden_train_cp_mb import GoldenChipMBCP
 from sw.mlp import MLP
 from sw.train import TrainCompileError, init_weights
 from sw.train_chip import ChipSession
@@ -27,33 +26,9 @@ SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
 
 
 def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False):
-    """``n`` minibatches through the pipeline and out again (``n + 2L`` steps): loss,
-    output and every weight bit equal to the golden's after every step; cycles as
-    predicted (each chip RUN checked for conflicts and stalls by ``run_step``)."""
-    rng = np.random.default_rng(seed)
-    tp = compile_chip_cp(cfg, mlp, groups=groups)
-    W0 = init_weights(mlp, cfg.fmt, seed)
-    sess = ChipSession(cfg, backend, record=record)
-    tp.init(sess, W0)
-    gold = GoldenChipMBCP(cfg, mlp, W0, groups=groups)
-    assert gold.groups == tp.groups
-    _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
-    b, L = mlp.batch, tp.latency_steps()
-    X = rng.normal(size=(n, mlp.n_in, b))
-    T = rng.normal(size=(n, mlp.n_out, b)) * 0.5
-    results = []
-    for s in range(n + 2 * L):
-        x = X[s] if s < n else None
-        t = T[s - L] if 0 <= s - L < n else None
-        r = tp.run_step(sess, x, t)
-        g = gold.step(x, t)
-        assert np.array_equal(r.raw["out"], g["raw"]), s
-        assert r.loss == g["loss"], (s, r.loss, g["loss"])
-        _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), f"step {s}")
-        assert r.cycles == tp.step_cycles()
-        results.append(r)
-    assert sum(r.loss is not None for r in results) == n
-    return tp, sess, gold, results
+    """tests/test_train_cp.py's ``run_cp`` with ``n`` minibatches (golden: GoldenChipMBCP)."""
+    assert mlp.batch > 1
+    return run_cp(cfg, mlp, n, backend, seed, groups, record)
 
 
 @pytest.mark.parametrize("backend", ["fast", "model"])
@@ -162,19 +137,9 @@ def test_mbcp_rtl(sim):
     gather and scatter chains; the transposing matrix adds need a group of two cores,
     run on both engines above, whose instructions the reduce-scatter RTL tests of
     tests/test_ring_mat.py cover); the weights read back from the RTL equal the golden's."""
-    from sim.chip_run import ChipPhase, run_chip_session
-
     require_sim(sim)
-    mlp = MLP((5, 6, 3), "mse", 0.125, batch=3)
-    tp, sess, gold, results = run_mbcp(CHIP2_SMX, mlp, 3, "model", _seed(), record=True)
-    un = tp.unload_weights_phases()
-    phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
-    res = run_chip_session(CHIP2_SMX, phases, backend="rtl", sim=sim, name="chip-mbcp")
-    _eq(tp.decode_weights(res[-1:], padded=True), gold.weights(padded=True), "rtl")
-    heads = [i for i, p in enumerate(sess.phases) if p.name == "cp-head"]
-    assert len(heads) == len(results)
-    for i, r in zip(heads, results):
-        assert max(c.counters["cycles"] for c in res[i]) == tp.run_cycles("head")
+    rtl_replay(CHIP2_SMX, *run_mbcp(CHIP2_SMX, MLP((5, 6, 3), "mse", 0.125, batch=3), 3, "model", _seed(),
+                                    record=True), sim, "chip-mbcp")
 
 
 #: 4 cores of 2 x 2 with a 512-word microcode: a 2-core group, so the matrix reduce's transposing adds run
@@ -184,55 +149,11 @@ CHIP4 = replace(TINY, cores=4, mem_a_words=256, mem_b_words=256, ucode_depth=512
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
 def test_mbcp_rtl_reduce(sim):
     """Groups [1, 2, 1]: the deltas of layer 2 are reduced over two cores (a transposing
-    matrix add, one beat per slot) before the scatter; two minibatches of 3 through the
-    pipeline (8 steps) replayed on the chip RTL, the weights read back equal to the
+    matrix add, one beat per slot) before the scatter; a minibatch of 3 through the
+    pipeline and out (7 steps) replayed on the chip RTL, the weights read back equal to the
     golden's."""
-    from sim.chip_run import ChipPhase, run_chip_session
-
     require_sim(sim)
     mlp = MLP((5, 6, 4, 3), "mse", 0.125, batch=3)
-    tp, sess, gold, _ = run_mbcp(CHIP4, mlp, 2, "model", _seed(), groups=[1, 2, 1], record=True)
-    assert any("add r" in ln and "rin row" in ln for ln in tp.chains.lines[2])      # core 2 adds core 1's partial
-    un = tp.unload_weights_phases()
-    res = run_chip_session(CHIP4, sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un], backend="rtl",
-                           sim=sim, name="chip-mbcp4")
-    _eq(tp.decode_weights(res[-1:], padded=True), gold.weights(padded=True), "rtl")
-
-
-def test_cp_forward_mb_is_the_pipelines_forward():
-    """:func:`cp_forward_mb` on the weights read back gives, bit for bit, the output the
-    minibatch pipeline computes (the ``D = Z - T`` unloaded ``L`` steps after the
-    minibatch entered, with no target: ``Z``; computed before any of its updates, the
-    pipeline's other minibatches zeros)."""
-    from sw.golden_train_cp_mb import cp_forward_mb
-
-    mlp = MLP((7, 9, 6, 3), "mse", 0.1, batch=3)
-    tp = compile_chip_cp(SIX, mlp)
-    sess = ChipSession(SIX, "fast")
-    tp.init(sess, init_weights(mlp, SIX.fmt, 2))
-    X = np.random.default_rng(_seed()).uniform(0, 1, (mlp.n_in, 3))
-    want = cp_forward_mb(SIX, tp.weights_from_session(sess, padded=True), X)[:mlp.n_out, :3]
-    for s in range(tp.latency_steps() + 1):
-        r = tp.run_step(sess, X if s == 0 else None, None)
-    assert np.array_equal(r.output, want), (r.output, want)
-
-
-def test_cli_train_minibatch_cp(tmp_path):
-    """``caterpillar train --method cp --batch 4 --loss mse``: golden-checked minibatch
-    pipeline steps, the figures of a steady-state step equal to the compiler's
-    prediction; a softmax loss is a clear error."""
-    import json
-
-    from rtl.cli import main
-
-    js = tmp_path / "mbcp.json"
-    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.2", "--method", "cp",
-               "--batch", "4", "--loss", "mse", "--config", "chip-tiny", "--golden-steps", "12", "--max-train", "48",
-               "--max-test", "40", "--json", str(js)])
-    assert rc == 0
-    res = json.loads(js.read_text())
-    tp = compile_chip_cp(TINY, MLP((16, 6, 4), "mse", 0.2, batch=4))
-    assert res["batch"] == 4 and res["golden_checked_steps"] == 12 and res["groups"] == tp.groups
-    assert res["step"]["cycles"] == tp.step_cycles() and res["steps"] == 48 // 4 + 2 * tp.latency_steps()
-    assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp", "--config", "chip-tiny",
-                 "--batch", "4"]) == 1                    # softmax_ce (the default loss): not for minibatch CP
+    run = run_mbcp(CHIP4, mlp, 1, "model", _seed(), groups=[1, 2, 1], record=True)
+    assert any("add r" in ln and "rin row" in ln for ln in run[0].chains.lines[2])      # core 2 adds core 1's partial
+    rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
