@@ -19,7 +19,11 @@ works at once (``docs/training.md``, "Continuous propagation"):
   ``G_{l+1}`` adding the cores' partials of ``W^T d``, then the long way round the
   unidirectional ring, then a scatter into ``G_l``: each core keeps its rows' slice).
 
-A step is two chip RUNs, both started on every core together:
+A step is two chip RUNs, both started on every core together (three when the tails, each
+with its own copy of the chains, do not fit the microcode: the chains then run once, as
+a RUN of their own; :attr:`ChipCPProgram.split_chains`). A minibatch (``mlp.batch > 1``)
+is pipelined the same way by the builders of :mod:`sw.train_cp_mb` (a :class:`Kit`);
+for batch 1:
 
 ``head`` (the same program every step)::
 
