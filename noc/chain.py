@@ -80,13 +80,16 @@ class Hop:
     ``(bank, base)`` read in order by ``send``/``send_keep``/``add`` beats; ``dst``:
     ``(bank, base)`` written in order by ``keep``/``keep_relay``/``send_keep`` beats;
     ``layout``: of the stored words, ``"cols"`` (every PE) or ``"diag"`` (vectors), or
-    ``"mat"`` (2D-layout matrix words, ``nr`` beats each; see the module docstring)."""
+    ``"mat"`` (2D-layout matrix words, ``nr`` beats each; see the module docstring).
+    ``dst2``: vectors: a second ``(bank, base)`` in the other bank than ``dst``, written
+    with the same beats in the same instructions (``wr [ar3]++``; two write ports)."""
 
     core: int
     roles: tuple
     src: tuple | None = None
     dst: tuple | None = None
     layout: str = "cols"
+    dst2: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,10 @@ def _check(cfg, st: Stream) -> None:
             raise RingError(f"stream {st.name}: core {h.core} stores beats but has no dst")
         if h.layout not in ("cols", "diag", "mat"):
             raise RingError(f"stream {st.name}: layout must be 'cols', 'diag' or 'mat', got {h.layout!r}")
+        if h.dst2 is not None:
+            if h.layout == "mat" or h.dst is None or h.dst2[0] == h.dst[0]:
+                raise RingError(f"stream {st.name}: core {h.core}'s second store needs a vector hop with a dst "
+                                f"and the other bank")
     mats = {h.layout == "mat" for h in st.hops}
     if len(mats) > 1:
         raise RingError(f"stream {st.name}: mixes matrix ('mat') and vector hops")
@@ -173,18 +180,20 @@ def _mat_text(r: str, q: int, sb, db, o: str, reg: int) -> tuple:
             f"{drv} r{reg} @{o}={q} | rout {o2}")
 
 
-def _vec_text(r: str, pr: str, sb, db) -> tuple:
-    """A vector beat's ``(take-slot text, send-slot text)`` for role ``r``."""
+def _vec_text(r: str, pr: str, sb, db, db2=None) -> tuple:
+    """A vector beat's ``(take-slot text, send-slot text)`` for role ``r`` (``db2``: the
+    bank of a second store)."""
+    w2 = f" | wr{db2} [ar3]++ = col" if db2 else ""
     if r == "send":
         return None, f"rd{sb} [ar1]++ gate=rdrv | rdrv mem{sb} @diag=0 | rout row"
     if r == "send_keep":
-        return None, f"rd{sb} [ar1]++ gate=cdrv | cdrv mem{sb} @diag=0 | rout col | wr{db} [ar2]++ = col"
+        return None, f"rd{sb} [ar1]++ gate=cdrv | cdrv mem{sb} @diag=0 | rout col | wr{db} [ar2]++ = col{w2}"
     if r == "relay":
         return "rin row | rout row", None
     if r == "keep":
-        return f"rin col{pr} | wr{db} [ar2]++ = col", None
+        return f"rin col{pr} | wr{db} [ar2]++ = col{w2}", None
     if r == "keep_relay":
-        return f"rin col | rout col{pr} | wr{db} [ar2]++ = col", None
+        return f"rin col | rout col{pr} | wr{db} [ar2]++ = col{w2}", None
     return f"rin col | rd{sb} [ar1]++ gate=pred | @diag=0 | add r0 = col + mem{sb}", "rdrv r0 @diag=0 | rout row"
 
 
@@ -207,7 +216,8 @@ def _hop_texts(cfg, st: Stream) -> list:
         for j, r in enumerate(h.roles):
             if r is None:
                 continue
-            tk, sd = (_mat_text(r, j % nr, sb, db, o, (j // nr) % 2) if mat else _vec_text(r, pr, sb, db))
+            tk, sd = (_mat_text(r, j % nr, sb, db, o, (j // nr) % 2) if mat
+                      else _vec_text(r, pr, sb, db, h.dst2[0] if h.dst2 else None))
             if tk:
                 ev.setdefault(take + j, []).append(tk)
             if sd:
@@ -222,6 +232,8 @@ def _hop_texts(cfg, st: Stream) -> list:
             setup.append(f"ar1 = {h.src[1]}")
         if any(r in ("keep", "keep_relay", "send_keep") for r in h.roles):
             setup.append(f"ar2 = {h.dst[1]}")
+            if h.dst2 is not None:
+                setup.append(f"ar3 = {h.dst2[1]}")
         out.append((take, send, texts, setup))
         send_prev = send
         if mat and is_add:
@@ -239,7 +251,8 @@ def schedule(cfg, streams: list) -> ChainSchedule:
         raise RingError(f"chains need a chip (cfg.cores >= 2), got cores={c}")
     busy: list = [[] for _ in range(c)]                 # per core: placed windows (lo, hi) inclusive
     placed = []
-    base = 2                                            # the stride setup slots
+    dual = any(h.dst2 is not None for st in streams for h in st.hops)
+    base = 3 if dual else 2                             # the stride setup slots
     starts = {}
     for st in streams:
         _check(cfg, st)
@@ -263,7 +276,8 @@ def schedule(cfg, streams: list) -> ChainSchedule:
         placed.append((st, hops, T))
         starts[st.name] = T
     slots = max([hi + 1 for b in busy for _, hi in b] + [base])
-    lines = [["stride ar1 = 1", "stride ar2 = 1"] + ["nop"] * (slots - base) for _ in range(c)]
+    lines = [["stride ar1 = 1", "stride ar2 = 1"] + (["stride ar3 = 1"] if dual else []) + ["nop"] * (slots - base)
+             for _ in range(c)]
     for st, hops, T in placed:
         for h, (take, send, texts, setup) in zip(st.hops, hops):
             first = T + min(texts)

@@ -188,7 +188,7 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
             cache[key] = (1 << 30, 0)
         else:
             cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused)),
-                          _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups))))
+                          _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups), True)))
     return cache[key]
 
 
@@ -265,7 +265,8 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
             alloc_softmax(al, cfg, mlp.n_out, s, {"a"}, "rows", "rows, loaded per step")
         al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="b" if fused else "a")
     else:
-        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols)", bank="b")
+        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols; in A when it fits: the chains "
+                 f"store the input there too)", prefer="a")
         al.alloc("vnext", L(N[l]), f"a{l} of the sample whose backward pass is next (cols; rank-1 v, mask)",
                  bank="b")
         al.alloc("z", s, f"z = W ain, relu in place: this core's slice of a{l + 1} (rows; diag sent)", bank="b")
@@ -387,8 +388,20 @@ def _mask_update(cfg, R, P, N, l, d, u_layout, v, e=None) -> list:
     return ops
 
 
-def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
-    """The variant-``j`` ops before the chains."""
+def _dual(cfg, al, stage, groups) -> bool:
+    """Whether the chains that deliver this core's next input also store it into the
+    history slot (second write port: the history in the other bank than ``ain``, and
+    ``ar3``), so that the tail needs no copy ``ain -> hist``."""
+    if stage is None or "hist" not in al.items or cfg.n_ar < 4:
+        return False
+    l, _ = stage
+    chained = l >= 1 or groups[0] > 1                # core 0 alone in G_0 copies xin -> ain in its tail
+    return chained and al.items["hist"].region.bank != al.items["ain"].region.bank
+
+
+def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: bool = False) -> list:
+    """The variant-``j`` ops before the chains (``dual``: the chains store the input into
+    the history too, :func:`_dual`)."""
     if stage is None:
         return []
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
@@ -402,32 +415,36 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
     D = 2 * (nl - 1 - l)
     hf = Region(hist.bank, hist.base + (j % V) * nw)
     hn = Region(hist.bank, hist.base + ((j + 1 - D) % V) * nw)
-    return [_kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"), [(ain, nw)], [(hf, nw)]),
-            _kern("next_a", "copy", lambda b: emit_copy(b, cfg, nw, hn, vn, name="cn_"), [(hn, nw)], [(vn, nw)])] + (
+    keep = [] if dual and _dual(cfg, al, stage, groups) else [
+        _kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"), [(ain, nw)], [(hf, nw)])]
+    return keep + [_kern("next_a", "copy", lambda b: emit_copy(b, cfg, nw, hn, vn, name="cn_"),
+                         [(hn, nw)], [(vn, nw)])] + (
         [_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, R["xin"], ain, name="cx_"),
                [(R["xin"], nw)], [(ain, nw)])] if l == 0 and "xin" in R and groups[0] == 1 else [])
 
 
 def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, din: str, layout: str = "cols",
-                  din_layout: str = "diag") -> list:
+                  din_layout: str = "diag", ain2=None) -> list:
     """The chains of a step (:mod:`noc.chain`), for both CP flavours: ``x_m`` beats of
     the input from core 0 through ``G_0`` (``xin`` -> every ``ain``); per layer ``l``, a
     gather of ``seg_m(l)`` beats per core of ``G_l`` (``z``) into every ``ain`` of
     ``G_{l+1}``, and ``d_m(l)`` beats of ``e`` reduced over ``G_{l+1}`` (ring order), round
     the ring, scattered into ``G_l`` (``scatter(l, i)``: the roles of core ``i`` there,
     stored at ``din``). ``layout``: of the hops (``"mat"`` for matrix words), ``din_layout``:
-    of the scatter's stores."""
+    of the scatter's stores. ``ain2(k)``: a second ``(bank, base)`` core ``k`` stores its
+    input into (or None)."""
     c, nl = cfg.cores, mlp.n_layers
+    ain2 = ain2 or (lambda k: None)
     first = [sum(groups[:l]) for l in range(nl)]
     R = [{k: v.region for k, v in al.items.items()} for al in allocs]
     rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
     out = []
     if groups[0] > 1:
-        hops = [Hop(0, ("send_keep",) * x_m, src=rb(0, "xin"), dst=rb(0, "ain"), layout=layout)]
+        hops = [Hop(0, ("send_keep",) * x_m, src=rb(0, "xin"), dst=rb(0, "ain"), layout=layout, dst2=ain2(0))]
         for i in range(1, groups[0]):
             k = first[0] + i
             hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * x_m, dst=rb(k, "ain"),
-                            layout=layout))
+                            layout=layout, dst2=ain2(k)))
         out.append(Stream("x", x_m, tuple(hops)))
     for l in range(nl - 1):
         g, gn, seg = groups[l], groups[l + 1], seg_m(l)
@@ -440,7 +457,8 @@ def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, di
             hops.append(Hop(k, roles, src=rb(k, "z"), layout=layout))
         for i in range(gn):
             k = first[l + 1] + i
-            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout=layout))
+            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout=layout,
+                            dst2=ain2(k)))
         out.append(Stream(f"a{l + 1}", m, tuple(hops)))
         # backward: reduce d_l over G_{l+1}, round the ring, scatter into G_l
         m = d_m(l)
@@ -456,10 +474,20 @@ def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, di
     return out
 
 
-def _streams(cfg, mlp, allocs, P, N, groups) -> list:
+def _streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
     """The chains of a step: vectors, one word per beat; each core of ``G_l`` keeps its
-    slice of ``d_l`` (diag) and relays the rest."""
+    slice of ``d_l`` (diag) and relays the rest. ``j``: tail variant ``j``'s chains, which
+    also store each core's next input into its history slot ``(j + 1) mod V`` where
+    :func:`_dual` allows (None: no second store)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    stages = cp_stage_of(groups, cfg.cores)
+    V = 2 * (mlp.n_layers - 1)
+
+    def ain2(k):
+        if j is None or not _dual(cfg, allocs[k], stages[k], groups):
+            return None
+        h = allocs[k].items["hist"].region
+        return h.bank, h.base + ((j + 1) % V) * L(N[stages[k][0]])
     sl = lambda l: P[l] // cfg.nr                      # noqa: E731
 
     def scatter(l, i):
@@ -468,7 +496,7 @@ def _streams(cfg, mlp, allocs, P, N, groups) -> list:
         return roles + (None,) * (m - len(roles))
 
     return chain_streams(cfg, mlp, allocs, groups, x_m=L(N[0]), seg_m=sl, d_m=lambda l: groups[l] * sl(l),
-                         scatter=scatter, din="din")
+                         scatter=scatter, din="din", ain2=ain2)
 
 
 def _ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
@@ -515,8 +543,8 @@ class Kit:
 
     allocate: object      #: (cfg, mlp, P, N, stage, V, softmax, fused) -> Allocator
     head: object          #: (cfg, mlp, al, P, N, stage, softmax, fused) -> ops
-    tail: object          #: (cfg, mlp, al, P, N, stage, j, V, groups) -> ops before the chains
-    streams: object       #: (cfg, mlp, allocs, P, N, groups) -> [noc.chain.Stream]
+    tail: object          #: (cfg, mlp, al, P, N, stage, j, V, groups, dual) -> ops before the chains
+    streams: object       #: (cfg, mlp, allocs, P, N, groups, j) -> [noc.chain.Stream] (j: variant, or None)
     ring_rw: object       #: (cfg, mlp, al, P, N, stage) -> (reads, writes) of the chains
     host: object          #: (cfg, allocs, P, N, out_core, what, origin) -> images
     ring_text: object     #: (cfg, lines, mlp, P, N) -> the chains' text, folded into loops
@@ -860,36 +888,44 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     hl = [_length(cfg, ops) for ops in head]
     H = max(hl)
     head = [ops + ([_nops(cfg, "hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
-    # tails: pre-chain ops, alignment, the chains
-    streams = kit.streams(cfg, mlp, allocs, P, N, groups)
-    best = None
-    for order in (streams, streams[::-1], sorted(streams, key=lambda st: -len(st.hops))):
-        sch = schedule(cfg, list(order))
-        if best is None or sch.slots < best.slots:
-            best = sch
-    sch = best
-    rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
-    ring = [_ring_op(cfg, sch.lines[k], *rw[k], text=kit.ring_text(cfg, sch.lines[k], mlp, P, N))
-            for k in range(c)]
-    pres = [[kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups) for k in range(c)] for j in range(V)]
+    # tails: pre-chain ops, alignment, the chains. Inline (a copy of the chains in every
+    # tail variant), variant j's chains also store the next input into history slot
+    # j + 1 (no copy ain -> hist); split (one chains RUN), they cannot.
+    def orders(sts):
+        return [list(sts), sts[::-1], sorted(sts, key=lambda st: -len(st.hops))]
 
-    def tails_for(split: bool) -> list:
-        """Per variant, per core: the tail's ops (with the chains unless ``split``)."""
+    streams = kit.streams(cfg, mlp, allocs, P, N, groups, None)
+    pick = min(range(3), key=lambda o: (schedule(cfg, orders(streams)[o]).slots, o))
+    rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
+
+    def rings(sch):
+        return [_ring_op(cfg, sch.lines[k], *rw[k], text=kit.ring_text(cfg, sch.lines[k], mlp, P, N))
+                for k in range(c)]
+
+    def tails_for(split: bool) -> tuple:
+        """``(tails, chains schedule, chains ops of the split RUN)``: per variant, per
+        core, the tail's ops (with the chains unless ``split``)."""
         out = []
-        for pre in pres:
-            if split:
+        if split:
+            sch = schedule(cfg, orders(streams)[pick])
+            for j in range(V):
+                pre = [kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups, False) for k in range(c)]
                 plen = [_length(cfg, ops) for ops in pre]
                 out.append([ops + ([_nops(cfg, "tpad", max(plen) - n)] if max(plen) - n else [])
                             for ops, n in zip(pre, plen)])
-                continue
+            return out, sch, rings(sch)
+        for j in range(V):
+            sch = schedule(cfg, orders(kit.streams(cfg, mlp, allocs, P, N, groups, j))[pick])
+            ring = rings(sch)
+            pre = [kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups, True) for k in range(c)]
             plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
             out.append([ops + ([_nops(cfg, "align", max(plen) - n)] if max(plen) - n else []) + [ring[k]]
                         for k, (ops, n) in enumerate(zip(pre, plen))])
-        return out
+        return out, sch, None
 
     # microcode: head, V tails, (the chains,) host programs; every segment at the same
     # origin on every core
-    def layout(acfg, tails, split):
+    def layout(acfg, tails, ring):
         image = [[] for _ in range(c)]
         origins, ins = {}, {}
         org = 0
@@ -903,7 +939,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
             org += size
 
         segs = [("head", head)] + [(("tail", j), tails[j]) for j in range(V)]
-        if split:
+        if ring is not None:
             segs.append(("chains", [[r] for r in ring]))
         for key, per_core_ops in segs:
             built = [_build_ops(acfg, ops, origin=org) for ops in per_core_ops]
@@ -918,13 +954,13 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     # the chains in every tail variant (one RUN fewer per step), or, when that does not
     # fit the microcode, once, as a third RUN
     for split in (False, True):
-        tails = tails_for(split)
+        tails, sch, ring = tails_for(split)
         try:
-            image, origins, ins = layout(cfg, tails, split)
+            image, origins, ins = layout(cfg, tails, ring)
             break
         except AsmError:                 # a program ran past ucode_depth
             if split:                    # measure the total for the message
-                used = len(layout(replace(cfg, ucode_depth=1 << 16), tails, split)[0][0])
+                used = len(layout(replace(cfg, ucode_depth=1 << 16), tails, ring)[0][0])
                 if used <= cfg.ucode_depth:  # pragma: no cover - another assembler error
                     raise
                 raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} "

@@ -146,8 +146,9 @@ def _backward(cfg, R, P, N, l, b, dt) -> list:
                   [(e, Lb * nw), (VT, Lb * nw)], [(e, Lb * nw)])]
 
 
-def tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
-    """The variant-``j`` ops before the chains."""
+def tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: bool = False) -> list:
+    """The variant-``j`` ops before the chains (``dual`` is for vectors: the history here
+    holds transposed inputs, which a chain cannot store)."""
     if stage is None:
         return []
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
@@ -168,7 +169,7 @@ def tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list) -> list:
     return ops
 
 
-def streams(cfg, mlp, allocs, P, N, groups) -> list:
+def streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
     """The chains of a step: matrix words, ``nr`` beats each (``layout="mat"``); ``E_{l+1}``
     (``b x N_{l+1}``, ``N_{l+1} = g P_l``) is scattered by columns: core ``i`` of ``G_l``
     keeps its ``s`` words of every local row (its ``DinT``) and relays the later ones."""

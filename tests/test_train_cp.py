@@ -249,6 +249,24 @@ def test_cp_rtl(sim):
                sim, "chip-cp")
 
 
+#: 4 cores of 2 x 2 with a 512-word microcode (tests/test_train_cp_mb.py too: one simulator build)
+CHIP4 = replace(TINY, cores=4, mem_a_words=256, mem_b_words=256, ucode_depth=512)
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_cp_rtl_groups(sim):
+    """Groups [1, 2, 1] on 4 cores: a gather and a reduce over two cores, and the chains
+    storing each input into ``ain`` and the history slot in one instruction (two write
+    ports, ``wr [ar3]``); a sample through the pipeline and out (7 steps), replayed on
+    the chip RTL, the weights read back equal to the golden's."""
+    require_sim(sim)
+    run = run_cp(CHIP4, MLP((5, 6, 4, 3), "mse", 0.125), 1, "model", _seed(), groups=[1, 2, 1], record=True)
+    tp = run[0]
+    assert any("[ar3]++" in ln for ln in tp.chains.lines[1])           # core 1 stores its input twice
+    assert all(op.name != "keep_a" for op in tp.tails[0][1])          # no copy ain -> hist on core 1
+    rtl_replay(CHIP4, *run, sim, "chip-cp4")
+
+
 def rtl_replay(cfg, tp, sess, gold, results, sim, name) -> None:
     """Replay a recorded pipeline run (``run_cp(..., record=True)``) on the chip RTL
     (every beat and counter of every core against the per-cycle model), unload the

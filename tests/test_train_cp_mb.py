@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require_sim
 from test_train import _seed
-from test_train_cp import rtl_replay, run_cp
+from test_train_cp import CHIP4, rtl_replay, run_cp
 from noc.chain import Hop, Stream, schedule
 from noc.ring import RingError
 from rtl.config import ArchConfig, PRESETS
@@ -125,33 +125,13 @@ def test_matrix_chain_errors():
             schedule(cfg, [st])
 
 
-#: tests/test_train_cp.py's CHIP2_SMX (2 cores of 2 x 2, 128-word memories, 256-word microcode): one simulator build
-CHIP2_SMX = replace(TINY, mem_a_words=128, mem_b_words=128, ucode_depth=256)
-
-
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
 def test_mbcp_rtl(sim):
-    """Three minibatches of 3 (a padding column on 2 x 2 PEs) through a 2-layer pipeline
-    (filling, steady state, draining: 7 steps) recorded on the per-cycle chip model,
-    replayed on the chip RTL (every beat and counter compared per core: the matrix
-    gather and scatter chains; the transposing matrix adds need a group of two cores,
-    run on both engines above, whose instructions the reduce-scatter RTL tests of
-    tests/test_ring_mat.py cover); the weights read back from the RTL equal the golden's."""
-    require_sim(sim)
-    rtl_replay(CHIP2_SMX, *run_mbcp(CHIP2_SMX, MLP((5, 6, 3), "mse", 0.125, batch=3), 3, "model", _seed(),
-                                    record=True), sim, "chip-mbcp")
-
-
-#: 4 cores of 2 x 2 with a 512-word microcode: a 2-core group, so the matrix reduce's transposing adds run
-CHIP4 = replace(TINY, cores=4, mem_a_words=256, mem_b_words=256, ucode_depth=512)
-
-
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
-def test_mbcp_rtl_reduce(sim):
-    """Groups [1, 2, 1]: the deltas of layer 2 are reduced over two cores (a transposing
-    matrix add, one beat per slot) before the scatter; a minibatch of 3 through the
-    pipeline and out (7 steps) replayed on the chip RTL, the weights read back equal to the
-    golden's."""
+    """Groups [1, 2, 1] on 4 cores of 2 x 2: a matrix gather into two cores, the deltas
+    reduced over them (a transposing matrix add, one beat per slot), the scatter; a
+    minibatch of 3 (a padding column) through the pipeline and out (7 steps) recorded on
+    the per-cycle chip model and replayed on the chip RTL (every beat and counter
+    compared per core), the weights read back equal to the golden's."""
     require_sim(sim)
     mlp = MLP((5, 6, 4, 3), "mse", 0.125, batch=3)
     run = run_mbcp(CHIP4, mlp, 1, "model", _seed(), groups=[1, 2, 1], record=True)
