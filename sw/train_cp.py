@@ -500,21 +500,15 @@ def _streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
 
 
 def _ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
-    """``(reads, writes)`` of the chains on a core (for the gaps before them)."""
+    """``(reads, writes)`` of the chains on a core (for the gaps before them), both CP
+    flavours: they read ``z`` (hidden layers), ``e``, ``xin`` and write ``ain``, ``din`` /
+    ``dint`` and (batch 1) the history, whole regions."""
     if stage is None:
         return [], []
-    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
-    R = {k: v.region for k, v in al.items.items()}
-    l, i = stage
-    s, nw = P[l] // cfg.nr, L(N[l])
-    reads, writes = [], [(R["ain"], nw)]
-    if l < mlp.n_layers - 1:
-        reads.append((R["z"], s))
-        writes.append((R["din"], s))
-    if "e" in R:
-        reads.append((R["e"], nw))
-    if "xin" in R:
-        reads.append((R["xin"], nw))
+    it = al.items
+    words = lambda n: (it[n].region, it[n].words)      # noqa: E731
+    reads = [words(n) for n in ("z", "e", "xin") if n in it and (n != "z" or stage[0] < mlp.n_layers - 1)]
+    writes = [words(n) for n in ("ain", "din", "dint", "hist") if n in it]
     return reads, writes
 
 

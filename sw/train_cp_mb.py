@@ -43,7 +43,7 @@ from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.train import Allocator, Op, TrainCompileError, mse_loss
 from sw.train_chip import PhaseLog
-from sw.train_cp import ChipCPProgram, Kit, chain_streams
+from sw.train_cp import ChipCPProgram, Kit, _ring_rw, chain_streams
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
 __all__ = ["MB_KIT", "ChipMBCPProgram", "check"]
@@ -187,24 +187,6 @@ def streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
                          din_layout="mat")
 
 
-def ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
-    if stage is None:
-        return [], []
-    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
-    R = {k: v.region for k, v in al.items.items()}
-    l, _ = stage
-    s, nw, Lb = P[l] // cfg.nr, L(N[l]), L(mlp.batch)
-    reads, writes = [], [(R["ain"], nw * Lb)]
-    if l < mlp.n_layers - 1:
-        reads.append((R["z"], s * Lb))
-        writes.append((R["dint"], Lb * s))
-    if "e" in R:
-        reads.append((R["e"], Lb * nw))
-    if "xin" in R:
-        reads.append((R["xin"], nw * Lb))
-    return reads, writes
-
-
 def ring_text(cfg, lines: list, mlp, P, N) -> str:
     """Fold a core's chain slots into loops (periods of matrix words, of their rows)."""
     nr = cfg.nr
@@ -298,4 +280,4 @@ def check(cfg, mlp) -> None:
 
 
 #: the builders of minibatch CP (:func:`sw.train_cp.compile_chip_cp` with ``mlp.batch > 1``)
-MB_KIT = Kit(allocate, head_ops, tail_ops, streams, ring_rw, host_programs, ring_text, ChipMBCPProgram)
+MB_KIT = Kit(allocate, head_ops, tail_ops, streams, _ring_rw, host_programs, ring_text, ChipMBCPProgram)
