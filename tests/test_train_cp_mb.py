@@ -31,7 +31,7 @@ def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False):
     return run_cp(cfg, mlp, n, backend, seed, groups, record)
 
 
-@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("backend", ["fast", pytest.param("model", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("cfg,sizes,b,groups", [
     (TINY, (6, 5, 3), 3, None),              # one core per layer; b not a multiple of nr (padding columns)
     (SMALL, (9, 14, 7, 4), 5, None),         # a 2-core group: matrix gather, reduce, scatter; 4x4 PEs
@@ -40,6 +40,8 @@ def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False):
     (replace(SIX, ucode_depth=512), (9, 14, 7, 4), 5, None),   # the chains as a RUN of their own (microcode)
 ], ids=["tiny", "small", "six", "six-idle", "six-split"])
 def test_mbcp_matches_golden(cfg, sizes, b, groups, backend):
+    """Bit for bit through filling, steady state and draining (the per-cycle engine: slow;
+    test_mbcp_engines_agree_counter_for_counter and the RTL test run it in the suite)."""
     mlp = MLP(sizes, "mse", 0.1, batch=b)
     tp, *_ = run_mbcp(cfg, mlp, 4, backend, _seed(), groups)
     assert tp.fused == [False] * mlp.n_layers and abs(tp.meta["lr_stored"] - 0.1 / b) < 1e-3
