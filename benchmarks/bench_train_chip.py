@@ -65,6 +65,11 @@ FLOPS_COUNTED = ("2 x useful multiply-adds of the network: forward W x (m n per 
                  "ReLU, ReLU masks, loss gradient, host softmax, padding rows, ring collectives")
 
 
+#: the cycle-breakdown labels of the training kernels (this benchmark's and bench_train_cp's)
+KERNEL_CATEGORIES = {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
+                     "gemv_t_rank1": "W^T d + update, fused (backward)"}
+
+
 def _category(name: str, kind: str) -> str:
     if kind == "ring":
         if name.startswith("bcast"):
@@ -74,9 +79,8 @@ def _category(name: str, kind: str) -> str:
         if name.startswith("rs"):
             return "reduce-scatter W^T d (ring)"
         return "other ring"
-    return {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
-            "gemv_t_rank1": "W^T d + update, fused (backward)", "relu": "elementwise (ReLU, mask, loss grad)", "relu_mask": "elementwise (ReLU, mask, loss grad)",
-            "axpy": "elementwise (ReLU, mask, loss grad)", "nop": "gaps (NOPs between ops)",
+    ew = "elementwise (ReLU, mask, loss grad)"
+    return {**KERNEL_CATEGORIES, "relu": ew, "relu_mask": ew, "axpy": ew, "nop": "gaps (NOPs between ops)",
             "halt": "HALT + start latency + drain (per chip RUN)"}.get(kind, f"other ({kind})")
 
 

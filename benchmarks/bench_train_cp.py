@@ -32,7 +32,7 @@ import time
 
 import numpy as np
 
-from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores
+from benchmarks.bench_train_chip import KERNEL_CATEGORIES, _check_weights, _report_dict, _sum_cores
 from rtl.config import PRESETS
 from sim.power import report_from_counters
 from sw.golden_train_cp import GoldenChipCP
@@ -67,11 +67,8 @@ REFERENCE = {"case": "small net (784-)500-500-500-10, config S, CP", "gflops_per
 
 
 def _category(name: str, kind: str) -> str:
-    return {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (backward)", "rank1": "rank-1 update",
-            "gemm": "GEMM (forward W A; backward D^T W)", "gemm_acc": "GEMM update W += D A^T",
-            "transpose": "transposes (history, D)",
-            "gemv_t_rank1": "W^T d + update, fused (backward)",
-            "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
+    return {**KERNEL_CATEGORIES, "gemm": "GEMM (forward W A; backward D^T W)", "gemm_acc": "GEMM update W += D A^T",
+            "transpose": "transposes (history, D)", "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
             "axpy": "elementwise", "softmax": "softmax kernel", "halt": "HALT + start latency + drain"}.get(
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 

@@ -244,8 +244,9 @@ def _hop_texts(cfg, st: Stream) -> list:
 def schedule(cfg, streams: list) -> ChainSchedule:
     """Place ``streams`` (in order, each at its earliest start, see the module
     docstring) and return every core's slot texts. The first two slots of every core
-    set the strides of ``ar1`` and ``ar2`` to 1; the texts use ``ar1``, ``ar2`` and
-    ``r0``. Raises :class:`noc.ring.RingError` for malformed streams."""
+    set the strides of ``ar1`` and ``ar2`` to 1 (three, with ``ar3``, when a hop stores
+    twice); the texts use ``ar1``, ``ar2`` (``ar3``), ``r0`` and (matrix adds) ``r1``.
+    Raises :class:`noc.ring.RingError` for malformed streams."""
     c = cfg.cores
     if c < 2:
         raise RingError(f"chains need a chip (cfg.cores >= 2), got cores={c}")

@@ -301,8 +301,9 @@ def _nops(cfg, name: str, n: int) -> Op:
     return Op(name, "nop", emit, stores=False)
 
 
-def _ring_op(cfg, lines, reads, writes, text: str | None = None) -> Op:
-    text = ring_text(cfg, lines, loop="ch_") if text is None else text
+def _ring_op(lines, reads, writes, text: str) -> Op:
+    """The chains of a core: ``text`` (``lines`` folded into loops) issuing ``len(lines)``
+    instructions."""
     n = len(lines)
 
     def emit(b, text=text, n=n):
@@ -893,7 +894,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
 
     def rings(sch):
-        return [_ring_op(cfg, sch.lines[k], *rw[k], text=kit.ring_text(cfg, sch.lines[k], mlp, P, N))
+        return [_ring_op(sch.lines[k], *rw[k], text=kit.ring_text(cfg, sch.lines[k], mlp, P, N))
                 for k in range(c)]
 
     def tails_for(split: bool) -> tuple:

@@ -43,15 +43,10 @@ from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.train import Allocator, Op, TrainCompileError, mse_loss
 from sw.train_chip import PhaseLog
-from sw.train_cp import ChipCPProgram, Kit, _ring_rw, chain_streams
+from sw.train_cp import ChipCPProgram, Kit, _kern, _ring_rw, chain_streams
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
 __all__ = ["MB_KIT", "ChipMBCPProgram", "check"]
-
-
-def _kern(name, kind, fn, reads, writes, fma_wb=False):
-    return Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
-              stores=not fma_wb)
 
 
 def _tp(cfg, name, r, c, src, dst, stage, what):
