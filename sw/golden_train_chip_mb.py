@@ -14,6 +14,10 @@ column panel by its own segment of the last hidden activation, the partials are 
 onto core 0 in the ring's order from core 1 (``acc = p[1]``, ``acc = fmt(acc * 1 +
 p[h])`` for ``h = 2 .. c - 1``, then ``+ p[0]``), and the output gradient is the same on
 every core (the broadcast is a copy).
+Panels kept in the scratchpad (:func:`sw.train_chip_mb.plan_chip_mb`) are computed page
+by page: the forward GEMM and the update are unchanged (each output row and each weight
+depends on its own row only), the backward partial ``dX^T = D^T W`` is the first page's
+``gemm`` and then ``gemm_acc`` (``alpha = 1``: ``fmt(chain + acc)``) of each further page.
 Its weights after each step must equal the PE memories' (padding rows included).
 The float64 reference is :class:`sw.golden_train_mb.Float64MBGD` (the algorithm does not
 depend on the core count).
@@ -38,11 +42,16 @@ class GoldenChipMBGD(PanelMap):
     """Bit-exact model of the compiled minibatch step across ``cfg.cores`` cores
     (initial weights as global ``(m, n)`` bit patterns or floats)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, out_map: str = "auto"):
+    def __init__(self, cfg, mlp: MLP, weights, out_map: str = "auto", spad=None, page_rows: int | None = None):
+        from sw.train_chip_mb import plan_chip_mb
+
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         fmt = cfg.fmt
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
+        #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
+        self.pages = {l: tuple((r0 * self.nr, n * self.nr) for r0, n in sp.pages)
+                      for l, sp in plan_chip_mb(cfg, mlp, self.P, self.N, self.out_map, spad, page_rows)[2].items()}
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
         #: W[k][l]: core k's padded panel of layer l
@@ -66,6 +75,16 @@ class GoldenChipMBGD(PanelMap):
         the partials, in the ring's order."""
         c = self.c
         return [golden_reduce(self.cfg, [P[:, s * p:(s + 1) * p] for P in partials], s) for s in range(c)]
+
+    def _backward(self, l, D, W):
+        """``dX^T = D^T W`` of one core's panel (page by page for a paged panel)."""
+        fmt, nr = self.fmt, self.nr
+        pages = self.pages.get(l, ((0, W.shape[0]),))
+        acc = None
+        for r0, n in pages:
+            DT, Wp = golden.transpose(fmt, nr, D[r0:r0 + n]), W[r0:r0 + n]
+            acc = golden.gemm(fmt, nr, DT, Wp) if acc is None else golden.gemm_acc(fmt, nr, DT, Wp, acc)
+        return acc
 
     # -- the network --------------------------------------------------------------------
     def weights(self, padded: bool = False) -> list:
@@ -125,7 +144,7 @@ class GoldenChipMBGD(PanelMap):
             split = self._split_cols(l)
             if l >= 1:
                 own = [A[l][k * self.P[l - 1]:(k + 1) * self.P[l - 1]] for k in range(c)]
-                EXT = [golden.gemm(fmt, nr, golden.transpose(fmt, nr, D[k]), self.W[k][l]) for k in range(c)]
+                EXT = [self._backward(l, D[k], self.W[k][l]) for k in range(c)]
                 S = EXT if split else self._reduce_scatter(EXT, self.P[l - 1])
                 Dn = [golden.mask(fmt, golden.transpose(fmt, nr, S[k]), own[k]) for k in range(c)]
             ATg = AT0 if l == 0 else golden.transpose(fmt, nr, A[l])

@@ -56,6 +56,8 @@ from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
+from sw.transfer import (decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_beats_for,
+                         unload_beats_for)
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, _other,
                       backward_plan,
                       alloc_softmax, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
@@ -396,13 +398,21 @@ class ChipSession:
 
         return core_state(m)["mem_a" if bank == "a" else "mem_b"]
 
+    def scratchpad(self, k: int, base: int, n: int) -> list:
+        """Beats ``base .. base + n - 1`` of core ``k``'s scratchpad as integers (lane
+        ``i`` in bits ``i*w ..``)."""
+        m = self.model.cores[k]
+        if self.backend == "model":
+            return list(m.spad[base:base + n])
+        w = self.cfg.fmt.width
+        lanes = m.scratchpad()[base:base + n].astype(object)
+        return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in lanes]
+
 
 def load_per_core(session, cfg, items: list, name: str) -> None:
     """Host phases writing ``items[k]`` (``(Region, (nr, nr, n) local words)`` pairs)
     into core ``k`` (:func:`sw.transfer.emit_load`), as many per phase as the microcode
     holds."""
-    from sw.transfer import emit_load, load_beats_for
-
     chunk = max(1, (cfg.ucode_depth - 1) // (1 + 3 * cfg.nr))
     for start in range(0, max(len(it) for it in items), chunk):
         imgs, data = [], []
@@ -422,6 +432,52 @@ def _halt(cfg):
     b = Builder(cfg)
     b.halt()
     return b.build().words()
+
+
+@dataclass(frozen=True)
+class SpadPanel:
+    """A weight panel kept in the core's scratchpad and moved through a PE-memory page
+    buffer in row pages (:func:`sw.train_chip_mb.plan_chip_mb`). The panel's local words
+    (``lrows x ncols`` per PE, the 2D round-robin layout) are stored page after page in
+    the beat order of :func:`sw.transfer.emit_unload` (a page unloaded to the scratchpad
+    loads back unchanged with ``emit_load(..., lanes="cols")``)."""
+
+    base: int                     #: first scratchpad beat
+    lrows: int                    #: local rows of the whole panel per PE (``L(P_l)``)
+    ncols: int                    #: local columns per PE (``L(N_l)``): words of one local row
+    pages: tuple                  #: ``((first local row, local rows), ...)``
+
+    @property
+    def words(self) -> int:
+        return self.lrows * self.ncols
+
+    def page_words(self, p: int) -> int:
+        return self.pages[p][1] * self.ncols
+
+    def page_addr(self, nr: int, p: int) -> int:
+        """First scratchpad beat of page ``p`` (``nr`` beats per local word)."""
+        return self.base + nr * self.pages[p][0] * self.ncols
+
+    def beats(self, nr: int) -> int:
+        return nr * self.words
+
+
+def spad_image(cfg, panel: SpadPanel, local) -> list:
+    """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
+    out = []
+    for r0, n in panel.pages:
+        out += unload_beats_for(cfg, local[:, :, r0 * panel.ncols:(r0 + n) * panel.ncols])
+    return out
+
+
+def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
+    """Inverse of :func:`spad_image`: the panel's ``(nr, nr, words)`` local words."""
+    out, at = [], 0
+    for p, (_, n) in enumerate(panel.pages):
+        w = n * panel.ncols
+        out.append(decode_unload(cfg, beats[at:at + cfg.nr * w], w))
+        at += cfg.nr * w
+    return np.concatenate(out, axis=2)
 
 
 class PanelMap:
@@ -499,6 +555,8 @@ class ChipSGDProgram(PanelMap):
     softmax: str | None = None
     #: per layer: backward step fused (:func:`sw.kernels.emit_gemv_t_rank1`)
     fused: list = field(default_factory=list)
+    #: layer -> :class:`SpadPanel`: weight panels kept in the scratchpad (minibatch GD)
+    spad: dict = field(default_factory=dict)
 
     # -- figures ------------------------------------------------------------------------
     @property
@@ -720,23 +778,32 @@ class ChipSGDProgram(PanelMap):
         if self.mlp.loss == "mse":
             scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])
         smx = softmax_const_items(cfg, self.regions, self.mlp.n_out) if self.softmax == "array" else []
-        items = [[(self.regions[f"W{l}"], pack_matrix(per[k][l], nr)) for l in range(self.mlp.n_layers)]
+        items = [[(self.regions[f"W{l}"], pack_matrix(per[k][l], nr)) for l in range(self.mlp.n_layers)
+                  if l not in self.spad]
                  + [(self.regions[n], np.full((nr, nr, 1), v, dtype=fmt.np_uint)) for n, v in scal.items()]
                  + (smx if k == 0 else [])
                  for k in range(cfg.cores)]
         load_per_core(session, cfg, items, "init")
+        for l, sp in self.spad.items():
+            b = Builder(cfg)
+            emit_spad_fill(b, cfg, sp.base, sp.beats(nr))
+            b.halt()
+            img = b.build().words()
+            session.run([img] * cfg.cores, [spad_image(cfg, sp, pack_matrix(per[k][l], nr)) for k in range(cfg.cores)],
+                        f"init-spad-W{l}")
 
     def unload_weights_phases(self) -> list:
         """Host phases unloading every weight panel: per layer ``(images, name)`` (one
         image per core); decode the phases' results with :meth:`decode_weights`."""
-        from sw.transfer import emit_unload
-
         cfg = self.cfg
         out = []
         for l in range(self.mlp.n_layers):
-            reg, n = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
             b = Builder(cfg)
-            emit_unload(b, cfg, reg.bank, reg.base, n, loop="uw")
+            if l in self.spad:
+                emit_spad_drain(b, cfg, self.spad[l].base, self.spad[l].beats(cfg.nr))
+            else:
+                reg, n = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
+                emit_unload(b, cfg, reg.bank, reg.base, n, loop="uw")
             b.halt()
             out.append(([b.build().words()] * cfg.cores, f"unload-W{l}"))
         return out
@@ -744,12 +811,14 @@ class ChipSGDProgram(PanelMap):
     def decode_weights(self, results, padded: bool = False) -> list:
         """Global weights from the per-core results (objects with ``.data``: the output
         beats) of each :meth:`unload_weights_phases` phase."""
-        from sw.transfer import decode_unload
-
         cfg, c = self.cfg, self.cfg.cores
-        return [self.join_panels(l, [unpack_matrix(decode_unload(cfg, per_core[k].data,
-                                                                 self.alloc.items[f"W{l}"].words),
-                                                   self.P[l], self.N[l]) for k in range(c)], padded)
+
+        def local(l, res):
+            if l in self.spad:
+                return spad_local(cfg, self.spad[l], [x.data if hasattr(x, "data") else int(x) for x in res.data])
+            return decode_unload(cfg, res.data, self.alloc.items[f"W{l}"].words)
+        return [self.join_panels(l, [unpack_matrix(local(l, per_core[k]), self.P[l], self.N[l]) for k in range(c)],
+                                 padded)
                 for l, per_core in enumerate(results)]
 
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
@@ -757,10 +826,14 @@ class ChipSGDProgram(PanelMap):
         ``padded``: the cores' padded panels together, padding included)."""
         out = []
         for l in range(self.mlp.n_layers):
-            reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
-            out.append(self.join_panels(l, [unpack_matrix(session.memory(k, reg.bank)[:, :, reg.base:reg.base + words],
-                                                          self.P[l], self.N[l]) for k in range(self.cfg.cores)],
-                                        padded))
+            if l in self.spad:
+                sp = self.spad[l]
+                local = [spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+                         for k in range(self.cfg.cores)]
+            else:
+                reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
+                local = [session.memory(k, reg.bank)[:, :, reg.base:reg.base + words] for k in range(self.cfg.cores)]
+            out.append(self.join_panels(l, [unpack_matrix(x, self.P[l], self.N[l]) for x in local], padded))
         return out
 
 

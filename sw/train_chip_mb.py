@@ -54,9 +54,10 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
                       softmax_ce_loss)
-from sw.train_chip import ChipSGDProgram, ChipStepResult, PhaseLog, _place_parts, chip_shapes, resolve_out_map
-from sw.train_mb import MBProgram, load_cost, unload_cost
-from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
+from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, SpadPanel, _place_parts, chip_shapes,
+                           resolve_out_map)
+from sw.train_mb import MBProgram
+from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
 
 __all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
 
@@ -64,8 +65,12 @@ __all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
 # ======================================================================================
 # memory allocation (the same addresses on every core)
 # ======================================================================================
-def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows") -> Allocator:
-    """Every region of the step (``out_map``: :func:`sw.train_chip.chip_shapes`). Bank rules: each GEMM's two operands in different banks
+def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows",
+                     pages: dict | None = None) -> Allocator:
+    """Every region of the step (``out_map``: :func:`sw.train_chip.chip_shapes`).
+    ``pages``: layer -> local rows per page of the layers whose panels live in the
+    scratchpad; they share one page buffer ``WP`` (in their common bank ``wbanks[l]``)
+    instead of a panel region. Bank rules: each GEMM's two operands in different banks
     (forward ``W_l`` vs ``A_l``; backward ``D^T`` vs ``W_l``; update ``D_l`` vs
     ``A_l^T``), the axpy's and the mask's streamed operands in different banks. ``D^T``,
     ``A^T`` (one region per bank the rules need), ``dX^T`` and the transpose stage are
@@ -75,10 +80,18 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
     Lb = L(b)
     al = Allocator(cfg)
     cols = out_map == "cols"
+    pages = pages or {}
     for l in range(nl):
+        if l in pages:
+            continue
         what = (f"column panel of W{l} ({P[l]} rows x {N[l]} of {mlp.shape(l)[1]} columns)"
                 if cols and l == nl - 1 else f"row panel of W{l} ({P[l]} of {mlp.shape(l)[0]} rows x {N[l]})")
         al.alloc(f"W{l}", L(P[l]) * L(N[l]), what, bank=wbanks[l])
+    if pages:
+        ls = sorted(pages)
+        al.alloc("WP", max(pages[l] * L(N[l]) for l in ls),
+                 "page buffer of the panels in the scratchpad (" + ", ".join(
+                     f"W{l}: {nr_rows(cfg, pages[l])} of {P[l]} rows" for l in ls) + " per page)", bank=wbanks[ls[0]])
     al.alloc("X", L(N[0]) * Lb, f"input minibatch A0 ({N[0]} x {b}; core 0 loads it, the ring broadcasts it)",
              forbid={wbanks[0]})
     for i in range(1, nl):
@@ -120,6 +133,83 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
     return al
 
 
+def nr_rows(cfg, lrows: int) -> int:
+    return lrows * cfg.nr
+
+
+def _pages(lrows: int, per: int) -> tuple:
+    return tuple((r, min(per, lrows - r)) for r in range(0, lrows, per))
+
+
+def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=None,
+                 page_rows: int | None = None) -> tuple:
+    """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``.
+
+    Every panel in the PE memories when some assignment of the panels to the banks fits
+    (``spad=None``); otherwise the largest panels (row-panel layers only) move to the
+    core's scratchpad, one more at a time, until the rest fits with a page buffer.
+    ``spad``: the layers to keep in the scratchpad (an explicit choice, e.g. to test
+    paging on small networks). A panel in the scratchpad is moved through the page buffer
+    ``WP`` in row pages of at most ``page_rows`` rows (a multiple of ``nr``; default: as
+    many as the buffer holds, the buffer taking what the PE memories have left). Raises
+    :class:`sw.train.TrainCompileError` with the sizes when nothing fits."""
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+    nl, nr = mlp.n_layers, cfg.nr
+    cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=nl), 1024)]
+    pageable = [l for l in range(nl) if not (out_map == "cols" and l == nl - 1)]
+    if spad is None:
+        for wb in cands:
+            al = allocate_chip_mb(cfg, mlp, wb, P, N, out_map)
+            if al.fits():
+                return wb, al, {}
+        order = sorted(pageable, key=lambda l: (-L(P[l]) * L(N[l]), l))
+        sets = [sorted(order[:j]) for j in range(1, len(order) + 1)] if cfg.spad_kib else []
+    else:
+        sets = [sorted(set(int(l) for l in spad))]
+        bad = [l for l in sets[0] if l not in pageable]
+        if bad or not sets[0]:
+            raise TrainCompileError(f"spad layers must be a non-empty subset of {pageable} (the row-panel layers), "
+                                    f"got {sorted(spad)}")
+        if not cfg.spad_kib:
+            raise TrainCompileError("weights in the scratchpad need one: this configuration has none "
+                                    "(cfg.spad_kib = 0)")
+    if page_rows is not None and (page_rows < nr or page_rows % nr):
+        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {nr}, got {page_rows}")
+    cap = (page_rows // nr) if page_rows else max(L(p) for p in P)
+    lim = (1 << cfg.loop_bits) - 2
+    for S in sets:
+        beats = sum(nr * L(P[l]) * L(N[l]) for l in S)
+        if beats > cfg.spad_depth:
+            break                                  # more layers in the scratchpad only need more
+        best = None
+        for wb in cands:
+            if len({wb[l] for l in S}) != 1:
+                continue
+
+            def per(t):                            # local rows per page with at most t per page
+                return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
+            if not allocate_chip_mb(cfg, mlp, wb, P, N, out_map, per(1)).fits():
+                continue
+            lo, hi = 1, max(L(P[l]) for l in S)
+            while lo < hi:                         # the largest pages that fit
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if allocate_chip_mb(cfg, mlp, wb, P, N, out_map, per(mid)).fits() else (lo, mid - 1)
+            rows = per(lo)
+            npages = sum(-(-L(P[l]) // rows[l]) for l in S)
+            if best is None or npages < best[0]:
+                best = (npages, wb, rows)
+        if best is not None:                       # the bank assignment with the fewest pages
+            _, wb, rows = best
+            al = allocate_chip_mb(cfg, mlp, wb, P, N, out_map, rows)
+            panels, at = {}, 0
+            for l in S:
+                panels[l] = SpadPanel(at, L(P[l]), L(N[l]), _pages(L(P[l]), rows[l]))
+                at += panels[l].beats(nr)
+            return wb, al, panels
+    al = allocate_chip_mb(cfg, mlp, cands[0], P, N, out_map)
+    raise TrainCompileError(_sizes_message(cfg, mlp, al, P, N))
+
+
 # ======================================================================================
 # the ops of one step on core k
 # ======================================================================================
@@ -138,17 +228,36 @@ def _ring_op(name, frag, reads, writes, fma_wb=False):
               fma_wb=fma_wb, stores=not fma_wb, per_core=True)
 
 
-def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows") -> list:
+def _spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> Op:
+    """Move a page between the scratchpad (beats ``addr ..``) and the page buffer ``WP``
+    (``words`` per PE): :func:`sw.transfer.emit_load` with ``lanes="cols"`` /
+    :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word."""
+    n = load_cost(cfg, words) + 1
+    if store:
+        return Op(name, "spad", lambda bl: (emit_unload(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_",
+                                                        dest="spad", spad_addr=addr), n)[1],
+                  reads=[(WP, words)], writes=[], stores=False)
+    return Op(name, "spad", lambda bl: (emit_load(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_", source="spad",
+                                                  spad_addr=addr, lanes="cols"), n)[1],
+              reads=[], writes=[(WP, words)])
+
+
+def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
+                spad: dict | None = None) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
     ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
     segment of a gathered matrix) are declared as the whole region, so the NOPs between
     ops are the same on every core. ``out_map="cols"``: the output layer is split by
     columns (:func:`sw.train_chip.chip_shapes`): its input is not gathered, its partial products
-    are reduced onto core 0 and its gradient is broadcast from there."""
+    are reduced onto core 0 and its gradient is broadcast from there. ``spad``: layer ->
+    :class:`sw.train_chip.SpadPanel`, the panels paged through ``WP``: per page a load,
+    the page's rows of the forward GEMM; in the backward pass ``A^T`` first, then per page
+    a load, its part of ``dX^T`` (accumulated over the pages), its update and a store."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
-    nl, b = mlp.n_layers, mlp.batch
+    nl, b, nr = mlp.n_layers, mlp.batch, cfg.nr
     split = out_map == "cols"
+    spad = spad or {}
 
     def own(l):
         """This core's segment index in A_l (0 where only the own segment is stored)."""
@@ -174,13 +283,22 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
             ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name=f"bc{nm}_"),
                                 [whole(nm)], [whole(nm)]))
         for l in range(nl):
-            W, xin = R[f"W{l}"], R["X"] if l == 0 else R[f"A{l}"]
+            W, xin = R.get(f"W{l}"), R["X"] if l == 0 else R[f"A{l}"]
             hidden = l < nl - 1
             yname = f"A{l + 1}" if hidden else "Z"
             y = _at(R[yname], own(l + 1) * L(P[l]) * Lb) if hidden else R["Z"]
-            kern(f"gemm{l}", "gemm", lambda bl, l=l, W=W, xin=xin, y=y:
-                 emit_gemm(bl, cfg, P[l], N[l], b, W, xin, y, name=f"fw{l}_"),
-                 [whole(f"W{l}"), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
+            if l in spad:
+                sp, WP = spad[l], R["WP"]
+                for p, (r0, n) in enumerate(sp.pages):
+                    w = sp.page_words(p)
+                    ops.append(_spad_op(cfg, f"ld{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+                    kern(f"gemm{l}_{p}", "gemm", lambda bl, l=l, n=n, p=p, xin=xin, yp=_at(y, r0 * Lb):
+                         emit_gemm(bl, cfg, n * nr, N[l], b, WP, xin, yp, name=f"fw{l}_{p}_"),
+                         [(WP, w), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
+            else:
+                kern(f"gemm{l}", "gemm", lambda bl, l=l, W=W, xin=xin, y=y:
+                     emit_gemm(bl, cfg, P[l], N[l], b, W, xin, y, name=f"fw{l}_"),
+                     [whole(f"W{l}"), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
             if hidden:
                 n = L(P[l]) * Lb
                 kern(f"relu{l + 1}", "relu", lambda bl, y=y, n=n, l=l: emit_relu(bl, cfg, n, y, y, name=f"re{l}_"),
@@ -210,17 +328,34 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
         ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name="bD_"), [whole(nm)],
                             [whole(nm)]))
     for l in range(nl - 1, -1, -1):
-        W = R[f"W{l}"]
+        W, paged = R.get(f"W{l}"), l in spad
         if l >= 1:
-            DT, EXT, E, A = R[f"DT_{_other(W.bank)}"], R["EXT"], R[f"E{l}"], R[f"A{l}"]
+            DT, EXT, E, A = R[f"DT_{_other(W.bank if W else R['WP'].bank)}"], R["EXT"], R[f"E{l}"], R[f"A{l}"]
             st = R["stage"]
             kd = L(P[l]) * Lb
-            kern(f"tpD{l}", "transpose", lambda bl, l=l, D=D, DT=DT, st=st:
-                 emit_transpose(bl, cfg, P[l], b, D, DT, st, name=f"td{l}_"),
-                 [(D, kd), (st, kd)], [(DT, kd), (st, kd)])
-            kern(f"gemm_bw{l}", "gemm", lambda bl, l=l, DT=DT, W=W, EXT=EXT:
-                 emit_gemm(bl, cfg, b, P[l], N[l], DT, W, EXT, name=f"bw{l}_"),
-                 [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
+            ld, sp = L(N[l]), L(P[l - 1])
+        if l == 0:
+            AT = R["XT"]
+        else:
+            AT = R[f"AT_{_other(D.bank)}"]
+
+        def at_ops(l=l, AT=AT):
+            # A^T: every core transposes its own segment of A_l into its column block of
+            # A^T, then the column blocks are all-gathered (cheaper than transposing all
+            # of A_l on every core)
+            A, st = R[f"A{l}"], R["stage"]
+            ka, sp, ld = L(N[l]) * Lb, L(P[l - 1]), L(N[l])
+            o = own(l)
+            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld, o=o:
+                 emit_transpose(bl, cfg, P[l - 1], b, _at(A, o * sp * Lb), _at(AT, o * sp), st, dst_ld=ld,
+                                name=f"ta{l}_"),
+                 [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
+            if not (split and l == nl - 1):
+                seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
+                ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
+                                    [(AT, ka)]))
+
+        def reduce_ops(l=l, EXT=EXT if l else None, E=E if l else None, A=A if l else None):
             ld, sp = L(N[l]), L(P[l - 1])
             seg = (lambda s, EXT=EXT, ld=ld, sp=sp: MatBlock(EXT.bank, EXT.base, ld, 0, Lb, s * sp, sp))
             if not (split and l == nl - 1):       # split by columns: each core computed its own segment
@@ -234,26 +369,43 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
             kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, oseg=oseg, ke=ke:
                  emit_relu_mask(bl, cfg, ke, E, oseg, E, name=f"mk{l}_"),
                  [(E, ke), whole(f"A{l}")], [(E, ke)], per_core=True)
-        if l == 0:
-            AT = R["XT"]
+
+        if paged:
+            # A^T first, then page by page: dX^T += D_p^T W_p (old weights), W_p += (-lr/b) D_p A^T
+            if l >= 1:
+                at_ops()
+            spn, WP = spad[l], R["WP"]
+            for p, (r0, n) in enumerate(spn.pages):
+                w, Dp, kp = spn.page_words(p), _at(D, r0 * Lb), n * Lb
+                ops.append(_spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
+                if l >= 1:
+                    kern(f"tpD{l}_{p}", "transpose", lambda bl, n=n, Dp=Dp, DT=DT, st=st, l=l, p=p:
+                         emit_transpose(bl, cfg, n * nr, b, Dp, DT, st, name=f"td{l}_{p}_"),
+                         [(Dp, kp), (st, kp)], [(DT, kp), (st, kp)])
+                    kern(f"gemm_bw{l}_{p}", "gemm" if p == 0 else "gemm_acc",
+                         lambda bl, n=n, DT=DT, EXT=EXT, l=l, p=p:
+                         emit_gemm(bl, cfg, b, n * nr, N[l], DT, WP, EXT, accumulate=p > 0, name=f"bw{l}_{p}_"),
+                         [(DT, kp), (WP, w)] + ([(EXT, Lb * ld)] if p else []), [(EXT, Lb * ld)], fma_wb=p > 0)
+                kern(f"update{l}_{p}", "gemm_acc", lambda bl, n=n, Dp=Dp, AT=AT, l=l, p=p:
+                     emit_gemm(bl, cfg, n * nr, b, N[l], Dp, AT, WP, accumulate=True, alpha=nlr, name=f"up{l}_{p}_"),
+                     [(Dp, kp), (AT, Lb * L(N[l])), (WP, w), whole("nlr")], [(WP, w)], fma_wb=True)
+                ops.append(_spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p)))
+            if l >= 1:
+                reduce_ops()
         else:
-            # A^T: every core transposes its own segment of A_l into its column block of
-            # A^T, then the column blocks are all-gathered (cheaper than transposing all
-            # of A_l on every core)
-            AT, A, st = R[f"AT_{_other(D.bank)}"], R[f"A{l}"], R["stage"]
-            ka, sp, ld = L(N[l]) * Lb, L(P[l - 1]), L(N[l])
-            o = own(l)
-            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld, o=o:
-                 emit_transpose(bl, cfg, P[l - 1], b, _at(A, o * sp * Lb), _at(AT, o * sp), st, dst_ld=ld,
-                                name=f"ta{l}_"),
-                 [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
-            if not (split and l == nl - 1):
-                seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
-                ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
-                                    [(AT, ka)]))
-        kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
-             emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
-             [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")], fma_wb=True)
+            if l >= 1:
+                kern(f"tpD{l}", "transpose", lambda bl, l=l, D=D, DT=DT, st=st:
+                     emit_transpose(bl, cfg, P[l], b, D, DT, st, name=f"td{l}_"),
+                     [(D, kd), (st, kd)], [(DT, kd), (st, kd)])
+                kern(f"gemm_bw{l}", "gemm", lambda bl, l=l, DT=DT, W=W, EXT=EXT:
+                     emit_gemm(bl, cfg, b, P[l], N[l], DT, W, EXT, name=f"bw{l}_"),
+                     [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
+                reduce_ops()
+                at_ops()
+            kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
+                 emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
+                 [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")],
+                 fma_wb=True)
         if l >= 1:
             D = R[f"E{l}"]
     return ops
@@ -410,20 +562,24 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
     act = sum(it.words for k, it in al.items.items() if not k.startswith("W"))
+    nr_beats = sum(cfg.nr * L(P[l]) * L(N[l]) for l in range(mlp.n_layers))
     return (f"MLP {'-'.join(map(str, mlp.sizes))} with minibatch {mlp.batch} does not fit {cfg.cores} cores of "
             f"{cfg.nr}x{cfg.nr} PEs: each core needs {al.used('a') + al.used('b')} words per PE (MEM A "
             f"{al.used('a')}, MEM B {al.used('b')}; weights per PE: {wsz}; activations, deltas, transposed "
             f"copies and scratch: {act}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of "
-            f"{cfg.fmt}; no assignment of the weight panels to the banks fits (a smaller minibatch or more cores "
-            f"would)")
+            f"{cfg.fmt}; no assignment of the weight panels to the banks fits, " + (
+                f"nor with the largest panels in the {cfg.spad_depth}-beat scratchpad (paged: {nr_beats} beats for "
+                f"all row panels, and the rest must fit with a page buffer)" if cfg.spad_kib else
+                "and there is no scratchpad (cfg.spad_kib = 0)") + " (a smaller minibatch or more cores would)")
 
 
-def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipMBProgram:
+def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
     docstring). The weight panels go to bank A when everything fits so, else to the
-    first assignment of panels to banks that fits.
+    first assignment of panels to banks that fits, else the largest panels go to the
+    scratchpad and are paged (:func:`plan_chip_mb`; ``spad`` / ``page_rows`` force it).
 
     Raises :class:`sw.train.TrainCompileError` when the panels and activations do not
     fit the PE memories (with the sizes), a program does not fit the microcode,
@@ -448,22 +604,17 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto") -> ChipMBProgram:
     for n in N:
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
-    cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
-    al = None
-    for wbanks in cands:
-        al = allocate_chip_mb(cfg, mlp, wbanks, P, N, out_map)
-        if al.fits():
-            break
-    if not al.fits():
-        raise TrainCompileError(_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, cands[0], P, N, out_map), P, N))
+    wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows)
     parts_ops = {}
     names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
     for nm in names + ["predict"]:
-        parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map) for k in range(c)]
+        parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map, panels) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                        {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
-                        "out_map": out_map}, out_map=out_map,
-                       softmax="host" if mlp.loss == "softmax_ce" else None)   # per column on the host
+                        "out_map": out_map, "spad_layers": sorted(panels),
+                        "pages": {l: len(sp.pages) for l, sp in panels.items()}}, out_map=out_map,
+                       softmax="host" if mlp.loss == "softmax_ce" else None,   # per column on the host
+                       spad=panels)
     tp._place_host()
     return tp

@@ -52,23 +52,9 @@ from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, TrainProgram,
                       breakdown_lines,
                       _other, _place, _split_ops, host_softmax_grad, map_layers, mse_loss, softmax_ce_loss)
-from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
+from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost  # noqa: F401
 
 __all__ = ["compile_mbgd", "MBProgram", "load_cost", "unload_cost", "allocate_mb", "mb_ops"]
-
-
-def load_cost(cfg, n: int) -> int:
-    """Instructions issued by :func:`sw.transfer.emit_load` of ``n`` words per PE: one
-    AGU base, then per PE column one stride setting, the loop instruction and ``n``
-    writes."""
-    return 1 + cfg.nr * (n + 2)
-
-
-def unload_cost(cfg, n: int) -> int:
-    """Instructions issued by :func:`sw.transfer.emit_unload` (``last=True``) of ``n``
-    words per PE (the last column's final beat, with ``tlast``, is one more instruction
-    after a new AGU base when ``n > 1``)."""
-    return 1 + cfg.nr * (n + 2) + (1 if n > 1 else 0)
 
 
 # ======================================================================================

@@ -23,7 +23,7 @@ import numpy as np
 
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 
-__all__ = ["emit_load", "emit_unload", "load_beats_for", "decode_unload", "TransferError",
+__all__ = ["emit_load", "emit_unload", "load_beats_for", "unload_beats_for", "decode_unload", "TransferError",
            "emit_spad_fill", "emit_spad_drain"]
 
 
@@ -54,28 +54,49 @@ def _check_spad(cfg, base, n):
 
 
 def emit_load(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g0", loop: str = "xfer",
-              source: str = "host", spad_addr: int = 0) -> None:
+              source: str = "host", spad_addr: int = 0, lanes: str = "rows") -> None:
     """Emit a loop nest that writes ``n`` host words per PE into ``bank[base:base+n]``.
 
     Consumes ``nr * n`` input beats in the order produced by :func:`load_beats_for`,
     from the host (``source="host"``) or from the scratchpad (``"spad"``: the beats at
     ``spad_addr .. spad_addr + nr*n - 1``; the read pointer is set here).
-    Uses AGU ``agu`` (base and stride are set here) and AR 0 (must be 0).
+    ``lanes="cols"``: the beats in the order :func:`emit_unload` produces
+    (:func:`unload_beats_for`; lane ``c`` of beat ``k*n + a`` over column bus ``c`` into
+    PE ``(k, c)``, predicate ``row = k``), so a region unloaded to the scratchpad loads
+    back unchanged. Uses AGU ``agu`` (base and stride are set here) and AR 0 (must be 0).
+    Issues :func:`load_cost` instructions (one more with ``source="spad"``).
     """
     _check(cfg, bank, base, n)
     if source not in ("host", "spad"):
         raise TransferError(f"source must be 'host' or 'spad', got {source!r}")
+    if lanes not in ("rows", "cols"):
+        raise TransferError(f"lanes must be 'rows' or 'cols', got {lanes!r}")
     wr = wra if bank == "a" else wrb
     src = hin
     if source == "spad":
         _check_spad(cfg, spad_addr, cfg.nr * n)
         b.spad("rd", spad_addr)
         src = sin
+    bus, sel = ("row", "col") if lanes == "rows" else ("col", "row")
     b.agu_base(agu, base)
     for k in range(cfg.nr):
         b.agu_stride(agu, f"{loop}{k}", 1)
         with b.loop(f"{loop}{k}", n):
-            b.emit(src("row"), pred("col", k), wr("row", 0, 0, agu=agu))
+            b.emit(src(bus), pred(sel, k), wr(bus, 0, 0, agu=agu))
+
+
+def load_cost(cfg, n: int) -> int:
+    """Instructions issued by :func:`emit_load` of ``n`` words per PE from the host: one
+    AGU base, then per PE row / column one stride setting, the loop instruction and ``n``
+    writes (from the scratchpad: one more, the pointer setting)."""
+    return 1 + cfg.nr * (n + 2)
+
+
+def unload_cost(cfg, n: int, last: bool = True) -> int:
+    """Instructions issued by :func:`emit_unload` of ``n`` words per PE to the host (with
+    ``last`` and ``n > 1`` the last column's final beat, with ``tlast``, is one more
+    instruction after a new AGU base; to the scratchpad: ``load_cost + 1``)."""
+    return 1 + cfg.nr * (n + 2) + (1 if last and n > 1 else 0)
 
 
 def load_beats_for(cfg, local: np.ndarray) -> list[int]:
@@ -92,6 +113,18 @@ def load_beats_for(cfg, local: np.ndarray) -> list[int]:
                 beat |= int(local[r, k, a]) << (r * w)
             beats.append(beat)
     return beats
+
+
+def unload_beats_for(cfg, local: np.ndarray) -> list[int]:
+    """Beats in the order :func:`emit_unload` produces them (decoded by
+    :func:`decode_unload`) for ``local`` (``(nr, nr, n)`` bit patterns): beat ``k*n + a``
+    carries PE ``(k, c)``'s word ``a`` in lane ``c``. The host fills a scratchpad region
+    with these for :func:`emit_load` with ``lanes="cols"``."""
+    nr, w = cfg.nr, cfg.fmt.width
+    local = np.asarray(local, dtype=np.uint64)
+    if local.shape[:2] != (nr, nr):
+        raise TransferError(f"local array must be (nr, nr, n) = ({nr}, {nr}, n), got {local.shape}")
+    return [sum(int(local[k, c, a]) << (c * w) for c in range(nr)) for k in range(nr) for a in range(local.shape[2])]
 
 
 def emit_unload(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g1", loop: str = "yfer",
