@@ -1,6 +1,7 @@
 """Shared pytest configuration for the RTL test suites.
 
-``SIM_PARAMS`` parametrizes a test over the simulators; :func:`require_sim` fails the
+``SIM_PARAMS`` parametrizes a test over the simulators (``REPLAY_SIM_PARAMS``: Verilator
+marked ``slow``, for the long training-program replays); :func:`require_sim` fails the
 test with the install instruction when a simulator is missing (``make test`` installs
 both, so a missing one is an environment defect, not a reason to skip). Set
 ``ALLOW_MISSING_SIM=1`` to skip instead (e.g. on a machine without a C++ toolchain).
@@ -13,6 +14,10 @@ import pytest
 from sim.harness import SimulatorMissing, find_simulator
 
 SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
+#: replays of whole training programs: Icarus in ``make test``, Verilator ``slow`` (the
+#: same recorded phases on the same RTL; the Verilator build itself is covered by the
+#: unit-level tests' ``SIM_PARAMS``)
+REPLAY_SIM_PARAMS = ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])]
 
 
 def require_sim(sim: str) -> None:

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import REPLAY_SIM_PARAMS, require_sim
 from noc.collectives import Frag, Region
 from rtl.config import ArchConfig
 from sw.kernels import KernelError, run_kernel
@@ -160,7 +160,7 @@ def test_kernel_slow_fpu():
 RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_kernel_rtl(sim):
     require_sim(sim)
     rng = np.random.default_rng(_seed())

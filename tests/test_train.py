@@ -18,7 +18,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import REPLAY_SIM_PARAMS, require_sim
 from rtl.config import ArchConfig
 from sw.golden_train import Float64SGD, GoldenSGD
 from sw.mlp import MLP, MLPError
@@ -447,7 +447,7 @@ RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
 
 
 @pytest.mark.parametrize("loss,backward", [("mse", "auto"), ("softmax_ce", "auto"), ("mse", "separate")])
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_sgd_rtl(sim, loss, backward):
     """``auto`` fuses layer 1 (3 x 5 on 2 x 2: the fused kernel is the faster there);
     ``separate``: GEMV^T, mask, rank-1."""
@@ -461,7 +461,7 @@ def test_sgd_rtl(sim, loss, backward):
 RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_sgd_rtl_softmax_on_array(sim):
     """The softmax gradient computed on the array (sw/softmax.py) inside the step, on the RTL."""
     require_sim(sim)

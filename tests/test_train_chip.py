@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import REPLAY_SIM_PARAMS, require_sim
 from test_ring import diag_read, diag_write
 from test_train import _eq_weights as _eq
 from test_train import _sample, _seed
@@ -223,7 +223,7 @@ def test_reduce_scatter_vec(cfg, s, engine):
 
 
 # -- RTL ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_chip_sgd_rtl(sim):
     """Two MSE steps (the output layer split by columns) and one softmax step (by rows)
     on 4 cores of 2 x 2 PEs with a 128-word

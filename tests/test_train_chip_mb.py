@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import REPLAY_SIM_PARAMS, require_sim
 from test_train import _eq_weights as _eq
 from test_train_chip import check_engines_agree
 from test_train_chip import run_and_check as chip_run_and_check
@@ -161,7 +161,7 @@ def test_chip_mbgd_errors():
         tp.run_step(ChipSession(TINY, "fast"), np.zeros((5, 4)), np.zeros((3, 3)))
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_chip_mbgd_rtl(sim):
     """Minibatch steps (MSE with the output layer by rows, softmax with it split by
     columns; b = 3) on 4 cores of 2 x 2 PEs with a 128-word
@@ -246,7 +246,7 @@ def test_chip_mbgd_spad_engines_agree():
     check_engines_agree(partial(run_spad, spad=[0], page_rows=4), MLP((12, 40, 6), "softmax_ce", 0.05, batch=4))
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_chip_mbgd_spad_rtl(sim):
     """Paged panels on the RTL: 2 cores of 2 x 2 PEs with a 256-beat scratchpad
     (``test_train_chip``'s ``CHIP2_SMX``, one simulator build), both layers in the

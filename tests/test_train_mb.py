@@ -16,7 +16,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import REPLAY_SIM_PARAMS, require_sim
 from rtl.config import ArchConfig
 from sw.golden_train_mb import Float64MBGD, GoldenMBGD
 from sw.kernels import gemm_cost
@@ -268,7 +268,7 @@ def test_errors():
 # ======================================================================================
 # RTL
 # ======================================================================================
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_mbgd_rtl(sim):
     """Two minibatch steps (5-4-3, batch 3, softmax_ce: two RUNs each, programs in
     several microcode images) on a 2x2 binary16 core: the host stream recorded on the
