@@ -251,6 +251,8 @@ PRESETS: dict[str, ArchConfig] = {
     "chip-tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, cores=2, spad_kib=1),
     "chip-small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, cores=4, spad_kib=2),
     "S": ArchConfig(nr=4, cores=32, spad_kib=512),
+    # the reference design's configuration L (2 x 4 cores of 16 x 16 PEs = 2048 PEs)
+    "L": ArchConfig(nr=16, cores=8, spad_kib=512),
 }
 
 

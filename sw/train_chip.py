@@ -618,7 +618,11 @@ class ChipSGDProgram(PanelMap):
                  + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")"
                  + (f"; softmax gradient on the {'array (core 0)' if self.softmax == 'array' else 'host'}"
                     if self.softmax else ""),
-                 "", self.alloc.table(), ""] + breakdown_lines(self.breakdown())
+                 "", self.alloc.table()]
+        for l, sp in sorted(self.spad.items()):
+            lines.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(cfg.nr) - 1}: W{l} panel, "
+                         f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP")
+        lines += [""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 
     # -- host programs ------------------------------------------------------------------
