@@ -89,3 +89,39 @@ def test_session_keeps_memory_between_phases():
     assert r1.data == [] and r1.counters["host_in_beats"] == 12
     assert (decode_unload(cfg, r2.data, 6) == loc).all()
     assert r2.counters["host_in_beats"] == 0 and r2.counters["host_out_beats"] == 12
+
+
+@pytest.mark.parametrize("backend", ["model", "fast"])
+def test_spad_page_roundtrip_in_unload_order(backend):
+    """A region unloaded to the scratchpad loads back unchanged with ``lanes="cols"``
+    (the weight pages of minibatch GD), and a scratchpad filled with
+    ``unload_beats_for`` loads as the local words; ``lanes="rows"`` would place them
+    transposed over the PEs. Costs: ``load_cost + 1`` instructions each way."""
+    from sim.core_run import Phase, run_session
+    from sw.transfer import emit_spad_fill, load_cost, unload_beats_for
+
+    cfg = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256, spad_kib=1)
+    rng = np.random.default_rng(7)
+    n = 6
+    loc = rng.integers(0, 1 << 16, size=(4, 4, n), dtype=np.uint64)
+    b1 = Builder(cfg)
+    emit_spad_fill(b1, cfg, 20, 4 * n)
+    b1.halt()
+    b2 = Builder(cfg)
+    emit_load(b2, cfg, "b", 5, n, source="spad", spad_addr=20, lanes="cols")       # spad -> B
+    emit_unload(b2, cfg, "b", 5, n, dest="spad", spad_addr=100)                    # B -> spad 100
+    emit_load(b2, cfg, "a", 0, n, source="spad", spad_addr=100, lanes="cols")      # spad 100 -> A
+    emit_load(b2, cfg, "a", 30, n, source="spad", spad_addr=100, lanes="rows")     # transposed placement
+    b2.halt()
+    b3 = Builder(cfg)
+    emit_unload(b3, cfg, "a", 0, n, loop="u0")
+    emit_unload(b3, cfg, "a", 30, n, loop="u1")
+    b3.halt()
+    r1, r2, r3 = run_session(cfg, [Phase(b1.build().words(), unload_beats_for(cfg, loc)), Phase(b2.build().words()),
+                                   Phase(b3.build().words())], backend=backend)
+    assert (decode_unload(cfg, r3.data[:4 * n], n) == loc).all()
+    assert (decode_unload(cfg, r3.data[4 * n:], n) == loc.transpose(1, 0, 2)).all()
+    assert r2.counters["spad_rd_beats"] == 3 * 4 * n and r2.counters["spad_wr_beats"] == 4 * n
+    assert r2.counters["cycles"] >= 4 * (load_cost(cfg, n) + 1)
+    with pytest.raises(TransferError, match="lanes must be 'rows' or 'cols'"):
+        emit_load(Builder(cfg), cfg, "a", 0, n, source="spad", lanes="diag")
