@@ -124,30 +124,34 @@ def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=p
             "flops_counted": FLOPS_COUNTED, "compile_s": round(t_compile, 2), "steps": out}
 
 
+def case_row(c: dict) -> dict:
+    """The summary-table row of a :func:`measure` result (its last step)."""
+    last = c["steps"][-1]
+    p = last["power"]
+    bd = last["cycle_breakdown"]
+    g = lambda pre: sum(v["cycles"] for k, v in bd.items() if k.startswith(pre))      # noqa: E731
+    ring = sum(v["cycles"] for k, v in bd.items() if "(ring)" in k)
+    nr = c["config"]["nr"]
+    return {
+        "chip": f"{c['preset']}: {c['cores']} x {nr}x{nr}", "network": "-".join(map(str, c["sizes"])),
+        "batch": c["batch"], "step cycles (= predicted)": last["cycles"], "host turnaround": last["host_cycles"],
+        "cycles/sample": round(last["cycles_per_sample"], 1),
+        "MAC util. %": round(last["mac_utilization"] * 100, 2),
+        "MAC util. with host %": round(last["mac_utilization_with_host"] * 100, 2),
+        "GFLOPS": round(p["gflops"], 1), "GFLOPS/W": round(p["gflops_per_w"], 1),
+        "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
+        "mem/FPU energy": round(p["memory_over_fpu_energy"], 2),
+        "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
+        "cycles GEMM/transpose/ring/scratchpad/host I/O/other":
+            f"{g('GEMM')}/{g('transposes')}/{ring}/{g('scratchpad')}/{g('host phase')}/"
+            f"{last['cycles'] - g('GEMM') - g('transposes') - g('host phase') - g('scratchpad') - ring}",
+        "golden": f"{len(c['steps'])} steps bit-exact",
+    }
+
+
 def run() -> dict:
     cases = [measure(*c) for c in CASES]
-    rows = []
-    for c in cases:
-        last = c["steps"][-1]
-        p = last["power"]
-        bd = last["cycle_breakdown"]
-        g = lambda pre: sum(v["cycles"] for k, v in bd.items() if k.startswith(pre))      # noqa: E731
-        rows.append({
-            "chip": f"{c['preset']}: {c['cores']} x 4x4", "network": "-".join(map(str, c["sizes"])),
-            "batch": c["batch"], "step cycles (= predicted)": last["cycles"], "host turnaround": last["host_cycles"],
-            "cycles/sample": round(last["cycles_per_sample"], 1),
-            "MAC util. %": round(last["mac_utilization"] * 100, 2),
-            "MAC util. with host %": round(last["mac_utilization_with_host"] * 100, 2),
-            "GFLOPS": round(p["gflops"], 1), "GFLOPS/W": round(p["gflops_per_w"], 1),
-            "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
-            "mem/FPU energy": round(p["memory_over_fpu_energy"], 2),
-            "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
-            "cycles GEMM/transpose/ring/scratchpad/host I/O/other": f"{g('GEMM')}/{g('transposes')}/"
-                                                          f"{sum(v['cycles'] for k, v in bd.items() if '(ring)' in k)}/"
-                                                          f"{g('scratchpad')}/{g('host phase')}/"
-                                                          f"{last['cycles'] - g('GEMM') - g('transposes') - g('host phase') - g('scratchpad') - sum(v['cycles'] for k, v in bd.items() if '(ring)' in k)}",
-            "golden": f"{len(c['steps'])} steps bit-exact",
-        })
+    rows = [case_row(c) for c in cases]
     rows.append({"chip": "reference design, config S: 32 x 4x4", "network": "784-500-500-500-10", "batch": "2..100",
                  "step cycles (= predicted)": "", "host turnaround": "", "cycles/sample": "", "MAC util. %": "(94 large net)",
                  "MAC util. with host %": "", "GFLOPS": "", "GFLOPS/W": "",

@@ -37,6 +37,7 @@ BENCHMARKS = {
     "train_chip": "benchmarks.bench_train_chip",
     "train_chip_mb": "benchmarks.bench_train_chip_mb",
     "train_cp": "benchmarks.bench_train_cp",
+    "train_large": "benchmarks.bench_train_large",
 }
 
 
