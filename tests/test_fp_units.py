@@ -1,3 +1,5 @@
+# amaranth: UnusedElaboratable=no
+# (test_latency_bounds builds units only to check their parameters)
 """RTL tests of the FP multiplier and adder (cocotb through sim.harness.run_cocotb).
 
 The design under test is an :class:`FPLanes`: groups of independent FPMul and FPAdd
