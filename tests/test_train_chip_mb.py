@@ -288,3 +288,21 @@ def test_cli_train_minibatch(tmp_path, config, out_map):
         assert tp.out_map == ("cols" if out_map == "auto" else out_map)
     assert res["golden_checked_steps"] == 5 and res["steps"] == 15 and res["batch"] == 4
     assert res["step"]["cycles"] == tp.step_cycles()
+
+
+def test_cli_train_minibatch_with_panels_in_the_scratchpad(tmp_path, capsys):
+    """``caterpillar train --batch 4 --describe`` on a chip whose PE memories do not hold
+    the second layer's panel: the compiler pages it through the scratchpad, the steps
+    are golden-checked, the description names the scratchpad region."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "t.json"
+    cfg = '{"preset": "chip-small", "mem_a_words": 128, "mem_b_words": 128, "spad_kib": 4}'
+    rc = main(["train", "--data", "synthetic", "--hidden", "128,64", "--epochs", "1", "--lr", "0.05", "--batch", "4",
+               "--loss", "mse", "--config", cfg, "--golden-steps", "3", "--max-train", "12", "--max-test", "8",
+               "--json", str(js), "--describe"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "scratchpad beats 0.." in out and "W1 panel, 2 page(s)" in out
+    assert json.loads(js.read_text())["golden_checked_steps"] == 3
