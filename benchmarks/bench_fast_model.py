@@ -31,7 +31,6 @@ from sim.fast_flow import clear_plan_cache
 from sim.fast_model import FastModel
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_gemm, emit_gemv, emit_rank1, emit_relu
-from sw.layout import local_len
 
 REPEAT = 15        # warm repetitions (best of); cold: REPEAT // 5
 
@@ -102,7 +101,6 @@ def _row(name, cfg, cycles, cold, warm, stats, vrate=None, pes=None):
 
 def kernels_4x4(rows, rng):
     cfg = ArchConfig(nr=4)
-    nr = cfg.nr
     m = n = 256
     mem = _random_state(cfg, rng)
     W, x, y = Region("a", 0), Region("b", 0), Region("b", 2048)

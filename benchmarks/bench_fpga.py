@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
 
 from rtl.config import ArchConfig
 from rtl.fpga import (DEVICES, FitError, build, fit_report, fpga_resources, parse_critical_paths, parse_nextpnr_log,

@@ -219,6 +219,7 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = 
         "cores": cfg.cores, "pes": cfg.nr * cfg.nr * cfg.cores, "layers": layers,
         "chip_runs_per_step": [{"name": p.name, "cycles": tp.part_cycles(p), "instructions": p.instructions}
                                for p in tp.chip_parts()],
+        "microcode_images": len(tp.images), "microcode_reload_words_per_step": tp.reload_words_per_step(),
         "host_phases_predicted": [{"name": n, "cycles": c} for n, c in tp.host_phase_cycles()],
         "breakdown_per_op": [{"op": n, "kind": k, "cycles": c} for n, k, c in tp.breakdown()],
         "mac_utilization_within_kernels": kernel_util,

@@ -117,7 +117,7 @@ def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=p
             "memory_words_per_pe": {"a": tp.alloc.used("a"), "b": tp.alloc.used("b")},
             "chip_runs_per_step": [{"name": p.name, "cycles": tp.part_cycles(p), "instructions": p.instructions}
                                    for p in tp.chip_parts()],
-            "microcode_images": len(tp.images),
+            "microcode_images": len(tp.images), "microcode_reload_words_per_step": tp.reload_words_per_step(),
             "spad_layers": tp.meta["spad_layers"], "spad_pages": {str(k): v for k, v in tp.meta["pages"].items()},
             "host_phases_predicted": [{"name": n, "cycles": c} for n, c in tp.host_phase_cycles()],
             "breakdown_per_op": [{"op": n, "kind": k, "cycles": c} for n, k, c in tp.breakdown()],

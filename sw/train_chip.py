@@ -619,6 +619,10 @@ class ChipSGDProgram(PanelMap):
                  + (f"; softmax gradient on the {'array (core 0)' if self.softmax == 'array' else 'host'}"
                     if self.softmax else ""),
                  "", self.alloc.table()]
+        if self.reload_words_per_step():
+            lines.append(f"warning: the step's programs do not fit the {cfg.ucode_depth}-word microcode together: "
+                         f"{self.reload_words_per_step()} words per core are reloaded every step between RUNs, "
+                         f"which the step's cycles do not include (a larger ArchConfig.ucode_depth avoids it)")
         for l, sp in sorted(self.spad.items()):
             lines.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(cfg.nr) - 1}: W{l} panel, "
                          f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP")
@@ -647,6 +651,16 @@ class ChipSGDProgram(PanelMap):
             for w in phases:
                 self.images.append(progs[w])
                 self.host_at[w] = (len(self.images) - 1, 0)
+
+    def reload_words_per_step(self) -> int:
+        """Microcode words per core loaded during every step: 0 when the step's chip and
+        host programs share one image, else at least each image the step uses once (the
+        session reloads an image whenever the next RUN needs another; the loading is not
+        in the step's cycles)."""
+        used = {p.image for p in self.chip_parts()} | {i for i, _ in self.host_at.values()}
+        if len(used) <= 1:
+            return 0
+        return sum(max(len(x) for x in self.images[i]) for i in used)
 
     def _host_images(self, what: str) -> tuple:
         """``(per-core images, start pc)`` of a host phase."""

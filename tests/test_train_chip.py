@@ -316,3 +316,19 @@ def test_chip_forward_is_the_network(cfg):
         x = cfg.fmt.to_float(cfg.fmt.from_float(rng.uniform(-1, 1, mlp.n_in)))
         got, want = tp.predict(sess, x), ref.predict(x)
         assert np.allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max()), (got, want)
+
+
+def test_chip_microcode_reloads_are_reported():
+    """A step whose programs do not share one microcode image reloads words every step
+    (not in its cycles): ``reload_words_per_step`` gives them and ``describe`` warns; a
+    step that fits the microcode reloads nothing."""
+    from test_chip import CHIP4
+
+    mlp = MLP((5, 6, 3), "mse", 0.125)
+    split = compile_chip_sgd(CHIP4, mlp)
+    assert len(split.images) > 1 and split.reload_words_per_step() >= sum(
+        max(len(x) for x in split.images[p.image]) for p in split.chip_parts()[:1])
+    assert "reloaded every step" in split.describe()
+    whole = compile_chip_sgd(SMALL, mlp)
+    assert len(whole.images) == 1 and whole.reload_words_per_step() == 0
+    assert "reloaded" not in whole.describe()
