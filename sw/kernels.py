@@ -45,7 +45,7 @@ from sw.layout import local_len
 
 __all__ = [
     "KernelError", "KernelInfo", "Scalar", "Region",
-    "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "emit_gemm", "emit_relu", "emit_copy", "emit_relu_mask", "emit_axpy", "emit_scale",
+    "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "rank1_lines", "emit_gemm", "emit_relu", "emit_copy", "emit_relu_mask", "emit_axpy", "emit_scale",
     "gemv_cost", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost", "run_kernel",
 ]
 
@@ -627,6 +627,56 @@ def emit_rank1(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, *, alpha
     cost = rank1_cost(cfg, m, n, alpha=alpha is not None, v_layout=v_layout)
     assert f.count() == cost["instructions"], (f.count(), cost)
     return KernelInfo("rank1", f.count(), m * n, {"pad": pad, "setup": cost["setup"]})
+
+
+def rank1_lines(cfg, m: int, n: int, W: Region, u: Region, v: Region, alpha: Scalar, *,
+                u_layout: str = "rows", regs=None) -> list:
+    """:func:`emit_rank1`'s update (``v`` in the ``cols`` layout, ``alpha`` given) as
+    straight-line instruction texts, one list per local row of ``W`` (the first list
+    also holds the setup), for :func:`sw.overlap.merge_rows`: the same FMAs in the same
+    order (``au = alpha * u[i]`` rounded once, ``W[i, j] = au * v[j] + W[i, j]``), with
+    immediate addresses (``ar0``, no AGUs, no loops) and the registers ``regs``
+    (``(alpha, au, staging)``, default the top three). Row ``i`` computes ``alpha u[i + 1]``
+    into the staging register first and moves it into ``au`` with its last MAC (the
+    last row does not); ``max(0, F - np)`` NOPs after it as in :func:`emit_rank1`
+    (``F = fpu_latency - 1``). Rows may be run with NOPs or other instructions between
+    their instructions (distances only grow)."""
+    nr = cfg.nr
+    _need(nr >= 2, "kernels need nr >= 2")
+    _need(u_layout in ("rows", "diag"), f"u must be in the 'rows' or 'diag' layout, got {u_layout!r}")
+    _need(v.bank != W.bank, "v must not be in W's bank (both are read by every MAC instruction)")
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    W.check(cfg, mp * np_, "W")
+    u.check(cfg, mp, "u")
+    v.check(cfg, np_, "v")
+    W, u, v = W.bind(cfg), u.bind(cfg), v.bind(cfg)
+    ra, au, st = regs or tuple(f"r{cfg.n_regs - 3 + i}" for i in range(3))
+    F, _ = _lat(cfg)
+    pad = max(0, F - np_)
+    sreg = alpha.region.bind(cfg)
+
+    def line(*slots):
+        return " | ".join(str(x) for x in slots)
+
+    def u_val(dst, i):
+        if u_layout == "diag":
+            return line(u.rd(i, gate="rdrv"), rdrv(u.src, diag=0), mul(dst, "row", ra))
+        return line(u.rd(i), mul(dst, u.src, ra))
+
+    rows = []
+    for i in range(mp):
+        r = [line(sreg.rd(0), mov(ra, sreg.src)), u_val(au, 0)] + ["nop"] * (F - 1) if i == 0 else []
+        nxt = i + 1 < mp
+        if nxt:
+            r.append(u_val(st, i + 1))
+            r += ["nop"] * pad
+        for j in range(np_):
+            sl = [W.rd(i * np_ + j), v.rd(j), mac(W.src, au, v.src)]
+            if nxt and j == np_ - 1:
+                sl.append(mov(au, st))
+            r.append(line(*sl))
+        rows.append(r)
+    return rows
 
 
 # ======================================================================================

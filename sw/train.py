@@ -383,6 +383,7 @@ class Op:
     wb: list | None = None            #: the regions written by FMA write-backs (None: all ``writes`` if fma_wb)
     wb_tail: int = 0                  #: instructions issued after its last SRAM-writing FMA
     per_core: bool = False            #: chip programs: assembles differently on different cores
+    info: dict = field(default_factory=dict)      #: what a combined op holds (e.g. rows of a merged update)
 
     def wb_regions(self) -> list:
         if not self.fma_wb:

@@ -51,11 +51,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
+from noc.collectives import Region
+from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text, rsv_chunk
 from sw.asm import Builder
-from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask
+from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask, rank1_cost,
+                        rank1_lines)
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
+from sw.overlap import merge_rows
 from sw.transfer import (decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_beats_for,
                          unload_beats_for)
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, _other,
@@ -188,7 +191,7 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False):
 
 
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
-              softmax: str | None = None, fused: list | None = None) -> list:
+              softmax: str | None = None, fused: list | None = None, overlap: bool = False) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -274,17 +277,60 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                 kern(f"gemv_t{l}", "gemv_t", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, dcopy=dcopy:
                      emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, x_layout=dlay if dlay == "diag" else None,
                                x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
+            rest = None
             if not (split and l == nl - 1):
-                ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
-                                    [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
+                rs = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base)
+                if overlap and not fused[l] and 2 * min(s[l - 1], rsv_chunk(cfg)) <= cfg.n_regs - 3:
+                    op, rest = _rs_with_rank1(cfg, l, rs, P[l], N[l], W, d, dlay, v, R["nlr"], e, s[l - 1])
+                    ops.append(op)
+                else:
+                    ops.append(_ring_op(cfg, f"rs{l}", rs, [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
             kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
                  emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
                  [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+            if rest is not None:
+                if rest:
+                    ops.append(rest)
+                continue
         if not fused[l]:
             kern(f"rank1_{l}", "rank1", lambda b, l=l, W=W, d=d, dlay=dlay, v=v:
                  emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=dlay, v_layout="cols", name=f"up{l}_"),
                  [(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
     return ops
+
+
+def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
+    """The reduce-scatter of ``W_l^T d`` (``rs``: its lines) with the first local rows of
+    the independent update ``W_l += (-lr) d v^T`` in its free slots
+    (:func:`sw.overlap.merge_rows`, :func:`sw.kernels.rank1_lines` on the top three
+    registers; the reduce-scatter uses ``r0 ..``): ``(merged op, rest)``, ``rest`` the
+    :func:`sw.kernels.emit_rank1` op of the remaining rows, or ``False`` when every row
+    is merged. The number of merged rows minimizes the two ops' instructions (the last
+    merged row may run past the reduce-scatter's end)."""
+    L = lambda x: local_len(x, cfg.nr)                # noqa: E731
+    mp, np_, nr = L(m), L(n), cfg.nr
+    alpha = Scalar(nlr.bank, nlr.base)
+    rows = rank1_lines(cfg, m, n, W, d, v, alpha, u_layout=dlay)
+    _, ends = merge_rows(rs, rows)
+
+    def rest_len(k):
+        return 0 if k == mp else rank1_cost(cfg, (mp - k) * nr, n, alpha=True)["instructions"]
+
+    k = min(range(1, mp + 1), key=lambda k: (ends[k - 1] + rest_len(k), k))
+    lines, _ = merge_rows(rs, rows[:k])
+    reads = [(e, L(n)), (W, k * np_), (d, k), (v, np_), (nlr, 1)]
+    merged = _ring_op(cfg, f"rs{l}_up{l}", lines, reads, [(e, seg), (W, k * np_)], fma_wb=True)
+    merged.kind = "ring+rank1"
+    merged.info = {"layer": l, "rows_merged": k, "rows": mp, "ring_slots": len(rs), "instructions": len(lines)}
+    if k == mp:
+        return merged, False
+    W2, d2 = Region(W.bank, W.base + k * np_), Region(d.bank, d.base + k)
+    m2 = (mp - k) * nr
+    rest = Op(f"rank1_{l}", "rank1", lambda b: emit_rank1(b, cfg, m2, n, W2, d2, v, alpha=alpha, u_layout=dlay,
+                                                           v_layout="cols", name=f"up{l}_").instructions,
+              reads=[(W2, (mp - k) * np_), (d2, mp - k), (v, np_), (nlr, 1)], writes=[(W2, (mp - k) * np_)],
+              fma_wb=True, stores=False)
+    return merged, rest
 
 
 def _build_ops(cfg, ops, origin=0):
@@ -473,7 +519,7 @@ def spad_image(cfg, panel: SpadPanel, local) -> list:
 def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
     """Inverse of :func:`spad_image`: the panel's ``(nr, nr, words)`` local words."""
     out, at = [], 0
-    for p, (_, n) in enumerate(panel.pages):
+    for _, n in panel.pages:
         w = n * panel.ncols
         out.append(decode_unload(cfg, beats[at:at + cfg.nr * w], w))
         at += cfg.nr * w
@@ -957,7 +1003,7 @@ def replace_depth(cfg):
 
 
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
-                     backward: str = "auto") -> ChipSGDProgram:
+                     backward: str = "auto", overlap: bool = True) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -966,7 +1012,10 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     (``out_map="cols"``), else ``"auto"`` keeps it on the host. ``backward``: per layer
     ``l >= 1``, the fused backward step or the separate kernels
     (:func:`sw.train.backward_plan` on the panel shapes; recorded in
-    :attr:`ChipSGDProgram.fused`).
+    :attr:`ChipSGDProgram.fused`). ``overlap``: run the first rows of each separate
+    rank-1 update in the free slots of the reduce-scatter before it
+    (:func:`_rs_with_rank1`; the same operations, so the same bits; recorded in
+    ``meta["overlap"]``).
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
     (with the sizes), a program does not fit the microcode, ``-lr`` is not
@@ -1004,15 +1053,18 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
             f"per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt}")
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused) for k in range(c)]
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap)
+                             for k in range(c)]
     else:
         parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
-        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused)
-                                 for k in range(c)]
+        parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused,
+                                           overlap=overlap) for k in range(c)]
     parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                        {"lr_stored": -v, "policy": pol, "out_map": out_map}, out_map=out_map, softmax=smx,
+                        {"lr_stored": -v, "policy": pol, "out_map": out_map,
+                         "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if op.info]},
+                        out_map=out_map, softmax=smx,
                         fused=fused)
     tp._place_host()
     return tp

@@ -91,7 +91,7 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
         ls = sorted(pages)
         al.alloc("WP", max(pages[l] * L(N[l]) for l in ls),
                  "page buffer of the panels in the scratchpad (" + ", ".join(
-                     f"W{l}: {nr_rows(cfg, pages[l])} of {P[l]} rows" for l in ls) + " per page)", bank=wbanks[ls[0]])
+                     f"W{l}: {pages[l] * cfg.nr} of {P[l]} rows" for l in ls) + " per page)", bank=wbanks[ls[0]])
     al.alloc("X", L(N[0]) * Lb, f"input minibatch A0 ({N[0]} x {b}; core 0 loads it, the ring broadcasts it)",
              forbid={wbanks[0]})
     for i in range(1, nl):
@@ -131,10 +131,6 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
         al.alloc("stage", st, "transpose stage (diagonal PEs), shared")
     al.alloc("nlr", 1, "scalar -lr/b (every PE)")
     return al
-
-
-def nr_rows(cfg, lrows: int) -> int:
-    return lrows * cfg.nr
 
 
 def _pages(lrows: int, per: int) -> tuple:
@@ -182,12 +178,12 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
         if beats > cfg.spad_depth:
             break                                  # more layers in the scratchpad only need more
         best = None
+
+        def per(t, S=S):                           # local rows per page with at most t per page
+            return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
         for wb in cands:
             if len({wb[l] for l in S}) != 1:
                 continue
-
-            def per(t):                            # local rows per page with at most t per page
-                return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
             if not allocate_chip_mb(cfg, mlp, wb, P, N, out_map, per(1)).fits():
                 continue
             lo, hi = 1, max(L(P[l]) for l in S)

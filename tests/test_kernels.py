@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import require_sim
 from noc.collectives import (CollectiveError, Frag, Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast,
                              emit_reduce, emit_transpose)
 from rtl.config import ArchConfig
@@ -732,8 +732,16 @@ def test_all_kernels_model_session(cname):
         run_cases(cfg, cases)
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
-@pytest.mark.parametrize("cname", list(RTL_CONFIGS))
+#: every configuration on both simulators; in ``make test`` the 4 x 4 ones on one each
+#: (binary16 on Icarus, binary32 on Verilator: the other pairs are ``slow``)
+KERNEL_RTL_PARAMS = [
+    pytest.param(c, s, marks=([pytest.mark.verilator] if s == "verilator" else [])
+                 + ([pytest.mark.slow] if (c, s) in (("nr4_fp16", "verilator"), ("nr4_fp32", "icarus")) else []),
+                 id=f"{c}-{s}")
+    for c in RTL_CONFIGS for s in ("icarus", "verilator")]
+
+
+@pytest.mark.parametrize("cname,sim", KERNEL_RTL_PARAMS)
 def test_all_kernels_rtl(cname, sim):
     require_sim(sim)
     seed = _seed()

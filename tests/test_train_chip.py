@@ -17,8 +17,8 @@ from rtl.config import PRESETS
 from sw.golden_train import Float64SGD
 from sw.golden_train_chip import GoldenChipSGD
 from sw.mlp import MLP
-from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, init_weights
-from sw.train_chip import ChipSession, column_order, compile_chip_sgd, panel_rows
+from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, backward_plan, init_weights
+from sw.train_chip import ChipSession, chip_shapes, column_order, compile_chip_sgd, panel_rows
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 
@@ -90,6 +90,29 @@ def test_chip_sgd_backward_steps(backward, out_map, loss):
 
 
 @pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("cfg,sizes,out_map", [(TINY, (7, 9, 4, 3), "rows"), (SMALL, (20, 32, 32, 16), "cols")],
+                         ids=["tiny-rows", "small-cols"])
+def test_chip_sgd_overlap(cfg, sizes, out_map, backend):
+    """The reduce-scatters with the rank-1 updates in their free slots
+    (``overlap=True``, the default) against the ops one after the other: both bit for bit
+    against the same golden trainer after every step (the same operations in the same
+    order), the overlapped step shorter by what the merge saved."""
+    from functools import partial
+
+    mlp = MLP(sizes, "mse", 0.3)
+    flags = [False] * mlp.n_layers
+    gold = partial(GoldenChipSGD, fused=flags)
+    seed = _seed()
+    tps = [run_and_check(cfg, mlp, 2, backend, seed, out_map=out_map, golden=gold,
+                         compile=partial(compile_chip_sgd, backward="separate", overlap=ov))[0] for ov in (False, True)]
+    seq, ovl = tps
+    assert seq.meta["overlap"] == [] and ovl.meta["overlap"]
+    kinds = {kind for _, kind, _ in ovl.breakdown()}
+    assert "ring+rank1" in kinds
+    assert ovl.step_cycles() < seq.step_cycles()
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
 def test_chip_sgd_split_softmax_on_host(backend):
     """``softmax="host"`` with the split output layer: two chip phases and the turnaround."""
     from functools import partial
@@ -110,8 +133,9 @@ def test_chip_sgd_out_map():
     assert cols.P == [8, 8, 8] and cols.N == [20, 32, 8] and cols.out_cores == 1
     assert cols._gshape(2) == (8, 32) and cols._cols(2, 1) is None and cols._cols(1, 1) is not None
     ops = {op for op, _, _ in cols.breakdown()}
-    assert {"reduce_z", "bcast_g"} <= ops and not {"ag2", "rs2"} & ops
-    assert {"ag2", "rs2"} <= {op for op, _, _ in rows.breakdown()}
+    assert {"reduce_z", "bcast_g"} <= ops and "ag2" not in ops and not any(o.startswith("rs2") for o in ops)
+    ops = {op for op, _, _ in rows.breakdown()}
+    assert "ag2" in ops and "rs2_up2" in ops          # the reduce-scatter with the update overlapped
     assert cols.step_cycles() < rows.step_cycles()
     assert compile_chip_sgd(SMALL, mlp).out_map == "cols"
     with pytest.raises(TrainCompileError, match="out_map must be one of"):
@@ -236,9 +260,11 @@ def test_chip_sgd_rtl(sim):
 
     require_sim(sim)
     seed = _seed()
-    for loss, steps, out_map in (("mse", 2, "cols"), ("softmax_ce", 1, "rows")):
-        tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 3), loss, 0.125), steps, seed, out_map)
-        assert len(tp.images) > 1           # programs reloaded between RUNs
+    tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 3), "mse", 0.125), 2, seed, "cols")
+    assert len(tp.images) > 1 and tp.fused == [False, True]     # programs reloaded between RUNs
+    # separate backward steps: both reduce-scatters run with the rank-1 updates in their free slots
+    tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 7, 3), "softmax_ce", 0.125), 1, seed, "rows", backward="separate")
+    assert [o["layer"] for o in tp.meta["overlap"]] == [2, 1]
 
 
 #: 2 cores of 2 x 2 PEs with room in the microcode for the softmax kernel
@@ -255,13 +281,18 @@ def test_chip_sgd_rtl_softmax_on_array(sim):
     assert tp.out_map == "cols" and tp.softmax == "array" and tp.host_cycles() == 0
 
 
-def _chip_rtl(sim, cfg, mlp, steps, seed, out_map):
+def _chip_rtl(sim, cfg, mlp, steps, seed, out_map, backward="auto"):
     """``steps`` steps recorded on the per-cycle chip model (against the golden), replayed
     on the RTL: every core's beats and counters compared, the weights read back."""
+    from functools import partial
+
     from sim.chip_run import ChipPhase, run_chip_session
 
     loss = mlp.loss
-    tp, sess, gold, results = run_and_check(cfg, mlp, steps, "model", seed, record=True, out_map=out_map)
+    tp, sess, gold, results = run_and_check(cfg, mlp, steps, "model", seed, record=True, out_map=out_map,
+                                            compile=partial(compile_chip_sgd, backward=backward),
+                                            golden=partial(GoldenChipSGD, fused=backward_plan(
+                                                cfg, mlp, backward, shapes=list(zip(*chip_shapes(cfg, mlp, out_map))))))
     un = tp.unload_weights_phases()
     phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
     res = run_chip_session(cfg, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}-{cfg.cores}x{cfg.nr}")
