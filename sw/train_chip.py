@@ -305,8 +305,9 @@ def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
     (:func:`sw.overlap.merge_rows`, :func:`sw.kernels.rank1_lines` on the top three
     registers; the reduce-scatter uses ``r0 ..``): ``(merged op, rest)``, ``rest`` the
     :func:`sw.kernels.emit_rank1` op of the remaining rows, or ``False`` when every row
-    is merged. The number of merged rows minimizes the two ops' instructions (the last
-    merged row may run past the reduce-scatter's end)."""
+    is merged. The number of merged rows minimizes the two ops' instructions, with at
+    most the last merged row running past the reduce-scatter's end (so the unrolled
+    microcode stays about the reduce-scatter's length)."""
     L = lambda x: local_len(x, cfg.nr)                # noqa: E731
     mp, np_, nr = L(m), L(n), cfg.nr
     alpha = Scalar(nlr.bank, nlr.base)
@@ -316,7 +317,10 @@ def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
     def rest_len(k):
         return 0 if k == mp else rank1_cost(cfg, (mp - k) * nr, n, alpha=True)["instructions"]
 
-    k = min(range(1, mp + 1), key=lambda k: (ends[k - 1] + rest_len(k), k))
+    # at most one row past the reduce-scatter's end (more would only move instructions of
+    # the loop kernel into unrolled microcode)
+    fit = [k for k in range(1, mp + 1) if ends[k - 1] - len(rs) <= len(rows[k - 1])]
+    k = min(fit, key=lambda k: (ends[k - 1] + rest_len(k), k))
     lines, _ = merge_rows(rs, rows[:k])
     reads = [(e, L(n)), (W, k * np_), (d, k), (v, np_), (nlr, 1)]
     merged = _ring_op(cfg, f"rs{l}_up{l}", lines, reads, [(e, seg), (W, k * np_)], fma_wb=True)
@@ -669,6 +673,10 @@ class ChipSGDProgram(PanelMap):
             lines.append(f"warning: the step's programs do not fit the {cfg.ucode_depth}-word microcode together: "
                          f"{self.reload_words_per_step()} words per core are reloaded every step between RUNs, "
                          f"which the step's cycles do not include (a larger ArchConfig.ucode_depth avoids it)")
+        for o in self.meta.get("overlap", []):
+            lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
+                         f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "
+                         f"{o['instructions']} instructions")
         for l, sp in sorted(self.spad.items()):
             lines.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(cfg.nr) - 1}: W{l} panel, "
                          f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP")
