@@ -480,8 +480,8 @@ def reduce_scatter_vec_check(cfg, s: int) -> None:
         raise RingError(f"a register reduce-scatter needs 2 registers, the PE has n_regs={cfg.n_regs}")
 
 
-def _chunks(cfg, s: int) -> list[tuple[int, int]]:
-    r = rsv_chunk(cfg)
+def _chunks(cfg, s: int, chunk: int | None = None) -> list[tuple[int, int]]:
+    r = rsv_chunk(cfg) if chunk is None else max(1, min(chunk, rsv_chunk(cfg)))
     n = -(-s // r)
     sizes = [s // n + (1 if i < s % n else 0) for i in range(n)]
     out, off = [], 0
@@ -491,7 +491,7 @@ def _chunks(cfg, s: int) -> list[tuple[int, int]]:
     return out
 
 
-def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
+def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int, chunk: int | None = None) -> list[str]:
     """Reduce-scatter of a vector of ``c`` segments of ``s`` beats (diag layout) held by
     every core in one region, in the step order of :func:`all_gather_layout` (on core
     ``k`` segment ``(k - t) mod c`` at ``base + t s``): core ``k`` ends with the sum over
@@ -501,14 +501,15 @@ def reduce_scatter_vec_lines(cfg, s: int, bank: str, base: int) -> list[str]:
     ``t - 1``) while it adds the incoming beats of segment ``(k - 2 - t) mod c`` to its
     own partial into registers (``add r = col + mem``, two register sets alternating by
     step); the last step adds with an FMA writing the total back into SRAM. Segments
-    longer than :func:`rsv_chunk` beats run as several passes over chunks of them.
-    Order of the additions: that of :func:`golden_reduce_scatter`.
+    longer than :func:`rsv_chunk` beats (or ``chunk``, when smaller: it uses registers
+    ``r0 .. r(2 chunk - 1)``) run as several passes over chunks of them.
+    Order of the additions: that of :func:`golden_reduce_scatter` (any chunking).
     :func:`reduce_scatter_vec_slots` slots; uses registers ``r0 ..``."""
     _need_chip(cfg)
     reduce_scatter_vec_check(cfg, s)
     _check_bank(cfg, bank, base, cfg.cores * s, "reduce-scatter")
     lines = []
-    for off, z in _chunks(cfg, s):
+    for off, z in _chunks(cfg, s, chunk):
         lines += _rsv_pass(cfg, z, s, bank, base + off)
     return lines
 
@@ -542,11 +543,11 @@ def _rsv_pass(cfg, s: int, stride: int, bank: str, base: int) -> list[str]:
     return lines
 
 
-def reduce_scatter_vec_slots(cfg, s: int) -> int:
+def reduce_scatter_vec_slots(cfg, s: int, chunk: int | None = None) -> int:
     """Slots of :func:`reduce_scatter_vec_lines`: per pass its setup, step 0, the middle
     steps, and the last step up to its last add."""
     c, tot = cfg.cores, 0
-    for _, z in _chunks(cfg, s):
+    for _, z in _chunks(cfg, s, chunk):
         a0, p0, p = _rsv_timing(cfg, z)
         tot += 4 + (a0 + z if c == 2 else p0 + (c - 3) * p + 3 + z)
     return tot

@@ -247,14 +247,15 @@ PRESETS: dict[str, ArchConfig] = {
     "tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, spad_kib=2),
     "small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, spad_kib=2),
     # chips (cores on a ring): small ones for RTL tests, and the reference design's
-    # configurations S and L below (4096-word microcodes, which hold a training step's
-    # programs in most cases measured: the reference design does not give its microcode size)
+    # configurations S and L below (4096 / 16384-word microcodes, which hold a training
+    # step's programs in most cases measured: the reference design does not give its
+    # microcode size)
     "chip-tiny": ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, cores=2, spad_kib=1),
     "chip-small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, cores=4, spad_kib=2),
     # configuration S: 2 x 16 cores of 4 x 4 PEs = 512 PEs, 512 KiB scratchpad per core
     "S": ArchConfig(nr=4, cores=32, spad_kib=512, ucode_depth=4096),
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
-    "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=4096),
+    "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
 }
 
 

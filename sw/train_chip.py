@@ -280,8 +280,17 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
             rest = None
             if not (split and l == nl - 1):
                 rs = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base)
-                if overlap and not fused[l] and 2 * min(s[l - 1], rsv_chunk(cfg)) <= cfg.n_regs - 3:
-                    op, rest = _rs_with_rank1(cfg, l, rs, P[l], N[l], W, d, dlay, v, R["nlr"], e, s[l - 1])
+                chunk = (cfg.n_regs - 3) // 2          # the reduce-scatter's registers below the update's
+                op = None
+                if overlap and not fused[l] and chunk >= 1:
+                    # with smaller chunks when the default ones need the update's registers
+                    rs_ov = rs if 2 * min(s[l - 1], rsv_chunk(cfg)) <= 2 * chunk else \
+                        reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base, chunk=chunk)
+                    op, rest = _rs_with_rank1(cfg, l, rs_ov, P[l], N[l], W, d, dlay, v, R["nlr"], e, s[l - 1])
+                    if op.info["instructions"] + op.info["rest_instructions"] >= \
+                            len(rs) + rank1_cost(cfg, P[l], N[l], alpha=True)["instructions"]:
+                        op, rest = None, None              # the overlap would not shorten the step
+                if op is not None:
                     ops.append(op)
                 else:
                     ops.append(_ring_op(cfg, f"rs{l}", rs, [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
@@ -325,7 +334,8 @@ def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
     reads = [(e, L(n)), (W, k * np_), (d, k), (v, np_), (nlr, 1)]
     merged = _ring_op(cfg, f"rs{l}_up{l}", lines, reads, [(e, seg), (W, k * np_)], fma_wb=True)
     merged.kind = "ring+rank1"
-    merged.info = {"layer": l, "rows_merged": k, "rows": mp, "ring_slots": len(rs), "instructions": len(lines)}
+    merged.info = {"layer": l, "rows_merged": k, "rows": mp, "ring_slots": len(rs), "instructions": len(lines),
+                   "rest_instructions": rest_len(k)}
     if k == mp:
         return merged, False
     W2, d2 = Region(W.bank, W.base + k * np_), Region(d.bank, d.base + k)

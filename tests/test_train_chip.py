@@ -90,13 +90,15 @@ def test_chip_sgd_backward_steps(backward, out_map, loss):
 
 
 @pytest.mark.parametrize("backend", ["fast", "model"])
-@pytest.mark.parametrize("cfg,sizes,out_map", [(TINY, (7, 9, 4, 3), "rows"), (SMALL, (20, 32, 32, 16), "cols")],
-                         ids=["tiny-rows", "small-cols"])
+@pytest.mark.parametrize("cfg,sizes,out_map", [(TINY, (7, 9, 4, 3), "rows"), (SMALL, (20, 32, 32, 16), "cols"),
+                                               (replace(SMALL, n_regs=8), (20, 48, 48, 16), "rows")],
+                         ids=["tiny-rows", "small-cols", "small-8regs-rows"])
 def test_chip_sgd_overlap(cfg, sizes, out_map, backend):
     """The reduce-scatters with the rank-1 updates in their free slots
     (``overlap=True``, the default) against the ops one after the other: both bit for bit
     against the same golden trainer after every step (the same operations in the same
-    order), the overlapped step shorter by what the merge saved."""
+    order), the overlapped step shorter by what the merge saved. With 8 registers the
+    reduce-scatter runs in smaller chunks to leave the update its three."""
     from functools import partial
 
     mlp = MLP(sizes, "mse", 0.3)
