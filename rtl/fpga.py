@@ -335,10 +335,25 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
     return out
 
 
+def keep_pe_ffs(rtlil: str) -> str:
+    """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
+    module of ``rtlil`` (modules named ``... .pe_<row>_<col>``; their FP units' modules
+    are not included). Every PE registers the same broadcast micro-op, so without it
+    ``opt_merge`` keeps one copy of each register whose input does not depend on the PE
+    (the operand-stage micro-op, pipeline destinations, source selects) and that one
+    flip-flop drives all PEs (docs/fpga.md, timing)."""
+    import re
+
+    mods = re.findall(r"^module \\(\S*\.pe_\d+_\d+)$", rtlil, re.M)
+    if not mods:
+        return "# (no PE modules: nothing to keep)"
+    return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)
+
+
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
           abc9: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
-          log=print) -> dict:
+          pe_ff_copies: bool = True, log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board``.
 
     Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
@@ -351,7 +366,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     exhausted"); the build then retries with plain ``synth_ecp5 -noabc9`` by itself.
     ``abc9=False`` uses ``-noabc9`` (classic ABC, no ``-dff``) from the start.
     ``place=False`` stops after synthesis and the fit check. ``router``: nextpnr's
-    ``--router`` (``router1``, its default, or ``router2``).
+    ``--router`` (``router1``, its default, or ``router2``). ``pe_ff_copies``: mark the
+    flip-flops of each PE module ``keep`` before synthesis (:func:`keep_pe_ffs`), so
+    that Yosys does not merge the PEs' identical operand-stage registers into one copy
+    driving every PE across the die (the same logic, more flip-flops).
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
@@ -377,6 +395,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
+    if pe_ff_copies:
+        ys = (out / "top.ys").read_text()
+        (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)",
+                                               keep_pe_ffs((out / "top.il").read_text()), 1))
     t_elab = time.perf_counter() - t0
     cmds = _script_cmds(plan.files["build_top.sh"])
     logf = out / "build.log"

@@ -109,6 +109,35 @@ def test_board_top_elaborates_with_pll():
     assert "50000000.0 HZ" in plan.files["top.lpf"]
 
 
+def test_keep_pe_ffs_names_every_pe_module():
+    """The build's Yosys command keeping each PE's flip-flops (not merged across PEs):
+    one selection per PE module of the board's RTLIL, none for other modules, and it
+    selects every flip-flop of a PE in Yosys."""
+    import re
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from rtl.board import BoardTop
+    from rtl.fpga import get_platform, keep_pe_ffs
+    from rtl.synth import find_yosys
+
+    il = get_platform("ulx3s-85f").build(BoardTop(UART_CFG), name="top", do_build=False).files["top.il"]
+    cmd = keep_pe_ffs(il)
+    n = UART_CFG.nr
+    assert cmd.startswith("setattr -set keep 1 ") and cmd.count("/t:$dff") == n * n
+    assert all(f"top.ucore.core.pe_{r}_{c}/t:$dff" in cmd for r in range(n) for c in range(n))
+    assert keep_pe_ffs("module \\top\nend\n").startswith("#")
+    pe = re.search(r"^module \\top\.ucore\.core\.pe_0_0$(.*?)^end$", il, re.M | re.S).group(1)
+    ffs = pe.count("cell $dff ")
+    assert ffs > 0
+    script = f"read_rtlil top.il; {cmd}; select -count top.ucore.core.pe_0_0/a:keep t:$dff %i"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "top.il").write_text(il)
+        out = subprocess.run(find_yosys() + ["-p", script], cwd=tmp, capture_output=True, text=True, timeout=300)
+    assert f"{ffs} objects" in out.stdout, out.stdout[-2000:]
+
+
 _TIM_EXCERPT = """\
 Info: Critical path report for clock '$glbnet$clk' (posedge -> posedge):
 Info:       type curr  total name
