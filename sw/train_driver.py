@@ -81,7 +81,7 @@ def _epoch(ep: int, acc_fn, ref_acc_fn, losses, ref_losses, n: int, data, t0: fl
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
           max_train: int | None = None, max_test: int | None = None, progress=None,
-          out_map: str = "auto", softmax: str = "auto", backward: str = "auto") -> dict:
+          out_map: str = "auto", softmax: str = "auto", backward: str = "auto", overlap: bool = True) -> dict:
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
@@ -89,7 +89,8 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     (:func:`sw.train_chip.compile_chip_sgd`, its output layer mapped by ``out_map``).
     ``softmax``: where a softmax loss's gradient is computed (:func:`sw.train.resolve_softmax`).
     ``backward``: the backward step of the layers ``l >= 1`` (:func:`sw.train.backward_plan`).
-    ``golden_steps``: check the weights against
+    ``overlap`` (chip): the weight updates in the reduce-scatters' free slots
+    (:func:`sw.train_chip.compile_chip_sgd`). ``golden_steps``: check the weights against
     the golden trainer (:class:`GoldenSGD`, :class:`sw.golden_train_chip.GoldenChipSGD`)
     bit for bit after each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
     called as ``progress(done_steps, total_steps)`` after every step. Returns a dict of
@@ -103,7 +104,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
         from sw.golden_train_chip import GoldenChipSGD
         from sw.train_chip import ChipSession, compile_chip_sgd
 
-        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax, backward=backward)
+        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax, backward=backward, overlap=overlap)
     else:
         tp = compile_sgd(cfg, mlp, softmax=softmax, backward=backward)
     log(tp.describe().split("\n\n")[0])
@@ -443,6 +444,9 @@ def add_train_arguments(p) -> None:
     p.add_argument("--backward", default="auto", choices=("auto", "fused", "separate"),
                    help="batch 1: the backward step of layers >= 1: W^T d and the update in one pass over W (fused), "
                         "as two kernels (separate), or the compiler's choice (auto)")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="batch-1 SGD across a chip: run the reduce-scatters and the weight updates one after the "
+                        "other (default: the first rows of each update in its reduce-scatter's free slots)")
     p.add_argument("--batch", type=int, default=1,
                    help="minibatch size (default 1: SGD; b > 1: minibatch GD with W -= (lr / b) sum, on one core or "
                         "across the cores of a chip configuration)")
@@ -480,6 +484,8 @@ def cmd_train(args) -> int:
     hidden = [int(h) for h in args.hidden.split(",") if h.strip()] if args.hidden else []
     mlp = MLP((data.n_in, *hidden, data.n_classes), args.loss, args.lr, batch=args.batch)
     print(data.describe())
+    if args.no_overlap and (args.method != "sgd" or args.batch > 1 or cfg.cores < 2):
+        raise ValueError("--no-overlap is for batch-1 SGD across the cores of a chip configuration")
     if args.method == "cp":
         return _cmd_train_cp(args, cfg, mlp, data)
     if args.groups:
@@ -491,13 +497,13 @@ def cmd_train(args) -> int:
             from sw.train_chip import compile_chip_sgd
 
             print(compile_chip_sgd(cfg, mlp, out_map=args.out_map, softmax=args.softmax,
-                                   backward=args.backward).describe())
+                                   backward=args.backward, overlap=not args.no_overlap).describe())
         else:
             print(compile_sgd(cfg, mlp, softmax=args.softmax, backward=args.backward).describe())
     res = train(cfg, mlp, data, epochs=args.epochs, seed=args.seed, backend=args.model,
                 host_latency=args.host_latency, golden_steps=args.golden_steps,
                 max_train=args.max_train, max_test=args.max_test, out_map=args.out_map, softmax=args.softmax,
-                backward=args.backward)
+                backward=args.backward, overlap=not args.no_overlap)
     st = res["step"]
     e = res["epochs"][-1]
     print(f"final test accuracy {e['test_accuracy'] * 100:.2f}% (float64 SGD {e['test_accuracy_float64'] * 100:.2f}%)")

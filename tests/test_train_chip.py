@@ -332,6 +332,25 @@ def test_cli_train_chip(tmp_path, out_map):
     assert res["step"]["cycles"] == tp.step_cycles()
 
 
+def test_cli_train_chip_no_overlap(tmp_path, capsys):
+    """``--no-overlap`` runs the reduce-scatters and the updates one after the other (the
+    compiler's prediction without the overlap, golden-checked); it is refused where it
+    has no meaning."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "t.json"
+    args = ["train", "--data", "synthetic", "--hidden", "9,5", "--epochs", "1", "--lr", "0.1", "--config",
+            "chip-tiny", "--backward", "separate", "--out-map", "rows", "--max-train", "20", "--max-test", "10"]
+    assert main(args + ["--golden-steps", "5", "--json", str(js), "--no-overlap"]) == 0
+    mlp = MLP((16, 9, 5, 4), "softmax_ce", 0.1)
+    seq, ovl = (compile_chip_sgd(TINY, mlp, out_map="rows", backward="separate", overlap=o) for o in (False, True))
+    assert ovl.meta["overlap"] and json.loads(js.read_text())["step"]["cycles"] == seq.step_cycles()
+    assert main(args + ["--no-overlap", "--batch", "4"]) != 0
+    assert "--no-overlap is for batch-1 SGD" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, cores=6)], ids=["4cores", "6cores"])
 def test_chip_forward_is_the_network(cfg):
     """Independent of the golden trainer (which shares the compiler's column order): the
