@@ -398,7 +398,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     if pe_ff_copies:
         ys = (out / "top.ys").read_text()
         (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)",
-                                               keep_pe_ffs((out / "top.il").read_text()), 1))
+                                               keep_pe_ffs(plan.files["top.il"]), 1))
     t_elab = time.perf_counter() - t0
     cmds = _script_cmds(plan.files["build_top.sh"])
     logf = out / "build.log"

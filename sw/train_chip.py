@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from noc.collectives import Region
-from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text, rsv_chunk
+from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
 from sw.asm import Builder
 from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask, rank1_cost,
                         rank1_lines)
@@ -179,7 +179,7 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
 # ======================================================================================
 # the ops of one step on core k
 # ======================================================================================
-def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False):
+def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False, kind="ring", info=None):
     text = ring_text(cfg, lines, loop=f"{name}_")
     n = len(lines)
 
@@ -187,7 +187,20 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False):
         b.text(text)
         return n
 
-    return Op(name, "ring", emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb, per_core=per_core)
+    return Op(name, kind, emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb, per_core=per_core,
+              info=info or {})
+
+
+def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0):
+    """The :func:`sw.kernels.emit_rank1` op ``W_l += (-lr) d v^T`` of the panel's local
+    rows from ``row0`` on (``m`` x ``n`` the whole panel)."""
+    L = lambda x: local_len(x, cfg.nr)                # noqa: E731
+    mp, np_ = L(m) - row0, L(n)
+    W, d = Region(W.bank, W.base + row0 * np_), Region(d.bank, d.base + row0)
+    alpha = Scalar(nlr.bank, nlr.base)
+    return Op(f"rank1_{l}", "rank1", lambda b: emit_rank1(b, cfg, mp * cfg.nr, n, W, d, v, alpha=alpha, u_layout=dlay,
+                                                          v_layout="cols", name=f"up{l}_").instructions,
+              reads=[(W, mp * np_), (d, mp), (v, np_), (nlr, 1)], writes=[(W, mp * np_)], fma_wb=True, stores=False)
 
 
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
@@ -283,9 +296,8 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                 chunk = (cfg.n_regs - 3) // 2          # the reduce-scatter's registers below the update's
                 op = None
                 if overlap and not fused[l] and chunk >= 1:
-                    # with smaller chunks when the default ones need the update's registers
-                    rs_ov = rs if 2 * min(s[l - 1], rsv_chunk(cfg)) <= 2 * chunk else \
-                        reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base, chunk=chunk)
+                    # in smaller chunks (other passes) only when the default ones need the update's registers
+                    rs_ov = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base, chunk=chunk)
                     op, rest = _rs_with_rank1(cfg, l, rs_ov, P[l], N[l], W, d, dlay, v, R["nlr"], e, s[l - 1])
                     if op.info["instructions"] + op.info["rest_instructions"] >= \
                             len(rs) + rank1_cost(cfg, P[l], N[l], alpha=True)["instructions"]:
@@ -302,9 +314,7 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                     ops.append(rest)
                 continue
         if not fused[l]:
-            kern(f"rank1_{l}", "rank1", lambda b, l=l, W=W, d=d, dlay=dlay, v=v:
-                 emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=dlay, v_layout="cols", name=f"up{l}_"),
-                 [(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
+            ops.append(_rank1_op(cfg, l, P[l], N[l], W, d, dlay, v, R["nlr"]))
     return ops
 
 
@@ -332,19 +342,10 @@ def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
     k = min(fit, key=lambda k: (ends[k - 1] + rest_len(k), k))
     lines, _ = merge_rows(rs, rows[:k])
     reads = [(e, L(n)), (W, k * np_), (d, k), (v, np_), (nlr, 1)]
-    merged = _ring_op(cfg, f"rs{l}_up{l}", lines, reads, [(e, seg), (W, k * np_)], fma_wb=True)
-    merged.kind = "ring+rank1"
-    merged.info = {"layer": l, "rows_merged": k, "rows": mp, "ring_slots": len(rs), "instructions": len(lines),
-                   "rest_instructions": rest_len(k)}
-    if k == mp:
-        return merged, False
-    W2, d2 = Region(W.bank, W.base + k * np_), Region(d.bank, d.base + k)
-    m2 = (mp - k) * nr
-    rest = Op(f"rank1_{l}", "rank1", lambda b: emit_rank1(b, cfg, m2, n, W2, d2, v, alpha=alpha, u_layout=dlay,
-                                                           v_layout="cols", name=f"up{l}_").instructions,
-              reads=[(W2, (mp - k) * np_), (d2, mp - k), (v, np_), (nlr, 1)], writes=[(W2, (mp - k) * np_)],
-              fma_wb=True, stores=False)
-    return merged, rest
+    merged = _ring_op(cfg, f"rs{l}_up{l}", lines, reads, [(e, seg), (W, k * np_)], fma_wb=True, kind="ring+rank1",
+                      info={"layer": l, "rows_merged": k, "rows": mp, "ring_slots": len(rs),
+                            "instructions": len(lines), "rest_instructions": rest_len(k)})
+    return merged, (False if k == mp else _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=k))
 
 
 def _build_ops(cfg, ops, origin=0):
