@@ -39,7 +39,7 @@ def test_can_merge():
     assert can_merge(SEND, MAC) and can_merge("nop", MAC) and can_merge("ar2 = 5", MAC)
     assert not can_merge(ADD, MAC)            # the FMA, and the predicate
     assert not can_merge(SEND, XLINE)         # both drive the row bus
-    assert not can_merge("@row=0 | mov r1 = r2", "mov r3 = r4")
+    assert not can_merge("@row=0 | wrb [ar0 + 9] = r1", MAC)     # no unit in common: only the predicate
     assert not can_merge("halt", "nop")
 
 
