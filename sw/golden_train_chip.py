@@ -26,7 +26,7 @@ from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
 from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
-from sw.train_chip import PanelMap, chip_shapes, resolve_out_map, softmax_why_not
+from sw.train_chip import PanelMap, chip_shapes, plan_chip_sgd, resolve_out_map, softmax_why_not
 
 __all__ = ["GoldenChipSGD"]
 
@@ -39,7 +39,7 @@ class GoldenChipSGD(PanelMap):
     compiler's automatic choice)."""
 
     def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto", softmax: str = "auto",
-                 fused=None):
+                 fused=None, spad=None, page_rows: int | None = None):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         self.reduce = reduce
         self.out_map = resolve_out_map(cfg, mlp, out_map)
@@ -50,7 +50,12 @@ class GoldenChipSGD(PanelMap):
         if len(self.fused) != mlp.n_layers or self.fused[0]:
             raise ValueError(f"fused must have {mlp.n_layers} flags, the first False (layer 0 has no W^T d), "
                              f"got {fused}")
+        #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
+        self.pages = {l: tuple((r0 * self.nr, n * self.nr) for r0, n in sp.pages)
+                      for l, sp in plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused,
+                                                 spad, page_rows)[2].items()}
         fmt = self.fmt
+        self.one = fmt.from_float(np.array([1.0]))[0]
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
         #: W[k][l]: core k's padded panel of layer l, columns in its order
@@ -73,6 +78,16 @@ class GoldenChipSGD(PanelMap):
     def _gather(self, panels):
         c = self.c
         return [np.concatenate([panels[(k - t) % c] for t in range(c)]) for k in range(c)]
+
+    def _gemv_t(self, l, W, d):
+        """``W^T d`` of a panel as the core computes it: in one kernel, or page by page
+        (the first page's, then ``fmt(partial + acc)`` of each further page)."""
+        fmt, nr = self.fmt, self.nr
+        e = None
+        for r0, n in self.pages.get(l, ((0, W.shape[0]),)):
+            part = golden.gemv_t(fmt, nr, W[r0:r0 + n], d[r0:r0 + n], self.reduce)[:self.N[l]]
+            e = part if e is None else golden.axpy(fmt, self.one, part, e)
+        return e
 
     def _reduce_scatter(self, partials, p):
         """Core ``k``: the sum over the cores of segment ``k`` in the ring's order."""
@@ -137,8 +152,7 @@ class GoldenChipSGD(PanelMap):
             d = d[:1] * c                              # computed on core 0, broadcast
         for l in range(nl - 1, -1, -1):
             if l >= 1:
-                e = [golden.gemv_t(fmt, nr, self.W[k][l], pad_vector(fmt, nr, d[k]), self.reduce)[:self.N[l]]
-                     for k in range(c)]
+                e = [self._gemv_t(l, self.W[k][l], pad_vector(fmt, nr, d[k])) for k in range(c)]
                 es = e if self._split_cols(l) else self._reduce_scatter(e, self.P[l - 1])
                 dm = [golden.mask(fmt, es[k], outs[l - 1][k]) for k in range(c)]
             for k in range(c):

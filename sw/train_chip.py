@@ -60,7 +60,7 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.overlap import merge_rows
 from sw.transfer import (decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_beats_for,
-                         unload_beats_for)
+                         load_cost, unload_beats_for)
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, _other,
                       backward_plan,
                       alloc_softmax, breakdown_lines, ops_breakdown, resolve_softmax, softmax_const_items,
@@ -123,13 +123,17 @@ def chip_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:
 # memory allocation (the same on every core)
 # ======================================================================================
 def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows",
-              softmax: str | None = None, fused: list | None = None) -> Allocator:
+              softmax: str | None = None, fused: list | None = None, pages: dict | None = None) -> Allocator:
     """The regions of every core (the same on all); ``fused[l]``: layer ``l``'s backward
     step is the fused kernel (``e_l`` out of ``W_l``'s bank, which takes its updates; no
-    rows copy of its ``d``)."""
+    rows copy of its ``d``). ``pages``: layer -> local rows per page of the panels kept in
+    the scratchpad (:func:`plan_panels`): they share one page buffer ``WP`` in their
+    common bank instead of panel regions; a paged layer ``l >= 1`` accumulates its
+    ``W^T d`` page by page through ``ep`` (the next page's partial) and the scalar 1."""
     c, L = cfg.cores, (lambda n: local_len(n, cfg.nr))
     nl = mlp.n_layers
     fused = fused or [False] * nl
+    pages = pages or {}
     s = [p // cfg.nr for p in P]
     split = out_map == "cols"
     # segments of a_i / e_i a core holds: all c, or its own only for the split output layer's input
@@ -137,8 +141,14 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
     al = Allocator(cfg)
     for l in range(nl):
         m, n = mlp.shape(l)
-        al.alloc(f"W{l}", L(P[l]) * L(N[l]), f"row panel of W{l} ({P[l]} of {m} x {N[l]} (n = {n}) per core)",
-                 bank=wbanks[l])
+        if l not in pages:
+            al.alloc(f"W{l}", L(P[l]) * L(N[l]), f"row panel of W{l} ({P[l]} of {m} x {N[l]} (n = {n}) per core)",
+                     bank=wbanks[l])
+    if pages:
+        ls = sorted(pages)
+        al.alloc("WP", max(pages[l] * L(N[l]) for l in ls),
+                 "page buffer of the panels in the scratchpad (" + ", ".join(
+                     f"W{l}: {pages[l] * cfg.nr} of {P[l]} rows" for l in ls) + " per page)", bank=wbanks[ls[0]])
     al.alloc("x", L(N[0]), "input sample (diag; core 0 loads it, the ring broadcasts it)", forbid={wbanks[0]})
     al.alloc("xc", L(N[0]) + 1, "cols copy of x (GEMV broadcast; rank-1 v)", forbid={wbanks[0]})
     for i in range(1, nl):
@@ -172,6 +182,15 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
         if i + 1 < nl and not fused[i]:
             al.alloc(f"dc{i + 1}", s[i] + 1, f"rows copy of dm{i + 1} (transposed-GEMV broadcast)",
                      forbid={wbanks[i]})
+    acc = [l for l in sorted(pages) if l >= 1 and len(page_split(L(P[l]), pages[l])) > 1]
+    if acc:
+        # the partial W^T d of a page after the first, added to e (the axpy streams the two
+        # from different banks when it can; the fused kernel writes it out of W's bank)
+        eb = al.items[f"e{acc[0]}"].region.bank
+        al.alloc("ep", max(L(N[l]) for l in acc), "W^T d partial of one page (cols), added to e page by page: "
+                 + ", ".join(f"W{l}" for l in acc), prefer=_other(eb),
+                 forbid={wbanks[acc[0]]} if any(fused[l] for l in acc) else ())
+        al.alloc("one", 1, "scalar 1 (every PE)")
     al.alloc("nlr", 1, "scalar -lr (every PE)")
     return al
 
@@ -191,20 +210,66 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False, kind
               info=info or {})
 
 
-def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0):
+def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0, tag=""):
     """The :func:`sw.kernels.emit_rank1` op ``W_l += (-lr) d v^T`` of the panel's local
-    rows from ``row0`` on (``m`` x ``n`` the whole panel)."""
+    rows from ``row0`` on (``m`` x ``n`` the whole panel; ``tag`` tells apart the ops of
+    one layer's pages)."""
     L = lambda x: local_len(x, cfg.nr)                # noqa: E731
     mp, np_ = L(m) - row0, L(n)
     W, d = Region(W.bank, W.base + row0 * np_), Region(d.bank, d.base + row0)
     alpha = Scalar(nlr.bank, nlr.base)
-    return Op(f"rank1_{l}", "rank1", lambda b: emit_rank1(b, cfg, mp * cfg.nr, n, W, d, v, alpha=alpha, u_layout=dlay,
-                                                          v_layout="cols", name=f"up{l}_").instructions,
+    return Op(f"rank1_{l}{tag}", "rank1", lambda b: emit_rank1(b, cfg, mp * cfg.nr, n, W, d, v, alpha=alpha,
+                                                               u_layout=dlay, v_layout="cols",
+                                                               name=f"up{l}{tag}_").instructions,
               reads=[(W, mp * np_), (d, mp), (v, np_), (nlr, 1)], writes=[(W, mp * np_)], fma_wb=True, stores=False)
 
 
+def _at(r: Region, off: int) -> Region:
+    return Region(r.bank, r.base + off)
+
+
+def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, fused: bool) -> list:
+    """Ops of layer ``l``'s backward step with its panel in the scratchpad, page by page:
+    load the page into ``WP``; ``l >= 1``: its part of ``e = W_l^T d`` (the old weights;
+    the first page into ``e``, each further one into ``ep`` and added to ``e`` by an axpy
+    with 1); its rows of the update (fused: the same pass); store the page back."""
+    nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
+    WP, ln = R["WP"], L(N[l])
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = []
+    for p, (r0, n) in enumerate(sp.pages):
+        w, dp = sp.page_words(p), _at(d, r0)
+        ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+        if l >= 1:
+            e = R[f"e{l}"] if p == 0 else R["ep"]
+            if fused:
+                ops.append(Op(f"bwup{l}_{p}", "gemv_t_rank1", lambda b, n=n, dp=dp, e=e, p=p:
+                              emit_gemv_t_rank1(b, cfg, n * nr, N[l], WP, dp, v, e, alpha=nlr, d_layout=dlay,
+                                                name=f"bu{l}_{p}_").instructions,
+                              reads=[(WP, w), (dp, n), (v, ln), (R["nlr"], 1)], writes=[(WP, w), (e, ln)],
+                              fma_wb=True, stores=True, wb=[(WP, w)], wb_tail=_fused_tail(cfg, n * nr, N[l])))
+            else:
+                dc = _at(dcopy, r0) if dcopy is not None else None
+                ops.append(Op(f"gemv_t{l}_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
+                              emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True,
+                                        x_layout=dlay if dlay == "diag" else None, x_copy=dc,
+                                        name=f"bw{l}_{p}_").instructions,
+                              reads=[(WP, w), (dp, n)], writes=[(e, ln)] + ([(dc, n + 1)] if dc is not None else [])))
+            if p:
+                one = Scalar(R["one"].bank, R["one"].base)
+                ops.append(Op(f"acc{l}_{p}", "axpy", lambda b, p=p: emit_axpy(b, cfg, ln, one, R["ep"], R[f"e{l}"],
+                                                                             name=f"ac{l}_{p}_").instructions,
+                              reads=[(R["ep"], ln), (R[f"e{l}"], ln), (R["one"], 1)], writes=[(R[f"e{l}"], ln)],
+                              fma_wb=True, stores=False))
+        if not (l >= 1 and fused):
+            ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))
+        ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p)))
+    return ops
+
+
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
-              softmax: str | None = None, fused: list | None = None, overlap: bool = False) -> list:
+              softmax: str | None = None, fused: list | None = None, overlap: bool = False,
+              spad: dict | None = None) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -215,9 +280,13 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     reduced logits (:func:`sw.softmax.emit_softmax_grad`) while the others wait.
     ``fused[l]``: layer ``l``'s ``W^T d`` and update are one
     :func:`sw.kernels.emit_gemv_t_rank1` (before the reduce-scatter) instead of the
-    transposed GEMV and, after the mask, the rank-1 update."""
+    transposed GEMV and, after the mask, the rank-1 update. ``spad``: layer ->
+    :class:`SpadPanel`, the panels paged through ``WP``: per page a load and the page's
+    rows of the forward GEMV; backward :func:`_paged_backward`, then the reduce-scatter
+    and the mask (no overlap: the update is done by then)."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     fused = fused or [False] * nl
+    spad = spad or {}
     s = [p // nr for p in P]
     split = out_map == "cols"
     R = {n: v.region for n, v in al.items.items()}
@@ -233,13 +302,26 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
         ops.append(_ring_op(cfg, "bcast_x", broadcast_lines(cfg, k, L(N[0]), (x.bank, x.base), (x.bank, x.base)),
                             [(x, L(N[0]))], [(x, L(N[0]))]))
         for l in range(nl):
-            W = R[f"W{l}"]
             xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
             y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
-            wn = L(P[l]) * L(N[l])
-            kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y:
-                 emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_"),
-                 [(W, wn), (xin, L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+            if l in spad:
+                # page by page: load, the page's rows of z (the first page broadcasts the
+                # input from the diagonal and keeps its cols copy, the others read the copy)
+                sp, WP = spad[l], R["WP"]
+                for p, (r0, n) in enumerate(sp.pages):
+                    w = sp.page_words(p)
+                    ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+                    xi, yp = (xin if p == 0 else xc), _at(y, r0)
+                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p:
+                         emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
+                                   x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_"),
+                         [(WP, w), (xi, L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
+            else:
+                W = R[f"W{l}"]
+                wn = L(P[l]) * L(N[l])
+                kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y:
+                     emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_"),
+                     [(W, wn), (xin, L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
             if l < nl - 1:
                 kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
                      [(y, s[l])], [(y, s[l])])
@@ -268,11 +350,22 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                             broadcast_lines(cfg, k, so, (d.bank, d.base), (d.bank, d.base)), [(d, so)], [(d, so)]))
         dlay, dcopy = "diag", R["dz"]
     for l in range(nl - 1, -1, -1):
-        W = R[f"W{l}"]
+        W = R.get(f"W{l}")
         wn = L(P[l]) * L(N[l])
         if l < nl - 1:
             d, dlay, dcopy = R[f"dm{l + 1}"], "diag", R.get(f"dc{l + 1}")
         v = R["xc"] if l == 0 else R[f"c{l}"]
+        if l in spad:
+            ops += _paged_backward(cfg, l, spad[l], R, P, N, d, dlay, dcopy, v, fused[l])
+            if l >= 1:
+                e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
+                if not (split and l == nl - 1):
+                    ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
+                                        [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
+                kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
+                     emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
+                     [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+            continue
         if l >= 1 and fused[l]:
             # e = W^T d (old W) and W += d (-lr v)^T in one pass. It reads up to its block's
             # width past the end of v and one word past d (values unused): only the used
@@ -498,7 +591,7 @@ def _halt(cfg):
 @dataclass(frozen=True)
 class SpadPanel:
     """A weight panel kept in the core's scratchpad and moved through a PE-memory page
-    buffer in row pages (:func:`sw.train_chip_mb.plan_chip_mb`). The panel's local words
+    buffer in row pages (:func:`plan_panels`). The panel's local words
     (``lrows x ncols`` per PE, the 2D round-robin layout) are stored page after page in
     the beat order of :func:`sw.transfer.emit_unload` (a page unloaded to the scratchpad
     loads back unchanged with ``emit_load(..., lanes="cols")``)."""
@@ -521,6 +614,97 @@ class SpadPanel:
 
     def beats(self, nr: int) -> int:
         return nr * self.words
+
+
+def page_split(lrows: int, per: int) -> tuple:
+    """Row pages ``((first local row, local rows), ...)`` of ``lrows`` local rows, at most
+    ``per`` per page."""
+    return tuple((r, min(per, lrows - r)) for r in range(0, lrows, per))
+
+
+def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
+                fail=None) -> tuple:
+    """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``, shared by
+    SGD and minibatch GD across cores.
+
+    ``alloc(wbanks, pages)`` returns the step's :class:`sw.train.Allocator` for a bank per
+    panel and ``pages`` (layer -> local rows per page of the panels in the scratchpad, or
+    None). Every panel in the PE memories when some assignment of the panels to the banks
+    fits (``spad=None``); otherwise the largest ``pageable`` panels move to the core's
+    scratchpad, one more at a time, until the rest fits with a page buffer ``WP`` (the
+    paged panels share a bank). ``spad``: the layers to keep in the scratchpad (an
+    explicit choice, e.g. to test paging on small networks). Pages are row pages of at
+    most ``page_rows`` rows (a multiple of ``nr``; default: as many as the buffer holds,
+    the buffer taking what the PE memories have left), the bank assignment with the
+    fewest pages. Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
+    message, with the sizes) when nothing fits."""
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+    nl, nr = len(P), cfg.nr
+    cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=nl), 1024)]
+    if spad is None:
+        for wb in cands:
+            al = alloc(wb, None)
+            if al.fits():
+                return wb, al, {}
+        order = sorted(pageable, key=lambda l: (-L(P[l]) * L(N[l]), l))
+        sets = [sorted(order[:j]) for j in range(1, len(order) + 1)] if cfg.spad_kib else []
+    else:
+        sets = [sorted(set(int(l) for l in spad))]
+        bad = [l for l in sets[0] if l not in pageable]
+        if bad or not sets[0]:
+            raise TrainCompileError(f"spad layers must be a non-empty subset of {pageable} (the row-panel layers), "
+                                    f"got {sorted(spad)}")
+        if not cfg.spad_kib:
+            raise TrainCompileError("weights in the scratchpad need one: this configuration has none "
+                                    "(cfg.spad_kib = 0)")
+    if page_rows is not None and (page_rows < nr or page_rows % nr):
+        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {nr}, got {page_rows}")
+    cap = (page_rows // nr) if page_rows else max(L(p) for p in P)
+    lim = (1 << cfg.loop_bits) - 2
+    for S in sets:
+        beats = sum(nr * L(P[l]) * L(N[l]) for l in S)
+        if beats > cfg.spad_depth:
+            break                                  # more layers in the scratchpad only need more
+        best = None
+
+        def per(t, S=S):                           # local rows per page with at most t per page
+            return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
+        for wb in cands:
+            if len({wb[l] for l in S}) != 1:
+                continue
+            if not alloc(wb, per(1)).fits():
+                continue
+            lo, hi = 1, max(L(P[l]) for l in S)
+            while lo < hi:                         # the largest pages that fit
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if alloc(wb, per(mid)).fits() else (lo, mid - 1)
+            rows = per(lo)
+            npages = sum(-(-L(P[l]) // rows[l]) for l in S)
+            if best is None or npages < best[0]:
+                best = (npages, wb, rows)
+        if best is not None:
+            _, wb, rows = best
+            al = alloc(wb, rows)
+            panels, at = {}, 0
+            for l in S:
+                panels[l] = SpadPanel(at, L(P[l]), L(N[l]), page_split(L(P[l]), rows[l]))
+                at += panels[l].beats(nr)
+            return wb, al, panels
+    raise TrainCompileError(fail(alloc(cands[0], None)))
+
+
+def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> Op:
+    """Move a page between the scratchpad (beats ``addr ..``) and the page buffer ``WP``
+    (``words`` per PE): :func:`sw.transfer.emit_load` with ``lanes="cols"`` /
+    :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word."""
+    n = load_cost(cfg, words) + 1
+    if store:
+        return Op(name, "spad", lambda bl: (emit_unload(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_",
+                                                        dest="spad", spad_addr=addr), n)[1],
+                  reads=[(WP, words)], writes=[], stores=False)
+    return Op(name, "spad", lambda bl: (emit_load(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_", source="spad",
+                                                  spad_addr=addr, lanes="cols"), n)[1],
+              reads=[], writes=[(WP, words)])
 
 
 def spad_image(cfg, panel: SpadPanel, local) -> list:
@@ -616,7 +800,7 @@ class ChipSGDProgram(PanelMap):
     softmax: str | None = None
     #: per layer: backward step fused (:func:`sw.kernels.emit_gemv_t_rank1`)
     fused: list = field(default_factory=list)
-    #: layer -> :class:`SpadPanel`: weight panels kept in the scratchpad (minibatch GD)
+    #: layer -> :class:`SpadPanel`: weight panels kept in the scratchpad (:func:`plan_panels`)
     spad: dict = field(default_factory=dict)
 
     # -- figures ------------------------------------------------------------------------
@@ -860,6 +1044,8 @@ class ChipSGDProgram(PanelMap):
         scal = {"nlr": self.neg_lr}
         if self.mlp.loss == "mse":
             scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])
+        if "one" in self.regions:                      # the paged W^T d's accumulation
+            scal["one"] = int(fmt.from_float(np.array([1.0]))[0])
         smx = softmax_const_items(cfg, self.regions, self.mlp.n_out) if self.softmax == "array" else []
         items = [[(self.regions[f"W{l}"], pack_matrix(per[k][l], nr)) for l in range(self.mlp.n_layers)
                   if l not in self.spad]
@@ -1021,8 +1207,32 @@ def replace_depth(cfg):
     return replace(cfg, ucode_depth=1 << 16)
 
 
+def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | None, fused: list, spad=None,
+                  page_rows: int | None = None) -> tuple:
+    """Where the weight panels of an SGD step live: ``(wbanks, allocator, {layer:
+    SpadPanel})`` (:func:`plan_panels` with :func:`_allocate`; every layer but an output
+    layer split by columns can be paged). Raises :class:`sw.train.TrainCompileError` with
+    the sizes when nothing fits."""
+    nl = mlp.n_layers
+    pageable = [l for l in range(nl) if not (out_map == "cols" and l == nl - 1)]
+
+    def fail(al):
+        L = lambda n: local_len(n, cfg.nr)           # noqa: E731
+        wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(nl))
+        return (f"MLP {'-'.join(map(str, mlp.sizes))} does not fit {cfg.cores} cores of {cfg.nr}x{cfg.nr} PEs: each "
+                f"core needs {al.used('a') + al.used('b')} words per PE (MEM A {al.used('a')}, MEM B "
+                f"{al.used('b')}; weights per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B "
+                f"{cfg.mem_b_words} words of {cfg.fmt}; no assignment of the weight panels to the banks fits, " + (
+                    f"nor with the largest panels paged from the {cfg.spad_depth}-beat scratchpad (all row panels "
+                    f"need {sum(cfg.nr * L(P[l]) * L(N[l]) for l in pageable)} beats, and the rest must fit with a "
+                    f"page buffer)" if cfg.spad_kib else "and there is no scratchpad (cfg.spad_kib = 0)"))
+    return plan_panels(cfg, P, N, lambda wb, pages: _allocate(cfg, mlp, wb, P, N, out_map, softmax, fused, pages),
+                       pageable, spad, page_rows, fail)
+
+
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
-                     backward: str = "auto", overlap: bool = True) -> ChipSGDProgram:
+                     backward: str = "auto", overlap: bool = True, spad=None,
+                     page_rows: int | None = None) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -1034,10 +1244,14 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     :attr:`ChipSGDProgram.fused`). ``overlap``: run the first rows of each separate
     rank-1 update in the free slots of the reduce-scatter before it
     (:func:`_rs_with_rank1`; the same operations, so the same bits; recorded in
-    ``meta["overlap"]``).
+    ``meta["overlap"]``). When no assignment of the panels to the banks fits, the largest
+    panels are kept in the scratchpad and paged (:func:`plan_chip_sgd`; ``spad`` /
+    ``page_rows`` force it): each weight of a paged panel crosses the scratchpad port
+    three times per step (loaded for the forward pass, loaded and stored for the
+    backward pass).
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
-    (with the sizes), a program does not fit the microcode, ``-lr`` is not
+    and the scratchpad (with the sizes), a program does not fit the microcode, ``-lr`` is not
     representable, or a panel is too tall for the register reduce-scatter."""
     if not isinstance(mlp, MLP):
         raise TypeError(f"mlp must be an sw.mlp.MLP, got {type(mlp).__name__}")
@@ -1053,38 +1267,23 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     v = float(fmt.to_float(np.array([nlr]))[0])
     if v == 0.0 or not np.isfinite(v):
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
-    # bank of each weight panel: the first assignment that fits, all in A first
-    cands = [("a" if set(x) == {"a"} else "search", list(x))
-             for x in itertools.islice(itertools.product("ab", repeat=mlp.n_layers), 1024)]
-    al = None
-    for pol, wbanks in cands:
-        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx, fused)
-        if al.fits():
-            break
-    if not al.fits():
-        pol, wbanks = cands[0]
-        al = _allocate(cfg, mlp, wbanks, P, N, out_map, smx, fused)
-        L = lambda n: local_len(n, cfg.nr)           # noqa: E731
-        wsz = ", ".join(f"W{l} panel {P[l]}x{N[l]}: {L(P[l]) * L(N[l])}" for l in range(mlp.n_layers))
-        raise TrainCompileError(
-            f"MLP {'-'.join(map(str, mlp.sizes))} does not fit {c} cores of {cfg.nr}x{cfg.nr} PEs: each core needs "
-            f"{al.used('a') + al.used('b')} words per PE (MEM A {al.used('a')}, MEM B {al.used('b')}; weights "
-            f"per PE: {wsz}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of {fmt}")
+    wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows)
+    pol = "a" if set(wbanks) == {"a"} else "search"
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap)
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels)
                              for k in range(c)]
     else:
-        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
+        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels) for k in range(c)]
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused,
-                                           overlap=overlap) for k in range(c)]
-    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map) for k in range(c)]
+                                           overlap=overlap, spad=panels) for k in range(c)]
+    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels) for k in range(c)]
     parts, images = _place_parts(cfg, parts_ops)
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
-                         "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if op.info]},
-                        out_map=out_map, softmax=smx,
-                        fused=fused)
+                         "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if op.info],
+                         "spad_layers": sorted(panels), "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                        out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
     return tp
 

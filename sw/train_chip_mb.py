@@ -41,12 +41,11 @@ turnaround is counted as :data:`sw.train.HOST_LATENCY_CYCLES` once per minibatch
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import Region, emit_transpose
+from noc.collectives import emit_transpose
 from noc.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
@@ -54,8 +53,8 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
                       softmax_ce_loss)
-from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, SpadPanel, _place_parts, chip_shapes,
-                           resolve_out_map)
+from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place_parts, chip_shapes, plan_panels,
+                           resolve_out_map, spad_op)
 from sw.train_mb import MBProgram
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
 
@@ -133,86 +132,21 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
     return al
 
 
-def _pages(lrows: int, per: int) -> tuple:
-    return tuple((r, min(per, lrows - r)) for r in range(0, lrows, per))
-
-
 def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=None,
                  page_rows: int | None = None) -> tuple:
-    """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``.
-
-    Every panel in the PE memories when some assignment of the panels to the banks fits
-    (``spad=None``); otherwise the largest panels (row-panel layers only) move to the
-    core's scratchpad, one more at a time, until the rest fits with a page buffer.
-    ``spad``: the layers to keep in the scratchpad (an explicit choice, e.g. to test
-    paging on small networks). A panel in the scratchpad is moved through the page buffer
-    ``WP`` in row pages of at most ``page_rows`` rows (a multiple of ``nr``; default: as
-    many as the buffer holds, the buffer taking what the PE memories have left). Raises
-    :class:`sw.train.TrainCompileError` with the sizes when nothing fits."""
-    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
-    nl, nr = mlp.n_layers, cfg.nr
-    cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=nl), 1024)]
+    """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``
+    (:func:`sw.train_chip.plan_panels` with :func:`allocate_chip_mb`; the row-panel layers
+    can be paged). Raises :class:`sw.train.TrainCompileError` with the sizes when nothing
+    fits."""
+    nl = mlp.n_layers
     pageable = [l for l in range(nl) if not (out_map == "cols" and l == nl - 1)]
-    if spad is None:
-        for wb in cands:
-            al = allocate_chip_mb(cfg, mlp, wb, P, N, out_map)
-            if al.fits():
-                return wb, al, {}
-        order = sorted(pageable, key=lambda l: (-L(P[l]) * L(N[l]), l))
-        sets = [sorted(order[:j]) for j in range(1, len(order) + 1)] if cfg.spad_kib else []
-    else:
-        sets = [sorted(set(int(l) for l in spad))]
-        bad = [l for l in sets[0] if l not in pageable]
-        if bad or not sets[0]:
-            raise TrainCompileError(f"spad layers must be a non-empty subset of {pageable} (the row-panel layers), "
-                                    f"got {sorted(spad)}")
-        if not cfg.spad_kib:
-            raise TrainCompileError("weights in the scratchpad need one: this configuration has none "
-                                    "(cfg.spad_kib = 0)")
-    if page_rows is not None and (page_rows < nr or page_rows % nr):
-        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {nr}, got {page_rows}")
-    cap = (page_rows // nr) if page_rows else max(L(p) for p in P)
-    lim = (1 << cfg.loop_bits) - 2
-    for S in sets:
-        beats = sum(nr * L(P[l]) * L(N[l]) for l in S)
-        if beats > cfg.spad_depth:
-            break                                  # more layers in the scratchpad only need more
-        best = None
-
-        def per(t, S=S):                           # local rows per page with at most t per page
-            return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
-        for wb in cands:
-            if len({wb[l] for l in S}) != 1:
-                continue
-            if not allocate_chip_mb(cfg, mlp, wb, P, N, out_map, per(1)).fits():
-                continue
-            lo, hi = 1, max(L(P[l]) for l in S)
-            while lo < hi:                         # the largest pages that fit
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if allocate_chip_mb(cfg, mlp, wb, P, N, out_map, per(mid)).fits() else (lo, mid - 1)
-            rows = per(lo)
-            npages = sum(-(-L(P[l]) // rows[l]) for l in S)
-            if best is None or npages < best[0]:
-                best = (npages, wb, rows)
-        if best is not None:                       # the bank assignment with the fewest pages
-            _, wb, rows = best
-            al = allocate_chip_mb(cfg, mlp, wb, P, N, out_map, rows)
-            panels, at = {}, 0
-            for l in S:
-                panels[l] = SpadPanel(at, L(P[l]), L(N[l]), _pages(L(P[l]), rows[l]))
-                at += panels[l].beats(nr)
-            return wb, al, panels
-    al = allocate_chip_mb(cfg, mlp, cands[0], P, N, out_map)
-    raise TrainCompileError(_sizes_message(cfg, mlp, al, P, N))
+    return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb(cfg, mlp, wb, P, N, out_map, pages),
+                       pageable, spad, page_rows, fail=lambda al: _sizes_message(cfg, mlp, al, P, N))
 
 
 # ======================================================================================
 # the ops of one step on core k
 # ======================================================================================
-def _at(r: Region, off: int) -> Region:
-    return Region(r.bank, r.base + off)
-
-
 def _issued(res) -> int:
     """Instructions a kernel issued: a :class:`sw.kernels.KernelInfo` or a collective's
     :class:`noc.collectives.Frag`."""
@@ -222,20 +156,6 @@ def _issued(res) -> int:
 def _ring_op(name, frag, reads, writes, fma_wb=False):
     return Op(name, "ring", lambda b, f=frag: (b.text(f.text), f.slots)[1], reads=reads, writes=writes,
               fma_wb=fma_wb, stores=not fma_wb, per_core=True)
-
-
-def _spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> Op:
-    """Move a page between the scratchpad (beats ``addr ..``) and the page buffer ``WP``
-    (``words`` per PE): :func:`sw.transfer.emit_load` with ``lanes="cols"`` /
-    :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word."""
-    n = load_cost(cfg, words) + 1
-    if store:
-        return Op(name, "spad", lambda bl: (emit_unload(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_",
-                                                        dest="spad", spad_addr=addr), n)[1],
-                  reads=[(WP, words)], writes=[], stores=False)
-    return Op(name, "spad", lambda bl: (emit_load(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_", source="spad",
-                                                  spad_addr=addr, lanes="cols"), n)[1],
-              reads=[], writes=[(WP, words)])
 
 
 def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
@@ -287,7 +207,7 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
                 sp, WP = spad[l], R["WP"]
                 for p, (r0, n) in enumerate(sp.pages):
                     w = sp.page_words(p)
-                    ops.append(_spad_op(cfg, f"ld{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+                    ops.append(spad_op(cfg, f"ld{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
                     kern(f"gemm{l}_{p}", "gemm", lambda bl, l=l, n=n, p=p, xin=xin, yp=_at(y, r0 * Lb):
                          emit_gemm(bl, cfg, n * nr, N[l], b, WP, xin, yp, name=f"fw{l}_{p}_"),
                          [(WP, w), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
@@ -373,7 +293,7 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
             spn, WP = spad[l], R["WP"]
             for p, (r0, n) in enumerate(spn.pages):
                 w, Dp, kp = spn.page_words(p), _at(D, r0 * Lb), n * Lb
-                ops.append(_spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
+                ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
                 if l >= 1:
                     kern(f"tpD{l}_{p}", "transpose", lambda bl, n=n, Dp=Dp, DT=DT, st=st, l=l, p=p:
                          emit_transpose(bl, cfg, n * nr, b, Dp, DT, st, name=f"td{l}_{p}_"),
@@ -385,7 +305,7 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
                 kern(f"update{l}_{p}", "gemm_acc", lambda bl, n=n, Dp=Dp, AT=AT, l=l, p=p:
                      emit_gemm(bl, cfg, n * nr, b, N[l], Dp, AT, WP, accumulate=True, alpha=nlr, name=f"up{l}_{p}_"),
                      [(Dp, kp), (AT, Lb * L(N[l])), (WP, w), whole("nlr")], [(WP, w)], fma_wb=True)
-                ops.append(_spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p)))
+                ops.append(spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p)))
             if l >= 1:
                 reduce_ops()
         else:
