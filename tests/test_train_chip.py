@@ -283,18 +283,21 @@ def test_chip_sgd_rtl_softmax_on_array(sim):
     assert tp.out_map == "cols" and tp.softmax == "array" and tp.host_cycles() == 0
 
 
-def _chip_rtl(sim, cfg, mlp, steps, seed, out_map, backward="auto"):
+def _chip_rtl(sim, cfg, mlp, steps, seed, out_map, backward="auto", spad=None, page_rows=None):
     """``steps`` steps recorded on the per-cycle chip model (against the golden), replayed
-    on the RTL: every core's beats and counters compared, the weights read back."""
+    on the RTL: every core's beats and counters compared, the weights read back (from the
+    scratchpads for the panels of layers ``spad``)."""
     from functools import partial
 
     from sim.chip_run import ChipPhase, run_chip_session
 
     loss = mlp.loss
+    pg = dict(spad=spad, page_rows=page_rows)
     tp, sess, gold, results = run_and_check(cfg, mlp, steps, "model", seed, record=True, out_map=out_map,
-                                            compile=partial(compile_chip_sgd, backward=backward),
+                                            compile=partial(compile_chip_sgd, backward=backward, **pg),
                                             golden=partial(GoldenChipSGD, fused=backward_plan(
-                                                cfg, mlp, backward, shapes=list(zip(*chip_shapes(cfg, mlp, out_map))))))
+                                                cfg, mlp, backward, shapes=list(zip(*chip_shapes(cfg, mlp, out_map)))),
+                                                **pg))
     un = tp.unload_weights_phases()
     phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
     res = run_chip_session(cfg, phases, backend="rtl", sim=sim, name=f"chip-sgd-{loss}-{cfg.cores}x{cfg.nr}")
@@ -309,6 +312,97 @@ def _chip_rtl(sim, cfg, mlp, steps, seed, out_map, backward="auto"):
                 assert max(c.counters["cycles"] for c in res[j]) == cyc
     print(f"{sim} {loss}: {res[-1][0].info}")
     return tp
+
+
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
+def test_chip_sgd_spad_rtl(sim):
+    """Panels paged from the scratchpad on the RTL (``CHIP2_SMX``'s 256-beat
+    scratchpads): both layers in pages of 2 rows (the hidden layer's ``W^T d``
+    accumulated over its pages, the fused backward step), one step with the output layer
+    by rows; then a 3-layer network with separate backward steps, only the middle layer
+    paged. Recorded on the per-cycle model against the golden trainer, replayed on the
+    RTL, the weights read back from the RTL's scratchpads and PE memories."""
+    require_sim(sim)
+    seed = _seed()
+    tp = _chip_rtl(sim, CHIP2_SMX, MLP((5, 9, 6), "mse", 0.125), 1, seed, "rows", backward="fused", spad=[0, 1],
+                   page_rows=2)
+    assert all(len(sp.pages) > 1 for sp in tp.spad.values()) and tp.fused == [False, True]
+    tp = _chip_rtl(sim, CHIP2_SMX, MLP((5, 6, 7, 3), "mse", 0.125), 1, seed, "rows", backward="separate",
+                   spad=[1], page_rows=2)
+    assert sorted(tp.spad) == [1] and len(tp.spad[1].pages) == 2 and "ep" in tp.alloc.items
+
+
+# -- weight panels in the scratchpad ---------------------------------------------------
+def run_spad(cfg, mlp, steps, backend, seed, spad=None, page_rows=None, out_map="auto", backward="auto"):
+    """:func:`run_and_check` with the panels of layers ``spad`` (None: the compiler's
+    choice) in the scratchpad, paged by at most ``page_rows`` rows."""
+    from functools import partial
+
+    fused = None if backward == "auto" else [False] + [backward == "fused"] * (mlp.n_layers - 1)
+    return run_and_check(cfg, mlp, steps, backend, seed, out_map=out_map,
+                         compile=partial(compile_chip_sgd, spad=spad, page_rows=page_rows, backward=backward),
+                         golden=partial(GoldenChipSGD, spad=spad, page_rows=page_rows, fused=fused))
+
+
+@pytest.mark.parametrize("backward", ["fused", "separate"])
+@pytest.mark.parametrize("loss,out_map", [("mse", "rows"), ("softmax_ce", "cols"), ("softmax_ce", "rows")])
+@pytest.mark.parametrize("spad,page_rows", [([0, 1, 2], 4), ([1], 8), ([0, 2], None)],
+                         ids=["all-4-row-pages", "one-layer-whole", "two-layers-whole"])
+def test_chip_sgd_spad_matches_golden(spad, page_rows, loss, out_map, backward):
+    """Panels paged from the scratchpad: full panels on every core (each page's partial
+    of ``W^T d`` is non-zero, so the page-by-page accumulation shows in the rounding),
+    both output mappings (the split output layer stays in PE memory), both backward
+    steps, bit for bit against the golden trainer after every step, cycles as predicted;
+    every paged weight crosses the scratchpad port three times per step."""
+    if out_map == "cols":
+        spad = [l for l in spad if l < 2] or [1]
+    cfg = replace(SMALL, spad_kib=4)
+    mlp = MLP((20, 32, 32, 16), loss, 0.3)
+    tp, sess, gold, res = run_spad(cfg, mlp, 2, "fast", _seed(), spad, page_rows, out_map, backward)
+    assert sorted(tp.spad) == sorted(spad) == tp.meta["spad_layers"]
+    if page_rows:
+        assert all(n * cfg.nr <= page_rows for sp in tp.spad.values() for _, n in sp.pages)
+    assert ("ep" in tp.alloc.items) == any(len(sp.pages) > 1 for l, sp in tp.spad.items() if l >= 1)
+    beats = sum(sp.beats(cfg.nr) for sp in tp.spad.values())
+    step_rd = sum(c["spad_rd_beats"] for c in res[-1].core_counters) // cfg.cores
+    step_wr = sum(c["spad_wr_beats"] for c in res[-1].core_counters) // cfg.cores
+    assert (step_rd, step_wr) == (2 * beats, beats)
+    assert "spad" in {k for _, k, _ in tp.breakdown()}
+    assert all(o["layer"] not in tp.spad for o in tp.meta["overlap"])     # paged: updated before the reduce-scatter
+    x = np.random.default_rng(1).uniform(-1, 1, mlp.n_in)
+    assert np.array_equal(tp.predict(sess, x), gold.predict(x))
+    assert "scratchpad beats 0.." in tp.describe()
+
+
+def test_chip_sgd_spad_when_pe_memory_is_short():
+    """PE memories too small for the panels: the compiler pages the largest panel from the
+    scratchpad by itself (the golden trainer follows the same plan); with too small a
+    scratchpad, or none, it fails with the sizes; explicit choices are checked."""
+    mlp = MLP((40, 128, 32, 5), "mse", 0.05)
+    cfg = replace(SMALL, mem_a_words=128, mem_b_words=128, spad_kib=4)
+    with pytest.raises(TrainCompileError, match="does not fit .* there is no scratchpad"):
+        compile_chip_sgd(replace(cfg, spad_kib=0), mlp)
+    tp, *_ = run_spad(cfg, mlp, 2, "fast", _seed())
+    assert tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 4}
+    with pytest.raises(TrainCompileError, match="nor with the largest panels paged from the 128-beat scratchpad"):
+        compile_chip_sgd(replace(cfg, spad_kib=1), mlp)
+    with pytest.raises(TrainCompileError, match="spad layers must be"):
+        compile_chip_sgd(SMALL, mlp, spad=[3])
+    with pytest.raises(TrainCompileError, match=r"spad layers must be a non-empty subset of \[0, 1\]"):
+        compile_chip_sgd(SMALL, mlp, spad=[2], out_map="cols")
+    with pytest.raises(TrainCompileError, match="page_rows must be a positive multiple of nr = 4"):
+        compile_chip_sgd(replace(SMALL, spad_kib=4), mlp, spad=[0], page_rows=6)
+    with pytest.raises(TrainCompileError, match="has none"):
+        compile_chip_sgd(replace(SMALL, spad_kib=0), mlp, spad=[0])
+
+
+def test_chip_sgd_spad_engines_agree():
+    """The fast chip engine and the per-cycle chip model with paged panels: the same
+    counters (scratchpad beats included) on every core."""
+    from functools import partial
+
+    check_engines_agree(partial(run_spad, spad=[0, 1], page_rows=4, out_map="rows"),
+                        MLP((12, 40, 6), "softmax_ce", 0.05))
 
 
 @pytest.mark.parametrize("out_map", ["auto", "rows"])
