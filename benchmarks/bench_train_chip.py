@@ -52,6 +52,9 @@ CASES = [
     ("S", (784, 500, 500, 500, 10), "mse", "auto"),
     ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto"),
     ("chip-small", (64, 64, 64, 10), "mse", "auto"),
+    # a network whose weights do not fit the PE memories at S: the largest panels paged from
+    # the scratchpad (bench_train_chip_mb has the same network with minibatch GD)
+    ("S", (784, 1500, 1500, 1500, 10), "softmax_ce", "auto"),
 ]
 
 #: the reference design's SGD figure for its small network on config S
@@ -81,6 +84,10 @@ def _category(name: str, kind: str) -> str:
         if name.startswith("rs"):
             return "reduce-scatter W^T d (ring)"
         return "other ring"
+    if kind == "spad":
+        return "scratchpad page load/store"
+    if kind == "axpy" and name.startswith("acc"):
+        return "W^T d page accumulation (axpy)"
     ew = "elementwise (ReLU, mask, loss grad)"
     return {**KERNEL_CATEGORIES, "relu": ew, "relu_mask": ew, "axpy": ew, "nop": "gaps (NOPs between ops)",
             "halt": "HALT + start latency + drain (per chip RUN)"}.get(kind, f"other ({kind})")
@@ -223,6 +230,7 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = 
         "cores": cfg.cores, "pes": cfg.nr * cfg.nr * cfg.cores, "layers": layers,
         "chip_runs_per_step": [{"name": p.name, "cycles": tp.part_cycles(p), "instructions": p.instructions}
                                for p in tp.chip_parts()],
+        "spad_layers": tp.meta["spad_layers"], "spad_pages": {str(k): v for k, v in tp.meta["pages"].items()},
         "microcode_images": len(tp.images), "microcode_reload_words_per_step": tp.reload_words_per_step(),
         "host_phases_predicted": [{"name": n, "cycles": c} for n, c in tp.host_phase_cycles()],
         "breakdown_per_op": [{"op": n, "kind": k, "cycles": c} for n, k, c in tp.breakdown()],
@@ -233,15 +241,16 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = 
 
 
 def _split(bd: dict) -> str:
-    """GEMV / GEMV^T / rank-1 / fused backward / ring / host I/O / other cycles
-    (turnaround excluded)."""
+    """GEMV / GEMV^T / rank-1 / fused backward / ring / ring + rank-1 / scratchpad / host
+    I/O / other cycles (turnaround excluded)."""
     g = lambda k: bd.get(k, {}).get("cycles", 0)          # noqa: E731
     ring = sum(v["cycles"] for k, v in bd.items() if "(ring)" in k)
     host = sum(v["cycles"] for k, v in bd.items() if k.startswith("host phase"))
-    fw, bw, up, fu, ov = (g("GEMV W x (forward)"), g("GEMV^T W^T d (backward)"), g("rank-1 update"),
-                          g("W^T d + update, fused (backward)"), g("reduce-scatter with rank-1 rows in its free slots"))
+    fw, bw, up, fu, ov, sp = (g("GEMV W x (forward)"), g("GEMV^T W^T d (backward)"), g("rank-1 update"),
+                              g("W^T d + update, fused (backward)"),
+                              g("reduce-scatter with rank-1 rows in its free slots"), g("scratchpad page load/store"))
     total = sum(v["cycles"] for k, v in bd.items() if not k.startswith("host softmax"))
-    return f"{fw}/{bw}/{up}/{fu}/{ring}/{ov}/{host}/{total - fw - bw - up - fu - ring - ov - host}"
+    return f"{fw}/{bw}/{up}/{fu}/{ring}/{ov}/{sp}/{host}/{total - fw - bw - up - fu - ring - ov - sp - host}"
 
 
 def run() -> dict:
@@ -263,7 +272,8 @@ def run() -> dict:
             "GFLOPS/W": round(p["gflops_per_w"], 1),
             "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
             "mem/FPU energy": round(p["memory_over_fpu_energy"], 2),
-            "cycles gemv/gemv_t/rank1/fused/ring/ring+rank1/host I/O/other": _split(last["cycle_breakdown"]),
+            "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
+            "cycles gemv/gemv_t/rank1/fused/ring/ring+rank1/spad/host I/O/other": _split(last["cycle_breakdown"]),
             "golden": f"{len(c['steps'])} steps bit-exact",
         })
     rows.append({
@@ -271,9 +281,9 @@ def run() -> dict:
         "backward (layers 1..)": "",
         "step cycles (= predicted, both steps)": "", "host turnaround": "", "FLOPs/step": "",
         "MAC util. %": "> 80", "MAC util. with host %": "", "GFLOPS": "", "W": "", "GFLOPS/W": "", "GFLOPS/W ref. scope": REFERENCE["gflops_per_w"],
-        "mem/FPU energy": "~1.5", "cycles gemv/gemv_t/rank1/fused/ring/ring+rank1/host I/O/other": "", "golden": "",
+        "mem/FPU energy": "~1.5", "weights in scratchpad (pages)": "", "cycles gemv/gemv_t/rank1/fused/ring/ring+rank1/spad/host I/O/other": "", "golden": "",
     })
-    s_rows = [c for c in cases if c["preset"] == "S" and c["backward"] == "auto"]
+    s_rows = [c for c in cases if c["preset"] == "S" and c["backward"] == "auto" and c["sizes"][1] == 500]
     cmp = []
     for c in s_rows:
         last = c["steps"][-1]

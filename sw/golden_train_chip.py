@@ -81,10 +81,11 @@ class GoldenChipSGD(PanelMap):
 
     def _gemv_t(self, l, W, d):
         """``W^T d`` of a panel as the core computes it: in one kernel, or page by page
-        (the first page's, then ``fmt(partial + acc)`` of each further page)."""
+        from the last page to the first (the last page's, then ``fmt(partial + acc)`` of
+        each page before it)."""
         fmt, nr = self.fmt, self.nr
         e = None
-        for r0, n in self.pages.get(l, ((0, W.shape[0]),)):
+        for r0, n in reversed(self.pages.get(l, ((0, W.shape[0]),))):
             part = golden.gemv_t(fmt, nr, W[r0:r0 + n], d[r0:r0 + n], self.reduce)[:self.N[l]]
             e = part if e is None else golden.axpy(fmt, self.one, part, e)
         return e

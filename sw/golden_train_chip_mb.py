@@ -17,7 +17,8 @@ every core (the broadcast is a copy).
 Panels kept in the scratchpad (:func:`sw.train_chip_mb.plan_chip_mb`) are computed page
 by page: the forward GEMM and the update are unchanged (each output row and each weight
 depends on its own row only), the backward partial ``dX^T = D^T W`` is the first page's
-``gemm`` and then ``gemm_acc`` (``alpha = 1``: ``fmt(chain + acc)``) of each further page.
+``gemm`` and then ``gemm_acc`` (``alpha = 1``: ``fmt(chain + acc)``) of each further page,
+from the last page to the first.
 Its weights after each step must equal the PE memories' (padding rows included).
 The float64 reference is :class:`sw.golden_train_mb.Float64MBGD` (the algorithm does not
 depend on the core count).
@@ -81,7 +82,7 @@ class GoldenChipMBGD(PanelMap):
         fmt, nr = self.fmt, self.nr
         pages = self.pages.get(l, ((0, W.shape[0]),))
         acc = None
-        for r0, n in pages:
+        for r0, n in reversed(pages):                 # last page first, as the cores
             DT, Wp = golden.transpose(fmt, nr, D[r0:r0 + n]), W[r0:r0 + n]
             acc = golden.gemm(fmt, nr, DT, Wp) if acc is None else golden.gemm_acc(fmt, nr, DT, Wp, acc)
         return acc

@@ -228,20 +228,26 @@ def _at(r: Region, off: int) -> Region:
     return Region(r.bank, r.base + off)
 
 
-def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, fused: bool) -> list:
-    """Ops of layer ``l``'s backward step with its panel in the scratchpad, page by page:
-    load the page into ``WP``; ``l >= 1``: its part of ``e = W_l^T d`` (the old weights;
-    the first page into ``e``, each further one into ``ep`` and added to ``e`` by an axpy
-    with 1); its rows of the update (fused: the same pass); store the page back."""
+def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, fused: bool,
+                    resident: bool = False) -> list:
+    """Ops of layer ``l``'s backward step with its panel in the scratchpad, page by page
+    from the last page to the first: load the page into ``WP`` (not the last page when
+    ``resident``: the forward pass left it there); ``l >= 1``: its part of ``e = W_l^T d``
+    (the old weights; the first page visited into ``e``, each further one into ``ep`` and
+    added to ``e`` by an axpy with 1); its rows of the update (fused: the same pass);
+    store the page back."""
     nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
     WP, ln = R["WP"], L(N[l])
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
-    for p, (r0, n) in enumerate(sp.pages):
+    last = len(sp.pages) - 1
+    for p in range(last, -1, -1):
+        r0, n = sp.pages[p]
         w, dp = sp.page_words(p), _at(d, r0)
-        ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+        if not (resident and p == last):
+            ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
         if l >= 1:
-            e = R[f"e{l}"] if p == 0 else R["ep"]
+            e = R[f"e{l}"] if p == last else R["ep"]
             if fused:
                 ops.append(Op(f"bwup{l}_{p}", "gemv_t_rank1", lambda b, n=n, dp=dp, e=e, p=p:
                               emit_gemv_t_rank1(b, cfg, n * nr, N[l], WP, dp, v, e, alpha=nlr, d_layout=dlay,
@@ -255,7 +261,7 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
                                         x_layout=dlay if dlay == "diag" else None, x_copy=dc,
                                         name=f"bw{l}_{p}_").instructions,
                               reads=[(WP, w), (dp, n)], writes=[(e, ln)] + ([(dc, n + 1)] if dc is not None else [])))
-            if p:
+            if p != last:
                 one = Scalar(R["one"].bank, R["one"].base)
                 ops.append(Op(f"acc{l}_{p}", "axpy", lambda b, p=p: emit_axpy(b, cfg, ln, one, R["ep"], R[f"e{l}"],
                                                                              name=f"ac{l}_{p}_").instructions,
@@ -282,8 +288,9 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     :func:`sw.kernels.emit_gemv_t_rank1` (before the reduce-scatter) instead of the
     transposed GEMV and, after the mask, the rank-1 update. ``spad``: layer ->
     :class:`SpadPanel`, the panels paged through ``WP``: per page a load and the page's
-    rows of the forward GEMV; backward :func:`_paged_backward`, then the reduce-scatter
-    and the mask (no overlap: the update is done by then)."""
+    rows of the forward GEMV; backward :func:`_paged_backward` (last page first, the last
+    paged layer's last page not reloaded), then the reduce-scatter and the mask (no
+    overlap: the update is done by then)."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     fused = fused or [False] * nl
     spad = spad or {}
@@ -356,7 +363,8 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
             d, dlay, dcopy = R[f"dm{l + 1}"], "diag", R.get(f"dc{l + 1}")
         v = R["xc"] if l == 0 else R[f"c{l}"]
         if l in spad:
-            ops += _paged_backward(cfg, l, spad[l], R, P, N, d, dlay, dcopy, v, fused[l])
+            # the last paged layer's last page is still in WP from the forward pass
+            ops += _paged_backward(cfg, l, spad[l], R, P, N, d, dlay, dcopy, v, fused[l], resident=l == max(spad))
             if l >= 1:
                 e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
                 if not (split and l == nl - 1):

@@ -169,7 +169,8 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
     are reduced onto core 0 and its gradient is broadcast from there. ``spad``: layer ->
     :class:`sw.train_chip.SpadPanel`, the panels paged through ``WP``: per page a load,
     the page's rows of the forward GEMM; in the backward pass ``A^T`` first, then per page
-    a load, its part of ``dX^T`` (accumulated over the pages), its update and a store."""
+    from the last to the first a load (not for the last paged layer's last page, still in
+    ``WP``), its part of ``dX^T`` (accumulated over the pages), its update and a store."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     nl, b, nr = mlp.n_layers, mlp.batch, cfg.nr
     split = out_map == "cols"
@@ -291,17 +292,21 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
             if l >= 1:
                 at_ops()
             spn, WP = spad[l], R["WP"]
-            for p, (r0, n) in enumerate(spn.pages):
-                w, Dp, kp = spn.page_words(p), _at(D, r0 * Lb), n * Lb
-                ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
+            # last page first: the last paged layer's last page is still in WP from the forward pass
+            last = len(spn.pages) - 1
+            for p in range(last, -1, -1):
+                r0, n = spn.pages[p]
+                w, Dp, kp, acc = spn.page_words(p), _at(D, r0 * Lb), n * Lb, p != last
+                if not (l == max(spad) and p == last):
+                    ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
                 if l >= 1:
                     kern(f"tpD{l}_{p}", "transpose", lambda bl, n=n, Dp=Dp, DT=DT, st=st, l=l, p=p:
                          emit_transpose(bl, cfg, n * nr, b, Dp, DT, st, name=f"td{l}_{p}_"),
                          [(Dp, kp), (st, kp)], [(DT, kp), (st, kp)])
-                    kern(f"gemm_bw{l}_{p}", "gemm" if p == 0 else "gemm_acc",
-                         lambda bl, n=n, DT=DT, EXT=EXT, l=l, p=p:
-                         emit_gemm(bl, cfg, b, n * nr, N[l], DT, WP, EXT, accumulate=p > 0, name=f"bw{l}_{p}_"),
-                         [(DT, kp), (WP, w)] + ([(EXT, Lb * ld)] if p else []), [(EXT, Lb * ld)], fma_wb=p > 0)
+                    kern(f"gemm_bw{l}_{p}", "gemm_acc" if acc else "gemm",
+                         lambda bl, n=n, DT=DT, EXT=EXT, l=l, p=p, acc=acc:
+                         emit_gemm(bl, cfg, b, n * nr, N[l], DT, WP, EXT, accumulate=acc, name=f"bw{l}_{p}_"),
+                         [(DT, kp), (WP, w)] + ([(EXT, Lb * ld)] if acc else []), [(EXT, Lb * ld)], fma_wb=acc)
                 kern(f"update{l}_{p}", "gemm_acc", lambda bl, n=n, Dp=Dp, AT=AT, l=l, p=p:
                      emit_gemm(bl, cfg, n * nr, b, N[l], Dp, AT, WP, accumulate=True, alpha=nlr, name=f"up{l}_{p}_"),
                      [(Dp, kp), (AT, Lb * L(N[l])), (WP, w), whole("nlr")], [(WP, w)], fma_wb=True)

@@ -353,7 +353,9 @@ def test_chip_sgd_spad_matches_golden(spad, page_rows, loss, out_map, backward):
     of ``W^T d`` is non-zero, so the page-by-page accumulation shows in the rounding),
     both output mappings (the split output layer stays in PE memory), both backward
     steps, bit for bit against the golden trainer after every step, cycles as predicted;
-    every paged weight crosses the scratchpad port three times per step."""
+    every paged weight crosses the scratchpad port three times per step, but for the last
+    paged layer's last page (the backward pass visits the pages last to first and finds
+    it in the page buffer)."""
     if out_map == "cols":
         spad = [l for l in spad if l < 2] or [1]
     cfg = replace(SMALL, spad_kib=4)
@@ -366,7 +368,9 @@ def test_chip_sgd_spad_matches_golden(spad, page_rows, loss, out_map, backward):
     beats = sum(sp.beats(cfg.nr) for sp in tp.spad.values())
     step_rd = sum(c["spad_rd_beats"] for c in res[-1].core_counters) // cfg.cores
     step_wr = sum(c["spad_wr_beats"] for c in res[-1].core_counters) // cfg.cores
-    assert (step_rd, step_wr) == (2 * beats, beats)
+    top = tp.spad[max(tp.spad)]
+    saved = cfg.nr * top.page_words(len(top.pages) - 1)      # still in WP from the forward pass
+    assert (step_rd, step_wr) == (2 * beats - saved, beats)
     assert "spad" in {k for _, k, _ in tp.breakdown()}
     assert all(o["layer"] not in tp.spad for o in tp.meta["overlap"])     # paged: updated before the reduce-scatter
     x = np.random.default_rng(1).uniform(-1, 1, mlp.n_in)

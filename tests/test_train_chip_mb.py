@@ -203,7 +203,8 @@ def test_chip_mbgd_spad_matches_golden(spad, page_rows, loss, out_map):
     core (every page's partial of ``dX^T`` non-zero, so the page-by-page accumulation
     shows in the rounding), both output mappings (the split output layer stays in PE
     memory), bit-exact against the golden trainer after every step, cycles as predicted;
-    the scratchpad traffic is three panel transfers per step. (Fast chip engine; the
+    the scratchpad traffic is three panel transfers per step but for the last paged
+    layer's last page (still in the page buffer when the backward pass reaches it). (Fast chip engine; the
     per-cycle model runs paged panels in the engines-agree and RTL tests.)"""
     if out_map == "cols":
         spad = [l for l in spad if l < 2] or [1]
@@ -216,7 +217,9 @@ def test_chip_mbgd_spad_matches_golden(spad, page_rows, loss, out_map):
     beats = sum(sp.beats(cfg.nr) for sp in tp.spad.values())
     step_rd = sum(c["spad_rd_beats"] for c in res[-1].core_counters) // cfg.cores
     step_wr = sum(c["spad_wr_beats"] for c in res[-1].core_counters) // cfg.cores
-    assert (step_rd, step_wr) == (2 * beats, beats)
+    top = tp.spad[max(tp.spad)]
+    saved = cfg.nr * top.page_words(len(top.pages) - 1)      # still in WP from the forward pass
+    assert (step_rd, step_wr) == (2 * beats - saved, beats)
     assert {"spad"} <= {k for _, k, _ in tp.breakdown()}
 
 
