@@ -482,3 +482,22 @@ def test_chip_microcode_reloads_are_reported():
     whole = compile_chip_sgd(SMALL, mlp)
     assert len(whole.images) == 1 and whole.reload_words_per_step() == 0
     assert "reloaded" not in whole.describe()
+
+
+def test_cli_train_chip_sgd_with_panels_in_the_scratchpad(tmp_path, capsys):
+    """``caterpillar train --describe`` (SGD) on a chip whose PE memories do not hold the
+    panels: the compiler pages the largest through the scratchpad, the steps are
+    golden-checked (the golden trainer follows the same plan), the description names
+    the scratchpad region."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "t.json"
+    cfg = '{"preset": "chip-small", "mem_a_words": 128, "mem_b_words": 128, "spad_kib": 4}'
+    rc = main(["train", "--data", "synthetic", "--hidden", "128,64", "--epochs", "1", "--lr", "0.05",
+               "--loss", "mse", "--config", cfg, "--golden-steps", "3", "--max-train", "12", "--max-test", "8",
+               "--json", str(js), "--describe"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "scratchpad beats 0.." in out and "page(s) of up to" in out
+    assert json.loads(js.read_text())["golden_checked_steps"] == 3
