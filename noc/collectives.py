@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from noc.broadcast_bus import segment_len, segment_of
+from noc.broadcast_bus import segment_len
 from sw.asm import Builder, add, cdrv, mov, pred, rda, rdb, rdrv, wra, wrb
 from sw.layout import local_len
 
@@ -179,7 +179,6 @@ class Frag:
 
     def count(self) -> int:
         """Instructions this fragment issues (loop bodies times their trip counts)."""
-        total = 0
         stack = [[0, 1]]                # [count in this body, trip count]
         for it in self.items:
             if isinstance(it, _Ins):

@@ -64,7 +64,7 @@ class FPAdd(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         fmt = self.fmt
-        E, F, P = fmt.exp_bits, fmt.frac_bits, fmt.precision
+        E, P = fmt.exp_bits, fmt.precision
         W = P + GRS + 1            # sum width: carry, hidden bit, fraction, guard, round, sticky
         extra = self.latency - MIN_ADD_LATENCY
         split_align = extra >= 1   # register between swap and alignment shift

@@ -7,7 +7,7 @@ core model, fast model, power model).
 
 from __future__ import annotations
 
-from amaranth import Array, Cat, Module, Signal
+from amaranth import Array, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 

@@ -24,7 +24,7 @@ from pe.pe_model import PEModel
 from rtl.host_interface import Cmd
 from rtl.perf_counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel, SpadPointers
-from sw.isa import HostDir, SeqOp, instr_layout
+from sw.isa import HostDir, instr_layout
 
 __all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "START_LATENCY_CYCLES"]
 

@@ -345,7 +345,6 @@ class Plan:
         return self._commit_fn(V, st, lanes_all, lane_of, x)
 
     def _commit_fn(self, V, st, lanes_all, lane_of, x):
-        P = self.P
         pidx = self.pidx
         new_rf = st.rf.copy()
         for r, ref in self.final_rf:
@@ -1125,7 +1124,6 @@ class Compiler:
     def ref(self, rd: Read) -> Ref:
         if rd.ref is not None:
             return rd.ref
-        P = self.P
         if rd.kind == "const":
             r = Ref(np.full(len(rd.cyc), self.const_row[rd.a], np.int64))
         elif rd.kind in ("rf", "rd"):

@@ -1407,9 +1407,9 @@ def _check_instruction(f, owner, rec, cx):
                 raise err(f"register r{code} does not exist (cfg.n_regs={cfg.n_regs})", k)
             raise err(f"invalid source code {code} in {k} (sources: {_SRC_HELP})", k)
         if code == Src.MEMA and not f.get("ra_en"):
-            raise err(f"source mema needs an SRAM A read (rda) in the same instruction", k)
+            raise err("source mema needs an SRAM A read (rda) in the same instruction", k)
         if code == Src.MEMB and not f.get("rb_en"):
-            raise err(f"source memb needs an SRAM B read (rdb) in the same instruction", k)
+            raise err("source memb needs an SRAM B read (rdb) in the same instruction", k)
         if code == Src.ROW and not (f.get("rdrv_en") or f.get("hin") == HostDir.ROW):
             raise err("source row: nothing drives the row bus in this instruction (add rdrv, hin row or rin row)", k)
         if code == Src.COL and not (f.get("cdrv_en") or f.get("hin") == HostDir.COL):
@@ -1425,9 +1425,9 @@ def _check_instruction(f, owner, rec, cx):
         if f.get(f"{port}_en"):
             g = f.get(f"{port}_gate", 0)
             if g == Gate.RDRV and not f.get("rdrv_en"):
-                raise err(f"gate=rdrv reads in no PE: this instruction has no rdrv", f"{port}_gate")
+                raise err("gate=rdrv reads in no PE: this instruction has no rdrv", f"{port}_gate")
             if g == Gate.CDRV and not f.get("cdrv_en"):
-                raise err(f"gate=cdrv reads in no PE: this instruction has no cdrv", f"{port}_gate")
+                raise err("gate=cdrv reads in no PE: this instruction has no cdrv", f"{port}_gate")
     for port in ("ra", "rb", "wa", "wb"):
         if (f.get(f"{port}_en") or f.get(f"{port}_inc")) and not f.get(f"{port}_ar", 0) < cfg.n_ar:
             raise err(f"address register ar{f[f'{port}_ar']} does not exist (cfg.n_ar={cfg.n_ar})",

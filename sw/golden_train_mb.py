@@ -20,7 +20,6 @@ import numpy as np
 
 from sw import golden
 from sw.golden_train import pad_matrix
-from sw.layout import local_len
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss
 

@@ -412,7 +412,7 @@ def emit_gemv_t_rank1(b, cfg, m: int, n: int, W: Region, d: Region, a: Region, y
     W, d, a, y = W.bind(cfg), d.bind(cfg), a.bind(cfg), y.bind(cfg)
     cost = gemv_t_rank1_cost(cfg, m, n, reduce=reduce, block=block)
     B, L, T, full, rem = (cost[k] for k in ("B", "L", "T", "full", "rem"))
-    nchain, nstream = np_, mp
+    nstream = mp
     steps, root = reduce_plan(cfg, reduce)
     rdir = BusDir("col")
     gW, gX, gY, gA = agus

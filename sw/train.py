@@ -276,7 +276,7 @@ def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None, softmax: s
     layer ``l``'s backward step is the fused kernel (its ``e`` not in ``W_l``'s bank, no
     rows copy ``dc`` of its ``d``)."""
     fused = fused or [False] * mlp.n_layers
-    nr, L = cfg.nr, (lambda n: local_len(n, cfg.nr))
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     S, nl = mlp.sizes, mlp.n_layers
     al = Allocator(cfg)
     for l in range(nl):
@@ -513,7 +513,7 @@ def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, 
     unload of the output; ``fused[l]``: layer ``l``'s backward step is one
     :func:`sw.kernels.emit_gemv_t_rank1` instead of ``emit_gemv`` (trans) + ``emit_rank1``)."""
     fused = fused or [False] * mlp.n_layers
-    nr, L = cfg.nr, (lambda n: local_len(n, cfg.nr))
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     S, nl = mlp.sizes, mlp.n_layers
     R = {k: v.region for k, v in al.items.items()}
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
@@ -905,7 +905,7 @@ class TrainProgram:
                  check_cycles: bool = True) -> StepResult:
         """One SGD step on ``session``: ``x`` the input (floats or bit patterns), ``t``
         the target (a vector of ``n_out`` values, or for ``softmax_ce`` a class index)."""
-        cfg, fmt, mlp, nr = self.cfg, self.cfg.fmt, self.mlp, self.cfg.nr
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
         no = mlp.n_out
         if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
             t = one_hot(no, t)
@@ -978,7 +978,7 @@ class TrainProgram:
         phases' output beats with :meth:`decode_weights`."""
         from sw.transfer import emit_unload
 
-        cfg, nr = self.cfg, self.cfg.nr
+        cfg = self.cfg
         out = []
         for l in range(self.mlp.n_layers):
             reg, n = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words

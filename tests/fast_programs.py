@@ -34,7 +34,7 @@ import numpy as np
 
 from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
 from sim.seq_model import RunawayError, SequencerModel
-from sw.isa import AGU_FIELDS, HostDir, Instruction, SeqOp
+from sw.isa import AGU_FIELDS, Instruction, SeqOp
 
 __all__ = ["Case", "random_case", "random_state", "preload", "STYLES", "random_value"]
 

@@ -7,7 +7,6 @@ and events at exact cycles; the GEMV loop is checked against numpy; a few proper
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from pe.microop import ArOp, MicroOp, MvOp, PredMode, Src
