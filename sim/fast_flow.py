@@ -1675,7 +1675,10 @@ class FlowRunner:
             try:
                 plan = Compiler(self.m, allpcs, offs, lane_of, x, y).compile()
             except FlowFail as e:
-                plan = e
+                # cached without its traceback: the frames would keep the compiler's whole
+                # dependency graph alive (gigabytes over a long run)
+                plan = e.with_traceback(None)
+                plan.__context__ = plan.__cause__ = None
             self.cache[key] = plan
             size = _PLAN_BYTES.get(id(self.cache), 0) + getattr(plan, "nbytes", 0)
             while len(self.cache) > 1 and (len(self.cache) > self.cache_size or size > self.cache_bytes):
