@@ -14,6 +14,7 @@ import argparse
 import importlib
 import json
 import platform
+import resource
 import sys
 import time
 from pathlib import Path
@@ -62,7 +63,10 @@ def main(argv=None) -> int:
     for name in names:
         t0 = time.perf_counter()
         res = importlib.import_module(BENCHMARKS[name]).run()
-        res.update(benchmark=name, seconds=round(time.perf_counter() - t0, 1),
+        # the process's peak resident memory so far (several benchmarks in one process: the
+        # largest of them and the ones before it)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+        res.update(benchmark=name, seconds=round(time.perf_counter() - t0, 1), peak_rss_mb_process_so_far=peak,
                    machine={"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
                    date=time.strftime("%Y-%m-%d"))
         atomic_write(RESULTS / f"{name}.json", json.dumps(res, indent=2) + "\n")
