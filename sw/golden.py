@@ -169,6 +169,19 @@ def gemv_t(fmt, nr, W, x, reduce="tree") -> np.ndarray:
     return out.T.reshape(-1)[:n]
 
 
+def gemv_t_paged(fmt, nr, W, x, pages, reduce="tree") -> np.ndarray:
+    """``W^T x`` of a panel paged through a buffer, as the training compilers compute it:
+    :func:`gemv_t` of each page of rows (``pages``: ``(first row, rows)`` in the order the
+    pages are visited), the first page's result, then ``axpy(1, partial, acc)`` (one
+    rounding) of each further page."""
+    one = fmt.from_float(np.array([1.0]))[0]
+    acc = None
+    for r0, n in pages:
+        part = gemv_t(fmt, nr, W[r0:r0 + n], x[r0:r0 + n], reduce)
+        acc = part if acc is None else axpy(fmt, one, part, acc)
+    return acc
+
+
 # ======================================================================================
 # rank-1 update and GEMM
 # ======================================================================================

@@ -55,7 +55,6 @@ class GoldenChipSGD(PanelMap):
                       for l, sp in plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused,
                                                  spad, page_rows)[2].items()}
         fmt = self.fmt
-        self.one = fmt.from_float(np.array([1.0]))[0]
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
         #: W[k][l]: core k's padded panel of layer l, columns in its order
@@ -81,14 +80,9 @@ class GoldenChipSGD(PanelMap):
 
     def _gemv_t(self, l, W, d):
         """``W^T d`` of a panel as the core computes it: in one kernel, or page by page
-        from the last page to the first (the last page's, then ``fmt(partial + acc)`` of
-        each page before it)."""
-        fmt, nr = self.fmt, self.nr
-        e = None
-        for r0, n in reversed(self.pages.get(l, ((0, W.shape[0]),))):
-            part = golden.gemv_t(fmt, nr, W[r0:r0 + n], d[r0:r0 + n], self.reduce)[:self.N[l]]
-            e = part if e is None else golden.axpy(fmt, self.one, part, e)
-        return e
+        from the last page to the first (:func:`sw.golden.gemv_t_paged`)."""
+        pages = reversed(self.pages.get(l, ((0, W.shape[0]),)))
+        return golden.gemv_t_paged(self.fmt, self.nr, W, d, tuple(pages), self.reduce)[:self.N[l]]
 
     def _reduce_scatter(self, partials, p):
         """Core ``k``: the sum over the cores of segment ``k`` in the ring's order."""

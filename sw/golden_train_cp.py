@@ -25,7 +25,7 @@ from sw.layout import local_len
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
 from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss, weight_bits
-from sw.train_cp import cp_mapping, cp_shapes, cp_stage_of
+from sw.train_cp import cp_mapping, cp_shapes, cp_spad_plan, cp_stage_of
 
 __all__ = ["GoldenChipCP", "cp_forward", "golden_chains", "group_weights"]
 
@@ -101,7 +101,7 @@ class GoldenChipCP:
     :attr:`sw.train_cp.ChipCPProgram.fused`; None: the compiler's automatic choice)."""
 
     def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree",
-                 fused=None):
+                 fused=None, spad=None, page_rows: int | None = None):
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
         self.reduce = reduce
         self.softmax = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce"
@@ -113,6 +113,9 @@ class GoldenChipCP:
                              f"got {fused}")
         self.P, self.N = cp_shapes(cfg, mlp, self.groups)
         self.stages = cp_stage_of(self.groups, cfg.cores)
+        #: layer -> row pages ``((first row, rows), ...)`` of the panels paged from the scratchpad
+        self.pages = {l: tuple((r0 * cfg.nr, n * cfg.nr) for r0, n in sp.pages) for l, sp in cp_spad_plan(
+            cfg, mlp, self.P, self.N, self.groups, self.fused, self.softmax, spad, page_rows).items()}
         nl = mlp.n_layers
         self.V = 2 * (nl - 1)
         fmt, nr = self.fmt, self.nr
@@ -175,7 +178,8 @@ class GoldenChipCP:
                 st["z"] = golden.relu(fmt, st["z"])
                 hb = st["hist"][(s - 2 * (nl - 1 - l)) % V]      # the array's vnext
                 if l >= 1:
-                    e = golden.gemv_t(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]), self.reduce)
+                    e = golden.gemv_t_paged(fmt, nr, st["W"], pad_vector(fmt, nr, st["din"]),
+                                            self.pages.get(l, ((0, self.P[l]),)), self.reduce)
                     st["e"] = golden.mask(fmt, e, hb)
                 st["W"] = self._update(l, st["W"], pad_vector(fmt, nr, st["din"]), hb)
                 continue

@@ -69,7 +69,8 @@ from sw.softmax import softmax_supported
 from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits, weight_bits)
-from sw.train_chip import ChipSession, PhaseLog, _build_ops, load_per_core
+from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, load_per_core, page_split, spad_image,
+                           spad_local, spad_op)
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
            "CP_HOST_PHASES"]
@@ -243,10 +244,13 @@ def cp_stage_of(groups: list, cores: int) -> list:
 # ======================================================================================
 # memory allocation (per core: its stage's regions)
 # ======================================================================================
-def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False) -> Allocator:
+def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False,
+              page: int | None = None) -> Allocator:
     """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
     fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
-    other bank, and no rows copy of ``din``)."""
+    other bank, and no rows copy of ``din``). ``page``: the panel is kept in the
+    scratchpad and moved through a page buffer ``WP`` of ``page`` local rows; a layer
+    ``l >= 1`` with several pages sums its ``W^T d`` through ``ep`` and the scalar 1."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     al = Allocator(cfg)
     if stage is None:
@@ -254,7 +258,11 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
     l, i = stage
     nl = mlp.n_layers
     s = P[l] // cfg.nr
-    al.alloc("W", L(P[l]) * L(N[l]), f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    if page is None:
+        al.alloc("W", L(P[l]) * L(N[l]), f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    else:
+        al.alloc("WP", page * L(N[l]), f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
+                 f"{page * cfg.nr} rows per page)", bank="a")
     al.alloc("ain", L(N[l]), f"a{l}: the next forward input (cols, written by the chains)", bank="b")
     if l == nl - 1:
         al.alloc("z", s, "logits z (rows); MSE: d = z - t in place", bank="b")
@@ -278,6 +286,9 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
                      bank="b" if fused else "a")
         if l == 0 and i == 0:
             al.alloc("xin", L(N[0]), "the next input sample (cols, loaded by the host)", bank="b")
+        if page is not None and l >= 1 and L(P[l]) > page:
+            al.alloc("ep", L(N[l]), f"W{l}^T din partial of one page (cols), added to e page by page", bank="b")
+            al.alloc("one", 1, "scalar 1 (every PE)", bank="b")
     al.alloc("nlr", 1, "scalar -lr (every PE)", bank="b")
     return al
 
@@ -313,9 +324,13 @@ def _ring_op(lines, reads, writes, text: str) -> Op:
     return Op("chains", "ring", emit, reads=reads, writes=writes, stores=True)
 
 
-def _head_ops(cfg, mlp, al, P, N, stage, softmax, fused: bool = False) -> list:
+def _head_ops(cfg, mlp, al, P, N, stage, softmax, fused: bool = False, sp=None) -> list:
+    """The head's ops of a core (``sp``: its panel's :class:`sw.train_chip.SpadPanel`
+    when it is paged from the scratchpad, :func:`_paged_head`)."""
     if stage is None:
         return []
+    if sp is not None:
+        return _paged_head(cfg, mlp, al, P, N, stage, fused, sp)
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     l, _ = stage
     nl = mlp.n_layers
@@ -352,6 +367,64 @@ def _head_ops(cfg, mlp, al, P, N, stage, softmax, fused: bool = False) -> list:
     ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, name="bw_"),
                      [(W, wn), (d, s)], [(e, nw)]))
     return ops + _mask_update(cfg, R, P, N, l, d, "rows", ain, e)
+
+
+def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
+    """The head of a hidden layer's core whose panel is in the scratchpad, page by page
+    (first to last): load the page into ``WP``; its rows of ``z = W ain``; ``l >= 1``:
+    its part of ``e = W^T din`` (old weights; the first page into ``e``, the others into
+    ``ep``, added by an axpy with 1); its rows of the update ``W += -lr din vnext^T``
+    (fused: with ``W^T din`` in one pass); store it back. Then the ReLU of ``z`` and the
+    mask of ``e``. The same operations on every row as :func:`_head_ops`, whose kernels
+    work row by row but for ``W^T din``'s sum."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    nr = cfg.nr
+    l, _ = stage
+    if l == mlp.n_layers - 1:                           # pragma: no cover - the planner never pages it
+        raise TrainCompileError("the output layer's core is not paged")
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw = P[l] // nr, L(N[l])
+    WP, ain, z, din, vn = R["WP"], R["ain"], R["z"], R["din"], R["vnext"]
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = []
+    for p, (r0, n) in enumerate(sp.pages):
+        w, zp, dp = sp.page_words(p), _at(z, r0), _at(din, r0)
+        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, p)))
+        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p:
+                         emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
+                         [(WP, w), (ain, nw)], [(zp, n)]))
+        if l >= 1:
+            e = R["e"] if p == 0 else R["ep"]
+            if fused:
+                ops.append(Op(f"bwup_{p}", "gemv_t_rank1", lambda b, n=n, dp=dp, e=e, p=p:
+                              emit_gemv_t_rank1(b, cfg, n * nr, N[l], WP, dp, vn, e, alpha=nlr, d_layout="diag",
+                                                name=f"bu{p}_").instructions,
+                              reads=[(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], writes=[(WP, w), (e, nw)],
+                              fma_wb=True, stores=True, wb=[(WP, w)], wb_tail=_fused_tail(cfg, n * nr, N[l])))
+            else:
+                dc = _at(R["dc"], r0)
+                ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
+                                 emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True, x_layout="diag", x_copy=dc,
+                                           name=f"bw{p}_"),
+                                 [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
+            if p:
+                one = Scalar(R["one"].bank, R["one"].base)
+                ops.append(_kern(f"acc_{p}", "axpy", lambda b, p=p: emit_axpy(b, cfg, nw, one, R["ep"], R["e"],
+                                                                                name=f"ac{p}_"),
+                                 [(R["ep"], nw), (R["e"], nw), (R["one"], 1)], [(R["e"], nw)], fma_wb=True))
+        if not (l >= 1 and fused):
+            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p:
+                             emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr, u_layout="diag",
+                                        v_layout="cols", name=f"up{p}_"),
+                             [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
+        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, p)))
+    ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
+    if l >= 1:
+        e = R["e"]
+        ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, vn, e, layout="diag",
+                                                                        name="mk_"),
+                         [(e, nw), (vn, nw)], [(e, nw)]))
+    return ops
 
 
 def _fused_backward(cfg, R, P, N, l, d, d_layout, v) -> list:
@@ -596,6 +669,9 @@ class ChipCPProgram:
     split_chains: bool = False
     meta: dict = field(default_factory=dict)
     step_index: int = 0           #: the next step's number (selects the tail variant)
+    #: layer -> :class:`sw.train_chip.SpadPanel`: the panels of the layer's cores kept in
+    #: their scratchpads (:func:`cp_spad_plan`)
+    spad: dict = field(default_factory=dict)
 
     # -- layout -------------------------------------------------------------------------
     @property
@@ -754,17 +830,25 @@ class ChipCPProgram:
         return slice(i * self.P[l], (i + 1) * self.P[l])
 
     def init(self, session: ChipSession, weights) -> None:
-        """Load every core's weight panel and scalars, and zero the pipeline's vectors
-        (host phases); resets the step counter."""
+        """Load every core's weight panel (into its scratchpad when paged) and scalars,
+        and zero the pipeline's vectors (host phases); resets the step counter."""
+        from sw.transfer import emit_spad_fill
+
         cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
         items = [[] for _ in range(cfg.cores)]
+        spad = [[] for _ in range(cfg.cores)]              # per core the scratchpad beats of a paged panel
         for l, W in enumerate(weight_bits(self.mlp, fmt, weights)):
             m, n = self.mlp.shape(l)
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=fmt.np_uint)
             G[:m, :n] = W
             for k in self.cores_of(l):
-                items[k].append((self.regions(k)["W"], pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)))
-        scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0])}
+                local = pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)
+                if l in self.spad:
+                    spad[k] = spad_image(cfg, self.spad[l], local)
+                else:
+                    items[k].append((self.regions(k)["W"], local))
+        scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0]),
+                   "one": int(fmt.from_float(np.array([1.0]))[0])}
         for k in range(cfg.cores):
             R = self.regions(k)
             for name, it in self.allocs[k].items.items():
@@ -773,7 +857,21 @@ class ChipCPProgram:
             if self.softmax == "array" and k == self.out_core:
                 items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
         load_per_core(session, cfg, items, "cp-init")
+        if self.spad:
+            imgs = []
+            for k in range(cfg.cores):
+                b = Builder(cfg)
+                if spad[k]:
+                    emit_spad_fill(b, cfg, 0, len(spad[k]))
+                b.halt()
+                imgs.append(b.build().words())
+            session.run(imgs, spad, "cp-init-spad")
         self.step_index = 0
+
+    def _paged(self, k: int):
+        """Core ``k``'s :class:`sw.train_chip.SpadPanel`, or None when its panel is in PE memory."""
+        st = self.stages[k]
+        return None if st is None else self.spad.get(st[0])
 
     def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns)."""
@@ -781,8 +879,12 @@ class ChipCPProgram:
         for l in range(self.n_layers):
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
             for k in self.cores_of(l):
-                reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
-                local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
+                sp = self._paged(k)
+                if sp is not None:
+                    local = spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+                else:
+                    reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
+                    local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
                 G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
@@ -791,13 +893,16 @@ class ChipCPProgram:
     def unload_weights_phases(self) -> list:
         """One chip phase unloading every core's weight panel: ``[(images, name)]``;
         decode its per-core results with :meth:`decode_weights`."""
-        from sw.transfer import emit_unload
+        from sw.transfer import emit_spad_drain, emit_unload
 
         cfg = self.cfg
         imgs = []
         for k in range(cfg.cores):
             b = Builder(cfg)
-            if "W" in self.allocs[k].items:
+            sp = self._paged(k)
+            if sp is not None:
+                emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
+            elif "W" in self.allocs[k].items:
                 reg = self.regions(k)["W"]
                 emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["W"].words, loop="uw")
             b.halt()
@@ -813,9 +918,13 @@ class ChipCPProgram:
         for l in range(self.n_layers):
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
             for k in self.cores_of(l):
-                words = self.allocs[k].items["W"].words
-                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(
-                    decode_unload(self.cfg, per_core[k].data, words), self.P[l], self.N[l])
+                sp = self._paged(k)
+                if sp is not None:
+                    local = spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x)
+                                                      for x in per_core[k].data])
+                else:
+                    local = decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
+                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
         return out
@@ -824,7 +933,53 @@ class ChipCPProgram:
 # ======================================================================================
 # compile
 # ======================================================================================
-def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto") -> ChipCPProgram:
+def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, softmax, spad=None,
+                 page_rows: int | None = None) -> dict:
+    """The hidden layers whose panels are kept in the scratchpad (batch 1): ``{layer:
+    SpadPanel}``, the same on every core of the layer (beats from 0 of each core's
+    scratchpad). ``spad=None``: the layers whose cores' regions do not fit the PE
+    memories, when the scratchpad holds their panel and the rest fits with a page buffer
+    (else ``{}``: the caller reports the sizes); ``spad``: the layers to page (tests).
+    Pages of at most ``page_rows`` rows (a multiple of ``nr``; default: the largest the
+    PE memories leave room for)."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    nl, nr = mlp.n_layers, cfg.nr
+    V = 2 * (nl - 1)
+    hidden = list(range(nl - 1))
+
+    def alloc(l, page=None):
+        return _allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page)
+    if spad is None:
+        layers = [l for l in range(nl) if not alloc(l).fits()]
+        if not layers or not cfg.spad_kib or nl - 1 in layers:
+            return {}
+    else:
+        layers = sorted(set(int(l) for l in spad))
+        if not layers or any(l not in hidden for l in layers):
+            raise TrainCompileError(f"spad layers must be a non-empty subset of {hidden} (the hidden layers), "
+                                    f"got {sorted(spad)}")
+        if not cfg.spad_kib:
+            raise TrainCompileError("weights in the scratchpad need one: this configuration has none "
+                                    "(cfg.spad_kib = 0)")
+    if page_rows is not None and (page_rows < nr or page_rows % nr):
+        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {nr}, got {page_rows}")
+    lim = (1 << cfg.loop_bits) - 2
+    out = {}
+    for l in layers:
+        lp, ln = L(P[l]), L(N[l])
+        cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
+        if nr * lp * ln > cfg.spad_depth or not alloc(l, 1).fits():
+            return {}
+        lo, hi = 1, cap
+        while lo < hi:                                  # the largest pages that fit
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if alloc(l, mid).fits() else (lo, mid - 1)
+        out[l] = SpadPanel(0, lp, ln, page_split(lp, lo))
+    return out
+
+
+def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
+                    page_rows: int | None = None) -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
     the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
     ``backward``: ``"auto"``, ``"fused"`` or ``"separate"``: whether the layers
@@ -833,9 +988,15 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     ``softmax`` (``softmax_ce``): ``"auto"`` or ``"array"``: the output core computes it
     (:mod:`sw.softmax`); ``"host"`` is not supported (the pipeline has no host turnaround).
 
+    With batch 1, a hidden layer whose cores' regions do not fit the PE memories keeps
+    its panels in the scratchpads and pages them through a page buffer
+    (:func:`cp_spad_plan`; ``spad`` / ``page_rows`` force it): each paged weight is loaded
+    and stored once per step (the head does the page's forward rows, its part of ``W^T
+    d`` and its update while the page is in the buffer).
+
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
-    (fewer cores than layers, no hidden layer, batch > 1), panels that do not fit a PE's
-    memory (with the sizes), or a program that does not fit the microcode."""
+    (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
+    the scratchpad (with the sizes), or a program that does not fit the microcode."""
     if not isinstance(mlp, MLP):
         raise TypeError(f"mlp must be an sw.mlp.MLP, got {type(mlp).__name__}")
     c, nr, nl = cfg.cores, cfg.nr, mlp.n_layers
@@ -868,17 +1029,33 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                 + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c)
-    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]]) for st in stages]
+    spads = {}
+    if mlp.batch == 1:
+        spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows)
+    elif spad is not None:
+        raise TrainCompileError("minibatch CP does not page weights from the scratchpad (spad=...)")
+
+    def page(st):
+        return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
+    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]],
+                           **({"page": page(st)} if spads else {})) for st in stages]
     for k, al in enumerate(allocs):
         if not al.fits():
             l = stages[k][0]
+            sp_why = ("" if mlp.batch > 1 else
+                      "; nor with the panel paged from the scratchpad: the output layer's core is never paged"
+                      if l == mlp.n_layers - 1 else
+                      f"; nor with the panel paged from the {cfg.spad_depth}-beat scratchpad "
+                      f"({nr * local_len(P[l], nr) * local_len(N[l], nr)} beats) through a one-row page buffer"
+                      if cfg.spad_kib else "; there is no scratchpad (cfg.spad_kib = 0)")
             raise TrainCompileError(
                 f"MLP {'-'.join(map(str, mlp.sizes))} does not fit the CP mapping {groups} on {c} cores of "
                 f"{nr}x{nr} PEs: a core of layer {l} (panel {P[l]} x {N[l]}) needs MEM A {al.used('a')} + MEM B "
                 f"{al.used('b')} words per PE, a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words "
-                f"of {fmt} (more cores for that layer, or a bigger PE memory)")
+                f"of {fmt}{sp_why} (more cores for that layer, or a bigger PE memory)")
     # head: every core's compute, padded to the longest
-    head = [kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]])
+    head = [kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]],
+                     **({"sp": spads.get(stages[k][0]) if stages[k] else None} if spads else {}))
             for k in range(c)]
     hl = [_length(cfg, ops) for ops in head]
     H = max(hl)
@@ -964,4 +1141,6 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     crit = max(range(c), key=lambda k: (hl[k], -k))
     return kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
                        softmax=smx, fused=fused, chains=sch, split_chains=split,
-                         meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl})
+                       meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl,
+                             "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()}},
+                       spad=spads)
