@@ -744,6 +744,10 @@ class ChipCPProgram:
                  "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
                                                            for l, f in enumerate(self.fused) if l),
                  f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
+        for l, sp in sorted(self.spad.items()):
+            lines.append(f"  scratchpad beats 0..{sp.beats(cfg.nr) - 1} of each core of layer {l}: its W{l} panel, "
+                         f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP, "
+                         f"loaded and stored once per step")
         for l in range(self.n_layers):
             k = self.cores_of(l)[0]
             lines += ["", f"core {k} (layer {l}, {len(self.cores_of(l))} core(s)):", self.allocs[k].table()]

@@ -37,13 +37,14 @@ def _data(rng, mlp, n):
     return X, rng.normal(size=(n, mlp.n_out)) * 0.5
 
 
-def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto"):
+def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto", spad=None, page_rows=None):
     """``n`` samples (minibatch CP: minibatches) through the pipeline and out again (``n +
     2L`` steps): loss, output and every weight bit equal to the golden's
     (:class:`GoldenChipCP`, :class:`GoldenChipMBCP`) after every step; cycles as
-    predicted."""
+    predicted. ``spad`` / ``page_rows``: panels paged from the scratchpad (batch 1)."""
     rng = np.random.default_rng(seed)
-    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward)
+    pg = {} if spad is None and page_rows is None else {"spad": spad, "page_rows": page_rows}
+    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward, **pg)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
@@ -51,7 +52,7 @@ def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto
         gold = GoldenChipMBCP(cfg, mlp, W0, groups=groups)
         assert gold.groups == tp.groups
     else:
-        gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
+        gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused, **pg)
         if backward == "auto":           # the golden's own choice is the compiler's
             assert (GoldenChipCP(cfg, mlp, W0, groups=groups).groups, gold.fused) == (tp.groups, tp.fused)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
@@ -206,6 +207,67 @@ def test_cp_errors():
         compile_chip_cp(TINY, MLP((6, 5, 3), "mse", 1e-12))
 
 
+# -- panels paged from the scratchpad ----------------------------------------------------
+@pytest.mark.parametrize("backward", ["fused", "separate"])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+@pytest.mark.parametrize("spad,page_rows", [([0, 1], 4), ([1], 8), ([0], None)],
+                         ids=["both-4-row-pages", "layer1-8-row-pages", "layer0-whole"])
+def test_cp_spad_matches_golden(spad, page_rows, loss, backward):
+    """Hidden layers' panels paged from the scratchpads (every core of the layer: a
+    2-core group too), both losses and backward steps, through filling, steady state and
+    draining, bit for bit against the golden after every step; every step loads and
+    stores each paged panel once (the head does the page's forward rows, its part of
+    ``W^T d``, summed over the pages, and its update while it is in the buffer)."""
+    cfg = replace(SMALL, spad_kib=4)
+    mlp = MLP((9, 30, 24, 4), loss, 0.3)
+    tp, sess, gold, res = run_cp(cfg, mlp, 3, "fast", _seed(), backward=backward, spad=spad, page_rows=page_rows)
+    assert sorted(tp.spad) == spad == tp.meta["spad_layers"] and gold.pages.keys() == tp.spad.keys()
+    if page_rows:
+        assert all(n * cfg.nr <= page_rows for sp in tp.spad.values() for _, n in sp.pages)
+    assert any(len(sp.pages) > 1 for sp in tp.spad.values()) == (page_rows is not None)
+    for r in res:
+        for k, ctr in enumerate(r.core_counters):
+            sp = tp._paged(k)
+            beats = sp.beats(cfg.nr) if sp else 0
+            assert (ctr["spad_rd_beats"], ctr["spad_wr_beats"]) == (beats, beats), k
+    assert "spad" in {kd for _, kd, _ in tp.breakdown(tp.cores_of(spad[0])[0])}
+    assert "scratchpad beats 0.." in tp.describe()
+
+
+def test_cp_spad_when_pe_memory_is_short():
+    """A hidden layer's cores short of PE memory: the compiler pages its panels by itself
+    (the golden follows the same plan); without a scratchpad, or with too small a one,
+    it fails with the sizes; explicit choices are checked."""
+    mlp = MLP((64, 64, 8, 4), "mse", 0.05)
+    cfg = replace(SMALL, mem_a_words=128, mem_b_words=128, spad_kib=4)
+    with pytest.raises(TrainCompileError, match="does not fit the CP mapping .* there is no scratchpad"):
+        compile_chip_cp(replace(cfg, spad_kib=0), mlp)
+    tp, *_ = run_cp(cfg, mlp, 2, "fast", _seed())
+    assert tp.groups == [2, 1, 1] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
+    with pytest.raises(TrainCompileError, match="nor with the panel paged from the 256-beat scratchpad"):
+        compile_chip_cp(replace(cfg, spad_kib=2), mlp)
+    with pytest.raises(TrainCompileError, match=r"spad layers must be a non-empty subset of \[0, 1\] \(the hidden"):
+        compile_chip_cp(SMALL, mlp, spad=[2])
+    with pytest.raises(TrainCompileError, match="page_rows must be a positive multiple of nr = 4"):
+        compile_chip_cp(SMALL, mlp, spad=[0], page_rows=6)
+    with pytest.raises(TrainCompileError, match="has none"):
+        compile_chip_cp(replace(SMALL, spad_kib=0), mlp, spad=[0])
+    with pytest.raises(TrainCompileError, match="minibatch CP does not page"):
+        compile_chip_cp(SMALL, MLP((64, 64, 8, 4), "mse", 0.05, batch=2), spad=[0])
+
+
+def test_cp_spad_engines_agree():
+    """Paged panels: the fast chip engine and the per-cycle chip model give the same
+    counters (scratchpad beats included) on every core."""
+    mlp = MLP((7, 9, 6, 3), "mse", 0.125)
+    seed = _seed()
+    cfg = replace(SIX, spad_kib=1)
+    _, _, _, fast = run_cp(cfg, mlp, 2, "fast", seed, spad=[0, 1], page_rows=2)
+    _, _, _, model = run_cp(cfg, mlp, 2, "model", seed, spad=[0, 1], page_rows=2)
+    for a, b in zip(fast, model):
+        assert a.core_counters == b.core_counters
+
+
 def test_chain_errors_and_schedule():
     cfg = SMALL
     def pair(name, k):
@@ -264,6 +326,19 @@ def test_cp_rtl_groups(sim):
     tp = run[0]
     assert any("[ar3]++" in ln for ln in tp.chains.lines[1])           # core 1 stores its input twice
     assert all(op.name != "keep_a" for op in tp.tails[0][1])          # no copy ain -> hist on core 1
+    rtl_replay(CHIP4, *run, sim, "chip-cp4")
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_cp_spad_rtl(sim):
+    """Both hidden layers' panels paged from the scratchpads in 2-row pages (the 2-core
+    group's ``W^T d`` summed over its pages), a sample through the pipeline and out,
+    replayed on the chip RTL (``CHIP4``: one simulator build with the test above), the
+    weights read back from the RTL's scratchpads equal to the golden's."""
+    require_sim(sim)
+    run = run_cp(CHIP4, MLP((5, 6, 8, 3), "mse", 0.125), 1, "model", _seed(), groups=[1, 2, 1], record=True,
+                 spad=[0, 1], page_rows=2)
+    assert all(len(sp.pages) > 1 for sp in run[0].spad.values())
     rtl_replay(CHIP4, *run, sim, "chip-cp4")
 
 
