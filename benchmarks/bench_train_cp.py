@@ -58,6 +58,9 @@ CASES = [
     ("S", (784, 500, 500, 500, 10), "mse", "auto", 8),
     ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto", 1),
     ("chip-small", (64, 64, 64, 10), "mse", "auto", 8),
+    # weights that do not fit the PE memories at S: every hidden layer's panels paged from the
+    # scratchpads (bench_train_chip and bench_train_chip_mb run the same network)
+    ("S", (784, 1500, 1500, 1500, 10), "softmax_ce", "auto", 1),
 ]
 
 #: the reference design's CP figure for its small network on config S
@@ -67,9 +70,11 @@ REFERENCE = {"case": "small net (784-)500-500-500-10, config S, CP", "gflops_per
 
 
 def _category(name: str, kind: str) -> str:
+    if kind == "axpy" and name.startswith("acc"):
+        return "W^T d page accumulation (axpy)"
     return {**KERNEL_CATEGORIES, "gemm": "GEMM (forward W A; backward D^T W)", "gemm_acc": "GEMM update W += D A^T",
             "transpose": "transposes (history, D)", "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
-            "axpy": "elementwise", "softmax": "softmax kernel", "halt": "HALT + start latency + drain"}.get(
+            "axpy": "elementwise", "softmax": "softmax kernel", "spad": "scratchpad page load/store", "halt": "HALT + start latency + drain"}.get(
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 
 
@@ -134,6 +139,8 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 
         "preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes), "loss": loss,
         "lr": LR, "batch": batch, "backward": backward, "fused": tp.fused, "split_chains": tp.split_chains, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
         "groups": tp.groups, "panel_rows": tp.P, "panel_cols": tp.N, "tail_variants": tp.V,
+        "spad_layers": tp.meta.get("spad_layers", []),
+        "spad_pages": {str(k): v for k, v in tp.meta.get("pages", {}).items()},
         "microcode_words_per_core": max(len(w) for w in tp.image),
         "runs": {"head": tp.run_cycles("head"), "tail": tp.run_cycles("tail"), "chains": tp.chains.slots,
                  "chains_run": tp.run_cycles("chains") if tp.split_chains else None, "host": host},
@@ -161,6 +168,7 @@ def run() -> dict:
             "FLOPs/step": last["flops"], "MAC util. %": round(last["mac_utilization"] * 100, 2),
             "GFLOPS": round(p["gflops"], 1), "W": round(p["watts"], 2), "GFLOPS/W": round(p["gflops_per_w"], 1),
             "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
+            "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
         })
     return {"title": "Continuous propagation across the cores (steady state, fast chip engine, weights = golden "
                      "bit for bit)", "rows": rows, "cases": cases, "reference": REFERENCE}

@@ -68,7 +68,7 @@ def run() -> dict:
     for t in tried:
         rows.append({"chip": t["preset"], "network": "-".join(map(str, LARGE)),
                      "method": {"sgd": "SGD", "cp": "CP", "mbgd": "minibatch GD"}[t["method"]], "batch": t["batch"],
-                     "step cycles (= predicted)": "does not fit: " + t.get("error", "")[:160],
+                     "step cycles (= predicted)": "does not fit: " + t.get("error", "")[:420],
                      "reference GFLOPS/W (ref. scope)": REFERENCE[t["preset"]][t["method"]]})
     pm, ps = mb["steps"][-1]["power"], sgd["steps"][-1]["power"]
     note = (f"The reference design's large network on the fast chip engine, {STEPS} step per case (weights bit for "
@@ -79,8 +79,10 @@ def run() -> dict:
             f"{pm['gflops_per_w']:.0f} counting every energy category; SGD: "
             f"{sgd['steps'][-1]['mac_utilization'] * 100:.1f}%, {ps['gflops_per_w_reference_scope']:.0f} "
             f"({ps['gflops_per_w_reference_scope'] / REFERENCE['L']['sgd']:.2f}x its 185). The other rows are compile "
-            "attempts: CP and SGD do not use the scratchpad yet, and at configuration S minibatch GD's gathered "
-            "activations and panels exceed the PE memories and scratchpads.")
+            "attempts that fail with the sizes: at configuration S the padded weights (24,412 words per PE) and the "
+            "activations exceed a core's PE memories and scratchpad together (8192 + 16,384 words per PE); "
+            "at L, CP's mapping gives layer 0 one core, whose panel (7693 words per PE) exceeds its PE memory, and "
+            "the 512 KiB scratchpad holds only 1/8 of it (only whole panels are paged).")
     return {"title": "The reference design's large network (784-2500-2000-1500-1000-500-10)", "note": note,
             "reference": REFERENCE, "rows": rows, "cases": {"mbgd_L": mb, "sgd_L": sgd}, "compile_attempts": tried}
 
