@@ -400,3 +400,22 @@ def test_cli_train_cp(tmp_path):
     assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp", "--config", "chip-tiny",
                  "--batch", "4"]) == 1
     assert main(["train", "--data", "synthetic", "--hidden", "6", "--groups", "1,1"]) == 1         # not cp
+
+
+def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
+    """``caterpillar train --method cp --describe`` on a chip whose PE memories do not
+    hold a hidden layer's panels: the compiler pages them from the scratchpads, the
+    steps are golden-checked (the golden follows the same plan), the description names
+    the scratchpad."""
+    import json
+
+    from rtl.cli import main
+
+    js = tmp_path / "t.json"
+    cfg = '{"preset": "chip-small", "mem_a_words": 128, "mem_b_words": 128, "spad_kib": 4}'
+    rc = main(["train", "--method", "cp", "--data", "synthetic", "--hidden", "96,16", "--epochs", "1", "--lr", "0.05",
+               "--config", cfg, "--golden-steps", "3", "--max-train", "12", "--max-test", "8", "--json", str(js),
+               "--describe"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "scratchpad beats 0.." in out and "loaded and stored once per step" in out
+    assert json.loads(js.read_text())["golden_checked_steps"] == 3
