@@ -23,7 +23,7 @@ from sw.layout import local_len
 from sw.mlp import MLP
 from sw.train import mse_loss, weight_bits
 from sw.golden_train_cp import golden_chains, group_weights
-from sw.train_cp import cp_mapping, cp_shapes
+from sw.train_cp import cp_mapping, cp_shapes, cp_spad_plan
 
 __all__ = ["GoldenChipMBCP", "cp_forward_mb"]
 
@@ -53,12 +53,15 @@ class GoldenChipMBCP:
     initial weights as global ``(m, n)`` bit patterns or floats; ``groups`` as for
     :func:`sw.train_cp.compile_chip_cp`)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, groups=None):
+    def __init__(self, cfg, mlp: MLP, weights, groups=None, spad=None, page_rows: int | None = None):
         if mlp.batch < 2 or mlp.loss != "mse":
             raise ValueError("GoldenChipMBCP models minibatch CP: MLP.batch > 1 and loss 'mse'")
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
-        self.groups, _ = cp_mapping(cfg, mlp, groups)
+        self.groups, fused = cp_mapping(cfg, mlp, groups)
         self.P, self.N = cp_shapes(cfg, mlp, self.groups)
+        #: layer -> row pages ``((first row, rows), ...)`` of the panels paged from the scratchpad
+        self.pages = {l: tuple((r0 * cfg.nr, n * cfg.nr) for r0, n in sp.pages) for l, sp in cp_spad_plan(
+            cfg, mlp, self.P, self.N, self.groups, fused, None, spad, page_rows).items()}
         nl, fmt, nr = mlp.n_layers, cfg.fmt, cfg.nr
         self.V = 2 * (nl - 1)
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
@@ -96,6 +99,16 @@ class GoldenChipMBCP:
             out[:rows, :b] = a if a.dtype == fmt.np_uint else fmt.from_float(a.astype(np.float64))
         return out
 
+    def _backward(self, l, DT, W):
+        """``DT W`` of one core's panel (page by page, first to last, for a paged panel:
+        the first page's ``gemm``, then ``gemm_acc`` of each further page)."""
+        fmt, nr = self.fmt, self.nr
+        acc = None
+        for r0, n in self.pages.get(l, ((0, W.shape[0]),)):
+            DTp, Wp = DT[:, r0:r0 + n], W[r0:r0 + n]
+            acc = golden.gemm(fmt, nr, DTp, Wp) if acc is None else golden.gemm_acc(fmt, nr, DTp, Wp, acc)
+        return acc
+
     def step(self, x, t) -> dict:
         """One pipeline step (the arguments of :meth:`sw.train_cp_mb.ChipMBCPProgram.run_step`)."""
         fmt, nr, mlp = self.fmt, self.nr, self.mlp
@@ -109,7 +122,7 @@ class GoldenChipMBCP:
             if l < nl - 1:
                 st["z"] = golden.relu(fmt, st["z"])
                 if l >= 1:
-                    st["e"] = golden.mask(fmt, golden.gemm(fmt, nr, st["dint"], st["W"]), st["VT"])
+                    st["e"] = golden.mask(fmt, self._backward(l, st["dint"], st["W"]), st["VT"])
                 d = tp(st["dint"])
             else:
                 st["z"] = golden.axpy(fmt, self.m1, T, st["z"])

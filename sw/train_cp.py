@@ -939,7 +939,7 @@ class ChipCPProgram:
 # ======================================================================================
 def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, softmax, spad=None,
                  page_rows: int | None = None) -> dict:
-    """The hidden layers whose panels are kept in the scratchpad (batch 1): ``{layer:
+    """The hidden layers whose panels are kept in the scratchpad: ``{layer:
     SpadPanel}``, the same on every core of the layer (beats from 0 of each core's
     scratchpad). ``spad=None``: the layers whose cores' regions do not fit the PE
     memories, when the scratchpad holds their panel and the rest fits with a page buffer
@@ -951,8 +951,10 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     V = 2 * (nl - 1)
     hidden = list(range(nl - 1))
 
+    kit = _kit(mlp)
+
     def alloc(l, page=None):
-        return _allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page)
+        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], **({} if page is None else {"page": page}))
     if spad is None:
         layers = [l for l in range(nl) if not alloc(l).fits()]
         if not layers or not cfg.spad_kib or nl - 1 in layers:
@@ -992,11 +994,11 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     ``softmax`` (``softmax_ce``): ``"auto"`` or ``"array"``: the output core computes it
     (:mod:`sw.softmax`); ``"host"`` is not supported (the pipeline has no host turnaround).
 
-    With batch 1, a hidden layer whose cores' regions do not fit the PE memories keeps
-    its panels in the scratchpads and pages them through a page buffer
-    (:func:`cp_spad_plan`; ``spad`` / ``page_rows`` force it): each paged weight is loaded
-    and stored once per step (the head does the page's forward rows, its part of ``W^T
-    d`` and its update while the page is in the buffer).
+    A hidden layer whose cores' regions do not fit the PE memories keeps its panels in
+    the scratchpads and pages them through a page buffer (:func:`cp_spad_plan`; ``spad``
+    / ``page_rows`` force it): each paged weight is loaded and stored once per step (the
+    head does the page's forward rows, its part of ``W^T d`` and its update while the
+    page is in the buffer).
 
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
@@ -1033,11 +1035,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                 + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c)
-    spads = {}
-    if mlp.batch == 1:
-        spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows)
-    elif spad is not None:
-        raise TrainCompileError("minibatch CP does not page weights from the scratchpad (spad=...)")
+    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows)
 
     def page(st):
         return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
@@ -1046,8 +1044,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     for k, al in enumerate(allocs):
         if not al.fits():
             l = stages[k][0]
-            sp_why = ("" if mlp.batch > 1 else
-                      "; nor with the panel paged from the scratchpad: the output layer's core is never paged"
+            sp_why = ("; nor with the panel paged from the scratchpad: the output layer's core is never paged"
                       if l == mlp.n_layers - 1 else
                       f"; nor with the panel paged from the {cfg.spad_depth}-beat scratchpad "
                       f"({nr * local_len(P[l], nr) * local_len(N[l], nr)} beats) through a one-row page buffer"

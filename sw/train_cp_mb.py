@@ -42,7 +42,7 @@ from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.train import Allocator, Op, TrainCompileError, mse_loss
-from sw.train_chip import PhaseLog
+from sw.train_chip import PhaseLog, _at, spad_op
 from sw.train_cp import ChipCPProgram, Kit, _kern, _ring_rw, chain_streams
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
 
@@ -60,7 +60,10 @@ def _tp(cfg, name, r, c, src, dst, stage, what):
 # ======================================================================================
 # memory
 # ======================================================================================
-def allocate(cfg, mlp, P, N, stage, V: int, softmax=None, fused: bool = False) -> Allocator:
+def allocate(cfg, mlp, P, N, stage, V: int, softmax=None, fused: bool = False, page: int | None = None) -> Allocator:
+    """The regions of a core of ``stage``; ``page``: the panel is kept in the scratchpad
+    and moved through a page buffer ``WP`` of ``page`` local rows (a layer ``l >= 1``
+    also needs ``DTp``, the transposed rows of ``D`` of one page)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     al = Allocator(cfg)
     if stage is None:
@@ -68,7 +71,14 @@ def allocate(cfg, mlp, P, N, stage, V: int, softmax=None, fused: bool = False) -
     l, i = stage
     nl, b = mlp.n_layers, mlp.batch
     s, nw, Lb = P[l] // cfg.nr, L(N[l]), L(b)
-    al.alloc("W", s * nw, f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    if page is None:
+        al.alloc("W", s * nw, f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    else:
+        al.alloc("WP", page * nw, f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
+                 f"{page * cfg.nr} rows per page)", bank="a")
+        if l >= 1:
+            al.alloc("DTp", Lb * page, "D^T of one page's rows (b x rows; the backward GEMM's left operand)",
+                     bank="b")
     al.alloc("VT", Lb * nw, f"A{l}^T of the minibatch being updated (b x N; update, mask)", bank="a")
     al.alloc("ain", nw * Lb, f"A{l}: the next forward input (N x b, written by the chains)", bank="b")
     al.alloc("z", s * Lb, "Z = W Ain (P x b)" + ("; MSE: D = Z - T in place" if l == nl - 1 else
@@ -96,9 +106,13 @@ def allocate(cfg, mlp, P, N, stage, V: int, softmax=None, fused: bool = False) -
 # ======================================================================================
 # ops
 # ======================================================================================
-def head_ops(cfg, mlp, al, P, N, stage, softmax=None, fused: bool = False) -> list:
+def head_ops(cfg, mlp, al, P, N, stage, softmax=None, fused: bool = False, sp=None) -> list:
+    """The head's ops of a core (``sp``: its panel's :class:`sw.train_chip.SpadPanel`
+    when it is paged from the scratchpad, :func:`_paged_head`)."""
     if stage is None:
         return []
+    if sp is not None:
+        return _paged_head(cfg, mlp, al, P, N, stage, sp)
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     l, _ = stage
     nl, b = mlp.n_layers, mlp.batch
@@ -127,6 +141,48 @@ def head_ops(cfg, mlp, al, P, N, stage, softmax=None, fused: bool = False) -> li
     ops.append(_kern("update", "gemm_acc", lambda bl: emit_gemm(bl, cfg, P[l], b, N[l], d, VT, W, accumulate=True,
                                                                 alpha=nlr, name="up_"),
                      [(d, s * Lb), (VT, Lb * nw), (W, wn), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
+    return ops
+
+
+def _paged_head(cfg, mlp, al, P, N, stage, sp) -> list:
+    """The head of a hidden layer's core whose panel is in the scratchpad: ``Din =
+    DinT^T`` first, then page by page (first to last): load the page into ``WP``; its
+    rows of ``Z = W Ain``; ``l >= 1``: ``DTp`` = the page's rows of ``Din`` transposed,
+    ``E = DTp W_p`` (first page) or ``E += DTp W_p`` (``gemm_acc``); its rows of the
+    update ``W += (-lr/b) Din VT``; store it back. Then the ReLU of ``Z`` and the mask
+    of ``E``."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    nr = cfg.nr
+    l, _ = stage
+    b = mlp.batch
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw, Lb = P[l] // nr, L(N[l]), L(b)
+    WP, ain, z, VT, st = R["WP"], R["ain"], R["z"], R["VT"], R["stage"]
+    dint, din = R["dint"], R["din"]
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = [_tp(cfg, "tp_din", b, P[l], dint, din, st, "tdi_")]
+    for p, (r0, n) in enumerate(sp.pages):
+        w, zp, dp, kp = sp.page_words(p), _at(z, r0 * Lb), _at(din, r0 * Lb), n * Lb
+        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, p)))
+        ops.append(_kern(f"gemm_{p}", "gemm", lambda bl, n=n, zp=zp, p=p:
+                         emit_gemm(bl, cfg, n * nr, N[l], b, WP, ain, zp, name=f"fw{p}_"),
+                         [(WP, w), (ain, nw * Lb)], [(zp, kp)]))
+        if l >= 1:
+            DTp, e, acc = R["DTp"], R["e"], p > 0
+            ops.append(_tp(cfg, f"tp_d{p}", n * nr, b, dp, DTp, st, f"td{p}_"))
+            ops.append(_kern(f"gemm_bw{p}", "gemm_acc" if acc else "gemm", lambda bl, n=n, p=p, acc=acc:
+                             emit_gemm(bl, cfg, b, n * nr, N[l], DTp, WP, e, accumulate=acc, name=f"bw{p}_"),
+                             [(DTp, kp), (WP, w)] + ([(e, Lb * nw)] if acc else []), [(e, Lb * nw)], fma_wb=acc))
+        ops.append(_kern(f"update_{p}", "gemm_acc", lambda bl, n=n, dp=dp, p=p:
+                         emit_gemm(bl, cfg, n * nr, b, N[l], dp, VT, WP, accumulate=True, alpha=nlr, name=f"up{p}_"),
+                         [(dp, kp), (VT, Lb * nw), (WP, w), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
+        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, p)))
+    ops.append(_kern("relu", "relu", lambda bl: emit_relu(bl, cfg, s * Lb, z, z, name="re_"),
+                     [(z, s * Lb)], [(z, s * Lb)]))
+    if l >= 1:
+        e = R["e"]
+        ops.append(_kern("mask", "relu_mask", lambda bl: emit_relu_mask(bl, cfg, Lb * nw, e, VT, e, name="mk_"),
+                         [(e, Lb * nw), (VT, Lb * nw)], [(e, Lb * nw)]))
     return ops
 
 

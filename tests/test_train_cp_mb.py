@@ -25,10 +25,10 @@ TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
 
 
-def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False):
+def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False, spad=None, page_rows=None):
     """tests/test_train_cp.py's ``run_cp`` with ``n`` minibatches (golden: GoldenChipMBCP)."""
     assert mlp.batch > 1
-    return run_cp(cfg, mlp, n, backend, seed, groups, record)
+    return run_cp(cfg, mlp, n, backend, seed, groups, record, spad=spad, page_rows=page_rows)
 
 
 @pytest.mark.parametrize("backend", ["fast", pytest.param("model", marks=pytest.mark.slow)])
@@ -125,6 +125,37 @@ def test_matrix_chain_errors():
     for st, msg in bad:
         with pytest.raises(RingError, match=msg):
             schedule(cfg, [st])
+
+
+@pytest.mark.parametrize("spad,page_rows", [([0, 1], 4), ([1], 8), ([0], None)],
+                         ids=["both-4-row-pages", "layer1-8-row-pages", "layer0-whole"])
+def test_mbcp_spad_matches_golden(spad, page_rows):
+    """Minibatch CP with hidden layers' panels paged from the scratchpads (a 2-core group
+    too): the head transposes ``Din`` first, then per page loads it, computes its rows of
+    ``Z``, its ``D^T`` rows and its part of ``E = D^T W`` (``gemm`` then ``gemm_acc``:
+    the page-by-page rounding shows), its update, and stores it; bit for bit against
+    the golden after every step, each paged panel loaded and stored once per step."""
+    cfg = replace(SMALL, spad_kib=4, ucode_depth=2048)
+    mlp = MLP((9, 30, 24, 4), "mse", 0.3, batch=3)
+    tp, sess, gold, res = run_mbcp(cfg, mlp, 3, "fast", _seed(), spad=spad, page_rows=page_rows)
+    assert sorted(tp.spad) == spad and gold.pages.keys() == tp.spad.keys()
+    for r in res:
+        for k, ctr in enumerate(r.core_counters):
+            sp = tp._paged(k)
+            beats = sp.beats(cfg.nr) if sp else 0
+            assert (ctr["spad_rd_beats"], ctr["spad_wr_beats"]) == (beats, beats), k
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_mbcp_spad_rtl(sim):
+    """Minibatch CP with both hidden layers paged in 2-row pages on the chip RTL
+    (``CHIP4``: one simulator build with the tests above; the chains run as a RUN of
+    their own), the weights read back from the RTL's scratchpads equal to the golden's."""
+    require_sim(sim)
+    run = run_mbcp(CHIP4, MLP((5, 6, 8, 3), "mse", 0.125, batch=3), 1, "model", _seed(), groups=[1, 2, 1],
+                   record=True, spad=[0, 1], page_rows=2)
+    assert all(len(sp.pages) > 1 for sp in run[0].spad.values()) and run[0].split_chains
+    rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
 
 
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
