@@ -630,6 +630,25 @@ def page_split(lrows: int, per: int) -> tuple:
     return tuple((r, min(per, lrows - r)) for r in range(0, lrows, per))
 
 
+def spad_choice(cfg, spad, allowed: list, what: str) -> list:
+    """An explicit choice of layers to page from the scratchpad, checked: sorted, a
+    non-empty subset of ``allowed`` (``what`` names them), and the configuration has a
+    scratchpad. Raises :class:`sw.train.TrainCompileError`."""
+    layers = sorted(set(int(l) for l in spad))
+    if not layers or any(l not in allowed for l in layers):
+        raise TrainCompileError(f"spad layers must be a non-empty subset of {allowed} ({what}), got {sorted(spad)}")
+    if not cfg.spad_kib:
+        raise TrainCompileError("weights in the scratchpad need one: this configuration has none (cfg.spad_kib = 0)")
+    return layers
+
+
+def check_page_rows(cfg, page_rows) -> None:
+    """``page_rows`` is None or a positive multiple of ``nr``, else
+    :class:`sw.train.TrainCompileError`."""
+    if page_rows is not None and (page_rows < cfg.nr or page_rows % cfg.nr):
+        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {cfg.nr}, got {page_rows}")
+
+
 def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
                 fail=None) -> tuple:
     """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``, shared by
@@ -657,16 +676,8 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
         order = sorted(pageable, key=lambda l: (-L(P[l]) * L(N[l]), l))
         sets = [sorted(order[:j]) for j in range(1, len(order) + 1)] if cfg.spad_kib else []
     else:
-        sets = [sorted(set(int(l) for l in spad))]
-        bad = [l for l in sets[0] if l not in pageable]
-        if bad or not sets[0]:
-            raise TrainCompileError(f"spad layers must be a non-empty subset of {pageable} (the row-panel layers), "
-                                    f"got {sorted(spad)}")
-        if not cfg.spad_kib:
-            raise TrainCompileError("weights in the scratchpad need one: this configuration has none "
-                                    "(cfg.spad_kib = 0)")
-    if page_rows is not None and (page_rows < nr or page_rows % nr):
-        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {nr}, got {page_rows}")
+        sets = [spad_choice(cfg, spad, pageable, "the row-panel layers")]
+    check_page_rows(cfg, page_rows)
     cap = (page_rows // nr) if page_rows else max(L(p) for p in P)
     lim = (1 << cfg.loop_bits) - 2
     for S in sets:

@@ -69,8 +69,8 @@ from sw.softmax import softmax_supported
 from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits, weight_bits)
-from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, load_per_core, page_split, spad_image,
-                           spad_local, spad_op)
+from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, check_page_rows, load_per_core,
+                           page_split, spad_choice, spad_image, spad_local, spad_op)
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
            "CP_HOST_PHASES"]
@@ -960,15 +960,8 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
         if not layers or not cfg.spad_kib or nl - 1 in layers:
             return {}
     else:
-        layers = sorted(set(int(l) for l in spad))
-        if not layers or any(l not in hidden for l in layers):
-            raise TrainCompileError(f"spad layers must be a non-empty subset of {hidden} (the hidden layers), "
-                                    f"got {sorted(spad)}")
-        if not cfg.spad_kib:
-            raise TrainCompileError("weights in the scratchpad need one: this configuration has none "
-                                    "(cfg.spad_kib = 0)")
-    if page_rows is not None and (page_rows < nr or page_rows % nr):
-        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {nr}, got {page_rows}")
+        layers = spad_choice(cfg, spad, hidden, "the hidden layers")
+    check_page_rows(cfg, page_rows)
     lim = (1 << cfg.loop_bits) - 2
     out = {}
     for l in layers:

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPLAY_SIM_PARAMS, require_sim
 from test_train import _eq_weights as _eq
-from test_train_chip import check_engines_agree
+from test_train_chip import check_engines_agree, check_spad_errors, check_spad_traffic
 from test_train_chip import run_and_check as chip_run_and_check
 from test_train import _seed
 from rtl.config import PRESETS
@@ -214,13 +214,7 @@ def test_chip_mbgd_spad_matches_golden(spad, page_rows, loss, out_map):
     assert sorted(tp.spad) == sorted(spad)
     if page_rows:
         assert all(n * cfg.nr <= page_rows for sp in tp.spad.values() for _, n in sp.pages)
-    beats = sum(sp.beats(cfg.nr) for sp in tp.spad.values())
-    step_rd = sum(c["spad_rd_beats"] for c in res[-1].core_counters) // cfg.cores
-    step_wr = sum(c["spad_wr_beats"] for c in res[-1].core_counters) // cfg.cores
-    top = tp.spad[max(tp.spad)]
-    saved = cfg.nr * top.page_words(len(top.pages) - 1)      # still in WP from the forward pass
-    assert (step_rd, step_wr) == (2 * beats - saved, beats)
-    assert {"spad"} <= {k for _, k, _ in tp.breakdown()}
+    check_spad_traffic(tp, res[-1])
 
 
 def test_chip_mbgd_spad_when_pe_memory_is_short():
@@ -235,12 +229,7 @@ def test_chip_mbgd_spad_when_pe_memory_is_short():
     assert sorted(tp.spad) == [0] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
     with pytest.raises(TrainCompileError, match="nor with the largest panels in the 256-beat scratchpad"):
         compile_chip_mbgd(replace(cfg, spad_kib=2), mlp)
-    with pytest.raises(TrainCompileError, match="spad layers must be"):
-        compile_chip_mbgd(SMALL, mlp, spad=[3])
-    with pytest.raises(TrainCompileError, match="page_rows must be a positive multiple of nr = 4"):
-        compile_chip_mbgd(SMALL, mlp, spad=[0], page_rows=6)
-    with pytest.raises(TrainCompileError, match="has none"):
-        compile_chip_mbgd(replace(SMALL, spad_kib=0), mlp, spad=[0])
+    check_spad_errors(compile_chip_mbgd, mlp, 3, r"\[0, 1\] \(the row-panel layers\)")
 
 
 def test_chip_mbgd_spad_engines_agree():

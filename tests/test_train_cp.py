@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import require_sim
+from test_train_chip import check_spad_errors
 from test_train import _eq_weights as _eq
 from test_train import _seed
 from noc.chain import Hop, Stream, schedule
@@ -246,12 +247,7 @@ def test_cp_spad_when_pe_memory_is_short():
     assert tp.groups == [2, 1, 1] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
     with pytest.raises(TrainCompileError, match="nor with the panel paged from the 256-beat scratchpad"):
         compile_chip_cp(replace(cfg, spad_kib=2), mlp)
-    with pytest.raises(TrainCompileError, match=r"spad layers must be a non-empty subset of \[0, 1\] \(the hidden"):
-        compile_chip_cp(SMALL, mlp, spad=[2])
-    with pytest.raises(TrainCompileError, match="page_rows must be a positive multiple of nr = 4"):
-        compile_chip_cp(SMALL, mlp, spad=[0], page_rows=6)
-    with pytest.raises(TrainCompileError, match="has none"):
-        compile_chip_cp(replace(SMALL, spad_kib=0), mlp, spad=[0])
+    check_spad_errors(compile_chip_cp, mlp, 2, r"\[0, 1\] \(the hidden layers\)")
 
 
 def test_cp_spad_engines_agree():
