@@ -21,7 +21,8 @@ import numpy as np
 from sw import golden
 from sw.layout import local_len
 from sw.mlp import MLP
-from sw.train import mse_loss, weight_bits
+from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss, weight_bits
+from sw.train_mb import MBProgram
 from sw.golden_train_cp import golden_chains, group_weights
 from sw.train_cp import cp_mapping, cp_shapes, cp_spad_plan
 
@@ -54,8 +55,8 @@ class GoldenChipMBCP:
     :func:`sw.train_cp.compile_chip_cp`)."""
 
     def __init__(self, cfg, mlp: MLP, weights, groups=None, spad=None, page_rows: int | None = None):
-        if mlp.batch < 2 or mlp.loss != "mse":
-            raise ValueError("GoldenChipMBCP models minibatch CP: MLP.batch > 1 and loss 'mse'")
+        if mlp.batch < 2:
+            raise ValueError("GoldenChipMBCP models minibatch CP: MLP.batch > 1")
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
         self.groups, fused = cp_mapping(cfg, mlp, groups)
         self.P, self.N = cp_shapes(cfg, mlp, self.groups)
@@ -114,8 +115,13 @@ class GoldenChipMBCP:
         fmt, nr, mlp = self.fmt, self.nr, self.mlp
         nl, no, b, V, s = mlp.n_layers, mlp.n_out, mlp.batch, self.V, self.step_index
         X = self._mat(x, mlp.n_in, self._np(0))
-        T = self._mat(t, no, self.P[-1])
+        smx = mlp.loss == "softmax_ce"
+        if smx:                                       # class indices or an n_out x b matrix; None: zeros
+            tf = np.zeros((no, b)) if t is None else MBProgram.targets(self, t)
+        else:
+            T = self._mat(t, no, self.P[-1])
         tp = lambda M: golden.transpose(fmt, nr, M)        # noqa: E731
+        out = None
         for st in self.cores:                             # head
             l = st["l"]
             st["z"] = golden.gemm(fmt, nr, st["W"], st["ain"])
@@ -125,12 +131,19 @@ class GoldenChipMBCP:
                     st["e"] = golden.mask(fmt, self._backward(l, st["dint"], st["W"]), st["VT"])
                 d = tp(st["dint"])
             else:
-                st["z"] = golden.axpy(fmt, self.m1, T, st["z"])
+                if smx:                               # logits out, the host's G in (replacing z)
+                    out = st["z"][:no, :b].copy()
+                    G = np.zeros_like(st["z"])
+                    G[:no, :b] = np.stack([host_softmax_grad(fmt, out[:, c], tf[:, c]) for c in range(b)], axis=1)
+                    st["z"] = G
+                else:
+                    st["z"] = golden.axpy(fmt, self.m1, T, st["z"])
                 st["VT"] = tp(st["ain"])
                 st["e"] = golden.mask(fmt, golden.gemm(fmt, nr, tp(st["z"]), st["W"]), st["VT"])
                 d = st["z"]
             st["W"] = golden.gemm_acc(fmt, nr, d, st["VT"], st["W"], self.neg_lr)
-        out = self._group(nl - 1)[0]["z"][:no, :b].copy()
+        if not smx:
+            out = self._group(nl - 1)[0]["z"][:no, :b].copy()
         for st in self.cores:                             # tail
             if st["l"] < nl - 1:
                 D = 2 * (nl - 1 - st["l"])
@@ -142,5 +155,8 @@ class GoldenChipMBCP:
         d = fmt.to_float(out)
         if t is None:
             return {"loss": None, "output": d, "raw": out}
+        if smx:
+            return {"loss": float(np.mean([softmax_ce_loss(d[:, c], tf[:, c]) for c in range(b)])), "output": d,
+                    "raw": out}
         tf = fmt.to_float(T[:no, :b])
         return {"loss": float(np.mean([mse_loss(d[:, c]) for c in range(b)])), "output": d + tf, "raw": out}

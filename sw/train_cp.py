@@ -617,6 +617,8 @@ class Kit:
     host: object          #: (cfg, allocs, P, N, out_core, what, origin) -> images
     ring_text: object     #: (cfg, lines, mlp, P, N) -> the chains' text, folded into loops
     program: object       #: the ChipCPProgram class
+    #: (cfg, mlp, al, P, N, stage) -> ops of the output core after the host's softmax (or None)
+    head2: object = None
 
 
 def _vec_ring_text(cfg, lines, mlp, P, N) -> str:
@@ -788,11 +790,12 @@ class ChipCPProgram:
         log.note("out", "host", res, res[self.out_core].cycles)
         return res[self.out_core]
 
-    def _run_chip(self, session: ChipSession, log: PhaseLog) -> None:
-        """The step's two chip RUNs (head, the tail of this step's variant), each checked:
-        cycles as predicted on every core, no SRAM or register write conflict, no stall."""
+    def _run_chip(self, session: ChipSession, log: PhaseLog, runs=None) -> None:
+        """The step's chip RUNs (head, the tail of this step's variant; ``runs``: some of
+        :meth:`chip_runs`), each checked: cycles as predicted on every core, no SRAM or
+        register write conflict, no stall."""
         cfg = self.cfg
-        for what in self.chip_runs():
+        for what in (self.chip_runs() if runs is None else runs):
             org = self.origins[("tail", self.step_index % self.V) if what == "tail" else what]
             res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, f"cp-{what}", org)
             exp = self.run_cycles(what)
@@ -1005,15 +1008,17 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
         raise TrainCompileError(f"the kernels need nr >= 2, got nr = {nr}")
     if nl < 2:
         raise TrainCompileError("continuous propagation pipelines layers: the network needs a hidden layer")
-    if softmax == "host" and mlp.loss == "softmax_ce":
+    if softmax == "host" and mlp.loss == "softmax_ce" and mlp.batch == 1:
         raise TrainCompileError("continuous propagation computes the softmax on the output core: softmax='host' "
                                 "is not supported (a host turnaround would stall every stage)")
     kit = _kit(mlp)
     if mlp.batch > 1:
         from sw.train_cp_mb import check
 
-        check(cfg, mlp)
-    smx = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce" else softmax)
+        check(cfg, mlp, softmax)
+        smx = "host" if mlp.loss == "softmax_ce" else None
+    else:
+        smx = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce" else softmax)
     groups, fused = cp_mapping(cfg, mlp, groups, backward)
     P, N = cp_shapes(cfg, mlp, groups)
     lim = (1 << cfg.loop_bits) - 1
@@ -1047,6 +1052,9 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                 f"{nr}x{nr} PEs: a core of layer {l} (panel {P[l]} x {N[l]}) needs MEM A {al.used('a')} + MEM B "
                 f"{al.used('b')} words per PE, a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words "
                 f"of {fmt}{sp_why} (more cores for that layer, or a bigger PE memory)")
+    out = sum(groups) - 1
+    head2 = ([kit.head2(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
+             if smx == "host" and kit.head2 is not None else None)
     # head: every core's compute, padded to the longest
     head = [kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]],
                      **({"sp": spads.get(stages[k][0]) if stages[k] else None} if spads else {}))
@@ -1113,8 +1121,12 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
             assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
             ins[key if isinstance(key, str) else key[0]] = n.pop()
             place(key, [w for w, _ in built])
-        for what in CP_HOST_PHASES:
-            place(what, kit.host(acfg, allocs, P, N, sum(groups) - 1, what, org))
+        if head2 is not None:               # the output core's RUN after the host's softmax
+            built = [_build_ops(acfg, ops, origin=org) for ops in head2]
+            ins["head2"] = built[out][1]
+            place("head2", [w for w, _ in built])
+        for what in CP_HOST_PHASES + (("logits", "g") if head2 is not None else ()):
+            place(what, kit.host(acfg, allocs, P, N, out, what, org))
         return image, origins, ins
 
     # the chains in every tail variant (one RUN fewer per step), or, when that does not

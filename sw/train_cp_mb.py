@@ -41,7 +41,9 @@ from noc.ring_mat import _fold_text
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
-from sw.train import Allocator, Op, TrainCompileError, mse_loss
+from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, host_softmax_grad, mse_loss,
+                      softmax_ce_loss)
+from sw.train_mb import MBProgram
 from sw.train_chip import PhaseLog, _at, spad_op
 from sw.train_cp import ChipCPProgram, Kit, _kern, _ring_rw, chain_streams
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
@@ -81,14 +83,16 @@ def allocate(cfg, mlp, P, N, stage, V: int, softmax=None, fused: bool = False, p
                      bank="b")
     al.alloc("VT", Lb * nw, f"A{l}^T of the minibatch being updated (b x N; update, mask)", bank="a")
     al.alloc("ain", nw * Lb, f"A{l}: the next forward input (N x b, written by the chains)", bank="b")
-    al.alloc("z", s * Lb, "Z = W Ain (P x b)" + ("; MSE: D = Z - T in place" if l == nl - 1 else
+    al.alloc("z", s * Lb, "Z = W Ain (P x b)" + ("; MSE: D = Z - T in place; softmax: the host's G = softmax(Z) "
+                                                     "- T replaces it" if l == nl - 1 else
                                                      ", relu in place: this core's rows of A_{l+1}"), bank="b")
     if l >= 1:
         al.alloc("e", Lb * nw, f"(W{l}^T D)^T partial, masked (b x N; sent by the chains)", bank="b")
     st_words = max(Lb * nw, s * Lb)
     if l == nl - 1:
-        al.alloc("t", s * Lb, "target (P x b, loaded per step)", bank="a")
-        al.alloc("m1", 1, "scalar -1 (every PE)", bank="a")
+        if mlp.loss == "mse":
+            al.alloc("t", s * Lb, "target (P x b, loaded per step)", bank="a")
+            al.alloc("m1", 1, "scalar -1 (every PE)", bank="a")
         al.alloc("dt", Lb * s, "D^T (b x P)", bank="b")
     else:
         al.alloc("dint", Lb * s, f"this core's columns of (W{l + 1}^T D)^T: D{l}^T (b x P, written by the chains)",
@@ -130,13 +134,13 @@ def head_ops(cfg, mlp, al, P, N, stage, softmax=None, fused: bool = False, sp=No
             ops += _backward(cfg, R, P, N, l, b, dint)
         ops.append(_tp(cfg, "tp_din", b, P[l], dint, din, st, "tdi_"))
         d = din
+    elif mlp.loss == "softmax_ce":
+        return ops                                      # the rest after the host's softmax: head2_ops
     else:
         m1 = Scalar(R["m1"].bank, R["m1"].base)
         ops.append(_kern("loss_grad", "axpy", lambda bl: emit_axpy(bl, cfg, s * Lb, m1, R["t"], z, name="lg_"),
                          [(R["t"], s * Lb), (z, s * Lb), (R["m1"], 1)], [(z, s * Lb)], fma_wb=True))
-        ops.append(_tp(cfg, "tp_a", N[l], b, ain, VT, st, "tva_"))
-        ops.append(_tp(cfg, "tp_d", P[l], b, z, R["dt"], st, "tdt_"))
-        ops += _backward(cfg, R, P, N, l, b, R["dt"])
+        ops += _output_backward(cfg, mlp, R, P, N, l)
         d = z
     ops.append(_kern("update", "gemm_acc", lambda bl: emit_gemm(bl, cfg, P[l], b, N[l], d, VT, W, accumulate=True,
                                                                 alpha=nlr, name="up_"),
@@ -184,6 +188,32 @@ def _paged_head(cfg, mlp, al, P, N, stage, sp) -> list:
         ops.append(_kern("mask", "relu_mask", lambda bl: emit_relu_mask(bl, cfg, Lb * nw, e, VT, e, name="mk_"),
                          [(e, Lb * nw), (VT, Lb * nw)], [(e, Lb * nw)]))
     return ops
+
+
+def _output_backward(cfg, mlp, R, P, N, l) -> list:
+    """The output core's backward pass from its gradient ``D`` (in ``z``): ``VT =
+    Ain^T``, ``DT = D^T``, ``E = DT W``, the mask (the update follows)."""
+    b, z, st = mlp.batch, R["z"], R["stage"]
+    return ([_tp(cfg, "tp_a", N[l], b, R["ain"], R["VT"], st, "tva_"), _tp(cfg, "tp_d", P[l], b, z, R["dt"], st, "tdt_")]
+            + _backward(cfg, R, P, N, l, b, R["dt"]))
+
+
+def head2_ops(cfg, mlp, al, P, N, stage) -> list:
+    """``loss="softmax_ce"``: the output core's ops after the host has replaced ``Z`` by
+    ``G = softmax(Z) - T`` (its own RUN, :meth:`ChipMBCPProgram.run_step`): the backward
+    pass and the update ``W += (-lr/b) G VT``; nothing on the other cores."""
+    if stage is None or stage[0] != mlp.n_layers - 1 or mlp.loss != "softmax_ce":
+        return []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l = stage[0]
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw, Lb, wn = P[l] // cfg.nr, L(N[l]), L(mlp.batch), (P[l] // cfg.nr) * L(N[l])
+    W, z, VT = R["W"], R["z"], R["VT"]
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    return _output_backward(cfg, mlp, R, P, N, l) + [
+        _kern("update", "gemm_acc", lambda bl: emit_gemm(bl, cfg, P[l], mlp.batch, N[l], z, VT, W, accumulate=True,
+                                                         alpha=nlr, name="up_"),
+              [(z, s * Lb), (VT, Lb * nw), (W, wn), (R["nlr"], 1)], [(W, wn)], fma_wb=True)]
 
 
 def _backward(cfg, R, P, N, l, b, dt) -> list:
@@ -250,8 +280,9 @@ def ring_text(cfg, lines: list, mlp, P, N) -> str:
 
 
 def host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> list:
-    """Per core the program of a host phase: ``in`` (``X`` into core 0's ``xin``, ``T``
-    into the output core), ``out`` (the output core's ``D = Z - T``)."""
+    """Per core the program of a host phase: ``in`` (``X`` into core 0's ``xin``; MSE:
+    ``T`` into the output core), ``out`` (the output core's ``D = Z - T``), softmax:
+    ``logits`` (the output core's ``Z``) and ``g`` (``G`` into its ``z``)."""
     imgs = []
     for k in range(cfg.cores):
         b = Builder(cfg, origin=origin)
@@ -259,10 +290,12 @@ def host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> l
         R = {n: v.region for n, v in al.items.items()}
         if what == "in" and k == 0:
             emit_load(b, cfg, R["xin"].bank, R["xin"].base, al.items["xin"].words, loop="ldx")
-        if what == "in" and k == out_core:
+        if what == "in" and k == out_core and "t" in R:
             emit_load(b, cfg, R["t"].bank, R["t"].base, al.items["t"].words, loop="ldt")
-        if what == "out" and k == out_core:
+        if what in ("out", "logits") and k == out_core:
             emit_unload(b, cfg, R["z"].bank, R["z"].base, al.items["z"].words, loop="ulz")
+        if what == "g" and k == out_core:
+            emit_load(b, cfg, R["z"].bank, R["z"].base, al.items["z"].words, loop="ldg")
         b.halt()
         imgs.append(b.build().words())
     return imgs
@@ -278,13 +311,23 @@ class ChipMBCPProgram(ChipCPProgram):
     the mean of the samples' MSE losses, the output ``n_out x b``."""
 
     def host_phase_cycles(self) -> list:
+        """``(name, cycles)`` of the step's host phases (softmax: the logits out, ``G``
+        in, and the output core's ``head2`` RUN between the head and the tail)."""
         from sw.train_mb import load_cost, unload_cost
 
         cfg = self.cfg
         run = 1 + cfg.fpu_latency + 2
         xw = self.allocs[0].items["xin"].words
         zw = self.allocs[self.out_core].items["z"].words
+        if self.softmax == "host":
+            return [("in", load_cost(cfg, xw) + run), ("logits", unload_cost(cfg, zw) + run),
+                    ("g", load_cost(cfg, zw) + run), ("head2", self.instructions["head2"] + run)]
         return [("in", load_cost(cfg, xw) + run + load_cost(cfg, zw) + run), ("out", unload_cost(cfg, zw) + run)]
+
+    def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
+        """The host's softmax turnaround per step (:data:`sw.train.HOST_LATENCY_CYCLES`,
+        not in :meth:`step_cycles`); 0 for MSE."""
+        return host_latency if self.softmax == "host" else 0
 
     def _mat(self, v, rows: int, prows: int) -> np.ndarray:
         """``rows x b`` values (or None: zeros) -> padded bit patterns ``prows x (Lb nr)``."""
@@ -305,6 +348,8 @@ class ChipMBCPProgram(ChipCPProgram):
         cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
         nr, b = cfg.nr, mlp.batch
         X = self._mat(x, mlp.n_in, local_len(self.N[0], nr) * nr)
+        if mlp.loss == "softmax_ce":
+            return self._softmax_step(session, X, t)
         T = self._mat(t, mlp.n_out, self.P[-1])
         log = PhaseLog(cfg.cores)
         data = [[] for _ in range(cfg.cores)]
@@ -323,12 +368,57 @@ class ChipMBCPProgram(ChipCPProgram):
         return log.result(loss, d + tf, 0, {"out": raw})
 
 
-def check(cfg, mlp) -> None:
-    """Minibatch CP's own restrictions (clear errors)."""
-    if mlp.loss != "mse":
-        raise TrainCompileError("minibatch CP computes the loss gradient on the output core, and the softmax "
-                                "kernel is batch 1: minibatch CP takes loss='mse' (batch-1 CP takes softmax_ce)")
+    targets = MBProgram.targets
+
+    def _phase(self, session, what, data, log, active):
+        cfg = self.cfg
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, f"cp-{what}", self.origins[what],
+                             active=active)
+        cyc = sum(res[k].cycles for k in active)
+        exp = dict(self.host_phase_cycles())[what]
+        if cyc != exp:
+            raise AssertionError(f"minibatch CP {what} phase: {cyc} cycles, predicted {exp}")
+        log.note(what, "host", res, cyc)
+        return res
+
+    def _softmax_step(self, session, X, t):
+        """A softmax step: ``X`` in; the head RUN; the output core's logits out; the host
+        computes ``G = fmt(softmax(z) - t)`` per column (:func:`sw.train.host_softmax_grad`;
+        ``t`` None: zeros, as the golden does while the pipeline fills) and loads it;
+        the output core's ``head2`` RUN; the tail RUN(s)."""
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        nr, b, no, o = cfg.nr, mlp.batch, mlp.n_out, self.out_core
+        tf = np.zeros((no, b)) if t is None else self.targets(t)
+        log = PhaseLog(cfg.cores)
+        data = [[] for _ in range(cfg.cores)]
+        data[0] = load_beats_for(cfg, pack_matrix(X, nr))
+        self._phase(session, "in", data, log, [0])
+        chip = self.chip_runs()
+        self._run_chip(session, log, chip[:1])
+        res = self._phase(session, "logits", None, log, [o])
+        zw = self.allocs[o].items["z"].words
+        Bp = local_len(b, nr) * nr
+        Z = unpack_matrix(decode_unload(cfg, res[o].out, zw), self.P[-1], Bp)
+        raw = Z[:no, :b].copy()
+        G = np.zeros((self.P[-1], Bp), dtype=fmt.np_uint)
+        G[:no, :b] = np.stack([host_softmax_grad(fmt, raw[:, c], tf[:, c]) for c in range(b)], axis=1)
+        data = [[] for _ in range(cfg.cores)]
+        data[o] = load_beats_for(cfg, pack_matrix(G, nr))
+        self._phase(session, "g", data, log, [o])
+        self._phase(session, "head2", None, log, [o])
+        self._run_chip(session, log, chip[1:])
+        self.step_index += 1
+        z = fmt.to_float(raw)
+        loss = None if t is None else float(np.mean([softmax_ce_loss(z[:, c], tf[:, c]) for c in range(b)]))
+        return log.result(loss, z, self.host_cycles(), {"out": raw})
+
+
+def check(cfg, mlp, softmax: str = "auto") -> None:
+    """Minibatch CP's own restrictions (clear errors): its softmax runs on the host."""
+    if mlp.loss == "softmax_ce" and softmax == "array":
+        raise TrainCompileError("the softmax kernel is batch 1: minibatch CP computes the softmax on the host "
+                                "(softmax='auto' or 'host'; batch-1 CP computes it on the array)")
 
 
 #: the builders of minibatch CP (:func:`sw.train_cp.compile_chip_cp` with ``mlp.batch > 1``)
-MB_KIT = Kit(allocate, head_ops, tail_ops, streams, _ring_rw, host_programs, ring_text, ChipMBCPProgram)
+MB_KIT = Kit(allocate, head_ops, tail_ops, streams, _ring_rw, host_programs, ring_text, ChipMBCPProgram, head2_ops)

@@ -255,7 +255,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
     if steady is None:
         raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training "
                          f"{'minibatches' if b > 1 else 'samples'} per epoch, got {len(order)}")
-    rep, _ = chip_step_report(tp, steady)
+    rep, rep_h = chip_step_report(tp, steady)          # with the host's softmax turnaround (minibatch CP)
     host = sum(c for _, c in tp.host_phase_cycles())
     return {
         "method": "cp", "network": mlp.describe(), "sizes": list(mlp.sizes), "loss": mlp.loss, "lr": mlp.lr,
@@ -265,8 +265,9 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
         "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses,
         "step": {"run_cycles": steady.cycles - host, "host_cycles": host, "cycles": steady.cycles,
                  "predicted_cycles": tp.step_cycles(), "cores": cfg.cores, "flops": mlp.flops_per_step(),
-                 "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep.mac_utilization,
-                 "gflops": rep.gflops, "gflops_with_host": rep.gflops,
+                 "host_turnaround_cycles": tp.host_cycles(),
+                 "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
+                 "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
                  "gflops_per_w": rep.gflops_per_w, "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
                  "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
         "breakdown": [list(x) for x in tp.breakdown()],
@@ -439,7 +440,8 @@ def add_train_arguments(p) -> None:
     p.add_argument("--lr", type=float, default=0.03)
     p.add_argument("--method", default="sgd", choices=("sgd", "cp"),
                    help="sgd: SGD (or minibatch GD with --batch); cp: continuous propagation, the layers pipelined "
-                        "over groups of cores (chip configurations; with --batch b > 1 and --loss mse: minibatch CP)")
+                        "over groups of cores (chip configurations; with --batch b > 1: minibatch CP, whose softmax "
+                        "runs on the host)")
     p.add_argument("--groups", help="cp: cores per layer, comma separated (default: the compiler's balance)")
     p.add_argument("--backward", default="auto", choices=("auto", "fused", "separate"),
                    help="batch 1: the backward step of layers >= 1: W^T d and the update in one pass over W (fused), "

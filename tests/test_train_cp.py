@@ -30,8 +30,11 @@ SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
 
 
 def _data(rng, mlp, n):
-    if mlp.batch > 1:                        # minibatch CP: n minibatches (MSE)
-        return rng.normal(size=(n, mlp.n_in, mlp.batch)), rng.normal(size=(n, mlp.n_out, mlp.batch)) * 0.5
+    if mlp.batch > 1:                        # minibatch CP: n minibatches (softmax: class indices)
+        X = rng.normal(size=(n, mlp.n_in, mlp.batch))
+        if mlp.loss == "softmax_ce":
+            return X, rng.integers(0, mlp.n_out, (n, mlp.batch))
+        return X, rng.normal(size=(n, mlp.n_out, mlp.batch)) * 0.5
     X = rng.normal(size=(n, mlp.n_in))
     if mlp.loss == "softmax_ce":
         return X, rng.integers(0, mlp.n_out, n)
@@ -190,8 +193,8 @@ def test_cp_learns_like_float64():
 def test_cp_errors():
     with pytest.raises(TrainCompileError, match="cores >= 3"):
         compile_chip_cp(TINY, MLP((4, 5, 5, 3), "mse", 0.1))
-    with pytest.raises(TrainCompileError, match="softmax kernel is batch 1"):      # minibatch CP: MSE only
-        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1, batch=2))
+    with pytest.raises(TrainCompileError, match="softmax kernel is batch 1"):      # minibatch CP: on the host
+        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1, batch=2), softmax="array")
     with pytest.raises(TrainCompileError, match="hidden layer"):
         compile_chip_cp(TINY, MLP((4, 3), "mse", 0.1))
     with pytest.raises(TrainCompileError, match="softmax='host'"):
@@ -375,7 +378,7 @@ def test_cp_forward_is_the_pipelines_forward():
 def test_cli_train_cp(tmp_path):
     """``caterpillar train --method cp``: golden-checked pipeline steps, the figures of a
     steady-state step equal to the compiler's prediction; clear errors for a one-core
-    configuration and a minibatch."""
+    configuration and a fused minibatch step; minibatch CP with the host's softmax."""
     import json
 
     from rtl.cli import main
@@ -392,7 +395,15 @@ def test_cli_train_cp(tmp_path):
     assert len(res["epochs"]) == 2 and 0 <= res["epochs"][-1]["test_accuracy"] <= 1
     assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp"]) == 1          # one core
     assert main(["train", "--data", "synthetic", "--hidden", "6", "--method", "cp", "--config", "chip-tiny",
-                 "--batch", "4"]) == 1
+                 "--batch", "4", "--backward", "fused"]) == 1                                  # minibatch: no fused step
+    # minibatch CP with the softmax on the host: golden-checked, the turnaround reported
+    rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.1", "--method", "cp",
+               "--config", "chip-tiny", "--batch", "4", "--golden-steps", "8", "--max-train", "40",
+               "--max-test", "20", "--json", str(js)])
+    res = json.loads(js.read_text())
+    assert rc == 0 and res["batch"] == 4 and res["golden_checked_steps"] == 8
+    assert res["step"]["host_turnaround_cycles"] == 1000
+    assert res["step"]["mac_utilization_with_host"] < res["step"]["mac_utilization"]
     assert main(["train", "--data", "synthetic", "--hidden", "6", "--groups", "1,1"]) == 1         # not cp
 
 

@@ -95,9 +95,25 @@ def test_mbcp_learns_like_float64_minibatch_gd():
     assert last < 1.5 * np.mean(f64[-10:]) + 1e-3, (last, np.mean(f64[-10:]))
 
 
+@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("cfg,sizes,b", [(TINY, (6, 5, 3), 3), (SMALL, (9, 14, 7, 4), 5), (SIX, (7, 9, 6, 3), 3)])
+def test_mbcp_softmax_on_host(cfg, sizes, b, backend):
+    """Minibatch CP with the softmax loss: the head RUN, the output core's logits out,
+    the host's ``G = fmt(softmax(z) - t)`` per column in, the output core's ``head2`` RUN
+    (its backward pass and update), the tail; bit for bit against the golden through
+    filling, steady state and draining, the turnaround counted apart."""
+    from sw.train import HOST_LATENCY_CYCLES
+
+    tp, sess, gold, res = run_mbcp(cfg, MLP(sizes, "softmax_ce", 0.3, batch=b), 3, backend, _seed())
+    assert tp.softmax == "host" and tp.host_cycles() == HOST_LATENCY_CYCLES
+    assert [n for n, _ in tp.host_phase_cycles()] == ["in", "logits", "g", "head2"]
+    assert all(r.host_cycles == HOST_LATENCY_CYCLES for r in res)
+    assert [n for n, _, _ in res[0].phases] == ["in", "head", "logits", "g", "head2"] + tp.chip_runs()[1:]
+
+
 def test_mbcp_errors():
-    with pytest.raises(TrainCompileError, match="loss='mse'"):
-        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1, batch=2))
+    with pytest.raises(TrainCompileError, match="computes the softmax on the host"):
+        compile_chip_cp(TINY, MLP((4, 5, 3), "softmax_ce", 0.1, batch=2), softmax="array")
     with pytest.raises(TrainCompileError, match="no fused backward"):
         compile_chip_cp(TINY, MLP((4, 5, 3), "mse", 0.1, batch=2), backward="fused")
     with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
@@ -155,6 +171,18 @@ def test_mbcp_spad_rtl(sim):
     run = run_mbcp(CHIP4, MLP((5, 6, 8, 3), "mse", 0.125, batch=3), 1, "model", _seed(), groups=[1, 2, 1],
                    record=True, spad=[0, 1], page_rows=2)
     assert all(len(sp.pages) > 1 for sp in run[0].spad.values()) and run[0].split_chains
+    rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
+
+
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+def test_mbcp_softmax_rtl(sim):
+    """Minibatch CP with the host's softmax on the chip RTL (``CHIP4``): every phase of a
+    minibatch through the pipeline and out replayed (the logits out, ``G`` in, the
+    output core's ``head2`` RUN), the weights read back equal to the golden's."""
+    require_sim(sim)
+    run = run_mbcp(CHIP4, MLP((5, 6, 4, 3), "softmax_ce", 0.125, batch=3), 1, "model", _seed(), groups=[1, 2, 1],
+                   record=True)
+    assert run[0].softmax == "host"
     rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
 
 
