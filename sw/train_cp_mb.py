@@ -26,7 +26,9 @@ carry matrix words (``layout="mat"`` in :mod:`noc.chain`). Per core of layer ``l
                   of every row, its DinT
 
 The reduce chains transpose every word at every add (taking on one bus, sending on
-the other), at one beat per slot. The loss is MSE (the softmax kernel is batch 1). The golden model is
+the other), at one beat per slot. The softmax loss runs on the host (the kernel is batch 1):
+the output core's head stops at ``Z``, the host reads the logits and loads ``G``, and the
+output core's ``head2`` RUN does the rest (:meth:`ChipMBCPProgram.run_step`). The golden model is
 :class:`sw.golden_train_cp_mb.GoldenChipMBCP`.
 """
 
