@@ -38,6 +38,11 @@ the host computes ``g`` (:func:`sw.train.host_softmax_grad`), loads its panels a
 backward pass runs in a second chip phase; the turnaround is counted as
 :data:`sw.train.HOST_LATENCY_CYCLES`.
 
+Weight panels that do not fit the PE memories stay in the cores' scratchpads and are
+paged through a page buffer (:func:`plan_panels`, :func:`plan_chip_sgd`): the forward GEMV
+page by page, and backward, per page from the last to the first, the page's part of
+``W^T d`` (summed over the pages by an axpy with 1), its update and its store.
+
 Cycles of a step (:meth:`ChipSGDProgram.step_cycles`): every chip phase's cycles (all
 cores start together; the phase lasts until the last core drains) plus every host
 phase's RUNs *back to back* (the host serves one core at a time) plus the host
