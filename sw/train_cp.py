@@ -184,16 +184,25 @@ def _smx(cfg, mlp: MLP):
 def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) -> tuple:
     """``(head, tail)`` instructions of a core of layer ``l`` (its kernels' exact counts
     and gaps; the tail without the chains); ``fused``: its backward step is the fused
-    kernel. ``(2^30, 0)`` when its regions do not fit."""
+    kernel. A hidden layer whose regions do not fit is costed with its panel paged from
+    the scratchpad (:func:`cp_spad_plan`'s pages, the transfers included); ``(2^30, 0)``
+    when even that does not fit."""
     key = (l, groups[l - 1] if l else 0, groups[l], fused)
     if key not in cache:
         P, N = cp_shapes(cfg, mlp, list(groups))
         V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), _kit(mlp)
-        al = kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused)
+
+        def alloc(page=None):
+            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, **({} if page is None else {"page": page}))
+        al, kw = alloc(), {}
+        if not al.fits() and l < mlp.n_layers - 1:
+            sp = _layer_pages(cfg, P, N, l, alloc)
+            if sp is not None:
+                al, kw = alloc(sp.pages[0][1]), {"sp": sp}
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
-            cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused)),
+            cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused, **kw)),
                           _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups), True)))
     return cache[key]
 
@@ -954,8 +963,7 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     (else ``{}``: the caller reports the sizes); ``spad``: the layers to page (tests).
     Pages of at most ``page_rows`` rows (a multiple of ``nr``; default: the largest the
     PE memories leave room for)."""
-    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
-    nl, nr = mlp.n_layers, cfg.nr
+    nl = mlp.n_layers
     V = 2 * (nl - 1)
     hidden = list(range(nl - 1))
 
@@ -970,19 +978,31 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     else:
         layers = spad_choice(cfg, spad, hidden, "the hidden layers")
     check_page_rows(cfg, page_rows)
-    lim = (1 << cfg.loop_bits) - 2
     out = {}
     for l in layers:
-        lp, ln = L(P[l]), L(N[l])
-        cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
-        if nr * lp * ln > cfg.spad_depth or not alloc(l, 1).fits():
+        sp = _layer_pages(cfg, P, N, l, lambda page, l=l: alloc(l, page), page_rows)
+        if sp is None:
             return {}
-        lo, hi = 1, cap
-        while lo < hi:                                  # the largest pages that fit
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if alloc(l, mid).fits() else (lo, mid - 1)
-        out[l] = SpadPanel(0, lp, ln, page_split(lp, lo))
+        out[l] = sp
     return out
+
+
+def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = None):
+    """Layer ``l``'s panel paged from the scratchpad with the largest pages that fit
+    (``alloc(page)``: a core's allocator with ``page`` local rows per page): a
+    :class:`sw.train_chip.SpadPanel`, or None when the scratchpad does not hold the
+    panel or not even one-row pages fit."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    nr, lim = cfg.nr, (1 << cfg.loop_bits) - 2
+    lp, ln = L(P[l]), L(N[l])
+    cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
+    if not cfg.spad_kib or nr * lp * ln > cfg.spad_depth or not alloc(1).fits():
+        return None
+    lo, hi = 1, cap
+    while lo < hi:                                      # the largest pages that fit
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if alloc(mid).fits() else (lo, mid - 1)
+    return SpadPanel(0, lp, ln, page_split(lp, lo))
 
 
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,

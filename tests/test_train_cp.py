@@ -248,6 +248,12 @@ def test_cp_spad_when_pe_memory_is_short():
         compile_chip_cp(replace(cfg, spad_kib=0), mlp)
     tp, *_ = run_cp(cfg, mlp, 2, "fast", _seed())
     assert tp.groups == [2, 1, 1] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
+    # the mapping's cost model prices the paged stage (its transfers included), not as "does not fit"
+    from sw.train_cp import _stage_cost
+
+    paged = _stage_cost(cfg, mlp, (2, 1, 1), 0, False, {})[0]
+    resident = _stage_cost(replace(cfg, mem_a_words=1024, mem_b_words=1024), mlp, (2, 1, 1), 0, False, {})[0]
+    assert resident < paged < 1 << 30 and paged == tp.meta["head_lengths"][0]
     with pytest.raises(TrainCompileError, match="nor with the panel paged from the 256-beat scratchpad"):
         compile_chip_cp(replace(cfg, spad_kib=2), mlp)
     check_spad_errors(compile_chip_cp, mlp, 2, r"\[0, 1\] \(the hidden layers\)")
