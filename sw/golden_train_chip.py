@@ -51,9 +51,8 @@ class GoldenChipSGD(PanelMap):
             raise ValueError(f"fused must have {mlp.n_layers} flags, the first False (layer 0 has no W^T d), "
                              f"got {fused}")
         #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
-        self.pages = {l: tuple((r0 * self.nr, n * self.nr) for r0, n in sp.pages)
-                      for l, sp in plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused,
-                                                 spad, page_rows)[2].items()}
+        plan = plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused, spad, page_rows)
+        self.pages = {l: sp.row_pages(self.nr) for l, sp in plan[2].items()}
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]

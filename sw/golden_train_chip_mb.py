@@ -51,8 +51,8 @@ class GoldenChipMBGD(PanelMap):
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
-        self.pages = {l: tuple((r0 * self.nr, n * self.nr) for r0, n in sp.pages)
-                      for l, sp in plan_chip_mb(cfg, mlp, self.P, self.N, self.out_map, spad, page_rows)[2].items()}
+        plan = plan_chip_mb(cfg, mlp, self.P, self.N, self.out_map, spad, page_rows)
+        self.pages = {l: sp.row_pages(self.nr) for l, sp in plan[2].items()}
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
         #: W[k][l]: core k's padded panel of layer l

@@ -114,7 +114,7 @@ class GoldenChipCP:
         self.P, self.N = cp_shapes(cfg, mlp, self.groups)
         self.stages = cp_stage_of(self.groups, cfg.cores)
         #: layer -> row pages ``((first row, rows), ...)`` of the panels paged from the scratchpad
-        self.pages = {l: tuple((r0 * cfg.nr, n * cfg.nr) for r0, n in sp.pages) for l, sp in cp_spad_plan(
+        self.pages = {l: sp.row_pages(cfg.nr) for l, sp in cp_spad_plan(
             cfg, mlp, self.P, self.N, self.groups, self.fused, self.softmax, spad, page_rows).items()}
         nl = mlp.n_layers
         self.V = 2 * (nl - 1)

@@ -61,7 +61,7 @@ class GoldenChipMBCP:
         self.groups, fused = cp_mapping(cfg, mlp, groups)
         self.P, self.N = cp_shapes(cfg, mlp, self.groups)
         #: layer -> row pages ``((first row, rows), ...)`` of the panels paged from the scratchpad
-        self.pages = {l: tuple((r0 * cfg.nr, n * cfg.nr) for r0, n in sp.pages) for l, sp in cp_spad_plan(
+        self.pages = {l: sp.row_pages(cfg.nr) for l, sp in cp_spad_plan(
             cfg, mlp, self.P, self.N, self.groups, fused, None, spad, page_rows).items()}
         nl, fmt, nr = mlp.n_layers, cfg.fmt, cfg.nr
         self.V = 2 * (nl - 1)

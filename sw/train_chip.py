@@ -221,7 +221,7 @@ def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0, tag=""):
     one layer's pages)."""
     L = lambda x: local_len(x, cfg.nr)                # noqa: E731
     mp, np_ = L(m) - row0, L(n)
-    W, d = Region(W.bank, W.base + row0 * np_), Region(d.bank, d.base + row0)
+    W, d = _at(W, row0 * np_), _at(d, row0)
     alpha = Scalar(nlr.bank, nlr.base)
     return Op(f"rank1_{l}{tag}", "rank1", lambda b: emit_rank1(b, cfg, mp * cfg.nr, n, W, d, v, alpha=alpha,
                                                                u_layout=dlay, v_layout="cols",
@@ -231,6 +231,29 @@ def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0, tag=""):
 
 def _at(r: Region, off: int) -> Region:
     return Region(r.bank, r.base + off)
+
+
+def fused_backward_op(cfg, name: str, m: int, n: int, W: Region, d: Region, v: Region, e: Region, nlr: Region,
+                      d_layout: str, label: str) -> Op:
+    """The :func:`sw.kernels.emit_gemv_t_rank1` op: ``e = W^T d`` (old ``W``, ``m x n``)
+    and ``W += d (-lr v)^T`` in one pass (``nlr``: the scalar ``-lr``). The kernel reads
+    up to its block's width past the end of ``v`` and one word past ``d`` (values unused):
+    only the used extents are hazards; ``W`` is written by FMA write-backs (the last
+    :func:`sw.train._fused_tail` instructions), ``e`` by stores."""
+    L = lambda x: local_len(x, cfg.nr)                # noqa: E731
+    wn, alpha = L(m) * L(n), Scalar(nlr.bank, nlr.base)
+    return Op(name, "gemv_t_rank1", lambda b: emit_gemv_t_rank1(b, cfg, m, n, W, d, v, e, alpha=alpha,
+                                                                d_layout=d_layout, name=label).instructions,
+              reads=[(W, wn), (d, L(m)), (v, L(n)), (nlr, 1)], writes=[(W, wn), (e, L(n))],
+              fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, m, n))
+
+
+def page_sum_op(cfg, name: str, words: int, ep: Region, e: Region, one: Region, label: str) -> Op:
+    """``e += 1 * ep`` (:func:`sw.kernels.emit_axpy`, one rounding): a page's partial of
+    ``W^T d`` added to the sum of the pages before it (``one``: the scalar 1)."""
+    return Op(name, "axpy", lambda b: emit_axpy(b, cfg, words, Scalar(one.bank, one.base), ep, e,
+                                                name=label).instructions,
+              reads=[(ep, words), (e, words), (one, 1)], writes=[(e, words)], fma_wb=True, stores=False)
 
 
 def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, fused: bool,
@@ -243,7 +266,6 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
     store the page back."""
     nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
     WP, ln = R["WP"], L(N[l])
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
     last = len(sp.pages) - 1
     for p in range(last, -1, -1):
@@ -254,11 +276,8 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
         if l >= 1:
             e = R[f"e{l}"] if p == last else R["ep"]
             if fused:
-                ops.append(Op(f"bwup{l}_{p}", "gemv_t_rank1", lambda b, n=n, dp=dp, e=e, p=p:
-                              emit_gemv_t_rank1(b, cfg, n * nr, N[l], WP, dp, v, e, alpha=nlr, d_layout=dlay,
-                                                name=f"bu{l}_{p}_").instructions,
-                              reads=[(WP, w), (dp, n), (v, ln), (R["nlr"], 1)], writes=[(WP, w), (e, ln)],
-                              fma_wb=True, stores=True, wb=[(WP, w)], wb_tail=_fused_tail(cfg, n * nr, N[l])))
+                ops.append(fused_backward_op(cfg, f"bwup{l}_{p}", n * nr, N[l], WP, dp, v, e, R["nlr"], dlay,
+                                             f"bu{l}_{p}_"))
             else:
                 dc = _at(dcopy, r0) if dcopy is not None else None
                 ops.append(Op(f"gemv_t{l}_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
@@ -267,11 +286,7 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
                                         name=f"bw{l}_{p}_").instructions,
                               reads=[(WP, w), (dp, n)], writes=[(e, ln)] + ([(dc, n + 1)] if dc is not None else [])))
             if p != last:
-                one = Scalar(R["one"].bank, R["one"].base)
-                ops.append(Op(f"acc{l}_{p}", "axpy", lambda b, p=p: emit_axpy(b, cfg, ln, one, R["ep"], R[f"e{l}"],
-                                                                             name=f"ac{l}_{p}_").instructions,
-                              reads=[(R["ep"], ln), (R[f"e{l}"], ln), (R["one"], 1)], writes=[(R[f"e{l}"], ln)],
-                              fma_wb=True, stores=False))
+                ops.append(page_sum_op(cfg, f"acc{l}_{p}", ln, R["ep"], R[f"e{l}"], R["one"], f"ac{l}_{p}_"))
         if not (l >= 1 and fused):
             ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))
         ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p)))
@@ -302,7 +317,6 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     s = [p // nr for p in P]
     split = out_map == "cols"
     R = {n: v.region for n, v in al.items.items()}
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
 
     def kern(name, kind, fn, reads, writes, fma_wb=False):
@@ -380,15 +394,8 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                      [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
             continue
         if l >= 1 and fused[l]:
-            # e = W^T d (old W) and W += d (-lr v)^T in one pass. It reads up to its block's
-            # width past the end of v and one word past d (values unused): only the used
-            # extents are hazards; W is written by FMA write-backs, e by stores.
-            e = R[f"e{l}"]
-            ops.append(Op(f"bwup{l}", "gemv_t_rank1", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, v=v:
-                          emit_gemv_t_rank1(b, cfg, P[l], N[l], W, d, v, e, alpha=nlr, d_layout=dlay,
-                                            name=f"bu{l}_").instructions,
-                          reads=[(W, wn), (d, s[l]), (v, L(N[l])), (R["nlr"], 1)], writes=[(W, wn), (e, L(N[l]))],
-                          fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, P[l], N[l])))
+            # e = W^T d (old W) and W += d (-lr v)^T in one pass
+            ops.append(fused_backward_op(cfg, f"bwup{l}", P[l], N[l], W, d, v, R[f"e{l}"], R["nlr"], dlay, f"bu{l}_"))
         if l >= 1:
             e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
             wr = [(e, L(N[l]))] + ([(dcopy, s[l] + 1)] if dcopy is not None else [])
@@ -628,6 +635,10 @@ class SpadPanel:
     def beats(self, nr: int) -> int:
         return nr * self.words
 
+    def row_pages(self, nr: int) -> tuple:
+        """The pages in rows of the padded panel: ``((first row, rows), ...)``."""
+        return tuple((r0 * nr, n * nr) for r0, n in self.pages)
+
 
 def page_split(lrows: int, per: int) -> tuple:
     """Row pages ``((first local row, local rows), ...)`` of ``lrows`` local rows, at most
@@ -652,6 +663,16 @@ def check_page_rows(cfg, page_rows) -> None:
     :class:`sw.train.TrainCompileError`."""
     if page_rows is not None and (page_rows < cfg.nr or page_rows % cfg.nr):
         raise TrainCompileError(f"page_rows must be a positive multiple of nr = {cfg.nr}, got {page_rows}")
+
+
+def largest(fits, hi: int) -> int:
+    """The largest ``t`` in ``1 .. hi`` with ``fits(t)``, for ``fits`` true at 1 and
+    monotone (binary search)."""
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
 
 
 def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
@@ -698,11 +719,7 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
                 continue
             if not alloc(wb, per(1)).fits():
                 continue
-            lo, hi = 1, max(L(P[l]) for l in S)
-            while lo < hi:                         # the largest pages that fit
-                mid = (lo + hi + 1) // 2
-                lo, hi = (mid, hi) if alloc(wb, per(mid)).fits() else (lo, mid - 1)
-            rows = per(lo)
+            rows = per(largest(lambda t, wb=wb: alloc(wb, per(t)).fits(), max(L(P[l]) for l in S)))
             npages = sum(-(-L(P[l]) // rows[l]) for l in S)
             if best is None or npages < best[0]:
                 best = (npages, wb, rows)

@@ -66,16 +66,16 @@ from noc.chain import Hop, Stream, schedule
 from noc.ring import ring_text
 from noc.collectives import Region
 from sw.asm import AsmError, Builder
-from sw.kernels import (Scalar, emit_axpy, emit_copy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
-                        emit_relu_mask)
+from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.softmax import softmax_supported
-from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileError, _fused_tail, _gaps, alloc_softmax, decode_diag_beats,
+from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits, weight_bits)
-from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, check_page_rows, load_per_core,
-                           page_split, spad_choice, spad_image, spad_local, spad_op)
+from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, check_page_rows, fused_backward_op,
+                           largest, load_per_core, page_split, page_sum_op, spad_choice, spad_image, spad_local,
+                           spad_op)
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
            "CP_HOST_PHASES"]
@@ -193,16 +193,16 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
         V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), _kit(mlp)
 
         def alloc(page=None):
-            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, **({} if page is None else {"page": page}))
-        al, kw = alloc(), {}
+            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page)
+        al, sp = alloc(), None
         if not al.fits() and l < mlp.n_layers - 1:
             sp = _layer_pages(cfg, P, N, l, alloc)
             if sp is not None:
-                al, kw = alloc(sp.pages[0][1]), {"sp": sp}
+                al = alloc(sp.pages[0][1])
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
-            cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused, **kw)),
+            cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused, sp=sp)),
                           _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups), True)))
     return cache[key]
 
@@ -410,11 +410,8 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
         if l >= 1:
             e = R["e"] if p == 0 else R["ep"]
             if fused:
-                ops.append(Op(f"bwup_{p}", "gemv_t_rank1", lambda b, n=n, dp=dp, e=e, p=p:
-                              emit_gemv_t_rank1(b, cfg, n * nr, N[l], WP, dp, vn, e, alpha=nlr, d_layout="diag",
-                                                name=f"bu{p}_").instructions,
-                              reads=[(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], writes=[(WP, w), (e, nw)],
-                              fma_wb=True, stores=True, wb=[(WP, w)], wb_tail=_fused_tail(cfg, n * nr, N[l])))
+                ops.append(fused_backward_op(cfg, f"bwup_{p}", n * nr, N[l], WP, dp, vn, e, R["nlr"], "diag",
+                                             f"bu{p}_"))
             else:
                 dc = _at(R["dc"], r0)
                 ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
@@ -422,10 +419,7 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
                                            name=f"bw{p}_"),
                                  [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
             if p:
-                one = Scalar(R["one"].bank, R["one"].base)
-                ops.append(_kern(f"acc_{p}", "axpy", lambda b, p=p: emit_axpy(b, cfg, nw, one, R["ep"], R["e"],
-                                                                                name=f"ac{p}_"),
-                                 [(R["ep"], nw), (R["e"], nw), (R["one"], 1)], [(R["e"], nw)], fma_wb=True))
+                ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["ep"], R["e"], R["one"], f"ac{p}_"))
         if not (l >= 1 and fused):
             ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p:
                              emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr, u_layout="diag",
@@ -447,14 +441,8 @@ def _fused_backward(cfg, R, P, N, l, d, d_layout, v) -> list:
     reads up to its block's width past the end of ``v`` and one word past ``d`` (values
     unused): only the used extents are hazards. ``W`` is written by FMA write-backs (the
     last :func:`sw.train._fused_tail` instructions before its end), ``e`` by stores."""
-    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
-    W, e, nlr = R["W"], R["e"], Scalar(R["nlr"].bank, R["nlr"].base)
-    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
-    return [Op("bwup", "gemv_t_rank1",
-               lambda b: emit_gemv_t_rank1(b, cfg, P[l], N[l], W, d, v, e, alpha=nlr, d_layout=d_layout,
-                                           name="bu_").instructions,
-               reads=[(W, wn), (d, s), (v, nw), (R["nlr"], 1)], writes=[(W, wn), (e, nw)],
-               fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, P[l], N[l])),
+    nw, e = local_len(N[l], cfg.nr), R["e"]
+    return [fused_backward_op(cfg, "bwup", P[l], N[l], R["W"], d, v, e, R["nlr"], d_layout, "bu_"),
             _kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, v, e, layout="diag", name="mk_"),
                   [(e, nw), (v, nw)], [(e, nw)])]
 
@@ -970,7 +958,7 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     kit = _kit(mlp)
 
     def alloc(l, page=None):
-        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], **({} if page is None else {"page": page}))
+        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page)
     if spad is None:
         layers = [l for l in range(nl) if not alloc(l).fits()]
         if not layers or not cfg.spad_kib or nl - 1 in layers:
@@ -998,11 +986,7 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
     cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
     if not cfg.spad_kib or nr * lp * ln > cfg.spad_depth or not alloc(1).fits():
         return None
-    lo, hi = 1, cap
-    while lo < hi:                                      # the largest pages that fit
-        mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if alloc(mid).fits() else (lo, mid - 1)
-    return SpadPanel(0, lp, ln, page_split(lp, lo))
+    return SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t).fits(), cap)))
 
 
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
@@ -1062,8 +1046,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
 
     def page(st):
         return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
-    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]],
-                           **({"page": page(st)} if spads else {})) for st in stages]
+    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st))
+              for st in stages]
     for k, al in enumerate(allocs):
         if not al.fits():
             l = stages[k][0]
@@ -1082,7 +1066,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
              if smx == "host" and kit.head2 is not None else None)
     # head: every core's compute, padded to the longest
     head = [kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]],
-                     **({"sp": spads.get(stages[k][0]) if stages[k] else None} if spads else {}))
+                     sp=spads.get(stages[k][0]) if stages[k] else None)
             for k in range(c)]
     hl = [_length(cfg, ops) for ops in head]
     H = max(hl)
