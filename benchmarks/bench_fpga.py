@@ -65,9 +65,9 @@ def _core_row(name: str) -> dict:
         try:
             # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
             # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row
-            # router2: router1 had not resolved the congestion of a 4 x 4 core after 25 min
-            s = build(cfg, BOARD, out_dir=out, clock_mhz=CLOCK_MHZ, abc9=False,
-                      router="router2" if cfg.nr >= 4 else None,
+            # router2: router1 had not resolved the congestion of a 4 x 4 core after 25 min,
+            # nor of a 2 x 2 binary32 core after 18 min; one router for every row
+            s = build(cfg, BOARD, out_dir=out, clock_mhz=CLOCK_MHZ, abc9=False, router="router2",
                       place=not os.environ.get("FPGA_BENCH_SYNTH_ONLY"),
                       log=lambda m: print(f"[{name}] {m}", flush=True))
         except FitError:
@@ -113,8 +113,9 @@ def run() -> dict:
                  f"LUT4 = post-synthesis LUT4 + 2 per CCU2C carry + 6 per DPR16X4 LUT RAM (Yosys synth_ecp5 -dff for PEs, "
                  f"-noabc9 for cores); LUT4 % = nextpnr's TRELLIS_COMB after packing (a few % above the estimate); "
                  f"the {DEVICE} has {DEVICES[DEVICE]['LUT4']} LUT4, {DEVICES[DEVICE]['DP16KD']} DP16KD, "
-                 f"{DEVICES[DEVICE]['MULT18X18D']} MULT18X18D. Cores include the UART bridge and board glue; "
-                 f"nextpnr-ecp5 with the core clock constrained to {CLOCK_MHZ:g} MHz (PLL), Fmax = achieved. "
-                 f"PE rows are synthesis only."),
+                 f"{DEVICES[DEVICE]['MULT18X18D']} MULT18X18D. Cores include the UART bridge and board glue, "
+                 f"each PE's flip-flops kept (no merge across PEs, rtl.fpga.keep_pe_ffs); nextpnr-ecp5 "
+                 f"(router2, seed 1) with the core clock constrained to {CLOCK_MHZ:g} MHz (PLL), "
+                 f"Fmax = achieved. PE rows are synthesis only."),
         "rows": rows,
     }

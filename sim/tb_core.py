@@ -18,7 +18,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from sim.harness import tb_config, tb_params
+from sim.harness import tb_params
 from sim.tb_stream import finish_stream
 
 
@@ -29,7 +29,6 @@ def _pauses(rng, p):
 
 @cocotb.test()
 async def core_stream(dut):
-    cfg = tb_config()
     prm = tb_params()
     vec = json.loads(open(prm["vectors"]).read())
     rng = random.Random(prm.get("seed", 0))
