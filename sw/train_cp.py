@@ -437,10 +437,8 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
 
 def _fused_backward(cfg, R, P, N, l, d, d_layout, v) -> list:
     """``e = W^T d`` (old ``W``) and ``W += d (-lr v)^T`` in one pass
-    (:func:`sw.kernels.emit_gemv_t_rank1`), then ``e *= relu'(v)`` (diag). The kernel
-    reads up to its block's width past the end of ``v`` and one word past ``d`` (values
-    unused): only the used extents are hazards. ``W`` is written by FMA write-backs (the
-    last :func:`sw.train._fused_tail` instructions before its end), ``e`` by stores."""
+    (:func:`sw.train_chip.fused_backward_op`, which states its hazards), then
+    ``e *= relu'(v)`` (diag)."""
     nw, e = local_len(N[l], cfg.nr), R["e"]
     return [fused_backward_op(cfg, "bwup", P[l], N[l], R["W"], d, v, e, R["nlr"], d_layout, "bu_"),
             _kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, v, e, layout="diag", name="mk_"),
