@@ -329,26 +329,48 @@ class PE(wiring.Component):
             self.col_out.eq(source(lambda x: x.cdrv.src, buses=False, gate=csel, name="cdrv_val")),
         ]
 
-        # SRAM writes at the end of t+1 (read-during-write: the read port sees old data)
-        wa_go = s1.wa.en & s1_pred
-        wb_go = s1.wb.en & s1_pred
-        wa_val = source(lambda x: x.wa.src, name="wa_val")
-        wb_val = source(lambda x: x.wb.src, name="wb_val")
+        # ---- execute stage ------------------------------------------------------------
+        # Without cfg.exec_stage it is the operand stage itself. With it, everything the
+        # micro-op read (bus values included) and everything decided at its issue is
+        # registered here, and the move unit, the SRAM writes and the multiplier act one
+        # cycle later, so no path runs from a source through a bus or the move unit into
+        # a register file, SRAM or the multiplier in one cycle.
+        def ex(v, name):
+            """``v`` as the execute stage sees it (registered with an execute stage)."""
+            if not cfg.exec_stage:
+                return v
+            r = Signal(v.shape(), name=f"x_{name}")
+            m.d.sync += r.eq(v)
+            return r
+
+        # SRAM writes at the end of the execute stage (read-during-write: the read port
+        # sees old data)
+        wa_rd = s1.wa.en & s1_pred      # the write's source is read (operand stage)
+        wb_rd = s1.wb.en & s1_pred
+        wa_go = ex(wa_rd, "wa_go")
+        wb_go = ex(wb_rd, "wb_go")
+        wa_val = ex(source(lambda x: x.wa.src, name="wa_val"), "wa_val")
+        wb_val = ex(source(lambda x: x.wb.src, name="wb_val"), "wb_val")
+        wa_addr = ex(s1_wa_addr, "wa_addr")
+        wb_addr = ex(s1_wb_addr, "wb_addr")
         # (the FMA write-back into SRAM, below, overrides these in its cycle)
 
-        # move unit
+        # move unit (execute stage)
         def is_nan(x):
             return (x[fmt.frac_bits:w - 1] == fmt.exp_max) & (x[:fmt.frac_bits] != 0)
 
         def positive(x):
             return ~x[w - 1] & (x != 0) & ~is_nan(x)
 
-        mv_go = Signal()
-        mv_src = source(lambda x: x.mv.src, name="mv_src")
-        mv_msk = source(lambda x: x.mv.msk, name="mv_msk")
+        mv_rd = Signal()
+        m.d.comb += mv_rd.eq((s1.mv.op != MvOp.NOP) & s1_pred)
+        mv_go = ex(mv_rd, "mv_go")
+        mv_op = ex(s1.mv.op, "mv_op")
+        mv_dst = ex(s1.mv.dst, "mv_dst")
+        mv_src = ex(source(lambda x: x.mv.src, name="mv_src"), "mv_src")
+        mv_msk = ex(source(lambda x: x.mv.msk, name="mv_msk"), "mv_msk")
         mv_val = Signal(w)
-        m.d.comb += mv_go.eq((s1.mv.op != MvOp.NOP) & s1_pred)
-        with m.Switch(s1.mv.op):
+        with m.Switch(mv_op):
             with m.Case(MvOp.MOV):
                 m.d.comb += mv_val.eq(mv_src)
             with m.Case(MvOp.RELU):
@@ -361,11 +383,12 @@ class PE(wiring.Component):
         # ---- FMA: multiplier with valid/dst/c shift registers, then the adder --------------
         m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
-        fma_go = Signal()
+        fma_rd = Signal()
+        m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
+        fma_go = ex(fma_rd, "fma_go")
         m.d.comb += [
-            fma_go.eq(s1.fpu.en & s1_pred),
-            mul.a.eq(source(lambda x: x.fpu.a, name="fma_a")),
-            mul.b.eq(source(lambda x: x.fpu.b, name="fma_b")),
+            mul.a.eq(ex(source(lambda x: x.fpu.a, name="fma_a"), "fma_a")),
+            mul.b.eq(ex(source(lambda x: x.fpu.b, name="fma_b"), "fma_b")),
         ]
         L = cfg.mul_latency
         mp_valid = [Signal(name=f"mul_valid{i}") for i in range(L)]
@@ -378,11 +401,11 @@ class PE(wiring.Component):
         c_now = source(lambda x: x.fpu.c, regs=False, name="fma_c")
         m.d.sync += [
             mp_valid[0].eq(fma_go),
-            mp_dst[0].eq(s1.fpu.dst),
-            mp_crf[0].eq(names_reg(s1.fpu.c)),
-            mp_c[0].eq(Mux(names_reg(s1.fpu.c), s1.fpu.c, c_now)),
-            mp_wb[0].eq(s1.fpu.wb),
-            mp_wa[0].eq(Mux(s1.fpu.wb == FmaWb.MEMB, s1_rb_addr, s1_ra_addr)),
+            mp_dst[0].eq(ex(s1.fpu.dst, "fma_dst")),
+            mp_crf[0].eq(ex(names_reg(s1.fpu.c), "fma_c_rf")),
+            mp_c[0].eq(ex(Mux(names_reg(s1.fpu.c), s1.fpu.c, c_now), "fma_c")),
+            mp_wb[0].eq(ex(s1.fpu.wb, "fma_wb")),
+            mp_wa[0].eq(ex(Mux(s1.fpu.wb == FmaWb.MEMB, s1_rb_addr, s1_ra_addr), "fma_waddr")),
         ]
         for i in range(1, L):
             m.d.sync += [mp_valid[i].eq(mp_valid[i - 1]), mp_dst[i].eq(mp_dst[i - 1]),
@@ -412,10 +435,10 @@ class PE(wiring.Component):
 
         # ---- SRAM write ports: the FMA write-back wins over the operand-stage write ----
         m.d.comb += [
-            wr_a.addr.eq(Mux(fma_wb_mema, ad_wa[-1], s1_wa_addr)),
+            wr_a.addr.eq(Mux(fma_wb_mema, ad_wa[-1], wa_addr)),
             wr_a.data.eq(Mux(fma_wb_mema, add.o, wa_val)),
             wr_a.en.eq(wa_go | fma_wb_mema),
-            wr_b.addr.eq(Mux(fma_wb_memb, ad_wa[-1], s1_wb_addr)),
+            wr_b.addr.eq(Mux(fma_wb_memb, ad_wa[-1], wb_addr)),
             wr_b.data.eq(Mux(fma_wb_memb, add.o, wb_val)),
             wr_b.en.eq(wb_go | fma_wb_memb),
         ]
@@ -423,26 +446,26 @@ class PE(wiring.Component):
         # ---- register file writes: move unit first, the FMA write-back wins -------------------
         # (registers >= n_regs are never marked written, so they read +0)
         m.d.comb += [
-            rf_wm.addr.eq(s1.mv.dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go),
+            rf_wm.addr.eq(mv_dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go),
             rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(add.o), rf_wf.en.eq(fma_wb),
         ]
         for i in range(n_regs):
             with m.If(fma_wb & (fma_wb_dst == i)):
                 m.d.sync += [rf_lvt[i].eq(1), rf_written[i].eq(1)]
-            with m.Elif(mv_go & (s1.mv.dst == i)):
+            with m.Elif(mv_go & (mv_dst == i)):
                 m.d.sync += [rf_lvt[i].eq(0), rf_written[i].eq(1)]
 
         # ---- events ------------------------------------------------------------------
-        rf_reads = [
-            fma_go & names_reg(s1.fpu.a),
-            fma_go & names_reg(s1.fpu.b),
+        rf_reads = [     # operand stage, and the late `c` read
+            fma_rd & names_reg(s1.fpu.a),
+            fma_rd & names_reg(s1.fpu.b),
             mp_valid[-1] & mp_crf[-1],
-            mv_go & names_reg(s1.mv.src),
-            mv_go & (s1.mv.op == MvOp.MASK) & names_reg(s1.mv.msk),
+            mv_rd & names_reg(s1.mv.src),
+            mv_rd & (s1.mv.op == MvOp.MASK) & names_reg(s1.mv.msk),
             s1_rsel & names_reg(s1.rdrv.src),
             s1_csel & names_reg(s1.cdrv.src),
-            wa_go & names_reg(s1.wa.src),
-            wb_go & names_reg(s1.wb.src),
+            wa_rd & names_reg(s1.wa.src),
+            wb_rd & names_reg(s1.wb.src),
         ]
         ev = self.ev
         m.d.comb += [
@@ -457,6 +480,6 @@ class PE(wiring.Component):
             ev.rf_wr.eq(mv_go.as_unsigned() + fma_wb.as_unsigned()),
             ev.row_drv.eq(s1_rsel),
             ev.col_drv.eq(s1_csel),
-            ev.rf_conflict.eq(mv_go & fma_wb & (s1.mv.dst == fma_wb_dst)),
+            ev.rf_conflict.eq(mv_go & fma_wb & (mv_dst == fma_wb_dst)),
         ]
         return m

@@ -107,6 +107,19 @@ class _MulEntry(NamedTuple):
     waddr: int    # SRAM write-back address (wb = MEMA / MEMB)
 
 
+class _Exec(NamedTuple):
+    """What a micro-op does in its execute stage, from the values it read in its operand
+    stage (``None``: not done, predicate false or no such operation)."""
+
+    mul: tuple | None    # (dst, a, b, c_rf, c, wb kind, SRAM write-back address)
+    mv: tuple | None     # (dst, value): the move unit's result
+    wa: tuple | None     # (address, value) of the SRAM A write
+    wb: tuple | None     # (address, value) of the SRAM B write
+
+
+_NO_EXEC = _Exec(None, None, None, None)
+
+
 class PEModel:
     """Cycle-accurate reference model of the PE at coordinates ``(row, col)``.
 
@@ -165,6 +178,8 @@ class PEModel:
         # adder j+1 cycles ago. None = bubble.
         self._mp: list = [None] * cfg.mul_latency
         self._ap: list = [None] * cfg.add_latency
+        # execute stage (cfg.exec_stage): what the micro-op read in its operand stage
+        self._x = _NO_EXEC
 
     def regs(self) -> list[int]:
         """Register file contents (bit patterns), ``RF[0..n_regs-1]``."""
@@ -182,7 +197,8 @@ class PEModel:
 
     def pipeline_busy(self) -> bool:
         """True while an FMA is in flight (its result not yet written)."""
-        return any(e is not None for e in self._mp) or any(e is not None for e in self._ap)
+        return (self._x.mul is not None or any(e is not None for e in self._mp)
+                or any(e is not None for e in self._ap))
 
     # -- arithmetic (bit-exact golden) -----------------------------------------------------
     def _mul(self, a: int, b: int) -> int:
@@ -296,41 +312,52 @@ class PEModel:
         s, p1 = self._s1, self._s1_pred
         rf_rd = 0
 
-        # ---- operand stage of the micro-op issued last cycle -------------------------
+        # ---- operand stage of the micro-op issued last cycle: read every source ------------
         roe = self.row_driver(s)
         coe = self.col_driver(s)
         rf_rd += (roe and s.rdrv_src < 16) + (coe and s.cdrv_src < 16)
 
-        new_mul = None
-        fma = bool(s.fpu_en) and p1
-        if fma:
+        mul_in = None
+        if s.fpu_en and p1:
             a = self._src(s.fpu_a, row_in, col_in)
             b = self._src(s.fpu_b, row_in, col_in)
             c_rf = s.fpu_c < 16
             c = s.fpu_c if c_rf else self._src(s.fpu_c, row_in, col_in)
             wbk_kind = s.fpu_wb if s.fpu_wb in (FmaWb.MEMA, FmaWb.MEMB) else FmaWb.RF
             waddr = self._s1_rb_addr if wbk_kind == FmaWb.MEMB else self._s1_ra_addr
-            new_mul = _MulEntry(s.fpu_dst, self._mul(a, b), c_rf, c, wbk_kind, waddr)
+            mul_in = (s.fpu_dst, a, b, c_rf, c, wbk_kind, waddr)
             rf_rd += (s.fpu_a < 16) + (s.fpu_b < 16)
 
-        mv = s.mv_op != MvOp.NOP and p1
-        mv_val = 0
-        if mv:
+        mv = None
+        if s.mv_op != MvOp.NOP and p1:
             v = self._src(s.mv_src, row_in, col_in)
             rf_rd += s.mv_src < 16
             if s.mv_op == MvOp.MOV:
-                mv_val = v
+                mv = (s.mv_dst, v)
             elif s.mv_op == MvOp.RELU:
-                mv_val = self.relu(v)
+                mv = (s.mv_dst, self.relu(v))
             else:
-                mv_val = self.mask(v, self._src(s.mv_msk, row_in, col_in))
+                mv = (s.mv_dst, self.mask(v, self._src(s.mv_msk, row_in, col_in)))
                 rf_rd += s.mv_msk < 16
 
-        wa = bool(s.wa_en) and p1
-        wb = bool(s.wb_en) and p1
-        wa_val = self._src(s.wa_src, row_in, col_in) if wa else 0
-        wb_val = self._src(s.wb_src, row_in, col_in) if wb else 0
-        rf_rd += (wa and s.wa_src < 16) + (wb and s.wb_src < 16)
+        wa = wb = None
+        if s.wa_en and p1:
+            wa = (self._s1_wa_addr, self._src(s.wa_src, row_in, col_in))
+            rf_rd += s.wa_src < 16
+        if s.wb_en and p1:
+            wb = (self._s1_wb_addr, self._src(s.wb_src, row_in, col_in))
+            rf_rd += s.wb_src < 16
+        x = _Exec(mul_in, mv, wa, wb)
+
+        # ---- execute stage: the micro-op read now (or, with an execute stage, the one
+        # read last cycle) enters the multiplier, moves and writes SRAM -----------------
+        if self.cfg.exec_stage:
+            x, self._x = self._x, x
+        new_mul = None
+        if x.mul is not None:
+            dst, a, b, c_rf, c, wbk_kind, waddr = x.mul
+            new_mul = _MulEntry(dst, self._mul(a, b), c_rf, c, wbk_kind, waddr)
+        fma, mv, wa, wb = x.mul is not None, x.mv, x.wa, x.wb
 
         # ---- late stage: the product reaching the adder reads an RF `c` now ---------------
         new_add = None
@@ -363,11 +390,12 @@ class PEModel:
         wb_addr = (self._ar(u.wb_ar) + u.wb_off) & amask & (self.cfg.mem_b_words - 1)
 
         ev = PEEvents(
-            fma=int(fma), mv=int(mv), mem_a_rd=int(ra), mem_b_rd=int(rb),
-            mem_a_wr=int(wa or wbk_a), mem_b_wr=int(wb or wbk_b), rf_rd=int(rf_rd),
-            rf_wr=int(mv) + int(wbk is not None), row_drv=int(roe), col_drv=int(coe),
-            rf_conflict=int(mv and wbk is not None and wbk[0] == s.mv_dst),
-            mem_conflict=int((wa and wbk_a) or (wb and wbk_b)),
+            fma=int(fma), mv=int(mv is not None), mem_a_rd=int(ra), mem_b_rd=int(rb),
+            mem_a_wr=int(wa is not None or wbk_a), mem_b_wr=int(wb is not None or wbk_b),
+            rf_rd=int(rf_rd), rf_wr=int(mv is not None) + int(wbk is not None),
+            row_drv=int(roe), col_drv=int(coe),
+            rf_conflict=int(mv is not None and wbk is not None and wbk[0] == mv[0]),
+            mem_conflict=int((wa is not None and wbk_a) or (wb is not None and wbk_b)),
         )
 
         # ---- end of cycle: all registers update ------------------------------------------
@@ -381,15 +409,15 @@ class PEModel:
         # operand-stage write of the same bank (mem_conflict)
         if wbk_a:
             self.mem_a[wbk_mem[3]] = wbk_mem[1]
-        elif wa:
-            self.mem_a[self._s1_wa_addr] = wa_val
+        elif wa is not None:
+            self.mem_a[wa[0]] = wa[1]
         if wbk_b:
             self.mem_b[wbk_mem[3]] = wbk_mem[1]
-        elif wb:
-            self.mem_b[self._s1_wb_addr] = wb_val
+        elif wb is not None:
+            self.mem_b[wb[0]] = wb[1]
         # RF: the move unit first, the FMA write-back wins a conflict
-        if mv and s.mv_dst < self.n_regs:
-            self.rf[s.mv_dst] = mv_val
+        if mv is not None and mv[0] < self.n_regs:
+            self.rf[mv[0]] = mv[1]
         if wbk is not None and wbk[0] < self.n_regs:
             self.rf[wbk[0]] = wbk[1]
         # address registers (predicated; AR values before this micro-op were used above)

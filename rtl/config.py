@@ -55,6 +55,15 @@ class ArchConfig:
         Default: 8 KiB per bank (16 KiB per PE, as in the reference design).
     mul_latency, add_latency : int
         Pipeline depth of the FP multiplier and adder in cycles.
+    exec_stage : bool
+        Add an execute stage after the PE's operand stage (``docs/architecture.md``,
+        "Pipeline timing and hazards"): every source value a micro-op reads, bus values
+        included, is registered, and the move unit, SRAM writes and the multiplier act
+        one cycle later. It takes the bus transfer and the register-file -> move-unit ->
+        register-file loop off a single cycle for FPGA clock rates, at the price of
+        longer hazard distances: a move result is readable 2 micro-ops later (1 without),
+        an SRAM write 3 later (2 without), and :attr:`fpu_latency` is one cycle longer.
+        Off by default (the reference design's ASIC timing).
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
     ucode_depth : int
@@ -88,6 +97,7 @@ class ArchConfig:
     mem_b_words: int | None = None
     mul_latency: int = 2
     add_latency: int = 3
+    exec_stage: bool = False
     clock_mhz: float = 1000.0
     ucode_depth: int = 1024
     n_loops: int = 4
@@ -118,6 +128,9 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
+        if not isinstance(self.exec_stage, int) or self.exec_stage not in (0, 1):
+            raise ConfigError(f"ArchConfig.exec_stage must be true or false, got {self.exec_stage!r}")
+        object.__setattr__(self, "exec_stage", bool(self.exec_stage))
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
@@ -162,7 +175,24 @@ class ArchConfig:
     @property
     def fpu_latency(self) -> int:
         """Cycles from micro-op issue to the FMA result being readable in the RF."""
-        return 2 + self.mul_latency + self.add_latency
+        return 2 + int(self.exec_stage) + self.mul_latency + self.add_latency
+
+    @property
+    def exec_delay(self) -> int:
+        """Cycles from a micro-op's operand stage to its execution (0, or 1 with
+        :attr:`exec_stage`)."""
+        return int(self.exec_stage)
+
+    @property
+    def mv_read_distance(self) -> int:
+        """Minimum issue distance from a move to a micro-op that reads its result."""
+        return 1 + self.exec_delay
+
+    @property
+    def sram_read_distance(self) -> int:
+        """Minimum issue distance from an SRAM write (by ``wa``/``wb``) to a read that
+        sees it."""
+        return 2 + self.exec_delay
 
     @property
     def acc_reuse_distance(self) -> int:

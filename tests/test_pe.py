@@ -25,6 +25,9 @@ CONFIGS = {
                             mem_b_words=256), 3, 0),
     "b16_lat": (ArchConfig(nr=3, mul_latency=3, add_latency=5, mem_a_words=128,
                            mem_b_words=128), 2, 1),
+    # the execute stage (FPGA timing) with the FPGA preset's FP latencies
+    "b16_exec": (ArchConfig(nr=4, exec_stage=True, mul_latency=4, add_latency=5,
+                            mem_a_words=128, mem_b_words=128), 2, 3),
 }
 SUITES = {
     "directed": {},
