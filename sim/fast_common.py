@@ -276,7 +276,7 @@ class VecState:
     the operand stage (``s1`` a :class:`Tmpl`, ``s1_pred``, ``s1_addr`` = per-PE
     ``(ra, rb, wa, wb)`` addresses computed at its issue) and the FMA pipeline ``mp``
     (``mul_latency`` entries, index 0 = entered last cycle) and ``ap``
-    (``add_latency`` entries). Core level: the host lanes of the operand stage
+    (``add_latency`` entries), the execute stage ``x`` (``cfg.exec_stage``). Core level: the host lanes of the operand stage
     (``op_hin``, ``op_lanes``, ``op_hout``, ``op_hlast``).
     """
 
@@ -297,6 +297,9 @@ class VecState:
         self.s1_addr = (z, z, z, z)
         self.mp: list = [None] * cfg.mul_latency
         self.ap: list = [None] * cfg.add_latency
+        #: the execute stage (``cfg.exec_stage``): ``(mul, mv, wa, wb)`` read by the
+        #: micro-op of the last operand stage (:meth:`sim.fast_cycle.CycleEngine.tick`)
+        self.x = (None, None, None, None)
         self.op_hin = 0
         self.op_lanes = np.zeros(nr, ut)
         self.op_hout = 0
@@ -305,7 +308,8 @@ class VecState:
         self.spad = np.zeros((cfg.spad_depth, nr), ut)
 
     def pipeline_busy(self) -> bool:
-        return any(e is not None for e in self.mp) or any(e is not None for e in self.ap)
+        return (self.x[0] is not None or any(e is not None for e in self.mp)
+                or any(e is not None for e in self.ap))
 
 
 class Counters:

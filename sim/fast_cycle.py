@@ -39,6 +39,7 @@ class CycleEngine:
         self.const = {SRC_ZERO: 0, SRC_NZERO: fmt.neg_zero, SRC_ONE: fmt.one}
         self.zeros = np.zeros(self.P, self.ut)
         self.pidx = np.arange(self.P)
+        self.exec_stage = cfg.exec_stage
 
     # -- sources ------------------------------------------------------------------------
     def src(self, st, code, row_in, col_in):
@@ -104,7 +105,7 @@ class CycleEngine:
         if s.cdrv_en and s.cdrv_src < 16:
             rf_rd += int(coe.sum())
 
-        # ---- operand stage -----------------------------------------------------------------
+        # ---- operand stage: read every source ------------------------------------------------
         new_mul = None
         if s.fpu_en and p1.any():
             a = self.src(st, s.fpu_a, row_in, col_in)
@@ -112,14 +113,10 @@ class CycleEngine:
             c = s.fpu_c if s.c_rf else np.array(self.src(st, s.fpu_c, row_in, col_in), copy=True)
             waddr = st.s1_addr[1] if s.wbk == FmaWb.MEMB else st.s1_addr[0]
             new_mul = MulEntry(p1, s.fpu_dst, A.mul(a, b), s.c_rf, c, s.wbk, waddr)
+            rf_rd += int(p1.sum()) * ((s.fpu_a < 16) + (s.fpu_b < 16))
+        mv = None
+        if s.mv_op != MvOp.NOP and p1.any():
             n = int(p1.sum())
-            ctr.fma += p1
-            rf_rd += n * ((s.fpu_a < 16) + (s.fpu_b < 16))
-        mv = s.mv_op != MvOp.NOP and p1.any()
-        mv_val = None
-        if mv:
-            n = int(p1.sum())
-            ev["mv"] += n
             v = self.src(st, s.mv_src, row_in, col_in)
             rf_rd += n * (s.mv_src < 16)
             if s.mv_op == MvOp.MOV:
@@ -129,14 +126,20 @@ class CycleEngine:
             else:
                 mv_val = A.mask(v, self.src(st, s.mv_msk, row_in, col_in))
                 rf_rd += n * (s.mv_msk < 16)
-        wa = bool(s.wa_en) and p1.any()
-        wb = bool(s.wb_en) and p1.any()
-        wa_val = np.array(self.src(st, s.wa_src, row_in, col_in), copy=True) if wa else None
-        wb_val = np.array(self.src(st, s.wb_src, row_in, col_in), copy=True) if wb else None
-        if wa and s.wa_src < 16:
-            rf_rd += int(p1.sum())
-        if wb and s.wb_src < 16:
-            rf_rd += int(p1.sum())
+            mv = (p1, s.mv_dst, mv_val)
+        wa = wb = None
+        if s.wa_en and p1.any():
+            wa = (p1, st.s1_addr[2], np.array(self.src(st, s.wa_src, row_in, col_in), copy=True))
+            rf_rd += int(p1.sum()) * (s.wa_src < 16)
+        if s.wb_en and p1.any():
+            wb = (p1, st.s1_addr[3], np.array(self.src(st, s.wb_src, row_in, col_in), copy=True))
+            rf_rd += int(p1.sum()) * (s.wb_src < 16)
+
+        # ---- execute stage: this micro-op, or with an execute stage the one read last cycle
+        if self.exec_stage:
+            (new_mul, mv, wa, wb), st.x = st.x, (new_mul, mv, wa, wb)
+        if new_mul is not None:
+            ctr.fma += new_mul.valid
 
         # ---- late read of an RF c --------------------------------------------------------
         new_add = None
@@ -185,26 +188,21 @@ class CycleEngine:
 
         ev["mem_a_rd"] += int(ra.sum())
         ev["mem_b_rd"] += int(rb.sum())
-        n_wa = int(p1.sum()) if wa else 0
-        n_wb = int(p1.sum()) if wb else 0
-        wbk_a_v = wbk_a.valid if wbk_a is not None else None
-        wbk_b_v = wbk_b.valid if wbk_b is not None else None
-        mem_a_wr = (p1 if wa else np.zeros(self.P, bool)) | (wbk_a_v if wbk_a_v is not None else False)
-        mem_b_wr = (p1 if wb else np.zeros(self.P, bool)) | (wbk_b_v if wbk_b_v is not None else False)
-        ev["mem_a_wr"] += int(np.count_nonzero(mem_a_wr))
-        ev["mem_b_wr"] += int(np.count_nonzero(mem_b_wr))
+        none = np.zeros(self.P, bool)
+        wa_m = wa[0] if wa is not None else none
+        wb_m = wb[0] if wb is not None else none
+        wbk_a_v = wbk_a.valid if wbk_a is not None else none
+        wbk_b_v = wbk_b.valid if wbk_b is not None else none
+        ev["mem_a_wr"] += int(np.count_nonzero(wa_m | wbk_a_v))
+        ev["mem_b_wr"] += int(np.count_nonzero(wb_m | wbk_b_v))
         ev["rf_rd"] += rf_rd
+        n_mv = int(mv[0].sum()) if mv is not None else 0
+        ev["mv"] += n_mv
         n_rfwb = int(wbk_rf.valid.sum()) if wbk_rf is not None else 0
-        ev["rf_wr"] += (int(p1.sum()) if mv else 0) + n_rfwb
-        if mv and wbk_rf is not None and wbk_rf.dst == s.mv_dst:
-            ev["rf_conflict"] += int((p1 & wbk_rf.valid).sum())
-        mc = 0
-        if wa and wbk_a_v is not None:
-            mc += int((p1 & wbk_a_v).sum())
-        if wb and wbk_b_v is not None:
-            mc += int((p1 & wbk_b_v).sum())
-        ev["mem_conflict"] += mc
-        del n_wa, n_wb
+        ev["rf_wr"] += n_mv + n_rfwb
+        if mv is not None and wbk_rf is not None and wbk_rf.dst == mv[1]:
+            ev["rf_conflict"] += int((mv[0] & wbk_rf.valid).sum())
+        ev["mem_conflict"] += int((wa_m & wbk_a_v).sum()) + int((wb_m & wbk_b_v).sum())
 
         # ---- end of cycle ----------------------------------------------------------------------
         pi = self.pidx
@@ -212,10 +210,10 @@ class CycleEngine:
             st.rd_a = np.where(ra, st.mem_a[pi, ra_addr], st.rd_a)
         if u.rb_en and rb.any():
             st.rd_b = np.where(rb, st.mem_b[pi, rb_addr], st.rd_b)
-        self._mem_write(st.mem_a, wbk_a, wa, p1, st.s1_addr[2], wa_val)
-        self._mem_write(st.mem_b, wbk_b, wb, p1, st.s1_addr[3], wb_val)
-        if mv and s.mv_dst < self.n_regs:
-            st.rf[:, s.mv_dst] = np.where(p1, mv_val, st.rf[:, s.mv_dst])
+        self._mem_write(st.mem_a, wbk_a, wa)
+        self._mem_write(st.mem_b, wbk_b, wb)
+        if mv is not None and mv[1] < self.n_regs:
+            st.rf[:, mv[1]] = np.where(mv[0], mv[2], st.rf[:, mv[1]])
         if wbk_rf is not None and wbk_rf.dst < self.n_regs:
             st.rf[:, wbk_rf.dst] = np.where(wbk_rf.valid, wbk_rf.value, st.rf[:, wbk_rf.dst])
         if u.ar_on:
@@ -228,18 +226,18 @@ class CycleEngine:
         st.op_lanes = lanes if u.hin else st.op_lanes
         st.op_hout, st.op_hlast = u.hout, u.hlast
 
-    def _mem_write(self, mem, wbk, wr, p1, addr, val):
+    def _mem_write(self, mem, wbk, wr):
+        """The SRAM write ``wr = (mask, addr, val)`` (or None) and the FMA write-back
+        ``wbk`` into the same bank, which displaces it."""
         pi = self.pidx
-        if wbk is not None:
+        if wr is not None:
+            p1, addr, val = wr
+            keep = p1 & ~wbk.valid if wbk is not None else p1
+            if keep.any():
+                mem[pi[keep], addr[keep]] = val[keep]
+        if wbk is not None and wbk.valid.any():
             v = wbk.valid
-            if wr:
-                keep = p1 & ~v
-                if keep.any():
-                    mem[pi[keep], addr[keep]] = val[keep]
-            if v.any():
-                mem[pi[v], wbk.waddr[v]] = wbk.value[v]
-        elif wr and p1.any():
-            mem[pi[p1], addr[p1]] = val[p1]
+            mem[pi[v], wbk.waddr[v]] = wbk.value[v]
 
     def _update_ars(self, st, u, pred):
         am = self.amask

@@ -68,7 +68,8 @@ class FastModel:
     ----------
     cfg : ArchConfig
     engine : ``"auto"`` (loop-level dataflow engine with per-cycle fallback, the default)
-        or ``"cycle"`` (per-cycle engine only).
+        or ``"cycle"`` (per-cycle engine only). With ``cfg.exec_stage`` the per-cycle
+        engine runs every cycle: the loop-level engine models the default timing only.
     structured_trace : bool
         Expand structured loops with numpy when building the issue trace (default);
         ``False`` steps the sequencer model for every instruction (tests use it to check
@@ -305,7 +306,8 @@ class FastModel:
             spad.bind(self.state, lanes, out)
             self._spad_run = spad
         with np.errstate(all="ignore"):
-            if self.engine == "cycle":
+            if self.engine == "cycle" or self.cfg.exec_stage:
+                # the loop-level engine models the default timing only (no execute stage)
                 self._run_cycles(0, len(allpcs), allpcs, offs, lanes, lane_of, ctr, out)
                 self.stats = {"cycle_engine_cycles": len(allpcs), "flow_cycles": 0, "regions": 0}
             else:

@@ -7,8 +7,9 @@ PE's outputs (``row_out``, ``row_oe``, ``col_out``, ``col_oe``) and event fields
 
 * :data:`DIRECTED`: one directed program per feature (source codes, predicates,
   drivers, AR rules, read gating, ReLU / mask, SRAM read-during-write, FMA/move
-  conflict, result timing, events). Each starts by clearing the ARs and strides and
-  writes every register / word it reads, so they can run back to back.
+  conflict, result timing, events, FMA write-back into SRAM and ``mem_conflict``).
+  Each starts by clearing the ARs and strides and writes every register / word it
+  reads, so they can run back to back.
 * :func:`random_program`: a seeded random valid program over the whole ISA, with
   random external bus inputs and a random RF / SRAM preload through ROW/COL-bus writes.
 * :func:`gemv_program`: a GEMV inner loop (``L`` interleaved accumulators, weights
@@ -20,6 +21,14 @@ PE's outputs (``row_out``, ``row_oe``, ``col_out``, ``col_oe``) and event fields
 
 Input timing: a micro-op issued at cycle ``t`` reads the buses in its operand stage
 ``t+1``; the builder's ``row=``/``col=`` arguments put the value at ``t+1``.
+
+Every program is correct for both PE timings (``cfg.exec_stage`` off / on): the moves,
+SRAM writes (``wa``/``wb``), FMA entry and their events happen at the execute stage
+``t + 1 + cfg.exec_delay``, so the programs wait ``cfg.mv_read_distance`` micro-ops
+before reading a move result, ``cfg.sram_read_distance`` before reading an SRAM write
+(:meth:`Builder.wait_mv`, :meth:`Builder.wait_sram`) and ``cfg.fpu_latency`` before
+reading an FMA result. Without the execute stage the waits are those of the reference
+timing (no NOP after a move, one after an SRAM write).
 """
 
 from __future__ import annotations
@@ -29,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pe.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src
+from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
 
 __all__ = [
     "Program", "Builder", "DIRECTED", "directed_programs", "random_program", "random_value",
@@ -116,6 +125,16 @@ class Builder:
         for _ in range(n):
             self.op()
 
+    def wait_mv(self):
+        """NOPs after a move, so that the next micro-op reads its result
+        (``cfg.mv_read_distance - 1``: none without the execute stage)."""
+        self.nops(self.cfg.mv_read_distance - 1)
+
+    def wait_sram(self):
+        """NOPs after an SRAM write by ``wa``/``wb``, so that the next micro-op's read
+        sees it (``cfg.sram_read_distance - 1``: one without the execute stage)."""
+        self.nops(self.cfg.sram_read_distance - 1)
+
     def expect(self, cycle: int, **fields):
         for k, v in fields.items():
             self.expects.append((cycle, k, int(v)))
@@ -166,19 +185,23 @@ def _p_sources(cfg, row, col) -> Program:
     # RF source, directly on the row bus and through MOV
     b.show(1, x)
     b.op(mv_op=MvOp.MOV, mv_src=1, mv_dst=2)
+    b.wait_mv()
     b.show(2, x)
     # MEMA / MEMB: the data read by this micro-op
     b.show(Src.MEMA, y, ra_en=1, ra_off=5)
     b.show_col(Src.MEMB, z, rb_en=1, rb_off=6)
     b.op(mv_op=MvOp.MOV, mv_src=Src.MEMA, mv_dst=3, ra_en=1, ra_off=5)
+    b.wait_mv()
     b.show(3, y)
     # ROW / COL read the resolved buses (external inputs here)
     b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=4, row=rv)
     b.op(mv_op=MvOp.MOV, mv_src=Src.COL, mv_dst=5, col=cv)
+    b.wait_mv()
     b.show(4, rv)
     b.show(5, cv)
     # a PE reads its own drive back: drive r1 and move ROW into r6 in the same micro-op
     b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=6, rdrv_src=1, **b.me_r, row=rv)
+    b.wait_mv()
     b.show(6, x)
     # constants
     b.show(Src.ZERO, 0)
@@ -191,11 +214,12 @@ def _p_sources(cfg, row, col) -> Program:
     for code in (20, 23, 27, 31) + tuple(range(cfg.n_regs, 16)):
         b.set_reg(7, x)
         b.op(mv_op=MvOp.MOV, mv_src=code, mv_dst=7)
+        b.wait_mv()
         b.show(7, 0)
     # SRAM write sources: a constant and a register
     b.op(wa_en=1, wa_off=9, wa_src=Src.ONE)
     b.op(wb_en=1, wb_off=9, wb_src=1)
-    b.nops(1)
+    b.wait_sram()
     b.show(Src.MEMA, fmt.one, ra_en=1, ra_off=9)
     b.show(Src.MEMB, x, rb_en=1, rb_off=9)
     # FMA operands from every kind of source: ROW*COL + MEMA
@@ -228,6 +252,7 @@ def _p_predicates(cfg, row, col) -> Program:
             b.write_a(20, 0, ar=fixed)
             b.write_b(20, 0, ar=fixed)
             b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=3, **p)
+            b.wait_mv()
             b.show(3, one if on else 0)
             b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3, **p)
             b.nops(cfg.fpu_latency - 1)
@@ -236,7 +261,7 @@ def _p_predicates(cfg, row, col) -> Program:
             b.op(wa_en=1, wa_ar=fixed, wa_off=20, wa_src=Src.ONE, wb_en=1, wb_ar=fixed,
                  wb_off=20, wb_src=Src.ONE, **inc, **p)
             ar0 += 1 if on and inc else 0
-            b.nops(1)
+            b.wait_sram()
             b.show(Src.MEMA, one if on else 0, ra_en=1, ra_ar=fixed, ra_off=20)
             b.show(Src.MEMB, one if on else 0, rb_en=1, rb_ar=fixed, rb_off=20)
             # a driver is independent of the predicate
@@ -245,7 +270,7 @@ def _p_predicates(cfg, row, col) -> Program:
     if inc:
         marker = b.f(5.0)
         b.op(wa_en=1, wa_ar=0, wa_off=0, wa_src=Src.ROW, row=marker)
-        b.nops(1)
+        b.wait_sram()
         b.show(Src.MEMA, marker, ra_en=1, ra_ar=fixed, ra_off=ar0)
     return b.build()
 
@@ -278,7 +303,7 @@ def _p_ar_rules(cfg, row, col) -> Program:
     used = list(range(0, 40)) + [depth_a - 3, depth_a - 2, depth_a - 1]
     for a in used:
         b.write_a(a, a)
-    b.nops(1)
+    b.wait_sram()
     n = cfg.n_ar
     i = n - 1           # the AR under test (the last one)
     ar = 0
@@ -347,7 +372,7 @@ def _p_gating(cfg, row, col) -> Program:
     b.write_b(3, vb)
     b.write_a(4, old)
     b.write_b(4, old)
-    b.nops(1)
+    b.wait_sram()
     other_k = (col + 1) % (1 << cfg.sel_bits)
     other_r = (row + 1) % (1 << cfg.sel_bits)
     cases = [
@@ -370,6 +395,7 @@ def _p_gating(cfg, row, col) -> Program:
         b.expect(t, mem_a_rd=int(on), mem_b_rd=int(on))
         p_on = _pred_true(cfg, row, col, extra.get("pred_mode", 0), extra.get("pred_k", 0))
         b.op(mv_op=MvOp.MOV, mv_src=Src.MEMB, mv_dst=3, rb_en=0)   # MEMB still holds its data
+        b.wait_mv()
         if p_on:
             b.show(2, va if on else old)
         b.show(3, vb if on else old)
@@ -398,36 +424,49 @@ def _p_relu_mask(cfg, row, col) -> Program:
 
     for v in vals:
         b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=1, row=v)
+        b.wait_mv()
         b.show(1, v)                                  # MOV keeps NaN payloads and -0
         b.op(mv_op=MvOp.RELU, mv_src=Src.ROW, mv_dst=2, row=v)
+        b.wait_mv()
         b.show(2, relu(v))
     for m in vals:
         for v in (b.f(-3.0), nan_payload, fmt.neg_zero):
             b.set_reg(4, v)
+            b.wait_mv()
             b.op(mv_op=MvOp.MASK, mv_src=4, mv_msk=Src.ROW, mv_dst=5, row=m)
+            b.wait_mv()
             b.show(5, (fmt.qnan if fmt.is_nan(v) else v) if positive(m) else 0)
     return b.build()
 
 
 def _p_rdw(cfg, row, col) -> Program:
-    """SRAM read-during-write returns the old data; the write is seen one cycle later."""
+    """SRAM read-during-write returns the old data; the write is seen one cycle later.
+
+    A write issued at ``t`` lands at the end of its execute stage ``t + 1 + exec_delay``
+    (= ``t + sram_read_distance - 1``): the reads issued at ``t+1`` .. that cycle (the
+    last one at the same edge) see the old word, the read issued at
+    ``t + sram_read_distance`` the new one."""
     b = Builder(cfg, row, col, "read_during_write")
     old, new = b.f(1.0), b.f(-7.0)
+    early = cfg.sram_read_distance - 1       # reads after the write that still see the old word
     b.write_a(7, old)
     b.write_b(7, old)
     b.nops(2)
     b.op(wa_en=1, wa_off=7, wa_src=Src.ROW, wb_en=1, wb_off=7, wb_src=Src.ROW, row=new)  # t
-    b.show(Src.MEMA, old, ra_en=1, ra_off=7)                                      # t+1: same edge
-    b.show(Src.MEMA, new, ra_en=1, ra_off=7)                                            # t+2
+    for _ in range(early):
+        b.show(Src.MEMA, old, ra_en=1, ra_off=7)                 # up to t+1+exec_delay: same edge
+    b.show(Src.MEMA, new, ra_en=1, ra_off=7)                     # t + sram_read_distance
     b.op(wb_en=1, wb_off=7, wb_src=Src.ONE)
-    b.show_col(Src.MEMB, new, rb_en=1, rb_off=7)
+    for _ in range(early):
+        b.show_col(Src.MEMB, new, rb_en=1, rb_off=7)
     b.show_col(Src.MEMB, b.f(1.0), rb_en=1, rb_off=7)
-    # a read and a write of the same address in the same micro-op: the read is a cycle
-    # earlier than the write, so it sees the old data
+    # a read and a write of the same address in the same micro-op: the read is earlier
+    # than the write, so it sees the old data
     b.op(wa_en=1, wa_off=8, wa_src=Src.ONE)
-    b.nops(1)
+    b.wait_sram()
     b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8, wa_en=1, wa_off=8, wa_src=Src.NZERO)
-    b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8)        # the write lands at this edge
+    for _ in range(early):
+        b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8)    # the write lands at the last one's edge
     b.show(Src.MEMA, cfg.fmt.neg_zero, ra_en=1, ra_off=8)
     return b.build()
 
@@ -448,11 +487,19 @@ def _p_timing(cfg, row, col) -> Program:
     for k in range(1, L + 1):
         assert b.t == t + k
         b.show(5, b.f(7.0) if k >= L - 1 else one)
-    # move: issued at t, readable by the micro-op issued at t+1
+    # move: issued at t, readable by the micro-op issued at t + mv_read_distance (t+1
+    # without the execute stage), not before
+    early = cfg.mv_read_distance - 1
+    if early:
+        b.set_reg(6, two)
+        b.wait_mv()
     b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=6)
+    for _ in range(early):
+        b.show(6, two)
     b.show(6, one)
     # the RF `c` is read late: a MOV to r7 after issue but before the product reaches the
-    # adder is seen (issued at t+m, written at t+m+1 <= t+mul_latency)
+    # adder is seen (issued at t+m, written at the end of t+m+1+exec_delay, c read at
+    # t+1+exec_delay+mul_latency: seen for m <= mul_latency-1)
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=7, fpu_dst=8)
     b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=7, row=b.f(10.0))
     b.nops(L)
@@ -491,25 +538,30 @@ def _p_conflict(cfg, row, col) -> Program:
     """FMA write-back and a move to the same register in the same cycle: the FMA wins."""
     b = Builder(cfg, row, col, "conflict")
     L = cfg.fpu_latency
+    e = cfg.exec_delay      # a move issued at tm writes at the end of tm+1+e
     b.set_reg(1, b.f(2.0))
     b.nops(1)
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=Src.NZERO, fpu_dst=4)    # r4 = 4, written end of t+L-1
-    b.nops(L - 3)
+    b.nops(L - 3 - e)
     tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)                # written end of t+L-1
-    assert tm + 1 == t + L - 1
+    assert tm + 1 + e == t + L - 1
     b.expect(t + L - 1, rf_conflict=1, rf_wr=2, mv=1)
+    b.wait_mv()
     b.show(4, b.f(4.0))
     # a move one cycle later overwrites the FMA result, no conflict
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=Src.NZERO, fpu_dst=4)
-    b.nops(L - 2)
+    b.nops(L - 2 - e)
     tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)
-    b.expect(tm + 1, rf_conflict=0, rf_wr=1, mv=1)
+    assert tm + 1 + e == t + L
+    b.expect(tm + 1 + e, rf_conflict=0, rf_wr=1, mv=1)
+    b.wait_mv()
     b.show(4, b.f(1.0))
     # same cycle, different registers: both written
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=Src.NZERO, fpu_dst=4)
-    b.nops(L - 3)
+    b.nops(L - 3 - e)
     b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=5)
     b.expect(t + L - 1, rf_conflict=0, rf_wr=2)
+    b.wait_mv()
     b.show(4, b.f(4.0))
     b.show(5, b.f(1.0))
     return b.build()
@@ -520,6 +572,10 @@ def _p_events(cfg, row, col) -> Program:
     b = Builder(cfg, row, col, "events")
     m = cfg.mul_latency
     L = cfg.fpu_latency
+    e = cfg.exec_delay
+    # issue t: SRAM reads; operand stage t+1: RF reads of the sources, drives; execute
+    # stage t+1+e: FMA, move, SRAM writes, RF write of the move; t+1+e+m: late read of an
+    # RF c; t+L-1: FMA write-back
     for i in range(4):
         b.set_reg(i, b.f(1.0 + i))
     b.nops(1)
@@ -528,20 +584,29 @@ def _p_events(cfg, row, col) -> Program:
              rdrv_src=3, **b.me_r, cdrv_src=2, **b.me_c,
              wa_en=1, wa_src=0, wb_en=1, wb_src=1, ra_en=1, rb_en=1, rb_gate=Gate.CDRV)
     b.expect(t, mem_a_rd=1, mem_b_rd=1, rf_rd=0)
-    b.expect(t + 1, fma=1, mv=1, mem_a_wr=1, mem_b_wr=1, rf_rd=8, rf_wr=1, row_drv=1,
-             col_drv=1, rf_conflict=0)
-    b.expect(t + 1 + m, rf_rd=1, fma=0, rf_wr=0)               # the late read of c
+    b.expect(t + 1, rf_rd=8, row_drv=1, col_drv=1)
+    b.expect(t + 1 + e, fma=1, mv=1, mem_a_wr=1, mem_b_wr=1, rf_wr=1, rf_conflict=0)
+    if e:   # nothing is executed in the operand stage, nothing read or driven at execute
+        b.expect(t + 1, fma=0, mv=0, mem_a_wr=0, mem_b_wr=0, rf_wr=0)
+        b.expect(t + 1 + e, rf_rd=0, row_drv=0, col_drv=0)
+    b.expect(t + 1 + e + m, rf_rd=1, fma=0, rf_wr=0)           # the late read of c
     b.expect(t + L - 1, rf_wr=1, rf_rd=0)                     # the FMA write-back
     b.nops(L)
     # MOV / RELU read one register, MASK two; non-register sources none
     t = b.op(mv_op=MvOp.RELU, mv_src=0, mv_msk=1, mv_dst=4)
-    b.expect(t + 1, rf_rd=1, mv=1, rf_wr=1)
+    b.expect(t + 1, rf_rd=1)
+    b.expect(t + 1 + e, mv=1, rf_wr=1)
     t = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_msk=1, mv_dst=4)
-    b.expect(t + 1, rf_rd=0, mv=1, rf_wr=1)
+    b.expect(t + 1, rf_rd=0)
+    b.expect(t + 1 + e, mv=1, rf_wr=1)
     t = b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ROW, fpu_c=Src.ZERO, fpu_dst=5,
              wa_en=1, wa_src=Src.ONE, rdrv_src=Src.MEMA, **b.me_r)
-    b.expect(t + 1, rf_rd=0, fma=1, mem_a_wr=1, row_drv=1)
-    b.expect(t + 1 + m, rf_rd=0)
+    b.expect(t + 1, rf_rd=0, row_drv=1)
+    b.expect(t + 1 + e, fma=1, mem_a_wr=1)
+    if e:
+        b.expect(t + 1, fma=0, mem_a_wr=0)
+        b.expect(t + 1 + e, row_drv=0)
+    b.expect(t + 1 + e + m, rf_rd=0)
     b.nops(L)
     # a predicated-off micro-op counts nothing but its drives and ALL-gated reads
     if cfg.nr > 1:
@@ -549,8 +614,67 @@ def _p_events(cfg, row, col) -> Program:
                  mv_dst=2, wa_en=1, wa_src=0, ra_en=1, rb_en=1, rb_gate=Gate.PRED,
                  rdrv_src=1, **b.me_r, pred_mode=PredMode.ROW, pred_k=(row + 1) % cfg.nr)
         b.expect(t, mem_a_rd=1, mem_b_rd=0)
-        b.expect(t + 1, fma=0, mv=0, mem_a_wr=0, rf_rd=1, rf_wr=0, row_drv=1)
-        b.expect(t + 1 + m, rf_rd=0)
+        b.expect(t + 1, rf_rd=1, row_drv=1)
+        b.expect(t + 1 + e, fma=0, mv=0, mem_a_wr=0, rf_wr=0)
+        if e:
+            b.expect(t + 1 + e, rf_rd=0, row_drv=0)
+        b.expect(t + 1 + e + m, rf_rd=0)
+    return b.build()
+
+
+def _p_fma_writeback(cfg, row, col) -> Program:
+    """FMA write-back into SRAM (``fpu_wb``): at the micro-op's ``ra`` / ``rb`` address
+    taken at issue, at the end of ``t + fpu_latency - 1`` (the cycle of an RF write-back),
+    no RF write; an operand SRAM write of the same bank executed in that cycle is
+    displaced (``mem_conflict``), one of the other bank is not."""
+    b = Builder(cfg, row, col, "fma_writeback")
+    L, e = cfg.fpu_latency, cfg.exec_delay
+    old, keep, one = b.f(9.0), b.f(-5.0), b.f(1.0)
+    for a in (10, 11, 12):
+        b.write_a(a, old)
+        b.write_b(a, old)
+    b.set_reg(3, keep)
+    b.wait_sram()
+    # A[AR0 + 10] = 2*1 + 1 (no read: the address is used without ra_en); AR0 post-increments
+    # to 1, then is set to 2 before the write-back: the address is the one of the issue
+    b.op(ar_op=ArOp.STRIDE, ar_idx=0, ar_imm=1)
+    t = b.op(fpu_en=1, fpu_a=Src.ROW, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3,
+             fpu_wb=FmaWb.MEMA, ra_off=10, ra_inc=1, rb_off=11, row=b.f(2.0))
+    b.op(ar_op=ArOp.SET, ar_idx=0, ar_imm=2)
+    b.expect(t + L - 1, mem_a_wr=1, mem_b_wr=0, rf_wr=0, mem_conflict=0)
+    b.nops(t + L - 1 - b.t)
+    b.show(Src.MEMA, old, ra_en=1, ra_off=8)              # A[10] issued t+L-1: same edge, old
+    b.show(Src.MEMA, b.f(3.0), ra_en=1, ra_off=8)         # A[10] issued t+L
+    b.show(Src.MEMA, old, ra_en=1, ra_off=9)              # A[11]
+    b.show(Src.MEMA, old, ra_en=1, ra_off=10)             # A[12]
+    b.show_col(Src.MEMB, old, rb_en=1, rb_off=9)          # B[11]: bank B untouched
+    b.show(3, keep, ar_op=ArOp.SET, ar_idx=0, ar_imm=0)   # no RF write
+    # B[10] = 3*1 + 1; operand writes of both banks executed in the write-back cycle: the
+    # one into B (another address) is displaced and lost, the one into A is done
+    t = b.op(fpu_en=1, fpu_a=Src.ROW, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3,
+             fpu_wb=FmaWb.MEMB, rb_off=10, ra_off=12, row=b.f(3.0))
+    b.nops(L - 3 - e)
+    tw = b.op(wa_en=1, wa_off=11, wa_src=Src.ONE, wb_en=1, wb_off=11, wb_src=Src.ONE)
+    assert tw + 1 + e == t + L - 1
+    b.expect(t + L - 1, mem_conflict=1, mem_a_wr=1, mem_b_wr=1, rf_wr=0)
+    b.nops(t + L - b.t)
+    b.show_col(Src.MEMB, b.f(4.0), rb_en=1, rb_off=10)
+    b.show_col(Src.MEMB, old, rb_en=1, rb_off=11)         # the displaced write
+    b.show(Src.MEMA, one, ra_en=1, ra_off=11)
+    b.show(Src.MEMA, old, ra_en=1, ra_off=12)             # the FMA's ra address: not written
+    b.show(3, keep)
+    # an operand write into B one cycle before the write-back is overwritten by it, one
+    # cycle after overwrites it; no conflict
+    for d, final in ((-1, b.f(5.0)), (1, one)):
+        t = b.op(fpu_en=1, fpu_a=Src.ROW, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3,
+                 fpu_wb=FmaWb.MEMB, rb_off=10, row=b.f(4.0))
+        b.nops(L - 3 - e + d)
+        tw = b.op(wb_en=1, wb_off=10, wb_src=Src.ONE)
+        assert tw + 1 + e == t + L - 1 + d
+        b.expect(t + L - 1, mem_conflict=0, mem_b_wr=1)
+        b.expect(t + L - 1 + d, mem_conflict=0, mem_b_wr=1)
+        b.nops(max(t + L, tw + cfg.sram_read_distance) - b.t)
+        b.show_col(Src.MEMB, final, rb_en=1, rb_off=10)
     return b.build()
 
 
@@ -565,6 +689,7 @@ DIRECTED = {
     "timing": _p_timing,
     "conflict": _p_conflict,
     "events": _p_events,
+    "fma_writeback": _p_fma_writeback,
 }
 
 
@@ -696,11 +821,15 @@ def gemv_program(cfg, row: int, col: int, L: int | None = None, J: int = 16,
 
     Layout: ``W[i, j]`` at SRAM A address ``j*L + i`` (streamed with AR0 += 1), ``x[j]``
     at SRAM B address ``j`` (AR1 += 1), ``y`` in ``RF[0..L-1]``, ``x[j]`` in
-    ``RF[L]``, loaded by the last micro-op of block ``j-1`` (the MACs of block ``j-1``
-    read the old value in their operand stage, the first MAC of block ``j`` the new one).
+    ``RF[L]``, loaded by a move ``cfg.mv_read_distance`` micro-ops before the first MAC
+    of block ``j`` (the last micro-op of block ``j-1`` without the execute stage, the
+    second-last with it): the MACs of block ``j-1`` read the old value in their operand
+    stage, the first MAC of block ``j`` the new one. ``x[0]`` is loaded by the first loop
+    micro-op (``t0``), followed by ``mv_read_distance - 1`` NOPs.
     ``meta``: ``golden`` (numpy, same operation order), ``fma_cycles``, ``loop_cycles``
-    (first loop micro-op to the last result written) and ``utilization``. The results
-    are driven on the row bus at the end (expectations).
+    (first loop micro-op to the last result written), ``utilization``, ``t0``,
+    ``t_fma0`` / ``t_last`` (issue of the first / last MAC). The results are driven on
+    the row bus at the end (expectations).
     """
     from pe.fp_golden import mac_bits
 
@@ -709,6 +838,8 @@ def gemv_program(cfg, row: int, col: int, L: int | None = None, J: int = 16,
         raise ValueError(f"GEMV needs acc_reuse_distance <= L <= n_regs-1, got L={L}")
     if L * J > cfg.mem_a_words or J > cfg.mem_b_words:
         raise ValueError("GEMV operands do not fit in the banks")
+    if cfg.n_ar < 2:
+        raise ValueError("GEMV streams W and x through AR0 and AR1: needs n_ar >= 2")
     fmt = cfg.fmt
     rng = np.random.default_rng(seed)
     W = fmt.from_float(rng.uniform(-2, 2, size=(L, J)))
@@ -734,12 +865,15 @@ def gemv_program(cfg, row: int, col: int, L: int | None = None, J: int = 16,
     b.op(ar_op=ArOp.STRIDE, ar_idx=1, ar_imm=1)
     # the loop
     t0 = b.op(rb_en=1, rb_ar=1, rb_inc=1, mv_op=MvOp.MOV, mv_src=Src.MEMB, mv_dst=xr)
+    b.wait_mv()
+    t_fma0 = b.t
+    load_at = L - cfg.mv_read_distance     # the micro-op of block j-1 that loads x[j]
     fma = 0
     for j in range(J):
         for i in range(L):
             f = dict(fpu_en=1, fpu_a=Src.MEMA, fpu_b=xr, fpu_c=i, fpu_dst=i,
                      ra_en=1, ra_ar=0, ra_inc=1)
-            if i == L - 1 and j < J - 1:
+            if i == load_at and j < J - 1:
                 f.update(rb_en=1, rb_ar=1, rb_inc=1, mv_op=MvOp.MOV, mv_src=Src.MEMB, mv_dst=xr)
             t_last = b.op(**f)
             fma += 1
@@ -751,7 +885,7 @@ def gemv_program(cfg, row: int, col: int, L: int | None = None, J: int = 16,
     p = b.build(drain=False)
     loop_cycles = t_done - t0
     p.meta.update(golden=golden, W=W, x=x, y0=y0, fma_cycles=fma, loop_cycles=loop_cycles,
-                  utilization=fma / loop_cycles, t0=t0, t_last=t_last)
+                  utilization=fma / loop_cycles, t0=t0, t_fma0=t_fma0, t_last=t_last)
     return p
 
 
@@ -789,7 +923,7 @@ def state_dump(cfg, row: int, col: int, ars: list[int]) -> Program:
         if k < db:
             f.update(wb_en=1, wb_ar=0, wb_off=b.off(k - ars[0]), wb_src=Src.COL, col=k)
         b.op(**f)
-    b.nops(1)
+    b.wait_sram()
     for i in range(n):
         show = dict(ra_en=1, ra_ar=i, rdrv_src=Src.MEMA, **b.me_r,
                     rb_en=1, rb_ar=i, cdrv_src=Src.MEMB, **b.me_c)

@@ -8,8 +8,9 @@ every cycle), followed by :func:`pe_programs.state_dump`, which drives every reg
 SRAM word, AR and stride onto the buses. The RTL then runs the same micro-op words and
 external bus inputs; every cycle its ``row_out``/``row_oe``/``col_out``/``col_oe`` and
 every event field must equal the model's. A mismatch reports cycle, program, field,
-expected, got and the seed. Speed (simulated cycles per second of the compare loop) is
-written to ``pe_stats.json`` in the test directory.
+expected, got, the seed and the micro-ops in flight (issue, operand and, with
+``cfg.exec_stage``, execute stage). Speed (simulated cycles per second of the compare
+loop) is written to ``pe_stats.json`` in the test directory.
 """
 
 from __future__ import annotations
@@ -102,11 +103,17 @@ async def pe_matches_model(dut):
 
     errors = []
 
+    def uop_at(cyc):
+        return MicroOp.decode(whole.uops[cyc], cfg.addr_bits, cfg.sel_bits) if cyc >= 0 else None
+
     def report(cyc, field, want, got):
-        u = MicroOp.decode(whole.uops[cyc], cfg.addr_bits, cfg.sel_bits)
-        prev = MicroOp.decode(whole.uops[cyc - 1], cfg.addr_bits, cfg.sel_bits) if cyc else None
+        # the micro-ops in flight: issued now, in the operand stage and, with the execute
+        # stage, in the execute stage (issued exec_delay cycles before the operand stage's)
+        stages = f"issued={uop_at(cyc)!r} operand-stage={uop_at(cyc - 1)!r}"
+        if cfg.exec_delay:
+            stages += f" execute-stage={uop_at(cyc - 1 - cfg.exec_delay)!r}"
         errors.append(f"cycle {cyc} ({where(cyc)}): {field}: expected {want:#x}, got {got:#x} "
-                      f"[seed={seed}] issued={u!r} operand-stage={prev!r}")
+                      f"[seed={seed}] {stages}")
 
     uop_h, row_h, col_h, obs_h = dut.uop, dut.ext_row_in, dut.ext_col_in, dut.obs
     dut.rst.value = 0
