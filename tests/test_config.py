@@ -36,6 +36,9 @@ def test_binary32_keeps_byte_budget():
     ("add_latency", 2, "add_latency must be an integer in 3..8"),
     ("fmt", "binary8", "unknown floating-point format 'binary8'"),
     ("clock_mhz", 0, "clock_mhz"),
+    ("exec_stage", 2, "exec_stage must be true or false, got 2"),
+    ("exec_stage", 1.0, "exec_stage must be true or false"),
+    ("exec_stage", "yes", "exec_stage must be true or false"),
 ])
 def test_invalid_parameters_name_field_and_range(field, value, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -57,6 +60,10 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert config_from_arg("tiny") == PRESETS["tiny"]
     assert config_from_arg('{"nr": 8}').nr == 8
     assert config_from_arg(None) == PRESETS["default"]
+    x = config_from_arg('{"preset": "fpga", "nr": 2}')
+    assert x.exec_stage is True and x.nr == 2 and (x.mul_latency, x.add_latency) == (4, 5)
+    assert ArchConfig.from_dict(json.loads(x.to_json())) == x
+    assert ArchConfig(exec_stage=1).exec_stage is True and ArchConfig(exec_stage=0) == ArchConfig()
 
 
 def test_bad_config_files(tmp_path):

@@ -50,9 +50,11 @@ def _roundtrip_job(cfg, n, rng):
     return words, data, loc_a, loc_b
 
 
-@pytest.mark.parametrize("backend,sim", [("model", None), ("rtl", "icarus")])
-def test_load_unload_roundtrip(backend, sim):
-    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
+@pytest.mark.parametrize("backend,sim,exec_stage", [("model", None, False), ("rtl", "icarus", False),
+                                                    ("model", None, True), ("fast", None, True)])
+def test_load_unload_roundtrip(backend, sim, exec_stage):
+    """Transfers schedule nothing hazard-sensitive: they run with the execute stage too."""
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=exec_stage)
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     words, data, loc_a, loc_b = _roundtrip_job(cfg, 5, np.random.default_rng(seed))
@@ -91,8 +93,9 @@ def test_session_keeps_memory_between_phases():
     assert r2.counters["host_in_beats"] == 0 and r2.counters["host_out_beats"] == 12
 
 
+@pytest.mark.parametrize("exec_stage", [False, True], ids=["", "exec"])
 @pytest.mark.parametrize("backend", ["model", "fast"])
-def test_spad_page_roundtrip_in_unload_order(backend):
+def test_spad_page_roundtrip_in_unload_order(backend, exec_stage):
     """A region unloaded to the scratchpad loads back unchanged with ``lanes="cols"``
     (the weight pages of minibatch GD), and a scratchpad filled with
     ``unload_beats_for`` loads as the local words; ``lanes="rows"`` would place them
@@ -100,7 +103,7 @@ def test_spad_page_roundtrip_in_unload_order(backend):
     from sim.core_run import Phase, run_session
     from sw.transfer import emit_spad_fill, load_cost, unload_beats_for
 
-    cfg = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256, spad_kib=1)
+    cfg = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256, spad_kib=1, exec_stage=exec_stage)
     rng = np.random.default_rng(7)
     n = 6
     loc = rng.integers(0, 1 << 16, size=(4, 4, n), dtype=np.uint64)
