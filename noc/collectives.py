@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from noc.broadcast_bus import segment_len
 from sw.asm import Builder, add, cdrv, mov, pred, rda, rdb, rdrv, wra, wrb
 from sw.layout import local_len
-from sw.timing import default_timing_only
 
 __all__ = [
     "Region", "Frag", "CollectiveError", "Cost", "BusDir", "ReduceStep", "reduce_plan", "step_slots",
@@ -378,7 +377,6 @@ def _stream(f: Frag, n: int, elem, ctls, level: int, name: str) -> None:
     f.close_loop()
 
 
-@default_timing_only
 def emit_broadcast(b: Builder | Frag, cfg, direction: str, n: int, src: Region, dst, *,
                    agu: str = "g0", level: int = 0, name: str = "bcast") -> Frag:
     """Broadcast ``n`` words per diagonal PE along the ``direction`` buses.
@@ -427,7 +425,6 @@ def cost_broadcast(cfg, n: int, direction: str = "row") -> Cost:
 # ======================================================================================
 # reductions (from SRAM partial sums)
 # ======================================================================================
-@default_timing_only
 def emit_reduce(b: Builder | Frag, cfg, direction: str, n: int, src: Region, dst: Region, *,
                 mode: str = "tree", dst_layout: str = "diag", agu: str = "g0", level: int = 0,
                 name: str = "red") -> Frag:
@@ -575,7 +572,6 @@ def cost_transpose(cfg, r: int, c: int, *, dst_strided: bool = False) -> Cost:
     return Cost(ins, {}, {"row": [per_bus] * nr, "col": [per_bus] * nr})
 
 
-@default_timing_only
 def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Region, stage: Region, *,
                    agus=("g0", "g1", "g2"), levels=(0, 1), name: str = "tp", src_ld: int | None = None,
                    dst_ld: int | None = None) -> Frag:

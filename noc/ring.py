@@ -51,7 +51,6 @@ from __future__ import annotations
 import numpy as np
 
 from sw.asm import assemble
-from sw.timing import default_timing_only
 
 __all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "reduce_lines", "reduce_slots", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
@@ -148,7 +147,6 @@ def _join(*parts) -> str:
 
 
 # -- pass-along ---------------------------------------------------------------------------
-@default_timing_only
 def emit_pass_along(cfg, m: int, src: tuple[str, int] = ("a", 0), dst: tuple[str, int] = ("b", 0)):
     """Every core sends segment ``src`` (bank, base) to the next core, which stores it at
     ``dst``. Returns one image per core (all the same)."""
@@ -165,7 +163,6 @@ def emit_pass_along(cfg, m: int, src: tuple[str, int] = ("a", 0), dst: tuple[str
 
 
 # -- broadcast ----------------------------------------------------------------------------
-@default_timing_only
 def emit_broadcast(cfg, m: int, root: int = 0, src: tuple[str, int] = ("a", 0),
                    dst: tuple[str, int] = ("a", 0)):
     """Core ``root``'s segment ``src`` to ``dst`` on every other core (take, store and
@@ -203,7 +200,6 @@ def all_gather_layout(cfg, k: int, m: int, base: int = 0) -> dict[int, int]:
     return {(k - t) % c: base + t * m for t in range(c)}
 
 
-@default_timing_only
 def emit_all_gather(cfg, m: int, base: int = 0):
     """All-gather of one ``m``-beat segment per core, in SRAM A of the diagonal PEs at
     :func:`all_gather_layout`. Returns one image per core (all the same)."""
@@ -247,7 +243,6 @@ def reduce_scatter_layout(cfg, k: int, m: int, base: int = 0) -> dict[int, tuple
     return out
 
 
-@default_timing_only
 def emit_reduce_scatter(cfg, m: int, base: int = 0):
     """Reduce-scatter of ``c`` partial segments per core (:func:`reduce_scatter_layout`).
     Returns one image per core (all the same)."""
@@ -287,7 +282,6 @@ def golden_reduce_scatter(cfg, partials: list[list[np.ndarray]]) -> list[np.ndar
 
 
 # -- reduce -------------------------------------------------------------------------------
-@default_timing_only
 def emit_reduce(cfg, m: int, root: int = 0, base: int = 0, bank: str = "a"):
     """Sum of every core's segment at ``(bank, base)``, left in place at core ``root``
     (other cores' segments unchanged). Returns one image per core (:func:`reduce_lines`

@@ -39,7 +39,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from noc.ring import RingError, golden_reduce
-from sw.timing import default_timing_only
 
 __all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduce_scatter", "mat_reduce",
            "mat_broadcast_slots", "mat_all_gather_slots", "mat_reduce_scatter_slots", "mat_reduce_slots",
@@ -372,7 +371,6 @@ def _unfold(out: list[str]) -> list[str]:
 
 
 # -- collectives --------------------------------------------------------------------------
-@default_timing_only
 def mat_broadcast(cfg, k: int, src: MatBlock, dst: MatBlock, root: int = 0, name: str = "mb") -> RingFrag:
     """Core ``k``'s part of a broadcast: core ``root`` sends ``src``; every other core stores
     the beats into ``dst`` (same shape) and, except the last in ring order (``root - 1``),
@@ -395,7 +393,6 @@ def mat_broadcast(cfg, k: int, src: MatBlock, dst: MatBlock, root: int = 0, name
     return _render(cfg, [w], mat_broadcast_slots(cfg, m), 0, name)
 
 
-@default_timing_only
 def mat_all_gather(cfg, k: int, seg, name: str = "mg") -> RingFrag:
     """Core ``k``'s part of an all-gather: core ``s`` holds segment ``s`` at ``seg(s)``
     (``c`` equally shaped, disjoint :class:`MatBlock`); after it every core holds every
@@ -430,7 +427,6 @@ def _sel(bus: str) -> str:
     return "col" if bus == "row" else "row"
 
 
-@default_timing_only
 def mat_reduce_scatter(cfg, k: int, seg, name: str = "mr", reg: int = 0) -> RingFrag:
     """Core ``k``'s part of a reduce-scatter: every core holds a partial of every segment
     ``s`` at ``seg(s)``; after it core ``s`` holds at ``seg(s)`` the sum over the cores,
@@ -511,7 +507,6 @@ def mat_reduce_scatter(cfg, k: int, seg, name: str = "mr", reg: int = 0) -> Ring
     return RingFrag(_fold_text(cfg, lines, sorted(set(_periods(nr, blks[0])) | {P}), name), total)
 
 
-@default_timing_only
 def mat_reduce(cfg, k: int, blk: MatBlock, root: int = 0, name: str = "mq", reg: int = 0) -> RingFrag:
     """Core ``k``'s part of a reduce to ``root``: every core holds a partial at ``blk``;
     after it ``root`` holds at ``blk`` the sum over the cores, added in ring order from

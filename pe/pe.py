@@ -291,18 +291,57 @@ class PE(wiring.Component):
         rd_a_seen_op = rd_a_seen | rd_a.en     # rd_*_seen as it is in the operand stage
         rd_b_seen_op = rd_b_seen | rd_b.en
 
+        # SRAM bypass (execute stage only): a read issued in the cycle in which the
+        # operand-stage write of the micro-op in its execute stage lands on the same
+        # address returns the written word (not an FMA write-back's), so an SRAM write is
+        # seen by the read issued 2 later as without the stage. Compared at issue,
+        # selected in the operand stage; held with the read port when no read is made.
+        rd_a_data = Signal(w)
+        rd_b_data = Signal(w)
+        byp_a = {"go": Signal(), "addr": Signal.like(wr_a.addr), "val": Signal(w), "wbk": Signal()}
+        byp_b = {"go": Signal(), "addr": Signal.like(wr_b.addr), "val": Signal(w), "wbk": Signal()}
+        if cfg.exec_stage:
+            for rd, byp, data, nm in ((rd_a, byp_a, rd_a_data, "a"), (rd_b, byp_b, rd_b_data, "b")):
+                sel = Signal(name=f"byp_{nm}_sel")
+                val = Signal(w, name=f"byp_{nm}_val")
+                with m.If(rd.en):
+                    m.d.sync += [sel.eq(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"])),
+                                 val.eq(byp["val"])]
+                m.d.comb += data.eq(Mux(sel, val, rd.data))
+        else:
+            m.d.comb += [rd_a_data.eq(rd_a.data), rd_b_data.eq(rd_b.data)]
+
+        # Register-file bypass (execute stage only): an operand-stage read of a register
+        # that the move unit (micro-op in its execute stage) writes in the same cycle
+        # returns the move's result (the FMA's, if the FMA write-back writes the register
+        # in that cycle too: what the register holds afterwards), so a move result is
+        # read by the next micro-op as without the stage. FMA results are not bypassed
+        # (their distance is fpu_latency). Decided at issue from the micro-op now in its
+        # operand stage (next cycle's move) and the adder's second-to-last stage.
+        mv_val = Signal(w)              # the move unit's result (execute stage)
+        fma_out = Signal(w)             # the adder's result (FMA write-back)
+        nxt_mv = Signal()               # a move executes next cycle ...
+        nxt_wb = Signal()               # an FMA writes the RF next cycle ...
+        nxt_wb_dst = Signal(4)
+
         def source(field, *, regs=True, buses=True, gate=None, name):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
 
             ``gate`` (issue-stage signal): the value is +0 unless it was high at issue."""
             code_i, code_o = field(u), field(s1)
-            live = [(code_i == Src.MEMA) & rd_a_seen_op, rd_a.data,
-                    (code_i == Src.MEMB) & rd_b_seen_op, rd_b.data]
+            live = [(code_i == Src.MEMA) & rd_a_seen_op, rd_a_data,
+                    (code_i == Src.MEMB) & rd_b_seen_op, rd_b_data]
             if buses:
                 live += [code_i == Src.ROW, self.row_in, code_i == Src.COL, self.col_in]
             for code_, value in consts.items():
                 live += [code_i == code_, Const(value, w)]
-            if regs:
+            if regs and cfg.exec_stage:
+                reg = ~code_i[4] & (code_i[:4] < n_regs)
+                hit = reg & nxt_mv & (s1.mv.dst == code_i[:4])
+                hit_f = hit & nxt_wb & (nxt_wb_dst == code_i[:4])     # conflict: the FMA's
+                hit_m = hit & ~hit_f
+                live += [hit_f, fma_out, hit_m, mv_val, ~code_i[4] & ~hit_f & ~hit_m, None]
+            elif regs:
                 live += [~code_i[4], None]
             terms = []
             for k in range(0, len(live), 2):
@@ -369,7 +408,6 @@ class PE(wiring.Component):
         mv_dst = ex(s1.mv.dst, "mv_dst")
         mv_src = ex(source(lambda x: x.mv.src, name="mv_src"), "mv_src")
         mv_msk = ex(source(lambda x: x.mv.msk, name="mv_msk"), "mv_msk")
-        mv_val = Signal(w)
         with m.Switch(mv_op):
             with m.Case(MvOp.MOV):
                 m.d.comb += mv_val.eq(mv_src)
@@ -383,6 +421,7 @@ class PE(wiring.Component):
         # ---- FMA: multiplier with valid/dst/c shift registers, then the adder --------------
         m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
+        m.d.comb += fma_out.eq(add.o)
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
         fma_go = ex(fma_rd, "fma_go")
@@ -432,6 +471,17 @@ class PE(wiring.Component):
         fma_wb_memb = ad_valid[-1] & (ad_wb[-1] == FmaWb.MEMB)
         fma_wb = ad_valid[-1] & ~fma_wb_mema & ~fma_wb_memb
         fma_wb_dst = ad_dst[-1]
+        if cfg.exec_stage:
+            assert A >= 2, "the RF bypass looks at the adder's second-to-last stage"
+            m.d.comb += [
+                byp_a["go"].eq(wa_go), byp_a["addr"].eq(wa_addr), byp_a["val"].eq(wa_val),
+                byp_a["wbk"].eq(fma_wb_mema),
+                byp_b["go"].eq(wb_go), byp_b["addr"].eq(wb_addr), byp_b["val"].eq(wb_val),
+                byp_b["wbk"].eq(fma_wb_memb),
+                nxt_mv.eq(mv_rd),
+                nxt_wb.eq(ad_valid[-2] & (ad_wb[-2] != FmaWb.MEMA) & (ad_wb[-2] != FmaWb.MEMB)),
+                nxt_wb_dst.eq(ad_dst[-2]),
+            ]
 
         # ---- SRAM write ports: the FMA write-back wins over the operand-stage write ----
         m.d.comb += [

@@ -180,6 +180,7 @@ class PEModel:
         self._ap: list = [None] * cfg.add_latency
         # execute stage (cfg.exec_stage): what the micro-op read in its operand stage
         self._x = _NO_EXEC
+        self._byp: dict = {}
 
     def regs(self) -> list[int]:
         """Register file contents (bit patterns), ``RF[0..n_regs-1]``."""
@@ -271,9 +272,25 @@ class PEModel:
         return self.ar[i] if i < self.n_ar else 0
 
     # -- operand-stage sources ------------------------------------------------------------
+    def _bypass(self) -> dict:
+        """With the execute stage: the register the move unit (micro-op in its execute
+        stage) writes in this cycle and its value as operand-stage reads see it: the
+        move's result, or the FMA's if the FMA write-back writes the same register in this
+        cycle (what the register holds afterwards). FMA results alone are not bypassed.
+        Empty without the stage or without a move."""
+        if not self.cfg.exec_stage or self._x.mv is None:
+            return {}
+        dst, val = self._x.mv
+        w = self._ap[-1]
+        if w is not None and w[2] not in (FmaWb.MEMA, FmaWb.MEMB) and w[0] == dst:
+            val = w[1]
+        return {dst: val}
+
     def _src(self, code: int, row_in: int, col_in: int) -> int:
         if code < 16:
-            return self.rf[code] if code < self.n_regs else 0
+            if code >= self.n_regs:
+                return 0
+            return self._byp.get(code, self.rf[code]) if self._byp else self.rf[code]
         if code == Src.MEMA:
             return self.rd_a
         if code == Src.MEMB:
@@ -296,6 +313,7 @@ class PEModel:
         s = self._s1
         roe = self.row_driver(s)
         coe = self.col_driver(s)
+        self._byp = self._bypass()
         return (self._drv_src(s.rdrv_src) if roe else 0, int(roe),
                 self._drv_src(s.cdrv_src) if coe else 0, int(coe))
 
@@ -311,8 +329,10 @@ class PEModel:
         col_in &= self.wmask
         s, p1 = self._s1, self._s1_pred
         rf_rd = 0
+        self._byp = self._bypass()
 
         # ---- operand stage of the micro-op issued last cycle: read every source ------------
+        # (with the execute stage through the bypass: the RF as this cycle's writes leave it)
         roe = self.row_driver(s)
         coe = self.col_driver(s)
         rf_rd += (roe and s.rdrv_src < 16) + (coe and s.cdrv_src < 16)
@@ -400,11 +420,17 @@ class PEModel:
 
         # ---- end of cycle: all registers update ------------------------------------------
         # SRAM: the read samples the array before this cycle's write (read-during-write
-        # returns the old data); a read that is not performed keeps the port register.
+        # returns the old data; with the execute stage, the bypass returns the data of an
+        # operand-stage write landing on the address in this cycle, not an FMA
+        # write-back's); a read that is not performed keeps the port register.
         if ra:
             self.rd_a = self.mem_a[ra_addr]
+            if self.cfg.exec_stage and wa is not None and not wbk_a and wa[0] == ra_addr:
+                self.rd_a = wa[1]
         if rb:
             self.rd_b = self.mem_b[rb_addr]
+            if self.cfg.exec_stage and wb is not None and not wbk_b and wb[0] == rb_addr:
+                self.rd_b = wb[1]
         # one write port per bank: an FMA write-back into SRAM displaces the
         # operand-stage write of the same bank (mem_conflict)
         if wbk_a:

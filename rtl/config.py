@@ -56,14 +56,16 @@ class ArchConfig:
     mul_latency, add_latency : int
         Pipeline depth of the FP multiplier and adder in cycles.
     exec_stage : bool
-        Add an execute stage after the PE's operand stage (``docs/architecture.md``,
-        "Pipeline timing and hazards"): every source value a micro-op reads, bus values
-        included, is registered, and the move unit, SRAM writes and the multiplier act
-        one cycle later. It takes the bus transfer and the register-file -> move-unit ->
-        register-file loop off a single cycle for FPGA clock rates, at the price of
-        longer hazard distances: a move result is readable 2 micro-ops later (1 without),
-        an SRAM write 3 later (2 without), and :attr:`fpu_latency` is one cycle longer.
-        Off by default (the reference design's ASIC timing).
+        Add an execute stage after the PE's operand stage, with a bypass
+        (``docs/architecture.md``, "The execute stage"): every source value a micro-op
+        reads, bus values included, is registered, and the move unit, SRAM writes and the
+        multiplier act one cycle later, so no path runs from a source over a bus, or
+        through the move unit, into a register file, SRAM or the multiplier in one cycle
+        (FPGA clock rates). Operand reads see the register file as the current cycle's
+        writes leave it, and SRAM reads are transparent to the current cycle's write, so
+        programs see the same move and SRAM distances as without the stage; the FMA
+        write-back (:attr:`fpu_latency`) and a HALT's drain are one cycle later. Off by
+        default (the reference design's ASIC timing).
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
     ucode_depth : int
@@ -174,7 +176,10 @@ class ArchConfig:
 
     @property
     def fpu_latency(self) -> int:
-        """Cycles from micro-op issue to the FMA result being readable in the RF."""
+        """Cycles from micro-op issue to the FMA result being in the RF (micro-ops issued
+        ``fpu_latency - 1`` cycles after the FMA or later read it; with the execute stage
+        the bypass makes it readable one cycle earlier still, which the compilers do not
+        use)."""
         return 2 + int(self.exec_stage) + self.mul_latency + self.add_latency
 
     @property
@@ -185,14 +190,16 @@ class ArchConfig:
 
     @property
     def mv_read_distance(self) -> int:
-        """Minimum issue distance from a move to a micro-op that reads its result."""
-        return 1 + self.exec_delay
+        """Minimum issue distance from a move to a micro-op that reads its result (1 with
+        either timing: the execute stage bypasses the move result to the next micro-op)."""
+        return 1
 
     @property
     def sram_read_distance(self) -> int:
         """Minimum issue distance from an SRAM write (by ``wa``/``wb``) to a read that
-        sees it."""
-        return 2 + self.exec_delay
+        sees it (2 with either timing: with the execute stage the write lands a cycle
+        later and the read port is transparent)."""
+        return 2
 
     @property
     def acc_reuse_distance(self) -> int:

@@ -40,11 +40,14 @@ class CycleEngine:
         self.zeros = np.zeros(self.P, self.ut)
         self.pidx = np.arange(self.P)
         self.exec_stage = cfg.exec_stage
+        self._rf = None     # with the execute stage: the RF as this cycle's writes leave it
 
     # -- sources ------------------------------------------------------------------------
     def src(self, st, code, row_in, col_in):
         if code < 16:
-            return st.rf[:, code] if code < self.n_regs else self.zeros
+            if code >= self.n_regs:
+                return self.zeros
+            return st.rf[:, code] if self._rf is None else self._rf[:, code]
         if code == SRC_MEMA:
             return st.rd_a
         if code == SRC_MEMB:
@@ -89,6 +92,7 @@ class CycleEngine:
         p1 = st.s1_pred
         ev = ctr.ev
         nr, w = self.nr, self.w
+        self._rf = self._bypass(st) if self.exec_stage else None
         # ---- buses of the operand stage ----------------------------------------------
         row_in = self._bus(st, s, "row", ctr)
         col_in = self._bus(st, s, "col", ctr)
@@ -206,10 +210,12 @@ class CycleEngine:
 
         # ---- end of cycle ----------------------------------------------------------------------
         pi = self.pidx
+        # SRAM reads see the old word (with the execute stage, the bypass: the word of an
+        # operand-stage write landing on the address in this cycle, not an FMA write-back's)
         if u.ra_en and ra.any():
-            st.rd_a = np.where(ra, st.mem_a[pi, ra_addr], st.rd_a)
+            st.rd_a = np.where(ra, self._sram_read(st.mem_a, ra_addr, wa, wbk_a), st.rd_a)
         if u.rb_en and rb.any():
-            st.rd_b = np.where(rb, st.mem_b[pi, rb_addr], st.rd_b)
+            st.rd_b = np.where(rb, self._sram_read(st.mem_b, rb_addr, wb, wbk_b), st.rd_b)
         self._mem_write(st.mem_a, wbk_a, wa)
         self._mem_write(st.mem_b, wbk_b, wb)
         if mv is not None and mv[1] < self.n_regs:
@@ -225,6 +231,31 @@ class CycleEngine:
         st.op_hin = u.hin
         st.op_lanes = lanes if u.hin else st.op_lanes
         st.op_hout, st.op_hlast = u.hout, u.hlast
+
+    def _bypass(self, st):
+        """The RF as operand-stage reads see it with the execute stage: the move of the
+        micro-op in its execute stage applied (the FMA write-back's value where it writes
+        the same register in this cycle); None when no move executes."""
+        mv = st.x[1]
+        if mv is None or mv[1] >= self.n_regs:
+            return None
+        val = mv[2]
+        wbk = st.ap[-1]
+        if wbk is not None and wbk.wb not in (FmaWb.MEMA, FmaWb.MEMB) and wbk.dst == mv[1]:
+            val = np.where(wbk.valid, wbk.value, val)
+        rf = st.rf.copy()
+        rf[:, mv[1]] = np.where(mv[0], val, rf[:, mv[1]])
+        return rf
+
+    def _sram_read(self, mem, addr, wr, wbk):
+        data = mem[self.pidx, addr]
+        if self.exec_stage and wr is not None:
+            hit = wr[0] & (wr[1] == addr)
+            if wbk is not None:
+                hit &= ~wbk.valid
+            if hit.any():
+                data = np.where(hit, wr[2], data)
+        return data
 
     def _mem_write(self, mem, wbk, wr):
         """The SRAM write ``wr = (mask, addr, val)`` (or None) and the FMA write-back

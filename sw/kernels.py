@@ -42,7 +42,6 @@ from dataclasses import dataclass, field
 from noc.collectives import BusDir, CollectiveError, Frag, Region, reduce_plan, reg, step_slots
 from sw.asm import Builder, add, cdrv, fma, mac, mask, mov, mul, pred, rdrv, relu
 from sw.layout import local_len
-from sw.timing import default_timing_only
 
 __all__ = [
     "KernelError", "KernelInfo", "Scalar", "Region",
@@ -154,7 +153,6 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree")
             "reduce_cycles": B * S * P}
 
 
-@default_timing_only
 def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
               reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
               agus=("g0", "g1", "g2"), name: str = "gv") -> KernelInfo:
@@ -375,7 +373,6 @@ def gemv_t_rank1_cost(cfg, m: int, n: int, *, reduce: str = "tree", block: int |
     return best
 
 
-@default_timing_only
 def emit_gemv_t_rank1(b, cfg, m: int, n: int, W: Region, d: Region, a: Region, y: Region, *, alpha: Scalar,
                       d_layout: str = "diag", reduce: str = "tree", block: int | None = None,
                       agus=("g0", "g1", "g2", "g3"), name: str = "bu") -> KernelInfo:
@@ -529,7 +526,6 @@ def rank1_cost(cfg, m: int, n: int, *, alpha: bool = True, v_layout: str = "cols
     return {"instructions": setup + mp * (1 + pad + np_), "setup": setup, "pad": pad, "mp": mp, "np": np_}
 
 
-@default_timing_only
 def emit_rank1(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, *, alpha: Scalar | None = None,
                u_layout: str = "rows", v_layout: str = "cols", v_copy: Region | None = None,
                agus=("g0", "g1", "g2"), name: str = "r1") -> KernelInfo:
@@ -733,7 +729,6 @@ def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | No
             "setup": n_ctl + outer, "mac_cycles": Bi * Bc * nr * np_ * G}
 
 
-@default_timing_only
 def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region, *,
               accumulate: bool = False, alpha: Scalar | None = None,
               block: tuple | None = None, agus=("g0", "g1", "g2"), name: str = "mm") -> KernelInfo:
@@ -927,7 +922,6 @@ def _unary(b, cfg, n: int, src: Region, dst: Region, layout, agu: str, name: str
     return KernelInfo(kind, f.count(), 0, {"k": 1})
 
 
-@default_timing_only
 def emit_relu(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
               name: str = "relu") -> KernelInfo:
     """``dst[i] = relu(src[i])`` for the ``n`` local words of every PE (``layout="diag"``:
@@ -937,7 +931,6 @@ def emit_relu(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = 
     return _unary(b, cfg, n, src, dst, layout, agu, name, "relu", relu)
 
 
-@default_timing_only
 def emit_copy(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = None, agu: str = "g0",
               name: str = "copy") -> KernelInfo:
     """``dst[i] = src[i]`` for the ``n`` local words of every PE (``layout="diag"``: of the
@@ -946,7 +939,6 @@ def emit_copy(b, cfg, n: int, src: Region, dst: Region, *, layout: str | None = 
     return _unary(b, cfg, n, src, dst, layout, agu, name, "copy", mov)
 
 
-@default_timing_only
 def emit_relu_mask(b, cfg, n: int, delta: Region, z: Region, dst: Region, *, layout: str | None = None,
                    agu: str = "g0", name: str = "rmask") -> KernelInfo:
     """``dst[i] = delta[i] if z[i] > 0 else +0`` (backpropagation through a ReLU:
@@ -977,7 +969,6 @@ def _load_scalar(f, cfg, alpha: Scalar, r, pr):
     return f.ins(sreg.rd(0), mov(r, sreg.src), *pr)
 
 
-@default_timing_only
 def emit_axpy(b, cfg, n: int, alpha: Scalar, x: Region, y: Region, *, layout: str | None = None,
               agu: str = "g0", name: str = "axpy") -> KernelInfo:
     """``y[i] = alpha * x[i] + y[i]`` (``mac``: the product rounded, then the sum) for the
@@ -1001,7 +992,6 @@ def emit_axpy(b, cfg, n: int, alpha: Scalar, x: Region, y: Region, *, layout: st
     return KernelInfo("axpy", f.count(), 0, {"k": k})
 
 
-@default_timing_only
 def emit_scale(b, cfg, n: int, alpha: Scalar, x: Region, dst: Region | None = None, *,
                layout: str | None = None, agu: str = "g0", name: str = "scale") -> KernelInfo:
     """``dst[i] = x[i] * alpha`` (``dst`` defaults to ``x``: in place; otherwise ``dst``

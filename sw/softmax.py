@@ -57,7 +57,6 @@ from sw.asm import add, cdrv, fma, mask, mov, mul, pred, rdrv
 from sw.golden import mask as g_mask
 from sw.kernels import KernelError, KernelInfo, _finish
 from sw.layout import local_len
-from sw.timing import default_timing_only
 
 __all__ = ["SoftmaxPlan", "softmax_plan", "softmax_table", "softmax_pen", "emit_softmax_grad",
            "golden_softmax_grad", "golden_exp", "softmax_supported", "softmax_words", "softmax_size"]
@@ -336,7 +335,6 @@ class _Sched:
 # ======================================================================================
 # the kernel
 # ======================================================================================
-@default_timing_only
 def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Region, kb: Region, pen: Region,
                       *, z_layout: str = "rows", name: str = "smx") -> KernelInfo:
     """``g = softmax(z) - t`` for ``n`` elements in the ``rows`` layout.

@@ -54,7 +54,6 @@ from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gem
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.softmax import emit_softmax_grad, softmax_pen, softmax_plan, softmax_size, softmax_supported, softmax_table
-from sw.timing import default_timing_only
 
 __all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator", "CoreSession",
            "StepResult", "kernel_gap", "HOST_LATENCY_CYCLES", "host_softmax_grad", "init_weights",
@@ -450,7 +449,6 @@ def _elements(b, n, elem, name, agu="g0"):
     return n
 
 
-@default_timing_only
 def emit_load_vector(b, cfg, reg: Region, n: int, layout: str, name: str) -> int:
     """Load a vector of ``n`` local words per PE in the ``cols`` layout (``hin col``:
     lane ``c`` on column bus ``c``, written by every PE) or the ``rows`` layout (``hin
@@ -477,7 +475,6 @@ def vector_beats(cfg, v_bits, n_words: int) -> list:
     return beats
 
 
-@default_timing_only
 def emit_unload_diag(b, cfg, reg: Region, n: int, name: str) -> int:
     """Send a diag-layout vector (``n`` local words) to the host: the diagonal PE of each
     column drives its column bus (``cdrv @diag=0``, only it reads), ``hout col``: one beat
@@ -1003,7 +1000,6 @@ class TrainProgram:
         return out
 
 
-@default_timing_only
 def compile_sgd(cfg, mlp: MLP, *, policy: str = "auto", backward: str = "auto",
                 tolerance: float = FUSED_TOLERANCE, softmax: str = "auto") -> TrainProgram:
     """Compile batch-1 SGD of ``mlp`` for one core of ``cfg`` (see the module docstring).

@@ -72,7 +72,6 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       softmax_op, weight_bits,
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
-from sw.timing import default_timing_only
 
 __all__ = ["compile_chip_sgd", "ChipSGDProgram", "PanelMap", "ChipSession", "PhaseLog", "panel_rows", "column_order",
            "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS",
@@ -1272,7 +1271,6 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                        pageable, spad, page_rows, fail)
 
 
-@default_timing_only
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
                      page_rows: int | None = None) -> ChipSGDProgram:

@@ -57,7 +57,6 @@ from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place
                            resolve_out_map, spad_op)
 from sw.train_mb import MBProgram
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
-from sw.timing import default_timing_only
 
 __all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
 
@@ -495,7 +494,6 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
                 "and there is no scratchpad (cfg.spad_kib = 0)") + " (a smaller minibatch or more cores would)")
 
 
-@default_timing_only
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per

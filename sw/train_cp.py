@@ -76,7 +76,6 @@ from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileEr
 from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, check_page_rows, fused_backward_op,
                            largest, load_per_core, page_split, page_sum_op, spad_choice, spad_image, spad_local,
                            spad_op)
-from sw.timing import default_timing_only
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
            "CP_HOST_PHASES"]
@@ -988,7 +987,6 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
     return SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t).fits(), cap)))
 
 
-@default_timing_only
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
                     page_rows: int | None = None) -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see

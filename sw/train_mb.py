@@ -53,7 +53,6 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       breakdown_lines,
                       _other, _place, _split_ops, host_softmax_grad, map_layers, mse_loss, softmax_ce_loss)
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost  # noqa: F401
-from sw.timing import default_timing_only
 
 __all__ = ["compile_mbgd", "MBProgram", "load_cost", "unload_cost", "allocate_mb", "mb_ops"]
 
@@ -329,7 +328,6 @@ def _sizes_message(cfg, mlp, al, wbanks) -> str:
             f"the weight matrices to the banks fits")
 
 
-@default_timing_only
 def compile_mbgd(cfg, mlp: MLP, *, policy: str = "auto") -> MBProgram:
     """Compile minibatch gradient descent of ``mlp`` (``mlp.batch`` samples per step; the
     update is ``W -= (lr / b) sum over the batch``) for one core of ``cfg``. ``policy``:

@@ -590,11 +590,10 @@ def _rtl_phases(cfg, seed):
     for i, style in enumerate(("kernel", "kernel", "mixed", "random")):
         c = random_case(cfg, seed + i, style=style, max_issued=250 if nr >= 4 else 400)
         phases.append(Phase(c.words, c.data, f"random{i}"))
-    if not cfg.exec_stage:    # (the compilers schedule for the default timing only)
-        bk = Builder(cfg)
-        emit_gemv(bk, cfg, 2 * nr + 1, 3 * nr, Region("a", 0), Region("b", 0), Region("b", 40))
-        bk.halt()
-        phases.append(Phase(bk.build().words(), [], "gemv"))
+    bk = Builder(cfg)
+    emit_gemv(bk, cfg, 2 * nr + 1, 3 * nr, Region("a", 0), Region("b", 0), Region("b", 40))
+    bk.halt()
+    phases.append(Phase(bk.build().words(), [], "gemv"))
     return phases
 
 

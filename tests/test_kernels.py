@@ -598,12 +598,14 @@ def test_sgd_step_model():
     _sgd_step(_cfg(3, "binary16"), np.random.default_rng(seed), (7, 10, 4), 0.125)
 
 
-def test_other_latencies_model():
+@pytest.mark.parametrize("exec_stage", [False, True], ids=["", "exec"])
+def test_other_latencies_model(exec_stage):
     """Schedules follow cfg's latencies: every kernel and collective on a core with a
-    4-cycle multiplier and a 5-cycle adder (fpu_latency 11, acc_reuse_distance 6)."""
+    4-cycle multiplier and a 5-cycle adder (fpu_latency 11, acc_reuse_distance 6), also
+    with the execute stage (the FPGA preset's timing; fpu_latency 12)."""
     seed = _seed()
     rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=3, mem_a_words=256, mem_b_words=256, mul_latency=4, add_latency=5)
+    cfg = ArchConfig(nr=3, mem_a_words=256, mem_b_words=256, mul_latency=4, add_latency=5, exec_stage=exec_stage)
     for cases in rtl_sessions(cfg, rng):
         run_cases(cfg, cases)
     run_cases(cfg, [gemv_case(cfg, rng, Mem(cfg), 20, 4, trans=False, reduce="tree", x_layout="diag"),
@@ -694,6 +696,8 @@ RTL_CONFIGS = {
     "nr2_fp32": ArchConfig(nr=2, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp16": ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
+    # the execute stage (FPGA timing): the same programs, RTL with the bypass
+    "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True),
 }
 
 
@@ -822,49 +826,3 @@ def test_gemv_t_rank1_cost_and_energy_events():
     sep = gemv_cost(cfg, 256, 256, trans=True)["instructions"] + rank1_cost(cfg, 256, 256)["instructions"]
     assert fused <= 1.01 * sep, (fused, sep)
 
-
-# ======================================================================================
-# the compilers and the execute stage
-# ======================================================================================
-def _compiler_entry_points():
-    """Every public kernel / collective / training compiler entry point taking a cfg."""
-    import inspect
-
-    import noc.collectives
-    import noc.ring
-    import noc.ring_mat
-    import sw.kernels
-    import sw.softmax
-    import sw.train
-    import sw.train_chip
-    import sw.train_chip_mb
-    import sw.train_cp
-    import sw.train_mb
-
-    out = {}
-    for mod in (sw.kernels, sw.softmax, sw.train, sw.train_mb, sw.train_chip, sw.train_chip_mb, sw.train_cp,
-                noc.collectives, noc.ring, noc.ring_mat):
-        for name, fn in vars(mod).items():
-            if (inspect.isfunction(fn) and fn.__module__ == mod.__name__
-                    and name.startswith(("emit_", "compile_", "mat_")) and not name.endswith(("_slots", "_cost"))
-                    and "cfg" in inspect.signature(fn).parameters):
-                out[f"{mod.__name__}.{name}"] = fn
-    return out
-
-
-def test_compilers_refuse_the_execute_stage():
-    """With ArchConfig.exec_stage every compiler entry point raises TimingError naming the
-    field and the distances, before doing anything (the schedules are for the default
-    timing); the list is found by scanning the modules, so a new entry point without the
-    guard fails here. (The host / scratchpad transfers of sw.transfer are not guarded:
-    tests/test_transfer.py runs them with the execute stage.)"""
-    from sw.timing import TimingError
-
-    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, exec_stage=True)
-    eps = _compiler_entry_points()
-    assert len(eps) >= 25, sorted(eps)
-    for name, fn in sorted(eps.items()):
-        assert hasattr(fn, "__wrapped__"), f"{name} is not guarded by @default_timing_only"
-        with pytest.raises(TimingError, match=r"exec_stage=true \(move results readable 2 micro-ops later, "
-                                              r"SRAM writes 3 later\)"):
-            fn(cfg=cfg)

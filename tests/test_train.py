@@ -575,3 +575,16 @@ def test_sgd_bfloat16_nr3():
     cfg = ArchConfig(nr=3, fmt="bfloat16", mem_a_words=256, mem_b_words=256)
     for loss in ("mse", "softmax_ce"):
         train_and_check(cfg, MLP((8, 7, 5), loss, 0.125), 3, "fast", seed)
+
+
+@pytest.mark.parametrize("backward", ["fused", "separate"])
+@pytest.mark.parametrize("nr", [2, 4])
+def test_sgd_exec_stage(nr, backward):
+    """The FPGA timing (execute stage with its bypass, FP 4 / 5): the same compiler, the
+    golden trainer bit for bit, on the fast model (its per-cycle engine)."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, mul_latency=4, add_latency=5)
+    sizes = (int(rng.integers(9, 20)), int(rng.integers(5, 13)), int(rng.integers(2, 7)))
+    print(f"sizes {sizes}")
+    train_and_check(cfg, MLP(sizes, "softmax_ce", 0.0625), 3, "fast", seed, backward=backward)

@@ -518,3 +518,11 @@ def test_cli_train_chip_sgd_with_panels_in_the_scratchpad(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "scratchpad beats 0.." in out and "page(s) of up to" in out
     assert json.loads(js.read_text())["golden_checked_steps"] == 3
+
+
+@pytest.mark.parametrize("out_map", ["rows", "cols"])
+def test_chip_sgd_exec_stage(out_map):
+    """Chip SGD (ring collectives, softmax on the array for ``cols``) with the execute
+    stage on every core, against the golden chip trainer."""
+    cfg = SMALL.replace(exec_stage=True)
+    run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05), 2, "fast", _seed(), out_map=out_map)

@@ -298,3 +298,9 @@ def test_cli_train_minibatch_with_panels_in_the_scratchpad(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "scratchpad beats 0.." in out and "W1 panel, 2 page(s)" in out
     assert json.loads(js.read_text())["golden_checked_steps"] == 3
+
+
+def test_chip_mbgd_exec_stage():
+    """Chip minibatch GD with the execute stage on every core, against the golden."""
+    cfg = PRESETS["chip-small"].replace(exec_stage=True)
+    run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=3), 2, "fast", _seed())

@@ -430,3 +430,11 @@ def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "scratchpad beats 0.." in out and "loaded and stored once per step" in out
     assert json.loads(js.read_text())["golden_checked_steps"] == 3
+
+
+@pytest.mark.parametrize("cfg,sizes,loss", [(SMALL, (9, 14, 7, 4), "softmax_ce"), (SIX, (7, 9, 6, 3), "mse")],
+                         ids=["small-smx", "six-mse"])
+def test_cp_exec_stage(cfg, sizes, loss):
+    """Continuous propagation (delta chains, ring reductions) with the execute stage on
+    every core, against the golden."""
+    run_cp(cfg.replace(exec_stage=True), MLP(sizes, loss, 0.125 if loss == "mse" else 0.25), 3, "fast", _seed(), None)

@@ -298,3 +298,15 @@ def test_mbgd_rtl(sim):
         assert [r.counters for r in runs[i * len(tp.programs):(i + 1) * len(tp.programs)]] == st.counters
     _eq_weights(tp.decode_weights(res[-mlp.n_layers:], padded=True), gold.weights(padded=True), "rtl")
     print(f"{sim}: {res[-1].info}")
+
+
+@pytest.mark.parametrize("nr", [2, 4])
+def test_mbgd_exec_stage(nr):
+    """Minibatch GD with the execute stage (FPGA timing), bit for bit on the fast model."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, mul_latency=4, add_latency=5)
+    sizes = (int(rng.integers(9, 20)), int(rng.integers(5, 13)), int(rng.integers(2, 7)))
+    b = int(rng.integers(2, 6))
+    print(f"sizes {sizes}, batch {b}")
+    train_and_check(cfg, MLP(sizes, "softmax_ce", 0.0625, batch=b), 3, "fast", seed)
