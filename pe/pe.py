@@ -98,6 +98,14 @@ class PE(wiring.Component):
     ``add_latency + 1``. A move result is read by the micro-op issued at ``t+1``, an SRAM
     write by a read issued at ``t+2``. Nothing stalls.
 
+    With ``cfg.exec_stage`` every value read in the operand stage (bus values included) is
+    registered, and the move unit, the SRAM writes and the multiplier act at ``t+2``
+    (FMA write-back one cycle later, ``fpu_latency`` one larger). A move bypass (the move
+    result, or the FMA's in a conflict, to the next micro-op's RF reads; selects decided at
+    issue) and an SRAM bypass (an operand write's word to a read of its address issued in
+    its landing cycle; compared at issue) keep the move and SRAM distances above
+    (``docs/architecture.md``, "The execute stage").
+
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
     non-transparent synchronous read port with enable and one write port (block RAM);
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA

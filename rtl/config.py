@@ -62,8 +62,8 @@ class ArchConfig:
         multiplier act one cycle later, so no path runs from a source over a bus, or
         through the move unit, into a register file, SRAM or the multiplier in one cycle
         (FPGA clock rates). Operand reads see the register file as the current cycle's
-        writes leave it, and SRAM reads are transparent to the current cycle's write, so
-        programs see the same move and SRAM distances as without the stage; the FMA
+        move leaves it, and an SRAM read sees the operand-stage write landing in its cycle,
+        so programs see the same move and SRAM distances as without the stage; the FMA
         write-back (:attr:`fpu_latency`) and a HALT's drain are one cycle later. Off by
         default (the reference design's ASIC timing).
     clock_mhz : float
@@ -177,9 +177,7 @@ class ArchConfig:
     @property
     def fpu_latency(self) -> int:
         """Cycles from micro-op issue to the FMA result being in the RF (micro-ops issued
-        ``fpu_latency - 1`` cycles after the FMA or later read it; with the execute stage
-        the bypass makes it readable one cycle earlier still, which the compilers do not
-        use)."""
+        ``fpu_latency - 1`` cycles after the FMA or later read it)."""
         return 2 + int(self.exec_stage) + self.mul_latency + self.add_latency
 
     @property
@@ -198,7 +196,7 @@ class ArchConfig:
     def sram_read_distance(self) -> int:
         """Minimum issue distance from an SRAM write (by ``wa``/``wb``) to a read that
         sees it (2 with either timing: with the execute stage the write lands a cycle
-        later and the read port is transparent)."""
+        later and the SRAM bypass gives its word to the read issued in that cycle)."""
         return 2
 
     @property
@@ -294,7 +292,7 @@ PRESETS: dict[str, ArchConfig] = {
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
     # the default core with the FPGA timing: execute stage and 4 / 5-cycle FP pipelines
-    # (docs/fpga.md); the RTL and the models run it, the compilers do not schedule for it yet
+    # (docs/fpga.md)
     "fpga": ArchConfig(exec_stage=True, mul_latency=4, add_latency=5),
 }
 
