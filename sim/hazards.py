@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pe.microop import FmaWb, Gate, MvOp
-from pe.pe_model import DecodedUop, PEModel, decode_uop
+from pe.pe_model import DecodedUop, PEModel
 from sim.core_model import CoreModel, CoreRun
 
 __all__ = ["Hazard", "HazardError", "PETiming", "find_hazards", "check_program", "pe_timing", "summarize",
@@ -88,7 +88,9 @@ class Hazard:
     writer_unit : str
         ``"mv"``, ``"fma"``, ``"wa"`` or ``"wb"``.
     need : int
-        Minimum issue distance from the writer for this read to see it.
+        Minimum issue distance from the writer for this read to see it (:attr:`distance`
+        is the actual one; at or above ``need`` the write was overwritten or dropped by an
+        older FMA write-back that landed later).
     """
 
     kind: str
@@ -114,7 +116,8 @@ class Hazard:
 
     def __str__(self):
         why = (f"distance {self.distance} < {self.need}" if self.distance < self.need
-               else f"overwritten since by an older write (distance {self.distance})")
+               else f"distance {self.distance} >= {self.need}, but overwritten or dropped by an older FMA "
+                    f"write-back landing later")
         return (f"{self.kind}: pc {self.pc} (cycle {self.cycle}) PE{self.pe} reads {self.where()} "
                 f"({self.field}) before the {self.writer_unit} write of pc {self.writer_pc} "
                 f"(cycle {self.writer_cycle}): {why}")
@@ -162,6 +165,19 @@ class PETiming:
     def table(self) -> str:
         """The distances as text lines ``writer -> reader: d``."""
         return "\n".join(f"{w:>3s} -> {r}: {d}" for (w, r), d in self.need.items())
+
+    def summary(self) -> str:
+        """One line: the distances grouped by writer and kind of read."""
+        groups = {"mv -> RF operand": [("mv", f) for f in OPERAND_FIELDS],
+                  "fma -> RF operand": [("fma", f) for f in OPERAND_FIELDS],
+                  "fma -> late c": [("fma", "fma.c")],
+                  "wa/wb -> SRAM read": [("wa", "ra"), ("wb", "rb")],
+                  "fma -> SRAM read": [("fma", "ra"), ("fma", "rb")]}
+        parts = []
+        for name, keys in groups.items():
+            ds = sorted({self.need[k] for k in keys})
+            parts.append(f"{name} {ds[0] if len(ds) == 1 else ds}")
+        return ", ".join(parts)
 
 
 def _probe_cfg(cfg):
