@@ -332,7 +332,7 @@ class PEModel:
         self._byp = self._bypass()
 
         # ---- operand stage of the micro-op issued last cycle: read every source ------------
-        # (with the execute stage through the bypass: the RF as this cycle's writes leave it)
+        # (with the execute stage through the move bypass, PEModel._bypass)
         roe = self.row_driver(s)
         coe = self.col_driver(s)
         rf_rd += (roe and s.rdrv_src < 16) + (coe and s.cdrv_src < 16)

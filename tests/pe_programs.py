@@ -22,13 +22,21 @@ PE's outputs (``row_out``, ``row_oe``, ``col_out``, ``col_oe``) and event fields
 Input timing: a micro-op issued at cycle ``t`` reads the buses in its operand stage
 ``t+1``; the builder's ``row=``/``col=`` arguments put the value at ``t+1``.
 
-Every program is correct for both PE timings (``cfg.exec_stage`` off / on): the moves,
-SRAM writes (``wa``/``wb``), FMA entry and their events happen at the execute stage
-``t + 1 + cfg.exec_delay``, so the programs wait ``cfg.mv_read_distance`` micro-ops
-before reading a move result, ``cfg.sram_read_distance`` before reading an SRAM write
-(:meth:`Builder.wait_mv`, :meth:`Builder.wait_sram`) and ``cfg.fpu_latency`` before
-reading an FMA result. Without the execute stage the waits are those of the reference
-timing (no NOP after a move, one after an SRAM write).
+Every program is correct for both PE timings (``cfg.exec_stage`` off / on). Moves, SRAM
+writes (``wa``/``wb``), FMA entry and their events happen at the execute stage
+``t + 1 + cfg.exec_delay``, the FMA write-back at the end of ``t + cfg.fpu_latency - 1``.
+With the execute stage two bypasses keep the default distances (``docs/architecture.md``,
+"The execute stage"): an operand-stage RF read of the register the move unit writes in
+that cycle returns the move's result (the FMA's in an ``rf_conflict``), and an SRAM read
+issued in the cycle an operand-stage write lands on its address returns the written word
+(not for an FMA write-back into SRAM, nor for a write that one displaces). So with
+either timing a move result is read by the next micro-op, an SRAM write by the read
+issued two later (:meth:`Builder.wait_sram`: one NOP), an FMA result (RF or SRAM) by the
+micro-ops issued ``cfg.fpu_latency - 1`` (RF) / ``cfg.fpu_latency`` (SRAM) or more
+later, and an RF ``c`` is read late, directly from the RF. With the execute stage the
+programs also check the bypasses at their exact cycles (the read in the write cycle gets
+the new value, one a cycle earlier the old one) and where there is none (FMA results,
+an RF ``c``, a displaced SRAM write: the old value in the write cycle).
 """
 
 from __future__ import annotations
@@ -125,15 +133,10 @@ class Builder:
         for _ in range(n):
             self.op()
 
-    def wait_mv(self):
-        """NOPs after a move, so that the next micro-op reads its result
-        (``cfg.mv_read_distance - 1``: none without the execute stage)."""
-        self.nops(self.cfg.mv_read_distance - 1)
-
     def wait_sram(self):
-        """NOPs after an SRAM write by ``wa``/``wb``, so that the next micro-op's read
-        sees it (``cfg.sram_read_distance - 1``: one without the execute stage)."""
-        self.nops(self.cfg.sram_read_distance - 1)
+        """One NOP after an SRAM write by ``wa``/``wb``, so that the next micro-op's read
+        sees it (``cfg.sram_read_distance`` = 2 with either timing)."""
+        self.nops(1)
 
     def expect(self, cycle: int, **fields):
         for k, v in fields.items():
@@ -185,24 +188,37 @@ def _p_sources(cfg, row, col) -> Program:
     # RF source, directly on the row bus and through MOV
     b.show(1, x)
     b.op(mv_op=MvOp.MOV, mv_src=1, mv_dst=2)
-    b.wait_mv()
     b.show(2, x)
     # MEMA / MEMB: the data read by this micro-op
     b.show(Src.MEMA, y, ra_en=1, ra_off=5)
     b.show_col(Src.MEMB, z, rb_en=1, rb_off=6)
     b.op(mv_op=MvOp.MOV, mv_src=Src.MEMA, mv_dst=3, ra_en=1, ra_off=5)
-    b.wait_mv()
     b.show(3, y)
     # ROW / COL read the resolved buses (external inputs here)
     b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=4, row=rv)
     b.op(mv_op=MvOp.MOV, mv_src=Src.COL, mv_dst=5, col=cv)
-    b.wait_mv()
     b.show(4, rv)
     b.show(5, cv)
     # a PE reads its own drive back: drive r1 and move ROW into r6 in the same micro-op
     b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=6, rdrv_src=1, **b.me_r, row=rv)
-    b.wait_mv()
     b.show(6, x)
+    if cfg.exec_stage:
+        # the bypass: the micro-op after a move reads its result in every kind of operand
+        # read (move source and mask, FMA a / b, SRAM write sources, both drivers) in the
+        # move's execute cycle, while the RF still holds the old value
+        v, w = b.f(1.75), b.f(-0.5)          # v > 0: MASK(v, v) = v
+        b.set_reg(9, w)                      # RF[9] = w at the end of its execute stage
+        b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=9, row=v)
+        tf = b.op(mv_op=MvOp.MASK, mv_src=9, mv_msk=9, mv_dst=10,
+                  fpu_en=1, fpu_a=9, fpu_b=9, fpu_c=Src.ZERO, fpu_dst=11,
+                  wa_en=1, wa_off=12, wa_src=9, wb_en=1, wb_off=12, wb_src=9,
+                  rdrv_src=9, **b.me_r, cdrv_src=9, **b.me_c)
+        b.expect(tf + 1, row_out=v, row_oe=1, col_out=v, col_oe=1)
+        b.show(10, v)                        # the MASK result, through the bypass again
+        b.show(Src.MEMA, v, ra_en=1, ra_off=12)
+        b.show_col(Src.MEMB, v, rb_en=1, rb_off=12)
+        b.nops(tf + cfg.fpu_latency - 1 - b.t)
+        b.show(11, b.f(1.75 * 1.75))
     # constants
     b.show(Src.ZERO, 0)
     b.show(Src.NZERO, fmt.neg_zero)
@@ -214,7 +230,6 @@ def _p_sources(cfg, row, col) -> Program:
     for code in (20, 23, 27, 31) + tuple(range(cfg.n_regs, 16)):
         b.set_reg(7, x)
         b.op(mv_op=MvOp.MOV, mv_src=code, mv_dst=7)
-        b.wait_mv()
         b.show(7, 0)
     # SRAM write sources: a constant and a register
     b.op(wa_en=1, wa_off=9, wa_src=Src.ONE)
@@ -252,7 +267,6 @@ def _p_predicates(cfg, row, col) -> Program:
             b.write_a(20, 0, ar=fixed)
             b.write_b(20, 0, ar=fixed)
             b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=3, **p)
-            b.wait_mv()
             b.show(3, one if on else 0)
             b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3, **p)
             b.nops(cfg.fpu_latency - 1)
@@ -395,7 +409,6 @@ def _p_gating(cfg, row, col) -> Program:
         b.expect(t, mem_a_rd=int(on), mem_b_rd=int(on))
         p_on = _pred_true(cfg, row, col, extra.get("pred_mode", 0), extra.get("pred_k", 0))
         b.op(mv_op=MvOp.MOV, mv_src=Src.MEMB, mv_dst=3, rb_en=0)   # MEMB still holds its data
-        b.wait_mv()
         if p_on:
             b.show(2, va if on else old)
         b.show(3, vb if on else old)
@@ -424,17 +437,13 @@ def _p_relu_mask(cfg, row, col) -> Program:
 
     for v in vals:
         b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=1, row=v)
-        b.wait_mv()
         b.show(1, v)                                  # MOV keeps NaN payloads and -0
         b.op(mv_op=MvOp.RELU, mv_src=Src.ROW, mv_dst=2, row=v)
-        b.wait_mv()
         b.show(2, relu(v))
     for m in vals:
         for v in (b.f(-3.0), nan_payload, fmt.neg_zero):
             b.set_reg(4, v)
-            b.wait_mv()
             b.op(mv_op=MvOp.MASK, mv_src=4, mv_msk=Src.ROW, mv_dst=5, row=m)
-            b.wait_mv()
             b.show(5, (fmt.qnan if fmt.is_nan(v) else v) if positive(m) else 0)
     return b.build()
 
@@ -442,39 +451,48 @@ def _p_relu_mask(cfg, row, col) -> Program:
 def _p_rdw(cfg, row, col) -> Program:
     """SRAM read-during-write returns the old data; the write is seen one cycle later.
 
-    A write issued at ``t`` lands at the end of its execute stage ``t + 1 + exec_delay``
-    (= ``t + sram_read_distance - 1``): the reads issued at ``t+1`` .. that cycle (the
-    last one at the same edge) see the old word, the read issued at
-    ``t + sram_read_distance`` the new one."""
+    A write issued at ``t`` is seen by the read issued at ``t+2``, not by the one issued
+    at ``t+1`` (``cfg.sram_read_distance`` = 2), with either timing: without the execute
+    stage the write lands at the end of ``t+1``, where the read issued then samples the
+    old word; with it the write lands at the end of ``t+2``, and the read issued then gets
+    the word through the SRAM bypass (same bank and address only)."""
     b = Builder(cfg, row, col, "read_during_write")
     old, new = b.f(1.0), b.f(-7.0)
-    early = cfg.sram_read_distance - 1       # reads after the write that still see the old word
     b.write_a(7, old)
     b.write_b(7, old)
     b.nops(2)
     b.op(wa_en=1, wa_off=7, wa_src=Src.ROW, wb_en=1, wb_off=7, wb_src=Src.ROW, row=new)  # t
-    for _ in range(early):
-        b.show(Src.MEMA, old, ra_en=1, ra_off=7)                 # up to t+1+exec_delay: same edge
-    b.show(Src.MEMA, new, ra_en=1, ra_off=7)                     # t + sram_read_distance
+    b.show(Src.MEMA, old, ra_en=1, ra_off=7)             # t+1
+    b.show(Src.MEMA, new, ra_en=1, ra_off=7)             # t+2 (exec: landing cycle, bypass)
     b.op(wb_en=1, wb_off=7, wb_src=Src.ONE)
-    for _ in range(early):
-        b.show_col(Src.MEMB, new, rb_en=1, rb_off=7)
+    b.show_col(Src.MEMB, new, rb_en=1, rb_off=7)
     b.show_col(Src.MEMB, b.f(1.0), rb_en=1, rb_off=7)
     # a read and a write of the same address in the same micro-op: the read is earlier
     # than the write, so it sees the old data
     b.op(wa_en=1, wa_off=8, wa_src=Src.ONE)
     b.wait_sram()
     b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8, wa_en=1, wa_off=8, wa_src=Src.NZERO)
-    for _ in range(early):
-        b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8)    # the write lands at the last one's edge
+    b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8)
     b.show(Src.MEMA, cfg.fmt.neg_zero, ra_en=1, ra_off=8)
+    if cfg.exec_stage:
+        # the SRAM bypass compares bank and address: in the landing cycle of a write of
+        # A[7], a read of A[8] and one of B[7] get their own words, then A[7] the new one
+        b.op(wa_en=1, wa_off=7, wa_src=Src.ZERO)
+        b.nops(1)
+        tc = b.show(Src.MEMA, cfg.fmt.neg_zero, ra_en=1, ra_off=8, rb_en=1, rb_off=7,
+                    cdrv_src=Src.MEMB, **b.me_c)
+        b.expect(tc, col_out=b.f(1.0), col_oe=1)
+        b.show(Src.MEMA, 0, ra_en=1, ra_off=7)
     return b.build()
 
 
 def _p_timing(cfg, row, col) -> Program:
-    """When FMA and move results become readable; late read of an RF `c`; MAC chains."""
+    """When FMA and move results become readable (with the execute stage: moves through
+    the bypass, in the write cycle; FMA results not bypassed); late read of an RF `c`
+    (never bypassed); MAC chains."""
     b = Builder(cfg, row, col, "timing")
     L = cfg.fpu_latency
+    e = cfg.exec_delay
     one, two, three = b.f(1.0), b.f(2.0), b.f(3.0)
     b.set_reg(1, two)
     b.set_reg(2, three)
@@ -483,19 +501,16 @@ def _p_timing(cfg, row, col) -> Program:
     b.nops(1)
     # FMA r5 = r1*r2 + ONE issued at t is written at the end of t+L-1 (L = fpu_latency):
     # the driver issued at t+k reads r5 in its operand stage t+k+1, so k >= L-1 sees it
+    # (with either timing: FMA results are not bypassed, k = L-2 reads in the write cycle)
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=Src.ONE, fpu_dst=5)
     for k in range(1, L + 1):
         assert b.t == t + k
         b.show(5, b.f(7.0) if k >= L - 1 else one)
-    # move: issued at t, readable by the micro-op issued at t + mv_read_distance (t+1
-    # without the execute stage), not before
-    early = cfg.mv_read_distance - 1
-    if early:
+    # move: issued at t, readable by the micro-op issued at t+1 (with the execute stage
+    # through the bypass, in the move's write cycle, while the RF holds the old value)
+    if e:
         b.set_reg(6, two)
-        b.wait_mv()
     b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=6)
-    for _ in range(early):
-        b.show(6, two)
     b.show(6, one)
     # the RF `c` is read late: a MOV to r7 after issue but before the product reaches the
     # adder is seen (issued at t+m, written at the end of t+m+1+exec_delay, c read at
@@ -517,7 +532,8 @@ def _p_timing(cfg, row, col) -> Program:
     b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=10, fpu_dst=10)
     b.nops(L)
     b.show(10, three)
-    # one cycle closer: the second MAC reads the accumulator before the first wrote it
+    # one cycle closer: the second MAC reads the accumulator in the first one's write-back
+    # cycle, directly from the RF (an RF `c` never goes through the bypass): the old value
     b.set_reg(10, one)
     b.nops(1)
     b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=10, fpu_dst=10)
@@ -531,39 +547,80 @@ def _p_timing(cfg, row, col) -> Program:
     b.nops(L)
     b.show(11, cfg.fmt.neg_zero)
     b.show(12, b.f(5.0))
+    if e:
+        # the late read of an RF `c` does not go through the bypass: a MOV to r7 whose
+        # write lands in the cycle of the read (issued at t + mul_latency) is not seen
+        b.set_reg(7, one)
+        b.nops(1)
+        t = b.op(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=7, fpu_dst=8)
+        b.nops(t + cfg.mul_latency - b.t)
+        b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=7, row=b.f(10.0))
+        b.nops(L)
+        b.show(8, b.f(7.0))
+        # nor does an FMA result with any operand read: the move, SRAM write, FMA operand
+        # and column driver of the micro-op issued at t+L-2 (operand stage in the
+        # write-back cycle) read the old r3, those issued at t+L-1 r3 = 6
+        b.set_reg(3, one)
+        b.nops(1)
+        t = b.op(fpu_en=1, fpu_a=1, fpu_b=2, fpu_c=Src.ZERO, fpu_dst=3)
+        b.nops(t + L - 2 - b.t)
+        six = b.f(6.0)
+        for dst, wr, v in ((4, dict(wa_en=1, wa_off=3, wa_src=3), one),
+                           (0, dict(wb_en=1, wb_off=3, wb_src=3), six)):
+            tc = b.op(mv_op=MvOp.MOV, mv_src=3, mv_dst=dst, fpu_en=1, fpu_a=3, fpu_b=Src.ONE,
+                      fpu_c=Src.ONE, fpu_dst=dst + 8, cdrv_src=3, **b.me_c, **wr) + 1
+            b.expect(tc, col_out=v, col_oe=1)
+        b.show(4, one)
+        b.show(0, six)
+        b.show(Src.MEMA, one, ra_en=1, ra_off=3)
+        b.show_col(Src.MEMB, six, rb_en=1, rb_off=3)
+        b.nops(L)
+        b.show(12, two)                  # old r3 * 1 + 1
+        b.show(8, b.f(7.0))              # new r3 * 1 + 1
     return b.build()
 
 
 def _p_conflict(cfg, row, col) -> Program:
-    """FMA write-back and a move to the same register in the same cycle: the FMA wins."""
+    """FMA write-back and a move to the same register in the same cycle: the FMA wins.
+
+    The micro-op after the move reads the register in its operand stage (with the
+    execute stage: through the move bypass, in the write cycle itself, which then gives
+    the winner, the FMA's value)."""
     b = Builder(cfg, row, col, "conflict")
     L = cfg.fpu_latency
     e = cfg.exec_delay      # a move issued at tm writes at the end of tm+1+e
     b.set_reg(1, b.f(2.0))
+    if e:
+        b.set_reg(4, b.f(-3.0))      # neither written value: the bypass is read below
     b.nops(1)
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=Src.NZERO, fpu_dst=4)    # r4 = 4, written end of t+L-1
     b.nops(L - 3 - e)
     tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)                # written end of t+L-1
     assert tm + 1 + e == t + L - 1
     b.expect(t + L - 1, rf_conflict=1, rf_wr=2, mv=1)
-    b.wait_mv()
-    b.show(4, b.f(4.0))
+    b.show(4, b.f(4.0))          # exec: operand stage at t+L-1, the FMA's value (bypass)
     # a move one cycle later overwrites the FMA result, no conflict
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=Src.NZERO, fpu_dst=4)
     b.nops(L - 2 - e)
     tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)
     assert tm + 1 + e == t + L
     b.expect(tm + 1 + e, rf_conflict=0, rf_wr=1, mv=1)
-    b.wait_mv()
-    b.show(4, b.f(1.0))
+    b.show(4, b.f(1.0))          # exec: the move's value bypassed (the RF holds 4)
     # same cycle, different registers: both written
+    if e:
+        b.set_reg(5, b.f(-3.0))
     t = b.op(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=Src.NZERO, fpu_dst=4)
     b.nops(L - 3 - e)
     b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=5)
     b.expect(t + L - 1, rf_conflict=0, rf_wr=2)
-    b.wait_mv()
-    b.show(4, b.f(4.0))
-    b.show(5, b.f(1.0))
+    if e:
+        # operand stage in the write cycle: r5 through the move bypass, the FMA's r4 not
+        tc = b.show(5, b.f(1.0), cdrv_src=4, **b.me_c)
+        b.expect(tc, col_out=b.f(1.0), col_oe=1)
+        b.show(4, b.f(4.0))
+    else:
+        b.show(4, b.f(4.0))
+        b.show(5, b.f(1.0))
     return b.build()
 
 
@@ -626,7 +683,11 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     """FMA write-back into SRAM (``fpu_wb``): at the micro-op's ``ra`` / ``rb`` address
     taken at issue, at the end of ``t + fpu_latency - 1`` (the cycle of an RF write-back),
     no RF write; an operand SRAM write of the same bank executed in that cycle is
-    displaced (``mem_conflict``), one of the other bank is not."""
+    displaced (``mem_conflict``), one of the other bank is not. The write-back is seen by
+    the reads issued at ``t + fpu_latency`` and later, with either timing (the read issued
+    in the write-back cycle gets the old word: with the execute stage an FMA write-back
+    is not bypassed, nor is a displaced operand write; an operand write landing in that
+    cycle in the other bank is)."""
     b = Builder(cfg, row, col, "fma_writeback")
     L, e = cfg.fpu_latency, cfg.exec_delay
     old, keep, one = b.f(9.0), b.f(-5.0), b.f(1.0)
@@ -657,6 +718,13 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     tw = b.op(wa_en=1, wa_off=11, wa_src=Src.ONE, wb_en=1, wb_off=11, wb_src=Src.ONE)
     assert tw + 1 + e == t + L - 1
     b.expect(t + L - 1, mem_conflict=1, mem_a_wr=1, mem_b_wr=1, rf_wr=0)
+    if e:
+        # reads issued in the write-back cycle t+L-1: the operand write landing on A[11]
+        # then is bypassed, the displaced one into B[11] is not
+        b.nops(t + L - 1 - b.t)
+        tc = b.show(Src.MEMA, one, ra_en=1, ra_off=11, rb_en=1, rb_off=11,
+                    cdrv_src=Src.MEMB, **b.me_c)
+        b.expect(tc, col_out=old, col_oe=1)
     b.nops(t + L - b.t)
     b.show_col(Src.MEMB, b.f(4.0), rb_en=1, rb_off=10)
     b.show_col(Src.MEMB, old, rb_en=1, rb_off=11)         # the displaced write
@@ -664,7 +732,9 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     b.show(Src.MEMA, old, ra_en=1, ra_off=12)             # the FMA's ra address: not written
     b.show(3, keep)
     # an operand write into B one cycle before the write-back is overwritten by it, one
-    # cycle after overwrites it; no conflict
+    # cycle after overwrites it; no conflict. The read issued at the later write's cycle:
+    # with the execute stage an operand write (d = 1) is bypassed to it, the FMA
+    # write-back (d = -1: the read sees the operand write) is not
     for d, final in ((-1, b.f(5.0)), (1, one)):
         t = b.op(fpu_en=1, fpu_a=Src.ROW, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3,
                  fpu_wb=FmaWb.MEMB, rb_off=10, row=b.f(4.0))
@@ -673,7 +743,10 @@ def _p_fma_writeback(cfg, row, col) -> Program:
         assert tw + 1 + e == t + L - 1 + d
         b.expect(t + L - 1, mem_conflict=0, mem_b_wr=1)
         b.expect(t + L - 1 + d, mem_conflict=0, mem_b_wr=1)
-        b.nops(max(t + L, tw + cfg.sram_read_distance) - b.t)
+        if e and d < 0:
+            b.nops(t + L - 1 - b.t)
+            b.show_col(Src.MEMB, one, rb_en=1, rb_off=10)
+        b.nops(max(t + L, tw + 2) - b.t)
         b.show_col(Src.MEMB, final, rb_en=1, rb_off=10)
     return b.build()
 
@@ -821,11 +894,10 @@ def gemv_program(cfg, row: int, col: int, L: int | None = None, J: int = 16,
 
     Layout: ``W[i, j]`` at SRAM A address ``j*L + i`` (streamed with AR0 += 1), ``x[j]``
     at SRAM B address ``j`` (AR1 += 1), ``y`` in ``RF[0..L-1]``, ``x[j]`` in
-    ``RF[L]``, loaded by a move ``cfg.mv_read_distance`` micro-ops before the first MAC
-    of block ``j`` (the last micro-op of block ``j-1`` without the execute stage, the
-    second-last with it): the MACs of block ``j-1`` read the old value in their operand
-    stage, the first MAC of block ``j`` the new one. ``x[0]`` is loaded by the first loop
-    micro-op (``t0``), followed by ``mv_read_distance - 1`` NOPs.
+    ``RF[L]``, loaded by a move in the last micro-op of block ``j-1``: the MACs of block
+    ``j-1`` read the old value in their operand stage, the first MAC of block ``j`` the
+    new one (with the execute stage through the bypass). ``x[0]`` is loaded by the first
+    loop micro-op (``t0``), the first MAC follows it.
     ``meta``: ``golden`` (numpy, same operation order), ``fma_cycles``, ``loop_cycles``
     (first loop micro-op to the last result written), ``utilization``, ``t0``,
     ``t_fma0`` / ``t_last`` (issue of the first / last MAC). The results are driven on
@@ -865,9 +937,8 @@ def gemv_program(cfg, row: int, col: int, L: int | None = None, J: int = 16,
     b.op(ar_op=ArOp.STRIDE, ar_idx=1, ar_imm=1)
     # the loop
     t0 = b.op(rb_en=1, rb_ar=1, rb_inc=1, mv_op=MvOp.MOV, mv_src=Src.MEMB, mv_dst=xr)
-    b.wait_mv()
     t_fma0 = b.t
-    load_at = L - cfg.mv_read_distance     # the micro-op of block j-1 that loads x[j]
+    load_at = L - 1                        # the micro-op of block j-1 that loads x[j]
     fma = 0
     for j in range(J):
         for i in range(L):

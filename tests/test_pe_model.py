@@ -79,7 +79,13 @@ def test_event_fields_match_rtl_layout():
 # Distances written out per timing (not taken from the config's derived properties, which
 # are checked against them): a micro-op issued at t reads its sources at t+1 (operand
 # stage) and executes (move, SRAM writes, multiplier entry) at t+1, or at t+2 with the
-# execute stage.
+# execute stage. With the execute stage two bypasses keep the default read distances: an
+# operand-stage RF read of the register the move unit writes in that cycle gets the
+# move's result (the FMA's in a conflict), and an SRAM read issued in the cycle an
+# operand-stage write lands on its address gets the written word. FMA results (RF or
+# SRAM write-back), a displaced SRAM write and the late read of an RF `c` are not
+# bypassed: the FMA distances are fpu_latency - 1 (RF) and fpu_latency (SRAM) with either
+# timing, fpu_latency being one larger with the stage.
 EXEC = pytest.mark.parametrize("exec_stage", [False, True], ids=["noexec", "exec"])
 
 
@@ -99,13 +105,27 @@ def _nonzero_cycles(evs: dict, name: str) -> dict:
     return {c: getattr(e, name) for c, e in evs.items() if getattr(e, name)}
 
 
+def _fv(cfg, x: float) -> int:
+    return int(cfg.fmt.from_float(x))
+
+
+def _preload_reg(m: PEModel, reg: int, value: int):
+    """RF[reg] = value through a ROW move, then a drained pipeline."""
+    m.step(MicroOp(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=reg))
+    m.step(MicroOp(), value)
+    for _ in range(m.cfg.fpu_latency):
+        m.step(MicroOp())
+    assert m.rf[reg] == value
+
+
 @EXEC
 def test_derived_distances(exec_stage):
+    x = int(exec_stage)
     cfg = _tcfg(exec_stage, mul_latency=4, add_latency=5)
-    assert cfg.exec_delay == (1 if exec_stage else 0)
-    assert cfg.mv_read_distance == (2 if exec_stage else 1)
-    assert cfg.sram_read_distance == (3 if exec_stage else 2)
-    assert cfg.fpu_latency == (12 if exec_stage else 11)
+    assert cfg.exec_delay == x
+    assert cfg.mv_read_distance == 1                 # both timings (the move bypass)
+    assert cfg.sram_read_distance == 2               # both timings (the SRAM bypass)
+    assert cfg.fpu_latency == 11 + x
     assert cfg.acc_reuse_distance == 6
 
 
@@ -118,7 +138,7 @@ def test_fma_result_cycle(mul, add, exec_stage):
     x = int(exec_stage)
     cfg = _tcfg(exec_stage, nr=2, mul_latency=mul, add_latency=add)
     m = PEModel(cfg, 0, 1)
-    two = int(cfg.fmt.from_float(2.0))
+    two = _fv(cfg, 2.0)
     m.step(MicroOp(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=3), 0)
     m.step(MicroOp(), two)          # operand stage of the MOV: row = 2
     for _ in range(x):
@@ -134,10 +154,96 @@ def test_fma_result_cycle(mul, add, exec_stage):
             seen = m.cycle
         _step(m, evs, MicroOp())
     assert seen == t + cfg.fpu_latency == t + 2 + x + mul + add
-    assert m.rf[4] == int(cfg.fmt.from_float(6.0))
+    assert m.rf[4] == _fv(cfg, 6.0)
     assert _nonzero_cycles(evs, "fma") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "rf_rd") == {t + 1: 2, t + 1 + x + mul: 1}   # late read of c
     assert _nonzero_cycles(evs, "rf_wr") == {t + 1 + x + mul + add: 1}
+
+
+# every kind of operand-stage RF read of register `r`: move source and mask, FMA a and b
+# (into r6; c = -0 keeps the product), SRAM write sources (A[1], B[1]), both drivers
+def _read_all(r: int, **kw) -> MicroOp:
+    return MicroOp(mv_op=MvOp.MASK, mv_src=r, mv_msk=r, mv_dst=5,
+                   fpu_en=1, fpu_a=r, fpu_b=Src.ONE, fpu_c=Src.NZERO, fpu_dst=6,
+                   wa_en=1, wa_off=1, wa_src=r, wb_en=1, wb_off=1, wb_src=r,
+                   rdrv_en=1, rdrv_k=0, rdrv_src=r, cdrv_en=1, cdrv_k=0, cdrv_src=r, **kw)
+
+
+def _check_read_all(m: PEModel, drv, want: int):
+    """What the `_read_all` micro-op read (``drv``: the drive of its operand stage; the
+    pipeline drained since): ``want`` everywhere (positive, so MASK keeps it)."""
+    assert drv == (want, 1, want, 1)
+    assert (m.rf[5], m.rf[6], m.mem_a[1], m.mem_b[1]) == (want,) * 4
+
+
+@EXEC
+@pytest.mark.parametrize("mul,add", [(2, 3), (4, 5)])
+def test_fma_rf_result_visibility(exec_stage, mul, add):
+    """An FMA issued at t writes the RF at the end of t + fpu_latency - 1 (t + 1 + exec +
+    mul + add): every RF read of the micro-op issued at t + fpu_latency - 1 sees it, those
+    of the micro-op issued one cycle earlier, whose operand stage is the write cycle, the
+    old value: with the execute stage FMA results are not bypassed either."""
+    x = int(exec_stage)
+    cfg = _tcfg(exec_stage, mul_latency=mul, add_latency=add)
+    L = cfg.fpu_latency
+    first = L - 1
+    assert first == 1 + x + mul + add
+    old, new = _fv(cfg, 1.5), _fv(cfg, 6.0)
+    for k in (first - 1, first, first + 1):
+        m = PEModel(cfg)
+        _preload_reg(m, 4, old)
+        t = m.cycle
+        prog = {t: MicroOp(fpu_en=1, fpu_a=Src.ROW, fpu_b=Src.COL, fpu_c=Src.ZERO, fpu_dst=4),
+                t + k: _read_all(4)}
+        evs, drvs, rf4 = {}, {}, {}
+        for c in range(t, t + k + L + 3):
+            rf4[c] = m.rf[4]
+            bus = (_fv(cfg, 2.0), _fv(cfg, 3.0)) if c == t + 1 else (0, 0)
+            drvs[c] = _step(m, evs, prog.get(c, MicroOp()), *bus)
+        # the write-back (and the MASK's move when it executes in the same cycle)
+        assert evs[t + L - 1].rf_wr == 1 + (k + 1 + x == L - 1)
+        want = new if k >= first else old
+        _check_read_all(m, drvs[t + k + 1], want)
+        assert rf4[t + k + 1] == want        # the RF at the start of its operand stage
+
+
+@EXEC
+@pytest.mark.parametrize("mul,add", [(2, 3), (4, 5)])
+@pytest.mark.parametrize("bank", ["a", "b"])
+def test_fma_sram_writeback_visibility(exec_stage, mul, add, bank):
+    """An FMA write-back into SRAM lands at the end of t + fpu_latency - 1 (t + 1 + exec +
+    mul + add, with the RF write-back's mem_*_wr event): the reads issued at t +
+    fpu_latency and later see it, the read issued in the write cycle gets the old word
+    (with the execute stage an FMA write-back is not bypassed to it)."""
+    x = int(exec_stage)
+    cfg = _tcfg(exec_stage, mul_latency=mul, add_latency=add)
+    L = cfg.fpu_latency
+    first = L
+    assert first == 2 + x + mul + add
+    old, new = _fv(cfg, -4.0), _fv(cfg, 2.0)
+    m = PEModel(cfg)
+    p = "ra" if bank == "a" else "rb"
+    w = "wa" if bank == "a" else "wb"
+    m.step(MicroOp(**{f"{w}_en": 1, f"{w}_off": 2, f"{w}_src": Src.ROW}))
+    m.step(MicroOp(), old)
+    for _ in range(3):
+        m.step(MicroOp())
+    mem = m.mem_a if bank == "a" else m.mem_b
+    assert mem[2] == old
+    t = m.cycle
+    evs, rd, arr = {}, {}, {}
+    _step(m, evs, MicroOp(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=4,
+                          fpu_wb=FmaWb.MEMA if bank == "a" else FmaWb.MEMB,
+                          ra_off=2, rb_off=2))
+    for c in range(t + 1, t + L + 3):
+        arr[c] = mem[2]
+        _step(m, evs, MicroOp(**{f"{p}_en": 1, f"{p}_off": 2}))
+        rd[c] = m.rd_a if bank == "a" else m.rd_b      # read by the micro-op issued at c
+    assert rd == {c: new if c >= t + first else old for c in rd}
+    assert _nonzero_cycles(evs, f"mem_{bank}_wr") == {t + L - 1: 1}
+    assert _nonzero_cycles(evs, "rf_wr") == {}
+    assert arr[t + first] == new and arr[t + first - 1] == old
+    assert m.rf[4] == 0
 
 
 @EXEC
@@ -161,56 +267,127 @@ def test_fma_operands_read_at_operand_stage(exec_stage):
 @EXEC
 def test_sram_write_visibility(exec_stage):
     """An SRAM write (wa / wb) issued at t lands at the end of t+1 (t+2 with the execute
-    stage): reads issued up to then see the old word, the read issued at t+2 (t+3) the new."""
+    stage): the read issued at t+1 sees the old word, the read issued at t+2 the new one
+    with either timing (with the execute stage issued in the write cycle: the word comes
+    through the SRAM bypass, the bank still holds the old one)."""
     x = int(exec_stage)
     cfg = _tcfg(exec_stage)
-    assert cfg.sram_read_distance == 2 + x
+    assert cfg.sram_read_distance == 2
     m = PEModel(cfg)
     one = cfg.fmt.one
     t = m.cycle
     evs = {}
+    rd = MicroOp(ra_en=1, ra_off=3, rb_en=1, rb_off=5)
     _step(m, evs, MicroOp(wa_en=1, wa_off=3, wa_src=Src.ONE, wb_en=1, wb_off=5, wb_src=Src.ONE))
     assert m.mem_a[3] == 0 and m.mem_b[5] == 0
-    for k in range(1, 2 + x):                   # reads issued at t+1 .. t+1+x: old word
-        _step(m, evs, MicroOp(ra_en=1, ra_off=3, rb_en=1, rb_off=5))
-        assert m.rd_a == 0 and m.rd_b == 0
-        landed = k == 1 + x                     # the write lands at the end of t+1+x
-        assert (m.mem_a[3], m.mem_b[5]) == ((one, one) if landed else (0, 0))
-    _step(m, evs, MicroOp(ra_en=1, ra_off=3, rb_en=1, rb_off=5))   # issued at t+2+x
+    _step(m, evs, rd)                               # issued at t+1: the old word
+    assert m.rd_a == 0 and m.rd_b == 0
+    # without the execute stage the write landed at the end of t+1, with it not yet
+    assert (m.mem_a[3], m.mem_b[5]) == ((0, 0) if x else (one, one))
+    _step(m, evs, rd)                               # issued at t+2: the new word
+    assert m.rd_a == one and m.rd_b == one
+    assert m.mem_a[3] == one and m.mem_b[5] == one
+    _step(m, evs, rd)
     assert m.rd_a == one and m.rd_b == one
     assert _nonzero_cycles(evs, "mem_a_wr") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "mem_b_wr") == {t + 1 + x: 1}
-    assert _nonzero_cycles(evs, "mem_a_rd") == {t + k: 1 for k in range(1, 3 + x)}
+    assert _nonzero_cycles(evs, "mem_a_rd") == {t + 1: 1, t + 2: 1, t + 3: 1}
 
 
 @EXEC
 def test_move_result_visibility(exec_stage):
-    """A move issued at t writes at the end of t+1 (t+2 with the execute stage): readable by
-    the micro-op issued at t+1 (t+2), not by the one issued at t+1 with the execute stage."""
+    """A move issued at t writes at the end of t+1 (t+2 with the execute stage): the
+    micro-op issued at t+1 reads it with either timing (with the execute stage through the
+    bypass: its operand stage t+2 is the write cycle, the RF still holds the old value);
+    a driver of the move's own micro-op (operand stage t+1) reads the old value."""
     x = int(exec_stage)
     cfg = _tcfg(exec_stage)
-    assert cfg.mv_read_distance == 1 + x
+    assert cfg.mv_read_distance == 1
     m = PEModel(cfg)
-    two = int(cfg.fmt.from_float(2.0))
-    m.step(MicroOp(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=0), 0)
-    for _ in range(cfg.mv_read_distance + 1):
-        m.step(MicroOp(), two)
-    assert m.rf[0] == two
+    two = _fv(cfg, 2.0)
+    _preload_reg(m, 0, two)
     t = m.cycle
-    outs, evs = {}, {}
-    uops = [MicroOp(mv_op=MvOp.RELU, mv_src=Src.ONE, mv_dst=0)] + \
+    outs, evs, rf0 = {}, {}, {}
+    uops = [MicroOp(mv_op=MvOp.RELU, mv_src=Src.ONE, mv_dst=0, rdrv_en=1, rdrv_src=0)] + \
         [MicroOp(rdrv_en=1, rdrv_src=0)] * 3 + [MicroOp()]
     for u in uops:
         c = m.cycle
+        rf0[c] = m.rf[0]
         outs[c] = _step(m, evs, u)[:2]
-    # the driver issued at t+k shows RF[0] of the start of t+k+1 at t+k+1
-    assert outs[t + 1] == (0, 0)                                     # the RELU's operand stage
+    # the driver issued at t+k shows RF[0] of its operand stage t+k+1
+    assert outs[t + 1] == (two, 1)                     # the RELU's own operand stage
     for k in (1, 2, 3):
-        want = cfg.fmt.one if k >= 1 + x else two
-        assert outs[t + k + 1] == (want, 1), k
+        assert outs[t + k + 1] == (cfg.fmt.one, 1), k
+    assert rf0[t + 2] == (two if exec_stage else cfg.fmt.one)
     assert _nonzero_cycles(evs, "mv") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "rf_wr") == {t + 1 + x: 1}
-    assert _nonzero_cycles(evs, "rf_rd") == {t + 2: 1, t + 3: 1, t + 4: 1}
+    assert _nonzero_cycles(evs, "rf_rd") == {t + 1: 1, t + 2: 1, t + 3: 1, t + 4: 1}
+
+
+@EXEC
+@pytest.mark.parametrize("op", [MvOp.MOV, MvOp.RELU, MvOp.MASK])
+def test_move_result_every_operand_read(exec_stage, op):
+    """Every RF read of the micro-op after a move (move source and mask, FMA a / b, SRAM
+    write sources, both drivers) sees its result; with the execute stage all through the
+    bypass, the RF still holding the old value. Chains of moves too (each reading the one
+    before)."""
+    cfg = _tcfg(exec_stage)
+    old, new = _fv(cfg, 0.5), _fv(cfg, 3.25)
+    m = PEModel(cfg)
+    _preload_reg(m, 4, old)
+    _preload_reg(m, 7, old)
+    t = m.cycle
+    evs, drvs = {}, {}
+    msk = dict(mv_msk=Src.ONE) if op == MvOp.MASK else {}
+    prog = [MicroOp(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=7),       # r7 = new (row)
+            MicroOp(mv_op=op, mv_src=7, mv_dst=4, **msk),            # r4 = r7
+            _read_all(4)]
+    for k, u in enumerate(prog + [MicroOp()] * (cfg.fpu_latency + 2)):
+        if k == 3 and exec_stage:
+            assert m.rf[4] == old and m.rf[7] == new                 # _read_all's operand stage
+        drvs[t + k] = _step(m, evs, u, new if k == 1 else 0)
+    _check_read_all(m, drvs[t + 3], new)
+    assert m.rf[4] == new and m.rf[7] == new
+
+
+@EXEC
+@pytest.mark.parametrize("mul,add", [(2, 3), (3, 4), (4, 5)])
+def test_rf_c_is_not_bypassed(exec_stage, mul, add):
+    """An RF `c` is read late, when the product reaches the adder (t + 1 + exec + mul),
+    directly from the RF: no bypass with either timing. A MAC chain on one accumulator at
+    the distance add_latency reads it in the first MAC's write-back cycle and gets the old
+    value (the first MAC is lost); at acc_reuse_distance (and later) the new one. A move
+    whose write lands in the late-read cycle (issued at t + mul) is not seen either, one
+    a cycle earlier is."""
+    x = int(exec_stage)
+    cfg = _tcfg(exec_stage, mul_latency=mul, add_latency=add)
+    L = cfg.fpu_latency
+    assert cfg.acc_reuse_distance == add + 1
+    mac = MicroOp(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=0, fpu_dst=0)
+    for d, want in ((add - 1, 2.0), (add, 2.0), (add + 1, 3.0), (add + 2, 3.0)):
+        m = PEModel(cfg)
+        _preload_reg(m, 0, cfg.fmt.one)
+        t = m.cycle
+        evs = {}
+        for k in range(d + L + 2):
+            _step(m, evs, mac if k in (0, d) else MicroOp())
+        assert m.rf[0] == _fv(cfg, want), d
+        late_rd = t + d + 1 + x + mul                 # the second MAC's read of c
+        assert _nonzero_cycles(evs, "rf_rd") == {t + 1 + x + mul: 1, late_rd: 1}
+        assert _nonzero_cycles(evs, "rf_wr") == {t + L - 1: 1, t + d + L - 1: 1}
+        assert (late_rd == t + L - 1) == (d == add)   # read in the write-back cycle
+    for mv_at, want in ((mul - 1, 11.0), (mul, 2.0)):
+        m = PEModel(cfg)
+        _preload_reg(m, 7, cfg.fmt.one)
+        t = m.cycle
+        evs = {}
+        prog = {0: MicroOp(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=7, fpu_dst=8),
+                mv_at: MicroOp(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=7)}
+        for k in range(mv_at + L + 2):
+            _step(m, evs, prog.get(k, MicroOp()), _fv(cfg, 10.0) if k == mv_at + 1 else 0)
+        assert _nonzero_cycles(evs, "mv") == {t + mv_at + 1 + x: 1}
+        assert (t + mv_at + 1 + x == t + 1 + x + mul) == (mv_at == mul)
+        assert m.rf[8] == _fv(cfg, want), mv_at
 
 
 @EXEC
@@ -252,21 +429,32 @@ def test_event_cycles(exec_stage):
 def test_mem_conflict_at_execute_stage(exec_stage, bank):
     """An FMA SRAM write-back (end of t + fpu_latency - 1) displaces the operand write of
     the same bank executed in that cycle: issued at t + fpu_latency - 2 (t + fpu_latency - 3
-    with the execute stage)."""
+    with the execute stage). A read of the operand write's address issued in its landing
+    cycle gets the old word without the execute stage, the new one with it (SRAM bypass),
+    but not a displaced write's (the old word); a read of the FMA's address issued in the
+    write-back cycle gets the old word with either timing."""
     x = int(exec_stage)
     cfg = _tcfg(exec_stage)
     L = cfg.fpu_latency
-    one, two = cfg.fmt.one, int(cfg.fmt.from_float(2.0))
+    one, two = cfg.fmt.one, _fv(cfg, 2.0)
     wbk = FmaWb.MEMA if bank == "a" else FmaWb.MEMB
+    p, w = ("ra", "wa") if bank == "a" else ("rb", "wb")
     for d in (-1, 0, 1):              # the operand write executes d cycles after the write-back
         m = PEModel(cfg)
         t = m.cycle
-        prog = {0: MicroOp(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_wb=wbk,
-                           ra_off=2, rb_off=2)}
+        prog = {0: dict(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_wb=wbk,
+                        ra_off=2, rb_off=2)}
         tw = L - 2 - x + d
-        prog[tw] = (MicroOp(wa_en=1, wa_off=7, wa_src=Src.ONE) if bank == "a"
-                    else MicroOp(wb_en=1, wb_off=7, wb_src=Src.ONE))
-        evs = {t + k: m.step(prog.get(k, MicroOp()))[1] for k in range(L + 4)}
+        prog[tw] = {f"{w}_en": 1, f"{w}_off": 7, f"{w}_src": Src.ONE}
+        # reads: the operand write's address in its landing cycle, the FMA's address in the
+        # write-back cycle (when that is another cycle) and after it
+        reads = {L - 1 + d: 7, L: 2} if d == 0 else {L - 1 + d: 7, L - 1: 2, L + 1: 2}
+        for k, a in reads.items():
+            prog.setdefault(k, {}).update({f"{p}_en": 1, f"{p}_off": a})
+        evs, rd = {}, {}
+        for k in range(L + 4):
+            evs[t + k] = m.step(MicroOp(**prog.get(k, {})))[1]
+            rd[k] = m.rd_a if bank == "a" else m.rd_b
         mem = m.mem_a if bank == "a" else m.mem_b
         wr = f"mem_{bank}_wr"
         assert mem[2] == two
@@ -274,31 +462,46 @@ def test_mem_conflict_at_execute_stage(exec_stage, bank):
             assert _nonzero_cycles(evs, "mem_conflict") == {t + L - 1: 1}
             assert _nonzero_cycles(evs, wr) == {t + L - 1: 1}
             assert mem[7] == 0                  # the displaced write is lost
+            assert rd[L - 1] == 0               # ... and not bypassed
+            assert rd[L] == two
         else:
             assert _nonzero_cycles(evs, "mem_conflict") == {}
             assert _nonzero_cycles(evs, wr) == {t + L - 1: 1, t + L - 1 + d: 1}
             assert mem[7] == one
+            assert rd[L - 1 + d] == (one if exec_stage else 0)
+            assert rd[L - 1] == 0 and rd[L + 1] == two
 
 
 @EXEC
 def test_rf_conflict_at_execute_stage(exec_stage):
     """A move executed in the cycle of an FMA write-back to the same register (issued at
-    t + fpu_latency - 2, or - 3 with the execute stage) loses; rf_conflict then."""
+    t + fpu_latency - 2, or - 3 with the execute stage) loses; rf_conflict then. The
+    micro-op after the move reads the FMA's value then (with the execute stage through
+    the move bypass, in the write cycle), the move's otherwise."""
     x = int(exec_stage)
     cfg = _tcfg(exec_stage)
     L = cfg.fpu_latency
+    two = _fv(cfg, 2.0)
     for d in (-1, 0, 1):
         m = PEModel(cfg)
+        tm = L - 2 - x + d
         prog = {0: MicroOp(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=4),
-                L - 2 - x + d: MicroOp(mv_op=MvOp.MOV, mv_src=Src.NZERO, mv_dst=4)}
-        evs = {k: m.step(prog.get(k, MicroOp()))[1] for k in range(L + 4)}
+                tm: MicroOp(mv_op=MvOp.MOV, mv_src=Src.NZERO, mv_dst=4),
+                tm + 1: MicroOp(rdrv_en=1, rdrv_src=4)}
+        evs, drv, rf4 = {}, {}, {}
+        for k in range(L + 4):
+            rf4[k] = m.rf[4]
+            drv[k], evs[k] = m.step(prog.get(k, MicroOp()))
         assert _nonzero_cycles(evs, "mv") == {L - 1 + d: 1}
         if d == 0:
             assert _nonzero_cycles(evs, "rf_conflict") == {L - 1: 1}
             assert _nonzero_cycles(evs, "rf_wr") == {L - 1: 2}
         else:
             assert _nonzero_cycles(evs, "rf_conflict") == {}
-        assert m.rf[4] == (cfg.fmt.neg_zero if d > 0 else int(cfg.fmt.from_float(2.0)))
+        assert m.rf[4] == (cfg.fmt.neg_zero if d > 0 else two)
+        assert drv[tm + 2][:2] == (two if d == 0 else cfg.fmt.neg_zero, 1)
+        if exec_stage:       # read in the move's write cycle: the RF still holds the old value
+            assert tm + 2 == L - 1 + d and rf4[tm + 2] == (0 if d <= 0 else two)
 
 
 # -- AR rules -----------------------------------------------------------------------------
@@ -434,11 +637,11 @@ def test_gemv_matches_numpy(cfg_name, L_extra):
     assert model.regs()[:L] == [int(v) for v in prog.meta["golden"]]
     fmas = sum(ev.fma for _, ev in trace)
     assert fmas == L * J == prog.meta["fma_cycles"]
-    # one FMA per cycle throughout the loop: the first MAC issued mv_read_distance after
-    # the first loop micro-op (the load of x[0]), each executed exec_delay after its
-    # operand stage
+    # one FMA per cycle throughout the loop: the first MAC issued right after the first
+    # loop micro-op (the load of x[0], with the execute stage read through the move
+    # bypass), each executed exec_delay after its operand stage
     t0, t_fma0 = prog.meta["t0"], prog.meta["t_fma0"]
-    assert t_fma0 == t0 + cfg.mv_read_distance
+    assert t_fma0 == t0 + 1
     first = t_fma0 + 1 + cfg.exec_delay
     assert [t for t, (_, ev) in enumerate(trace) if ev.fma] == list(range(first, first + L * J))
 
@@ -453,8 +656,8 @@ def test_gemv_utilization_report(capsys, exec_stage):
         print(f"\nGEMV L={cfg.acc_reuse_distance} J=64 exec_stage={exec_stage}: "
               f"{prog.meta['fma_cycles']} FMAs in {prog.meta['loop_cycles']} cycles incl. "
               f"drain -> MAC utilization {u:.3f}")
-    # the loop: the load of x[0], mv_read_distance - 1 NOPs, 256 MACs, the drain
-    assert u == 256 / (256 + cfg.fpu_latency + cfg.mv_read_distance - 1)
+    # the loop: the load of x[0], 256 MACs, the drain
+    assert u == 256 / (256 + cfg.fpu_latency)
     assert u > (0.96 if exec_stage else 0.97)
 
 
