@@ -50,7 +50,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pe.microop import FmaWb, Gate, MvOp
+from pe.microop import FmaWb, MvOp
 from pe.pe_model import DecodedUop, PEModel
 from sim.core_model import CoreModel, CoreRun
 
@@ -360,12 +360,12 @@ class _HazardPE(PEModel):
 
     def _h_reads(self, u: DecodedUop, pred: bool, cycle: int):
         # SRAM reads (issue stage)
-        if u.ra_en and self._h_gate(u.ra_gate, u, pred):
+        if u.ra_en and self._gate(u.ra_gate, u, pred):
             loc = ("a", self._h_addr(u.ra_ar, u.ra_off, "a"))
             w = self._h_check(loc, "ra", cycle)
             if w is not None:
                 self._h_report(loc, ["ra"], w, cycle)
-        if u.rb_en and self._h_gate(u.rb_gate, u, pred):
+        if u.rb_en and self._gate(u.rb_gate, u, pred):
             loc = ("b", self._h_addr(u.rb_ar, u.rb_off, "b"))
             w = self._h_check(loc, "rb", cycle)
             if w is not None:
@@ -406,15 +406,6 @@ class _HazardPE(PEModel):
             w = self._h_check(late, "fma.c", cycle)
             if w is not None:
                 self._h_report(late, ["fma.c"], w, cycle)
-
-    def _h_gate(self, gate: int, u: DecodedUop, pred: bool) -> bool:
-        if gate == Gate.ALL:
-            return True
-        if gate == Gate.PRED:
-            return pred
-        if gate == Gate.RDRV:
-            return self.row_driver(u)
-        return self.col_driver(u)
 
     def _h_addr(self, ar: int, off: int, bank: str) -> int:
         v = self.ar[ar] if ar < self.n_ar else 0
