@@ -210,7 +210,7 @@ def minibatch_session(cfg, backend, sim):
     outs, res = run_kernel(cfg, loads, [it[1] for it in items], unloads, backend=backend, sim=sim,
                            name="bench-minibatch")
     check(outs)
-    drain = 1 + cfg.fpu_latency + 2
+    drain = cfg.run_overhead
     rows = []
     for (name, _, useful, pred), r in zip(items, res):
         ctr = r.counters
@@ -264,7 +264,7 @@ def collective_session(cfg, backend, sim):
 
 
 def _kernel_rows(cfg, kernels, res, sim):
-    drain = 1 + cfg.fpu_latency + 2
+    drain = cfg.run_overhead
     out = []
     for (name, _, useful, pred), r in zip(kernels, res):
         ctr = r.counters
@@ -281,7 +281,7 @@ def run() -> dict:
     cfg = ArchConfig()              # 4x4, binary16, 4096-word banks, 1024-word microcode
     rows = []
     speed = []
-    drain = 1 + cfg.fpu_latency + 2
+    drain = cfg.run_overhead
     main_sims = _sims("BENCH_KERNELS_SIMS", "verilator,icarus")
     gemm_sims = _sims("BENCH_KERNELS_GEMM_SIMS", "verilator")
     for i, sim in enumerate(main_sims):

@@ -345,8 +345,8 @@ class Cost:
 
     def cycles_standalone(self, cfg) -> int:
         """Cycles of a program made of this fragment and a HALT (start latency and drain
-        included: ``instructions + 1 + fpu_latency + 2``)."""
-        return self.instructions + 1 + cfg.fpu_latency + 2
+        included: ``instructions + cfg.run_overhead``)."""
+        return self.instructions + cfg.run_overhead
 
 
 def _hops(cfg, direction, per_bus):

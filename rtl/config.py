@@ -66,6 +66,17 @@ class ArchConfig:
         so programs see the same move and SRAM distances as without the stage; the FMA
         write-back (:attr:`fpu_latency`) and a HALT's drain are one cycle later. Off by
         default (the reference design's ASIC timing).
+    dist_stage : bool
+        Add a micro-op distribution stage (``docs/core.md``, "The distribution stage"):
+        a register per PE (and one for the core's stream lanes) between the sequencer's
+        issue register and the PEs, so that no path runs from one sequencer flip-flop into
+        the issue-stage logic of PEs spread over an FPGA. The whole PE side (PEs, buses,
+        host / ring / scratchpad lanes) runs one cycle behind the sequencer; a ``rin``
+        pops the ring FIFO one cycle after its issue (its availability check counts a
+        beat arriving in the decision cycle) and a core reports its ring FIFO level net of
+        that pop, so programs see the same ring timing (:data:`sim.chip_model.RING_HOP_CYCLES`)
+        and credit rule as without the stage. A RUN lasts one cycle longer
+        (:attr:`run_overhead`). Off by default.
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
     ucode_depth : int
@@ -100,6 +111,7 @@ class ArchConfig:
     mul_latency: int = 2
     add_latency: int = 3
     exec_stage: bool = False
+    dist_stage: bool = False
     clock_mhz: float = 1000.0
     ucode_depth: int = 1024
     n_loops: int = 4
@@ -133,6 +145,9 @@ class ArchConfig:
         if not isinstance(self.exec_stage, int) or self.exec_stage not in (0, 1):
             raise ConfigError(f"ArchConfig.exec_stage must be true or false, got {self.exec_stage!r}")
         object.__setattr__(self, "exec_stage", bool(self.exec_stage))
+        if not isinstance(self.dist_stage, int) or self.dist_stage not in (0, 1):
+            raise ConfigError(f"ArchConfig.dist_stage must be true or false, got {self.dist_stage!r}")
+        object.__setattr__(self, "dist_stage", bool(self.dist_stage))
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
@@ -179,6 +194,20 @@ class ArchConfig:
         """Cycles from micro-op issue to the FMA result being in the RF (micro-ops issued
         ``fpu_latency - 1`` cycles after the FMA or later read it)."""
         return 2 + int(self.exec_stage) + self.mul_latency + self.add_latency
+
+    @property
+    def dist_delay(self) -> int:
+        """Cycles from the sequencer's issue register to the PEs' issue stage (0, or 1
+        with :attr:`dist_stage`)."""
+        return int(self.dist_stage)
+
+    @property
+    def run_overhead(self) -> int:
+        """Cycles of a RUN beyond its instructions before the HALT: the HALT itself, the
+        start-latency cycle, the distribution stage and the drain of the FP pipelines
+        (a RUN of ``n`` instructions and a HALT, without stalls, lasts
+        ``n + run_overhead`` cycles)."""
+        return 1 + self.fpu_latency + 2 + self.dist_delay
 
     @property
     def exec_delay(self) -> int:
@@ -291,9 +320,10 @@ PRESETS: dict[str, ArchConfig] = {
     "S": ArchConfig(nr=4, cores=32, spad_kib=512, ucode_depth=4096),
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
-    # the default core with the FPGA timing: execute stage and 4 / 5-cycle FP pipelines
+    # the default core with the FPGA timing: execute stage, micro-op distribution stage and
+    # 4 / 5-cycle FP pipelines
     # (docs/fpga.md)
-    "fpga": ArchConfig(exec_stage=True, mul_latency=4, add_latency=5),
+    "fpga": ArchConfig(exec_stage=True, dist_stage=True, mul_latency=4, add_latency=5),
 }
 
 

@@ -94,7 +94,7 @@ class Core(wiring.Component):
 
         m.submodules.seq = seq = Sequencer(cfg)
         m.submodules.hif = hif = HostInterface(cfg, instr_layout(cfg).size, len(self.counter_names),
-                                               drain_cycles=cfg.fpu_latency)
+                                               drain_cycles=cfg.fpu_latency + cfg.dist_delay)
         m.submodules.counters = ctr = PerfCounters(cfg)
 
         # --- host streams -----------------------------------------------------------
@@ -109,16 +109,28 @@ class Core(wiring.Component):
             self.cmd_ready.eq(hif.cmd_ready),
         ]
 
+        # --- distribution stage (cfg.dist_stage) ----------------------------------------
+        # With it, every sequencer output that the PE side uses passes through one more
+        # register, loaded every cycle (never frozen): the PE side (PEs, buses, stream
+        # lanes, scratchpad) runs one cycle behind the sequencer. Each PE gets its own
+        # copy of the micro-op and of the freeze (below), so no sequencer flip-flop fans
+        # out over the die into the PEs' issue-stage logic.
+        dist = cfg.dist_stage
+
+        def dly(sig, name):
+            """``sig`` as the PE side sees it (one register later with the stage)."""
+            if not dist:
+                return sig
+            r = Signal.like(sig, name=f"d_{name}")
+            m.d.sync += r.eq(sig)
+            return r
+
         # --- stall decision at the sequencer head -------------------------------------
-        # pushes in flight: issued this cycle (operand stage next enabled cycle) and in
-        # the operand stage now
         hout_op = Signal(2)      # hout of the instruction in its operand stage
         hout_last_op = Signal()
         rout_op = Signal()       # ... and its beat goes to the ring
         rin_depth = cfg.ring_fifo_depth
         m.submodules.ring_rx = rx = fifo.SyncFIFO(width=nr * w, depth=rin_depth)
-        m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en),
-                     self.ring_in_level.eq(rx.level)]
         hin_op = Signal(2)
         hin_data_issue = Signal(hw)   # beat of the instruction being issued this cycle
         hin_data_op = Signal(hw)      # beat of the instruction in its operand stage
@@ -126,55 +138,96 @@ class Core(wiring.Component):
         sin_op = Signal()        # the operand-stage instruction's input beat is the scratchpad's
         sout_op = Signal()       # ... and its output beat goes to the scratchpad
         seq_sout = seq.sout if spad else Const(0)
-        pending = Signal(range(3))
-        m.d.comb += pending.eq((seq.issue & (seq.hout != 0) & ~seq.rout & ~seq_sout)
-                               + ((hout_op != 0) & ~rout_op & ~sout_op))
+        seq_sin = seq.sin if spad else Const(0)
+        # the issued instruction (sequencer output register) as the PE side sees it
+        issue_d = dly(seq.issue, "issue")
+        hin_d = dly(seq.hin, "hin")
+        hout_d = dly(seq.hout, "hout")
+        hlast_d = dly(seq.hlast, "hlast")
+        rout_d = dly(seq.rout, "rout")
+        sin_d = dly(seq_sin, "sin")
+        sout_d = dly(seq_sout, "sout")
+        rseg_d = dly(seq.uop.rdrv.seg, "rseg")
+        cseg_d = dly(seq.uop.cdrv.seg, "cseg")
+        # output-FIFO and ring credits: pushes decided and not yet made (the sequencer's
+        # issue register, the distribution register, the operand stage)
+        to_host = [(seq.issue & (seq.hout != 0) & ~seq.rout & ~seq_sout),
+                   ((hout_op != 0) & ~rout_op & ~sout_op)]
+        to_ring = [(seq.issue & (seq.hout != 0) & seq.rout), ((hout_op != 0) & rout_op)]
+        if dist:
+            to_host.append(issue_d & (hout_d != 0) & ~rout_d & ~sout_d)
+            to_ring.append(issue_d & (hout_d != 0) & rout_d)
+        pending = Signal(range(4))
+        m.d.comb += pending.eq(sum(x.as_unsigned() for x in to_host))
         room = Signal()
         m.d.comb += room.eq(hif.out_level + pending < OUT_FIFO_DEPTH)
-        rpending = Signal(range(3))
-        m.d.comb += rpending.eq((seq.issue & (seq.hout != 0) & seq.rout) + ((hout_op != 0) & rout_op))
+        rpending = Signal(range(4))
+        m.d.comb += rpending.eq(sum(x.as_unsigned() for x in to_ring))
         ring_room = Signal()
         m.d.comb += ring_room.eq(self.ring_out_level + rpending < rin_depth)
+        # ring input: without the stage a rin pops its beat when it leaves the head;
+        # with it, in its issue cycle (the sequencer's output register), and the head's
+        # check counts the beat arriving this cycle and the pop of the rin issued now
+        ring_ok = Signal()
+        if dist:
+            rin_pop = Signal()
+            m.d.comb += [
+                rin_pop.eq(seq.issue & (seq.hin != 0) & seq.rin),
+                rx.r_en.eq(rin_pop),
+                ring_ok.eq(rx.level + self.ring_in_en > rin_pop),
+                self.ring_in_level.eq(rx.level - rin_pop),
+            ]
+        else:
+            m.d.comb += [ring_ok.eq(rx.r_rdy), self.ring_in_level.eq(rx.level)]
+        m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en)]
         stall = Signal()
         m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
-                                            | (seq.need_rin & ~rx.r_rdy) | (seq.need_rout & ~ring_room)))
+                                            | (seq.need_rin & ~ring_ok) | (seq.need_rout & ~ring_room)))
         m.d.comb += seq.stall.eq(stall)
         head_issues = Signal()
         m.d.comb += head_issues.eq(seq.running & ~stall)
         m.d.comb += hif.hin_take.eq(head_issues & seq.need_hin)
-        m.d.comb += rx.r_en.eq(head_issues & seq.need_rin)
         with m.If(head_issues & seq.need_hin):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
-        with m.If(head_issues & seq.need_rin):
-            m.d.sync += hin_data_issue.eq(rx.r_data)
+        if dist:
+            hin_data_d = Signal(hw, name="d_hin_data")
+            m.d.sync += hin_data_d.eq(Mux(rin_pop, rx.r_data, hin_data_issue))
+        else:
+            m.d.comb += rx.r_en.eq(head_issues & seq.need_rin)
+            with m.If(head_issues & seq.need_rin):
+                m.d.sync += hin_data_issue.eq(rx.r_data)
+            hin_data_d = hin_data_issue
 
         # bubble: the cycle after a stall carries no instruction; freeze the PE side
+        # (with the distribution stage: one cycle later, from the distribution register)
         bubble = Signal()
         m.d.sync += bubble.eq(stall)
+        bubble_d = dly(bubble, "bubble")
         pe_en = Signal()
-        m.d.comb += pe_en.eq(~bubble)
+        m.d.comb += pe_en.eq(~bubble_d)
 
         # --- operand-stage registers of the host lanes (frozen with the PEs) ---------
         rseg_op = Signal.like(seq.uop.rdrv.seg)   # bus segmentation of the operand stage
         cseg_op = Signal.like(seq.uop.cdrv.seg)
         lanes = Module()
         lanes.d.sync += [
-            hin_op.eq(Mux(seq.issue, seq.hin, 0)),
-            hin_data_op.eq(hin_data_issue),
-            hout_op.eq(Mux(seq.issue, seq.hout, 0)),
-            hout_last_op.eq(seq.hlast),
-            rout_op.eq(seq.rout),
-            rseg_op.eq(seq.uop.rdrv.seg),
-            cseg_op.eq(seq.uop.cdrv.seg),
+            hin_op.eq(Mux(issue_d, hin_d, 0)),
+            hin_data_op.eq(hin_data_d),
+            hout_op.eq(Mux(issue_d, hout_d, 0)),
+            hout_last_op.eq(hlast_d),
+            rout_op.eq(rout_d),
+            rseg_op.eq(rseg_d),
+            cseg_op.eq(cseg_d),
         ]
         if spad:
             # the scratchpad: read in the issue stage, written in the operand stage, frozen
             # with the PEs (its read data holds through a bubble like the SRAM read ports)
             spad_waddr_op = Signal(cfg.spad_addr_bits)
-            lanes.d.sync += [sin_op.eq(seq.sin), sout_op.eq(seq.sout), spad_waddr_op.eq(seq.spad_waddr)]
+            lanes.d.sync += [sin_op.eq(sin_d), sout_op.eq(sout_d),
+                             spad_waddr_op.eq(dly(seq.spad_waddr, "spad_waddr"))]
             sp = Scratchpad(cfg)
             m.submodules.spad = EnableInserter(pe_en)(sp)
-            m.d.comb += [sp.raddr.eq(seq.spad_raddr), sp.ren.eq(seq.issue & seq.sin)]
+            m.d.comb += [sp.raddr.eq(dly(seq.spad_raddr, "spad_raddr")), sp.ren.eq(issue_d & sin_d)]
         m.submodules.lanes = EnableInserter(pe_en)(lanes)
         lane_data = Signal(hw)    # the input beat on the buses in the operand stage
         if spad:
@@ -201,11 +254,21 @@ class Core(wiring.Component):
             for c in range(nr):
                 pe = PE(cfg, row=r, col=c)
                 pes.append(pe)
-                m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
+                if dist:
+                    # this PE's own copy of the distribution register (micro-op, freeze)
+                    pd = Module()
+                    uop_pe = Signal.like(seq.uop, name="uop")
+                    bubble_pe = Signal(name="bubble")
+                    pd.d.sync += [uop_pe.eq(seq.uop), bubble_pe.eq(bubble)]
+                    m.submodules[f"pe_{r}_{c}_dist"] = pd
+                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
+                else:
+                    uop_pe = seq.uop
+                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
                 rd_data, rd_oe = row_bus[r].drivers()[c]
                 cd_data, cd_oe = col_bus[c].drivers()[r]
                 m.d.comb += [
-                    pe.uop.eq(seq.uop),
+                    pe.uop.eq(uop_pe),
                     pe.row_in.eq(row_bus[r].values()[c]),
                     pe.col_in.eq(col_bus[c].values()[r]),
                     rd_data.eq(pe.row_out), rd_oe.eq(pe.row_oe & pe_en),
@@ -232,7 +295,7 @@ class Core(wiring.Component):
             m.d.comb += [
                 spad_wr.eq(pe_en & (hout_op != 0) & sout_op),
                 sp.waddr.eq(spad_waddr_op), sp.wdata.eq(hif.push_data[:nr * w]), sp.wen.eq(spad_wr),
-                ctr.spad_rd.eq(seq.issue & seq.sin), ctr.spad_wr.eq(spad_wr),
+                ctr.spad_rd.eq(issue_d & sin_d), ctr.spad_wr.eq(spad_wr),
             ]
 
         # --- counters -------------------------------------------------------------------

@@ -337,14 +337,15 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
 
 def keep_pe_ffs(rtlil: str) -> str:
     """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
-    module of ``rtlil`` (modules named ``... .pe_<row>_<col>``; their FP units' modules
-    are not included). Every PE registers the same broadcast micro-op, so without it
+    module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
+    distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`; their FP units'
+    modules are not included). Every PE registers the same broadcast micro-op, so without it
     ``opt_merge`` keeps one copy of each register whose input does not depend on the PE
     (the operand-stage micro-op, pipeline destinations, source selects) and that one
     flip-flop drives all PEs (docs/fpga.md, timing)."""
     import re
 
-    mods = re.findall(r"^module \\(\S*\.pe_\d+_\d+)$", rtlil, re.M)
+    mods = re.findall(r"^module \\(\S*\.pe_\d+_\d+(?:_dist)?)$", rtlil, re.M)
     if not mods:
         return "# (no PE modules: nothing to keep)"
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)

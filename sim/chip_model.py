@@ -5,7 +5,11 @@ beats from core ``(k - 1) mod cores``. Every link is a push into the receiver's 
 ``cfg.ring_fifo_depth`` beats, guarded by a credit check at the sender (``docs/chip.md``):
 
 * a ``rout`` issuing in cycle ``t`` pushes in ``t + 2`` (its operand stage); the beat can
-  be taken by a ``rin`` issuing in ``t + 3`` or later on the next core;
+  be taken by a ``rin`` issuing in ``t + 3`` or later on the next core. With
+  ``cfg.dist_stage`` the push is in ``t + 3`` and the ``rin`` pops in the cycle after it
+  issues, its check counting a beat that arrives in its decision cycle, so the same
+  ``t + 3`` holds; the credit check below is unchanged too, as the receiver reports its
+  FIFO level net of the pop of a ``rin`` in its issue cycle;
 * a ``rin`` with an empty FIFO stalls its core; so does a ``rout`` when
   ``level(next FIFO) + rout pushes in flight >= depth``. A stall freezes only that core.
 
@@ -165,21 +169,34 @@ class ChipModel:
             return lambda run: nxt.level0 + run.rout_pending < depth
 
         runs = [CoreRun(self.cores[k], pcs[k], hin[k], fifos[k], max_instructions, room(k)) for k in range(n)]
+        dist = self.cfg.dist_stage
+
+        def push():
+            """This cycle's ring pushes into the receivers' FIFOs; True if any."""
+            any_ = False
+            for k, r in enumerate(runs):
+                if r.pushed:
+                    fifos[(k + 1) % n].q.extend(r.pushed)
+                    any_ = True
+            return any_
+
         idle = 0
         t = 0
         while not all(r.done for r in runs):
             for f in fifos:
                 f.level0 = len(f.q)
             progress = False
-            for r in runs:
-                if not r.done:
-                    before = r.n
-                    r.cycle()
-                    progress |= r.n != before or r.done
-            for k, r in enumerate(runs):
-                if r.pushed:
-                    fifos[(k + 1) % n].q.extend(r.pushed)
-                    progress = True
+            live = [r for r in runs if not r.done]
+            for r in live:
+                r.cycle_pe()
+            if dist:                 # a rin's check counts the beat arriving this cycle
+                progress |= push()
+            for r in live:
+                before = r.n
+                r.cycle_head()
+                progress |= r.n != before or r.done
+            if not dist:
+                progress |= push()
             t += 1
             idle = 0 if progress else idle + 1
             if idle > 4 * depth + self.cfg.fpu_latency + 8:
@@ -205,9 +222,11 @@ class ChipModel:
         for k, m in enumerate(self.cores):
             trace, allpcs, _ = m._trace(pcs[k], max_instructions)
             rin_f, hout_f, rout_f = m.ring_flags(trace.pcs)
-            # the instruction clocked into the PEs at RUN cycle t issued (left the head) at t - 1
-            t_in = np.nonzero(rin_f[allpcs])[0] - 1
-            t_out = np.nonzero(rout_f[allpcs])[0] - 1
+            # the instruction clocked into the PEs at RUN cycle t issued (left the head) at
+            # t - 1 (t - 2 with the distribution stage)
+            lag = 1 + self.cfg.dist_delay
+            t_in = np.nonzero(rin_f[allpcs])[0] - lag
+            t_out = np.nonzero(rout_f[allpcs])[0] - lag
             sched.append((t_in, t_out))
         return sched
 

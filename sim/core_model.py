@@ -26,10 +26,16 @@ from rtl.perf_counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel, SpadPointers
 from sw.isa import HostDir, instr_layout
 
-__all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "START_LATENCY_CYCLES"]
+__all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "START_LATENCY_CYCLES", "pe_start_cycles"]
 
 #: RUN-state cycles before the first instruction issues (sequencer start latency - 1)
 START_LATENCY_CYCLES = 1
+
+
+def pe_start_cycles(cfg) -> int:
+    """RUN-state cycles before the first instruction reaches the PEs' issue stage (the
+    start latency, plus the distribution stage's cycle with ``cfg.dist_stage``)."""
+    return START_LATENCY_CYCLES + cfg.dist_delay
 
 
 @dataclass(frozen=True)
@@ -261,27 +267,41 @@ class CoreRun:
         self.iss_swa = self.op_swa = None
         self.spad_rd = self.spad_wr = 0
         self.stalled = False                 # the previous cycle stalled (this one is a bubble)
+        # the PE side's issue register: the instruction the PEs see issued this cycle and
+        # its scratchpad read address, and whether the PE side is frozen (a bubble). It is
+        # the sequencer's issue register, or with cfg.dist_stage the distribution register
+        # one cycle behind it.
+        self.dist = model.cfg.dist_stage
+        self.pe_iss = self.iss
+        self.pe_sra = None
+        self.pe_swa = None
+        self.pe_bubble = False
         self.gen = model.seq.iter_run(start_pc, max_instructions)
         self.head = next(self.gen, None)
-        self.drain = model.cfg.fpu_latency + 2    # the HALT's own tick, then the DRAIN state
+        # the HALT's own tick, then the DRAIN state
+        self.drain = model.cfg.fpu_latency + 2 + model.cfg.dist_delay
         self.done = False
         self.started = False
 
     @property
     def rout_pending(self) -> int:
         """``rout`` pushes decided but not yet in the next core's FIFO, at this cycle's
-        decision: the one pushed this cycle and the one in the operand-stage registers
-        (the RTL's issue and operand stages)."""
-        return len(self.pushed) + int(bool(self.op[4] and self.op[2]))
+        decision: the one pushed this cycle, the one in the operand-stage registers and
+        (``cfg.dist_stage``) the one in the distribution register (the RTL's issue,
+        distribution and operand stages)."""
+        n = len(self.pushed) + int(bool(self.op[4] and self.op[2]))
+        if self.dist:
+            n += int(bool(self.pe_iss[5] and self.pe_iss[3]))
+        return n
 
     def _tick(self):
         m = self.m
         op_hin, op_data, op_hout, op_hlast, op_rout, rseg, cseg = self.op
-        sra = self.iss_sra
+        sra = self.pe_sra
         if sra is not None:      # sin: the read is sampled in the issue stage (before this
             self.spad_rd += 1    # cycle's operand-stage write: not transparent)
             rd = m.spad[sra]
-        rows, cols = m._cycle(self.iss[0], op_hin, op_data, rseg, cseg)
+        rows, cols = m._cycle(self.pe_iss[0], op_hin, op_data, rseg, cseg)
         if op_hout:
             vals = rows if op_hout == HostDir.ROW else cols
             data = 0
@@ -295,63 +315,85 @@ class CoreRun:
                 self.pushed.append(data)
             else:
                 self.out.append(Beat(data, bool(op_hlast)))
-        uop, hin, data, hout, hlast, rout = self.iss
+        uop, hin, data, hout, hlast, rout = self.pe_iss
         if sra is not None:
             data = rd
         self.op = (hin, data, hout, hlast, rout, self.rseg_of(uop), self.cseg_of(uop))
-        self.op_swa = self.iss_swa
+        self.op_swa = self.pe_swa
 
     def cycle(self) -> None:
         """One clock."""
+        self.cycle_pe()
+        self.cycle_head()
+
+    def cycle_pe(self) -> None:
+        """The PE side's part of a clock: the PEs and stream lanes are clocked (unless
+        frozen by a bubble), pushing this cycle's ``rout`` beats into :attr:`pushed`; with
+        the distribution stage the sequencer's issue register moves on to the PE side.
+        Depends on nothing this cycle's head decides (:class:`sim.chip_model.ChipModel`
+        runs it for every core before any head decision)."""
         self.pushed = []
         if not self.started:             # the start-latency cycle: NOP into the PEs
             self.started = True
             self.iss = (0, 0, 0, 0, 0, 0)
-        if not self.stalled:
+            if not self.dist:
+                self.pe_iss = self.iss
+        if not self.pe_bubble:
             self._tick()
+        if self.dist:
+            self.pe_iss, self.pe_sra, self.pe_swa = self.iss, self.iss_sra, self.iss_swa
+            self.pe_bubble = self.stalled
+
+    def cycle_head(self) -> None:
+        """The sequencer's part of a clock: the head instruction issues or stalls."""
         self.cycles += 1
         h = self.head
         self.iss_sra = self.iss_swa = None
-        if h is None:                    # HALT issued: drain
-            self.iss = (0, 0, 0, 0, 0, 0)
-            self.drain -= 1
-            self.stalled = False
-            if self.drain == 0:
-                self.done = True
-            return
-        stall = False
-        if h.hin and h.rin and self.ring_src is not None and not self.ring_src.ready():
-            stall = True
-        if h.hout and h.rout and self.ring_room is not None and not self.ring_room(self):
-            stall = True
-        self.stalled = stall
-        if stall:
-            self.stalls += 1
-            self.iss = (0, 0, 0, 0, 0, 0)
-            return
-        data = 0
-        self.iss_sra, self.iss_swa = self.spad_ptr.step(h)
-        if h.sin:
-            pass                         # the beat is read from the scratchpad at the tick
-        elif h.hin and h.rin:
-            if self.ring_src is not None:
-                data = self.ring_src.pop()
-            else:
-                if self.rin_pos >= len(self.ring_list):
-                    raise ValueError(f"program consumed more ring input beats than the {len(self.ring_list)} "
+        try:
+            if h is None:                    # HALT issued: drain
+                self.iss = (0, 0, 0, 0, 0, 0)
+                self.drain -= 1
+                self.stalled = False
+                if self.drain == 0:
+                    self.done = True
+                return
+            stall = False
+            if h.hin and h.rin and self.ring_src is not None and not self.ring_src.ready():
+                stall = True
+            if h.hout and h.rout and self.ring_room is not None and not self.ring_room(self):
+                stall = True
+            self.stalled = stall
+            if stall:
+                self.stalls += 1
+                self.iss = (0, 0, 0, 0, 0, 0)
+                return
+            data = 0
+            self.iss_sra, self.iss_swa = self.spad_ptr.step(h)
+            if h.sin:
+                pass                         # the beat is read from the scratchpad at the tick
+            elif h.hin and h.rin:
+                if self.ring_src is not None:
+                    data = self.ring_src.pop()
+                else:
+                    if self.rin_pos >= len(self.ring_list):
+                        raise ValueError(f"program consumed more ring input beats than the {len(self.ring_list)} "
+                                         f"given (at pc {h.pc})")
+                    data = self.ring_list[self.rin_pos]
+                self.rin_pos += 1
+            elif h.hin:
+                if self.hin_pos >= len(self.host_in):
+                    raise ValueError(f"program consumed more host input beats than the {len(self.host_in)} "
                                      f"given (at pc {h.pc})")
-                data = self.ring_list[self.rin_pos]
-            self.rin_pos += 1
-        elif h.hin:
-            if self.hin_pos >= len(self.host_in):
-                raise ValueError(f"program consumed more host input beats than the {len(self.host_in)} given "
-                                 f"(at pc {h.pc})")
-            data = self.host_in[self.hin_pos]
-            self.hin_pos += 1
-        self.iss = (h.uop, h.hin, data, h.hout, h.hlast, h.rout)
-        self.n += 1
-        self.last_pc = h.pc
-        self.head = next(self.gen, None)
+                data = self.host_in[self.hin_pos]
+                self.hin_pos += 1
+            self.iss = (h.uop, h.hin, data, h.hout, h.hlast, h.rout)
+            self.n += 1
+            self.last_pc = h.pc
+            self.head = next(self.gen, None)
+        finally:
+            if not self.dist:            # the PEs see the sequencer's issue register itself
+                self.pe_iss, self.pe_sra, self.pe_swa = self.iss, self.iss_sra, self.iss_swa
+                self.pe_bubble = self.stalled
 
     def finish(self) -> RunResult:
         """Count the run into the model's counters; the :class:`RunResult`."""

@@ -1523,9 +1523,9 @@ class FlowRunner:
         self.args = (allpcs, offs, lanes, lane_of, ctr, out)
         self.stats = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "fallbacks": 0,
                       "plans_compiled": 0, "plans_reused": 0}
-        from sim.core_model import START_LATENCY_CYCLES
+        from sim.core_model import pe_start_cycles
 
-        sh = START_LATENCY_CYCLES
+        sh = pe_start_cycles(self.m.cfg)
         spans = [self._shift(s, sh) for s in trace.spans]
         self._seq(0, len(allpcs), spans)
         return self.stats

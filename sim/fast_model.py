@@ -28,7 +28,7 @@ import numpy as np
 from pe.microop import uop_fields
 from rtl.host_interface import Cmd
 from rtl.perf_counters import counter_names
-from sim.core_model import START_LATENCY_CYCLES, Beat, RunResult
+from sim.core_model import Beat, RunResult, pe_start_cycles
 from sim.fast_common import OFF_FIELDS, Arith, Counters, Geometry, Tmpl, VecState, offset_mask
 from sim.fast_cycle import CycleEngine
 from sim.fast_trace import issue_trace
@@ -208,7 +208,7 @@ class FastModel:
         depth = self.cfg.ucode_depth
         am = (1 << self.cfg.addr_bits) - 1
         pcs = trace.pcs
-        n_pre, n_post = START_LATENCY_CYCLES, self.cfg.fpu_latency + 1
+        n_pre, n_post = pe_start_cycles(self.cfg), self.cfg.fpu_latency + 1
         T = n_pre + len(pcs) + n_post
         allpcs = np.full(T, depth, np.int64)
         allpcs[n_pre:n_pre + len(pcs)] = pcs
@@ -307,7 +307,8 @@ class FastModel:
             self._spad_run = spad
         with np.errstate(all="ignore"):
             if self.engine == "cycle" or self.cfg.exec_stage:
-                # the loop-level engine models the default timing only (no execute stage)
+                # the loop-level engine models the default PE timing only (no execute
+                # stage; the distribution stage only shifts the PE side's cycles)
                 self._run_cycles(0, len(allpcs), allpcs, offs, lanes, lane_of, ctr, out)
                 self.stats = {"cycle_engine_cycles": len(allpcs), "flow_cycles": 0, "regions": 0}
             else:
@@ -487,8 +488,7 @@ class _SpadRun:
     """
 
     def __init__(self, model, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr):
-        from sim.core_model import START_LATENCY_CYCLES as pre
-
+        pre = pe_start_cycles(model.cfg)
         self.m = model
         self.from_spad = sin_f[allpcs[hsteps]]
         r_idx = np.nonzero(self.from_spad)[0]                 # index into hsteps / lanes

@@ -71,7 +71,7 @@ class KernelInfo:
     """What a kernel generator produced.
 
     ``instructions``: instructions the kernel issues (its cycles; a program made of the
-    kernel and a HALT runs ``instructions + 1 + fpu_latency + 2`` cycles);
+    kernel and a HALT runs ``instructions + cfg.run_overhead`` cycles);
     ``useful_macs``: the workload's multiply-adds (``m * n`` for a GEMV);
     ``params``: the blocking it chose.
     """
@@ -82,7 +82,7 @@ class KernelInfo:
     params: dict = field(default_factory=dict)
 
     def cycles_standalone(self, cfg) -> int:
-        return self.instructions + 1 + cfg.fpu_latency + 2
+        return self.instructions + cfg.run_overhead
 
 
 def _finish(b, f: Frag):

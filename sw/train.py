@@ -725,7 +725,7 @@ def ops_breakdown(cfg, programs) -> list:
             if g:
                 out.append(("gap", "nop", g))
             out.append((op.name, op.kind, op.emit(b)))
-        out.append(("halt+drain", "halt", 1 + cfg.fpu_latency + 2))
+        out.append(("halt+drain", "halt", cfg.run_overhead))
     return out
 
 
@@ -828,7 +828,7 @@ class TrainProgram:
 
     def predicted_cycles(self) -> list:
         """RUN cycles of each program: instructions + HALT + start latency + drain."""
-        return [p.instructions + 1 + self.cfg.fpu_latency + 2 for p in self.programs]
+        return [p.instructions + self.cfg.run_overhead for p in self.programs]
 
     def step_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
         """Cycles of one step: its RUNs plus, for softmax, the host turnaround."""

@@ -865,13 +865,13 @@ class ChipSGDProgram(PanelMap):
         return [p for n in names for p in self.parts[n]]
 
     def part_cycles(self, part: ChipPart) -> int:
-        return part.instructions + 1 + self.cfg.fpu_latency + 2
+        return part.instructions + self.cfg.run_overhead
 
     def host_phase_cycles(self) -> list:
         """``(name, cycles)`` of the step's host phases: the RUNs of their active cores,
         back to back (one instruction per beat, plus HALT, start latency and drain)."""
         cfg = self.cfg
-        run = 1 + cfg.fpu_latency + 2
+        run = cfg.run_overhead
         so, K = self.P[-1] // cfg.nr, self.out_cores
         xin = local_len(self.N[0], cfg.nr) + 2            # address-register setup, one beat per word
         if self.one_run:

@@ -354,7 +354,7 @@ class ChipMBProgram(ChipSGDProgram):
         back to back (:func:`sw.train_mb.load_cost` / ``unload_cost`` instructions, plus
         HALT, start latency and drain)."""
         cfg = self.cfg
-        run = 1 + cfg.fpu_latency + 2
+        run = cfg.run_overhead
         K, kz = self.out_cores, self._words("Z")
         x = load_cost(cfg, self._words("X")) + load_cost(cfg, self._words("XT"))
         out = K * (unload_cost(cfg, kz) + run)

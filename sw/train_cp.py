@@ -692,11 +692,11 @@ class ChipCPProgram:
 
     # -- figures ------------------------------------------------------------------------
     def run_cycles(self, what: str) -> int:
-        return self.instructions[what] + 1 + self.cfg.fpu_latency + 2
+        return self.instructions[what] + self.cfg.run_overhead
 
     def host_phase_cycles(self) -> list:
         cfg = self.cfg
-        run = 1 + cfg.fpu_latency + 2
+        run = cfg.run_overhead
         xw, so = local_len(self.N[0], cfg.nr), self.P[-1] // cfg.nr
         return [("in", (xw + run) + (so + run)), ("out", so + run)]
 
@@ -723,7 +723,7 @@ class ChipCPProgram:
         of the group with the longest compute), alignment NOPs included."""
         k = self.meta["critical_core"] if k is None else k
         out = []
-        halt = ("halt+drain", "halt", 1 + self.cfg.fpu_latency + 2)
+        halt = ("halt+drain", "halt", self.cfg.run_overhead)
         for ops in (self.head[k], self.tails[0][k]):
             for op, g in zip(ops, _gaps(self.cfg, ops)):
                 if g:

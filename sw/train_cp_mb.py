@@ -318,7 +318,7 @@ class ChipMBCPProgram(ChipCPProgram):
         from sw.train_mb import load_cost, unload_cost
 
         cfg = self.cfg
-        run = 1 + cfg.fpu_latency + 2
+        run = cfg.run_overhead
         xw = self.allocs[0].items["xin"].words
         zw = self.allocs[self.out_core].items["z"].words
         if self.softmax == "host":

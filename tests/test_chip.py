@@ -13,6 +13,8 @@ from sw.asm import AsmError, assemble, disassemble
 
 CHIP2 = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, cores=2)
 CHIP4 = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, cores=4)
+#: the FPGA timing (preset fpga): the distribution stage moves the ring pushes and pops
+CHIP4_FPGA = CHIP4.replace(exec_stage=True, dist_stage=True, mul_latency=4, add_latency=5)
 
 
 def _asm(cfg, text):
@@ -102,7 +104,7 @@ def test_ring_forms_round_trip_and_errors():
 
 
 # -- models --------------------------------------------------------------------------------
-@pytest.mark.parametrize("cfg", [CHIP2, CHIP4], ids=["2cores", "4cores"])
+@pytest.mark.parametrize("cfg", [CHIP2, CHIP4, CHIP4_FPGA], ids=["2cores", "4cores", "4cores-fpga"])
 def test_roundtrip_stall_free_cycle_equals_fast(cfg):
     n = 6
     # core k may take beat m at cycle (send cycle of core k-1) + 3: delay each forwarder
@@ -117,8 +119,8 @@ def test_roundtrip_stall_free_cycle_equals_fast(cfg):
     assert sum(r.counters["ring_out_beats"] for r in a[1]) == n * cfg.cores
 
 
-def test_stalls_on_empty_fifo_and_credits():
-    cfg = CHIP4
+@pytest.mark.parametrize("cfg", [CHIP4, CHIP4_FPGA], ids=["default", "fpga"])
+def test_stalls_on_empty_fifo_and_credits(cfg):
     n = 10      # more than the 8-beat FIFOs: the sender must wait for credits
     host, phases = roundtrip_phases(cfg, n, seed=2, delays=(0, 0, 0))
     res = run_chip_session(cfg, phases, backend="model")
@@ -131,6 +133,28 @@ def test_stalls_on_empty_fifo_and_credits():
     _, ph2 = roundtrip_phases(cfg, n, seed=2, delays=(0, 30, 0))
     r2 = run_chip_session(cfg, ph2, backend="model")
     assert r2[1][0].counters["stall_cycles"] >= 30 - 8 - 3
+
+
+@pytest.mark.parametrize("delays", [(0, 3, 16), (0, 2, 0), (0, 0, 0), (0, 25, 0), (5, 1, 3)])
+def test_dist_stage_keeps_ring_timing(delays):
+    """The distribution stage delays the whole PE side by a cycle, ring pushes included,
+    but a rin's look-ahead and the receiver's level net of its pop keep the ring timing
+    seen from the sequencers: every core stalls exactly as without the stage (rin waits
+    and credit waits), with the same data, and each RUN lasts one cycle longer."""
+    base = CHIP4
+    dist = CHIP4.replace(dist_stage=True)
+    n = 10
+    _, phases = roundtrip_phases(base, n, seed=4, delays=delays)
+    a = run_chip_session(base, phases, backend="model")
+    b = run_chip_session(dist, phases, backend="model")
+    for pa, pb in zip(a, b):
+        for ra, rb in zip(pa, pb):
+            assert ra.data == rb.data
+            assert ra.counters["stall_cycles"] == rb.counters["stall_cycles"]
+            assert rb.counters["cycles"] == ra.counters["cycles"] + 1
+    # stalls of both kinds happen in some of these schedules
+    if delays in ((0, 0, 0), (0, 25, 0)):
+        assert sum(r.counters["stall_cycles"] for r in b[1]) > 0
 
 
 @pytest.mark.parametrize("prog0,engines,exc,match", [
@@ -166,15 +190,17 @@ def test_fast_engine_needs_only_as_many_rounds_as_hops():
 
 # -- RTL ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("sim", SIM_PARAMS)
-def test_chip_rtl_matches_model(sim):
+@pytest.mark.parametrize("cfg", [CHIP4, CHIP4_FPGA], ids=["default", "fpga"])
+def test_chip_rtl_matches_model(sim, cfg):
     """One session on the 4-core chip: stall-free round trip, then one with rin stalls and
-    credit stalls (8-beat FIFOs); every core's beats and counters equal the model's."""
+    credit stalls (8-beat FIFOs); every core's beats and counters equal the model's.
+    With the FPGA timing the distribution stage's ring look-ahead is exercised."""
     require_sim(sim)
-    cfg = CHIP4
     host1, ph1 = roundtrip_phases(cfg, 6, seed=11, delays=(0, 3, 16))
     host2, ph2 = roundtrip_phases(cfg, 9, seed=12, delays=(0, 0, 0))
     host3, ph3 = roundtrip_phases(cfg, 9, seed=13, delays=(0, 25, 0))
-    res = run_chip_session(cfg, ph1 + ph2 + ph3, backend="rtl", sim=sim, name="chip_ring")
+    res = run_chip_session(cfg, ph1 + ph2 + ph3, backend="rtl", sim=sim,
+                           name="chip_ring" + ("_fpga" if cfg.dist_stage else ""))
     ref = run_chip_session(cfg, ph1 + ph2 + ph3, backend="model")
     for p, (pr, pm) in enumerate(zip(res, ref)):
         for k, (a, b) in enumerate(zip(pr, pm)):

@@ -116,7 +116,7 @@ def test_broadcast_into_registers(direction):
 
     outs, res = run_kernel(cfg, [(src, X)], kern, [(dst, 3)])
     np.testing.assert_array_equal(outs[0], golden.broadcast(X, direction))
-    assert res[0].counters["cycles"] == 3 + 3 + 1 + cfg.fpu_latency + 2
+    assert res[0].counters["cycles"] == 3 + 3 + cfg.run_overhead
 
 
 def test_tree_plan_and_hops():

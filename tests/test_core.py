@@ -20,6 +20,9 @@ from sw.isa import HostDir, Instruction, SeqOp
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
+    # the FPGA timing (preset fpga): execute and distribution stages, FP 4 / 5
+    "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
+                                dist_stage=True, mul_latency=4, add_latency=5),
 }
 
 
@@ -104,16 +107,17 @@ def test_core_fill_compute_readback(sim, cname):
 
 
 @pytest.mark.parametrize("sim", ["icarus"])
-def test_core_stalls_are_invisible(sim):
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga"])
+def test_core_stalls_are_invisible(sim, cname):
     """Random gaps on the input stream and backpressure on the output: same beats."""
-    cfg = CONFIGS["nr2_fp16"]
+    cfg = CONFIGS[cname]
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = np.random.default_rng(seed)
     words = fill_and_compute_program(cfg, 4)
     data = random_lane_beats(cfg, rng, 2 * cfg.nr * 4)
     beats = clear_beats() + load_beats(cfg, words) + run_beats(0, data)
-    run_core(cfg, beats, "stall", sim, pause_in=0.4, pause_out=0.5, seed=seed)
+    run_core(cfg, beats, f"stall-{cname}", sim, pause_in=0.4, pause_out=0.5, seed=seed)
 
 
 def test_core_bad_command_answers_error_beat():

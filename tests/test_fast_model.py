@@ -50,10 +50,12 @@ CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256, mul_latency=3,
                            add_latency=4),
-    "nr3_bf16": ArchConfig(nr=3, fmt="bfloat16", mem_a_words=32, mem_b_words=64, ucode_depth=128),
-    # the execute stage (FPGA timing): the per-cycle engine runs every cycle
+    # the distribution stage alone: the loop-level engine runs, one cycle later
+    "nr3_bf16_dist": ArchConfig(nr=3, fmt="bfloat16", mem_a_words=32, mem_b_words=64, ucode_depth=128,
+                                dist_stage=True),
+    # the FPGA timing (execute and distribution stages): the per-cycle engine runs every cycle
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3,
-                                exec_stage=True, mul_latency=4, add_latency=5),
+                                exec_stage=True, dist_stage=True, mul_latency=4, add_latency=5),
 }
 N_RANDOM = int(os.environ.get("FAST_N", "200"))
 BASE_SEED = int(os.environ["FAST_SEED"]) if os.environ.get("FAST_SEED") else random.randrange(1 << 30)
@@ -337,8 +339,9 @@ def test_random_bit_microops_anywhere():
 
     print(f"FAST_SEED={BASE_SEED}")
     for i in range(120):
-        # every fourth program with the execute stage
-        cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, exec_stage=i % 4 == 3)
+        # every fourth program with the execute stage, every other with the distribution stage
+        cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, exec_stage=i % 4 == 3,
+                         dist_stage=i % 4 >= 2)
         seed = BASE_SEED + 3000 + i
         prog, org, issued = random_program(cfg, seed, chaos=i % 2 == 1, max_issued=300)
         rng = random.Random(seed)
@@ -539,7 +542,7 @@ def test_big_gemv_fast_vs_golden():
         r = f.run(0)
         y = unpack_vector(f.memory("b")[:, :, 1024:1024 + m // 4], m, "diag")
         assert np.array_equal(y, golden.gemv(fmt, 4, Wg, xg))
-        assert r.cycles == gemv_cost(cfg, m, m)["instructions"] + 1 + cfg.fpu_latency + 2
+        assert r.cycles == gemv_cost(cfg, m, m)["instructions"] + cfg.run_overhead
         assert f.stats["cycle_engine_cycles"] == 0
         if with_model:
             cm = CoreModel(cfg)
@@ -564,8 +567,8 @@ def test_big_gemv_fast_vs_golden():
 RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                mul_latency=4, add_latency=5),
+    "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
+                                dist_stage=True, mul_latency=4, add_latency=5),
 }
 
 

@@ -64,7 +64,7 @@ class Case:
         ctr = res.counters
         assert ctr["mem_conflict"] == 0 and ctr["rf_conflict"] == 0 and ctr["stall_cycles"] == 0
         if self.cost is not None:
-            assert ctr["cycles"] == self.cost + 1 + cfg.fpu_latency + 2, (ctr["cycles"], self.cost)
+            assert ctr["cycles"] == self.cost + cfg.run_overhead, (ctr["cycles"], self.cost)
         if self.fma is not None:
             nr = cfg.nr
             got = {(r, c): ctr[f"fma[{r * nr + c}]"] for r in range(nr) for c in range(nr)}
@@ -644,7 +644,7 @@ def test_predicted_utilization_256():
     """The cost formulas predict >= 95 % MAC utilization for 256 x 256 on a 4 x 4 core
     (the benchmark measures it on the RTL)."""
     cfg = ArchConfig()
-    drain = 1 + cfg.fpu_latency + 2
+    drain = cfg.run_overhead
     for trans in (False, True):
         c = gemv_cost(cfg, 256, 256, trans=trans)["instructions"] + drain
         assert 256 * 256 / (c * 16) >= 0.95
@@ -696,8 +696,10 @@ RTL_CONFIGS = {
     "nr2_fp32": ArchConfig(nr=2, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp16": ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    # the execute stage (FPGA timing): the same programs, RTL with the bypass
-    "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True),
+    # the FPGA timing: the same programs, RTL with the execute stage's bypass and the
+    # micro-op distribution stage
+    "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
+                                dist_stage=True),
 }
 
 

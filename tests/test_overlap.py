@@ -99,7 +99,7 @@ def test_rank1_lines_match_golden(cname, u_layout, busy):
         _eq(outs[0], want, f"W {m}x{n}")
         ctr = res[0].counters
         assert ctr["rf_conflict"] == 0 and ctr["mem_conflict"] == 0
-        assert ctr["cycles"] == n_ins + 1 + cfg.fpu_latency + 2
+        assert ctr["cycles"] == n_ins + cfg.run_overhead
 
 
 def test_rank1_lines_checks():

@@ -76,7 +76,7 @@ def check(cfg, frags, mems, want, slots):
     for eng in ("fast", "cycle"):
         r, got = run_frags(cfg, frags, mems, eng)
         assert r.counters["stall_cycles"] == 0, eng
-        assert r.cycles == slots + 1 + cfg.fpu_latency + 2, eng         # + halt, start, drain
+        assert r.cycles == slots + cfg.run_overhead, eng         # + halt, start, drain
         for k in range(cfg.cores):
             for b in "ab":
                 assert np.array_equal(got[k][b], want[k][b]), (eng, k, b)

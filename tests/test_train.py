@@ -374,7 +374,7 @@ def test_cycle_formula_is_the_sum_of_kernel_costs():
             + gemv_cost(cfg, 10, 64, trans=True)["instructions"] + elementwise_cost("relu_mask", L(64))
             + rank1_cost(cfg, 10, 64)["instructions"] + rank1_cost(cfg, 64, 64)["instructions"]
             + L(10)                                                  # unload d
-            + sum(tp.programs[0].gaps) + 1 + cfg.fpu_latency + 2)
+            + sum(tp.programs[0].gaps) + cfg.run_overhead)
     assert tp.predicted_cycles() == [want]
     assert tp.step_cycles() == want
     ce = compile_sgd(cfg, replace(mlp, loss="softmax_ce"), softmax="host")
@@ -580,11 +580,12 @@ def test_sgd_bfloat16_nr3():
 @pytest.mark.parametrize("backward", ["fused", "separate"])
 @pytest.mark.parametrize("nr", [2, 4])
 def test_sgd_exec_stage(nr, backward):
-    """The FPGA timing (execute stage with its bypass, FP 4 / 5): the same compiler, the
+    """The FPGA timing (execute stage with its bypass, distribution stage, FP 4 / 5): the same compiler, the
     golden trainer bit for bit, on the fast model (its per-cycle engine)."""
     seed = _seed()
     rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, mul_latency=4, add_latency=5)
+    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, dist_stage=True, mul_latency=4,
+                     add_latency=5)
     sizes = (int(rng.integers(9, 20)), int(rng.integers(5, 13)), int(rng.integers(2, 7)))
     print(f"sizes {sizes}")
     train_and_check(cfg, MLP(sizes, "softmax_ce", 0.0625), 3, "fast", seed, backward=backward)

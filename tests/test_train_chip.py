@@ -235,7 +235,7 @@ def test_reduce_scatter_vec(cfg, s, engine):
     for k in range(c):
         diag_write(ch.core(k), "b", base, vals[k])
     r = ch.run()
-    assert r.cycles == len(lines) + 1 + cfg.fpu_latency + 2
+    assert r.cycles == len(lines) + cfg.run_overhead
     one = np.full(nr, int(fmt.from_float(np.array([1.0]))[0]), dtype=fmt.np_uint)
     for k in range(c):
         def seg(j, g):
@@ -523,6 +523,7 @@ def test_cli_train_chip_sgd_with_panels_in_the_scratchpad(tmp_path, capsys):
 @pytest.mark.parametrize("out_map", ["rows", "cols"])
 def test_chip_sgd_exec_stage(out_map):
     """Chip SGD (ring collectives, softmax on the array for ``cols``) with the execute
-    stage on every core, against the golden chip trainer."""
-    cfg = SMALL.replace(exec_stage=True)
+    stage and the distribution stage (ring look-ahead) on every core, against the golden
+    chip trainer."""
+    cfg = SMALL.replace(exec_stage=True, dist_stage=True)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05), 2, "fast", _seed(), out_map=out_map)

@@ -228,7 +228,7 @@ def test_cycle_formula():
            + unload_cost(cfg, L(10) * L(b)))
     gaps = sum(tp.programs[0].gaps)
     assert len(tp.programs) == 1
-    assert tp.predicted_cycles() == [ins + gaps + 1 + cfg.fpu_latency + 2]
+    assert tp.predicted_cycles() == [ins + gaps + cfg.run_overhead]
     s = CoreSession(cfg, "fast")
     tp.init(s, init_weights(mlp, cfg.fmt, 0))
     rng = np.random.default_rng(0)
@@ -302,10 +302,12 @@ def test_mbgd_rtl(sim):
 
 @pytest.mark.parametrize("nr", [2, 4])
 def test_mbgd_exec_stage(nr):
-    """Minibatch GD with the execute stage (FPGA timing), bit for bit on the fast model."""
+    """Minibatch GD with the execute and distribution stages (FPGA timing), bit for bit on
+    the fast model."""
     seed = _seed()
     rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, mul_latency=4, add_latency=5)
+    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, dist_stage=True, mul_latency=4,
+                     add_latency=5)
     sizes = (int(rng.integers(9, 20)), int(rng.integers(5, 13)), int(rng.integers(2, 7)))
     b = int(rng.integers(2, 6))
     print(f"sizes {sizes}, batch {b}")
