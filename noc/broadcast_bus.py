@@ -47,7 +47,8 @@ class BroadcastBus(wiring.Component):
     Ports
     -----
     data_in{i} : In(width), oe{i} : In(1)
-        PE ``i``'s drive value and output enable.
+        PE ``i``'s drive value and output enable. ``data_in`` must be +0 when the PE does
+        not drive (the value is not gated by ``oe``, which only counts ``hops``).
     seg : In(SEG_BITS)
         Segmentation of this cycle (the operand-stage micro-op's ``rdrv.seg``/``cdrv.seg``).
     host_data : In(width), host_en : In(1)
@@ -88,17 +89,26 @@ class BroadcastBus(wiring.Component):
         n_seg = 1 << SEG_BITS
         pe_any = Signal()
         m.d.comb += pe_any.eq(Cat(*(oe for _, oe in drv)).any())
+        # A PE that does not drive puts +0 on its data input (PE.row_out / col_out), so
+        # the value on PE i's segment is the OR of the data inputs of the PEs sharing it,
+        # with no output-enable gating. PE j shares i's segment under segmentation g iff
+        # g = 0, 2**g >= n or g > k, k = the highest bit in which i and j differ: one
+        # visibility flag per k, decoded once per bus from ``seg``, so each value is one
+        # AND-OR of the n data inputs and the host lane (FPGA timing: the bus lies on the
+        # operand-stage paths).
+        nk = max(1, (n - 1).bit_length())
+        vis = []
+        for k in range(nk):
+            v = Signal(name=f"vis{k}")
+            m.d.comb += v.eq(Array([Const(int(g == 0 or g > k or (1 << g) >= n), 1)
+                                    for g in range(n_seg)])[self.seg])
+            vis.append(v)
         for i, out in enumerate(self.values()):
-            # value on i's segment for each segmentation g (drivers are one-hot per segment)
-            per_g = []
-            for g in range(n_seg):
-                acc = Const(0, self.width)
-                for j in segment_of(i, g, n):
-                    acc = acc | Mux(drv[j][1], drv[j][0], 0)
-                v = Signal(self.width, name=f"v{i}_g{g}")
-                m.d.comb += v.eq(acc)
-                per_g.append(v)
-            m.d.comb += out.eq(Mux(self.host_en, self.host_data, Array(per_g)[self.seg]))
+            acc = drv[i][0]
+            for j in range(n):
+                if j != i:
+                    acc = acc | Mux(vis[(i ^ j).bit_length() - 1], drv[j][0], 0)
+            m.d.comb += out.eq(Mux(self.host_en, self.host_data, acc))
         # hops: each active PE driver counts its segment length
         per_g_hops = []
         for g in range(n_seg):

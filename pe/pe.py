@@ -331,6 +331,15 @@ class PE(wiring.Component):
         nxt_mv = Signal()               # a move executes next cycle ...
         nxt_wb = Signal()               # an FMA writes the RF next cycle ...
         nxt_wb_dst = Signal(4)
+        # The value a bypassed read returns, one per PE (not per source): the move's
+        # result, or the FMA's when the FMA write-back writes the move's register in the
+        # same cycle (a hit means the register read is the move's destination, so the
+        # conflict does not depend on the source; decided at issue like the selects).
+        byp_val = Signal(w)
+        if cfg.exec_stage:
+            byp_fma = Signal(name="byp_fma")
+            m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == s1.mv.dst))
+            m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
 
         def source(field, *, regs=True, buses=True, gate=None, name):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
@@ -346,9 +355,7 @@ class PE(wiring.Component):
             if regs and cfg.exec_stage:
                 reg = ~code_i[4] & (code_i[:4] < n_regs)
                 hit = reg & nxt_mv & (s1.mv.dst == code_i[:4])
-                hit_f = hit & nxt_wb & (nxt_wb_dst == code_i[:4])     # conflict: the FMA's
-                hit_m = hit & ~hit_f
-                live += [hit_f, fma_out, hit_m, mv_val, ~code_i[4] & ~hit_f & ~hit_m, None]
+                live += [hit, byp_val, ~code_i[4] & ~hit, None]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
