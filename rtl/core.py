@@ -39,7 +39,8 @@ class Core(wiring.Component):
         (``cfg.ring_fifo_depth`` beats) at the end of the cycle; the sender never pushes
         into a full FIFO (credit check below), so there is no ready.
     ring_in_level : Out(range(depth + 1))
-        Beats in the receive FIFO (the previous core's credit check reads it).
+        Beats in the receive FIFO (the previous core's credit check reads it; with
+        ``cfg.dist_stage``, net of this cycle's pop).
     ring_out_data : Out(nr * width), ring_out_en : Out(1)
         Ring link to the next core (wired to its ``ring_in_*``): the bus values of a
         ``rout`` instruction's operand stage, lane ``i`` = row / column bus ``i``.
@@ -69,6 +70,14 @@ class Core(wiring.Component):
     instruction's issue stage (onto the buses in its operand stage, as ``hin``), ``sout``
     writes the beat ``hout`` would push at the write pointer in the operand stage; neither
     ever stalls. A ``sout`` issued in cycle t is seen by a ``sin`` issued in t+2 or later.
+
+    With ``cfg.dist_stage`` a distribution register (one copy per PE, one for the lanes)
+    sits between the sequencer and the PE side, which then runs one cycle later: the
+    freeze after a stall, the lanes, the scratchpad and the pushes all move by a cycle, a
+    ``rin`` pops its beat in its issue cycle (the head's check counts a beat arriving in
+    the decision cycle) and ``ring_in_level`` is the level net of that pop, so the ring
+    timing above holds as seen from the sequencers (``docs/core.md``, "The distribution
+    stage"). The HALT's drain is one cycle longer.
     """
 
     def __init__(self, cfg):
