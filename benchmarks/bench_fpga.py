@@ -144,7 +144,7 @@ def run() -> dict:
     if os.environ.get("FPGA_BENCH_ROWS") and prev.exists():
         p = json.loads(prev.read_text())
         old = {(r["design"], r["format"]): dict(r, source=r["source"] if "carried over" in r["source"] else
-                                                f"{r['source']} (carried over from {p.get('date', '?')})")
+                                                f"{r['source']} (carried over from the previous results of {p.get('date', '?')})")
                for r in p["rows"]}
         for r in old.values():
             r.setdefault("constraint MHz", CLOCK_MHZ if r.get("Fmax MHz (nextpnr)") not in ("", None) else "")
