@@ -38,14 +38,15 @@ BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 FPGA_PRESET_CLOCK_MHZ = 40.0
 
 
+#: every row, in table order
+ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + ["core4-fpga"]
+
+
 def _rows_wanted():
-    names = []
-    for fmt in ("binary16", "binary32"):
-        names += [f"pe-{fmt}", f"core2-{fmt}", f"core4-{fmt}"]
     sel = os.environ.get("FPGA_BENCH_ROWS")
-    if sel and "core4-fpga" in sel.split(","):
-        names.append("core4-fpga")
-    return [n for n in names if not sel or n in sel.split(",")]
+    if not sel:
+        return [n for n in ALL_ROWS if n != "core4-fpga"]
+    return [n for n in ALL_ROWS if n in sel.split(",")]
 
 
 def _cfg(name: str) -> ArchConfig:
@@ -113,8 +114,7 @@ def _core_row(name: str) -> dict:
             crit = (f"{c['ns']} ns ({c['lut_levels']} logic levels, {c['routing_ns']} ns routing): "
                     f"{short_cell(c['from'])} -> {short_cell(c['to'])}")
     over = [f"{r} +{v['used'] - v['available']}" for r, v in fit.items() if v["used"] > v["available"]]
-    design = f"{cfg.nr}x{cfg.nr} core" + (" (preset fpga)" if name.endswith("-fpga") else "")
-    return {"design": design, "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
+    return {"design": _design(name)[0], "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
             "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
             "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
             "fits 85F": "yes" if fits else ("no: " + ", ".join(over) if over else "no"),
@@ -149,7 +149,7 @@ def run() -> dict:
         for r in old.values():
             r.setdefault("constraint MHz", CLOCK_MHZ if r.get("Fmax MHz (nextpnr)") not in ("", None) else "")
     rows = []
-    for name in [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + ["core4-fpga"]:
+    for name in ALL_ROWS:
         if name in wanted:
             rows.append(_pe_row(name) if name.startswith("pe") else _core_row(name))
         elif _design(name) in old:

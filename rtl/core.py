@@ -160,12 +160,11 @@ class Core(wiring.Component):
         cseg_d = dly(seq.uop.cdrv.seg, "cseg")
         # output-FIFO and ring credits: pushes decided and not yet made (the sequencer's
         # issue register, the distribution register, the operand stage)
-        to_host = [(seq.issue & (seq.hout != 0) & ~seq.rout & ~seq_sout),
-                   ((hout_op != 0) & ~rout_op & ~sout_op)]
-        to_ring = [(seq.issue & (seq.hout != 0) & seq.rout), ((hout_op != 0) & rout_op)]
+        stages = [(seq.issue, seq.hout, seq.rout, seq_sout), (1, hout_op, rout_op, sout_op)]
         if dist:
-            to_host.append(issue_d & (hout_d != 0) & ~rout_d & ~sout_d)
-            to_ring.append(issue_d & (hout_d != 0) & rout_d)
+            stages.append((issue_d, hout_d, rout_d, sout_d))
+        to_host = [iss & (ho != 0) & ~ro & ~so for iss, ho, ro, so in stages]
+        to_ring = [iss & (ho != 0) & ro for iss, ho, ro, so in stages]
         pending = Signal(range(4))
         m.d.comb += pending.eq(sum(x.as_unsigned() for x in to_host))
         room = Signal()
