@@ -106,7 +106,7 @@ def _cmd_build(args) -> int:
     cfg = config_from_arg(args.config)
     summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
                     seed=args.seed, abc9=not args.noabc9, router=args.router,
-                    log=lambda s: print(s, file=sys.stderr))
+                    nextpnr_extra=args.nextpnr_opt or (), log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
     print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
     return 0
@@ -259,6 +259,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument("--out", help="build directory (default build/fpga/<board>-<fmt>-nr<nr>)")
     p.add_argument("--noabc9", action="store_true", help="map with classic ABC (synth_ecp5 -noabc9)")
+    p.add_argument("--nextpnr-opt", action="append", metavar="ARG",
+                   help="one more nextpnr-ecp5 argument, repeatable, e.g. --nextpnr-opt=--router2-alt-weights "
+                        "--nextpnr-opt=--placer-heap-beta --nextpnr-opt=0.8 (saved in summary.json)")
     p.add_argument("--router", choices=("router1", "router2"),
                    help="nextpnr router (default router1; router2 converges faster on a congested 4x4 core)")
     p.set_defaults(fn=_cmd_build)

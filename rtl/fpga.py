@@ -351,10 +351,55 @@ def keep_pe_ffs(rtlil: str) -> str:
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)
 
 
+# nextpnr arguments that build() sets itself (or that would break its outputs)
+_NEXTPNR_OWN = ("--seed", "--router", "--report", "--timing-allow-fail", "--json", "--lpf",
+                "--textcfg", "--85k", "--45k", "--25k", "--12k", "--um-85k", "--um5g-85k",
+                "--package", "--speed", "-r", "--randomize-seed", "--freq")
+
+
+def check_nextpnr_extra(args) -> list[str]:
+    """Validate extra nextpnr-ecp5 arguments for :func:`build`; returns them as a list.
+
+    Raises ``ValueError`` naming the argument if it is not a string, if the first one is
+    not an option, or if it is one that the build sets itself (``--seed``, ``--router``,
+    the device, the files, ...; use :func:`build`'s own parameters for those)."""
+    if isinstance(args, str):
+        raise ValueError("nextpnr_extra must be a list of arguments, not one string")
+    for a in args:
+        if not isinstance(a, (str, int, float)):
+            raise ValueError(f"nextpnr argument {a!r} is not a string")
+    out = [str(a) for a in args]
+    if out and not out[0].startswith("-"):
+        raise ValueError(f"nextpnr arguments must start with an option, got {out[0]!r}")
+    for a in out:
+        opt = a.split("=", 1)[0]
+        if opt in _NEXTPNR_OWN:
+            raise ValueError(f"nextpnr argument {opt} is set by the build itself; "
+                             "use caterpillar build's own option (--seed, --router, --clock-mhz, --board)")
+    return out
+
+
+def nextpnr_options(seed: int, timing_allow_fail: bool, router: str | None, extra=()) -> str:
+    """The nextpnr-ecp5 options of :func:`build` (besides the device and file options that
+    amaranth-boards adds): the report, the seed, ``--timing-allow-fail``, the router and
+    the checked ``extra`` arguments."""
+    opts = f"--report top.report.json --seed {int(seed)}"
+    if timing_allow_fail:
+        opts += " --timing-allow-fail"
+    if router:
+        if router not in ("router1", "router2"):
+            raise ValueError(f"router must be router1 or router2, got {router!r}")
+        opts += f" --router {router}"
+    extra = check_nextpnr_extra(extra)
+    if extra:
+        opts += " " + " ".join(shlex.quote(a) for a in extra)
+    return opts
+
+
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
           abc9: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
-          pe_ff_copies: bool = True, log=print) -> dict:
+          pe_ff_copies: bool = True, nextpnr_extra=(), log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board``.
 
     Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
@@ -371,10 +416,15 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     flip-flops of each PE module ``keep`` before synthesis (:func:`keep_pe_ffs`), so
     that Yosys does not merge the PEs' identical operand-stage registers into one copy
     driving every PE across the die (the same logic, more flip-flops).
+    ``nextpnr_extra``: more nextpnr-ecp5 arguments (e.g. ``["--router2-alt-weights",
+    "--placer-heap-beta", "0.8"]``), checked by :func:`check_nextpnr_extra` and saved in
+    the summary; the ones the build sets itself are refused.
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
 
+    nextpnr_extra = check_nextpnr_extra(nextpnr_extra)   # bad arguments fail before any work
+    nextpnr_opts = nextpnr_options(seed, timing_allow_fail, router, nextpnr_extra)
     platform = get_platform(board)
     device = _device_of(platform)
     env = setup_tool_env()
@@ -383,13 +433,6 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     top = BoardTop(cfg, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
-    nextpnr_opts = f"--report top.report.json --seed {int(seed)}"
-    if timing_allow_fail:
-        nextpnr_opts += " --timing-allow-fail"
-    if router:
-        if router not in ("router1", "router2"):
-            raise ValueError(f"router must be router1 or router2, got {router!r}")
-        nextpnr_opts += f" --router {router}"
     log(f"elaborating a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge for {board} ({device}) ...")
     t0 = time.perf_counter()
     plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
@@ -406,6 +449,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     logf.write_text("")
     times = {"elaborate_s": round(t_elab, 1)}
     summary = {"board": board, "device": device, "config": cfg.to_dict(), "router": router or "router1",
+               "seed": int(seed), "nextpnr_extra": list(nextpnr_extra),
                "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
                "dir": str(out), "bitstream": None}
 

@@ -5,6 +5,10 @@ marked ``slow``, for the long training-program replays); :func:`require_sim` fai
 test with the install instruction when a simulator is missing (``make test`` installs
 both, so a missing one is an environment defect, not a reason to skip). Set
 ``ALLOW_MISSING_SIM=1`` to skip instead (e.g. on a machine without a C++ toolchain).
+
+Verilator builds compile their C++ at ``-O0`` here unless ``VERILATOR_OPT`` says
+otherwise: every RTL test simulates for a few seconds, while a build at Verilator's
+default ``-Os`` takes minutes (the 4-core chip: 207 s of C++ against 37 s at -O0).
 """
 
 import os
@@ -12,6 +16,8 @@ import os
 import pytest
 
 from sim.harness import SimulatorMissing, find_simulator
+
+os.environ.setdefault("VERILATOR_OPT", "-O0")
 
 SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
 #: replays of whole training programs: Icarus in ``make test``, Verilator ``slow`` (the

@@ -277,3 +277,33 @@ def test_build_tiny_core_bitstream(tmp_path):
     assert s["nextpnr"]["utilization"]["MULT18X18D"]["used"] == 4
     assert s["fmax_mhz"] > 25 and s["timing_met"]
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["fmax_mhz"] == s["fmax_mhz"]
+
+
+def test_nextpnr_extra_options():
+    from rtl.fpga import check_nextpnr_extra, nextpnr_options
+
+    opts = nextpnr_options(3, True, "router2", ["--router2-alt-weights", "--placer-heap-beta", 0.8])
+    assert opts == ("--report top.report.json --seed 3 --timing-allow-fail --router router2 "
+                    "--router2-alt-weights --placer-heap-beta 0.8")
+    assert nextpnr_options(1, False, None) == "--report top.report.json --seed 1"
+    assert check_nextpnr_extra(("--tmg-ripup",)) == ["--tmg-ripup"]
+    with pytest.raises(ValueError, match="--seed is set by the build itself"):
+        check_nextpnr_extra(["--seed=4"])
+    with pytest.raises(ValueError, match="--router is set by the build itself"):
+        check_nextpnr_extra(["--tmg-ripup", "--router", "router1"])
+    with pytest.raises(ValueError, match="must start with an option"):
+        check_nextpnr_extra(["0.8"])
+    with pytest.raises(ValueError, match="a list of arguments"):
+        check_nextpnr_extra("--tmg-ripup")
+    with pytest.raises(ValueError, match="router must be router1 or router2"):
+        nextpnr_options(1, True, "router3")
+
+
+def test_cli_build_refuses_own_nextpnr_option(capsys, tmp_path):
+    from rtl.cli import main
+
+    out = tmp_path / "b"
+    assert main(["build", "--config", "tiny", "--out", str(out), "--nextpnr-opt=--freq",
+                 "--nextpnr-opt=50"]) == 1
+    assert "--freq is set by the build itself" in capsys.readouterr().err
+    assert not out.exists()          # refused before any work
