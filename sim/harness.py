@@ -146,6 +146,22 @@ def verilator_cxx_opt() -> str:
     return opt
 
 
+def simulator_build_args(sim: str) -> list[str]:
+    """The compile options of ``sim``'s build of a design.
+
+    Icarus: Amaranth's Verilog forces a time-0 evaluation of every ``always @*`` through a
+    ``reg ... = 0`` initializer; under the runner's default -g2012 Icarus runs initializers
+    before time 0 without an event, leaving combinational outputs whose inputs never
+    change at X, so Verilog-2005 semantics (``-g2005``) restore the event. Verilator:
+    warnings not fatal, and the C++ optimization of :func:`verilator_cxx_opt`."""
+    if sim == "icarus":
+        return ["-g2005"]
+    if sim == "verilator":
+        return ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3", "--x-assign", "fast",
+                "-CFLAGS", verilator_cxx_opt()]
+    return []
+
+
 def write_verilog(component, name: str, path: Path | str | None = None, ports=None) -> tuple[str, Path]:
     """Convert an Amaranth component to Verilog; return (text, path)."""
     from amaranth.back import verilog
@@ -197,16 +213,7 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
     os.environ.update(env)
     try:
         runner = get_runner(sim)
-        build_args = []
-        if sim == "icarus":
-            # Amaranth's Verilog forces a time-0 evaluation of every `always @*` through a
-            # `reg ... = 0` initializer; under the runner's default -g2012 Icarus runs
-            # initializers before time 0 without an event, leaving combinational outputs
-            # whose inputs never change at X. Verilog-2005 semantics restore the event.
-            build_args = ["-g2005"]
-        if sim == "verilator":
-            build_args = ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3", "--x-assign", "fast",
-                          "-CFLAGS", verilator_cxx_opt()]
+        build_args = simulator_build_args(sim)
         digest = hashlib.sha256((text + sim + str(waves) + " ".join(build_args)).encode()).hexdigest()[:16]
         build_dir = BUILD / sim / f"{toplevel}-{digest}"
         # always=False: the runner skips the build when the (content-addressed) source is

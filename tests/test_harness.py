@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim.harness import VERILATOR_OPTS, verilator_cxx_opt
+from sim.harness import VERILATOR_OPTS, simulator_build_args, verilator_cxx_opt
 
 
 def test_verilator_opt_default_and_validation(monkeypatch):
@@ -23,3 +23,11 @@ def test_suite_compiles_verilator_models_at_O0():
     assert os.environ.get("VERILATOR_OPT") in VERILATOR_OPTS
     if os.environ["VERILATOR_OPT"] != "-O0":
         pytest.skip("VERILATOR_OPT set by the caller")
+
+
+def test_verilator_builds_use_the_opt_level(monkeypatch):
+    # the flag must reach Verilator's C++ compile (it also keys the build cache)
+    monkeypatch.setenv("VERILATOR_OPT", "-O1")
+    args = simulator_build_args("verilator")
+    assert args[args.index("-CFLAGS") + 1] == "-O1"
+    assert simulator_build_args("icarus") == ["-g2005"]
