@@ -77,6 +77,15 @@ class ArchConfig:
         that pop, so programs see the same ring timing (:data:`sim.chip_model.RING_HOP_CYCLES`)
         and credit rule as without the stage. A RUN lasts one cycle longer
         (:attr:`run_overhead`). Off by default.
+    fetch_stage : bool
+        Add a fetch stage to the sequencer (``docs/core.md``, "The fetch stage"): the
+        instruction at the head is held in a register loaded from the microcode RAM, so
+        the issue decision (stream needs, credit checks, the issue registers' loads)
+        starts from flip-flops instead of the RAM's output (an FPGA block RAM's 5-6 ns
+        clock-to-output). The next pc of the instruction behind the head is computed
+        with the loop state as the head's issue leaves it, so loops, nested loop ends and
+        jumps still issue one instruction per cycle; only a start waits one more cycle
+        (:attr:`run_overhead`). Off by default.
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
     ucode_depth : int
@@ -112,6 +121,7 @@ class ArchConfig:
     add_latency: int = 3
     exec_stage: bool = False
     dist_stage: bool = False
+    fetch_stage: bool = False
     clock_mhz: float = 1000.0
     ucode_depth: int = 1024
     n_loops: int = 4
@@ -148,6 +158,9 @@ class ArchConfig:
         if not isinstance(self.dist_stage, int) or self.dist_stage not in (0, 1):
             raise ConfigError(f"ArchConfig.dist_stage must be true or false, got {self.dist_stage!r}")
         object.__setattr__(self, "dist_stage", bool(self.dist_stage))
+        if not isinstance(self.fetch_stage, int) or self.fetch_stage not in (0, 1):
+            raise ConfigError(f"ArchConfig.fetch_stage must be true or false, got {self.fetch_stage!r}")
+        object.__setattr__(self, "fetch_stage", bool(self.fetch_stage))
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
@@ -202,12 +215,24 @@ class ArchConfig:
         return int(self.dist_stage)
 
     @property
+    def fetch_delay(self) -> int:
+        """Cycles the sequencer's fetch stage adds between a start and the first issue
+        (0, or 1 with :attr:`fetch_stage`)."""
+        return int(self.fetch_stage)
+
+    @property
+    def start_latency(self) -> int:
+        """Cycles from the sequencer's ``start`` pulse to its first ``issue`` (2, or 3
+        with :attr:`fetch_stage`)."""
+        return 2 + self.fetch_delay
+
+    @property
     def run_overhead(self) -> int:
         """Cycles of a RUN beyond its instructions before the HALT: the HALT itself, the
-        start-latency cycle, the distribution stage and the drain of the FP pipelines
-        (a RUN of ``n`` instructions and a HALT, without stalls, lasts
+        start-latency cycle, the fetch and distribution stages and the drain of the FP
+        pipelines (a RUN of ``n`` instructions and a HALT, without stalls, lasts
         ``n + run_overhead`` cycles)."""
-        return 1 + self.fpu_latency + 2 + self.dist_delay
+        return 1 + self.fpu_latency + 2 + self.fetch_delay + self.dist_delay
 
     @property
     def exec_delay(self) -> int:
@@ -320,10 +345,10 @@ PRESETS: dict[str, ArchConfig] = {
     "S": ArchConfig(nr=4, cores=32, spad_kib=512, ucode_depth=4096),
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
-    # the default core with the FPGA timing: execute stage, micro-op distribution stage and
-    # 4 / 5-cycle FP pipelines
+    # the default core with the FPGA timing: execute stage, micro-op distribution stage,
+    # sequencer fetch stage and 4 / 5-cycle FP pipelines
     # (docs/fpga.md)
-    "fpga": ArchConfig(exec_stage=True, dist_stage=True, mul_latency=4, add_latency=5),
+    "fpga": ArchConfig(exec_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
 }
 
 

@@ -14,10 +14,7 @@ from amaranth.lib.wiring import In, Out
 from pe.microop import uop_layout
 from sw.isa import AGU_FIELDS, SeqOp, instr_layout
 
-__all__ = ["Sequencer", "START_LATENCY"]
-
-#: cycles from the ``start`` pulse to the first ``issue`` (start at cycle t -> issue at t+2)
-START_LATENCY = 2
+__all__ = ["Sequencer"]
 
 
 class Sequencer(wiring.Component):
@@ -27,7 +24,7 @@ class Sequencer(wiring.Component):
     ----------
     cfg : ArchConfig
         Uses ``ucode_depth`` (microcode words), ``n_loops``, ``n_agus``, ``loop_bits``,
-        ``pc_bits``, ``addr_bits``, ``sel_bits``.
+        ``pc_bits``, ``addr_bits``, ``sel_bits``, ``fetch_stage``.
 
     Attributes
     ----------
@@ -48,7 +45,7 @@ class Sequencer(wiring.Component):
         sequencer state changes; the next cycle's outputs are a bubble (``issue = 0``).
         The core computes it from ``need_hin`` / ``need_hout`` and its stream state.
     running : Out(1)
-        High from the cycle after ``start`` up to and including the cycle in which the
+        High from the cycle after ``start`` (two cycles after it with the fetch stage) up to and including the cycle in which the
         ``HALT`` is at the head and issues. ``running & ~stall`` = the head issues.
     need_hin, need_hout : Out(1)
         Combinational: ``running`` and the head instruction has ``hin`` / ``hout`` not
@@ -94,7 +91,7 @@ class Sequencer(wiring.Component):
                    updated at the end of the cycle, output registers loaded
         cycle t+2  issue=1, uop/pc/hin/... of the start_pc instruction; next head decides
 
-    So the first ``issue`` is ``START_LATENCY = 2`` cycles after the ``start`` pulse, and
+    So the first ``issue`` is ``cfg.start_latency = 2`` cycles after the ``start`` pulse, and
     then one instruction issues every cycle while running and not stalled, across loop
     back-edges, nested loop ends and jumps (single-instruction loop bodies included).
     ``uop`` and the other issue outputs are registered; ``need_hin``/``need_hout``/
@@ -102,6 +99,17 @@ class Sequencer(wiring.Component):
 
     The next-pc logic uses only registers (head pc, loop ends, counters) except for the
     ``JUMP`` target and op, so the RAM-output -> RAM-address path is one mux deep.
+
+    **Fetch stage** (``cfg.fetch_stage``): the head is a register loaded from the RAM
+    output when the head issues, so the decision path (stream needs -> ``stall`` ->
+    ``go`` -> the loads of every issue and state register) starts at flip-flops, not at
+    the RAM's clock-to-output. The RAM then holds the instruction *behind* the head (at
+    ``pc_f``); its next pc is computed from the loop state as the head's issue leaves it
+    (the head's own loop-end update or ``LOOP`` write forwarded), so the RAM stays one
+    instruction ahead across back-edges, nested loop ends, single-instruction bodies and
+    jumps. A start fills the stage first: ``start`` at t, RAM output at t+1 (loaded into
+    the head), the head decides at t+2, issue at t+3 (``cfg.start_latency = 3``);
+    everything after the first issue is cycle for cycle as without the stage.
     Out-of-range ``lvl`` / ``agu`` / selector values are ignored (see
     :class:`sim.seq_model.SequencerModel`).
     """
@@ -144,7 +152,15 @@ class Sequencer(wiring.Component):
         wp = mem.write_port()
         rp = mem.read_port()
         m.d.comb += [wp.addr.eq(self.load_addr), wp.data.eq(self.load_data), wp.en.eq(self.load_en)]
-        head = data.View(self._ilay, rp.data)
+        fetch = cfg.fetch_stage
+        if fetch:
+            # the head instruction in a register loaded from the RAM (the fetch stage): the
+            # RAM's output is the instruction behind the head
+            head_word = Signal(self._ilay.size, name="head_word")
+            head = data.View(self._ilay, head_word)
+            fetched = data.View(self._ilay, rp.data)
+        else:
+            head = data.View(self._ilay, rp.data)
         ctl = head.ctl
 
         # -- state -------------------------------------------------------------------------
@@ -180,34 +196,83 @@ class Sequencer(wiring.Component):
         is_jump = ctl.op == SeqOp.JUMP
         is_halt = ctl.op == SeqOp.HALT
 
-        # -- loop-end scan (registers only) -------------------------------------------------
-        match = [Signal(name=f"loop{lv}_match") for lv in range(nl)]
-        cand = [Signal(name=f"loop{lv}_cand") for lv in range(nl)]
-        win = [Signal(name=f"loop{lv}_branch") for lv in range(nl)]
-        fin = [Signal(name=f"loop{lv}_finish") for lv in range(nl)]
-        for lv in range(nl):
-            m.d.comb += [
-                match[lv].eq(armed[lv] & (lend[lv] == pc)),
-                cand[lv].eq(match[lv] & (cnt[lv] > 1)),
-            ]
-        for lv in range(nl):
-            higher = Cat(*cand[lv + 1:]).any() if lv + 1 < nl else Const(0)
-            m.d.comb += [
-                win[lv].eq(cand[lv] & ~higher),
-                fin[lv].eq(match[lv] & ~cand[lv] & ~higher),
-            ]
-        loop_next = Signal(pcw)
-        m.d.comb += loop_next.eq(pc + 1)
-        for lv in range(nl):
-            with m.If(win[lv]):
-                m.d.comb += loop_next.eq(lstart[lv])
+        def loop_scan(at, st_armed, st_lend, st_cnt, st_lstart, tag):
+            """Loop-end scan of the instruction at ``at`` under a loop state: the levels
+            that branch back (``win``) and finish (``fin``), and the next pc without a
+            ``JUMP``."""
+            match = [Signal(name=f"{tag}loop{lv}_match") for lv in range(nl)]
+            cand = [Signal(name=f"{tag}loop{lv}_cand") for lv in range(nl)]
+            win = [Signal(name=f"{tag}loop{lv}_branch") for lv in range(nl)]
+            fin = [Signal(name=f"{tag}loop{lv}_finish") for lv in range(nl)]
+            for lv in range(nl):
+                m.d.comb += [
+                    match[lv].eq(st_armed[lv] & (st_lend[lv] == at)),
+                    cand[lv].eq(match[lv] & (st_cnt[lv] > 1)),
+                ]
+            for lv in range(nl):
+                higher = Cat(*cand[lv + 1:]).any() if lv + 1 < nl else Const(0)
+                m.d.comb += [
+                    win[lv].eq(cand[lv] & ~higher),
+                    fin[lv].eq(match[lv] & ~cand[lv] & ~higher),
+                ]
+            nxt = Signal(pcw, name=f"{tag}loop_next")
+            m.d.comb += nxt.eq(at + 1)
+            for lv in range(nl):
+                with m.If(win[lv]):
+                    m.d.comb += nxt.eq(st_lstart[lv])
+            return win, fin, nxt
+
+        # -- loop-end scan of the head (registers only without the fetch stage) -------------
+        win, fin, loop_next = loop_scan(pc, armed, lend, cnt, lstart, "")
         next_pc = Signal(pcw)
         m.d.comb += next_pc.eq(Mux(is_jump, ctl.target, loop_next))
 
-        m.d.comb += [
-            rp.addr.eq(Mux(self.start, self.start_pc, next_pc)),
-            rp.en.eq(self.start | go),
-        ]
+        # -- the loop state as the head's issue leaves it ------------------------------------
+        # (the LOOP write wins over a loop-end update of its own level)
+        lstart_n = [Signal(pcw, name=f"loop{lv}_start_next") for lv in range(nl)]
+        lend_n = [Signal(pcw, name=f"loop{lv}_end_next") for lv in range(nl)]
+        trip_n = [Signal(lw, name=f"loop{lv}_trip_next") for lv in range(nl)]
+        cnt_n = [Signal(lw, name=f"loop{lv}_cnt_next") for lv in range(nl)]
+        armed_n = [Signal(name=f"loop{lv}_armed_next") for lv in range(nl)]
+        for lv in range(nl):
+            m.d.comb += [lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
+                         cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
+            with m.If(running):
+                with m.If(~is_jump & ~is_halt):
+                    with m.If(win[lv]):
+                        m.d.comb += cnt_n[lv].eq(cnt[lv] - 1)
+                    with m.If(fin[lv]):
+                        m.d.comb += cnt_n[lv].eq(trip[lv])
+                with m.If(is_loop & (ctl.lvl == lv)):
+                    m.d.comb += [lstart_n[lv].eq(pc + 1), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
+                                 cnt_n[lv].eq(ctl.imm), armed_n[lv].eq(1)]
+
+        if fetch:
+            # the instruction behind the head (RAM output, at pc_f) and its next pc, with
+            # the loop state after the head's issue: so the RAM is always one instruction
+            # ahead of the head, across loop back-edges and jumps
+            pc_f = Signal(pcw)
+            filling = Signal()                # the cycle after start: the RAM output is the
+            advance = Signal()                # first instruction, the head is empty
+            _, _, f_loop_next = loop_scan(pc_f, armed_n, lend_n, cnt_n, lstart_n, "f_")
+            next_f = Signal(pcw)
+            m.d.comb += [
+                next_f.eq(Mux(fetched.ctl.op == SeqOp.JUMP, fetched.ctl.target, f_loop_next)),
+                advance.eq(filling | go),
+                rp.addr.eq(Mux(self.start, self.start_pc, next_f)),
+                rp.en.eq(self.start | advance),
+            ]
+            with m.If(self.start):
+                m.d.sync += [pc_f.eq(self.start_pc), filling.eq(1)]
+            with m.Elif(advance):
+                m.d.sync += [pc_f.eq(next_f), pc.eq(pc_f), head_word.eq(rp.data), filling.eq(0)]
+            with m.If(filling & ~self.start):
+                m.d.sync += running.eq(1)
+        else:
+            m.d.comb += [
+                rp.addr.eq(Mux(self.start, self.start_pc, next_pc)),
+                rp.en.eq(self.start | go),
+            ]
 
         # -- AGU values and the issued micro-op -------------------------------------------
         agu = []
@@ -241,7 +306,9 @@ class Sequencer(wiring.Component):
         with m.If(self.start):
             if spad:
                 m.d.sync += [rptr.eq(0), wptr.eq(0)]
-            m.d.sync += [running.eq(1), pc.eq(self.start_pc)]
+            m.d.sync += running.eq(0 if fetch else 1)
+            if not fetch:
+                m.d.sync += pc.eq(self.start_pc)
             m.d.sync += [r.eq(0) for r in issue_regs]
             m.d.sync += [x.eq(0) for x in armed + base]
             m.d.sync += [x.eq(0) for row in stride + off for x in row]
@@ -256,8 +323,9 @@ class Sequencer(wiring.Component):
                 self.rout.eq(h_rout),
                 self.pc.eq(pc),
                 self.halted.eq(is_halt),
-                pc.eq(next_pc),
             ]
+            if not fetch:
+                m.d.sync += pc.eq(next_pc)
             if spad:
                 m.d.sync += [self.sin.eq(h_sin), self.sout.eq(h_sout),
                              self.spad_raddr.eq(rptr), self.spad_waddr.eq(wptr)]
@@ -272,25 +340,18 @@ class Sequencer(wiring.Component):
                     m.d.sync += wptr.eq(wptr + 1)
             with m.If(is_halt):
                 m.d.sync += running.eq(0)
+            m.d.sync += [x.eq(xn) for x, xn in zip(lstart + lend + trip + cnt + armed,
+                                                      lstart_n + lend_n + trip_n + cnt_n + armed_n)]
             with m.If(~is_jump & ~is_halt):
                 for lv in range(nl):
                     with m.If(win[lv]):
-                        m.d.sync += cnt[lv].eq(cnt[lv] - 1)
                         m.d.sync += [off[a][lv].eq(off[a][lv] + stride[a][lv]) for a in range(na)]
                     with m.If(fin[lv]):
-                        m.d.sync += cnt[lv].eq(trip[lv])
                         m.d.sync += [off[a][lv].eq(0) for a in range(na)]
             # LOOP / AGU_* writes come after the loop-end updates: they win on conflict
             with m.If(is_loop):
                 for lv in range(nl):
                     with m.If(ctl.lvl == lv):
-                        m.d.sync += [
-                            lstart[lv].eq(pc + 1),
-                            lend[lv].eq(ctl.target),
-                            trip[lv].eq(ctl.imm),
-                            cnt[lv].eq(ctl.imm),
-                            armed[lv].eq(1),
-                        ]
                         m.d.sync += [off[a][lv].eq(0) for a in range(na)]
             with m.If(ctl.op == SeqOp.AGU_BASE):
                 for a in range(na):

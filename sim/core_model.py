@@ -34,8 +34,9 @@ START_LATENCY_CYCLES = 1
 
 def pe_start_cycles(cfg) -> int:
     """RUN-state cycles before the first instruction reaches the PEs' issue stage (the
-    start latency, plus the distribution stage's cycle with ``cfg.dist_stage``)."""
-    return START_LATENCY_CYCLES + cfg.dist_delay
+    start latency, plus the sequencer's fetch stage with ``cfg.fetch_stage`` and the
+    distribution stage's cycle with ``cfg.dist_stage``)."""
+    return START_LATENCY_CYCLES + cfg.fetch_delay + cfg.dist_delay
 
 
 @dataclass(frozen=True)
@@ -282,6 +283,8 @@ class CoreRun:
         self.drain = model.cfg.fpu_latency + 2 + model.cfg.dist_delay
         self.done = False
         self.started = False
+        # cfg.fetch_stage: the cycle that fills the sequencer's head register (no decision)
+        self.fill = model.cfg.fetch_delay
 
     @property
     def rout_pending(self) -> int:
@@ -350,6 +353,11 @@ class CoreRun:
         h = self.head
         self.iss_sra = self.iss_swa = None
         try:
+            if self.fill:                    # the fetch stage fills: no head yet
+                self.fill -= 1
+                self.iss = (0, 0, 0, 0, 0, 0)
+                self.stalled = False
+                return
             if h is None:                    # HALT issued: drain
                 self.iss = (0, 0, 0, 0, 0, 0)
                 self.drain -= 1

@@ -10,9 +10,10 @@ one-cycle ``start`` pulse, and then, every cycle, with a random ``stall``:
 * ``issue`` must be 1 exactly in the cycles after a cycle with ``running & ~stall``, and
   then ``pc``/``uop``/``hin``/``hout``/``hlast``/``halted`` must equal the model's next
   issued instruction (so a stall is a bubble and changes nothing else);
-* ``running`` must be high from the cycle after ``start`` until the HALT issues;
+* ``running`` must be high from the cycle after ``start`` (the second cycle after it with
+  ``cfg.fetch_stage``) until the HALT issues;
 * ``need_hin``/``need_hout`` must describe the model's next instruction (the head);
-* the first issue is exactly ``START_LATENCY`` cycles after the ``start`` pulse.
+* the first issue is exactly ``cfg.start_latency`` cycles after the ``start`` pulse.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 import seq_programs as sp
-from rtl.sequencer import START_LATENCY
 from sim.harness import tb_config, tb_params
 from sim.seq_model import SequencerModel
 from sw.isa import Instruction, SeqOp
@@ -77,6 +77,7 @@ class Bench:
         await FallingEdge(d.clk)
         d.start.value = 0
         k_head = k_out = 0
+        lat = self.cfg.start_latency      # the head decides in cycle lat - 1 after the start
         prev_go = False
         cyc = 0
         while True:
@@ -97,16 +98,16 @@ class Bench:
                         f"({want[0]}, {want[1]:#x}, {want[2]}, {want[3]}, {want[4]}, {want[5]}) "
                         f"= {e.instr!r}")
                 if k_out == 0:
-                    assert cyc >= START_LATENCY
-                    if not any(stall_fn(c) for c in range(1, START_LATENCY)):
-                        assert cyc == START_LATENCY, f"{where}: first issue after {cyc} cycles"
+                    assert cyc >= lat
+                    if not stall_fn(lat - 1):
+                        assert cyc == lat, f"{where}: first issue after {cyc} cycles"
                 k_out += 1
                 if k_out == n:
                     assert not running, f"{where}: running still high after the HALT issued"
                     break
             else:
                 assert int(d.uop.value) == 0 and int(d.halted.value) == 0, f"{where}: bubble not a NOP"
-            assert running == (k_head < n), f"{where}: running={running}"
+            assert running == (k_head < n and cyc >= lat - 1), f"{where}: running={running}"
             if running:
                 e = exp[k_head]
                 nh, no = int(d.need_hin.value), int(d.need_hout.value)
@@ -181,7 +182,7 @@ async def directed(dut):
             for kind in ("none", "always_first", "heavy"):
                 cyc = await b.run(org, stall_pattern(random.Random(1), kind), tag=f"{name}@{org}/{kind}")
                 if kind == "none":
-                    assert cyc == START_LATENCY + len(b.model.run(org)) - 1
+                    assert cyc == cfg.start_latency + len(b.model.run(org)) - 1
     # start while running aborts and restarts with fresh state
     d = dut
     prog = [I(op=B, agu=0, imm=5), I(op=L, lvl=0, target=2, imm=100), I(ag_ra=1), I(op=H)]

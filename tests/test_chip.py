@@ -14,7 +14,7 @@ from sw.asm import AsmError, assemble, disassemble
 CHIP2 = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, cores=2)
 CHIP4 = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, cores=4)
 #: the FPGA timing (preset fpga): the distribution stage moves the ring pushes and pops
-CHIP4_FPGA = CHIP4.replace(exec_stage=True, dist_stage=True, mul_latency=4, add_latency=5)
+CHIP4_FPGA = CHIP4.replace(exec_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5)
 
 
 def _asm(cfg, text):
@@ -135,14 +135,16 @@ def test_stalls_on_empty_fifo_and_credits(cfg):
     assert r2[1][0].counters["stall_cycles"] >= 30 - 8 - 3
 
 
+@pytest.mark.parametrize("stage", ["dist_stage", "fetch_stage"])
 @pytest.mark.parametrize("delays", [(0, 3, 16), (0, 2, 0), (0, 0, 0), (0, 25, 0), (5, 1, 3)])
-def test_dist_stage_keeps_ring_timing(delays):
+def test_stage_keeps_ring_timing(delays, stage):
     """The distribution stage delays the whole PE side by a cycle, ring pushes included,
     but a rin's look-ahead and the receiver's level net of its pop keep the ring timing
-    seen from the sequencers: every core stalls exactly as without the stage (rin waits
-    and credit waits), with the same data, and each RUN lasts one cycle longer."""
+    seen from the sequencers; the fetch stage delays every core's first issue by a cycle.
+    With either, every core stalls exactly as without the stage (rin waits and credit
+    waits), with the same data, and each RUN lasts one cycle longer."""
     base = CHIP4
-    dist = CHIP4.replace(dist_stage=True)
+    dist = CHIP4.replace(**{stage: True})
     n = 10
     _, phases = roundtrip_phases(base, n, seed=4, delays=delays)
     a = run_chip_session(base, phases, backend="model")

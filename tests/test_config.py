@@ -41,6 +41,8 @@ def test_binary32_keeps_byte_budget():
     ("exec_stage", "yes", "exec_stage must be true or false"),
     ("dist_stage", 2, "dist_stage must be true or false, got 2"),
     ("dist_stage", "no", "dist_stage must be true or false"),
+    ("fetch_stage", 2, "fetch_stage must be true or false, got 2"),
+    ("fetch_stage", "yes", "fetch_stage must be true or false"),
 ])
 def test_invalid_parameters_name_field_and_range(field, value, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -67,10 +69,12 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert ArchConfig.from_dict(json.loads(x.to_json())) == x
     assert ArchConfig(exec_stage=1).exec_stage is True and ArchConfig(exec_stage=0) == ArchConfig()
     assert x.dist_stage is True and ArchConfig(dist_stage=0) == ArchConfig()
+    assert x.fetch_stage is True and ArchConfig(fetch_stage=0) == ArchConfig()
+    assert (ArchConfig().start_latency, x.start_latency) == (2, 3)
     # a RUN of n instructions + HALT lasts n + run_overhead cycles: HALT, start latency,
-    # fpu_latency of drain, one more cycle with the distribution stage
+    # fpu_latency of drain, one more cycle each with the fetch and distribution stages
     assert ArchConfig().run_overhead == 1 + 7 + 2
-    assert PRESETS["fpga"].run_overhead == 1 + (2 + 1 + 4 + 5) + 2 + 1
+    assert PRESETS["fpga"].run_overhead == 1 + (2 + 1 + 4 + 5) + 2 + 1 + 1
 
 
 def test_bad_config_files(tmp_path):

@@ -55,7 +55,7 @@ CONFIGS = {
                                 dist_stage=True),
     # the FPGA timing (execute and distribution stages): the per-cycle engine runs every cycle
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3,
-                                exec_stage=True, dist_stage=True, mul_latency=4, add_latency=5),
+                                exec_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
 }
 N_RANDOM = int(os.environ.get("FAST_N", "200"))
 BASE_SEED = int(os.environ["FAST_SEED"]) if os.environ.get("FAST_SEED") else random.randrange(1 << 30)
@@ -339,9 +339,10 @@ def test_random_bit_microops_anywhere():
 
     print(f"FAST_SEED={BASE_SEED}")
     for i in range(120):
-        # every fourth program with the execute stage, every other with the distribution stage
+        # every fourth program with the execute stage, every other with the distribution stage,
+        # every third with the fetch stage
         cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, exec_stage=i % 4 == 3,
-                         dist_stage=i % 4 >= 2)
+                         dist_stage=i % 4 >= 2, fetch_stage=i % 3 == 1)
         seed = BASE_SEED + 3000 + i
         prog, org, issued = random_program(cfg, seed, chaos=i % 2 == 1, max_issued=300)
         rng = random.Random(seed)
@@ -568,7 +569,7 @@ RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                dist_stage=True, mul_latency=4, add_latency=5),
+                                dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
 }
 
 

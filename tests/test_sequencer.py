@@ -25,6 +25,10 @@ CONFIGS = {
     "default": ArchConfig(),
     "l3a2d64": ArchConfig(n_loops=3, n_agus=2, ucode_depth=64, nr=2, mem_a_words=256,
                           mem_b_words=512, loop_bits=12),
+    # the fetch stage (head instruction in a register, RAM one instruction ahead)
+    "fetch": ArchConfig(fetch_stage=True),
+    "fetch_l3a2d64": ArchConfig(n_loops=3, n_agus=2, ucode_depth=64, nr=2, mem_a_words=256,
+                                mem_b_words=512, loop_bits=12, fetch_stage=True),
 }
 N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "100"))
 BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
