@@ -165,14 +165,26 @@ class Core(wiring.Component):
             stages.append((issue_d, hout_d, rout_d, sout_d))
         to_host = [iss & (ho != 0) & ~ro & ~so for iss, ho, ro, so in stages]
         to_ring = [iss & (ho != 0) & ro for iss, ho, ro, so in stages]
-        pending = Signal(range(4))
-        m.d.comb += pending.eq(sum(x.as_unsigned() for x in to_host))
+        # Host room: a register holding the output FIFO's level plus the host-bound pushes
+        # in flight, so the check at the head is one compare of a register with a constant
+        # (no adder between the issue registers and the decision). In-flight pushes are
+        # conserved (a frozen operand stage is always fed a NOP), so the count moves by
+        # the pushes the head issues, the FIFO writes that are not in-flight pushes (the
+        # done beat, counter and error replies) and the beats the host takes.
+        credits = Signal(range(OUT_FIFO_DEPTH + len(stages) + 2))
         room = Signal()
-        m.d.comb += room.eq(hif.out_level + pending < OUT_FIFO_DEPTH)
-        rpending = Signal(range(4))
-        m.d.comb += rpending.eq(sum(x.as_unsigned() for x in to_ring))
+        m.d.comb += room.eq(credits < OUT_FIFO_DEPTH)
+        self._credit_probe = (credits, hif.out_level, to_host)   # tests: credits == level + in flight
+        push = Signal()          # an in-flight push enters the FIFO (operand stage, below)
+        # Ring room: the level (the next core's, net of its pop) compared with each
+        # possible number of pushes in flight, then picked by the in-flight flags: no adder
+        # or carry chain after the issue registers.
+        def fits(flags, k=0):
+            if not flags:
+                return self.ring_out_level < rin_depth - k
+            return Mux(flags[0], fits(flags[1:], k + 1), fits(flags[1:], k))
         ring_room = Signal()
-        m.d.comb += ring_room.eq(self.ring_out_level + rpending < rin_depth)
+        m.d.comb += ring_room.eq(fits(to_ring))
         # ring input: without the stage a rin pops its beat when it leaves the head;
         # with it, in its issue cycle (the sequencer's output register), and the head's
         # check counts the beat arriving this cycle and the pop of the rin issued now
@@ -194,6 +206,7 @@ class Core(wiring.Component):
         m.d.comb += seq.stall.eq(stall)
         head_issues = Signal()
         m.d.comb += head_issues.eq(seq.running & ~stall)
+        m.d.sync += credits.eq(credits + (head_issues & seq.need_hout) + hif.out_push - push - hif.out_pop)
         m.d.comb += hif.hin_take.eq(head_issues & seq.need_hin)
         with m.If(head_issues & seq.need_hin):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
@@ -284,7 +297,6 @@ class Core(wiring.Component):
                 ]
 
         # --- host output pushes (operand stage) --------------------------------------
-        push = Signal()
         m.d.comb += push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op)
         ring_push = Signal()
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)

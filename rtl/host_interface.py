@@ -62,6 +62,10 @@ class HostInterface(wiring.Component):
     cmd_ready : Out(1)
         In a state that takes every input beat (IDLE, LOAD): ``s_axis_tready`` is 1
         whatever ``s_axis_tvalid`` does (a chip broadcasts beats only then).
+    out_push, out_pop : Out(1)
+        A beat enters / leaves the output FIFO this cycle (any state: RUN pushes, the done
+        beat, counter and error replies; the host taking one). The core's credit counter
+        follows the FIFO level with them.
     host_in_beat, host_out_beat : Out(1)
         A RUN data beat was consumed / pushed this cycle (counter events).
     cnt_sel : Out, cnt_value : In(counter_bits), cnt_clear : Out(1)
@@ -85,7 +89,7 @@ class HostInterface(wiring.Component):
             "hin_valid": Out(1), "hin_data": Out(hw), "hin_take": In(1),
             "push_en": In(1), "push_data": In(hw), "push_last": In(1),
             "out_level": Out(range(OUT_FIFO_DEPTH + 1)), "cmd_ready": Out(1),
-            "host_in_beat": Out(1), "host_out_beat": Out(1),
+            "host_in_beat": Out(1), "host_out_beat": Out(1), "out_push": Out(1), "out_pop": Out(1),
             "cnt_sel": Out(range(max(2, n_counters))), "cnt_value": In(cfg.counter_bits), "cnt_clear": Out(1),
         })
 
@@ -100,6 +104,8 @@ class HostInterface(wiring.Component):
             self.m_axis_tvalid.eq(ofifo.r_rdy),
             ofifo.r_en.eq(self.m_axis_tready),
             self.out_level.eq(ofifo.level),
+            self.out_push.eq(ofifo.w_en & ofifo.w_rdy),
+            self.out_pop.eq(ofifo.r_en & ofifo.r_rdy),
         ]
         # one writer of the FIFO per state; defaults: none
         w_data = Signal(hw)
