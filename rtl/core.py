@@ -194,7 +194,9 @@ class Core(wiring.Component):
             m.d.comb += [
                 rin_pop.eq(seq.issue & (seq.hin != 0) & seq.rin),
                 rx.r_en.eq(rin_pop),
-                ring_ok.eq(rx.level + self.ring_in_en > rin_pop),
+                # level + arriving > popping, as bit tests of the level (no adder)
+                ring_ok.eq(Mux(rin_pop, rx.level[1:].any() | (rx.level.any() & self.ring_in_en),
+                               rx.level.any() | self.ring_in_en)),
                 self.ring_in_level.eq(rx.level - rin_pop),
             ]
         else:
