@@ -196,19 +196,16 @@ class Sequencer(wiring.Component):
         is_jump = ctl.op == SeqOp.JUMP
         is_halt = ctl.op == SeqOp.HALT
 
-        def loop_scan(at, st_armed, st_lend, st_cnt, st_lstart, tag):
-            """Loop-end scan of the instruction at ``at`` under a loop state: the levels
-            that branch back (``win``) and finish (``fin``), and the next pc without a
-            ``JUMP``."""
-            match = [Signal(name=f"{tag}loop{lv}_match") for lv in range(nl)]
+        def loop_scan(at, match, gt1, st_lstart, tag):
+            """Loop-end scan of the instruction at ``at``, given per level whether it ends
+            the armed loop (``match``) and whether the loop's count is above 1 (``gt1``):
+            the levels that branch back (``win``) and finish (``fin``), and the next pc
+            without a ``JUMP``."""
             cand = [Signal(name=f"{tag}loop{lv}_cand") for lv in range(nl)]
             win = [Signal(name=f"{tag}loop{lv}_branch") for lv in range(nl)]
             fin = [Signal(name=f"{tag}loop{lv}_finish") for lv in range(nl)]
             for lv in range(nl):
-                m.d.comb += [
-                    match[lv].eq(st_armed[lv] & (st_lend[lv] == at)),
-                    cand[lv].eq(match[lv] & (st_cnt[lv] > 1)),
-                ]
+                m.d.comb += cand[lv].eq(match[lv] & gt1[lv])
             for lv in range(nl):
                 higher = Cat(*cand[lv + 1:]).any() if lv + 1 < nl else Const(0)
                 m.d.comb += [
@@ -222,10 +219,17 @@ class Sequencer(wiring.Component):
                     m.d.comb += nxt.eq(st_lstart[lv])
             return win, fin, nxt
 
-        # -- loop-end scan of the head (registers only without the fetch stage) -------------
-        win, fin, loop_next = loop_scan(pc, armed, lend, cnt, lstart, "")
-        next_pc = Signal(pcw)
-        m.d.comb += next_pc.eq(Mux(is_jump, ctl.target, loop_next))
+        # -- loop-end scan of the head ------------------------------------------------------
+        if fetch:
+            # done when the head was the instruction behind it (below), kept in registers
+            win = [Signal(name=f"loop{lv}_branch") for lv in range(nl)]
+            fin = [Signal(name=f"loop{lv}_finish") for lv in range(nl)]
+        else:
+            # registers only: head pc, loop ends, counters
+            win, fin, loop_next = loop_scan(pc, [armed[lv] & (lend[lv] == pc) for lv in range(nl)],
+                                            [cnt[lv] > 1 for lv in range(nl)], lstart, "")
+            next_pc = Signal(pcw)
+            m.d.comb += next_pc.eq(Mux(is_jump, ctl.target, loop_next))
 
         # -- the loop state as the head's issue leaves it ------------------------------------
         # (the LOOP write wins over a loop-end update of its own level)
@@ -234,27 +238,37 @@ class Sequencer(wiring.Component):
         trip_n = [Signal(lw, name=f"loop{lv}_trip_next") for lv in range(nl)]
         cnt_n = [Signal(lw, name=f"loop{lv}_cnt_next") for lv in range(nl)]
         armed_n = [Signal(name=f"loop{lv}_armed_next") for lv in range(nl)]
+        upd = Signal()                        # the head's issue updates the loop ends it meets
+        loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # ... or arms a level
+        m.d.comb += upd.eq(running & ~is_jump & ~is_halt)
         for lv in range(nl):
-            m.d.comb += [lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
+            m.d.comb += [loop_lv[lv].eq(running & is_loop & (ctl.lvl == lv)),
+                         lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
                          cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
-            with m.If(running):
-                with m.If(~is_jump & ~is_halt):
-                    with m.If(win[lv]):
-                        m.d.comb += cnt_n[lv].eq(cnt[lv] - 1)
-                    with m.If(fin[lv]):
-                        m.d.comb += cnt_n[lv].eq(trip[lv])
-                with m.If(is_loop & (ctl.lvl == lv)):
-                    m.d.comb += [lstart_n[lv].eq(pc + 1), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
-                                 cnt_n[lv].eq(ctl.imm), armed_n[lv].eq(1)]
+            with m.If(upd):
+                with m.If(win[lv]):
+                    m.d.comb += cnt_n[lv].eq(cnt[lv] - 1)
+                with m.If(fin[lv]):
+                    m.d.comb += cnt_n[lv].eq(trip[lv])
+            with m.If(loop_lv[lv]):
+                m.d.comb += [lstart_n[lv].eq(pc + 1), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
+                             cnt_n[lv].eq(ctl.imm), armed_n[lv].eq(1)]
 
         if fetch:
             # the instruction behind the head (RAM output, at pc_f) and its next pc, with
             # the loop state after the head's issue: so the RAM is always one instruction
-            # ahead of the head, across loop back-edges and jumps
+            # ahead of the head, across loop back-edges and jumps. The scan compares
+            # registers first and selects by the head's effect after (``cnt_next > 1`` as
+            # a choice of register compares, not a compare of the chosen count), and its
+            # result is kept for when this instruction is the head.
             pc_f = Signal(pcw)
             filling = Signal()                # the cycle after start: the RAM output is the
             advance = Signal()                # first instruction, the head is empty
-            _, _, f_loop_next = loop_scan(pc_f, armed_n, lend_n, cnt_n, lstart_n, "f_")
+            f_match = [Mux(loop_lv[lv], ctl.target == pc_f, armed[lv] & (lend[lv] == pc_f)) for lv in range(nl)]
+            f_gt1 = [Mux(loop_lv[lv], ctl.imm > 1,
+                         Mux(upd & win[lv], cnt[lv] > 2, Mux(upd & fin[lv], trip[lv] > 1, cnt[lv] > 1)))
+                     for lv in range(nl)]
+            f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
             next_f = Signal(pcw)
             m.d.comb += [
                 next_f.eq(Mux(fetched.ctl.op == SeqOp.JUMP, fetched.ctl.target, f_loop_next)),
@@ -266,6 +280,7 @@ class Sequencer(wiring.Component):
                 m.d.sync += [pc_f.eq(self.start_pc), filling.eq(1)]
             with m.Elif(advance):
                 m.d.sync += [pc_f.eq(next_f), pc.eq(pc_f), head_word.eq(rp.data), filling.eq(0)]
+                m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
         else:
