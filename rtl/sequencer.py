@@ -276,10 +276,12 @@ class Sequencer(wiring.Component):
                 rp.addr.eq(Mux(self.start, self.start_pc, next_f)),
                 rp.en.eq(self.start | advance),
             ]
+            with m.If(self.start | advance):
+                m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
             with m.If(self.start):
-                m.d.sync += [pc_f.eq(self.start_pc), filling.eq(1)]
+                m.d.sync += filling.eq(1)
             with m.Elif(advance):
-                m.d.sync += [pc_f.eq(next_f), pc.eq(pc_f), head_word.eq(rp.data), filling.eq(0)]
+                m.d.sync += [pc.eq(pc_f), head_word.eq(rp.data), filling.eq(0)]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
