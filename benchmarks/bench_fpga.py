@@ -31,7 +31,7 @@ CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
-#: the preset fpga row (execute and distribution stages, FP 4 / 5): constrained nearer its
+#: the preset fpga row (execute, distribution and fetch stages, FP 4 / 5): constrained nearer its
 #: reach and routed with router1, because router2 diverged on that design at every
 #: constraint tried (router1 routed its 2 x 2 version); built only when FPGA_BENCH_ROWS
 #: names it (docs/fpga.md)
@@ -164,7 +164,7 @@ def run() -> dict:
                  f"each PE's flip-flops kept (no merge across PEs, rtl.fpga.keep_pe_ffs); nextpnr-ecp5 "
                  f"(router2, seed 1) with the core clock constrained to {CLOCK_MHZ:g} MHz (PLL), "
                  f"Fmax = achieved. PE rows are synthesis only. A row 'preset fpga' (the default 4 x 4 "
-                 f"binary16 core with the execute and distribution stages and FP latencies 4 / 5, constrained "
+                 f"binary16 core with the execute, distribution and fetch stages and FP latencies 4 / 5, constrained "
                  f"to {FPGA_PRESET_CLOCK_MHZ:g} MHz and routed with router1, on which router2 diverged) is built "
                  f"only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
         "rows": rows,

@@ -302,7 +302,7 @@ def test_mbgd_rtl(sim):
 
 @pytest.mark.parametrize("nr", [2, 4])
 def test_mbgd_exec_stage(nr):
-    """Minibatch GD with the execute and distribution stages (FPGA timing), bit for bit on
+    """Minibatch GD with the execute, distribution and fetch stages (FPGA timing), bit for bit on
     the fast model."""
     seed = _seed()
     rng = np.random.default_rng(seed)
