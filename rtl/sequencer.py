@@ -45,8 +45,9 @@ class Sequencer(wiring.Component):
         sequencer state changes; the next cycle's outputs are a bubble (``issue = 0``).
         The core computes it from ``need_hin`` / ``need_hout`` and its stream state.
     running : Out(1)
-        High from the cycle after ``start`` (two cycles after it with the fetch stage) up to and including the cycle in which the
-        ``HALT`` is at the head and issues. ``running & ~stall`` = the head issues.
+        High from the cycle after ``start`` (two cycles after it with the fetch stage) up
+        to and including the cycle in which the ``HALT`` is at the head and issues.
+        ``running & ~stall`` = the head issues.
     need_hin, need_hout : Out(1)
         Combinational: ``running`` and the head instruction has ``hin`` / ``hout`` not
         ``NONE`` on the host stream (the core raises ``stall`` if the host stream cannot
