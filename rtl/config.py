@@ -35,6 +35,14 @@ def _check_int(name, value, lo, hi):
         raise ConfigError(f"ArchConfig.{name} must be an integer in {lo}..{hi}, got {value!r}")
 
 
+def _check_bool(cfg, name):
+    """Validate the flag ``name`` (true / false or 1 / 0) and store it as a bool."""
+    value = getattr(cfg, name)
+    if not isinstance(value, int) or value not in (0, 1):
+        raise ConfigError(f"ArchConfig.{name} must be true or false, got {value!r}")
+    object.__setattr__(cfg, name, bool(value))
+
+
 @dataclass(frozen=True)
 class ArchConfig:
     """Architecture parameters of a CATERPILLAR-style core/chip.
@@ -152,15 +160,8 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
-        if not isinstance(self.exec_stage, int) or self.exec_stage not in (0, 1):
-            raise ConfigError(f"ArchConfig.exec_stage must be true or false, got {self.exec_stage!r}")
-        object.__setattr__(self, "exec_stage", bool(self.exec_stage))
-        if not isinstance(self.dist_stage, int) or self.dist_stage not in (0, 1):
-            raise ConfigError(f"ArchConfig.dist_stage must be true or false, got {self.dist_stage!r}")
-        object.__setattr__(self, "dist_stage", bool(self.dist_stage))
-        if not isinstance(self.fetch_stage, int) or self.fetch_stage not in (0, 1):
-            raise ConfigError(f"ArchConfig.fetch_stage must be true or false, got {self.fetch_stage!r}")
-        object.__setattr__(self, "fetch_stage", bool(self.fetch_stage))
+        for flag in ("exec_stage", "dist_stage", "fetch_stage"):
+            _check_bool(self, flag)
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")

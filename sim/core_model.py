@@ -26,17 +26,13 @@ from rtl.perf_counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel, SpadPointers
 from sw.isa import HostDir, instr_layout
 
-__all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "START_LATENCY_CYCLES", "pe_start_cycles"]
-
-#: RUN-state cycles before the first instruction issues (sequencer start latency - 1)
-START_LATENCY_CYCLES = 1
-
+__all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "pe_start_cycles"]
 
 def pe_start_cycles(cfg) -> int:
-    """RUN-state cycles before the first instruction reaches the PEs' issue stage (the
-    start latency, plus the sequencer's fetch stage with ``cfg.fetch_stage`` and the
-    distribution stage's cycle with ``cfg.dist_stage``)."""
-    return START_LATENCY_CYCLES + cfg.fetch_delay + cfg.dist_delay
+    """RUN-state cycles before the first instruction reaches the PEs' issue stage: the
+    sequencer's start latency less the start cycle itself (``cfg.start_latency - 1``, its
+    fetch stage included), plus the distribution stage's cycle with ``cfg.dist_stage``."""
+    return cfg.start_latency - 1 + cfg.dist_delay
 
 
 @dataclass(frozen=True)
