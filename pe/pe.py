@@ -73,6 +73,12 @@ class PE(wiring.Component):
         cannot form combinational loops.
     row_oe, col_oe : Out(1)
         This PE drives its row / column bus this cycle.
+    row_op, col_op : Out(fmt.width)
+        The value this PE drives, as of the operand stage of the driving micro-op (the
+        core samples ``hout`` beats from it). Without ``cfg.bus_stage`` it is ``row_out`` /
+        ``col_out``; with it, ``row_out`` / ``row_oe`` are these registered: the value
+        crosses the bus in the next cycle (the bus stage), and the receivers read
+        ``row_in`` / ``col_in`` then, into their execute stage.
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
 
@@ -106,6 +112,15 @@ class PE(wiring.Component):
     its landing cycle; compared at issue) keep the move and SRAM distances above
     (``docs/architecture.md``, "The execute stage").
 
+    With ``cfg.bus_stage`` as well, a bus stage sits between the operand and execute
+    stages: driven values are registered at the driver and cross the bus at ``t+2`` into
+    the receivers' execute-stage registers, every other source value waits a cycle in a
+    register, and the move unit, SRAM writes and the multiplier act at ``t+3``
+    (``fpu_latency`` one larger again). The move bypass then has two points (the move
+    executing in the reader's operand stage, and the one executing in its bus stage), as
+    has the SRAM bypass (the operand writes landing in the read's cycle and in the next);
+    a driven value sees only the first move (``cfg.mv_drive_distance`` = 2).
+
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
     non-transparent synchronous read port with enable and one write port (block RAM);
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
@@ -133,6 +148,8 @@ class PE(wiring.Component):
             "col_out": Out(w),
             "row_oe": Out(1),
             "col_oe": Out(1),
+            "row_op": Out(w),
+            "col_op": Out(w),
             "ev": Out(EVENT_LAYOUT),
         })
 
@@ -304,17 +321,25 @@ class PE(wiring.Component):
         # address returns the written word (not an FMA write-back's), so an SRAM write is
         # seen by the read issued 2 later as without the stage. Compared at issue,
         # selected in the operand stage; held with the read port when no read is made.
+        # With the bus stage a second write is in flight: the one landing in the cycle
+        # after the read's (in its bus stage at the read's issue), younger, so it wins.
         rd_a_data = Signal(w)
         rd_b_data = Signal(w)
-        byp_a = {"go": Signal(), "addr": Signal.like(wr_a.addr), "val": Signal(w), "wbk": Signal()}
-        byp_b = {"go": Signal(), "addr": Signal.like(wr_b.addr), "val": Signal(w), "wbk": Signal()}
+
+        def byp_entry(wr):
+            return {"go": Signal(), "addr": Signal.like(wr.addr), "val": Signal(w), "wbk": Signal()}
+        byp_a, byp_b = byp_entry(wr_a), byp_entry(wr_b)
+        byp_a2, byp_b2 = byp_entry(wr_a), byp_entry(wr_b)   # bus stage only
         if cfg.exec_stage:
-            for rd, byp, data, nm in ((rd_a, byp_a, rd_a_data, "a"), (rd_b, byp_b, rd_b_data, "b")):
+            for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
+                                       (rd_b, (byp_b, byp_b2), rd_b_data, "b")):
                 sel = Signal(name=f"byp_{nm}_sel")
                 val = Signal(w, name=f"byp_{nm}_val")
+                hits = [byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"])
+                        for byp in byps[:1 + cfg.bus_stage]]
+                pick = byps[0]["val"] if len(hits) == 1 else Mux(hits[1], byps[1]["val"], byps[0]["val"])
                 with m.If(rd.en):
-                    m.d.sync += [sel.eq(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"])),
-                                 val.eq(byp["val"])]
+                    m.d.sync += [sel.eq(reduce(lambda x, y: x | y, hits)), val.eq(pick)]
                 m.d.comb += data.eq(Mux(sel, val, rd.data))
         else:
             m.d.comb += [rd_a_data.eq(rd_a.data), rd_b_data.eq(rd_b.data)]
@@ -328,7 +353,10 @@ class PE(wiring.Component):
         # operand stage (next cycle's move) and the adder's second-to-last stage.
         mv_val = Signal(w)              # the move unit's result (execute stage)
         fma_out = Signal(w)             # the adder's result (FMA write-back)
+        mv_rd = Signal()                # the operand-stage micro-op moves
+        m.d.comb += mv_rd.eq((s1.mv.op != MvOp.NOP) & s1_pred)
         nxt_mv = Signal()               # a move executes next cycle ...
+        nxt_mv_dst = Signal(4)          # ... into this register
         nxt_wb = Signal()               # an FMA writes the RF next cycle ...
         nxt_wb_dst = Signal(4)
         # The value a bypassed read returns, one per PE (not per source): the move's
@@ -338,7 +366,7 @@ class PE(wiring.Component):
         byp_val = Signal(w)
         if cfg.exec_stage:
             byp_fma = Signal(name="byp_fma")
-            m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == s1.mv.dst))
+            m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
             m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
 
         def source(field, *, regs=True, buses=True, gate=None, name):
@@ -354,7 +382,7 @@ class PE(wiring.Component):
                 live += [code_i == code_, Const(value, w)]
             if regs and cfg.exec_stage:
                 reg = ~code_i[4] & (code_i[:4] < n_regs)
-                hit = reg & nxt_mv & (s1.mv.dst == code_i[:4])
+                hit = reg & nxt_mv & (nxt_mv_dst == code_i[:4])
                 live += [hit, byp_val, ~code_i[4] & ~hit, None]
             elif regs:
                 live += [~code_i[4], None]
@@ -375,12 +403,18 @@ class PE(wiring.Component):
         def names_reg(code):
             return ~code[4]  # codes 0..15 name RF[code]
 
-        # bus drivers (independent of the predicate); no bus forwarding
-        m.d.comb += [
+        # bus drivers (independent of the predicate); no bus forwarding. With the bus
+        # stage the driven value and the enable are registered here, at the driver, and
+        # the bus carries them in the next cycle (flip-flop -> bus -> receiver register).
+        rdrv_val = source(lambda x: x.rdrv.src, buses=False, gate=rsel, name="rdrv_val")
+        cdrv_val = source(lambda x: x.cdrv.src, buses=False, gate=csel, name="cdrv_val")
+        m.d.comb += [self.row_op.eq(rdrv_val), self.col_op.eq(cdrv_val)]
+        drive = m.d.sync if cfg.bus_stage else m.d.comb
+        drive += [
             self.row_oe.eq(s1_rsel),
             self.col_oe.eq(s1_csel),
-            self.row_out.eq(source(lambda x: x.rdrv.src, buses=False, gate=rsel, name="rdrv_val")),
-            self.col_out.eq(source(lambda x: x.cdrv.src, buses=False, gate=csel, name="cdrv_val")),
+            self.row_out.eq(rdrv_val),
+            self.col_out.eq(cdrv_val),
         ]
 
         # ---- execute stage ------------------------------------------------------------
@@ -389,24 +423,68 @@ class PE(wiring.Component):
         # registered here, and the move unit, the SRAM writes and the multiplier act one
         # cycle later, so no path runs from a source through a bus or the move unit into
         # a register file, SRAM or the multiplier in one cycle.
+        def pipe(v, name):
+            """``v`` registered once per stage between the operand and execute stages:
+            ``[bus-stage value, execute-stage value]`` with the bus stage, ``[execute-stage
+            value]`` with the execute stage alone, ``[]`` without."""
+            out = []
+            for k in range(cfg.exec_delay):
+                last = k == cfg.exec_delay - 1
+                r = Signal(v.shape(), name=f"{'x' if last else 'b'}_{name}")
+                m.d.sync += r.eq(v)
+                out.append(r)
+                v = r
+            return out
+
         def ex(v, name):
             """``v`` as the execute stage sees it (registered with an execute stage)."""
-            if not cfg.exec_stage:
-                return v
-            r = Signal(v.shape(), name=f"x_{name}")
-            m.d.sync += r.eq(v)
-            return r
+            return pipe(v, name)[-1] if cfg.exec_delay else v
+
+        bus_val = {}     # bus stage: each source's value there (the SRAM bypass reads it)
+
+        def xsrc(field, *, regs=True, name):
+            """Value of source ``field(uop)`` as the execute stage sees it. With the bus
+            stage: the operand-stage value without the buses, registered; in the bus
+            stage the bus values (``row_in`` / ``col_in`` now carry what was driven in
+            the operand stage) and the move bypass's second point (the move executing in
+            this cycle, issued just before the reader: decided at the reader's issue)
+            join it, then the execute-stage register."""
+            if not cfg.bus_stage:
+                return ex(source(field, regs=regs, name=name), name)
+            code_i = field(u)
+            v = source(field, regs=regs, buses=False, name=name)
+            conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
+            if regs:
+                conds["hit"] = (~code_i[4] & (code_i[:4] < n_regs) & mv_rd
+                                & (s1.mv.dst == code_i[:4]))
+            sel = {}
+            for k, cond in conds.items():
+                r1 = Signal(name=f"{name}_{k}_op")
+                r2 = Signal(name=f"{name}_{k}_bus")
+                m.d.sync += [r1.eq(cond), r2.eq(r1)]
+                sel[k] = r2
+            b = Signal(w, name=f"b_{name}")
+            m.d.sync += b.eq(v)
+            bv = Signal(w, name=f"bus_{name}")
+            held = Mux(sel["hit"], byp_val, b) if regs else b
+            m.d.comb += bv.eq(held | Mux(sel["row"], self.row_in, 0) | Mux(sel["col"], self.col_in, 0))
+            bus_val[name] = bv
+            x = Signal(w, name=f"x_{name}")
+            m.d.sync += x.eq(bv)
+            return x
 
         # SRAM writes at the end of the execute stage (read-during-write: the read port
         # sees old data)
         wa_rd = s1.wa.en & s1_pred      # the write's source is read (operand stage)
         wb_rd = s1.wb.en & s1_pred
-        wa_go = ex(wa_rd, "wa_go")
-        wb_go = ex(wb_rd, "wb_go")
-        wa_val = ex(source(lambda x: x.wa.src, name="wa_val"), "wa_val")
-        wb_val = ex(source(lambda x: x.wb.src, name="wb_val"), "wb_val")
-        wa_addr = ex(s1_wa_addr, "wa_addr")
-        wb_addr = ex(s1_wb_addr, "wb_addr")
+        wa_val = xsrc(lambda x: x.wa.src, name="wa_val")
+        wb_val = xsrc(lambda x: x.wb.src, name="wb_val")
+        wa_st = pipe(wa_rd, "wa_go")
+        wb_st = pipe(wb_rd, "wb_go")
+        wa_ast = pipe(s1_wa_addr, "wa_addr")
+        wb_ast = pipe(s1_wb_addr, "wb_addr")
+        wa_go, wb_go = (wa_st[-1], wb_st[-1]) if cfg.exec_delay else (wa_rd, wb_rd)
+        wa_addr, wb_addr = (wa_ast[-1], wb_ast[-1]) if cfg.exec_delay else (s1_wa_addr, s1_wb_addr)
         # (the FMA write-back into SRAM, below, overrides these in its cycle)
 
         # move unit (execute stage)
@@ -416,13 +494,13 @@ class PE(wiring.Component):
         def positive(x):
             return ~x[w - 1] & (x != 0) & ~is_nan(x)
 
-        mv_rd = Signal()
-        m.d.comb += mv_rd.eq((s1.mv.op != MvOp.NOP) & s1_pred)
-        mv_go = ex(mv_rd, "mv_go")
+        mv_go_st = pipe(mv_rd, "mv_go")
+        mv_dst_st = pipe(s1.mv.dst, "mv_dst")
+        mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
+        mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
         mv_op = ex(s1.mv.op, "mv_op")
-        mv_dst = ex(s1.mv.dst, "mv_dst")
-        mv_src = ex(source(lambda x: x.mv.src, name="mv_src"), "mv_src")
-        mv_msk = ex(source(lambda x: x.mv.msk, name="mv_msk"), "mv_msk")
+        mv_src = xsrc(lambda x: x.mv.src, name="mv_src")
+        mv_msk = xsrc(lambda x: x.mv.msk, name="mv_msk")
         with m.Switch(mv_op):
             with m.Case(MvOp.MOV):
                 m.d.comb += mv_val.eq(mv_src)
@@ -441,8 +519,8 @@ class PE(wiring.Component):
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
         fma_go = ex(fma_rd, "fma_go")
         m.d.comb += [
-            mul.a.eq(ex(source(lambda x: x.fpu.a, name="fma_a"), "fma_a")),
-            mul.b.eq(ex(source(lambda x: x.fpu.b, name="fma_b"), "fma_b")),
+            mul.a.eq(xsrc(lambda x: x.fpu.a, name="fma_a")),
+            mul.b.eq(xsrc(lambda x: x.fpu.b, name="fma_b")),
         ]
         L = cfg.mul_latency
         mp_valid = [Signal(name=f"mul_valid{i}") for i in range(L)]
@@ -452,12 +530,17 @@ class PE(wiring.Component):
         mp_wb = [Signal(2, name=f"mul_wb{i}") for i in range(L)]   # FmaWb destination kind
         waddr_bits = max(len(s1_ra_addr), len(s1_rb_addr))
         mp_wa = [Signal(waddr_bits, name=f"mul_waddr{i}") for i in range(L)]
-        c_now = source(lambda x: x.fpu.c, regs=False, name="fma_c")
+        if cfg.bus_stage:
+            c_x = Mux(ex(names_reg(s1.fpu.c), "fma_c_isrf"), ex(s1.fpu.c, "fma_c_idx"),
+                      xsrc(lambda x: x.fpu.c, regs=False, name="fma_c"))
+        else:
+            c_now = source(lambda x: x.fpu.c, regs=False, name="fma_c")
+            c_x = ex(Mux(names_reg(s1.fpu.c), s1.fpu.c, c_now), "fma_c")
         m.d.sync += [
             mp_valid[0].eq(fma_go),
             mp_dst[0].eq(ex(s1.fpu.dst, "fma_dst")),
             mp_crf[0].eq(ex(names_reg(s1.fpu.c), "fma_c_rf")),
-            mp_c[0].eq(ex(Mux(names_reg(s1.fpu.c), s1.fpu.c, c_now), "fma_c")),
+            mp_c[0].eq(c_x),
             mp_wb[0].eq(ex(s1.fpu.wb, "fma_wb")),
             mp_wa[0].eq(ex(Mux(s1.fpu.wb == FmaWb.MEMB, s1_rb_addr, s1_ra_addr), "fma_waddr")),
         ]
@@ -493,9 +576,21 @@ class PE(wiring.Component):
                 byp_a["wbk"].eq(fma_wb_mema),
                 byp_b["go"].eq(wb_go), byp_b["addr"].eq(wb_addr), byp_b["val"].eq(wb_val),
                 byp_b["wbk"].eq(fma_wb_memb),
-                nxt_mv.eq(mv_rd),
+                # the move executing next cycle: in the operand stage now, or with the bus
+                # stage in the bus stage
+                nxt_mv.eq(mv_go_st[0] if cfg.bus_stage else mv_rd),
+                nxt_mv_dst.eq(mv_dst_st[0] if cfg.bus_stage else s1.mv.dst),
                 nxt_wb.eq(ad_valid[-2] & (ad_wb[-2] != FmaWb.MEMA) & (ad_wb[-2] != FmaWb.MEMB)),
                 nxt_wb_dst.eq(ad_dst[-2]),
+            ]
+        if cfg.bus_stage:
+            # the operand writes in their bus stage land next cycle, unless the FMA
+            # write-back into the same bank displaces them then
+            m.d.comb += [
+                byp_a2["go"].eq(wa_st[0]), byp_a2["addr"].eq(wa_ast[0]), byp_a2["val"].eq(bus_val["wa_val"]),
+                byp_a2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMA)),
+                byp_b2["go"].eq(wb_st[0]), byp_b2["addr"].eq(wb_ast[0]), byp_b2["val"].eq(bus_val["wb_val"]),
+                byp_b2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMB)),
             ]
 
         # ---- SRAM write ports: the FMA write-back wins over the operand-stage write ----

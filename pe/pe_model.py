@@ -178,9 +178,12 @@ class PEModel:
         # adder j+1 cycles ago. None = bubble.
         self._mp: list = [None] * cfg.mul_latency
         self._ap: list = [None] * cfg.add_latency
-        # execute stage (cfg.exec_stage): what the micro-op read in its operand stage
-        self._x = _NO_EXEC
-        self._byp: dict = {}
+        # execute stage (cfg.exec_stage) and bus stage (cfg.bus_stage): what the micro-ops
+        # read in their operand stage, oldest first (cfg.exec_delay entries; _xq[k]
+        # executes k cycles from now)
+        self._xq: list = [_NO_EXEC] * cfg.exec_delay
+        self._byp: dict = {}       # in-flight moves as operand-stage reads see them
+        self._dbyp: dict = {}      # ... and as bus drivers see them
 
     def regs(self) -> list[int]:
         """Register file contents (bit patterns), ``RF[0..n_regs-1]``."""
@@ -198,7 +201,7 @@ class PEModel:
 
     def pipeline_busy(self) -> bool:
         """True while an FMA is in flight (its result not yet written)."""
-        return (self._x.mul is not None or any(e is not None for e in self._mp)
+        return (any(x.mul is not None for x in self._xq) or any(e is not None for e in self._mp)
                 or any(e is not None for e in self._ap))
 
     # -- arithmetic (bit-exact golden) -----------------------------------------------------
@@ -272,25 +275,35 @@ class PEModel:
         return self.ar[i] if i < self.n_ar else 0
 
     # -- operand-stage sources ------------------------------------------------------------
-    def _bypass(self) -> dict:
-        """With the execute stage: the register the move unit (micro-op in its execute
-        stage) writes in this cycle and its value as operand-stage reads see it: the
-        move's result, or the FMA's if the FMA write-back writes the same register in this
-        cycle (what the register holds afterwards). FMA results alone are not bypassed.
-        Empty without the stage or without a move."""
-        if not self.cfg.exec_stage or self._x.mv is None:
-            return {}
-        dst, val = self._x.mv
-        w = self._ap[-1]
-        if w is not None and w[2] not in (FmaWb.MEMA, FmaWb.MEMB) and w[0] == dst:
-            val = w[1]
-        return {dst: val}
+    def _bypass(self, n: int) -> dict:
+        """The moves in flight of the first ``n`` execute-queue entries (the one executing
+        in this cycle, then, with the bus stage, the one executing next cycle) as
+        register -> value, as reads see them: each move's result, or the FMA's if the FMA
+        write-back writes the same register in the move's cycle (what the register holds
+        afterwards); the later move wins. FMA results alone are not bypassed. Empty
+        without an execute stage or without a move.
 
-    def _src(self, code: int, row_in: int, col_in: int) -> int:
+        Operand-stage sources see ``n = cfg.exec_delay`` entries; a bus driver, whose
+        value is registered at the end of its operand stage with the bus stage, sees
+        only the move executing in that cycle (``n = int(cfg.exec_stage)``)."""
+        out = {}
+        for k in range(n):
+            mv = self._xq[k].mv
+            if mv is None:
+                continue
+            dst, val = mv
+            w = self._ap[-1 - k]
+            if w is not None and w[2] not in (FmaWb.MEMA, FmaWb.MEMB) and w[0] == dst:
+                val = w[1]
+            out[dst] = val
+        return out
+
+    def _src(self, code: int, row_in: int, col_in: int, byp: dict | None = None) -> int:
         if code < 16:
             if code >= self.n_regs:
                 return 0
-            return self._byp.get(code, self.rf[code]) if self._byp else self.rf[code]
+            byp = self._byp if byp is None else byp
+            return byp.get(code, self.rf[code]) if byp else self.rf[code]
         if code == Src.MEMA:
             return self.rd_a
         if code == Src.MEMB:
@@ -305,7 +318,7 @@ class PEModel:
         # drivers never forward a bus: ROW/COL (and invalid codes) drive +0
         if code in (Src.ROW, Src.COL):
             return 0
-        return self._src(code, 0, 0)
+        return self._src(code, 0, 0, self._dbyp)
 
     # -- phase 1 ------------------------------------------------------------------------
     def drive(self) -> tuple[int, int, int, int]:
@@ -313,7 +326,7 @@ class PEModel:
         s = self._s1
         roe = self.row_driver(s)
         coe = self.col_driver(s)
-        self._byp = self._bypass()
+        self._set_bypass()
         return (self._drv_src(s.rdrv_src) if roe else 0, int(roe),
                 self._drv_src(s.cdrv_src) if coe else 0, int(coe))
 
@@ -329,7 +342,7 @@ class PEModel:
         col_in &= self.wmask
         s, p1 = self._s1, self._s1_pred
         rf_rd = 0
-        self._byp = self._bypass()
+        self._set_bypass()
 
         # ---- operand stage of the micro-op issued last cycle: read every source ------------
         # (with the execute stage through the move bypass, PEModel._bypass)
@@ -370,9 +383,10 @@ class PEModel:
         x = _Exec(mul_in, mv, wa, wb)
 
         # ---- execute stage: the micro-op read now (or, with an execute stage, the one
-        # read last cycle) enters the multiplier, moves and writes SRAM -----------------
-        if self.cfg.exec_stage:
-            x, self._x = self._x, x
+        # read exec_delay cycles ago) enters the multiplier, moves and writes SRAM --------
+        if self._xq:
+            self._xq.append(x)
+            x = self._xq.pop(0)
         new_mul = None
         if x.mul is not None:
             dst, a, b, c_rf, c, wbk_kind, waddr = x.mul
@@ -424,13 +438,9 @@ class PEModel:
         # operand-stage write landing on the address in this cycle, not an FMA
         # write-back's); a read that is not performed keeps the port register.
         if ra:
-            self.rd_a = self.mem_a[ra_addr]
-            if self.cfg.exec_stage and wa is not None and not wbk_a and wa[0] == ra_addr:
-                self.rd_a = wa[1]
+            self.rd_a = self._sram_read(self.mem_a, ra_addr, wa, wbk_a, "wa", FmaWb.MEMA)
         if rb:
-            self.rd_b = self.mem_b[rb_addr]
-            if self.cfg.exec_stage and wb is not None and not wbk_b and wb[0] == rb_addr:
-                self.rd_b = wb[1]
+            self.rd_b = self._sram_read(self.mem_b, rb_addr, wb, wbk_b, "wb", FmaWb.MEMB)
         # one write port per bank: an FMA write-back into SRAM displaces the
         # operand-stage write of the same bank (mem_conflict)
         if wbk_a:
@@ -457,6 +467,29 @@ class PEModel:
         self._s1_ra_addr, self._s1_rb_addr = ra_addr, rb_addr
         self.cycle += 1
         return ev
+
+    def _set_bypass(self):
+        cfg = self.cfg
+        self._byp = self._bypass(cfg.exec_delay)
+        self._dbyp = self._bypass(int(cfg.exec_stage)) if cfg.bus_stage else self._byp
+
+    def _sram_read(self, mem: list, addr: int, wr, wbk_now: bool, field: str, kind) -> int:
+        """An SRAM read at the end of this cycle: the array before this cycle's writes,
+        or with the execute stage the SRAM bypass: the word of an operand-stage write
+        (``wa``/``wb``) to the address that lands in this cycle (``wr``; with the bus
+        stage also the one landing next cycle, which is younger and wins), unless an FMA
+        write-back into the bank displaces it in its cycle."""
+        v = mem[addr]
+        if not self.cfg.exec_stage:
+            return v
+        if wr is not None and not wbk_now and wr[0] == addr:
+            v = wr[1]
+        if self.cfg.bus_stage:
+            nxt = getattr(self._xq[0], field)        # executes next cycle
+            w = self._ap[-2]
+            if nxt is not None and not (w is not None and w[2] == kind) and nxt[0] == addr:
+                v = nxt[1]
+        return v
 
     def _update_ars(self, u: DecodedUop):
         amask = self.amask

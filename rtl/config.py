@@ -74,6 +74,18 @@ class ArchConfig:
         so programs see the same move and SRAM distances as without the stage; the FMA
         write-back (:attr:`fpu_latency`) and a HALT's drain are one cycle later. Off by
         default (the reference design's ASIC timing).
+    bus_stage : bool
+        Add a bus-transfer stage between the operand and execute stages (requires
+        :attr:`exec_stage`; ``docs/architecture.md``, "The bus stage"): the value a PE
+        drives onto a row or column bus is registered at the driver and crosses the bus
+        in the next cycle into the receivers' execute-stage registers, while every other
+        source value waits in a register for that cycle. No path then runs from an SRAM
+        or register-file read over a bus in one cycle (the FPGA's critical path). The
+        move unit, SRAM writes and the multiplier act one cycle later again; the move and
+        SRAM bypasses cover the two writes in flight, so programs see the same move and
+        SRAM distances, except that a bus driver's source sees a move result from the
+        micro-op two later (:attr:`mv_drive_distance`). The FMA write-back
+        (:attr:`fpu_latency`) and a HALT's drain are one cycle later. Off by default.
     dist_stage : bool
         Add a micro-op distribution stage (``docs/core.md``, "The distribution stage"):
         a register per PE (and one for the core's stream lanes) between the sequencer's
@@ -128,6 +140,7 @@ class ArchConfig:
     mul_latency: int = 2
     add_latency: int = 3
     exec_stage: bool = False
+    bus_stage: bool = False
     dist_stage: bool = False
     fetch_stage: bool = False
     clock_mhz: float = 1000.0
@@ -160,8 +173,11 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
-        for flag in ("exec_stage", "dist_stage", "fetch_stage"):
+        for flag in ("exec_stage", "bus_stage", "dist_stage", "fetch_stage"):
             _check_bool(self, flag)
+        if self.bus_stage and not self.exec_stage:
+            raise ConfigError("ArchConfig.bus_stage requires exec_stage=True (the bus stage sits between "
+                              "the operand stage and the execute stage)")
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
@@ -207,7 +223,7 @@ class ArchConfig:
     def fpu_latency(self) -> int:
         """Cycles from micro-op issue to the FMA result being in the RF (micro-ops issued
         ``fpu_latency - 1`` cycles after the FMA or later read it)."""
-        return 2 + int(self.exec_stage) + self.mul_latency + self.add_latency
+        return 2 + self.exec_delay + self.mul_latency + self.add_latency
 
     @property
     def dist_delay(self) -> int:
@@ -237,15 +253,25 @@ class ArchConfig:
 
     @property
     def exec_delay(self) -> int:
-        """Cycles from a micro-op's operand stage to its execution (0, or 1 with
-        :attr:`exec_stage`)."""
-        return int(self.exec_stage)
+        """Cycles from a micro-op's operand stage to its execution (0; 1 with
+        :attr:`exec_stage`; 2 with :attr:`bus_stage` too)."""
+        return int(self.exec_stage) + int(self.bus_stage)
 
     @property
     def mv_read_distance(self) -> int:
         """Minimum issue distance from a move to a micro-op that reads its result (1 with
-        either timing: the execute stage bypasses the move result to the next micro-op)."""
+        either timing: the execute stage bypasses the move result to the next micro-op).
+        A bus driver's source is the exception with :attr:`bus_stage`, see
+        :attr:`mv_drive_distance`."""
         return 1
+
+    @property
+    def mv_drive_distance(self) -> int:
+        """Minimum issue distance from a move to a micro-op that drives its result onto a
+        bus (``rdrv.src`` / ``cdrv.src``): :attr:`mv_read_distance`, or 2 with
+        :attr:`bus_stage` (the driven value is registered at the end of the driver's
+        operand stage, before the previous micro-op's move executes)."""
+        return 2 if self.bus_stage else 1
 
     @property
     def sram_read_distance(self) -> int:
@@ -349,7 +375,8 @@ PRESETS: dict[str, ArchConfig] = {
     # the default core with the FPGA timing: execute stage, micro-op distribution stage,
     # sequencer fetch stage and 4 / 5-cycle FP pipelines
     # (docs/fpga.md)
-    "fpga": ArchConfig(exec_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
+    "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4,
+                       add_latency=5),
 }
 
 

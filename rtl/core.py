@@ -259,19 +259,41 @@ class Core(wiring.Component):
             m.d.comb += lane_data.eq(hin_data_op)
 
         # --- PEs and buses -----------------------------------------------------------
-        row_bus = [BroadcastBus(w, nr) for _ in range(nr)]
-        col_bus = [BroadcastBus(w, nr) for _ in range(nr)]
-        for i in range(nr):
-            m.submodules[f"row_bus{i}"] = row_bus[i]
-            m.submodules[f"col_bus{i}"] = col_bus[i]
-            m.d.comb += [
-                row_bus[i].seg.eq(rseg_op),
-                col_bus[i].seg.eq(cseg_op),
-                row_bus[i].host_en.eq(pe_en & (hin_op == HostDir.ROW)),
-                row_bus[i].host_data.eq(lane_data[i * w:(i + 1) * w]),
-                col_bus[i].host_en.eq(pe_en & (hin_op == HostDir.COL)),
-                col_bus[i].host_data.eq(lane_data[i * w:(i + 1) * w]),
-            ]
+        # Without the bus stage the buses carry the operand stage's transfers. With it
+        # (cfg.bus_stage) they carry them one cycle later, from the drivers' registers
+        # (PE.row_out) and the host lane's, with the segmentation registered alike;
+        # hout samples the operand stage's drive (PE.row_op) through a second set of
+        # bus resolvers of which only position 0 is used, so stream timing is unchanged.
+        bus_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op}
+        if cfg.bus_stage:
+            blanes = Module()
+            for k, v in list(bus_lanes.items()):
+                r = Signal.like(v, name=f"bus_{k}")
+                blanes.d.sync += r.eq(v)
+                bus_lanes[k] = r
+            m.submodules.bus_lanes = EnableInserter(pe_en)(blanes)
+
+        def make_buses(prefix, lanes_):
+            rb = [BroadcastBus(w, nr) for _ in range(nr)]
+            cb = [BroadcastBus(w, nr) for _ in range(nr)]
+            for i in range(nr):
+                m.submodules[f"{prefix}row_bus{i}"] = rb[i]
+                m.submodules[f"{prefix}col_bus{i}"] = cb[i]
+                m.d.comb += [
+                    rb[i].seg.eq(lanes_["rseg"]),
+                    cb[i].seg.eq(lanes_["cseg"]),
+                    rb[i].host_en.eq(pe_en & (lanes_["hin"] == HostDir.ROW)),
+                    rb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
+                    cb[i].host_en.eq(pe_en & (lanes_["hin"] == HostDir.COL)),
+                    cb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
+                ]
+            return rb, cb
+        row_bus, col_bus = make_buses("", bus_lanes)
+        if cfg.bus_stage:
+            hout_row_bus, hout_col_bus = make_buses("hout_", {"hin": hin_op, "data": lane_data,
+                                                             "rseg": rseg_op, "cseg": cseg_op})
+        else:
+            hout_row_bus, hout_col_bus = row_bus, col_bus
         pes = []
         for r in range(nr):
             for c in range(nr):
@@ -297,14 +319,19 @@ class Core(wiring.Component):
                     rd_data.eq(pe.row_out), rd_oe.eq(pe.row_oe & pe_en),
                     cd_data.eq(pe.col_out), cd_oe.eq(pe.col_oe & pe_en),
                 ]
+                if cfg.bus_stage:
+                    hrd_data, hrd_oe = hout_row_bus[r].drivers()[c]
+                    hcd_data, hcd_oe = hout_col_bus[c].drivers()[r]
+                    m.d.comb += [hrd_data.eq(pe.row_op), hrd_oe.eq(0),
+                                 hcd_data.eq(pe.col_op), hcd_oe.eq(0)]
 
         # --- host output pushes (operand stage) --------------------------------------
         m.d.comb += push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op)
         ring_push = Signal()
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
         # hout samples each bus at position 0 (its first segment when segmented)
-        row_vals = Cat(*(b.values()[0] for b in row_bus))
-        col_vals = Cat(*(b.values()[0] for b in col_bus))
+        row_vals = Cat(*(b.values()[0] for b in hout_row_bus))
+        col_vals = Cat(*(b.values()[0] for b in hout_col_bus))
         m.d.comb += [
             hif.push_en.eq(push),
             hif.push_data.eq(Mux(hout_op == HostDir.ROW, row_vals, col_vals)),

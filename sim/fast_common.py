@@ -276,7 +276,7 @@ class VecState:
     the operand stage (``s1`` a :class:`Tmpl`, ``s1_pred``, ``s1_addr`` = per-PE
     ``(ra, rb, wa, wb)`` addresses computed at its issue) and the FMA pipeline ``mp``
     (``mul_latency`` entries, index 0 = entered last cycle) and ``ap``
-    (``add_latency`` entries), the execute stage ``x`` (``cfg.exec_stage``). Core level: the host lanes of the operand stage
+    (``add_latency`` entries), the execute queue ``x`` (``cfg.exec_delay`` entries). Core level: the host lanes of the operand stage
     (``op_hin``, ``op_lanes``, ``op_hout``, ``op_hlast``).
     """
 
@@ -297,9 +297,10 @@ class VecState:
         self.s1_addr = (z, z, z, z)
         self.mp: list = [None] * cfg.mul_latency
         self.ap: list = [None] * cfg.add_latency
-        #: the execute stage (``cfg.exec_stage``): ``(mul, mv, wa, wb)`` read by the
-        #: micro-op of the last operand stage (:meth:`sim.fast_cycle.CycleEngine.tick`)
-        self.x = (None, None, None, None)
+        #: the execute queue (``cfg.exec_delay`` entries, oldest first: ``x[k]`` executes
+        #: ``k`` cycles from now): ``(mul, mv, wa, wb)`` read by the micro-ops of the last
+        #: operand stages (:meth:`sim.fast_cycle.CycleEngine.tick`)
+        self.x = [(None, None, None, None)] * cfg.exec_delay
         self.op_hin = 0
         self.op_lanes = np.zeros(nr, ut)
         self.op_hout = 0
@@ -308,7 +309,7 @@ class VecState:
         self.spad = np.zeros((cfg.spad_depth, nr), ut)
 
     def pipeline_busy(self) -> bool:
-        return (self.x[0] is not None or any(e is not None for e in self.mp)
+        return (any(x[0] is not None for x in self.x) or any(e is not None for e in self.mp)
                 or any(e is not None for e in self.ap))
 
 

@@ -40,14 +40,18 @@ class CycleEngine:
         self.zeros = np.zeros(self.P, self.ut)
         self.pidx = np.arange(self.P)
         self.exec_stage = cfg.exec_stage
-        self._rf = None     # with the execute stage: the RF as this cycle's writes leave it
+        self.bus_stage = cfg.bus_stage
+        self.exec_delay = cfg.exec_delay
+        self._rf = None     # with the execute stage: the RF as operand-stage reads see it
+        self._rf_drv = None  # ... and as bus drivers see it (differs with the bus stage)
 
     # -- sources ------------------------------------------------------------------------
-    def src(self, st, code, row_in, col_in):
+    def src(self, st, code, row_in, col_in, rf=None):
         if code < 16:
             if code >= self.n_regs:
                 return self.zeros
-            return st.rf[:, code] if self._rf is None else self._rf[:, code]
+            rf = self._rf if rf is None else rf
+            return st.rf[:, code] if rf is None else rf[:, code]
         if code == SRC_MEMA:
             return st.rd_a
         if code == SRC_MEMB:
@@ -61,7 +65,7 @@ class CycleEngine:
     def drv_src(self, st, code):
         if code in (SRC_ROW, SRC_COL):
             return self.zeros
-        return self.src(st, code, None, None)
+        return self.src(st, code, None, None, self._rf_drv)
 
     def _bus(self, st, s, axis, ctr):
         """Values heard on each PE's row / column bus in this cycle (operand stage of s)."""
@@ -92,7 +96,11 @@ class CycleEngine:
         p1 = st.s1_pred
         ev = ctr.ev
         nr, w = self.nr, self.w
-        self._rf = self._bypass(st) if self.exec_stage else None
+        if self.exec_stage:
+            self._rf = self._bypass(st, self.exec_delay)
+            self._rf_drv = self._bypass(st, 1) if self.bus_stage else self._rf
+        else:
+            self._rf = self._rf_drv = None
         # ---- buses of the operand stage ----------------------------------------------
         row_in = self._bus(st, s, "row", ctr)
         col_in = self._bus(st, s, "col", ctr)
@@ -140,8 +148,9 @@ class CycleEngine:
             rf_rd += int(p1.sum()) * (s.wb_src < 16)
 
         # ---- execute stage: this micro-op, or with an execute stage the one read last cycle
-        if self.exec_stage:
-            (new_mul, mv, wa, wb), st.x = st.x, (new_mul, mv, wa, wb)
+        if self.exec_delay:
+            st.x.append((new_mul, mv, wa, wb))
+            new_mul, mv, wa, wb = st.x.pop(0)
         if new_mul is not None:
             ctr.fma += new_mul.valid
 
@@ -213,9 +222,9 @@ class CycleEngine:
         # SRAM reads see the old word (with the execute stage, the bypass: the word of an
         # operand-stage write landing on the address in this cycle, not an FMA write-back's)
         if u.ra_en and ra.any():
-            st.rd_a = np.where(ra, self._sram_read(st.mem_a, ra_addr, wa, wbk_a), st.rd_a)
+            st.rd_a = np.where(ra, self._sram_read(st, st.mem_a, ra_addr, wa, wbk_a, 2, FmaWb.MEMA), st.rd_a)
         if u.rb_en and rb.any():
-            st.rd_b = np.where(rb, self._sram_read(st.mem_b, rb_addr, wb, wbk_b), st.rd_b)
+            st.rd_b = np.where(rb, self._sram_read(st, st.mem_b, rb_addr, wb, wbk_b, 3, FmaWb.MEMB), st.rd_b)
         self._mem_write(st.mem_a, wbk_a, wa)
         self._mem_write(st.mem_b, wbk_b, wb)
         if mv is not None and mv[1] < self.n_regs:
@@ -232,22 +241,31 @@ class CycleEngine:
         st.op_lanes = lanes if u.hin else st.op_lanes
         st.op_hout, st.op_hlast = u.hout, u.hlast
 
-    def _bypass(self, st):
-        """The RF as operand-stage reads see it with the execute stage: the move of the
-        micro-op in its execute stage applied (the FMA write-back's value where it writes
-        the same register in this cycle); None when no move executes."""
-        mv = st.x[1]
-        if mv is None or mv[1] >= self.n_regs:
-            return None
-        val = mv[2]
-        wbk = st.ap[-1]
-        if wbk is not None and wbk.wb not in (FmaWb.MEMA, FmaWb.MEMB) and wbk.dst == mv[1]:
-            val = np.where(wbk.valid, wbk.value, val)
-        rf = st.rf.copy()
-        rf[:, mv[1]] = np.where(mv[0], val, rf[:, mv[1]])
+    def _bypass(self, st, n):
+        """The RF as reads see it with the execute stage: the moves of the first ``n``
+        execute-queue entries applied in order (the one executing in this cycle, then,
+        with the bus stage, the next cycle's; each with the FMA write-back's value where
+        it writes the same register in the move's cycle); None when no move is in flight.
+        Operand-stage sources see ``n = cfg.exec_delay``, bus drivers ``1``
+        (``pe.pe_model.PEModel._bypass``)."""
+        rf = None
+        for k in range(n):
+            mv = st.x[k][1]
+            if mv is None or mv[1] >= self.n_regs:
+                continue
+            val = mv[2]
+            wbk = st.ap[-1 - k]
+            if wbk is not None and wbk.wb not in (FmaWb.MEMA, FmaWb.MEMB) and wbk.dst == mv[1]:
+                val = np.where(wbk.valid, wbk.value, val)
+            if rf is None:
+                rf = st.rf.copy()
+            rf[:, mv[1]] = np.where(mv[0], val, rf[:, mv[1]])
         return rf
 
-    def _sram_read(self, mem, addr, wr, wbk):
+    def _sram_read(self, st, mem, addr, wr, wbk, field, kind):
+        """SRAM read data with the SRAM bypass (``pe.pe_model.PEModel._sram_read``):
+        ``wr`` lands in this cycle (displaced by ``wbk``); with the bus stage the write of
+        ``st.x[0]`` (tuple index ``field``) lands next cycle and wins."""
         data = mem[self.pidx, addr]
         if self.exec_stage and wr is not None:
             hit = wr[0] & (wr[1] == addr)
@@ -255,6 +273,15 @@ class CycleEngine:
                 hit &= ~wbk.valid
             if hit.any():
                 data = np.where(hit, wr[2], data)
+        if self.bus_stage:
+            nxt = st.x[0][field]
+            if nxt is not None:
+                hit = nxt[0] & (nxt[1] == addr)
+                w = st.ap[-2]
+                if w is not None and w.wb == kind:
+                    hit &= ~w.valid
+                if hit.any():
+                    data = np.where(hit, nxt[2], data)
         return data
 
     def _mem_write(self, mem, wbk, wr):

@@ -119,6 +119,8 @@ class Builder:
 
     def op(self, *, row: int | None = None, col: int | None = None, **fields) -> int:
         t = self.t
+        if fields.get("mv_op", MvOp.NOP) != MvOp.NOP:
+            self._last_mv = (t, fields.get("mv_dst", 0))
         self.uops.append(MicroOp(**fields).encode(self.ab, self.sb))
         while len(self.row_ins) < t + 2:
             self.row_ins.append(0)
@@ -152,14 +154,24 @@ class Builder:
     def write_b(self, addr: int, value: int, ar: int = 0) -> int:
         return self.op(wb_en=1, wb_ar=ar, wb_off=self.off(addr), wb_src=Src.COL, col=value)
 
+    def _drive_after_move(self, src: int):
+        """A NOP first when ``src`` is the register the previous micro-op moves into and
+        drivers see moves only ``cfg.mv_drive_distance`` = 2 micro-ops later (bus stage)."""
+        t_mv, dst = getattr(self, "_last_mv", (-9, None))
+        if src == dst and self.t - t_mv < self.cfg.mv_drive_distance:
+            self.nops(self.cfg.mv_drive_distance - (self.t - t_mv))
+
     def show(self, src: int, expect: int | None = None, **extra) -> int:
-        """Drive ``src`` on the row bus; returns the cycle the value is on ``row_out``."""
+        """Drive ``src`` on the row bus; returns the cycle the value is on ``row_out``
+        (after a NOP when ``src`` was just moved into, see :meth:`_drive_after_move`)."""
+        self._drive_after_move(src)
         t = self.op(rdrv_src=src, **self.me_r, **extra) + 1
         if expect is not None:
             self.expect(t, row_out=expect, row_oe=1)
         return t
 
     def show_col(self, src: int, expect: int | None = None, **extra) -> int:
+        self._drive_after_move(src)
         t = self.op(cdrv_src=src, **self.me_c, **extra) + 1
         if expect is not None:
             self.expect(t, col_out=expect, col_oe=1)
@@ -213,7 +225,10 @@ def _p_sources(cfg, row, col) -> Program:
                   fpu_en=1, fpu_a=9, fpu_b=9, fpu_c=Src.ZERO, fpu_dst=11,
                   wa_en=1, wa_off=12, wa_src=9, wb_en=1, wb_off=12, wb_src=9,
                   rdrv_src=9, **b.me_r, cdrv_src=9, **b.me_c)
-        b.expect(tf + 1, row_out=v, row_oe=1, col_out=v, col_oe=1)
+        # (with the bus stage a driven value is registered before the move executes: the
+        # drivers see it one micro-op later, cfg.mv_drive_distance = 2, so here the old w)
+        dv = v if cfg.mv_drive_distance == 1 else w
+        b.expect(tf + 1, row_out=dv, row_oe=1, col_out=dv, col_oe=1)
         b.show(10, v)                        # the MASK result, through the bypass again
         b.show(Src.MEMA, v, ra_en=1, ra_off=12)
         b.show_col(Src.MEMB, v, rb_en=1, rb_off=12)
@@ -635,7 +650,7 @@ def _p_events(cfg, row, col) -> Program:
     # RF c; t+L-1: FMA write-back
     for i in range(4):
         b.set_reg(i, b.f(1.0 + i))
-    b.nops(1)
+    b.nops(max(1, e))       # the last move executed before t+1
     t = b.op(fpu_en=1, fpu_a=0, fpu_b=1, fpu_c=2, fpu_dst=3,
              mv_op=MvOp.MASK, mv_src=0, mv_msk=1, mv_dst=2,
              rdrv_src=3, **b.me_r, cdrv_src=2, **b.me_c,

@@ -1,14 +1,16 @@
 """Test wrapper: one PE whose buses resolve like a 1x1 core.
 
 ``row_in = row_out if row_oe else ext_row_in`` (same for the column bus), which is what
-:meth:`pe.pe_model.PEModel.run` does. The PE keeps its real coordinates ``(row, col)``
+:meth:`pe.pe_model.PEModel.run` does. With ``cfg.bus_stage`` the bus carries the value a
+cycle later (the external value is registered to match) and the outputs are the
+operand-stage ``row_op`` / ``ev.row_drv``, the model's timing. The PE keeps its real coordinates ``(row, col)``
 in an ``nr x nr`` configuration, so predicates and driver selection behave as at that
 position of a core.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -59,15 +61,25 @@ class PETop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.pe = pe = PE(self.cfg, self.row, self.col)
+        ext_row, ext_col = self.ext_row_in, self.ext_col_in
+        if self.cfg.bus_stage:
+            # the bus carries a value one cycle after the driver's operand stage: so do the
+            # external values (given in operand-stage timing, as the model takes them)
+            ext_row, ext_col = Signal.like(ext_row), Signal.like(ext_col)
+            m.d.sync += [ext_row.eq(self.ext_row_in), ext_col.eq(self.ext_col_in)]
+            # outputs in operand-stage timing, as the model gives them
+            row_out, row_oe, col_out, col_oe = pe.row_op, pe.ev.row_drv, pe.col_op, pe.ev.col_drv
+        else:
+            row_out, row_oe, col_out, col_oe = pe.row_out, pe.row_oe, pe.col_out, pe.col_oe
         m.d.comb += [
             pe.uop.as_value().eq(self.uop),
-            pe.row_in.eq(Mux(pe.row_oe, pe.row_out, self.ext_row_in)),
-            pe.col_in.eq(Mux(pe.col_oe, pe.col_out, self.ext_col_in)),
-            self.row_out.eq(pe.row_out),
-            self.row_oe.eq(pe.row_oe),
-            self.col_out.eq(pe.col_out),
-            self.col_oe.eq(pe.col_oe),
+            pe.row_in.eq(Mux(pe.row_oe, pe.row_out, ext_row)),
+            pe.col_in.eq(Mux(pe.col_oe, pe.col_out, ext_col)),
+            self.row_out.eq(row_out),
+            self.row_oe.eq(row_oe),
+            self.col_out.eq(col_out),
+            self.col_oe.eq(col_oe),
             self.ev.eq(pe.ev.as_value()),
-            self.obs.eq(Cat(pe.row_out, pe.row_oe, pe.col_out, pe.col_oe, pe.ev.as_value())),
+            self.obs.eq(Cat(row_out, row_oe, col_out, col_oe, pe.ev.as_value())),
         ]
         return m

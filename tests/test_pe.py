@@ -28,6 +28,9 @@ CONFIGS = {
     # the execute stage (FPGA timing) with the FPGA preset's FP latencies
     "b16_exec": (ArchConfig(nr=4, exec_stage=True, mul_latency=4, add_latency=5,
                             mem_a_words=128, mem_b_words=128), 2, 3),
+    # + the bus stage (preset fpga's PE timing)
+    "b16_bus": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, mul_latency=4, add_latency=5,
+                           mem_a_words=128, mem_b_words=128), 1, 3),
 }
 SUITES = {
     "directed": {},
