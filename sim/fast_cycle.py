@@ -21,6 +21,9 @@ from sw.isa import HostDir
 __all__ = ["CycleEngine"]
 
 
+_OPERAND = object()     # CycleEngine.src: the register file as operand-stage sources see it
+
+
 class CycleEngine:
     def __init__(self, cfg, arith, geo):
         self.cfg = cfg
@@ -46,11 +49,14 @@ class CycleEngine:
         self._rf_drv = None  # ... and as bus drivers see it (differs with the bus stage)
 
     # -- sources ------------------------------------------------------------------------
-    def src(self, st, code, row_in, col_in, rf=None):
+    def src(self, st, code, row_in, col_in, rf=_OPERAND):
+        """Source ``code`` in the operand stage; ``rf``: the register file as the reader
+        sees it (default: as operand-stage sources do; None: ``st.rf`` itself)."""
         if code < 16:
             if code >= self.n_regs:
                 return self.zeros
-            rf = self._rf if rf is None else rf
+            if rf is _OPERAND:
+                rf = self._rf
             return st.rf[:, code] if rf is None else rf[:, code]
         if code == SRC_MEMA:
             return st.rd_a

@@ -48,12 +48,15 @@ def _row(r):
 
 
 def _cfg(exec_stage, ml=2, al=3):
-    return ArchConfig(nr=NR, mem_a_words=64, mem_b_words=64, exec_stage=exec_stage, mul_latency=ml,
-                      add_latency=al)
+    """``exec_stage``: 0 / False (default timing), 1 / True (execute stage), 2 (execute
+    and bus stages)."""
+    return ArchConfig(nr=NR, mem_a_words=64, mem_b_words=64, exec_stage=bool(exec_stage),
+                      bus_stage=exec_stage == 2, mul_latency=ml, add_latency=al)
 
 
-TIMINGS = [pytest.param(e, ml, al, id=f"{'exec' if e else 'noexec'}-fp{ml}{al}")
-           for e in (False, True) for ml, al in ((2, 3), (4, 5))]
+_TIMING_IDS = {0: "noexec", 1: "exec", 2: "bus"}
+TIMINGS = [pytest.param(e, ml, al, id=f"{_TIMING_IDS[e]}-fp{ml}{al}")
+           for e in (0, 1) for ml, al in ((2, 3), (4, 5))] + [pytest.param(2, 4, 5, id="bus-fp45")]
 
 
 # ======================================================================================
@@ -62,6 +65,10 @@ TIMINGS = [pytest.param(e, ml, al, id=f"{'exec' if e else 'noexec'}-fp{ml}{al}")
 # documented distances (None: no ArchConfig property gives it; the model decides)
 def _need_mv(cfg):
     return cfg.mv_read_distance
+
+
+def _need_drv(cfg):
+    return cfg.mv_drive_distance
 
 
 def _need_sram(cfg):
@@ -94,9 +101,9 @@ CASES = {
     "mv-fma.b": ("", "mov r1 = 1", "mul r2 = 1 * r1", "", 2, _need_mv, "mv", 1, "fma.b", ALL, None),
     "mv-fma.ab": ("", "mov r1 = 1", "mul r2 = r1 * r1", "", 2, _need_mv, "mv", 1, "fma.a,fma.b", ALL, None),
     "mv-mv.msk": ("", "mov r1 = 1", "mask r2 = 1 if r1", "", 2, _need_mv, "mv", 1, "mv.msk", ALL, None),
-    "mv-rdrv.src": ("", "mov r1 = 1", "rdrv r1 @col=1 | mov r2 = row", "", 2, _need_mv, "mv", 1, "rdrv.src",
+    "mv-rdrv.src": ("", "mov r1 = 1", "rdrv r1 @col=1 | mov r2 = row", "", 2, _need_drv, "mv", 1, "rdrv.src",
                     _col(1), ALL),
-    "mv-cdrv.src": ("", "mov r1 = 1", "cdrv r1 @row=0 | mov r2 = col", "", 2, _need_mv, "mv", 1, "cdrv.src",
+    "mv-cdrv.src": ("", "mov r1 = 1", "cdrv r1 @row=0 | mov r2 = col", "", 2, _need_drv, "mv", 1, "cdrv.src",
                     _row(0), ALL),
     "mv-wa.src": ("ar0 = 5", "mov r1 = 1", "wra [ar0] = r1", OBS_A, 2, _need_mv, "mv", 1, "wa.src", ALL, None),
     "mv-wb.src": ("ar0 = 5", "mov r1 = 1", "wrb [ar0] = r1", OBS_B, 2, _need_mv, "mv", 1, "wb.src", ALL, None),
@@ -233,11 +240,13 @@ def test_directed_boundary(name, exec_stage, ml, al):
 
 def test_measured_distances():
     """pe_timing measures what docs/architecture.md and ArchConfig state."""
-    for e in (False, True):
+    for e in (0, 1, 2):
         for ml, al in ((2, 3), (4, 5), (3, 7)):
             cfg = _cfg(e, ml, al)
             t = pe_timing(cfg).need
-            assert {d for (w, r), d in t.items() if w == "mv" and r != "fma.c"} == {cfg.mv_read_distance}
+            drv = ("rdrv.src", "cdrv.src")
+            assert {d for (w, r), d in t.items() if w == "mv" and r not in drv + ("fma.c",)} == {cfg.mv_read_distance}
+            assert t[("mv", "rdrv.src")] == t[("mv", "cdrv.src")] == cfg.mv_drive_distance == (2 if e == 2 else 1)
             assert t[("mv", "fma.c")] == 1          # the late c read comes after any earlier move
             assert t[("wa", "ra")] == t[("wb", "rb")] == cfg.sram_read_distance
             assert t[("fma", "fma.c")] == cfg.acc_reuse_distance
@@ -364,16 +373,17 @@ def _case_ids():
     return [c.name for s in kernel_sessions() for c in s]
 
 
-@pytest.mark.parametrize("timing", ["default", "exec"])
+@pytest.mark.parametrize("timing", ["default", "exec", "bus"])
 @pytest.mark.parametrize("name", _case_ids())
 def test_kernels_hazard_free(name, timing):
-    """Every kernel case compiled for its timing: the default one, and the execute stage
-    (when the compilers take it) on the same configuration."""
+    """Every kernel case compiled for its timing: the default one, the execute stage
+    (when the compilers take it) and the execute and bus stages (whose drivers see a
+    move only two micro-ops later) on the same configuration."""
     cfg = AUDIT_CFG
-    if timing == "exec":
+    if timing != "default":
         if not _compilers_take_exec_stage():
             pytest.skip("the compilers refuse exec_stage")
-        cfg = cfg.replace(exec_stage=True)
+        cfg = cfg.replace(exec_stage=True, bus_stage=timing == "bus")
     case = {c.name: c for s in kernel_sessions(cfg) for c in s}[name]
     check_program(cfg, kernel_words(cfg, case))
 
@@ -381,8 +391,8 @@ def test_kernels_hazard_free(name, timing):
 def test_transfers_hazard_free_both_timings():
     """Loads and unloads (sw.transfer) keep the execute-stage distances too."""
     from test_transfer import _roundtrip_job
-    for ex in (False, True):
-        cfg = ArchConfig(nr=3, mem_a_words=64, mem_b_words=64, exec_stage=ex)
+    for ex in (0, 1, 2):
+        cfg = ArchConfig(nr=3, mem_a_words=64, mem_b_words=64, exec_stage=bool(ex), bus_stage=ex == 2)
         words, data, _, _ = _roundtrip_job(cfg, 4, np.random.default_rng(0))
         check_program(cfg, words, host_in=data)
 

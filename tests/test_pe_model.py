@@ -32,6 +32,11 @@ CONFIGS = {
                                  mem_a_words=128, mem_b_words=256), 1, 2),
     "b16_nr1_exec": (ArchConfig(nr=1, n_ar=1, exec_stage=True, mem_a_words=64,
                                 mem_b_words=64), 0, 0),
+    # + the bus stage (preset fpga's PE timing), and with the minimum latencies
+    "b16_nr4_bus": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, mul_latency=4, add_latency=5,
+                               mem_a_words=256, mem_b_words=256), 3, 1),
+    "bf16_nr3_bus": (ArchConfig(fmt="bfloat16", nr=3, n_regs=14, n_ar=3, exec_stage=True, bus_stage=True,
+                                mem_a_words=128, mem_b_words=256), 0, 2),
 }
 
 FIELDS = ("row_out", "row_oe", "col_out", "col_oe")
@@ -86,12 +91,14 @@ def test_event_fields_match_rtl_layout():
 # SRAM write-back), a displaced SRAM write and the late read of an RF `c` are not
 # bypassed: the FMA distances are fpu_latency - 1 (RF) and fpu_latency (SRAM) with either
 # timing, fpu_latency being one larger with the stage.
-EXEC = pytest.mark.parametrize("exec_stage", [False, True], ids=["noexec", "exec"])
+# exec_stage 0: default timing, 1: execute stage, 2: execute and bus stages (int(exec_stage)
+# is then cfg.exec_delay)
+EXEC = pytest.mark.parametrize("exec_stage", [0, 1, 2], ids=["noexec", "exec", "bus"])
 
 
 def _tcfg(exec_stage, **kw):
     kw = {"nr": 1, "mem_a_words": 16, "mem_b_words": 16, **kw}
-    return ArchConfig(exec_stage=exec_stage, **kw)
+    return ArchConfig(exec_stage=bool(exec_stage), bus_stage=exec_stage == 2, **kw)
 
 
 def _step(m: PEModel, evs: dict, uop, row: int = 0, col: int = 0):
@@ -169,10 +176,12 @@ def _read_all(r: int, **kw) -> MicroOp:
                    rdrv_en=1, rdrv_k=0, rdrv_src=r, cdrv_en=1, cdrv_k=0, cdrv_src=r, **kw)
 
 
-def _check_read_all(m: PEModel, drv, want: int):
+def _check_read_all(m: PEModel, drv, want: int, want_drv: int | None = None):
     """What the `_read_all` micro-op read (``drv``: the drive of its operand stage; the
-    pipeline drained since): ``want`` everywhere (positive, so MASK keeps it)."""
-    assert drv == (want, 1, want, 1)
+    pipeline drained since): ``want`` everywhere (positive, so MASK keeps it); the
+    drivers ``want_drv`` if given."""
+    want_drv = want if want_drv is None else want_drv
+    assert drv == (want_drv, 1, want_drv, 1)
     assert (m.rf[5], m.rf[6], m.mem_a[1], m.mem_b[1]) == (want,) * 4
 
 
@@ -286,9 +295,12 @@ def test_sram_write_visibility(exec_stage):
     assert (m.mem_a[3], m.mem_b[5]) == ((0, 0) if x else (one, one))
     _step(m, evs, rd)                               # issued at t+2: the new word
     assert m.rd_a == one and m.rd_b == one
-    assert m.mem_a[3] == one and m.mem_b[5] == one
+    # landed at the end of t+2 with the execute stage; with the bus stage not yet (the
+    # word came through the bypass's second point: the write in its bus stage)
+    assert (m.mem_a[3], m.mem_b[5]) == ((0, 0) if x == 2 else (one, one))
     _step(m, evs, rd)
     assert m.rd_a == one and m.rd_b == one
+    assert m.mem_a[3] == one and m.mem_b[5] == one
     assert _nonzero_cycles(evs, "mem_a_wr") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "mem_b_wr") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "mem_a_rd") == {t + 1: 1, t + 2: 1, t + 3: 1}
@@ -314,10 +326,12 @@ def test_move_result_visibility(exec_stage):
         c = m.cycle
         rf0[c] = m.rf[0]
         outs[c] = _step(m, evs, u)[:2]
-    # the driver issued at t+k shows RF[0] of its operand stage t+k+1
+    # the driver issued at t+k shows RF[0] of its operand stage t+k+1, the move's result
+    # from k = cfg.mv_drive_distance on (2 with the bus stage: the driven value is
+    # registered before the move executes)
     assert outs[t + 1] == (two, 1)                     # the RELU's own operand stage
     for k in (1, 2, 3):
-        assert outs[t + k + 1] == (cfg.fmt.one, 1), k
+        assert outs[t + k + 1] == (cfg.fmt.one if k >= cfg.mv_drive_distance else two, 1), k
     assert rf0[t + 2] == (two if exec_stage else cfg.fmt.one)
     assert _nonzero_cycles(evs, "mv") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "rf_wr") == {t + 1 + x: 1}
@@ -344,9 +358,11 @@ def test_move_result_every_operand_read(exec_stage, op):
             _read_all(4)]
     for k, u in enumerate(prog + [MicroOp()] * (cfg.fpu_latency + 2)):
         if k == 3 and exec_stage:
-            assert m.rf[4] == old and m.rf[7] == new                 # _read_all's operand stage
+            # _read_all's operand stage (with the bus stage r7's move lands at its end too)
+            assert m.rf[4] == old and m.rf[7] == (old if exec_stage == 2 else new)
         drvs[t + k] = _step(m, evs, u, new if k == 1 else 0)
-    _check_read_all(m, drvs[t + 3], new)
+    # the drivers see the move one micro-op later with the bus stage (mv_drive_distance)
+    _check_read_all(m, drvs[t + 3], new, new if cfg.mv_drive_distance == 1 else old)
     assert m.rf[4] == new and m.rf[7] == new
 
 
@@ -477,8 +493,10 @@ def test_rf_conflict_at_execute_stage(exec_stage):
     """A move executed in the cycle of an FMA write-back to the same register (issued at
     t + fpu_latency - 2, or - 3 with the execute stage) loses; rf_conflict then. The
     micro-op after the move reads the FMA's value then (with the execute stage through
-    the move bypass, in the write cycle), the move's otherwise."""
+    the move bypass, in the write cycle), the move's otherwise. (The reader is a driver,
+    so with the bus stage it is issued two after the move, cfg.mv_drive_distance.)"""
     x = int(exec_stage)
+    D = _tcfg(exec_stage).mv_drive_distance
     cfg = _tcfg(exec_stage)
     L = cfg.fpu_latency
     two = _fv(cfg, 2.0)
@@ -487,7 +505,7 @@ def test_rf_conflict_at_execute_stage(exec_stage):
         tm = L - 2 - x + d
         prog = {0: MicroOp(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=4),
                 tm: MicroOp(mv_op=MvOp.MOV, mv_src=Src.NZERO, mv_dst=4),
-                tm + 1: MicroOp(rdrv_en=1, rdrv_src=4)}
+                tm + D: MicroOp(rdrv_en=1, rdrv_src=4)}
         evs, drv, rf4 = {}, {}, {}
         for k in range(L + 4):
             rf4[k] = m.rf[4]
@@ -499,9 +517,9 @@ def test_rf_conflict_at_execute_stage(exec_stage):
         else:
             assert _nonzero_cycles(evs, "rf_conflict") == {}
         assert m.rf[4] == (cfg.fmt.neg_zero if d > 0 else two)
-        assert drv[tm + 2][:2] == (two if d == 0 else cfg.fmt.neg_zero, 1)
+        assert drv[tm + D + 1][:2] == (two if d == 0 else cfg.fmt.neg_zero, 1)
         if exec_stage:       # read in the move's write cycle: the RF still holds the old value
-            assert tm + 2 == L - 1 + d and rf4[tm + 2] == (0 if d <= 0 else two)
+            assert tm + D + 1 == L - 1 + d and rf4[tm + D + 1] == (0 if d <= 0 else two)
 
 
 # -- AR rules -----------------------------------------------------------------------------
