@@ -103,9 +103,10 @@ class ArchConfig:
         the issue decision (stream needs, credit checks, the issue registers' loads)
         starts from flip-flops instead of the RAM's output (an FPGA block RAM's 5-6 ns
         clock-to-output). The next pc of the instruction behind the head is computed
-        with the loop state as the head's issue leaves it, so loops, nested loop ends and
-        jumps still issue one instruction per cycle; only a start waits one more cycle
-        (:attr:`run_overhead`). Off by default.
+        with the loop state as the head's issue leaves it, so loops and nested loop ends
+        still issue one instruction per cycle; a start waits one more cycle
+        (:attr:`run_overhead`) and a ``JUMP`` is followed by one cycle without an issue
+        (:attr:`jump_delay`). Off by default.
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
     ucode_depth : int
@@ -235,6 +236,13 @@ class ArchConfig:
     def fetch_delay(self) -> int:
         """Cycles the sequencer's fetch stage adds between a start and the first issue
         (0, or 1 with :attr:`fetch_stage`)."""
+        return int(self.fetch_stage)
+
+    @property
+    def jump_delay(self) -> int:
+        """Cycles without an issue after each ``JUMP`` issues (0, or 1 with
+        :attr:`fetch_stage`: the jump is resolved at the head and the head refills from
+        its target). No compiler emits ``JUMP``; hand-written programs pay it."""
         return int(self.fetch_stage)
 
     @property

@@ -46,7 +46,8 @@ class Sequencer(wiring.Component):
         The core computes it from ``need_hin`` / ``need_hout`` and its stream state.
     running : Out(1)
         High from the cycle after ``start`` (two cycles after it with the fetch stage) up
-        to and including the cycle in which the ``HALT`` is at the head and issues.
+        to and including the cycle in which the ``HALT`` is at the head and issues, except
+        (fetch stage) the cycle after a ``JUMP`` issues, which refills the head.
         ``running & ~stall`` = the head issues.
     need_hin, need_hout : Out(1)
         Combinational: ``running`` and the head instruction has ``hin`` / ``hout`` not
@@ -108,9 +109,13 @@ class Sequencer(wiring.Component):
     ``pc_f``); its next pc is computed from the loop state as the head's issue leaves it
     (the head's own loop-end update or ``LOOP`` write forwarded), so the RAM stays one
     instruction ahead across back-edges, nested loop ends, single-instruction bodies and
-    jumps. A start fills the stage first: ``start`` at t, RAM output at t+1 (loaded into
-    the head), the head decides at t+2, issue at t+3 (``cfg.start_latency = 3``);
-    everything after the first issue is cycle for cycle as without the stage.
+    loop ends. A start fills the stage first: ``start`` at t, RAM output at t+1 (loaded
+    into the head), the head decides at t+2, issue at t+3 (``cfg.start_latency = 3``).
+    A ``JUMP`` is resolved at the head, not behind it, so no path runs from the RAM's
+    output to its own address: when a ``JUMP`` issues the RAM reads its target (an
+    address from the head register), and the next cycle refills the head like a start
+    (``running`` low, no issue: one bubble per ``JUMP``, ``cfg.jump_delay``); everything
+    else is cycle for cycle as without the stage.
     Out-of-range ``lvl`` / ``agu`` / selector values are ignored (see
     :class:`sim.seq_model.SequencerModel`).
     """
@@ -159,7 +164,6 @@ class Sequencer(wiring.Component):
             # RAM's output is the instruction behind the head
             head_word = Signal(self._ilay.size, name="head_word")
             head = data.View(self._ilay, head_word)
-            fetched = data.View(self._ilay, rp.data)
         else:
             head = data.View(self._ilay, rp.data)
         ctl = head.ctl
@@ -177,6 +181,8 @@ class Sequencer(wiring.Component):
         off = [[Signal(aw, name=f"agu{a}_off{lv}") for lv in range(nl)] for a in range(na)]
 
         go = Signal()                         # the head issues this cycle
+        live = Signal()                       # the head holds an instruction (fetch stage:
+                                              # not while it refills after a start or JUMP)
         spad = bool(cfg.spad_kib)
         h_sin = Signal()                      # stream input / output from / to the scratchpad
         h_sout = Signal()
@@ -185,13 +191,16 @@ class Sequencer(wiring.Component):
         h_rin = Signal()
         h_rout = Signal()
         m.d.comb += [h_rin.eq(ctl.rin & ~h_sin), h_rout.eq(ctl.rout & ~h_sout)]
+        if fetch:
+            filling = Signal()                # the head refills from the RAM output this cycle
         m.d.comb += [
-            go.eq(running & ~self.stall),
-            self.running.eq(running),
-            self.need_hin.eq(running & (ctl.hin != 0) & ~h_rin & ~h_sin),
-            self.need_hout.eq(running & (ctl.hout != 0) & ~h_rout & ~h_sout),
-            self.need_rin.eq(running & (ctl.hin != 0) & h_rin),
-            self.need_rout.eq(running & (ctl.hout != 0) & h_rout),
+            live.eq(running & ~filling if fetch else running),
+            go.eq(live & ~self.stall),
+            self.running.eq(live),
+            self.need_hin.eq(live & (ctl.hin != 0) & ~h_rin & ~h_sin),
+            self.need_hout.eq(live & (ctl.hout != 0) & ~h_rout & ~h_sout),
+            self.need_rin.eq(live & (ctl.hin != 0) & h_rin),
+            self.need_rout.eq(live & (ctl.hout != 0) & h_rout),
         ]
         is_loop = ctl.op == SeqOp.LOOP
         is_jump = ctl.op == SeqOp.JUMP
@@ -241,9 +250,9 @@ class Sequencer(wiring.Component):
         armed_n = [Signal(name=f"loop{lv}_armed_next") for lv in range(nl)]
         upd = Signal()                        # the head's issue updates the loop ends it meets
         loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # ... or arms a level
-        m.d.comb += upd.eq(running & ~is_jump & ~is_halt)
+        m.d.comb += upd.eq(live & ~is_jump & ~is_halt)
         for lv in range(nl):
-            m.d.comb += [loop_lv[lv].eq(running & is_loop & (ctl.lvl == lv)),
+            m.d.comb += [loop_lv[lv].eq(live & is_loop & (ctl.lvl == lv)),
                          lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
                          cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
             with m.If(upd):
@@ -258,13 +267,16 @@ class Sequencer(wiring.Component):
         if fetch:
             # the instruction behind the head (RAM output, at pc_f) and its next pc, with
             # the loop state after the head's issue: so the RAM is always one instruction
-            # ahead of the head, across loop back-edges and jumps. The scan compares
-            # registers first and selects by the head's effect after (``cnt_next > 1`` as
-            # a choice of register compares, not a compare of the chosen count), and its
-            # result is kept for when this instruction is the head.
+            # ahead of the head, across loop back-edges. The scan compares registers first
+            # and selects by the head's effect after (``cnt_next > 1`` as a choice of
+            # register compares, not a compare of the chosen count), and its result is
+            # kept for when this instruction is the head. A JUMP is not decoded behind the
+            # head (that would put the RAM's output in front of its own address): at the
+            # head, its issue reads the target and the head refills (``filling``), as
+            # after a start.
             pc_f = Signal(pcw)
-            filling = Signal()                # the cycle after start: the RAM output is the
-            advance = Signal()                # first instruction, the head is empty
+            advance = Signal()
+            jump_head = Signal()              # the head is a JUMP: read its target
             f_match = [Mux(loop_lv[lv], ctl.target == pc_f, armed[lv] & (lend[lv] == pc_f)) for lv in range(nl)]
             f_gt1 = [Mux(loop_lv[lv], ctl.imm > 1,
                          Mux(upd & win[lv], cnt[lv] > 2, Mux(upd & fin[lv], trip[lv] > 1, cnt[lv] > 1)))
@@ -272,9 +284,10 @@ class Sequencer(wiring.Component):
             f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
             next_f = Signal(pcw)
             m.d.comb += [
-                next_f.eq(Mux(fetched.ctl.op == SeqOp.JUMP, fetched.ctl.target, f_loop_next)),
+                next_f.eq(f_loop_next),
+                jump_head.eq(live & is_jump),
                 advance.eq(filling | go),
-                rp.addr.eq(Mux(self.start, self.start_pc, next_f)),
+                rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, next_f))),
                 rp.en.eq(self.start | advance),
             ]
             with m.If(self.start | advance):
@@ -282,7 +295,7 @@ class Sequencer(wiring.Component):
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
-                m.d.sync += [pc.eq(pc_f), head_word.eq(rp.data), filling.eq(0)]
+                m.d.sync += [pc.eq(pc_f), head_word.eq(rp.data), filling.eq(go & is_jump)]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)

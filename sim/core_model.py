@@ -24,7 +24,7 @@ from pe.pe_model import PEModel
 from rtl.host_interface import Cmd
 from rtl.perf_counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel, SpadPointers
-from sw.isa import HostDir, instr_layout
+from sw.isa import HostDir, SeqOp, instr_layout
 
 __all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "pe_start_cycles"]
 
@@ -279,8 +279,10 @@ class CoreRun:
         self.drain = model.cfg.fpu_latency + 2 + model.cfg.dist_delay
         self.done = False
         self.started = False
-        # cfg.fetch_stage: the cycle that fills the sequencer's head register (no decision)
+        # cfg.fetch_stage: the cycle that fills the sequencer's head register (no decision),
+        # after the start and after each JUMP
         self.fill = model.cfg.fetch_delay
+        self.jump_delay = model.cfg.jump_delay
 
     @property
     def rout_pending(self) -> int:
@@ -393,6 +395,8 @@ class CoreRun:
             self.iss = (h.uop, h.hin, data, h.hout, h.hlast, h.rout)
             self.n += 1
             self.last_pc = h.pc
+            if h.op == SeqOp.JUMP:           # cfg.fetch_stage: the head refills from the target
+                self.fill = self.jump_delay
             self.head = next(self.gen, None)
         finally:
             if not self.dist:            # the PEs see the sequencer's issue register itself

@@ -228,6 +228,7 @@ class FastModel:
         if getattr(self, "_ring_tab", None) is None:     # reset by every microcode load
             self._ring_tab = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool),
                               np.zeros(depth + 1, bool), np.zeros(depth + 1, bool))
+            self._ring_tab[3][depth] = True            # the virtual NOP has no flags
         rin, hout, rout, done = self._ring_tab
         if pcs is not None and len(pcs):
             todo = np.unique(pcs)
@@ -246,6 +247,7 @@ class FastModel:
         if self._spad_tab is None:     # reset by every microcode load
             self._spad_tab = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool), np.zeros(depth + 1, np.int64),
                               np.zeros(depth + 1, np.int64), np.zeros(depth + 1, bool))
+            self._spad_tab[4][depth] = True            # the virtual NOP has no flags
         sin, sout, sel, val, done = self._spad_tab
         if pcs is not None and len(pcs):
             todo = np.unique(pcs)
@@ -327,7 +329,7 @@ class FastModel:
         for k in ("flow_cycles", "cycle_engine_cycles", "regions"):
             self.total_stats[k] += self.stats.get(k, 0)
         self.total_stats["runs"] += 1
-        n = len(trace.pcs)
+        n = int(np.count_nonzero(trace.pcs != self.cfg.ucode_depth))   # JUMP refills are no instructions
         ctr.cycles = len(allpcs)
         ctr.instructions = n
         ring_out = []

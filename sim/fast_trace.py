@@ -51,7 +51,8 @@ class Span:
 
 @dataclass
 class Trace:
-    pcs: np.ndarray          #: [T] pc of each issued instruction
+    pcs: np.ndarray          #: [T] pc of each issued instruction (``ucode_depth``: a cycle without
+                             #: one, after a ``JUMP`` with ``cfg.fetch_stage``)
     agu: np.ndarray          #: [T, n_agus] AGU values at its issue (before its own updates)
     spans: list              #: top-level :class:`Span` s (absolute starts)
     last_pc: int             #: pc of the HALT
@@ -207,6 +208,7 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
     """
     seq.start(start_pc)
     n_agus, n_loops, depth = seq.n_agus, seq.n_loops, seq.depth
+    jump_delay = seq.cfg.jump_delay
     am = seq.amask
     b = _Builder(n_agus)
     spans = []
@@ -220,6 +222,9 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
         b.step(pc, list(seq.agu))
         seq.step()
         last_pc = pc
+        if d.op == SeqOp.JUMP:
+            for _ in range(jump_delay):     # cfg.fetch_stage: the head refills, no issue
+                b.step(depth, list(seq.agu))
         if not (structured and d.op == SeqOp.LOOP and d.lvl < n_loops):
             continue
         lvl, end, start = d.lvl, d.target, (pc + 1) % depth

@@ -11,7 +11,8 @@ one-cycle ``start`` pulse, and then, every cycle, with a random ``stall``:
   then ``pc``/``uop``/``hin``/``hout``/``hlast``/``halted`` must equal the model's next
   issued instruction (so a stall is a bubble and changes nothing else);
 * ``running`` must be high from the cycle after ``start`` (the second cycle after it with
-  ``cfg.fetch_stage``) until the HALT issues;
+  ``cfg.fetch_stage``) until the HALT issues, except (fetch stage) in the cycle after a
+  ``JUMP`` issued (``cfg.jump_delay``: the head refills);
 * ``need_hin``/``need_hout`` must describe the model's next instruction (the head);
 * the first issue is exactly ``cfg.start_latency`` cycles after the ``start`` pulse.
 """
@@ -79,6 +80,7 @@ class Bench:
         k_head = k_out = 0
         lat = self.cfg.start_latency      # the head decides in cycle lat - 1 after the start
         prev_go = False
+        refill = False                    # the head refills after a JUMP (fetch stage)
         cyc = 0
         while True:
             cyc += 1
@@ -107,7 +109,7 @@ class Bench:
                     break
             else:
                 assert int(d.uop.value) == 0 and int(d.halted.value) == 0, f"{where}: bubble not a NOP"
-            assert running == (k_head < n and cyc >= lat - 1), f"{where}: running={running}"
+            assert running == (k_head < n and cyc >= lat - 1 and not refill), f"{where}: running={running}"
             if running:
                 e = exp[k_head]
                 nh, no = int(d.need_hin.value), int(d.need_hout.value)
@@ -118,6 +120,7 @@ class Bench:
             stall = bool(stall_fn(cyc))
             d.stall.value = int(stall)
             go = bool(running) and not stall
+            refill = go and self.cfg.jump_delay > 0 and exp[k_head].op == SeqOp.JUMP
             if go:
                 k_head += 1
             prev_go = go
@@ -182,7 +185,9 @@ async def directed(dut):
             for kind in ("none", "always_first", "heavy"):
                 cyc = await b.run(org, stall_pattern(random.Random(1), kind), tag=f"{name}@{org}/{kind}")
                 if kind == "none":
-                    assert cyc == cfg.start_latency + len(b.model.run(org)) - 1
+                    exp = b.model.run(org)
+                    jumps = sum(e.op == SeqOp.JUMP for e in exp)
+                    assert cyc == cfg.start_latency + len(exp) - 1 + cfg.jump_delay * jumps
     # start while running aborts and restarts with fresh state
     d = dut
     prog = [I(op=B, agu=0, imm=5), I(op=L, lvl=0, target=2, imm=100), I(ag_ra=1), I(op=H)]
