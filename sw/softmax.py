@@ -265,6 +265,8 @@ class _Sched:
         self.cfg = cfg
         self.ins: list = []            # [ {"slots": [...], "units": set(), "pred": key} ]
         self.W: dict = {}              # register -> cycle at whose end its last write lands
+        self.Wd: dict = {}             # ... as a bus driver's source sees it (a move's result
+                                       # cfg.mv_drive_distance - 1 cycles later)
         self.R: dict = {}              # register -> last cycle it is read
         self.cur = 0
 
@@ -273,8 +275,10 @@ class _Sched:
             self.ins.append({"slots": [], "units": set(), "pred": None})
         return self.ins[t]
 
-    def op(self, slots, *, units, reads=(), late=None, dst=None, unit="fma", pred_=None):
-        """``reads``: registers read in the operand stage; ``late``: a register read as the
+    def op(self, slots, *, units, reads=(), drv=(), late=None, dst=None, unit="fma", pred_=None):
+        """``reads``: registers read in the operand stage; ``drv``: registers driven onto a
+        bus (read in the operand stage, a move's result one micro-op later with the bus
+        stage, ``cfg.mv_drive_distance``); ``late``: a register read as the
         FMA's ``c`` (late read); ``dst``: the register written (by the FMA after
         ``fpu_latency - 1`` cycles, by the move unit at the end of the next cycle);
         ``units``: unit names taken (``fma``, ``mov``, ``ra``, ``rb``, ``rdrv``, ``cdrv``,
@@ -283,6 +287,8 @@ class _Sched:
         t = self.cur
         for r in reads:
             t = max(t, self.W.get(r, -10))          # read at t + 1 > W
+        for r in drv:
+            t = max(t, self.Wd.get(r, -10))
         if late is not None:
             t = max(t, self.W.get(late, -10) - cfg.mul_latency)
         wlat = cfg.fpu_latency - 1 if unit == "fma" else 1
@@ -297,12 +303,13 @@ class _Sched:
         s["slots"] += list(slots)
         s["units"] |= set(units)
         s["pred"] = key
-        for r in reads:
+        for r in (*reads, *drv):
             self.R[r] = max(self.R.get(r, -10), t + 1)
         if late is not None:
             self.R[late] = max(self.R.get(late, -10), t + 1 + cfg.mul_latency)
         if dst is not None:
             self.W[dst] = t + wlat
+            self.Wd[dst] = t + wlat + (cfg.mv_drive_distance - 1 if unit == "mov" else 0)
         self.cur = t
         return t
 
@@ -398,8 +405,9 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
             slots.append(add(dst, ops[0], ops[2]))
         return S.op(slots, units=units, reads=reads, late=late, dst=dst)
 
-    def mv(dst, src_slot, reads, extra=(), units=(), pred_=None):
-        return S.op([src_slot, *extra], units={"mov", *units}, reads=reads, dst=dst, unit="mov", pred_=pred_)
+    def mv(dst, src_slot, reads, extra=(), units=(), pred_=None, drv=()):
+        return S.op([src_slot, *extra], units={"mov", *units}, reads=reads, drv=drv, dst=dst, unit="mov",
+                    pred_=pred_)
 
     # ---- -1, the elements, the penalty ---------------------------------------------------
     sl, src, u = const("m1")
@@ -439,16 +447,16 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
         ``src_reg`` (first copied from PE 0 of the bus)."""
         drv = (lambda k: rdrv(src_reg, col=k)) if direction == "row" else (lambda k: cdrv(src_reg, row=k))
         unit = "rdrv" if direction == "row" else "cdrv"
-        mv(B, mov(B, direction), [src_reg], [drv(0)], [unit])
+        mv(B, mov(B, direction), [], [drv(0)], [unit], drv=[src_reg])
         if combine == "max":
             mv(acc, mov(acc, B), [B])
             for k in range(1, count):
-                mv(B, mov(B, direction), [src_reg], [drv(k)], [unit])
+                mv(B, mov(B, direction), [], [drv(k)], [unit], drv=[src_reg])
                 vmax(acc, B)
         else:
             mv(acc, mov(acc, B), [B])
             for k in range(1, count):
-                S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, reads=[src_reg], late=acc, dst=acc)
+                S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, drv=[src_reg], late=acc, dst=acc)
 
     M_row = free[4]
     bus_reduce(ACC, M_row, "row", ncols, "max")
@@ -538,7 +546,7 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
             if k >= words:
                 continue
             slots = [rdrv(Z[q], col=c), t.rd(k), g.rd(k, read=False), fma(g.src, t.src, M1, "row")]
-            S.op(slots, units={"fma", "rdrv", rd_unit(t), rd_unit(g)}, reads=[Z[q], M1])
+            S.op(slots, units={"fma", "rdrv", rd_unit(t), rd_unit(g)}, reads=[M1], drv=[Z[q]])
     f = S.frag(name)
     _finish(b, f)
     return KernelInfo("softmax_grad", f.count(), 0, {"passes": P, "group": plan.group, "K": plan.K,

@@ -471,3 +471,34 @@ def audit_kernels(cfg=AUDIT_CFG, seed=0, file=None):
 
 if __name__ == "__main__":
     audit_kernels()
+
+
+# ======================================================================================
+# training programs with the FPGA timing
+# ======================================================================================
+@pytest.mark.parametrize("trainer,loss", [("sgd-fused", "softmax_ce"), ("sgd-separate", "mse"),
+                                          ("mbgd", "softmax_ce")])
+def test_training_programs_hazard_free_fpga_timing(trainer, loss):
+    """Every RUN of a training step compiled for the preset-``fpga`` PE timing (execute and
+    bus stages: drivers see a move two micro-ops later) has no stale read, whether or
+    not the stale value would have differed (the training tests compare values)."""
+    from sw.train import MLP, CoreSession, compile_sgd, init_weights
+    from sw.train_mb import compile_mbgd
+
+    cfg = ArchConfig(nr=2, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True,
+                     fetch_stage=True, mul_latency=4, add_latency=5)
+    mlp = MLP((11, 7, 4), loss, 0.0625, batch=3) if trainer == "mbgd" else MLP((11, 7, 4), loss, 0.0625)
+    rng = np.random.default_rng(3)
+    if trainer == "mbgd":
+        tp = compile_mbgd(cfg, mlp)
+        args = (rng.uniform(-1, 1, (11, 3)), rng.integers(0, 4, 3))
+    else:
+        tp = compile_sgd(cfg, mlp, backward=trainer.split("-")[1])
+        args = (rng.standard_normal(11).astype(np.float32), np.eye(4, dtype=np.float32)[1])
+    sess = CoreSession(cfg, "fast", record=True)
+    tp.init(sess, init_weights(mlp, cfg.fmt, 3))
+    tp.run_step(sess, *args)
+    assert len(sess.phases) > 1
+    for ph in sess.phases:
+        hz = find_hazards(cfg, ph.words, ph.start, ph.data, limit=None)
+        assert not hz, f"{ph.name}: {len(hz)} stale reads, first {hz[0]}"
