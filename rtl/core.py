@@ -165,17 +165,22 @@ class Core(wiring.Component):
             stages.append((issue_d, hout_d, rout_d, sout_d))
         to_host = [iss & (ho != 0) & ~ro & ~so for iss, ho, ro, so in stages]
         to_ring = [iss & (ho != 0) & ro for iss, ho, ro, so in stages]
+        # with the bus stage a host-bound beat is pushed one cycle later, from the bus
+        # stage (the ring and scratchpad beats keep the operand stage)
+        hpush_bus = Signal()     # the bus stage holds a host-bound push
+        if cfg.bus_stage:
+            to_host.append(hpush_bus)
         # Host room: a register holding the output FIFO's level plus the host-bound pushes
         # in flight, so the check at the head is one compare of a register with a constant
         # (no adder between the issue registers and the decision). In-flight pushes are
         # conserved (a frozen operand stage is always fed a NOP), so the count moves by
         # the pushes the head issues, the FIFO writes that are not in-flight pushes (the
         # done beat, counter and error replies) and the beats the host takes.
-        credits = Signal(range(OUT_FIFO_DEPTH + len(stages) + 2))
+        credits = Signal(range(OUT_FIFO_DEPTH + len(to_host) + 2))
         room = Signal()
         m.d.comb += room.eq(credits < OUT_FIFO_DEPTH)
         self._credit_probe = (credits, hif.out_level, to_host)   # tests: credits == level + in flight
-        push = Signal()          # an in-flight push enters the FIFO (operand stage, below)
+        push = Signal()          # an in-flight push enters the FIFO (operand or bus stage, below)
         # Ring room: the level (the next core's, net of its pop) compared with each
         # possible number of pushes in flight, then picked by the in-flight flags: no adder
         # or carry chain after the issue registers.
@@ -264,13 +269,15 @@ class Core(wiring.Component):
         # (PE.row_out) and the host lane's, with the segmentation registered alike;
         # hout samples the operand stage's drive (PE.row_op) through a second set of
         # bus resolvers of which only position 0 is used, so stream timing is unchanged.
-        bus_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op}
+        bus_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op,
+                     "hout": hout_op, "hlast": hout_last_op}
         if cfg.bus_stage:
             blanes = Module()
             for k, v in list(bus_lanes.items()):
                 r = Signal.like(v, name=f"bus_{k}")
                 blanes.d.sync += r.eq(v)
                 bus_lanes[k] = r
+            blanes.d.sync += hpush_bus.eq((hout_op != 0) & ~rout_op & ~sout_op)
             m.submodules.bus_lanes = EnableInserter(pe_en)(blanes)
 
         def make_buses(prefix, lanes_):
@@ -325,25 +332,34 @@ class Core(wiring.Component):
                     m.d.comb += [hrd_data.eq(pe.row_op), hrd_oe.eq(0),
                                  hcd_data.eq(pe.col_op), hcd_oe.eq(0)]
 
-        # --- host output pushes (operand stage) --------------------------------------
-        m.d.comb += push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op)
+        # --- output pushes: ring and scratchpad in the operand stage, the host FIFO there
+        # too or, with the bus stage, in the bus stage (from flip-flops over the bus, not
+        # from an SRAM read over it; the credits count it in flight a cycle longer) -----
         ring_push = Signal()
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
         # hout samples each bus at position 0 (its first segment when segmented)
-        row_vals = Cat(*(b.values()[0] for b in hout_row_bus))
-        col_vals = Cat(*(b.values()[0] for b in hout_col_bus))
+        op_data = Signal(nr * w)     # the beat hout samples in the operand stage
+        m.d.comb += op_data.eq(Mux(hout_op == HostDir.ROW, Cat(*(b.values()[0] for b in hout_row_bus)),
+                                   Cat(*(b.values()[0] for b in hout_col_bus))))
+        if cfg.bus_stage:
+            m.d.comb += [
+                push.eq(pe_en & hpush_bus),
+                hif.push_data.eq(Mux(bus_lanes["hout"] == HostDir.ROW, Cat(*(b.values()[0] for b in row_bus)),
+                                     Cat(*(b.values()[0] for b in col_bus)))),
+            ]
+        else:
+            m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op), hif.push_data.eq(op_data)]
         m.d.comb += [
             hif.push_en.eq(push),
-            hif.push_data.eq(Mux(hout_op == HostDir.ROW, row_vals, col_vals)),
-            hif.push_last.eq(hout_last_op),
+            hif.push_last.eq(bus_lanes["hlast"]),
             self.ring_out_en.eq(ring_push),
-            self.ring_out_data.eq(hif.push_data),
+            self.ring_out_data.eq(op_data),
         ]
         if spad:
             spad_wr = Signal()
             m.d.comb += [
                 spad_wr.eq(pe_en & (hout_op != 0) & sout_op),
-                sp.waddr.eq(spad_waddr_op), sp.wdata.eq(hif.push_data[:nr * w]), sp.wen.eq(spad_wr),
+                sp.waddr.eq(spad_waddr_op), sp.wdata.eq(op_data[:nr * w]), sp.wen.eq(spad_wr),
                 ctr.spad_rd.eq(issue_d & sin_d), ctr.spad_wr.eq(spad_wr),
             ]
 
