@@ -380,8 +380,8 @@ PRESETS: dict[str, ArchConfig] = {
     "S": ArchConfig(nr=4, cores=32, spad_kib=512, ucode_depth=4096),
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
-    # the default core with the FPGA timing: execute stage, micro-op distribution stage,
-    # sequencer fetch stage and 4 / 5-cycle FP pipelines
+    # the default core with the FPGA timing: execute and bus stages, micro-op distribution
+    # stage, sequencer fetch stage and 4 / 5-cycle FP pipelines
     # (docs/fpga.md)
     "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4,
                        add_latency=5),
