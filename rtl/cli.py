@@ -34,7 +34,8 @@ def _cmd_info(args) -> int:
     d = cfg.to_dict()
     d.update(n_pes=cfg.n_pes, addr_bits=cfg.addr_bits, fpu_latency=cfg.fpu_latency,
              acc_reuse_distance=cfg.acc_reuse_distance, mv_read_distance=cfg.mv_read_distance,
-             sram_read_distance=cfg.sram_read_distance, run_overhead=cfg.run_overhead,
+             mv_drive_distance=cfg.mv_drive_distance, sram_read_distance=cfg.sram_read_distance,
+             run_overhead=cfg.run_overhead, jump_delay=cfg.jump_delay,
              pe_sram_bytes=cfg.pe_sram_bytes)
     if cfg.spad_kib:
         d.update(spad_depth=cfg.spad_depth, spad_addr_bits=cfg.spad_addr_bits)

@@ -43,6 +43,8 @@ def test_binary32_keeps_byte_budget():
     ("dist_stage", "no", "dist_stage must be true or false"),
     ("fetch_stage", 2, "fetch_stage must be true or false, got 2"),
     ("fetch_stage", "yes", "fetch_stage must be true or false"),
+    ("bus_stage", 2, "bus_stage must be true or false, got 2"),
+    ("bus_stage", True, "bus_stage requires exec_stage=True"),
 ])
 def test_invalid_parameters_name_field_and_range(field, value, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -70,11 +72,18 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert ArchConfig(exec_stage=1).exec_stage is True and ArchConfig(exec_stage=0) == ArchConfig()
     assert x.dist_stage is True and ArchConfig(dist_stage=0) == ArchConfig()
     assert x.fetch_stage is True and ArchConfig(fetch_stage=0) == ArchConfig()
+    assert x.bus_stage is True and ArchConfig(exec_stage=True, bus_stage=0) == ArchConfig(exec_stage=True)
     assert (ArchConfig().start_latency, x.start_latency) == (2, 3)
+    assert (ArchConfig().jump_delay, x.jump_delay) == (0, 1)
+    # operand stage -> execution: 0 (default), 1 (execute stage), 2 (and the bus stage);
+    # only a bus driver's source sees a move later with the bus stage
+    assert (ArchConfig().exec_delay, ArchConfig(exec_stage=True).exec_delay, x.exec_delay) == (0, 1, 2)
+    assert (ArchConfig(exec_stage=True).mv_drive_distance, x.mv_drive_distance) == (1, 2)
+    assert x.mv_read_distance == 1 and x.sram_read_distance == 2
     # a RUN of n instructions + HALT lasts n + run_overhead cycles: HALT, start latency,
     # fpu_latency of drain, one more cycle each with the fetch and distribution stages
     assert ArchConfig().run_overhead == 1 + 7 + 2
-    assert PRESETS["fpga"].run_overhead == 1 + (2 + 1 + 4 + 5) + 2 + 1 + 1
+    assert PRESETS["fpga"].run_overhead == 1 + (2 + 2 + 4 + 5) + 2 + 1 + 1
 
 
 def test_bad_config_files(tmp_path):
