@@ -132,8 +132,9 @@ class PEModel:
     State (all integers, read them through the accessors): register file
     :attr:`rf`, SRAM banks :attr:`mem_a` / :attr:`mem_b`, read-port output registers
     :attr:`rd_a` / :attr:`rd_b`, address and stride registers :attr:`ar` /
-    :attr:`stride`, the micro-op in its operand stage and the FMA pipeline.
-    Everything resets to 0.
+    :attr:`stride`, the micro-op in its operand stage, the execute queue (what the
+    micro-ops read, ``cfg.exec_delay`` entries: the execute stage and, with
+    ``cfg.bus_stage``, the bus stage) and the FMA pipeline. Everything resets to 0.
     """
 
     def __init__(self, cfg, row: int = 0, col: int = 0):
