@@ -7,7 +7,7 @@ core model, fast model, power model).
 
 from __future__ import annotations
 
-from amaranth import Array, Module, Signal
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -38,7 +38,11 @@ class PerfCounters(wiring.Component):
     """Counter bank of one core.
 
     Every counter is ``cfg.counter_bits`` wide, wraps modulo its width, and counts only
-    in cycles where ``count_en`` is high. Increments of a cycle are visible the next cycle.
+    in cycles where ``count_en`` is high. The increments of a cycle (gated by
+    ``count_en``) are registered first and added in the next cycle, so they are visible
+    two cycles later: no path runs from the PEs' event strobes through their sum into a
+    counter's carry chain in one cycle (the 4 x 4 FPGA build's critical path,
+    ``docs/fpga.md``). The host reads the counters only after a RUN's drain.
 
     Ports
     -----
@@ -81,6 +85,17 @@ class PerfCounters(wiring.Component):
             members[f"col_hops{i}"] = In(range(nr + 1))
         super().__init__(members)
 
+    def _inc_max(self, i: int) -> int:
+        """The largest increment of counter ``i`` in one cycle."""
+        nr = self.cfg.nr
+        name = self.names[i]
+        if name in SUMMED_EVENTS:
+            width = dict((n, f.width) for n, f in EVENT_LAYOUT)[name]
+            return nr * nr * ((1 << width) - 1)
+        if "hops" in name:
+            return nr
+        return 1
+
     def pe_events(self):
         return [getattr(self, f"pe_ev{p}") for p in range(self.cfg.nr * self.cfg.nr)]
 
@@ -100,10 +115,11 @@ class PerfCounters(wiring.Component):
             incs += [self.spad_rd, self.spad_wr]
         assert len(incs) == len(self.names)
         regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]
-        for reg, inc in zip(regs, incs):
+        for i, (reg, inc) in enumerate(zip(regs, incs)):
+            inc_r = Signal(range(self._inc_max(i) + 1), name=f"inc_{i}")
             with m.If(self.clear):
-                m.d.sync += reg.eq(0)
-            with m.Elif(self.count_en):
-                m.d.sync += reg.eq(reg + inc)
+                m.d.sync += [reg.eq(0), inc_r.eq(0)]
+            with m.Else():
+                m.d.sync += [reg.eq(reg + inc_r), inc_r.eq(Mux(self.count_en, inc, 0))]
         m.d.comb += self.value.eq(Array(regs)[self.sel])
         return m
