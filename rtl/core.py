@@ -269,8 +269,9 @@ class Core(wiring.Component):
         # (PE.row_out) and the host lane's, with the segmentation registered alike;
         # hout samples the operand stage's drive (PE.row_op) through a second set of
         # bus resolvers of which only position 0 is used, so stream timing is unchanged.
-        bus_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op,
-                     "hout": hout_op, "hlast": hout_last_op}
+        op_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op,
+                    "hout": hout_op, "hlast": hout_last_op}
+        bus_lanes = dict(op_lanes)
         if cfg.bus_stage:
             blanes = Module()
             for k, v in list(bus_lanes.items()):
@@ -297,8 +298,7 @@ class Core(wiring.Component):
             return rb, cb
         row_bus, col_bus = make_buses("", bus_lanes)
         if cfg.bus_stage:
-            hout_row_bus, hout_col_bus = make_buses("hout_", {"hin": hin_op, "data": lane_data,
-                                                             "rseg": rseg_op, "cseg": cseg_op})
+            hout_row_bus, hout_col_bus = make_buses("hout_", op_lanes)
         else:
             hout_row_bus, hout_col_bus = row_bus, col_bus
         pes = []
@@ -338,15 +338,14 @@ class Core(wiring.Component):
         ring_push = Signal()
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
         # hout samples each bus at position 0 (its first segment when segmented)
+        def sample(direction, rb, cb):
+            return Mux(direction == HostDir.ROW, Cat(*(b.values()[0] for b in rb)),
+                       Cat(*(b.values()[0] for b in cb)))
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
-        m.d.comb += op_data.eq(Mux(hout_op == HostDir.ROW, Cat(*(b.values()[0] for b in hout_row_bus)),
-                                   Cat(*(b.values()[0] for b in hout_col_bus))))
+        m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
         if cfg.bus_stage:
-            m.d.comb += [
-                push.eq(pe_en & hpush_bus),
-                hif.push_data.eq(Mux(bus_lanes["hout"] == HostDir.ROW, Cat(*(b.values()[0] for b in row_bus)),
-                                     Cat(*(b.values()[0] for b in col_bus)))),
-            ]
+            m.d.comb += [push.eq(pe_en & hpush_bus),
+                         hif.push_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
         else:
             m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op), hif.push_data.eq(op_data)]
         m.d.comb += [

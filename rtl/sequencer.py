@@ -282,12 +282,10 @@ class Sequencer(wiring.Component):
                          Mux(upd & win[lv], cnt[lv] > 2, Mux(upd & fin[lv], trip[lv] > 1, cnt[lv] > 1)))
                      for lv in range(nl)]
             f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
-            next_f = Signal(pcw)
             m.d.comb += [
-                next_f.eq(f_loop_next),
                 jump_head.eq(live & is_jump),
                 advance.eq(filling | go),
-                rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, next_f))),
+                rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, f_loop_next))),
                 rp.en.eq(self.start | advance),
             ]
             with m.If(self.start | advance):
