@@ -551,7 +551,6 @@ class PE(wiring.Component):
 
         # late read of an RF `c` when the product reaches the adder
         c_late = Signal(w)
-        m.d.comb += c_late.eq(Mux(mp_crf[-1], rf_read(mp_c[-1][:4], "c_late"), mp_c[-1]))
         m.d.comb += [add.a.eq(mul.o), add.b.eq(c_late)]
 
         A = cfg.add_latency
@@ -592,6 +591,24 @@ class PE(wiring.Component):
                 byp_b2["go"].eq(wb_st[0]), byp_b2["addr"].eq(wb_ast[0]), byp_b2["val"].eq(bus_val["wb_val"]),
                 byp_b2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMB)),
             ]
+
+        if cfg.exec_stage:
+            # FPGA timing: the late read is made one cycle early, from the stage before
+            # the adder's, into a register, with this cycle's RF writes bypassed in (the
+            # FMA write-back wins over the move, as in the register file), so the adder's
+            # `c` comes from a flip-flop, not through the LUT RAM and the live-value table.
+            # Same value in the same cycle as the read below.
+            pre_crf, pre_c = mp_crf[-2], mp_c[-2]    # mul_latency >= 2
+            idx = pre_c[:4]
+            in_rf = idx < n_regs      # registers >= n_regs are never written: +0
+            wf = fma_wb & (fma_wb_dst == idx) & in_rf
+            wm = mv_go & (mv_dst == idx) & in_rf
+            c_pre = Mux(wf, add.o, Mux(wm, mv_val, rf_read(idx, "c_pre")))
+            c_reg = Signal(w, name="c_late_reg")
+            m.d.sync += c_reg.eq(Mux(pre_crf, c_pre, pre_c))
+            m.d.comb += c_late.eq(c_reg)
+        else:
+            m.d.comb += c_late.eq(Mux(mp_crf[-1], rf_read(mp_c[-1][:4], "c_late"), mp_c[-1]))
 
         # ---- SRAM write ports: the FMA write-back wins over the operand-stage write ----
         m.d.comb += [

@@ -28,6 +28,10 @@ CONFIGS = {
     # the execute stage (FPGA timing) with the FPGA preset's FP latencies
     "b16_exec": (ArchConfig(nr=4, exec_stage=True, mul_latency=4, add_latency=5,
                             mem_a_words=128, mem_b_words=128), 2, 3),
+    # the execute stage with the shortest multiplier (the early late-c read from its
+    # first stage) and fewer registers than codes
+    "bf16_exec_r13": (ArchConfig(fmt="bfloat16", nr=2, exec_stage=True, n_regs=13,
+                                 mem_a_words=128, mem_b_words=128), 1, 0),
     # + the bus stage (preset fpga's PE timing)
     "b16_bus": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, mul_latency=4, add_latency=5,
                            mem_a_words=128, mem_b_words=128), 1, 3),
