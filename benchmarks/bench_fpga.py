@@ -1,7 +1,10 @@
 """FPGA resources and Fmax on the ECP5-85F (ULX3S): PE, 2 x 2 core, 4 x 4 core, binary16
 and binary32.
 
-PE rows: Yosys ``synth_ecp5`` of a lone PE (no board top, so no place and route).
+PE rows: resources from Yosys ``synth_ecp5`` of a lone PE; Fmax from place and route of
+the PE in its scan harness on the board (``caterpillar build --top pe``,
+:class:`rtl.pe_harness.PEHarness`: every PE input from a flip-flop, every output into
+one), at 100 MHz: the paths inside one PE, without a core around it.
 Core rows: ``rtl.fpga.build`` of the core behind the UART bridge on the ULX3S-85F, core
 clock from the PLL at 100 MHz (the target: nextpnr optimizes for it and reports the
 achieved Fmax); a configuration that does not fit stops after synthesis with the
@@ -39,7 +42,8 @@ FPGA_PRESET_CLOCK_MHZ = 40.0
 
 
 #: every row, in table order
-ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + ["core4-fpga"]
+ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + ["pe-fpga",
+                                                                                               "core4-fpga"]
 
 
 def _rows_wanted():
@@ -58,7 +62,19 @@ def _cfg(name: str) -> ArchConfig:
 
 
 def _clock(name: str) -> float:
-    return FPGA_PRESET_CLOCK_MHZ if name.endswith("-fpga") else CLOCK_MHZ
+    return FPGA_PRESET_CLOCK_MHZ if name == "core4-fpga" else CLOCK_MHZ
+
+
+def _crit(out, s) -> str:
+    """The slowest critical path of a build directory's nextpnr log, one line."""
+    if not ((out / "top.tim").exists() and "fmax_mhz" in s):
+        return ""
+    paths = parse_critical_paths((out / "top.tim").read_text(errors="replace"))
+    if not paths:
+        return ""
+    c = max(paths.values(), key=lambda c: c["ns"])
+    return (f"{c['ns']} ns ({c['lut_levels']} logic levels, {c['routing_ns']} ns routing): "
+            f"{short_cell(c['from'])} -> {short_cell(c['to'])}")
 
 
 def _pe_row(name: str) -> dict:
@@ -67,31 +83,48 @@ def _pe_row(name: str) -> dict:
     _, v = write_verilog(comp, top)
     res = fpga_resources(synthesize(v, top, "ecp5"))
     fit = fit_report(res, DEVICE)
-    return {"design": "PE", "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
-            "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
-            "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
-            "fits 85F": "yes" if all(x["used"] <= x["available"] for x in fit.values()) else "no",
-            "LUT4 % (nextpnr)": "", "Fmax MHz (nextpnr)": "", "critical path": "", "source": "synth",
-            "constraint MHz": ""}
+    row = {"design": _design(name)[0], "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
+           "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
+           "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
+           "fits 85F": "yes" if all(x["used"] <= x["available"] for x in fit.values()) else "no",
+           "LUT4 % (nextpnr)": "", "Fmax MHz (nextpnr)": "", "critical path": "", "source": "synth",
+           "constraint MHz": ""}
+    if os.environ.get("FPGA_BENCH_SYNTH_ONLY"):
+        return row
+    s = _built(name, cfg, top="pe")
+    row.update({"Fmax MHz (nextpnr)": s.get("fmax_mhz"), "critical path": _crit(BENCH_DIR / name, s),
+                "source": "synth (resources); place and route of the PE in its scan harness (Fmax)",
+                "constraint MHz": _clock(name)})
+    return row
+
+
+def _built(name: str, cfg, top: str = "core") -> dict:
+    """The build summary of row ``name``: reused from its build directory when that has
+    the same configuration and top, else built (may raise FitError)."""
+    out = BENCH_DIR / name
+    sj = out / "summary.json"
+    s = json.loads(sj.read_text()) if sj.exists() else None
+    if s is not None and s.get("config") == cfg.to_dict() and "synth" in s and s.get("top", "core") == top:
+        return s
+    # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
+    # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row
+    # router2: router1 had not resolved the congestion of a 4 x 4 core after 25 min,
+    # nor of a 2 x 2 binary32 core after 18 min; one router for every core row
+    # (router1 for a lone PE, which it routes in a minute, and for the preset-fpga core)
+    return build(cfg, BOARD, out_dir=out, clock_mhz=_clock(name), abc9=False, top=top,
+                 router="router1" if name.endswith("-fpga") or top == "pe" else "router2",
+                 place=not os.environ.get("FPGA_BENCH_SYNTH_ONLY"),
+                 log=lambda m: print(f"[{name}] {m}", flush=True))
 
 
 def _core_row(name: str) -> dict:
     cfg = _cfg(name)
     out = BENCH_DIR / name
     sj = out / "summary.json"
-    s = json.loads(sj.read_text()) if sj.exists() else None
-    if s is None or s.get("config") != cfg.to_dict() or ("synth" not in s):
-        try:
-            # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
-            # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row
-            # router2: router1 had not resolved the congestion of a 4 x 4 core after 25 min,
-            # nor of a 2 x 2 binary32 core after 18 min; one router for every row
-            s = build(cfg, BOARD, out_dir=out, clock_mhz=_clock(name), abc9=False,
-                      router="router1" if name.endswith("-fpga") else "router2",
-                      place=not os.environ.get("FPGA_BENCH_SYNTH_ONLY"),
-                      log=lambda m: print(f"[{name}] {m}", flush=True))
-        except FitError:
-            s = json.loads(sj.read_text())
+    try:
+        s = _built(name, cfg)
+    except FitError:
+        s = json.loads(sj.read_text())
     res = s["synth"]["resources"]
     fit = s["synth"].get("fit") or fit_report(res, DEVICE)
     source = "place and route"
@@ -106,13 +139,7 @@ def _core_row(name: str) -> dict:
     fits = all(x["used"] <= x["available"] for x in fit.values()) and "error" not in s
     util = s.get("nextpnr", {}).get("utilization", {})
     comb = util.get("TRELLIS_COMB")
-    crit = ""
-    if (out / "top.tim").exists() and "fmax_mhz" in s:
-        paths = parse_critical_paths((out / "top.tim").read_text(errors="replace"))
-        if paths:
-            c = max(paths.values(), key=lambda c: c["ns"])
-            crit = (f"{c['ns']} ns ({c['lut_levels']} logic levels, {c['routing_ns']} ns routing): "
-                    f"{short_cell(c['from'])} -> {short_cell(c['to'])}")
+    crit = _crit(out, s)
     over = [f"{r} +{v['used'] - v['available']}" for r, v in fit.items() if v["used"] > v["available"]]
     return {"design": _design(name)[0], "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
             "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
@@ -128,7 +155,7 @@ def _design(name: str) -> tuple:
     """(design, format) of a row, as its table shows them."""
     cfg = _cfg(name)
     if name.startswith("pe"):
-        return "PE", cfg.fmt.name
+        return "PE" + (" (preset fpga)" if name.endswith("-fpga") else ""), cfg.fmt.name
     return f"{cfg.nr}x{cfg.nr} core" + (" (preset fpga)" if name.endswith("-fpga") else ""), cfg.fmt.name
 
 
@@ -163,7 +190,9 @@ def run() -> dict:
                  f"{DEVICES[DEVICE]['MULT18X18D']} MULT18X18D. Cores include the UART bridge and board glue, "
                  f"each PE's flip-flops kept (no merge across PEs, rtl.fpga.keep_pe_ffs); nextpnr-ecp5 "
                  f"(router2, seed 1) with the core clock constrained to {CLOCK_MHZ:g} MHz (PLL), "
-                 f"Fmax = achieved. PE rows are synthesis only. A row 'preset fpga' (the default 4 x 4 "
+                 f"Fmax = achieved. PE rows: resources from synthesis of the lone PE, Fmax from place and route "
+                 f"of the PE in its scan harness (caterpillar build --top pe, router1; PE 'preset fpga': the "
+                 f"PE of that preset). A row 'preset fpga' (the default 4 x 4 "
                  f"binary16 core with the execute, distribution and fetch stages and FP latencies 4 / 5, constrained "
                  f"to {FPGA_PRESET_CLOCK_MHZ:g} MHz and routed with router1, on which router2 diverged) is built "
                  f"only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),

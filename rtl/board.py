@@ -4,7 +4,8 @@
 ``uart`` resource (ULX3S: the FTDI USB serial port). It instantiates
 :class:`rtl.core.Core` and :class:`rtl.uart_bridge.UARTBridge`, and on ECP5 platforms can
 run the core from a PLL (``EHXPLLL``) at a clock other than the board oscillator's.
-LEDs (when the board has them): 0 = heartbeat (about 1.5 Hz), 1 = a host beat was
+With ``top="pe"`` it holds one PE in a scan harness instead (place and route of a PE
+by itself). LEDs of the core top (when the board has them): 0 = heartbeat (about 1.5 Hz), 1 = a host beat was
 accepted recently, 2 = the core sent a beat recently, 3 = UART receive overflow (sticky),
 4 = UART framing error (sticky).
 """
@@ -13,10 +14,11 @@ from __future__ import annotations
 
 from amaranth import ClockDomain, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io, wiring
-from amaranth.lib.cdc import ResetSynchronizer
+from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from rtl.core import Core
+from rtl.pe_harness import PEHarness
 from rtl.uart_bridge import UARTBridge
 
 __all__ = ["BoardTop", "UARTCore", "ecp5_pll_params"]
@@ -98,6 +100,11 @@ class BoardTop(Elaboratable):
     ----------
     cfg : ArchConfig
         Core configuration.
+    top : str
+        ``"core"``: the core behind the UART bridge (the LEDs below). ``"pe"``: one PE in
+        its scan harness (:class:`rtl.pe_harness.PEHarness`: scan input on the UART's
+        receive pin through a two-flip-flop synchronizer, scan output on its transmit
+        pin), for the Fmax of a PE by itself; ``baud`` is then unused.
     baud : int
         Serial line rate (the host must use the same; 8N1).
     clock_hz : float or None
@@ -109,8 +116,15 @@ class BoardTop(Elaboratable):
         Receive FIFO of the UART bridge, bytes.
     """
 
-    def __init__(self, cfg, *, baud: int = 115200, clock_hz: float | None = None, rx_fifo_depth: int = 512):
+    TOPS = ("core", "pe")
+
+    def __init__(self, cfg, *, top: str = "core", baud: int = 115200, clock_hz: float | None = None,
+                 rx_fifo_depth: int = 512):
+        if top not in self.TOPS:
+            self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
+            raise ValueError(f"board top {top!r}: allowed {', '.join(self.TOPS)}")
         self.cfg = cfg
+        self.top = top
         self.baud = int(baud)
         self.clock_hz = clock_hz
         self.rx_fifo_depth = rx_fifo_depth
@@ -156,6 +170,14 @@ class BoardTop(Elaboratable):
         cfg = self.cfg
         f = self._clock(m, platform)
         self.clock_hz = f
+        if self.top == "pe":
+            uart = platform.request("uart", 0, dir="-")
+            m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
+            m.submodules.uart_tx = tx_buf = io.Buffer("o", uart.tx)
+            m.submodules.harness = h = PEHarness(cfg)
+            m.submodules.din_sync = FFSynchronizer(rx_buf.i, h.din)
+            m.d.comb += tx_buf.o.eq(h.dout)
+            return m
         divisor = round(f / self.baud)
         if divisor < 4:
             raise ValueError(f"{self.baud} baud is too fast for a {f / 1e6:g} MHz clock")

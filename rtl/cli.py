@@ -107,7 +107,8 @@ def _cmd_build(args) -> int:
     cfg = config_from_arg(args.config)
     summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
                     seed=args.seed, abc9=not args.noabc9, router=args.router,
-                    nextpnr_extra=args.nextpnr_opt or (), log=lambda s: print(s, file=sys.stderr))
+                    nextpnr_extra=args.nextpnr_opt or (), top=args.top,
+                    log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
     print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
     return 0
@@ -258,13 +259,17 @@ def main(argv=None) -> int:
                    help="core clock from a PLL (default: the board oscillator, 25 MHz on the ULX3S)")
     p.add_argument("--baud", type=int, default=115200, help="UART rate (default 115200)")
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
-    p.add_argument("--out", help="build directory (default build/fpga/<board>-<fmt>-nr<nr>)")
+    p.add_argument("--out", help="build directory (default build/fpga/<board>-<fmt>-nr<nr>, "
+                                 "-pe with --top pe)")
     p.add_argument("--noabc9", action="store_true", help="map with classic ABC (synth_ecp5 -noabc9)")
     p.add_argument("--nextpnr-opt", action="append", metavar="ARG",
                    help="one more nextpnr-ecp5 argument, repeatable, e.g. --nextpnr-opt=--router2-alt-weights "
                         "--nextpnr-opt=--placer-heap-beta --nextpnr-opt=0.8 (saved in summary.json)")
     p.add_argument("--router", choices=("router1", "router2"),
                    help="nextpnr router (default router1; router2 converges faster on a congested 4x4 core)")
+    p.add_argument("--top", choices=("core", "pe"), default="core",
+                   help="core (default): the core behind the UART bridge; pe: one PE in a scan harness "
+                        "(its own Fmax, no core around it)")
     p.set_defaults(fn=_cmd_build)
 
     p = sub.add_parser("demo", help="the main job: Verilog, a GEMV on the core in RTL vs numpy, power report, synthesis")

@@ -399,8 +399,9 @@ def nextpnr_options(seed: int, timing_allow_fail: bool, router: str | None, extr
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
           abc9: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
-          pe_ff_copies: bool = True, nextpnr_extra=(), log=print) -> dict:
-    """Build a bitstream of a core behind a UART bridge for ``board``.
+          pe_ff_copies: bool = True, nextpnr_extra=(), top: str = "core", log=print) -> dict:
+    """Build a bitstream of a core behind a UART bridge for ``board`` (``top="pe"``: one
+    PE in its scan harness, :class:`rtl.pe_harness.PEHarness`, for a PE's own Fmax).
 
     Returns the summary (also written to ``<out_dir>/summary.json``): configuration,
     board, device, post-synthesis resources and fit, nextpnr utilization and Fmax, clock,
@@ -429,11 +430,15 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     device = _device_of(platform)
     env = setup_tool_env()
     if out_dir is None:
-        out_dir = ROOT / "build" / "fpga" / f"{board}-{cfg.fmt.name}-nr{cfg.nr}"
+        out_dir = ROOT / "build" / "fpga" / (f"{board}-{cfg.fmt.name}-pe" if top == "pe" else
+                                             f"{board}-{cfg.fmt.name}-nr{cfg.nr}")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    top = BoardTop(cfg, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
-    log(f"elaborating a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge for {board} ({device}) ...")
+    what = (f"a {cfg.fmt.name} PE in its scan harness" if top == "pe" else
+            f"a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge")
+    top_name = top
+    top = BoardTop(cfg, top=top_name, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
+    log(f"elaborating {what} for {board} ({device}) ...")
     t0 = time.perf_counter()
     plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
                           script_after_synth="tee -q -o top.stat.json stat -json",
@@ -448,7 +453,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     logf = out / "build.log"
     logf.write_text("")
     times = {"elaborate_s": round(t_elab, 1)}
-    summary = {"board": board, "device": device, "config": cfg.to_dict(), "router": router or "router1",
+    summary = {"board": board, "device": device, "top": top_name, "config": cfg.to_dict(),
+               "router": router or "router1",
                "seed": int(seed), "nextpnr_extra": list(nextpnr_extra),
                "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
                "dir": str(out), "bitstream": None}
@@ -518,8 +524,12 @@ def _read(p: Path) -> str:
 
 
 def format_build(summary: dict) -> str:
-    lines = [f"board {summary['board']} ({summary['device']}), core clock {summary['clock_mhz']} MHz, "
-             f"UART {summary['baud']} baud"]
+    if summary.get("top") == "pe":
+        lines = [f"board {summary['board']} ({summary['device']}), one PE in its scan harness, "
+                 f"clock {summary['clock_mhz']} MHz"]
+    else:
+        lines = [f"board {summary['board']} ({summary['device']}), core clock {summary['clock_mhz']} MHz, "
+                 f"UART {summary['baud']} baud"]
     util = summary.get("nextpnr", {}).get("utilization", {})
     if util:
         lines.append(f"{'resource':<16} {'used':>8} {'available':>10} {'%':>6}")

@@ -1,0 +1,73 @@
+"""A scan harness around one PE, for place-and-route of a PE by itself.
+
+A PE has a few hundred port bits (micro-op, buses, events): more than an FPGA package
+has pins. :class:`PEHarness` brings them down to two pins, so that ``caterpillar build
+--top pe`` can place and route a PE on a board and report its own register-to-register
+Fmax (the paths inside one PE, without the core's buses, sequencer and congestion).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from pe.pe import PE
+
+__all__ = ["PEHarness"]
+
+
+class PEHarness(wiring.Component):
+    """One PE between a scan-in and a scan-out shift register.
+
+    Parameters
+    ----------
+    cfg : ArchConfig
+        PE configuration.
+    row, col : int
+        PE position (sets its predicate and driver-select constants).
+
+    Ports
+    -----
+    din : In(1)
+        Scan input: shifted into the input register every cycle (LSB first: after
+        ``n_in`` cycles bit ``k`` of the register is the bit presented ``n_in - 1 - k``
+        cycles earlier).
+    dout : Out(1)
+        Scan output: bit 0 of the output register.
+
+    Cycle behaviour: the input register (``n_in`` = every PE input bit: micro-op,
+    ``row_in``, ``col_in``) drives the PE's inputs directly, so every PE input comes from
+    a flip-flop, as in a core (the sequencer's micro-op register, the buses' driver
+    registers). Every ``n_out`` cycles (a free-running counter) the output register
+    captures all PE outputs in parallel (``row_out``, ``col_out``, the enables, the
+    operand-stage values and the event strobes, ``n_out`` bits); in the other cycles it
+    shifts right by one towards ``dout``. The PE's outputs therefore end in flip-flops,
+    and nothing of the PE is optimized away.
+    """
+
+    def __init__(self, cfg, row: int = 0, col: int = 0):
+        self.cfg = cfg
+        self.pe = PE(cfg, row, col)
+        self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in ("uop", "row_in", "col_in"))
+        self.n_out = sum(len(Value.cast(getattr(self.pe, n))) for n in self._OUTS)
+        super().__init__({"din": In(1), "dout": Out(1)})
+
+    _OUTS = ("row_out", "col_out", "row_oe", "col_oe", "row_op", "col_op", "ev")
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.pe = pe = self.pe
+        sin = Signal(self.n_in, name="scan_in")
+        m.d.sync += sin.eq(Cat(sin[1:], self.din))
+        m.d.comb += Cat(pe.uop, pe.row_in, pe.col_in).eq(sin)
+
+        outs = Cat(*(getattr(pe, n) for n in self._OUTS))
+        sout = Signal(self.n_out, name="scan_out")
+        phase = Signal(range(self.n_out), name="scan_phase")
+        with m.If(phase == 0):
+            m.d.sync += [sout.eq(outs), phase.eq(self.n_out - 1)]
+        with m.Else():
+            m.d.sync += [sout.eq(sout >> 1), phase.eq(phase - 1)]
+        m.d.comb += self.dout.eq(sout[0])
+        return m
