@@ -148,7 +148,7 @@ def _core_row(name: str) -> dict:
             "LUT4 % (nextpnr)": f"{100.0 * comb['used'] / comb['available']:.0f}" if comb else "",
             "Fmax MHz (nextpnr)": s.get("fmax_mhz") if s.get("fmax_mhz") is not None else "",
             "critical path": crit, "source": source if util else "synth",
-            "constraint MHz": _clock(name) if util else ""}
+            "constraint MHz": s.get("clock_mhz", _clock(name)) if util else ""}
 
 
 def _design(name: str) -> tuple:
