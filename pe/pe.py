@@ -130,7 +130,9 @@ class PE(wiring.Component):
     selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
     :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
     carrying ``valid``/``dst``/``c`` alongside the multiplier and ``valid``/``dst``
-    alongside the adder.
+    alongside the adder. With ``cfg.exec_stage`` the late ``c`` is read one cycle early
+    into a register, that cycle's RF writes bypassed in (same value, same cycle), so the
+    adder's inputs all come from flip-flops.
     """
 
     def __init__(self, cfg, row: int, col: int):
