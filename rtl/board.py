@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from amaranth import ClockDomain, Elaboratable, Instance, Module, Signal
 from amaranth.lib import io, wiring
-from amaranth.lib.cdc import FFSynchronizer, ResetSynchronizer
+from amaranth.lib.cdc import FFSynchronizer
 from amaranth.lib.wiring import In, Out
 
 from rtl.core import Core
@@ -161,7 +161,19 @@ class BoardTop(Elaboratable):
             i_PHASESEL0=0, i_PHASESEL1=0, i_PHASEDIR=1, i_PHASESTEP=1, i_PHASELOADREG=1,
             i_PLLWAKESYNC=0, i_ENCLKOP=0, o_LOCK=locked,
         )
-        m.submodules.rst_sync = ResetSynchronizer(~locked, domain="sync")
+        # The core is held in reset until the PLL locks: a two-flip-flop reset
+        # synchronizer (asynchronous assert, synchronous release), its output on a global
+        # network (DCCA), because the synchronous reset reaches every flip-flop of the
+        # design: through the fabric it was the critical path of a 4 x 4 core
+        # (docs/fpga.md).
+        m.domains.rst_ff = rcd = ClockDomain("rst_ff", async_reset=True, local=True)
+        r0 = Signal(init=1, name="rst_ff0")
+        r1 = Signal(init=1, name="rst_ff1")
+        rst_glb = Signal(name="rst_global")
+        m.d.comb += [rcd.clk.eq(cd.clk), rcd.rst.eq(~locked)]
+        m.d.rst_ff += [r0.eq(0), r1.eq(r0)]
+        m.submodules.rst_gbuf = Instance("DCCA", i_CLKI=r1, i_CE=1, o_CLKO=rst_glb)
+        m.d.comb += cd.rst.eq(rst_glb)
         platform.add_clock_constraint(cd.clk, p["f_out_hz"])
         return p["f_out_hz"]
 
