@@ -166,12 +166,13 @@ class BoardTop(Elaboratable):
         # network (DCCA), because the synchronous reset reaches every flip-flop of the
         # design: through the fabric it was the critical path of a 4 x 4 core
         # (docs/fpga.md).
-        m.domains.rst_ff = rcd = ClockDomain("rst_ff", async_reset=True, local=True)
-        r0 = Signal(init=1, name="rst_ff0")
-        r1 = Signal(init=1, name="rst_ff1")
+        # (ECP5 flip-flops with asynchronous preset, FD1S3BX, rather than a second clock
+        # domain, which would give the core clock a second name in nextpnr's reports)
+        r0 = Signal(name="rst_ff0")
+        r1 = Signal(name="rst_ff1")
         rst_glb = Signal(name="rst_global")
-        m.d.comb += [rcd.clk.eq(cd.clk), rcd.rst.eq(~locked)]
-        m.d.rst_ff += [r0.eq(0), r1.eq(r0)]
+        for i, (d, q) in enumerate(((0, r0), (r0, r1))):
+            m.submodules[f"rst_ff{i}"] = Instance("FD1S3BX", i_CK=cd.clk, i_PD=~locked, i_D=d, o_Q=q)
         m.submodules.rst_gbuf = Instance("DCCA", i_CLKI=r1, i_CE=1, o_CLKO=rst_glb)
         m.d.comb += cd.rst.eq(rst_glb)
         platform.add_clock_constraint(cd.clk, p["f_out_hz"])
