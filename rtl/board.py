@@ -5,9 +5,9 @@
 :class:`rtl.core.Core` and :class:`rtl.uart_bridge.UARTBridge`, and on ECP5 platforms can
 run the core from a PLL (``EHXPLLL``) at a clock other than the board oscillator's.
 With ``top="pe"`` it holds one PE in a scan harness instead (place and route of a PE
-by itself). LEDs of the core top (when the board has them): 0 = heartbeat (about 1.5 Hz), 1 = a host beat was
-accepted recently, 2 = the core sent a beat recently, 3 = UART receive overflow (sticky),
-4 = UART framing error (sticky).
+by itself). LEDs of the core top (when the board has them): 0 = heartbeat (about
+1.5 Hz), 1 = a host beat was accepted recently, 2 = the core sent a beat recently,
+3 = UART receive overflow (sticky), 4 = UART framing error (sticky).
 """
 
 from __future__ import annotations
@@ -183,10 +183,10 @@ class BoardTop(Elaboratable):
         cfg = self.cfg
         f = self._clock(m, platform)
         self.clock_hz = f
+        uart = platform.request("uart", 0, dir="-")
+        m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx_buf = io.Buffer("o", uart.tx)
         if self.top == "pe":
-            uart = platform.request("uart", 0, dir="-")
-            m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
-            m.submodules.uart_tx = tx_buf = io.Buffer("o", uart.tx)
             m.submodules.harness = h = PEHarness(cfg)
             m.submodules.din_sync = FFSynchronizer(rx_buf.i, h.din)
             m.d.comb += tx_buf.o.eq(h.dout)
@@ -196,9 +196,6 @@ class BoardTop(Elaboratable):
             raise ValueError(f"{self.baud} baud is too fast for a {f / 1e6:g} MHz clock")
         m.submodules.ucore = ucore = UARTCore(cfg, divisor, self.rx_fifo_depth)
         core, br = ucore.core, ucore.bridge
-        uart = platform.request("uart", 0, dir="-")
-        m.submodules.uart_rx = rx_buf = io.Buffer("i", uart.rx)
-        m.submodules.uart_tx = tx_buf = io.Buffer("o", uart.tx)
         m.d.comb += [ucore.rx.eq(rx_buf.i), tx_buf.o.eq(ucore.tx)]
 
         # status LEDs

@@ -436,11 +436,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     out.mkdir(parents=True, exist_ok=True)
     what = (f"a {cfg.fmt.name} PE in its scan harness" if top == "pe" else
             f"a {cfg.nr}x{cfg.nr} {cfg.fmt.name} core + UART bridge")
-    top_name = top
-    top = BoardTop(cfg, top=top_name, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
+    design = BoardTop(cfg, top=top, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
     log(f"elaborating {what} for {board} ({device}) ...")
     t0 = time.perf_counter()
-    plan = platform.build(top, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
+    plan = platform.build(design, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
@@ -453,10 +452,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     logf = out / "build.log"
     logf.write_text("")
     times = {"elaborate_s": round(t_elab, 1)}
-    summary = {"board": board, "device": device, "top": top_name, "config": cfg.to_dict(),
+    summary = {"board": board, "device": device, "top": top, "config": cfg.to_dict(),
                "router": router or "router1",
                "seed": int(seed), "nextpnr_extra": list(nextpnr_extra),
-               "clock_mhz": round(top.clock_hz / 1e6, 3), "baud": baud, "pll": top.pll,
+               "clock_mhz": round(design.clock_hz / 1e6, 3), "baud": baud, "pll": design.pll,
                "dir": str(out), "bitstream": None}
 
     log(f"yosys synth_ecp5 {'-dff' if abc9 else '-noabc9'} (log {out / 'top.rpt'}) ...")

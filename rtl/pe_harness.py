@@ -46,21 +46,22 @@ class PEHarness(wiring.Component):
     and nothing of the PE is optimized away.
     """
 
+    _INS = ("uop", "row_in", "col_in")          # scan-in order, LSB first
+    _OUTS = ("row_out", "col_out", "row_oe", "col_oe", "row_op", "col_op", "ev")
+
     def __init__(self, cfg, row: int = 0, col: int = 0):
         self.cfg = cfg
         self.pe = PE(cfg, row, col)
-        self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in ("uop", "row_in", "col_in"))
+        self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in self._INS)
         self.n_out = sum(len(Value.cast(getattr(self.pe, n))) for n in self._OUTS)
         super().__init__({"din": In(1), "dout": Out(1)})
-
-    _OUTS = ("row_out", "col_out", "row_oe", "col_oe", "row_op", "col_op", "ev")
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.pe = pe = self.pe
         sin = Signal(self.n_in, name="scan_in")
         m.d.sync += sin.eq(Cat(sin[1:], self.din))
-        m.d.comb += Cat(pe.uop, pe.row_in, pe.col_in).eq(sin)
+        m.d.comb += Cat(*(getattr(pe, n) for n in self._INS)).eq(sin)
 
         outs = Cat(*(getattr(pe, n) for n in self._OUTS))
         sout = Signal(self.n_out, name="scan_out")
