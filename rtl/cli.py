@@ -108,7 +108,7 @@ def _cmd_build(args) -> int:
     cfg = config_from_arg(args.config)
     summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
                     seed=args.seed, abc9=not args.noabc9, router=args.router,
-                    nextpnr_extra=args.nextpnr_opt or (), top=args.top,
+                    nextpnr_extra=args.nextpnr_opt or (), top=args.top, floorplan=args.floorplan,
                     log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
     print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
@@ -271,6 +271,9 @@ def main(argv=None) -> int:
     p.add_argument("--top", choices=("core", "pe"), default="core",
                    help="core (default): the core behind the UART bridge; pe: one PE in a scan harness "
                         "(its own Fmax, no core around it)")
+    p.add_argument("--no-floorplan", dest="floorplan", action="store_false",
+                   help="let nextpnr place the PEs' block RAMs freely (default: each PE's RAMs on adjacent "
+                        "sites, the PE array's shape kept on the die; rtl/floorplan.py)")
     p.set_defaults(fn=_cmd_build)
 
     p = sub.add_parser("demo", help="the main job: Verilog, a GEMV on the core in RTL vs numpy, power report, synthesis")

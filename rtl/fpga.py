@@ -399,7 +399,8 @@ def nextpnr_options(seed: int, timing_allow_fail: bool, router: str | None, extr
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
           abc9: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
-          pe_ff_copies: bool = True, nextpnr_extra=(), top: str = "core", log=print) -> dict:
+          pe_ff_copies: bool = True, nextpnr_extra=(), top: str = "core", floorplan: bool = True,
+          log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board`` (``top="pe"``: one
     PE in its scan harness, :class:`rtl.pe_harness.PEHarness`, for a PE's own Fmax).
 
@@ -419,7 +420,9 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     driving every PE across the die (the same logic, more flip-flops).
     ``nextpnr_extra``: more nextpnr-ecp5 arguments (e.g. ``["--router2-alt-weights",
     "--placer-heap-beta", "0.8"]``), checked by :func:`check_nextpnr_extra` and saved in
-    the summary; the ones the build sets itself are refused.
+    the summary; the ones the build sets itself are refused. ``floorplan`` (cores only):
+    place each PE's block RAMs on adjacent sites, the PE array's shape kept on the die
+    (:mod:`rtl.floorplan`); the summary's ``floorplan`` says what was placed, or why not.
     """
     from rtl.board import BoardTop
     from sim.harness import ROOT, atomic_write
@@ -490,6 +493,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
         summary["times"] = times
         atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
         return summary
+    if floorplan and top == "core":
+        summary["floorplan"] = _floorplan(out, cfg.nr, device, cmds["NEXTPNR_ECP5"], env, log)
     log(f"nextpnr-ecp5 place and route (log {out / 'top.tim'}) ...")
     try:
         times["nextpnr_s"] = round(_run([env["NEXTPNR_ECP5"]] + cmds["NEXTPNR_ECP5"], out, env, logf,
@@ -513,6 +518,45 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     summary["timing_met"] = all(v["achieved_mhz"] >= v["constraint_mhz"] for v in fm.values())
     atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def _device_args(nextpnr_args: list[str]) -> list[str]:
+    """The device options (``--85k``, ``--um5g-45k``, ``--package P``, ``--speed S``) of a
+    nextpnr-ecp5 command line."""
+    out = []
+    for i, a in enumerate(nextpnr_args):
+        if re.fullmatch(r"--(?:um5g-|um-)?\d+k", a):
+            out.append(a)
+        elif a in ("--package", "--speed") and i + 1 < len(nextpnr_args):
+            out += [a, nextpnr_args[i + 1]]
+    return out
+
+
+def _floorplan(out: Path, nr: int, device: str, nextpnr_args: list[str], env: dict, log) -> dict:
+    """Apply :func:`rtl.floorplan.apply_floorplan` to ``out/top.json``; its summary (without
+    the per-cell plan), or ``{"pe_rams": 0, "reason": ...}`` when the RAMs do not lay out."""
+    from rtl.floorplan import FloorplanError, apply_floorplan, ebr_sites
+    from sim.harness import ROOT, atomic_write
+
+    dev = _device_args(nextpnr_args)
+    n_ebr = DEVICES.get(device, {}).get("DP16KD")
+    if not n_ebr:
+        return {"pe_rams": 0, "reason": f"no block-RAM count known for {device}"}
+    cache = ROOT / "build" / "fpga" / "ebr_sites" / ("_".join(a.lstrip("-") for a in dev) + ".json")
+    try:
+        sites = ebr_sites(env["NEXTPNR_ECP5"], dev, n_ebr, cache=cache, env=env)
+    except (RuntimeError, subprocess.TimeoutExpired) as e:
+        raise BuildError(f"floorplan: {e}") from None
+    try:
+        fp = apply_floorplan(out / "top.json", nr, sites)
+    except FloorplanError as e:
+        log(f"floorplan: not applied ({e})")
+        return {"pe_rams": 0, "reason": str(e)}
+    log(f"floorplan: {fp['pe_rams']} PE block RAMs placed on block-RAM rows y = {fp['rows']}, "
+        f"{fp['other_rams']} other block RAMs in the middle")
+    atomic_write(out / "floorplan.json", json.dumps(fp["plan"], indent=1, sort_keys=True) + "\n")
+    return {"pe_rams": fp["pe_rams"], "other_rams": fp["other_rams"], "rows": fp["rows"],
+            "file": str(out / "floorplan.json")}
 
 
 def _read(p: Path) -> str:

@@ -171,6 +171,9 @@ class Sequencer(wiring.Component):
         # -- state -------------------------------------------------------------------------
         running = Signal()
         pc = Signal(pcw)                      # pc of the head instruction
+        # pc + 1 (a LOOP's body start): a register loaded beside pc with the fetch stage,
+        # so the LOOP-at-the-head forwarding into the next-pc scan has no adder
+        pc_inc = Signal(pcw, init=1, name="pc_inc") if fetch else pc + 1
         lstart = [Signal(pcw, name=f"loop{lv}_start") for lv in range(nl)]
         lend = [Signal(pcw, name=f"loop{lv}_end") for lv in range(nl)]
         trip = [Signal(lw, name=f"loop{lv}_trip") for lv in range(nl)]
@@ -261,7 +264,7 @@ class Sequencer(wiring.Component):
                 with m.If(fin[lv]):
                     m.d.comb += cnt_n[lv].eq(trip[lv])
             with m.If(loop_lv[lv]):
-                m.d.comb += [lstart_n[lv].eq(pc + 1), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
+                m.d.comb += [lstart_n[lv].eq(pc_inc), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
                              cnt_n[lv].eq(ctl.imm), armed_n[lv].eq(1)]
 
         if fetch:
@@ -293,7 +296,7 @@ class Sequencer(wiring.Component):
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
-                m.d.sync += [pc.eq(pc_f), head_word.eq(rp.data), filling.eq(go & is_jump)]
+                m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), head_word.eq(rp.data), filling.eq(go & is_jump)]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)

@@ -343,6 +343,9 @@ def test_build_tiny_core_bitstream(tmp_path):
     assert (tmp_path / "b" / "top.bit").stat().st_size > 100_000
     assert s["nextpnr"]["utilization"]["MULT18X18D"]["used"] == 4
     assert s["fmax_mhz"] > 25 and s["timing_met"]
+    # the floorplan put each PE's two block RAMs (one per bank) on adjacent sites
+    plan = json.loads((tmp_path / "b" / "floorplan.json").read_text())
+    assert s["floorplan"]["pe_rams"] == len(plan) == 8 and len(s["floorplan"]["rows"]) == 2
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["fmax_mhz"] == s["fmax_mhz"]
 
 
