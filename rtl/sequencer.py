@@ -205,9 +205,21 @@ class Sequencer(wiring.Component):
             self.need_rin.eq(live & (ctl.hin != 0) & h_rin),
             self.need_rout.eq(live & (ctl.hout != 0) & h_rout),
         ]
-        is_loop = ctl.op == SeqOp.LOOP
-        is_jump = ctl.op == SeqOp.JUMP
-        is_halt = ctl.op == SeqOp.HALT
+        if fetch:
+            # the head's op decoded as it is loaded (flip-flops beside head_word), so the
+            # next-pc scan does not start with a decode of the head register; likewise
+            # its trip count's compare and, per loop level, the counters' compares
+            # (registers beside cnt / trip, loaded with the same values)
+            is_loop, is_jump, is_halt = (Signal(name=f"head_is_{n}") for n in ("loop", "jump", "halt"))
+            head_loop_lv = [Signal(name=f"head_loop{lv}") for lv in range(nl)]
+            head_imm_gt1 = Signal(name="head_imm_gt1")
+            cnt_gt1 = [Signal(name=f"loop{lv}_cnt_gt1") for lv in range(nl)]
+            cnt_gt2 = [Signal(name=f"loop{lv}_cnt_gt2") for lv in range(nl)]
+            trip_gt1 = [Signal(name=f"loop{lv}_trip_gt1") for lv in range(nl)]
+        else:
+            is_loop = ctl.op == SeqOp.LOOP
+            is_jump = ctl.op == SeqOp.JUMP
+            is_halt = ctl.op == SeqOp.HALT
 
         def loop_scan(at, match, gt1, st_lstart, tag):
             """Loop-end scan of the instruction at ``at``, given per level whether it ends
@@ -255,7 +267,7 @@ class Sequencer(wiring.Component):
         loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # ... or arms a level
         m.d.comb += upd.eq(live & ~is_jump & ~is_halt)
         for lv in range(nl):
-            m.d.comb += [loop_lv[lv].eq(live & is_loop & (ctl.lvl == lv)),
+            m.d.comb += [loop_lv[lv].eq(live & (head_loop_lv[lv] if fetch else is_loop & (ctl.lvl == lv))),
                          lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
                          cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
             with m.If(upd):
@@ -281,8 +293,8 @@ class Sequencer(wiring.Component):
             advance = Signal()
             jump_head = Signal()              # the head is a JUMP: read its target
             f_match = [Mux(loop_lv[lv], ctl.target == pc_f, armed[lv] & (lend[lv] == pc_f)) for lv in range(nl)]
-            f_gt1 = [Mux(loop_lv[lv], ctl.imm > 1,
-                         Mux(upd & win[lv], cnt[lv] > 2, Mux(upd & fin[lv], trip[lv] > 1, cnt[lv] > 1)))
+            f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
+                         Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
                      for lv in range(nl)]
             f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
             m.d.comb += [
@@ -297,6 +309,10 @@ class Sequencer(wiring.Component):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
                 m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), head_word.eq(rp.data), filling.eq(go & is_jump)]
+                nctl = data.View(self._ilay, rp.data).ctl
+                m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
+                             is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
+                m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
@@ -374,6 +390,10 @@ class Sequencer(wiring.Component):
                 m.d.sync += running.eq(0)
             m.d.sync += [x.eq(xn) for x, xn in zip(lstart + lend + trip + cnt + armed,
                                                       lstart_n + lend_n + trip_n + cnt_n + armed_n)]
+            if fetch:
+                m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
+                             ((cnt_gt1[lv], cnt_n[lv] > 1), (cnt_gt2[lv], cnt_n[lv] > 2),
+                              (trip_gt1[lv], trip_n[lv] > 1))]
             with m.If(~is_jump & ~is_halt):
                 for lv in range(nl):
                     with m.If(win[lv]):
