@@ -5,7 +5,7 @@ Subcommands::
     caterpillar info    [--config C]                      architecture parameters
     caterpillar verilog [--config C] [--top pe] -o FILE   Verilog for FPGA/ASIC flows
     caterpillar synth   [--config C] [--top pe|core] --target ecp5|ice40|generic [--device D] [--json FILE]
-    caterpillar build   [--board ulx3s-85f] [--config C] [--clock-mhz F] [--top core|pe]
+    caterpillar build   [--board ulx3s-85f] [--config C] [--clock-mhz F] [--top core|pe] [--no-floorplan]
                                                           FPGA bitstream (UART host link; pe: one PE's Fmax)
     caterpillar demo    [--sim icarus|verilator]          the main job (``make demo``)
     caterpillar run     program.s [--config C] [--model fast|model|rtl] [--data FILE] [-o FILE]
