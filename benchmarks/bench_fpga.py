@@ -201,7 +201,8 @@ def run() -> dict:
                  f"of the PE in its scan harness (caterpillar build --top pe, router1; PE 'preset fpga': the "
                  f"PE of that preset). A row '4x4 core (preset fpga)' (the default 4 x 4 "
                  f"binary16 core with the execute, bus, distribution and fetch stages and FP latencies 4 / 5, "
-                 f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz request, at which it converges) is "
-                 f"built only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
+                 f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz request, at which it converges, seed "
+                 f"{FPGA_PRESET_SEED}, its block RAMs floorplanned: rtl/floorplan.py; the other core rows "
+                 f"predate the floorplan) is built only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
         "rows": rows,
     }
