@@ -280,6 +280,15 @@ class Core(wiring.Component):
                 bus_lanes[k] = r
             blanes.d.sync += hpush_bus.eq((hout_op != 0) & ~rout_op & ~sout_op)
             m.submodules.bus_lanes = EnableInserter(pe_en)(blanes)
+            # the host lane's bus enables as flip-flops: pe_en & (bus_hin == ROW / COL),
+            # loaded with the values both will have in the next cycle (pe_en is ~bubble_d,
+            # whose next value is bubble, or stall without the distribution stage), so no
+            # path runs from the freeze flip-flop through this AND onto every bus
+            nxt_pe_en = ~(bubble if dist else stall)
+            nxt_hin = Mux(pe_en, hin_op, bus_lanes["hin"])
+            for k, d in (("host_row_en", HostDir.ROW), ("host_col_en", HostDir.COL)):
+                bus_lanes[k] = Signal(name=f"bus_{k}")
+                m.d.sync += bus_lanes[k].eq(nxt_pe_en & (nxt_hin == d))
 
         def make_buses(prefix, lanes_):
             rb = [BroadcastBus(w, nr) for _ in range(nr)]
@@ -290,9 +299,9 @@ class Core(wiring.Component):
                 m.d.comb += [
                     rb[i].seg.eq(lanes_["rseg"]),
                     cb[i].seg.eq(lanes_["cseg"]),
-                    rb[i].host_en.eq(pe_en & (lanes_["hin"] == HostDir.ROW)),
+                    rb[i].host_en.eq(lanes_.get("host_row_en", pe_en & (lanes_["hin"] == HostDir.ROW))),
                     rb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
-                    cb[i].host_en.eq(pe_en & (lanes_["hin"] == HostDir.COL)),
+                    cb[i].host_en.eq(lanes_.get("host_col_en", pe_en & (lanes_["hin"] == HostDir.COL))),
                     cb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
                 ]
             return rb, cb

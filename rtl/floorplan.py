@@ -85,7 +85,8 @@ def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str]) -> dict[str, s
     contain ``pe_<r>_<c>.`` and are laid out, sorted by name (bank A before bank B), on
     adjacent sites. PE row ``r`` of ``nr`` goes on block-RAM row ``(R - nr) // 2 + r`` of
     the device's ``R`` rows (the middle ``nr`` rows), PE column ``c`` on the ``c``-th of
-    ``nr`` equal stretches of that row: at its left end for ``c < (nr - 1) / 2``, at its
+    ``nr`` equal stretches in the middle of that row (each ``R_sites // nr`` sites, at most
+    twice a PE's RAMs, so a small core stays compact): at its left end for ``c < (nr - 1) / 2``, at its
     right end for ``c > (nr - 1) / 2``, in its middle for the middle column of an odd
     ``nr`` (the middle of each row stays free for :func:`plan_other_rams`). Cells of no
     PE are not in the result. Raises
@@ -115,11 +116,12 @@ def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str]) -> dict[str, s
     plan = {}
     for (r, c), names in sorted(pe.items()):
         row = [b for _, b in sorted(rows[ys[(len(ys) - nr) // 2 + r]])]
-        width = len(row) // nr
-        if width < k:
+        if len(row) // nr < k:
             raise FloorplanError(f"a PE has {k} block RAMs, but a block-RAM row of the device split among "
-                                 f"{nr} PE columns gives each {width} sites")
-        off = c * width + (0 if 2 * c < nr - 1 else width - k if 2 * c > nr - 1 else (width - k) // 2)
+                                 f"{nr} PE columns gives each {len(row) // nr} sites")
+        width = min(len(row) // nr, 2 * k)           # a small core stays compact
+        base = (len(row) - nr * width) // 2
+        off = base + c * width + (0 if 2 * c < nr - 1 else width - k if 2 * c > nr - 1 else (width - k) // 2)
         plan.update(zip(sorted(names), row[off:off + k]))
     return plan
 

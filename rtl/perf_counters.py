@@ -38,11 +38,12 @@ class PerfCounters(wiring.Component):
     """Counter bank of one core.
 
     Every counter is ``cfg.counter_bits`` wide, wraps modulo its width, and counts only
-    in cycles where ``count_en`` is high. The increments of a cycle (gated by
-    ``count_en``) are registered first and added in the next cycle, so they are visible
-    two cycles later: no path runs from the PEs' event strobes through their sum into a
-    counter's carry chain in one cycle (the 4 x 4 FPGA build's critical path,
-    ``docs/fpga.md``). The host reads the counters only after a RUN's drain.
+    in cycles where ``count_en`` is high. The sources of a cycle (gated by ``count_en``)
+    are registered, summed into a registered increment in the next cycle and added in
+    the one after, so they are visible three cycles later: no path runs from the PEs'
+    event strobes into their sum, nor from the sum into a counter's carry chain, in one
+    cycle (the 4 x 4 FPGA builds' critical paths, ``docs/fpga.md``). The host reads the
+    counters only after a RUN's drain.
 
     Ports
     -----
@@ -103,16 +104,24 @@ class PerfCounters(wiring.Component):
         m = Module()
         cfg = self.cfg
         nr = cfg.nr
-        evs = self.pe_events()
-        incs: list = [1, self.stall, self.issue]
+        # first stage: every source, gated by count_en, into a flip-flop (the PEs' event
+        # strobes come from all over the die); the increments are summed from these
+        def stage(sig, name):
+            r = Signal.like(sig, name=f"src_{name}")
+            with m.If(self.clear):
+                m.d.sync += r.eq(0)
+            with m.Else():
+                m.d.sync += r.eq(Mux(self.count_en, sig, 0))
+            return r
+
+        evs = [stage(ev, f"pe_ev{p}") for p, ev in enumerate(self.pe_events())]
+        incs: list = [stage(self.count_en, "cycle"), stage(self.stall, "stall"), stage(self.issue, "issue")]
         incs += [ev.fma for ev in evs]
         for name in SUMMED_EVENTS:
             incs.append(sum((getattr(ev, name) for ev in evs[1:]), start=getattr(evs[0], name)))
-        incs += [getattr(self, f"row_hops{r}") for r in range(nr)] + [getattr(self, f"col_hops{c}") for c in range(nr)]
-        incs += [self.host_in, self.host_out]
-        incs += [self.ring_in, self.ring_out]
-        if cfg.spad_kib:
-            incs += [self.spad_rd, self.spad_wr]
+        others = [f"row_hops{r}" for r in range(nr)] + [f"col_hops{c}" for c in range(nr)]
+        others += ["host_in", "host_out", "ring_in", "ring_out"] + (["spad_rd", "spad_wr"] if cfg.spad_kib else [])
+        incs += [stage(getattr(self, n), n) for n in others]
         assert len(incs) == len(self.names)
         regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]
         for i, (reg, inc) in enumerate(zip(regs, incs)):
@@ -120,6 +129,6 @@ class PerfCounters(wiring.Component):
             with m.If(self.clear):
                 m.d.sync += [reg.eq(0), inc_r.eq(0)]
             with m.Else():
-                m.d.sync += [reg.eq(reg + inc_r), inc_r.eq(Mux(self.count_en, inc, 0))]
+                m.d.sync += [reg.eq(reg + inc_r), inc_r.eq(inc)]
         m.d.comb += self.value.eq(Array(regs)[self.sel])
         return m

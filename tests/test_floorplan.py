@@ -48,6 +48,10 @@ def test_plan_uses_the_middle_rows_and_leaves_the_middle_free():
     # the right half of the array at the right end of its stretch, the left half at the left
     assert sorted(_xy(b)[0] for n, b in plan.items() if "pe_1_1." in n) == [18, 20, 22, 24]
     assert sorted(_xy(b)[0] for n, b in plan.items() if "pe_0_0." in n) == [2, 4, 6, 8]
+    # stretches of at most twice a PE's RAMs, in the middle of the row: a small core stays compact
+    plan = plan_pe_rams(_names(2, per_pe=2), 2, SITES)
+    assert sorted(_xy(b)[0] for n, b in plan.items() if "pe_0_0." in n) == [6, 8]
+    assert sorted(_xy(b)[0] for n, b in plan.items() if "pe_0_1." in n) == [18, 20]
 
 
 def test_plan_errors():
