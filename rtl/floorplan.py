@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -54,22 +55,21 @@ def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | No
         sites = json.loads(cache.read_text())
         if isinstance(sites, list) and len(sites) == n_ebr:
             return sites
-    work = Path(cache.parent if cache is not None else ".") / ".ebr_sites"
-    work.mkdir(parents=True, exist_ok=True)
     cells = {f"ram{i}": {"type": "DP16KD", "parameters": {}, "attributes": {},
                          "port_directions": {"CLKA": "input"}, "connections": {"CLKA": [2]}}
              for i in range(n_ebr)}
     net = {"creator": "rtl.floorplan", "modules": {"top": {
         "attributes": {"top": "1".zfill(32)}, "ports": {"clk": {"direction": "input", "bits": [2]}},
         "cells": cells, "netnames": {"clk": {"bits": [2], "attributes": {}}}}}}
-    (work / "in.json").write_text(json.dumps(net))
-    r = subprocess.run([nextpnr, *device_args, "--json", "in.json", "--write", "out.json", "--quiet",
-                        "--timing-allow-fail"], cwd=work, env=env, capture_output=True, text=True,
-                       timeout=timeout_s)
-    if r.returncode != 0:
-        raise RuntimeError(f"nextpnr could not place {n_ebr} block RAMs to list the sites "
-                           f"({' '.join(device_args)}): {(r.stdout + r.stderr)[-800:]}")
-    placed = json.loads((work / "out.json").read_text())["modules"]["top"]["cells"]
+    with tempfile.TemporaryDirectory(prefix="ebr_sites") as work:
+        (Path(work) / "in.json").write_text(json.dumps(net))
+        r = subprocess.run([nextpnr, *device_args, "--json", "in.json", "--write", "out.json", "--quiet",
+                            "--timing-allow-fail"], cwd=work, env=env, capture_output=True, text=True,
+                           timeout=timeout_s)
+        if r.returncode != 0:
+            raise RuntimeError(f"nextpnr could not place {n_ebr} block RAMs to list the sites "
+                               f"({' '.join(device_args)}): {(r.stdout + r.stderr)[-800:]}")
+        placed = json.loads((Path(work) / "out.json").read_text())["modules"]["top"]["cells"]
     sites = sorted((c["attributes"]["NEXTPNR_BEL"] for c in placed.values() if c["type"] == "DP16KD"),
                    key=lambda b: _site_xy(b)[::-1])
     if cache is not None:
