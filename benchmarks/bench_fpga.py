@@ -106,11 +106,10 @@ def _built(name: str, cfg, top: str = "core") -> dict:
     out = BENCH_DIR / name
     sj = out / "summary.json"
     s = json.loads(sj.read_text()) if sj.exists() else None
-    # a core built before the floorplan (rtl/floorplan.py, on by default) is rebuilt
-    floorplanned = top == "pe" or "floorplan" in s if s is not None else False
     seed = FPGA_PRESET_SEED if name == "core4-fpga" else 1
+    # a core placed before the floorplan (rtl/floorplan.py, on by default) is rebuilt
     if (s is not None and s.get("config") == cfg.to_dict() and "synth" in s and s.get("top", "core") == top
-            and s.get("seed", 1) == seed and (floorplanned or "nextpnr" not in s)):
+            and s.get("seed", 1) == seed and (top == "pe" or "floorplan" in s or "nextpnr" not in s)):
         return s
     # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
     # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row

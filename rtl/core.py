@@ -270,11 +270,14 @@ class Core(wiring.Component):
         # hout samples the operand stage's drive (PE.row_op) through a second set of
         # bus resolvers of which only position 0 is used, so stream timing is unchanged.
         op_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op,
-                    "hout": hout_op, "hlast": hout_last_op}
+                    "hout": hout_op, "hlast": hout_last_op,
+                    "host_row_en": pe_en & (hin_op == HostDir.ROW), "host_col_en": pe_en & (hin_op == HostDir.COL)}
         bus_lanes = dict(op_lanes)
         if cfg.bus_stage:
             blanes = Module()
             for k, v in list(bus_lanes.items()):
+                if k.startswith("host_"):
+                    continue                    # the enables follow, from next cycle's values
                 r = Signal.like(v, name=f"bus_{k}")
                 blanes.d.sync += r.eq(v)
                 bus_lanes[k] = r
@@ -299,9 +302,9 @@ class Core(wiring.Component):
                 m.d.comb += [
                     rb[i].seg.eq(lanes_["rseg"]),
                     cb[i].seg.eq(lanes_["cseg"]),
-                    rb[i].host_en.eq(lanes_.get("host_row_en", pe_en & (lanes_["hin"] == HostDir.ROW))),
+                    rb[i].host_en.eq(lanes_["host_row_en"]),
                     rb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
-                    cb[i].host_en.eq(lanes_.get("host_col_en", pe_en & (lanes_["hin"] == HostDir.COL))),
+                    cb[i].host_en.eq(lanes_["host_col_en"]),
                     cb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
                 ]
             return rb, cb

@@ -29,7 +29,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["ebr_sites", "plan_pe_rams", "plan_other_rams", "apply_floorplan", "FloorplanError"]
+__all__ = ["ebr_sites", "plan_pe_rams", "plan_other_rams", "apply_floorplan", "ram_netlist", "FloorplanError"]
 
 #: A PE's block RAM in a flattened core netlist: ``...pe_<row>_<col>.<memory>...``
 _PE_RAM = re.compile(r"(?:^|\.)pe_(\d+)_(\d+)\.")
@@ -46,6 +46,15 @@ def _site_xy(bel: str) -> tuple[int, int]:
     return int(m[1]), int(m[2])
 
 
+def ram_netlist(names: list[str]) -> dict:
+    """A Yosys-JSON netlist of nothing but ``DP16KD`` cells named ``names`` on one clock."""
+    cells = {n: {"type": "DP16KD", "parameters": {}, "attributes": {},
+                 "port_directions": {"CLKA": "input"}, "connections": {"CLKA": [2]}} for n in names}
+    return {"creator": "rtl.floorplan", "modules": {"top": {
+        "attributes": {"top": "1".zfill(32)}, "ports": {"clk": {"direction": "input", "bits": [2]}},
+        "cells": cells, "netnames": {"clk": {"bits": [2], "attributes": {}}}}}}
+
+
 def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | None = None,
               env: dict | None = None, timeout_s: float = 300) -> list[str]:
     """The ``DP16KD`` bel names of a device (e.g. ``X4/Y22/EBR0``), by placing ``n_ebr``
@@ -55,12 +64,7 @@ def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | No
         sites = json.loads(cache.read_text())
         if isinstance(sites, list) and len(sites) == n_ebr:
             return sites
-    cells = {f"ram{i}": {"type": "DP16KD", "parameters": {}, "attributes": {},
-                         "port_directions": {"CLKA": "input"}, "connections": {"CLKA": [2]}}
-             for i in range(n_ebr)}
-    net = {"creator": "rtl.floorplan", "modules": {"top": {
-        "attributes": {"top": "1".zfill(32)}, "ports": {"clk": {"direction": "input", "bits": [2]}},
-        "cells": cells, "netnames": {"clk": {"bits": [2], "attributes": {}}}}}}
+    net = ram_netlist([f"ram{i}" for i in range(n_ebr)])
     with tempfile.TemporaryDirectory(prefix="ebr_sites") as work:
         (Path(work) / "in.json").write_text(json.dumps(net))
         r = subprocess.run([nextpnr, *device_args, "--json", "in.json", "--write", "out.json", "--quiet",

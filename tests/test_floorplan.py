@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from rtl.floorplan import FloorplanError, apply_floorplan, ebr_sites, plan_other_rams, plan_pe_rams
+from rtl.floorplan import FloorplanError, apply_floorplan, ebr_sites, plan_other_rams, plan_pe_rams, ram_netlist
 from rtl.fpga import _device_args, find_tool
 
 # a made-up device: 3 block-RAM rows (y = 10, 30, 50) of 12 sites (x = 2, 4, ..., 24)
@@ -86,14 +86,6 @@ def test_device_args():
     assert _device_args(["--85k", "--json", "x"]) == ["--85k"]
 
 
-def _netlist(cells):
-    return {"creator": "test", "modules": {"top": {
-        "attributes": {"top": "1".zfill(32)}, "ports": {"clk": {"direction": "input", "bits": [2]}},
-        "cells": {n: {"type": "DP16KD", "parameters": {}, "attributes": {}, "port_directions": {"CLKA": "input"},
-                      "connections": {"CLKA": [2]}} for n in cells},
-        "netnames": {"clk": {"bits": [2], "attributes": {}}}}}}
-
-
 def test_sites_from_nextpnr_and_placement_follows_the_plan(tmp_path):
     """The LFE5U-25F's 56 block-RAM sites read off nextpnr (cached); a floorplanned 2 x 2
     set of PE RAMs written into a netlist is placed by nextpnr exactly there."""
@@ -107,7 +99,7 @@ def test_sites_from_nextpnr_and_placement_follows_the_plan(tmp_path):
     assert ebr_sites(nextpnr, dev, 56, cache=cache) == sites[::-1]
 
     net = tmp_path / "top.json"
-    net.write_text(json.dumps(_netlist(_names(2))))
+    net.write_text(json.dumps(ram_netlist(_names(2))))
     fp = apply_floorplan(net, 2, sites)
     assert fp["pe_rams"] == 16 and len(fp["rows"]) == 2
     r = subprocess.run([nextpnr, *dev, "--json", "top.json", "--write", "placed.json", "--quiet",
@@ -130,7 +122,7 @@ def test_build_step_writes_the_plan(tmp_path):
 
     env = setup_tool_env()
     args = ["--quiet", "--25k", "--package", "CABGA381", "--speed", "6", "--json", "top.json"]
-    (tmp_path / "top.json").write_text(json.dumps(_netlist(_names(2, per_pe=8))))
+    (tmp_path / "top.json").write_text(json.dumps(ram_netlist(_names(2, per_pe=8))))
     logs = []
     fp = _floorplan(tmp_path, 2, "LFE5U-25F", args, env, logs.append)
     assert fp["pe_rams"] == 32 and fp["other_rams"] == 1 and len(fp["rows"]) == 2
@@ -140,7 +132,7 @@ def test_build_step_writes_the_plan(tmp_path):
     assert {n: c["attributes"]["BEL"] for n, c in cells.items() if "BEL" in c["attributes"]} == plan
     assert sum(".pe_" not in n for n in plan) == 1       # the microcode RAM, in the middle
 
-    (tmp_path / "top.json").write_text(json.dumps(_netlist(_names(3, per_pe=8))))
+    (tmp_path / "top.json").write_text(json.dumps(ram_netlist(_names(3, per_pe=8))))
     fp = _floorplan(tmp_path, 3, "LFE5U-25F", args, env, logs.append)
     assert fp["pe_rams"] == 0 and "3 PE rows but the device has 2 block-RAM rows" in fp["reason"]
     assert "not applied" in logs[-1]
