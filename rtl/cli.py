@@ -115,6 +115,18 @@ def _cmd_build(args) -> int:
     return 0
 
 
+def _cmd_timing(args) -> int:
+    from rtl.endpoints import endpoint_report, format_endpoint_report
+    from sim.harness import atomic_write
+
+    rep = endpoint_report(args.build_dir, mhz=args.mhz, depth=args.depth)
+    print(format_endpoint_report(rep, top=args.top))
+    if args.json:
+        atomic_write(Path(args.json), json.dumps(rep, indent=1) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0
+
+
 def _cmd_demo(args) -> int:
     from sim.demo import run_demo
 
@@ -275,6 +287,15 @@ def main(argv=None) -> int:
                    help="let nextpnr place the PEs' block RAMs freely (default: each PE's RAMs on adjacent "
                         "sites, the PE array's shape kept on the die; rtl/floorplan.py)")
     p.set_defaults(fn=_cmd_build)
+
+    p = sub.add_parser("timing", help="late register inputs of a routed build, grouped by design unit "
+                                      "(needs --nextpnr-opt=--detailed-timing-report)")
+    p.add_argument("build_dir", help="directory of a finished `caterpillar build`")
+    p.add_argument("--mhz", type=float, default=100.0, help="clock to check against (default 100)")
+    p.add_argument("--depth", type=int, default=2, help="hierarchy levels of a unit (default 2)")
+    p.add_argument("--top", type=int, default=30, help="units shown (default 30)")
+    p.add_argument("--json", help="also save the analysis as JSON")
+    p.set_defaults(fn=_cmd_timing)
 
     p = sub.add_parser("demo", help="the main job: Verilog, a GEMV on the core in RTL vs numpy, power report, synthesis")
     p.add_argument("--sim", default=None, choices=("icarus", "verilator"))

@@ -234,6 +234,59 @@ def test_critical_path_parser():
     assert parse_critical_paths("no report") == {}
 
 
+_DETAILED_REPORT = {
+    "fmax": {}, "utilization": {}, "critical_paths": [],
+    "detailed_net_timings": [
+        {"net": "a", "driver": "ucore.core.seq.x_TRELLIS_FF_Q", "port": "Q", "event": "posedge $glbnet$clk",
+         "sources": [], "endpoints": [
+             {"cell": "ucore.core.pe_0_1.byp_a_val_TRELLIS_FF_Q_13", "port": "DI",
+              "event": "posedge $glbnet$clk", "delay": [3.0, 12.5]},
+             {"cell": "ucore.core.pe_3_2.byp_a_val_TRELLIS_FF_Q_2", "port": "DI",
+              "event": "posedge $glbnet$clk", "delay": [2.0, 9.0]},
+             {"cell": "ucore.core.pe_1_1.mem_a.0.3", "port": "ADA5", "event": "posedge $glbnet$clk",
+              "delay": [1.0, 11.0]}]},
+        # a second launching clock edge reaching an endpoint already seen: the worst counts
+        {"net": "b", "driver": "ucore.core.counters.src_cycle_TRELLIS_FF_Q", "port": "Q",
+         "event": "posedge $glbnet$clk", "sources": [], "endpoints": [
+             {"cell": "ucore.core.pe_3_2.byp_a_val_TRELLIS_FF_Q_2", "port": "DI",
+              "event": "posedge $glbnet$clk", "delay": [2.0, 10.5]},
+             {"cell": "ucore.core.counters.cnt_3_TRELLIS_FF_Q_1", "port": "DI",
+              "event": "posedge $glbnet$clk", "delay": [1.0, 4.0]}]},
+        # asynchronous launches (input pins) are not clocked paths
+        {"net": "c", "driver": "uart_rx.buf", "port": "O", "event": "<async>", "sources": [], "endpoints": [
+            {"cell": "ucore.bridge.rx_sync_TRELLIS_FF_Q", "port": "DI", "event": "posedge $glbnet$clk",
+             "delay": [0.5, 30.0]}]},
+    ]}
+
+
+def test_endpoint_report_groups_late_endpoints(tmp_path, capsys):
+    """`caterpillar timing`: every clocked endpoint of nextpnr's detailed report with its
+    worst arrival, grouped by unit with the PE indices folded, late ones counted against
+    the requested clock; a report without per-endpoint timing is a clear error."""
+    from rtl.cli import main
+    from rtl.endpoints import endpoint_arrivals, endpoint_groups, unit_of
+
+    arr = sorted(endpoint_arrivals(_DETAILED_REPORT))
+    assert len(arr) == 4 and ("ucore.core.pe_3_2.byp_a_val_TRELLIS_FF_Q_2", "DI", 10.5) in arr
+    assert unit_of("ucore.core.pe_3_0_dist.bubble_TRELLIS_FF_Q", 2) == "pe_*_*_dist.bubble"
+    assert unit_of("ucore.core.pe_0_1.mem_a.0.3", 1) == "pe_*_*"
+    rows = endpoint_groups(arr, period_ns=10.0, depth=2)
+    assert [(r["unit"], r["late"], r["endpoints"], r["worst_ns"]) for r in rows] == [
+        ("pe_*_*.byp_a_val", 2, 2, 12.5), ("pe_*_*.mem_a", 1, 1, 11.0), ("counters.cnt_3", 0, 1, 4.0)]
+    d = tmp_path / "b"
+    d.mkdir()
+    (d / "top.report.json").write_text(json.dumps(_DETAILED_REPORT))
+    assert main(["timing", str(d), "--mhz", "100", "--json", str(tmp_path / "t.json")]) == 0
+    out = capsys.readouterr().out
+    assert "4 endpoints, 3 arrive after 10.0 ns (100 MHz)" in out and "pe_*_*.byp_a_val" in out
+    assert json.loads((tmp_path / "t.json").read_text())["late"] == 3
+    (d / "top.report.json").write_text(json.dumps({"fmax": {}, "critical_paths": []}))
+    assert main(["timing", str(d)]) == 1
+    assert "--detailed-timing-report" in capsys.readouterr().err
+    assert main(["timing", str(tmp_path / "none")]) == 1
+    assert "not found" in capsys.readouterr().err
+
+
 def test_fit_check_names_resource_and_overflow():
     res = {"LUT4": 90000, "FF": 1000, "DP16KD": 210, "MULT18X18D": 16}
     with pytest.raises(FitError) as e:
@@ -339,14 +392,22 @@ def test_build_tiny_core_bitstream(tmp_path):
     from rtl.fpga import build
 
     cfg = ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, ucode_depth=256)
-    s = build(cfg, "ulx3s-85f", out_dir=tmp_path / "b", log=lambda *_: None)
+    s = build(cfg, "ulx3s-85f", out_dir=tmp_path / "b", nextpnr_extra=["--detailed-timing-report"],
+              log=lambda *_: None)
     assert (tmp_path / "b" / "top.bit").stat().st_size > 100_000
     assert s["nextpnr"]["utilization"]["MULT18X18D"]["used"] == 4
     assert s["fmax_mhz"] > 25 and s["timing_met"]
     # the floorplan put each PE's two block RAMs (one per bank) on adjacent sites
     plan = json.loads((tmp_path / "b" / "floorplan.json").read_text())
-    assert s["floorplan"]["pe_rams"] == len(plan) == 8 and len(s["floorplan"]["rows"]) == 2
+    assert s["floorplan"]["pe_rams"] == sum(".pe_" in c for c in plan) == 8 and len(s["floorplan"]["rows"]) == 2
+    assert s["floorplan"]["other_rams"] == len(plan) - 8 >= 1     # microcode, UART FIFO
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["fmax_mhz"] == s["fmax_mhz"]
+    # every register input's arrival: none late at the achieved Fmax, some at twice it
+    from rtl.endpoints import endpoint_report
+
+    rep = endpoint_report(tmp_path / "b", mhz=s["fmax_mhz"] * 0.999)
+    assert rep["endpoints"] > 1000 and rep["late"] == 0
+    assert endpoint_report(tmp_path / "b", mhz=s["fmax_mhz"] * 2)["late"] > 0
 
 
 def test_nextpnr_extra_options():
