@@ -321,8 +321,9 @@ class PE(wiring.Component):
         # SRAM bypass (execute stage only): a read issued in the cycle in which the
         # operand-stage write of the micro-op in its execute stage lands on the same
         # address returns the written word (not an FMA write-back's), so an SRAM write is
-        # seen by the read issued 2 later as without the stage. Compared at issue,
-        # selected in the operand stage; held with the read port when no read is made.
+        # seen by the read issued 2 later as without the stage. The writes in flight at
+        # the read's issue are registered with it, compared and selected in the operand
+        # stage; held with the read port when no read is made.
         # With the bus stage a second write is in flight: the one landing in the cycle
         # after the read's (in its bus stage at the read's issue), younger, so it wins.
         rd_a_data = Signal(w)
@@ -332,17 +333,35 @@ class PE(wiring.Component):
             return {"go": Signal(), "addr": Signal.like(wr.addr), "val": Signal(w), "wbk": Signal()}
         byp_a, byp_b = byp_entry(wr_a), byp_entry(wr_b)
         byp_a2, byp_b2 = byp_entry(wr_a), byp_entry(wr_b)   # bus stage only
+        # FPGA timing: nothing is compared at issue. The read address and the writes in
+        # flight (enable, address) are registered with the read, and compared in the
+        # operand stage, beside the block RAM's clock-to-output; the bus-stage write's
+        # word is taken then too, from that write's execute-stage register (the same word,
+        # one cycle later), and kept in the bypass register after that cycle.
+        wr_x_val = {"a": Signal(w), "b": Signal(w)}     # the execute-stage write words
         if cfg.exec_stage:
             for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
                                        (rd_b, (byp_b, byp_b2), rd_b_data, "b")):
-                sel = Signal(name=f"byp_{nm}_sel")
+                byps = byps[:1 + cfg.bus_stage]
+                raddr = Signal.like(rd.addr, name=f"byp_{nm}_raddr")
+                ens = [Signal(name=f"byp_{nm}_en{k}") for k in range(len(byps))]
+                addrs = [Signal.like(byp["addr"], name=f"byp_{nm}_addr{k}") for k, byp in enumerate(byps)]
                 val = Signal(w, name=f"byp_{nm}_val")
-                hits = [byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"])
-                        for byp in byps[:1 + cfg.bus_stage]]
-                pick = byps[0]["val"] if len(hits) == 1 else Mux(hits[1], byps[1]["val"], byps[0]["val"])
+                hits = [en & (raddr == addr) for en, addr in zip(ens, addrs)]
                 with m.If(rd.en):
-                    m.d.sync += [sel.eq(reduce(lambda x, y: x | y, hits)), val.eq(pick)]
-                m.d.comb += data.eq(Mux(sel, val, rd.data))
+                    m.d.sync += [raddr.eq(rd.addr), val.eq(byps[0]["val"])]
+                    m.d.sync += [en.eq(byp["go"] & ~byp["wbk"]) for en, byp in zip(ens, byps)]
+                    m.d.sync += [addr.eq(byp["addr"]) for addr, byp in zip(addrs, byps)]
+                if cfg.bus_stage:
+                    fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
+                    m.d.sync += fresh.eq(rd.en)
+                    with m.If(~rd.en & fresh & hits[1]):
+                        m.d.sync += val.eq(wr_x_val[nm])
+                    # the younger write (landing a cycle after the read's issue) wins
+                    m.d.comb += data.eq(Mux(hits[1], Mux(fresh, wr_x_val[nm], val),
+                                            Mux(hits[0], val, rd.data)))
+                else:
+                    m.d.comb += data.eq(Mux(hits[0], val, rd.data))
         else:
             m.d.comb += [rd_a_data.eq(rd_a.data), rd_b_data.eq(rd_b.data)]
 
@@ -442,8 +461,6 @@ class PE(wiring.Component):
             """``v`` as the execute stage sees it (registered with an execute stage)."""
             return pipe(v, name)[-1] if cfg.exec_delay else v
 
-        bus_val = {}     # bus stage: each source's value there (the SRAM bypass reads it)
-
         def xsrc(field, *, regs=True, name):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
@@ -470,7 +487,6 @@ class PE(wiring.Component):
             bv = Signal(w, name=f"bus_{name}")
             held = Mux(sel["hit"], byp_val, b) if regs else b
             m.d.comb += bv.eq(held | Mux(sel["row"], self.row_in, 0) | Mux(sel["col"], self.col_in, 0))
-            bus_val[name] = bv
             x = Signal(w, name=f"x_{name}")
             m.d.sync += x.eq(bv)
             return x
@@ -586,12 +602,14 @@ class PE(wiring.Component):
             ]
         if cfg.bus_stage:
             # the operand writes in their bus stage land next cycle, unless the FMA
-            # write-back into the same bank displaces them then
+            # write-back into the same bank displaces them then; their word is taken
+            # from the execute-stage register in the read's operand stage (above)
             m.d.comb += [
-                byp_a2["go"].eq(wa_st[0]), byp_a2["addr"].eq(wa_ast[0]), byp_a2["val"].eq(bus_val["wa_val"]),
+                byp_a2["go"].eq(wa_st[0]), byp_a2["addr"].eq(wa_ast[0]),
                 byp_a2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMA)),
-                byp_b2["go"].eq(wb_st[0]), byp_b2["addr"].eq(wb_ast[0]), byp_b2["val"].eq(bus_val["wb_val"]),
+                byp_b2["go"].eq(wb_st[0]), byp_b2["addr"].eq(wb_ast[0]),
                 byp_b2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMB)),
+                wr_x_val["a"].eq(wa_val), wr_x_val["b"].eq(wb_val),
             ]
 
         if cfg.exec_stage:

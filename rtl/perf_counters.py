@@ -65,7 +65,8 @@ class PerfCounters(wiring.Component):
     clear : In(1)
         Zero every counter (takes priority over counting).
     sel : In(range(n)), value : Out(counter_bits)
-        Readout mux: ``value`` is counter ``sel`` (combinational).
+        Readout: ``value`` is counter ``sel`` of the previous cycle (a register after the
+        mux, so no path runs from ``sel`` through the mux into the host's output FIFO).
     """
 
     def __init__(self, cfg):
@@ -130,5 +131,5 @@ class PerfCounters(wiring.Component):
                 m.d.sync += [reg.eq(0), inc_r.eq(0)]
             with m.Else():
                 m.d.sync += [reg.eq(reg + inc_r), inc_r.eq(inc)]
-        m.d.comb += self.value.eq(Array(regs)[self.sel])
+        m.d.sync += self.value.eq(Array(regs)[self.sel])
         return m
