@@ -320,14 +320,15 @@ class Core(wiring.Component):
                 pes.append(pe)
                 if dist:
                     # this PE's own copy of the distribution register (micro-op, freeze)
-                    # No reset on the micro-op copy: it is loaded every cycle (NOP after
-                    # the sequencer's reset, which lasts more than one cycle), and a reset
-                    # would put a "rst ? 0 : uop" LUT in front of it, identical for every
-                    # PE, which Yosys then shares: one LUT driving all copies across the
-                    # die (a 4 x 4 build's critical path, docs/fpga.md)
+                    # No reset on the copies: they are loaded every cycle (NOP and no
+                    # bubble after the sequencer's reset, which lasts more than one
+                    # cycle), and a reset would put a "rst ? 0 : x" LUT in front of each
+                    # bit, identical for every PE, which Yosys then shares: one LUT
+                    # driving all copies across the die (a 4 x 4 build's critical path,
+                    # docs/fpga.md)
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
-                    bubble_pe = Signal(name="bubble")
+                    bubble_pe = Signal(name="bubble", reset_less=True)
                     pd.d.sync += [uop_pe.eq(seq.uop), bubble_pe.eq(bubble)]
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
