@@ -7,6 +7,7 @@ Subcommands::
     caterpillar synth   [--config C] [--top pe|core] --target ecp5|ice40|generic [--device D] [--json FILE]
     caterpillar build   [--board ulx3s-85f] [--config C] [--clock-mhz F] [--top core|pe] [--no-floorplan]
                                                           FPGA bitstream (UART host link; pe: one PE's Fmax)
+    caterpillar timing  BUILD_DIR [--mhz 100] [--depth 2] [--json FILE]   late endpoints by unit
     caterpillar demo    [--sim icarus|verilator]          the main job (``make demo``)
     caterpillar run     program.s [--config C] [--model fast|model|rtl] [--data FILE] [-o FILE]
                                                           run a program on one core
