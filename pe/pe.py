@@ -330,15 +330,15 @@ class PE(wiring.Component):
         rd_b_data = Signal(w)
 
         def byp_entry(wr):
-            return {"go": Signal(), "addr": Signal.like(wr.addr), "val": Signal(w), "wbk": Signal()}
-        byp_a, byp_b = byp_entry(wr_a), byp_entry(wr_b)
+            return {"go": Signal(), "addr": Signal.like(wr.addr), "wbk": Signal()}
+        # the execute-stage write words ("val") are those of the first entries
+        byp_a, byp_b = dict(byp_entry(wr_a), val=Signal(w)), dict(byp_entry(wr_b), val=Signal(w))
         byp_a2, byp_b2 = byp_entry(wr_a), byp_entry(wr_b)   # bus stage only
         # FPGA timing: nothing is compared at issue. The read address and the writes in
         # flight (enable, address) are registered with the read, and compared in the
         # operand stage, beside the block RAM's clock-to-output; the bus-stage write's
-        # word is taken then too, from that write's execute-stage register (the same word,
-        # one cycle later), and kept in the bypass register after that cycle.
-        wr_x_val = {"a": Signal(w), "b": Signal(w)}     # the execute-stage write words
+        # word is taken then too, from the execute-stage write word (the same word, one
+        # cycle later), and kept in the bypass register after that cycle.
         if cfg.exec_stage:
             for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
                                        (rd_b, (byp_b, byp_b2), rd_b_data, "b")):
@@ -356,9 +356,9 @@ class PE(wiring.Component):
                     fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
                     m.d.sync += fresh.eq(rd.en)
                     with m.If(~rd.en & fresh & hits[1]):
-                        m.d.sync += val.eq(wr_x_val[nm])
+                        m.d.sync += val.eq(byps[0]["val"])
                     # the younger write (landing a cycle after the read's issue) wins
-                    m.d.comb += data.eq(Mux(hits[1], Mux(fresh, wr_x_val[nm], val),
+                    m.d.comb += data.eq(Mux(hits[1], Mux(fresh, byps[0]["val"], val),
                                             Mux(hits[0], val, rd.data)))
                 else:
                     m.d.comb += data.eq(Mux(hits[0], val, rd.data))
@@ -602,14 +602,13 @@ class PE(wiring.Component):
             ]
         if cfg.bus_stage:
             # the operand writes in their bus stage land next cycle, unless the FMA
-            # write-back into the same bank displaces them then; their word is taken
-            # from the execute-stage register in the read's operand stage (above)
+            # write-back into the same bank displaces them then; their word is the
+            # execute-stage write word in the read's operand stage (above)
             m.d.comb += [
                 byp_a2["go"].eq(wa_st[0]), byp_a2["addr"].eq(wa_ast[0]),
                 byp_a2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMA)),
                 byp_b2["go"].eq(wb_st[0]), byp_b2["addr"].eq(wb_ast[0]),
                 byp_b2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMB)),
-                wr_x_val["a"].eq(wa_val), wr_x_val["b"].eq(wb_val),
             ]
 
         if cfg.exec_stage:

@@ -107,10 +107,10 @@ def format_endpoint_report(rep: dict, top: int = 30) -> str:
     lines = [f"{rep['report']}: {rep['endpoints']} endpoints, {rep['late']} arrive after "
              f"{rep['period_ns']} ns ({rep['mhz']:g} MHz)", "",
              f"{'unit':40s} {'late':>6s} {'of':>6s} {'worst ns':>8s}  worst endpoint"]
-    shown = [g for g in rep["groups"] if g["late"]][:top] or rep["groups"][:min(top, 10)]
-    for g in shown:
+    late = [g for g in rep["groups"] if g["late"]]
+    for g in late[:top] or rep["groups"][:min(top, 10)]:
         lines.append(f"{g['unit']:40s} {g['late']:6d} {g['endpoints']:6d} {g['worst_ns']:8.2f}  {g['worst_cell']}")
-    rest = [g for g in rep["groups"] if g["late"]][top:]
+    rest = late[top:]
     if rest:
         lines.append(f"... {len(rest)} more units with {sum(g['late'] for g in rest)} late endpoints")
     lines += ["", "arrival histogram (ns: endpoints):",
