@@ -61,7 +61,7 @@ class Sequencer(wiring.Component):
     uop : Out(uop_layout(addr_bits, sel_bits))
         Registered: the issued micro-op with AGU ``k-1``'s value added to ``ra.off`` /
         ``rb.off`` / ``wa.off`` / ``wb.off`` when ``ag_ra`` / ... = ``k`` (mod
-        ``2^addr_bits``).
+        ``2^addr_bits``); all-zero (a NOP) when ``issue`` is 0 (a register AND ``issue``).
     hin, hout : Out(2)
     hlast, rin, rout : Out(1)
         Registered: stream fields of the issued instruction (``rin`` / ``rout``: the beat
@@ -194,16 +194,30 @@ class Sequencer(wiring.Component):
         h_rin = Signal()
         h_rout = Signal()
         m.d.comb += [h_rin.eq(ctl.rin & ~h_sin), h_rout.eq(ctl.rout & ~h_sout)]
+
+        def stream_needs(c, sin, sout):
+            """The head's stream needs (host in, host out, ring in, ring out) from its
+            control fields ``c`` and its scratchpad flags."""
+            rin, rout = c.rin & ~sin, c.rout & ~sout
+            return ((c.hin != 0) & ~rin & ~sin, (c.hout != 0) & ~rout & ~sout,
+                    (c.hin != 0) & rin, (c.hout != 0) & rout)
+
         if fetch:
             filling = Signal()                # the head refills from the RAM output this cycle
+            # the head's stream needs decoded as it is loaded (flip-flops beside head_word):
+            # the stall decision (needs -> stall -> go -> every load enable) then starts
+            # one LUT from these registers, not behind a decode of the head's fields
+            needs = [Signal(name=f"head_need_{n}") for n in ("hin", "hout", "rin", "rout")]
+        else:
+            needs = stream_needs(ctl, h_sin, h_sout)
         m.d.comb += [
             live.eq(running & ~filling if fetch else running),
             go.eq(live & ~self.stall),
             self.running.eq(live),
-            self.need_hin.eq(live & (ctl.hin != 0) & ~h_rin & ~h_sin),
-            self.need_hout.eq(live & (ctl.hout != 0) & ~h_rout & ~h_sout),
-            self.need_rin.eq(live & (ctl.hin != 0) & h_rin),
-            self.need_rout.eq(live & (ctl.hout != 0) & h_rout),
+            self.need_hin.eq(live & needs[0]),
+            self.need_hout.eq(live & needs[1]),
+            self.need_rin.eq(live & needs[2]),
+            self.need_rout.eq(live & needs[3]),
         ]
         if fetch:
             # the head's op decoded as it is loaded (flip-flops beside head_word), so the
@@ -313,6 +327,9 @@ class Sequencer(wiring.Component):
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
+                n_sin = nctl.sin & (nctl.hin != 0) if spad else Const(0)
+                n_sout = nctl.sout & (nctl.hout != 0) if spad else Const(0)
+                m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl, n_sin, n_sout))]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
@@ -322,15 +339,33 @@ class Sequencer(wiring.Component):
                 rp.en.eq(self.start | go),
             ]
 
-        # -- AGU values and the issued micro-op -------------------------------------------
-        agu = []
+        # -- AGU state as the head's issue leaves it, and the AGU values ---------------------
+        # The value of AGU a (base + sum of its offsets) is a register, loaded at every
+        # issue with the sum of the next base and offsets: the head's AGU add starts at a
+        # flip-flop, not behind the offset adder tree (same values, one cycle earlier).
+        # Loop ends step the offsets (a loop end that branches back adds the stride, one
+        # that finishes clears them); a LOOP clears its level's offsets after that, and
+        # AGU_BASE / AGU_STRIDE writes take effect with the head's issue.
+        step = Signal(name="agu_step")        # the head's issue steps the loop-end offsets
+        m.d.comb += step.eq(~is_jump & ~is_halt)
+        base_n = [Signal(aw, name=f"agu{a}_base_next") for a in range(na)]
+        off_n = [[Signal(aw, name=f"agu{a}_off{lv}_next") for lv in range(nl)] for a in range(na)]
         for a in range(na):
-            v = Signal(aw, name=f"agu{a}_value")
-            total = base[a]
+            m.d.comb += base_n[a].eq(Mux((ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a), ctl.imm, base[a]))
             for lv in range(nl):
-                total = total + off[a][lv]
-            m.d.comb += v.eq(total)
-            agu.append(v)
+                m.d.comb += off_n[a][lv].eq(off[a][lv])
+                with m.If(step & win[lv]):
+                    m.d.comb += off_n[a][lv].eq(off[a][lv] + stride[a][lv])
+                with m.If(step & fin[lv] | (head_loop_lv[lv] if fetch else is_loop & (ctl.lvl == lv))):
+                    m.d.comb += off_n[a][lv].eq(0)
+
+        def tree_sum(xs):
+            """Sum mod 2^aw as a balanced tree of adders (depth log2 of the operands)."""
+            while len(xs) > 1:
+                xs = [(xs[i] + xs[i + 1])[:aw] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+            return xs[0]
+
+        agu = [Signal(aw, name=f"agu{a}_value") for a in range(na)]
         new_uop = Signal(self.uop.shape())
         m.d.comb += new_uop.eq(head.uop)
         for fld in AGU_FIELDS:
@@ -343,7 +378,13 @@ class Sequencer(wiring.Component):
             m.d.comb += new_uop[fld].off.eq(head.uop[fld].off + add)
 
         # -- sequential behaviour --------------------------------------------------------
-        issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
+        # The issued micro-op: a register loaded every cycle (no enable, no clear) and
+        # gated by ``issue`` at the output, so the issue decision (``go``) reaches one
+        # flip-flop here, not the enable or clear of every micro-op bit.
+        uop_q = Signal(self.uop.shape(), name="uop_q")
+        m.d.sync += uop_q.eq(new_uop)
+        m.d.comb += self.uop.eq(Mux(self.issue, uop_q, 0))
+        issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
                       self.halted]
         if spad:
             issue_regs += [self.sin, self.sout, self.spad_raddr, self.spad_waddr]
@@ -358,12 +399,11 @@ class Sequencer(wiring.Component):
             if not fetch:
                 m.d.sync += pc.eq(self.start_pc)
             m.d.sync += [r.eq(0) for r in issue_regs]
-            m.d.sync += [x.eq(0) for x in armed + base]
+            m.d.sync += [x.eq(0) for x in armed + base + agu]
             m.d.sync += [x.eq(0) for row in stride + off for x in row]
         with m.Elif(go):
             m.d.sync += [
                 self.issue.eq(1),
-                self.uop.eq(new_uop),
                 self.hin.eq(ctl.hin),
                 self.hout.eq(ctl.hout),
                 self.hlast.eq(ctl.hlast),
@@ -394,21 +434,9 @@ class Sequencer(wiring.Component):
                 m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
                              ((cnt_gt1[lv], cnt_n[lv] > 1), (cnt_gt2[lv], cnt_n[lv] > 2),
                               (trip_gt1[lv], trip_n[lv] > 1))]
-            with m.If(~is_jump & ~is_halt):
-                for lv in range(nl):
-                    with m.If(win[lv]):
-                        m.d.sync += [off[a][lv].eq(off[a][lv] + stride[a][lv]) for a in range(na)]
-                    with m.If(fin[lv]):
-                        m.d.sync += [off[a][lv].eq(0) for a in range(na)]
-            # LOOP / AGU_* writes come after the loop-end updates: they win on conflict
-            with m.If(is_loop):
-                for lv in range(nl):
-                    with m.If(ctl.lvl == lv):
-                        m.d.sync += [off[a][lv].eq(0) for a in range(na)]
-            with m.If(ctl.op == SeqOp.AGU_BASE):
-                for a in range(na):
-                    with m.If(ctl.agu == a):
-                        m.d.sync += base[a].eq(ctl.imm)
+            m.d.sync += [x.eq(xn) for x, xn in zip(base, base_n)]
+            m.d.sync += [off[a][lv].eq(off_n[a][lv]) for a in range(na) for lv in range(nl)]
+            m.d.sync += [agu[a].eq(tree_sum([base_n[a], *off_n[a]])) for a in range(na)]
             with m.If(ctl.op == SeqOp.AGU_STRIDE):
                 for a in range(na):
                     for lv in range(nl):
