@@ -13,6 +13,8 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.perf_counters import PerfCounters
+
 __all__ = ["HostInterface", "Cmd", "OUT_FIFO_DEPTH"]
 
 OUT_FIFO_DEPTH = 8
@@ -125,7 +127,8 @@ class HostInterface(wiring.Component):
         drain = Signal(range(self.drain_cycles + 2))
         cidx = Signal(range(max(2, self.n_counters)))
         cpart = Signal(range(max(2, self.beats_per_counter)))
-        cready = Signal()               # cnt_value holds counter cidx
+        # cycles until cnt_value holds counter cidx (the counters' pipelined readout)
+        cwait = Signal(range(PerfCounters.READOUT_LATENCY + 1))
         bad_cmd = Signal(4)
         last_pc = Signal(cfg.pc_bits)
 
@@ -143,7 +146,7 @@ class HostInterface(wiring.Component):
                             m.d.comb += [self.start.eq(1), self.start_pc.eq(arg0)]
                             m.next = "RUN"
                         with m.Case(Cmd.COUNTERS):
-                            m.d.sync += [cidx.eq(0), cpart.eq(0), cready.eq(0)]
+                            m.d.sync += [cidx.eq(0), cpart.eq(0), cwait.eq(PerfCounters.READOUT_LATENCY)]
                             m.next = "COUNTERS"
                         with m.Case(Cmd.CLEAR):
                             m.d.comb += self.cnt_clear.eq(1)
@@ -209,14 +212,14 @@ class HostInterface(wiring.Component):
                     m.d.comb += part.eq(val64.word_select(cpart, hw))
                     last_part = cpart == self.beats_per_counter - 1
                 m.d.comb += [w_data.eq(part), w_last.eq(last_part & (cidx == self.n_counters - 1))]
-                # cnt_value is counter cidx one cycle after cidx is set (a registered
-                # readout): each counter waits one cycle before its first beat
-                with m.If(~cready):
-                    m.d.sync += cready.eq(1)
+                # cnt_value is counter cidx READOUT_LATENCY cycles after cidx is set (a
+                # pipelined readout): each counter waits that long before its first beat
+                with m.If(cwait != 0):
+                    m.d.sync += cwait.eq(cwait - 1)
                 with m.Elif(ofifo.w_rdy):
                     m.d.comb += w_en.eq(1)
                     with m.If(last_part):
-                        m.d.sync += [cpart.eq(0), cidx.eq(cidx + 1), cready.eq(0)]
+                        m.d.sync += [cpart.eq(0), cidx.eq(cidx + 1), cwait.eq(PerfCounters.READOUT_LATENCY)]
                         with m.If(cidx == self.n_counters - 1):
                             m.next = "IDLE"
                     with m.Else():

@@ -65,9 +65,17 @@ class PerfCounters(wiring.Component):
     clear : In(1)
         Zero every counter (takes priority over counting).
     sel : In(range(n)), value : Out(counter_bits)
-        Readout: ``value`` is counter ``sel`` of the previous cycle (a register after the
-        mux, so no path runs from ``sel`` through the mux into the host's output FIFO).
+        Readout, pipelined: ``value`` is counter ``sel`` of cycle ``t`` in cycle
+        ``t + READOUT_LATENCY`` (a new ``sel`` may be given every cycle). The mux is
+        split in two registered stages (a group of :attr:`READOUT_GROUP` counters by
+        the low bits of ``sel``, then the group), so no path runs through the whole
+        counter mux, nor from it into the host's output FIFO.
     """
+
+    #: Cycles from ``sel`` to ``value``.
+    READOUT_LATENCY = 2
+    #: Counters per first-stage group of the readout mux.
+    READOUT_GROUP = 4
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -131,5 +139,13 @@ class PerfCounters(wiring.Component):
                 m.d.sync += [reg.eq(0), inc_r.eq(0)]
             with m.Else():
                 m.d.sync += [reg.eq(reg + inc_r), inc_r.eq(inc)]
-        m.d.sync += self.value.eq(Array(regs)[self.sel])
+        # readout stage 1: counter sel[:k] of every group of 2^k; stage 2: group sel[k:]
+        g = self.READOUT_GROUP
+        k = (g - 1).bit_length()
+        groups = [Signal(cfg.counter_bits, name=f"readout_grp{j}") for j in range((len(regs) + g - 1) // g)]
+        for j, grp in enumerate(groups):
+            m.d.sync += grp.eq(Array(regs[j * g:(j + 1) * g])[self.sel[:k]])
+        sel_hi = Signal(max(1, len(self.sel) - k), name="readout_sel_hi")
+        m.d.sync += sel_hi.eq(self.sel[k:])
+        m.d.sync += self.value.eq(Array(groups)[sel_hi])
         return m

@@ -6,6 +6,8 @@ is the executable reference and the RTL tests compare the two cycle by cycle.
 
 from __future__ import annotations
 
+from functools import reduce
+
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
@@ -251,11 +253,11 @@ class Sequencer(wiring.Component):
                     win[lv].eq(cand[lv] & ~higher),
                     fin[lv].eq(match[lv] & ~cand[lv] & ~higher),
                 ]
+            # the branching level is one-hot: its start is an AND-OR of the levels' starts
+            # (not a priority chain of muxes), selected against at + 1 by any candidate
             nxt = Signal(pcw, name=f"{tag}loop_next")
-            m.d.comb += nxt.eq(at + 1)
-            for lv in range(nl):
-                with m.If(win[lv]):
-                    m.d.comb += nxt.eq(st_lstart[lv])
+            back = reduce(lambda x, y: x | y, [Mux(win[lv], st_lstart[lv], 0) for lv in range(nl)])
+            m.d.comb += nxt.eq(Mux(Cat(*cand).any(), back, at + 1))
             return win, fin, nxt
 
         # -- loop-end scan of the head ------------------------------------------------------
