@@ -326,9 +326,8 @@ class PE(wiring.Component):
         # stage; held with the read port when no read is made.
         # With the bus stage a second write is in flight: the one landing in the cycle
         # after the read's (in its bus stage at the read's issue), younger, so it wins.
-        # per bank: the read is bypassed (``hit``) with the word ``bval``; both come from
-        # registers only, so they are ready before the block RAM's data (see source())
-        rd_byp = {nm: (Signal(name=f"byp_{nm}_hit"), Signal(w, name=f"byp_{nm}_word")) for nm in "ab"}
+        rd_a_data = Signal(w)
+        rd_b_data = Signal(w)
 
         def byp_entry(wr):
             return {"go": Signal(), "addr": Signal.like(wr.addr), "wbk": Signal()}
@@ -341,8 +340,8 @@ class PE(wiring.Component):
         # word is taken then too, from the execute-stage write word (the same word, one
         # cycle later), and kept in the bypass register after that cycle.
         if cfg.exec_stage:
-            for rd, byps, nm in ((rd_a, (byp_a, byp_a2), "a"), (rd_b, (byp_b, byp_b2), "b")):
-                hit, word = rd_byp[nm]
+            for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
+                                       (rd_b, (byp_b, byp_b2), rd_b_data, "b")):
                 byps = byps[:1 + cfg.bus_stage]
                 raddr = Signal.like(rd.addr, name=f"byp_{nm}_raddr")
                 ens = [Signal(name=f"byp_{nm}_en{k}") for k in range(len(byps))]
@@ -359,10 +358,12 @@ class PE(wiring.Component):
                     with m.If(~rd.en & fresh & hits[1]):
                         m.d.sync += val.eq(byps[0]["val"])
                     # the younger write (landing a cycle after the read's issue) wins
-                    m.d.comb += [hit.eq(hits[0] | hits[1]),
-                                 word.eq(Mux(hits[1], Mux(fresh, byps[0]["val"], val), val))]
+                    m.d.comb += data.eq(Mux(hits[1], Mux(fresh, byps[0]["val"], val),
+                                            Mux(hits[0], val, rd.data)))
                 else:
-                    m.d.comb += [hit.eq(hits[0]), word.eq(val)]
+                    m.d.comb += data.eq(Mux(hits[0], val, rd.data))
+        else:
+            m.d.comb += [rd_a_data.eq(rd_a.data), rd_b_data.eq(rd_b.data)]
 
         # Register-file bypass (execute stage only): an operand-stage read of a register
         # that the move unit (micro-op in its execute stage) writes in the same cycle
@@ -394,7 +395,8 @@ class PE(wiring.Component):
 
             ``gate`` (issue-stage signal): the value is +0 unless it was high at issue."""
             code_i, code_o = field(u), field(s1)
-            live = [(code_i == Src.MEMA) & rd_a_seen_op, "a", (code_i == Src.MEMB) & rd_b_seen_op, "b"]
+            live = [(code_i == Src.MEMA) & rd_a_seen_op, rd_a_data,
+                    (code_i == Src.MEMB) & rd_b_seen_op, rd_b_data]
             if buses:
                 live += [code_i == Src.ROW, self.row_in, code_i == Src.COL, self.col_in]
             for code_, value in consts.items():
@@ -406,33 +408,17 @@ class PE(wiring.Component):
             elif regs:
                 live += [~code_i[4], None]
             terms = []
-            late = []
             for k in range(0, len(live), 2):
                 cond, value = live[k], live[k + 1]
                 # f(NOP, 0): code 0 names RF[0]; gated readers are off after reset
                 init = int(value is None and gate is None)
                 sel = Signal(name=f"{name}_sel{k // 2}", init=init)
                 m.d.sync += sel.eq(cond if gate is None else cond & gate)
-                if isinstance(value, str):
-                    # an SRAM read: the bypassed word joins the other terms, the block
-                    # RAM's data (5.8 ns clock to output on the ECP5) only the last OR
-                    hit, word = rd_byp[value]
-                    terms.append(Mux(sel & hit, word, 0))
-                    g = Signal(name=f"{name}_ram_{value}", attrs={"keep": 1})
-                    m.d.comb += g.eq(sel & ~hit)
-                    late.append(Mux(g, (rd_a if value == "a" else rd_b).data, 0))
-                    continue
                 if value is None:
                     value = rf_read(code_o[:4], name)
                 terms.append(Mux(sel, value, 0))
-            # Everything but the block RAMs' data is ORed first, behind a kept wire that
-            # Yosys's ABC maps as a cut point (ABC does not know the RAM data arrive
-            # late): the RAM data then pass one LUT level (a 5-input OR of two gated
-            # words and this one), not the whole AND-OR.
-            early = Signal(w, name=f"{name}_early", attrs={"keep": 1})
-            m.d.comb += early.eq(reduce(lambda x, y: x | y, terms))
             v = Signal(w, name=name)
-            m.d.comb += v.eq(reduce(lambda x, y: x | y, [early, *late]))
+            m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
             return v
 
         def names_reg(code):
