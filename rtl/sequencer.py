@@ -308,7 +308,14 @@ class Sequencer(wiring.Component):
             pc_f = Signal(pcw)
             advance = Signal()
             jump_head = Signal()              # the head is a JUMP: read its target
-            f_match = [Mux(loop_lv[lv], ctl.target == pc_f, armed[lv] & (lend[lv] == pc_f)) for lv in range(nl)]
+            # The scan's loop-end compares are flip-flops: ``at_end[lv]`` holds
+            # ``lend[lv] == pc_f`` and ``at_target`` holds ``head.target == pc_f`` (for a
+            # LOOP at the head), loaded with pc_f from the compares of the loop ends and of
+            # the RAM's output with each candidate next address, selected like the address
+            # (below). So the microcode address path has no 10-bit compare in it.
+            at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
+            at_target = Signal(name="f_head_target_at_pc_f")
+            f_match = [Mux(loop_lv[lv], at_target, armed[lv] & at_end[lv]) for lv in range(nl)]
             f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
                          Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
                      for lv in range(nl)]
@@ -319,8 +326,22 @@ class Sequencer(wiring.Component):
                 rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, f_loop_next))),
                 rp.en.eq(self.start | advance),
             ]
+            pc_f_inc = Signal(pcw, name="pc_f_inc")
+            m.d.comb += pc_f_inc.eq(pc_f + 1)
+
+            def at_next(v, v_start):
+                """``v == rp.addr``, as the AND-OR of ``v``'s compares with the candidate
+                addresses (``v_start`` in place of ``v`` at a start)."""
+                back = reduce(lambda x, y: x | y, [f_win[k] & (v == lstart_n[k]) for k in range(nl)])
+                return Mux(self.start, v_start == self.start_pc,
+                           Mux(jump_head, v == ctl.target, Mux(Cat(*f_win).any(), back, v == pc_f_inc)))
+
+            rd_target = data.View(self._ilay, rp.data).ctl.target
             with m.If(self.start | advance):
                 m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
+                # loop ends change only when the head issues (lend_next), never at a start
+                m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
+                m.d.sync += at_target.eq(at_next(rd_target, rd_target))
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
