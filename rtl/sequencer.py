@@ -63,7 +63,7 @@ class Sequencer(wiring.Component):
     uop : Out(uop_layout(addr_bits, sel_bits))
         Registered: the issued micro-op with AGU ``k-1``'s value added to ``ra.off`` /
         ``rb.off`` / ``wa.off`` / ``wb.off`` when ``ag_ra`` / ... = ``k`` (mod
-        ``2^addr_bits``); all-zero (a NOP) when ``issue`` is 0 (a register AND ``issue``).
+        ``2^addr_bits``); all-zero (a NOP) when ``issue`` is 0.
     hin, hout : Out(2)
     hlast, rin, rout : Out(1)
         Registered: stream fields of the issued instruction (``rin`` / ``rout``: the beat
@@ -309,13 +309,14 @@ class Sequencer(wiring.Component):
             advance = Signal()
             jump_head = Signal()              # the head is a JUMP: read its target
             # The scan's loop-end compares are flip-flops: ``at_end[lv]`` holds
-            # ``lend[lv] == pc_f`` and ``at_target`` holds ``head.target == pc_f`` (for a
-            # LOOP at the head), loaded with pc_f from the compares of the loop ends and of
-            # the RAM's output with each candidate next address, selected like the address
-            # (below). So the microcode address path has no 10-bit compare in it.
+            # ``lend[lv] == pc_f``, loaded with pc_f from the compares of the next loop
+            # ends with each candidate next address (registers only), selected like the
+            # address (below). A LOOP at the head compares its target with pc_f here: the
+            # same compare made from the RAM's output before the head is loaded was
+            # slower (the block RAM's clock to output, then the compare and the select;
+            # docs/fpga.md).
             at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
-            at_target = Signal(name="f_head_target_at_pc_f")
-            f_match = [Mux(loop_lv[lv], at_target, armed[lv] & at_end[lv]) for lv in range(nl)]
+            f_match = [Mux(loop_lv[lv], ctl.target == pc_f, armed[lv] & at_end[lv]) for lv in range(nl)]
             f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
                          Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
                      for lv in range(nl)]
@@ -336,12 +337,10 @@ class Sequencer(wiring.Component):
                 return Mux(self.start, v_start == self.start_pc,
                            Mux(jump_head, v == ctl.target, Mux(Cat(*f_win).any(), back, v == pc_f_inc)))
 
-            rd_target = data.View(self._ilay, rp.data).ctl.target
             with m.If(self.start | advance):
                 m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
                 # loop ends change only when the head issues (lend_next), never at a start
                 m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
-                m.d.sync += at_target.eq(at_next(rd_target, rd_target))
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
@@ -401,13 +400,10 @@ class Sequencer(wiring.Component):
             m.d.comb += new_uop[fld].off.eq(head.uop[fld].off + add)
 
         # -- sequential behaviour --------------------------------------------------------
-        # The issued micro-op: a register loaded every cycle (no enable, no clear) and
-        # gated by ``issue`` at the output, so the issue decision (``go``) reaches one
-        # flip-flop here, not the enable or clear of every micro-op bit.
-        uop_q = Signal(self.uop.shape(), name="uop_q")
-        m.d.sync += uop_q.eq(new_uop)
-        m.d.comb += self.uop.eq(Mux(self.issue, uop_q, 0))
-        issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
+        # (the micro-op register is cleared when nothing issues: gating a register with
+        # ``issue`` at the output instead put a LUT in front of the distribution copies'
+        # die-wide fan-out, the 4 x 4 core's critical path at 18.4 ns; docs/fpga.md)
+        issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
                       self.halted]
         if spad:
             issue_regs += [self.sin, self.sout, self.spad_raddr, self.spad_waddr]
@@ -427,6 +423,7 @@ class Sequencer(wiring.Component):
         with m.Elif(go):
             m.d.sync += [
                 self.issue.eq(1),
+                self.uop.eq(new_uop),
                 self.hin.eq(ctl.hin),
                 self.hout.eq(ctl.hout),
                 self.hlast.eq(ctl.hlast),
