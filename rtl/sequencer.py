@@ -197,9 +197,11 @@ class Sequencer(wiring.Component):
         h_rout = Signal()
         m.d.comb += [h_rin.eq(ctl.rin & ~h_sin), h_rout.eq(ctl.rout & ~h_sout)]
 
-        def stream_needs(c, sin, sout):
-            """The head's stream needs (host in, host out, ring in, ring out) from its
-            control fields ``c`` and its scratchpad flags."""
+        def stream_needs(c):
+            """The stream needs (host in, host out, ring in, ring out) of an instruction
+            with control fields ``c``; the scratchpad flags take precedence over the ring."""
+            sin = c.sin & (c.hin != 0) if spad else Const(0)
+            sout = c.sout & (c.hout != 0) if spad else Const(0)
             rin, rout = c.rin & ~sin, c.rout & ~sout
             return ((c.hin != 0) & ~rin & ~sin, (c.hout != 0) & ~rout & ~sout,
                     (c.hin != 0) & rin, (c.hout != 0) & rout)
@@ -211,7 +213,7 @@ class Sequencer(wiring.Component):
             # one LUT from these registers, not behind a decode of the head's fields
             needs = [Signal(name=f"head_need_{n}") for n in ("hin", "hout", "rin", "rout")]
         else:
-            needs = stream_needs(ctl, h_sin, h_sout)
+            needs = stream_needs(ctl)
         m.d.comb += [
             live.eq(running & ~filling if fetch else running),
             go.eq(live & ~self.stall),
@@ -349,9 +351,7 @@ class Sequencer(wiring.Component):
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
-                n_sin = nctl.sin & (nctl.hin != 0) if spad else Const(0)
-                n_sout = nctl.sout & (nctl.hout != 0) if spad else Const(0)
-                m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl, n_sin, n_sout))]
+                m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
