@@ -78,7 +78,8 @@ class PE(wiring.Component):
         core samples ``hout`` beats from it). Without ``cfg.bus_stage`` it is ``row_out`` /
         ``col_out``; with it, ``row_out`` / ``row_oe`` are these registered: the value
         crosses the bus in the next cycle (the bus stage), and the receivers read
-        ``row_in`` / ``col_in`` then, into their execute stage.
+        ``row_in`` / ``col_in`` then, into their execute stage. (With ``cfg.read_stage``
+        ``row_out`` is a register ORed with the registered RAM data it selects.)
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
 
@@ -120,6 +121,12 @@ class PE(wiring.Component):
     executing in the reader's operand stage, and the one executing in its bus stage), as
     has the SRAM bypass (the operand writes landing in the read's cycle and in the next);
     a driven value sees only the first move (``cfg.mv_drive_distance`` = 2).
+
+    With ``cfg.read_stage`` as well, each bank's read data are registered after the block
+    RAM (``rd_*_q``) and join the sources in the bus stage (the bypass decided in the
+    operand stage, its word there); a bus driver's RAM data are ORed onto ``row_out`` /
+    ``col_out`` from that register. Same cycle behaviour; only ``row_op`` / ``col_op``
+    still take the RAM data in the operand stage.
 
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
     non-transparent synchronous read port with enable and one write port (block RAM);
@@ -328,6 +335,8 @@ class PE(wiring.Component):
         # after the read's (in its bus stage at the read's issue), younger, so it wins.
         rd_a_data = Signal(w)
         rd_b_data = Signal(w)
+        byp_hit = {nm: Signal(name=f"byp_{nm}_hit") for nm in "ab"}     # a write bypasses the RAM
+        byp_word = {nm: Signal(w, name=f"byp_{nm}_word") for nm in "ab"}  # ... with this word
 
         def byp_entry(wr):
             return {"go": Signal(), "addr": Signal.like(wr.addr), "wbk": Signal()}
@@ -352,18 +361,30 @@ class PE(wiring.Component):
                     m.d.sync += [raddr.eq(rd.addr), val.eq(byps[0]["val"])]
                     m.d.sync += [en.eq(byp["go"] & ~byp["wbk"]) for en, byp in zip(ens, byps)]
                     m.d.sync += [addr.eq(byp["addr"]) for addr, byp in zip(addrs, byps)]
+                hit, word = byp_hit[nm], byp_word[nm]
                 if cfg.bus_stage:
                     fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
                     m.d.sync += fresh.eq(rd.en)
                     with m.If(~rd.en & fresh & hits[1]):
                         m.d.sync += val.eq(byps[0]["val"])
                     # the younger write (landing a cycle after the read's issue) wins
-                    m.d.comb += data.eq(Mux(hits[1], Mux(fresh, byps[0]["val"], val),
-                                            Mux(hits[0], val, rd.data)))
+                    m.d.comb += [hit.eq(hits[0] | hits[1]),
+                                 word.eq(Mux(hits[1] & fresh, byps[0]["val"], val))]
                 else:
-                    m.d.comb += data.eq(Mux(hits[0], val, rd.data))
+                    m.d.comb += [hit.eq(hits[0]), word.eq(val)]
+                m.d.comb += data.eq(Mux(hit, word, rd.data))
         else:
             m.d.comb += [rd_a_data.eq(rd_a.data), rd_b_data.eq(rd_b.data)]
+        # With the read stage the block RAM's data are registered as they are (next to
+        # the RAM: rd_q) and join a source in the bus stage; the bypass is resolved in the
+        # operand stage from flip-flops (byp_hit / byp_word), its word ORed into the
+        # source's operand-stage value and the RAM term's select cleared on a hit, so the
+        # bus-stage value is the operand-stage value registered (a pure retiming).
+        rd_q = {}
+        if cfg.read_stage:
+            for rd, nm in ((rd_a, "a"), (rd_b, "b")):
+                rd_q[nm] = Signal(w, name=f"rd_{nm}_q")
+                m.d.sync += rd_q[nm].eq(rd.data)
 
         # Register-file bypass (execute stage only): an operand-stage read of a register
         # that the move unit (micro-op in its execute stage) writes in the same cycle
@@ -390,13 +411,19 @@ class PE(wiring.Component):
             m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
             m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
 
-        def source(field, *, regs=True, buses=True, gate=None, name):
+        def source(field, *, regs=True, buses=True, gate=None, name, late=None):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
 
-            ``gate`` (issue-stage signal): the value is +0 unless it was high at issue."""
+            ``gate`` (issue-stage signal): the value is +0 unless it was high at issue.
+            ``late`` (a list; ``cfg.read_stage``): the block RAMs' data are left out of the
+            value (a bypass word is kept in it) and ``(select, bank)`` is appended for each
+            bank instead, ``select`` an operand-stage signal: the source reads that bank's
+            RAM data. The value ORed with the selected RAM data is the source's value."""
             code_i, code_o = field(u), field(s1)
-            live = [(code_i == Src.MEMA) & rd_a_seen_op, rd_a_data,
-                    (code_i == Src.MEMB) & rd_b_seen_op, rd_b_data]
+            mems = (("a", Src.MEMA, rd_a_seen_op, rd_a_data), ("b", Src.MEMB, rd_b_seen_op, rd_b_data))
+            live = []
+            for nm, code_, seen, data_ in mems:
+                live += [(code_i == code_) & seen, nm if late is not None else data_]
             if buses:
                 live += [code_i == Src.ROW, self.row_in, code_i == Src.COL, self.col_in]
             for code_, value in consts.items():
@@ -414,6 +441,10 @@ class PE(wiring.Component):
                 init = int(value is None and gate is None)
                 sel = Signal(name=f"{name}_sel{k // 2}", init=init)
                 m.d.sync += sel.eq(cond if gate is None else cond & gate)
+                if isinstance(value, str):      # a bank, read stage: the bypass word now,
+                    late.append((sel & ~byp_hit[value], value))   # the RAM data later
+                    terms.append(Mux(sel & byp_hit[value], byp_word[value], 0))
+                    continue
                 if value is None:
                     value = rf_read(code_o[:4], name)
                 terms.append(Mux(sel, value, 0))
@@ -421,22 +452,43 @@ class PE(wiring.Component):
             m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
             return v
 
+        def late_regs(late, name):
+            """The read-stage selects of ``late`` (from :func:`source`) registered into the
+            bus stage: the RAM data term there, an OR of ``rd_q`` under them."""
+            out = []
+            for sel, nm in late:
+                r = Signal(name=f"{name}_mem{nm}_bus")
+                m.d.sync += r.eq(sel)
+                out.append(Mux(r, rd_q[nm], 0))
+            return reduce(lambda x, y: x | y, out, Const(0, w))
+
         def names_reg(code):
             return ~code[4]  # codes 0..15 name RF[code]
 
         # bus drivers (independent of the predicate); no bus forwarding. With the bus
         # stage the driven value and the enable are registered here, at the driver, and
         # the bus carries them in the next cycle (flip-flop -> bus -> receiver register).
-        rdrv_val = source(lambda x: x.rdrv.src, buses=False, gate=rsel, name="rdrv_val")
-        cdrv_val = source(lambda x: x.cdrv.src, buses=False, gate=csel, name="cdrv_val")
-        m.d.comb += [self.row_op.eq(rdrv_val), self.col_op.eq(cdrv_val)]
+        # With the read stage a driver's RAM data are ORed in after its register (from
+        # rd_q, in the bus stage); row_op / col_op, the operand-stage value, take them from
+        # the RAM's output (a chip's ring and scratchpad lanes sample it).
         drive = m.d.sync if cfg.bus_stage else m.d.comb
-        drive += [
-            self.row_oe.eq(s1_rsel),
-            self.col_oe.eq(s1_csel),
-            self.row_out.eq(rdrv_val),
-            self.col_out.eq(cdrv_val),
-        ]
+        drive += [self.row_oe.eq(s1_rsel), self.col_oe.eq(s1_csel)]
+        for fld, gate, op, out, nm in (("rdrv", rsel, self.row_op, self.row_out, "rdrv_val"),
+                                       ("cdrv", csel, self.col_op, self.col_out, "cdrv_val")):
+            if cfg.read_stage:
+                late = []
+                val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm, late=late)
+                reg = Signal(w, name=f"{nm}_reg")
+                m.d.sync += reg.eq(val)
+                raw = {"a": rd_a.data, "b": rd_b.data}
+                m.d.comb += [
+                    op.eq(reduce(lambda x, y: x | y, [Mux(sel, raw[b], 0) for sel, b in late], val)),
+                    out.eq(reg | late_regs(late, nm)),
+                ]
+            else:
+                val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm)
+                m.d.comb += op.eq(val)
+                drive += out.eq(val)
 
         # ---- execute stage ------------------------------------------------------------
         # Without cfg.exec_stage it is the operand stage itself. With it, everything the
@@ -471,7 +523,8 @@ class PE(wiring.Component):
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
-            v = source(field, regs=regs, buses=False, name=name)
+            late = [] if cfg.read_stage else None
+            v = source(field, regs=regs, buses=False, name=name, late=late)
             conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
             if regs:
                 conds["hit"] = (~code_i[4] & (code_i[:4] < n_regs) & mv_rd
@@ -486,7 +539,8 @@ class PE(wiring.Component):
             m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")
             held = Mux(sel["hit"], byp_val, b) if regs else b
-            m.d.comb += bv.eq(held | Mux(sel["row"], self.row_in, 0) | Mux(sel["col"], self.col_in, 0))
+            mem = late_regs(late, name) if cfg.read_stage else 0
+            m.d.comb += bv.eq(held | mem | Mux(sel["row"], self.row_in, 0) | Mux(sel["col"], self.col_in, 0))
             x = Signal(w, name=f"x_{name}")
             m.d.sync += x.eq(bv)
             return x

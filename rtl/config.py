@@ -107,6 +107,14 @@ class ArchConfig:
         still issue one instruction per cycle; a start waits one more cycle
         (:attr:`run_overhead`) and a ``JUMP`` is followed by one cycle without an issue
         (:attr:`jump_delay`). Off by default.
+    read_stage : bool
+        Register each SRAM bank's read data right after the block RAM (requires
+        :attr:`bus_stage`; ``docs/architecture.md``, "The read stage"): a value read from
+        SRAM joins the other source values in the bus stage instead of the operand stage
+        (a bus driver's SRAM value crosses the bus from that register), so no path runs
+        from a block RAM's clock-to-output (5-6 ns on an ECP5) through the SRAM bypass
+        and the source select in one cycle. A pure retiming: programs see the same cycle
+        behaviour, latencies and distances as with the bus stage alone. Off by default.
     clock_mhz : float
         Clock frequency used to turn cycles into time (reference: 1 GHz).
     ucode_depth : int
@@ -144,6 +152,7 @@ class ArchConfig:
     bus_stage: bool = False
     dist_stage: bool = False
     fetch_stage: bool = False
+    read_stage: bool = False
     clock_mhz: float = 1000.0
     ucode_depth: int = 1024
     n_loops: int = 4
@@ -174,11 +183,14 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
-        for flag in ("exec_stage", "bus_stage", "dist_stage", "fetch_stage"):
+        for flag in ("exec_stage", "bus_stage", "dist_stage", "fetch_stage", "read_stage"):
             _check_bool(self, flag)
         if self.bus_stage and not self.exec_stage:
             raise ConfigError("ArchConfig.bus_stage requires exec_stage=True (the bus stage sits between "
                               "the operand stage and the execute stage)")
+        if self.read_stage and not self.bus_stage:
+            raise ConfigError("ArchConfig.read_stage requires bus_stage=True (the registered SRAM data "
+                              "join the source values in the bus stage)")
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
@@ -381,10 +393,10 @@ PRESETS: dict[str, ArchConfig] = {
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
     # the default core with the FPGA timing: execute and bus stages, micro-op distribution
-    # stage, sequencer fetch stage and 4 / 5-cycle FP pipelines
+    # stage, sequencer fetch stage, registered SRAM read data and 4 / 5-cycle FP pipelines
     # (docs/fpga.md)
-    "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4,
-                       add_latency=5),
+    "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True,
+                       mul_latency=4, add_latency=5),
 }
 
 

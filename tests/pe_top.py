@@ -24,7 +24,7 @@ def obs_fields(cfg):
     """``(name, offset, width)`` of the packed ``obs`` output."""
     w = cfg.fmt.width
     return (("row_out", 0, w), ("row_oe", w, 1), ("col_out", w + 1, w), ("col_oe", 2 * w + 1, 1),
-            ("ev", 2 * w + 2, EVENT_LAYOUT.size))
+            ("ev", 2 * w + 2, EVENT_LAYOUT.size), ("bus_err", 2 * w + 2 + EVENT_LAYOUT.size, 1))
 
 
 class PETop(wiring.Component):
@@ -39,7 +39,10 @@ class PETop(wiring.Component):
     row_out, row_oe, col_out, col_oe, ev : Out
         The PE's outputs (``ev`` as a plain integer in ``EVENT_LAYOUT`` bit order).
     obs : Out
-        All outputs packed into one integer (one read per cycle), see :func:`obs_fields`.
+        All outputs packed into one integer (one read per cycle), see :func:`obs_fields`;
+        its ``bus_err`` bit (always 0 when correct) says that, with ``cfg.bus_stage``,
+        what the PE puts on a bus (``row_out`` / ``row_oe``, column alike) differs from
+        its operand-stage drive of the cycle before (``row_op`` / ``ev.row_drv``).
     """
 
     def __init__(self, cfg, row: int, col: int):
@@ -55,7 +58,7 @@ class PETop(wiring.Component):
             "col_out": Out(w),
             "col_oe": Out(1),
             "ev": Out(EVENT_LAYOUT.size),
-            "obs": Out(2 * w + 2 + EVENT_LAYOUT.size),
+            "obs": Out(2 * w + 3 + EVENT_LAYOUT.size),
         })
 
     def elaborate(self, platform):
@@ -69,8 +72,13 @@ class PETop(wiring.Component):
             m.d.sync += [ext_row.eq(self.ext_row_in), ext_col.eq(self.ext_col_in)]
             # outputs in operand-stage timing, as the model gives them
             row_out, row_oe, col_out, col_oe = pe.row_op, pe.ev.row_drv, pe.col_op, pe.ev.col_drv
+            # the bus side checked against it: the drive of the cycle before
+            prev = Signal(2 * self.cfg.fmt.width + 2)
+            m.d.sync += prev.eq(Cat(pe.row_op, pe.ev.row_drv, pe.col_op, pe.ev.col_drv))
+            bus_err = prev != Cat(pe.row_out, pe.row_oe, pe.col_out, pe.col_oe)
         else:
             row_out, row_oe, col_out, col_oe = pe.row_out, pe.row_oe, pe.col_out, pe.col_oe
+            bus_err = 0
         m.d.comb += [
             pe.uop.as_value().eq(self.uop),
             pe.row_in.eq(Mux(pe.row_oe, pe.row_out, ext_row)),
@@ -80,6 +88,6 @@ class PETop(wiring.Component):
             self.col_out.eq(col_out),
             self.col_oe.eq(col_oe),
             self.ev.eq(pe.ev.as_value()),
-            self.obs.eq(Cat(row_out, row_oe, col_out, col_oe, pe.ev.as_value())),
+            self.obs.eq(Cat(row_out, row_oe, col_out, col_oe, pe.ev.as_value(), bus_err)),
         ]
         return m

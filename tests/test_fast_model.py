@@ -55,7 +55,7 @@ CONFIGS = {
                                 dist_stage=True),
     # the FPGA timing (execute, distribution and fetch stages): the per-cycle engine runs every cycle
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3,
-                                exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
+                                exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
 }
 N_RANDOM = int(os.environ.get("FAST_N", "200"))
 BASE_SEED = int(os.environ["FAST_SEED"]) if os.environ.get("FAST_SEED") else random.randrange(1 << 30)
@@ -569,7 +569,7 @@ RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
+                                bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
 }
 
 

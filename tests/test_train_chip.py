@@ -525,5 +525,5 @@ def test_chip_sgd_exec_stage(out_map):
     """Chip SGD (ring collectives, softmax on the array for ``cols``) with the execute
     stage and the distribution stage (ring look-ahead) on every core, against the golden
     chip trainer."""
-    cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True)
+    cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05), 2, "fast", _seed(), out_map=out_map)

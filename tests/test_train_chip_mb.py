@@ -303,5 +303,5 @@ def test_cli_train_minibatch_with_panels_in_the_scratchpad(tmp_path, capsys):
 def test_chip_mbgd_exec_stage():
     """Chip minibatch GD with the execute, distribution and fetch stages on every core, against
     the golden."""
-    cfg = PRESETS["chip-small"].replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True)
+    cfg = PRESETS["chip-small"].replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=3), 2, "fast", _seed())

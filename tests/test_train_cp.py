@@ -437,4 +437,4 @@ def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
 def test_cp_exec_stage(cfg, sizes, loss):
     """Continuous propagation (delta chains, ring reductions) with the execute stage on
     every core and the distribution stage (ring look-ahead), against the golden."""
-    run_cp(cfg.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True), MLP(sizes, loss, 0.125 if loss == "mse" else 0.25), 3, "fast", _seed(), None)
+    run_cp(cfg.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True), MLP(sizes, loss, 0.125 if loss == "mse" else 0.25), 3, "fast", _seed(), None)

@@ -306,7 +306,7 @@ def test_mbgd_exec_stage(nr):
     the fast model."""
     seed = _seed()
     rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4,
+    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4,
                      add_latency=5)
     sizes = (int(rng.integers(9, 20)), int(rng.integers(5, 13)), int(rng.integers(2, 7)))
     b = int(rng.integers(2, 6))
