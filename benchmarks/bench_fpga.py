@@ -34,7 +34,7 @@ CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
-#: the preset fpga 4 x 4 row (execute, bus, distribution and fetch stages, FP 4 / 5):
+#: the preset fpga 4 x 4 row (execute, bus, distribution, fetch and read stages, FP 4 / 5):
 #: routed with router2 at a 50 MHz request, at which router2 converges on it (router1
 #: stalls on every 4 x 4 core; router2's convergence varies with seed and request,
 #: docs/fpga.md); built only when FPGA_BENCH_ROWS names it
@@ -204,7 +204,7 @@ def run() -> dict:
                  f"Fmax = achieved. PE rows: resources from synthesis of the lone PE, Fmax from place and route "
                  f"of the PE in its scan harness (caterpillar build --top pe, router1; PE 'preset fpga': the "
                  f"PE of that preset). A row '4x4 core (preset fpga)' (the default 4 x 4 "
-                 f"binary16 core with the execute, bus, distribution and fetch stages and FP latencies 4 / 5, "
+                 f"binary16 core with the execute, bus, distribution, fetch and read stages and FP latencies 4 / 5, "
                  f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz request, at which it converges, seed "
                  f"{FPGA_PRESET_SEED}, its block RAMs floorplanned: rtl/floorplan.py; the other core rows "
                  f"predate the floorplan) is built only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),

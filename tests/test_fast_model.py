@@ -53,7 +53,7 @@ CONFIGS = {
     # the distribution stage alone: the loop-level engine runs, one cycle later
     "nr3_bf16_dist": ArchConfig(nr=3, fmt="bfloat16", mem_a_words=32, mem_b_words=64, ucode_depth=128,
                                 dist_stage=True),
-    # the FPGA timing (execute, distribution and fetch stages): the per-cycle engine runs every cycle
+    # the FPGA timing (execute, bus, distribution, fetch and read stages): the per-cycle engine runs every cycle
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3,
                                 exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
 }
