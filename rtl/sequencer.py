@@ -189,10 +189,16 @@ class Sequencer(wiring.Component):
         live = Signal()                       # the head holds an instruction (fetch stage:
                                               # not while it refills after a start or JUMP)
         spad = bool(cfg.spad_kib)
-        h_sin = Signal()                      # stream input / output from / to the scratchpad
+        def spad_flags(c):
+            """Stream input / output from / to the scratchpad of an instruction with control
+            fields ``c`` (0 without a scratchpad)."""
+            if not spad:
+                return Const(0), Const(0)
+            return c.sin & (c.hin != 0), c.sout & (c.hout != 0)
+
+        h_sin = Signal()                      # the head's scratchpad flags
         h_sout = Signal()
-        if spad:
-            m.d.comb += [h_sin.eq(ctl.sin & (ctl.hin != 0)), h_sout.eq(ctl.sout & (ctl.hout != 0))]
+        m.d.comb += [x.eq(v) for x, v in zip((h_sin, h_sout), spad_flags(ctl))]
         h_rin = Signal()
         h_rout = Signal()
         m.d.comb += [h_rin.eq(ctl.rin & ~h_sin), h_rout.eq(ctl.rout & ~h_sout)]
@@ -200,8 +206,7 @@ class Sequencer(wiring.Component):
         def stream_needs(c):
             """The stream needs (host in, host out, ring in, ring out) of an instruction
             with control fields ``c``; the scratchpad flags take precedence over the ring."""
-            sin = c.sin & (c.hin != 0) if spad else Const(0)
-            sout = c.sout & (c.hout != 0) if spad else Const(0)
+            sin, sout = spad_flags(c)
             rin, rout = c.rin & ~sin, c.rout & ~sout
             return ((c.hin != 0) & ~rin & ~sin, (c.hout != 0) & ~rout & ~sout,
                     (c.hin != 0) & rin, (c.hout != 0) & rout)
