@@ -286,6 +286,15 @@ class ArchConfig:
         return 1
 
     @property
+    def drive_op_sampled(self) -> bool:
+        """Whether a core uses the PEs' operand-stage drive values (``PE.row_op`` /
+        ``col_op``). Without :attr:`bus_stage` they are the bus drive itself; with it the
+        buses carry the registered drive and only the ring lane (``cores > 1``) and the
+        scratchpad lane (``spad_kib > 0``) sample the operand-stage values, so a lone core
+        without a scratchpad leaves them unused (``rtl/core.py``, ``rtl/pe_harness.py``)."""
+        return not self.bus_stage or self.cores > 1 or bool(self.spad_kib)
+
+    @property
     def mv_drive_distance(self) -> int:
         """Minimum issue distance from a move to a micro-op that drives its result onto a
         bus (``rdrv.src`` / ``cdrv.src``): :attr:`mv_read_distance`, or 2 with

@@ -268,7 +268,8 @@ class Core(wiring.Component):
         # (cfg.bus_stage) they carry them one cycle later, from the drivers' registers
         # (PE.row_out) and the host lane's, with the segmentation registered alike;
         # hout samples the operand stage's drive (PE.row_op) through a second set of
-        # bus resolvers of which only position 0 is used, so stream timing is unchanged.
+        # bus resolvers of which only position 0 is used, so stream timing is unchanged
+        # (only the ring and scratchpad lanes use that sample: cfg.drive_op_sampled).
         op_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op,
                     "hout": hout_op, "hlast": hout_last_op,
                     "host_row_en": pe_en & (hin_op == HostDir.ROW), "host_col_en": pe_en & (hin_op == HostDir.COL)}

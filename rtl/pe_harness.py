@@ -44,10 +44,9 @@ class PEHarness(wiring.Component):
     operand-stage values and the event strobes, ``n_out`` bits); in the other cycles it
     shifts right by one towards ``dout``. The PE's outputs therefore end in flip-flops,
     and nothing of the PE is optimized away. The operand-stage drive values (``row_op``,
-    ``col_op``) are among them only where a core samples them: with ``cfg.bus_stage``,
-    for the ring and scratchpad lanes, so in a chip (``cfg.cores > 1``) or with a
-    scratchpad; a lone core without one (what ``caterpillar build`` puts on a board)
-    leaves them unused (without the bus stage they are ``row_out`` / ``col_out``).
+    ``col_op``) are among them only where a core samples them
+    (:attr:`~rtl.config.ArchConfig.drive_op_sampled`): a lone core with the bus stage and
+    without a scratchpad (what ``caterpillar build`` puts on a board) leaves them unused.
     """
 
     _INS = ("uop", "row_in", "col_in")          # scan-in order, LSB first
@@ -56,7 +55,7 @@ class PEHarness(wiring.Component):
     def __init__(self, cfg, row: int = 0, col: int = 0):
         self.cfg = cfg
         self.pe = PE(cfg, row, col)
-        if cfg.bus_stage and cfg.cores == 1 and not cfg.spad_kib:
+        if not cfg.drive_op_sampled:
             self._OUTS = tuple(n for n in self._OUTS if n not in ("row_op", "col_op"))
         self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in self._INS)
         self.n_out = sum(len(Value.cast(getattr(self.pe, n))) for n in self._OUTS)

@@ -133,3 +133,15 @@ def test_microop_errors():
     w = MicroOp(ra_off=-1).encode(c.addr_bits, c.sel_bits)
     assert MicroOp.decode(w, c.addr_bits, c.sel_bits).ra_off == (1 << c.addr_bits) - 1
     assert Src.is_valid(Src.MEMA, 16) and not Src.is_valid(20, 16) and not Src.is_valid(9, 8)
+
+
+def test_drive_op_sampled_only_where_a_lane_reads_it():
+    # the PEs' operand-stage drive values are the bus drive without the bus stage; with it
+    # only the ring (chip) and scratchpad lanes sample them
+    base = ArchConfig()
+    bus = base.replace(exec_stage=True, bus_stage=True)
+    assert base.drive_op_sampled
+    assert not bus.drive_op_sampled
+    assert bus.replace(cores=2).drive_op_sampled
+    assert bus.replace(spad_kib=1).drive_op_sampled
+    assert not PRESETS["fpga"].drive_op_sampled     # what `caterpillar build` puts on a board

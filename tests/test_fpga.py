@@ -139,6 +139,7 @@ def test_pe_harness_scans_in_and_out(kind):
     print(f"seed {seed}")
     rng = random.Random(seed)
     outs = [pe.row_out, pe.col_out, pe.row_oe, pe.col_oe, pe.row_op, pe.col_op, pe.ev.as_value()]
+    assert cfg.drive_op_sampled == (kind != "bus-core")
     if kind == "bus-core":
         outs = [o for o in outs if o is not pe.row_op and o is not pe.col_op]
     checks = {"in": 0, "out": 0}
