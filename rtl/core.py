@@ -41,6 +41,11 @@ class Core(wiring.Component):
     ring_in_level : Out(range(depth + 1))
         Beats in the receive FIFO (the previous core's credit check reads it; with
         ``cfg.dist_stage``, net of this cycle's pop).
+
+    A lone core (``cfg.cores == 1``) is on no ring: it has no receive FIFO
+    (``ring_in_*`` unused, ``ring_in_level`` 0), a ``rin`` waits forever for a beat and a
+    ``rout`` never waits for room (its beat appears on ``ring_out_*``), as in the core
+    model without a ring.
     ring_out_data : Out(nr * width), ring_out_en : Out(1)
         Ring link to the next core (wired to its ``ring_in_*``): the bus values of a
         ``rout`` instruction's operand stage, lane ``i`` = row / column bus ``i``.
@@ -139,7 +144,15 @@ class Core(wiring.Component):
         hout_last_op = Signal()
         rout_op = Signal()       # ... and its beat goes to the ring
         rin_depth = cfg.ring_fifo_depth
-        m.submodules.ring_rx = rx = fifo.SyncFIFO(width=nr * w, depth=rin_depth)
+        # A lone core (cfg.cores == 1) is on no ring: no receive FIFO, a rin never finds a
+        # beat (it stalls, as on a ring that never sends) and a rout never waits for room
+        # (its beat leaves on ring_out_*, which nothing reads), as in the core model; so
+        # no ring logic sits in the stall decision of the core a board carries.
+        lone = cfg.cores == 1
+        if lone:
+            rx = None
+        else:
+            m.submodules.ring_rx = rx = fifo.SyncFIFO(width=nr * w, depth=rin_depth)
         hin_op = Signal(2)
         hin_data_issue = Signal(hw)   # beat of the instruction being issued this cycle
         hin_data_op = Signal(hw)      # beat of the instruction in its operand stage
@@ -189,16 +202,21 @@ class Core(wiring.Component):
                 return self.ring_out_level < rin_depth - k
             return Mux(flags[0], fits(flags[1:], k + 1), fits(flags[1:], k))
         ring_room = Signal()
-        m.d.comb += ring_room.eq(fits(to_ring))
+        m.d.comb += ring_room.eq(1 if lone else fits(to_ring))
         # ring input: without the stage a rin pops its beat when it leaves the head;
         # with it, in its issue cycle (the sequencer's output register), and the head's
         # check counts the beat arriving this cycle and the pop of the rin issued now
         ring_ok = Signal()
-        if dist:
+        ring_pop = Signal()      # a beat leaves the ring receive FIFO (counted)
+        rin_pop = Const(0)
+        if lone:
+            m.d.comb += [ring_ok.eq(0), self.ring_in_level.eq(0)]
+        elif dist:
             rin_pop = Signal()
             m.d.comb += [
                 rin_pop.eq(seq.issue & (seq.hin != 0) & seq.rin),
                 rx.r_en.eq(rin_pop),
+                ring_pop.eq(rin_pop),
                 # level + arriving > popping, as bit tests of the level (no adder)
                 ring_ok.eq(Mux(rin_pop, rx.level[1:].any() | (rx.level.any() & self.ring_in_en),
                                rx.level.any() | self.ring_in_en)),
@@ -206,7 +224,8 @@ class Core(wiring.Component):
             ]
         else:
             m.d.comb += [ring_ok.eq(rx.r_rdy), self.ring_in_level.eq(rx.level)]
-        m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en)]
+        if not lone:
+            m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en)]
         stall = Signal()
         m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
                                             | (seq.need_rin & ~ring_ok) | (seq.need_rout & ~ring_room)))
@@ -219,11 +238,12 @@ class Core(wiring.Component):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
         if dist:
             hin_data_d = Signal(hw, name="d_hin_data")
-            m.d.sync += hin_data_d.eq(Mux(rin_pop, rx.r_data, hin_data_issue))
+            m.d.sync += hin_data_d.eq(hin_data_issue if lone else Mux(rin_pop, rx.r_data, hin_data_issue))
         else:
-            m.d.comb += rx.r_en.eq(head_issues & seq.need_rin)
-            with m.If(head_issues & seq.need_rin):
-                m.d.sync += hin_data_issue.eq(rx.r_data)
+            if not lone:
+                m.d.comb += [rx.r_en.eq(head_issues & seq.need_rin), ring_pop.eq(rx.r_en)]
+                with m.If(head_issues & seq.need_rin):
+                    m.d.sync += hin_data_issue.eq(rx.r_data)
             hin_data_d = hin_data_issue
 
         # bubble: the cycle after a stall carries no instruction; freeze the PE side
@@ -314,6 +334,29 @@ class Core(wiring.Component):
             hout_row_bus, hout_col_bus = make_buses("hout_", op_lanes)
         else:
             hout_row_bus, hout_col_bus = row_bus, col_bus
+        # With the distribution stage the sequencer's micro-op register and the bubble
+        # flip-flop are replicated once per pair of PEs in a row (module
+        # ``uop_fan_<r>_<k>``: PEs (r, 2k) and (r, 2k + 1)): each copy is loaded with the
+        # same value as the original (``seq.uop_next``, ``stall``) and holds the same
+        # value in every cycle, so nothing changes but the wires: the distribution
+        # copies load from a copy placed between the sequencer and their pair, instead of
+        # all 16 from one register (one wire across the die was a 4 x 4 build's critical
+        # path, docs/fpga.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
+        fans = {}
+
+        def fan(r, c):
+            key = (r, c // 2)
+            if key not in fans:
+                fm = Module()
+                # no reset (see the distribution copies below): uop_next and stall are 0
+                # while the sequencer is in reset, so a copy is 0 after the reset too
+                uop_f = Signal.like(seq.uop, name="uop", reset_less=True)
+                bubble_f = Signal(name="bubble", reset_less=True)
+                fm.d.sync += [uop_f.eq(seq.uop_next), bubble_f.eq(stall)]
+                m.submodules[f"uop_fan_{r}_{c // 2}"] = fm
+                fans[key] = (uop_f, bubble_f)
+            return fans[key]
+
         pes = []
         for r in range(nr):
             for c in range(nr):
@@ -330,7 +373,8 @@ class Core(wiring.Component):
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
                     bubble_pe = Signal(name="bubble", reset_less=True)
-                    pd.d.sync += [uop_pe.eq(seq.uop), bubble_pe.eq(bubble)]
+                    uop_f, bubble_f = fan(r, c)
+                    pd.d.sync += [uop_pe.eq(uop_f), bubble_pe.eq(bubble_f)]
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
                 else:
@@ -390,7 +434,7 @@ class Core(wiring.Component):
             *(getattr(ctr, f"col_hops{i}").eq(Mux(pe_en, col_bus[i].hops, 0)) for i in range(nr)),
             ctr.host_in.eq(hif.host_in_beat),
             ctr.host_out.eq(hif.host_out_beat),
-            ctr.ring_in.eq(rx.r_en),
+            ctr.ring_in.eq(ring_pop),
             ctr.ring_out.eq(ring_push),
             ctr.clear.eq(hif.cnt_clear),
             ctr.sel.eq(hif.cnt_sel),

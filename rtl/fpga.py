@@ -358,17 +358,31 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
 def keep_pe_ffs(rtlil: str) -> str:
     """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
     module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
-    distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`; their FP units'
-    modules are not included). Every PE registers the same broadcast micro-op, so without it
+    distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`, and
+    ``... .uop_fan_<r>_<k>``, the copies of the sequencer's micro-op register the
+    distribution registers load from; the PEs' FP units' modules are not included). Every PE registers the same broadcast micro-op, so without it
     ``opt_merge`` keeps one copy of each register whose input does not depend on the PE
     (the operand-stage micro-op, pipeline destinations, source selects) and that one
     flip-flop drives all PEs (docs/fpga.md, timing)."""
     import re
 
-    mods = re.findall(r"^module \\(\S*\.pe_\d+_\d+(?:_dist)?)$", rtlil, re.M)
+    mods = re.findall(r"^module \\(\S*\.(?:pe_\d+_\d+(?:_dist)?|uop_fan_\d+_\d+))$", rtlil, re.M)
     if not mods:
         return "# (no PE modules: nothing to keep)"
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)
+
+
+def keep_enable_copies(rtlil: str) -> str:
+    """A Yosys command keeping the copies of the sequencer's head-register enable
+    (modules ``... .seq.head_en<k>``, :attr:`rtl.sequencer.Sequencer.HEAD_CHUNK`) as
+    separate modules (``keep_hierarchy``): identical gates, which synthesis would
+    otherwise merge back into one gate driving every head bit."""
+    import re
+
+    mods = re.findall(r"^module \\(\S*\.seq\.head_en\d+)$", rtlil, re.M)
+    if not mods:
+        return "# (no head-enable copies: nothing to keep)"
+    return "setattr -mod -set keep_hierarchy 1 " + " ".join(mods)
 
 
 # nextpnr arguments that build() sets itself (or that would break its outputs)
@@ -468,8 +482,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     plan.extract(out)
     if pe_ff_copies:
         ys = (out / "top.ys").read_text()
-        (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)",
-                                               keep_pe_ffs(plan.files["top.il"]), 1))
+        keep = keep_pe_ffs(plan.files["top.il"]) + "\n" + keep_enable_copies(plan.files["top.il"])
+        (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)", keep, 1))
     t_elab = time.perf_counter() - t0
     cmds = _script_cmds(plan.files["build_top.sh"])
     logf = out / "build.log"

@@ -63,7 +63,13 @@ class Sequencer(wiring.Component):
     uop : Out(uop_layout(addr_bits, sel_bits))
         Registered: the issued micro-op with AGU ``k-1``'s value added to ``ra.off`` /
         ``rb.off`` / ``wa.off`` / ``wb.off`` when ``ag_ra`` / ... = ``k`` (mod
-        ``2^addr_bits``); all-zero (a NOP) when ``issue`` is 0.
+        ``2^addr_bits``); all-zero (a NOP) when ``issue`` is 0, except in the cycle after
+        a stall, when it holds the stalled head's micro-op (the core freezes its PE side
+        in that cycle, so it is never executed; no stall decision drives its bits).
+    uop_next : Out(uop_layout(addr_bits, sel_bits))
+        Combinational: the value ``uop`` takes at the end of this cycle (``uop`` is this
+        signal registered with its reset), for copies of the register elsewhere (the
+        core's distribution tree, ``cfg.dist_stage``).
     hin, hout : Out(2)
     hlast, rin, rout : Out(1)
         Registered: stream fields of the issued instruction (``rin`` / ``rout``: the beat
@@ -122,6 +128,9 @@ class Sequencer(wiring.Component):
     :class:`sim.seq_model.SequencerModel`).
     """
 
+    #: Bits of the fetch stage's head register per copy of its load enable.
+    HEAD_CHUNK = 36
+
     def __init__(self, cfg):
         self.cfg = cfg
         self._ilay = instr_layout(cfg)
@@ -139,6 +148,7 @@ class Sequencer(wiring.Component):
             "need_rout": Out(1),
             "issue": Out(1),
             "uop": Out(uop_layout(cfg.addr_bits, cfg.sel_bits)),
+            "uop_next": Out(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "hin": Out(2),
             "hout": Out(2),
             "hlast": Out(1),
@@ -351,7 +361,7 @@ class Sequencer(wiring.Component):
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
-                m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), head_word.eq(rp.data), filling.eq(go & is_jump)]
+                m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), filling.eq(go & is_jump)]
                 nctl = data.View(self._ilay, rp.data).ctl
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
@@ -360,6 +370,20 @@ class Sequencer(wiring.Component):
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
+            # The head register loads with ``~start & advance`` in chunks of HEAD_CHUNK
+            # bits (about two block RAMs' outputs), each chunk's enable computed by its own
+            # copy of that gate (submodule ``head_en<k>``; the FPGA build keeps each copy
+            # a separate module so synthesis does not merge them): the stall decision
+            # then fans out to a few gates instead of every head bit across the
+            # microcode's block RAMs (a 2 x 2 build's critical endpoints). Same values.
+            for k in range(0, len(head_word), self.HEAD_CHUNK):
+                hi = min(k + self.HEAD_CHUNK, len(head_word))
+                em = Module()
+                en = Signal(name="en")
+                em.d.comb += en.eq(~self.start & (filling | (running & ~filling & ~self.stall)))
+                m.submodules[f"head_en{k // self.HEAD_CHUNK}"] = em
+                with m.If(en):
+                    m.d.sync += head_word[k:hi].eq(rp.data[k:hi])
         else:
             m.d.comb += [
                 rp.addr.eq(Mux(self.start, self.start_pc, next_pc)),
@@ -408,8 +432,15 @@ class Sequencer(wiring.Component):
         # (the micro-op register is cleared when nothing issues: gating a register with
         # ``issue`` at the output instead put a LUT in front of the distribution copies'
         # die-wide fan-out, the 4 x 4 core's critical path at 18.4 ns; docs/fpga.md)
-        issue_regs = [self.issue, self.uop, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc,
-                      self.halted]
+        # The micro-op register is loaded whenever the head holds an instruction (``live``,
+        # flip-flops only), stall or not: after a stall the core freezes the whole PE side
+        # for the bubble cycle, so what it holds then is never executed, and the stall
+        # decision (the core's stream state -> ``stall``) drives no clear or enable of its
+        # bits (one net to every bit, the distribution copies' inputs behind it: a 2 x 2
+        # build's critical endpoints). It is all-zero (a NOP) whenever the head is empty.
+        issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc, self.halted]
+        m.d.comb += self.uop_next.eq(Mux(self.start | ~live, 0, new_uop))
+        m.d.sync += self.uop.eq(self.uop_next)
         if spad:
             issue_regs += [self.sin, self.sout, self.spad_raddr, self.spad_waddr]
             rptr = Signal(cfg.spad_addr_bits)
@@ -428,7 +459,6 @@ class Sequencer(wiring.Component):
         with m.Elif(go):
             m.d.sync += [
                 self.issue.eq(1),
-                self.uop.eq(new_uop),
                 self.hin.eq(ctl.hin),
                 self.hout.eq(ctl.hout),
                 self.hlast.eq(ctl.hlast),

@@ -9,7 +9,9 @@ one-cycle ``start`` pulse, and then, every cycle, with a random ``stall``:
 
 * ``issue`` must be 1 exactly in the cycles after a cycle with ``running & ~stall``, and
   then ``pc``/``uop``/``hin``/``hout``/``hlast``/``halted`` must equal the model's next
-  issued instruction (so a stall is a bubble and changes nothing else);
+  issued instruction (so a stall is a bubble and changes nothing else); in the cycle
+  after a stall ``uop`` holds the stalled head's micro-op (the core freezes its PE side
+  then), in every other cycle without an issue it is a NOP;
 * ``running`` must be high from the cycle after ``start`` (the second cycle after it with
   ``cfg.fetch_stage``) until the HALT issues, except (fetch stage) in the cycle after a
   ``JUMP`` issued (``cfg.jump_delay``: the head refills);
@@ -80,6 +82,7 @@ class Bench:
         k_head = k_out = 0
         lat = self.cfg.start_latency      # the head decides in cycle lat - 1 after the start
         prev_go = False
+        prev_stalled = False              # the previous cycle's head stalled
         refill = False                    # the head refills after a JUMP (fetch stage)
         cyc = 0
         while True:
@@ -107,8 +110,13 @@ class Bench:
                 if k_out == n:
                     assert not running, f"{where}: running still high after the HALT issued"
                     break
+            elif prev_stalled:
+                # the bubble after a stall: the core freezes its PE side in this cycle, and
+                # the micro-op register holds the stalled head's micro-op (not a NOP)
+                assert int(d.uop.value) == exp[k_head].uop and int(d.halted.value) == 0, \
+                    f"{where}: bubble after a stall does not hold the head's micro-op"
             else:
-                assert int(d.uop.value) == 0 and int(d.halted.value) == 0, f"{where}: bubble not a NOP"
+                assert int(d.uop.value) == 0 and int(d.halted.value) == 0, f"{where}: empty cycle not a NOP"
             assert running == (k_head < n and cyc >= lat - 1 and not refill), f"{where}: running={running}"
             if running:
                 e = exp[k_head]
@@ -120,6 +128,7 @@ class Bench:
             stall = bool(stall_fn(cyc))
             d.stall.value = int(stall)
             go = bool(running) and not stall
+            prev_stalled = bool(running) and stall
             refill = go and self.cfg.jump_delay > 0 and exp[k_head].op == SeqOp.JUMP
             if go:
                 k_head += 1

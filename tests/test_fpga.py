@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -212,6 +213,47 @@ def test_keep_pe_ffs_names_every_pe_module():
         (Path(tmp) / "top.il").write_text(il)
         out = subprocess.run(find_yosys() + ["-p", script], cwd=tmp, capture_output=True, text=True, timeout=300)
     assert f"{ffs} objects" in out.stdout, out.stdout[-2000:]
+
+
+
+def test_keep_pe_ffs_names_the_distribution_tree():
+    """With the distribution stage the kept modules are every PE, its distribution
+    register and the copies of the sequencer's micro-op register they load from (one per
+    pair of PEs in a row); with the fetch stage, the copies of the head register's load
+    enable stay separate modules, and Yosys then keeps one gate per copy."""
+    import math
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from rtl.board import BoardTop
+    from rtl.fpga import get_platform, keep_enable_copies, keep_pe_ffs
+    from rtl.sequencer import Sequencer
+    from rtl.synth import find_yosys
+    from sw.isa import instr_layout
+
+    cfg = UART_CFG.replace(dist_stage=True, fetch_stage=True, nr=4)
+    il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
+    cmd = keep_pe_ffs(il)
+    core = "top.ucore.core"
+    assert cmd.count("/t:$dff") == 4 * 4 * 2 + 4 * 2
+    assert all(f"{core}.pe_{r}_{c}/t:$dff" in cmd and f"{core}.pe_{r}_{c}_dist/t:$dff" in cmd
+               for r in range(4) for c in range(4))
+    assert all(f"{core}.uop_fan_{r}_{k}/t:$dff" in cmd for r in range(4) for k in range(2))
+    n_en = math.ceil(instr_layout(cfg).size / Sequencer.HEAD_CHUNK)
+    keep = keep_enable_copies(il)
+    assert keep.startswith("setattr -mod -set keep_hierarchy 1 ")
+    assert keep.split()[5:] == [f"{core}.seq.head_en{k}" for k in range(n_en)]
+    assert keep_enable_copies(il.replace(".seq.head_en", ".seq.other")).startswith("#")
+    # flattening (which synth_ecp5 does before it merges equal gates) leaves each copy a
+    # module of its own, used once
+    script = f"read_rtlil top.il; {keep}; hierarchy -top top; flatten; ls"
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "top.il").write_text(il)
+        out = subprocess.run(find_yosys() + ["-p", script], cwd=tmp, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout[-2000:]
+    mods = re.findall(r"^\s+\\?(\S+)$", out.stdout.split("modules:")[-1], re.M)
+    assert sorted(x for x in mods if ".seq.head_en" in x) == sorted(keep.split()[5:]), out.stdout[-3000:]
 
 
 _TIM_EXCERPT = """\
