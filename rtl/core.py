@@ -208,7 +208,6 @@ class Core(wiring.Component):
         # check counts the beat arriving this cycle and the pop of the rin issued now
         ring_ok = Signal()
         ring_pop = Signal()      # a beat leaves the ring receive FIFO (counted)
-        rin_pop = Const(0)
         if lone:
             m.d.comb += [ring_ok.eq(0), self.ring_in_level.eq(0)]
         elif dist:
@@ -343,19 +342,16 @@ class Core(wiring.Component):
         # all 16 from one register (one wire across the die was a 4 x 4 build's critical
         # path, docs/fpga.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
         fans = {}
-
-        def fan(r, c):
-            key = (r, c // 2)
-            if key not in fans:
+        for r in range(nr if dist else 0):
+            for k in range((nr + 1) // 2):
                 fm = Module()
                 # no reset (see the distribution copies below): uop_next and stall are 0
                 # while the sequencer is in reset, so a copy is 0 after the reset too
                 uop_f = Signal.like(seq.uop, name="uop", reset_less=True)
                 bubble_f = Signal(name="bubble", reset_less=True)
                 fm.d.sync += [uop_f.eq(seq.uop_next), bubble_f.eq(stall)]
-                m.submodules[f"uop_fan_{r}_{c // 2}"] = fm
-                fans[key] = (uop_f, bubble_f)
-            return fans[key]
+                m.submodules[f"uop_fan_{r}_{k}"] = fm
+                fans[r, k] = (uop_f, bubble_f)
 
         pes = []
         for r in range(nr):
@@ -373,7 +369,7 @@ class Core(wiring.Component):
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
                     bubble_pe = Signal(name="bubble", reset_less=True)
-                    uop_f, bubble_f = fan(r, c)
+                    uop_f, bubble_f = fans[r, c // 2]
                     pd.d.sync += [uop_pe.eq(uop_f), bubble_pe.eq(bubble_f)]
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)

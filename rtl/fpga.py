@@ -355,18 +355,24 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
     return out
 
 
+def _modules(rtlil: str, pattern: str) -> list[str]:
+    """Names of the modules of ``rtlil`` whose hierarchical name matches ``pattern``."""
+    import re
+
+    return re.findall(rf"^module \\({pattern})$", rtlil, re.M)
+
+
 def keep_pe_ffs(rtlil: str) -> str:
     """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
     module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
     distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`, and
     ``... .uop_fan_<r>_<k>``, the copies of the sequencer's micro-op register the
-    distribution registers load from; the PEs' FP units' modules are not included). Every PE registers the same broadcast micro-op, so without it
-    ``opt_merge`` keeps one copy of each register whose input does not depend on the PE
-    (the operand-stage micro-op, pipeline destinations, source selects) and that one
-    flip-flop drives all PEs (docs/fpga.md, timing)."""
-    import re
-
-    mods = re.findall(r"^module \\(\S*\.(?:pe_\d+_\d+(?:_dist)?|uop_fan_\d+_\d+))$", rtlil, re.M)
+    distribution registers load from; the PEs' FP units' modules are not included).
+    Every PE registers the same broadcast micro-op, so without it ``opt_merge`` keeps one
+    copy of each register whose input does not depend on the PE (the operand-stage
+    micro-op, pipeline destinations, source selects) and that one flip-flop drives all
+    PEs (docs/fpga.md, timing)."""
+    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist)?|uop_fan_\d+_\d+)")
     if not mods:
         return "# (no PE modules: nothing to keep)"
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)
@@ -377,9 +383,7 @@ def keep_enable_copies(rtlil: str) -> str:
     (modules ``... .seq.head_en<k>``, :attr:`rtl.sequencer.Sequencer.HEAD_CHUNK`) as
     separate modules (``keep_hierarchy``): identical gates, which synthesis would
     otherwise merge back into one gate driving every head bit."""
-    import re
-
-    mods = re.findall(r"^module \\(\S*\.seq\.head_en\d+)$", rtlil, re.M)
+    mods = _modules(rtlil, r"\S*\.seq\.head_en\d+")
     if not mods:
         return "# (no head-enable copies: nothing to keep)"
     return "setattr -mod -set keep_hierarchy 1 " + " ".join(mods)

@@ -375,7 +375,9 @@ class Sequencer(wiring.Component):
             # copy of that gate (submodule ``head_en<k>``; the FPGA build keeps each copy
             # a separate module so synthesis does not merge them): the stall decision
             # then fans out to a few gates instead of every head bit across the
-            # microcode's block RAMs (a 2 x 2 build's critical endpoints). Same values.
+            # microcode's block RAMs (a 2 x 2 build's critical endpoints). Same values;
+            # written from flip-flops and ``stall`` (one LUT4), not from ``advance``,
+            # which would put a shared gate back in front of the copies.
             for k in range(0, len(head_word), self.HEAD_CHUNK):
                 hi = min(k + self.HEAD_CHUNK, len(head_word))
                 em = Module()
@@ -429,15 +431,13 @@ class Sequencer(wiring.Component):
             m.d.comb += new_uop[fld].off.eq(head.uop[fld].off + add)
 
         # -- sequential behaviour --------------------------------------------------------
-        # (the micro-op register is cleared when nothing issues: gating a register with
-        # ``issue`` at the output instead put a LUT in front of the distribution copies'
-        # die-wide fan-out, the 4 x 4 core's critical path at 18.4 ns; docs/fpga.md)
-        # The micro-op register is loaded whenever the head holds an instruction (``live``,
-        # flip-flops only), stall or not: after a stall the core freezes the whole PE side
-        # for the bubble cycle, so what it holds then is never executed, and the stall
-        # decision (the core's stream state -> ``stall``) drives no clear or enable of its
-        # bits (one net to every bit, the distribution copies' inputs behind it: a 2 x 2
-        # build's critical endpoints). It is all-zero (a NOP) whenever the head is empty.
+        # The micro-op register is cleared at its input when the head is empty (gating it
+        # with ``issue`` at the output instead put a LUT in front of the distribution
+        # copies' die-wide fan-out, the 4 x 4 core's critical path at 18.4 ns) and loaded
+        # whenever the head holds an instruction (``live``, flip-flops only), stall or
+        # not: after a stall the core freezes the whole PE side for the bubble cycle, so
+        # what it holds then is never executed, and the stall decision drives no clear or
+        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga.md).
         issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc, self.halted]
         m.d.comb += self.uop_next.eq(Mux(self.start | ~live, 0, new_uop))
         m.d.sync += self.uop.eq(self.uop_next)
