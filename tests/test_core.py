@@ -212,3 +212,76 @@ def test_core_host_credit_register_tracks_level(cname):
     assert len(got) == len(expected)
     assert got[:r] == expected[:r] and got[r + n_ctr:] == expected[r + n_ctr:]
     assert stats["full"] > 0, "the FIFO never filled: the room check was not exercised"
+
+
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga"])
+def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
+    """A lone core (``cores == 1``) is on no ring (docs/core.md): a ``rout`` issues
+    without looking at ``ring_out_level`` (held full here) and its beats leave on
+    ``ring_out_*`` as the model's ``ring_out``; a ``rin`` never issues, whatever arrives
+    on ``ring_in_*`` (nothing receives it, ``ring_in_level`` stays 0), so its run never
+    ends. Amaranth's simulator, cycle by cycle."""
+    from amaranth.sim import Simulator
+
+    cfg = CONFIGS[cname]
+    assert cfg.cores == 1
+    nr = cfg.nr
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    fill = [Instruction(MicroOp(pred_mode=PredMode.COL, pred_k=k, wa_en=1, wa_off=0, wa_src=Src.ROW),
+                        hin=HostDir.ROW) for k in range(nr)]
+    send = [Instruction(MicroOp(ra_en=1, ra_gate=Gate.CDRV, ra_off=0, cdrv_en=1, cdrv_k=k, cdrv_src=Src.MEMA),
+                        hout=HostDir.COL, rout=1) for k in range(nr)]
+    gap = [Instruction()] * (cfg.sram_read_distance - 1)      # no stale read
+    prog_out = [i.encode(cfg) for i in fill + gap + send + [Instruction(op=SeqOp.HALT)]]
+    prog_in = [i.encode(cfg) for i in [Instruction(MicroOp(wa_en=1, wa_off=1, wa_src=Src.ROW), hin=HostDir.ROW, rin=1),
+                                       Instruction(op=SeqOp.HALT)]]
+    data = random_lane_beats(cfg, rng, nr)
+    model = CoreModel(cfg)
+    beats_out = clear_beats() + load_beats(cfg, prog_out) + run_beats(0, data)
+    expected = model.process(beats_out)
+    ring_model = CoreModel(cfg)        # the same run, its ring beats (process() drops them)
+    ring_model.process(clear_beats() + load_beats(cfg, prog_out))
+    ring_expected = ring_model.run(0, data).ring_out
+    assert len(ring_expected) == nr and any(ring_expected)
+    beats_in = load_beats(cfg, prog_in) + run_beats(0)
+
+    dut = Core(cfg)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    got, ring_got, waited = [], [], {"cycles": 0}
+    depth = cfg.ring_fifo_depth
+
+    async def bench(ctx):
+        ctx.set(dut.m_axis_tready, 1)
+        ctx.set(dut.ring_out_level, depth)          # the next core (if any) would be full
+        for beats, phase in ((beats_out, "out"), (beats_in, "in")):
+            k, cyc = 0, 0
+            limit = 2000 if phase == "out" else 400
+            while cyc < limit:
+                cyc += 1
+                ctx.set(dut.s_axis_tvalid, k < len(beats))
+                ctx.set(dut.s_axis_tdata, beats[k] if k < len(beats) else 0)
+                ctx.set(dut.ring_in_en, phase == "in")   # a beat every cycle: nobody takes it
+                ctx.set(dut.ring_in_data, int(rng.integers(1 << min(62, nr * cfg.fmt.width))))
+                assert ctx.get(dut.ring_in_level) == 0
+                took = k < len(beats) and ctx.get(dut.s_axis_tready)
+                if ctx.get(dut.m_axis_tvalid):
+                    got.append(Beat(ctx.get(dut.m_axis_tdata), bool(ctx.get(dut.m_axis_tlast))))
+                if ctx.get(dut.ring_out_en):
+                    ring_got.append(ctx.get(dut.ring_out_data))
+                await ctx.tick()
+                k += took
+                if phase == "out" and len(got) == len(expected):
+                    break
+            if phase == "in":
+                assert k == len(beats), "the rin program was not accepted"
+                waited["cycles"] = cyc
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == expected, "the rout program's host beats (its done beat) differ from the model"
+    assert ring_got == ring_expected
+    assert waited["cycles"] == 400           # the rin program ran its whole window ...
+    assert len(got) == len(expected)         # ... and never answered (no done beat)
