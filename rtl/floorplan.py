@@ -7,9 +7,9 @@ floorplan"). :func:`plan_pe_rams` gives each PE a group of adjacent block-RAM si
 instead: PE row ``r`` on one block-RAM row of the die (the middle ``nr`` rows), PE
 column ``c`` on the ``c``-th of ``nr`` equal stretches of that row, so that the PE
 array keeps its shape on the die (row buses run along the block-RAM rows, column buses
-across them). The other block RAMs (the sequencer's microcode, FIFOs) go on free sites
-near the centre of the PE RAMs, one memory after the other, largest first, each on one
-block-RAM row when a row has room for it (:func:`plan_other_rams`), so that the sequencer, which feeds every PE, sits in the
+across them). The other block RAMs (the sequencer's microcode, FIFOs) go on the free
+sites nearest the centre of the PE RAMs, one memory after the other, largest first
+(:func:`plan_other_rams`), so that the sequencer, which feeds every PE, sits in the
 middle of the array; to leave room there the PEs of the left half of the array take the
 left end of their stretch, those of the right half its right end. :func:`apply_floorplan`
 writes the sites into the synthesized netlist as nextpnr's ``BEL`` attribute; nextpnr
@@ -132,52 +132,26 @@ def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str]) -> dict[str, s
 
 def plan_other_rams(ram_cells: list[str], pe_plan: dict[str, str], sites: list[str]) -> dict[str, str]:
     """Sites for the block RAMs that belong to no PE (the sequencer's microcode, FIFOs,
-    scratchpad), near the centre of the PE RAMs, one memory after the other (a memory's
-    cells are ``<memory>.<i>.<j>``; most cells first, then by name), so the sequencer,
-    which feeds every PE, sits in the middle of the array.
-
-    A memory's cells stay on **one block-RAM row**: of the rows with enough free sites,
-    the one whose free sites nearest the centre (in ``x``) are nearest in all (the sum of
-    their distances to the centre); a memory that fits no single row takes the free sites
-    nearest the centre, wherever they are. (Taking the nearest sites one by one split the
-    2 x 2 core's microcode between the two block-RAM rows either side of the centre, and
-    its read address crossed 24 rows of the die, docs/fpga.md.) Empty when ``pe_plan``
-    is, or when there are not enough free sites."""
+    scratchpad): the free sites nearest the centre of the PE RAMs, taken by one memory
+    after the other (a memory's cells are ``<memory>.<i>.<j>``; most cells first, then by
+    name), so the sequencer, which feeds every PE, sits in the middle of the array and a
+    memory's cells stay together. Empty when ``pe_plan`` is, or when there are not enough
+    free sites."""
     others = [n for n in ram_cells if n not in pe_plan and not _PE_RAM.search(n)]
     if not pe_plan or not others:
         return {}
     mems = defaultdict(list)
     for n in others:
         mems[re.sub(r"(\.\d+)+$", "", n)].append(n)
+    order = [n for _, cells in sorted(mems.items(), key=lambda kv: (-len(kv[1]), kv[0])) for n in sorted(cells)]
     xy = [_site_xy(b) for b in pe_plan.values()]
     cx, cy = sum(x for x, _ in xy) / len(xy), sum(y for _, y in xy) / len(xy)
-
-    def dist(b):
-        x, y = _site_xy(b)
-        return (x - cx) ** 2 + (y - cy) ** 2
-
     used = set(pe_plan.values())
-    free = [b for b in sites if b not in used]
-    if len(free) < len(others):
+    free = sorted((b for b in sites if b not in used),
+                  key=lambda b: ((_site_xy(b)[0] - cx) ** 2 + (_site_xy(b)[1] - cy) ** 2, _site_xy(b)))
+    if len(free) < len(order):
         return {}
-    plan = {}
-    for _, cells in sorted(mems.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        rows = defaultdict(list)
-        for b in free:
-            rows[_site_xy(b)[1]].append(b)
-        best = None
-        for y, bs in rows.items():
-            if len(bs) < len(cells):
-                continue
-            near = sorted(bs, key=lambda b: (abs(_site_xy(b)[0] - cx), _site_xy(b)))[:len(cells)]
-            score = (sum(dist(b) for b in near), y)
-            if best is None or score < best[0]:
-                best = (score, near)
-        chosen = best[1] if best else sorted(free, key=lambda b: (dist(b), _site_xy(b)))[:len(cells)]
-        chosen = sorted(chosen, key=_site_xy)
-        plan.update(zip(sorted(cells), chosen))
-        free = [b for b in free if b not in set(chosen)]
-    return plan
+    return dict(zip(order, free))
 
 
 def apply_floorplan(netlist: Path, nr: int, sites: list[str]) -> dict:

@@ -80,27 +80,6 @@ def test_other_rams_go_to_the_middle():
     assert plan_other_rams(names + [f"x.{i}" for i in range(16)], pe_plan, SITES) == {}   # 19 > 18 free
 
 
-def test_a_memory_stays_on_one_row():
-    """A 2 x 2 core's PE rows sit on the block-RAM rows either side of the centre: a
-    memory's cells go on one of them, not half on each (the nearest-site rule alone
-    alternated between the two rows)."""
-    ucode = tuple(f"core.seq.ucode.0.{i}" for i in range(5))
-    names = _names(2, per_pe=2, extra=ucode + ("bridge.fifo.0.0",))
-    pe_plan = plan_pe_rams(names, 2, SITES)
-    assert {_xy(b)[1] for b in pe_plan.values()} == {10, 30}          # centre y = 20
-    other = plan_other_rams(names, pe_plan, SITES)
-    rows = {_xy(other[n])[1] for n in ucode}
-    assert rows == {10}, rows                                        # one row (the tie: lower y)
-    # the five free sites of that row nearest the centre (x = 13: PEs at 6-8 and 18-20)
-    assert sorted(_xy(other[n])[0] for n in ucode) == [4, 10, 12, 14, 16]   # 4 and 22 tie: lower x
-    assert [_xy(other[n])[0] for n in ucode] == sorted(_xy(other[n])[0] for n in ucode)  # in name order
-    # a memory too large for any row's free sites takes the nearest ones anywhere
-    big = tuple(f"core.seq.ucode.0.{i}" for i in range(13))   # rows have 8, 8 and 12 free
-    names = _names(2, per_pe=2, extra=big)
-    other = plan_other_rams(names, plan_pe_rams(names, 2, SITES), SITES)
-    assert len(other) == 13 and len({_xy(b)[1] for b in other.values()}) >= 2
-
-
 def test_device_args():
     args = "--quiet --seed 3 --um5g-45k --package CABGA554 --speed 8 --json top.json --lpf top.lpf".split()
     assert _device_args(args) == ["--um5g-45k", "--package", "CABGA554", "--speed", "8"]
