@@ -160,37 +160,17 @@ class Sequencer(wiring.Component):
                 "spad_waddr": Out(cfg.spad_addr_bits)} if cfg.spad_kib else {}),
         })
 
-    @staticmethod
-    def ram_word_bits(cfg) -> int:
-        """Bits per microcode RAM word: the instruction (:func:`sw.isa.instr_layout`) and,
-        with ``cfg.fetch_stage``, its ``8 + n_loops`` predecoded head bits
-        (:meth:`predecode`). The power model's microcode energy and area read this."""
-        return instr_layout(cfg).size + ((8 + cfg.n_loops) if cfg.fetch_stage else 0)
-
-    @staticmethod
-    def predecode(cfg, c, stream_needs):
-        """The fetch stage's predecoded bits of an instruction with control fields ``c``,
-        in RAM order: ``op`` is ``LOOP`` / ``JUMP`` / ``HALT``, per loop level ``op`` is
-        ``LOOP`` at that level, ``imm > 1``, and the four stream needs (host in, host out,
-        ring in, ring out). Computed on the write port (command mode) and stored beside
-        the instruction, so the head's decode flip-flops load block RAM outputs as they
-        are: the block RAM's clock-to-output (5.8 ns on ECP5) is not followed by the
-        decode (docs/fpga.md)."""
-        is_loop = c.op == SeqOp.LOOP
-        return [is_loop, c.op == SeqOp.JUMP, c.op == SeqOp.HALT,
-                *[is_loop & (c.lvl == lv) for lv in range(cfg.n_loops)], c.imm > 1, *stream_needs(c)]
-
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
         nl, na = cfg.n_loops, cfg.n_agus
         pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
 
-        fetch = cfg.fetch_stage
-        m.submodules.ucode = mem = Memory(shape=self.ram_word_bits(cfg), depth=cfg.ucode_depth, init=[])
+        m.submodules.ucode = mem = Memory(shape=self._ilay.size, depth=cfg.ucode_depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
-        m.d.comb += [wp.addr.eq(self.load_addr), wp.en.eq(self.load_en)]
+        m.d.comb += [wp.addr.eq(self.load_addr), wp.data.eq(self.load_data), wp.en.eq(self.load_en)]
+        fetch = cfg.fetch_stage
         if fetch:
             # the head instruction in a register loaded from the RAM (the fetch stage): the
             # RAM's output is the instruction behind the head
@@ -240,15 +220,6 @@ class Sequencer(wiring.Component):
             rin, rout = c.rin & ~sin, c.rout & ~sout
             return ((c.hin != 0) & ~rin & ~sin, (c.hout != 0) & ~rout & ~sout,
                     (c.hin != 0) & rin, (c.hout != 0) & rout)
-
-        # the microcode RAM's words: the instruction, and with the fetch stage its
-        # predecoded head bits beside it (computed on the write port, see predecode())
-        ibits = self._ilay.size
-        if fetch:
-            wctl = data.View(self._ilay, self.load_data).ctl
-            m.d.comb += wp.data.eq(Cat(self.load_data, *self.predecode(cfg, wctl, stream_needs)))
-        else:
-            m.d.comb += wp.data.eq(self.load_data)
 
         if fetch:
             filling = Signal()                # the head refills from the RAM output this cycle
@@ -391,9 +362,11 @@ class Sequencer(wiring.Component):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
                 m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), filling.eq(go & is_jump)]
-                # the head's decode flip-flops load the RAM's predecoded bits as they are
-                # (no logic between the block RAM's output and their D inputs)
-                m.d.sync += Cat(is_loop, is_jump, is_halt, *head_loop_lv, head_imm_gt1, *needs).eq(rp.data[ibits:])
+                nctl = data.View(self._ilay, rp.data).ctl
+                m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
+                             is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
+                m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
+                m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)

@@ -135,9 +135,9 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH) -> dict:
     pe_fpu = _fmt_entry(tech, "fpu_area_mm2", cfg.fmt.name)
     pe_sram = tech.local_sram_area_mm2_per_16kib * cfg.pe_sram_bytes / 16384
     pe_rf = tech.rf_area_mm2_per_16x16b * (cfg.n_regs * w) / 256
-    from rtl.sequencer import Sequencer
+    from sw.isa import instr_layout
 
-    ucode_bits = cfg.ucode_depth * Sequencer.ram_word_bits(cfg)   # stored bits (predecode included)
+    ucode_bits = cfg.ucode_depth * instr_layout(cfg).size
     ucode = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
     n = cfg.nr * cfg.nr
     out = {"fpu": n * pe_fpu, "sram": n * pe_sram, "rf": n * pe_rf, "ucode": ucode,
@@ -219,8 +219,8 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         Extra off-core scratchpad accesses of fmt-width words, beside the counters'
         ``spad_rd_beats`` / ``spad_wr_beats`` (beats of ``nr`` words each).
     """
+    from sw.isa import instr_layout
     from pe.microop import uop_layout
-    from rtl.sequencer import Sequencer
 
     missing = [k for k in ("cycles", "instructions", "mv", "mem_a_rd", "mem_a_wr", "mem_b_rd",
                            "mem_b_wr", "rf_rd", "rf_wr") if k not in counters]
@@ -244,7 +244,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     acc_b = int(counters["mem_b_rd"]) + int(counters["mem_b_wr"])
     rf_acc = int(counters["rf_rd"]) + int(counters["rf_wr"])
     bus_hops = sum(int(v) for k, v in counters.items() if k.startswith(("row_hops[", "col_hops[")))
-    instr_bits = Sequencer.ram_word_bits(cfg)      # bits read per microcode fetch
+    instr_bits = instr_layout(cfg).size
     uop_bits = uop_layout(cfg.addr_bits, cfg.sel_bits).size
     instrs = int(counters["instructions"])
     # micro-op broadcast: an H-tree over the core, ~ 1.5 x the core side; if the run
