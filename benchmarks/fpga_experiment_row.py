@@ -19,10 +19,18 @@ import json
 import sys
 from pathlib import Path
 
+from rtl.config import PRESETS
 from rtl.fpga import parse_nextpnr_log
 from sim.harness import ROOT, atomic_write
 
 LOG = ROOT / "benchmarks" / "results" / "fpga_exec_stage.json"
+
+
+def _config_arg(cfg: dict) -> dict:
+    """The ``--config`` value that rebuilds ``cfg`` (a summary's configuration): preset
+    ``fpga`` with its ``nr`` when that is what it is, else the whole configuration."""
+    fpga = PRESETS["fpga"].replace(nr=cfg["nr"]).to_dict()
+    return {"preset": "fpga", "nr": cfg["nr"]} if cfg == fpga else cfg
 
 
 def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: str) -> dict:
@@ -48,8 +56,9 @@ def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: st
         "routing": f"{s['router']}, nextpnr {s['times']['nextpnr_s']} s", "nextpnr_s": s["times"]["nextpnr_s"],
         "baseline": baseline,
         "tools": s["tools"],
-        "command": (f"caterpillar build{top} --config '{json.dumps({'preset': 'fpga', 'nr': cfg['nr']})}' "
-                    f"--clock-mhz {s['clock_mhz']:g} --router {s['router']} --noabc9 --seed {s['seed']}{opts}"),
+        "command": (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
+                    f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9') else ' --noabc9'} "
+                    f"--seed {s['seed']}{opts}"),
     }
 
 
