@@ -376,15 +376,23 @@ class PE(wiring.Component):
         else:
             m.d.comb += [rd_a_data.eq(rd_a.data), rd_b_data.eq(rd_b.data)]
         # With the read stage the block RAM's data are registered as they are (next to
-        # the RAM: rd_q) and join a source in the bus stage; the bypass is resolved in the
-        # operand stage from flip-flops (byp_hit / byp_word), its word ORed into the
-        # source's operand-stage value and the RAM term's select cleared on a hit, so the
-        # bus-stage value is the operand-stage value registered (a pure retiming).
+        # the RAM: rd_q) and join a source in the bus stage. The bypass is decided in the
+        # operand stage from flip-flops (byp_hit / byp_word) and registered beside rd_q
+        # (byp_*_hit_q / byp_*_word_q), so in the bus stage each bank has one value,
+        # ``rd_eff`` = the bypass word on a hit, else the RAM data, shared by every source
+        # that reads the bank: the hit reaches no source's operand-stage AND-OR, and each
+        # source has one term per bank, not two. The bus-stage value is the
+        # operand-stage value registered (a pure retiming).
         rd_q = {}
+        rd_eff = {}
         if cfg.read_stage:
             for rd, nm in ((rd_a, "a"), (rd_b, "b")):
                 rd_q[nm] = Signal(w, name=f"rd_{nm}_q")
-                m.d.sync += rd_q[nm].eq(rd.data)
+                hit_q = Signal(name=f"byp_{nm}_hit_q")
+                word_q = Signal(w, name=f"byp_{nm}_word_q")
+                rd_eff[nm] = Signal(w, name=f"rd_{nm}_eff")
+                m.d.sync += [rd_q[nm].eq(rd.data), hit_q.eq(byp_hit[nm]), word_q.eq(byp_word[nm])]
+                m.d.comb += rd_eff[nm].eq(Mux(hit_q, word_q, rd_q[nm]))
 
         # Register-file bypass (execute stage only): an operand-stage read of a register
         # that the move unit (micro-op in its execute stage) writes in the same cycle
@@ -415,10 +423,11 @@ class PE(wiring.Component):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
 
             ``gate`` (issue-stage signal): the value is +0 unless it was high at issue.
-            ``late`` (a list; ``cfg.read_stage``): the block RAMs' data are left out of the
-            value (a bypass word is kept in it) and ``(select, bank)`` is appended for each
-            bank instead, ``select`` an operand-stage signal: the source reads that bank's
-            RAM data. The value ORed with the selected RAM data is the source's value."""
+            ``late`` (a list; ``cfg.read_stage``): the SRAM banks are left out of the
+            value and ``(select, bank)`` is appended for each bank instead, ``select`` an
+            operand-stage signal: the source reads that bank (its bypass word on a hit,
+            else its RAM data). The value ORed with the selected bank is the source's
+            value."""
             code_i, code_o = field(u), field(s1)
             mems = (("a", Src.MEMA, rd_a_seen_op, rd_a_data), ("b", Src.MEMB, rd_b_seen_op, rd_b_data))
             live = []
@@ -441,9 +450,8 @@ class PE(wiring.Component):
                 init = int(value is None and gate is None)
                 sel = Signal(name=f"{name}_sel{k // 2}", init=init)
                 m.d.sync += sel.eq(cond if gate is None else cond & gate)
-                if isinstance(value, str):      # a bank, read stage: the bypass word now,
-                    late.append((sel & ~byp_hit[value], value))   # the RAM data later
-                    terms.append(Mux(sel & byp_hit[value], byp_word[value], 0))
+                if isinstance(value, str):      # a bank, read stage: joins in the bus stage
+                    late.append((sel, value))
                     continue
                 if value is None:
                     value = rf_read(code_o[:4], name)
@@ -454,12 +462,12 @@ class PE(wiring.Component):
 
         def late_regs(late, name):
             """The read-stage selects of ``late`` (from :func:`source`) registered into the
-            bus stage: the RAM data term there, an OR of ``rd_q`` under them."""
+            bus stage: the SRAM term there, an OR of ``rd_eff`` under them."""
             out = []
             for sel, nm in late:
                 r = Signal(name=f"{name}_mem{nm}_bus")
                 m.d.sync += r.eq(sel)
-                out.append(Mux(r, rd_q[nm], 0))
+                out.append(Mux(r, rd_eff[nm], 0))
             return reduce(lambda x, y: x | y, out, Const(0, w))
 
         def names_reg(code):
@@ -468,9 +476,10 @@ class PE(wiring.Component):
         # bus drivers (independent of the predicate); no bus forwarding. With the bus
         # stage the driven value and the enable are registered here, at the driver, and
         # the bus carries them in the next cycle (flip-flop -> bus -> receiver register).
-        # With the read stage a driver's RAM data are ORed in after its register (from
-        # rd_q, in the bus stage); row_op / col_op, the operand-stage value, take them from
-        # the RAM's output (a chip's ring and scratchpad lanes sample it).
+        # With the read stage a driver's SRAM data are ORed in after its register (from
+        # rd_eff, in the bus stage); row_op / col_op, the operand-stage value, take them
+        # from the RAM's output and the bypass (a chip's ring and scratchpad lanes sample
+        # it).
         drive = m.d.sync if cfg.bus_stage else m.d.comb
         drive += [self.row_oe.eq(s1_rsel), self.col_oe.eq(s1_csel)]
         for fld, gate, op, out, nm in (("rdrv", rsel, self.row_op, self.row_out, "rdrv_val"),
@@ -480,7 +489,7 @@ class PE(wiring.Component):
                 val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm, late=late)
                 reg = Signal(w, name=f"{nm}_reg")
                 m.d.sync += reg.eq(val)
-                raw = {"a": rd_a.data, "b": rd_b.data}
+                raw = {"a": rd_a_data, "b": rd_b_data}     # the bypass word on a hit
                 m.d.comb += [
                     op.eq(reduce(lambda x, y: x | y, [Mux(sel, raw[b], 0) for sel, b in late], val)),
                     out.eq(reg | late_regs(late, nm)),
