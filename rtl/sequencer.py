@@ -166,16 +166,27 @@ class Sequencer(wiring.Component):
         nl, na = cfg.n_loops, cfg.n_agus
         pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
 
-        m.submodules.ucode = mem = Memory(shape=self._ilay.size, depth=cfg.ucode_depth, init=[])
+        fetch = cfg.fetch_stage
+        isz = self._ilay.size
+        # With the fetch stage each microcode word carries one bit beside the instruction,
+        # computed as it is loaded: its target is the next address (a LOOP with a
+        # one-instruction body), so the next-pc scan does not compare the head's target
+        # with pc_f (see the class notes; 212-215 bits + 1 still fill 12 block RAMs).
+        m.submodules.ucode = mem = Memory(shape=isz + fetch, depth=cfg.ucode_depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
-        m.d.comb += [wp.addr.eq(self.load_addr), wp.data.eq(self.load_data), wp.en.eq(self.load_en)]
-        fetch = cfg.fetch_stage
+        m.d.comb += [wp.addr.eq(self.load_addr), wp.en.eq(self.load_en)]
+        if fetch:
+            ld_target = data.View(self._ilay, self.load_data).ctl.target
+            m.d.comb += wp.data.eq(Cat(self.load_data, ld_target == (self.load_addr + 1)[:pcw]))
+        else:
+            m.d.comb += wp.data.eq(self.load_data)
         if fetch:
             # the head instruction in a register loaded from the RAM (the fetch stage): the
             # RAM's output is the instruction behind the head
-            head_word = Signal(self._ilay.size, name="head_word")
-            head = data.View(self._ilay, head_word)
+            head_word = Signal(isz + 1, name="head_word")
+            head = data.View(self._ilay, head_word[:isz])
+            head_t1 = head_word[isz]          # the head's target is its pc + 1
         else:
             head = data.View(self._ilay, rp.data)
         ctl = head.ctl
@@ -333,7 +344,10 @@ class Sequencer(wiring.Component):
             # slower (the block RAM's clock to output, then the compare and the select;
             # docs/fpga.md).
             at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
-            f_match = [Mux(loop_lv[lv], ctl.target == pc_f, armed[lv] & at_end[lv]) for lv in range(nl)]
+            # (a LOOP at the head is followed by pc + 1 = pc_f: a LOOP at the end of an
+            # armed loop is not a valid program, sim.seq_model.ProgramError; so its
+            # target == pc_f is the bit stored with it, not a compare on this path)
+            f_match = [Mux(loop_lv[lv], head_t1, armed[lv] & at_end[lv]) for lv in range(nl)]
             f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
                          Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
                      for lv in range(nl)]
@@ -362,7 +376,7 @@ class Sequencer(wiring.Component):
                 m.d.sync += filling.eq(1)
             with m.Elif(advance):
                 m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), filling.eq(go & is_jump)]
-                nctl = data.View(self._ilay, rp.data).ctl
+                nctl = data.View(self._ilay, rp.data[:isz]).ctl
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]

@@ -30,11 +30,17 @@ import numpy as np
 
 from sw.isa import AGU_FIELDS, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
 
-__all__ = ["SequencerModel", "Issued", "RunawayError", "SpadPointers", "spad_pointer_trace"]
+__all__ = ["SequencerModel", "Issued", "ProgramError", "RunawayError", "SpadPointers", "spad_pointer_trace"]
 
 
 class RunawayError(RuntimeError):
     """A program did not reach ``HALT`` within the allowed number of instructions."""
+
+
+class ProgramError(ValueError):
+    """A program that the sequencer does not define: a ``LOOP`` executed at the end of an
+    armed loop (the last instruction of a loop body may not be a ``LOOP``; the
+    assembler's nested blocks never produce one)."""
 
 
 class Issued:
@@ -123,6 +129,9 @@ class SequencerModel:
     3. ``LOOP`` arms level ``lvl`` (start ``pc+1``, end ``target``, ``cnt = trip = imm``,
        offsets of the level 0) after step 2; ``AGU_BASE`` / ``AGU_STRIDE`` set
        ``base[agu]`` / ``stride[agu][lvl]`` to ``imm`` (mod ``2^addr_bits``).
+
+    A ``LOOP`` word at the end of an armed loop (an improperly nested loop, which the
+    assembler cannot produce) raises :class:`ProgramError` before anything changes.
 
     Out-of-range ``lvl`` / ``agu`` values (``>= n_loops`` / ``>= n_agus``) make ``LOOP`` /
     ``AGU_*`` change nothing, selectors ``> n_agus`` add 0, op codes 6 and 7 act as
@@ -254,6 +263,11 @@ class SequencerModel:
                 v = (((uop >> off) & am) + agu[a]) & am
                 uop = (uop & ~(am << off)) | (v << off)
         op = d.op
+        if op == SeqOp.LOOP and self._ends.get(pc):
+            lvs = ", ".join(str(lv) for lv in self._ends[pc])
+            raise ProgramError(f"LOOP at microcode address {pc} is the last instruction of the armed "
+                               f"loop body of level {lvs}: a loop body must not end with a LOOP "
+                               f"(the sequencer does not define it)")
         if op == SeqOp.JUMP:
             self.pc = d.target
         elif op == SeqOp.HALT:

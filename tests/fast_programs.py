@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
-from sim.seq_model import RunawayError, SequencerModel
+from sim.seq_model import ProgramError, RunawayError, SequencerModel
 from sw.isa import AGU_FIELDS, Instruction, SeqOp
 
 __all__ = ["Case", "random_case", "random_state", "preload", "STYLES", "random_value"]
@@ -458,7 +458,7 @@ def random_case(cfg, seed: int, *, style: str | None = None, max_issued: int = 3
         model.load(words, 0)
         try:
             issued = model.run(0, max_instructions=max_issued)
-        except RunawayError:
+        except (RunawayError, ProgramError):
             continue
         fmt = cfg.fmt
 

@@ -7,16 +7,17 @@ reusing a level, AGU base/stride settings for random levels, forward jumps, host
 random micro-op bits with random AGU selectors, and a final ``HALT``. With ``chaos`` it
 also mutates some control words (random levels, targets, op codes 6/7, out-of-range
 ``lvl``/``agu``/selectors, backward jumps, ``LOOP`` on an armed level at its own end): the
-model defines every word, so RTL and model must still agree. Programs that do not halt
-within ``max_issued`` instructions (per :class:`sim.seq_model.SequencerModel`) are
-discarded and regenerated, so every returned program terminates.
+model defines every word but a ``LOOP`` at the end of an armed loop, so RTL and model must
+still agree. Programs that do not halt within ``max_issued`` instructions, or that execute
+such a ``LOOP`` (:class:`sim.seq_model.ProgramError`), are discarded and regenerated, so
+every returned program terminates.
 """
 
 from __future__ import annotations
 
 import random
 
-from sim.seq_model import RunawayError, SequencerModel
+from sim.seq_model import ProgramError, RunawayError, SequencerModel
 from sw.isa import AGU_FIELDS, Instruction, SeqOp, instr_layout
 from pe.microop import MicroOp
 
@@ -143,7 +144,7 @@ def random_program(cfg, seed: int, *, max_len: int | None = None, max_issued: in
         model.load(prog, org)
         try:
             issued = model.run(org, max_instructions=max_issued)
-        except RunawayError:
+        except (RunawayError, ProgramError):
             continue
         return prog, org, issued
     raise RuntimeError(f"could not generate a terminating program (seed {seed})")

@@ -181,8 +181,11 @@ async def directed(dut):
                             I(op=L, lvl=0, target=6, imm=3), I(op=L, lvl=1, target=6, imm=4),
                             I(ag_ra=1, hin=1), I(op=L, lvl=2, target=6, imm=2, ag_wa=1),
                             I(ag_wb=1, hout=2, hlast=1), I(op=H)],
-        "single_body": [I(op=L, lvl=0, target=1, imm=5), I(op=L, lvl=1, target=2, imm=3),
-                        I(ag_rb=1), I(op=J, target=5), I(), I(op=H, ag_ra=1)],
+        # one-instruction bodies, a LOOP right after a loop end, a loop ending where the
+        # next LOOP's body starts
+        "single_body": [I(op=L, lvl=0, target=1, imm=5), I(ag_rb=1), I(op=L, lvl=1, target=3, imm=3),
+                        I(ag_ra=1), I(op=L, lvl=0, target=5, imm=2), I(ag_rb=1, hin=1),
+                        I(op=J, target=8), I(), I(op=H, ag_ra=1)],
     }
     for name, prog in progs.items():
         for org in (0, cfg.ucode_depth - len(prog)):

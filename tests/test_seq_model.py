@@ -6,7 +6,7 @@ import pytest
 
 from pe.microop import MicroOp
 from rtl.config import ArchConfig
-from sim.seq_model import RunawayError, SequencerModel
+from sim.seq_model import ProgramError, RunawayError, SequencerModel
 from sw.isa import Instruction, SeqOp
 
 CFG = ArchConfig()
@@ -78,11 +78,6 @@ def test_jump_at_loop_end_takes_precedence():
     assert m.cnt[0] == 3
 
 
-def test_loop_on_armed_level_at_its_end_overrides():
-    prog = [I(LOOP, lvl=0, target=2, imm=3), I(), I(LOOP, lvl=0, target=3, imm=2), I(), I(HALT)]
-    assert pcs(prog) == [0, 1, 2, 1, 2, 3, 3, 4]
-
-
 def test_state_after_loop_finishes_is_rearmed():
     prog = [I(STRIDE, agu=0, lvl=0, imm=5), I(LOOP, lvl=0, target=2, imm=3), I(), I(), I(HALT)]
     m = SequencerModel(CFG)
@@ -103,6 +98,38 @@ def test_runaway_program_raises():
     m.load([I(), I(JUMP, target=0)])
     with pytest.raises(RunawayError, match="no HALT within 50 instructions"):
         m.run(0, max_instructions=50)
+
+
+@pytest.mark.parametrize("lvl", [0, 1, 3])    # the armed level itself, another, out of range
+def test_loop_at_the_end_of_an_armed_loop_raises(lvl):
+    """A LOOP as the last instruction of a loop body (improper nesting) is not a program:
+    the model raises before changing anything, whether the loop branches back or finishes,
+    and the fast model's issue trace raises the same."""
+    from sim.fast_trace import issue_trace
+    for trip in (3, 1):
+        prog = [I(LOOP, lvl=0, target=2, imm=trip), I(), I(LOOP, lvl=lvl, target=3, imm=2), I(), I(HALT)]
+        m = SequencerModel(SMALL)
+        m.load(prog)
+        m.start(0)
+        m.step()
+        m.step()
+        state = (m.pc, list(m.cnt), list(m.armed), list(m.lend))
+        with pytest.raises(ProgramError, match="LOOP at microcode address 2 is the last instruction "
+                                               "of the armed loop body of level 0"):
+            m.step()
+        assert (m.pc, list(m.cnt), list(m.armed), list(m.lend)) == state
+        with pytest.raises(ProgramError):
+            issue_trace(m, 0)
+    # reached by a JUMP after the loop finished (the level stays armed): the same
+    prog = [I(LOOP, lvl=0, target=2, imm=1), I(), I(BASE, agu=0, imm=1), I(JUMP, target=5), I(HALT),
+            I(LOOP, lvl=1, target=6, imm=1), I(), I(HALT)]
+    m = SequencerModel(SMALL)
+    m.load(prog)
+    assert [x.pc for x in m.run(0)] == [0, 1, 2, 3, 5, 6, 7]
+    prog[2] = I(LOOP, lvl=1, target=3, imm=1)
+    m.load(prog)
+    with pytest.raises(ProgramError, match="address 2"):
+        m.run(0)
 
 
 def test_start_resets_state_between_runs():
