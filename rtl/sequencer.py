@@ -117,7 +117,10 @@ class Sequencer(wiring.Component):
     ``pc_f``); its next pc is computed from the loop state as the head's issue leaves it
     (the head's own loop-end update or ``LOOP`` write forwarded), so the RAM stays one
     instruction ahead across back-edges, nested loop ends, single-instruction bodies and
-    loop ends. A start fills the stage first: ``start`` at t, RAM output at t+1 (loaded
+    loop ends. A ``LOOP`` at the head is followed by its pc + 1 (a ``LOOP`` at the end of
+    an armed loop is not a program: :class:`sim.seq_model.ProgramError`), so its
+    one-instruction-body test (``target == pc_f``) is a bit stored beside each microcode
+    word, computed at the write port (``target == load_addr + 1``). A start fills the stage first: ``start`` at t, RAM output at t+1 (loaded
     into the head), the head decides at t+2, issue at t+3 (``cfg.start_latency = 3``).
     A ``JUMP`` is resolved at the head, not behind it, so no path runs from the RAM's
     output to its own address: when a ``JUMP`` issues the RAM reads its target (an
