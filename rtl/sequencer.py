@@ -120,8 +120,9 @@ class Sequencer(wiring.Component):
     loop ends. A ``LOOP`` at the head is followed by its pc + 1 (a ``LOOP`` at the end of
     an armed loop is not a program: :class:`sim.seq_model.ProgramError`), so its
     one-instruction-body test (``target == pc_f``) is a bit stored beside each microcode
-    word, computed at the write port (``target == load_addr + 1``). A start fills the stage first: ``start`` at t, RAM output at t+1 (loaded
-    into the head), the head decides at t+2, issue at t+3 (``cfg.start_latency = 3``).
+    word, computed at the write port (``target == load_addr + 1``). A start fills the
+    stage first: ``start`` at t, RAM output at t+1 (loaded into the head), the head
+    decides at t+2, issue at t+3 (``cfg.start_latency = 3``).
     A ``JUMP`` is resolved at the head, not behind it, so no path runs from the RAM's
     output to its own address: when a ``JUMP`` issues the RAM reads its target (an
     address from the head register), and the next cycle refills the head like a start
@@ -182,15 +183,13 @@ class Sequencer(wiring.Component):
         if fetch:
             ld_target = data.View(self._ilay, self.load_data).ctl.target
             m.d.comb += wp.data.eq(Cat(self.load_data, ld_target == (self.load_addr + 1)[:pcw]))
-        else:
-            m.d.comb += wp.data.eq(self.load_data)
-        if fetch:
             # the head instruction in a register loaded from the RAM (the fetch stage): the
             # RAM's output is the instruction behind the head
             head_word = Signal(isz + 1, name="head_word")
             head = data.View(self._ilay, head_word[:isz])
             head_t1 = head_word[isz]          # the head's target is its pc + 1
         else:
+            m.d.comb += wp.data.eq(self.load_data)
             head = data.View(self._ilay, rp.data)
         ctl = head.ctl
 

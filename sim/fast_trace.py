@@ -111,7 +111,9 @@ def _plan(seq, lvl, start, end, armed_stale):
             d = seq._decode(x)
             op = d.op
             if op == SeqOp.LOOP and x == e:
-                return None    # a LOOP ending a body: stepped, so the model raises ProgramError
+                # a LOOP ending a (nested) body, even one with an out-of-range level: not
+                # planned, so stepping it raises sim.seq_model.ProgramError as the model does
+                return None
             if op == SeqOp.LOOP and d.lvl < n_loops:
                 m, tgt = d.lvl, d.target
                 if m <= l or tgt <= x or tgt > e:
@@ -145,8 +147,6 @@ def _plan(seq, lvl, start, end, armed_stale):
     for k, kend in armed_stale:
         if not start <= kend <= end:
             continue
-        if seq._decode(kend).op == SeqOp.LOOP:
-            return None, None      # stepped, so the model raises ProgramError
         if k < lvl:
             if kend != end:
                 return None, None

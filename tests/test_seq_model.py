@@ -120,6 +120,15 @@ def test_loop_at_the_end_of_an_armed_loop_raises(lvl):
         assert (m.pc, list(m.cnt), list(m.armed), list(m.lend)) == state
         with pytest.raises(ProgramError):
             issue_trace(m, 0)
+    # ... and at the end of a nested body, which the fast trace would otherwise plan
+    nested = [I(LOOP, lvl=0, target=3, imm=2), I(LOOP, lvl=1, target=2, imm=2), I(LOOP, lvl=lvl, target=4, imm=2),
+              I(), I(HALT)]
+    m = SequencerModel(SMALL)
+    m.load(nested)
+    with pytest.raises(ProgramError, match="address 2 .* level 1"):
+        m.run(0)
+    with pytest.raises(ProgramError, match="address 2 .* level 1"):
+        issue_trace(m, 0)
     # reached by a JUMP after the loop finished (the level stays armed): the same
     prog = [I(LOOP, lvl=0, target=2, imm=1), I(), I(BASE, agu=0, imm=1), I(JUMP, target=5), I(HALT),
             I(LOOP, lvl=1, target=6, imm=1), I(), I(HALT)]
