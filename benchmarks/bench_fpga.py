@@ -34,7 +34,7 @@ CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
-#: the preset fpga 4 x 4 row (execute, bus, distribution, fetch and read stages, FP 4 / 5):
+#: the preset fpga 4 x 4 row (execute, bus, distribution and fetch stages, FP 4 / 5):
 #: routed with router2 at a 50 MHz request, at which router2 converges on it (router1
 #: stalls on every 4 x 4 core; router2's convergence varies with seed and request,
 #: docs/fpga.md); built only when FPGA_BENCH_ROWS names it

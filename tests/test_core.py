@@ -20,9 +20,10 @@ from sw.isa import HostDir, Instruction, SeqOp
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    # the FPGA timing (preset fpga): execute, bus, distribution, fetch and read stages, FP 4 / 5
+    # the FPGA timing (preset fpga): execute, bus, distribution and fetch stages, FP 4 / 5
+    # (the read stage is run by the core-level tests of test_chip, test_kernels, test_train*)
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
+                                bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
 }
 
 

@@ -35,7 +35,7 @@ CONFIGS = {
     # + the bus stage (preset fpga's PE timing)
     "b16_bus": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, mul_latency=4, add_latency=5,
                            mem_a_words=128, mem_b_words=128), 1, 3),
-    # + the read stage (preset fpga's PE)
+    # + the read stage (an option; preset fpga's PE is b16_bus)
     "b16_read": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, read_stage=True, mul_latency=4,
                             add_latency=5, mem_a_words=128, mem_b_words=128), 2, 0),
 }
