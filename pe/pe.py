@@ -476,8 +476,9 @@ class PE(wiring.Component):
         # bus drivers (independent of the predicate); no bus forwarding. With the bus
         # stage the driven value and the enable are registered here, at the driver, and
         # the bus carries them in the next cycle (flip-flop -> bus -> receiver register).
-        # With the read stage a driver's SRAM data are ORed in after its register (from
-        # rd_eff, in the bus stage); row_op / col_op, the operand-stage value, take them
+        # With the read stage a driver's registered RAM data are ORed in after its
+        # register (in the bus stage; a bypass word is in the register); row_op / col_op,
+        # the operand-stage value, take them
         # from the RAM's output and the bypass (a chip's ring and scratchpad lanes sample
         # it).
         drive = m.d.sync if cfg.bus_stage else m.d.comb
@@ -485,14 +486,24 @@ class PE(wiring.Component):
         for fld, gate, op, out, nm in (("rdrv", rsel, self.row_op, self.row_out, "rdrv_val"),
                                        ("cdrv", csel, self.col_op, self.col_out, "cdrv_val")):
             if cfg.read_stage:
+                # The bypass word (from flip-flops, operand stage) is folded into the
+                # driver register; after it only the registered RAM data are ORed in,
+                # under a select that is off on a bypass hit, so the bus starts two LUT
+                # inputs per bank after the flip-flops, not through rd_eff's mux.
                 late = []
                 val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm, late=late)
                 reg = Signal(w, name=f"{nm}_reg")
-                m.d.sync += reg.eq(val)
+                m.d.sync += reg.eq(reduce(lambda x, y: x | y,
+                                          [Mux(sel & byp_hit[b], byp_word[b], 0) for sel, b in late], val))
+                ram = []
+                for sel, b in late:
+                    g = Signal(name=f"{nm}_mem{b}_ram")
+                    m.d.sync += g.eq(sel & ~byp_hit[b])
+                    ram.append(Mux(g, rd_q[b], 0))
                 raw = {"a": rd_a_data, "b": rd_b_data}     # the bypass word on a hit
                 m.d.comb += [
                     op.eq(reduce(lambda x, y: x | y, [Mux(sel, raw[b], 0) for sel, b in late], val)),
-                    out.eq(reg | late_regs(late, nm)),
+                    out.eq(reduce(lambda x, y: x | y, ram, reg)),
                 ]
             else:
                 val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm)
