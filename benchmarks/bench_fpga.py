@@ -64,6 +64,14 @@ def _cfg(name: str) -> ArchConfig:
     return ArchConfig(fmt=fmt, nr=nr)
 
 
+def _preset_stages() -> str:
+    """The pipeline stages of preset fpga, in words (e.g. "execute, bus and fetch")."""
+    names = {"exec_stage": "execute", "bus_stage": "bus", "dist_stage": "distribution",
+             "fetch_stage": "fetch", "read_stage": "read"}
+    on = [v for k, v in names.items() if getattr(PRESETS["fpga"], k)]
+    return ", ".join(on[:-1]) + " and " + on[-1] if len(on) > 1 else "".join(on)
+
+
 def _clock(name: str) -> float:
     return FPGA_PRESET_CLOCK_MHZ if name == "core4-fpga" else CLOCK_MHZ
 
@@ -204,7 +212,8 @@ def run() -> dict:
                  f"Fmax = achieved. PE rows: resources from synthesis of the lone PE, Fmax from place and route "
                  f"of the PE in its scan harness (caterpillar build --top pe, router1; PE 'preset fpga': the "
                  f"PE of that preset). A row '4x4 core (preset fpga)' (the default 4 x 4 "
-                 f"binary16 core with the execute, bus, distribution, fetch and read stages and FP latencies 4 / 5, "
+                 f"binary16 core with the {_preset_stages()} stages and FP latencies "
+                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency}, "
                  f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz request, at which it converges, seed "
                  f"{FPGA_PRESET_SEED}, its block RAMs floorplanned: rtl/floorplan.py; the other core rows "
                  f"predate the floorplan) is built only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
