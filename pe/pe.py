@@ -124,8 +124,9 @@ class PE(wiring.Component):
 
     With ``cfg.read_stage`` as well, each bank's read data are registered after the block
     RAM (``rd_*_q``) and join the sources in the bus stage (the bypass decided in the
-    operand stage, its word there); a bus driver's RAM data are ORed onto ``row_out`` /
-    ``col_out`` from that register. Same cycle behaviour; only ``row_op`` / ``col_op``
+    operand stage, its word there); a bus driver's bypass word is folded into its
+    register, and its RAM data are ORed onto ``row_out`` / ``col_out`` from ``rd_*_q``
+    unless the bypass hit. Same cycle behaviour; only ``row_op`` / ``col_op``
     still take the RAM data in the operand stage.
 
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
@@ -478,9 +479,8 @@ class PE(wiring.Component):
         # the bus carries them in the next cycle (flip-flop -> bus -> receiver register).
         # With the read stage a driver's registered RAM data are ORed in after its
         # register (in the bus stage; a bypass word is in the register); row_op / col_op,
-        # the operand-stage value, take them
-        # from the RAM's output and the bypass (a chip's ring and scratchpad lanes sample
-        # it).
+        # the operand-stage value, take them from the RAM's output and the bypass (a
+        # chip's ring and scratchpad lanes sample it).
         drive = m.d.sync if cfg.bus_stage else m.d.comb
         drive += [self.row_oe.eq(s1_rsel), self.col_oe.eq(s1_csel)]
         for fld, gate, op, out, nm in (("rdrv", rsel, self.row_op, self.row_out, "rdrv_val"),
