@@ -461,14 +461,15 @@ class PE(wiring.Component):
             m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
             return v
 
-        def late_regs(late, name):
+        def late_regs(late, name, values=rd_eff, tag="bus"):
             """The read-stage selects of ``late`` (from :func:`source`) registered into the
-            bus stage: the SRAM term there, an OR of ``rd_eff`` under them."""
+            bus stage: the SRAM term there, an OR of each bank's ``values`` (``rd_eff``, or
+            a bus driver's ``rd_q``) under them."""
             out = []
             for sel, nm in late:
-                r = Signal(name=f"{name}_mem{nm}_bus")
+                r = Signal(name=f"{name}_mem{nm}_{tag}")
                 m.d.sync += r.eq(sel)
-                out.append(Mux(r, rd_eff[nm], 0))
+                out.append(Mux(r, values[nm], 0))
             return reduce(lambda x, y: x | y, out, Const(0, w))
 
         def names_reg(code):
@@ -495,15 +496,11 @@ class PE(wiring.Component):
                 reg = Signal(w, name=f"{nm}_reg")
                 m.d.sync += reg.eq(reduce(lambda x, y: x | y,
                                           [Mux(sel & byp_hit[b], byp_word[b], 0) for sel, b in late], val))
-                ram = []
-                for sel, b in late:
-                    g = Signal(name=f"{nm}_mem{b}_ram")
-                    m.d.sync += g.eq(sel & ~byp_hit[b])
-                    ram.append(Mux(g, rd_q[b], 0))
+                ram = late_regs([(sel & ~byp_hit[b], b) for sel, b in late], nm, rd_q, "ram")
                 raw = {"a": rd_a_data, "b": rd_b_data}     # the bypass word on a hit
                 m.d.comb += [
                     op.eq(reduce(lambda x, y: x | y, [Mux(sel, raw[b], 0) for sel, b in late], val)),
-                    out.eq(reduce(lambda x, y: x | y, ram, reg)),
+                    out.eq(reg | ram),
                 ]
             else:
                 val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm)
