@@ -97,6 +97,17 @@ class ArchConfig:
         that pop, so programs see the same ring timing (:data:`sim.chip_model.RING_HOP_CYCLES`)
         and credit rule as without the stage. A RUN lasts one cycle longer
         (:attr:`run_overhead`). Off by default.
+    fan_stage : bool
+        Make the micro-op distribution two register levels (requires :attr:`dist_stage`
+        and a lone core, ``cores == 1``; ``docs/core.md``, "The distribution stage"): the
+        copies of the micro-op shared by each pair of PEs in a row load the sequencer's
+        micro-op register instead of its next value, and each PE's distribution register
+        loads from them, so the micro-op crosses the die in two register-to-register hops
+        and no path runs from the sequencer's issue logic to a PE pair's copy. The PE side
+        runs two cycles behind the sequencer; a RUN lasts one more cycle
+        (:attr:`run_overhead`). Programs see the same distances and stream timing. The
+        ring timing with two levels is not implemented (a ``rin`` would have to count a
+        beat arriving the cycle after its decision), hence the lone core. Off by default.
     fetch_stage : bool
         Add a fetch stage to the sequencer (``docs/core.md``, "The fetch stage"): the
         instruction at the head is held in a register loaded from the microcode RAM, so
@@ -151,6 +162,7 @@ class ArchConfig:
     exec_stage: bool = False
     bus_stage: bool = False
     dist_stage: bool = False
+    fan_stage: bool = False
     fetch_stage: bool = False
     read_stage: bool = False
     clock_mhz: float = 1000.0
@@ -183,8 +195,11 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
-        for flag in ("exec_stage", "bus_stage", "dist_stage", "fetch_stage", "read_stage"):
+        for flag in ("exec_stage", "bus_stage", "dist_stage", "fan_stage", "fetch_stage", "read_stage"):
             _check_bool(self, flag)
+        if self.fan_stage and not self.dist_stage:
+            raise ConfigError("ArchConfig.fan_stage requires dist_stage=True (it is the distribution "
+                              "stage's second register level)")
         if self.bus_stage and not self.exec_stage:
             raise ConfigError("ArchConfig.bus_stage requires exec_stage=True (the bus stage sits between "
                               "the operand stage and the execute stage)")
@@ -205,6 +220,9 @@ class ArchConfig:
         if self.cores != 1 and self.cores % 2:
             raise ConfigError(f"ArchConfig.cores must be 1 or an even number in 2..64 (a 2 x C chip), "
                               f"got {self.cores}")
+        if self.fan_stage and self.cores != 1:
+            raise ConfigError(f"ArchConfig.fan_stage needs a lone core (cores=1), got cores={self.cores}: the "
+                              f"ring timing with two distribution levels is not implemented")
         _check_int("ring_fifo_depth", self.ring_fifo_depth, 4, 64)
         _check_int("spad_kib", self.spad_kib, 0, 16384)
         if self.spad_kib & (self.spad_kib - 1):
@@ -240,9 +258,9 @@ class ArchConfig:
 
     @property
     def dist_delay(self) -> int:
-        """Cycles from the sequencer's issue register to the PEs' issue stage (0, or 1
-        with :attr:`dist_stage`)."""
-        return int(self.dist_stage)
+        """Cycles from the sequencer's issue register to the PEs' issue stage (0; 1 with
+        :attr:`dist_stage`; 2 with :attr:`fan_stage` too)."""
+        return int(self.dist_stage) + int(self.fan_stage)
 
     @property
     def fetch_delay(self) -> int:

@@ -129,15 +129,23 @@ class Core(wiring.Component):
         # lanes, scratchpad) runs one cycle behind the sequencer. Each PE gets its own
         # copy of the micro-op and of the freeze (below), so no sequencer flip-flop fans
         # out over the die into the PEs' issue-stage logic.
+        # With cfg.fan_stage too, a second level: the PE side runs two cycles behind.
         dist = cfg.dist_stage
+        nd = cfg.dist_delay
+
+        def dly_chain(sig, name, first=None):
+            """``[sig, sig one register later, ...]``: ``sig`` through each distribution
+            level (``nd`` registers; ``first``: what the first level loads instead)."""
+            chain = [sig]
+            for k in range(nd):
+                r = Signal.like(sig, name=f"d{k + 1 if k else ''}_{name}")
+                m.d.sync += r.eq(first if k == 0 and first is not None else chain[-1])
+                chain.append(r)
+            return chain
 
         def dly(sig, name):
-            """``sig`` as the PE side sees it (one register later with the stage)."""
-            if not dist:
-                return sig
-            r = Signal.like(sig, name=f"d_{name}")
-            m.d.sync += r.eq(sig)
-            return r
+            """``sig`` as the PE side sees it (``nd`` registers later)."""
+            return dly_chain(sig, name)[-1]
 
         # --- stall decision at the sequencer head -------------------------------------
         hout_op = Signal(2)      # hout of the instruction in its operand stage
@@ -162,20 +170,20 @@ class Core(wiring.Component):
         seq_sout = seq.sout if spad else Const(0)
         seq_sin = seq.sin if spad else Const(0)
         # the issued instruction (sequencer output register) as the PE side sees it
-        issue_d = dly(seq.issue, "issue")
+        issue_c = dly_chain(seq.issue, "issue")
+        hout_c = dly_chain(seq.hout, "hout")
+        rout_c = dly_chain(seq.rout, "rout")
+        sout_c = dly_chain(seq_sout, "sout")
+        issue_d, hout_d, rout_d, sout_d = issue_c[-1], hout_c[-1], rout_c[-1], sout_c[-1]
         hin_d = dly(seq.hin, "hin")
-        hout_d = dly(seq.hout, "hout")
         hlast_d = dly(seq.hlast, "hlast")
-        rout_d = dly(seq.rout, "rout")
         sin_d = dly(seq_sin, "sin")
-        sout_d = dly(seq_sout, "sout")
         rseg_d = dly(seq.uop.rdrv.seg, "rseg")
         cseg_d = dly(seq.uop.cdrv.seg, "cseg")
         # output-FIFO and ring credits: pushes decided and not yet made (the sequencer's
-        # issue register, the distribution register, the operand stage)
+        # issue register, the distribution registers, the operand stage)
         stages = [(seq.issue, seq.hout, seq.rout, seq_sout), (1, hout_op, rout_op, sout_op)]
-        if dist:
-            stages.append((issue_d, hout_d, rout_d, sout_d))
+        stages += list(zip(issue_c[1:], hout_c[1:], rout_c[1:], sout_c[1:]))
         to_host = [iss & (ho != 0) & ~ro & ~so for iss, ho, ro, so in stages]
         to_ring = [iss & (ho != 0) & ro for iss, ho, ro, so in stages]
         # with the bus stage a host-bound beat is pushed one cycle later, from the bus
@@ -236,8 +244,8 @@ class Core(wiring.Component):
         with m.If(head_issues & seq.need_hin):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
         if dist:
-            hin_data_d = Signal(hw, name="d_hin_data")
-            m.d.sync += hin_data_d.eq(hin_data_issue if lone else Mux(rin_pop, rx.r_data, hin_data_issue))
+            hin_data_d = dly_chain(hin_data_issue, "hin_data",
+                                   first=hin_data_issue if lone else Mux(rin_pop, rx.r_data, hin_data_issue))[-1]
         else:
             if not lone:
                 m.d.comb += [rx.r_en.eq(head_issues & seq.need_rin), ring_pop.eq(rx.r_en)]
@@ -249,7 +257,8 @@ class Core(wiring.Component):
         # (with the distribution stage: one cycle later, from the distribution register)
         bubble = Signal()
         m.d.sync += bubble.eq(stall)
-        bubble_d = dly(bubble, "bubble")
+        bubble_c = dly_chain(bubble, "bubble")
+        bubble_d = bubble_c[-1]
         pe_en = Signal()
         m.d.comb += pe_en.eq(~bubble_d)
 
@@ -305,9 +314,10 @@ class Core(wiring.Component):
             m.submodules.bus_lanes = EnableInserter(pe_en)(blanes)
             # the host lane's bus enables as flip-flops: pe_en & (bus_hin == ROW / COL),
             # loaded with the values both will have in the next cycle (pe_en is ~bubble_d,
-            # whose next value is bubble, or stall without the distribution stage), so no
-            # path runs from the freeze flip-flop through this AND onto every bus
-            nxt_pe_en = ~(bubble if dist else stall)
+            # whose next value is the level before it, or stall without the distribution
+            # stage), so no path runs from the freeze flip-flop through this AND onto
+            # every bus
+            nxt_pe_en = ~(bubble_c[-2] if dist else stall)
             nxt_hin = Mux(pe_en, hin_op, bus_lanes["hin"])
             for k, d in (("host_row_en", HostDir.ROW), ("host_col_en", HostDir.COL)):
                 bus_lanes[k] = Signal(name=f"bus_{k}")
@@ -341,6 +351,11 @@ class Core(wiring.Component):
         # copies load from a copy placed between the sequencer and their pair, instead of
         # all 16 from one register (one wire across the die was a 4 x 4 build's critical
         # path, docs/fpga.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
+        # With cfg.fan_stage the copies load the sequencer's micro-op register and the
+        # bubble flip-flop themselves (a second distribution level, one cycle later): no
+        # path then runs from the sequencer's issue logic across the die into a copy
+        # (the 4 x 4 build's distribution path, docs/fpga.md, session 23).
+        fan_src = (seq.uop, bubble) if cfg.fan_stage else (seq.uop_next, stall)
         fans = {}
         for r in range(nr if dist else 0):
             for k in range((nr + 1) // 2):
@@ -349,7 +364,7 @@ class Core(wiring.Component):
                 # while the sequencer is in reset, so a copy is 0 after the reset too
                 uop_f = Signal.like(seq.uop, name="uop", reset_less=True)
                 bubble_f = Signal(name="bubble", reset_less=True)
-                fm.d.sync += [uop_f.eq(seq.uop_next), bubble_f.eq(stall)]
+                fm.d.sync += [uop_f.eq(fan_src[0]), bubble_f.eq(fan_src[1])]
                 m.submodules[f"uop_fan_{r}_{k}"] = fm
                 fans[r, k] = (uop_f, bubble_f)
 

@@ -266,9 +266,11 @@ class CoreRun:
         self.stalled = False                 # the previous cycle stalled (this one is a bubble)
         # the PE side's issue register: the instruction the PEs see issued this cycle and
         # its scratchpad read address, and whether the PE side is frozen (a bubble). It is
-        # the sequencer's issue register, or with cfg.dist_stage the distribution register
-        # one cycle behind it.
+        # the sequencer's issue register, or with cfg.dist_stage the last distribution
+        # register, cfg.dist_delay cycles behind it; self.dq holds the distribution
+        # registers' (iss, sra, swa, bubble), newest first (the PE side's is the last).
         self.dist = model.cfg.dist_stage
+        self.dq = [((0, 0, 0, 0, 0, 0), None, None, False)] * model.cfg.dist_delay
         self.pe_iss = self.iss
         self.pe_sra = None
         self.pe_swa = None
@@ -288,11 +290,11 @@ class CoreRun:
     def rout_pending(self) -> int:
         """``rout`` pushes decided but not yet in the next core's FIFO, at this cycle's
         decision: the one pushed this cycle, the one in the operand-stage registers and
-        (``cfg.dist_stage``) the one in the distribution register (the RTL's issue,
+        (``cfg.dist_stage``) those in the distribution registers (the RTL's issue,
         distribution and operand stages)."""
         n = len(self.pushed) + int(bool(self.op[4] and self.op[2]))
-        if self.dist:
-            n += int(bool(self.pe_iss[5] and self.pe_iss[3]))
+        for iss, _, _, _ in self.dq:
+            n += int(bool(iss[5] and iss[3]))
         return n
 
     def _tick(self):
@@ -342,8 +344,8 @@ class CoreRun:
         if not self.pe_bubble:
             self._tick()
         if self.dist:
-            self.pe_iss, self.pe_sra, self.pe_swa = self.iss, self.iss_sra, self.iss_swa
-            self.pe_bubble = self.stalled
+            self.dq = [(self.iss, self.iss_sra, self.iss_swa, self.stalled)] + self.dq[:-1]
+            self.pe_iss, self.pe_sra, self.pe_swa, self.pe_bubble = self.dq[-1]
 
     def cycle_head(self) -> None:
         """The sequencer's part of a clock: the head instruction issues or stalls."""

@@ -41,6 +41,8 @@ def test_binary32_keeps_byte_budget():
     ("exec_stage", "yes", "exec_stage must be true or false"),
     ("dist_stage", 2, "dist_stage must be true or false, got 2"),
     ("dist_stage", "no", "dist_stage must be true or false"),
+    ("fan_stage", 2, "fan_stage must be true or false, got 2"),
+    ("fan_stage", True, "fan_stage requires dist_stage=True"),
     ("fetch_stage", 2, "fetch_stage must be true or false, got 2"),
     ("fetch_stage", "yes", "fetch_stage must be true or false"),
     ("bus_stage", 2, "bus_stage must be true or false, got 2"),
@@ -49,6 +51,15 @@ def test_binary32_keeps_byte_budget():
 def test_invalid_parameters_name_field_and_range(field, value, needle):
     with pytest.raises(ConfigError, match=needle):
         ArchConfig(**{field: value})
+
+
+def test_fan_stage_needs_a_lone_core():
+    with pytest.raises(ConfigError, match=r"fan_stage needs a lone core \(cores=1\), got cores=2"):
+        ArchConfig(dist_stage=True, fan_stage=True, cores=2)
+    x = ArchConfig(dist_stage=True, fan_stage=True)
+    # two distribution levels: the PE side two cycles behind, a RUN one cycle longer
+    assert (ArchConfig().dist_delay, ArchConfig(dist_stage=True).dist_delay, x.dist_delay) == (0, 1, 2)
+    assert x.run_overhead == ArchConfig(dist_stage=True).run_overhead + 1
 
 
 def test_config_is_frozen():

@@ -24,6 +24,10 @@ CONFIGS = {
     # (the read stage is run by the core-level tests of test_chip, test_kernels, test_train*)
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
+    # two distribution levels (fan stage): the PE side two cycles behind the sequencer
+    "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
+                               bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True, mul_latency=4,
+                               add_latency=5),
 }
 
 
@@ -108,7 +112,7 @@ def test_core_fill_compute_readback(sim, cname):
 
 
 @pytest.mark.parametrize("sim", ["icarus"])
-@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga"])
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_core_stalls_are_invisible(sim, cname):
     """Random gaps on the input stream and backpressure on the output: same beats."""
     cfg = CONFIGS[cname]
@@ -162,7 +166,7 @@ def test_core_nr16_converts_to_netlist(fmt):
     assert text.count("\nmodule ") >= 256 + 1
 
 
-@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga"])
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_core_host_credit_register_tracks_level(cname):
     """The output-FIFO credit register equals the FIFO level plus the host-bound pushes in
     flight in every cycle (Amaranth's simulator, internal signals), under heavy random
@@ -215,7 +219,7 @@ def test_core_host_credit_register_tracks_level(cname):
     assert stats["full"] > 0, "the FIFO never filled: the room check was not exercised"
 
 
-@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga"])
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
     """A lone core (``cores == 1``) is on no ring (docs/core.md): a ``rout`` issues
     without looking at ``ring_out_level`` (held full here) and its beats leave on

@@ -54,6 +54,9 @@ CONFIGS = {
     "nr3_bf16_dist": ArchConfig(nr=3, fmt="bfloat16", mem_a_words=32, mem_b_words=64, ucode_depth=128,
                                 dist_stage=True),
     # the FPGA timing (execute, bus, distribution, fetch and read stages): the per-cycle engine runs every cycle
+    # two distribution levels (fan stage) with the execute and bus stages, no read stage
+    "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
+                               bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True),
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3,
                                 exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
 }
@@ -342,7 +345,7 @@ def test_random_bit_microops_anywhere():
         # every fourth program with the execute stage, every other with the distribution stage,
         # every third with the fetch stage
         cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, exec_stage=i % 4 == 3,
-                         dist_stage=i % 4 >= 2, fetch_stage=i % 3 == 1)
+                         dist_stage=i % 4 >= 2, fan_stage=i % 8 >= 6, fetch_stage=i % 3 == 1)
         seed = BASE_SEED + 3000 + i
         prog, org, issued = random_program(cfg, seed, chaos=i % 2 == 1, max_issued=300)
         rng = random.Random(seed)
@@ -570,6 +573,9 @@ RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
+    "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
+                               bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True, mul_latency=4,
+                               add_latency=5),
 }
 
 
