@@ -82,7 +82,8 @@ class Core(wiring.Component):
     ``rin`` pops its beat in its issue cycle (the head's check counts a beat arriving in
     the decision cycle) and ``ring_in_level`` is the level net of that pop, so the ring
     timing above holds as seen from the sequencers (``docs/core.md``, "The distribution
-    stage"). The HALT's drain is one cycle longer.
+    stage"). The HALT's drain is one cycle longer. With ``cfg.fan_stage`` (a lone core)
+    the distribution is two register levels and the PE side runs two cycles later.
     """
 
     def __init__(self, cfg):

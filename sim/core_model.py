@@ -31,7 +31,8 @@ __all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "pe_start_cycles"]
 def pe_start_cycles(cfg) -> int:
     """RUN-state cycles before the first instruction reaches the PEs' issue stage: the
     sequencer's start latency less the start cycle itself (``cfg.start_latency - 1``, its
-    fetch stage included), plus the distribution stage's cycle with ``cfg.dist_stage``."""
+    fetch stage included), plus the distribution stages' cycles (``cfg.dist_delay``: 1 with
+    ``cfg.dist_stage``, 2 with ``cfg.fan_stage`` too)."""
     return cfg.start_latency - 1 + cfg.dist_delay
 
 
