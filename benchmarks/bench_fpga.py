@@ -124,12 +124,13 @@ def _built(name: str, cfg, top: str = "core") -> dict:
             and s.get("nextpnr_extra", []) == extra
             and (top == "pe" or "floorplan" in s or "nextpnr" not in s)):
         return s
-    # classic ABC without -dff: ABC's -dff retiming overflows YoWASP's stack on a
-    # 4 x 4 core and takes minutes on a 2 x 2; one mapping for every row
+    # ABC9 without -dff (plain synth_ecp5; Yosys 0.70 always maps with ABC9): -dff
+    # overflows YoWASP's stack on a 4 x 4 core and takes minutes on a 2 x 2; one
+    # mapping for every row
     # router2: router1 had not resolved the congestion of a 4 x 4 core after 25 min,
     # nor of a 2 x 2 binary32 core after 18 min; one router for every core row
     # (router1 for a lone PE, which it routes in a few minutes)
-    return build(cfg, BOARD, out_dir=out, clock_mhz=_clock(name), abc9=False, top=top,
+    return build(cfg, BOARD, out_dir=out, clock_mhz=_clock(name), dff=False, top=top,
                  router="router1" if top == "pe" else "router2",
                  seed=seed, nextpnr_extra=extra,
                  place=not os.environ.get("FPGA_BENCH_SYNTH_ONLY"),
@@ -204,7 +205,7 @@ def run() -> dict:
         "title": f"FPGA resources and Fmax on the ECP5-85F ({BOARD})",
         "note": (f"Default configuration (16 KB SRAM per PE, 16 registers, mul/add latency 2/3) except nr. "
                  f"LUT4 = post-synthesis LUT4 + 2 per CCU2C carry + 6 per DPR16X4 LUT RAM (Yosys synth_ecp5 -dff for PEs, "
-                 f"-noabc9 for cores); LUT4 % = nextpnr's TRELLIS_COMB after packing (a few % above the estimate); "
+                 f"plain synth_ecp5 for cores: ABC9 without -dff); LUT4 % = nextpnr's TRELLIS_COMB after packing (a few % above the estimate); "
                  f"the {DEVICE} has {DEVICES[DEVICE]['LUT4']} LUT4, {DEVICES[DEVICE]['DP16KD']} DP16KD, "
                  f"{DEVICES[DEVICE]['MULT18X18D']} MULT18X18D. Cores include the UART bridge and board glue, "
                  f"each PE's flip-flops kept (no merge across PEs, rtl.fpga.keep_pe_ffs); nextpnr-ecp5 "

@@ -57,7 +57,7 @@ def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: st
         "baseline": baseline,
         "tools": s["tools"],
         "command": (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
-                    f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9') else ' --noabc9'} "
+                    f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'} "
                     f"--seed {s['seed']}{opts}"),
     }
 

@@ -108,7 +108,7 @@ def _cmd_build(args) -> int:
 
     cfg = config_from_arg(args.config)
     summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
-                    seed=args.seed, abc9=not args.noabc9, router=args.router,
+                    seed=args.seed, dff=not args.no_dff, router=args.router,
                     nextpnr_extra=args.nextpnr_opt or (), top=args.top, floorplan=args.floorplan,
                     log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
@@ -275,7 +275,10 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1, help="nextpnr placement seed")
     p.add_argument("--out", help="build directory (default build/fpga/<board>-<fmt>-nr<nr>, "
                                  "-pe with --top pe)")
-    p.add_argument("--noabc9", action="store_true", help="map with classic ABC (synth_ecp5 -noabc9)")
+    p.add_argument("--no-dff", "--noabc9", dest="no_dff", action="store_true",
+                   help="synthesize with plain synth_ecp5 instead of synth_ecp5 -dff (Yosys 0.70 always maps "
+                        "with ABC9; -dff, which a 4x4 core overflows the WebAssembly stack with, also hands "
+                        "it the flip-flops). --noabc9 is the older name of this flag")
     p.add_argument("--nextpnr-opt", action="append", metavar="ARG",
                    help="one more nextpnr-ecp5 argument, repeatable, e.g. --nextpnr-opt=--router2-alt-weights "
                         "--nextpnr-opt=--placer-heap-beta --nextpnr-opt=0.8 (saved in summary.json)")

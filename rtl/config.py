@@ -420,10 +420,12 @@ PRESETS: dict[str, ArchConfig] = {
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
     # the default core with the FPGA timing: execute and bus stages, micro-op distribution
-    # stage, sequencer fetch stage and 4 / 5-cycle FP pipelines (docs/fpga.md). Without the
-    # read stage: it speeds up a lone PE but lengthens the bus-stage paths, and the 4 x 4
-    # core routed faster without it in each of three comparisons (docs/fpga.md, session 22)
-    "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True,
+    # in two levels, sequencer fetch stage and 4 / 5-cycle FP pipelines (docs/fpga.md).
+    # Without the read stage: it speeds up a lone PE but lengthens the bus-stage paths, and
+    # the 4 x 4 core routed faster without it in each of three comparisons (docs/fpga.md,
+    # session 22). The second distribution level took the 4 x 4 core from 62.51 to 67.62
+    # MHz (seed 1; docs/fpga.md, session 23)
+    "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True,
                        mul_latency=4, add_latency=5),
 }
 

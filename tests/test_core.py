@@ -10,7 +10,7 @@ import pytest
 from pe.fp_golden import mac_bits
 from pe.microop import Gate, MicroOp, PredMode, Src
 from conftest import SIM_PARAMS, require_sim
-from rtl.config import ArchConfig
+from rtl.config import PRESETS, ArchConfig
 from rtl.core import Core
 from sim.core_model import Beat, CoreModel
 from sim.harness import BUILD, atomic_write, run_cocotb
@@ -20,14 +20,14 @@ from sw.isa import HostDir, Instruction, SeqOp
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    # the FPGA timing (preset fpga): execute, bus, distribution and fetch stages, FP 4 / 5
-    # (the read stage is run by the core-level tests of test_chip, test_kernels, test_train*)
+    # the FPGA timing before session 23's second distribution level: execute, bus,
+    # distribution and fetch stages, FP 4 / 5 (the read stage is run by the core-level
+    # tests of test_chip, test_kernels, test_train*)
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
-    # two distribution levels (fan stage): the PE side two cycles behind the sequencer
-    "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                               bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True, mul_latency=4,
-                               add_latency=5),
+    # preset fpga: the same with two distribution levels (fan stage), the PE side two
+    # cycles behind the sequencer
+    "nr2_fp16_fan": PRESETS["fpga"].replace(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
 }
 
 

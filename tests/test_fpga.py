@@ -525,8 +525,12 @@ def test_experiment_row_from_build_dir(tmp_path):
     assert row["Fmax MHz (nextpnr, pre-routing estimate)"] == 55.7
     assert row["Fmax MHz (nextpnr, routed)"] == 81.5
     assert row["LUT4 % (nextpnr)"] == 50 and row["seed"] == 3
-    assert row["command"].endswith("--clock-mhz 100 --router router1 --noabc9 --seed 3 "
+    assert row["command"].endswith("--clock-mhz 100 --router router1 --no-dff --seed 3 "
                                    "--nextpnr-opt=--detailed-timing-report")
+    assert row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"] == row["command"]
+    (tmp_path / "summary.json").write_text(json.dumps(dict(summary, abc9_dff=True)))
+    assert "--no-dff" not in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
+    (tmp_path / "summary.json").write_text(json.dumps(summary))
     summary.pop("fmax_mhz")
     summary["error"] = "nextpnr failed"
     (tmp_path / "summary.json").write_text(json.dumps(summary))
