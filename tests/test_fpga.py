@@ -429,6 +429,30 @@ def test_cli_build_reports_missing_tool(monkeypatch, tmp_path, capsys):
     assert "YOSYS=" in capsys.readouterr().err
 
 
+def test_synthesis_commands_and_the_no_dff_flag(monkeypatch, capsys):
+    """ECP5 synthesis is synth_ecp5 -dff, its fallback (and --no-dff) plain synth_ecp5:
+    Yosys 0.70's synth_ecp5 always maps with ABC9 and silently ignores -noabc9, so no
+    command may pretend to choose another mapper. --noabc9 is the flag's old name."""
+    import rtl.fpga
+    from rtl.cli import main
+    from rtl.synth import _script
+
+    assert "synth_ecp5 -dff -top pe;" in _script("ecp5", "pe", "pe.v", "s.json")
+    fallback = _script("ecp5", "pe", "pe.v", "s.json", fallback=True)
+    assert "synth_ecp5 -top pe;" in fallback and "abc" not in fallback
+    seen = []
+
+    def fake_build(cfg, board, **kw):
+        seen.append(kw["dff"])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(rtl.fpga, "build", fake_build)
+    for flags, dff in (([], True), (["--no-dff"], False), (["--noabc9"], False)):
+        assert main(["build", "--config", "tiny", *flags]) == 1
+        assert "stop here" in capsys.readouterr().err
+        assert seen.pop() is dff
+
+
 def test_tool_versions_name_packages_and_tools():
     """A build's summary records what built it: the Python packages that shape the netlist
     or run a tool (installed: a version; missing: None) and the tool paths in use."""
