@@ -246,7 +246,7 @@ class Core(wiring.Component):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
         if dist:
             hin_data_d = dly_chain(hin_data_issue, "hin_data",
-                                   first=hin_data_issue if lone else Mux(rin_pop, rx.r_data, hin_data_issue))[-1]
+                                   first=None if lone else Mux(rin_pop, rx.r_data, hin_data_issue))[-1]
         else:
             if not lone:
                 m.d.comb += [rx.r_en.eq(head_issues & seq.need_rin), ring_pop.eq(rx.r_en)]
