@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from pe.microop import SEG_BITS
 
-__all__ = ["BroadcastBus", "segment_of", "segment_len"]
+__all__ = ["BroadcastBus", "segment_of", "segment_len", "visibility", "vis_bits"]
 
 
 def segment_of(i: int, g: int, n: int) -> range:
@@ -22,6 +22,21 @@ def segment_of(i: int, g: int, n: int) -> range:
 
 def segment_len(i: int, g: int, n: int) -> int:
     return len(segment_of(i, g, n))
+
+
+def vis_bits(n: int) -> int:
+    """Number of visibility flags of a bus of ``n`` PEs (one per bit of a PE position)."""
+    return max(1, (n - 1).bit_length())
+
+
+def visibility(seg, n: int):
+    """The visibility flags of segmentation ``seg`` on a bus of ``n`` PEs, as a value of
+    :func:`vis_bits` bits: bit ``k`` is set iff two PEs whose positions differ first
+    (highest) in bit ``k`` share a segment, i.e. ``seg = g`` with ``g = 0``,
+    ``2**g >= n`` or ``g > k``."""
+    n_seg = 1 << SEG_BITS
+    return Cat(*(Array([Const(int(g == 0 or g > k or (1 << g) >= n), 1) for g in range(n_seg)])[seg]
+                 for k in range(vis_bits(n))))
 
 
 class BroadcastBus(wiring.Component):
@@ -43,6 +58,11 @@ class BroadcastBus(wiring.Component):
         Data width (the format's width).
     n : int
         Number of PEs on the bus (``nr``).
+    vis_in : bool
+        Take each receiver's visibility flags from ports ``vis{i}`` (flip-flops the core
+        loads with :func:`visibility` of the segmentation beside the ``seg`` register,
+        one copy per receiver: FPGA timing, ``docs/fpga.md``) instead of decoding them
+        here from ``seg``, which then only counts ``hops``. Same values.
 
     Ports
     -----
@@ -51,6 +71,8 @@ class BroadcastBus(wiring.Component):
         not drive (the value is not gated by ``oe``, which only counts ``hops``).
     seg : In(SEG_BITS)
         Segmentation of this cycle (the operand-stage micro-op's ``rdrv.seg``/``cdrv.seg``).
+    vis{i} : In(vis_bits(n)), only with ``vis_in``
+        :func:`visibility` of ``seg``, as receiver ``i``'s own copy.
     host_data : In(width), host_en : In(1)
         Host stream lane driving the bus.
     value{i} : Out(width)
@@ -63,14 +85,17 @@ class BroadcastBus(wiring.Component):
         Host and a PE drove the bus in the same cycle (host wins).
     """
 
-    def __init__(self, width: int, n: int):
+    def __init__(self, width: int, n: int, vis_in: bool = False):
         self.width = width
         self.n = n
+        self.vis_in = vis_in
         members = {}
         for i in range(n):
             members[f"data_in{i}"] = In(width)
             members[f"oe{i}"] = In(1)
             members[f"value{i}"] = Out(width)
+            if vis_in:
+                members[f"vis{i}"] = In(vis_bits(n))
         members.update(seg=In(SEG_BITS), host_data=In(width), host_en=In(1),
                        hops=Out(range(n + 1)), conflict=Out(1))
         super().__init__(members)
@@ -93,17 +118,14 @@ class BroadcastBus(wiring.Component):
         # the value on PE i's segment is the OR of the data inputs of the PEs sharing it,
         # with no output-enable gating. PE j shares i's segment under segmentation g iff
         # g = 0, 2**g >= n or g > k, k = the highest bit in which i and j differ: one
-        # visibility flag per k, decoded once per bus from ``seg``, so each value is one
-        # AND-OR of the n data inputs and the host lane (FPGA timing: the bus lies on the
-        # operand-stage paths).
-        nk = max(1, (n - 1).bit_length())
-        vis = []
-        for k in range(nk):
-            v = Signal(name=f"vis{k}")
-            m.d.comb += v.eq(Array([Const(int(g == 0 or g > k or (1 << g) >= n), 1)
-                                    for g in range(n_seg)])[self.seg])
-            vis.append(v)
+        # visibility flag per k, decoded once per bus from ``seg`` (or, with ``vis_in``,
+        # each receiver's own registered copy), so each value is one AND-OR of the n data
+        # inputs and the host lane (FPGA timing: the bus lies on the operand-stage paths).
+        nk = vis_bits(n)
+        vis_all = Signal(nk, name="vis")
+        m.d.comb += vis_all.eq(visibility(self.seg, n))
         for i, out in enumerate(self.values()):
+            vis = getattr(self, f"vis{i}") if self.vis_in else vis_all
             acc = drv[i][0]
             for j in range(n):
                 if j != i:

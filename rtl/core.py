@@ -12,7 +12,7 @@ from amaranth.hdl import EnableInserter
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from noc.broadcast_bus import BroadcastBus
+from noc.broadcast_bus import BroadcastBus, visibility, vis_bits
 from pe.pe import PE
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
@@ -324,10 +324,32 @@ class Core(wiring.Component):
                 bus_lanes[k] = Signal(name=f"bus_{k}")
                 m.d.sync += bus_lanes[k].eq(nxt_pe_en & (nxt_hin == d))
 
-        def make_buses(prefix, lanes_):
-            rb = [BroadcastBus(w, nr) for _ in range(nr)]
-            cb = [BroadcastBus(w, nr) for _ in range(nr)]
+        # The bus-stage buses take their visibility flags (the decode of the segmentation)
+        # from registers, one copy per receiving PE (module ``pe_<r>_<c>_vis``, kept
+        # apart by the FPGA build like the distribution copies): the segmentation
+        # register then drives no die-wide decode in front of every bus's AND-OR (the
+        # 4 x 4 core's critical path, docs/fpga.md). Loaded beside ``bus_rseg`` /
+        # ``bus_cseg`` with the decode of the same value, so they equal its decode.
+        vis = None
+        if cfg.bus_stage:
+            vis = {}
+            for r in range(nr):
+                for c in range(nr):
+                    vm = Module()
+                    rv = Signal(vis_bits(nr), name="row_vis")
+                    cv = Signal(vis_bits(nr), name="col_vis")
+                    vm.d.sync += [rv.eq(visibility(rseg_op, nr)), cv.eq(visibility(cseg_op, nr))]
+                    m.submodules[f"pe_{r}_{c}_vis"] = EnableInserter(pe_en)(vm)
+                    vis[r, c] = (rv, cv)
+
+        def make_buses(prefix, lanes_, vis=None):
+            rb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
+            cb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
             for i in range(nr):
+                if vis is not None:
+                    for j in range(nr):
+                        m.d.comb += [getattr(rb[i], f"vis{j}").eq(vis[i, j][0]),
+                                     getattr(cb[i], f"vis{j}").eq(vis[j, i][1])]
                 m.submodules[f"{prefix}row_bus{i}"] = rb[i]
                 m.submodules[f"{prefix}col_bus{i}"] = cb[i]
                 m.d.comb += [
@@ -339,7 +361,7 @@ class Core(wiring.Component):
                     cb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
                 ]
             return rb, cb
-        row_bus, col_bus = make_buses("", bus_lanes)
+        row_bus, col_bus = make_buses("", bus_lanes, vis)
         if cfg.bus_stage:
             hout_row_bus, hout_col_bus = make_buses("hout_", op_lanes)
         else:

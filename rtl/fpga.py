@@ -365,14 +365,16 @@ def _modules(rtlil: str, pattern: str) -> list[str]:
 def keep_pe_ffs(rtlil: str) -> str:
     """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
     module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
-    distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`, and
+    distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`, ``..._vis``,
+    its copy of the buses' visibility flags with :attr:`~rtl.config.ArchConfig.bus_stage`,
+    and
     ``... .uop_fan_<r>_<k>``, the copies of the sequencer's micro-op register the
     distribution registers load from; the PEs' FP units' modules are not included).
     Every PE registers the same broadcast micro-op, so without it ``opt_merge`` keeps one
     copy of each register whose input does not depend on the PE (the operand-stage
     micro-op, pipeline destinations, source selects) and that one flip-flop drives all
     PEs (docs/fpga.md, timing)."""
-    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist)?|uop_fan_\d+_\d+)")
+    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist|_vis)?|uop_fan_\d+_\d+)")
     if not mods:
         return "# (no PE modules: nothing to keep)"
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)

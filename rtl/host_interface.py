@@ -49,11 +49,12 @@ class HostInterface(wiring.Component):
     load_addr, load_data, load_en : Out
         Microcode write port (one word per cycle at most).
     start : Out(1), start_pc : Out(pc_bits)
-        Pulse that starts the sequencer.
+        Pulse that starts the sequencer, from flip-flops: the cycle after the RUN
+        header (state START, which takes no input beat).
     halted : In(1), halt_pc : In(pc_bits)
         The sequencer issued its HALT instruction (at ``halt_pc``) this cycle.
     running : Out(1)
-        RUN state, from the cycle after the RUN header to the done beat (counters count).
+        RUN state, from the cycle after the start pulse to the done beat (counters count).
     hin_valid : Out(1), hin_data : Out(host_width), hin_take : In(1)
         During RUN, the input stream as seen by ``hin`` instructions: the core sets
         ``hin_take`` in the cycle it consumes the beat (only while ``hin_valid``).
@@ -133,6 +134,22 @@ class HostInterface(wiring.Component):
         last_pc = Signal(cfg.pc_bits)
 
         m.d.comb += [self.cnt_sel.eq(cidx), self.load_addr.eq(addr), self.load_data.eq(word[:self.instr_bits])]
+        # The start pulse and the RUN state's input stream come from flip-flops of their
+        # own, not from a decode of the state register: ``start`` selects the sequencer's
+        # microcode address and ``hin_valid`` enters the stall decision, and the state
+        # decode in front of them was on the 4 x 4 core's critical path (docs/fpga.md).
+        start = Signal()                # the START state (one cycle after the RUN header)
+        start_pc = Signal(cfg.pc_bits)
+        run = Signal()                  # the RUN state
+        m.d.sync += start.eq(0)
+        m.d.comb += [self.start.eq(start), self.start_pc.eq(start_pc)]
+        with m.If(run):
+            m.d.comb += [
+                self.hin_valid.eq(self.s_axis_tvalid),
+                self.hin_data.eq(self.s_axis_tdata),
+                self.s_axis_tready.eq(self.hin_take),
+                self.host_in_beat.eq(self.hin_take & self.s_axis_tvalid),
+            ]
 
         with m.FSM(name="host"):
             with m.State("IDLE"):
@@ -143,8 +160,8 @@ class HostInterface(wiring.Component):
                             m.d.sync += [addr.eq(arg0), remaining.eq(Cat(arg1, arg1 == 0)), chunk.eq(0)]
                             m.next = "LOAD"
                         with m.Case(Cmd.RUN):
-                            m.d.comb += [self.start.eq(1), self.start_pc.eq(arg0)]
-                            m.next = "RUN"
+                            m.d.sync += [start.eq(1), start_pc.eq(arg0)]
+                            m.next = "START"
                         with m.Case(Cmd.COUNTERS):
                             m.d.sync += [cidx.eq(0), cpart.eq(0), cwait.eq(PerfCounters.READOUT_LATENCY)]
                             m.next = "COUNTERS"
@@ -172,18 +189,18 @@ class HostInterface(wiring.Component):
                         m.d.sync += [addr.eq(addr + 1), remaining.eq(remaining - 1), chunk.eq(0)]
                         with m.If(remaining == 1):
                             m.next = "IDLE"
+            with m.State("START"):
+                # the start pulse, from flip-flops (start, start_pc); no input beat is taken
+                m.d.sync += run.eq(1)
+                m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [
                     self.running.eq(1),
-                    self.hin_valid.eq(self.s_axis_tvalid),
-                    self.hin_data.eq(self.s_axis_tdata),
-                    self.s_axis_tready.eq(self.hin_take),
-                    self.host_in_beat.eq(self.hin_take & self.s_axis_tvalid),
                     w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
                     self.host_out_beat.eq(self.push_en),
                 ]
                 with m.If(self.halted):
-                    m.d.sync += [drain.eq(self.drain_cycles), last_pc.eq(self.halt_pc)]
+                    m.d.sync += [drain.eq(self.drain_cycles), last_pc.eq(self.halt_pc), run.eq(0)]
                     m.next = "DRAIN"
             with m.State("DRAIN"):
                 # operations in flight complete; hout pushes of the last instructions land

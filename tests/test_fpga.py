@@ -232,13 +232,13 @@ def test_keep_pe_ffs_names_the_distribution_tree():
     from rtl.synth import find_yosys
     from sw.isa import instr_layout
 
-    cfg = UART_CFG.replace(dist_stage=True, fetch_stage=True, nr=4)
+    cfg = UART_CFG.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, nr=4)
     il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
     cmd = keep_pe_ffs(il)
     core = "top.ucore.core"
-    assert cmd.count("/t:$dff") == 4 * 4 * 2 + 4 * 2
+    assert cmd.count("/t:$dff") == 4 * 4 * 3 + 4 * 2
     assert all(f"{core}.pe_{r}_{c}/t:$dff" in cmd and f"{core}.pe_{r}_{c}_dist/t:$dff" in cmd
-               for r in range(4) for c in range(4))
+               and f"{core}.pe_{r}_{c}_vis/t:$dff" in cmd for r in range(4) for c in range(4))
     assert all(f"{core}.uop_fan_{r}_{k}/t:$dff" in cmd for r in range(4) for k in range(2))
     n_en = math.ceil(instr_layout(cfg).size / Sequencer.HEAD_CHUNK)
     keep = keep_enable_copies(il)
