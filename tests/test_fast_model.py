@@ -37,7 +37,7 @@ from conftest import SIM_PARAMS, require_sim
 from fast_programs import STYLES, preload, random_case, random_value
 from pe import fp_golden
 from pe.pe_model import PEModel
-from rtl.config import ArchConfig
+from rtl.config import PRESETS, ArchConfig
 from sim.core_model import CoreModel
 from sim.core_run import Phase, run_job, run_session, session_beats
 from sim.fast_common import Arith
@@ -576,6 +576,9 @@ RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
     "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True, mul_latency=4,
                                add_latency=5),
+    # preset fpga at nr = 4, the board's array: segmented buses (segments of 2 PEs) with
+    # the bus stage's per-receiver visibility registers, which nr = 2 cannot tell apart
+    "nr4_fp16_fan": PRESETS["fpga"].replace(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),
 }
 
 
