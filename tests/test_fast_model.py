@@ -586,7 +586,7 @@ def _rtl_phases(cfg, seed):
     from noc.collectives import Region
     from sw.asm import Builder
     from sw.kernels import emit_gemv
-    from sw.transfer import emit_load, load_beats_for
+    from sw.transfer import emit_load, emit_unload, load_beats_for
 
     rng = random.Random(seed)
     nr = cfg.nr
@@ -600,9 +600,21 @@ def _rtl_phases(cfg, seed):
         data += load_beats_for(cfg, local)
     b.halt()
     phases = [Phase(b.build().words(), data, "fill")]
+    # each random phase is followed by a dump of every PE's register file (the random
+    # programs' own hout beats rarely show what a PE received over a bus), the last one
+    # by a dump of both SRAM banks' filled words as well
     for i, style in enumerate(("kernel", "kernel", "mixed", "random")):
         c = random_case(cfg, seed + i, style=style, max_issued=250 if nr >= 4 else 400)
         phases.append(Phase(c.words, c.data, f"random{i}"))
+        d = Builder(cfg)
+        for reg in range(cfg.n_regs):
+            for k in range(nr):
+                d.text(f"cdrv r{reg} @row={k} | hout col")
+        if i == 3:
+            for bank in ("a", "b"):
+                emit_unload(d, cfg, bank, 0, n)
+        d.halt()
+        phases.append(Phase(d.build().words(), [], f"dump{i}"))
     bk = Builder(cfg)
     emit_gemv(bk, cfg, 2 * nr + 1, 3 * nr, Region("a", 0), Region("b", 0), Region("b", 40))
     bk.halt()
