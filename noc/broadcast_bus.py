@@ -121,9 +121,9 @@ class BroadcastBus(wiring.Component):
         # visibility flag per k, decoded once per bus from ``seg`` (or, with ``vis_in``,
         # each receiver's own registered copy), so each value is one AND-OR of the n data
         # inputs and the host lane (FPGA timing: the bus lies on the operand-stage paths).
-        nk = vis_bits(n)
-        vis_all = Signal(nk, name="vis")
-        m.d.comb += vis_all.eq(visibility(self.seg, n))
+        if not self.vis_in:
+            vis_all = Signal(vis_bits(n), name="vis")
+            m.d.comb += vis_all.eq(visibility(self.seg, n))
         for i, out in enumerate(self.values()):
             vis = getattr(self, f"vis{i}") if self.vis_in else vis_all
             acc = drv[i][0]
