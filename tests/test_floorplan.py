@@ -137,3 +137,69 @@ def test_build_step_writes_the_plan(tmp_path):
     assert fp["pe_rams"] == 0 and "3 PE rows but the device has 2 block-RAM rows" in fp["reason"]
     assert "not applied" in logs[-1]
     assert _floorplan(tmp_path, 2, "LFE5U-99F", args, env, logs.append)["pe_rams"] == 0
+
+
+# a made-up device shaped like the LFE5U-85F: 4 block-RAM rows (y = 22, 46, 70, 82) of
+# 52 sites (x = 4, 6, ..., 106); rows close together next to the width of a row
+SITES85 = [f"X{4 + 2 * i}/Y{y}/EBR{i % 4}" for y in (22, 46, 70, 82) for i in range(52)]
+
+
+def test_middle_room_for_the_other_rams():
+    """``middle``: the two middle PE columns move apart (and only they), so that the
+    block RAMs of no PE fit next to the centre of a row."""
+    names = _names(4, per_pe=8, extra=[f"core.seq.ucode.0.{i}" for i in range(12)])
+    plain = plan_pe_rams(names, 4, SITES85)
+    roomy = plan_pe_rams(names, 4, SITES85, middle=12)
+
+    def first(plan, c):
+        return min(_xy(b)[0] for n, b in plan.items() if f"pe_1_{c}." in n)
+
+    # stretches of 13 sites; columns 1 and 2 at sites 13 and 31 leave 10 free in the middle
+    assert [first(plain, c) for c in range(4)] == [4, 30, 66, 92]
+    # 12 wanted: column 1 one site to the left, column 2 one to the right
+    assert [first(roomy, c) for c in range(4)] == [4, 28, 68, 92]
+    assert len(set(roomy.values())) == 128
+    for r in range(4):                                   # every PE row alike, adjacent sites
+        for c in range(4):
+            xs = sorted(_xy(b)[0] for n, b in roomy.items() if f"pe_{r}_{c}." in n)
+            assert xs == list(range(xs[0], xs[0] + 16, 2))
+    assert plan_pe_rams(names, 4, SITES85, middle=10) == plain      # room enough already
+    # as far as the neighbours allow: column 1 ends on column 0's last site + 1
+    tight = plan_pe_rams(names, 4, SITES85, middle=40)
+    assert [first(tight, c) for c in range(4)] == [4, 20, 76, 92]
+    # an odd nr keeps its middle column in the middle
+    n3 = _names(3, per_pe=8)
+    assert plan_pe_rams(n3, 3, SITES85, middle=12) == plan_pe_rams(n3, 3, SITES85)
+
+
+def test_a_memory_stays_on_one_row():
+    """The microcode's 12 block RAMs on one row, left to right in name order, on the row
+    nearest the centre with room for all of them; not split over two rows (the nearest
+    free sites anywhere would put two of them on the next row, 24 rows away:
+    docs/fpga.md, session 24)."""
+    ucode = [f"core.seq.ucode.0.{i}" for i in range(12)]
+    names = _names(4, per_pe=8, extra=ucode + ["core.fifo.0.0", "core.fifo.0.1"])
+    pe_plan = plan_pe_rams(names, 4, SITES85)             # 10 free sites in the middle
+    other = plan_other_rams(names, pe_plan, SITES85)
+    assert sorted(other) == sorted(ucode + ["core.fifo.0.0", "core.fifo.0.1"])
+    assert not set(other.values()) & set(pe_plan.values())
+    xy = [_xy(other[n]) for n in ucode]
+    assert {y for _, y in xy} == {46}                    # centre y = 55: row 46 is nearest
+    assert [x for x, _ in xy] == sorted(x for x, _ in xy)  # ucode.0.2 left of ucode.0.10
+    # a memory no row has room for takes the nearest free sites anywhere
+    big = [f"core.big.0.{i}" for i in range(21)]          # 20 free sites per row
+    other = plan_other_rams(_names(4, per_pe=8, extra=big), pe_plan, SITES85)
+    assert len(other) == 21 and len({_xy(b)[1] for b in other.values()}) > 1
+    free = [b for b in SITES85 if b not in pe_plan.values()]
+    assert set(other.values()) == set(sorted(free, key=lambda b: (_xy(b)[0] - 55) ** 2 + (_xy(b)[1] - 55) ** 2)[:21])
+
+
+def test_apply_floorplan_makes_middle_room(tmp_path):
+    net = tmp_path / "top.json"
+    ucode = [f"core.seq.ucode.0.{i}" for i in range(12)]
+    net.write_text(json.dumps(ram_netlist(_names(4, per_pe=8, extra=ucode))))
+    fp = apply_floorplan(net, 4, SITES85)
+    assert fp["pe_rams"] == 128 and fp["other_rams"] == 12
+    xs = sorted(_xy(fp["plan"][n])[0] for n in ucode)
+    assert {_xy(fp["plan"][n])[1] for n in ucode} == {46}
+    assert xs == list(range(xs[0], xs[0] + 24, 2))       # twelve adjacent sites
