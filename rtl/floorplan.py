@@ -9,12 +9,12 @@ column ``c`` on the ``c``-th of ``nr`` equal stretches of that row, so that the 
 array keeps its shape on the die (row buses run along the block-RAM rows, column buses
 across them). The other block RAMs (the sequencer's microcode, FIFOs) go on the free
 sites nearest the centre of the PE RAMs, one memory after the other, largest first, each
-memory on one block-RAM row (:func:`plan_other_rams`), so that the sequencer, which feeds every PE, sits in the
-middle of the array; to leave room there the PEs of the left half of the array take the
-left end of their stretch, those of the right half its right end, and the two middle PE
-columns move further apart when the other block RAMs need more room than that. :func:`apply_floorplan`
-writes the sites into the synthesized netlist as nextpnr's ``BEL`` attribute; nextpnr
-then places the logic around its RAMs.
+memory on one block-RAM row (:func:`plan_other_rams`), so that the sequencer, which feeds
+every PE, sits in the middle of the array; to leave room there the PEs of the left half
+of the array take the left end of their stretch, those of the right half its right end,
+and the two middle PE columns move further apart when the other block RAMs need more
+room than that. :func:`apply_floorplan` writes the sites into the synthesized netlist as
+nextpnr's ``BEL`` attribute; nextpnr then places the logic around its RAMs.
 
 The block-RAM sites of a device are read off nextpnr itself (:func:`ebr_sites`: a
 netlist of nothing but as many ``DP16KD`` as the device has, placed in a few seconds)

@@ -191,7 +191,8 @@ def test_a_memory_stays_on_one_row():
     other = plan_other_rams(_names(4, per_pe=8, extra=big), pe_plan, SITES85)
     assert len(other) == 21 and len({_xy(b)[1] for b in other.values()}) > 1
     free = [b for b in SITES85 if b not in pe_plan.values()]
-    assert set(other.values()) == set(sorted(free, key=lambda b: (_xy(b)[0] - 55) ** 2 + (_xy(b)[1] - 55) ** 2)[:21])
+    nearest = sorted(free, key=lambda b: (_xy(b)[0] - 55) ** 2 + (_xy(b)[1] - 55) ** 2)  # centre (55, 55)
+    assert set(other.values()) == set(nearest[:21])
 
 
 def test_apply_floorplan_makes_middle_room(tmp_path):
