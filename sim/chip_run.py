@@ -182,7 +182,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         res = BUILD / "vectors" / f"{tag}-result.json"
         atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at, end_at, per_core),
                                       "out": [[[b.data, b.last] for b in s] for s in streams]}))
-        run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg,
+        run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg, design_key=cfg.to_json(),
                    params={"vectors": str(vec), "result": str(res)})
         got = json.loads(res.read_text())
         out = [[Beat(int(d), bool(last)) for d, last in s] for s in got["out"]]

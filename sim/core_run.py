@@ -83,7 +83,8 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
     atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
     params = {"vectors": str(vec), "result": str(res), "pause_in": pause_in, "pause_out": pause_out,
               "seed": seed, "relaxed_tail": n_ctr if (pause_in or pause_out) else 0}
-    run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params)
+    run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params,
+               design_key=cfg.to_json())
     got = json.loads(res.read_text())
     out = [Beat(int(d), bool(last)) for d, last in got["out"]]
     return _split(cfg, out, f"rtl-{sim}", info={"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]})
@@ -137,7 +138,8 @@ def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, 
         if pause_in or pause_out:
             raise ValueError("run_session compares counters exactly: no stream pauses")
         params = {"vectors": str(vec), "result": str(res), "seed": seed}
-        run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params)
+        run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params,
+                   design_key=cfg.to_json())
         got = json.loads(res.read_text())
         out = [Beat(int(d), bool(last)) for d, last in got["out"]]
         info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -163,11 +164,47 @@ def simulator_build_args(sim: str) -> list[str]:
     return []
 
 
-def write_verilog(component, name: str, path: Path | str | None = None, ports=None) -> tuple[str, Path]:
-    """Convert an Amaranth component to Verilog; return (text, path)."""
+#: the packages whose Python source determines a design's Verilog (:func:`rtl_source_digest`)
+RTL_PACKAGES = ("rtl", "pe", "noc", "sw", "sim")
+
+
+@functools.lru_cache(maxsize=1)
+def rtl_source_digest() -> str:
+    """A digest of every ``.py`` file of :data:`RTL_PACKAGES` and of the Amaranth version:
+    the Verilog of a design named by a ``design_key`` is reused while this is unchanged."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256(f"amaranth {version('amaranth')}\n".encode())
+    for pkg in RTL_PACKAGES:
+        for f in sorted((ROOT / pkg).rglob("*.py")):
+            h.update(f"{f.relative_to(ROOT)}\n".encode())
+            h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def write_verilog(component, name: str, path: Path | str | None = None, ports=None,
+                  design_key: str | None = None) -> tuple[str, Path]:
+    """Convert an Amaranth component to Verilog; return (text, path).
+
+    ``design_key``: a string that, with the sources of :data:`RTL_PACKAGES`, determines
+    the design (e.g. ``cfg.to_json()`` for ``Core(cfg)``). The Verilog is then converted
+    once and kept (``build/sim/verilog/keyed/``); later calls with the same key, name and
+    sources read it instead of converting ``component`` again (a 4-core chip takes
+    20-40 s to convert). Only for designs the key describes completely."""
     from amaranth.back import verilog
 
-    text = verilog.convert(component, name=name, ports=ports, emit_src=False)
+    keyed = None
+    if design_key is not None and path is None and ports is None:
+        kd = hashlib.sha256(f"{name}\n{design_key}\n{rtl_source_digest()}".encode()).hexdigest()[:16]
+        keyed = BUILD / "verilog" / "keyed" / f"{name}-{kd}.v"
+    if keyed is not None and keyed.exists():
+        text = keyed.read_text()
+        if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
+            component._MustUse__used = True
+    else:
+        text = verilog.convert(component, name=name, ports=ports, emit_src=False)
+        if keyed is not None:
+            atomic_write(keyed, text)
     if path is None:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         path = BUILD / "verilog" / f"{name}-{digest}.v"
@@ -179,7 +216,8 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
 
 def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = None,
                config=None, params: dict | None = None, testcase: str | None = None,
-               waves: bool | None = None, seed: int | None = None, timeout_s: float | None = None) -> dict:
+               waves: bool | None = None, seed: int | None = None, timeout_s: float | None = None,
+               design_key: str | None = None) -> dict:
     """Build ``component`` and run the cocotb tests in ``test_module`` on it.
 
     Parameters
@@ -196,6 +234,9 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         JSON-serializable test parameters (read with :func:`tb_params`).
     waves : bool, optional
         Dump waveforms; default from environment ``WAVES=1``.
+    design_key : str, optional
+        What, with the RTL sources, determines ``component``'s design: its Verilog is
+        then reused across calls and processes (:func:`write_verilog`).
 
     Returns
     -------
@@ -208,7 +249,7 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
     env = find_simulator(sim)
     if waves is None:
         waves = os.environ.get("WAVES", "0") not in ("", "0")
-    text, vpath = write_verilog(component, toplevel)
+    text, vpath = write_verilog(component, toplevel, design_key=design_key)
 
     old_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

@@ -1,9 +1,11 @@
 """Shared pytest configuration for the RTL test suites.
 
 ``SIM_PARAMS`` parametrizes a test over the simulators (``REPLAY_SIM_PARAMS``: Verilator
-marked ``slow``, for the long training-program replays); :func:`require_sim` fails the
-test with the install instruction when a simulator is missing (``make test`` installs
-both, so a missing one is an environment defect, not a reason to skip). Set
+marked ``slow``, for the long training-program replays; :func:`sim_matrix`: over
+configurations and simulators, Verilator in ``make test`` for chosen configurations
+only); :func:`require_sim` fails the test with the install instruction when a simulator
+is missing (``make test`` installs both, so a missing one is an environment defect, not
+a reason to skip). Set
 ``ALLOW_MISSING_SIM=1`` to skip instead (e.g. on a machine without a C++ toolchain).
 
 Verilator builds compile their C++ at ``-O0`` here unless ``VERILATOR_OPT`` says
@@ -24,6 +26,23 @@ SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
 #: same recorded phases on the same RTL; the Verilator build itself is covered by the
 #: unit-level tests' ``SIM_PARAMS``)
 REPLAY_SIM_PARAMS = ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])]
+
+
+def sim_matrix(cases, verilator: set | frozenset) -> list:
+    """``(case, sim)`` parameters for a test over configurations and simulators: every
+    case on Icarus; on Verilator the cases in ``verilator`` in ``make test`` and the
+    others ``slow`` (``make test-all``). A slow pair repeats on the second simulator what
+    its Icarus twin checks on the same RTL in ``make test``, and the Verilator build and
+    its cocotb harness are checked by the kept cases, so each test family runs on
+    Verilator at least once. (Most of a Verilator case's time is its C++ build.)"""
+    cases = list(cases)
+    unknown = set(verilator) - set(cases)
+    if unknown:
+        raise ValueError(f"sim_matrix: {sorted(unknown)} are not among the cases {cases}")
+    return [pytest.param(c, s, id=f"{c}-{s}",
+                         marks=[] if s == "icarus" else
+                         [pytest.mark.verilator] + ([] if c in verilator else [pytest.mark.slow]))
+            for c in cases for s in ("icarus", "verilator")]
 
 
 def require_sim(sim: str) -> None:

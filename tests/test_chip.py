@@ -5,7 +5,7 @@ deadlock), the fast chip model against it, and the chip RTL against the model (c
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from conftest import require_sim, sim_matrix
 from rtl.config import ArchConfig, ConfigError
 from sim.chip_model import ChipModel, RingDeadlock, RingStallError
 from sim.chip_run import ChipPhase, run_chip_session
@@ -192,13 +192,13 @@ def test_fast_engine_needs_only_as_many_rounds_as_hops():
 
 
 # -- RTL ---------------------------------------------------------------------------------
-@pytest.mark.parametrize("sim", SIM_PARAMS)
-@pytest.mark.parametrize("cfg", [CHIP4, CHIP4_FPGA], ids=["default", "fpga"])
-def test_chip_rtl_matches_model(sim, cfg):
+@pytest.mark.parametrize("cname,sim", sim_matrix(["default", "fpga"], verilator={"default"}))
+def test_chip_rtl_matches_model(cname, sim):
     """One session on the 4-core chip: stall-free round trip, then one with rin stalls and
     credit stalls (8-beat FIFOs); every core's beats and counters equal the model's.
     With the FPGA timing the distribution stage's ring look-ahead is exercised."""
     require_sim(sim)
+    cfg = {"default": CHIP4, "fpga": CHIP4_FPGA}[cname]
     host1, ph1 = roundtrip_phases(cfg, 6, seed=11, delays=(0, 3, 16))
     host2, ph2 = roundtrip_phases(cfg, 9, seed=12, delays=(0, 0, 0))
     host3, ph3 = roundtrip_phases(cfg, 9, seed=13, delays=(0, 25, 0))

@@ -9,7 +9,7 @@ import pytest
 
 from pe.fp_golden import mac_bits
 from pe.microop import Gate, MicroOp, PredMode, Src
-from conftest import SIM_PARAMS, require_sim
+from conftest import require_sim, sim_matrix
 from rtl.config import PRESETS, ArchConfig
 from rtl.core import Core
 from sim.core_model import Beat, CoreModel
@@ -74,13 +74,12 @@ def run_core(cfg, beats, name, sim, pause_in=0.0, pause_out=0.0, seed=0):
     atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
     params = {"vectors": str(vec), "result": str(res), "pause_in": pause_in, "pause_out": pause_out, "seed": seed,
               "relaxed_tail": n_ctr if (pause_in or pause_out) else 0}
-    run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params)
+    run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params, design_key=cfg.to_json())
     return model, expected, json.loads(res.read_text())
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
-@pytest.mark.parametrize("cname", list(CONFIGS))
-def test_core_fill_compute_readback(sim, cname):
+@pytest.mark.parametrize("cname,sim", sim_matrix(CONFIGS, verilator={"nr2_fp16_fan"}))
+def test_core_fill_compute_readback(cname, sim):
     require_sim(sim)
     cfg = CONFIGS[cname]
     seed = random.randrange(1 << 30)

@@ -37,13 +37,12 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-import sim.harness as harness
 from conftest import SIM_PARAMS, require_sim
 from fp_vectors import gen_operands, new_seed, read_testfloat, sample_path
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
 from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
-from sim.harness import BUILD, atomic_write, run_cocotb
+from sim.harness import BUILD, run_cocotb
 
 FORMATS = ("binary16", "bfloat16", "binary32")
 SIMS = ("icarus", "verilator")
@@ -82,7 +81,7 @@ class FPLanes(wiring.Component):
 
     def __init__(self, groups):
         self.groups = tuple(groups)
-        self.verilog_key = ("FPLanes", self.groups)     # for _memo_verilog
+        self.design_key = repr(self.groups)   # the design (run_cocotb's Verilog reuse)
         sig = {}
         for g in self.groups:
             for op in OPS:
@@ -103,34 +102,6 @@ class FPLanes(wiring.Component):
                     m.d.comb += [unit.a.eq(getattr(self, p + f"a{i}")), unit.b.eq(getattr(self, p + f"b{i}")),
                                  getattr(self, p + f"o{i}").eq(unit.o)]
         return m
-
-
-_VERILOG: dict = {}
-
-
-@pytest.fixture(autouse=True)
-def _memo_verilog(monkeypatch):
-    """Convert each FPLanes design to Verilog once per pytest process.
-
-    Wraps ``sim.harness.write_verilog`` (same contract) for components carrying a
-    ``verilog_key``; anything else goes to the original.
-    """
-    orig = harness.write_verilog
-
-    def write_verilog(component, name, path=None, ports=None):
-        key = getattr(component, "verilog_key", None)
-        if key is None or path is not None or ports is not None:
-            return orig(component, name, path, ports)
-        if (key, name) not in _VERILOG:
-            _VERILOG[key, name] = orig(component, name)
-        else:
-            component._MustUse__used = True    # not elaborated again: no UnusedElaboratable
-        text, p = _VERILOG[key, name]
-        if not (p.exists() and p.read_text() == text):
-            atomic_write(p, text)
-        return text, p
-
-    monkeypatch.setattr(harness, "write_verilog", write_verilog)
 
 
 def _need(sim):
@@ -170,7 +141,8 @@ def run_fp(sim: str, jobs: dict, *, groups=STANDARD_GROUPS, seed=None, tag: str 
     desc = "; ".join(f"{s['fmt']['name']} {s['op']} lat {s['latency']} x{s['lanes']}: "
                      f"{len(arrays[s['group'] + '_' + s['op'] + '_a'])}" for s in streams)
     try:
-        res = run_cocotb(FPLanes(groups), "fp_lanes", "tb_fp_units", sim=sim, params=params)
+        lanes = FPLanes(groups)
+        res = run_cocotb(lanes, "fp_lanes", "tb_fp_units", sim=sim, params=params, design_key=lanes.design_key)
     finally:
         print(f"[fp] {sim} [{desc}] seed={seed}: {time.perf_counter() - t0:.1f} s (build + sim)")
     path.unlink(missing_ok=True)

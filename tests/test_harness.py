@@ -63,3 +63,74 @@ def test_build_once_keeps_only_the_binary_and_skips_finished_builds(tmp_path, si
     (tmp_path / "top").unlink()  # a stamp without its binary is not a finished build
     _build_once(runner, sim, tmp_path / "top.v", "top", tmp_path, False, [])
     assert runner.builds == 2 and (tmp_path / "top").is_file()
+
+
+class _Counted:
+    """A tiny design that counts its elaborations."""
+
+    def __init__(self, width):
+        from amaranth.lib import wiring
+        from amaranth.lib.wiring import In, Out
+
+        outer = self
+
+        class Top(wiring.Component):
+            def __init__(self):
+                super().__init__({"a": In(width), "y": Out(width)})
+
+            def elaborate(self, platform):
+                from amaranth.hdl import Module
+                outer.elaborations += 1
+                m = Module()
+                m.d.comb += self.y.eq(~self.a)
+                return m
+
+        self.elaborations = 0
+        self.make = Top
+
+
+def test_keyed_verilog_is_converted_once(monkeypatch, recwarn):
+    """``design_key``: the Verilog is converted once per key, name and RTL sources, then
+    read back (no elaboration and no unused-elaboratable warning); another key, another
+    name or changed sources convert again; without a key every call converts."""
+    import uuid
+
+    import sim.harness as h
+
+    d = _Counted(4)
+    name = f"keytest_{uuid.uuid4().hex[:8]}"
+    try:
+        t1, p1 = h.write_verilog(d.make(), name, design_key="w4")
+        t2, p2 = h.write_verilog(d.make(), name, design_key="w4")
+        assert (t1, p1) == (t2, p2) and d.elaborations == 1 and p1.read_text() == t1
+        h.write_verilog(_Counted(5).make(), name, design_key="w5")    # another key
+        h.write_verilog(d.make(), name)                               # no key: converts
+        assert d.elaborations == 2
+        monkeypatch.setattr(h, "rtl_source_digest", lambda: "changed-sources")
+        h.write_verilog(d.make(), name, design_key="w4")
+        assert d.elaborations == 3
+        import gc
+        gc.collect()
+        assert not [w for w in recwarn if "never used" in str(w.message)]
+    finally:
+        for f in (h.BUILD / "verilog").rglob(f"{name}-*.v"):
+            f.unlink()
+
+
+def test_rtl_source_digest_covers_the_rtl_packages():
+    import sim.harness as h
+
+    assert set(h.RTL_PACKAGES) >= {"rtl", "pe", "noc"}
+    assert h.rtl_source_digest() == h.rtl_source_digest() and len(h.rtl_source_digest()) == 16
+
+
+def test_sim_matrix_marks():
+    """Every case on Icarus in ``make test``; on Verilator only the chosen ones, the others
+    ``slow``; a chosen case that does not exist is an error."""
+    from conftest import sim_matrix
+
+    params = {p.id: {m.name for m in p.marks} for p in sim_matrix(["a", "b"], verilator={"b"})}
+    assert params == {"a-icarus": set(), "a-verilator": {"verilator", "slow"},
+                      "b-icarus": set(), "b-verilator": {"verilator"}}
+    with pytest.raises(ValueError, match=r"\['c'\] are not among the cases"):
+        sim_matrix(["a", "b"], verilator={"c"})

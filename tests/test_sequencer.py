@@ -18,7 +18,7 @@ import os
 import pytest
 
 from rtl.config import ArchConfig
-from conftest import SIM_PARAMS, require_sim
+from conftest import require_sim, sim_matrix
 from sim.harness import run_cocotb
 
 CONFIGS = {
@@ -34,9 +34,8 @@ N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "100"))
 BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
 
 
-@pytest.mark.parametrize("cfg_name", list(CONFIGS))
-@pytest.mark.parametrize("sim", SIM_PARAMS)
-def test_sequencer_rtl_matches_model(sim, cfg_name):
+@pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"fetch_l3a2d64"}))
+def test_sequencer_rtl_matches_model(cfg_name, sim):
     require_sim(sim)
     from rtl.sequencer import Sequencer
 
