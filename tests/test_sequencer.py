@@ -42,5 +42,5 @@ def test_sequencer_rtl_matches_model(cfg_name, sim):
     cfg = CONFIGS[cfg_name]
     seed = BASE_SEED + list(CONFIGS).index(cfg_name) + (100 if sim == "verilator" else 0)
     print(f"sequencer {cfg_name} on {sim}: seed={seed}, {N_RANDOM} random programs")
-    run_cocotb(Sequencer(cfg), f"sequencer_{cfg_name}", "tb_sequencer", sim=sim, config=cfg,
+    run_cocotb(Sequencer(cfg), f"sequencer_{cfg_name}", "tb_sequencer", sim=sim, config=cfg, design_key=cfg.to_json(),
                params={"seed": seed, "n_random": N_RANDOM, "chaos_every": 3})
