@@ -12,8 +12,8 @@ results of a TestFloat file).
 
 All standard configurations live in ONE design (:data:`STANDARD_GROUPS`), so Verilator
 compiles it once (~30 s of its build is fixed C++ work) and each test drives only its
-group. Converting that design to Verilog takes seconds of Python, so the Verilog text is
-memoized per pytest process (:func:`_memo_verilog`).
+group. Converting that design to Verilog takes seconds of Python, so its Verilog is
+reused (``run_cocotb``'s ``design_key``: the groups).
 
 Environment:
 
