@@ -8,13 +8,12 @@ instead: PE row ``r`` on one block-RAM row of the die (the middle ``nr`` rows), 
 column ``c`` on the ``c``-th of ``nr`` equal stretches of that row, so that the PE
 array keeps its shape on the die (row buses run along the block-RAM rows, column buses
 across them). The other block RAMs (the sequencer's microcode, FIFOs) go on the free
-sites nearest the centre of the PE RAMs, one memory after the other, largest first, each
-memory on one block-RAM row (:func:`plan_other_rams`), so that the sequencer, which feeds
-every PE, sits in the middle of the array; to leave room there the PEs of the left half
-of the array take the left end of their stretch, those of the right half its right end,
-and the two middle PE columns move further apart when the other block RAMs need more
-room than that. :func:`apply_floorplan` writes the sites into the synthesized netlist as
-nextpnr's ``BEL`` attribute; nextpnr then places the logic around its RAMs.
+sites nearest the centre of the PE RAMs, one memory after the other, largest first
+(:func:`plan_other_rams`), so that the sequencer, which feeds every PE, sits in the
+middle of the array; to leave room there the PEs of the left half of the array take the
+left end of their stretch, those of the right half its right end. :func:`apply_floorplan`
+writes the sites into the synthesized netlist as nextpnr's ``BEL`` attribute; nextpnr
+then places the logic around its RAMs.
 
 The block-RAM sites of a device are read off nextpnr itself (:func:`ebr_sites`: a
 netlist of nothing but as many ``DP16KD`` as the device has, placed in a few seconds)
@@ -83,7 +82,7 @@ def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | No
     return sites
 
 
-def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str], middle: int = 0) -> dict[str, str]:
+def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str]) -> dict[str, str]:
     """Block-RAM site per PE RAM cell (``{cell name: bel}``).
 
     ``ram_cells``: the ``DP16KD`` cell names of the netlist; those of PE ``(r, c)``
@@ -93,11 +92,8 @@ def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str], middle: int = 
     ``nr`` equal stretches in the middle of that row (each ``R_sites // nr`` sites, at most
     twice a PE's RAMs, so a small core stays compact): at its left end for ``c < (nr - 1) / 2``, at its
     right end for ``c > (nr - 1) / 2``, in its middle for the middle column of an odd
-    ``nr`` (the middle of each row stays free for :func:`plan_other_rams`). ``middle``:
-    the free sites wanted in the middle of each row (the block RAMs of no PE, so that a
-    memory such as the microcode fits on one row next to the centre); for an even ``nr``
-    the two middle PE columns move apart to make that room, as far as their neighbours
-    (or the row's ends) allow. Cells of no PE are not in the result. Raises
+    ``nr`` (the middle of each row stays free for :func:`plan_other_rams`). Cells of no
+    PE are not in the result. Raises
     :class:`FloorplanError` when a stretch has fewer sites than a PE has RAMs or there are
     more PE rows than block-RAM rows.
     """
@@ -127,83 +123,35 @@ def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str], middle: int = 
         if len(row) // nr < k:
             raise FloorplanError(f"a PE has {k} block RAMs, but a block-RAM row of the device split among "
                                  f"{nr} PE columns gives each {len(row) // nr} sites")
-        off = _pe_offsets(len(row), nr, k, middle)[c]
+        width = min(len(row) // nr, 2 * k)           # a small core stays compact
+        base = (len(row) - nr * width) // 2
+        off = base + c * width + (0 if 2 * c < nr - 1 else width - k if 2 * c > nr - 1 else (width - k) // 2)
         plan.update(zip(sorted(names), row[off:off + k]))
     return plan
 
 
-def _pe_offsets(n: int, nr: int, k: int, middle: int) -> list[int]:
-    """First site of each PE column on a block-RAM row of ``n`` sites (see :func:`plan_pe_rams`)."""
-    width = min(n // nr, 2 * k)                      # a small core stays compact
-    base = (n - nr * width) // 2
-    off = [base + c * width + (0 if 2 * c < nr - 1 else width - k if 2 * c > nr - 1 else (width - k) // 2)
-           for c in range(nr)]
-    if nr % 2 == 0 and middle > 0:
-        h = nr // 2
-        need = middle - (off[h] - (off[h - 1] + k))
-        room_l = off[h - 1] - (off[h - 2] + k if h >= 2 else 0)
-        room_r = (off[h + 1] if h + 1 < nr else n) - (off[h] + k)
-        if need > 0:
-            left = min(room_l, max((need + 1) // 2, need - room_r))
-            off[h - 1] -= left
-            off[h] += min(room_r, need - left)
-    return off
-
-
-def _natural(name: str) -> list:
-    """Sort key: ``ucode.0.2`` before ``ucode.0.10``."""
-    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
-
-
 def plan_other_rams(ram_cells: list[str], pe_plan: dict[str, str], sites: list[str]) -> dict[str, str]:
     """Sites for the block RAMs that belong to no PE (the sequencer's microcode, FIFOs,
-    scratchpad), near the centre ``(cx, cy)`` of the PE RAMs, so the sequencer, which
-    feeds every PE, sits in the middle of the array.
-
-    One memory after the other (a memory's cells are ``<memory>.<i>.<j>``; most cells
-    first, then by name) takes, on **one** block-RAM row, the free sites nearest ``cx``:
-    of the rows with room for all its cells, the one whose sites lie nearest the centre
-    (least sum of distances). A memory's cells thus stay together on one row, in name
-    order from left to right; a wide memory's address and data nets do not span two rows
-    of the die. A memory no row has room for takes the free sites nearest the centre
-    anywhere. Empty when ``pe_plan`` is, or when there are not enough free sites."""
+    scratchpad): the free sites nearest the centre of the PE RAMs, taken by one memory
+    after the other (a memory's cells are ``<memory>.<i>.<j>``; most cells first, then by
+    name), so the sequencer, which feeds every PE, sits in the middle of the array and a
+    memory's cells stay together. Empty when ``pe_plan`` is, or when there are not enough
+    free sites."""
     others = [n for n in ram_cells if n not in pe_plan and not _PE_RAM.search(n)]
     if not pe_plan or not others:
         return {}
     mems = defaultdict(list)
     for n in others:
         mems[re.sub(r"(\.\d+)+$", "", n)].append(n)
+    order = [n for _, cells in sorted(mems.items(), key=lambda kv: (-len(kv[1]), kv[0])) for n in sorted(cells)]
     xy = [_site_xy(b) for b in pe_plan.values()]
     cx, cy = sum(x for x, _ in xy) / len(xy), sum(y for _, y in xy) / len(xy)
     used = set(pe_plan.values())
-    free = {b: _site_xy(b) for b in sites if b not in used}
-    if len(free) < len(others):
+    free = sorted((b for b in sites if b not in used),
+                  key=lambda b: ((_site_xy(b)[0] - cx) ** 2 + (_site_xy(b)[1] - cy) ** 2, _site_xy(b)))
+    if len(free) < len(order):
         return {}
-
-    def dist(b):
-        x, y = free[b]
-        return ((x - cx) ** 2 + (y - cy) ** 2) ** 0.5
-
-    plan = {}
-    for _, cells in sorted(mems.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        k = len(cells)
-        rows = defaultdict(list)
-        for b, (x, y) in free.items():
-            rows[y].append(b)
-        best = None
-        for y, row in rows.items():
-            if len(row) < k:
-                continue
-            pick = sorted(row, key=lambda b: (abs(free[b][0] - cx), free[b][0]))[:k]
-            cost = (sum(dist(b) for b in pick), abs(y - cy), y)
-            if best is None or cost < best[0]:
-                best = (cost, pick)
-        pick = best[1] if best else sorted(free, key=lambda b: (dist(b), free[b]))[:k]
-        for name, b in zip(sorted(cells, key=_natural), sorted(pick, key=lambda b: free[b][::-1])):
-            plan[name] = b
-        for b in pick:
-            del free[b]
-    return plan
+    return dict(zip(order, free))
 
 
 def apply_floorplan(netlist: Path, nr: int, sites: list[str]) -> dict:
@@ -217,8 +165,7 @@ def apply_floorplan(netlist: Path, nr: int, sites: list[str]) -> dict:
     (top,) = [m for m in d["modules"].values() if int(str(m.get("attributes", {}).get("top", "0")), 2)]
     cells = top["cells"]
     rams = [n for n, c in cells.items() if c["type"] == "DP16KD"]
-    n_other = sum(1 for n in rams if not _PE_RAM.search(n))
-    pe_plan = plan_pe_rams(rams, nr, sites, middle=n_other)
+    pe_plan = plan_pe_rams(rams, nr, sites)
     other = plan_other_rams(rams, pe_plan, sites)
     plan = {**pe_plan, **other}
     for name, bel in plan.items():
