@@ -26,6 +26,7 @@ import contextlib
 import fcntl
 import functools
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -186,31 +187,36 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
                   design_key: str | None = None) -> tuple[str, Path]:
     """Convert an Amaranth component to Verilog; return (text, path).
 
-    ``design_key``: a string that, with the sources of :data:`RTL_PACKAGES`, determines
+    ``design_key``: a string that, with the sources of :data:`RTL_PACKAGES` and the
+    source file of ``component``'s class (a test's wrapper lies outside them), determines
     the design (e.g. ``cfg.to_json()`` for ``Core(cfg)``). The Verilog is then converted
-    once and kept (``build/sim/verilog/keyed/``); later calls with the same key, name and
-    sources read it instead of converting ``component`` again (a 4-core chip takes
-    20-40 s to convert). Only for designs the key describes completely."""
+    once: ``build/sim/verilog/keyed/`` maps the key to the digest of its content-addressed
+    file, and later calls with the same key, name and sources read that file instead of
+    converting ``component`` again (a 4-core chip takes 20-40 s to convert). Only for
+    designs the key describes completely."""
     from amaranth.back import verilog
 
     keyed = None
     if design_key is not None and path is None and ports is None:
-        kd = hashlib.sha256(f"{name}\n{design_key}\n{rtl_source_digest()}".encode()).hexdigest()[:16]
-        keyed = BUILD / "verilog" / "keyed" / f"{name}-{kd}.v"
-    if keyed is not None and keyed.exists():
-        text = keyed.read_text()
-        if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
-            component._MustUse__used = True
-    else:
-        text = verilog.convert(component, name=name, ports=ports, emit_src=False)
-        if keyed is not None:
-            atomic_write(keyed, text)
+        cls_src = inspect.getsourcefile(type(component))
+        h = hashlib.sha256(f"{name}\n{design_key}\n{rtl_source_digest()}\n".encode())
+        h.update(Path(cls_src).read_bytes() if cls_src else b"")
+        keyed = BUILD / "verilog" / "keyed" / f"{name}-{h.hexdigest()[:16]}"
+        if keyed.exists():
+            p = BUILD / "verilog" / f"{name}-{keyed.read_text().strip()}.v"
+            if p.exists():
+                if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
+                    component._MustUse__used = True
+                return p.read_text(), p
+    text = verilog.convert(component, name=name, ports=ports, emit_src=False)
     if path is None:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         path = BUILD / "verilog" / f"{name}-{digest}.v"
     p = Path(path)
     if not (p.exists() and p.read_text() == text):
         atomic_write(p, text)
+    if keyed is not None:
+        atomic_write(keyed, digest + "\n")
     return text, p
 
 

@@ -28,20 +28,21 @@ SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
 REPLAY_SIM_PARAMS = ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])]
 
 
-def sim_matrix(cases, verilator: set | frozenset) -> list:
+def sim_matrix(cases, verilator: set | frozenset, slow: set | frozenset = frozenset()) -> list:
     """``(case, sim)`` parameters for a test over configurations and simulators: every
     case on Icarus; on Verilator the cases in ``verilator`` in ``make test`` and the
-    others ``slow`` (``make test-all``). A slow pair repeats on the second simulator what
-    its Icarus twin checks on the same RTL in ``make test``, and the Verilator build and
-    its cocotb harness are checked by the kept cases, so each test family runs on
-    Verilator at least once. (Most of a Verilator case's time is its C++ build.)"""
+    others ``slow`` (``make test-all``); the cases in ``slow`` are ``slow`` on both. A
+    slow Verilator pair repeats on the second simulator what its Icarus twin checks on
+    the same RTL in ``make test``, and the Verilator build and its cocotb harness are
+    checked by the kept cases, so each test family runs on Verilator at least once.
+    (Most of a Verilator case's time is its C++ build.)"""
     cases = list(cases)
-    unknown = set(verilator) - set(cases)
+    unknown = (set(verilator) | set(slow)) - set(cases)
     if unknown:
         raise ValueError(f"sim_matrix: {sorted(unknown)} are not among the cases {cases}")
     return [pytest.param(c, s, id=f"{c}-{s}",
-                         marks=[] if s == "icarus" else
-                         [pytest.mark.verilator] + ([] if c in verilator else [pytest.mark.slow]))
+                         marks=([] if s == "icarus" else [pytest.mark.verilator])
+                         + ([pytest.mark.slow] if c in slow or (s == "verilator" and c not in verilator) else []))
             for c in cases for s in ("icarus", "verilator")]
 
 

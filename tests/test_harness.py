@@ -113,15 +113,60 @@ def test_keyed_verilog_is_converted_once(monkeypatch, recwarn):
         gc.collect()
         assert not [w for w in recwarn if "never used" in str(w.message)]
     finally:
-        for f in (h.BUILD / "verilog").rglob(f"{name}-*.v"):
+        for f in (h.BUILD / "verilog").rglob(f"{name}-*"):
             f.unlink()
 
 
-def test_rtl_source_digest_covers_the_rtl_packages():
+def test_keyed_verilog_follows_the_class_source(tmp_path, monkeypatch):
+    """A design class outside the RTL packages (a test's wrapper): editing its file
+    converts the design again; a deleted Verilog file is converted again too."""
+    import importlib
+    import uuid
+
+    import sim.harness as h
+
+    mod = f"keymod_{uuid.uuid4().hex[:8]}"
+    src = tmp_path / f"{mod}.py"
+    src.write_text("from amaranth.hdl import Module\nfrom amaranth.lib import wiring\n"
+                   "from amaranth.lib.wiring import In, Out\nN = [0]\n\n"
+                   "class Top(wiring.Component):\n    def __init__(self):\n"
+                   "        super().__init__({'a': In(4), 'y': Out(4)})\n\n"
+                   "    def elaborate(self, platform):\n        N[0] += 1\n        m = Module()\n"
+                   "        m.d.comb += self.y.eq(~self.a)\n        return m\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    m = importlib.import_module(mod)
+    name = f"keytest_{mod}"
+    try:
+        _, p = h.write_verilog(m.Top(), name, design_key="k")
+        h.write_verilog(m.Top(), name, design_key="k")
+        assert m.N[0] == 1
+        src.write_text(src.read_text() + "# edited\n")
+        h.write_verilog(m.Top(), name, design_key="k")
+        assert m.N[0] == 2
+        p.unlink()
+        _, p2 = h.write_verilog(m.Top(), name, design_key="k")
+        assert m.N[0] == 3 and p2 == p and p.exists()
+    finally:
+        for f in (h.BUILD / "verilog").rglob(f"{name}-*"):
+            f.unlink()
+
+
+def test_rtl_source_digest_covers_the_rtl_packages(tmp_path, monkeypatch):
     import sim.harness as h
 
     assert set(h.RTL_PACKAGES) >= {"rtl", "pe", "noc"}
     assert h.rtl_source_digest() == h.rtl_source_digest() and len(h.rtl_source_digest()) == 16
+    # every .py file of the packages counts, with its contents
+    for pkg in h.RTL_PACKAGES:
+        (tmp_path / pkg).mkdir()
+    (tmp_path / "pe" / "x.py").write_text("a = 1\n")
+    monkeypatch.setattr(h, "ROOT", tmp_path)
+    digest = h.rtl_source_digest.__wrapped__
+    d1 = digest()
+    (tmp_path / "pe" / "x.py").write_text("a = 2\n")
+    d2 = digest()
+    (tmp_path / "noc" / "y.py").write_text("")
+    assert len({d1, d2, digest()}) == 3
 
 
 def test_sim_matrix_marks():
@@ -134,3 +179,9 @@ def test_sim_matrix_marks():
                       "b-icarus": set(), "b-verilator": {"verilator"}}
     with pytest.raises(ValueError, match=r"\['c'\] are not among the cases"):
         sim_matrix(["a", "b"], verilator={"c"})
+    # ``slow``: slow on both simulators
+    params = {p.id: {m.name for m in p.marks} for p in sim_matrix(["a", "b"], verilator={"b"}, slow={"b"})}
+    assert params["b-icarus"] == {"slow"} and params["b-verilator"] == {"verilator", "slow"}
+    assert params["a-icarus"] == set()
+    with pytest.raises(ValueError, match=r"\['d'\] are not among the cases"):
+        sim_matrix(["a", "b"], verilator=set(), slow={"d"})

@@ -743,8 +743,7 @@ def test_all_kernels_model_session(cname):
 #: its RTL runs random programs against the fast model in ``test_fast_vs_rtl`` and the
 #: fill/compute/readback job in ``test_core``, and its kernel sessions run on the model
 #: (``test_all_kernels_model_session``), as the 4 x 4 binary16 core's do on both
-KERNEL_RTL_PARAMS = [p if not p.id.startswith("nr4_fp32-") else pytest.param(*p.values, id=p.id, marks=[
-                         *p.marks, pytest.mark.slow]) for p in sim_matrix(RTL_CONFIGS, verilator={"nr2_fp16"})]
+KERNEL_RTL_PARAMS = sim_matrix(RTL_CONFIGS, verilator={"nr2_fp16"}, slow={"nr4_fp32"})
 
 
 @pytest.mark.parametrize("cname,sim", KERNEL_RTL_PARAMS)
