@@ -44,21 +44,27 @@ def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: st
     comb = s["nextpnr"]["utilization"]["TRELLIS_COMB"]
     opts = "".join(f" --nextpnr-opt={a}" for a in s.get("nextpnr_extra", []))
     top = "" if s.get("top", "core") == "core" else f" --top {s['top']}"
+    if s.get("rerouted_from"):       # caterpillar pnr: the netlist of another build, placed and routed again
+        cons = f" --constrain-mhz {s['constrain_mhz']:g}" if s.get("constrain_mhz") else ""
+        command = (f"caterpillar pnr {s['rerouted_from']['dir']} --out {s['dir']} --seed {s['seed']} "
+                   f"--router {s['router']}{opts}{cons}")
+    else:
+        command = (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
+                   f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'} "
+                   f"--seed {s['seed']}{opts}")
     return {
         "variant": variant, "code": code, "config": cfg,
         "LUT4 (synth)": s["synth"]["resources"]["LUT4"], "FF": s["synth"]["resources"]["FF"],
         "LUT4 % (nextpnr)": round(100 * comb["used"] / comb["available"]),
         "TRELLIS_COMB (nextpnr)": comb["used"],
-        "constraint MHz": s["clock_mhz"], "seed": s["seed"],
+        "constraint MHz": s.get("constrain_mhz") or s["clock_mhz"], "seed": s["seed"],
         "Fmax MHz (nextpnr, pre-routing estimate)": min((v["achieved_mhz"] for v in est.values()), default=None),
         "Fmax MHz (nextpnr, routed)": s["fmax_mhz"],
         "critical path": critical,
         "routing": f"{s['router']}, nextpnr {s['times']['nextpnr_s']} s", "nextpnr_s": s["times"]["nextpnr_s"],
         "baseline": baseline,
         "tools": s["tools"],
-        "command": (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
-                    f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'} "
-                    f"--seed {s['seed']}{opts}"),
+        "command": command,
     }
 
 

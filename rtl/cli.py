@@ -116,6 +116,17 @@ def _cmd_build(args) -> int:
     return 0
 
 
+def _cmd_pnr(args) -> int:
+    from rtl.fpga import format_build, reroute
+
+    summary = reroute(args.build_dir, args.out, seed=args.seed, router=args.router,
+                      nextpnr_extra=args.nextpnr_opt, constrain_mhz=args.constrain_mhz,
+                      log=lambda s: print(s, file=sys.stderr))
+    print(format_build(summary))
+    print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
+    return 0
+
+
 def _cmd_timing(args) -> int:
     from rtl.endpoints import endpoint_report, format_endpoint_report
     from sim.harness import atomic_write
@@ -291,6 +302,21 @@ def main(argv=None) -> int:
                    help="let nextpnr place the PEs' block RAMs freely (default: each PE's RAMs on adjacent "
                         "sites, the PE array's shape kept on the die; rtl/floorplan.py)")
     p.set_defaults(fn=_cmd_build)
+
+    p = sub.add_parser("pnr", help="place and route a finished build's synthesized netlist again (another seed, "
+                                   "router or nextpnr options; no synthesis)")
+    p.add_argument("build_dir", help="directory of a finished `caterpillar build` (its top.json is reused)")
+    p.add_argument("--out", required=True, help="new build directory")
+    p.add_argument("--seed", type=int, default=None, help="nextpnr placement seed (default: the build's)")
+    p.add_argument("--router", choices=("router1", "router2"), default=None,
+                   help="nextpnr router (default: the build's)")
+    p.add_argument("--nextpnr-opt", action="append", metavar="ARG", default=None,
+                   help="one more nextpnr-ecp5 argument, repeatable (default: the build's own extra "
+                        "arguments; given, they replace them)")
+    p.add_argument("--constrain-mhz", type=float, default=None,
+                   help="timing target for nextpnr on the core clock (the design and its clock are unchanged; "
+                        "e.g. above the achieved Fmax, for --nextpnr-opt=--tmg-ripup)")
+    p.set_defaults(fn=_cmd_pnr)
 
     p = sub.add_parser("timing", help="late register inputs of a routed build, grouped by design unit "
                                       "(needs --nextpnr-opt=--detailed-timing-report)")

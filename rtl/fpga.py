@@ -22,7 +22,8 @@ from pathlib import Path
 
 __all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
-           "parse_critical_paths", "short_cell"]
+           "parse_critical_paths", "short_cell", "reroute", "nextpnr_command",
+           "core_clock_net"]
 
 #: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
 #: Keys are the resource classes of :func:`fpga_resources`.
@@ -538,7 +539,19 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
         return summary
     if floorplan and top == "core":
         summary["floorplan"] = _floorplan(out, cfg.nr, device, cmds["NEXTPNR_ECP5"], env, log)
+    return _place_route_pack(out, cmds, env, summary, times, device, timeout_s, log)
+
+
+def _place_route_pack(out: Path, cmds: dict[str, list[str]], env: dict, summary: dict, times: dict,
+                      device: str, timeout_s: float, log) -> dict:
+    """Run nextpnr-ecp5 and ecppack (``cmds``) in ``out`` on its ``top.json``, complete
+    ``summary`` with nextpnr's utilization, Fmax and critical paths, the step times and the
+    bitstream, write it to ``out/summary.json`` and return it (shared by :func:`build` and
+    :func:`reroute`)."""
+    from sim.harness import atomic_write
+
     log(f"nextpnr-ecp5 place and route (log {out / 'top.tim'}) ...")
+    logf = out / "build.log"
     try:
         times["nextpnr_s"] = round(_run([env["NEXTPNR_ECP5"]] + cmds["NEXTPNR_ECP5"], out, env, logf,
                                         "nextpnr-ecp5", timeout_s), 1)
@@ -561,6 +574,106 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     summary["timing_met"] = all(v["achieved_mhz"] >= v["constraint_mhz"] for v in fm.values())
     atomic_write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+def nextpnr_command(platform, opts: str) -> list[str]:
+    """The nextpnr-ecp5 arguments of an amaranth-boards ECP5 ``platform``'s build script
+    for the design ``top`` with the options ``opts`` (:func:`nextpnr_options`): what
+    Amaranth writes into ``build_top.sh``, for :func:`reroute`, which runs nextpnr without
+    that script."""
+    return ["--quiet", *shlex.split(opts), "--log", "top.tim",
+            platform._nextpnr_device_options[platform.device],
+            "--package", platform._nextpnr_package_options[platform.package].upper(),
+            "--speed", str(platform.speed), "--json", "top.json", "--lpf", "top.lpf", "--textcfg", "top.config"]
+
+
+#: what ``ecppack`` runs in a build script
+ECPPACK_ARGS = ["--compress", "--input", "top.config", "--bit", "top.bit", "--svf", "top.svf"]
+
+
+def core_clock_net(netlist: dict) -> str:
+    """The name of the net the PLL (the top module's one ``EHXPLLL`` cell) drives from
+    ``CLKOP`` in a Yosys JSON ``netlist``: the core clock of a :func:`build` with a
+    ``clock_mhz``. Raises ``ValueError`` if there is no such PLL or net."""
+    top = next((m for m in netlist["modules"].values() if "top" in m.get("attributes", {})), None)
+    plls = [c for c in (top or {}).get("cells", {}).values() if c["type"] == "EHXPLLL"]
+    if len(plls) != 1:
+        raise ValueError(f"the netlist's top module has {len(plls)} EHXPLLL cells, not one")
+    bits = plls[0]["connections"].get("CLKOP")
+    names = [n for n, v in top["netnames"].items() if v["bits"] == bits and not n.startswith("$")]
+    if not names:
+        raise ValueError("no named net on the PLL's CLKOP output")
+    return min(names, key=len)
+
+
+def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None, router: str | None = None,
+            nextpnr_extra=None, constrain_mhz: float | None = None, timeout_s: float = 4 * 3600,
+            log=print) -> dict:
+    """Place and route the synthesized netlist of a finished :func:`build` again in
+    ``out_dir``, without synthesis: another nextpnr ``seed``, ``router`` or
+    ``nextpnr_extra`` options (each defaults to the build's own), and a bitstream.
+
+    The netlist (``top.json``, with the build's floorplan in its ``BEL`` attributes) and
+    the constraints are copied, so only placement and routing differ: the way to tell a
+    seed's spread from a change, and to try nextpnr options on one synthesis (a synthesis
+    alone moves a 4 x 4 core's clock by a few MHz, docs/fpga.md). ``constrain_mhz`` sets
+    the timing target nextpnr works to on the PLL's core clock (an LPF ``FREQUENCY NET``
+    line on the PLL's output net in place of the build's, which nextpnr puts above the
+    constraint it derives from the PLL) without
+    changing the design: the bitstream still runs at the build's clock (the PLL and the
+    UART's divider are in the netlist). It needs a build with ``clock_mhz``. The summary
+    (``out_dir/summary.json``) is the build's with nextpnr's results replaced and
+    ``rerouted_from`` naming the source. Raises ``ValueError`` for a source that is not a
+    finished synthesis, or for ``out_dir`` equal to it, :class:`ToolMissing` and
+    :class:`BuildError` as :func:`build`."""
+    from sim.harness import atomic_write
+
+    src, out = Path(src_dir), Path(out_dir)
+    try:
+        s = json.loads((src / "summary.json").read_text())
+    except (OSError, ValueError) as e:
+        raise ValueError(f"{src}: not a build directory (summary.json: {e})") from None
+    if "synth" not in s or not (src / "top.json").exists() or not (src / "top.lpf").exists():
+        raise ValueError(f"{src}: the build has no synthesized netlist (top.json, top.lpf)")
+    if s.get("error", "").startswith("does not fit"):
+        raise ValueError(f"{src}: the design does not fit the device ({s['error']})")
+    if out.resolve() == src.resolve():
+        raise ValueError("the output directory must differ from the build it reroutes")
+    seed = s["seed"] if seed is None else int(seed)
+    router = s.get("router") if router is None else router
+    extra = check_nextpnr_extra(s.get("nextpnr_extra", []) if nextpnr_extra is None else nextpnr_extra)
+    opts = nextpnr_options(seed, True, router, extra)
+    if constrain_mhz is not None and not (constrain_mhz > 0):
+        raise ValueError(f"constrain_mhz must be a positive frequency, got {constrain_mhz!r}")
+    platform = get_platform(s["board"])
+    env = setup_tool_env()
+    lpf = (src / "top.lpf").read_text()
+    if constrain_mhz is not None:
+        if not s.get("pll"):
+            raise ValueError(f"{src}: the core runs from the board's oscillator (no PLL); constrain_mhz needs a "
+                             "build with a core clock (caterpillar build --clock-mhz)")
+        net = core_clock_net(json.loads((src / "top.json").read_text()))
+        # the build's own constraint of the core clock (a FREQUENCY NET line, on a net
+        # name nextpnr may not find) goes: the PLL output gets the target instead
+        lpf = "".join(ln for ln in lpf.splitlines(keepends=True) if not ln.startswith("FREQUENCY NET "))
+        lpf = lpf.rstrip("\n") + f'\nFREQUENCY NET "{net}" {constrain_mhz:g} MHZ;\n'
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src / "top.json", out / "top.json")
+    atomic_write(out / "top.lpf", lpf)
+    if (src / "floorplan.json").exists():
+        shutil.copyfile(src / "floorplan.json", out / "floorplan.json")
+    (out / "build.log").write_text("")
+    summary = {k: v for k, v in s.items() if k not in ("nextpnr", "times", "fmax_mhz", "timing_met", "bitstream",
+                                                       "error", "note", "dir", "rerouted_from")}
+    summary.update(seed=seed, router=router or "router1", nextpnr_extra=extra, dir=str(out), bitstream=None,
+                   rerouted_from={"dir": str(src), "seed": s["seed"], "tools": s.get("tools")},
+                   tools=tool_versions(env))
+    if constrain_mhz is not None:
+        summary["constrain_mhz"] = constrain_mhz
+    cmds = {"NEXTPNR_ECP5": nextpnr_command(platform, opts), "ECPPACK": list(ECPPACK_ARGS)}
+    log(f"rerouting {src} (seed {seed}, {router or 'router1'}"
+        f"{f', constrained to {constrain_mhz:g} MHz' if constrain_mhz else ''}) in {out}")
+    return _place_route_pack(out, cmds, env, summary, {}, _device_of(platform), timeout_s, log)
 
 
 def _device_args(nextpnr_args: list[str]) -> list[str]:

@@ -554,9 +554,125 @@ def test_experiment_row_from_build_dir(tmp_path):
     assert row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"] == row["command"]
     (tmp_path / "summary.json").write_text(json.dumps(dict(summary, abc9_dff=True)))
     assert "--no-dff" not in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
+    # a build placed and routed again (caterpillar pnr): its own command, its target
+    rr = dict(summary, rerouted_from={"dir": "build/a", "seed": 1}, dir="build/b", constrain_mhz=70.0)
+    (tmp_path / "summary.json").write_text(json.dumps(rr))
+    row = row_of(tmp_path, "variant", "main abc", "path", "row 1")
+    assert row["command"] == ("caterpillar pnr build/a --out build/b --seed 3 --router router1 "
+                              "--nextpnr-opt=--detailed-timing-report --constrain-mhz 70")
+    assert row["constraint MHz"] == 70.0
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     summary.pop("fmax_mhz")
     summary["error"] = "nextpnr failed"
     (tmp_path / "summary.json").write_text(json.dumps(summary))
     with pytest.raises(ValueError, match="nextpnr failed"):
         row_of(tmp_path, "variant", "main abc", "path", "row 1")
+
+
+def test_nextpnr_command_is_the_build_scripts():
+    """`rtl.fpga.nextpnr_command` (what `caterpillar pnr` runs without a build script) is
+    the nextpnr line Amaranth writes into a board's `build_top.sh`, device options and all."""
+    from amaranth.hdl import Elaboratable, Module
+
+    from rtl.fpga import _script_cmds, get_platform, nextpnr_command, nextpnr_options
+
+    class Empty(Elaboratable):
+        def elaborate(self, platform):
+            return Module()
+
+    opts = nextpnr_options(3, True, "router2", ["--tmg-ripup", "--placer-heap-beta", "0.8"])
+    for board in ("ulx3s-85f", "ulx3s-12f"):
+        platform = get_platform(board)
+        plan = platform.build(Empty(), name="top", do_build=False, nextpnr_opts=opts)
+        assert nextpnr_command(platform, opts) == _script_cmds(plan.files["build_top.sh"])["NEXTPNR_ECP5"]
+
+
+def test_core_clock_net():
+    from rtl.fpga import core_clock_net
+
+    top = {"attributes": {"top": "1"}, "cells": {"pll": {"type": "EHXPLLL", "connections": {"CLKOP": [7]}}},
+           "netnames": {"$auto$1": {"bits": [7]}, "clk": {"bits": [7]}, "u.clk": {"bits": [7]},
+                        "x": {"bits": [8]}}}
+    assert core_clock_net({"modules": {"sub": {"cells": {}}, "top": top}}) == "clk"
+    top["cells"] = {}
+    with pytest.raises(ValueError, match="0 EHXPLLL cells"):
+        core_clock_net({"modules": {"top": top}})
+
+
+def _pll_counter_build(root):
+    """A synthesized build directory of a counter on the ULX3S-85F clocked by the PLL at
+    50 MHz (the BoardTop clock: the same PLL, reset and constraint as a core's build),
+    with the summary `caterpillar build` writes, in seconds."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import io
+
+    from rtl.board import BoardTop
+    from rtl.fpga import _run, _script_cmds, get_platform, setup_tool_env
+
+    class PLLCounter(BoardTop):
+        def elaborate(self, platform):
+            m = Module()
+            self.clock_hz = self._clock(m, platform)
+            cnt = Signal(28)
+            m.d.sync += cnt.eq(cnt + 1)
+            m.submodules.led = led = io.Buffer("o", platform.request("led", 0, dir="-"))
+            m.d.comb += led.o.eq(cnt[-1])
+            return m
+
+    top = PLLCounter(UART_CFG, clock_hz=50e6)
+    src = root / "src"
+    get_platform("ulx3s-85f").build(top, name="top", do_build=False).extract(src)
+    env = setup_tool_env()
+    cmds = _script_cmds((src / "build_top.sh").read_text())
+    _run([env["YOSYS"]] + cmds["YOSYS"], src, env, src / "build.log", "yosys", 600)
+    summary = {"board": "ulx3s-85f", "device": "LFE5U-85F", "top": "core", "config": UART_CFG.to_dict(),
+               "router": "router1", "seed": 1, "nextpnr_extra": [], "clock_mhz": 50.0, "baud": 115200,
+               "pll": top.pll, "dir": str(src), "bitstream": None, "tools": {}, "synth": {"resources": {}}}
+    (src / "summary.json").write_text(json.dumps(summary))
+    return src, summary
+
+
+def test_pnr_reroutes_a_build(tmp_path, capsys):
+    """`caterpillar pnr`: a build's synthesized netlist placed and routed again with
+    another seed and router, and with a tighter timing target on the PLL's clock than
+    the PLL makes (nextpnr reports against it; the netlist and the source directory are
+    unchanged); a bitstream and the summary with where it came from. Bad sources and
+    arguments are refused before any work."""
+    from rtl.cli import main
+    from rtl.fpga import reroute
+
+    src, s0 = _pll_counter_build(tmp_path)
+    before = {p.name: p.read_bytes() for p in src.iterdir()}
+    out = tmp_path / "r"
+    assert main(["pnr", str(src), "--out", str(out), "--seed", "5", "--router", "router2",
+                 "--constrain-mhz", "180"]) == 0
+    assert "Fmax" in capsys.readouterr().out
+    s = json.loads((out / "summary.json").read_text())
+    assert (s["seed"], s["router"], s["constrain_mhz"], s["clock_mhz"]) == (5, "router2", 180, 50.0)
+    assert s["rerouted_from"] == {"dir": str(src), "seed": 1, "tools": {}} and s["pll"] == s0["pll"]
+    assert (out / "top.bit").stat().st_size > 100_000 and s["bitstream"] == str(out / "top.bit")
+    fm = s["nextpnr"]["fmax"]
+    assert [v["constraint_mhz"] for v in fm.values()] == [pytest.approx(180, abs=0.1)]   # not the PLL's 50
+    assert "--seed 5 " in (out / "build.log").read_text()
+    assert (out / "top.json").read_bytes() == before["top.json"]
+    assert {p.name: p.read_bytes() for p in src.iterdir()} == before
+    # the defaults are the build's own seed and router; without a target, the PLL's clock
+    s = reroute(src, tmp_path / "r2", log=lambda *_: None)
+    assert (s["seed"], s["router"]) == (1, "router1") and "constrain_mhz" not in s
+    assert [v["constraint_mhz"] for v in s["nextpnr"]["fmax"].values()] == [pytest.approx(50, abs=0.1)]
+    # refused: the source itself, no synthesis, a bad target, a target without a PLL
+    with pytest.raises(ValueError, match="must differ"):
+        reroute(src, src)
+    with pytest.raises(ValueError, match="not a build directory"):
+        reroute(tmp_path / "none", tmp_path / "x")
+    with pytest.raises(ValueError, match="positive frequency"):
+        reroute(src, tmp_path / "x", constrain_mhz=0)
+    (src / "summary.json").write_text(json.dumps(dict(s0, pll=None)))
+    with pytest.raises(ValueError, match="no PLL"):
+        reroute(src, tmp_path / "x", constrain_mhz=100)
+    (src / "summary.json").write_text(json.dumps({k: v for k, v in s0.items() if k != "synth"}))
+    with pytest.raises(ValueError, match="no synthesized netlist"):
+        reroute(src, tmp_path / "x")
+    assert not (tmp_path / "x").exists()
+    assert main(["pnr", str(src), "--out", str(src)]) == 1
+    assert "error" in capsys.readouterr().err
