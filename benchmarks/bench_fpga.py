@@ -35,13 +35,15 @@ BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
 #: the preset fpga 4 x 4 row (execute, bus, distribution and fetch stages, FP 4 / 5):
-#: routed with router2 at a 50 MHz request, at which router2 converges on it (router1
-#: stalls on every 4 x 4 core; router2's convergence varies with seed and request,
-#: docs/fpga.md); built only when FPGA_BENCH_ROWS names it
-FPGA_PRESET_CLOCK_MHZ = 50.0
+#: routed with router2 (router1 stalls on every 4 x 4 core) at a 70 MHz core clock
+#: with nextpnr's timing-driven rip-up, which reroutes the connections of paths that
+#: fail the clock: on one netlist and placement 70.59 / 68.79 MHz against 63.80 / 61.31
+#: without it (seeds 1 / 2; docs/fpga.md, session 26); built only when FPGA_BENCH_ROWS
+#: names it
+FPGA_PRESET_CLOCK_MHZ = 70.0
 #: with nextpnr seed 1, and nextpnr's per-endpoint timing (`caterpillar timing`)
 FPGA_PRESET_SEED = 1
-FPGA_PRESET_NEXTPNR = ("--detailed-timing-report",)
+FPGA_PRESET_NEXTPNR = ("--detailed-timing-report", "--tmg-ripup")
 
 
 #: every row, in table order
@@ -215,7 +217,8 @@ def run() -> dict:
                  f"PE of that preset). A row '4x4 core (preset fpga)' (the default 4 x 4 "
                  f"binary16 core with the {_preset_stages()} stages and FP latencies "
                  f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency}, "
-                 f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz request, at which it converges, seed "
+                 f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz core clock, nextpnr options "
+                 f"{' '.join(FPGA_PRESET_NEXTPNR)}, seed "
                  f"{FPGA_PRESET_SEED}, its block RAMs floorplanned: rtl/floorplan.py; the other core rows "
                  f"predate the floorplan) is built only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
         "rows": rows,
