@@ -291,7 +291,8 @@ def main(argv=None) -> int:
                         "with ABC9; -dff, which a 4x4 core overflows the WebAssembly stack with, also hands "
                         "it the flip-flops). --noabc9 is the older name of this flag")
     p.add_argument("--nextpnr-opt", action="append", metavar="ARG",
-                   help="one more nextpnr-ecp5 argument, repeatable, e.g. --nextpnr-opt=--router2-alt-weights "
+                   help="one more nextpnr-ecp5 argument, repeatable, e.g. --nextpnr-opt=--tmg-ripup (reroute "
+                        "the paths that fail the clock: the best Fmax of a core that does not meet it), or "
                         "--nextpnr-opt=--placer-heap-beta --nextpnr-opt=0.8 (saved in summary.json)")
     p.add_argument("--router", choices=("router1", "router2"),
                    help="nextpnr router (default router1; router2 converges faster on a congested 4x4 core)")
