@@ -22,8 +22,8 @@ from pathlib import Path
 
 __all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
-           "parse_critical_paths", "short_cell", "reroute", "nextpnr_command",
-           "core_clock_net"]
+           "parse_critical_paths", "short_cell", "reroute", "board_commands",
+           "nextpnr_command", "core_clock_net"]
 
 #: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
 #: Keys are the resource classes of :func:`fpga_resources`.
@@ -576,19 +576,25 @@ def _place_route_pack(out: Path, cmds: dict[str, list[str]], env: dict, summary:
     return summary
 
 
+def board_commands(platform, opts: str) -> dict[str, list[str]]:
+    """The yosys / nextpnr-ecp5 / ecppack arguments (:func:`_script_cmds`) that Amaranth
+    writes into an amaranth-boards ECP5 ``platform``'s build script for a design ``top``
+    with the nextpnr options ``opts`` (:func:`nextpnr_options`), taken from the script of
+    an empty design: for :func:`reroute`, which runs nextpnr and ecppack on a finished
+    build's netlist without elaborating it again."""
+    from amaranth.hdl import Elaboratable, Module
+
+    class _Empty(Elaboratable):
+        def elaborate(self, platform):
+            return Module()
+
+    fresh = type(platform)()     # a platform builds once; the same board, unprepared
+    return _script_cmds(fresh.build(_Empty(), name="top", do_build=False, nextpnr_opts=opts).files["build_top.sh"])
+
+
 def nextpnr_command(platform, opts: str) -> list[str]:
-    """The nextpnr-ecp5 arguments of an amaranth-boards ECP5 ``platform``'s build script
-    for the design ``top`` with the options ``opts`` (:func:`nextpnr_options`): what
-    Amaranth writes into ``build_top.sh``, for :func:`reroute`, which runs nextpnr without
-    that script."""
-    return ["--quiet", *shlex.split(opts), "--log", "top.tim",
-            platform._nextpnr_device_options[platform.device],
-            "--package", platform._nextpnr_package_options[platform.package].upper(),
-            "--speed", str(platform.speed), "--json", "top.json", "--lpf", "top.lpf", "--textcfg", "top.config"]
-
-
-#: what ``ecppack`` runs in a build script
-ECPPACK_ARGS = ["--compress", "--input", "top.config", "--bit", "top.bit", "--svf", "top.svf"]
+    """The nextpnr-ecp5 arguments of :func:`board_commands`."""
+    return board_commands(platform, opts)["NEXTPNR_ECP5"]
 
 
 def core_clock_net(netlist: dict) -> str:
@@ -670,7 +676,7 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
                    tools=tool_versions(env))
     if constrain_mhz is not None:
         summary["constrain_mhz"] = constrain_mhz
-    cmds = {"NEXTPNR_ECP5": nextpnr_command(platform, opts), "ECPPACK": list(ECPPACK_ARGS)}
+    cmds = board_commands(platform, opts)
     log(f"rerouting {src} (seed {seed}, {router or 'router1'}"
         f"{f', constrained to {constrain_mhz:g} MHz' if constrain_mhz else ''}) in {out}")
     return _place_route_pack(out, cmds, env, summary, {}, _device_of(platform), timeout_s, log)
