@@ -624,8 +624,8 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
     seed's spread from a change, and to try nextpnr options on one synthesis (a synthesis
     alone moves a 4 x 4 core's clock by a few MHz, docs/fpga.md). ``constrain_mhz`` sets
     the timing target nextpnr works to on the PLL's core clock (an LPF ``FREQUENCY NET``
-    line on the PLL's output net in place of the build's, which nextpnr puts above the
-    constraint it derives from the PLL) without
+    line on the PLL's output net after the build's, which nextpnr puts above the build's
+    line and above the constraint it derives from the PLL) without
     changing the design: the bitstream still runs at the build's clock (the PLL and the
     UART's divider are in the netlist). It needs a build with ``clock_mhz``. The summary
     (``out_dir/summary.json``) is the build's with nextpnr's results replaced and
@@ -659,9 +659,7 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
             raise ValueError(f"{src}: the core runs from the board's oscillator (no PLL); constrain_mhz needs a "
                              "build with a core clock (caterpillar build --clock-mhz)")
         net = core_clock_net(json.loads((src / "top.json").read_text()))
-        # the build's own constraint of the core clock (a FREQUENCY NET line, on a net
-        # name nextpnr may not find) goes: the PLL output gets the target instead
-        lpf = "".join(ln for ln in lpf.splitlines(keepends=True) if not ln.startswith("FREQUENCY NET "))
+        # after the build's own line for that net, which nextpnr then overrides
         lpf = lpf.rstrip("\n") + f'\nFREQUENCY NET "{net}" {constrain_mhz:g} MHZ;\n'
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(src / "top.json", out / "top.json")
