@@ -50,7 +50,8 @@ def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: st
                    f"--router {s['router']}{opts}{cons}")
     else:
         command = (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
-                   f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'} "
+                   f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'}"
+                   f"{'' if s.get('widelut', True) else ' --no-widelut'} "
                    f"--seed {s['seed']}{opts}")
     return {
         "variant": variant, "code": code, "config": cfg,

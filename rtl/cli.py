@@ -108,7 +108,7 @@ def _cmd_build(args) -> int:
 
     cfg = config_from_arg(args.config)
     summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
-                    seed=args.seed, dff=not args.no_dff, router=args.router,
+                    seed=args.seed, dff=not args.no_dff, widelut=not args.no_widelut, router=args.router,
                     nextpnr_extra=args.nextpnr_opt or (), top=args.top, floorplan=args.floorplan,
                     log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
@@ -290,6 +290,9 @@ def main(argv=None) -> int:
                    help="synthesize with plain synth_ecp5 instead of synth_ecp5 -dff (Yosys 0.70 always maps "
                         "with ABC9; -dff, which a 4x4 core overflows the WebAssembly stack with, also hands "
                         "it the flip-flops). --noabc9 is the older name of this flag")
+    p.add_argument("--no-widelut", action="store_true",
+                   help="synthesize with synth_ecp5 -nowidelut: LUT4s only, no LUT5 / LUT6 made of slice "
+                        "muxes (fewer LUT4s, more logic levels)")
     p.add_argument("--nextpnr-opt", action="append", metavar="ARG",
                    help="one more nextpnr-ecp5 argument, repeatable, e.g. --nextpnr-opt=--tmg-ripup (reroute "
                         "the paths that fail the clock: the best Fmax of a core that does not meet it), or "

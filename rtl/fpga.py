@@ -441,7 +441,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
           dff: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
           pe_ff_copies: bool = True, nextpnr_extra=(), top: str = "core", floorplan: bool = True,
-          log=print) -> dict:
+          widelut: bool = True, log=print) -> dict:
     """Build a bitstream of a core behind a UART bridge for ``board`` (``top="pe"``: one
     PE in its scan harness, :class:`rtl.pe_harness.PEHarness`, for a PE's own Fmax).
 
@@ -454,7 +454,10 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     (it sometimes exits silently on small designs without it). On a flattened 4 x 4 core
     ABC9 with ``-dff`` runs out of WebAssembly call stack ("wasm trap: call stack
     exhausted"); the build then retries with plain ``synth_ecp5`` (ABC9 without ``-dff``)
-    by itself. ``dff=False`` uses plain ``synth_ecp5`` from the start. (``-noabc9``,
+    by itself. ``dff=False`` uses plain ``synth_ecp5`` from the start. ``widelut=False``
+    adds ``-nowidelut``: ABC9 maps to LUT4s only, without the slice muxes (PFUMX,
+    L6MUX21) that make LUT5 / LUT6 out of two or four LUT4s (fewer LUT4s, more levels).
+    (``-noabc9``,
     which builds before 2026-11-27 passed here, is not an option of that Yosys: it is
     ignored, and those builds mapped with ABC9 without ``-dff`` too.)
     ``place=False`` stops after synthesis and the fit check. ``router``: nextpnr's
@@ -486,7 +489,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     design = BoardTop(cfg, top=top, baud=baud, clock_hz=clock_mhz * 1e6 if clock_mhz else None)
     log(f"elaborating {what} for {board} ({device}) ...")
     t0 = time.perf_counter()
-    plan = platform.build(design, name="top", do_build=False, synth_opts="-dff" if dff else "",
+    synth_opts = " ".join(o for o, on in (("-dff", dff), ("-nowidelut", not widelut)) if on)
+    plan = platform.build(design, name="top", do_build=False, synth_opts=synth_opts,
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
@@ -501,11 +505,11 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     times = {"elaborate_s": round(t_elab, 1)}
     summary = {"board": board, "device": device, "top": top, "config": cfg.to_dict(),
                "router": router or "router1",
-               "seed": int(seed), "nextpnr_extra": list(nextpnr_extra),
+               "seed": int(seed), "nextpnr_extra": list(nextpnr_extra), "widelut": bool(widelut),
                "clock_mhz": round(design.clock_hz / 1e6, 3), "baud": baud, "pll": design.pll,
                "dir": str(out), "bitstream": None, "tools": tool_versions(env)}
 
-    log(f"yosys synth_ecp5{' -dff' if dff else ''} (log {out / 'top.rpt'}) ...")
+    log(f"yosys synth_ecp5{(' ' + synth_opts) if synth_opts else ''} (log {out / 'top.rpt'}) ...")
     try:
         times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)
     except BuildError as e:
@@ -513,7 +517,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
             raise
         log("yosys: ABC9 ran out of WebAssembly call stack; retrying with synth_ecp5 without -dff ...")
         ys = (out / "top.ys").read_text()
-        (out / "top.ys").write_text(ys.replace("synth_ecp5 -dff ", "synth_ecp5 ", 1))
+        (out / "top.ys").write_text(ys.replace("synth_ecp5 -dff", "synth_ecp5", 1))
         logf.write_text("")
         dff = False
         times["yosys_s"] = round(_run([env["YOSYS"]] + cmds["YOSYS"], out, env, logf, "yosys", timeout_s), 1)

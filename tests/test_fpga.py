@@ -453,6 +453,37 @@ def test_synthesis_commands_and_the_no_dff_flag(monkeypatch, capsys):
         assert seen.pop() is dff
 
 
+def test_build_no_widelut_maps_to_lut4_only(tmp_path, monkeypatch, capsys):
+    """--no-widelut reaches build(), which synthesizes with synth_ecp5 -nowidelut: the
+    netlist has no slice muxes (PFUMX, L6MUX21), which the default mapping of the same PE
+    uses, and the summary says so (a real synthesis of a small PE, about 20 s)."""
+    import rtl.fpga
+    from rtl.cli import main
+    from rtl.fpga import build
+
+    seen = []
+
+    def fake_build(cfg, board, **kw):
+        seen.append(kw["widelut"])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(rtl.fpga, "build", fake_build)
+    for flags, widelut in (([], True), (["--no-widelut"], False)):
+        assert main(["build", "--config", "tiny", *flags]) == 1
+        capsys.readouterr()
+        assert seen.pop() is widelut
+    monkeypatch.undo()
+    cfg = ArchConfig(nr=2, n_regs=4, mem_a_words=256, mem_b_words=256)
+    s = build(cfg, "ulx3s-85f", out_dir=tmp_path / "b", top="pe", widelut=False, place=False,
+              log=lambda *_: None)
+    assert "synth_ecp5 -dff -nowidelut" in (tmp_path / "b" / "top.ys").read_text()
+    cells = s["synth"]["cells"]
+    assert s["widelut"] is False and cells.get("LUT4", 0) > 500
+    assert cells.get("PFUMX", 0) == 0 and cells.get("L6MUX21", 0) == 0
+    wide = build(cfg, "ulx3s-85f", out_dir=tmp_path / "w", top="pe", place=False, log=lambda *_: None)
+    assert wide["widelut"] is True and wide["synth"]["cells"].get("PFUMX", 0) > 0
+
+
 def test_tool_versions_name_packages_and_tools():
     """A build's summary records what built it: the Python packages that shape the netlist
     or run a tool (installed: a version; missing: None) and the tool paths in use."""
@@ -554,6 +585,8 @@ def test_experiment_row_from_build_dir(tmp_path):
     assert row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"] == row["command"]
     (tmp_path / "summary.json").write_text(json.dumps(dict(summary, abc9_dff=True)))
     assert "--no-dff" not in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
+    (tmp_path / "summary.json").write_text(json.dumps(dict(summary, widelut=False)))
+    assert " --no-dff --no-widelut --seed 3 " in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
     # a build placed and routed again (caterpillar pnr): its own command, its target
     rr = dict(summary, rerouted_from={"dir": "build/a", "seed": 1}, dir="build/b", constrain_mhz=70.0)
     (tmp_path / "summary.json").write_text(json.dumps(rr))
