@@ -38,7 +38,7 @@ BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 #: routed with router2 (router1 stalls on every 4 x 4 core) at a 70 MHz core clock
 #: with nextpnr's timing-driven rip-up, which reroutes the connections of paths that
 #: fail the clock: on one netlist and placement 70.59 / 68.79 MHz against 63.80 / 61.31
-#: without it (seeds 1 / 2; docs/fpga.md, session 26); built only when FPGA_BENCH_ROWS
+#: without it (seeds 1 / 2; docs/fpga-timing.md, session 26); built only when FPGA_BENCH_ROWS
 #: names it
 FPGA_PRESET_CLOCK_MHZ = 70.0
 #: with nextpnr seed 1, and nextpnr's per-endpoint timing (`caterpillar timing`)

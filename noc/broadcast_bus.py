@@ -61,7 +61,7 @@ class BroadcastBus(wiring.Component):
     vis_in : bool
         Take each receiver's visibility flags from ports ``vis{i}`` (flip-flops the core
         loads with :func:`visibility` of the segmentation beside the ``seg`` register,
-        one copy per receiver: FPGA timing, ``docs/fpga.md``) instead of decoding them
+        one copy per receiver: FPGA timing, ``docs/fpga-timing.md``) instead of decoding them
         here from ``seg``, which then only counts ``hops``. Same values.
 
     Ports

@@ -319,7 +319,7 @@ class PE(wiring.Component):
         # live values: SRAM read data (if read since reset), buses, the RF read (async
         # LUT RAM at the s1 code) and constants. This keeps the operand stage, whose paths
         # run SRAM read -> row/column bus -> other PEs -> RF / SRAM / multiplier, two to
-        # three LUT levels shorter than a mux tree on the s1 code (docs/fpga.md, timing).
+        # three LUT levels shorter than a mux tree on the s1 code (docs/fpga-timing.md).
         # The selects of gated readers (bus drivers) fold in the driver select. The
         # flip-flops hold f(s1, rd_*_seen) at all times (same enable, reset to f(NOP, 0)),
         # so the cycle behaviour is that of the mux on s1.

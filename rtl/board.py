@@ -165,7 +165,7 @@ class BoardTop(Elaboratable):
         # synchronizer (asynchronous assert, synchronous release), its output on a global
         # network (DCCA), because the synchronous reset reaches every flip-flop of the
         # design: through the fabric it was the critical path of a 4 x 4 core
-        # (docs/fpga.md).
+        # (docs/fpga-timing.md).
         # (ECP5 flip-flops with asynchronous preset, FD1S3BX, rather than a second clock
         # domain, which would give the core clock a second name in nextpnr's reports)
         r0 = Signal(name="rst_ff0")

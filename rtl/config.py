@@ -422,9 +422,9 @@ PRESETS: dict[str, ArchConfig] = {
     # the default core with the FPGA timing: execute and bus stages, micro-op distribution
     # in two levels, sequencer fetch stage and 4 / 5-cycle FP pipelines (docs/fpga.md).
     # Without the read stage: it speeds up a lone PE but lengthens the bus-stage paths, and
-    # the 4 x 4 core routed faster without it in each of three comparisons (docs/fpga.md,
+    # the 4 x 4 core routed faster without it in each of three comparisons (docs/fpga-timing.md,
     # session 22). The second distribution level took the 4 x 4 core from 62.51 to 67.62
-    # MHz (seed 1; docs/fpga.md, session 23)
+    # MHz (seed 1; docs/fpga-timing.md, session 23)
     "fpga": ArchConfig(exec_stage=True, bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True,
                        mul_latency=4, add_latency=5),
 }

@@ -328,7 +328,7 @@ class Core(wiring.Component):
         # from registers, one copy per receiving PE (module ``pe_<r>_<c>_vis``, kept
         # apart by the FPGA build like the distribution copies): the segmentation
         # register then drives no die-wide decode in front of every bus's AND-OR (the
-        # 4 x 4 core's critical path, docs/fpga.md). Loaded beside ``bus_rseg`` /
+        # 4 x 4 core's critical path, docs/fpga-timing.md). Loaded beside ``bus_rseg`` /
         # ``bus_cseg`` with the decode of the same value, so they equal its decode.
         vis = None
         if cfg.bus_stage:
@@ -373,11 +373,11 @@ class Core(wiring.Component):
         # value in every cycle, so nothing changes but the wires: the distribution
         # copies load from a copy placed between the sequencer and their pair, instead of
         # all 16 from one register (one wire across the die was a 4 x 4 build's critical
-        # path, docs/fpga.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
+        # path, docs/fpga-timing.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
         # With cfg.fan_stage the copies load the sequencer's micro-op register and the
         # bubble flip-flop themselves (a second distribution level, one cycle later): no
         # path then runs from the sequencer's issue logic across the die into a copy
-        # (the 4 x 4 build's distribution path, docs/fpga.md, session 23).
+        # (the 4 x 4 build's distribution path, docs/fpga-timing.md, session 23).
         fan_src = (seq.uop, bubble) if cfg.fan_stage else (seq.uop_next, stall)
         fans = {}
         for r in range(nr if dist else 0):
@@ -403,7 +403,7 @@ class Core(wiring.Component):
                     # cycle), and a reset would put a "rst ? 0 : x" LUT in front of each
                     # bit, identical for every PE, which Yosys then shares: one LUT
                     # driving all copies across the die (a 4 x 4 build's critical path,
-                    # docs/fpga.md)
+                    # docs/fpga-timing.md)
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
                     bubble_pe = Signal(name="bubble", reset_less=True)

@@ -154,7 +154,7 @@ def tool_versions(env: dict) -> dict:
     that shapes the netlist or runs a tool (Amaranth, amaranth-boards, the YoWASP tools)
     and the tool each of ``env``'s ``YOSYS`` / ``NEXTPNR_ECP5`` / ``ECPPACK`` names (a
     pip-installed YoWASP tool or a system one). Builds of the same RTL with other versions
-    place and route differently (docs/fpga.md)."""
+    place and route differently (docs/fpga-timing.md)."""
     from importlib import metadata
 
     out = {}
@@ -374,7 +374,7 @@ def keep_pe_ffs(rtlil: str) -> str:
     Every PE registers the same broadcast micro-op, so without it ``opt_merge`` keeps one
     copy of each register whose input does not depend on the PE (the operand-stage
     micro-op, pipeline destinations, source selects) and that one flip-flop drives all
-    PEs (docs/fpga.md, timing)."""
+    PEs (docs/fpga-timing.md)."""
     mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist|_vis)?|uop_fan_\d+_\d+)")
     if not mods:
         return "# (no PE modules: nothing to keep)"
@@ -626,7 +626,7 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
     The netlist (``top.json``, with the build's floorplan in its ``BEL`` attributes) and
     the constraints are copied, so only placement and routing differ: the way to tell a
     seed's spread from a change, and to try nextpnr options on one synthesis (a synthesis
-    alone moves a 4 x 4 core's clock by a few MHz, docs/fpga.md). ``constrain_mhz`` sets
+    alone moves a 4 x 4 core's clock by a few MHz, docs/fpga-timing.md). ``constrain_mhz`` sets
     the timing target nextpnr works to on the PLL's core clock (an LPF ``FREQUENCY NET``
     line on the PLL's output net after the build's, which nextpnr puts above the build's
     line and above the constraint it derives from the PLL) without

@@ -137,7 +137,7 @@ class HostInterface(wiring.Component):
         # The start pulse and the RUN state's input stream come from flip-flops of their
         # own, not from a decode of the state register: ``start`` selects the sequencer's
         # microcode address and ``hin_valid`` enters the stall decision, and the state
-        # decode in front of them was on the 4 x 4 core's critical path (docs/fpga.md).
+        # decode in front of them was on the 4 x 4 core's critical path (docs/fpga-timing.md).
         start = Signal()                # the START state (one cycle after the RUN header)
         start_pc = Signal(cfg.pc_bits)
         run = Signal()                  # the RUN state

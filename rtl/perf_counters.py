@@ -42,7 +42,7 @@ class PerfCounters(wiring.Component):
     are registered, summed into a registered increment in the next cycle and added in
     the one after, so they are visible three cycles later: no path runs from the PEs'
     event strobes into their sum, nor from the sum into a counter's carry chain, in one
-    cycle (the 4 x 4 FPGA builds' critical paths, ``docs/fpga.md``). The host reads the
+    cycle (the 4 x 4 FPGA builds' critical paths, ``docs/fpga-timing.md``). The host reads the
     counters only after a RUN's drain.
 
     Ports

@@ -344,7 +344,7 @@ class Sequencer(wiring.Component):
             # address (below). A LOOP at the head compares its target with pc_f here: the
             # same compare made from the RAM's output before the head is loaded was
             # slower (the block RAM's clock to output, then the compare and the select;
-            # docs/fpga.md).
+            # docs/fpga-timing.md).
             at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
             # (a LOOP at the head is followed by pc + 1 = pc_f: a LOOP at the end of an
             # armed loop is not a valid program, sim.seq_model.ProgramError; so its
@@ -453,7 +453,7 @@ class Sequencer(wiring.Component):
         # whenever the head holds an instruction (``live``, flip-flops only), stall or
         # not: after a stall the core freezes the whole PE side for the bubble cycle, so
         # what it holds then is never executed, and the stall decision drives no clear or
-        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga.md).
+        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga-timing.md).
         issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc, self.halted]
         m.d.comb += self.uop_next.eq(Mux(self.start | ~live, 0, new_uop))
         m.d.sync += self.uop.eq(self.uop_next)

@@ -1,0 +1,65 @@
+"""The Markdown docs' relative links point at files and headings that exist.
+
+Anchors follow GitHub's rule: the heading in lower case, punctuation but ``-`` and ``_``
+dropped, spaces made ``-``. A moved or renamed section breaks links silently otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\]\(([^)\s#]*)(#[^)\s]+)?\)")
+
+
+def anchor(heading: str) -> str:
+    h = heading.lstrip("#").strip().lower()
+    return re.sub(r"[^\w\- ]", "", h).replace(" ", "-")
+
+
+def _docs() -> list[Path]:
+    return sorted([*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").rglob("*.md")])
+
+
+def _anchors(path: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)    # no headings in code blocks
+    return {anchor(line) for line in text.splitlines() if line.startswith("#")}
+
+
+def broken_links(paths) -> list[str]:
+    """``file: target`` for every relative link whose file or heading does not exist."""
+    bad = []
+    for doc in paths:
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        for m in LINK.finditer(text):
+            target, frag = m.group(1), m.group(2)
+            if target.startswith(("http:", "https:", "mailto:")):
+                continue
+            dest = (doc.parent / target).resolve() if target else doc
+            if not dest.exists():
+                bad.append(f"{doc.relative_to(ROOT)}: {target} (no such file)")
+            elif frag and dest.suffix == ".md" and frag[1:] not in _anchors(dest):
+                bad.append(f"{doc.relative_to(ROOT)}: {target}{frag} (no such heading)")
+    return bad
+
+
+def test_anchor_rule():
+    assert anchor("## The execute stage (built: `ArchConfig.exec_stage`, preset `fpga`)") == \
+        "the-execute-stage-built-archconfigexec_stage-preset-fpga"
+    assert anchor("### nextpnr's timing-driven rip-up: 64 to 70 MHz") == "nextpnrs-timing-driven-rip-up-64-to-70-mhz"
+
+
+def test_broken_links_are_found(tmp_path, monkeypatch):
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    (tmp_path / "a.md").write_text("# Top\n## A section\n[ok](#a-section) [ok](b.md#b) "
+                                   "[bad](#nothing) [gone](c.md) [bad2](b.md#x)\n")
+    (tmp_path / "b.md").write_text("# B\n```\n# not a heading\n```\n")
+    assert broken_links([tmp_path / "a.md"]) == ["a.md: #nothing (no such heading)", "a.md: c.md (no such file)",
+                                                 "a.md: b.md#x (no such heading)"]
+
+
+def test_docs_links_resolve():
+    docs = _docs()
+    assert len(docs) >= 10
+    assert broken_links(docs) == []
