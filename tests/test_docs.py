@@ -63,3 +63,11 @@ def test_docs_links_resolve():
     docs = _docs()
     assert len(docs) >= 10
     assert broken_links(docs) == []
+
+
+def test_docs_have_one_title():
+    """One ``# `` title per page (outside code blocks): sections are ``##`` and below."""
+    for doc in _docs():
+        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
+        titles = [line for line in text.splitlines() if line.startswith("# ")]
+        assert len(titles) <= 1, f"{doc.relative_to(ROOT)}: {len(titles)} titles: {titles[:3]}"
