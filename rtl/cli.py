@@ -103,6 +103,12 @@ def _cmd_synth(args) -> int:
     return 0
 
 
+def _timeout_s(args) -> float:
+    if not args.timeout_min > 0:
+        raise ValueError(f"--timeout-min must be a positive number of minutes, got {args.timeout_min:g}")
+    return args.timeout_min * 60
+
+
 def _cmd_build(args) -> int:
     from rtl.fpga import build, format_build
 
@@ -110,7 +116,7 @@ def _cmd_build(args) -> int:
     summary = build(cfg, args.board, out_dir=args.out, clock_mhz=args.clock_mhz, baud=args.baud,
                     seed=args.seed, dff=not args.no_dff, widelut=not args.no_widelut, router=args.router,
                     nextpnr_extra=args.nextpnr_opt or (), top=args.top, floorplan=args.floorplan,
-                    log=lambda s: print(s, file=sys.stderr))
+                    timeout_s=_timeout_s(args), log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
     print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
     return 0
@@ -121,7 +127,7 @@ def _cmd_pnr(args) -> int:
 
     summary = reroute(args.build_dir, args.out, seed=args.seed, router=args.router,
                       nextpnr_extra=args.nextpnr_opt, constrain_mhz=args.constrain_mhz,
-                      log=lambda s: print(s, file=sys.stderr))
+                      timeout_s=_timeout_s(args), log=lambda s: print(s, file=sys.stderr))
     print(format_build(summary))
     print(f"wrote {summary['dir']}/summary.json", file=sys.stderr)
     return 0
@@ -305,6 +311,10 @@ def main(argv=None) -> int:
     p.add_argument("--no-floorplan", dest="floorplan", action="store_false",
                    help="let nextpnr place the PEs' block RAMs freely (default: each PE's RAMs on adjacent "
                         "sites, the PE array's shape kept on the die; rtl/floorplan.py)")
+    p.add_argument("--timeout-min", type=float, default=240,
+                   help="stop a tool (Yosys, nextpnr, ecppack) that runs longer than this many minutes, "
+                        "an error (default 240; nextpnr's --tmg-ripup may not stop by itself when a few "
+                        "connections cannot meet the target)")
     p.set_defaults(fn=_cmd_build)
 
     p = sub.add_parser("pnr", help="place and route a finished build's synthesized netlist again (another seed, "
@@ -320,6 +330,10 @@ def main(argv=None) -> int:
     p.add_argument("--constrain-mhz", type=float, default=None,
                    help="timing target for nextpnr on the core clock (the design and its clock are unchanged; "
                         "e.g. above the achieved Fmax, for --nextpnr-opt=--tmg-ripup)")
+    p.add_argument("--timeout-min", type=float, default=240,
+                   help="stop a tool (Yosys, nextpnr, ecppack) that runs longer than this many minutes, "
+                        "an error (default 240; nextpnr's --tmg-ripup may not stop by itself when a few "
+                        "connections cannot meet the target)")
     p.set_defaults(fn=_cmd_pnr)
 
     p = sub.add_parser("timing", help="late register inputs of a routed build, grouped by design unit "

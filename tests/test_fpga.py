@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 
 import pytest
 
@@ -709,3 +710,31 @@ def test_pnr_reroutes_a_build(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
     assert main(["pnr", str(src), "--out", str(src)]) == 1
     assert "error" in capsys.readouterr().err
+
+
+def test_tool_timeout(tmp_path, monkeypatch, capsys):
+    """--timeout-min reaches build() and reroute() (in seconds), a bad value is refused
+    before any work, and a tool that runs past it is stopped with a BuildError naming the
+    limit and the log (router2 under --tmg-ripup may not stop by itself)."""
+    import rtl.fpga
+    from rtl.cli import main
+    from rtl.fpga import BuildError, _run
+
+    seen = []
+
+    def fake(*a, **kw):
+        seen.append(kw["timeout_s"])
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(rtl.fpga, "build", fake)
+    monkeypatch.setattr(rtl.fpga, "reroute", fake)
+    assert main(["build", "--config", "tiny"]) == 1 and seen.pop() == 240 * 60
+    assert main(["build", "--config", "tiny", "--timeout-min", "0.5"]) == 1 and seen.pop() == 30
+    assert main(["pnr", str(tmp_path), "--out", str(tmp_path / "o"), "--timeout-min", "2"]) == 1
+    assert seen.pop() == 120
+    capsys.readouterr()
+    assert main(["build", "--config", "tiny", "--timeout-min", "0"]) == 1 and not seen
+    assert "--timeout-min must be a positive number" in capsys.readouterr().err
+    with pytest.raises(BuildError, match=r"sleep did not finish within 1 s \(log: .*t.log\)"):
+        _run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, dict(os.environ),
+             tmp_path / "t.log", "sleep", 1)
