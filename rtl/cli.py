@@ -103,6 +103,13 @@ def _cmd_synth(args) -> int:
     return 0
 
 
+def _add_timeout(p) -> None:
+    p.add_argument("--timeout-min", type=float, default=240,
+                   help="stop a tool (Yosys, nextpnr, ecppack) that runs longer than this many minutes, "
+                        "an error (default 240; nextpnr's --tmg-ripup may not stop by itself when a few "
+                        "connections cannot meet the target)")
+
+
 def _timeout_s(args) -> float:
     if not args.timeout_min > 0:
         raise ValueError(f"--timeout-min must be a positive number of minutes, got {args.timeout_min:g}")
@@ -311,10 +318,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-floorplan", dest="floorplan", action="store_false",
                    help="let nextpnr place the PEs' block RAMs freely (default: each PE's RAMs on adjacent "
                         "sites, the PE array's shape kept on the die; rtl/floorplan.py)")
-    p.add_argument("--timeout-min", type=float, default=240,
-                   help="stop a tool (Yosys, nextpnr, ecppack) that runs longer than this many minutes, "
-                        "an error (default 240; nextpnr's --tmg-ripup may not stop by itself when a few "
-                        "connections cannot meet the target)")
+    _add_timeout(p)
     p.set_defaults(fn=_cmd_build)
 
     p = sub.add_parser("pnr", help="place and route a finished build's synthesized netlist again (another seed, "
@@ -330,10 +334,7 @@ def main(argv=None) -> int:
     p.add_argument("--constrain-mhz", type=float, default=None,
                    help="timing target for nextpnr on the core clock (the design and its clock are unchanged; "
                         "e.g. above the achieved Fmax, for --nextpnr-opt=--tmg-ripup)")
-    p.add_argument("--timeout-min", type=float, default=240,
-                   help="stop a tool (Yosys, nextpnr, ecppack) that runs longer than this many minutes, "
-                        "an error (default 240; nextpnr's --tmg-ripup may not stop by itself when a few "
-                        "connections cannot meet the target)")
+    _add_timeout(p)
     p.set_defaults(fn=_cmd_pnr)
 
     p = sub.add_parser("timing", help="late register inputs of a routed build, grouped by design unit "

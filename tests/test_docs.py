@@ -7,6 +7,7 @@ dropped, spaces made ``-``. A moved or renamed section breaks links silently oth
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -22,17 +23,22 @@ def _docs() -> list[Path]:
     return sorted([*ROOT.glob("*.md"), *(ROOT / "docs").glob("*.md"), *(ROOT / "benchmarks").rglob("*.md")])
 
 
-def _anchors(path: Path) -> set[str]:
-    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)    # no headings in code blocks
-    return {anchor(line) for line in text.splitlines() if line.startswith("#")}
+@lru_cache(maxsize=None)
+def _prose(path: Path) -> str:
+    """The page without its code blocks (no headings or links there), read once."""
+    return re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+
+
+@lru_cache(maxsize=None)
+def _anchors(path: Path) -> frozenset[str]:
+    return frozenset(anchor(line) for line in _prose(path).splitlines() if line.startswith("#"))
 
 
 def broken_links(paths) -> list[str]:
     """``file: target`` for every relative link whose file or heading does not exist."""
     bad = []
     for doc in paths:
-        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
-        for m in LINK.finditer(text):
+        for m in LINK.finditer(_prose(doc)):
             target, frag = m.group(1), m.group(2)
             if target.startswith(("http:", "https:", "mailto:")):
                 continue
@@ -68,6 +74,5 @@ def test_docs_links_resolve():
 def test_docs_have_one_title():
     """One ``# `` title per page (outside code blocks): sections are ``##`` and below."""
     for doc in _docs():
-        text = re.sub(r"```.*?```", "", doc.read_text(), flags=re.S)
-        titles = [line for line in text.splitlines() if line.startswith("# ")]
+        titles = [line for line in _prose(doc).splitlines() if line.startswith("# ")]
         assert len(titles) <= 1, f"{doc.relative_to(ROOT)}: {len(titles)} titles: {titles[:3]}"
