@@ -120,7 +120,10 @@ class PE(wiring.Component):
     (``fpu_latency`` one larger again). The move bypass then has two points (the move
     executing in the reader's operand stage, and the one executing in its bus stage), as
     has the SRAM bypass (the operand writes landing in the read's cycle and in the next);
-    a driven value sees only the first move (``cfg.mv_drive_distance`` = 2).
+    a driven value sees only the first move (``cfg.mv_drive_distance`` = 2). The move's
+    result is registered (``byp_q``) and each point joins a stage after its hit (the
+    first in the bus stage, or after a driver's register; the second in the execute
+    stage), so the move unit's logic feeds no source select in its cycle.
 
     With ``cfg.read_stage`` as well, each bank's read data are registered after the block
     RAM (``rd_*_q``) and join the sources in the bus stage (the bypass decided in the
@@ -133,7 +136,9 @@ class PE(wiring.Component):
     non-transparent synchronous read port with enable and one write port (block RAM);
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
     write-back) with asynchronous read ports, a live-value table and a written bit per
-    register in flip-flops (reset to 0, so unwritten registers read +0); ARs and strides
+    register in flip-flops (reset to 0, so unwritten registers read +0; with
+    ``cfg.exec_stage`` the table is read at issue, that cycle's RF writes applied, into
+    each source's selects, one per bank); ARs and strides
     are flip-flops; each source operand is an AND-OR of the live values under one-hot
     selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
     :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
