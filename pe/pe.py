@@ -78,8 +78,9 @@ class PE(wiring.Component):
         core samples ``hout`` beats from it). Without ``cfg.bus_stage`` it is ``row_out`` /
         ``col_out``; with it, ``row_out`` / ``row_oe`` are these registered: the value
         crosses the bus in the next cycle (the bus stage), and the receivers read
-        ``row_in`` / ``col_in`` then, into their execute stage. (With ``cfg.read_stage``
-        ``row_out`` is a register ORed with the registered RAM data it selects.)
+        ``row_in`` / ``col_in`` then, into their execute stage. (``row_out`` is then a
+        register ORed with the move bypass register under its registered hit, and with
+        ``cfg.read_stage`` with the registered RAM data it selects.)
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
 
