@@ -78,9 +78,8 @@ class PE(wiring.Component):
         core samples ``hout`` beats from it). Without ``cfg.bus_stage`` it is ``row_out`` /
         ``col_out``; with it, ``row_out`` / ``row_oe`` are these registered: the value
         crosses the bus in the next cycle (the bus stage), and the receivers read
-        ``row_in`` / ``col_in`` then, into their execute stage. (``row_out`` is then a
-        register ORed with the move bypass register under its registered hit, and with
-        ``cfg.read_stage`` with the registered RAM data it selects.)
+        ``row_in`` / ``col_in`` then, into their execute stage. (With ``cfg.read_stage``
+        ``row_out`` is a register ORed with the registered RAM data it selects.)
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
 
@@ -121,10 +120,7 @@ class PE(wiring.Component):
     (``fpu_latency`` one larger again). The move bypass then has two points (the move
     executing in the reader's operand stage, and the one executing in its bus stage), as
     has the SRAM bypass (the operand writes landing in the read's cycle and in the next);
-    a driven value sees only the first move (``cfg.mv_drive_distance`` = 2). The move's
-    result is registered (``byp_q``) and each point joins a stage after its hit (the
-    first in the bus stage, or after a driver's register; the second in the execute
-    stage), so the move unit's logic feeds no source select in its cycle.
+    a driven value sees only the first move (``cfg.mv_drive_distance`` = 2).
 
     With ``cfg.read_stage`` as well, each bank's read data are registered after the block
     RAM (``rd_*_q``) and join the sources in the bus stage (the bypass decided in the
@@ -137,9 +133,7 @@ class PE(wiring.Component):
     non-transparent synchronous read port with enable and one write port (block RAM);
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
     write-back) with asynchronous read ports, a live-value table and a written bit per
-    register in flip-flops (reset to 0, so unwritten registers read +0; with
-    ``cfg.exec_stage`` the table is read at issue, that cycle's RF writes applied, into
-    each source's selects, one per bank); ARs and strides
+    register in flip-flops (reset to 0, so unwritten registers read +0); ARs and strides
     are flip-flops; each source operand is an AND-OR of the live values under one-hot
     selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
     :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
@@ -204,30 +198,6 @@ class PE(wiring.Component):
             m.d.comb += [pm.addr.eq(idx), pf.addr.eq(idx), tag.eq(rf_tags.word_select(idx, 2)),
                          v.eq(Mux(tag[0], Mux(tag[1], pf.data, pm.data), 0))]
             return v
-
-        # FPGA timing (execute stage): the live-value table is read at issue, not in the
-        # operand stage. ``rf_tag_next(idx)`` is (written, in bank F) of RF[idx] as the
-        # operand stage will see it: this cycle's tags with this cycle's RF writes (the
-        # move unit's and the FMA write-back's, both from flip-flops with the execute
-        # stage) applied, as the table's update below applies them. A source then has
-        # one term per bank, under selects decided at issue, and the operand stage reads
-        # a bank's LUT RAM straight into the source's AND-OR.
-        rf_wm_go, rf_wm_dst = Signal(name="rf_wm_go"), Signal(4, name="rf_wm_dst")   # driven below
-        rf_wf_go, rf_wf_dst = Signal(name="rf_wf_go"), Signal(4, name="rf_wf_dst")
-
-        def rf_tag_next(idx):
-            cur = rf_tags.word_select(idx, 2)
-            wf = rf_wf_go & (rf_wf_dst == idx)
-            wm = rf_wm_go & (rf_wm_dst == idx)
-            in_rf = idx < n_regs           # registers >= n_regs are never written
-            return in_rf & (wf | wm | cur[0]), in_rf & (wf | (~wm & cur[1]))
-
-        def rf_banks(idx):
-            """(bank M, bank F) words at ``idx``, read asynchronously (no tag applied)."""
-            pm = rf_m.read_port(domain="comb")
-            pf = rf_f.read_port(domain="comb")
-            m.d.comb += [pm.addr.eq(idx), pf.addr.eq(idx)]
-            return {"rf_m": pm.data, "rf_f": pf.data}
         ar = [Signal(ab, name=f"ar{i}") for i in range(n_ar)]
         stride = [Signal(ab, name=f"stride{i}") for i in range(n_ar)]
 
@@ -449,18 +419,8 @@ class PE(wiring.Component):
             byp_fma = Signal(name="byp_fma")
             m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
             m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
-        # FPGA timing (bus stage): the bypassed value is registered (byp_q: a cycle later
-        # it holds the value of the move that executed in the cycle before) and joins a
-        # reader one stage later than the hit: the first point (a move executing in the
-        # reader's operand stage) in its bus stage, the second (a move executing in its
-        # bus stage) in its execute stage. So byp_val, the end of the move unit's logic,
-        # feeds only registers (byp_q, the register file, the late `c`), not a source's
-        # AND-OR before a register. Same values in the same cycles.
-        byp_q = Signal(w, name="byp_q")
-        if cfg.bus_stage:
-            m.d.sync += byp_q.eq(byp_val)
 
-        def source(field, *, regs=True, buses=True, gate=None, name, late=None, mv_hits=None):
+        def source(field, *, regs=True, buses=True, gate=None, name, late=None):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
 
             ``gate`` (issue-stage signal): the value is +0 unless it was high at issue.
@@ -468,10 +428,7 @@ class PE(wiring.Component):
             value and ``(select, bank)`` is appended for each bank instead, ``select`` an
             operand-stage signal: the source reads that bank (its bypass word on a hit,
             else its RAM data). The value ORed with the selected bank is the source's
-            value. ``mv_hits`` (a list; with the execute stage and ``regs``): the move
-            bypass is left out of the value and its select (operand stage: the source
-            reads the result of the move executing now, ``byp_val``) is appended instead;
-            the value is then +0 on a hit."""
+            value."""
             code_i, code_o = field(u), field(s1)
             mems = (("a", Src.MEMA, rd_a_seen_op, rd_a_data), ("b", Src.MEMB, rd_b_seen_op, rd_b_data))
             live = []
@@ -484,27 +441,16 @@ class PE(wiring.Component):
             if regs and cfg.exec_stage:
                 reg = ~code_i[4] & (code_i[:4] < n_regs)
                 hit = reg & nxt_mv & (nxt_mv_dst == code_i[:4])
-                rf_sel = ~code_i[4] & ~hit
-                written, in_f = rf_tag_next(code_i[:4])
-                live += [hit, byp_val if mv_hits is None else "mv",
-                         rf_sel & written & ~in_f, "rf_m", rf_sel & written & in_f, "rf_f"]
+                live += [hit, byp_val, ~code_i[4] & ~hit, None]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
-            banks = {}
             for k in range(0, len(live), 2):
                 cond, value = live[k], live[k + 1]
                 # f(NOP, 0): code 0 names RF[0]; gated readers are off after reset
                 init = int(value is None and gate is None)
                 sel = Signal(name=f"{name}_sel{k // 2}", init=init)
                 m.d.sync += sel.eq(cond if gate is None else cond & gate)
-                if isinstance(value, str) and value == "mv":    # the move bypass, retimed
-                    mv_hits.append(sel)
-                    continue
-                if isinstance(value, str) and value.startswith("rf_"):   # an RF bank
-                    if not banks:
-                        banks.update(rf_banks(code_o[:4]))
-                    value = banks[value]
                 if isinstance(value, str):      # a bank, read stage: joins in the bus stage
                     late.append((sel, value))
                     continue
@@ -540,32 +486,22 @@ class PE(wiring.Component):
         drive += [self.row_oe.eq(s1_rsel), self.col_oe.eq(s1_csel)]
         for fld, gate, op, out, nm in (("rdrv", rsel, self.row_op, self.row_out, "rdrv_val"),
                                        ("cdrv", csel, self.col_op, self.col_out, "cdrv_val")):
-            if cfg.bus_stage:
-                # The driven value is registered at the driver; the move bypass joins
-                # after the register (``byp_q`` under the registered hit), and with the
-                # read stage so do the RAM data (below). ``op`` is the operand-stage value.
-                late = [] if cfg.read_stage else None
-                hits = []
-                val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm, late=late, mv_hits=hits)
+            if cfg.read_stage:
+                # The bypass word (from flip-flops, operand stage) is folded into the
+                # driver register; after it only the registered RAM data are ORed in,
+                # under a select that is off on a bypass hit, so the bus starts two LUT
+                # inputs per bank after the flip-flops, not through rd_eff's mux.
+                late = []
+                val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm, late=late)
                 reg = Signal(w, name=f"{nm}_reg")
-                hit_bus = Signal(name=f"{nm}_mvhit_bus")
-                m.d.sync += hit_bus.eq(hits[0])
-                op_terms = [val, Mux(hits[0], byp_val, 0)]
-                out_terms = [reg, Mux(hit_bus, byp_q, 0)]
-                if cfg.read_stage:
-                    # The bypass word (from flip-flops, operand stage) is folded into the
-                    # driver register; after it only the registered RAM data are ORed in,
-                    # under a select that is off on a bypass hit, so the bus starts two LUT
-                    # inputs per bank after the flip-flops, not through rd_eff's mux.
-                    m.d.sync += reg.eq(reduce(lambda x, y: x | y,
-                                              [Mux(sel & byp_hit[b], byp_word[b], 0) for sel, b in late], val))
-                    out_terms.append(late_regs([(sel & ~byp_hit[b], b) for sel, b in late], nm, rd_q, "ram"))
-                    raw = {"a": rd_a_data, "b": rd_b_data}     # the bypass word on a hit
-                    op_terms += [Mux(sel, raw[b], 0) for sel, b in late]
-                else:
-                    m.d.sync += reg.eq(val)
-                m.d.comb += [op.eq(reduce(lambda x, y: x | y, op_terms)),
-                             out.eq(reduce(lambda x, y: x | y, out_terms))]
+                m.d.sync += reg.eq(reduce(lambda x, y: x | y,
+                                          [Mux(sel & byp_hit[b], byp_word[b], 0) for sel, b in late], val))
+                ram = late_regs([(sel & ~byp_hit[b], b) for sel, b in late], nm, rd_q, "ram")
+                raw = {"a": rd_a_data, "b": rd_b_data}     # the bypass word on a hit
+                m.d.comb += [
+                    op.eq(reduce(lambda x, y: x | y, [Mux(sel, raw[b], 0) for sel, b in late], val)),
+                    out.eq(reg | ram),
+                ]
             else:
                 val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm)
                 m.d.comb += op.eq(val)
@@ -605,8 +541,7 @@ class PE(wiring.Component):
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
             late = [] if cfg.read_stage else None
-            hits = [] if regs else None
-            v = source(field, regs=regs, buses=False, name=name, late=late, mv_hits=hits)
+            v = source(field, regs=regs, buses=False, name=name, late=late)
             conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
             if regs:
                 conds["hit"] = (~code_i[4] & (code_i[:4] < n_regs) & mv_rd
@@ -620,24 +555,12 @@ class PE(wiring.Component):
             b = Signal(w, name=f"b_{name}")
             m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")
-            held = b
-            if regs:
-                # The move bypass, retimed (byp_q): the first point's hit (registered from
-                # the operand stage; ``b`` is +0 then) joins here, the second point's in
-                # the execute stage, where it wins (younger move): both from flip-flops.
-                hit1 = Signal(name=f"{name}_mvhit_bus")
-                hit2 = Signal(name=f"{name}_mvhit_x")
-                m.d.sync += [hit1.eq(hits[0]), hit2.eq(sel["hit"])]
-                held = Mux(sel["hit"], 0, b | Mux(hit1, byp_q, 0))
+            held = Mux(sel["hit"], byp_val, b) if regs else b
             mem = late_regs(late, name) if cfg.read_stage else 0
             m.d.comb += bv.eq(held | mem | Mux(sel["row"], self.row_in, 0) | Mux(sel["col"], self.col_in, 0))
             x = Signal(w, name=f"x_{name}")
             m.d.sync += x.eq(bv)
-            if not regs:
-                return x
-            xe = Signal(w, name=f"xe_{name}")
-            m.d.comb += xe.eq(x | Mux(hit2, byp_q, 0))     # x is +0 on a hit
-            return xe
+            return x
 
         # SRAM writes at the end of the execute stage (read-during-write: the read port
         # sees old data)
@@ -792,7 +715,6 @@ class PE(wiring.Component):
         m.d.comb += [
             rf_wm.addr.eq(mv_dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go),
             rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(add.o), rf_wf.en.eq(fma_wb),
-            rf_wm_go.eq(mv_go), rf_wm_dst.eq(mv_dst), rf_wf_go.eq(fma_wb), rf_wf_dst.eq(fma_wb_dst),
         ]
         for i in range(n_regs):
             with m.If(fma_wb & (fma_wb_dst == i)):
