@@ -20,7 +20,7 @@ from pe.fp_mul import FPMul
 from pe.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_layout
 from pe.pe_model import EVENT_FIELDS
 
-__all__ = ["PE", "EVENT_LAYOUT"]
+__all__ = ["PE", "EVENT_LAYOUT", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode"]
 
 #: Per-cycle event strobes of a PE (fields LSB first; see the Events table of the spec).
 #: ``fma``, ``mv``: an FMA enters the multiplier / the move unit executes (operand stage);
@@ -46,6 +46,56 @@ EVENT_LAYOUT = data.StructLayout({
 })
 assert tuple((n, f.width) for n, f in EVENT_LAYOUT) == EVENT_FIELDS
 
+#: A PE's issue-stage decisions about the micro-op it issues: ``pred``, its predicate;
+#: ``rsel`` / ``csel``, it drives its row / column bus; ``ra_en`` / ``rb_en``, it reads SRAM
+#: bank A / B (the read's enable and its gate). Each is a function of the micro-op and of
+#: the PE's coordinates only (:func:`issue_decode`).
+ISSUE_LAYOUT = data.StructLayout({"pred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "rb_en": 1})
+
+#: :func:`issue_decode` of the all-zero micro-op (a NOP: every PE's predicate holds,
+#: nothing is driven or read), for registers that hold a decoded NOP after reset.
+ISSUE_NOP = {"pred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0}
+
+
+def issue_decode(m, cfg, row: int, col: int, u):
+    """The issue-stage decisions (:data:`ISSUE_LAYOUT`) of PE ``(row, col)`` about
+    micro-op ``u``: combinational logic added to module ``m``; returns a value of
+    :data:`ISSUE_LAYOUT`'s shape. The predicate selects by column, row or diagonal offset, modulo ``2**seg``
+    when segmented; a bus driver is the PE at offset ``k`` of its (segment of the) row /
+    column, or on diagonal ``k``; an SRAM read is made if enabled and its gate
+    (:class:`~pe.microop.Gate`) holds."""
+    diag = (col - row) % cfg.nr
+
+    def seg_index(index: int, seg):
+        """``index`` (an elaboration constant) modulo 2**seg; seg = 0: unchanged."""
+        return Array([Const(index if g == 0 else index % (1 << g), 8)
+                      for g in range(1 << SEG_BITS)])[seg]
+
+    pred = Signal(name="dec_pred")
+    with m.Switch(u.pred.mode):
+        with m.Case(PredMode.ALL):
+            m.d.comb += pred.eq(1)
+        with m.Case(PredMode.COL):
+            m.d.comb += pred.eq(u.pred.k == seg_index(col, u.pred.seg))
+        with m.Case(PredMode.ROW):
+            m.d.comb += pred.eq(u.pred.k == seg_index(row, u.pred.seg))
+        with m.Case(PredMode.DIAG):
+            m.d.comb += pred.eq(u.pred.k == seg_index(diag, u.pred.seg))
+
+    rsel = u.rdrv.en & Mux(u.rdrv.seg != 0, u.rdrv.k == seg_index(col, u.rdrv.seg),
+                           Mux(u.rdrv.diag, u.rdrv.k == diag, u.rdrv.k == col))
+    csel = u.cdrv.en & Mux(u.cdrv.seg != 0, u.cdrv.k == seg_index(row, u.cdrv.seg),
+                           Mux(u.cdrv.diag, u.cdrv.k == diag, u.cdrv.k == row))
+
+    gates = {Gate.ALL: Const(1, 1), Gate.PRED: pred, Gate.RDRV: rsel, Gate.CDRV: csel}
+
+    def gate_ok(gate):
+        return Array([gates[g] for g in sorted(Gate)])[gate]
+
+    dec = {"pred": pred, "rsel": rsel, "csel": csel,
+           "ra_en": u.ra.en & gate_ok(u.ra.gate), "rb_en": u.rb.en & gate_ok(u.rb.gate)}
+    return Cat(*(dec[name] for name, _ in ISSUE_LAYOUT))
+
 
 class PE(wiring.Component):
     """One PE of an ``nr x nr`` core, executing the broadcast micro-op every cycle.
@@ -58,11 +108,18 @@ class PE(wiring.Component):
     row, col : int
         Coordinates of this PE in the core (elaboration constants used by predicates,
         bus-driver selection and read gating).
+    issue_in : bool
+        Take the issue-stage decisions from the ``issue`` port instead of decoding them
+        from ``uop`` (a core with :attr:`~rtl.config.ArchConfig.dist_stage` decodes them
+        beside the distribution register, so they come from flip-flops). Same cycle
+        behaviour when ``issue`` is :func:`issue_decode` of ``uop``.
 
     Attributes
     ----------
     uop : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
         Micro-op issued this cycle (all-zero = NOP).
+    issue : In(ISSUE_LAYOUT)
+        With ``issue_in`` only: :func:`issue_decode` of ``uop`` for this PE, this cycle.
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
         driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
@@ -143,14 +200,16 @@ class PE(wiring.Component):
     adder's inputs all come from flip-flops.
     """
 
-    def __init__(self, cfg, row: int, col: int):
+    def __init__(self, cfg, row: int, col: int, *, issue_in: bool = False):
         if not (0 <= row < cfg.nr and 0 <= col < cfg.nr):
             raise ValueError(f"PE coordinates ({row}, {col}) outside a {cfg.nr}x{cfg.nr} core")
         self.cfg = cfg
         self.row = row
         self.col = col
+        self.issue_in = issue_in
         w = cfg.fmt.width
         super().__init__({
+            **({"issue": In(ISSUE_LAYOUT)} if issue_in else {}),
             "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "row_in": In(w),
             "col_in": In(w),
@@ -171,7 +230,6 @@ class PE(wiring.Component):
         ab = cfg.addr_bits
         n_regs = cfg.n_regs
         n_ar = cfg.n_ar
-        diag = (self.col - self.row) % cfg.nr
         u = self.uop
 
         # ---- state ------------------------------------------------------------------
@@ -209,35 +267,15 @@ class PE(wiring.Component):
         wr_b = mem_b.write_port()
 
         # ---- issue stage (cycle t) ------------------------------------------------------
-        def seg_index(index: int, seg):
-            """``index`` (an elaboration constant) modulo 2**seg; seg = 0: unchanged."""
-            return Array([Const(index if g == 0 else index % (1 << g), 8)
-                          for g in range(1 << SEG_BITS)])[seg]
-
-        pred = Signal()
-        with m.Switch(u.pred.mode):
-            with m.Case(PredMode.ALL):
-                m.d.comb += pred.eq(1)
-            with m.Case(PredMode.COL):
-                m.d.comb += pred.eq(u.pred.k == seg_index(self.col, u.pred.seg))
-            with m.Case(PredMode.ROW):
-                m.d.comb += pred.eq(u.pred.k == seg_index(self.row, u.pred.seg))
-            with m.Case(PredMode.DIAG):
-                m.d.comb += pred.eq(u.pred.k == seg_index(diag, u.pred.seg))
-
-        # driver selection: unsegmented, by column/row or diagonal offset; segmented bus
-        # (seg = g > 0): in each segment of 2**g PEs the one at offset k drives
-        def row_driver(uu):
-            return uu.rdrv.en & Mux(uu.rdrv.seg != 0, uu.rdrv.k == seg_index(self.col, uu.rdrv.seg),
-                                    Mux(uu.rdrv.diag, uu.rdrv.k == diag, uu.rdrv.k == self.col))
-
-        def col_driver(uu):
-            return uu.cdrv.en & Mux(uu.cdrv.seg != 0, uu.cdrv.k == seg_index(self.row, uu.cdrv.seg),
-                                    Mux(uu.cdrv.diag, uu.cdrv.k == diag, uu.cdrv.k == self.row))
-
-        rsel = Signal()
-        csel = Signal()
-        m.d.comb += [rsel.eq(row_driver(u)), csel.eq(col_driver(u))]
+        # The predicate, the bus-driver selection and the SRAM read enables: decoded here
+        # from the micro-op, or (``issue_in``) decoded by the core one cycle earlier, from
+        # the micro-op the distribution register loads, into flip-flops beside it.
+        if self.issue_in:
+            dec = self.issue
+        else:
+            dec = Signal(ISSUE_LAYOUT, name="issue_dec")
+            m.d.comb += dec.eq(issue_decode(m, cfg, self.row, self.col, u))
+        pred, rsel, csel = dec.pred, dec.rsel, dec.csel
 
         def ar_value(idx):
             """AR[idx] before this micro-op's updates; nonexistent ARs read 0."""
@@ -248,25 +286,12 @@ class PE(wiring.Component):
                         m.d.comb += v.eq(ar[i])
             return v
 
-        def gate_ok(gate):
-            g = Signal()
-            with m.Switch(gate):
-                with m.Case(Gate.ALL):
-                    m.d.comb += g.eq(1)
-                with m.Case(Gate.PRED):
-                    m.d.comb += g.eq(pred)
-                with m.Case(Gate.RDRV):
-                    m.d.comb += g.eq(rsel)
-                with m.Case(Gate.CDRV):
-                    m.d.comb += g.eq(csel)
-            return g
-
         # synchronous reads: address = (AR + off) mod depth (assignment truncates)
         m.d.comb += [
             rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
-            rd_a.en.eq(u.ra.en & gate_ok(u.ra.gate)),
+            rd_a.en.eq(dec.ra_en),
             rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off),
-            rd_b.en.eq(u.rb.en & gate_ok(u.rb.gate)),
+            rd_b.en.eq(dec.rb_en),
         ]
 
         # AR / stride updates at the end of t (predicated)

@@ -13,7 +13,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from noc.broadcast_bus import BroadcastBus, visibility, vis_bits
-from pe.pe import PE
+from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
 from rtl.scratchpad import Scratchpad
@@ -394,7 +394,7 @@ class Core(wiring.Component):
         pes = []
         for r in range(nr):
             for c in range(nr):
-                pe = PE(cfg, row=r, col=c)
+                pe = PE(cfg, row=r, col=c, issue_in=dist)
                 pes.append(pe)
                 if dist:
                     # this PE's own copy of the distribution register (micro-op, freeze)
@@ -409,6 +409,14 @@ class Core(wiring.Component):
                     bubble_pe = Signal(name="bubble", reset_less=True)
                     uop_f, bubble_f = fans[r, c // 2]
                     pd.d.sync += [uop_pe.eq(uop_f), bubble_pe.eq(bubble_f)]
+                    # the PE's issue-stage decisions (predicate, driver selects, SRAM read
+                    # enables) decoded from the micro-op the copy loads, so that they come
+                    # from flip-flops (the read enables drive the block RAMs' and ~40
+                    # registers' clock enables); loaded every cycle like the copy, so they
+                    # are always issue_decode(uop_pe) (ISSUE_NOP at power-up, as for uop 0)
+                    issue_pe = Signal(ISSUE_LAYOUT, name="issue", reset_less=True, init=ISSUE_NOP)
+                    pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
+                    m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
                 else:

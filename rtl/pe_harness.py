@@ -37,7 +37,8 @@ class PEHarness(wiring.Component):
         Scan output: bit 0 of the output register.
 
     Cycle behaviour: the input register (``n_in`` = every PE input bit: micro-op,
-    ``row_in``, ``col_in``) drives the PE's inputs directly, so every PE input comes from
+    ``row_in``, ``col_in``, and with the distribution stage the issue-stage decisions,
+    ``issue``) drives the PE's inputs directly, so every PE input comes from
     a flip-flop, as in a core (the sequencer's micro-op register, the buses' driver
     registers). Every ``n_out`` cycles (a free-running counter) the output register
     captures all PE outputs in parallel (``row_out``, ``col_out``, the enables, the
@@ -54,7 +55,11 @@ class PEHarness(wiring.Component):
 
     def __init__(self, cfg, row: int = 0, col: int = 0):
         self.cfg = cfg
-        self.pe = PE(cfg, row, col)
+        # as in a core: with the distribution stage the issue-stage decisions come from
+        # flip-flops (here scan-in bits, like the micro-op)
+        self.pe = PE(cfg, row, col, issue_in=cfg.dist_stage)
+        if cfg.dist_stage:
+            self._INS = self._INS + ("issue",)
         if not cfg.drive_op_sampled:
             self._OUTS = tuple(n for n in self._OUTS if n not in ("row_op", "col_op"))
         self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in self._INS)
