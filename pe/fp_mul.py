@@ -3,8 +3,8 @@
 Pipeline (``docs/fp_datapath.md`` has the details); each ``|`` is a register, ``[n]``
 marks a register that exists only for ``latency >= n``:
 
-    unpack, specials, exponent sum  [4]  significand multiply || leading zeros of both
-    significands -> normalize shift amount  |  normalize shift (left, or right with
+    unpack, specials, exponent sum, leading zeros of both significands  [4]  significand
+    multiply || normalize shift amount  |  normalize shift (left, or right with
     sticky into the subnormal range) + 1-bit fix-up  [3]  round to nearest even + pack
     + special-case mux  |  (extra delay registers) -> o
 
@@ -74,6 +74,9 @@ class FPMul(wiring.Component):
         s0 = stage(
             m, split_in, "m0",
             sig_a=ua.sig, sig_b=ub.sig,
+            # leading zeros of both significands (for the normalize shift amount), here
+            # beside the exponent sum rather than behind the stage-0 register
+            lz_a=lzc(m, ua.sig, "m_lza"), lz_b=lzc(m, ub.sig, "m_lzb"),
             # t = xa + xb - bias: biased exponent of the result if the product's MSB sits
             # at bit 2P-2 (the product of two significands in [1, 2)); the MSB of the
             # 2P-bit product window stands for exponent t + 1
@@ -86,7 +89,7 @@ class FPMul(wiring.Component):
 
         # ---- stage 1: significand multiply || normalize shift amount ------------------------------
         prod = s0.sig_a * s0.sig_b                                   # 2P bits -> DSP
-        lz = wire(m, lzc(m, s0.sig_a, "m_lza") + lzc(m, s0.sig_b, "m_lzb"), "m_lz")   # lzc(prod) - {0,1}
+        lz = wire(m, s0.lz_a + s0.lz_b, "m_lz")   # lzc(prod) - {0,1}
         t = s0.t
         neg = wire(m, t < 0, "m_neg")
         # t >= 0: shift left by min(lz, t) (not below exponent 1); one more bit later if
