@@ -46,15 +46,24 @@ EVENT_LAYOUT = data.StructLayout({
 })
 assert tuple((n, f.width) for n, f in EVENT_LAYOUT) == EVENT_FIELDS
 
+#: Address registers a micro-op can name (its 2-bit AR indices).
+AR_SLOTS = 4
+
 #: A PE's issue-stage decisions about the micro-op it issues: ``pred``, its predicate;
 #: ``rsel`` / ``csel``, it drives its row / column bus; ``ra_en`` / ``rb_en``, it reads SRAM
-#: bank A / B (the read's enable and its gate). Each is a function of the micro-op and of
-#: the PE's coordinates only (:func:`issue_decode`).
-ISSUE_LAYOUT = data.StructLayout({"pred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "rb_en": 1})
+#: bank A / B (the read's enable and its gate); per address register ``i`` (bit ``i``,
+#: applied only under the predicate): ``ar_inc``, a port post-increments it by its stride;
+#: ``ar_add``, ``AR += imm``; ``ar_set``, ``AR = imm``; ``ar_stride``, ``STRIDE = imm``.
+#: Each is a function of the micro-op and of the PE's coordinates only
+#: (:func:`issue_decode`).
+ISSUE_LAYOUT = data.StructLayout({"pred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "rb_en": 1,
+                                  "ar_inc": AR_SLOTS, "ar_add": AR_SLOTS, "ar_set": AR_SLOTS,
+                                  "ar_stride": AR_SLOTS})
 
 #: :func:`issue_decode` of the all-zero micro-op (a NOP: every PE's predicate holds,
-#: nothing is driven or read), for registers that hold a decoded NOP after reset.
-ISSUE_NOP = {"pred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0}
+#: nothing is driven, read or updated), for registers that hold a decoded NOP after reset.
+ISSUE_NOP = {"pred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
+             "ar_inc": 0, "ar_add": 0, "ar_set": 0, "ar_stride": 0}
 
 
 def issue_decode(m, cfg, row: int, col: int, u):
@@ -92,8 +101,16 @@ def issue_decode(m, cfg, row: int, col: int, u):
     def gate_ok(gate):
         return Array([gates[g] for g in sorted(Gate)])[gate]
 
+    def per_ar(f):
+        return Cat(*(f(i) for i in range(AR_SLOTS)))
+
+    ports = (u.ra, u.rb, u.wa, u.wb)
     dec = {"pred": pred, "rsel": rsel, "csel": csel,
-           "ra_en": u.ra.en & gate_ok(u.ra.gate), "rb_en": u.rb.en & gate_ok(u.rb.gate)}
+           "ra_en": u.ra.en & gate_ok(u.ra.gate), "rb_en": u.rb.en & gate_ok(u.rb.gate),
+           "ar_inc": per_ar(lambda i: reduce(lambda x, y: x | y, [p.inc & (p.ar == i) for p in ports])),
+           "ar_add": per_ar(lambda i: (u.ar.op == ArOp.ADD) & (u.ar.idx == i)),
+           "ar_set": per_ar(lambda i: (u.ar.op == ArOp.SET) & (u.ar.idx == i)),
+           "ar_stride": per_ar(lambda i: (u.ar.op == ArOp.STRIDE) & (u.ar.idx == i))}
     return Cat(*(dec[name] for name, _ in ISSUE_LAYOUT))
 
 
@@ -191,8 +208,9 @@ class PE(wiring.Component):
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
     write-back) with asynchronous read ports, a live-value table and a written bit per
     register in flip-flops (reset to 0, so unwritten registers read +0); ARs and strides
-    are flip-flops; each source operand is an AND-OR of the live values under one-hot
-    selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
+    are flip-flops (an AR's update, ``AR + imm + stride`` as the micro-op selects, is one
+    carry-save step and one carry chain); each source operand is an AND-OR of the live
+    values under one-hot selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
     :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
     carrying ``valid``/``dst``/``c`` alongside the multiplier and ``valid``/``dst``
     alongside the adder. With ``cfg.exec_stage`` the late ``c`` is read one cycle early
@@ -294,18 +312,21 @@ class PE(wiring.Component):
             rd_b.en.eq(dec.rb_en),
         ]
 
-        # AR / stride updates at the end of t (predicated)
+        # AR / stride updates at the end of t (predicated): AR + (imm if ADD) + (stride if
+        # a port increments it), modulo 2**addr_bits, as one carry-save step (sum and
+        # carry bits, one LUT level) and one carry chain instead of two chained adders
         with m.If(pred):
             for i in range(n_ar):
-                inc = reduce(lambda x, y: x | y,
-                             [p.inc & (p.ar == i) for p in (u.ra, u.rb, u.wa, u.wb)])
-                add_imm = (u.ar.op == ArOp.ADD) & (u.ar.idx == i)
-                nxt = ar[i] + Mux(add_imm, u.ar.imm, 0) + Mux(inc, stride[i], 0)
-                with m.If((u.ar.op == ArOp.SET) & (u.ar.idx == i)):
+                x = ar[i]
+                y = Mux(dec.ar_add[i], u.ar.imm, 0)[:ab]
+                z = Mux(dec.ar_inc[i], stride[i], 0)
+                cs_sum = x ^ y ^ z
+                cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
+                with m.If(dec.ar_set[i]):
                     m.d.sync += ar[i].eq(u.ar.imm)
                 with m.Else():
-                    m.d.sync += ar[i].eq(nxt)
-                with m.If((u.ar.op == ArOp.STRIDE) & (u.ar.idx == i)):
+                    m.d.sync += ar[i].eq(cs_sum + cs_carry)
+                with m.If(dec.ar_stride[i]):
                     m.d.sync += stride[i].eq(u.ar.imm)
 
         # ---- operand stage register ------------------------------------------------------

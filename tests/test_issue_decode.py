@@ -2,9 +2,9 @@
 
 :func:`issue_decode` is the logic a PE, or with the distribution stage the core beside
 each PE's distribution register, uses for the predicate, the bus-driver selects and the
-SRAM read enables. Here every PE of a core is compared with
+SRAM read enables and the address-register updates. Here every PE of a core is compared with
 :class:`pe.pe_model.PEModel`'s ``predicate`` / ``row_driver`` / ``col_driver`` / read
-gates on the same micro-op words (Amaranth's simulator, no HDL simulator): every
+gates and ``_update_ars`` on the same micro-op words (Amaranth's simulator, no HDL simulator): every
 predicate mode, segment and index exhaustively on the fields the decision reads, then
 random whole words. The core's registered copy is covered by ``test_core``'s
 preset-``fpga`` cores, which compare with the core model cycle by cycle.
@@ -19,8 +19,8 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from pe.microop import SEG_BITS, Gate, PredMode, uop_fields, uop_layout
-from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, issue_decode
+from pe.microop import SEG_BITS, ArOp, Gate, PredMode, uop_fields, uop_layout
+from pe.pe import AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, issue_decode
 from pe.pe_model import PEModel, decode_uop
 from rtl.config import ArchConfig
 
@@ -28,9 +28,18 @@ from rtl.config import ArchConfig
 def _model_decode(pe: PEModel, word: int) -> dict:
     u = decode_uop(word, pe.cfg.addr_bits, pe.cfg.sel_bits)
     pred = pe.predicate(u)
+    ports = ((u.ra_inc, u.ra_ar), (u.rb_inc, u.rb_ar), (u.wa_inc, u.wa_ar), (u.wb_inc, u.wb_ar))
+
+    def per_ar(f):      # the AR updates of PEModel._update_ars, one bit per AR
+        return sum(int(bool(f(i))) << i for i in range(AR_SLOTS))
+
     return {"pred": int(pred), "rsel": int(pe.row_driver(u)), "csel": int(pe.col_driver(u)),
             "ra_en": int(bool(u.ra_en) and pe._gate(u.ra_gate, u, pred)),
-            "rb_en": int(bool(u.rb_en) and pe._gate(u.rb_gate, u, pred))}
+            "rb_en": int(bool(u.rb_en) and pe._gate(u.rb_gate, u, pred)),
+            "ar_inc": per_ar(lambda i: any(inc and ar == i for inc, ar in ports)),
+            "ar_add": per_ar(lambda i: u.ar_op == ArOp.ADD and u.ar_idx == i),
+            "ar_set": per_ar(lambda i: u.ar_op == ArOp.SET and u.ar_idx == i),
+            "ar_stride": per_ar(lambda i: u.ar_op == ArOp.STRIDE and u.ar_idx == i)}
 
 
 def _words(cfg, rng, n_random):
@@ -59,6 +68,13 @@ def _words(cfg, rng, n_random):
     for port in ("ra", "rb"):
         for en, gate, mode, k in itertools.product((0, 1), Gate, PredMode, range(min(kmax, 4))):
             yield put(rnd(), **{f"{port}_en": en, f"{port}_gate": gate}, pred_mode=mode, pred_k=k)
+    for op, idx in itertools.product(ArOp, range(AR_SLOTS)):
+        yield put(rnd(), ar_op=op, ar_idx=idx)
+    for port in ("ra", "rb", "wa", "wb"):
+        for inc, ar in itertools.product((0, 1), range(AR_SLOTS)):
+            vals = {f"{p}_inc": 0 for p in ("ra", "rb", "wa", "wb")}
+            vals.update({f"{port}_inc": inc, f"{port}_ar": ar})
+            yield put(rnd(), **vals)
     for _ in range(n_random):
         yield rnd()
 
@@ -88,12 +104,13 @@ def test_issue_decode_matches_model(nr):
                 got = {name: ctx.get(getattr(d, name)) for name, _ in ISSUE_LAYOUT}
                 assert got == want, (rc, hex(word), got, want)
                 for name, v in got.items():
-                    seen[name].add(v)
+                    seen[name] |= {(bit, v >> bit & 1) for bit in range(len(getattr(d, name)))}
 
     sim = Simulator(m)
     sim.add_testbench(tb)
     sim.run()
-    # every decision took both values
-    assert all(v == {0, 1} for v in seen.values()), seen
+    # every decision (every bit of the per-AR ones) took both values
+    assert all(v == {(bit, b) for bit in range(len(getattr(decs[0, 0], name))) for b in (0, 1)}
+               for name, v in seen.items()), seen
     # the power-up value of the registered copy is the decode of the all-zero micro-op
     assert ISSUE_NOP == _model_decode(models[0, 0], 0)
