@@ -69,10 +69,11 @@ ISSUE_NOP = {"pred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
 def issue_decode(m, cfg, row: int, col: int, u):
     """The issue-stage decisions (:data:`ISSUE_LAYOUT`) of PE ``(row, col)`` about
     micro-op ``u``: combinational logic added to module ``m``; returns a value of
-    :data:`ISSUE_LAYOUT`'s shape. The predicate selects by column, row or diagonal offset, modulo ``2**seg``
-    when segmented; a bus driver is the PE at offset ``k`` of its (segment of the) row /
-    column, or on diagonal ``k``; an SRAM read is made if enabled and its gate
-    (:class:`~pe.microop.Gate`) holds."""
+    :data:`ISSUE_LAYOUT`'s shape. The predicate selects by column, row or diagonal
+    offset, modulo ``2**seg`` when segmented; a bus driver is the PE at offset ``k`` of
+    its (segment of the) row / column, or on diagonal ``k``; an SRAM read is made if
+    enabled and its gate (:class:`~pe.microop.Gate`) holds; an AR is post-incremented
+    when any port with ``inc`` names it."""
     diag = (col - row) % cfg.nr
 
     def seg_index(index: int, seg):
@@ -210,9 +211,10 @@ class PE(wiring.Component):
     register in flip-flops (reset to 0, so unwritten registers read +0); ARs and strides
     are flip-flops (an AR's update, ``AR + imm + stride`` as the micro-op selects, is one
     carry-save step and one carry chain); each source operand is an AND-OR of the live
-    values under one-hot selects decoded at issue (flip-flops beside the operand-stage register); the FMA is a
-    :class:`~pe.fp_mul.FPMul` feeding a :class:`~pe.fp_add.FPAdd`, with shift registers
-    carrying ``valid``/``dst``/``c`` alongside the multiplier and ``valid``/``dst``
+    values under one-hot selects decoded at issue (flip-flops beside the operand-stage
+    register); the FMA is a :class:`~pe.fp_mul.FPMul` feeding a
+    :class:`~pe.fp_add.FPAdd`, with shift registers carrying ``valid``/``dst``/``c``
+    alongside the multiplier and ``valid``/``dst``
     alongside the adder. With ``cfg.exec_stage`` the late ``c`` is read one cycle early
     into a register, that cycle's RF writes bypassed in (same value, same cycle), so the
     adder's inputs all come from flip-flops.
@@ -285,8 +287,8 @@ class PE(wiring.Component):
         wr_b = mem_b.write_port()
 
         # ---- issue stage (cycle t) ------------------------------------------------------
-        # The predicate, the bus-driver selection and the SRAM read enables: decoded here
-        # from the micro-op, or (``issue_in``) decoded by the core one cycle earlier, from
+        # The predicate, the bus-driver selection, the SRAM read enables and the AR
+        # update selects: decoded here from the micro-op, or (``issue_in``) decoded by the core one cycle earlier, from
         # the micro-op the distribution register loads, into flip-flops beside it.
         if self.issue_in:
             dec = self.issue
