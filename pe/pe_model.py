@@ -492,6 +492,12 @@ class PEModel:
                 v = nxt[1]
         return v
 
+    @staticmethod
+    def post_increments(u: DecodedUop, i: int) -> bool:
+        """A port of ``u`` post-increments AR ``i`` by its stride."""
+        return bool((u.ra_inc and u.ra_ar == i) or (u.rb_inc and u.rb_ar == i)
+                    or (u.wa_inc and u.wa_ar == i) or (u.wb_inc and u.wb_ar == i))
+
     def _update_ars(self, u: DecodedUop):
         amask = self.amask
         op, idx, imm = u.ar_op, u.ar_idx, u.ar_imm
@@ -503,8 +509,7 @@ class PEModel:
             v = self.ar[i]
             if op == ArOp.ADD and idx == i:
                 v += imm
-            if ((u.ra_inc and u.ra_ar == i) or (u.rb_inc and u.rb_ar == i)
-                    or (u.wa_inc and u.wa_ar == i) or (u.wb_inc and u.wb_ar == i)):
+            if self.post_increments(u, i):
                 v += self.stride[i]
             new_ar.append(v & amask)
         self.ar = new_ar

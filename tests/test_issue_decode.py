@@ -28,7 +28,6 @@ from rtl.config import ArchConfig
 def _model_decode(pe: PEModel, word: int) -> dict:
     u = decode_uop(word, pe.cfg.addr_bits, pe.cfg.sel_bits)
     pred = pe.predicate(u)
-    ports = ((u.ra_inc, u.ra_ar), (u.rb_inc, u.rb_ar), (u.wa_inc, u.wa_ar), (u.wb_inc, u.wb_ar))
 
     def per_ar(f):      # the AR updates of PEModel._update_ars, one bit per AR
         return sum(int(bool(f(i))) << i for i in range(AR_SLOTS))
@@ -36,7 +35,7 @@ def _model_decode(pe: PEModel, word: int) -> dict:
     return {"pred": int(pred), "rsel": int(pe.row_driver(u)), "csel": int(pe.col_driver(u)),
             "ra_en": int(bool(u.ra_en) and pe._gate(u.ra_gate, u, pred)),
             "rb_en": int(bool(u.rb_en) and pe._gate(u.rb_gate, u, pred)),
-            "ar_inc": per_ar(lambda i: any(inc and ar == i for inc, ar in ports)),
+            "ar_inc": per_ar(lambda i: pe.post_increments(u, i)),
             "ar_add": per_ar(lambda i: u.ar_op == ArOp.ADD and u.ar_idx == i),
             "ar_set": per_ar(lambda i: u.ar_op == ArOp.SET and u.ar_idx == i),
             "ar_stride": per_ar(lambda i: u.ar_op == ArOp.STRIDE and u.ar_idx == i)}
