@@ -378,8 +378,8 @@ class PE(wiring.Component):
         # operand-stage write of the micro-op in its execute stage lands on the same
         # address returns the written word (not an FMA write-back's), so an SRAM write is
         # seen by the read issued 2 later as without the stage. The writes in flight at
-        # the read's issue are registered with it, compared and selected in the operand
-        # stage; held with the read port when no read is made.
+        # the read's issue are compared with it at issue, and the hits registered with it
+        # and selected in the operand stage; held with the read port when no read is made.
         # With the bus stage a second write is in flight: the one landing in the cycle
         # after the read's (in its bus stage at the read's issue), younger, so it wins.
         rd_a_data = Signal(w)
@@ -392,24 +392,23 @@ class PE(wiring.Component):
         # the execute-stage write words ("val") are those of the first entries
         byp_a, byp_b = dict(byp_entry(wr_a), val=Signal(w)), dict(byp_entry(wr_b), val=Signal(w))
         byp_a2, byp_b2 = byp_entry(wr_a), byp_entry(wr_b)   # bus stage only
-        # FPGA timing: nothing is compared at issue. The read address and the writes in
-        # flight (enable, address) are registered with the read, and compared in the
-        # operand stage, beside the block RAM's clock-to-output; the bus-stage write's
-        # word is taken then too, from the execute-stage write word (the same word, one
-        # cycle later), and kept in the bypass register after that cycle.
+        # FPGA timing: the read address is compared with the write addresses in flight at
+        # issue (the write addresses come from registers; the read address from the AR
+        # and the offset, as for the block RAM), and only the hits are registered with
+        # the read, so in the operand stage a hit comes from a flip-flop, not through the
+        # compare, beside the block RAM's clock-to-output. The bus-stage write's word is
+        # taken in the operand stage, from the execute-stage write word (the same word,
+        # one cycle later), and kept in the bypass register after that cycle.
         if cfg.exec_stage:
             for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
                                        (rd_b, (byp_b, byp_b2), rd_b_data, "b")):
                 byps = byps[:1 + cfg.bus_stage]
-                raddr = Signal.like(rd.addr, name=f"byp_{nm}_raddr")
-                ens = [Signal(name=f"byp_{nm}_en{k}") for k in range(len(byps))]
-                addrs = [Signal.like(byp["addr"], name=f"byp_{nm}_addr{k}") for k, byp in enumerate(byps)]
+                hits = [Signal(name=f"byp_{nm}_hit{k}") for k in range(len(byps))]
                 val = Signal(w, name=f"byp_{nm}_val")
-                hits = [en & (raddr == addr) for en, addr in zip(ens, addrs)]
                 with m.If(rd.en):
-                    m.d.sync += [raddr.eq(rd.addr), val.eq(byps[0]["val"])]
-                    m.d.sync += [en.eq(byp["go"] & ~byp["wbk"]) for en, byp in zip(ens, byps)]
-                    m.d.sync += [addr.eq(byp["addr"]) for addr, byp in zip(addrs, byps)]
+                    m.d.sync += val.eq(byps[0]["val"])
+                    m.d.sync += [h.eq(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]))
+                                 for h, byp in zip(hits, byps)]
                 hit, word = byp_hit[nm], byp_word[nm]
                 if cfg.bus_stage:
                     fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
