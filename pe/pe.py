@@ -462,7 +462,21 @@ class PE(wiring.Component):
         # same cycle (a hit means the register read is the move's destination, so the
         # conflict does not depend on the source; decided at issue like the selects).
         byp_val = Signal(w)
+        # FPGA timing: the move unit's result reaches the register file a cycle late, from
+        # a register (``mvq_*``), so the move unit's logic does not end in the LUT RAMs'
+        # write data. The live-value table and the written bits are updated in the move's
+        # cycle as before, and a read in the next cycle of the register it writes takes the
+        # registered word (a third bypass term, decided at issue from the move executing
+        # then), so every read returns what it did with the write in the move's cycle.
+        # A move whose register the FMA write-back writes in the same cycle (the FMA wins)
+        # is not registered: bank F holds that register's value.
+        cur_mv = Signal()               # a move executes now, its write not overridden ...
+        cur_mv_dst = Signal(4)          # ... into this register
+        mvq_go = Signal(name="mvq_go")  # ... registered: bank M's write this cycle
+        mvq_dst = Signal(4, name="mvq_dst")
+        mvq_val = Signal(w, name="mvq_val")
         if cfg.exec_stage:
+            m.d.sync += [mvq_go.eq(cur_mv), mvq_dst.eq(cur_mv_dst), mvq_val.eq(mv_val)]
             byp_fma = Signal(name="byp_fma")
             m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
             m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
@@ -488,7 +502,9 @@ class PE(wiring.Component):
             if regs and cfg.exec_stage:
                 reg = ~code_i[4] & (code_i[:4] < n_regs)
                 hit = reg & nxt_mv & (nxt_mv_dst == code_i[:4])
-                live += [hit, byp_val, ~code_i[4] & ~hit, None]
+                # the move executing now writes bank M at the end of the operand stage
+                hitq = reg & ~hit & cur_mv & (cur_mv_dst == code_i[:4])
+                live += [hit, byp_val, hitq, mvq_val, ~code_i[4] & ~hit & ~hitq, None]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
@@ -740,7 +756,8 @@ class PE(wiring.Component):
             in_rf = idx < n_regs      # registers >= n_regs are never written: +0
             wf = fma_wb & (fma_wb_dst == idx) & in_rf
             wm = mv_go & (mv_dst == idx) & in_rf
-            c_pre = Mux(wf, add.o, Mux(wm, mv_val, rf_read(idx, "c_pre")))
+            wq = mvq_go & (mvq_dst == idx) & in_rf   # last cycle's move: bank M at this cycle's end
+            c_pre = Mux(wf, add.o, Mux(wm, mv_val, Mux(wq, mvq_val, rf_read(idx, "c_pre"))))
             c_reg = Signal(w, name="c_late_reg")
             m.d.sync += c_reg.eq(Mux(pre_crf, c_pre, pre_c))
             m.d.comb += c_late.eq(c_reg)
@@ -759,10 +776,12 @@ class PE(wiring.Component):
 
         # ---- register file writes: move unit first, the FMA write-back wins -------------------
         # (registers >= n_regs are never marked written, so they read +0)
-        m.d.comb += [
-            rf_wm.addr.eq(mv_dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go),
-            rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(add.o), rf_wf.en.eq(fma_wb),
-        ]
+        if cfg.exec_stage:     # bank M a cycle late, from the mvq registers (above)
+            m.d.comb += [cur_mv.eq(mv_go & ~(fma_wb & (fma_wb_dst == mv_dst))), cur_mv_dst.eq(mv_dst),
+                         rf_wm.addr.eq(mvq_dst), rf_wm.data.eq(mvq_val), rf_wm.en.eq(mvq_go)]
+        else:
+            m.d.comb += [rf_wm.addr.eq(mv_dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go)]
+        m.d.comb += [rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(add.o), rf_wf.en.eq(fma_wb)]
         for i in range(n_regs):
             with m.If(fma_wb & (fma_wb_dst == i)):
                 m.d.sync += [rf_lvt[i].eq(1), rf_written[i].eq(1)]

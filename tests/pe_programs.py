@@ -766,6 +766,45 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     return b.build()
 
 
+def _p_absent_reg(cfg, row, col) -> Program:
+    """A move into a register the configuration does not have (``>= n_regs``) writes
+    nothing: reads of it return +0 at every distance after the move, as an operand
+    (source select, move bypass) and as the FMA's late ``c``. (With the execute stage the
+    move's register-file write is made a cycle late, from a register; this checks that
+    neither that register nor its bypass gives an absent register a value.) With 16
+    registers there is none: the program checks a present one the same way."""
+    b = Builder(cfg, row, col, "absent_reg")
+    L = cfg.fpu_latency
+    reg = min(cfg.n_regs, 15)
+    want = 0 if cfg.n_regs < 16 else None     # a present register: the model decides
+    b.set_reg(1, b.f(2.0))
+    mv = dict(mv_op=MvOp.MOV, mv_src=1, mv_dst=reg)
+    fma = dict(fpu_en=1, fpu_a=1, fpu_b=1, fpu_c=reg, fpu_dst=2)
+    # the move d micro-ops after the FMA (d < 0: before it): every alignment of the late
+    # `c` read (one cycle ahead of the adder) with the move's write and its registered copy
+    for d in range(-3, L + 3):
+        b.set_reg(2, b.f(-1.0))
+        if d < 0:
+            b.op(**mv)
+            b.nops(-d - 1)
+            b.op(**fma)
+        elif d == 0:
+            b.op(**fma, **mv)
+        else:
+            b.op(**fma)
+            b.nops(d - 1)
+            b.op(**mv)
+        b.nops(L)
+        b.show(2, None if want is None else b.f(4.0))
+    for k in range(4):                  # as a source k micro-ops after the move
+        b.set_reg(3, b.f(-1.0))
+        b.op(mv_op=MvOp.MOV, mv_src=1, mv_dst=reg)
+        b.nops(k)
+        b.op(mv_op=MvOp.MOV, mv_src=reg, mv_dst=3)
+        b.show(3, b.f(2.0) if want is None else want)    # mv_read_distance is 1
+    return b.build()
+
+
 DIRECTED = {
     "sources": _p_sources,
     "predicates": _p_predicates,
@@ -778,6 +817,7 @@ DIRECTED = {
     "conflict": _p_conflict,
     "events": _p_events,
     "fma_writeback": _p_fma_writeback,
+    "absent_reg": _p_absent_reg,
 }
 
 
