@@ -386,7 +386,6 @@ class PE(wiring.Component):
         rd_b_data = Signal(w)
         byp_hit = {nm: Signal(name=f"byp_{nm}_hit") for nm in "ab"}     # a write bypasses the RAM
         byp_word = {nm: Signal(w, name=f"byp_{nm}_word") for nm in "ab"}  # ... with this word
-        byp_hit_nxt = {}                # byp_hit's next value (issue stage)
 
         def byp_entry(wr):
             return {"go": Signal(), "addr": Signal.like(wr.addr), "wbk": Signal()}
@@ -406,14 +405,11 @@ class PE(wiring.Component):
                 byps = byps[:1 + cfg.bus_stage]
                 hits = [Signal(name=f"byp_{nm}_hit{k}") for k in range(len(byps))]
                 val = Signal(w, name=f"byp_{nm}_val")
-                cmps = [byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]) for byp in byps]
                 with m.If(rd.en):
                     m.d.sync += val.eq(byps[0]["val"])
-                    m.d.sync += [h.eq(c) for h, c in zip(hits, cmps)]
+                    m.d.sync += [h.eq(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]))
+                                 for h, byp in zip(hits, byps)]
                 hit, word = byp_hit[nm], byp_word[nm]
-                byp_hit_nxt[nm] = Signal(name=f"byp_{nm}_hit_nxt")
-                m.d.comb += byp_hit_nxt[nm].eq(Mux(rd.en, reduce(lambda x, y: x | y, cmps),
-                                                   reduce(lambda x, y: x | y, hits)))
                 if cfg.bus_stage:
                     fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
                     m.d.sync += fresh.eq(rd.en)
@@ -498,16 +494,7 @@ class PE(wiring.Component):
             mems = (("a", Src.MEMA, rd_a_seen_op, rd_a_data), ("b", Src.MEMB, rd_b_seen_op, rd_b_data))
             live = []
             for nm, code_, seen, data_ in mems:
-                if late is not None:
-                    live += [(code_i == code_) & seen, nm]
-                elif cfg.exec_stage:
-                    # the bypass hit folded into the selects at issue: the RAM data and the
-                    # bypass word are two terms, so the RAM's output meets one AND-OR
-                    rd = rd_a if nm == "a" else rd_b
-                    live += [(code_i == code_) & seen & ~byp_hit_nxt[nm], rd.data,
-                             (code_i == code_) & seen & byp_hit_nxt[nm], byp_word[nm]]
-                else:
-                    live += [(code_i == code_) & seen, data_]
+                live += [(code_i == code_) & seen, nm if late is not None else data_]
             if buses:
                 live += [code_i == Src.ROW, self.row_in, code_i == Src.COL, self.col_in]
             for code_, value in consts.items():
