@@ -217,7 +217,8 @@ class PE(wiring.Component):
     alongside the multiplier and ``valid``/``dst``
     alongside the adder. With ``cfg.exec_stage`` the late ``c`` is read one cycle early
     into a register, that cycle's RF writes bypassed in (same value, same cycle), so the
-    adder's inputs all come from flip-flops.
+    adder's inputs all come from flip-flops, and the move unit writes bank M a cycle
+    late from registers, a read in between taking the registered word (same values).
     """
 
     def __init__(self, cfg, row: int, col: int, *, issue_in: bool = False):
