@@ -289,8 +289,9 @@ class PE(wiring.Component):
 
         # ---- issue stage (cycle t) ------------------------------------------------------
         # The predicate, the bus-driver selection, the SRAM read enables and the AR
-        # update selects: decoded here from the micro-op, or (``issue_in``) decoded by the core one cycle earlier, from
-        # the micro-op the distribution register loads, into flip-flops beside it.
+        # update selects: decoded here from the micro-op, or (``issue_in``) decoded by the
+        # core one cycle earlier, from the micro-op the distribution register loads, into
+        # flip-flops beside it.
         if self.issue_in:
             dec = self.issue
         else:
@@ -777,8 +778,10 @@ class PE(wiring.Component):
 
         # ---- register file writes: move unit first, the FMA write-back wins -------------------
         # (registers >= n_regs are never marked written, so they read +0)
+        rf_conflict = Signal()      # the FMA write-back overrides this cycle's move
+        m.d.comb += rf_conflict.eq(mv_go & fma_wb & (mv_dst == fma_wb_dst))
         if cfg.exec_stage:     # bank M a cycle late, from the mvq registers (above)
-            m.d.comb += [cur_mv.eq(mv_go & ~(fma_wb & (fma_wb_dst == mv_dst))), cur_mv_dst.eq(mv_dst),
+            m.d.comb += [cur_mv.eq(mv_go & ~rf_conflict), cur_mv_dst.eq(mv_dst),
                          rf_wm.addr.eq(mvq_dst), rf_wm.data.eq(mvq_val), rf_wm.en.eq(mvq_go)]
         else:
             m.d.comb += [rf_wm.addr.eq(mv_dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go)]
@@ -814,6 +817,6 @@ class PE(wiring.Component):
             ev.rf_wr.eq(mv_go.as_unsigned() + fma_wb.as_unsigned()),
             ev.row_drv.eq(s1_rsel),
             ev.col_drv.eq(s1_csel),
-            ev.rf_conflict.eq(mv_go & fma_wb & (mv_dst == fma_wb_dst)),
+            ev.rf_conflict.eq(rf_conflict),
         ]
         return m

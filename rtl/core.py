@@ -412,9 +412,9 @@ class Core(wiring.Component):
                     # the PE's issue-stage decisions (predicate, driver selects, SRAM read
                     # enables, AR update selects) decoded from the micro-op the copy loads,
                     # so that they come from flip-flops (the read enables drive the block
-                    # RAMs' and ~40 registers' clock enables); loaded every cycle like the
-                    # copy, so they are always issue_decode(uop_pe) (ISSUE_NOP at
-                    # power-up, as for uop 0)
+                    # RAMs' and the bypass registers' clock enables); loaded every cycle
+                    # like the copy, so they are always issue_decode(uop_pe) (ISSUE_NOP
+                    # at power-up, as for uop 0)
                     issue_pe = Signal(ISSUE_LAYOUT, name="issue", reset_less=True, init=ISSUE_NOP)
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     m.d.comb += pe.issue.eq(issue_pe)
