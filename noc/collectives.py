@@ -558,18 +558,31 @@ def _overlaps(r1: Region, n1: int, r2: Region, n2: int) -> bool:
 def cost_transpose(cfg, r: int, c: int, *, dst_strided: bool = False) -> Cost:
     """Exact cost of :func:`emit_transpose` of an ``r x c`` matrix: with ``k = rp * cp``
     local words per PE (``rp = ceil(r / nr)``, ``cp = ceil(c / nr)``),
-    ``8 + nr * (2 k + 1 + [k == 1])`` instructions (8 AGU settings; per source PE row:
-    one loop instruction, ``k`` column-bus cycles, ``k`` row-bus cycles; with ``k = 1``
-    one more, because an SRAM write is readable two cycles after its issue), no FMA,
-    ``nr * k * nr`` hops on every row bus and every column bus. ``dst_strided`` (a
-    destination with its own row length, ``emit_transpose(dst_ld=...)``): phase 2 walks
-    the destination in a two-level loop like phase 1, ``9 + nr * (2 k + 2)``
-    instructions."""
+    ``8 + nr * (2 k + 1 + pad)`` instructions (8 AGU settings; per source PE row:
+    one loop instruction, ``k`` column-bus cycles, ``k`` row-bus cycles, and ``pad =
+    max(0, sram_read_distance - k)`` NOPs between the phases: a stage word is read ``k``
+    cycles after its write at the least, and an SRAM write is readable
+    ``cfg.sram_read_distance`` cycles after its issue), no FMA, ``nr * k * nr`` hops on
+    every row bus and every column bus. ``dst_strided`` (a destination with its own row
+    length, ``emit_transpose(dst_ld=...)``): phase 2 walks the destination in a
+    two-level loop like phase 1, ``9 + nr * (2 k + 2 + pad)`` instructions, ``pad =
+    max(0, sram_read_distance - cp (rp + 1))``."""
     nr = cfg.nr
+    ins = 9 if dst_strided else 8
     k = local_len(r, nr) * local_len(c, nr)
     per_bus = nr * k * nr
-    ins = 9 + nr * (2 * k + 2) if dst_strided else 8 + nr * (2 * k + 1 + (k == 1))
+    ins += nr * (2 * k + 2 - (not dst_strided) + _transpose_pad(cfg, r, c, dst_strided))
     return Cost(ins, {}, {"row": [per_bus] * nr, "col": [per_bus] * nr})
+
+
+def _transpose_pad(cfg, r: int, c: int, dst_strided: bool) -> int:
+    """NOPs :func:`emit_transpose` puts between its two phases, so that phase 2 reads
+    each stage word ``cfg.sram_read_distance`` cycles after its write or later: the
+    shortest distance is ``k = rp * cp`` (the last column block's words, read first), or
+    ``cp * (rp + 1)`` with a strided destination (phase 2 has one loop instruction per
+    column block as well)."""
+    rp, cp = local_len(r, cfg.nr), local_len(c, cfg.nr)
+    return max(0, cfg.sram_read_distance - (cp * (rp + 1) if dst_strided else rp * cp))
 
 
 def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Region, stage: Region, *,
@@ -594,7 +607,8 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
     PE ``(q, q)`` drives ``stage`` on row bus ``q``, and PE ``(q, p)`` writes it into
     ``dst`` (``@col=p``). The phases cannot overlap: a micro-op has one predicate, and
     the two writes need different ones. Phase 1 writes the stage words in the order
-    phase 2 reads them, so each is read at least two cycles after its write. Uses AGUs ``agus`` (source, stage, linear) and
+    phase 2 reads them, so each is read ``k`` cycles after its write or later, NOPs
+    between the phases making up the rest of ``cfg.sram_read_distance``. Uses AGUs ``agus`` (source, stage, linear) and
     loop levels ``levels`` (outer, inner). Cost: :func:`cost_transpose`.
     """
     nr = cfg.nr
@@ -659,8 +673,9 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
         else:
             f.ins(*up(0, p))
         f.close_loop()
+        for _ in range(_transpose_pad(cfg, r, c, dst_ld is not None)):
+            f.ins()             # the stage words written last are not readable yet
         if dst_ld is not None:
-            # the empty loop instruction also makes a 1-word stage readable
             f.open_loop(f.ins(), f"{name}kb", cp, L0)
             if rp > 1:
                 f.open_loop(f.ins(*across2(0, p)), f"{name}ka", rp - 1, L1)
@@ -674,7 +689,6 @@ def emit_transpose(b: Builder | Frag, cfg, r: int, c: int, src: Region, dst: Reg
             f.ins(*across(1, p, gL))
             f.close_loop()
         else:
-            f.ins()             # the stage word written by the previous cycle is not readable yet
             f.ins(*across(0, p, None))
     assert f.count() == cost_transpose(cfg, r, c, dst_strided=dst_ld is not None).instructions
     if isinstance(b, Frag):

@@ -578,14 +578,16 @@ class PE(wiring.Component):
         # registered here, and the move unit, the SRAM writes and the multiplier act one
         # cycle later, so no path runs from a source through a bus or the move unit into
         # a register file, SRAM or the multiplier in one cycle.
+        stage_tags = {0: (), 1: ("x",), 2: ("b", "x"), 3: ("b", "r", "x")}[cfg.exec_delay]
+
         def pipe(v, name):
             """``v`` registered once per stage between the operand and execute stages:
-            ``[bus-stage value, execute-stage value]`` with the bus stage, ``[execute-stage
+            ``[bus-stage value, execute-stage value]`` with the bus stage (and the
+            receive-stage value between them with the receive stage), ``[execute-stage
             value]`` with the execute stage alone, ``[]`` without."""
             out = []
             for k in range(cfg.exec_delay):
-                last = k == cfg.exec_delay - 1
-                r = Signal(v.shape(), name=f"{'x' if last else 'b'}_{name}")
+                r = Signal(v.shape(), name=f"{stage_tags[k]}_{name}")
                 m.d.sync += r.eq(v)
                 out.append(r)
                 v = r
@@ -595,13 +597,27 @@ class PE(wiring.Component):
             """``v`` as the execute stage sees it (registered with an execute stage)."""
             return pipe(v, name)[-1] if cfg.exec_delay else v
 
+        # With the receive stage each PE registers its row and column buses as they come
+        # off them, and those flip-flops join the source values one cycle later.
+        if cfg.rx_stage:
+            rx_row = Signal(w, name="rx_row")
+            rx_col = Signal(w, name="rx_col")
+            m.d.sync += [rx_row.eq(self.row_in), rx_col.eq(self.col_in)]
+            bus_vals = {"row": rx_row, "col": rx_col}
+        else:
+            bus_vals = {"row": self.row_in, "col": self.col_in}
+
         def xsrc(field, *, regs=True, name):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
-            stage the bus values (``row_in`` / ``col_in`` now carry what was driven in
-            the operand stage) and the move bypass's second point (the move executing in
-            this cycle, issued just before the reader: decided at the reader's issue)
-            join it, then the execute-stage register."""
+            stage the move bypass's second point (the move executing in this cycle:
+            issued just before the reader, or two before it with the receive stage;
+            decided at the reader's issue) and, with the read stage, the SRAM data join
+            it; with the receive stage it is registered again, and in the receive stage
+            the move bypass's third point (the move issued just before the reader) joins
+            it. The bus values (``row_in`` / ``col_in`` carrying, in the bus stage, what
+            was driven in the operand stage; with the receive stage their registers)
+            join it last, then the execute-stage register."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -609,23 +625,36 @@ class PE(wiring.Component):
             v = source(field, regs=regs, buses=False, name=name, late=late)
             conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
             if regs:
-                conds["hit"] = (~code_i[4] & (code_i[:4] < n_regs) & mv_rd
-                                & (s1.mv.dst == code_i[:4]))
+                reg = ~code_i[4] & (code_i[:4] < n_regs)
+                if cfg.rx_stage:    # the move issued two before the reader: in its bus stage
+                    conds["hit"] = reg & mv_go_st[0] & (mv_dst_st[0] == code_i[:4])
+                    conds["hit_rx"] = reg & mv_rd & (s1.mv.dst == code_i[:4])
+                else:               # the move issued just before the reader
+                    conds["hit"] = reg & mv_rd & (s1.mv.dst == code_i[:4])
             sel = {}
             for k, cond in conds.items():
-                r1 = Signal(name=f"{name}_{k}_op")
-                r2 = Signal(name=f"{name}_{k}_bus")
-                m.d.sync += [r1.eq(cond), r2.eq(r1)]
-                sel[k] = r2
+                rs = [Signal(name=f"{name}_{k}_{tag}") for tag in ("op", "bus", "rx")[:cfg.exec_delay]]
+                m.d.sync += [r.eq(x) for r, x in zip(rs, [cond] + rs[:-1])]
+                sel[k] = rs[-1] if k in ("row", "col", "hit_rx") else rs[1]
             b = Signal(w, name=f"b_{name}")
             m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")
             held = Mux(sel["hit"], byp_val, b) if regs else b
             mem = late_regs(late, name) if cfg.read_stage else 0
-            m.d.comb += bv.eq(held | mem | Mux(sel["row"], self.row_in, 0) | Mux(sel["col"], self.col_in, 0))
+            m.d.comb += bv.eq(held | mem)
+            if cfg.rx_stage:
+                r = Signal(w, name=f"r_{name}")
+                m.d.sync += r.eq(bv)
+                bv = Signal(w, name=f"rx_{name}")
+                m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val, r) if regs else r)
             x = Signal(w, name=f"x_{name}")
-            m.d.sync += x.eq(bv)
+            m.d.sync += x.eq(bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0))
             return x
+
+        # the move's enable and destination, one register per stage (the move bypass
+        # points of xsrc and the RF bypass read them)
+        mv_go_st = pipe(mv_rd, "mv_go")
+        mv_dst_st = pipe(s1.mv.dst, "mv_dst")
 
         # SRAM writes at the end of the execute stage (read-during-write: the read port
         # sees old data)
@@ -648,8 +677,6 @@ class PE(wiring.Component):
         def positive(x):
             return ~x[w - 1] & (x != 0) & ~is_nan(x)
 
-        mv_go_st = pipe(mv_rd, "mv_go")
-        mv_dst_st = pipe(s1.mv.dst, "mv_dst")
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
         mv_op = ex(s1.mv.op, "mv_op")
@@ -731,8 +758,8 @@ class PE(wiring.Component):
                 byp_b["wbk"].eq(fma_wb_memb),
                 # the move executing next cycle: in the operand stage now, or with the bus
                 # stage in the bus stage
-                nxt_mv.eq(mv_go_st[0] if cfg.bus_stage else mv_rd),
-                nxt_mv_dst.eq(mv_dst_st[0] if cfg.bus_stage else s1.mv.dst),
+                nxt_mv.eq(mv_go_st[-2] if cfg.exec_delay >= 2 else mv_rd),
+                nxt_mv_dst.eq(mv_dst_st[-2] if cfg.exec_delay >= 2 else s1.mv.dst),
                 nxt_wb.eq(ad_valid[-2] & (ad_wb[-2] != FmaWb.MEMA) & (ad_wb[-2] != FmaWb.MEMB)),
                 nxt_wb_dst.eq(ad_dst[-2]),
             ]
@@ -741,9 +768,9 @@ class PE(wiring.Component):
             # write-back into the same bank displaces them then; their word is the
             # execute-stage write word in the read's operand stage (above)
             m.d.comb += [
-                byp_a2["go"].eq(wa_st[0]), byp_a2["addr"].eq(wa_ast[0]),
+                byp_a2["go"].eq(wa_st[-2]), byp_a2["addr"].eq(wa_ast[-2]),
                 byp_a2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMA)),
-                byp_b2["go"].eq(wb_st[0]), byp_b2["addr"].eq(wb_ast[0]),
+                byp_b2["go"].eq(wb_st[-2]), byp_b2["addr"].eq(wb_ast[-2]),
                 byp_b2["wbk"].eq(ad_valid[-2] & (ad_wb[-2] == FmaWb.MEMB)),
             ]
 

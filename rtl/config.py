@@ -118,6 +118,20 @@ class ArchConfig:
         still issue one instruction per cycle; a start waits one more cycle
         (:attr:`run_overhead`) and a ``JUMP`` is followed by one cycle without an issue
         (:attr:`jump_delay`). Off by default.
+    rx_stage : bool
+        Register each bus at its receivers (requires :attr:`bus_stage`;
+        ``docs/architecture.md``, "The receive stage"): every PE registers the values of
+        its row and column buses as they come off the bus, and they join the other source
+        values one cycle later, so a bus runs from the drivers' registers through the OR
+        of the drivers into a flip-flop at each receiver, with nothing after it in that
+        cycle. The move unit, SRAM writes and the multiplier act one cycle later again;
+        the move bypass has a third point (the move executing in the reader's receive
+        stage), so moves are read by the next micro-op as before, but a bus driver's
+        source sees a move result from the micro-op three later
+        (:attr:`mv_drive_distance`) and an SRAM read sees a ``wa`` / ``wb`` write issued
+        three before it or earlier (:attr:`sram_read_distance`: the SRAM bypass keeps two
+        points). The FMA write-back (:attr:`fpu_latency`) and a HALT's drain are one
+        cycle later. Off by default.
     read_stage : bool
         Register each SRAM bank's read data right after the block RAM (requires
         :attr:`bus_stage`; ``docs/architecture.md``, "The read stage"): a value read from
@@ -165,6 +179,7 @@ class ArchConfig:
     fan_stage: bool = False
     fetch_stage: bool = False
     read_stage: bool = False
+    rx_stage: bool = False
     clock_mhz: float = 1000.0
     ucode_depth: int = 1024
     n_loops: int = 4
@@ -195,7 +210,8 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
-        for flag in ("exec_stage", "bus_stage", "dist_stage", "fan_stage", "fetch_stage", "read_stage"):
+        for flag in ("exec_stage", "bus_stage", "dist_stage", "fan_stage", "fetch_stage", "read_stage",
+                     "rx_stage"):
             _check_bool(self, flag)
         if self.fan_stage and not self.dist_stage:
             raise ConfigError("ArchConfig.fan_stage requires dist_stage=True (it is the distribution "
@@ -206,6 +222,9 @@ class ArchConfig:
         if self.read_stage and not self.bus_stage:
             raise ConfigError("ArchConfig.read_stage requires bus_stage=True (the registered SRAM data "
                               "join the source values in the bus stage)")
+        if self.rx_stage and not self.bus_stage:
+            raise ConfigError("ArchConfig.rx_stage requires bus_stage=True (the receivers register what "
+                              "the drivers' registers put on the bus)")
         _check_int("ucode_depth", self.ucode_depth, 16, 1 << 16)
         if self.ucode_depth & (self.ucode_depth - 1):
             raise ConfigError(f"ArchConfig.ucode_depth must be a power of two in 16..65536, got {self.ucode_depth}")
@@ -292,8 +311,8 @@ class ArchConfig:
     @property
     def exec_delay(self) -> int:
         """Cycles from a micro-op's operand stage to its execution (0; 1 with
-        :attr:`exec_stage`; 2 with :attr:`bus_stage` too)."""
-        return int(self.exec_stage) + int(self.bus_stage)
+        :attr:`exec_stage`; 2 with :attr:`bus_stage` too; 3 with :attr:`rx_stage` too)."""
+        return int(self.exec_stage) + int(self.bus_stage) + int(self.rx_stage)
 
     @property
     def mv_read_distance(self) -> int:
@@ -316,16 +335,19 @@ class ArchConfig:
     def mv_drive_distance(self) -> int:
         """Minimum issue distance from a move to a micro-op that drives its result onto a
         bus (``rdrv.src`` / ``cdrv.src``): :attr:`mv_read_distance`, or 2 with
-        :attr:`bus_stage` (the driven value is registered at the end of the driver's
-        operand stage, before the previous micro-op's move executes)."""
-        return 2 if self.bus_stage else 1
+        :attr:`bus_stage`, 3 with :attr:`rx_stage` (the driven value is registered at
+        the end of the driver's operand stage, before the moves of the one or two
+        micro-ops before it execute)."""
+        return 1 + int(self.bus_stage) + int(self.rx_stage)
 
     @property
     def sram_read_distance(self) -> int:
         """Minimum issue distance from an SRAM write (by ``wa``/``wb``) to a read that
-        sees it (2 with either timing: with the execute stage the write lands a cycle
-        later and the SRAM bypass gives its word to the read issued in that cycle)."""
-        return 2
+        sees it (2 with the reference timing, the execute stage and the bus stage: with
+        those the write lands one or two cycles later and the SRAM bypass gives its word
+        to the reads issued in those cycles; 3 with :attr:`rx_stage`, whose write lands
+        three cycles later while the bypass keeps its two points)."""
+        return 3 if self.rx_stage else 2
 
     @property
     def acc_reuse_distance(self) -> int:

@@ -96,6 +96,7 @@ class Builder:
         self.row_ins: list[int] = [0]
         self.col_ins: list[int] = [0]
         self.expects: list[tuple[int, str, int]] = []
+        self._mv_t: dict[int, int] = {}     # register -> issue cycle of the last move into it
         self.diag = (col - row) % cfg.nr
         #: fields that make this PE the row / column bus driver
         self.me_r = dict(rdrv_en=1, rdrv_k=col)
@@ -120,7 +121,7 @@ class Builder:
     def op(self, *, row: int | None = None, col: int | None = None, **fields) -> int:
         t = self.t
         if fields.get("mv_op", MvOp.NOP) != MvOp.NOP:
-            self._last_mv = (t, fields.get("mv_dst", 0))
+            self._mv_t[fields.get("mv_dst", 0)] = t
         self.uops.append(MicroOp(**fields).encode(self.ab, self.sb))
         while len(self.row_ins) < t + 2:
             self.row_ins.append(0)
@@ -136,9 +137,9 @@ class Builder:
             self.op()
 
     def wait_sram(self):
-        """One NOP after an SRAM write by ``wa``/``wb``, so that the next micro-op's read
-        sees it (``cfg.sram_read_distance`` = 2 with either timing)."""
-        self.nops(1)
+        """NOPs after an SRAM write by ``wa``/``wb``, so that the next micro-op's read
+        sees it: ``cfg.sram_read_distance - 1`` (one; two with the receive stage)."""
+        self.nops(self.cfg.sram_read_distance - 1)
 
     def expect(self, cycle: int, **fields):
         for k, v in fields.items():
@@ -155,10 +156,11 @@ class Builder:
         return self.op(wb_en=1, wb_ar=ar, wb_off=self.off(addr), wb_src=Src.COL, col=value)
 
     def _drive_after_move(self, src: int):
-        """A NOP first when ``src`` is the register the previous micro-op moves into and
-        drivers see moves only ``cfg.mv_drive_distance`` = 2 micro-ops later (bus stage)."""
-        t_mv, dst = getattr(self, "_last_mv", (-9, None))
-        if src == dst and self.t - t_mv < self.cfg.mv_drive_distance:
+        """NOPs first when ``src`` is a register a recent micro-op moves into and drivers
+        see moves only ``cfg.mv_drive_distance`` micro-ops later (2 with the bus stage, 3
+        with the receive stage)."""
+        t_mv = self._mv_t.get(src, -99)
+        if self.t - t_mv < self.cfg.mv_drive_distance:
             self.nops(self.cfg.mv_drive_distance - (self.t - t_mv))
 
     def show(self, src: int, expect: int | None = None, **extra) -> int:
@@ -220,6 +222,7 @@ def _p_sources(cfg, row, col) -> Program:
         # move's execute cycle, while the RF still holds the old value
         v, w = b.f(1.75), b.f(-0.5)          # v > 0: MASK(v, v) = v
         b.set_reg(9, w)                      # RF[9] = w at the end of its execute stage
+        b.nops(cfg.mv_drive_distance - 2)    # (so that the drivers below see it)
         b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=9, row=v)
         tf = b.op(mv_op=MvOp.MASK, mv_src=9, mv_msk=9, mv_dst=10,
                   fpu_en=1, fpu_a=9, fpu_b=9, fpu_c=Src.ZERO, fpu_dst=11,
@@ -466,34 +469,38 @@ def _p_relu_mask(cfg, row, col) -> Program:
 def _p_rdw(cfg, row, col) -> Program:
     """SRAM read-during-write returns the old data; the write is seen one cycle later.
 
-    A write issued at ``t`` is seen by the read issued at ``t+2``, not by the one issued
-    at ``t+1`` (``cfg.sram_read_distance`` = 2), with either timing: without the execute
+    A write issued at ``t`` is seen by the read issued at ``t+d`` (``d =
+    cfg.sram_read_distance``), not by the ones issued before it: without the execute
     stage the write lands at the end of ``t+1``, where the read issued then samples the
-    old word; with it the write lands at the end of ``t+2``, and the read issued then gets
-    the word through the SRAM bypass (same bank and address only)."""
+    old word; with it the write lands at the end of ``t+1+exec_delay``, and the reads
+    issued in that cycle and (with the bus stage) the one before it get the word through
+    the SRAM bypass (same bank and address only). With the receive stage the bypass
+    covers the same two cycles while the write lands a cycle later: ``d`` = 3."""
     b = Builder(cfg, row, col, "read_during_write")
+    d = cfg.sram_read_distance
     old, new = b.f(1.0), b.f(-7.0)
     b.write_a(7, old)
     b.write_b(7, old)
-    b.nops(2)
+    b.nops(d)
     b.op(wa_en=1, wa_off=7, wa_src=Src.ROW, wb_en=1, wb_off=7, wb_src=Src.ROW, row=new)  # t
-    b.show(Src.MEMA, old, ra_en=1, ra_off=7)             # t+1
-    b.show(Src.MEMA, new, ra_en=1, ra_off=7)             # t+2 (exec: landing cycle, bypass)
+    for k in range(1, d + 1):                            # issued at t+k
+        b.show(Src.MEMA, new if k == d else old, ra_en=1, ra_off=7)
     b.op(wb_en=1, wb_off=7, wb_src=Src.ONE)
-    b.show_col(Src.MEMB, new, rb_en=1, rb_off=7)
-    b.show_col(Src.MEMB, b.f(1.0), rb_en=1, rb_off=7)
+    for k in range(1, d + 1):
+        b.show_col(Src.MEMB, b.f(1.0) if k == d else new, rb_en=1, rb_off=7)
     # a read and a write of the same address in the same micro-op: the read is earlier
     # than the write, so it sees the old data
     b.op(wa_en=1, wa_off=8, wa_src=Src.ONE)
     b.wait_sram()
-    b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8, wa_en=1, wa_off=8, wa_src=Src.NZERO)
-    b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8)
-    b.show(Src.MEMA, cfg.fmt.neg_zero, ra_en=1, ra_off=8)
+    t = b.show(Src.MEMA, b.f(1.0), ra_en=1, ra_off=8, wa_en=1, wa_off=8, wa_src=Src.NZERO) - 1
+    for k in range(1, d + 1):
+        b.show(Src.MEMA, cfg.fmt.neg_zero if k == d else b.f(1.0), ra_en=1, ra_off=8)
+    assert b.t == t + d + 1
     if cfg.exec_stage:
         # the SRAM bypass compares bank and address: in the landing cycle of a write of
         # A[7], a read of A[8] and one of B[7] get their own words, then A[7] the new one
         b.op(wa_en=1, wa_off=7, wa_src=Src.ZERO)
-        b.nops(1)
+        b.nops(d - 1)
         tc = b.show(Src.MEMA, cfg.fmt.neg_zero, ra_en=1, ra_off=8, rb_en=1, rb_off=7,
                     cdrv_src=Src.MEMB, **b.me_c)
         b.expect(tc, col_out=b.f(1.0), col_oe=1)

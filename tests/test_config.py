@@ -47,6 +47,9 @@ def test_binary32_keeps_byte_budget():
     ("fetch_stage", "yes", "fetch_stage must be true or false"),
     ("bus_stage", 2, "bus_stage must be true or false, got 2"),
     ("bus_stage", True, "bus_stage requires exec_stage=True"),
+    ("read_stage", True, "read_stage requires bus_stage=True"),
+    ("rx_stage", 2, "rx_stage must be true or false, got 2"),
+    ("rx_stage", True, "rx_stage requires bus_stage=True"),
 ])
 def test_invalid_parameters_name_field_and_range(field, value, needle):
     with pytest.raises(ConfigError, match=needle):
@@ -91,6 +94,11 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert (ArchConfig().exec_delay, ArchConfig(exec_stage=True).exec_delay, x.exec_delay) == (0, 1, 2)
     assert (ArchConfig(exec_stage=True).mv_drive_distance, x.mv_drive_distance) == (1, 2)
     assert x.mv_read_distance == 1 and x.sram_read_distance == 2
+    # the receive stage: one more cycle to execution, drivers and SRAM reads see writes
+    # one micro-op later
+    rx = x.replace(rx_stage=True)
+    assert (rx.exec_delay, rx.mv_drive_distance, rx.mv_read_distance, rx.sram_read_distance) == (3, 3, 1, 3)
+    assert rx.fpu_latency == x.fpu_latency + 1 and rx.run_overhead == x.run_overhead + 1
     # a RUN of n instructions + HALT lasts n + run_overhead cycles: HALT, start latency,
     # fpu_latency of drain, one more cycle with the fetch stage and one per distribution level
     assert ArchConfig().run_overhead == 1 + 7 + 2

@@ -49,14 +49,15 @@ def _row(r):
 
 def _cfg(exec_stage, ml=2, al=3):
     """``exec_stage``: 0 / False (default timing), 1 / True (execute stage), 2 (execute
-    and bus stages)."""
+    and bus stages), 3 (execute, bus and receive stages)."""
     return ArchConfig(nr=NR, mem_a_words=64, mem_b_words=64, exec_stage=bool(exec_stage),
-                      bus_stage=exec_stage == 2, mul_latency=ml, add_latency=al)
+                      bus_stage=exec_stage >= 2, rx_stage=exec_stage == 3, mul_latency=ml, add_latency=al)
 
 
-_TIMING_IDS = {0: "noexec", 1: "exec", 2: "bus"}
+_TIMING_IDS = {0: "noexec", 1: "exec", 2: "bus", 3: "rx"}
 TIMINGS = [pytest.param(e, ml, al, id=f"{_TIMING_IDS[e]}-fp{ml}{al}")
-           for e in (0, 1) for ml, al in ((2, 3), (4, 5))] + [pytest.param(2, 4, 5, id="bus-fp45")]
+           for e in (0, 1) for ml, al in ((2, 3), (4, 5))] + [pytest.param(e, 4, 5, id=f"{_TIMING_IDS[e]}-fp45")
+                                                              for e in (2, 3)]
 
 
 # ======================================================================================
@@ -240,13 +241,13 @@ def test_directed_boundary(name, exec_stage, ml, al):
 
 def test_measured_distances():
     """pe_timing measures what docs/architecture.md and ArchConfig state."""
-    for e in (0, 1, 2):
+    for e in (0, 1, 2, 3):
         for ml, al in ((2, 3), (4, 5), (3, 7)):
             cfg = _cfg(e, ml, al)
             t = pe_timing(cfg).need
             drv = ("rdrv.src", "cdrv.src")
             assert {d for (w, r), d in t.items() if w == "mv" and r not in drv + ("fma.c",)} == {cfg.mv_read_distance}
-            assert t[("mv", "rdrv.src")] == t[("mv", "cdrv.src")] == cfg.mv_drive_distance == (2 if e == 2 else 1)
+            assert t[("mv", "rdrv.src")] == t[("mv", "cdrv.src")] == cfg.mv_drive_distance == max(1, e)
             assert t[("mv", "fma.c")] == 1          # the late c read comes after any earlier move
             assert t[("wa", "ra")] == t[("wb", "rb")] == cfg.sram_read_distance
             assert t[("fma", "fma.c")] == cfg.acc_reuse_distance
@@ -373,17 +374,18 @@ def _case_ids():
     return [c.name for s in kernel_sessions() for c in s]
 
 
-@pytest.mark.parametrize("timing", ["default", "exec", "bus"])
+@pytest.mark.parametrize("timing", ["default", "exec", "bus", "rx"])
 @pytest.mark.parametrize("name", _case_ids())
 def test_kernels_hazard_free(name, timing):
     """Every kernel case compiled for its timing: the default one, the execute stage
-    (when the compilers take it) and the execute and bus stages (whose drivers see a
-    move only two micro-ops later) on the same configuration."""
+    (when the compilers take it), the execute and bus stages (whose drivers see a move
+    only two micro-ops later) and the receive stage on top (drivers three micro-ops
+    later, SRAM reads a write three later) on the same configuration."""
     cfg = AUDIT_CFG
     if timing != "default":
         if not _compilers_take_exec_stage():
             pytest.skip("the compilers refuse exec_stage")
-        cfg = cfg.replace(exec_stage=True, bus_stage=timing == "bus")
+        cfg = cfg.replace(exec_stage=True, bus_stage=timing in ("bus", "rx"), rx_stage=timing == "rx")
     case = {c.name: c for s in kernel_sessions(cfg) for c in s}[name]
     check_program(cfg, kernel_words(cfg, case))
 
@@ -391,8 +393,9 @@ def test_kernels_hazard_free(name, timing):
 def test_transfers_hazard_free_both_timings():
     """Loads and unloads (sw.transfer) keep the execute-stage distances too."""
     from test_transfer import _roundtrip_job
-    for ex in (0, 1, 2):
-        cfg = ArchConfig(nr=3, mem_a_words=64, mem_b_words=64, exec_stage=bool(ex), bus_stage=ex == 2)
+    for ex in (0, 1, 2, 3):
+        cfg = ArchConfig(nr=3, mem_a_words=64, mem_b_words=64, exec_stage=bool(ex), bus_stage=ex >= 2,
+                         rx_stage=ex == 3)
         words, data, _, _ = _roundtrip_job(cfg, 4, np.random.default_rng(0))
         check_program(cfg, words, host_in=data)
 

@@ -38,6 +38,12 @@ CONFIGS = {
     # + the read stage (an option; preset fpga's PE is b16_bus)
     "b16_read": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, read_stage=True, mul_latency=4,
                             add_latency=5, mem_a_words=128, mem_b_words=128), 2, 0),
+    # + the receive stage (the buses registered at the receivers), without and with the
+    # read stage
+    "b16_rx": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, rx_stage=True, mul_latency=4,
+                          add_latency=5, mem_a_words=128, mem_b_words=128), 3, 1),
+    "bf16_rx_read": (ArchConfig(fmt="bfloat16", nr=2, exec_stage=True, bus_stage=True, rx_stage=True,
+                                read_stage=True, n_regs=13, mem_a_words=128, mem_b_words=128), 1, 1),
 }
 SUITES = {
     "directed": {},

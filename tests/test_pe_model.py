@@ -37,6 +37,11 @@ CONFIGS = {
                                mem_a_words=256, mem_b_words=256), 3, 1),
     "bf16_nr3_bus": (ArchConfig(fmt="bfloat16", nr=3, n_regs=14, n_ar=3, exec_stage=True, bus_stage=True,
                                 mem_a_words=128, mem_b_words=256), 0, 2),
+    # + the receive stage, with and without the read stage (same model timing)
+    "b16_nr4_rx": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, rx_stage=True, mul_latency=4,
+                              add_latency=5, mem_a_words=256, mem_b_words=256), 2, 1),
+    "bf16_nr3_rx": (ArchConfig(fmt="bfloat16", nr=3, n_regs=14, n_ar=3, exec_stage=True, bus_stage=True,
+                               rx_stage=True, mem_a_words=128, mem_b_words=256), 1, 0),
 }
 
 FIELDS = ("row_out", "row_oe", "col_out", "col_oe")
@@ -65,7 +70,7 @@ def test_directed(cfg_name, prog_name):
 
 
 @pytest.mark.parametrize("cfg_name", ["b16_nr4_r1c2", "bf16_nr3_lat", "b16_nr4_exec",
-                                      "bf16_nr3_exec"])
+                                      "bf16_nr3_exec", "b16_nr4_rx"])
 def test_directed_back_to_back(cfg_name):
     """Directed programs are self-contained: they pass when run one after the other."""
     cfg, row, col = CONFIGS[cfg_name]
@@ -91,14 +96,14 @@ def test_event_fields_match_rtl_layout():
 # SRAM write-back), a displaced SRAM write and the late read of an RF `c` are not
 # bypassed: the FMA distances are fpu_latency - 1 (RF) and fpu_latency (SRAM) with either
 # timing, fpu_latency being one larger with the stage.
-# exec_stage 0: default timing, 1: execute stage, 2: execute and bus stages (int(exec_stage)
-# is then cfg.exec_delay)
-EXEC = pytest.mark.parametrize("exec_stage", [0, 1, 2], ids=["noexec", "exec", "bus"])
+# exec_stage 0: default timing, 1: execute stage, 2: execute and bus stages, 3: execute,
+# bus and receive stages (int(exec_stage) is then cfg.exec_delay)
+EXEC = pytest.mark.parametrize("exec_stage", [0, 1, 2, 3], ids=["noexec", "exec", "bus", "rx"])
 
 
 def _tcfg(exec_stage, **kw):
     kw = {"nr": 1, "mem_a_words": 16, "mem_b_words": 16, **kw}
-    return ArchConfig(exec_stage=bool(exec_stage), bus_stage=exec_stage == 2, **kw)
+    return ArchConfig(exec_stage=bool(exec_stage), bus_stage=exec_stage >= 2, rx_stage=exec_stage == 3, **kw)
 
 
 def _step(m: PEModel, evs: dict, uop, row: int = 0, col: int = 0):
@@ -131,7 +136,8 @@ def test_derived_distances(exec_stage):
     cfg = _tcfg(exec_stage, mul_latency=4, add_latency=5)
     assert cfg.exec_delay == x
     assert cfg.mv_read_distance == 1                 # both timings (the move bypass)
-    assert cfg.sram_read_distance == 2               # both timings (the SRAM bypass)
+    # the SRAM bypass: 2 but with the receive stage (the bypass keeps its two points)
+    assert cfg.sram_read_distance == (3 if x == 3 else 2)
     assert cfg.fpu_latency == 11 + x
     assert cfg.acc_reuse_distance == 6
 
@@ -275,13 +281,17 @@ def test_fma_operands_read_at_operand_stage(exec_stage):
 
 @EXEC
 def test_sram_write_visibility(exec_stage):
-    """An SRAM write (wa / wb) issued at t lands at the end of t+1 (t+2 with the execute
-    stage): the read issued at t+1 sees the old word, the read issued at t+2 the new one
-    with either timing (with the execute stage issued in the write cycle: the word comes
-    through the SRAM bypass, the bank still holds the old one)."""
+    """An SRAM write (wa / wb) issued at t lands at the end of t+1 (t+1+exec_delay with
+    the execute stage): the read issued at t+1 sees the old word, the read issued at t+2
+    the new one with the reference timing, the execute stage and the bus stage (with the
+    execute stage issued in the write cycle or the one before it: the word comes through
+    the SRAM bypass, the bank still holds the old one); with the receive stage the write
+    lands a cycle later still and the bypass keeps its two points, so the read issued at
+    t+3 is the first to see it (``sram_read_distance`` 3)."""
     x = int(exec_stage)
     cfg = _tcfg(exec_stage)
-    assert cfg.sram_read_distance == 2
+    d = cfg.sram_read_distance
+    assert d == (3 if x == 3 else 2)
     m = PEModel(cfg)
     one = cfg.fmt.one
     t = m.cycle
@@ -289,21 +299,14 @@ def test_sram_write_visibility(exec_stage):
     rd = MicroOp(ra_en=1, ra_off=3, rb_en=1, rb_off=5)
     _step(m, evs, MicroOp(wa_en=1, wa_off=3, wa_src=Src.ONE, wb_en=1, wb_off=5, wb_src=Src.ONE))
     assert m.mem_a[3] == 0 and m.mem_b[5] == 0
-    _step(m, evs, rd)                               # issued at t+1: the old word
-    assert m.rd_a == 0 and m.rd_b == 0
-    # without the execute stage the write landed at the end of t+1, with it not yet
-    assert (m.mem_a[3], m.mem_b[5]) == ((0, 0) if x else (one, one))
-    _step(m, evs, rd)                               # issued at t+2: the new word
-    assert m.rd_a == one and m.rd_b == one
-    # landed at the end of t+2 with the execute stage; with the bus stage not yet (the
-    # word came through the bypass's second point: the write in its bus stage)
-    assert (m.mem_a[3], m.mem_b[5]) == ((0, 0) if x == 2 else (one, one))
-    _step(m, evs, rd)
-    assert m.rd_a == one and m.rd_b == one
-    assert m.mem_a[3] == one and m.mem_b[5] == one
+    for k in range(1, 5):                           # the read issued at t+k
+        _step(m, evs, rd)
+        assert (m.rd_a, m.rd_b) == ((one, one) if k >= d else (0, 0)), k
+        # the bank holds the word from the end of the write cycle t+1+x on
+        assert (m.mem_a[3], m.mem_b[5]) == ((one, one) if k >= 1 + x else (0, 0)), k
     assert _nonzero_cycles(evs, "mem_a_wr") == {t + 1 + x: 1}
     assert _nonzero_cycles(evs, "mem_b_wr") == {t + 1 + x: 1}
-    assert _nonzero_cycles(evs, "mem_a_rd") == {t + 1: 1, t + 2: 1, t + 3: 1}
+    assert _nonzero_cycles(evs, "mem_a_rd") == {t + 1: 1, t + 2: 1, t + 3: 1, t + 4: 1}
 
 
 @EXEC
@@ -359,7 +362,7 @@ def test_move_result_every_operand_read(exec_stage, op):
     for k, u in enumerate(prog + [MicroOp()] * (cfg.fpu_latency + 2)):
         if k == 3 and exec_stage:
             # _read_all's operand stage (with the bus stage r7's move lands at its end too)
-            assert m.rf[4] == old and m.rf[7] == (old if exec_stage == 2 else new)
+            assert m.rf[4] == old and m.rf[7] == (old if exec_stage >= 2 else new)
         drvs[t + k] = _step(m, evs, u, new if k == 1 else 0)
     # the drivers see the move one micro-op later with the bus stage (mv_drive_distance)
     _check_read_all(m, drvs[t + 3], new, new if cfg.mv_drive_distance == 1 else old)
