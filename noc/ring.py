@@ -54,14 +54,17 @@ from sw.asm import assemble
 
 __all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "reduce_lines", "reduce_slots", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
-           "golden_reduce_scatter", "align", "AG_MIN_STREAM", "fill_diag_program", "read_diag_program",
+           "golden_reduce_scatter", "align", "ag_min_stream", "fill_diag_program", "read_diag_program",
            "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
            "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
            "reduce_scatter_vec_check", "rsv_chunk"]
 
-#: all-gather segments of at least this many beats run as one continuous stream (a
-#: forwarded beat is read back from SRAM at least 2 cycles after it was written)
-AG_MIN_STREAM = 5
+def ag_min_stream(cfg) -> int:
+    """All-gather segments of at least this many beats run as one continuous stream: a
+    forwarded beat arrives 3 slots after its predecessor sent it (the ring hop) and is
+    read back from SRAM ``cfg.sram_read_distance`` slots after it was written (5; 6 with
+    the receive stage)."""
+    return 3 + cfg.sram_read_distance
 
 
 class RingError(ValueError):
@@ -206,11 +209,12 @@ def emit_all_gather(cfg, m: int, base: int = 0):
     return [_emit(cfg, all_gather_lines(cfg, m, "a", base))] * cfg.cores
 
 
-def _ag_slots(m: int, n: int) -> list[int]:
-    """Send slot of stream beat ``j < n``: ``m`` beats per period of ``max(m, 5)`` slots
-    (a forwarded beat is read back from SRAM at least 2 slots after its write, 3 slots
-    after it arrived: ``S(j + m) >= S(j) + 5``)."""
-    P = max(m, AG_MIN_STREAM)
+def _ag_slots(cfg, m: int, n: int) -> list[int]:
+    """Send slot of stream beat ``j < n``: ``m`` beats per period of ``max(m,
+    ag_min_stream(cfg))`` slots (a forwarded beat is read back from SRAM
+    ``sram_read_distance`` slots after its write or later, which is 3 slots after it
+    arrived: ``S(j + m) >= S(j) + 3 + sram_read_distance``)."""
+    P = max(m, ag_min_stream(cfg))
     return [(j // m) * P + j % m for j in range(n)]
 
 
@@ -440,14 +444,15 @@ def all_gather_lines(cfg, m: int, bank: str, base: int) -> list[str]:
     gathered ones in step order after it (:func:`all_gather_layout`). Beat ``q`` of the
     outgoing stream (the own segment, then the forwarded ones read back from SRAM) is
     sent at slot ``S(q)`` and the beat from the predecessor taken at ``S(q) + 3`` and
-    stored at ``base + m + q``; ``S`` is continuous for ``m >= 5`` and leaves
-    ``5 - m`` empty slots per ``m`` beats for shorter segments (:func:`_ag_slots`).
+    stored at ``base + m + q``; ``S`` is continuous for ``m >= M`` and leaves ``M - m``
+    empty slots per ``m`` beats for shorter segments (``M =``
+    :func:`ag_min_stream`, :func:`_ag_slots`).
     :func:`all_gather_slots` slots."""
     _need_chip(cfg)
     c = cfg.cores
     _check_bank(cfg, bank, base, c * m, "all-gather")
     lines = _setup([(1, base), (2, base + m)])
-    S = _ag_slots(m, (c - 1) * m)
+    S = _ag_slots(cfg, m, (c - 1) * m)
     send, recv = set(S), {t + 3 for t in S}
     for q in range(S[-1] + 4):
         lines.append(_join(_send(bank, 1) if q in send else "", _recv(bank, 2) if q in recv else ""))
@@ -455,9 +460,10 @@ def all_gather_lines(cfg, m: int, bank: str, base: int) -> list[str]:
 
 
 def all_gather_slots(cfg, m: int) -> int:
-    """``4 + (c - 1) m + 3`` for ``m >= 5``; shorter segments ``4 + (c - 2) 5 + m + 3``."""
+    """``4 + (c - 1) m + 3`` for ``m >= M``; shorter segments ``4 + (c - 2) M + m + 3``
+    (``M =`` :func:`ag_min_stream`)."""
     c = cfg.cores
-    return 4 + _ag_slots(m, (c - 1) * m)[-1] + 4
+    return 4 + _ag_slots(cfg, m, (c - 1) * m)[-1] + 4
 
 
 def _rsv_timing(cfg, s: int) -> tuple[int, int, int]:

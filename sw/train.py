@@ -413,9 +413,10 @@ def kernel_gap(cfg, a: Op, b: Op) -> int:
       drop the store): ``fpu_latency - 1 - wb_tail`` NOPs (if positive) when ``b`` reads
       an overlapping region or stores into a bank ``a`` writes back to (``b``'s own FMA
       write-backs cannot collide: one FMA issues per cycle, all with the same latency).
-    * ``a`` stores (a store is written at the end of ``t + 1``, readable from ``t + 2``;
-      conservatively ``a``'s last instruction): one NOP when ``b`` reads an overlapping
-      region (the fused kernel's ``y`` moves are its last instructions).
+    * ``a`` stores (a store issued at ``t`` is readable from ``t +
+      cfg.sram_read_distance``, ``t + 2`` but with the receive stage; conservatively
+      ``a``'s last instruction): ``sram_read_distance - 1`` NOPs when ``b`` reads an
+      overlapping region (the fused kernel's ``y`` moves are its last instructions).
     * Otherwise none: no kernel leaves register writes in flight (their last FMAs are
       read by their own final instructions).
     """
@@ -430,7 +431,7 @@ def kernel_gap(cfg, a: Op, b: Op) -> int:
         if need and (hit(wb) or any(r.bank in banks for r, _ in b.store_regions())):
             gap = need
     if hit(a.store_regions()):
-        gap = max(gap, 1)
+        gap = max(gap, cfg.sram_read_distance - 1)
     return gap
 
 
