@@ -479,17 +479,19 @@ if __name__ == "__main__":
 # ======================================================================================
 # training programs with the FPGA timing
 # ======================================================================================
+@pytest.mark.parametrize("rx", [False, True], ids=["bus", "rx"])
 @pytest.mark.parametrize("trainer,loss", [("sgd-fused", "softmax_ce"), ("sgd-separate", "mse"),
                                           ("mbgd", "softmax_ce")])
-def test_training_programs_hazard_free_fpga_timing(trainer, loss):
-    """Every RUN of a training step compiled for the preset-``fpga`` PE timing (execute and
-    bus stages: drivers see a move two micro-ops later) has no stale read, whether or
-    not the stale value would have differed (the training tests compare values)."""
+def test_training_programs_hazard_free_fpga_timing(trainer, loss, rx):
+    """Every RUN of a training step compiled for the FPGA PE timing (execute and bus
+    stages: drivers see a move two micro-ops later; with the receive stage three, and an
+    SRAM read a write three later) has no stale read, whether or not the stale value would
+    have differed (the training tests compare values)."""
     from sw.train import MLP, CoreSession, compile_sgd, init_weights
     from sw.train_mb import compile_mbgd
 
     cfg = ArchConfig(nr=2, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True,
-                     fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5)
+                     fetch_stage=True, read_stage=True, rx_stage=rx, mul_latency=4, add_latency=5)
     mlp = MLP((11, 7, 4), loss, 0.0625, batch=3) if trainer == "mbgd" else MLP((11, 7, 4), loss, 0.0625)
     rng = np.random.default_rng(3)
     if trainer == "mbgd":

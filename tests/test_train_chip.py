@@ -520,10 +520,13 @@ def test_cli_train_chip_sgd_with_panels_in_the_scratchpad(tmp_path, capsys):
     assert json.loads(js.read_text())["golden_checked_steps"] == 3
 
 
+@pytest.mark.parametrize("rx", [False, True], ids=["bus", "rx"])
 @pytest.mark.parametrize("out_map", ["rows", "cols"])
-def test_chip_sgd_exec_stage(out_map):
+def test_chip_sgd_exec_stage(out_map, rx):
     """Chip SGD (ring collectives, softmax on the array for ``cols``) with the execute
     stage and the distribution stage (ring look-ahead) on every core, against the golden
-    chip trainer."""
-    cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True)
+    chip trainer; with the receive stage as well (SRAM reads see a write three micro-ops
+    later: the all-gather's forwarded beats wait one slot more)."""
+    cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True,
+                        rx_stage=rx)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05), 2, "fast", _seed(), out_map=out_map)

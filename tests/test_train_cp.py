@@ -432,9 +432,14 @@ def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
     assert json.loads(js.read_text())["golden_checked_steps"] == 3
 
 
+@pytest.mark.parametrize("rx", [False, True], ids=["bus", "rx"])
 @pytest.mark.parametrize("cfg,sizes,loss", [(SMALL, (9, 14, 7, 4), "softmax_ce"), (SIX, (7, 9, 6, 3), "mse")],
                          ids=["small-smx", "six-mse"])
-def test_cp_exec_stage(cfg, sizes, loss):
+def test_cp_exec_stage(cfg, sizes, loss, rx):
     """Continuous propagation (delta chains, ring reductions) with the execute stage on
-    every core and the distribution stage (ring look-ahead), against the golden."""
-    run_cp(cfg.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True), MLP(sizes, loss, 0.125 if loss == "mse" else 0.25), 3, "fast", _seed(), None)
+    every core and the distribution stage (ring look-ahead), against the golden; with
+    the receive stage as well (SRAM reads see a write three micro-ops later: one more NOP
+    between a kernel's last store and a read of it, ``sw.train.kernel_gap``)."""
+    cfg = cfg.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True,
+                      rx_stage=rx)
+    run_cp(cfg, MLP(sizes, loss, 0.125 if loss == "mse" else 0.25), 3, "fast", _seed(), None)
