@@ -607,7 +607,7 @@ class PE(wiring.Component):
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
 
-        def xsrc(field, *, regs=True, name):
+        def xsrc(field, *, regs=True, name, pre=False):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
             stage the move bypass's second point (the move executing in this cycle:
@@ -617,7 +617,8 @@ class PE(wiring.Component):
             the move bypass's third point (the move issued just before the reader) joins
             it. The bus values (``row_in`` / ``col_in`` carrying, in the bus stage, what
             was driven in the operand stage; with the receive stage their registers)
-            join it last, then the execute-stage register."""
+            join it last, then the execute-stage register. ``pre`` (bus stage only):
+            return the value the execute-stage register would load, unregistered."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -647,8 +648,12 @@ class PE(wiring.Component):
                 m.d.sync += r.eq(bv)
                 bv = Signal(w, name=f"rx_{name}")
                 m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val, r) if regs else r)
-            x = Signal(w, name=f"x_{name}")
-            m.d.sync += x.eq(bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0))
+            x_in = bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0)
+            x = Signal(w, name=f"{'xin' if pre else 'x'}_{name}")
+            if pre:
+                m.d.comb += x.eq(x_in)
+            else:
+                m.d.sync += x.eq(x_in)
             return x
 
         # the move's enable and destination, one register per stage (the move bypass
@@ -679,18 +684,29 @@ class PE(wiring.Component):
 
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
-        mv_op = ex(s1.mv.op, "mv_op")
-        mv_src = xsrc(lambda x: x.mv.src, name="mv_src")
-        mv_msk = xsrc(lambda x: x.mv.msk, name="mv_msk")
-        with m.Switch(mv_op):
-            with m.Case(MvOp.MOV):
-                m.d.comb += mv_val.eq(mv_src)
-            with m.Case(MvOp.RELU):
-                m.d.comb += mv_val.eq(Mux(positive(mv_src), mv_src,
-                                          Mux(is_nan(mv_src), fmt.qnan, 0)))
-            with m.Case(MvOp.MASK):
-                m.d.comb += mv_val.eq(Mux(positive(mv_msk),
-                                          Mux(is_nan(mv_src), fmt.qnan, mv_src), 0))
+        def move_fn(op, src, msk, out):
+            """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP)."""
+            with m.Switch(op):
+                with m.Case(MvOp.MOV):
+                    m.d.comb += out.eq(src)
+                with m.Case(MvOp.RELU):
+                    m.d.comb += out.eq(Mux(positive(src), src, Mux(is_nan(src), fmt.qnan, 0)))
+                with m.Case(MvOp.MASK):
+                    m.d.comb += out.eq(Mux(positive(msk), Mux(is_nan(src), fmt.qnan, src), 0))
+
+        if cfg.rx_stage:
+            # FPGA timing: the move unit works in the receive stage, on the values its
+            # execute-stage registers would load, and its result is registered, so in the
+            # execute stage mv_val (the move bypass's value at all three points, the
+            # register-file write, the early `c` read) comes from flip-flops instead of the
+            # move unit's logic. Same value in the same cycle.
+            mv_fn = Signal(w, name="mv_fn")
+            move_fn(pipe(s1.mv.op, "mv_op")[-2], xsrc(lambda x: x.mv.src, name="mv_src", pre=True),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True), mv_fn)
+            m.d.sync += mv_val.eq(mv_fn)
+        else:
+            move_fn(ex(s1.mv.op, "mv_op"), xsrc(lambda x: x.mv.src, name="mv_src"),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk"), mv_val)
 
         # ---- FMA: multiplier with valid/dst/c shift registers, then the adder --------------
         m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency)
