@@ -192,6 +192,11 @@ class Core(wiring.Component):
         hpush_bus = Signal()     # the bus stage holds a host-bound push
         if cfg.bus_stage:
             to_host.append(hpush_bus)
+        # with the receive stage the beat sampled off the buses is registered (as the PEs
+        # register their buses) and enters the FIFO one cycle later again
+        hpush_rx = Signal()      # the receive register holds a host-bound push
+        if cfg.rx_stage:
+            to_host.append(hpush_rx)
         # Host room: a register holding the output FIFO's level plus the host-bound pushes
         # in flight, so the check at the head is one compare of a register with a constant
         # (no adder between the issue registers and the decision). In-flight pushes are
@@ -449,14 +454,22 @@ class Core(wiring.Component):
                        Cat(*(b.values()[0] for b in cb)))
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
         m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
-        if cfg.bus_stage:
+        push_last = bus_lanes["hlast"]
+        if cfg.rx_stage:
+            # no path from a bus into the FIFO's write data: a register off the buses first
+            rx_data = Signal(nr * w, name="hout_rx_data")
+            push_last = Signal(name="hout_rx_last")
+            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]),
+                         rx_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
+            m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(rx_data)]
+        elif cfg.bus_stage:
             m.d.comb += [push.eq(pe_en & hpush_bus),
                          hif.push_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
         else:
             m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op), hif.push_data.eq(op_data)]
         m.d.comb += [
             hif.push_en.eq(push),
-            hif.push_last.eq(bus_lanes["hlast"]),
+            hif.push_last.eq(push_last),
             self.ring_out_en.eq(ring_push),
             self.ring_out_data.eq(op_data),
         ]

@@ -17,7 +17,7 @@ from rtl.perf_counters import PerfCounters
 
 __all__ = ["HostInterface", "Cmd", "OUT_FIFO_DEPTH"]
 
-OUT_FIFO_DEPTH = 8
+OUT_FIFO_DEPTH = 16
 
 
 class Cmd:
