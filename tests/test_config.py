@@ -87,22 +87,22 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert x.dist_stage is True and ArchConfig(dist_stage=0) == ArchConfig()
     assert x.fetch_stage is True and ArchConfig(fetch_stage=0) == ArchConfig()
     assert x.bus_stage is True and ArchConfig(exec_stage=True, bus_stage=0) == ArchConfig(exec_stage=True)
+    assert x.rx_stage is True and x.read_stage is True
     assert (ArchConfig().start_latency, x.start_latency) == (2, 3)
     assert (ArchConfig().jump_delay, x.jump_delay) == (0, 1)
-    # operand stage -> execution: 0 (default), 1 (execute stage), 2 (and the bus stage);
-    # only a bus driver's source sees a move later with the bus stage
-    assert (ArchConfig().exec_delay, ArchConfig(exec_stage=True).exec_delay, x.exec_delay) == (0, 1, 2)
-    assert (ArchConfig(exec_stage=True).mv_drive_distance, x.mv_drive_distance) == (1, 2)
-    assert x.mv_read_distance == 1 and x.sram_read_distance == 2
-    # the receive stage: one more cycle to execution, drivers and SRAM reads see writes
-    # one micro-op later
-    rx = x.replace(rx_stage=True)
-    assert (rx.exec_delay, rx.mv_drive_distance, rx.mv_read_distance, rx.sram_read_distance) == (3, 3, 1, 3)
-    assert rx.fpu_latency == x.fpu_latency + 1 and rx.run_overhead == x.run_overhead + 1
+    # operand stage -> execution: 0 (default), 1 (execute stage), 2 (and the bus stage),
+    # 3 (and the receive stage, preset fpga); a bus driver's source sees a move later with
+    # the bus stage, and with the receive stage later again, as does an SRAM read a write
+    bus = x.replace(rx_stage=False)
+    assert (ArchConfig().exec_delay, ArchConfig(exec_stage=True).exec_delay, bus.exec_delay) == (0, 1, 2)
+    assert (ArchConfig(exec_stage=True).mv_drive_distance, bus.mv_drive_distance) == (1, 2)
+    assert bus.mv_read_distance == 1 and bus.sram_read_distance == 2
+    assert (x.exec_delay, x.mv_drive_distance, x.mv_read_distance, x.sram_read_distance) == (3, 3, 1, 3)
+    assert x.fpu_latency == bus.fpu_latency + 1 and x.run_overhead == bus.run_overhead + 1
     # a RUN of n instructions + HALT lasts n + run_overhead cycles: HALT, start latency,
     # fpu_latency of drain, one more cycle with the fetch stage and one per distribution level
     assert ArchConfig().run_overhead == 1 + 7 + 2
-    assert PRESETS["fpga"].run_overhead == 1 + (2 + 2 + 4 + 5) + 2 + 1 + 2
+    assert PRESETS["fpga"].run_overhead == 1 + (2 + 3 + 4 + 5) + 2 + 1 + 2
 
 
 def test_bad_config_files(tmp_path):

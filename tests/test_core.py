@@ -26,11 +26,8 @@ CONFIGS = {
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
     # preset fpga: the same with two distribution levels (fan stage), the PE side two
-    # cycles behind the sequencer
+    # cycles behind the sequencer, and the receive and read stages
     "nr2_fp16_fan": PRESETS["fpga"].replace(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
-    # + the receive and read stages
-    "nr2_fp16_rx": PRESETS["fpga"].replace(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128,
-                                           rx_stage=True, read_stage=True),
 }
 
 
@@ -114,7 +111,7 @@ def test_core_fill_compute_readback(cname, sim):
 
 
 @pytest.mark.parametrize("sim", ["icarus"])
-@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan", "nr2_fp16_rx"])
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_core_stalls_are_invisible(sim, cname):
     """Random gaps on the input stream and backpressure on the output: same beats."""
     cfg = CONFIGS[cname]
@@ -168,7 +165,7 @@ def test_core_nr16_converts_to_netlist(fmt):
     assert text.count("\nmodule ") >= 256 + 1
 
 
-@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan", "nr2_fp16_rx"])
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_core_host_credit_register_tracks_level(cname):
     """The output-FIFO credit register equals the FIFO level plus the host-bound pushes in
     flight in every cycle (Amaranth's simulator, internal signals), under heavy random
@@ -221,7 +218,7 @@ def test_core_host_credit_register_tracks_level(cname):
     assert stats["full"] > 0, "the FIFO never filled: the room check was not exercised"
 
 
-@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan", "nr2_fp16_rx"])
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
     """A lone core (``cores == 1``) is on no ring (docs/core.md): a ``rout`` issues
     without looking at ``ring_out_level`` (held full here) and its beats leave on
@@ -294,8 +291,8 @@ def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
     assert len(got) == len(expected)         # ... and never answered (no done beat)
 
 
-#: 4 x 4 cores for the segmented-bus test: the default PE timing, and preset fpga (bus
-#: stage: the buses' visibility flags are per-receiver registers, rtl/core.py)
+#: 4 x 4 cores for the segmented-bus test: the default PE timing, and preset fpga (bus and
+#: receive stages: the buses' visibility flags are per-receiver registers, rtl/core.py)
 SEG_CONFIGS = {
     "nr4_fp16": ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr4_fp16_fpga": PRESETS["fpga"].replace(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),

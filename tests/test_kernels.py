@@ -696,10 +696,10 @@ RTL_CONFIGS = {
     "nr2_fp32": ArchConfig(nr=2, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp16": ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    # the FPGA timing: the same programs, RTL with the execute stage's bypass and the
-    # micro-op distribution stage
+    # the FPGA timing: the same programs, RTL with the execute stage's bypass, the bus,
+    # receive and read stages and the micro-op distribution stage
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True),
+                                bus_stage=True, rx_stage=True, dist_stage=True, fetch_stage=True, read_stage=True),
 }
 
 

@@ -32,14 +32,14 @@ CONFIGS = {
     # first stage) and fewer registers than codes
     "bf16_exec_r13": (ArchConfig(fmt="bfloat16", nr=2, exec_stage=True, n_regs=13,
                                  mem_a_words=128, mem_b_words=128), 1, 0),
-    # + the bus stage (preset fpga's PE timing)
+    # + the bus stage
     "b16_bus": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, mul_latency=4, add_latency=5,
                            mem_a_words=128, mem_b_words=128), 1, 3),
-    # + the read stage (an option; preset fpga's PE is b16_bus)
+    # + the read stage
     "b16_read": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, read_stage=True, mul_latency=4,
                             add_latency=5, mem_a_words=128, mem_b_words=128), 2, 0),
     # + the receive stage (the buses registered at the receivers), without and with the
-    # read stage
+    # read stage (bf16_rx_read: preset fpga's PE timing)
     "b16_rx": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, rx_stage=True, mul_latency=4,
                           add_latency=5, mem_a_words=128, mem_b_words=128), 3, 1),
     "bf16_rx_read": (ArchConfig(fmt="bfloat16", nr=2, exec_stage=True, bus_stage=True, rx_stage=True,

@@ -32,12 +32,12 @@ CONFIGS = {
                                  mem_a_words=128, mem_b_words=256), 1, 2),
     "b16_nr1_exec": (ArchConfig(nr=1, n_ar=1, exec_stage=True, mem_a_words=64,
                                 mem_b_words=64), 0, 0),
-    # + the bus stage (preset fpga's PE timing), and with the minimum latencies
+    # + the bus stage, and with the minimum latencies
     "b16_nr4_bus": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, mul_latency=4, add_latency=5,
                                mem_a_words=256, mem_b_words=256), 3, 1),
     "bf16_nr3_bus": (ArchConfig(fmt="bfloat16", nr=3, n_regs=14, n_ar=3, exec_stage=True, bus_stage=True,
                                 mem_a_words=128, mem_b_words=256), 0, 2),
-    # + the receive stage, with and without the read stage (same model timing)
+    # + the receive stage (preset fpga's PE timing; the read stage changes no model timing)
     "b16_nr4_rx": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, rx_stage=True, mul_latency=4,
                               add_latency=5, mem_a_words=256, mem_b_words=256), 2, 1),
     "bf16_nr3_rx": (ArchConfig(fmt="bfloat16", nr=3, n_regs=14, n_ar=3, exec_stage=True, bus_stage=True,

@@ -584,8 +584,8 @@ def test_sgd_exec_stage(nr, backward):
     golden trainer bit for bit, on the fast model (its per-cycle engine)."""
     seed = _seed()
     rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4,
-                     add_latency=5)
+    cfg = ArchConfig(nr=nr, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, rx_stage=True,
+                     dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5)
     sizes = (int(rng.integers(9, 20)), int(rng.integers(5, 13)), int(rng.integers(2, 7)))
     print(f"sizes {sizes}")
     train_and_check(cfg, MLP(sizes, "softmax_ce", 0.0625), 3, "fast", seed, backward=backward)
