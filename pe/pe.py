@@ -204,6 +204,16 @@ class PE(wiring.Component):
     unless the bypass hit. Same cycle behaviour; only ``row_op`` / ``col_op``
     still take the RAM data in the operand stage.
 
+    With ``cfg.rx_stage`` as well, ``row_in`` / ``col_in`` are registered as they come off
+    the buses (``rx_row`` / ``rx_col``) and join the sources in a receive stage at ``t+3``;
+    every other source value is registered once more, the move bypass has a third point
+    (the move executing in the reader's receive stage), and the move unit, SRAM writes and
+    the multiplier act at ``t+4`` (``fpu_latency`` one larger again). The move unit
+    computes its result in the receive stage, into a register (``mv_val``). A driven value
+    sees only the first move point (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps
+    its two points, the writes landing in the read's cycle and the next
+    (``cfg.sram_read_distance`` = 3).
+
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
     non-transparent synchronous read port with enable and one write port (block RAM);
     the register file is two 16-word LUT-RAM banks (one per write port: move unit, FMA
