@@ -34,7 +34,7 @@ CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
-#: the preset fpga 4 x 4 row (execute, bus, distribution and fetch stages, FP 4 / 5):
+#: the preset fpga 4 x 4 row (execute, bus, receive, read, distribution and fetch stages, FP 4 / 5):
 #: routed with router2 (router1 stalls on every 4 x 4 core) at a 70 MHz core clock
 #: with nextpnr's timing-driven rip-up, which reroutes the connections of paths that
 #: fail the clock: on one netlist and placement 70.59 / 68.79 MHz against 63.80 / 61.31
