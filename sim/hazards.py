@@ -4,7 +4,8 @@ does not see the write program order says it should see.
 Nothing stalls in the PE (``docs/architecture.md``, "Pipeline timing and hazards"): a
 micro-op that reads a register or an SRAM word too soon after a write silently gets the
 old value. How soon is too soon depends on the PE timing of the configuration
-(:attr:`rtl.config.ArchConfig.exec_stage`, ``mul_latency``, ``add_latency``) and on the
+(:attr:`rtl.config.ArchConfig.exec_stage`, ``bus_stage``, ``rx_stage``, ``mul_latency``,
+``add_latency``) and on the
 pair (writer, reader): a move or an FMA write-back into the RF read by an operand-stage
 source (FMA ``a``/``b``, move ``src``/``msk``, a driver's ``src``, an SRAM write's ``src``)
 or by the late ``c`` read of an FMA (when its product reaches the adder: MAC chains need
@@ -13,7 +14,8 @@ read by ``ra``/``rb`` at issue. :func:`pe_timing` measures these minimum issue d
 on :class:`pe.pe_model.PEModel` itself (a writer and a reader at distance ``d`` on a lone
 PE, for every pair; cached per timing), so the checker follows the reference model
 exactly, whatever its timing. With the reference timing they are ``cfg.mv_read_distance``
-(move -> RF read), ``cfg.sram_read_distance`` (``wa``/``wb`` -> SRAM read),
+(move -> RF read; ``cfg.mv_drive_distance`` for a bus driver's source),
+``cfg.sram_read_distance`` (``wa``/``wb`` -> SRAM read),
 ``cfg.fpu_latency - 1`` (FMA -> operand-stage read), ``cfg.acc_reuse_distance`` (FMA ->
 late ``c``) and ``cfg.fpu_latency`` (FMA write-back into SRAM -> SRAM read); print
 ``pe_timing(cfg).table()`` for another configuration.
