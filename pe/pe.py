@@ -636,17 +636,25 @@ class PE(wiring.Component):
             v = source(field, regs=regs, buses=False, name=name, late=late)
             conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
             if regs:
-                reg = ~code_i[4] & (code_i[:4] < n_regs)
-                if cfg.rx_stage:    # the move issued two before the reader: in its bus stage
-                    conds["hit"] = reg & mv_go_st[0] & (mv_dst_st[0] == code_i[:4])
-                    conds["hit_rx"] = reg & mv_rd & (s1.mv.dst == code_i[:4])
-                else:               # the move issued just before the reader
-                    conds["hit"] = reg & mv_rd & (s1.mv.dst == code_i[:4])
+                def moves_into(go, dst):
+                    """The source is the register the move (``go``, ``dst``) writes."""
+                    return ~code_i[4] & (code_i[:4] < n_regs) & go & (dst == code_i[:4])
+                # the move issued just before the reader (in its operand stage now); with
+                # the receive stage that is the receive stage's point, and the bus
+                # stage's is the move issued two before (in its bus stage now)
+                conds["hit_rx" if cfg.rx_stage else "hit"] = moves_into(mv_rd, s1.mv.dst)
+                if cfg.rx_stage:
+                    conds["hit"] = moves_into(mv_go_st[0], mv_dst_st[0])
             sel = {}
             for k, cond in conds.items():
+                # registered at issue, then once per stage up to the one that uses it:
+                # the bus stage for the bus stage's move point, else the stage before the
+                # execute stage (where the buses and the receive stage's point join)
                 rs = [Signal(name=f"{name}_{k}_{tag}") for tag in ("op", "bus", "rx")[:cfg.exec_delay]]
+                if k == "hit":
+                    rs = rs[:2]
                 m.d.sync += [r.eq(x) for r, x in zip(rs, [cond] + rs[:-1])]
-                sel[k] = rs[-1] if k in ("row", "col", "hit_rx") else rs[1]
+                sel[k] = rs[-1]
             b = Signal(w, name=f"b_{name}")
             m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")

@@ -455,16 +455,16 @@ class Core(wiring.Component):
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
         m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
         push_last = bus_lanes["hlast"]
+        if cfg.bus_stage:
+            bus_beat = sample(bus_lanes["hout"], row_bus, col_bus)
         if cfg.rx_stage:
             # no path from a bus into the FIFO's write data: a register off the buses first
             rx_data = Signal(nr * w, name="hout_rx_data")
             push_last = Signal(name="hout_rx_last")
-            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]),
-                         rx_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
+            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]), rx_data.eq(bus_beat)]
             m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(rx_data)]
         elif cfg.bus_stage:
-            m.d.comb += [push.eq(pe_en & hpush_bus),
-                         hif.push_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
+            m.d.comb += [push.eq(pe_en & hpush_bus), hif.push_data.eq(bus_beat)]
         else:
             m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op), hif.push_data.eq(op_data)]
         m.d.comb += [
