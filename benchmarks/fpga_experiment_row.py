@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 from rtl.config import PRESETS
-from rtl.fpga import parse_nextpnr_log
+from rtl.fpga import NO_FLOORPLAN, parse_nextpnr_log
 from sim.harness import ROOT, atomic_write
 
 LOG = ROOT / "benchmarks" / "results" / "fpga_exec_stage.json"
@@ -51,7 +51,8 @@ def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: st
     else:
         command = (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
                    f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'}"
-                   f"{'' if s.get('widelut', True) else ' --no-widelut'} "
+                   f"{'' if s.get('widelut', True) else ' --no-widelut'}"
+                   f"{' --no-floorplan' if (s.get('floorplan') or {}).get('reason') == NO_FLOORPLAN else ''} "
                    f"--seed {s['seed']}{opts}")
     return {
         "variant": variant, "code": code, "config": cfg,

@@ -543,6 +543,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
         return summary
     if floorplan and top == "core":
         summary["floorplan"] = _floorplan(out, cfg.nr, device, cmds["NEXTPNR_ECP5"], env, log)
+    elif top == "core":
+        summary["floorplan"] = {"pe_rams": 0, "reason": NO_FLOORPLAN}
     return _place_route_pack(out, cmds, env, summary, times, device, timeout_s, log)
 
 
@@ -694,6 +696,10 @@ def _device_args(nextpnr_args: list[str]) -> list[str]:
         elif a in ("--package", "--speed") and i + 1 < len(nextpnr_args):
             out += [a, nextpnr_args[i + 1]]
     return out
+
+
+#: The summary's ``floorplan`` reason of a core built with ``floorplan=False``.
+NO_FLOORPLAN = "not requested (--no-floorplan)"
 
 
 def _floorplan(out: Path, nr: int, device: str, nextpnr_args: list[str], env: dict, log) -> dict:

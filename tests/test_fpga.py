@@ -588,6 +588,12 @@ def test_experiment_row_from_build_dir(tmp_path):
     assert "--no-dff" not in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
     (tmp_path / "summary.json").write_text(json.dumps(dict(summary, widelut=False)))
     assert " --no-dff --no-widelut --seed 3 " in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
+    # a core built without the floorplan says so (rtl.fpga.build records it in the summary)
+    from rtl.fpga import NO_FLOORPLAN
+    (tmp_path / "summary.json").write_text(json.dumps(dict(summary, floorplan={"pe_rams": 0, "reason": NO_FLOORPLAN})))
+    assert " --no-dff --no-floorplan --seed 3 " in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
+    (tmp_path / "summary.json").write_text(json.dumps(dict(summary, floorplan={"pe_rams": 32, "rows": [46, 70]})))
+    assert "--no-floorplan" not in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
     # a build placed and routed again (caterpillar pnr): its own command, its target
     rr = dict(summary, rerouted_from={"dir": "build/a", "seed": 1}, dir="build/b", constrain_mhz=70.0)
     (tmp_path / "summary.json").write_text(json.dumps(rr))
