@@ -402,7 +402,7 @@ class PE(wiring.Component):
         def byp_entry(wr):
             return {"go": Signal(), "addr": Signal.like(wr.addr), "wbk": Signal()}
         # the execute-stage write words ("val") are those of the first entries
-        byp_a, byp_b = dict(byp_entry(wr_a), val=Signal(w)), dict(byp_entry(wr_b), val=Signal(w))
+        byp_a, byp_b = ({**byp_entry(wr), "val": Signal(w), "wbk_addr": Signal.like(wr.addr)} for wr in (wr_a, wr_b))
         byp_a2, byp_b2 = byp_entry(wr_a), byp_entry(wr_b)   # bus stage only
         # FPGA timing: the read address is compared with the write addresses in flight at
         # issue (the write addresses come from registers; the read address from the AR
@@ -419,8 +419,14 @@ class PE(wiring.Component):
                 val = Signal(w, name=f"byp_{nm}_val")
                 with m.If(rd.en):
                     m.d.sync += val.eq(byps[0]["val"])
+                    # the write landing in the read's cycle: the FMA write-back into the
+                    # bank if there is one (it displaces the operand write), else the
+                    # operand write; the one landing next cycle: the operand write unless
+                    # a write-back displaces it then
+                    m.d.sync += hits[0].eq(Mux(byps[0]["wbk"], rd.addr == byps[0]["wbk_addr"],
+                                               byps[0]["go"] & (rd.addr == byps[0]["addr"])))
                     m.d.sync += [h.eq(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]))
-                                 for h, byp in zip(hits, byps)]
+                                 for h, byp in zip(hits[1:], byps[1:])]
                 hit, word = byp_hit[nm], byp_word[nm]
                 if cfg.bus_stage:
                     fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
@@ -786,10 +792,11 @@ class PE(wiring.Component):
         if cfg.exec_stage:
             assert A >= 2, "the RF bypass looks at the adder's second-to-last stage"
             m.d.comb += [
-                byp_a["go"].eq(wa_go), byp_a["addr"].eq(wa_addr), byp_a["val"].eq(wa_val),
-                byp_a["wbk"].eq(fma_wb_mema),
-                byp_b["go"].eq(wb_go), byp_b["addr"].eq(wb_addr), byp_b["val"].eq(wb_val),
-                byp_b["wbk"].eq(fma_wb_memb),
+                # the write landing this cycle: its word is the bank's write data
+                byp_a["go"].eq(wa_go), byp_a["addr"].eq(wa_addr), byp_a["val"].eq(wr_a.data),
+                byp_a["wbk"].eq(fma_wb_mema), byp_a["wbk_addr"].eq(ad_wa[-1]),
+                byp_b["go"].eq(wb_go), byp_b["addr"].eq(wb_addr), byp_b["val"].eq(wr_b.data),
+                byp_b["wbk"].eq(fma_wb_memb), byp_b["wbk_addr"].eq(ad_wa[-1]),
                 # the move executing next cycle: in the operand stage now, or with the bus
                 # stage in the bus stage
                 nxt_mv.eq(mv_go_st[-2] if cfg.exec_delay >= 2 else mv_rd),

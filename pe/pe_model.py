@@ -435,13 +435,13 @@ class PEModel:
 
         # ---- end of cycle: all registers update ------------------------------------------
         # SRAM: the read samples the array before this cycle's write (read-during-write
-        # returns the old data; with the execute stage, the bypass returns the data of an
-        # operand-stage write landing on the address in this cycle, not an FMA
+        # returns the old data; with the execute stage, the bypass returns the data of the
+        # write landing on the address in this cycle, an operand-stage write's or an FMA
         # write-back's); a read that is not performed keeps the port register.
         if ra:
-            self.rd_a = self._sram_read(self.mem_a, ra_addr, wa, wbk_a, "wa", FmaWb.MEMA)
+            self.rd_a = self._sram_read(self.mem_a, ra_addr, wa, wbk_mem if wbk_a else None, "wa", FmaWb.MEMA)
         if rb:
-            self.rd_b = self._sram_read(self.mem_b, rb_addr, wb, wbk_b, "wb", FmaWb.MEMB)
+            self.rd_b = self._sram_read(self.mem_b, rb_addr, wb, wbk_mem if wbk_b else None, "wb", FmaWb.MEMB)
         # one write port per bank: an FMA write-back into SRAM displaces the
         # operand-stage write of the same bank (mem_conflict)
         if wbk_a:
@@ -474,16 +474,20 @@ class PEModel:
         self._byp = self._bypass(cfg.exec_delay)
         self._dbyp = self._bypass(int(cfg.exec_stage)) if cfg.bus_stage else self._byp
 
-    def _sram_read(self, mem: list, addr: int, wr, wbk_now: bool, field: str, kind) -> int:
+    def _sram_read(self, mem: list, addr: int, wr, wbk_now, field: str, kind) -> int:
         """An SRAM read at the end of this cycle: the array before this cycle's writes,
-        or with the execute stage the SRAM bypass: the word of an operand-stage write
-        (``wa``/``wb``) to the address that lands in this cycle (``wr``; with the bus
-        stage also the one landing next cycle, which is younger and wins), unless an FMA
-        write-back into the bank displaces it in its cycle."""
+        or with the execute stage the SRAM bypass: the word of the write to the address
+        that lands in this cycle (an FMA write-back into the bank, ``wbk_now``, which
+        displaces an operand-stage write, else the operand-stage write ``wr``; with the
+        bus stage also the operand-stage write landing next cycle, which is younger and
+        wins, unless an FMA write-back into the bank displaces it then)."""
         v = mem[addr]
         if not self.cfg.exec_stage:
             return v
-        if wr is not None and not wbk_now and wr[0] == addr:
+        if wbk_now is not None:
+            if wbk_now[3] == addr:
+                v = wbk_now[1]
+        elif wr is not None and wr[0] == addr:
             v = wr[1]
         if self.cfg.bus_stage:
             nxt = getattr(self._xq[0], field)        # executes next cycle

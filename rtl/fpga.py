@@ -392,6 +392,26 @@ def keep_enable_copies(rtlil: str) -> str:
     return "setattr -mod -set keep_hierarchy 1 " + " ".join(mods)
 
 
+def sram_reads_collision_free(rtlil: str) -> str:
+    """A Yosys command declaring the synchronous read ports of every PE module of
+    ``rtlil`` (``... .pe_<row>_<col>``, or the lone PE ``... .pe``; its SRAM banks: the
+    register file's reads are asynchronous) collision-undefined (``COLLISION_X_MASK``).
+
+    For configurations with the execute stage only: there the PE's SRAM bypass replaces
+    the block RAM's word whenever a write lands on the read's address in the read's
+    cycle (an operand write or an FMA write-back, docs/architecture.md), so what the
+    block RAM returns then is never used, and Yosys need not add its soft logic that
+    makes a read during a write return the old word (a delayed write and a compare of
+    the read address: 92 flip-flops and about 110 LUT4 per PE; docs/fpga-timing.md,
+    session 32)."""
+    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+|pe)")
+    if not mods:
+        return "# (no PE modules: no SRAM read ports to declare)"
+    # per module: its read ports AND its synchronous cells (%i takes the top two of
+    # Yosys's selection stack; the pairs are joined at the end)
+    return "setparam -set COLLISION_X_MASK 1'1 " + " ".join(f"{m}/t:$memrd_v2 {m}/r:CLK_ENABLE=1 %i" for m in mods)
+
+
 # nextpnr arguments that build() sets itself (or that would break its outputs)
 _NEXTPNR_OWN = ("--seed", "--router", "--report", "--timing-allow-fail", "--json", "--lpf",
                 "--textcfg", "--85k", "--45k", "--25k", "--12k", "--um-85k", "--um5g-85k",
@@ -494,10 +514,14 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
                           script_after_synth="tee -q -o top.stat.json stat -json",
                           nextpnr_opts=nextpnr_opts)
     plan.extract(out)
+    after_read = []
     if pe_ff_copies:
+        after_read += [keep_pe_ffs(plan.files["top.il"]), keep_enable_copies(plan.files["top.il"])]
+    if cfg.exec_stage:
+        after_read.append(sram_reads_collision_free(plan.files["top.il"]))
+    if after_read:
         ys = (out / "top.ys").read_text()
-        keep = keep_pe_ffs(plan.files["top.il"]) + "\n" + keep_enable_copies(plan.files["top.il"])
-        (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)", keep, 1))
+        (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)", "\n".join(after_read), 1))
     t_elab = time.perf_counter() - t0
     cmds = _script_cmds(plan.files["build_top.sh"])
     logf = out / "build.log"

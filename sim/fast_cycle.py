@@ -225,8 +225,9 @@ class CycleEngine:
 
         # ---- end of cycle ----------------------------------------------------------------------
         pi = self.pidx
-        # SRAM reads see the old word (with the execute stage, the bypass: the word of an
-        # operand-stage write landing on the address in this cycle, not an FMA write-back's)
+        # SRAM reads see the old word (with the execute stage, the bypass: the word of the
+        # write landing on the address in this cycle, an operand-stage write's or an FMA
+        # write-back's)
         if u.ra_en and ra.any():
             st.rd_a = np.where(ra, self._sram_read(st, st.mem_a, ra_addr, wa, wbk_a, 2, FmaWb.MEMA), st.rd_a)
         if u.rb_en and rb.any():
@@ -270,7 +271,8 @@ class CycleEngine:
 
     def _sram_read(self, st, mem, addr, wr, wbk, field, kind):
         """SRAM read data with the SRAM bypass (``pe.pe_model.PEModel._sram_read``):
-        ``wr`` lands in this cycle (displaced by ``wbk``); with the bus stage the write of
+        ``wr`` lands in this cycle (displaced by the FMA write-back ``wbk``, which lands
+        then and is seen); with the bus stage the write of
         ``st.x[0]`` (tuple index ``field``) lands next cycle and wins."""
         data = mem[self.pidx, addr]
         if self.exec_stage and wr is not None:
@@ -279,6 +281,10 @@ class CycleEngine:
                 hit &= ~wbk.valid
             if hit.any():
                 data = np.where(hit, wr[2], data)
+        if self.exec_stage and wbk is not None:     # the write-back landing in this cycle
+            hit = wbk.valid & (wbk.waddr == addr)
+            if hit.any():
+                data = np.where(hit, wbk.value, data)
         if self.bus_stage:
             nxt = st.x[0][field]
             if nxt is not None:

@@ -706,10 +706,11 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     taken at issue, at the end of ``t + fpu_latency - 1`` (the cycle of an RF write-back),
     no RF write; an operand SRAM write of the same bank executed in that cycle is
     displaced (``mem_conflict``), one of the other bank is not. The write-back is seen by
-    the reads issued at ``t + fpu_latency`` and later, with either timing (the read issued
-    in the write-back cycle gets the old word: with the execute stage an FMA write-back
-    is not bypassed, nor is a displaced operand write; an operand write landing in that
-    cycle in the other bank is)."""
+    the reads issued at ``t + fpu_latency`` and later; the read issued in the write-back
+    cycle gets the old word without the execute stage and the written one with it (the
+    SRAM bypass takes the write landing in the read's cycle, the write-back's, not the
+    operand write it displaces; an operand write landing in that cycle in the other bank
+    is bypassed too)."""
     b = Builder(cfg, row, col, "fma_writeback")
     L, e = cfg.fpu_latency, cfg.exec_delay
     old, keep, one = b.f(9.0), b.f(-5.0), b.f(1.0)
@@ -726,7 +727,8 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     b.op(ar_op=ArOp.SET, ar_idx=0, ar_imm=2)
     b.expect(t + L - 1, mem_a_wr=1, mem_b_wr=0, rf_wr=0, mem_conflict=0)
     b.nops(t + L - 1 - b.t)
-    b.show(Src.MEMA, old, ra_en=1, ra_off=8)              # A[10] issued t+L-1: same edge, old
+    # A[10] issued t+L-1, the same edge: old without the execute stage, bypassed with it
+    b.show(Src.MEMA, b.f(3.0) if e else old, ra_en=1, ra_off=8)
     b.show(Src.MEMA, b.f(3.0), ra_en=1, ra_off=8)         # A[10] issued t+L
     b.show(Src.MEMA, old, ra_en=1, ra_off=9)              # A[11]
     b.show(Src.MEMA, old, ra_en=1, ra_off=10)             # A[12]
@@ -755,8 +757,8 @@ def _p_fma_writeback(cfg, row, col) -> Program:
     b.show(3, keep)
     # an operand write into B one cycle before the write-back is overwritten by it, one
     # cycle after overwrites it; no conflict. The read issued at the later write's cycle:
-    # with the execute stage an operand write (d = 1) is bypassed to it, the FMA
-    # write-back (d = -1: the read sees the operand write) is not
+    # with the execute stage the write landing then is bypassed to it, the operand write
+    # (d = 1) or the FMA write-back (d = -1)
     for d, final in ((-1, b.f(5.0)), (1, one)):
         t = b.op(fpu_en=1, fpu_a=Src.ROW, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3,
                  fpu_wb=FmaWb.MEMB, rb_off=10, row=b.f(4.0))
@@ -767,7 +769,7 @@ def _p_fma_writeback(cfg, row, col) -> Program:
         b.expect(t + L - 1 + d, mem_conflict=0, mem_b_wr=1)
         if e and d < 0:
             b.nops(t + L - 1 - b.t)
-            b.show_col(Src.MEMB, one, rb_en=1, rb_off=10)
+            b.show_col(Src.MEMB, final, rb_en=1, rb_off=10)
         b.nops(max(t + L, tw + 2) - b.t)
         b.show_col(Src.MEMB, final, rb_en=1, rb_off=10)
     return b.build()

@@ -744,3 +744,68 @@ def test_tool_timeout(tmp_path, monkeypatch, capsys):
     with pytest.raises(BuildError, match=r"sleep did not finish within 1 s \(log: .*t.log\)"):
         _run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, dict(os.environ),
              tmp_path / "t.log", "sleep", 1)
+
+
+def test_sram_reads_collision_free():
+    """With the execute stage the build declares the PEs' SRAM read ports
+    collision-undefined (the PE's SRAM bypass replaces the block RAM's word whenever a
+    write lands on the read's address in the read's cycle): the command names every PE
+    module (and a lone PE), selects exactly the synchronous read ports (two per PE: the
+    register file's reads are asynchronous), and with it Yosys maps a PE-named memory of
+    that kind onto block RAM alone, without its read-during-write flip-flops."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from amaranth.back import rtlil
+    from amaranth.hdl import Elaboratable, Module, Signal
+    from amaranth.lib.memory import Memory
+
+    from rtl.board import BoardTop
+    from rtl.fpga import get_platform, sram_reads_collision_free
+    from rtl.synth import find_yosys
+
+    cfg = UART_CFG.replace(exec_stage=True)
+    il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
+    cmd = sram_reads_collision_free(il)
+    n = cfg.nr
+    assert cmd.startswith("setparam -set COLLISION_X_MASK 1'1 ") and cmd.endswith("/r:CLK_ENABLE=1 %i")
+    assert cmd.count("/t:$memrd_v2") == n * n and "_dist/" not in cmd
+    assert sram_reads_collision_free("module \\top\nend\n").startswith("#")
+    assert "top.harness.pe/t:$memrd_v2" in sram_reads_collision_free("module \\top.harness.pe\nend\n")
+    sel = cmd.split(" ", 4)[4]
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "top.il").write_text(il)
+        out = subprocess.run(find_yosys() + ["-p", f"read_rtlil top.il; select -count {sel}"], cwd=tmp,
+                             capture_output=True, text=True, timeout=300)
+    assert f"{2 * n * n} objects" in out.stdout, out.stdout[-2000:]
+
+    class Bank(Elaboratable):          # one 4096 x 16 bank: a write port, a synchronous read
+        def __init__(self):
+            self.ra, self.wa, self.wd, self.rd = Signal(12), Signal(12), Signal(16), Signal(16)
+            self.re, self.we = Signal(), Signal()
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.pe = pe = Module()
+            pe.submodules.mem = mem = Memory(shape=16, depth=4096, init=[])
+            wp, rp = mem.write_port(), mem.read_port(transparent_for=())
+            pe.d.comb += [wp.addr.eq(self.wa), wp.data.eq(self.wd), wp.en.eq(self.we),
+                          rp.addr.eq(self.ra), rp.en.eq(self.re), self.rd.eq(rp.data)]
+            return m
+
+    b = Bank()
+    bank_il = rtlil.convert(b, name="top", ports=[b.ra, b.wa, b.wd, b.rd, b.re, b.we])
+    ffs = {}
+    for declared in (False, True):
+        pre = sram_reads_collision_free(bank_il) + "; " if declared else ""
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "top.il").write_text(bank_il)
+            out = subprocess.run(find_yosys() + ["-p", f"read_rtlil top.il; {pre}synth_ecp5 -top top; "
+                                                 "tee -o stat.txt stat"], cwd=tmp, capture_output=True,
+                                 text=True, timeout=300)
+            stat = (Path(tmp) / "stat.txt").read_text()
+        assert re.search(r"\b4\s+DP16KD", stat), out.stdout[-2000:]
+        m = re.search(r"(\d+)\s+TRELLIS_FF", stat)
+        ffs[declared] = int(m.group(1)) if m else 0
+    assert ffs[False] > 0 and ffs[True] == 0, ffs
