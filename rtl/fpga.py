@@ -402,7 +402,7 @@ def sram_reads_collision_free(rtlil: str) -> str:
     cycle (an operand write or an FMA write-back, docs/architecture.md), so what the
     block RAM returns then is never used, and Yosys need not add its soft logic that
     makes a read during a write return the old word (a delayed write and a compare of
-    the read address: 92 flip-flops and about 110 LUT4 per PE; docs/fpga-timing.md,
+    the read address: 92 flip-flops and 142 LUT4 per preset PE; docs/fpga-timing.md,
     session 32)."""
     mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+|pe)")
     if not mods:

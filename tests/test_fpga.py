@@ -809,3 +809,30 @@ def test_sram_reads_collision_free():
         m = re.search(r"(\d+)\s+TRELLIS_FF", stat)
         ffs[declared] = int(m.group(1)) if m else 0
     assert ffs[False] > 0 and ffs[True] == 0, ffs
+
+
+def test_fpga_placement_report():
+    """benchmarks/fpga_placement on a made-up routed netlist and timing report: per-PE
+    spread and late endpoints, the units of no PE, and routing delay by Manhattan length
+    counting only connections inside one PE."""
+    from benchmarks.fpga_placement import delay_by_distance, other_units, pe_spread, sites
+
+    def cell(x, y, t="TRELLIS_FF"):
+        return {"type": t, "attributes": {"NEXTPNR_BEL": f"X{x}/Y{y}/SLICEA.FF0"}}
+
+    cells = {"ucore.core.pe_0_0.a": cell(0, 0), "ucore.core.pe_0_0.b": cell(2, 0),
+             "ucore.core.pe_0_1.c": cell(10, 10), "ucore.core.seq.d": cell(5, 5, "TRELLIS_COMB"),
+             "ucore.core.seq.e": cell(5, 6)}
+    routed = {"modules": {"top": {"cells": cells}}}
+    xy = sites(routed)
+    arrivals = [("ucore.core.pe_0_0.b", "M", 12.0), ("ucore.core.pe_0_1.c", "M", 3.0)]
+    sp = pe_spread(xy, arrivals, 10.0)
+    assert sp["pe_0_0"] == {"cells": 2, "sd_x": 1.0, "sd_y": 0.0, "late": 1}
+    assert sp["pe_0_1"]["late"] == 0
+    assert other_units(routed)[0][0] == "ucore.core.seq" and other_units(routed)[0][1]["TRELLIS_COMB"] == 1
+    report = {"detailed_net_timings": [
+        {"driver": "ucore.core.pe_0_0.a", "endpoints": [
+            {"cell": "ucore.core.pe_0_0.b", "delay": [1.0, 1.5]},     # inside the PE, 2 tiles
+            {"cell": "ucore.core.pe_0_1.c", "delay": [9.0, 9.5]}]},   # another PE: not counted
+        {"driver": "ucore.core.seq.d", "endpoints": [{"cell": "ucore.core.pe_0_0.a", "delay": 2.0}]}]}
+    assert delay_by_distance(report, xy) == {0: {"n": 1, "median": 1.5, "p90": 1.5}}
