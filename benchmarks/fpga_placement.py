@@ -24,20 +24,16 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from rtl.endpoints import endpoint_arrivals
+from rtl.floorplan import site_xy
 
 _PE = re.compile(r"(pe_\d+_\d+|harness\.pe)\.")
-_SITE = re.compile(r"X(\d+)/Y(\d+)/")
 
 
 def sites(routed: dict) -> dict[str, tuple[int, int]]:
     """``{cell: (x, y)}`` of a routed nextpnr netlist."""
     (mod,) = routed["modules"].values()
-    out = {}
-    for name, c in mod["cells"].items():
-        m = _SITE.match(c.get("attributes", {}).get("NEXTPNR_BEL", ""))
-        if m:
-            out[name] = (int(m[1]), int(m[2]))
-    return out
+    return {name: site_xy(c["attributes"]["NEXTPNR_BEL"]) for name, c in mod["cells"].items()
+            if c.get("attributes", {}).get("NEXTPNR_BEL")}
 
 
 def other_units(routed: dict, top: int = 6) -> list[tuple[str, Counter]]:

@@ -29,7 +29,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["ebr_sites", "plan_pe_rams", "plan_other_rams", "apply_floorplan", "ram_netlist", "FloorplanError"]
+__all__ = ["site_xy", "ebr_sites", "plan_pe_rams", "plan_other_rams", "apply_floorplan", "ram_netlist", "FloorplanError"]
 
 #: A PE's block RAM in a flattened core netlist: ``...pe_<row>_<col>.<memory>...``
 _PE_RAM = re.compile(r"(?:^|\.)pe_(\d+)_(\d+)\.")
@@ -39,8 +39,9 @@ class FloorplanError(ValueError):
     """The PEs' block RAMs cannot be laid out on the device's block-RAM rows."""
 
 
-def _site_xy(bel: str) -> tuple[int, int]:
-    m = re.fullmatch(r"X(\d+)/Y(\d+)/\w+", bel)
+def site_xy(bel: str) -> tuple[int, int]:
+    """The (x, y) tile of an ECP5 bel name (``X4/Y22/EBR0``, ``X26/Y25/SLICEC.FF0``)."""
+    m = re.fullmatch(r"X(\d+)/Y(\d+)/[\w.]+", bel)
     if not m:
         raise ValueError(f"not an ECP5 bel name: {bel!r}")
     return int(m[1]), int(m[2])
@@ -75,7 +76,7 @@ def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | No
                                f"({' '.join(device_args)}): {(r.stdout + r.stderr)[-800:]}")
         placed = json.loads((Path(work) / "out.json").read_text())["modules"]["top"]["cells"]
     sites = sorted((c["attributes"]["NEXTPNR_BEL"] for c in placed.values() if c["type"] == "DP16KD"),
-                   key=lambda b: _site_xy(b)[::-1])
+                   key=lambda b: site_xy(b)[::-1])
     if cache is not None:
         from sim.harness import atomic_write
         atomic_write(cache, json.dumps(sites) + "\n")
@@ -111,7 +112,7 @@ def plan_pe_rams(ram_cells: list[str], nr: int, sites: list[str]) -> dict[str, s
         return {}
     rows = defaultdict(list)
     for b in sites:
-        x, y = _site_xy(b)
+        x, y = site_xy(b)
         rows[y].append((x, b))
     ys = sorted(rows)
     if nr > len(ys):
@@ -144,11 +145,11 @@ def plan_other_rams(ram_cells: list[str], pe_plan: dict[str, str], sites: list[s
     for n in others:
         mems[re.sub(r"(\.\d+)+$", "", n)].append(n)
     order = [n for _, cells in sorted(mems.items(), key=lambda kv: (-len(kv[1]), kv[0])) for n in sorted(cells)]
-    xy = [_site_xy(b) for b in pe_plan.values()]
+    xy = [site_xy(b) for b in pe_plan.values()]
     cx, cy = sum(x for x, _ in xy) / len(xy), sum(y for _, y in xy) / len(xy)
     used = set(pe_plan.values())
     free = sorted((b for b in sites if b not in used),
-                  key=lambda b: ((_site_xy(b)[0] - cx) ** 2 + (_site_xy(b)[1] - cy) ** 2, _site_xy(b)))
+                  key=lambda b: ((site_xy(b)[0] - cx) ** 2 + (site_xy(b)[1] - cy) ** 2, site_xy(b)))
     if len(free) < len(order):
         return {}
     return dict(zip(order, free))
@@ -172,4 +173,4 @@ def apply_floorplan(netlist: Path, nr: int, sites: list[str]) -> dict:
         cells[name].setdefault("attributes", {})["BEL"] = bel
     atomic_write(Path(netlist), json.dumps(d))
     return {"pe_rams": len(pe_plan), "other_rams": len(other),
-            "rows": sorted({_site_xy(b)[1] for b in pe_plan.values()}), "plan": plan}
+            "rows": sorted({site_xy(b)[1] for b in pe_plan.values()}), "plan": plan}
