@@ -24,9 +24,8 @@ import os
 from rtl.config import PRESETS, ArchConfig
 from rtl.fpga import (DEVICES, FitError, build, fit_report, fpga_resources, parse_critical_paths, parse_nextpnr_log,
                       short_cell)
-from rtl.synth import synthesize
-from rtl.tops import build_top
-from sim.harness import ROOT, write_verilog
+from rtl.synth import synthesize_top
+from sim.harness import ROOT
 
 BOARD = "ulx3s-85f"
 DEVICE = "LFE5U-85F"
@@ -92,9 +91,7 @@ def _crit(out, s) -> str:
 
 def _pe_row(name: str) -> dict:
     cfg = _cfg(name)
-    comp, top = build_top("pe", cfg)
-    _, v = write_verilog(comp, top)
-    res = fpga_resources(synthesize(v, top, "ecp5"))
+    res = fpga_resources(synthesize_top("pe", cfg, "ecp5"))
     fit = fit_report(res, DEVICE)
     row = {"design": _design(name)[0], "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
            "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 from rtl.config import ArchConfig
 from rtl.fpga import fpga_resources
-from rtl.synth import synthesize
-from rtl.tops import build_top
-from sim.harness import write_verilog
+from rtl.synth import synthesize_top
 
 
 def run() -> dict:
     rows = []
     for fmt in ("binary16", "bfloat16", "binary32"):
         cfg = ArchConfig(fmt=fmt)
-        comp, name = build_top("pe", cfg)
-        _, v = write_verilog(comp, name)
-        r = synthesize(v, name, "ecp5")
+        r = synthesize_top("pe", cfg, "ecp5")
         s = r["summary"]
         rows.append({"format": fmt, "SRAM KiB": cfg.pe_sram_bytes // 1024,
                      "LUT4": s.get("LUT4", 0) + 2 * s.get("CCU2C (carry, 2 LUT4)", 0),

@@ -68,19 +68,14 @@ def _cmd_verilog(args) -> int:
 
 def _cmd_synth(args) -> int:
     from rtl.fpga import FitError, check_fit, default_device, fit_report, fpga_resources
-    from rtl.synth import format_table, synthesize
-    from rtl.tops import build_top
-    from sim.harness import ROOT, atomic_write, write_verilog
+    from rtl.synth import format_table, synthesize_top
+    from sim.harness import ROOT, atomic_write
 
     cfg = config_from_arg(args.config)
     device = args.device or default_device(args.target)
-    comp, name = build_top(args.top, cfg)
-    _, vpath = write_verilog(comp, name)
     print(f"synthesizing {args.top} ({cfg.fmt}, nr={cfg.nr}, {cfg.mem_a_words}+{cfg.mem_b_words} words SRAM) "
           f"for {args.target} with Yosys ...", file=sys.stderr)
-    res = synthesize(vpath, name, args.target, log=ROOT / "build" / "synth" / f"{name}-{args.target}.log")
-    res["config"] = cfg.to_dict()
-    res["design"] = args.top
+    res = synthesize_top(args.top, cfg, args.target, log=ROOT / "build" / "synth" / f"{args.top}-{args.target}.log")
     print(format_table(res))
     err = None
     if device:

@@ -356,11 +356,13 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
     return out
 
 
-def _modules(rtlil: str, pattern: str) -> list[str]:
-    """Names of the modules of ``rtlil`` whose hierarchical name matches ``pattern``."""
+def _modules(design: str, pattern: str) -> list[str]:
+    """Names of the modules of ``design`` (RTLIL, or Verilog as Amaranth writes it: an
+    escaped ``\\name`` or a plain name, then the port list) whose hierarchical name
+    matches ``pattern``."""
     import re
 
-    return re.findall(rf"^module \\({pattern})$", rtlil, re.M)
+    return re.findall(rf"^module \\?({pattern})(?=\s*$|\s*\()", design, re.M)
 
 
 def keep_pe_ffs(rtlil: str) -> str:
@@ -392,10 +394,12 @@ def keep_enable_copies(rtlil: str) -> str:
     return "setattr -mod -set keep_hierarchy 1 " + " ".join(mods)
 
 
-def sram_reads_collision_free(rtlil: str) -> str:
+def sram_reads_collision_free(design: str, extra: tuple[str, ...] = ()) -> str:
     """A Yosys command declaring the synchronous read ports of every PE module of
-    ``rtlil`` (``... .pe_<row>_<col>``, or the lone PE ``... .pe``; its SRAM banks: the
-    register file's reads are asynchronous) collision-undefined (``COLLISION_X_MASK``).
+    ``design`` (RTLIL or Verilog; modules ``... .pe_<row>_<col>``, the lone PE ``... .pe``
+    of the board's scan harness, and the modules named in ``extra``, e.g. a PE that is
+    the top: its SRAM banks, the register file's reads are asynchronous)
+    collision-undefined (``COLLISION_X_MASK``).
 
     For configurations with the execute stage only: there the PE's SRAM bypass replaces
     the block RAM's word whenever a write lands on the read's address in the read's
@@ -403,8 +407,9 @@ def sram_reads_collision_free(rtlil: str) -> str:
     block RAM returns then is never used, and Yosys need not add its soft logic that
     makes a read during a write return the old word (a delayed write and a compare of
     the read address: 92 flip-flops and 142 LUT4 per preset PE; docs/fpga-timing.md,
-    session 32)."""
-    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+|pe)")
+    session 32). The read ports must be synchronous already (``CLK_ENABLE``): true of
+    Amaranth's RTLIL; from Verilog, after ``memory_dff`` (:func:`rtl.synth.exec_stage_prepare`)."""
+    mods = _modules(design, r"\S*\.(?:pe_\d+_\d+|pe)") + list(extra)
     if not mods:
         return "# (no PE modules: no SRAM read ports to declare)"
     # per module: its read ports AND its synchronous cells (%i takes the top two of

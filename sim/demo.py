@@ -121,15 +121,11 @@ def _power(cfg, kern, useful_macs) -> None:
 
 
 def _synth(cfg) -> None:
-    from rtl.synth import SynthError, ToolMissing, format_table, synthesize
-    from rtl.tops import build_top
-    from sim.harness import write_verilog
+    from rtl.synth import SynthError, ToolMissing, format_table, synthesize_top
 
     _hdr("5. PE synthesis for ECP5 (Yosys synth_ecp5)")
-    comp, name = build_top("pe", cfg)
-    _, v = write_verilog(comp, name)
     try:
-        res = synthesize(v, name, "ecp5")
+        res = synthesize_top("pe", cfg, "ecp5")
     except (ToolMissing, SynthError) as e:
         print(f"synthesis skipped: {e}")
         return

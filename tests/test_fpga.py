@@ -393,6 +393,46 @@ def test_synth_pe_smoke(tmp_path):
     assert 1500 < r["LUT4"] < 5000
 
 
+def test_synth_exec_stage_declares_sram_reads(tmp_path):
+    """`caterpillar synth` of an execute-stage PE declares its SRAM reads
+    collision-undefined as the build does (exact there: the PE's SRAM bypass supplies
+    every colliding read): the two synchronous read ports of the Verilog are selected
+    (after memory_dff), the result records the commands, and the same Verilog without
+    them needs more flip-flops (Yosys's read-during-write emulation) and no fewer block
+    RAMs. A core's command names every PE module; without the execute stage there is none."""
+    import subprocess
+    from pathlib import Path
+
+    from rtl.cli import main
+    from rtl.synth import exec_stage_prepare, find_yosys, synthesize
+    from rtl.tops import build_top
+    from sim.harness import write_verilog
+
+    out = tmp_path / "pe.json"
+    cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512, "exec_stage": true}'
+    assert main(["synth", "--top", "pe", "--config", cfg, "--target", "ecp5", "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    prep = d["prepare"]
+    assert prep.startswith("hierarchy -top caterpillar_pe; proc; opt -nosdff; memory_dff; setparam ")
+    assert prep.count("/t:$memrd_v2") == 1
+    v = Path(d["verilog"])
+    sel = prep.split("COLLISION_X_MASK 1'1 ", 1)[1]
+    script = f"read_verilog -sv {v.name}; {prep.split('; setparam')[0]}; select -count {sel}"
+    res = subprocess.run(find_yosys() + ["-p", script], cwd=v.parent, capture_output=True, text=True, timeout=300)
+    assert "2 objects" in res.stdout, res.stdout[-2000:]
+    plain = synthesize(v, "caterpillar_pe", "ecp5")
+    assert "prepare" not in plain
+    assert plain["summary"]["FF"] > d["summary"]["FF"]
+    assert plain["summary"]["DP16KD (block RAM)"] == d["summary"]["DP16KD (block RAM)"] == 2
+
+    core = UART_CFG.replace(exec_stage=True)
+    text, _ = write_verilog(*build_top("core", core), design_key=core.to_json())
+    cmd = exec_stage_prepare(text, "caterpillar_core")
+    assert cmd.count("/t:$memrd_v2") == core.nr ** 2
+    assert all(f"caterpillar_core.pe_{r}_{c}/t:$memrd_v2" in cmd for r in range(core.nr) for c in range(core.nr))
+    assert exec_stage_prepare("module top(a);\nendmodule\n", "top") == ""
+
+
 @pytest.mark.slow
 def test_synth_core_smoke(tmp_path):
     """A small 2 x 2 core synthesizes for ECP5 and fits the 85F: block RAM for the SRAMs
