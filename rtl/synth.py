@@ -118,14 +118,15 @@ def exec_stage_prepare(verilog_text: str, top: str, lone_pe: bool = False) -> st
 
     In Verilog a synchronous read is an asynchronous read and a register: ``proc``,
     ``opt -nosdff`` (turns the register's enable mux into a ``$dffe``) and ``memory_dff``
-    merge them into one synchronous read port first, in the PE modules' own hierarchy
+    merge them into one synchronous read port first (``opt_clean`` drops the register
+    left without outputs), in the PE modules' own hierarchy
     (``top``'s; ``lone_pe``: the top module is a PE itself)."""
     from rtl.fpga import sram_reads_collision_free
 
     decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone_pe else ())
     if decl.startswith("#"):
         return ""
-    return f"hierarchy -top {top}; proc; opt -nosdff; memory_dff; {decl}"
+    return f"hierarchy -top {top}; proc; opt -nosdff; memory_dff; opt_clean; {decl}"
 
 
 def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None = None,

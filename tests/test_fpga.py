@@ -397,7 +397,7 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     """`caterpillar synth` of an execute-stage PE declares its SRAM reads
     collision-undefined as the build does (exact there: the PE's SRAM bypass supplies
     every colliding read): the two synchronous read ports of the Verilog are selected
-    (after memory_dff), the result records the commands, and the same Verilog without
+    (after memory_dff; Yosys's check passes), the result records the commands, and the same Verilog without
     them needs more flip-flops (Yosys's read-during-write emulation) and no fewer block
     RAMs. A core's command names every PE module; without the execute stage there is none."""
     import subprocess
@@ -413,11 +413,12 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     assert main(["synth", "--top", "pe", "--config", cfg, "--target", "ecp5", "--json", str(out)]) == 0
     d = json.loads(out.read_text())
     prep = d["prepare"]
-    assert prep.startswith("hierarchy -top caterpillar_pe; proc; opt -nosdff; memory_dff; setparam ")
+    assert prep.startswith("hierarchy -top caterpillar_pe; proc; opt -nosdff; memory_dff; opt_clean; setparam ")
     assert prep.count("/t:$memrd_v2") == 1
     v = Path(d["verilog"])
     sel = prep.split("COLLISION_X_MASK 1'1 ", 1)[1]
-    script = f"read_verilog -sv {v.name}; {prep.split('; setparam')[0]}; select -count {sel}"
+    # the prepared design is clean (no register left reading a merged port's old data)
+    script = f"read_verilog -sv {v.name}; {prep}; check -assert; select -count {sel}"
     res = subprocess.run(find_yosys() + ["-p", script], cwd=v.parent, capture_output=True, text=True, timeout=300)
     assert "2 objects" in res.stdout, res.stdout[-2000:]
     plain = synthesize(v, "caterpillar_pe", "ecp5")
