@@ -22,8 +22,8 @@ import json
 import os
 
 from rtl.config import PRESETS, ArchConfig
-from rtl.fpga import (DEVICES, FitError, build, fit_report, fpga_resources, parse_critical_paths, parse_nextpnr_log,
-                      short_cell)
+from rtl.fpga import (DEVICES, FitError, build, fit_report, fpga_resources, nextpnr_result_options,
+                      parse_critical_paths, parse_nextpnr_log, short_cell)
 from rtl.synth import synthesize_top
 from sim.harness import ROOT
 
@@ -117,10 +117,11 @@ def _built(name: str, cfg, top: str = "core") -> dict:
     seed = FPGA_PRESET_SEED if name == "core4-fpga" else 1
     extra = list(FPGA_PRESET_NEXTPNR) if name == "core4-fpga" else []
     # a core placed before the floorplan (rtl/floorplan.py, on by default) is rebuilt,
-    # and so is a build at another clock request, seed or nextpnr options
+    # and so is a build at another clock request, seed or nextpnr options (options that
+    # only write more files, e.g. --write routed.json, do not count)
     if (s is not None and s.get("config") == cfg.to_dict() and "synth" in s and s.get("top", "core") == top
             and s.get("seed", 1) == seed and abs(s.get("clock_mhz", 0) - _clock(name)) < 1
-            and s.get("nextpnr_extra", []) == extra
+            and nextpnr_result_options(s.get("nextpnr_extra", [])) == extra
             and (top == "pe" or "floorplan" in s or "nextpnr" not in s)):
         return s
     # ABC9 without -dff (plain synth_ecp5; Yosys 0.70 always maps with ABC9): -dff

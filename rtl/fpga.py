@@ -23,7 +23,7 @@ from pathlib import Path
 __all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
            "parse_critical_paths", "short_cell", "reroute", "board_commands",
-           "nextpnr_command", "core_clock_net"]
+           "nextpnr_command", "core_clock_net", "NEXTPNR_OUTPUT_ONLY", "nextpnr_result_options"]
 
 #: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
 #: Keys are the resource classes of :func:`fpga_resources`.
@@ -442,6 +442,28 @@ def check_nextpnr_extra(args) -> list[str]:
         if opt in _NEXTPNR_OWN:
             raise ValueError(f"nextpnr argument {opt} is set by the build itself; "
                              "use caterpillar build's own option (--seed, --router, --clock-mhz, --board)")
+    return out
+
+
+#: nextpnr-ecp5 options that only write another file, and take its name: they change no
+#: placement, routing or timing
+NEXTPNR_OUTPUT_ONLY = ("--write", "--sdf", "--placed-svg", "--routed-svg")
+
+
+def nextpnr_result_options(args) -> list[str]:
+    """``args`` (extra nextpnr arguments) without the options that only write another
+    file (:data:`NEXTPNR_OUTPUT_ONLY`, as ``--write F`` or ``--write=F``): two builds whose
+    results lists are equal place and route alike."""
+    out, skip = [], False
+    for a in map(str, args):
+        if skip:
+            skip = False
+            continue
+        opt, eq, _ = a.partition("=")
+        if opt in NEXTPNR_OUTPUT_ONLY:
+            skip = not eq
+            continue
+        out.append(a)
     return out
 
 

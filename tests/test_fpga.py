@@ -573,7 +573,7 @@ def test_build_tiny_core_bitstream(tmp_path):
 
 
 def test_nextpnr_extra_options():
-    from rtl.fpga import check_nextpnr_extra, nextpnr_options
+    from rtl.fpga import check_nextpnr_extra, nextpnr_options, nextpnr_result_options
 
     opts = nextpnr_options(3, True, "router2", ["--router2-alt-weights", "--placer-heap-beta", 0.8])
     assert opts == ("--report top.report.json --seed 3 --timing-allow-fail --router router2 "
@@ -590,6 +590,11 @@ def test_nextpnr_extra_options():
         check_nextpnr_extra("--tmg-ripup")
     with pytest.raises(ValueError, match="router must be router1 or router2"):
         nextpnr_options(1, True, "router3")
+    # options that only write more files do not change a build's result
+    assert nextpnr_result_options(["--detailed-timing-report", "--write", "routed.json", "--tmg-ripup",
+                                   "--sdf=t.sdf", "--placer-heap-beta", "0.8"]) == [
+        "--detailed-timing-report", "--tmg-ripup", "--placer-heap-beta", "0.8"]
+    assert nextpnr_result_options(["--tmg-ripup"]) == ["--tmg-ripup"]
 
 
 def test_cli_build_refuses_own_nextpnr_option(capsys, tmp_path):
