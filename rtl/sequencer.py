@@ -311,9 +311,17 @@ class Sequencer(wiring.Component):
         armed_n = [Signal(name=f"loop{lv}_armed_next") for lv in range(nl)]
         upd = Signal()                        # the head's issue updates the loop ends it meets
         loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # ... or arms a level
-        m.d.comb += upd.eq(live & ~is_jump & ~is_halt)
+        # With the fetch stage these (and ``jump_head``, below) are not gated with
+        # ``live``: the head's decoded op (``is_jump``, ``head_loop<lv>``) and its scan
+        # (``win`` / ``fin``) are cleared whenever the head holds no instruction (at a
+        # start and when a JUMP issues, until the head refills; after a HALT only a start
+        # reads the RAM), so they are 0 then anyway, and the next-pc scan into the
+        # microcode RAM's address starts at these flip-flops instead of behind a gate
+        # with ``running`` and ``filling`` (the 4 x 4 core's critical path, session 33).
+        # The loop state they compute is loaded only when the head issues (``live``).
+        m.d.comb += upd.eq((~is_jump & ~is_halt) if fetch else (live & ~is_jump & ~is_halt))
         for lv in range(nl):
-            m.d.comb += [loop_lv[lv].eq(live & (head_loop_lv[lv] if fetch else is_loop & (ctl.lvl == lv))),
+            m.d.comb += [loop_lv[lv].eq(head_loop_lv[lv] if fetch else live & is_loop & (ctl.lvl == lv)),
                          lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
                          cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
             with m.If(upd):
@@ -355,7 +363,7 @@ class Sequencer(wiring.Component):
                      for lv in range(nl)]
             f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
             m.d.comb += [
-                jump_head.eq(live & is_jump),
+                jump_head.eq(is_jump),            # (0 while the head refills: above)
                 advance.eq(filling | go),
                 rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, f_loop_next))),
                 rp.en.eq(self.start | advance),
@@ -374,8 +382,11 @@ class Sequencer(wiring.Component):
                 m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
                 # loop ends change only when the head issues (lend_next), never at a start
                 m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
+            # the head's decode and scan that the next-pc scan reads ungated (above)
+            scan_regs = [is_jump, *head_loop_lv, *win, *fin]
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
+                m.d.sync += [x.eq(0) for x in scan_regs]
             with m.Elif(advance):
                 m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), filling.eq(go & is_jump)]
                 nctl = data.View(self._ilay, rp.data[:isz]).ctl
@@ -384,6 +395,10 @@ class Sequencer(wiring.Component):
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
                 m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
+                # a JUMP issues (advance with is_jump: the head was live, so it went): the
+                # head refills next cycle, holding no instruction until then
+                with m.If(is_jump):
+                    m.d.sync += [x.eq(0) for x in scan_regs]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
             # The head register loads with ``~start & advance`` in chunks of HEAD_CHUNK
