@@ -2,13 +2,14 @@
 
 Reads a build directory made with ``--nextpnr-opt=--write --nextpnr-opt=routed.json`` and
 ``--nextpnr-opt=--detailed-timing-report`` (``routed.json``: every cell's site;
-``top.report.json``: every connection's routing delay) and prints
+``top.report.json``: every register input's arrival time) and prints
 
 * the largest units of no PE and their cells;
 * per PE (cells named ``pe_<r>_<c>.``, or the lone PE ``harness.pe.``): its cells, the
   standard deviation of their x and y (tiles), and its endpoints later than ``--mhz``;
-* the median and 90th-percentile routing delay of the connections inside PEs, by their
-  Manhattan length in tiles (4-tile buckets)::
+* the median and 90th-percentile arrival time of the register inputs driven from inside
+  their own PE, by the Manhattan length of that last connection in tiles (4-tile
+  buckets; nextpnr's report holds arrival times, not per-connection routing delays)::
 
     python -m benchmarks.fpga_placement build/exp/c4-base32-s1 [--mhz 100]
 """
@@ -63,9 +64,10 @@ def pe_spread(xy: dict, arrivals, period_ns: float) -> dict[str, dict]:
             for pe, v in sorted(pos.items())}
 
 
-def delay_by_distance(report: dict, xy: dict, bucket: int = 4, cap: int = 40) -> dict[int, dict]:
-    """Routing delay (max corner, ns) of the connections whose driver and sink are cells of
-    one PE, by Manhattan length: ``{bucket start: {"n", "median", "p90"}}``."""
+def arrival_by_distance(report: dict, xy: dict, bucket: int = 4, cap: int = 40) -> dict[int, dict]:
+    """Arrival time (ns; the latest, ``delay[1]``: nextpnr reports each endpoint's min and
+    max arrival) of the register inputs whose net's driver is a cell of the same PE, by
+    the Manhattan length from driver to sink: ``{bucket start: {"n", "median", "p90"}}``."""
     ds = defaultdict(list)
     for net in report.get("detailed_net_timings", []):
         m = _PE.search(net["driver"])
@@ -105,8 +107,9 @@ def main(argv=None) -> int:
     print("largest units of no PE: cells (TRELLIS_COMB, TRELLIS_FF)")
     for unit, ty in other_units(routed):
         print(f"  {unit:28s} {sum(ty.values()):6d}  ({ty['TRELLIS_COMB']}, {ty['TRELLIS_FF']})")
-    print("routing delay inside PEs by Manhattan length (tiles): connections, median, p90 (ns)")
-    for b, s in delay_by_distance(report, xy).items():
+    print("arrival of register inputs driven from their own PE, by the length of that last connection "
+          "(tiles): endpoints, median, p90 (ns)")
+    for b, s in arrival_by_distance(report, xy).items():
         print(f"  {b:2d}-{b + 3:2d}: {s['n']:6d}  {s['median']:5.2f}  {s['p90']:5.2f}")
     return 0
 

@@ -19,31 +19,10 @@ import json
 import re
 from pathlib import Path
 
-__all__ = ["endpoint_arrivals", "endpoint_last_nets", "unit_of", "endpoint_groups", "arrival_histogram", "endpoint_report",
+__all__ = ["endpoint_arrivals", "unit_of", "endpoint_groups", "arrival_histogram", "endpoint_report",
            "format_endpoint_report"]
 
 _PE_RE = re.compile(r"^pe_\d+_\d+")
-
-
-def _worst_endpoints(report: dict) -> dict[tuple[str, str], tuple[float, float]]:
-    """``(cell, port) -> (arrival_ns, last net ns)`` of every clocked endpoint: its worst
-    arrival over launching clocks, and the routing delay of the net it arrives by."""
-    nets = report.get("detailed_net_timings")
-    if nets is None:
-        raise ValueError("the nextpnr report has no detailed_net_timings: build with "
-                         "--nextpnr-opt=--detailed-timing-report")
-    worst: dict[tuple[str, str], tuple[float, float]] = {}
-    for net in nets:
-        if net.get("event", "") == "<async>":
-            continue
-        for ep in net.get("endpoints", []):
-            if ep.get("event", "") == "<async>":
-                continue
-            key = (ep["cell"], ep["port"])
-            d = float(ep["delay"][1])
-            if d > worst.get(key, (float("-inf"), 0.0))[0]:
-                worst[key] = (d, float(ep["delay"][0]))
-    return worst
 
 
 def endpoint_arrivals(report: dict) -> list[tuple[str, str, float]]:
@@ -52,14 +31,24 @@ def endpoint_arrivals(report: dict) -> list[tuple[str, str, float]]:
     asynchronous launches, e.g. from input pins, are left out).
 
     Raises ``ValueError`` when the report has no per-endpoint timing."""
-    return [(c, p, d) for (c, p), (d, _) in _worst_endpoints(report).items()]
-
-
-def endpoint_last_nets(report: dict) -> dict[tuple[str, str], float]:
-    """``(cell, port) -> ns``: the routing delay of the last net of each endpoint's worst
-    path (:func:`endpoint_arrivals`), from the same report: how much of an arrival is
-    the wire into the endpoint rather than the logic and wires before it."""
-    return {k: n for k, (_, n) in _worst_endpoints(report).items()}
+    nets = report.get("detailed_net_timings")
+    if nets is None:
+        raise ValueError("the nextpnr report has no detailed_net_timings: build with "
+                         "--nextpnr-opt=--detailed-timing-report")
+    worst: dict[tuple[str, str], float] = {}
+    for net in nets:
+        if net.get("event", "") == "<async>":
+            continue
+        for ep in net.get("endpoints", []):
+            if ep.get("event", "") == "<async>":
+                continue
+            key = (ep["cell"], ep["port"])
+            # "delay" is the endpoint's [min, max] arrival (nextpnr's arrival time at the
+            # port, not the routing delay of this net: the report has no per-net delay)
+            d = float(ep["delay"][1])
+            if d > worst.get(key, float("-inf")):
+                worst[key] = d
+    return [(c, p, d) for (c, p), d in worst.items()]
 
 
 def unit_of(cell: str, depth: int = 2) -> str:
@@ -73,34 +62,21 @@ def unit_of(cell: str, depth: int = 2) -> str:
     return ".".join(parts) or "(top)"
 
 
-def endpoint_groups(arrivals, period_ns: float, depth: int = 2, last_nets: dict | None = None) -> list[dict]:
+def endpoint_groups(arrivals, period_ns: float, depth: int = 2) -> list[dict]:
     """Endpoints per design unit, worst first: ``unit``, ``endpoints``, ``late`` (arrival
-    above ``period_ns``), ``worst_ns`` and ``worst_cell`` (an endpoint with that arrival).
-    With ``last_nets`` (:func:`endpoint_last_nets`) also ``worst_net_ns``, the last net
-    into that endpoint, and ``late_net_median_ns``, the median last net of the late
-    endpoints (``None`` when none is late)."""
-    import statistics
-
+    above ``period_ns``), ``worst_ns`` and ``worst_cell`` (an endpoint with that arrival)."""
     groups: dict[str, dict] = {}
-    late_nets: dict[str, list[float]] = {}
     for cell, port, d in arrivals:
         u = unit_of(cell, depth)
         g = groups.setdefault(u, {"unit": u, "endpoints": 0, "late": 0, "worst_ns": float("-inf"),
                                   "worst_cell": ""})
         g["endpoints"] += 1
         g["late"] += d > period_ns
-        if last_nets is not None and d > period_ns:
-            late_nets.setdefault(u, []).append(last_nets[(cell, port)])
         if d > g["worst_ns"]:
             g["worst_ns"], g["worst_cell"] = d, f"{cell}.{port}"
-            if last_nets is not None:
-                g["worst_net_ns"] = round(last_nets[(cell, port)], 2)
     rows = sorted(groups.values(), key=lambda g: (-g["late"], -g["worst_ns"], g["unit"]))
     for g in rows:
         g["worst_ns"] = round(g["worst_ns"], 2)
-        if last_nets is not None:
-            ln = late_nets.get(g["unit"])
-            g["late_net_median_ns"] = round(statistics.median(ln), 2) if ln else None
     return rows
 
 
@@ -121,12 +97,10 @@ def endpoint_report(build_dir: Path | str, mhz: float = 100.0, depth: int = 2) -
         raise ValueError(f"{path} not found: give the directory of a finished `caterpillar build`")
     if mhz <= 0:
         raise ValueError(f"--mhz must be > 0, got {mhz}")
-    report = json.loads(path.read_text())
-    arr = endpoint_arrivals(report)
+    arr = endpoint_arrivals(json.loads(path.read_text()))
     period = 1000.0 / mhz
     return {"report": str(path), "mhz": mhz, "period_ns": round(period, 3), "endpoints": len(arr),
-            "late": sum(d > period for _, _, d in arr),
-            "groups": endpoint_groups(arr, period, depth, endpoint_last_nets(report)),
+            "late": sum(d > period for _, _, d in arr), "groups": endpoint_groups(arr, period, depth),
             "histogram_step_ns": 1.0, "histogram": arrival_histogram(arr, 1.0)}
 
 
@@ -134,19 +108,13 @@ def format_endpoint_report(rep: dict, top: int = 30) -> str:
     """A text table of :func:`endpoint_report` (the ``top`` units with late endpoints)."""
     lines = [f"{rep['report']}: {rep['endpoints']} endpoints, {rep['late']} arrive after "
              f"{rep['period_ns']} ns ({rep['mhz']:g} MHz)", "",
-             f"{'unit':40s} {'late':>6s} {'of':>6s} {'worst ns':>8s} {'net ns':>6s} {'late net':>8s}  worst endpoint"]
+             f"{'unit':40s} {'late':>6s} {'of':>6s} {'worst ns':>8s}  worst endpoint"]
     late = [g for g in rep["groups"] if g["late"]]
-
-    def ns(v, width):
-        return f"{v:{width}.2f}" if v is not None else " " * (width - 1) + "-"
     for g in late[:top] or rep["groups"][:min(top, 10)]:
-        lines.append(f"{g['unit']:40s} {g['late']:6d} {g['endpoints']:6d} {g['worst_ns']:8.2f} "
-                     f"{ns(g.get('worst_net_ns'), 6)} {ns(g.get('late_net_median_ns'), 8)}  {g['worst_cell']}")
+        lines.append(f"{g['unit']:40s} {g['late']:6d} {g['endpoints']:6d} {g['worst_ns']:8.2f}  {g['worst_cell']}")
     rest = late[top:]
     if rest:
         lines.append(f"... {len(rest)} more units with {sum(g['late'] for g in rest)} late endpoints")
-    lines += ["", "net ns: the last net into the worst endpoint; late net: the median last net of the "
-              "late endpoints (the rest of an arrival is the logic and wires before it)",
-              "", "arrival histogram (ns: endpoints):",
+    lines += ["", "arrival histogram (ns: endpoints):",
               "  " + ", ".join(f"{lo:g}-{lo + rep['histogram_step_ns']:g}: {n}" for lo, n in rep["histogram"])]
     return "\n".join(lines)
