@@ -507,7 +507,7 @@ class PE(wiring.Component):
             m.d.sync += [mvq_go.eq(cur_mv), mvq_dst.eq(cur_mv_dst), mvq_val.eq(mv_val)]
             m.d.comb += byp_fma_c.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
 
-        def source(field, *, regs=True, buses=True, gate=None, name, late=None):
+        def source(field, *, regs=True, buses=True, gate=None, name, late=None, newer=None):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
 
             ``gate`` (issue-stage signal): the value is +0 unless it was high at issue.
@@ -515,7 +515,9 @@ class PE(wiring.Component):
             value and ``(select, bank)`` is appended for each bank instead, ``select`` an
             operand-stage signal: the source reads that bank (its bypass word on a hit,
             else its RAM data). The value ORed with the selected bank is the source's
-            value."""
+            value. ``newer`` (issue-stage signal; execute stage): a later move-bypass
+            point gives the register read (:func:`xsrc`), so the register-file terms and
+            the operand stage's bypass terms are off."""
             code_i, code_o = field(u), field(s1)
             mems = (("a", Src.MEMA, rd_a_seen_op, rd_a_data), ("b", Src.MEMB, rd_b_seen_op, rd_b_data))
             live = []
@@ -530,7 +532,8 @@ class PE(wiring.Component):
                 hit = reg & nxt_mv & (nxt_mv_dst == code_i[:4])
                 # the move executing now writes bank M at the end of the operand stage
                 hitq = reg & ~hit & cur_mv & (cur_mv_dst == code_i[:4])
-                live += [hit, "byp", hitq, mvq_val, ~code_i[4] & ~hit & ~hitq, None]
+                older = ~newer if newer is not None else Const(1)
+                live += [hit & older, "byp", hitq & older, mvq_val, ~code_i[4] & ~hit & ~hitq & older, None]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
@@ -650,7 +653,6 @@ class PE(wiring.Component):
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
             late = [] if cfg.read_stage else None
-            v = source(field, regs=regs, buses=False, name=name, late=late)
             conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
             if regs:
                 def moves_into(go, dst):
@@ -662,7 +664,14 @@ class PE(wiring.Component):
                 conds["hit_rx" if cfg.rx_stage else "hit"] = moves_into(mv_rd, s1.mv.dst)
                 if cfg.rx_stage:
                     conds["hit"] = moves_into(mv_go_st[0], mv_dst_st[0])
+            # Each move point's value is one more term of an OR: what the stages before
+            # it hold for the register is off when it hits (decided at issue: the
+            # operand stage's register-file and bypass terms, and the bus stage's point
+            # under the receive stage's), so no point is a mux.
+            newer = reduce(lambda x, y: x | y, [conds[k] for k in ("hit", "hit_rx") if k in conds]) if regs else None
+            v = source(field, regs=regs, buses=False, name=name, late=late, newer=newer)
             sel = {}
+            first = {}
             for k, cond in conds.items():
                 # registered at issue, then once per stage up to the one that uses it:
                 # the bus stage for the bus stage's move point, else the stage before the
@@ -675,19 +684,20 @@ class PE(wiring.Component):
                 if k in ("hit", "hit_rx"):
                     rs = rs[:-1]
                 m.d.sync += [r.eq(x) for r, x in zip(rs, [cond] + rs[:-1])]
-                sel[k] = rs[-1]
-            # A move point's value replaces what the stage before held: that register is
-            # cleared (a synchronous reset, no LUT) when the point hits, so the point is
-            # one more term of an OR, not a mux.
+                sel[k], first[k] = rs[-1], rs[0]
             b = Signal(w, name=f"b_{name}")
-            m.d.sync += b.eq(Mux(sel["hit"], 0, v) if regs else v)
+            m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")
-            held = (b | byp_terms(sel["hit"], f"{name}_hit")) if regs else b
+            if regs:
+                hit_bus = sel["hit"] & ~first["hit_rx"] if cfg.rx_stage else sel["hit"]
+                held = b | byp_terms(hit_bus, f"{name}_hit")
+            else:
+                held = b
             mem = late_regs(late, name) if cfg.read_stage else 0
             m.d.comb += bv.eq(held | mem)
             if cfg.rx_stage:
                 r = Signal(w, name=f"r_{name}")
-                m.d.sync += r.eq(Mux(sel["hit_rx"], 0, bv) if regs else bv)
+                m.d.sync += r.eq(bv)
                 bv = Signal(w, name=f"rx_{name}")
                 m.d.comb += bv.eq((r | byp_terms(sel["hit_rx"], f"{name}_hit_rx")) if regs else r)
             x_in = bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0)

@@ -237,6 +237,22 @@ def _p_sources(cfg, row, col) -> Program:
         b.show_col(Src.MEMB, v, rb_en=1, rb_off=12)
         b.nops(tf + cfg.fpu_latency - 1 - b.t)
         b.show(11, b.f(1.75 * 1.75))
+        # moves into one register in consecutive micro-ops: a reader 1, 2 and 3 micro-ops
+        # after the last one gets the newest value at every bypass point, for every kind
+        # of operand read through the execute stage (move source and mask, FMA a, SRAM
+        # write source), though older moves' values are in flight at the other points
+        for gap in range(3):
+            vals = [b.f(0.75 + k) for k in range(3)]
+            for v_ in vals:
+                b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=9, row=v_)
+            b.nops(gap)
+            tr = b.op(mv_op=MvOp.MASK, mv_src=9, mv_msk=9, mv_dst=10,
+                      fpu_en=1, fpu_a=9, fpu_b=Src.ONE, fpu_c=Src.ZERO, fpu_dst=11,
+                      wa_en=1, wa_off=13, wa_src=9)
+            b.show(10, vals[-1])
+            b.show(Src.MEMA, vals[-1], ra_en=1, ra_off=13)
+            b.nops(tr + cfg.fpu_latency - 1 - b.t)
+            b.show(11, vals[-1])
     # constants
     b.show(Src.ZERO, 0)
     b.show(Src.NZERO, fmt.neg_zero)
