@@ -475,21 +475,11 @@ class PE(wiring.Component):
         nxt_mv_dst = Signal(4)          # ... into this register
         nxt_wb = Signal()               # an FMA writes the RF next cycle ...
         nxt_wb_dst = Signal(4)
-        # A bypassed read returns the move's result, or the FMA's when the FMA write-back
-        # writes the move's register in the same cycle (a hit means the register read is
-        # the move's destination, so the conflict does not depend on the source). The
-        # conflict is known a cycle ahead (``byp_fma_c``), so each bypass point has two
-        # registered selects, one per value (:func:`byp_terms`): no shared bypass mux
-        # whose output fans out to every source, and no LUT level before the AND-OR.
-        byp_fma_c = Signal(name="byp_fma_c")
-
-        def byp_terms(prev, name):
-            """The bypass point whose hit is ``prev`` one cycle before its use: the
-            move's result and the FMA's, each ANDed with its registered select."""
-            sel_f = Signal(name=f"{name}_f")
-            sel_m = Signal(name=f"{name}_m")
-            m.d.sync += [sel_f.eq(prev & byp_fma_c), sel_m.eq(prev & ~byp_fma_c)]
-            return Mux(sel_f, fma_out, 0) | Mux(sel_m, mv_val, 0)
+        # The value a bypassed read returns, one per PE (not per source): the move's
+        # result, or the FMA's when the FMA write-back writes the move's register in the
+        # same cycle (a hit means the register read is the move's destination, so the
+        # conflict does not depend on the source; decided at issue like the selects).
+        byp_val = Signal(w)
         # FPGA timing: the move unit's result reaches the register file a cycle late, from
         # a register (``mvq_*``), so the move unit's logic does not end in the LUT RAMs'
         # write data. The live-value table and the written bits are updated in the move's
@@ -505,9 +495,11 @@ class PE(wiring.Component):
         mvq_val = Signal(w, name="mvq_val")
         if cfg.exec_stage:
             m.d.sync += [mvq_go.eq(cur_mv), mvq_dst.eq(cur_mv_dst), mvq_val.eq(mv_val)]
-            m.d.comb += byp_fma_c.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
+            byp_fma = Signal(name="byp_fma")
+            m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
+            m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
 
-        def source(field, *, regs=True, buses=True, gate=None, name, late=None, newer=None):
+        def source(field, *, regs=True, buses=True, gate=None, name, late=None):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
 
             ``gate`` (issue-stage signal): the value is +0 unless it was high at issue.
@@ -515,9 +507,7 @@ class PE(wiring.Component):
             value and ``(select, bank)`` is appended for each bank instead, ``select`` an
             operand-stage signal: the source reads that bank (its bypass word on a hit,
             else its RAM data). The value ORed with the selected bank is the source's
-            value. ``newer`` (issue-stage signal; execute stage): a later move-bypass
-            point gives the register read (:func:`xsrc`), so the register-file terms and
-            the operand stage's bypass terms are off."""
+            value."""
             code_i, code_o = field(u), field(s1)
             mems = (("a", Src.MEMA, rd_a_seen_op, rd_a_data), ("b", Src.MEMB, rd_b_seen_op, rd_b_data))
             live = []
@@ -532,8 +522,7 @@ class PE(wiring.Component):
                 hit = reg & nxt_mv & (nxt_mv_dst == code_i[:4])
                 # the move executing now writes bank M at the end of the operand stage
                 hitq = reg & ~hit & cur_mv & (cur_mv_dst == code_i[:4])
-                older = ~newer if newer is not None else Const(1)
-                live += [hit & older, "byp", hitq & older, mvq_val, ~code_i[4] & ~hit & ~hitq & older, None]
+                live += [hit, byp_val, hitq, mvq_val, ~code_i[4] & ~hit & ~hitq, None]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
@@ -541,9 +530,6 @@ class PE(wiring.Component):
                 cond, value = live[k], live[k + 1]
                 # f(NOP, 0): code 0 names RF[0]; gated readers are off after reset
                 init = int(value is None and gate is None)
-                if isinstance(value, str) and value == "byp":      # the move bypass
-                    terms.append(byp_terms(cond if gate is None else cond & gate, f"{name}_sel{k // 2}"))
-                    continue
                 sel = Signal(name=f"{name}_sel{k // 2}", init=init)
                 m.d.sync += sel.eq(cond if gate is None else cond & gate)
                 if isinstance(value, str):      # a bank, read stage: joins in the bus stage
@@ -653,6 +639,7 @@ class PE(wiring.Component):
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
             late = [] if cfg.read_stage else None
+            v = source(field, regs=regs, buses=False, name=name, late=late)
             conds = {"row": code_i == Src.ROW, "col": code_i == Src.COL}
             if regs:
                 def moves_into(go, dst):
@@ -664,42 +651,27 @@ class PE(wiring.Component):
                 conds["hit_rx" if cfg.rx_stage else "hit"] = moves_into(mv_rd, s1.mv.dst)
                 if cfg.rx_stage:
                     conds["hit"] = moves_into(mv_go_st[0], mv_dst_st[0])
-            # Each move point's value is one more term of an OR: what the stages before
-            # it hold for the register is off when it hits (decided at issue: the
-            # operand stage's register-file and bypass terms, and the bus stage's point
-            # under the receive stage's), so no point is a mux.
-            newer = reduce(lambda x, y: x | y, [conds[k] for k in ("hit", "hit_rx") if k in conds]) if regs else None
-            v = source(field, regs=regs, buses=False, name=name, late=late, newer=newer)
             sel = {}
-            first = {}
             for k, cond in conds.items():
                 # registered at issue, then once per stage up to the one that uses it:
                 # the bus stage for the bus stage's move point, else the stage before the
-                # execute stage (where the buses and the receive stage's point join). A
-                # move point's last register is its two byp_terms selects, and the
-                # register before it (the stage before the point's) is kept as sel[k].
+                # execute stage (where the buses and the receive stage's point join)
                 rs = [Signal(name=f"{name}_{k}_{tag}") for tag in ("op", "bus", "rx")[:cfg.exec_delay]]
                 if k == "hit":
                     rs = rs[:2]
-                if k in ("hit", "hit_rx"):
-                    rs = rs[:-1]
                 m.d.sync += [r.eq(x) for r, x in zip(rs, [cond] + rs[:-1])]
-                sel[k], first[k] = rs[-1], rs[0]
+                sel[k] = rs[-1]
             b = Signal(w, name=f"b_{name}")
             m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")
-            if regs:
-                hit_bus = sel["hit"] & ~first["hit_rx"] if cfg.rx_stage else sel["hit"]
-                held = b | byp_terms(hit_bus, f"{name}_hit")
-            else:
-                held = b
+            held = Mux(sel["hit"], byp_val, b) if regs else b
             mem = late_regs(late, name) if cfg.read_stage else 0
             m.d.comb += bv.eq(held | mem)
             if cfg.rx_stage:
                 r = Signal(w, name=f"r_{name}")
                 m.d.sync += r.eq(bv)
                 bv = Signal(w, name=f"rx_{name}")
-                m.d.comb += bv.eq((r | byp_terms(sel["hit_rx"], f"{name}_hit_rx")) if regs else r)
+                m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val, r) if regs else r)
             x_in = bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0)
             x = Signal(w, name=f"{'xin' if pre else 'x'}_{name}")
             if pre:
