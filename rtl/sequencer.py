@@ -283,20 +283,11 @@ class Sequencer(wiring.Component):
                     win[lv].eq(cand[lv] & ~higher),
                     fin[lv].eq(match[lv] & ~cand[lv] & ~higher),
                 ]
-            # the next pc straight from the candidates, as a balanced tree of priority
-            # selects (the highest candidate wins, at + 1 without one): the upper half's
-            # any-candidate picks between the halves, so a candidate is two selects from
-            # the address, not behind ``win``'s priority and an AND-OR of the starts
-            def pick(levels, default):
-                if not levels:
-                    return default
-                if len(levels) == 1:
-                    return Mux(cand[levels[0]], st_lstart[levels[0]], default)
-                lo, hi = levels[:len(levels) // 2], levels[len(levels) // 2:]
-                return Mux(Cat(*(cand[lv] for lv in hi)).any(), pick(hi[1:], st_lstart[hi[0]]),
-                           pick(lo, default))
+            # the branching level is one-hot: its start is an AND-OR of the levels' starts
+            # (not a priority chain of muxes), selected against at + 1 by any candidate
             nxt = Signal(pcw, name=f"{tag}loop_next")
-            m.d.comb += nxt.eq(pick(list(range(nl)), at + 1))
+            back = reduce(lambda x, y: x | y, [Mux(win[lv], st_lstart[lv], 0) for lv in range(nl)])
+            m.d.comb += nxt.eq(Mux(Cat(*cand).any(), back, at + 1))
             return win, fin, nxt
 
         # -- loop-end scan of the head ------------------------------------------------------
