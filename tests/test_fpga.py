@@ -882,3 +882,18 @@ def test_fpga_placement_report():
             {"cell": "ucore.core.pe_0_1.c", "delay": [9.0, 9.5]}]},   # another PE: not counted
         {"driver": "ucore.core.seq.d", "endpoints": [{"cell": "ucore.core.pe_0_0.a", "delay": 2.0}]}]}
     assert arrival_by_distance(report, xy) == {0: {"n": 1, "median": 1.5, "p90": 1.5}}
+
+
+def test_fpga_ooc_unit():
+    """benchmarks/fpga_ooc places and routes one unit by itself: a routed Fmax and a
+    critical path from a clock-to-output to a register's setup, and a clear error for an
+    unknown unit."""
+    from benchmarks.fpga_ooc import run
+
+    res = run("counters", ArchConfig(nr=2, counter_bits=32), mhz=150.0)
+    assert res["unit"] == "counters" and res["device"] == "LFE5U-85F"
+    assert 20.0 < res["fmax_mhz"] < 1000.0
+    kinds = [k for k, _, _ in res["critical_path"]]
+    assert kinds[0] == "clk-to-q" and kinds[-1] == "setup" and "logic" in kinds
+    with pytest.raises(ValueError, match="unknown unit 'nonesuch'; allowed: counters, sequencer"):
+        run("nonesuch", ArchConfig(nr=2))
