@@ -241,8 +241,10 @@ def _p_sources(cfg, row, col) -> Program:
         # after the last one gets the newest value at every bypass point, for every kind
         # of operand read through the execute stage (move source and mask, FMA a, SRAM
         # write source), though older moves' values are in flight at the other points
+        # (new values for each gap, so the register's value before them is never the
+        # expected one)
         for gap in range(3):
-            vals = [b.f(0.75 + k) for k in range(3)]
+            vals = [b.f(0.75 + k + 4 * gap) for k in range(3)]
             for v_ in vals:
                 b.op(mv_op=MvOp.MOV, mv_src=Src.ROW, mv_dst=9, row=v_)
             b.nops(gap)
