@@ -36,6 +36,9 @@ def _sequencer(cfg):
 
 #: unit name -> its component for a configuration
 UNITS = {"counters": _counters, "sequencer": _sequencer}
+#: units whose memory reads the build declares collision-undefined
+#: (:func:`rtl.fpga.sram_reads_collision_free`): the same here
+COLLISION_FREE = {"counters"}
 
 
 def run(unit: str, cfg, mhz: float = 150.0, seed: int = 1) -> dict:
@@ -50,7 +53,12 @@ def run(unit: str, cfg, mhz: float = 150.0, seed: int = 1) -> dict:
     with tempfile.TemporaryDirectory(prefix="caterpillar-ooc-") as tmp:
         # (YoWASP tools see only their working directory: relative paths)
         Path(tmp, "top.v").write_text(text)
-        subprocess.run([yosys, "-q", "-p", "read_verilog top.v; synth_ecp5 -abc9 -top top -json top.json"],
+        prep = ""
+        if unit in COLLISION_FREE:
+            from rtl.fpga import sram_reads_collision_free
+            prep = ("hierarchy -top top; proc; opt -nosdff; memory_dff; opt_clean; "
+                    + sram_reads_collision_free("", extra=("top",), pe=False) + "; ")
+        subprocess.run([yosys, "-q", "-p", f"read_verilog top.v; {prep}synth_ecp5 -abc9 -top top -json top.json"],
                        cwd=tmp, check=True)
         subprocess.run([nextpnr, "--85k", "--package", "CABGA381", "--json", "top.json", "--freq", f"{mhz:g}",
                         "--out-of-context", "--timing-allow-fail", "--report", "report.json", "--quiet",

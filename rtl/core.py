@@ -495,6 +495,7 @@ class Core(wiring.Component):
             ctr.clear.eq(hif.cnt_clear),
             ctr.sel.eq(hif.cnt_sel),
             hif.cnt_value.eq(ctr.value),
+            hif.cnt_ready.eq(ctr.ready),
         ]
         for p, pe in enumerate(pes):
             m.d.comb += ctr.pe_events()[p].eq(Mux(pe_en, pe.ev.as_value(), 0))

@@ -394,24 +394,34 @@ def keep_enable_copies(rtlil: str) -> str:
     return "setattr -mod -set keep_hierarchy 1 " + " ".join(mods)
 
 
-def sram_reads_collision_free(design: str, extra: tuple[str, ...] = ()) -> str:
-    """A Yosys command declaring the synchronous read ports of every PE module of
-    ``design`` (RTLIL or Verilog; modules ``... .pe_<row>_<col>``, the lone PE ``... .pe``
-    of the board's scan harness, and the modules named in ``extra``, e.g. a PE that is
-    the top: its SRAM banks, the register file's reads are asynchronous)
-    collision-undefined (``COLLISION_X_MASK``).
+def sram_reads_collision_free(design: str, extra: tuple[str, ...] = (), pe: bool = True) -> str:
+    """A Yosys command declaring synchronous memory read ports of ``design`` (RTLIL or
+    Verilog) collision-undefined (``COLLISION_X_MASK``): those of every PE module
+    (``... .pe_<row>_<col>``, the lone PE ``... .pe`` of the board's scan harness; with
+    ``pe``), of every performance-counter bank (``... .counters``, always) and of the
+    modules named in ``extra`` (e.g. a PE that is the top: its SRAM banks; the register
+    file's reads are asynchronous).
 
-    For configurations with the execute stage only: there the PE's SRAM bypass replaces
-    the block RAM's word whenever a write lands on the read's address in the read's
-    cycle (an operand write or an FMA write-back, docs/architecture.md), so what the
-    block RAM returns then is never used, and Yosys need not add its soft logic that
-    makes a read during a write return the old word (a delayed write and a compare of
-    the read address: 92 flip-flops and 142 LUT4 per preset PE; docs/fpga-timing.md,
-    session 32). The read ports must be synchronous already (``CLK_ENABLE``): true of
-    Amaranth's RTLIL; from Verilog, after ``memory_dff`` (:func:`rtl.synth.exec_stage_prepare`)."""
-    mods = _modules(design, r"\S*\.(?:pe_\d+_\d+|pe)") + list(extra)
+    Exact where it is declared: Yosys would otherwise add soft logic making a read
+    during a write of the same address return the old word (the ECP5's block RAM
+    promises nothing across its ports): a delayed write and a compare of the read
+    address, 92 flip-flops and 142 LUT4 per preset PE (docs/fpga-timing.md, session 32).
+
+    * PEs, for configurations with the execute stage only (``pe``): there the PE's SRAM
+      bypass replaces the block RAM's word whenever a write lands on the read's address
+      in the read's cycle (an operand write or an FMA write-back, docs/architecture.md),
+      so what the block RAM returns then is never used.
+    * The counter bank (:class:`rtl.perf_counters.PerfCounters`): its sweep never reads
+      the word it writes in that cycle (the write lands three cycles after the visit, the
+      sweep's period is the number of counters, more than three), and the readout reads
+      only while no write is in flight (``ready``).
+
+    The read ports must be synchronous already (``CLK_ENABLE``): true of Amaranth's
+    RTLIL; from Verilog, after ``memory_dff`` (:func:`rtl.synth.collision_free_prepare`)."""
+    pat = r"pe_\d+_\d+|pe|counters" if pe else r"counters"
+    mods = _modules(design, rf"\S*\.(?:{pat})") + list(extra)
     if not mods:
-        return "# (no PE modules: no SRAM read ports to declare)"
+        return "# (no PE or counter modules: no memory read ports to declare)"
     # per module: its read ports AND its synchronous cells (%i takes the top two of
     # Yosys's selection stack; the pairs are joined at the end)
     return "setparam -set COLLISION_X_MASK 1'1 " + " ".join(f"{m}/t:$memrd_v2 {m}/r:CLK_ENABLE=1 %i" for m in mods)
@@ -544,8 +554,7 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     after_read = []
     if pe_ff_copies:
         after_read += [keep_pe_ffs(plan.files["top.il"]), keep_enable_copies(plan.files["top.il"])]
-    if cfg.exec_stage:
-        after_read.append(sram_reads_collision_free(plan.files["top.il"]))
+    after_read.append(sram_reads_collision_free(plan.files["top.il"], pe=cfg.exec_stage))
     if after_read:
         ys = (out / "top.ys").read_text()
         (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)", "\n".join(after_read), 1))

@@ -71,8 +71,10 @@ class HostInterface(wiring.Component):
         follows the FIFO level with them.
     host_in_beat, host_out_beat : Out(1)
         A RUN data beat was consumed / pushed this cycle (counter events).
-    cnt_sel : Out, cnt_value : In(counter_bits), cnt_clear : Out(1)
-        Counter readout and clear.
+    cnt_sel : Out, cnt_value : In(counter_bits), cnt_clear : Out(1), cnt_ready : In(1)
+        Counter readout and clear; ``COUNTERS`` reads only while ``cnt_ready``
+        (:attr:`rtl.perf_counters.PerfCounters.ready`: the bank has settled after the
+        last RUN or CLEAR).
     """
 
     def __init__(self, cfg, instr_bits: int, n_counters: int, drain_cycles: int):
@@ -94,6 +96,7 @@ class HostInterface(wiring.Component):
             "out_level": Out(range(OUT_FIFO_DEPTH + 1)), "cmd_ready": Out(1),
             "host_in_beat": Out(1), "host_out_beat": Out(1), "out_push": Out(1), "out_pop": Out(1),
             "cnt_sel": Out(range(max(2, n_counters))), "cnt_value": In(cfg.counter_bits), "cnt_clear": Out(1),
+            "cnt_ready": In(1),
         })
 
     def elaborate(self, platform):
@@ -230,9 +233,12 @@ class HostInterface(wiring.Component):
                     last_part = cpart == self.beats_per_counter - 1
                 m.d.comb += [w_data.eq(part), w_last.eq(last_part & (cidx == self.n_counters - 1))]
                 # cnt_value is counter cidx READOUT_LATENCY cycles after cidx is set (a
-                # pipelined readout): each counter waits that long before its first beat
+                # pipelined readout): each counter waits that long before its first beat,
+                # counted from when the bank is ready (it settles after a RUN or CLEAR;
+                # nothing counts or clears in this state, so it stays ready)
                 with m.If(cwait != 0):
-                    m.d.sync += cwait.eq(cwait - 1)
+                    with m.If(self.cnt_ready):
+                        m.d.sync += cwait.eq(cwait - 1)
                 with m.Elif(ofifo.w_rdy):
                     m.d.comb += w_en.eq(1)
                     with m.If(last_part):

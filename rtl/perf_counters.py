@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from pe.pe import EVENT_LAYOUT
@@ -35,15 +36,32 @@ def counter_names(cfg) -> list[str]:
 
 
 class PerfCounters(wiring.Component):
-    """Counter bank of one core.
+    """Counter bank of one core: small counters in flip-flops, totals in a block RAM.
 
     Every counter is ``cfg.counter_bits`` wide, wraps modulo its width, and counts only
     in cycles where ``count_en`` is high. The sources of a cycle (gated by ``count_en``)
-    are registered, summed into a registered increment in the next cycle and added in
-    the one after, so they are visible three cycles later: no path runs from the PEs'
-    event strobes into their sum, nor from the sum into a counter's carry chain, in one
-    cycle (the 4 x 4 FPGA builds' critical paths, ``docs/fpga-timing.md``). The host reads the
-    counters only after a RUN's drain.
+    are registered and summed into a registered increment in the next cycle (no path
+    runs from the PEs' event strobes into their sum in one cycle), which the cycle after
+    adds to the counter's **low part**, a flip-flop counter just wide enough for
+    ``n`` cycles of increments (``n`` = number of counters). The **totals** are words of
+    a memory (``cfg.counter_bits`` wide, ``n`` deep: block RAM on an FPGA). A sweep
+    visits one counter per cycle in turn (``ptr``): it takes the low part (zeroing it in
+    the same cycle, this cycle's increment kept) and adds it to the counter's word in
+    three cycles (read; register; add; write), so every low part is emptied every ``n``
+    cycles and never overflows. Against a bank of ``n`` full-width counters in
+    flip-flops this saves ``n`` wide adders, their flip-flops and the readout mux
+    (docs/core.md, "Performance counters"; docs/fpga-timing.md, session 35).
+
+    ``ready`` says the words are the counts: it is high once no event has been counted
+    and no ``clear`` given for ``SETTLE`` cycles (every low part has been swept and its
+    write landed). The memory's one read port serves the sweep while the bank is not
+    ready and the readout when it is; the host interface waits for ``ready`` before it
+    reads (``COUNTERS`` comes after a RUN's drain, so it waits about ``n`` cycles).
+
+    ``clear`` zeroes the low parts and the two stages in flight at once (events of the
+    two cycles before it are dropped) and starts a clearing sweep: the next ``n`` visits
+    write the low part alone, not added to the old word. Reset does the same (the
+    sweep's registers reset into a clearing sweep), so a reset core reads zeros.
 
     Ports
     -----
@@ -64,18 +82,19 @@ class PerfCounters(wiring.Component):
         (``cfg.spad_kib > 0`` only) A beat was read from / written to the scratchpad.
     clear : In(1)
         Zero every counter (takes priority over counting).
+    ready : Out(1)
+        The readout shows the counts: no count and no clear in the last
+        :attr:`SETTLE` cycles, and the sweep's last write has landed.
     sel : In(range(n)), value : Out(counter_bits)
-        Readout, pipelined: ``value`` is counter ``sel`` of cycle ``t`` in cycle
-        ``t + READOUT_LATENCY`` (a new ``sel`` may be given every cycle). The mux is
-        split in two registered stages (a group of :attr:`READOUT_GROUP` counters by
-        the low bits of ``sel``, then the group), so no path runs through the whole
-        counter mux, nor from it into the host's output FIFO.
+        Readout while ``ready``: ``value`` is counter ``sel`` of cycle ``t`` in cycle
+        ``t + READOUT_LATENCY`` (a new ``sel`` may be given every cycle; ``ready`` in
+        cycle ``t`` is what counts).
     """
 
     #: Cycles from ``sel`` to ``value``.
     READOUT_LATENCY = 2
-    #: Counters per first-stage group of the readout mux.
-    READOUT_GROUP = 4
+    #: Cycles from a visit of the sweep to its write landing in the memory.
+    SWEEP_LATENCY = 3
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -84,7 +103,7 @@ class PerfCounters(wiring.Component):
         members = {
             "count_en": In(1), "stall": In(1), "issue": In(1),
             "host_in": In(1), "host_out": In(1), "ring_in": In(1), "ring_out": In(1),
-            "clear": In(1), "sel": In(range(len(self.names))), "value": Out(cfg.counter_bits),
+            "clear": In(1), "ready": Out(1), "sel": In(range(len(self.names))), "value": Out(cfg.counter_bits),
         }
         if cfg.spad_kib:
             members.update({"spad_rd": In(1), "spad_wr": In(1)})
@@ -94,6 +113,18 @@ class PerfCounters(wiring.Component):
             members[f"row_hops{i}"] = In(range(nr + 1))
             members[f"col_hops{i}"] = In(range(nr + 1))
         super().__init__(members)
+
+    @property
+    def n(self) -> int:
+        """Number of counters (the sweep's period in cycles)."""
+        return len(self.names)
+
+    @property
+    def SETTLE(self) -> int:
+        """Cycles after the last counted cycle (or ``clear``) until the sweep stops: the
+        last event reaches its low part two cycles after its cycle and is swept within
+        ``n`` cycles more; ``ready`` follows :attr:`SWEEP_LATENCY` cycles later."""
+        return self.n + 3
 
     def _inc_max(self, i: int) -> int:
         """The largest increment of counter ``i`` in one cycle."""
@@ -106,6 +137,10 @@ class PerfCounters(wiring.Component):
             return nr
         return 1
 
+    def low_bits(self, i: int) -> int:
+        """Width of counter ``i``'s low part: ``n`` cycles of its largest increment."""
+        return min(self.cfg.counter_bits, (self.n * self._inc_max(i)).bit_length())
+
     def pe_events(self):
         return [getattr(self, f"pe_ev{p}") for p in range(self.cfg.nr * self.cfg.nr)]
 
@@ -113,6 +148,7 @@ class PerfCounters(wiring.Component):
         m = Module()
         cfg = self.cfg
         nr = cfg.nr
+        n = self.n
         # first stage: every source, gated by count_en, into a flip-flop (the PEs' event
         # strobes come from all over the die); the increments are summed from these
         def stage(sig, name):
@@ -130,22 +166,61 @@ class PerfCounters(wiring.Component):
             incs.append(sum((getattr(ev, name) for ev in evs[1:]), start=getattr(evs[0], name)))
         others = [f"row_hops{r}" for r in range(nr)] + [f"col_hops{c}" for c in range(nr)]
         others += ["host_in", "host_out", "ring_in", "ring_out"] + (["spad_rd", "spad_wr"] if cfg.spad_kib else [])
-        incs += [stage(getattr(self, n), n) for n in others]
-        assert len(incs) == len(self.names)
-        regs = [Signal(cfg.counter_bits, name=f"cnt_{i}") for i in range(len(self.names))]
-        for i, (reg, inc) in enumerate(zip(regs, incs)):
+        incs += [stage(getattr(self, n_), n_) for n_ in others]
+        assert len(incs) == n
+
+        # the sweep: ptr (binary, the memory address and the harvest mux) and visit (the
+        # same position one-hot, a ring of flip-flops) advance every cycle
+        ptr = Signal(range(n), name="sweep_ptr")
+        visit = Signal(n, init=1, name="sweep_visit")
+        m.d.sync += [ptr.eq(Mux(ptr == n - 1, 0, ptr + 1)), visit.eq(visit.rotate_left(1))]
+        # second stage and low parts
+        lows = []
+        for i, inc in enumerate(incs):
             inc_r = Signal(range(self._inc_max(i) + 1), name=f"inc_{i}")
+            low = Signal(self.low_bits(i), name=f"low_{i}")
             with m.If(self.clear):
-                m.d.sync += [reg.eq(0), inc_r.eq(0)]
+                m.d.sync += [low.eq(0), inc_r.eq(0)]
             with m.Else():
-                m.d.sync += [reg.eq(reg + inc_r), inc_r.eq(inc)]
-        # readout stage 1: counter sel[:k] of every group of 2^k; stage 2: group sel[k:]
-        g = self.READOUT_GROUP
-        k = (g - 1).bit_length()
-        groups = [Signal(cfg.counter_bits, name=f"readout_grp{j}") for j in range((len(regs) + g - 1) // g)]
-        for j, grp in enumerate(groups):
-            m.d.sync += grp.eq(Array(regs[j * g:(j + 1) * g])[self.sel[:k]])
-        sel_hi = Signal(max(1, len(self.sel) - k), name="readout_sel_hi")
-        m.d.sync += sel_hi.eq(self.sel[k:])
-        m.d.sync += self.value.eq(Array(groups)[sel_hi])
+                m.d.sync += [low.eq(Mux(visit[i], 0, low) + inc_r), inc_r.eq(inc)]
+            lows.append(low)
+        # the sweep runs (owns the read port, writes) while settle != 0; a clear, and a
+        # reset, start a clearing sweep of n visits (the old words are not added)
+        settle = Signal(range(self.SETTLE + 1), init=self.SETTLE, name="sweep_settle")
+        clearing = Signal(range(n + 1), init=n, name="sweep_clearing")
+        with m.If(self.count_en | self.clear):
+            m.d.sync += settle.eq(self.SETTLE)
+        with m.Elif(settle != 0):
+            m.d.sync += settle.eq(settle - 1)
+        with m.If(self.clear):
+            m.d.sync += clearing.eq(n)
+        with m.Elif(clearing != 0):
+            m.d.sync += clearing.eq(clearing - 1)
+        active = Signal(name="sweep_active")
+        m.d.comb += active.eq(settle != 0)
+
+        m.submodules.words = words = Memory(shape=cfg.counter_bits, depth=n, init=[])
+        rd = words.read_port()
+        wr = words.write_port()
+        m.d.comb += rd.addr.eq(Mux(active, ptr, self.sel))
+        # visit (cycle t): take the low part; t + 1: the word comes out of the memory,
+        # into a register (also the readout's); t + 2: add; t + 3: write
+        harvest = Signal(max(self.low_bits(i) for i in range(n)), name="sweep_low")
+        m.d.sync += harvest.eq(Mux(self.clear, 0, Array(lows)[ptr]))
+        word = Signal(cfg.counter_bits, name="sweep_word")
+        m.d.sync += word.eq(rd.data)
+        m.d.comb += self.value.eq(word)
+        act = [active]
+        addr = [ptr]
+        fresh = [clearing != 0]
+        for k in range(1, self.SWEEP_LATENCY + 1):
+            act.append(Signal(name=f"sweep_active_{k}"))
+            addr.append(Signal(range(n), name=f"sweep_addr_{k}"))
+            fresh.append(Signal(name=f"sweep_clearing_{k}"))
+            m.d.sync += [act[k].eq(act[k - 1]), addr[k].eq(addr[k - 1]), fresh[k].eq(fresh[k - 1])]
+        harvest2 = Signal.like(harvest, name="sweep_low_2")
+        total = Signal(cfg.counter_bits, name="sweep_total")
+        m.d.sync += [harvest2.eq(harvest), total.eq(Mux(fresh[2], 0, word) + harvest2)]
+        m.d.comb += [wr.en.eq(act[3]), wr.addr.eq(addr[3]), wr.data.eq(total)]
+        m.d.comb += self.ready.eq(~(act[0] | act[1] | act[2] | act[3]))
         return m

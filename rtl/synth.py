@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["TARGETS", "ToolMissing", "SynthError", "find_yosys", "synthesize", "synthesize_top",
-           "exec_stage_prepare", "format_table"]
+           "collision_free_prepare", "format_table"]
 
 TARGETS = ("ecp5", "ice40", "generic")
 
@@ -79,7 +79,7 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
     """Synthesize a Verilog file; return ``{"target", "top", "cells", "summary"}``.
 
     ``prepare``: Yosys commands run between reading the Verilog and synthesis (e.g.
-    :func:`exec_stage_prepare`); saved in the result as ``"prepare"`` when given."""
+    :func:`collision_free_prepare`); saved in the result as ``"prepare"`` when given."""
     if target not in TARGETS:
         raise ValueError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
     verilog = Path(verilog).resolve()
@@ -110,20 +110,21 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
     return res
 
 
-def exec_stage_prepare(verilog_text: str, top: str, lone_pe: bool = False) -> str:
-    """Yosys commands (for :func:`synthesize`'s ``prepare``) declaring the PE SRAM reads
-    of an execute-stage design's Verilog collision-undefined, as ``caterpillar build``
-    does (:func:`rtl.fpga.sram_reads_collision_free`: exact there, because the PE's SRAM
-    bypass supplies the word of every read that collides with a write).
+def collision_free_prepare(verilog_text: str, top: str, lone_pe: bool = False, pe: bool = True) -> str:
+    """Yosys commands (for :func:`synthesize`'s ``prepare``) declaring the memory reads
+    of a design's Verilog collision-undefined, as ``caterpillar build`` does
+    (:func:`rtl.fpga.sram_reads_collision_free`): the counter bank's always, the PEs'
+    SRAM reads with ``pe`` (configurations with the execute stage: exact there, because
+    the PE's SRAM bypass supplies the word of every read that collides with a write).
 
     In Verilog a synchronous read is an asynchronous read and a register: ``proc``,
     ``opt -nosdff`` (turns the register's enable mux into a ``$dffe``) and ``memory_dff``
     merge them into one synchronous read port first (``opt_clean`` drops the register
-    left without outputs), in the PE modules' own hierarchy
+    left without outputs), in the modules' own hierarchy
     (``top``'s; ``lone_pe``: the top module is a PE itself)."""
     from rtl.fpga import sram_reads_collision_free
 
-    decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone_pe else ())
+    decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone_pe and pe else (), pe=pe)
     if decl.startswith("#"):
         return ""
     return f"hierarchy -top {top}; proc; opt -nosdff; memory_dff; opt_clean; {decl}"
@@ -134,8 +135,9 @@ def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None =
     """Elaborate the top-level design ``design`` (``pe``, ``core``, ``chip``;
     :func:`rtl.tops.build_top`) of ``cfg``, write its Verilog and :func:`synthesize` it.
 
-    With :attr:`~rtl.config.ArchConfig.exec_stage` the PE SRAM reads are declared
-    collision-undefined (:func:`exec_stage_prepare`), as in ``caterpillar build``, so
+    The counter bank's memory reads, and with :attr:`~rtl.config.ArchConfig.exec_stage`
+    the PE SRAM reads, are declared collision-undefined (:func:`collision_free_prepare`),
+    as in ``caterpillar build``, so
     the resources are those of the design a build places. The result also holds
     ``"design"``, ``"config"`` and ``"verilog"`` (the file synthesized)."""
     from rtl.tops import build_top
@@ -143,7 +145,7 @@ def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None =
 
     comp, name = build_top(design, cfg)
     text, vpath = write_verilog(comp, name, design_key=cfg.to_json())
-    prepare = exec_stage_prepare(text, name, lone_pe=design == "pe") if cfg.exec_stage else ""
+    prepare = collision_free_prepare(text, name, lone_pe=design == "pe", pe=cfg.exec_stage)
     res = synthesize(vpath, name, target, log=log, timeout_s=timeout_s, prepare=prepare)
     res.update(design=design, config=cfg.to_dict(), verilog=str(vpath))
     return res

@@ -399,12 +399,13 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     every colliding read): the two synchronous read ports of the Verilog are selected
     (after memory_dff; Yosys's check passes), the result records the commands, and the same Verilog without
     them needs more flip-flops (Yosys's read-during-write emulation) and no fewer block
-    RAMs. A core's command names every PE module; without the execute stage there is none."""
+    RAMs. A core's command names every PE module and the counter bank; without the execute
+    stage (``pe=False``) the counter bank alone."""
     import subprocess
     from pathlib import Path
 
     from rtl.cli import main
-    from rtl.synth import exec_stage_prepare, find_yosys, synthesize
+    from rtl.synth import collision_free_prepare, find_yosys, synthesize
     from rtl.tops import build_top
     from sim.harness import write_verilog
 
@@ -428,10 +429,14 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
 
     core = UART_CFG.replace(exec_stage=True)
     text, _ = write_verilog(*build_top("core", core), design_key=core.to_json())
-    cmd = exec_stage_prepare(text, "caterpillar_core")
-    assert cmd.count("/t:$memrd_v2") == core.nr ** 2
+    cmd = collision_free_prepare(text, "caterpillar_core")
+    assert cmd.count("/t:$memrd_v2") == core.nr ** 2 + 1
     assert all(f"caterpillar_core.pe_{r}_{c}/t:$memrd_v2" in cmd for r in range(core.nr) for c in range(core.nr))
-    assert exec_stage_prepare("module top(a);\nendmodule\n", "top") == ""
+    assert "caterpillar_core.counters/t:$memrd_v2" in cmd
+    # without the execute stage: the counter bank's read alone
+    only = collision_free_prepare(text, "caterpillar_core", pe=False)
+    assert only.count("/t:$memrd_v2") == 1 and "caterpillar_core.counters/t:$memrd_v2" in only
+    assert collision_free_prepare("module top(a);\nendmodule\n", "top") == ""
 
 
 @pytest.mark.slow
@@ -816,7 +821,10 @@ def test_sram_reads_collision_free():
     cmd = sram_reads_collision_free(il)
     n = cfg.nr
     assert cmd.startswith("setparam -set COLLISION_X_MASK 1'1 ") and cmd.endswith("/r:CLK_ENABLE=1 %i")
-    assert cmd.count("/t:$memrd_v2") == n * n and "_dist/" not in cmd
+    # every PE's module and the counter bank's
+    assert cmd.count("/t:$memrd_v2") == n * n + 1 and "_dist/" not in cmd and ".counters/t:$memrd_v2" in cmd
+    only = sram_reads_collision_free(il, pe=False)
+    assert only.count("/t:$memrd_v2") == 1 and ".counters/t:$memrd_v2" in only
     assert sram_reads_collision_free("module \\top\nend\n").startswith("#")
     assert "top.harness.pe/t:$memrd_v2" in sram_reads_collision_free("module \\top.harness.pe\nend\n")
     sel = cmd.split(" ", 4)[4]
@@ -824,7 +832,8 @@ def test_sram_reads_collision_free():
         (Path(tmp) / "top.il").write_text(il)
         out = subprocess.run(find_yosys() + ["-p", f"read_rtlil top.il; select -count {sel}"], cwd=tmp,
                              capture_output=True, text=True, timeout=300)
-    assert f"{2 * n * n} objects" in out.stdout, out.stdout[-2000:]
+    # two synchronous reads per PE (its SRAM banks), one of the counter bank
+    assert f"{2 * n * n + 1} objects" in out.stdout, out.stdout[-2000:]
 
     class Bank(Elaboratable):          # one 4096 x 16 bank: a write port, a synchronous read
         def __init__(self):
