@@ -866,6 +866,39 @@ def test_sram_reads_collision_free():
     assert ffs[False] > 0 and ffs[True] == 0, ffs
 
 
+def test_counter_bank_maps_to_block_ram():
+    """The performance counters' totals are a memory that Yosys maps onto block RAM
+    (``ram_style``), and the build's declaration of its read collision-undefined
+    (exact: rtl.perf_counters) removes Yosys's read-during-write logic: fewer flip-flops,
+    no LUT RAM, the same block RAMs."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from amaranth.back import verilog
+
+    from rtl.fpga import sram_reads_collision_free
+    from rtl.perf_counters import PerfCounters
+    from rtl.synth import find_yosys
+
+    cfg = ArchConfig(nr=2, counter_bits=48)
+    text = verilog.convert(PerfCounters(cfg), name="top")
+    decl = ("hierarchy -top top; proc; opt -nosdff; memory_dff; opt_clean; "
+            + sram_reads_collision_free("", extra=("top",), pe=False) + "; ")
+    stats = {}
+    for declared in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "top.v").write_text(text)
+            out = subprocess.run(find_yosys() + ["-p", f"read_verilog top.v; {decl if declared else ''}"
+                                                 "synth_ecp5 -top top; tee -o stat.txt stat"],
+                                 cwd=tmp, capture_output=True, text=True, timeout=300)
+            stat = (Path(tmp) / "stat.txt").read_text()
+        stats[declared] = {k: int(v) for v, k in re.findall(r"(\d+)\s+(DP16KD|TRELLIS_FF|TRELLIS_DPR16X4)\b", stat)}
+    assert stats[True].get("DP16KD", 0) >= 2 and "TRELLIS_DPR16X4" not in stats[True], stats
+    assert stats[False].get("DP16KD") == stats[True]["DP16KD"], stats
+    assert stats[False]["TRELLIS_FF"] > stats[True]["TRELLIS_FF"], stats
+
+
 def test_fpga_placement_report():
     """benchmarks/fpga_placement on a made-up routed netlist and timing report: per-PE
     spread and late endpoints, the units of no PE, and register-input arrival by the
