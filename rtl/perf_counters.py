@@ -52,14 +52,14 @@ class PerfCounters(wiring.Component):
     flip-flops this saves ``n`` wide adders, their flip-flops and the readout mux
     (docs/core.md, "Performance counters"; docs/fpga-timing.md, session 35).
 
-    ``ready`` says the words are the counts: it is high once no event has been counted
-    and no ``clear`` given for ``SETTLE`` cycles (every low part has been swept and its
-    write landed). The memory's one read port serves the sweep while the bank is not
-    ready and the readout when it is; the host interface waits for ``ready`` before it
-    reads (``COUNTERS`` comes after a RUN's drain, so it waits about ``n`` cycles).
+    ``ready`` says the words are the counts: it is high once no cycle has counted and no
+    ``clear`` has been given for ``SETTLE + SWEEP_LATENCY`` cycles (every low part has
+    been swept and its write has landed): ``n + 7`` cycles after the last counted cycle,
+    47 for a 4 x 4 core. The memory's one read port serves the sweep until then and the
+    readout after; the host interface waits for ``ready`` before it reads.
 
-    ``clear`` zeroes the low parts and the two stages in flight at once (events of the
-    two cycles before it are dropped) and starts a clearing sweep: the next ``n`` visits
+    ``clear`` zeroes the low parts and the two stages in flight at once (every event
+    before it is dropped) and starts a clearing sweep: the next ``n`` visits
     write the low part alone, not added to the old word. Reset does the same (the
     sweep's registers reset into a clearing sweep), so a reset core reads zeros.
 
@@ -84,7 +84,8 @@ class PerfCounters(wiring.Component):
         Zero every counter (takes priority over counting).
     ready : Out(1)
         The readout shows the counts: no count and no clear in the last
-        :attr:`SETTLE` cycles, and the sweep's last write has landed.
+        ``SETTLE + SWEEP_LATENCY`` cycles (the sweep has stopped and its last write has
+        landed).
     sel : In(range(n)), value : Out(counter_bits)
         Readout while ``ready``: ``value`` is counter ``sel`` of cycle ``t`` in cycle
         ``t + READOUT_LATENCY`` (a new ``sel`` may be given every cycle; ``ready`` in
@@ -121,9 +122,10 @@ class PerfCounters(wiring.Component):
 
     @property
     def SETTLE(self) -> int:
-        """Cycles after the last counted cycle (or ``clear``) until the sweep stops: the
-        last event reaches its low part two cycles after its cycle and is swept within
-        ``n`` cycles more; ``ready`` follows :attr:`SWEEP_LATENCY` cycles later."""
+        """Cycles the sweep runs after the last counted cycle (or ``clear``): the last
+        event reaches its low part at the end of the second cycle after its own, and every
+        counter is visited within ``n`` cycles from then; its write lands
+        :attr:`SWEEP_LATENCY` cycles after the visit, and ``ready`` rises the cycle after."""
         return self.n + 3
 
     def _inc_max(self, i: int) -> int:
