@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rtl.config import config_from_arg
 from rtl.fpga import find_tool
+from rtl.synth import _summarize, collision_free_prepare
 from sim.harness import ROOT, atomic_write
 
 
@@ -53,21 +54,20 @@ def run(unit: str, cfg, mhz: float = 150.0, seed: int = 1) -> dict:
     with tempfile.TemporaryDirectory(prefix="caterpillar-ooc-") as tmp:
         # (YoWASP tools see only their working directory: relative paths)
         Path(tmp, "top.v").write_text(text)
-        prep = ""
-        if unit in COLLISION_FREE:
-            from rtl.fpga import sram_reads_collision_free
-            prep = ("hierarchy -top top; proc; opt -nosdff; memory_dff; opt_clean; "
-                    + sram_reads_collision_free("", extra=("top",), pe=False) + "; ")
-        subprocess.run([yosys, "-q", "-p", f"read_verilog top.v; {prep}synth_ecp5 -abc9 -top top -json top.json"],
+        prep = collision_free_prepare(text, "top", pe=False, lone_counters=unit in COLLISION_FREE)
+        prep = prep + "; " if prep else ""
+        subprocess.run([yosys, "-q", "-p", f"read_verilog top.v; {prep}synth_ecp5 -abc9 -top top -json top.json; "
+                        "tee -q -o stat.json stat -json"],
                        cwd=tmp, check=True)
         subprocess.run([nextpnr, "--85k", "--package", "CABGA381", "--json", "top.json", "--freq", f"{mhz:g}",
                         "--out-of-context", "--timing-allow-fail", "--report", "report.json", "--quiet",
                         "--seed", str(seed)], cwd=tmp, check=True)
         rep = json.loads(Path(tmp, "report.json").read_text())
+        stat = json.loads(Path(tmp, "stat.json").read_text())
     (clk,) = rep["fmax"].values()
     path = next((c["path"] for c in rep["critical_paths"] if c["from"] == c["to"] != "<async>"), [])
     return {"unit": unit, "config": cfg.to_dict(), "device": "LFE5U-85F", "constraint_mhz": mhz, "seed": seed,
-            "fmax_mhz": round(clk["achieved"], 2),
+            "cells": _summarize(stat, "top", "ecp5")["cells"], "fmax_mhz": round(clk["achieved"], 2),
             "critical_path": [(s["type"], round(s["delay"], 2), s["to"]["cell"]) for s in path]}
 
 
@@ -85,6 +85,7 @@ def main(argv=None) -> int:
     print(f"{args.unit} out of context on {res['device']}: {res['fmax_mhz']} MHz (target {args.mhz:g})")
     for typ, ns, to in res["critical_path"]:
         print(f"  {typ:9s} {ns:5.2f}  {to}")
+    print("  cells: " + ", ".join(f"{k} {v}" for k, v in res["cells"].items()))
     print(f"wrote {out}")
     return 0
 

@@ -110,7 +110,8 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
     return res
 
 
-def collision_free_prepare(verilog_text: str, top: str, lone_pe: bool = False, pe: bool = True) -> str:
+def collision_free_prepare(verilog_text: str, top: str, lone_pe: bool = False, pe: bool = True,
+                           lone_counters: bool = False) -> str:
     """Yosys commands (for :func:`synthesize`'s ``prepare``) declaring the memory reads
     of a design's Verilog collision-undefined, as ``caterpillar build`` does
     (:func:`rtl.fpga.sram_reads_collision_free`): the counter bank's always, the PEs'
@@ -121,10 +122,12 @@ def collision_free_prepare(verilog_text: str, top: str, lone_pe: bool = False, p
     ``opt -nosdff`` (turns the register's enable mux into a ``$dffe``) and ``memory_dff``
     merge them into one synchronous read port first (``opt_clean`` drops the register
     left without outputs), in the modules' own hierarchy
-    (``top``'s; ``lone_pe``: the top module is a PE itself)."""
+    (``top``'s; ``lone_pe`` / ``lone_counters``: the top module is a PE / a counter bank
+    itself)."""
     from rtl.fpga import sram_reads_collision_free
 
-    decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone_pe and pe else (), pe=pe)
+    lone = (lone_pe and pe) or lone_counters
+    decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone else (), pe=pe)
     if decl.startswith("#"):
         return ""
     return f"hierarchy -top {top}; proc; opt -nosdff; memory_dff; opt_clean; {decl}"

@@ -877,14 +877,12 @@ def test_counter_bank_maps_to_block_ram():
 
     from amaranth.back import verilog
 
-    from rtl.fpga import sram_reads_collision_free
     from rtl.perf_counters import PerfCounters
-    from rtl.synth import find_yosys
+    from rtl.synth import collision_free_prepare, find_yosys
 
     cfg = ArchConfig(nr=2, counter_bits=48)
     text = verilog.convert(PerfCounters(cfg), name="top")
-    decl = ("hierarchy -top top; proc; opt -nosdff; memory_dff; opt_clean; "
-            + sram_reads_collision_free("", extra=("top",), pe=False) + "; ")
+    decl = collision_free_prepare(text, "top", pe=False, lone_counters=True) + "; "
     stats = {}
     for declared in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
