@@ -555,9 +555,8 @@ def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, c
     if pe_ff_copies:
         after_read += [keep_pe_ffs(plan.files["top.il"]), keep_enable_copies(plan.files["top.il"])]
     after_read.append(sram_reads_collision_free(plan.files["top.il"], pe=cfg.exec_stage))
-    if after_read:
-        ys = (out / "top.ys").read_text()
-        (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)", "\n".join(after_read), 1))
+    ys = (out / "top.ys").read_text()
+    (out / "top.ys").write_text(ys.replace("# (script_after_read placeholder)", "\n".join(after_read), 1))
     t_elab = time.perf_counter() - t0
     cmds = _script_cmds(plan.files["build_top.sh"])
     logf = out / "build.log"
