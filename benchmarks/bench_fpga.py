@@ -11,9 +11,10 @@ achieved Fmax); a configuration that does not fit stops after synthesis with the
 overflow. Builds take from minutes (2 x 2) to about an hour (4 x 4) on two cores; a
 build directory ``build/fpga/bench/<row>/summary.json`` with the same configuration is
 reused (delete it to rebuild). ``FPGA_BENCH_ROWS=pe-binary16,core2-binary16`` builds
-only those rows and carries the others over from the existing results file;
-``core4-fpga`` (preset fpga) is built only when named there; ``FPGA_BENCH_SYNTH_ONLY=1``
-skips place and route.
+only those rows and carries the others over from the existing results file. Rows
+``pe-fpga``, ``core2-fpga`` and ``core4-fpga`` are preset fpga's PE, 2 x 2 and 4 x 4
+core; ``core4-fpga`` (70 MHz clock, nextpnr's rip-up) is built only when named there.
+``FPGA_BENCH_SYNTH_ONLY=1`` skips place and route.
 """
 
 from __future__ import annotations
@@ -46,8 +47,12 @@ FPGA_PRESET_NEXTPNR = ("--detailed-timing-report", "--tmg-ripup")
 
 
 #: every row, in table order
-ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + ["pe-fpga",
-                                                                                               "core4-fpga"]
+ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + [
+    "pe-fpga", "core2-fpga", "core4-fpga"]
+
+#: the 2 x 2 preset fpga row: router2 at the 100 MHz target without the rip-up (which may
+#: not stop by itself when a few connections cannot meet the target), seed 1
+CORE2_PRESET_NEXTPNR = ("--detailed-timing-report",)
 
 
 def _rows_wanted():
@@ -59,9 +64,9 @@ def _rows_wanted():
 
 def _cfg(name: str) -> ArchConfig:
     kind, fmt = name.split("-")
-    if fmt == "fpga":
-        return PRESETS["fpga"]
     nr = 4 if kind in ("pe", "core4") else 2
+    if fmt == "fpga":
+        return PRESETS["fpga"].replace(nr=nr)
     return ArchConfig(fmt=fmt, nr=nr)
 
 
@@ -115,7 +120,7 @@ def _built(name: str, cfg, top: str = "core") -> dict:
     sj = out / "summary.json"
     s = json.loads(sj.read_text()) if sj.exists() else None
     seed = FPGA_PRESET_SEED if name == "core4-fpga" else 1
-    extra = list(FPGA_PRESET_NEXTPNR) if name == "core4-fpga" else []
+    extra = list({"core4-fpga": FPGA_PRESET_NEXTPNR, "core2-fpga": CORE2_PRESET_NEXTPNR}.get(name, ()))
     # a core placed before the floorplan (rtl/floorplan.py, on by default) is rebuilt,
     # and so is a build at another clock request, seed or nextpnr options (options that
     # only write more files, e.g. --write routed.json, do not count)
@@ -208,16 +213,16 @@ def run() -> dict:
                  f"plain synth_ecp5 for cores: ABC9 without -dff); LUT4 % = nextpnr's TRELLIS_COMB after packing (a few % above the estimate); "
                  f"the {DEVICE} has {DEVICES[DEVICE]['LUT4']} LUT4, {DEVICES[DEVICE]['DP16KD']} DP16KD, "
                  f"{DEVICES[DEVICE]['MULT18X18D']} MULT18X18D. Cores include the UART bridge and board glue, "
-                 f"each PE's flip-flops kept (no merge across PEs, rtl.fpga.keep_pe_ffs); nextpnr-ecp5 "
+                 f"each PE's flip-flops kept (no merge across PEs, rtl.fpga.keep_pe_ffs), their block RAMs "
+                 f"floorplanned (rtl/floorplan.py); nextpnr-ecp5 "
                  f"(router2, seed 1) with the core clock constrained to {CLOCK_MHZ:g} MHz (PLL), "
                  f"Fmax = achieved. PE rows: resources from synthesis of the lone PE, Fmax from place and route "
-                 f"of the PE in its scan harness (caterpillar build --top pe, router1; PE 'preset fpga': the "
-                 f"PE of that preset). A row '4x4 core (preset fpga)' (the default 4 x 4 "
-                 f"binary16 core with the {_preset_stages()} stages and FP latencies "
-                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency}, "
-                 f"routed with router2 at a {FPGA_PRESET_CLOCK_MHZ:g} MHz core clock, nextpnr options "
-                 f"{' '.join(FPGA_PRESET_NEXTPNR)}, seed "
-                 f"{FPGA_PRESET_SEED}, its block RAMs floorplanned: rtl/floorplan.py; the other core rows "
-                 f"predate the floorplan) is built only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
+                 f"of the PE in its scan harness (caterpillar build --top pe, router1). Rows 'preset fpga': "
+                 f"the {_preset_stages()} stages and FP latencies "
+                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency} (docs/fpga-timing.md); "
+                 f"the 2x2 core with nextpnr option {' '.join(CORE2_PRESET_NEXTPNR)}; the 4x4 core (the "
+                 f"default 4 x 4 binary16 core's preset) routed at a {FPGA_PRESET_CLOCK_MHZ:g} MHz core clock "
+                 f"with nextpnr options {' '.join(FPGA_PRESET_NEXTPNR)}, seed {FPGA_PRESET_SEED}, and built "
+                 f"only with FPGA_BENCH_ROWS=core4-fpga (docs/fpga.md)."),
         "rows": rows,
     }

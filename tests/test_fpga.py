@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require_sim
 from pe.microop import MicroOp, Src
-from rtl.config import ArchConfig
+from rtl.config import PRESETS, ArchConfig
 from rtl.fpga import (DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report, parse_critical_paths,
                       short_cell)
 from rtl.uart_bridge import decode_frames, encode_frame, frame_bytes
@@ -940,3 +940,22 @@ def test_fpga_ooc_unit():
     assert abs(total - 1000.0 / res["fmax_mhz"]) < 0.05, (total, res)
     with pytest.raises(ValueError, match="unknown unit 'nonesuch'; allowed: counters, sequencer"):
         run("nonesuch", ArchConfig(nr=2))
+
+
+def test_bench_fpga_rows(monkeypatch):
+    """benchmarks/bench_fpga: every row's configuration, its label in the table, and which
+    rows a plain run builds (all but the hour-long preset 4 x 4 core)."""
+    from benchmarks import bench_fpga as bf
+
+    labels = [bf._design(n) for n in bf.ALL_ROWS]
+    assert len(set(labels)) == len(labels)
+    assert bf._cfg("core2-binary32") == ArchConfig(fmt="binary32", nr=2)
+    assert bf._cfg("pe-binary16") == ArchConfig(nr=4)
+    assert bf._cfg("core4-fpga") == PRESETS["fpga"] and bf._cfg("pe-fpga") == PRESETS["fpga"]
+    assert bf._cfg("core2-fpga") == PRESETS["fpga"].replace(nr=2)
+    assert bf._design("core2-fpga") == ("2x2 core (preset fpga)", "binary16")
+    monkeypatch.delenv("FPGA_BENCH_ROWS", raising=False)
+    assert "core2-fpga" in bf._rows_wanted() and "core4-fpga" not in bf._rows_wanted()
+    monkeypatch.setenv("FPGA_BENCH_ROWS", "core4-fpga,core2-fpga")
+    assert bf._rows_wanted() == ["core2-fpga", "core4-fpga"]
+    assert bf._clock("core4-fpga") == bf.FPGA_PRESET_CLOCK_MHZ and bf._clock("core2-fpga") == bf.CLOCK_MHZ
