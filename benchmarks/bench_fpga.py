@@ -13,7 +13,7 @@ build directory ``build/fpga/bench/<row>/summary.json`` with the same configurat
 reused (delete it to rebuild). ``FPGA_BENCH_ROWS=pe-binary16,core2-binary16`` builds
 only those rows and carries the others over from the existing results file. Rows
 ``pe-fpga``, ``core2-fpga`` and ``core4-fpga`` are preset fpga's PE, 2 x 2 and 4 x 4
-core; ``core4-fpga`` (70 MHz clock, nextpnr's rip-up) is built only when named there.
+core; ``core4-fpga`` (71.875 MHz clock, nextpnr's rip-up) is built only when named there.
 ``FPGA_BENCH_SYNTH_ONLY=1`` skips place and route.
 """
 
@@ -35,15 +35,13 @@ BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
 #: the preset fpga 4 x 4 row (execute, bus, receive, read, distribution and fetch stages, FP 4 / 5):
-#: routed with router2 (router1 stalls on every 4 x 4 core) at a 70 MHz core clock
-#: with nextpnr's timing-driven rip-up, which reroutes the connections of paths that
-#: fail the clock: on one netlist and placement 70.59 / 68.79 MHz against 63.80 / 61.31
-#: without it (seeds 1 / 2; docs/fpga-timing.md, session 26); built only when FPGA_BENCH_ROWS
-#: names it
-FPGA_PRESET_CLOCK_MHZ = 70.0
-#: with nextpnr seed 2, whose bitstream meets its 70 MHz clock (71.15 MHz; seed 1 routes the
-#: same netlist at 69.57 MHz, three endpoints late: docs/fpga-timing.md, session 35), and
-#: nextpnr's per-endpoint timing (`caterpillar timing`)
+#: routed with router2 (router1 stalls on every 4 x 4 core) with nextpnr's timing-driven
+#: rip-up, which reroutes the connections of paths that fail the clock (docs/fpga-timing.md,
+#: session 26), at the PLL's 71.875 MHz core clock (its step between 70 and 75 MHz from the
+#: board's 25 MHz): seed 2 meets it at 74.52 MHz (session 36; at a 75 MHz clock both seeds
+#: tried route at 74.4-74.5, just short); built only when FPGA_BENCH_ROWS names it
+FPGA_PRESET_CLOCK_MHZ = 71.875
+#: with nextpnr seed 2, and nextpnr's per-endpoint timing (`caterpillar timing`)
 FPGA_PRESET_SEED = 2
 FPGA_PRESET_NEXTPNR = ("--detailed-timing-report", "--tmg-ripup")
 
