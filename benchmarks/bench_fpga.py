@@ -54,6 +54,11 @@ ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2"
 #: not stop by itself when a few connections cannot meet the target), seed 1
 CORE2_PRESET_NEXTPNR = ("--detailed-timing-report",)
 
+#: (core clock MHz, nextpnr seed, extra nextpnr options) of the rows that do not build with
+#: the defaults (CLOCK_MHZ, seed 1, none)
+ROW_BUILD = {"core4-fpga": (FPGA_PRESET_CLOCK_MHZ, FPGA_PRESET_SEED, FPGA_PRESET_NEXTPNR),
+             "core2-fpga": (CLOCK_MHZ, 1, CORE2_PRESET_NEXTPNR)}
+
 
 def _rows_wanted():
     sel = os.environ.get("FPGA_BENCH_ROWS")
@@ -79,7 +84,7 @@ def _preset_stages() -> str:
 
 
 def _clock(name: str) -> float:
-    return FPGA_PRESET_CLOCK_MHZ if name == "core4-fpga" else CLOCK_MHZ
+    return ROW_BUILD.get(name, (CLOCK_MHZ,))[0]
 
 
 def _crit(out, s) -> str:
@@ -119,8 +124,8 @@ def _built(name: str, cfg, top: str = "core") -> dict:
     out = BENCH_DIR / name
     sj = out / "summary.json"
     s = json.loads(sj.read_text()) if sj.exists() else None
-    seed = FPGA_PRESET_SEED if name == "core4-fpga" else 1
-    extra = list({"core4-fpga": FPGA_PRESET_NEXTPNR, "core2-fpga": CORE2_PRESET_NEXTPNR}.get(name, ()))
+    _, seed, extra = ROW_BUILD.get(name, (CLOCK_MHZ, 1, ()))
+    extra = list(extra)
     # a core placed before the floorplan (rtl/floorplan.py, on by default) is rebuilt,
     # and so is a build at another clock request, seed or nextpnr options (options that
     # only write more files, e.g. --write routed.json, do not count)
