@@ -118,6 +118,15 @@ class ArchConfig:
         still issue one instruction per cycle; a start waits one more cycle
         (:attr:`run_overhead`) and a ``JUMP`` is followed by one cycle without an issue
         (:attr:`jump_delay`). Off by default.
+    addr_stage : bool
+        Load the microcode RAM's read address from a register (requires
+        :attr:`fetch_stage`; ``docs/core.md``, "The address stage"): the loop-end scan
+        decides the successor of the instruction two ahead of the head, so no path runs
+        from the scan into the RAM's address. Loops still issue one instruction per
+        cycle; a start waits one more cycle (:attr:`run_overhead`), a ``JUMP`` is
+        followed by two cycles without an issue (:attr:`jump_delay`), and three
+        improperly nested ``LOOP`` placements the assembler never produces are not
+        defined (:class:`sim.seq_model.ProgramError`). Off by default.
     rx_stage : bool
         Register each bus at its receivers (requires :attr:`bus_stage`;
         ``docs/architecture.md``, "The receive stage"): every PE registers the values of
@@ -178,6 +187,7 @@ class ArchConfig:
     dist_stage: bool = False
     fan_stage: bool = False
     fetch_stage: bool = False
+    addr_stage: bool = False
     read_stage: bool = False
     rx_stage: bool = False
     clock_mhz: float = 1000.0
@@ -210,9 +220,12 @@ class ArchConfig:
                 raise ConfigError(f"ArchConfig.{bank} must be a power of two in 16..65536, got {words}")
         _check_int("mul_latency", self.mul_latency, MIN_MUL_LATENCY, 8)
         _check_int("add_latency", self.add_latency, MIN_ADD_LATENCY, 8)
-        for flag in ("exec_stage", "bus_stage", "dist_stage", "fan_stage", "fetch_stage", "read_stage",
-                     "rx_stage"):
+        for flag in ("exec_stage", "bus_stage", "dist_stage", "fan_stage", "fetch_stage", "addr_stage",
+                     "read_stage", "rx_stage"):
             _check_bool(self, flag)
+        if self.addr_stage and not self.fetch_stage:
+            raise ConfigError("ArchConfig.addr_stage requires fetch_stage=True (the address register "
+                              "runs one instruction ahead of the fetch stage)")
         if self.fan_stage and not self.dist_stage:
             raise ConfigError("ArchConfig.fan_stage requires dist_stage=True (it is the distribution "
                               "stage's second register level)")
@@ -283,21 +296,22 @@ class ArchConfig:
 
     @property
     def fetch_delay(self) -> int:
-        """Cycles the sequencer's fetch stage adds between a start and the first issue
-        (0, or 1 with :attr:`fetch_stage`)."""
-        return int(self.fetch_stage)
+        """Cycles the sequencer's fetch and address stages add between a start and the
+        first issue (0; 1 with :attr:`fetch_stage`; 2 with :attr:`addr_stage` too)."""
+        return int(self.fetch_stage) + int(self.addr_stage)
 
     @property
     def jump_delay(self) -> int:
-        """Cycles without an issue after each ``JUMP`` issues (0, or 1 with
+        """Cycles without an issue after each ``JUMP`` issues (0; 1 with
         :attr:`fetch_stage`: the jump is resolved at the head and the head refills from
-        its target). No compiler emits ``JUMP``; hand-written programs pay it."""
-        return int(self.fetch_stage)
+        its target; 2 with :attr:`addr_stage` too: the target goes through the address
+        register first). No compiler emits ``JUMP``; hand-written programs pay it."""
+        return self.fetch_delay
 
     @property
     def start_latency(self) -> int:
-        """Cycles from the sequencer's ``start`` pulse to its first ``issue`` (2, or 3
-        with :attr:`fetch_stage`)."""
+        """Cycles from the sequencer's ``start`` pulse to its first ``issue`` (2; 3 with
+        :attr:`fetch_stage`; 4 with :attr:`addr_stage` too)."""
         return 2 + self.fetch_delay
 
     @property

@@ -171,23 +171,28 @@ class Sequencer(wiring.Component):
         pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
 
         fetch = cfg.fetch_stage
+        astage = bool(cfg.addr_stage)         # (requires fetch: ArchConfig checks it)
         isz = self._ilay.size
         # With the fetch stage each microcode word carries one bit beside the instruction,
         # computed as it is loaded: its target is the next address (a LOOP with a
         # one-instruction body), so the next-pc scan does not compare the head's target
         # with pc_f (see the class notes; 212-215 bits + 1 still fill 12 block RAMs).
-        m.submodules.ucode = mem = Memory(shape=isz + fetch, depth=cfg.ucode_depth, init=[])
+        # With the address stage a second bit: the target is the address after the next
+        # (target == load_addr + 2), the scan's match for a LOOP at the head's level.
+        m.submodules.ucode = mem = Memory(shape=isz + fetch + astage, depth=cfg.ucode_depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
         m.d.comb += [wp.addr.eq(self.load_addr), wp.en.eq(self.load_en)]
         if fetch:
             ld_target = data.View(self._ilay, self.load_data).ctl.target
-            m.d.comb += wp.data.eq(Cat(self.load_data, ld_target == (self.load_addr + 1)[:pcw]))
+            ld_t = [ld_target == (self.load_addr + k)[:pcw] for k in range(1, 2 + astage)]
+            m.d.comb += wp.data.eq(Cat(self.load_data, *ld_t))
             # the head instruction in a register loaded from the RAM (the fetch stage): the
             # RAM's output is the instruction behind the head
-            head_word = Signal(isz + 1, name="head_word")
+            head_word = Signal(isz + 1 + astage, name="head_word")
             head = data.View(self._ilay, head_word[:isz])
             head_t1 = head_word[isz]          # the head's target is its pc + 1
+            head_t2 = head_word[isz + 1] if astage else None   # ... its pc + 2
         else:
             m.d.comb += wp.data.eq(self.load_data)
             head = data.View(self._ilay, rp.data)
@@ -236,6 +241,11 @@ class Sequencer(wiring.Component):
 
         if fetch:
             filling = Signal()                # the head refills from the RAM output this cycle
+            if astage:
+                # ``filling`` stays high for two cycles after a start or a JUMP: in the
+                # first (``fill_f``) the RAM reads the address register and nothing is
+                # behind the head; in the second the RAM's output is behind the head
+                fill_f = Signal(name="fill_f")
             # the head's stream needs decoded as it is loaded (flip-flops beside head_word):
             # the stall decision (needs -> stall -> go -> every load enable) then starts
             # one LUT from these registers, not behind a decode of the head's fields
@@ -262,6 +272,16 @@ class Sequencer(wiring.Component):
             cnt_gt1 = [Signal(name=f"loop{lv}_cnt_gt1") for lv in range(nl)]
             cnt_gt2 = [Signal(name=f"loop{lv}_cnt_gt2") for lv in range(nl)]
             trip_gt1 = [Signal(name=f"loop{lv}_trip_gt1") for lv in range(nl)]
+            if astage:
+                # the address stage's scan sees a count after two issues (head and the
+                # instruction behind it): compares of the count up to 3 and the trip up to 2
+                cnt_gt3 = [Signal(name=f"loop{lv}_cnt_gt3") for lv in range(nl)]
+                trip_gt2 = [Signal(name=f"loop{lv}_trip_gt2") for lv in range(nl)]
+                head_imm_gt2 = Signal(name="head_imm_gt2")
+                # the head is a LOOP (level in range) with a one-instruction body, and one
+                # whose body repeats (imm > 1): the RAM then reads that body again
+                head_t1loop = Signal(name="head_t1loop")
+                head_rep = Signal(name="head_rep")
         else:
             is_loop = ctl.op == SeqOp.LOOP
             is_jump = ctl.op == SeqOp.JUMP
@@ -346,59 +366,152 @@ class Sequencer(wiring.Component):
             pc_f = Signal(pcw)
             advance = Signal()
             jump_head = Signal()              # the head is a JUMP: read its target
-            # The scan's loop-end compares are flip-flops: ``at_end[lv]`` holds
-            # ``lend[lv] == pc_f``, loaded with pc_f from the compares of the next loop
-            # ends with each candidate next address (registers only), selected like the
-            # address (below). A LOOP at the head compares its target with pc_f here: the
-            # same compare made from the RAM's output before the head is loaded was
-            # slower (the block RAM's clock to output, then the compare and the select;
-            # docs/fpga-timing.md).
-            at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
-            # (a LOOP at the head is followed by pc + 1 = pc_f: a LOOP at the end of an
-            # armed loop is not a valid program, sim.seq_model.ProgramError; so its
-            # target == pc_f is the bit stored with it, not a compare on this path)
-            f_match = [Mux(loop_lv[lv], head_t1, armed[lv] & at_end[lv]) for lv in range(nl)]
-            f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
-                         Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
-                     for lv in range(nl)]
-            f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
+            pc_f_inc = Signal(pcw, name="pc_f_inc")
             m.d.comb += [
                 jump_head.eq(is_jump),            # (0 while the head refills: above)
                 advance.eq(filling | go),
-                rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, f_loop_next))),
-                rp.en.eq(self.start | advance),
+                pc_f_inc.eq(pc_f + 1),
             ]
-            pc_f_inc = Signal(pcw, name="pc_f_inc")
-            m.d.comb += pc_f_inc.eq(pc_f + 1)
+            if astage:
+                # The address stage: the RAM reads ``pc_a``, a register, so no path runs from
+                # the scan into the RAM's address (its cells sit across the die). pc_a is the
+                # instruction two ahead of the head: at each advance the scan decides its
+                # successor with the loop state after the head's issue and after the issue
+                # of the instruction behind it (its scan result, ``f_win`` / ``f_fin``,
+                # registers). The one thing it cannot see is a LOOP behind the head (the RAM
+                # output's decode would sit in front of the address register); its effect
+                # on the scan of the next instruction is applied when the LOOP is at the
+                # head:
+                # * a LOOP with a one-instruction body that repeats (``head_rep``): the RAM
+                #   reads the body again (pc_f instead of pc_a: one mux with a registered
+                #   select) and the scan decides the successor of the body's second issue
+                #   (``x_*``) instead of pc_a's;
+                # * any other LOOP: the scan of pc_a (pc + 2) sees the LOOP's level end at
+                #   pc_a by a second bit stored with each word (``target == address + 2``).
+                # What the scan of the body (while the LOOP was behind the head) assumed
+                # is right in every other case, which sim.seq_model checks
+                # (ProgramError: a LOOP whose next address is the end of another armed
+                # loop, docs/core.md).
+                pc_a = Signal(pcw, name="pc_a")
+                pc_a_inc = Signal(pcw, name="pc_a_inc")
+                m.d.comb += pc_a_inc.eq(pc_a + 1)
+                f_win = [Signal(name=f"f_loop{lv}_branch") for lv in range(nl)]
+                f_fin = [Signal(name=f"f_loop{lv}_finish") for lv in range(nl)]
+                at_end_f = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
+                at_end_a = [Signal(name=f"a_loop{lv}_end_at_pc_a") for lv in range(nl)]
 
-            def at_next(v, v_start):
-                """``v == rp.addr``, as the AND-OR of ``v``'s compares with the candidate
-                addresses (``v_start`` in place of ``v`` at a start)."""
-                back = reduce(lambda x, y: x | y, [f_win[k] & (v == lstart_n[k]) for k in range(nl)])
-                return Mux(self.start, v_start == self.start_pc,
-                           Mux(jump_head, v == ctl.target, Mux(Cat(*f_win).any(), back, v == pc_f_inc)))
+                def gt1_after_two(lv):
+                    """The count of level ``lv`` after the head's and the next issue, > 1."""
+                    one = Mux(win[lv], cnt_gt2[lv], Mux(fin[lv], trip_gt1[lv], cnt_gt1[lv]))
+                    two = Mux(win[lv], cnt_gt3[lv], Mux(fin[lv], trip_gt2[lv], cnt_gt2[lv]))
+                    return Mux(f_fin[lv], trip_gt1[lv], Mux(f_win[lv], two, one))
 
-            with m.If(self.start | advance):
-                m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
-                # loop ends change only when the head issues (lend_next), never at a start
-                m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
+                a_match = [Mux(loop_lv[lv], head_t2, armed[lv] & at_end_a[lv]) for lv in range(nl)]
+                a_gt1 = [Mux(loop_lv[lv], head_imm_gt1, gt1_after_two(lv)) for lv in range(nl)]
+                a_win, a_fin, a_next = loop_scan(pc_a, a_match, a_gt1, lstart_n, "a_")
+                # the repeating body's second issue: the LOOP's level ends there, the
+                # first issue branched back on that level (no other level changes)
+                x_match = [Mux(loop_lv[lv], 1, armed[lv] & at_end_f[lv]) for lv in range(nl)]
+                x_gt1 = [Mux(loop_lv[lv], head_imm_gt2, cnt_gt1[lv]) for lv in range(nl)]
+                x_win, x_fin, x_next = loop_scan(pc_f, x_match, x_gt1, lstart_n, "x_")
+                n_win = [Mux(head_rep, x, a) for x, a in zip(x_win, a_win)]
+                n_fin = [Mux(head_rep, x, a) for x, a in zip(x_fin, a_fin)]
+                n_next = Mux(head_rep, x_next, a_next)
+                n_inc = Mux(head_rep, pc_f_inc, pc_a_inc)
+                m.d.comb += [
+                    rp.addr.eq(Mux(head_rep, pc_f, pc_a)),
+                    rp.en.eq(advance),
+                ]
+
+                def at_next(v):
+                    """``v`` == the next pc_a, as the AND-OR of ``v``'s compares with the
+                    candidate addresses."""
+                    back = reduce(lambda x, y: x | y, [n_win[k] & (v == lstart_n[k]) for k in range(nl)])
+                    return Mux(jump_head, v == ctl.target, Mux(Cat(*n_win).any(), back, v == n_inc))
+
+                with m.If(self.start):
+                    m.d.sync += [pc_a.eq(self.start_pc), fill_f.eq(1)]
+                    m.d.sync += [x.eq(0) for x in f_win + f_fin]
+                with m.Elif(advance):
+                    m.d.sync += [pc_f.eq(rp.addr), pc_a.eq(Mux(jump_head, ctl.target, n_next)),
+                                 fill_f.eq(go & is_jump)]
+                    m.d.sync += [at_end_a[lv].eq(at_next(lend_n[lv])) for lv in range(nl)]
+                    m.d.sync += [at_end_f[lv].eq(Mux(head_rep, Mux(loop_lv[lv], 1, at_end_f[lv]),
+                                                     Mux(loop_lv[lv], head_t2, at_end_a[lv])))
+                                 for lv in range(nl)]
+                    # (cleared when a JUMP issues: below)
+                    m.d.sync += [x.eq(v) for x, v in zip(f_win + f_fin, n_win + n_fin)]
+                # the head's scan result when the instruction behind it moves up: the scan
+                # made while it was two ahead, or, behind a LOOP with a one-instruction
+                # body, the LOOP's level's branch or finish (and, if it repeats, no other
+                # level's: the LOOP's level has the priority)
+                up_win = [Mux(head_t1loop, Mux(loop_lv[lv], head_imm_gt1, ~head_rep & f_win[lv]), f_win[lv])
+                          for lv in range(nl)]
+                up_fin = [Mux(head_t1loop, Mux(loop_lv[lv], ~head_imm_gt1, ~head_rep & f_fin[lv]), f_fin[lv])
+                          for lv in range(nl)]
+            else:
+                # The scan's loop-end compares are flip-flops: ``at_end[lv]`` holds
+                # ``lend[lv] == pc_f``, loaded with pc_f from the compares of the next loop
+                # ends with each candidate next address (registers only), selected like the
+                # address (below). A LOOP at the head compares its target with pc_f here: the
+                # same compare made from the RAM's output before the head is loaded was
+                # slower (the block RAM's clock to output, then the compare and the select;
+                # docs/fpga-timing.md).
+                at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
+                # (a LOOP at the head is followed by pc + 1 = pc_f: a LOOP at the end of an
+                # armed loop is not a valid program, sim.seq_model.ProgramError; so its
+                # target == pc_f is the bit stored with it, not a compare on this path)
+                f_match = [Mux(loop_lv[lv], head_t1, armed[lv] & at_end[lv]) for lv in range(nl)]
+                f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
+                             Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
+                         for lv in range(nl)]
+                f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
+                m.d.comb += [
+                    rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, f_loop_next))),
+                    rp.en.eq(self.start | advance),
+                ]
+
+                def at_next(v, v_start):
+                    """``v == rp.addr``, as the AND-OR of ``v``'s compares with the candidate
+                    addresses (``v_start`` in place of ``v`` at a start)."""
+                    back = reduce(lambda x, y: x | y, [f_win[k] & (v == lstart_n[k]) for k in range(nl)])
+                    return Mux(self.start, v_start == self.start_pc,
+                               Mux(jump_head, v == ctl.target, Mux(Cat(*f_win).any(), back, v == pc_f_inc)))
+
+                with m.If(self.start | advance):
+                    m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
+                    # loop ends change only when the head issues (lend_next), never at a start
+                    m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
             # the head's decode and scan that the next-pc scan reads ungated (above)
-            scan_regs = [is_jump, *head_loop_lv, *win, *fin]
+            scan_regs = [is_jump, *head_loop_lv, *win, *fin] + ([head_rep, head_t1loop] if astage else [])
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
                 m.d.sync += [x.eq(0) for x in scan_regs]
             with m.Elif(advance):
-                m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1), filling.eq(go & is_jump)]
+                m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1),
+                             filling.eq((go & is_jump) | fill_f if astage else go & is_jump)]
                 nctl = data.View(self._ilay, rp.data[:isz]).ctl
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
                 m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
-                m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
+                if astage:
+                    t1loop = (nctl.op == SeqOp.LOOP) & (nctl.lvl < nl) & rp.data[isz]
+                    m.d.sync += [head_imm_gt2.eq(nctl.imm > 2), head_t1loop.eq(t1loop),
+                                 head_rep.eq(t1loop & (nctl.imm > 1))]
+                    m.d.sync += [x.eq(y) for x, y in zip(win + fin, up_win + up_fin)]
+                    # nothing was behind the head (the cycle after a start or a JUMP): the
+                    # head stays empty
+                    with m.If(fill_f):
+                        m.d.sync += [x.eq(0) for x in scan_regs]
+                else:
+                    m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
                 # a JUMP issues (advance with is_jump: the head was live, so it went): the
                 # head refills next cycle, holding no instruction until then
                 with m.If(is_jump):
                     m.d.sync += [x.eq(0) for x in scan_regs]
+                    if astage:                # ... and so does the stage behind it
+                        m.d.sync += [x.eq(0) for x in f_win + f_fin]
             with m.If(filling & ~self.start):
                 m.d.sync += running.eq(1)
             # The head register loads with ``~start & advance`` in chunks of HEAD_CHUNK
@@ -520,6 +633,9 @@ class Sequencer(wiring.Component):
                 m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
                              ((cnt_gt1[lv], cnt_n[lv] > 1), (cnt_gt2[lv], cnt_n[lv] > 2),
                               (trip_gt1[lv], trip_n[lv] > 1))]
+                if astage:
+                    m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
+                                 ((cnt_gt3[lv], cnt_n[lv] > 3), (trip_gt2[lv], trip_n[lv] > 2))]
             m.d.sync += [x.eq(xn) for x, xn in zip(base, base_n)]
             m.d.sync += [off[a][lv].eq(off_n[a][lv]) for a in range(na) for lv in range(nl)]
             m.d.sync += [agu[a].eq(tree_sum([base_n[a], *off_n[a]])) for a in range(na)]

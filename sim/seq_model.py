@@ -40,7 +40,8 @@ class RunawayError(RuntimeError):
 class ProgramError(ValueError):
     """A program that the sequencer does not define: a ``LOOP`` executed at the end of an
     armed loop (the last instruction of a loop body may not be a ``LOOP``; the
-    assembler's nested blocks never produce one)."""
+    assembler's nested blocks never produce one), and with ``cfg.addr_stage`` three more
+    improperly nested ``LOOP`` placements (``docs/core.md``, "The address stage")."""
 
 
 class Issued:
@@ -144,6 +145,7 @@ class SequencerModel:
         self.n_loops = cfg.n_loops
         self.n_agus = cfg.n_agus
         self.amask = (1 << cfg.addr_bits) - 1
+        self._addr_stage = bool(getattr(cfg, "addr_stage", False))
         lay = instr_layout(cfg)
         self._ctl = {n: (f.offset, (1 << f.width) - 1) for n, f in lay["ctl"].shape}
         self._uop_shift = lay["uop"].offset
@@ -268,6 +270,8 @@ class SequencerModel:
             raise ProgramError(f"LOOP at microcode address {pc} is the last instruction of the armed "
                                f"loop body of level {lvs}: a loop body must not end with a LOOP "
                                f"(the sequencer does not define it)")
+        if op == SeqOp.LOOP and self._addr_stage and d.lvl < self.n_loops:
+            self._check_addr_stage_loop(pc, d)
         if op == SeqOp.JUMP:
             self.pc = d.target
         elif op == SeqOp.HALT:
@@ -321,6 +325,30 @@ class SequencerModel:
                     self.stride[a][d.lvl] = d.imm & self.amask
         return Issued(pc, uop, d.ctl | (uop << self._uop_shift), op, d.hin, d.hout, d.hlast,
                       self.cfg, d.rin, d.rout, d.sin, d.sout, d.spad_sel, d.spad_val)
+
+    def _check_addr_stage_loop(self, pc: int, d: _Decoded) -> None:
+        """``cfg.addr_stage``: raise :class:`ProgramError` for the ``LOOP`` placements the
+        address stage does not define (its scan of the instruction after a ``LOOP`` runs
+        before the ``LOOP`` is decoded; ``docs/core.md``, "The address stage")."""
+        nxt = (pc + 1) % self.depth
+        ends = self._ends.get(nxt, ())
+        lv = d.lvl
+        where = f"LOOP at microcode address {pc} (level {lv}, target {d.target})"
+        if d.target != nxt:
+            if ends:
+                raise ProgramError(f"{where}: the armed loop of level {ends[0]} ends at the next "
+                                   f"address {nxt}, inside the new loop's body (not defined with "
+                                   f"ArchConfig.addr_stage)")
+            return
+        higher = [k for k in ends if k > lv]
+        if higher:
+            raise ProgramError(f"{where}: its one-instruction body {nxt} is also the end of the armed "
+                               f"loop of level {higher[0]}, a higher level (not defined with "
+                               f"ArchConfig.addr_stage)")
+        if lv in ends and d.imm <= 1 and self.cnt[lv] > 1:
+            raise ProgramError(f"{where}: re-arms its level with one trip while that level's loop "
+                               f"ending at {nxt} still counts {self.cnt[lv]} (not defined with "
+                               f"ArchConfig.addr_stage)")
 
     def iter_run(self, start_pc: int = 0, max_instructions: int = 1_000_000):
         """Generator form of :meth:`run` (raises :class:`RunawayError` when exhausted)."""

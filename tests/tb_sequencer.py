@@ -12,9 +12,9 @@ one-cycle ``start`` pulse, and then, every cycle, with a random ``stall``:
   issued instruction (so a stall is a bubble and changes nothing else); in the cycle
   after a stall ``uop`` holds the stalled head's micro-op (the core freezes its PE side
   then), in every other cycle without an issue it is a NOP;
-* ``running`` must be high from the cycle after ``start`` (the second cycle after it with
-  ``cfg.fetch_stage``) until the HALT issues, except (fetch stage) in the cycle after a
-  ``JUMP`` issued (``cfg.jump_delay``: the head refills);
+* ``running`` must be high from cycle ``cfg.start_latency - 1`` after ``start`` until the
+  HALT issues, except in the ``cfg.jump_delay`` cycles after a ``JUMP`` issued (fetch and
+  address stages: the head refills);
 * ``need_hin``/``need_hout`` must describe the model's next instruction (the head);
 * the first issue is exactly ``cfg.start_latency`` cycles after the ``start`` pulse.
 """
@@ -83,7 +83,8 @@ class Bench:
         lat = self.cfg.start_latency      # the head decides in cycle lat - 1 after the start
         prev_go = False
         prev_stalled = False              # the previous cycle's head stalled
-        refill = False                    # the head refills after a JUMP (fetch stage)
+        refill = 0                        # cycles the head still refills after a JUMP
+                                          # (cfg.jump_delay: fetch and address stages)
         cyc = 0
         while True:
             cyc += 1
@@ -129,7 +130,10 @@ class Bench:
             d.stall.value = int(stall)
             go = bool(running) and not stall
             prev_stalled = bool(running) and stall
-            refill = go and self.cfg.jump_delay > 0 and exp[k_head].op == SeqOp.JUMP
+            if refill:
+                refill -= 1
+            elif go and exp[k_head].op == SeqOp.JUMP:
+                refill = self.cfg.jump_delay
             if go:
                 k_head += 1
             prev_go = go

@@ -138,16 +138,18 @@ def test_stalls_on_empty_fifo_and_credits(cfg):
     assert r2[1][0].counters["stall_cycles"] >= 30 - 8 - 3
 
 
-@pytest.mark.parametrize("stage", ["dist_stage", "fetch_stage"])
+@pytest.mark.parametrize("stage", ["dist_stage", "fetch_stage", "addr_stage"])
 @pytest.mark.parametrize("delays", [(0, 3, 16), (0, 2, 0), (0, 0, 0), (0, 25, 0), (5, 1, 3)])
 def test_stage_keeps_ring_timing(delays, stage):
     """The distribution stage delays the whole PE side by a cycle, ring pushes included,
     but a rin's look-ahead and the receiver's level net of its pop keep the ring timing
-    seen from the sequencers; the fetch stage delays every core's first issue by a cycle.
-    With either, every core stalls exactly as without the stage (rin waits and credit
-    waits), with the same data, and each RUN lasts one cycle longer."""
+    seen from the sequencers; the fetch stage delays every core's first issue by a cycle,
+    and the address stage behind it by one more. With each, every core stalls exactly as
+    without the stage (rin waits and credit waits), with the same data, and each RUN lasts
+    one cycle longer (two with fetch and address stages)."""
     base = CHIP4
-    dist = CHIP4.replace(**{stage: True})
+    dist = CHIP4.replace(**{stage: True}, **({"fetch_stage": True} if stage == "addr_stage" else {}))
+    extra = 2 if stage == "addr_stage" else 1
     n = 10
     _, phases = roundtrip_phases(base, n, seed=4, delays=delays)
     a = run_chip_session(base, phases, backend="model")
@@ -156,7 +158,7 @@ def test_stage_keeps_ring_timing(delays, stage):
         for ra, rb in zip(pa, pb):
             assert ra.data == rb.data
             assert ra.counters["stall_cycles"] == rb.counters["stall_cycles"]
-            assert rb.counters["cycles"] == ra.counters["cycles"] + 1
+            assert rb.counters["cycles"] == ra.counters["cycles"] + extra
     # stalls of both kinds happen in some of these schedules
     if delays in ((0, 0, 0), (0, 25, 0)):
         assert sum(r.counters["stall_cycles"] for r in b[1]) > 0

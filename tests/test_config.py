@@ -45,6 +45,8 @@ def test_binary32_keeps_byte_budget():
     ("fan_stage", True, "fan_stage requires dist_stage=True"),
     ("fetch_stage", 2, "fetch_stage must be true or false, got 2"),
     ("fetch_stage", "yes", "fetch_stage must be true or false"),
+    ("addr_stage", 2, "addr_stage must be true or false, got 2"),
+    ("addr_stage", True, "addr_stage requires fetch_stage=True"),
     ("bus_stage", 2, "bus_stage must be true or false, got 2"),
     ("bus_stage", True, "bus_stage requires exec_stage=True"),
     ("read_stage", True, "read_stage requires bus_stage=True"),
@@ -90,6 +92,10 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert x.rx_stage is True and x.read_stage is True
     assert (ArchConfig().start_latency, x.start_latency) == (2, 3)
     assert (ArchConfig().jump_delay, x.jump_delay) == (0, 1)
+    # the address stage: one more cycle to the first issue and after a JUMP
+    a = ArchConfig(fetch_stage=True, addr_stage=True)
+    assert (a.fetch_delay, a.start_latency, a.jump_delay) == (2, 4, 2)
+    assert a.run_overhead == ArchConfig(fetch_stage=True).run_overhead + 1
     # operand stage -> execution: 0 (default), 1 (execute stage), 2 (and the bus stage),
     # 3 (and the receive stage, preset fpga); a bus driver's source sees a move later with
     # the bus stage, and with the receive stage later again, as does an SRAM read a write

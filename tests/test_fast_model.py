@@ -347,9 +347,10 @@ def test_random_bit_microops_anywhere():
     print(f"FAST_SEED={BASE_SEED}")
     for i in range(120):
         # every fourth program with the execute stage, every other with the distribution stage,
-        # every third with the fetch stage
+        # every third with the fetch stage, half of those with the address stage too
         cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, exec_stage=i % 4 == 3,
-                         dist_stage=i % 4 >= 2, fan_stage=i % 8 >= 6, fetch_stage=i % 3 == 1)
+                         dist_stage=i % 4 >= 2, fan_stage=i % 8 >= 6, fetch_stage=i % 3 == 1,
+                         addr_stage=i % 6 == 4)
         seed = BASE_SEED + 3000 + i
         prog, org, issued = random_program(cfg, seed, chaos=i % 2 == 1, max_issued=300)
         rng = random.Random(seed)

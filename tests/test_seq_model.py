@@ -241,3 +241,48 @@ def test_stepping_interface_and_head_needs():
     assert not m.running
     with pytest.raises(RuntimeError, match="not running"):
         m.step()
+
+
+ADDR = ArchConfig(fetch_stage=True, addr_stage=True)
+
+
+@pytest.mark.parametrize("rule,prog,match", [
+    # 1. a body longer than one instruction while an armed loop ends at the next address
+    (1, [I(LOOP, lvl=0, target=2, imm=2), I(LOOP, lvl=1, target=4, imm=2), I(), I(), I(), I(HALT)],
+     r"LOOP at microcode address 1 \(level 1, target 4\): the armed loop of level 0 ends at the next"),
+    # 2. a one-instruction body that is also the end of an armed loop of a higher level
+    (2, [I(LOOP, lvl=1, target=2, imm=2), I(LOOP, lvl=0, target=2, imm=3), I(), I(HALT)],
+     r"address 1 \(level 0, target 2\): its one-instruction body 2 is also the end of .* level 1"),
+    # 3. one trip, re-arming its level whose loop ends at the body and still counts
+    (3, [I(LOOP, lvl=0, target=2, imm=3), I(LOOP, lvl=0, target=2, imm=1), I(), I(HALT)],
+     r"address 1 \(level 0, target 2\): re-arms its level with one trip .* still counts 3"),
+], ids=["longer-body", "higher-level", "one-trip"])
+def test_addr_stage_undefined_loops_raise(rule, prog, match):
+    """With the address stage three improperly nested LOOP placements are not defined (the
+    scan of the instruction after a LOOP runs before the LOOP is decoded): the model
+    raises before changing anything; without the stage the same LOOP issues."""
+    plain = SequencerModel(ArchConfig(fetch_stage=True))
+    plain.load(prog)
+    plain.start(0)
+    assert [plain.step().pc for _ in range(3)] == [0, 1, 2]
+    m = SequencerModel(ADDR)
+    m.load(prog)
+    m.start(0)
+    m.step()
+    state = (m.pc, list(m.cnt), list(m.armed), list(m.lend))
+    with pytest.raises(ProgramError, match=match):
+        m.step()
+    assert (m.pc, list(m.cnt), list(m.armed), list(m.lend)) == state
+
+
+def test_addr_stage_allows_a_nest_run_again():
+    """A one-instruction loop armed again inside an outer loop (its level still armed
+    with the same end, its count back at the trip), with one trip or several, and a LOOP
+    whose body ends two ahead: defined with the address stage, the same issue stream as
+    without it."""
+    for imm in (4, 1):
+        prog = [I(LOOP, lvl=0, target=3, imm=3), I(LOOP, lvl=1, target=2, imm=imm), I(), I(),
+                I(LOOP, lvl=2, target=6, imm=2), I(), I(), I(HALT)]
+        want = pcs(prog, ArchConfig(fetch_stage=True))
+        assert pcs(prog, ADDR) == want
+        assert want.count(2) == 3 * imm

@@ -29,12 +29,16 @@ CONFIGS = {
     "fetch": ArchConfig(fetch_stage=True),
     "fetch_l3a2d64": ArchConfig(n_loops=3, n_agus=2, ucode_depth=64, nr=2, mem_a_words=256,
                                 mem_b_words=512, loop_bits=12, fetch_stage=True),
+    # the address stage (the RAM reads a register: the scan runs two instructions ahead)
+    "addr": ArchConfig(fetch_stage=True, addr_stage=True),
+    "addr_l3a2d64": ArchConfig(n_loops=3, n_agus=2, ucode_depth=64, nr=2, mem_a_words=256,
+                               mem_b_words=512, loop_bits=12, fetch_stage=True, addr_stage=True),
 }
 N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "100"))
 BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
 
 
-@pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"fetch_l3a2d64"}))
+@pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"fetch_l3a2d64", "addr_l3a2d64"}))
 def test_sequencer_rtl_matches_model(cfg_name, sim):
     require_sim(sim)
     from rtl.sequencer import Sequencer
