@@ -19,6 +19,14 @@ from sw.isa import AGU_FIELDS, SeqOp, instr_layout
 __all__ = ["Sequencer"]
 
 
+def _gt(x, k: int):
+    """``x > k`` for a small constant ``k``: an OR of the bits above ``k``'s and a compare of
+    the bits below (LUT logic; Yosys maps a ``>`` of a wide signal to a carry chain)."""
+    b = k.bit_length()
+    hi = x[b:].any() if len(x) > b else Const(0)
+    return hi | (x[:b] > k) if b else x.any()
+
+
 class Sequencer(wiring.Component):
     """Microprogrammed sequencer issuing one instruction per cycle.
 
@@ -318,7 +326,7 @@ class Sequencer(wiring.Component):
         else:
             # registers only: head pc, loop ends, counters
             win, fin, loop_next = loop_scan(pc, [armed[lv] & (lend[lv] == pc) for lv in range(nl)],
-                                            [cnt[lv] > 1 for lv in range(nl)], lstart, "")
+                                            [_gt(cnt[lv], 1) for lv in range(nl)], lstart, "")
             next_pc = Signal(pcw)
             m.d.comb += next_pc.eq(Mux(is_jump, ctl.target, loop_next))
 
@@ -492,13 +500,13 @@ class Sequencer(wiring.Component):
                              filling.eq((go & is_jump) | fill_f if astage else go & is_jump)]
                 nctl = data.View(self._ilay, rp.data[:isz]).ctl
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
-                             is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(nctl.imm > 1)]
+                             is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(_gt(nctl.imm, 1))]
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
                 m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
                 if astage:
                     t1loop = (nctl.op == SeqOp.LOOP) & (nctl.lvl < nl) & rp.data[isz]
-                    m.d.sync += [head_imm_gt2.eq(nctl.imm > 2), head_t1loop.eq(t1loop),
-                                 head_rep.eq(t1loop & (nctl.imm > 1))]
+                    m.d.sync += [head_imm_gt2.eq(_gt(nctl.imm, 2)), head_t1loop.eq(t1loop),
+                                 head_rep.eq(t1loop & _gt(nctl.imm, 1))]
                     m.d.sync += [x.eq(y) for x, y in zip(win + fin, up_win + up_fin)]
                     # nothing was behind the head (the cycle after a start or a JUMP): the
                     # head stays empty
@@ -630,12 +638,24 @@ class Sequencer(wiring.Component):
             m.d.sync += [x.eq(xn) for x, xn in zip(lstart + lend + trip + cnt + armed,
                                                       lstart_n + lend_n + trip_n + cnt_n + armed_n)]
             if fetch:
+                # the next count's and trip's compares, chosen like the next count from
+                # compares of the registers (a decremented count ``cnt - 1 > k`` is
+                # ``cnt > k + 1``: a level branches back only with ``cnt > 1``), not made
+                # after the decrement and the choice
+                def cnt_next_gt(lv, k):
+                    return Mux(loop_lv[lv], _gt(ctl.imm, k),
+                               Mux(upd & win[lv], _gt(cnt[lv], k + 1),
+                                   Mux(upd & fin[lv], _gt(trip[lv], k), _gt(cnt[lv], k))))
+
+                def trip_next_gt(lv, k):
+                    return Mux(loop_lv[lv], _gt(ctl.imm, k), _gt(trip[lv], k))
+
                 m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
-                             ((cnt_gt1[lv], cnt_n[lv] > 1), (cnt_gt2[lv], cnt_n[lv] > 2),
-                              (trip_gt1[lv], trip_n[lv] > 1))]
+                             ((cnt_gt1[lv], cnt_next_gt(lv, 1)), (cnt_gt2[lv], cnt_next_gt(lv, 2)),
+                              (trip_gt1[lv], trip_next_gt(lv, 1)))]
                 if astage:
                     m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
-                                 ((cnt_gt3[lv], cnt_n[lv] > 3), (trip_gt2[lv], trip_n[lv] > 2))]
+                                 ((cnt_gt3[lv], cnt_next_gt(lv, 3)), (trip_gt2[lv], trip_next_gt(lv, 2)))]
             m.d.sync += [x.eq(xn) for x, xn in zip(base, base_n)]
             m.d.sync += [off[a][lv].eq(off_n[a][lv]) for a in range(na) for lv in range(nl)]
             m.d.sync += [agu[a].eq(tree_sum([base_n[a], *off_n[a]])) for a in range(na)]
