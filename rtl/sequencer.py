@@ -185,21 +185,31 @@ class Sequencer(wiring.Component):
         # computed as it is loaded: its target is the next address (a LOOP with a
         # one-instruction body), so the next-pc scan does not compare the head's target
         # with pc_f (see the class notes; 212-215 bits + 1 still fill 12 block RAMs).
-        # With the address stage a second bit: the target is the address after the next
-        # (target == load_addr + 2), the scan's match for a LOOP at the head's level.
-        m.submodules.ucode = mem = Memory(shape=isz + fetch + astage, depth=cfg.ucode_depth, init=[])
+        # With the address stage four bits, so that the head's decode registers load
+        # straight from the RAM (its clock-to-output and the route to the sequencer's
+        # logic leave no time for a decode): a LOOP of a level in range with a
+        # one-instruction body, a target two ahead (target == load_addr + 2, the scan's
+        # match for a LOOP at the head's level), imm > 1 and imm > 2.
+        n_pre = 4 if astage else int(fetch)
+        m.submodules.ucode = mem = Memory(shape=isz + n_pre, depth=cfg.ucode_depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
         m.d.comb += [wp.addr.eq(self.load_addr), wp.en.eq(self.load_en)]
         if fetch:
             ld_target = data.View(self._ilay, self.load_data).ctl.target
-            ld_t = [ld_target == (self.load_addr + k)[:pcw] for k in range(1, 2 + astage)]
-            m.d.comb += wp.data.eq(Cat(self.load_data, *ld_t))
+            ld_t1 = ld_target == (self.load_addr + 1)[:pcw]
+            if astage:
+                ld = data.View(self._ilay, self.load_data).ctl
+                ld_loop = (ld.op == SeqOp.LOOP) & (ld.lvl < nl)
+                m.d.comb += wp.data.eq(Cat(self.load_data, ld_loop & ld_t1, ld_target == (self.load_addr + 2)[:pcw],
+                                           _gt(ld.imm, 1), _gt(ld.imm, 2)))
+            else:
+                m.d.comb += wp.data.eq(Cat(self.load_data, ld_t1))
             # the head instruction in a register loaded from the RAM (the fetch stage): the
             # RAM's output is the instruction behind the head
-            head_word = Signal(isz + 1 + astage, name="head_word")
+            head_word = Signal(isz + n_pre, name="head_word")
             head = data.View(self._ilay, head_word[:isz])
-            head_t1 = head_word[isz]          # the head's target is its pc + 1
+            head_t1 = None if astage else head_word[isz]   # the head's target is its pc + 1
             head_t2 = head_word[isz + 1] if astage else None   # ... its pc + 2
         else:
             m.d.comb += wp.data.eq(self.load_data)
@@ -500,13 +510,13 @@ class Sequencer(wiring.Component):
                              filling.eq((go & is_jump) | fill_f if astage else go & is_jump)]
                 nctl = data.View(self._ilay, rp.data[:isz]).ctl
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
-                             is_halt.eq(nctl.op == SeqOp.HALT), head_imm_gt1.eq(_gt(nctl.imm, 1))]
+                             is_halt.eq(nctl.op == SeqOp.HALT),
+                             head_imm_gt1.eq(rp.data[isz + 2] if astage else _gt(nctl.imm, 1))]
                 m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
                 m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
-                if astage:
-                    t1loop = (nctl.op == SeqOp.LOOP) & (nctl.lvl < nl) & rp.data[isz]
-                    m.d.sync += [head_imm_gt2.eq(_gt(nctl.imm, 2)), head_t1loop.eq(t1loop),
-                                 head_rep.eq(t1loop & _gt(nctl.imm, 1))]
+                if astage:                    # (the bits stored beside the word)
+                    m.d.sync += [head_imm_gt2.eq(rp.data[isz + 3]), head_t1loop.eq(rp.data[isz]),
+                                 head_rep.eq(rp.data[isz] & rp.data[isz + 2])]
                     m.d.sync += [x.eq(y) for x, y in zip(win + fin, up_win + up_fin)]
                     # nothing was behind the head (the cycle after a start or a JUMP): the
                     # head stays empty
@@ -550,25 +560,39 @@ class Sequencer(wiring.Component):
         # flip-flop, not behind the offset adder tree (same values, one cycle earlier).
         # Loop ends step the offsets (a loop end that branches back adds the stride, one
         # that finishes clears them); a LOOP clears its level's offsets after that, and
-        # AGU_BASE / AGU_STRIDE writes take effect with the head's issue.
+        # AGU_BASE / AGU_STRIDE writes take effect with the head's issue. Each offset's
+        # stepped value (offset + stride) is a register too, loaded beside the offset with
+        # the next offset plus the next stride, so a branching loop end selects it instead
+        # of adding (one adder fewer in front of the values' adder tree).
         step = Signal(name="agu_step")        # the head's issue steps the loop-end offsets
         m.d.comb += step.eq(~is_jump & ~is_halt)
         base_n = [Signal(aw, name=f"agu{a}_base_next") for a in range(na)]
         off_n = [[Signal(aw, name=f"agu{a}_off{lv}_next") for lv in range(nl)] for a in range(na)]
+        off_p = [[Signal(aw, name=f"agu{a}_off{lv}_stepped") for lv in range(nl)] for a in range(na)]
+        stride_n = [[Signal(aw, name=f"agu{a}_stride{lv}_next") for lv in range(nl)] for a in range(na)]
+        is_stride = ctl.op == SeqOp.AGU_STRIDE
         for a in range(na):
             m.d.comb += base_n[a].eq(Mux((ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a), ctl.imm, base[a]))
             for lv in range(nl):
+                m.d.comb += stride_n[a][lv].eq(Mux(is_stride & (ctl.agu == a) & (ctl.lvl == lv), ctl.imm[:aw],
+                                                   stride[a][lv]))
                 m.d.comb += off_n[a][lv].eq(off[a][lv])
                 with m.If(step & win[lv]):
-                    m.d.comb += off_n[a][lv].eq(off[a][lv] + stride[a][lv])
+                    m.d.comb += off_n[a][lv].eq(off_p[a][lv])
                 with m.If(step & fin[lv] | (head_loop_lv[lv] if fetch else is_loop & (ctl.lvl == lv))):
                     m.d.comb += off_n[a][lv].eq(0)
 
-        def tree_sum(xs):
-            """Sum mod 2^aw as a balanced tree of adders (depth log2 of the operands)."""
-            while len(xs) > 1:
-                xs = [(xs[i] + xs[i + 1])[:aw] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
-            return xs[0]
+        def csa_sum(xs):
+            """Sum mod 2^aw: carry-save adders (three operands to two, one LUT level per bit)
+            down to two operands, then one adder (carry chain), instead of a tree of
+            adders (one carry chain per level)."""
+            while len(xs) > 2:
+                nxt = []
+                for i in range(0, len(xs) - 2, 3):
+                    a, b, c = xs[i:i + 3]
+                    nxt += [(a ^ b ^ c)[:aw], Cat(Const(0, 1), (a & b) | (a & c) | (b & c))[:aw]]
+                xs = nxt + xs[len(xs) - len(xs) % 3:] if len(xs) % 3 else nxt
+            return (xs[0] + xs[1])[:aw] if len(xs) == 2 else xs[0]
 
         agu = [Signal(aw, name=f"agu{a}_value") for a in range(na)]
         new_uop = Signal(self.uop.shape())
@@ -607,7 +631,7 @@ class Sequencer(wiring.Component):
                 m.d.sync += pc.eq(self.start_pc)
             m.d.sync += [r.eq(0) for r in issue_regs]
             m.d.sync += [x.eq(0) for x in armed + base + agu]
-            m.d.sync += [x.eq(0) for row in stride + off for x in row]
+            m.d.sync += [x.eq(0) for row in stride + off + off_p for x in row]
         with m.Elif(go):
             m.d.sync += [
                 self.issue.eq(1),
@@ -658,12 +682,9 @@ class Sequencer(wiring.Component):
                                  ((cnt_gt3[lv], cnt_next_gt(lv, 3)), (trip_gt2[lv], trip_next_gt(lv, 2)))]
             m.d.sync += [x.eq(xn) for x, xn in zip(base, base_n)]
             m.d.sync += [off[a][lv].eq(off_n[a][lv]) for a in range(na) for lv in range(nl)]
-            m.d.sync += [agu[a].eq(tree_sum([base_n[a], *off_n[a]])) for a in range(na)]
-            with m.If(ctl.op == SeqOp.AGU_STRIDE):
-                for a in range(na):
-                    for lv in range(nl):
-                        with m.If((ctl.agu == a) & (ctl.lvl == lv)):
-                            m.d.sync += stride[a][lv].eq(ctl.imm)
+            m.d.sync += [off_p[a][lv].eq(off_n[a][lv] + stride_n[a][lv]) for a in range(na) for lv in range(nl)]
+            m.d.sync += [stride[a][lv].eq(stride_n[a][lv]) for a in range(na) for lv in range(nl)]
+            m.d.sync += [agu[a].eq(csa_sum([base_n[a], *off_n[a]])) for a in range(na)]
         with m.Else():
             m.d.sync += [r.eq(0) for r in issue_regs]
         return m
