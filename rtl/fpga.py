@@ -384,11 +384,12 @@ def keep_pe_ffs(rtlil: str) -> str:
 
 
 def keep_enable_copies(rtlil: str) -> str:
-    """A Yosys command keeping the copies of the sequencer's head-register enable
-    (modules ``... .seq.head_en<k>``, :attr:`rtl.sequencer.Sequencer.HEAD_CHUNK`) as
-    separate modules (``keep_hierarchy``): identical gates, which synthesis would
-    otherwise merge back into one gate driving every head bit."""
-    mods = _modules(rtlil, r"\S*\.seq\.head_en\d+")
+    """A Yosys command keeping the copies of the sequencer's load enables (modules
+    ``... .seq.head_en<k>``, :attr:`rtl.sequencer.Sequencer.HEAD_CHUNK`, and
+    ``... .seq.go_en<k>``, :attr:`rtl.sequencer.Sequencer.GO_CHUNK`) as separate modules
+    (``keep_hierarchy``): identical gates, which synthesis would otherwise merge back
+    into one gate driving every head bit or every loop and AGU register."""
+    mods = _modules(rtlil, r"\S*\.seq\.(?:head|go)_en\d+")
     if not mods:
         return "# (no head-enable copies: nothing to keep)"
     return "setattr -mod -set keep_hierarchy 1 " + " ".join(mods)

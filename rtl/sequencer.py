@@ -142,6 +142,8 @@ class Sequencer(wiring.Component):
 
     #: Bits of the fetch stage's head register per copy of its load enable.
     HEAD_CHUNK = 36
+    #: Bits of loop and AGU state per copy of the issue's load enable (fetch stage).
+    GO_CHUNK = 64
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -659,32 +661,58 @@ class Sequencer(wiring.Component):
                     m.d.sync += wptr.eq(wptr + 1)
             with m.If(is_halt):
                 m.d.sync += running.eq(0)
-            m.d.sync += [x.eq(xn) for x, xn in zip(lstart + lend + trip + cnt + armed,
-                                                      lstart_n + lend_n + trip_n + cnt_n + armed_n)]
-            if fetch:
-                # the next count's and trip's compares, chosen like the next count from
-                # compares of the registers (a decremented count ``cnt - 1 > k`` is
-                # ``cnt > k + 1``: a level branches back only with ``cnt > 1``), not made
-                # after the decrement and the choice
-                def cnt_next_gt(lv, k):
-                    return Mux(loop_lv[lv], _gt(ctl.imm, k),
-                               Mux(upd & win[lv], _gt(cnt[lv], k + 1),
-                                   Mux(upd & fin[lv], _gt(trip[lv], k), _gt(cnt[lv], k))))
-
-                def trip_next_gt(lv, k):
-                    return Mux(loop_lv[lv], _gt(ctl.imm, k), _gt(trip[lv], k))
-
-                m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
-                             ((cnt_gt1[lv], cnt_next_gt(lv, 1)), (cnt_gt2[lv], cnt_next_gt(lv, 2)),
-                              (trip_gt1[lv], trip_next_gt(lv, 1)))]
-                if astage:
-                    m.d.sync += [x.eq(v) for lv in range(nl) for x, v in
-                                 ((cnt_gt3[lv], cnt_next_gt(lv, 3)), (trip_gt2[lv], trip_next_gt(lv, 2)))]
-            m.d.sync += [x.eq(xn) for x, xn in zip(base, base_n)]
-            m.d.sync += [off[a][lv].eq(off_n[a][lv]) for a in range(na) for lv in range(nl)]
-            m.d.sync += [off_p[a][lv].eq(off_n[a][lv] + stride_n[a][lv]) for a in range(na) for lv in range(nl)]
-            m.d.sync += [stride[a][lv].eq(stride_n[a][lv]) for a in range(na) for lv in range(nl)]
-            m.d.sync += [agu[a].eq(csa_sum([base_n[a], *off_n[a]])) for a in range(na)]
         with m.Else():
             m.d.sync += [r.eq(0) for r in issue_regs]
+
+        # -- the loop and AGU state loads when the head issues -------------------------------
+        loads = list(zip(lstart + lend + trip + cnt + armed, lstart_n + lend_n + trip_n + cnt_n + armed_n))
+        if fetch:
+            # the next count's and trip's compares, chosen like the next count from
+            # compares of the registers (a decremented count ``cnt - 1 > k`` is
+            # ``cnt > k + 1``: a level branches back only with ``cnt > 1``), not made
+            # after the decrement and the choice
+            def cnt_next_gt(lv, k):
+                return Mux(loop_lv[lv], _gt(ctl.imm, k),
+                           Mux(upd & win[lv], _gt(cnt[lv], k + 1),
+                               Mux(upd & fin[lv], _gt(trip[lv], k), _gt(cnt[lv], k))))
+
+            def trip_next_gt(lv, k):
+                return Mux(loop_lv[lv], _gt(ctl.imm, k), _gt(trip[lv], k))
+
+            loads += [(x, v) for lv in range(nl) for x, v in
+                      ((cnt_gt1[lv], cnt_next_gt(lv, 1)), (cnt_gt2[lv], cnt_next_gt(lv, 2)),
+                       (trip_gt1[lv], trip_next_gt(lv, 1)))]
+            if astage:
+                loads += [(x, v) for lv in range(nl) for x, v in
+                          ((cnt_gt3[lv], cnt_next_gt(lv, 3)), (trip_gt2[lv], trip_next_gt(lv, 2)))]
+        loads += list(zip(base, base_n))
+        for a in range(na):
+            loads += [(off[a][lv], off_n[a][lv]) for lv in range(nl)]
+            loads += [(off_p[a][lv], off_n[a][lv] + stride_n[a][lv]) for lv in range(nl)]
+            loads += [(stride[a][lv], stride_n[a][lv]) for lv in range(nl)]
+            loads += [(agu[a], csa_sum([base_n[a], *off_n[a]]))]
+        if fetch:
+            # Loaded when the head issues, with an enable gate per GO_CHUNK bits of state
+            # (submodules ``go_en<k>``, kept separate by the FPGA build like ``head_en<k>``):
+            # the stall decision then fans out to a few gates, each near its registers,
+            # instead of to the clock enables of a thousand flip-flops. The same ``~start &
+            # go``, from flip-flops and ``stall`` (one LUT4). (A start has priority: above.)
+            chunks, cur, width = [], [], 0
+            for x, v in loads:
+                cur.append((x, v))
+                width += len(x)
+                if width >= self.GO_CHUNK:
+                    chunks.append(cur)
+                    cur, width = [], 0
+            chunks += [cur] if cur else []
+            for k, chunk in enumerate(chunks):
+                em = Module()
+                en = Signal(name="en")
+                em.d.comb += en.eq(~self.start & running & ~filling & ~self.stall)
+                m.submodules[f"go_en{k}"] = em
+                with m.If(en):
+                    m.d.sync += [x.eq(v) for x, v in chunk]
+        else:
+            with m.If(~self.start & go):
+                m.d.sync += [x.eq(v) for x, v in loads]
         return m

@@ -244,8 +244,13 @@ def test_keep_pe_ffs_names_the_distribution_tree():
     n_en = math.ceil(instr_layout(cfg).size / Sequencer.HEAD_CHUNK)
     keep = keep_enable_copies(il)
     assert keep.startswith("setattr -mod -set keep_hierarchy 1 ")
-    assert keep.split()[5:] == [f"{core}.seq.head_en{k}" for k in range(n_en)]
-    assert keep_enable_copies(il.replace(".seq.head_en", ".seq.other")).startswith("#")
+    kept = keep.split()[5:]
+    assert [x for x in kept if ".head_en" in x] == [f"{core}.seq.head_en{k}" for k in range(n_en)]
+    # the issue's load enable of the loop and AGU state, one copy per GO_CHUNK bits
+    gos = [x for x in kept if ".go_en" in x]
+    assert gos == [f"{core}.seq.go_en{k}" for k in range(len(gos))] and len(gos) >= 4
+    assert len(kept) == n_en + len(gos)
+    assert keep_enable_copies(il.replace(".seq.head_en", ".seq.other").replace(".seq.go_en", ".seq.x")).startswith("#")
     # flattening (which synth_ecp5 does before it merges equal gates) leaves each copy a
     # module of its own, used once
     script = f"read_rtlil top.il; {keep}; hierarchy -top top; flatten; ls"
@@ -254,7 +259,7 @@ def test_keep_pe_ffs_names_the_distribution_tree():
         out = subprocess.run(find_yosys() + ["-p", script], cwd=tmp, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:]
     mods = re.findall(r"^\s+\\?(\S+)$", out.stdout.split("modules:")[-1], re.M)
-    assert sorted(x for x in mods if ".seq.head_en" in x) == sorted(keep.split()[5:]), out.stdout[-3000:]
+    assert sorted(x for x in mods if ".seq.head_en" in x or ".seq.go_en" in x) == sorted(kept), out.stdout[-3000:]
 
 
 _TIM_EXCERPT = """\
