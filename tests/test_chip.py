@@ -17,7 +17,7 @@ CHIP4 = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, cores=
 #: distribution level, as a chip needs): the distribution stage moves the ring pushes
 #: and pops
 CHIP4_FPGA = CHIP4.replace(exec_stage=True, bus_stage=True, rx_stage=True, dist_stage=True, fetch_stage=True,
-                           read_stage=True, mul_latency=4, add_latency=5)
+                           addr_stage=True, read_stage=True, mul_latency=4, add_latency=5)
 
 
 def _asm(cfg, text):

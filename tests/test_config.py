@@ -90,8 +90,9 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert x.fetch_stage is True and ArchConfig(fetch_stage=0) == ArchConfig()
     assert x.bus_stage is True and ArchConfig(exec_stage=True, bus_stage=0) == ArchConfig(exec_stage=True)
     assert x.rx_stage is True and x.read_stage is True
-    assert (ArchConfig().start_latency, x.start_latency) == (2, 3)
-    assert (ArchConfig().jump_delay, x.jump_delay) == (0, 1)
+    assert x.addr_stage is True
+    assert (ArchConfig().start_latency, x.start_latency) == (2, 4)
+    assert (ArchConfig().jump_delay, x.jump_delay) == (0, 2)
     # the address stage: one more cycle to the first issue and after a JUMP
     a = ArchConfig(fetch_stage=True, addr_stage=True)
     assert (a.fetch_delay, a.start_latency, a.jump_delay) == (2, 4, 2)
@@ -106,9 +107,10 @@ def test_json_roundtrip_and_presets(tmp_path):
     assert (x.exec_delay, x.mv_drive_distance, x.mv_read_distance, x.sram_read_distance) == (3, 3, 1, 3)
     assert x.fpu_latency == bus.fpu_latency + 1 and x.run_overhead == bus.run_overhead + 1
     # a RUN of n instructions + HALT lasts n + run_overhead cycles: HALT, start latency,
-    # fpu_latency of drain, one more cycle with the fetch stage and one per distribution level
+    # fpu_latency of drain, one more cycle each with the fetch and address stages and one per
+    # distribution level
     assert ArchConfig().run_overhead == 1 + 7 + 2
-    assert PRESETS["fpga"].run_overhead == 1 + (2 + 3 + 4 + 5) + 2 + 1 + 2
+    assert PRESETS["fpga"].run_overhead == 1 + (2 + 3 + 4 + 5) + 2 + 2 + 2
 
 
 def test_bad_config_files(tmp_path):

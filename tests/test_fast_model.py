@@ -59,10 +59,11 @@ CONFIGS = {
                                bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True),
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3,
                                 exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
-    # + the receive stage (three execute-queue entries, a third move-bypass point)
+    # + the receive stage (three execute-queue entries, a third move-bypass point) and the
+    # sequencer's address stage
     "nr3_fp16_rx": ArchConfig(nr=3, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                              bus_stage=True, rx_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4,
-                              add_latency=5),
+                              bus_stage=True, rx_stage=True, dist_stage=True, fetch_stage=True, addr_stage=True,
+                              mul_latency=4, add_latency=5),
 }
 N_RANDOM = int(os.environ.get("FAST_N", "200"))
 BASE_SEED = int(os.environ["FAST_SEED"]) if os.environ.get("FAST_SEED") else random.randrange(1 << 30)

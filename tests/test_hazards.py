@@ -493,7 +493,7 @@ def test_training_programs_hazard_free_fpga_timing(trainer, loss, rx):
     from sw.train_mb import compile_mbgd
 
     cfg = ArchConfig(nr=2, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True,
-                     fetch_stage=True, read_stage=True, rx_stage=rx, mul_latency=4, add_latency=5)
+                     fetch_stage=True, addr_stage=True, read_stage=True, rx_stage=rx, mul_latency=4, add_latency=5)
     mlp = MLP((11, 7, 4), loss, 0.0625, batch=3) if trainer == "mbgd" else MLP((11, 7, 4), loss, 0.0625)
     rng = np.random.default_rng(3)
     if trainer == "mbgd":

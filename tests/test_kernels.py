@@ -699,7 +699,8 @@ RTL_CONFIGS = {
     # the FPGA timing: the same programs, RTL with the execute stage's bypass, the bus,
     # receive and read stages and the micro-op distribution stage
     "nr2_fp16_exec": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                bus_stage=True, rx_stage=True, dist_stage=True, fetch_stage=True, read_stage=True),
+                                bus_stage=True, rx_stage=True, dist_stage=True, fetch_stage=True, addr_stage=True,
+                                read_stage=True),
 }
 
 

@@ -527,6 +527,6 @@ def test_chip_sgd_exec_stage(out_map, rx):
     stage and the distribution stage (ring look-ahead) on every core, against the golden
     chip trainer; with the receive stage as well (SRAM reads see a write three micro-ops
     later: the all-gather's forwarded beats wait one slot more)."""
-    cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True,
-                        rx_stage=rx)
+    cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, addr_stage=True,
+                        read_stage=True, rx_stage=rx)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05), 2, "fast", _seed(), out_map=out_map)

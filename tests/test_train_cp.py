@@ -440,6 +440,6 @@ def test_cp_exec_stage(cfg, sizes, loss, rx):
     every core and the distribution stage (ring look-ahead), against the golden; with
     the receive stage as well (SRAM reads see a write three micro-ops later: one more NOP
     between a kernel's last store and a read of it, ``sw.train.kernel_gap``)."""
-    cfg = cfg.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True,
-                      rx_stage=rx)
+    cfg = cfg.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, addr_stage=True,
+                      read_stage=True, rx_stage=rx)
     run_cp(cfg, MLP(sizes, loss, 0.125 if loss == "mse" else 0.25), 3, "fast", _seed(), None)
