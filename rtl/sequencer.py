@@ -289,10 +289,6 @@ class Sequencer(wiring.Component):
             is_loop, is_jump, is_halt = (Signal(name=f"head_is_{n}") for n in ("loop", "jump", "halt"))
             head_loop_lv = [Signal(name=f"head_loop{lv}") for lv in range(nl)]
             head_imm_gt1 = Signal(name="head_imm_gt1")
-            # the AGUs' selects for the head (see the AGU state, below)
-            step_win = [Signal(name=f"agu_win{lv}") for lv in range(nl)]
-            clear = [Signal(name=f"agu_clear{lv}") for lv in range(nl)]
-            base_sel = [Signal(name=f"agu_base{a}") for a in range(na)]
             cnt_gt1 = [Signal(name=f"loop{lv}_cnt_gt1") for lv in range(nl)]
             cnt_gt2 = [Signal(name=f"loop{lv}_cnt_gt2") for lv in range(nl)]
             trip_gt1 = [Signal(name=f"loop{lv}_trip_gt1") for lv in range(nl)]
@@ -507,8 +503,7 @@ class Sequencer(wiring.Component):
                     # loop ends change only when the head issues (lend_next), never at a start
                     m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
             # the head's decode and scan that the next-pc scan reads ungated (above)
-            scan_regs = [is_jump, *head_loop_lv, *win, *fin, *step_win, *clear, *base_sel]
-            scan_regs += [head_rep, head_t1loop] if astage else []
+            scan_regs = [is_jump, *head_loop_lv, *win, *fin] + ([head_rep, head_t1loop] if astage else [])
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
                 m.d.sync += [x.eq(0) for x in scan_regs]
@@ -525,21 +520,12 @@ class Sequencer(wiring.Component):
                     m.d.sync += [head_imm_gt2.eq(rp.data[isz + 3]), head_t1loop.eq(rp.data[isz]),
                                  head_rep.eq(rp.data[isz] & rp.data[isz + 2])]
                     m.d.sync += [x.eq(y) for x, y in zip(win + fin, up_win + up_fin)]
-                else:
-                    m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
-                # the AGUs' selects for the incoming head
-                n_step = (nctl.op != SeqOp.JUMP) & (nctl.op != SeqOp.HALT)
-                n_win, n_fin = (up_win, up_fin) if astage else (f_win, f_fin)
-                agu_loads = [(step_win[lv], n_step & n_win[lv]) for lv in range(nl)]
-                agu_loads += [(clear[lv], n_step & n_fin[lv] | (nctl.op == SeqOp.LOOP) & (nctl.lvl == lv))
-                              for lv in range(nl)]
-                agu_loads += [(base_sel[a], (nctl.op == SeqOp.AGU_BASE) & (nctl.agu == a)) for a in range(na)]
-                m.d.sync += [x.eq(v) for x, v in agu_loads]
-                if astage:
                     # nothing was behind the head (the cycle after a start or a JUMP): the
                     # head stays empty
                     with m.If(fill_f):
                         m.d.sync += [x.eq(0) for x in scan_regs]
+                else:
+                    m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
                 # a JUMP issues (advance with is_jump: the head was live, so it went): the
                 # head refills next cycle, holding no instruction until then
                 with m.If(is_jump):
@@ -580,29 +566,22 @@ class Sequencer(wiring.Component):
         # stepped value (offset + stride) is a register too, loaded beside the offset with
         # the next offset plus the next stride, so a branching loop end selects it instead
         # of adding (one adder fewer in front of the values' adder tree).
-        # With the fetch stage the selects of the next offsets and bases are flip-flops
-        # loaded with the head (``agu_win<lv>``: the head's loop end branches back on the
-        # level, ``agu_clear<lv>``: it finishes the level or is its LOOP, ``agu_base<a>``:
-        # it is an AGU_BASE of AGU a), so the values' sum starts one LUT after registers.
-        if not fetch:
-            step = ~is_jump & ~is_halt        # the head's issue steps the loop-end offsets
-            step_win = [step & win[lv] for lv in range(nl)]
-            clear = [step & fin[lv] | is_loop & (ctl.lvl == lv) for lv in range(nl)]
-            base_sel = [(ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a) for a in range(na)]
+        step = Signal(name="agu_step")        # the head's issue steps the loop-end offsets
+        m.d.comb += step.eq(~is_jump & ~is_halt)
         base_n = [Signal(aw, name=f"agu{a}_base_next") for a in range(na)]
         off_n = [[Signal(aw, name=f"agu{a}_off{lv}_next") for lv in range(nl)] for a in range(na)]
         off_p = [[Signal(aw, name=f"agu{a}_off{lv}_stepped") for lv in range(nl)] for a in range(na)]
         stride_n = [[Signal(aw, name=f"agu{a}_stride{lv}_next") for lv in range(nl)] for a in range(na)]
         is_stride = ctl.op == SeqOp.AGU_STRIDE
         for a in range(na):
-            m.d.comb += base_n[a].eq(Mux(base_sel[a], ctl.imm, base[a]))
+            m.d.comb += base_n[a].eq(Mux((ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a), ctl.imm, base[a]))
             for lv in range(nl):
                 m.d.comb += stride_n[a][lv].eq(Mux(is_stride & (ctl.agu == a) & (ctl.lvl == lv), ctl.imm[:aw],
                                                    stride[a][lv]))
                 m.d.comb += off_n[a][lv].eq(off[a][lv])
-                with m.If(step_win[lv]):
+                with m.If(step & win[lv]):
                     m.d.comb += off_n[a][lv].eq(off_p[a][lv])
-                with m.If(clear[lv]):
+                with m.If(step & fin[lv] | (head_loop_lv[lv] if fetch else is_loop & (ctl.lvl == lv))):
                     m.d.comb += off_n[a][lv].eq(0)
 
         def csa_sum(xs):
