@@ -78,7 +78,8 @@ def _cfg(name: str) -> ArchConfig:
 def _preset_stages() -> str:
     """The pipeline stages of preset fpga, in words (e.g. "execute, bus and fetch")."""
     names = {"exec_stage": "execute", "bus_stage": "bus", "rx_stage": "receive", "read_stage": "read",
-             "dist_stage": "distribution", "fan_stage": "second distribution", "fetch_stage": "fetch"}
+             "dist_stage": "distribution", "fan_stage": "second distribution", "fetch_stage": "fetch",
+             "addr_stage": "address"}
     on = [v for k, v in names.items() if getattr(PRESETS["fpga"], k)]
     return ", ".join(on[:-1]) + " and " + on[-1] if len(on) > 1 else "".join(on)
 
