@@ -34,7 +34,7 @@ class Sequencer(wiring.Component):
     ----------
     cfg : ArchConfig
         Uses ``ucode_depth`` (microcode words), ``n_loops``, ``n_agus``, ``loop_bits``,
-        ``pc_bits``, ``addr_bits``, ``sel_bits``, ``fetch_stage``.
+        ``pc_bits``, ``addr_bits``, ``sel_bits``, ``fetch_stage``, ``addr_stage``.
 
     Attributes
     ----------
@@ -55,9 +55,10 @@ class Sequencer(wiring.Component):
         sequencer state changes; the next cycle's outputs are a bubble (``issue = 0``).
         The core computes it from ``need_hin`` / ``need_hout`` and its stream state.
     running : Out(1)
-        High from the cycle after ``start`` (two cycles after it with the fetch stage) up
-        to and including the cycle in which the ``HALT`` is at the head and issues, except
-        (fetch stage) the cycle after a ``JUMP`` issues, which refills the head.
+        High from the cycle after ``start`` (two cycles after it with the fetch stage,
+        three with the address stage) up to and including the cycle in which the ``HALT``
+        is at the head and issues, except (fetch stage) the ``cfg.jump_delay`` cycles
+        after a ``JUMP`` issues, which refill the head.
         ``running & ~stall`` = the head issues.
     need_hin, need_hout : Out(1)
         Combinational: ``running`` and the head instruction has ``hin`` / ``hout`` not
@@ -136,6 +137,13 @@ class Sequencer(wiring.Component):
     address from the head register), and the next cycle refills the head like a start
     (``running`` low, no issue: one bubble per ``JUMP``, ``cfg.jump_delay``); everything
     else is cycle for cycle as without the stage.
+    **Address stage** (``cfg.addr_stage``, with the fetch stage): the RAM reads a
+    register, ``pc_a``, the instruction two ahead of the head, whose successor the scan
+    decides with the loop state after the head's issue and the next one's; a LOOP acts
+    on the scan only when it is at the head (a repeating one-instruction body makes the
+    RAM read the body again). A start loads ``pc_a`` (``cfg.start_latency = 4``) and a
+    ``JUMP`` loads its target there (two bubbles, ``cfg.jump_delay``); ``docs/core.md``,
+    "The address stage", gives the three LOOP placements this leaves undefined.
     Out-of-range ``lvl`` / ``agu`` / selector values are ignored (see
     :class:`sim.seq_model.SequencerModel`).
     """
