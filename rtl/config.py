@@ -462,8 +462,9 @@ PRESETS: dict[str, ArchConfig] = {
     # with the receive stage (session 31): without a bus register at the receivers it
     # lengthened the bus-stage paths and lost three comparisons (session 22); with both
     # the 4 x 4 core met its 70 MHz clock with the fewest late endpoints at 100 MHz yet.
-    # The sequencer's address stage (session 37) took the 2 x 2 core from 71.84 to 78.60
-    # MHz: the microcode RAM's address was the critical path.
+    # The sequencer's address stage (session 37) took the 2 x 2 core from 71.84 to 75.25
+    # MHz (76.68-78.60 with variants of its RTL): the microcode RAM's address had been the
+    # critical path; the 4 x 4 core then has the fewest endpoints late at 80-100 MHz.
     "fpga": ArchConfig(exec_stage=True, bus_stage=True, rx_stage=True, read_stage=True, dist_stage=True,
                        fan_stage=True, fetch_stage=True, addr_stage=True, mul_latency=4, add_latency=5),
 }

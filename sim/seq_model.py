@@ -145,7 +145,7 @@ class SequencerModel:
         self.n_loops = cfg.n_loops
         self.n_agus = cfg.n_agus
         self.amask = (1 << cfg.addr_bits) - 1
-        self._addr_stage = bool(getattr(cfg, "addr_stage", False))
+        self._addr_stage = cfg.addr_stage
         lay = instr_layout(cfg)
         self._ctl = {n: (f.offset, (1 << f.width) - 1) for n, f in lay["ctl"].shape}
         self._uop_shift = lay["uop"].offset
