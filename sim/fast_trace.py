@@ -217,8 +217,9 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
     b = _Builder(n_agus)
     spans = []
     last_pc = start_pc
+    bubbles = 0                             # the JUMPs' bubble steps (not instructions)
     while seq.running:
-        if b.n >= max_instructions:
+        if b.n - bubbles >= max_instructions:
             raise RunawayError(f"no HALT within {max_instructions} instructions (started at pc {start_pc}, "
                                f"now at pc {seq.pc}): runaway program?")
         pc = seq.pc
@@ -229,6 +230,7 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
         if d.op == SeqOp.JUMP:
             for _ in range(jump_delay):     # cfg.fetch_stage: the head refills, no issue
                 b.step(depth, list(seq.agu))
+            bubbles += jump_delay
         if not (structured and d.op == SeqOp.LOOP and d.lvl < n_loops):
             continue
         lvl, end, start = d.lvl, d.target, (pc + 1) % depth
@@ -244,7 +246,7 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
             continue
         body_len = _loop_len(plan)
         total = body_len * trip
-        if b.n + total > max_instructions:
+        if b.n - bubbles + total > max_instructions:
             raise RunawayError(f"no HALT within {max_instructions} instructions (started at pc {start_pc}): "
                                f"a loop at pc {pc} alone issues {total}")
         strides = np.array(seq.stride, np.int64).reshape(n_agus, n_loops)
