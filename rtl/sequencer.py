@@ -189,7 +189,17 @@ class Sequencer(wiring.Component):
         pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
 
         fetch = cfg.fetch_stage
-        astage = bool(cfg.addr_stage)         # (requires fetch: ArchConfig checks it)
+
+        def enable_copy(name, expr):
+            """A copy of a load-enable gate in a submodule of its own (``name``; the FPGA
+            build keeps these modules, rtl.fpga.keep_enable_copies, so synthesis does not
+            merge the copies back into one gate)."""
+            em = Module()
+            en = Signal(name="en")
+            em.d.comb += en.eq(expr)
+            m.submodules[name] = em
+            return en
+        astage = cfg.addr_stage               # (requires fetch: ArchConfig checks it)
         isz = self._ilay.size
         # With the fetch stage each microcode word carries one bit beside the instruction,
         # computed as it is loaded: its target is the next address (a LOOP with a
@@ -552,10 +562,8 @@ class Sequencer(wiring.Component):
             # which would put a shared gate back in front of the copies.
             for k in range(0, len(head_word), self.HEAD_CHUNK):
                 hi = min(k + self.HEAD_CHUNK, len(head_word))
-                em = Module()
-                en = Signal(name="en")
-                em.d.comb += en.eq(~self.start & (filling | (running & ~filling & ~self.stall)))
-                m.submodules[f"head_en{k // self.HEAD_CHUNK}"] = em
+                en = enable_copy(f"head_en{k // self.HEAD_CHUNK}",
+                                 ~self.start & (filling | (running & ~filling & ~self.stall)))
                 with m.If(en):
                     m.d.sync += head_word[k:hi].eq(rp.data[k:hi])
         else:
@@ -601,7 +609,7 @@ class Sequencer(wiring.Component):
                 for i in range(0, len(xs) - 2, 3):
                     a, b, c = xs[i:i + 3]
                     nxt += [(a ^ b ^ c)[:aw], Cat(Const(0, 1), (a & b) | (a & c) | (b & c))[:aw]]
-                xs = nxt + xs[len(xs) - len(xs) % 3:] if len(xs) % 3 else nxt
+                xs = nxt + xs[len(xs) - len(xs) % 3:]      # (the operands left over)
             return (xs[0] + xs[1])[:aw] if len(xs) == 2 else xs[0]
 
         agu = [Signal(aw, name=f"agu{a}_value") for a in range(na)]
@@ -714,10 +722,7 @@ class Sequencer(wiring.Component):
                     cur, width = [], 0
             chunks += [cur] if cur else []
             for k, chunk in enumerate(chunks):
-                em = Module()
-                en = Signal(name="en")
-                em.d.comb += en.eq(~self.start & running & ~filling & ~self.stall)
-                m.submodules[f"go_en{k}"] = em
+                en = enable_copy(f"go_en{k}", ~self.start & running & ~filling & ~self.stall)
                 with m.If(en):
                     m.d.sync += [x.eq(v) for x, v in chunk]
         else:
