@@ -8,7 +8,8 @@ and properly nested inner loops (levels increasing inwards, bodies inside their
 parent's, no ``JUMP``/``HALT``/``AGU_*`` inside, no other armed level ending inside
 the body) repeats the same pc sequence every iteration, and its AGU values are
 ``body values + i * stride[level]``. Everything else (jumps, AGU changes inside loops,
-the words the assembler rejects) is stepped with the sequencer model itself. Each
+the words the assembler rejects, and with ``cfg.addr_stage`` a body holding a ``LOOP``
+placement the address stage does not define) is stepped with the sequencer model itself. Each
 expansion ends by restoring the model's exact state before the loop's last issued
 instruction and stepping that instruction with the model, so the loop exit (re-arming,
 lower levels ending on the same pc) is the model's own code.
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.seq_model import RunawayError
+from sim.seq_model import ProgramError, RunawayError
 from sw.isa import SeqOp
 
 __all__ = ["Trace", "Span", "issue_trace"]
@@ -204,6 +205,31 @@ def _last_chain(plan, end):
     return out
 
 
+def _addr_stage_undefined(seq, arms, armed) -> bool:
+    """Whether a planned body holds a ``LOOP`` placement the address stage does not define
+    (:meth:`sim.seq_model.SequencerModel._check_addr_stage_loop`), so that the body is
+    stepped with the model, which raises there.
+
+    ``arms``: the body's ``(level, pc)`` arming order; ``armed``: ``(level, end)`` of the
+    levels armed when the body starts. A rule can only fire at a level's first ``LOOP``
+    in the body, while the levels ending at its ``pc + 1`` are ones armed before the body
+    (those not re-armed before that ``LOOP``) and the counts are still the model's: every
+    later ``LOOP`` of a properly nested plan sees its own level ending at its target, and
+    its count back at its trip (``docs/core.md``, "The address stage")."""
+    first = {}
+    for m, q in arms:
+        first.setdefault(m, q)
+    for m, q in first.items():
+        ends = sorted((k for k, kend in armed if kend == q + 1 and first.get(k, q) >= q), reverse=True)
+        if not ends:
+            continue
+        try:
+            seq._check_addr_stage_loop(q, seq._decode(q), ends)
+        except ProgramError:
+            return True
+    return False
+
+
 def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structured: bool = True) -> Trace:
     """Run the sequencer model ``seq`` from ``start_pc`` to HALT; the issue trace.
 
@@ -239,7 +265,7 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
         trip = max(1, d.imm)
         stale = [(k, seq.lend[k]) for k in range(n_loops) if seq.armed[k] and k != lvl]
         plan, arms = _plan(seq, lvl, start, end, stale)
-        if plan is None:
+        if plan is None or (seq._addr_stage and _addr_stage_undefined(seq, arms, stale + [(lvl, end)])):
             continue
         rearmed = {m for m, _ in arms}
         if any(seq.off[a][m] for m in rearmed for a in range(n_agus)):

@@ -326,12 +326,17 @@ class SequencerModel:
         return Issued(pc, uop, d.ctl | (uop << self._uop_shift), op, d.hin, d.hout, d.hlast,
                       self.cfg, d.rin, d.rout, d.sin, d.sout, d.spad_sel, d.spad_val)
 
-    def _check_addr_stage_loop(self, pc: int, d: _Decoded) -> None:
+    def _check_addr_stage_loop(self, pc: int, d: _Decoded, ends=None) -> None:
         """``cfg.addr_stage``: raise :class:`ProgramError` for the ``LOOP`` placements the
         address stage does not define (its scan of the instruction after a ``LOOP`` runs
-        before the ``LOOP`` is decoded; ``docs/core.md``, "The address stage")."""
+        before the ``LOOP`` is decoded; ``docs/core.md``, "The address stage").
+
+        ``ends``: the armed levels ending at ``pc + 1``, high level first (default: the
+        model's own; :func:`sim.fast_trace.issue_trace` passes them for a ``LOOP`` it
+        plans ahead of stepping to it)."""
         nxt = (pc + 1) % self.depth
-        ends = self._ends.get(nxt, ())
+        if ends is None:
+            ends = self._ends.get(nxt, ())
         lv = d.lvl
         where = f"LOOP at microcode address {pc} (level {lv}, target {d.target})"
         if d.target != nxt:

@@ -45,7 +45,7 @@ from sim.fast_flow import FlowRunner, RegionMismatch
 from sim.fast_model import FastModel, core_state
 from sim.fast_trace import issue_trace
 from sim.seq_model import SequencerModel
-from sw.isa import SeqOp
+from sw.isa import Instruction, SeqOp
 
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3),
@@ -311,6 +311,48 @@ def test_issue_trace_equals_sequencer(chaos):
         assert _words_of(tr, seq, cfg) == [(x.pc, x.uop) for x in ref.run(0)], f"seed {base + i}"
         expanded += len(tr.spans)
     assert expanded > 50, "structured loop expansion was hardly exercised"
+
+
+def test_issue_trace_addr_stage_undefined_loop_inside_a_plan():
+    """With the address stage, a LOOP placement the model rejects inside a loop body the
+    trace would expand (a level armed before the body, ending right after the body's
+    LOOP of that level) raises ProgramError as stepping the model does; the same body
+    with a defined LOOP is still expanded."""
+    from sim.seq_model import ProgramError
+
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, fetch_stage=True, addr_stage=True)
+
+    def I(op=SeqOp.NEXT, **ctl):  # noqa: E743
+        return Instruction(None, op=op, **ctl)
+
+    def trace(prog):
+        seq = SequencerModel(cfg)
+        seq.load(prog)
+        return issue_trace(seq, 0)
+
+    L = SeqOp.LOOP
+    # level 1 armed (end 4, count 3), then a level-0 body [3, 5] whose LOOP of level 1 at
+    # 3 has a longer body (rule 1: the armed end 4 lies inside it) or one trip (rule 3)
+    rule1 = [I(L, lvl=1, target=4, imm=3), I(), I(L, lvl=0, target=6, imm=2), I(L, lvl=1, target=6, imm=2),
+             I(), I(), I(), I(SeqOp.HALT)]
+    rule3 = [I(L, lvl=1, target=4, imm=3), I(), I(L, lvl=0, target=5, imm=2), I(L, lvl=1, target=4, imm=1),
+             I(), I(), I(SeqOp.HALT)]
+    for prog, match in ((rule1, "address 3 .*armed loop of level 1 ends at the next address 4"),
+                        (rule3, "address 3 .*re-arms its level with one trip .* still counts 3")):
+        ref = SequencerModel(cfg)
+        ref.load(prog)
+        with pytest.raises(ProgramError, match=match):
+            ref.run(0)
+        with pytest.raises(ProgramError, match=match):
+            trace(prog)
+    # defined: two trips (rule 3 does not apply); the body is expanded and equals the model
+    ok = list(rule3)
+    ok[3] = I(L, lvl=1, target=4, imm=2)
+    tr = trace(ok)
+    ref = SequencerModel(cfg)
+    ref.load(ok)
+    assert tr.pcs.tolist() == [x.pc for x in ref.run(0)]
+    assert tr.spans, "the level-0 body was not expanded"
 
 
 # ======================================================================================
