@@ -406,9 +406,13 @@ class PE(wiring.Component):
         byp_a2, byp_b2 = byp_entry(wr_a), byp_entry(wr_b)   # bus stage only
         # FPGA timing: the read address is compared with the write addresses in flight at
         # issue (the write addresses come from registers; the read address from the AR
-        # and the offset, as for the block RAM), and only the hits are registered with
-        # the read, so in the operand stage a hit comes from a flip-flop, not through the
-        # compare, beside the block RAM's clock-to-output. The bus-stage write's word is
+        # and the offset, as for the block RAM) two bits at a time, one LUT after the
+        # address adder, and those pair compares are registered with the read; their AND
+        # in the operand stage (two LUT levels, beside the block RAM's clock-to-output)
+        # is the hit. Comparing whole addresses at issue put the adder and the compare's
+        # three levels in one cycle (the 4 x 4 core's critical path, docs/fpga-timing.md,
+        # session 38); comparing in the operand stage would put them all beside the RAM's
+        # output. The bus-stage write's word is
         # taken in the operand stage, from the execute-stage write word (the same word,
         # one cycle later), and kept in the bypass register after that cycle.
         if cfg.exec_stage:
@@ -417,16 +421,32 @@ class PE(wiring.Component):
                 byps = byps[:1 + cfg.bus_stage]
                 hits = [Signal(name=f"byp_{nm}_hit{k}") for k in range(len(byps))]
                 val = Signal(w, name=f"byp_{nm}_val")
+
+                def eq_groups(addr, tag):
+                    """``rd.addr == addr`` as registered pair compares (one LUT4 per two
+                    address bits at issue, right after the address adder); their AND in
+                    the operand stage is the compare as it was at the read's issue."""
+                    g = Signal((len(addr) + 1) // 2, name=f"byp_{nm}_{tag}_eq")
+                    m.d.sync += g.eq(Cat(rd.addr[i:i + 2] == addr[i:i + 2] for i in range(0, len(addr), 2)))
+                    return g.all()
+
+                def flag(v, tag):
+                    r = Signal(name=f"byp_{nm}_{tag}")
+                    m.d.sync += r.eq(v)
+                    return r
+
+                # the write landing in the read's cycle: the FMA write-back into the bank
+                # if there is one (it displaces the operand write), else the operand
+                # write; the one landing next cycle: the operand write unless a
+                # write-back displaces it then. Registered with the read (held when no
+                # read is made), and finished in the operand stage.
                 with m.If(rd.en):
                     m.d.sync += val.eq(byps[0]["val"])
-                    # the write landing in the read's cycle: the FMA write-back into the
-                    # bank if there is one (it displaces the operand write), else the
-                    # operand write; the one landing next cycle: the operand write unless
-                    # a write-back displaces it then
-                    m.d.sync += hits[0].eq(Mux(byps[0]["wbk"], rd.addr == byps[0]["wbk_addr"],
-                                               byps[0]["go"] & (rd.addr == byps[0]["addr"])))
-                    m.d.sync += [h.eq(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]))
-                                 for h, byp in zip(hits[1:], byps[1:])]
+                    hit_now = [Mux(flag(byps[0]["wbk"], "wbk0"), eq_groups(byps[0]["wbk_addr"], "wbk0"),
+                                   flag(byps[0]["go"], "go0") & eq_groups(byps[0]["addr"], "w0"))]
+                    hit_now += [flag(byp["go"] & ~byp["wbk"], f"go{k}") & eq_groups(byp["addr"], f"w{k}")
+                                for k, byp in enumerate(byps[1:], 1)]
+                m.d.comb += [h.eq(x) for h, x in zip(hits, hit_now)]
                 hit, word = byp_hit[nm], byp_word[nm]
                 if cfg.bus_stage:
                     fresh = Signal(name=f"byp_{nm}_fresh")    # the read was issued last cycle
