@@ -15,7 +15,6 @@ from amaranth.lib.wiring import In, Out
 from noc.broadcast_bus import BroadcastBus, visibility, vis_bits
 from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
-from rtl.freeze import split_freeze
 from rtl.perf_counters import PerfCounters, counter_names
 from rtl.scratchpad import Scratchpad
 from rtl.sequencer import Sequencer
@@ -403,7 +402,7 @@ class Core(wiring.Component):
                 pe = PE(cfg, row=r, col=c, issue_in=dist)
                 pes.append(pe)
                 if dist:
-                    # this PE's own copy of the distribution register (the micro-op)
+                    # this PE's own copy of the distribution register (micro-op, freeze)
                     # No reset on the copies: they are loaded every cycle (NOP and no
                     # bubble after the sequencer's reset, which lasts more than one
                     # cycle), and a reset would put a "rst ? 0 : x" LUT in front of each
@@ -412,8 +411,9 @@ class Core(wiring.Component):
                     # docs/fpga-timing.md)
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
+                    bubble_pe = Signal(name="bubble", reset_less=True)
                     uop_f, bubble_f = fans[r, c // 2]
-                    pd.d.sync += uop_pe.eq(uop_f)
+                    pd.d.sync += [uop_pe.eq(uop_f), bubble_pe.eq(bubble_f)]
                     # the PE's issue-stage decisions (predicate, driver selects, SRAM read
                     # enables, AR update selects) decoded from the micro-op the copy loads,
                     # so that they come from flip-flops (the read enables drive the block
@@ -424,10 +424,7 @@ class Core(wiring.Component):
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
-                    # frozen in the cycle after bubble_f, through a copy of that
-                    # flip-flop per part of the PE (rtl.freeze: one enable net of about
-                    # 1,500 pins per PE was 8.5 ns long in a routed 4 x 4 core)
-                    m.submodules[f"pe_{r}_{c}"] = split_freeze(pe, bubble_f)
+                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
                 else:
                     uop_pe = seq.uop
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)

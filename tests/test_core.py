@@ -126,8 +126,7 @@ def test_core_stalls_are_invisible(sim, cname):
 
 # Host-stream gaps and backpressure stall the sequencer; every bubble that follows
 # freezes the PEs with FMAs, moves, SRAM reads and writes in flight: the multiplier, the
-# adder, the SRAM and register-file ports and the PE's own registers (with the
-# distribution stage each has its own copy of the freeze flip-flop, rtl.freeze).
+# adder, the SRAM and register-file ports and the PE's own registers must all hold.
 FREEZE_PROGRAM = """
     loop i 8 {
         hin row | wra [ar0]++ = row
