@@ -40,7 +40,8 @@ BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 #: session 26), at the PLL's 71.875 MHz core clock (its step between 70 and 75 MHz from the
 #: board's 25 MHz): seed 2 meets it at 74.52 MHz (session 36; at a 75 MHz clock both seeds
 #: tried route at 74.4-74.5, just short); with the sequencer's address stage (session 37)
-#: seed 1 meets it at 73.17 MHz and seed 2 misses it by one endpoint (71.49); built only
+#: seed 1 meets it at 73.17 MHz and seed 2 misses it by one endpoint (71.49); with the split
+#: SRAM bypass compare (session 38) seed 1 meets it at 72.80 MHz; built only
 #: when FPGA_BENCH_ROWS names it
 FPGA_PRESET_CLOCK_MHZ = 71.875
 #: with nextpnr seed 1, and nextpnr's per-endpoint timing (`caterpillar timing`)
