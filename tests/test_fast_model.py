@@ -44,7 +44,7 @@ from sim.fast_common import Arith
 from sim.fast_flow import FlowRunner, RegionMismatch
 from sim.fast_model import FastModel, core_state
 from sim.fast_trace import issue_trace
-from sim.seq_model import SequencerModel
+from sim.seq_model import ProgramError, SequencerModel
 from sw.isa import Instruction, SeqOp
 
 CONFIGS = {
@@ -318,8 +318,6 @@ def test_issue_trace_addr_stage_undefined_loop_inside_a_plan():
     trace would expand (a level armed before the body, ending right after the body's
     LOOP of that level) raises ProgramError as stepping the model does; the same body
     with a defined LOOP is still expanded."""
-    from sim.seq_model import ProgramError
-
     cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=64, fetch_stage=True, addr_stage=True)
 
     def I(op=SeqOp.NEXT, **ctl):  # noqa: E743
