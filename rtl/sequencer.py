@@ -246,10 +246,16 @@ class Sequencer(wiring.Component):
         lend = [Signal(pcw, name=f"loop{lv}_end") for lv in range(nl)]
         trip = [Signal(lw, name=f"loop{lv}_trip") for lv in range(nl)]
         cnt = [Signal(lw, name=f"loop{lv}_cnt") for lv in range(nl)]
-        armed = [Signal(name=f"loop{lv}_armed") for lv in range(nl)]
-        base = [Signal(aw, name=f"agu{a}_base") for a in range(na)]
-        stride = [[Signal(aw, name=f"agu{a}_stride{lv}") for lv in range(nl)] for a in range(na)]
-        off = [[Signal(aw, name=f"agu{a}_off{lv}") for lv in range(nl)] for a in range(na)]
+        # The state a start clears (armed flags, AGU bases, strides, offsets and values) is
+        # reset by ``start`` only, not by the domain's reset: nothing reads it before a
+        # start, and the FPGA build can then use the flip-flops' own synchronous reset
+        # (an ECP5 slice has one, LSR, taken by the domain reset otherwise) for ``start``,
+        # instead of a LUT ``start | go`` in front of every load enable (the 2 x 2 preset
+        # core's critical path, docs/fpga-timing.md, session 39).
+        armed = [Signal(name=f"loop{lv}_armed", reset_less=True) for lv in range(nl)]
+        base = [Signal(aw, name=f"agu{a}_base", reset_less=True) for a in range(na)]
+        stride = [[Signal(aw, name=f"agu{a}_stride{lv}", reset_less=True) for lv in range(nl)] for a in range(na)]
+        off = [[Signal(aw, name=f"agu{a}_off{lv}", reset_less=True) for lv in range(nl)] for a in range(na)]
 
         go = Signal()                         # the head issues this cycle
         live = Signal()                       # the head holds an instruction (fetch stage:
@@ -307,6 +313,9 @@ class Sequencer(wiring.Component):
             is_loop, is_jump, is_halt = (Signal(name=f"head_is_{n}") for n in ("loop", "jump", "halt"))
             head_loop_lv = [Signal(name=f"head_loop{lv}") for lv in range(nl)]
             head_imm_gt1 = Signal(name="head_imm_gt1")
+            # ... and its AGU_BASE / AGU_STRIDE writes, per AGU (and level)
+            head_base = [Signal(name=f"head_agu{a}_base") for a in range(na)]
+            head_stride = [[Signal(name=f"head_agu{a}_stride{lv}") for lv in range(nl)] for a in range(na)]
             cnt_gt1 = [Signal(name=f"loop{lv}_cnt_gt1") for lv in range(nl)]
             cnt_gt2 = [Signal(name=f"loop{lv}_cnt_gt2") for lv in range(nl)]
             trip_gt1 = [Signal(name=f"loop{lv}_trip_gt1") for lv in range(nl)]
@@ -378,15 +387,30 @@ class Sequencer(wiring.Component):
         # with ``running`` and ``filling`` (the 4 x 4 core's critical path, session 33).
         # The loop state they compute is loaded only when the head issues (``live``).
         m.d.comb += upd.eq((~is_jump & ~is_halt) if fetch else (live & ~is_jump & ~is_halt))
+        # The head's issue at a loop end of level lv: it branches back (``upd_win``: the
+        # count decrements, the AGU offsets step by their strides) or finishes
+        # (``upd_fin``: the count reloads); ``clr`` clears the level's AGU offsets (a
+        # finish, or a LOOP of that level). With the fetch stage these are flip-flops
+        # loaded with the head (below), so the loop and AGU state's next values start one
+        # LUT from registers, not behind ``upd`` (a gate of the head's decoded op, fanned
+        # out to every level's counter and offsets: the preset cores' critical path into
+        # the AGU values, docs/fpga-timing.md, session 39).
+        if fetch:
+            upd_win = [Signal(name=f"loop{lv}_step_branch") for lv in range(nl)]
+            upd_fin = [Signal(name=f"loop{lv}_step_finish") for lv in range(nl)]
+            clr = [Signal(name=f"loop{lv}_agu_clear") for lv in range(nl)]
+        else:
+            upd_win = [upd & win[lv] for lv in range(nl)]
+            upd_fin = [upd & fin[lv] for lv in range(nl)]
+            clr = [upd_fin[lv] | (is_loop & (ctl.lvl == lv)) for lv in range(nl)]
         for lv in range(nl):
             m.d.comb += [loop_lv[lv].eq(head_loop_lv[lv] if fetch else live & is_loop & (ctl.lvl == lv)),
                          lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
                          cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
-            with m.If(upd):
-                with m.If(win[lv]):
-                    m.d.comb += cnt_n[lv].eq(cnt[lv] - 1)
-                with m.If(fin[lv]):
-                    m.d.comb += cnt_n[lv].eq(trip[lv])
+            with m.If(upd_win[lv]):
+                m.d.comb += cnt_n[lv].eq(cnt[lv] - 1)
+            with m.If(upd_fin[lv]):
+                m.d.comb += cnt_n[lv].eq(trip[lv])
             with m.If(loop_lv[lv]):
                 m.d.comb += [lstart_n[lv].eq(pc_inc), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
                              cnt_n[lv].eq(ctl.imm), armed_n[lv].eq(1)]
@@ -501,7 +525,7 @@ class Sequencer(wiring.Component):
                 # target == pc_f is the bit stored with it, not a compare on this path)
                 f_match = [Mux(loop_lv[lv], head_t1, armed[lv] & at_end[lv]) for lv in range(nl)]
                 f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
-                             Mux(upd & win[lv], cnt_gt2[lv], Mux(upd & fin[lv], trip_gt1[lv], cnt_gt1[lv])))
+                             Mux(upd_win[lv], cnt_gt2[lv], Mux(upd_fin[lv], trip_gt1[lv], cnt_gt1[lv])))
                          for lv in range(nl)]
                 f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
                 m.d.comb += [
@@ -521,7 +545,8 @@ class Sequencer(wiring.Component):
                     # loop ends change only when the head issues (lend_next), never at a start
                     m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
             # the head's decode and scan that the next-pc scan reads ungated (above)
-            scan_regs = [is_jump, *head_loop_lv, *win, *fin] + ([head_rep, head_t1loop] if astage else [])
+            scan_regs = ([is_jump, *head_loop_lv, *win, *fin, *upd_win, *upd_fin, *clr]
+                         + ([head_rep, head_t1loop] if astage else []))
             with m.If(self.start):
                 m.d.sync += filling.eq(1)
                 m.d.sync += [x.eq(0) for x in scan_regs]
@@ -532,18 +557,27 @@ class Sequencer(wiring.Component):
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT),
                              head_imm_gt1.eq(rp.data[isz + 2] if astage else _gt(nctl.imm, 1))]
-                m.d.sync += [head_loop_lv[lv].eq((nctl.op == SeqOp.LOOP) & (nctl.lvl == lv)) for lv in range(nl)]
+                n_loop_lv = [(nctl.op == SeqOp.LOOP) & (nctl.lvl == lv) for lv in range(nl)]
+                m.d.sync += [head_loop_lv[lv].eq(n_loop_lv[lv]) for lv in range(nl)]
                 m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
+                # the head's scan, and its effect when it issues (upd_win / upd_fin / clr)
+                h_win, h_fin = (up_win, up_fin) if astage else (f_win, f_fin)
+                n_upd = (nctl.op != SeqOp.JUMP) & (nctl.op != SeqOp.HALT)
+                m.d.sync += [x.eq(y) for x, y in zip(win + fin, h_win + h_fin)]
+                m.d.sync += [upd_win[lv].eq(h_win[lv] & n_upd) for lv in range(nl)]
+                m.d.sync += [upd_fin[lv].eq(h_fin[lv] & n_upd) for lv in range(nl)]
+                m.d.sync += [clr[lv].eq(h_fin[lv] & n_upd | n_loop_lv[lv]) for lv in range(nl)]
+                # the head's AGU_BASE / AGU_STRIDE writes, decoded as it is loaded
+                m.d.sync += [head_base[a].eq((nctl.op == SeqOp.AGU_BASE) & (nctl.agu == a)) for a in range(na)]
+                m.d.sync += [head_stride[a][lv].eq((nctl.op == SeqOp.AGU_STRIDE) & (nctl.agu == a) & (nctl.lvl == lv))
+                             for a in range(na) for lv in range(nl)]
                 if astage:                    # (the bits stored beside the word)
                     m.d.sync += [head_imm_gt2.eq(rp.data[isz + 3]), head_t1loop.eq(rp.data[isz]),
                                  head_rep.eq(rp.data[isz] & rp.data[isz + 2])]
-                    m.d.sync += [x.eq(y) for x, y in zip(win + fin, up_win + up_fin)]
                     # nothing was behind the head (the cycle after a start or a JUMP): the
                     # head stays empty
                     with m.If(fill_f):
                         m.d.sync += [x.eq(0) for x in scan_regs]
-                else:
-                    m.d.sync += [x.eq(y) for x, y in zip(win + fin, f_win + f_fin)]
                 # a JUMP issues (advance with is_jump: the head was live, so it went): the
                 # head refills next cycle, holding no instruction until then
                 with m.If(is_jump):
@@ -581,23 +615,25 @@ class Sequencer(wiring.Component):
         # AGU_BASE / AGU_STRIDE writes take effect with the head's issue. Each offset's
         # stepped value (offset + stride) is a register too, loaded beside the offset with
         # the next offset plus the next stride, so a branching loop end selects it instead
-        # of adding (one adder fewer in front of the values' adder tree).
-        step = Signal(name="agu_step")        # the head's issue steps the loop-end offsets
-        m.d.comb += step.eq(~is_jump & ~is_halt)
+        # of adding (one adder fewer in front of the values' adder tree). With the fetch
+        # stage the AGU writes are decoded as the head is loaded (``head_base`` /
+        # ``head_stride``) and the loop-end effects are flip-flops (``upd_win`` / ``clr``).
         base_n = [Signal(aw, name=f"agu{a}_base_next") for a in range(na)]
         off_n = [[Signal(aw, name=f"agu{a}_off{lv}_next") for lv in range(nl)] for a in range(na)]
-        off_p = [[Signal(aw, name=f"agu{a}_off{lv}_stepped") for lv in range(nl)] for a in range(na)]
+        off_p = [[Signal(aw, name=f"agu{a}_off{lv}_stepped", reset_less=True) for lv in range(nl)] for a in range(na)]
         stride_n = [[Signal(aw, name=f"agu{a}_stride{lv}_next") for lv in range(nl)] for a in range(na)]
-        is_stride = ctl.op == SeqOp.AGU_STRIDE
+        if not fetch:
+            head_base = [(ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a) for a in range(na)]
+            head_stride = [[(ctl.op == SeqOp.AGU_STRIDE) & (ctl.agu == a) & (ctl.lvl == lv) for lv in range(nl)]
+                           for a in range(na)]
         for a in range(na):
-            m.d.comb += base_n[a].eq(Mux((ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a), ctl.imm, base[a]))
+            m.d.comb += base_n[a].eq(Mux(head_base[a], ctl.imm, base[a]))
             for lv in range(nl):
-                m.d.comb += stride_n[a][lv].eq(Mux(is_stride & (ctl.agu == a) & (ctl.lvl == lv), ctl.imm[:aw],
-                                                   stride[a][lv]))
+                m.d.comb += stride_n[a][lv].eq(Mux(head_stride[a][lv], ctl.imm[:aw], stride[a][lv]))
                 m.d.comb += off_n[a][lv].eq(off[a][lv])
-                with m.If(step & win[lv]):
+                with m.If(upd_win[lv]):
                     m.d.comb += off_n[a][lv].eq(off_p[a][lv])
-                with m.If(step & fin[lv] | (head_loop_lv[lv] if fetch else is_loop & (ctl.lvl == lv))):
+                with m.If(clr[lv]):
                     m.d.comb += off_n[a][lv].eq(0)
 
         def csa_sum(xs):
@@ -612,7 +648,7 @@ class Sequencer(wiring.Component):
                 xs = nxt + xs[len(xs) - len(xs) % 3:]      # (the operands left over)
             return (xs[0] + xs[1])[:aw] if len(xs) == 2 else xs[0]
 
-        agu = [Signal(aw, name=f"agu{a}_value") for a in range(na)]
+        agu = [Signal(aw, name=f"agu{a}_value", reset_less=True) for a in range(na)]
         new_uop = Signal(self.uop.shape())
         m.d.comb += new_uop.eq(head.uop)
         for fld in AGU_FIELDS:
@@ -648,8 +684,6 @@ class Sequencer(wiring.Component):
             if not fetch:
                 m.d.sync += pc.eq(self.start_pc)
             m.d.sync += [r.eq(0) for r in issue_regs]
-            m.d.sync += [x.eq(0) for x in armed + base + agu]
-            m.d.sync += [x.eq(0) for row in stride + off + off_p for x in row]
         with m.Elif(go):
             m.d.sync += [
                 self.issue.eq(1),
@@ -689,8 +723,8 @@ class Sequencer(wiring.Component):
             # after the decrement and the choice
             def cnt_next_gt(lv, k):
                 return Mux(loop_lv[lv], _gt(ctl.imm, k),
-                           Mux(upd & win[lv], _gt(cnt[lv], k + 1),
-                               Mux(upd & fin[lv], _gt(trip[lv], k), _gt(cnt[lv], k))))
+                           Mux(upd_win[lv], _gt(cnt[lv], k + 1),
+                               Mux(upd_fin[lv], _gt(trip[lv], k), _gt(cnt[lv], k))))
 
             def trip_next_gt(lv, k):
                 return Mux(loop_lv[lv], _gt(ctl.imm, k), _gt(trip[lv], k))
@@ -728,4 +762,9 @@ class Sequencer(wiring.Component):
         else:
             with m.If(~self.start & go):
                 m.d.sync += [x.eq(v) for x, v in loads]
+        # a start clears this state (after the loads, which it excludes anyway, so the
+        # clear is the outermost choice of each flip-flop's input: a synchronous reset)
+        with m.If(self.start):
+            m.d.sync += [x.eq(0) for x in armed + base + agu]
+            m.d.sync += [x.eq(0) for row in stride + off + off_p for x in row]
         return m

@@ -21,6 +21,7 @@ one-cycle ``start`` pulse, and then, every cycle, with a random ``stall``:
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 
@@ -66,15 +67,21 @@ class Bench:
         self.model.load(words, addr)
         self.cycles += len(words)
 
-    async def run(self, start_pc, stall_fn, expected=None, tag=""):
+    async def run(self, start_pc, stall_fn, expected=None, tag="", prefix=None):
         """Start at ``start_pc`` and check every cycle until the HALT has issued.
 
         ``stall_fn(cycle) -> bool`` gives the stall input of each cycle after the start.
-        Returns the number of cycles from the start pulse to the HALT issue.
+        Returns the number of cycles from the start pulse to the HALT issue. With
+        ``prefix = n`` (a program that does not halt: ``expected`` is the model's first
+        issues, more than ``n``), stop after the first ``n`` issues, the program still
+        running (the next start aborts it).
         """
         d = self.dut
         exp = expected if expected is not None else self.model.run(start_pc, max_instructions=100_000)
         n = len(exp)
+        if prefix is not None:
+            assert len(exp) > prefix + 2, "a prefix run needs the model's issues beyond the prefix"
+            n = prefix
         d.start_pc.value = start_pc
         d.start.value = 1
         await FallingEdge(d.clk)
@@ -108,6 +115,10 @@ class Bench:
                     if not stall_fn(lat - 1):
                         assert cyc == lat, f"{where}: first issue after {cyc} cycles"
                 k_out += 1
+                if k_out == n and prefix is not None:
+                    self.cycles += cyc
+                    self.issued += n
+                    return cyc
                 if k_out == n:
                     assert not running, f"{where}: running still high after the HALT issued"
                     break
@@ -118,7 +129,7 @@ class Bench:
                     f"{where}: bubble after a stall does not hold the head's micro-op"
             else:
                 assert int(d.uop.value) == 0 and int(d.halted.value) == 0, f"{where}: empty cycle not a NOP"
-            assert running == (k_head < n and cyc >= lat - 1 and not refill), f"{where}: running={running}"
+            assert running == (k_head < len(exp) and cyc >= lat - 1 and not refill), f"{where}: running={running}"
             if running:
                 e = exp[k_head]
                 nh, no = int(d.need_hin.value), int(d.need_hout.value)
@@ -204,6 +215,18 @@ async def directed(dut):
                     exp = b.model.run(org)
                     jumps = sum(e.op == SeqOp.JUMP for e in exp)
                     assert cyc == cfg.start_latency + len(exp) - 1 + cfg.jump_delay * jumps
+    # A LOOP clears its level's AGU offsets: the only programs where they are not 0
+    # already do not halt (a level stepped by its loop end, then its LOOP reached again
+    # through the end of a loop armed before it, inside its body), so the model's first
+    # issues are checked and the next start aborts the run
+    prog = [I(op=S, agu=0, lvl=1, imm=5), I(op=L, lvl=0, target=4, imm=2), I(op=L, lvl=1, target=5, imm=2),
+            I(ag_ra=1), I(ag_ra=1), I(ag_ra=1), I(op=H)]
+    await b.load(prog, 0)
+    exp = list(itertools.islice(b.model.iter_run(0, 1000), 40))
+    assert [e.pc for e in exp[9:14]] == [3, 4, 2, 3, 4] and exp[9].uop and exp[10].uop \
+        and not exp[12].uop and not exp[13].uop, "the program no longer re-arms a stepped level"
+    for kind in ("none", "heavy"):
+        await b.run(0, stall_pattern(random.Random(2), kind), expected=exp, prefix=30, tag=f"rearm/{kind}")
     # start while running aborts and restarts with fresh state
     d = dut
     prog = [I(op=B, agu=0, imm=5), I(op=L, lvl=0, target=2, imm=100), I(ag_ra=1), I(op=H)]
