@@ -209,14 +209,8 @@ class Sequencer(wiring.Component):
         # straight from the RAM (its clock-to-output and the route to the sequencer's
         # logic leave no time for a decode): a LOOP of a level in range with a
         # one-instruction body, a target two ahead (target == load_addr + 2, the scan's
-        # match for a LOOP at the head's level), imm > 1 and imm > 2; and 1 + n_loops +
-        # 2 n_agus decoded bits, for the registers of the head's effect on the loop and AGU
-        # state (below): not a JUMP or HALT (its issue updates the loop ends it meets),
-        # a LOOP of each level, an AGU_STRIDE and an AGU_BASE of each AGU. (The preset
-        # 4 x 4 core's word: 215 + 4 + 13 = 232 bits, 13 block RAMs of 18 bits as with
-        # 219; the 2 x 2 core's 229 bits take 13 instead of 12.)
-        n_dec = 1 + nl + 2 * na
-        n_pre = 4 + n_dec if astage else int(fetch)
+        # match for a LOOP at the head's level), imm > 1 and imm > 2.
+        n_pre = 4 if astage else int(fetch)
         m.submodules.ucode = mem = Memory(shape=isz + n_pre, depth=cfg.ucode_depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
@@ -227,12 +221,8 @@ class Sequencer(wiring.Component):
             if astage:
                 ld = data.View(self._ilay, self.load_data).ctl
                 ld_loop = (ld.op == SeqOp.LOOP) & (ld.lvl < nl)
-                ld_dec = ([(ld.op != SeqOp.JUMP) & (ld.op != SeqOp.HALT)]
-                          + [(ld.op == SeqOp.LOOP) & (ld.lvl == lv) for lv in range(nl)]
-                          + [(ld.op == SeqOp.AGU_STRIDE) & (ld.agu == a) for a in range(na)]
-                          + [(ld.op == SeqOp.AGU_BASE) & (ld.agu == a) for a in range(na)])
                 m.d.comb += wp.data.eq(Cat(self.load_data, ld_loop & ld_t1, ld_target == (self.load_addr + 2)[:pcw],
-                                           _gt(ld.imm, 1), _gt(ld.imm, 2), *ld_dec))
+                                           _gt(ld.imm, 1), _gt(ld.imm, 2)))
             else:
                 m.d.comb += wp.data.eq(Cat(self.load_data, ld_t1))
             # the head instruction in a register loaded from the RAM (the fetch stage): the
@@ -323,10 +313,9 @@ class Sequencer(wiring.Component):
             is_loop, is_jump, is_halt = (Signal(name=f"head_is_{n}") for n in ("loop", "jump", "halt"))
             head_loop_lv = [Signal(name=f"head_loop{lv}") for lv in range(nl)]
             head_imm_gt1 = Signal(name="head_imm_gt1")
-            # ... and its AGU_BASE / AGU_STRIDE writes, per AGU (a stride's level is
-            # compared where it is used)
+            # ... and its AGU_BASE / AGU_STRIDE writes, per AGU (and level)
             head_base = [Signal(name=f"head_agu{a}_base") for a in range(na)]
-            head_stride = [Signal(name=f"head_agu{a}_stride") for a in range(na)]
+            head_stride = [[Signal(name=f"head_agu{a}_stride{lv}") for lv in range(nl)] for a in range(na)]
             cnt_gt1 = [Signal(name=f"loop{lv}_cnt_gt1") for lv in range(nl)]
             cnt_gt2 = [Signal(name=f"loop{lv}_cnt_gt2") for lv in range(nl)]
             trip_gt1 = [Signal(name=f"loop{lv}_trip_gt1") for lv in range(nl)]
@@ -568,28 +557,20 @@ class Sequencer(wiring.Component):
                 m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
                              is_halt.eq(nctl.op == SeqOp.HALT),
                              head_imm_gt1.eq(rp.data[isz + 2] if astage else _gt(nctl.imm, 1))]
-                if astage:                    # (decoded as the word was written)
-                    dec = rp.data[isz + 4:]
-                    n_upd = dec[0]
-                    n_loop_lv = [dec[1 + lv] for lv in range(nl)]
-                    n_stride = [dec[1 + nl + a] for a in range(na)]
-                    n_base = [dec[1 + nl + na + a] for a in range(na)]
-                else:
-                    n_upd = (nctl.op != SeqOp.JUMP) & (nctl.op != SeqOp.HALT)
-                    n_loop_lv = [(nctl.op == SeqOp.LOOP) & (nctl.lvl == lv) for lv in range(nl)]
-                    n_stride = [(nctl.op == SeqOp.AGU_STRIDE) & (nctl.agu == a) for a in range(na)]
-                    n_base = [(nctl.op == SeqOp.AGU_BASE) & (nctl.agu == a) for a in range(na)]
+                n_loop_lv = [(nctl.op == SeqOp.LOOP) & (nctl.lvl == lv) for lv in range(nl)]
                 m.d.sync += [head_loop_lv[lv].eq(n_loop_lv[lv]) for lv in range(nl)]
                 m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
                 # the head's scan, and its effect when it issues (upd_win / upd_fin / clr)
                 h_win, h_fin = (up_win, up_fin) if astage else (f_win, f_fin)
+                n_upd = (nctl.op != SeqOp.JUMP) & (nctl.op != SeqOp.HALT)
                 m.d.sync += [x.eq(y) for x, y in zip(win + fin, h_win + h_fin)]
                 m.d.sync += [upd_win[lv].eq(h_win[lv] & n_upd) for lv in range(nl)]
                 m.d.sync += [upd_fin[lv].eq(h_fin[lv] & n_upd) for lv in range(nl)]
                 m.d.sync += [clr[lv].eq(h_fin[lv] & n_upd | n_loop_lv[lv]) for lv in range(nl)]
-                # the head's AGU_BASE / AGU_STRIDE writes
-                m.d.sync += [head_base[a].eq(n_base[a]) for a in range(na)]
-                m.d.sync += [head_stride[a].eq(n_stride[a]) for a in range(na)]
+                # the head's AGU_BASE / AGU_STRIDE writes, decoded as it is loaded
+                m.d.sync += [head_base[a].eq((nctl.op == SeqOp.AGU_BASE) & (nctl.agu == a)) for a in range(na)]
+                m.d.sync += [head_stride[a][lv].eq((nctl.op == SeqOp.AGU_STRIDE) & (nctl.agu == a) & (nctl.lvl == lv))
+                             for a in range(na) for lv in range(nl)]
                 if astage:                    # (the bits stored beside the word)
                     m.d.sync += [head_imm_gt2.eq(rp.data[isz + 3]), head_t1loop.eq(rp.data[isz]),
                                  head_rep.eq(rp.data[isz] & rp.data[isz + 2])]
@@ -643,11 +624,12 @@ class Sequencer(wiring.Component):
         stride_n = [[Signal(aw, name=f"agu{a}_stride{lv}_next") for lv in range(nl)] for a in range(na)]
         if not fetch:
             head_base = [(ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a) for a in range(na)]
-            head_stride = [(ctl.op == SeqOp.AGU_STRIDE) & (ctl.agu == a) for a in range(na)]
+            head_stride = [[(ctl.op == SeqOp.AGU_STRIDE) & (ctl.agu == a) & (ctl.lvl == lv) for lv in range(nl)]
+                           for a in range(na)]
         for a in range(na):
             m.d.comb += base_n[a].eq(Mux(head_base[a], ctl.imm, base[a]))
             for lv in range(nl):
-                m.d.comb += stride_n[a][lv].eq(Mux(head_stride[a] & (ctl.lvl == lv), ctl.imm[:aw], stride[a][lv]))
+                m.d.comb += stride_n[a][lv].eq(Mux(head_stride[a][lv], ctl.imm[:aw], stride[a][lv]))
                 m.d.comb += off_n[a][lv].eq(off[a][lv])
                 with m.If(upd_win[lv]):
                     m.d.comb += off_n[a][lv].eq(off_p[a][lv])
