@@ -376,30 +376,29 @@ class Sequencer(wiring.Component):
         trip_n = [Signal(lw, name=f"loop{lv}_trip_next") for lv in range(nl)]
         cnt_n = [Signal(lw, name=f"loop{lv}_cnt_next") for lv in range(nl)]
         armed_n = [Signal(name=f"loop{lv}_armed_next") for lv in range(nl)]
-        upd = Signal()                        # the head's issue updates the loop ends it meets
-        loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # ... or arms a level
-        # With the fetch stage these (and ``jump_head``, below) are not gated with
-        # ``live``: the head's decoded op (``is_jump``, ``head_loop<lv>``) and its scan
-        # (``win`` / ``fin``) are cleared whenever the head holds no instruction (at a
-        # start and when a JUMP issues, until the head refills; after a HALT only a start
-        # reads the RAM), so they are 0 then anyway, and the next-pc scan into the
-        # microcode RAM's address starts at these flip-flops instead of behind a gate
-        # with ``running`` and ``filling`` (the 4 x 4 core's critical path, session 33).
-        # The loop state they compute is loaded only when the head issues (``live``).
-        m.d.comb += upd.eq((~is_jump & ~is_halt) if fetch else (live & ~is_jump & ~is_halt))
+        loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # the head arms a level
         # The head's issue at a loop end of level lv: it branches back (``upd_win``: the
         # count decrements, the AGU offsets step by their strides) or finishes
         # (``upd_fin``: the count reloads); ``clr`` clears the level's AGU offsets (a
-        # finish, or a LOOP of that level). With the fetch stage these are flip-flops
-        # loaded with the head (below), so the loop and AGU state's next values start one
-        # LUT from registers, not behind ``upd`` (a gate of the head's decoded op, fanned
-        # out to every level's counter and offsets: the preset cores' critical path into
-        # the AGU values, docs/fpga-timing.md, session 39).
+        # finish, or a LOOP of that level). A JUMP or HALT updates no loop end it meets.
+        # With the fetch stage these are flip-flops loaded with the head (below), so the
+        # loop and AGU state's next values start one LUT from registers, not behind a
+        # gate of the head's decoded op fanned out to every level's counter and offsets
+        # (the preset cores' critical path into the AGU values, docs/fpga-timing.md,
+        # session 39). They, ``loop_lv`` and ``jump_head`` (below) are not gated with
+        # ``live``: the head's decoded op (``is_jump``, ``head_loop<lv>``), its scan
+        # (``win`` / ``fin``) and these are cleared whenever the head holds no
+        # instruction (at a start and when a JUMP issues, until the head refills; after
+        # a HALT only a start reads the RAM), so they are 0 then anyway, and the next-pc
+        # scan into the microcode RAM's address starts at these flip-flops instead of
+        # behind a gate with ``running`` and ``filling`` (the 4 x 4 core's critical path,
+        # session 33). The loop state they compute is loaded only when the head issues.
         if fetch:
             upd_win = [Signal(name=f"loop{lv}_step_branch") for lv in range(nl)]
             upd_fin = [Signal(name=f"loop{lv}_step_finish") for lv in range(nl)]
             clr = [Signal(name=f"loop{lv}_agu_clear") for lv in range(nl)]
         else:
+            upd = live & ~is_jump & ~is_halt
             upd_win = [upd & win[lv] for lv in range(nl)]
             upd_fin = [upd & fin[lv] for lv in range(nl)]
             clr = [upd_fin[lv] | (is_loop & (ctl.lvl == lv)) for lv in range(nl)]
