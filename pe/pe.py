@@ -209,7 +209,9 @@ class PE(wiring.Component):
     every other source value is registered once more, the move bypass has a third point
     (the move executing in the reader's receive stage), and the move unit, SRAM writes and
     the multiplier act at ``t+4`` (``fpu_latency`` one larger again). The move unit
-    computes its result in the receive stage, into a register (``mv_val``). A driven value
+    computes its result in the receive stage, into a register (``mv_val``), with the
+    result's classes (NaN, greater than zero) beside it; its operands' classes are
+    selected per receive-stage term, the bypass's from flip-flops. A driven value
     sees only the first move point (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps
     its two points, the writes landing in the read's cycle and the next
     (``cfg.sram_read_distance`` = 3).
