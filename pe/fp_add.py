@@ -54,18 +54,12 @@ class FPAdd(wiring.Component):
         pipeline register. Rounding to nearest even, subnormals in and out,
         ``(+0) + (-0) = +0``, ``(-0) + (-0) = -0``, ``x + (-x) = +0``, ``inf - inf`` and
         every NaN result is ``fmt.qnan``.
-    o_nan, o_pos : Out(1)
-        Classes of ``o``, in the same cycle and from flip-flops beside it: ``o`` is a NaN;
-        ``o`` is greater than zero (not a NaN, not a zero, sign clear). One LUT each before
-        the last register, from the special-case flags (the PE's move unit takes them for
-        a bypassed FMA result instead of decoding ``o``).
     """
 
     def __init__(self, fmt: FPFormat | str, latency: int = MIN_ADD_LATENCY):
         self.fmt = get_format(fmt) if not isinstance(fmt, FPFormat) else fmt
         self.latency = check_latency(latency, MIN_ADD_LATENCY, "FPAdd")
-        super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width),
-                          "o_nan": Out(1), "o_pos": Out(1)})
+        super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -140,11 +134,6 @@ class FPAdd(wiring.Component):
         mag = wire(m, mag, "a_mag")
         res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.inf_sign, zero=r3.is_zero,
                             zero_sign=r3.zero_sign, overflow=overflow, sign=r3.sign, mag=mag)
-        # the result's classes from the special-case flags (a nonzero sum rounds to a
-        # nonzero magnitude; an overflow is an infinity of the sum's sign)
-        pos = ~r3.nan & Mux(r3.inf, ~r3.inf_sign, ~r3.is_zero & ~r3.sign)
-        out = stage(m, True, "a5", res=res, nan=r3.nan, pos=pos)
-        m.d.comb += [self.o.eq(delay(m, out.res, n_delay, "a_dly")),
-                     self.o_nan.eq(delay(m, out.nan, n_delay, "a_dly_nan")),
-                     self.o_pos.eq(delay(m, out.pos, n_delay, "a_dly_pos"))]
+        out = stage(m, True, "a5", res=res).res
+        m.d.comb += self.o.eq(delay(m, out, n_delay, "a_dly"))
         return m

@@ -209,9 +209,7 @@ class PE(wiring.Component):
     every other source value is registered once more, the move bypass has a third point
     (the move executing in the reader's receive stage), and the move unit, SRAM writes and
     the multiplier act at ``t+4`` (``fpu_latency`` one larger again). The move unit
-    computes its result in the receive stage, into a register (``mv_val``), with the
-    result's classes (NaN, greater than zero) beside it; its operands' classes are
-    selected per receive-stage term, the bypass's from flip-flops. A driven value
+    computes its result in the receive stage, into a register (``mv_val``). A driven value
     sees only the first move point (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps
     its two points, the writes landing in the read's cycle and the next
     (``cfg.sram_read_distance`` = 3).
@@ -491,8 +489,6 @@ class PE(wiring.Component):
         # operand stage (next cycle's move) and the adder's second-to-last stage.
         mv_val = Signal(w)              # the move unit's result (execute stage)
         fma_out = Signal(w)             # the adder's result (FMA write-back)
-        fma_nan = Signal()              # ... is a NaN (the adder's o_nan)
-        fma_pos = Signal()              # ... is greater than zero (o_pos)
         mv_rd = Signal()                # the operand-stage micro-op moves
         m.d.comb += mv_rd.eq((s1.mv.op != MvOp.NOP) & s1_pred)
         nxt_mv = Signal()               # a move executes next cycle ...
@@ -647,7 +643,7 @@ class PE(wiring.Component):
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
 
-        def xsrc(field, *, regs=True, name, pre=False, terms=None):
+        def xsrc(field, *, regs=True, name, pre=False):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
             stage the move bypass's second point (the move executing in this cycle:
@@ -658,10 +654,7 @@ class PE(wiring.Component):
             it. The bus values (``row_in`` / ``col_in`` carrying, in the bus stage, what
             was driven in the operand stage; with the receive stage their registers)
             join it last, then the execute-stage register. ``pre`` (bus stage only):
-            return the value the execute-stage register would load, unregistered.
-            ``terms`` (a list; receive stage only): ``(select, value)`` is appended for
-            each term of the receive-stage value (at most one select is high; the value
-            is the OR of the selected terms)."""
+            return the value the execute-stage register would load, unregistered."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -699,9 +692,6 @@ class PE(wiring.Component):
                 m.d.sync += r.eq(bv)
                 bv = Signal(w, name=f"rx_{name}")
                 m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val, r) if regs else r)
-                if terms is not None:
-                    terms += [(sel["hit_rx"], byp_val), (~sel["hit_rx"], r)] if regs else [(Const(1, 1), r)]
-                    terms += [(sel["row"], bus_vals["row"]), (sel["col"], bus_vals["col"])]
             x_in = bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0)
             x = Signal(w, name=f"{'xin' if pre else 'x'}_{name}")
             if pre:
@@ -738,22 +728,15 @@ class PE(wiring.Component):
 
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
-
-        def move_fn(op, src, src_nan, src_pos, msk_pos, out):
-            """``out`` = the move unit's result of ``op`` on ``src`` (+0 for NOP): ``src``,
-            ``fmt.qnan`` or +0, chosen from the operands' classes (``src`` a NaN, ``src`` /
-            the mask greater than zero). Returns the result's classes ``(nan, pos)``."""
-            keep = Signal(name="mv_keep")     # the result is src
-            fnan = Signal(name="mv_fnan")     # the result is the canonical NaN
+        def move_fn(op, src, msk, out):
+            """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP)."""
             with m.Switch(op):
                 with m.Case(MvOp.MOV):
-                    m.d.comb += keep.eq(1)
+                    m.d.comb += out.eq(src)
                 with m.Case(MvOp.RELU):
-                    m.d.comb += [keep.eq(src_pos), fnan.eq(src_nan)]
+                    m.d.comb += out.eq(Mux(positive(src), src, Mux(is_nan(src), fmt.qnan, 0)))
                 with m.Case(MvOp.MASK):
-                    m.d.comb += [keep.eq(msk_pos & ~src_nan), fnan.eq(msk_pos & src_nan)]
-            m.d.comb += out.eq(Mux(keep, src, 0) | Mux(fnan, fmt.qnan, 0))
-            return fnan | (keep & src_nan), keep & src_pos
+                    m.d.comb += out.eq(Mux(positive(msk), Mux(is_nan(src), fmt.qnan, src), 0))
 
         if cfg.rx_stage:
             # FPGA timing: the move unit works in the receive stage, on the values its
@@ -761,48 +744,18 @@ class PE(wiring.Component):
             # execute stage mv_val (the move bypass's value at all three points, the
             # register-file write, the early `c` read) comes from flip-flops instead of the
             # move unit's logic. Same value in the same cycle.
-            # The operands' classes are not decoded from the selected value: each term
-            # of the receive-stage value is classified by itself and the classes are
-            # selected like the values (one select is high, +0 has neither class), and the
-            # bypass term's classes come from flip-flops (the move's result classes,
-            # registered with mv_val, or the adder's), so on the move unit's loop (mv_val
-            # -> the bypass -> the move unit -> mv_val) only selects are left.
-            mv_nan = Signal(name="mv_nan")
-            mv_pos = Signal(name="mv_pos")
-            byp_cls = (Mux(byp_fma, fma_nan, mv_nan), Mux(byp_fma, fma_pos, mv_pos))
-            classes = {}
-
-            def term_classes(terms):
-                nan, pos = [], []
-                for sel_, v in terms:
-                    if v is byp_val:
-                        c = byp_cls
-                    else:
-                        c = classes.get(v.name)
-                        if c is None:
-                            c = classes[v.name] = (Signal(name=f"{v.name}_nan"), Signal(name=f"{v.name}_pos"))
-                            m.d.comb += [c[0].eq(is_nan(v)), c[1].eq(positive(v))]
-                    nan.append(sel_ & c[0])
-                    pos.append(sel_ & c[1])
-                return reduce(lambda x, y: x | y, nan), reduce(lambda x, y: x | y, pos)
-
             mv_fn = Signal(w, name="mv_fn")
-            src_terms, msk_terms = [], []
-            src = xsrc(lambda x: x.mv.src, name="mv_src", pre=True, terms=src_terms)
-            xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, terms=msk_terms)
-            src_nan, src_pos = term_classes(src_terms)
-            _, msk_pos = term_classes(msk_terms)
-            fn_nan, fn_pos = move_fn(pipe(s1.mv.op, "mv_op")[-2], src, src_nan, src_pos, msk_pos, mv_fn)
-            m.d.sync += [mv_val.eq(mv_fn), mv_nan.eq(fn_nan), mv_pos.eq(fn_pos)]
+            move_fn(pipe(s1.mv.op, "mv_op")[-2], xsrc(lambda x: x.mv.src, name="mv_src", pre=True),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True), mv_fn)
+            m.d.sync += mv_val.eq(mv_fn)
         else:
-            src = xsrc(lambda x: x.mv.src, name="mv_src")
-            msk = xsrc(lambda x: x.mv.msk, name="mv_msk")
-            move_fn(ex(s1.mv.op, "mv_op"), src, is_nan(src), positive(src), positive(msk), mv_val)
+            move_fn(ex(s1.mv.op, "mv_op"), xsrc(lambda x: x.mv.src, name="mv_src"),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk"), mv_val)
 
         # ---- FMA: multiplier with valid/dst/c shift registers, then the adder --------------
         m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
-        m.d.comb += [fma_out.eq(add.o), fma_nan.eq(add.o_nan), fma_pos.eq(add.o_pos)]
+        m.d.comb += fma_out.eq(add.o)
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
         fma_go = ex(fma_rd, "fma_go")

@@ -661,9 +661,10 @@ def _p_conflict(cfg, row, col) -> Program:
     else:
         b.show(4, b.f(4.0))
         b.show(5, b.f(1.0))
-    # the move unit reads the winner too, and its class: ReLU and mask in the micro-op
-    # right after the move (with the execute stage: the move bypass at its last point,
-    # in the write cycle), the FMA's result negative, the move's positive
+    # the move unit reads the winner too: ReLU and mask in the micro-op right after the
+    # move (with the execute stage: the move bypass at its last point, in the write
+    # cycle). The FMA's result is negative and the move's positive, so a move unit that
+    # took the move's value, or its sign or class, gives 1 or -4 instead of 0.
     b.set_reg(6, b.f(-2.0))
     for op, src, msk in ((MvOp.RELU, 4, 0), (MvOp.MASK, Src.ONE, 4)):
         t = b.op(fpu_en=1, fpu_a=1, fpu_b=6, fpu_c=Src.NZERO, fpu_dst=4)    # r4 = -4

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from amaranth.hdl import Cat, Module
+from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -76,8 +76,7 @@ class FPLanes(wiring.Component):
 
     For each :class:`Group` ``g``, op in ``("mul", "add")`` and ``i < g.lanes``: ports
     ``<g.tag>_<op>_a<i>``, ``<g.tag>_<op>_b<i>`` (In) and ``<g.tag>_<op>_o<i>`` (Out),
-    wired straight to one unit (no extra registers); for the adders also
-    ``<g.tag>_add_f<i>`` (Out(2)): ``Cat(o_nan, o_pos)``.
+    wired straight to one unit (no extra registers).
     """
 
     def __init__(self, groups):
@@ -90,8 +89,6 @@ class FPLanes(wiring.Component):
                     sig[f"{g.tag}_{op}_a{i}"] = In(g.fmt.width)
                     sig[f"{g.tag}_{op}_b{i}"] = In(g.fmt.width)
                     sig[f"{g.tag}_{op}_o{i}"] = Out(g.fmt.width)
-                    if op == "add":
-                        sig[f"{g.tag}_{op}_f{i}"] = Out(2)
         super().__init__(sig)
 
     def elaborate(self, platform):
@@ -104,8 +101,6 @@ class FPLanes(wiring.Component):
                     p = f"{g.tag}_{op}_"
                     m.d.comb += [unit.a.eq(getattr(self, p + f"a{i}")), unit.b.eq(getattr(self, p + f"b{i}")),
                                  getattr(self, p + f"o{i}").eq(unit.o)]
-                    if op == "add":
-                        m.d.comb += getattr(self, p + f"f{i}").eq(Cat(unit.o_nan, unit.o_pos))
         return m
 
 
