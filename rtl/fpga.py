@@ -23,7 +23,7 @@ from pathlib import Path
 __all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
            "parse_critical_paths", "short_cell", "reroute", "board_commands",
-           "nextpnr_command", "core_clock_net", "NEXTPNR_OUTPUT_ONLY", "nextpnr_result_options"]
+           "nextpnr_command", "core_clock_net", "NEXTPNR_OUTPUT_ONLY", "nextpnr_result_options", "global_net"]
 
 #: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
 #: Keys are the resource classes of :func:`fpga_resources`.
@@ -353,6 +353,22 @@ def _script_cmds(script: str) -> dict[str, list[str]]:
     missing = set(_TOOLS) - set(out)
     if missing:
         raise BuildError(f"unexpected Amaranth build script (no {', '.join(sorted(missing))} step):\n{script}")
+    return out
+
+
+def global_net(m, platform, sig, name: str):
+    """``sig`` on a global network of an ECP5 device (``platform`` a
+    ``LatticeECP5Platform``): through a ``DCCA`` (``CE`` = 1, a buffer), so nextpnr routes
+    it on a clock network, which also reaches the fabric's enable, reset and LUT inputs;
+    ``sig`` itself otherwise (simulation, other targets). nextpnr-ecp5 has 8 such
+    networks that may drive the fabric (the board's reset takes one)."""
+    from amaranth.hdl import Instance, Signal
+    from amaranth.vendor import LatticeECP5Platform
+
+    if not isinstance(platform, LatticeECP5Platform):
+        return sig
+    out = Signal(name=f"{name}_global")
+    m.submodules[f"{name}_gbuf"] = Instance("DCCA", i_CLKI=sig, i_CE=1, o_CLKO=out)
     return out
 
 

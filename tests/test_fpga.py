@@ -111,6 +111,43 @@ def test_board_top_elaborates_with_pll():
     assert "50000000.0 HZ" in plan.files["top.lpf"]
 
 
+@pytest.mark.parametrize("dist", [False, True])
+def test_pe_freeze_on_a_global_network(dist):
+    """On an ECP5 board the core's freeze (every PE's clock enable, the host lanes') comes
+    from the bubble register through a DCCA, a global network beside the reset's, and the
+    distribution tree carries no copies of it; without a platform (simulation) there is
+    no DCCA and, with the distribution stage, each PE has its copy."""
+    import re
+
+    from rtl.board import BoardTop
+    from rtl.fpga import get_platform
+    from rtl.tops import build_top
+    from sim.harness import write_verilog
+
+    cfg = ArchConfig(nr=2, mem_a_words=16, mem_b_words=16, ucode_depth=64, exec_stage=dist,
+                     dist_stage=dist, fan_stage=dist)
+    top = BoardTop(cfg, clock_hz=50e6, baud=1_000_000)
+    il = get_platform("ulx3s-85f").build(top, name="top", do_build=False).files["top.il"]
+    gbufs = dict(re.findall(r"cell \\DCCA \\(\S+)\n    connect \\CLKI \\(\S+)", il))
+    last = "d2_bubble" if dist else ("d_bubble" if cfg.dist_delay else "bubble")
+    assert gbufs == {"rst_gbuf": "rst_ff1", "pe_freeze_gbuf": last}, gbufs
+    # every PE's enable is the global net (with the distribution stage) or pe_en, its
+    # inverse, as for the host lanes; the distribution modules hold no copy of the bubble
+    core = il[il.index("module \\top.ucore.core\n"):]
+    core = core[:core.index("\nend\n")]
+    pe_cells = re.findall(r"  cell \\top\.ucore\.core\.pe_\d_\d \\pe_\d_\d\n((?:    connect .*\n)+)", core)
+    en = "pe_freeze_global" if dist else "pe_en"
+    assert len(pe_cells) == 4 and all(f"connect \\{en} \\{en} [0]" in c for c in pe_cells), pe_cells
+    assert re.search(r"cell \$not \S+\n(?:    parameter .*\n)*    connect \\A \\pe_freeze_global \[0\]\n"
+                     r"    connect \\Y \\pe_en", core)
+    dist_mods = re.findall(r"^module \S*_dist\n(?:(?!end\n).*\n)*", il, re.M)
+    assert len(dist_mods) == (4 if dist else 0) and not any("bubble" in d for d in dist_mods)
+    comp, name = build_top("core", cfg)
+    text, _ = write_verilog(comp, name, design_key=cfg.to_json())
+    assert "DCCA" not in text
+    assert ("pe_0_0_dist" in text and re.search(r"reg \\?\S*bubble", text)) or not dist
+
+
 @pytest.mark.parametrize("kind", ["default", "bus-core", "bus-spad"])
 def test_pe_harness_scans_in_and_out(kind):
     """The PE scan harness (``caterpillar build --top pe``): bits shifted in on ``din``
