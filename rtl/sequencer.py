@@ -14,6 +14,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from pe.microop import uop_layout
+from rtl.fpga import global_net
 from sw.isa import AGU_FIELDS, SeqOp, instr_layout
 
 __all__ = ["Sequencer"]
@@ -190,15 +191,24 @@ class Sequencer(wiring.Component):
 
         fetch = cfg.fetch_stage
 
-        def enable_copy(name, expr):
+        shared_en = {}
+
+        def enable_copy(name, expr, net):
             """A copy of a load-enable gate in a submodule of its own (``name``; the FPGA
             build keeps these modules, rtl.fpga.keep_enable_copies, so synthesis does not
-            merge the copies back into one gate)."""
+            merge the copies back into one gate). On an ECP5 build the first copy drives
+            a global network instead (:func:`rtl.fpga.global_net`; ``net`` names it),
+            which every later copy of the same enable shares."""
+            if net in shared_en:
+                return shared_en[net]
             em = Module()
             en = Signal(name="en")
             em.d.comb += en.eq(expr)
             m.submodules[name] = em
-            return en
+            g = global_net(m, platform, en, f"seq_{net}")
+            if g is not en:
+                shared_en[net] = g
+            return g
         astage = cfg.addr_stage               # (requires fetch: ArchConfig checks it)
         isz = self._ilay.size
         # With the fetch stage each microcode word carries one bit beside the instruction,
@@ -596,7 +606,7 @@ class Sequencer(wiring.Component):
             for k in range(0, len(head_word), self.HEAD_CHUNK):
                 hi = min(k + self.HEAD_CHUNK, len(head_word))
                 en = enable_copy(f"head_en{k // self.HEAD_CHUNK}",
-                                 ~self.start & (filling | (running & ~filling & ~self.stall)))
+                                 ~self.start & (filling | (running & ~filling & ~self.stall)), "head_en")
                 with m.If(en):
                     m.d.sync += head_word[k:hi].eq(rp.data[k:hi])
         else:
@@ -755,7 +765,7 @@ class Sequencer(wiring.Component):
                     cur, width = [], 0
             chunks += [cur] if cur else []
             for k, chunk in enumerate(chunks):
-                en = enable_copy(f"go_en{k}", ~self.start & running & ~filling & ~self.stall)
+                en = enable_copy(f"go_en{k}", ~self.start & running & ~filling & ~self.stall, "go_en")
                 with m.If(en):
                     m.d.sync += [x.eq(v) for x, v in chunk]
         else:
