@@ -43,9 +43,11 @@ class Sequencer(wiring.Component):
     load_data : In(instr_bits)
     load_en : In(1)
         Microcode write port: ``load_data`` (an :func:`sw.isa.instr_layout` word as plain
-        bits) is written to ``load_addr`` at the end of a cycle with ``load_en``. Meant for
-        command mode; writing the word under the head while running has no defined effect
-        on the running program.
+        bits) given in a cycle with ``load_en`` is written to ``load_addr`` at the end of
+        the next cycle (the write port takes a register), so a start two cycles after the
+        last ``load_en`` or later runs the words loaded (the host interface's RUN header
+        and start pulse take two). Meant for command mode; writing the word under the head
+        while running has no defined effect on the running program.
     start : In(1)
         Pulse: (re)start at ``start_pc``. All loop and AGU state returns to its reset
         value (nothing armed, AGU bases, strides and offsets 0). ``start`` has priority:
@@ -224,17 +226,30 @@ class Sequencer(wiring.Component):
         m.submodules.ucode = mem = Memory(shape=isz + n_pre, depth=cfg.ucode_depth, init=[])
         wp = mem.write_port()
         rp = mem.read_port()
-        m.d.comb += [wp.addr.eq(self.load_addr), wp.en.eq(self.load_en)]
+        wp_data = Signal.like(wp.data, name="ucode_wp_data")     # the word and its bits, as loaded
+        # The write port takes a register: the host interface's load (address, word and
+        # the bits computed beside it) lands one cycle later, from flip-flops, so no path
+        # runs from the host stream's state through those bits across the die into the
+        # block RAMs (the preset 2 x 2 core's critical path, docs/fpga-timing.md, session
+        # 40). A START follows a LOAD's last word by two cycles at least (the RUN header,
+        # then the start pulse), so a start still reads every word loaded.
+        w_addr = Signal.like(wp.addr, name="ucode_w_addr")
+        w_en = Signal(name="ucode_w_en")
+        w_data = Signal.like(wp.data, name="ucode_w_data")
+        m.d.sync += [w_addr.eq(self.load_addr), w_en.eq(self.load_en)]
+        with m.If(self.load_en):
+            m.d.sync += w_data.eq(wp_data)
+        m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_en), wp.data.eq(w_data)]
         if fetch:
             ld_target = data.View(self._ilay, self.load_data).ctl.target
             ld_t1 = ld_target == (self.load_addr + 1)[:pcw]
             if astage:
                 ld = data.View(self._ilay, self.load_data).ctl
                 ld_loop = (ld.op == SeqOp.LOOP) & (ld.lvl < nl)
-                m.d.comb += wp.data.eq(Cat(self.load_data, ld_loop & ld_t1, ld_target == (self.load_addr + 2)[:pcw],
+                m.d.comb += wp_data.eq(Cat(self.load_data, ld_loop & ld_t1, ld_target == (self.load_addr + 2)[:pcw],
                                            _gt(ld.imm, 1), _gt(ld.imm, 2)))
             else:
-                m.d.comb += wp.data.eq(Cat(self.load_data, ld_t1))
+                m.d.comb += wp_data.eq(Cat(self.load_data, ld_t1))
             # the head instruction in a register loaded from the RAM (the fetch stage): the
             # RAM's output is the instruction behind the head
             head_word = Signal(isz + n_pre, name="head_word")
@@ -242,7 +257,7 @@ class Sequencer(wiring.Component):
             head_t1 = None if astage else head_word[isz]   # the head's target is its pc + 1
             head_t2 = head_word[isz + 1] if astage else None   # ... its pc + 2
         else:
-            m.d.comb += wp.data.eq(self.load_data)
+            m.d.comb += wp_data.eq(self.load_data)
             head = data.View(self._ilay, rp.data)
         ctl = head.ctl
 

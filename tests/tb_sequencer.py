@@ -55,17 +55,22 @@ class Bench:
         d.rst.value = 0
         await FallingEdge(d.clk)
 
-    async def load(self, prog, addr):
+    async def load(self, prog, addr, backwards=False):
+        """Write ``prog`` at ``addr`` (``backwards``: the last address first), one word per
+        cycle, and wait the cycle the last word takes to land."""
         d = self.dut
         words = [p.encode(self.cfg) if isinstance(p, Instruction) else p for p in prog]
-        for i, w in enumerate(words):
+        for i, w in (reversed(list(enumerate(words))) if backwards else enumerate(words)):
             d.load_addr.value = addr + i
             d.load_data.value = w
             d.load_en.value = 1
             await FallingEdge(d.clk)
         d.load_en.value = 0
+        # the last word lands at the end of the next cycle: the start comes after it, as
+        # from the host interface (a start one cycle after load_en would read the old word)
+        await FallingEdge(d.clk)
         self.model.load(words, addr)
-        self.cycles += len(words)
+        self.cycles += len(words) + 1
 
     async def run(self, start_pc, stall_fn, expected=None, tag="", prefix=None):
         """Start at ``start_pc`` and check every cycle until the HALT has issued.
@@ -224,6 +229,11 @@ async def directed(dut):
         and not exp[12].uop and not exp[13].uop, "the program no longer re-arms a stepped level"
     for kind in ("none", "heavy"):
         await b.run(0, stall_pattern(random.Random(2), kind), expected=exp, prefix=30, tag=f"rearm/{kind}")
+    # the word at the start address loaded last, the start two cycles after its load_en
+    # (as the host interface gives it): the start reads it
+    prog = [I(op=B, agu=0, imm=3), I(ag_rb=1, hin=1), I(op=H)]
+    await b.load(prog, 0, backwards=True)
+    await b.run(0, lambda c: False, tag="loaded_last")
     # start while running aborts and restarts with fresh state
     d = dut
     prog = [I(op=B, agu=0, imm=5), I(op=L, lvl=0, target=2, imm=100), I(ag_ra=1), I(op=H)]
