@@ -115,8 +115,10 @@ def test_board_top_elaborates_with_pll():
 def test_pe_freeze_on_a_global_network(dist):
     """On an ECP5 board the core's freeze (every PE's clock enable, the host lanes') comes
     from the bubble register through a DCCA, a global network beside the reset's, and the
-    distribution tree carries no copies of it; without a platform (simulation) there is
-    no DCCA and, with the distribution stage, each PE has its copy."""
+    distribution tree carries no copies of it; with the fetch stage (``dist``) so do the
+    sequencer's head and go load enables, each from one gate (``head_en0`` / ``go_en0``)
+    instead of a copy per chunk. Without a platform (simulation) there is no DCCA and the
+    copies are there."""
     import re
 
     from rtl.board import BoardTop
@@ -125,12 +127,22 @@ def test_pe_freeze_on_a_global_network(dist):
     from sim.harness import write_verilog
 
     cfg = ArchConfig(nr=2, mem_a_words=16, mem_b_words=16, ucode_depth=64, exec_stage=dist,
-                     dist_stage=dist, fan_stage=dist)
+                     dist_stage=dist, fan_stage=dist, fetch_stage=dist)
     top = BoardTop(cfg, clock_hz=50e6, baud=1_000_000)
     il = get_platform("ulx3s-85f").build(top, name="top", do_build=False).files["top.il"]
     gbufs = dict(re.findall(r"cell \\DCCA \\(\S+)\n    connect \\CLKI \\(\S+)", il))
     last = "d2_bubble" if dist else ("d_bubble" if cfg.dist_delay else "bubble")
-    assert gbufs == {"rst_gbuf": "rst_ff1", "pe_freeze_gbuf": last}, gbufs
+    assert {k: gbufs.pop(k, None) for k in ("rst_gbuf", "pe_freeze_gbuf")} == \
+        {"rst_gbuf": "rst_ff1", "pe_freeze_gbuf": last}, gbufs
+    if dist:
+        seq = il[il.index("module \\top.ucore.core.seq\n"):]
+        seq = seq[:seq.index("\nend\n")]
+        for net in ("head_en", "go_en"):
+            assert sorted(re.findall(rf"module \S*\.seq\.({net}\d+)\n", il)) == [f"{net}0"]
+            src = re.search(rf"cell \\top\.ucore\.core\.seq\.{net}0 \\{net}0\n(?:    connect .*\n)*?"
+                            rf"    connect \\en \\(\S+) \[0\]", seq).group(1)
+            assert gbufs.pop(f"seq_{net}_gbuf") == src
+    assert not gbufs, gbufs
     # every PE's enable is the global net (with the distribution stage) or pe_en, its
     # inverse, as for the host lanes; the distribution modules hold no copy of the bubble
     core = il[il.index("module \\top.ucore.core\n"):]
@@ -145,6 +157,8 @@ def test_pe_freeze_on_a_global_network(dist):
     comp, name = build_top("core", cfg)
     text, _ = write_verilog(comp, name, design_key=cfg.to_json())
     assert "DCCA" not in text
+    if dist:    # the sequencer's enable copies, one per chunk, in simulation
+        assert len(set(re.findall(r"seq\.head_en\d+", text))) > 1 and len(set(re.findall(r"seq\.go_en\d+", text))) > 1
     assert ("pe_0_0_dist" in text and re.search(r"reg \\?\S*bubble", text)) or not dist
 
 
