@@ -404,7 +404,9 @@ def keep_enable_copies(rtlil: str) -> str:
     ``... .seq.head_en<k>``, :attr:`rtl.sequencer.Sequencer.HEAD_CHUNK`, and
     ``... .seq.go_en<k>``, :attr:`rtl.sequencer.Sequencer.GO_CHUNK`) as separate modules
     (``keep_hierarchy``): identical gates, which synthesis would otherwise merge back
-    into one gate driving every head bit or every loop and AGU register."""
+    into one gate driving every head bit or every loop and AGU register. (On an ECP5
+    board each enable is one gate, ``head_en0`` / ``go_en0``, driving a global network:
+    :func:`global_net`.)"""
     mods = _modules(rtlil, r"\S*\.seq\.(?:head|go)_en\d+")
     if not mods:
         return "# (no head-enable copies: nothing to keep)"

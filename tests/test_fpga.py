@@ -271,18 +271,16 @@ def test_keep_pe_ffs_names_every_pe_module():
 def test_keep_pe_ffs_names_the_distribution_tree():
     """With the distribution stage the kept modules are every PE, its distribution
     register and the copies of the sequencer's micro-op register they load from (one per
-    pair of PEs in a row); with the fetch stage, the copies of the head register's load
-    enable stay separate modules, and Yosys then keeps one gate per copy."""
-    import math
+    pair of PEs in a row); with the fetch stage, the head register's and the issue's load
+    enables are one gate each on an ECP5 board (driving a global network,
+    :func:`test_pe_freeze_on_a_global_network`), kept as modules of their own."""
     import subprocess
     import tempfile
     from pathlib import Path
 
     from rtl.board import BoardTop
     from rtl.fpga import get_platform, keep_enable_copies, keep_pe_ffs
-    from rtl.sequencer import Sequencer
     from rtl.synth import find_yosys
-    from sw.isa import instr_layout
 
     cfg = UART_CFG.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, nr=4)
     il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
@@ -292,15 +290,11 @@ def test_keep_pe_ffs_names_the_distribution_tree():
     assert all(f"{core}.pe_{r}_{c}/t:$dff" in cmd and f"{core}.pe_{r}_{c}_dist/t:$dff" in cmd
                and f"{core}.pe_{r}_{c}_vis/t:$dff" in cmd for r in range(4) for c in range(4))
     assert all(f"{core}.uop_fan_{r}_{k}/t:$dff" in cmd for r in range(4) for k in range(2))
-    n_en = math.ceil(instr_layout(cfg).size / Sequencer.HEAD_CHUNK)
     keep = keep_enable_copies(il)
     assert keep.startswith("setattr -mod -set keep_hierarchy 1 ")
     kept = keep.split()[5:]
-    assert [x for x in kept if ".head_en" in x] == [f"{core}.seq.head_en{k}" for k in range(n_en)]
-    # the issue's load enable of the loop and AGU state, one copy per GO_CHUNK bits
-    gos = [x for x in kept if ".go_en" in x]
-    assert gos == [f"{core}.seq.go_en{k}" for k in range(len(gos))] and len(gos) >= 4
-    assert len(kept) == n_en + len(gos)
+    assert kept == [f"{core}.seq.head_en0", f"{core}.seq.go_en0"] or \
+        kept == [f"{core}.seq.go_en0", f"{core}.seq.head_en0"], kept
     assert keep_enable_copies(il.replace(".seq.head_en", ".seq.other").replace(".seq.go_en", ".seq.x")).startswith("#")
     # flattening (which synth_ecp5 does before it merges equal gates) leaves each copy a
     # module of its own, used once
