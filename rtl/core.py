@@ -399,9 +399,10 @@ class Core(wiring.Component):
                 # no reset (see the distribution copies below): uop_next and stall are 0
                 # while the sequencer is in reset, so a copy is 0 after the reset too
                 uop_f = Signal.like(seq.uop, name="uop", reset_less=True)
-                bubble_f = Signal(name="bubble", reset_less=True)
                 fm.d.sync += uop_f.eq(fan_src[0])
+                bubble_f = None                      # (the freeze on a global network)
                 if local_frz:
+                    bubble_f = Signal(name="bubble", reset_less=True)
                     fm.d.sync += bubble_f.eq(fan_src[1])
                 m.submodules[f"uop_fan_{r}_{k}"] = fm
                 fans[r, k] = (uop_f, bubble_f)
@@ -421,11 +422,14 @@ class Core(wiring.Component):
                     # docs/fpga-timing.md)
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
-                    bubble_pe = Signal(name="bubble", reset_less=True)
                     uop_f, bubble_f = fans[r, c // 2]
                     pd.d.sync += uop_pe.eq(uop_f)
+                    # the PE's own copy of the freeze, unless it comes on a global network
+                    # (the same value in every cycle, bubble_d's)
+                    frz_pe = bubble_g
                     if local_frz:
-                        pd.d.sync += bubble_pe.eq(bubble_f)
+                        frz_pe = Signal(name="bubble", reset_less=True)
+                        pd.d.sync += frz_pe.eq(bubble_f)
                     # the PE's issue-stage decisions (predicate, driver selects, SRAM read
                     # enables, AR update selects) decoded from the micro-op the copy loads,
                     # so that they come from flip-flops (the read enables drive the block
@@ -436,9 +440,7 @@ class Core(wiring.Component):
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
-                    # (the PE's own copy of the freeze, unless it comes on a global
-                    # network: the same value in every cycle, bubble_d's)
-                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~(bubble_pe if local_frz else bubble_g))(pe)
+                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~frz_pe)(pe)
                 else:
                     uop_pe = seq.uop
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
