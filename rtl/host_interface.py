@@ -54,7 +54,8 @@ class HostInterface(wiring.Component):
     halted : In(1), halt_pc : In(pc_bits)
         The sequencer issued its HALT instruction (at ``halt_pc``) this cycle.
     running : Out(1)
-        RUN state, from the cycle after the start pulse to the done beat (counters count).
+        RUN and DRAIN states, from the cycle after the start pulse to the done beat
+        (counters count), from a flip-flop.
     hin_valid : Out(1), hin_data : Out(host_width), hin_take : In(1)
         During RUN, the input stream as seen by ``hin`` instructions: the core sets
         ``hin_take`` in the cycle it consumes the beat (only while ``hin_valid``).
@@ -72,7 +73,8 @@ class HostInterface(wiring.Component):
     host_in_beat, host_out_beat : Out(1)
         A RUN data beat was consumed / pushed this cycle (counter events).
     cnt_sel : Out, cnt_value : In(counter_bits), cnt_clear : Out(1), cnt_ready : In(1)
-        Counter readout and clear; ``COUNTERS`` reads only while ``cnt_ready``
+        Counter readout and clear (``cnt_clear``: a flip-flop, high in the cycle after a
+        ``CLEAR`` header); ``COUNTERS`` reads only while ``cnt_ready``
         (:attr:`rtl.perf_counters.PerfCounters.ready`: the bank has settled after the
         last RUN or CLEAR).
     """
@@ -146,6 +148,15 @@ class HostInterface(wiring.Component):
         run = Signal()                  # the RUN state
         m.d.sync += start.eq(0)
         m.d.comb += [self.start.eq(start), self.start_pc.eq(start_pc)]
+        # The counters' controls are flip-flops too: ``running`` (the RUN and DRAIN
+        # states) and ``cnt_clear`` (the cycle after a CLEAR header; nothing counts in
+        # IDLE, so the cycle's delay changes no count). A decode of the state register
+        # in front of them was on the 4 x 4 core's critical path (fpga-timing.md,
+        # session 41).
+        running = Signal()
+        clear = Signal()
+        m.d.sync += clear.eq(0)
+        m.d.comb += [self.running.eq(running), self.cnt_clear.eq(clear)]
         with m.If(run):
             m.d.comb += [
                 self.hin_valid.eq(self.s_axis_tvalid),
@@ -169,7 +180,7 @@ class HostInterface(wiring.Component):
                             m.d.sync += [cidx.eq(0), cpart.eq(0), cwait.eq(PerfCounters.READOUT_LATENCY)]
                             m.next = "COUNTERS"
                         with m.Case(Cmd.CLEAR):
-                            m.d.comb += self.cnt_clear.eq(1)
+                            m.d.sync += clear.eq(1)
                         with m.Default():
                             m.d.sync += bad_cmd.eq(cmd)
                             m.next = "ERROR"
@@ -194,11 +205,10 @@ class HostInterface(wiring.Component):
                             m.next = "IDLE"
             with m.State("START"):
                 # the start pulse, from flip-flops (start, start_pc); no input beat is taken
-                m.d.sync += run.eq(1)
+                m.d.sync += [run.eq(1), running.eq(1)]
                 m.next = "RUN"
             with m.State("RUN"):
                 m.d.comb += [
-                    self.running.eq(1),
                     w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
                     self.host_out_beat.eq(self.push_en),
                 ]
@@ -208,11 +218,11 @@ class HostInterface(wiring.Component):
             with m.State("DRAIN"):
                 # operations in flight complete; hout pushes of the last instructions land
                 m.d.comb += [
-                    self.running.eq(1),
                     w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
                     self.host_out_beat.eq(self.push_en),
                 ]
                 with m.If(drain == 0):
+                    m.d.sync += running.eq(0)
                     m.next = "DONE"
                 with m.Else():
                     m.d.sync += drain.eq(drain - 1)

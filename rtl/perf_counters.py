@@ -39,9 +39,11 @@ class PerfCounters(wiring.Component):
     """Counter bank of one core: small counters in flip-flops, totals in a block RAM.
 
     Every counter is ``cfg.counter_bits`` wide, wraps modulo its width, and counts only
-    in cycles where ``count_en`` is high. The sources of a cycle (gated by ``count_en``)
-    are registered and summed into a registered increment in the next cycle (no path
-    runs from the PEs' event strobes into their sum in one cycle), which the cycle after
+    in cycles where ``count_en`` is high. The sources of a cycle are registered as they
+    are (no reset, enable or gate on these flip-flops) and summed into a registered
+    increment in the next cycle, zero unless ``count_en`` was high and no ``clear`` came
+    (no path runs from the PEs' event strobes into their sum in one cycle, and
+    ``count_en`` and ``clear`` reach only the second stage), which the cycle after
     adds to the counter's **low part**, a flip-flop counter just wide enough for
     ``n`` cycles of increments (``n`` = number of counters). The **totals** are words of
     a memory (``cfg.counter_bits`` wide, ``n`` deep: block RAM on an FPGA). A sweep
@@ -151,14 +153,14 @@ class PerfCounters(wiring.Component):
         cfg = self.cfg
         nr = cfg.nr
         n = self.n
-        # first stage: every source, gated by count_en, into a flip-flop (the PEs' event
-        # strobes come from all over the die); the increments are summed from these
+        # first stage: every source into a flip-flop of its own (the PEs' event strobes
+        # come from all over the die), with no reset, enable or gate: count_en and clear
+        # reach only the second stage, whose registers sit with the sum, not the die's
+        # few hundred first-stage bits (on the 4 x 4 core's critical path before
+        # 2026-11-30: fpga-timing.md, session 41). The increments are summed from these.
         def stage(sig, name):
-            r = Signal.like(sig, name=f"src_{name}")
-            with m.If(self.clear):
-                m.d.sync += r.eq(0)
-            with m.Else():
-                m.d.sync += r.eq(Mux(self.count_en, sig, 0))
+            r = Signal.like(sig, name=f"src_{name}", reset_less=True)
+            m.d.sync += r.eq(sig)
             return r
 
         evs = [stage(ev, f"pe_ev{p}") for p, ev in enumerate(self.pe_events())]
@@ -176,15 +178,25 @@ class PerfCounters(wiring.Component):
         ptr = Signal(range(n), name="sweep_ptr")
         visit = Signal(n, init=1, name="sweep_visit")
         m.d.sync += [ptr.eq(Mux(ptr == n - 1, 0, ptr + 1)), visit.eq(visit.rotate_left(1))]
-        # second stage and low parts
+        # second stage and low parts. The first stage holds cycle t - 1's sources;
+        # en_1 says they count: count_en in t - 1 and no clear then. A clear in t also
+        # drops them (not in inc_r) and the increment of t - 2 (not in the low part).
+        en_1 = Signal(name="count_en_1")
+        m.d.sync += en_1.eq(self.count_en & ~self.clear)
+        take = Signal(name="inc_take")
+        m.d.comb += take.eq(en_1 & ~self.clear)
         lows = []
         for i, inc in enumerate(incs):
             inc_r = Signal(range(self._inc_max(i) + 1), name=f"inc_{i}")
             low = Signal(self.low_bits(i), name=f"low_{i}")
-            with m.If(self.clear):
-                m.d.sync += [low.eq(0), inc_r.eq(0)]
+            with m.If(take):
+                m.d.sync += inc_r.eq(inc)
             with m.Else():
-                m.d.sync += [low.eq(Mux(visit[i], 0, low) + inc_r), inc_r.eq(inc)]
+                m.d.sync += inc_r.eq(0)
+            with m.If(self.clear):
+                m.d.sync += low.eq(0)
+            with m.Else():
+                m.d.sync += low.eq(Mux(visit[i], 0, low) + inc_r)
             lows.append(low)
         # the sweep runs (owns the read port, writes) while settle != 0; a clear, and a
         # reset, start a clearing sweep of n visits (the old words are not added)
