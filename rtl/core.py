@@ -14,7 +14,6 @@ from amaranth.lib.wiring import In, Out
 
 from noc.broadcast_bus import BroadcastBus, visibility, vis_bits
 from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
-from rtl.fpga import global_net
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
 from rtl.scratchpad import Scratchpad
@@ -266,15 +265,11 @@ class Core(wiring.Component):
         m.d.sync += bubble.eq(stall)
         bubble_c = dly_chain(bubble, "bubble")
         bubble_d = bubble_c[-1]
-        # On an ECP5 build the freeze reaches every PE flip-flop (its clock enable) and
-        # the host lanes through a global network (a DCCA): one flip-flop driving
-        # ~1,500 pins per PE across the fabric was the 2 x 2 core's critical path
-        # (docs/fpga-timing.md, session 40). Elsewhere (simulation, other targets) the
-        # DCCA is a wire: the same enable in every cycle.
-        bubble_g = global_net(m, platform, bubble_d, "pe_freeze")
-        local_frz = bubble_g is bubble_d     # else the distribution tree has no freeze copies
+        # (With the distribution stage every PE has its own copy of the freeze, below.
+        # Session 40 put the freeze on a global network on ECP5 instead; over seeds the
+        # copies gave the better clock, 2 x 2 and 4 x 4: docs/fpga-timing.md, session 41.)
         pe_en = Signal()
-        m.d.comb += pe_en.eq(~bubble_g)
+        m.d.comb += pe_en.eq(~bubble_d)
 
         # --- operand-stage registers of the host lanes (frozen with the PEs) ---------
         rseg_op = Signal.like(seq.uop.rdrv.seg)   # bus segmentation of the operand stage
@@ -399,11 +394,8 @@ class Core(wiring.Component):
                 # no reset (see the distribution copies below): uop_next and stall are 0
                 # while the sequencer is in reset, so a copy is 0 after the reset too
                 uop_f = Signal.like(seq.uop, name="uop", reset_less=True)
-                fm.d.sync += uop_f.eq(fan_src[0])
-                bubble_f = None                      # (the freeze on a global network)
-                if local_frz:
-                    bubble_f = Signal(name="bubble", reset_less=True)
-                    fm.d.sync += bubble_f.eq(fan_src[1])
+                bubble_f = Signal(name="bubble", reset_less=True)
+                fm.d.sync += [uop_f.eq(fan_src[0]), bubble_f.eq(fan_src[1])]
                 m.submodules[f"uop_fan_{r}_{k}"] = fm
                 fans[r, k] = (uop_f, bubble_f)
 
@@ -422,14 +414,9 @@ class Core(wiring.Component):
                     # docs/fpga-timing.md)
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
+                    bubble_pe = Signal(name="bubble", reset_less=True)
                     uop_f, bubble_f = fans[r, c // 2]
-                    pd.d.sync += uop_pe.eq(uop_f)
-                    # the PE's own copy of the freeze, unless it comes on a global network
-                    # (the same value in every cycle, bubble_d's)
-                    frz_pe = bubble_g
-                    if local_frz:
-                        frz_pe = Signal(name="bubble", reset_less=True)
-                        pd.d.sync += frz_pe.eq(bubble_f)
+                    pd.d.sync += [uop_pe.eq(uop_f), bubble_pe.eq(bubble_f)]
                     # the PE's issue-stage decisions (predicate, driver selects, SRAM read
                     # enables, AR update selects) decoded from the micro-op the copy loads,
                     # so that they come from flip-flops (the read enables drive the block
@@ -440,7 +427,7 @@ class Core(wiring.Component):
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
-                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~frz_pe)(pe)
+                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
                 else:
                     uop_pe = seq.uop
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
