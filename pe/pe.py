@@ -278,13 +278,16 @@ class PE(wiring.Component):
         rf_written = Signal(16, name="rf_written")
         rf_tags = Cat(*(Cat(rf_written[i], rf_lvt[i]) for i in range(16)))
 
-        def rf_read(idx, name):
-            """RF[idx] (idx: 4 bits) read asynchronously; +0 for unwritten/absent registers."""
+        def rf_read(idx, name, tag=None):
+            """RF[idx] (idx: 4 bits) read asynchronously; +0 for unwritten/absent registers.
+            ``tag``: the word's (written, in bank F) bits, if given (else read here)."""
             pm = rf_m.read_port(domain="comb")
             pf = rf_f.read_port(domain="comb")
-            tag = Signal(2, name=f"{name}_tag")
+            if tag is None:
+                tag = Signal(2, name=f"{name}_tag")
+                m.d.comb += tag.eq(rf_tags.word_select(idx, 2))
             v = Signal(w, name=f"{name}_rf")
-            m.d.comb += [pm.addr.eq(idx), pf.addr.eq(idx), tag.eq(rf_tags.word_select(idx, 2)),
+            m.d.comb += [pm.addr.eq(idx), pf.addr.eq(idx),
                          v.eq(Mux(tag[0], Mux(tag[1], pf.data, pm.data), 0))]
             return v
         ar = [Signal(ab, name=f"ar{i}") for i in range(n_ar)]
@@ -843,11 +846,32 @@ class PE(wiring.Component):
             # Same value in the same cycle as the read below.
             pre_crf, pre_c = mp_crf[-2], mp_c[-2]    # mul_latency >= 2
             idx = pre_c[:4]
-            in_rf = idx < n_regs      # registers >= n_regs are never written: +0
-            wf = fma_wb & (fma_wb_dst == idx) & in_rf
-            wm = mv_go & (mv_dst == idx) & in_rf
-            wq = mvq_go & (mvq_dst == idx) & in_rf   # last cycle's move: bank M at this cycle's end
-            c_pre = Mux(wf, add.o, Mux(wm, mv_val, Mux(wq, mvq_val, rf_read(idx, "c_pre"))))
+            # The read's selects are flip-flops, decided a cycle earlier from the index
+            # mp_c[-2] loads next (nxt_idx) and the writes of that cycle, each known a
+            # cycle ahead (nxt_wb, nxt_mv, cur_mv); and the word's tags, as this cycle's
+            # writes leave them. Only the RAMs' read and the value select are left after
+            # the index register (before session 41 the compares and the tags' 16:1
+            # select sat there: a 4 x 4 build's critical path, docs/fpga-timing.md). A
+            # frozen cycle holds these with the registers they are decided from. They
+            # are the selects the register file would give in that cycle:
+            # * wf: the FMA write-back lands this cycle (it wins, as in the file);
+            # * wm: the move executing this cycle (bank M a cycle late, mvq);
+            # * wq: last cycle's move, written into bank M at this cycle's end;
+            # registers >= n_regs are never written: +0.
+            nxt_idx = (mp_c[-3] if L >= 3 else c_x)[:4]
+            nxt_in = nxt_idx < n_regs
+            sel_f, sel_m, sel_q = (Signal(name=f"c_pre_{k}") for k in ("wf", "wm", "wq"))
+            tag_n = Signal(2, name="c_pre_tag")
+            # (the tags after this cycle's FMA write-back; a move executing now is read
+            # through sel_q next cycle, before the tag counts)
+            w_f = fma_wb & (fma_wb_dst == nxt_idx) & nxt_in
+            m.d.sync += [
+                sel_f.eq(nxt_wb & (nxt_wb_dst == nxt_idx) & nxt_in),
+                sel_m.eq(nxt_mv & (nxt_mv_dst == nxt_idx) & nxt_in),
+                sel_q.eq(cur_mv & (cur_mv_dst == nxt_idx) & nxt_in),
+                tag_n.eq(Mux(w_f, 0b11, rf_tags.word_select(nxt_idx, 2))),
+            ]
+            c_pre = Mux(sel_f, add.o, Mux(sel_m, mv_val, Mux(sel_q, mvq_val, rf_read(idx, "c_pre", tag_n))))
             c_reg = Signal(w, name="c_late_reg")
             m.d.sync += c_reg.eq(Mux(pre_crf, c_pre, pre_c))
             m.d.comb += c_late.eq(c_reg)
