@@ -60,8 +60,9 @@ class PerfCounters(wiring.Component):
     47 for a 4 x 4 core. The memory's one read port serves the sweep until then and the
     readout after; the host interface waits for ``ready`` before it reads.
 
-    ``clear`` zeroes the low parts and the two stages in flight at once (every event
-    before it is dropped) and starts a clearing sweep: the next ``n`` visits
+    ``clear`` drops the two stages in flight (the increments are zeroed, and the first
+    stage's sources never counted) and zeroes the low parts at once (every event of its
+    cycle and before is dropped), and starts a clearing sweep: the next ``n`` visits
     write the low part alone, not added to the old word. Reset does the same (the
     sweep's registers reset into a clearing sweep), so a reset core reads zeros.
 
