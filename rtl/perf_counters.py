@@ -190,10 +190,7 @@ class PerfCounters(wiring.Component):
         for i, inc in enumerate(incs):
             inc_r = Signal(range(self._inc_max(i) + 1), name=f"inc_{i}")
             low = Signal(self.low_bits(i), name=f"low_{i}")
-            with m.If(take):
-                m.d.sync += inc_r.eq(inc)
-            with m.Else():
-                m.d.sync += inc_r.eq(0)
+            m.d.sync += inc_r.eq(Mux(take, inc, 0))
             with m.If(self.clear):
                 m.d.sync += low.eq(0)
             with m.Else():

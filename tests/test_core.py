@@ -126,18 +126,17 @@ def test_core_counters_accumulate_and_clear(cname):
     def run():
         return run_beats(0, random_lane_beats(cfg, rng, 2 * cfg.nr * 2))
 
-    runs = [run() for _ in range(4)]
-    parts = [load_beats(cfg, words), runs[0], runs[1], counters_beats(), clear_beats(), counters_beats(),
-             runs[2], counters_beats(), clear_beats(), runs[3], counters_beats()]
-    beats = [b for part in parts for b in part]
-    run_core(cfg, beats, f"clear-{cname}", "icarus")
+    read = counters_beats()
+    parts = [load_beats(cfg, words), run(), run(), read, clear_beats(), read,
+             run(), read, clear_beats(), run(), read]
+    run_core(cfg, [b for part in parts for b in part], f"clear-{cname}", "icarus")
     # what the model (and so the RTL) read: two RUNs' sum, zeros, one RUN, one RUN
-    n = len(CoreModel(cfg).names) * -(-64 // cfg.host_width)
+    model = CoreModel(cfg)
     reads = []
-    for k, part in enumerate(parts):
-        if part == counters_beats():
-            out = CoreModel(cfg).process([b for p in parts[:k + 1] for b in p])
-            reads.append(decode_counters(cfg, [(b.data, b.last) for b in out[-n:]]))
+    for part in parts:
+        out = model.process(part)
+        if part is read:
+            reads.append(decode_counters(cfg, [(b.data, b.last) for b in out]))
     one = reads[2]
     assert one["instructions"] == len(words) and one["cycles"] > len(words)
     assert reads[3] == one and reads[0] == {k: 2 * v for k, v in one.items()}
