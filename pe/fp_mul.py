@@ -9,7 +9,13 @@ marks a register that exists only for ``latency >= n``:
     + special-case mux  |  (extra delay registers) -> o
 
 The multiply is a plain ``*`` of the two ``precision``-bit significands between
-registers, so Yosys maps it onto ECP5 MULT18X18D DSP blocks. The shift amount is
+registers, so Yosys maps it onto ECP5 MULT18X18D DSP blocks. With ``dsp="ecp5"`` (formats
+of up to 18 significand bits) it is a MULT18X18D instance instead, whose own registers
+are the multiplier's input registers (``latency >= 4``) and its product register:
+synth_ecp5 does not move fabric flip-flops into the block, and nextpnr-ecp5 times a
+MULT18X18D by its register settings, so the fabric-to-DSP-to-fabric path of a plain
+``*`` (the 4 x 4 core's critical path in docs/fpga-timing.md) becomes two short ones.
+The shift amount is
 worked out beside the multiplier (the product of significands with ``za`` and ``zb``
 leading zeros has ``za + zb`` or ``za + zb + 1``), so no leading-zero count sits
 behind the multiplier.
@@ -17,7 +23,7 @@ behind the multiplier.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, Module, Mux
+from amaranth.hdl import Cat, ClockSignal, Const, Instance, Module, Mux, ResetSignal, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -26,7 +32,23 @@ from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_r
 from pe.fpformat import FPFormat, get_format
 from rtl.config import MIN_MUL_LATENCY
 
-__all__ = ["FPMul"]
+__all__ = ["FPMul", "DSP_KINDS", "ECP5_DSP_BITS", "mul_dsp"]
+
+#: Values of :class:`FPMul`'s ``dsp`` parameter: ``None`` (a plain ``*``) or ``"ecp5"``.
+DSP_KINDS = (None, "ecp5")
+#: Operand width of one ECP5 MULT18X18D (unsigned operands of up to this many bits).
+ECP5_DSP_BITS = 18
+
+
+def mul_dsp(platform, fmt: FPFormat) -> str | None:
+    """The ``dsp`` an :class:`FPMul` of ``fmt`` elaborated for ``platform`` uses:
+    ``"ecp5"`` on a Lattice ECP5 platform when the significand fits one MULT18X18D,
+    ``None`` otherwise (simulation, other targets, binary32's 24-bit significands)."""
+    from amaranth.vendor import LatticeECP5Platform
+
+    if isinstance(platform, LatticeECP5Platform) and fmt.precision <= ECP5_DSP_BITS:
+        return "ecp5"
+    return None
 
 
 class FPMul(wiring.Component):
@@ -41,12 +63,23 @@ class FPMul(wiring.Component):
         Pipeline depth, ``>= rtl.config.MIN_MUL_LATENCY`` (2); the third stage splits
         normalize from round, the fourth registers the multiplier inputs, any more are
         plain delay registers at the output.
+    dsp : None or "ecp5"
+        ``None``: the significand product is a ``*`` (any target, simulation).
+        ``"ecp5"``: a Lattice MULT18X18D instance holding the product register and, with
+        ``latency >= 4``, the input registers (clock ``CLK0``, enable ``CE0`` = ``ce``,
+        synchronous reset ``RST0`` = the ``sync`` reset); only for formats of up to 18
+        significand bits. Same results and timing as ``None``; simulating it needs a
+        MULT18X18D model (``sim/models/MULT18X18D.v``).
 
     Ports
     -----
     a, b : In(fmt.width)
         Operands, sampled at every clock edge of the ``sync`` domain (one op per cycle,
         no enable or valid).
+    ce : In(1), init 1
+        Only with ``dsp="ecp5"``: the enable of the registers inside the DSP block.
+        ``EnableInserter`` does not reach an instance's ports, so a multiplier run under
+        an enable must get the same enable here; otherwise leave it at 1.
     o : Out(fmt.width)
         Result of the operands sampled ``latency`` cycles earlier: ``o`` during cycle
         ``t + latency`` is ``a * b`` of cycle ``t``. Read combinationally from the last
@@ -54,10 +87,19 @@ class FPMul(wiring.Component):
         overflow to infinity, every NaN result is ``fmt.qnan``.
     """
 
-    def __init__(self, fmt: FPFormat | str, latency: int = MIN_MUL_LATENCY):
+    def __init__(self, fmt: FPFormat | str, latency: int = MIN_MUL_LATENCY, dsp: str | None = None):
         self.fmt = get_format(fmt) if not isinstance(fmt, FPFormat) else fmt
         self.latency = check_latency(latency, MIN_MUL_LATENCY, "FPMul")
-        super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width)})
+        if dsp not in DSP_KINDS:
+            raise ValueError(f"FPMul dsp must be one of {DSP_KINDS}, got {dsp!r}")
+        if dsp == "ecp5" and self.fmt.precision > ECP5_DSP_BITS:
+            raise ValueError(f"FPMul dsp='ecp5' needs a significand of at most {ECP5_DSP_BITS} bits "
+                             f"(one MULT18X18D); {self.fmt.name} has {self.fmt.precision}")
+        self.dsp = dsp
+        sig = {"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width)}
+        if dsp is not None:
+            sig["ce"] = In(1, init=1)
+        super().__init__(sig)
 
     def elaborate(self, platform):
         m = Module()
@@ -71,9 +113,10 @@ class FPMul(wiring.Component):
         # ---- stage 0 (own register only for latency >= 4): unpack ---------------------------------
         ua = unpack(m, fmt, self.a, "ua")
         ub = unpack(m, fmt, self.b, "ub")
+        # with a DSP instance the significands' registers are the block's input registers
+        sigs = {} if self.dsp else {"sig_a": ua.sig, "sig_b": ub.sig}
         s0 = stage(
-            m, split_in, "m0",
-            sig_a=ua.sig, sig_b=ub.sig,
+            m, split_in, "m0", **sigs,
             # leading zeros of both significands (for the normalize shift amount), here
             # beside the exponent sum rather than behind the stage-0 register
             lz_a=lzc(m, ua.sig, "m_lza"), lz_b=lzc(m, ub.sig, "m_lzb"),
@@ -88,7 +131,10 @@ class FPMul(wiring.Component):
         )
 
         # ---- stage 1: significand multiply || normalize shift amount ------------------------------
-        prod = s0.sig_a * s0.sig_b                                   # 2P bits -> DSP
+        if self.dsp:
+            prod = None                                              # registered in the DSP
+        else:
+            prod = s0.sig_a * s0.sig_b                               # 2P bits -> DSP
         lz = wire(m, s0.lz_a + s0.lz_b, "m_lz")   # lzc(prod) - {0,1}
         t = s0.t
         neg = wire(m, t < 0, "m_neg")
@@ -103,8 +149,11 @@ class FPMul(wiring.Component):
         neg_t = (-t).as_unsigned()[:E + 1]
         sh_r = Mux(neg, clamp(neg_t, P + 1), 0)
         base = Mux(neg | d_neg, 0, d.as_unsigned()[:E + 1])       # biased exponent - 1
-        r1 = stage(m, True, "m1", prod=prod, sh_l=sh_l, sh_r=sh_r, neg=neg, fix_ok=fix_ok, base=base,
+        r1 = stage(m, True, "m1", **({} if self.dsp else {"prod": prod}),
+                   sh_l=sh_l, sh_r=sh_r, neg=neg, fix_ok=fix_ok, base=base,
                    sign=s0.sign, nan=s0.nan, inf=s0.inf, zero=s0.zero)
+        if self.dsp:
+            r1.prod = self._ecp5_product(m, ua.sig, ub.sig, in_regs=split_in)
 
         # ---- stage 2: normalize ------------------------------------------------------------------------
         left = (r1.prod << r1.sh_l)[:2 * P]
@@ -128,3 +177,31 @@ class FPMul(wiring.Component):
         out = stage(m, True, "m3", res=res).res
         m.d.comb += self.o.eq(delay(m, out, n_delay, "m_dly"))
         return m
+
+    def _ecp5_product(self, m, sig_a, sig_b, in_regs: bool):
+        """``sig_a * sig_b`` (2P bits) from a MULT18X18D: registered at the block's output,
+        and at its inputs too with ``in_regs`` (the stage-0 register of the fabric
+        version); unsigned operands zero-extended to 18 bits; the registers run on the
+        ``sync`` clock with ``CE0 = ce`` and the ``sync`` reset (synchronous)."""
+        P = self.fmt.precision
+        prod = Signal(2 * ECP5_DSP_BITS, name="m1_prod_dsp")
+        reg = lambda on: "CLK0" if on else "NONE"      # noqa: E731
+        ports = {
+            "p_REG_INPUTA_CLK": reg(in_regs), "p_REG_INPUTA_CE": "CE0", "p_REG_INPUTA_RST": "RST0",
+            "p_REG_INPUTB_CLK": reg(in_regs), "p_REG_INPUTB_CE": "CE0", "p_REG_INPUTB_RST": "RST0",
+            "p_REG_INPUTC_CLK": "NONE", "p_REG_PIPELINE_CLK": "NONE",
+            "p_REG_OUTPUT_CLK": "CLK0", "p_REG_OUTPUT_CE": "CE0", "p_REG_OUTPUT_RST": "RST0",
+            "p_RESETMODE": "SYNC", "p_MULT_BYPASS": "DISABLED", "p_SOURCEB_MODE": "B_SHIFT",
+            "i_SIGNEDA": 0, "i_SIGNEDB": 0, "i_SOURCEA": 0, "i_SOURCEB": 0,
+            "i_CLK0": ClockSignal("sync"), "i_CE0": self.ce, "i_RST0": ResetSignal("sync"),
+        }
+        for k in range(1, 4):
+            ports.update({f"i_CLK{k}": 0, f"i_CE{k}": 0, f"i_RST{k}": 0})
+        a = Cat(sig_a, Const(0, ECP5_DSP_BITS - P))
+        b = Cat(sig_b, Const(0, ECP5_DSP_BITS - P))
+        for i in range(ECP5_DSP_BITS):
+            ports[f"i_A{i}"], ports[f"i_B{i}"], ports[f"i_C{i}"] = a[i], b[i], 0
+        for i in range(2 * ECP5_DSP_BITS):
+            ports[f"o_P{i}"] = prod[i]
+        m.submodules.dsp = Instance("MULT18X18D", **ports)
+        return prod[:2 * P]

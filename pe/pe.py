@@ -16,7 +16,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from pe.fp_add import FPAdd
-from pe.fp_mul import FPMul
+from pe.fp_mul import FPMul, mul_dsp
 from pe.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_layout
 from pe.pe_model import EVENT_FIELDS
 
@@ -157,6 +157,11 @@ class PE(wiring.Component):
         ``row_out`` is a register ORed with the registered RAM data it selects.)
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
+    dsp_ce : In(1), init 1
+        The enable this PE runs under (the core wraps it in ``EnableInserter``; 1 if it
+        always runs), for the registers inside vendor blocks, which ``EnableInserter``
+        does not reach: elaborated for an ECP5 platform, the multiplier is a MULT18X18D
+        with its own registers (:func:`~pe.fp_mul.mul_dsp`), clock-enabled by this.
 
     Notes
     -----
@@ -251,6 +256,7 @@ class PE(wiring.Component):
             "row_op": Out(w),
             "col_op": Out(w),
             "ev": Out(EVENT_LAYOUT),
+            "dsp_ce": In(1, init=1),
         })
 
     def elaborate(self, platform):
@@ -756,7 +762,9 @@ class PE(wiring.Component):
                     xsrc(lambda x: x.mv.msk, name="mv_msk"), mv_val)
 
         # ---- FMA: multiplier with valid/dst/c shift registers, then the adder --------------
-        m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency)
+        m.submodules.mul = mul = FPMul(fmt, latency=cfg.mul_latency, dsp=mul_dsp(platform, fmt))
+        if mul.dsp:
+            m.d.comb += mul.ce.eq(self.dsp_ce)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
         m.d.comb += fma_out.eq(add.o)
         fma_rd = Signal()

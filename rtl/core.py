@@ -428,9 +428,11 @@ class Core(wiring.Component):
                     m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
+                    m.d.comb += pe.dsp_ce.eq(~bubble_pe)   # the same enable, for its DSP's registers
                 else:
                     uop_pe = seq.uop
                     m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
+                    m.d.comb += pe.dsp_ce.eq(pe_en)
                 rd_data, rd_oe = row_bus[r].drivers()[c]
                 cd_data, cd_oe = col_bus[c].drivers()[r]
                 m.d.comb += [

@@ -63,9 +63,11 @@ def _reference(cfg, backend: str, reference: str):
 
 
 def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = None, name: str = "job",
-            pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0, reference: str = "model") -> JobResult:
+            pause_in: float = 0.0, pause_out: float = 0.0, seed: int = 0, reference: str = "model",
+            platform=None) -> JobResult:
     """Run microcode ``words`` (ints) with host input ``data`` on ``backend``
-    (``"model"``, ``"fast"`` or ``"rtl"``)."""
+    (``"model"``, ``"fast"`` or ``"rtl"``; ``platform``: the RTL elaborated for it, its
+    vendor primitives simulated with :func:`sim.harness.primitive_models`)."""
     beats = job_beats(cfg, words, data)
     model = _reference(cfg, backend, reference)
     expected = model.process(beats)
@@ -84,7 +86,7 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
     params = {"vectors": str(vec), "result": str(res), "pause_in": pause_in, "pause_out": pause_out,
               "seed": seed, "relaxed_tail": n_ctr if (pause_in or pause_out) else 0}
     run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params,
-               design_key=cfg.to_json())
+               design_key=cfg.to_json(), platform=platform)
     got = json.loads(res.read_text())
     out = [Beat(int(d), bool(last)) for d, last in got["out"]]
     return _split(cfg, out, f"rtl-{sim}", info={"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]})

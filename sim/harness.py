@@ -42,6 +42,20 @@ __all__ = [
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "sim"
+#: Simulation models of vendor primitives (``run_cocotb``'s ``extra_sources``): the ECP5
+#: ``MULT18X18D`` and ``DCCA`` a design elaborated for an ECP5 platform instantiates.
+MODELS = ROOT / "sim" / "models"
+
+
+def primitive_models(platform) -> list[Path]:
+    """The models (:data:`MODELS`) of the vendor primitives a design elaborated for
+    ``platform`` may instantiate: the ECP5 DSP multiplier and clock buffer on a Lattice
+    ECP5 platform, none otherwise."""
+    from amaranth.vendor import LatticeECP5Platform
+
+    if isinstance(platform, LatticeECP5Platform):
+        return [MODELS / "MULT18X18D.v", MODELS / "DCCA.v"]
+    return []
 MIN_VERILATOR = (5, 36)
 SIMULATORS = ("icarus", "verilator")
 
@@ -184,8 +198,11 @@ def rtl_source_digest() -> str:
 
 
 def write_verilog(component, name: str, path: Path | str | None = None, ports=None,
-                  design_key: str | None = None) -> tuple[str, Path]:
+                  design_key: str | None = None, platform=None) -> tuple[str, Path]:
     """Convert an Amaranth component to Verilog; return (text, path).
+
+    ``platform``: elaborate for it (e.g. an amaranth-boards ECP5 board: vendor
+    primitives in place of some logic, :func:`primitive_models`); part of the key.
 
     ``design_key``: a string that, with the sources of :data:`RTL_PACKAGES` and the
     source file of ``component``'s class (a test's wrapper lies outside them), determines
@@ -199,7 +216,8 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
     keyed = None
     if design_key is not None and path is None and ports is None:
         cls_src = inspect.getsourcefile(type(component))
-        h = hashlib.sha256(f"{name}\n{design_key}\n{rtl_source_digest()}\n".encode())
+        plat = "" if platform is None else f"{type(platform).__module__}.{type(platform).__qualname__}"
+        h = hashlib.sha256(f"{name}\n{design_key}\n{plat}\n{rtl_source_digest()}\n".encode())
         h.update(Path(cls_src).read_bytes() if cls_src else b"")
         keyed = BUILD / "verilog" / "keyed" / f"{name}-{h.hexdigest()[:16]}"
         if keyed.exists():
@@ -208,7 +226,7 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
                 if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
                     component._MustUse__used = True
                 return p.read_text(), p
-    text = verilog.convert(component, name=name, ports=ports, emit_src=False)
+    text = verilog.convert(component, name=name, ports=ports, emit_src=False, platform=platform)
     if path is None:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         path = BUILD / "verilog" / f"{name}-{digest}.v"
@@ -223,7 +241,7 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
 def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = None,
                config=None, params: dict | None = None, testcase: str | None = None,
                waves: bool | None = None, seed: int | None = None, timeout_s: float | None = None,
-               design_key: str | None = None) -> dict:
+               design_key: str | None = None, extra_sources=(), platform=None) -> dict:
     """Build ``component`` and run the cocotb tests in ``test_module`` on it.
 
     Parameters
@@ -243,6 +261,12 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
     design_key : str, optional
         What, with the RTL sources, determines ``component``'s design: its Verilog is
         then reused across calls and processes (:func:`write_verilog`).
+    extra_sources : sequence of paths, optional
+        Verilog files compiled with the design: models of the vendor primitives it
+        instantiates (``sim/models/``, :data:`MODELS`). Part of the build's digest.
+    platform : amaranth Platform, optional
+        Elaborate ``component`` for it (:func:`write_verilog`); the models of the
+        primitives it brings (:func:`primitive_models`) are added to ``extra_sources``.
 
     Returns
     -------
@@ -255,20 +279,28 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
     env = find_simulator(sim)
     if waves is None:
         waves = os.environ.get("WAVES", "0") not in ("", "0")
-    text, vpath = write_verilog(component, toplevel, design_key=design_key)
+    text, vpath = write_verilog(component, toplevel, design_key=design_key, platform=platform)
 
     old_env = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
         runner = get_runner(sim)
         build_args = simulator_build_args(sim)
-        digest = hashlib.sha256((text + sim + str(waves) + " ".join(build_args)).encode()).hexdigest()[:16]
+        extra = [Path(f) for f in extra_sources]
+        extra += [f for f in primitive_models(platform) if f not in extra]
+        for f in extra:
+            if not f.is_file():
+                raise FileNotFoundError(f"extra Verilog source {f} does not exist")
+        h = hashlib.sha256((text + sim + str(waves) + " ".join(build_args)).encode())
+        for f in extra:
+            h.update(f.read_bytes())
+        digest = h.hexdigest()[:16]
         build_dir = BUILD / sim / f"{toplevel}-{digest}"
         # always=False: the runner skips the build when the (content-addressed) source is
         # older than the build products, so an unchanged design is never rebuilt.
         build_dir.mkdir(parents=True, exist_ok=True)
         with _locked(build_dir / ".lock"):  # parallel pytest workers may share a design
-            _build_once(runner, sim, vpath, toplevel, build_dir, waves, build_args)
+            _build_once(runner, sim, [*extra, vpath], toplevel, build_dir, waves, build_args)
         extra_env = {
             "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
             "CATERPILLAR_CONFIG": config.to_json() if config is not None else "",
@@ -309,9 +341,9 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
 _VERILATOR_KEEP = {"build.log", ".lock", ".complete", "run"}
 
 
-def _build_once(runner, sim: str, vpath: Path, toplevel: str, build_dir: Path, waves: bool,
+def _build_once(runner, sim: str, sources: list[Path], toplevel: str, build_dir: Path, waves: bool,
                 build_args: list[str]) -> None:
-    """Build ``vpath`` into ``build_dir`` unless a finished build is there (caller holds the lock).
+    """Build ``sources`` into ``build_dir`` unless a finished build is there (caller holds the lock).
 
     Icarus: the runner itself skips a build whose ``.vvp`` is newer than the source.
     Verilator: the runner would rerun Verilator and make on every call, so a finished
@@ -320,7 +352,7 @@ def _build_once(runner, sim: str, vpath: Path, toplevel: str, build_dir: Path, w
     stamp = build_dir / ".complete"
     if sim == "verilator" and stamp.exists() and (build_dir / toplevel).is_file():
         return
-    runner.build(sources=[vpath], hdl_toplevel=toplevel, build_dir=build_dir,
+    runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=build_dir,
                  timescale=("1ns", "1ps"), waves=waves, build_args=build_args,
                  always=False, log_file=build_dir / "build.log")
     if sim == "verilator":
