@@ -652,7 +652,7 @@ class PE(wiring.Component):
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
 
-        def xsrc(field, *, regs=True, name, pre=False):
+        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
             stage the move bypass's second point (the move executing in this cycle:
@@ -663,7 +663,9 @@ class PE(wiring.Component):
             it. The bus values (``row_in`` / ``col_in`` carrying, in the bus stage, what
             was driven in the operand stage; with the receive stage their registers)
             join it last, then the execute-stage register. ``pre`` (bus stage only):
-            return the value the execute-stage register would load, unregistered."""
+            return the value the execute-stage register would load, unregistered.
+            ``byp_rx``: the bypass value of the receive stage's point (default the
+            shared ``byp_val``)."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -700,7 +702,7 @@ class PE(wiring.Component):
                 r = Signal(w, name=f"r_{name}")
                 m.d.sync += r.eq(bv)
                 bv = Signal(w, name=f"rx_{name}")
-                m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val, r) if regs else r)
+                m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val if byp_rx is None else byp_rx, r) if regs else r)
             x_in = bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0)
             x = Signal(w, name=f"{'xin' if pre else 'x'}_{name}")
             if pre:
@@ -753,9 +755,20 @@ class PE(wiring.Component):
             # execute stage mv_val (the move bypass's value at all three points, the
             # register-file write, the early `c` read) comes from flip-flops instead of the
             # move unit's logic. Same value in the same cycle.
+            # The move unit's operands take the bypass of the receive stage's point (the
+            # move issued just before) from a private copy of the bypass select, so the
+            # move unit's loop (mv_val -> the bypass -> the operand -> the move -> mv_val)
+            # does not run through the shared bypass net, which reaches every operand's
+            # bypass points across the PE (docs/fpga-timing.md, session 42: row 159). Same value:
+            # the copy's select register loads what byp_fma loads (the build keeps the PE's
+            # flip-flops apart, rtl.fpga.keep_pe_ffs).
+            byp_fma_mv = Signal(name="byp_fma_mv")
+            m.d.sync += byp_fma_mv.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
+            byp_mv = Signal(w, name="byp_mv")
+            m.d.comb += byp_mv.eq(Mux(byp_fma_mv, fma_out, mv_val))
             mv_fn = Signal(w, name="mv_fn")
-            move_fn(pipe(s1.mv.op, "mv_op")[-2], xsrc(lambda x: x.mv.src, name="mv_src", pre=True),
-                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True), mv_fn)
+            move_fn(pipe(s1.mv.op, "mv_op")[-2], xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv), mv_fn)
             m.d.sync += mv_val.eq(mv_fn)
         else:
             move_fn(ex(s1.mv.op, "mv_op"), xsrc(lambda x: x.mv.src, name="mv_src"),
