@@ -10,11 +10,13 @@ marks a register that exists only for ``latency >= n``:
 
 The multiply is a plain ``*`` of the two ``precision``-bit significands between
 registers, so Yosys maps it onto ECP5 MULT18X18D DSP blocks. With ``dsp="ecp5"`` (formats
-of up to 18 significand bits) it is a MULT18X18D instance instead, whose own registers
-are the multiplier's input registers (``latency >= 4``) and its product register:
-synth_ecp5 does not move fabric flip-flops into the block, and nextpnr-ecp5 times a
-MULT18X18D by its register settings, so the fabric-to-DSP-to-fabric path of a plain
-``*`` (the 4 x 4 core's critical path in docs/fpga-timing.md) becomes two short ones.
+of up to 18 significand bits) it is a MULT18X18D instance instead, whose own input
+registers are the significand registers of stage 0 (``latency >= 4``; the product
+register is then a fabric flip-flop behind the block) or, without stage 0, whose output
+register is the product register: synth_ecp5 does not move fabric flip-flops into the
+block, and nextpnr-ecp5 times a MULT18X18D by its register settings, so the
+fabric-to-DSP-to-fabric path of a plain ``*`` (the 4 x 4 core's critical path in
+docs/fpga-timing.md, session 41) loses the route into the block.
 The shift amount is
 worked out beside the multiplier (the product of significands with ``za`` and ``zb``
 leading zeros has ``za + zb`` or ``za + zb + 1``), so no leading-zero count sits
@@ -65,9 +67,10 @@ class FPMul(wiring.Component):
         plain delay registers at the output.
     dsp : None or "ecp5"
         ``None``: the significand product is a ``*`` (any target, simulation).
-        ``"ecp5"``: a Lattice MULT18X18D instance holding the product register and, with
-        ``latency >= 4``, the input registers (clock ``CLK0``, enable ``CE0`` = ``ce``,
-        synchronous reset ``RST0`` = the ``sync`` reset); only for formats of up to 18
+        ``"ecp5"``: a Lattice MULT18X18D instance holding the significand registers
+        (``latency >= 4``: its input registers) or else the product register (its output
+        register), on clock ``CLK0`` with enable ``CE0`` = ``ce`` and synchronous reset
+        ``RST0`` = the ``sync`` reset; only for formats of up to 18
         significand bits. Same results and timing as ``None``; simulating it needs a
         MULT18X18D model (``sim/models/MULT18X18D.v``).
 
@@ -149,11 +152,16 @@ class FPMul(wiring.Component):
         neg_t = (-t).as_unsigned()[:E + 1]
         sh_r = Mux(neg, clamp(neg_t, P + 1), 0)
         base = Mux(neg | d_neg, 0, d.as_unsigned()[:E + 1])       # biased exponent - 1
-        r1 = stage(m, True, "m1", **({} if self.dsp else {"prod": prod}),
+        # with a DSP instance: its input registers are stage 0's significand registers if
+        # there is one, and the product register is a fabric flip-flop behind the block;
+        # without stage 0 the product register is the block's output register
+        if self.dsp:
+            prod = self._ecp5_product(m, ua.sig, ub.sig, in_regs=split_in, out_reg=not split_in)
+        r1 = stage(m, True, "m1", **({"prod": prod} if not self.dsp or split_in else {}),
                    sh_l=sh_l, sh_r=sh_r, neg=neg, fix_ok=fix_ok, base=base,
                    sign=s0.sign, nan=s0.nan, inf=s0.inf, zero=s0.zero)
-        if self.dsp:
-            r1.prod = self._ecp5_product(m, ua.sig, ub.sig, in_regs=split_in)
+        if self.dsp and not split_in:
+            r1.prod = prod
 
         # ---- stage 2: normalize ------------------------------------------------------------------------
         left = (r1.prod << r1.sh_l)[:2 * P]
@@ -178,19 +186,19 @@ class FPMul(wiring.Component):
         m.d.comb += self.o.eq(delay(m, out, n_delay, "m_dly"))
         return m
 
-    def _ecp5_product(self, m, sig_a, sig_b, in_regs: bool):
-        """``sig_a * sig_b`` (2P bits) from a MULT18X18D: registered at the block's output,
-        and at its inputs too with ``in_regs`` (the stage-0 register of the fabric
-        version); unsigned operands zero-extended to 18 bits; the registers run on the
-        ``sync`` clock with ``CE0 = ce`` and the ``sync`` reset (synchronous)."""
+    def _ecp5_product(self, m, sig_a, sig_b, in_regs: bool, out_reg: bool):
+        """``sig_a * sig_b`` (2P bits) from a MULT18X18D, registered at the block's inputs
+        with ``in_regs`` (the stage-0 register of the fabric version) and at its output
+        with ``out_reg``; unsigned operands zero-extended to 18 bits; the registers run
+        on the ``sync`` clock with ``CE0 = ce`` and the ``sync`` reset (synchronous)."""
         P = self.fmt.precision
-        prod = Signal(2 * ECP5_DSP_BITS, name="m1_prod_dsp")
+        prod = Signal(2 * ECP5_DSP_BITS, name="m_prod_dsp")
         reg = lambda on: "CLK0" if on else "NONE"      # noqa: E731
         ports = {
             "p_REG_INPUTA_CLK": reg(in_regs), "p_REG_INPUTA_CE": "CE0", "p_REG_INPUTA_RST": "RST0",
             "p_REG_INPUTB_CLK": reg(in_regs), "p_REG_INPUTB_CE": "CE0", "p_REG_INPUTB_RST": "RST0",
             "p_REG_INPUTC_CLK": "NONE", "p_REG_PIPELINE_CLK": "NONE",
-            "p_REG_OUTPUT_CLK": "CLK0", "p_REG_OUTPUT_CE": "CE0", "p_REG_OUTPUT_RST": "RST0",
+            "p_REG_OUTPUT_CLK": reg(out_reg), "p_REG_OUTPUT_CE": "CE0", "p_REG_OUTPUT_RST": "RST0",
             "p_RESETMODE": "SYNC", "p_MULT_BYPASS": "DISABLED", "p_SOURCEB_MODE": "B_SHIFT",
             "i_SIGNEDA": 0, "i_SIGNEDB": 0, "i_SOURCEA": 0, "i_SOURCEB": 0,
             "i_CLK0": ClockSignal("sync"), "i_CE0": self.ce, "i_RST0": ResetSignal("sync"),

@@ -201,8 +201,8 @@ def test_core_freeze_holds_units_in_flight(cname, board):
     backpressure: the RTL's output beats equal the core model's.
 
     ``board``: the core elaborated for that ECP5 board, as ``caterpillar build`` does:
-    each PE's multiplier a MULT18X18D whose operand and product registers run on the
-    PE's enable through the block's clock enable, simulated with the primitives' models
+    each PE's multiplier a MULT18X18D whose own registers (the significands' with the
+    4-cycle multiplier) run on the PE's enable through the block's clock enable, simulated with the primitives' models
     (sim/models); both cores' PE enables, the freeze with and without the distribution
     stage. (A 2-cycle multiplier has only the product register in the block, whose
     input the frozen operands hold: it would not need the enable.)"""

@@ -6,7 +6,9 @@
 * RTL (cocotb, ``tb_fp_mul_dsp.py``): the instance, simulated with the behavioural
   model ``sim/models/MULT18X18D.v``, beside the fabric multiplier, both under one random
   enable with resets in between; equal every cycle and equal to the numpy golden model.
-  Latencies 2-3 put only the product register in the block, 4 also the input registers.
+  Latencies 2-3 put the product register in the block (its output register), 4 and more
+  the significands' registers (its input registers; the product register is a fabric
+  flip-flop).
 * Elaboration: the PE chooses the instance on an ECP5 platform only (a core's netlist,
   as ``caterpillar build`` elaborates it). That a core's PEs give their DSPs their own
   enables is simulated in test_core.py (the freeze test with ``board``).
@@ -109,9 +111,9 @@ def test_mul_dsp_choice():
 
 def test_core_dsps_hold_the_multiplier_registers():
     """A 2 x 2 ``fpga``-preset core elaborated for an ECP5 board (as ``caterpillar build``
-    does): one MULT18X18D per PE holding the operand and product registers (input and
-    output registers on the clock, no pipeline register), its clock enable a port of the
-    multiplier; elaborated without a platform, no instance. (That the enables are the
+    does): one MULT18X18D per PE holding the operand registers (input registers on the
+    clock; the product register is a fabric flip-flop behind it), its clock enable a port
+    of the multiplier; elaborated without a platform, no instance. (That the enables are the
     PEs' own is checked by simulation: test_core's freeze test with ``board``.)"""
     from amaranth.back import rtlil
 
@@ -124,7 +126,7 @@ def test_core_dsps_hold_the_multiplier_registers():
     cells = re.findall(r"cell \\MULT18X18D \S+\n(.*?)\n\s*end\n", text, re.S)
     assert len(cells) == cfg.nr * cfg.nr, f"{len(cells)} MULT18X18D cells"
     for body in cells:
-        for reg, clk in (("INPUTA", "CLK0"), ("INPUTB", "CLK0"), ("OUTPUT", "CLK0"), ("PIPELINE", "NONE")):
+        for reg, clk in (("INPUTA", "CLK0"), ("INPUTB", "CLK0"), ("OUTPUT", "NONE"), ("PIPELINE", "NONE")):
             assert f'parameter \\REG_{reg}_CLK "{clk}"' in body, body[:600]
         assert "connect \\CE0 \\ce [0]" in body and "connect \\CLK0 \\clk [0]" in body
     assert "MULT18X18D" not in rtlil.convert(Core(cfg), name="core", emit_src=False)
