@@ -70,9 +70,9 @@ class FPMul(wiring.Component):
         ``"ecp5"``: a Lattice MULT18X18D instance holding the significand registers
         (``latency >= 4``: its input registers) or else the product register (its output
         register), on clock ``CLK0`` with enable ``CE0`` = ``ce`` and synchronous reset
-        ``RST0`` = the ``sync`` reset; only for formats of up to 18
-        significand bits. Same results and timing as ``None``; simulating it needs a
-        MULT18X18D model (``sim/models/MULT18X18D.v``).
+        ``RST0`` = the ``sync`` reset; only for formats of up to 18 significand bits.
+        Same results and timing as ``None``; simulating it needs a MULT18X18D model
+        (``sim/models/MULT18X18D.v``).
 
     Ports
     -----
@@ -134,10 +134,14 @@ class FPMul(wiring.Component):
         )
 
         # ---- stage 1: significand multiply || normalize shift amount ------------------------------
+        # (with a DSP instance its input registers are stage 0's significand registers if
+        # there is one, and the product register is a fabric flip-flop behind the block;
+        # without stage 0 the product register is the block's output register)
         if self.dsp:
-            prod = None                                              # registered in the DSP
+            prod = self._ecp5_product(m, ua.sig, ub.sig, in_regs=split_in, out_reg=not split_in)
         else:
             prod = s0.sig_a * s0.sig_b                               # 2P bits -> DSP
+        prod_in_block = bool(self.dsp) and not split_in
         lz = wire(m, s0.lz_a + s0.lz_b, "m_lz")   # lzc(prod) - {0,1}
         t = s0.t
         neg = wire(m, t < 0, "m_neg")
@@ -152,15 +156,10 @@ class FPMul(wiring.Component):
         neg_t = (-t).as_unsigned()[:E + 1]
         sh_r = Mux(neg, clamp(neg_t, P + 1), 0)
         base = Mux(neg | d_neg, 0, d.as_unsigned()[:E + 1])       # biased exponent - 1
-        # with a DSP instance: its input registers are stage 0's significand registers if
-        # there is one, and the product register is a fabric flip-flop behind the block;
-        # without stage 0 the product register is the block's output register
-        if self.dsp:
-            prod = self._ecp5_product(m, ua.sig, ub.sig, in_regs=split_in, out_reg=not split_in)
-        r1 = stage(m, True, "m1", **({"prod": prod} if not self.dsp or split_in else {}),
+        r1 = stage(m, True, "m1", **({} if prod_in_block else {"prod": prod}),
                    sh_l=sh_l, sh_r=sh_r, neg=neg, fix_ok=fix_ok, base=base,
                    sign=s0.sign, nan=s0.nan, inf=s0.inf, zero=s0.zero)
-        if self.dsp and not split_in:
+        if prod_in_block:
             r1.prod = prod
 
         # ---- stage 2: normalize ------------------------------------------------------------------------
