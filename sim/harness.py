@@ -37,7 +37,7 @@ from pathlib import Path
 
 __all__ = [
     "ROOT", "SimulatorMissing", "find_simulator", "write_verilog", "run_cocotb",
-    "tb_config", "tb_params", "default_sim", "atomic_write", "atomic_savefig",
+    "tb_config", "tb_params", "default_sim", "atomic_write", "atomic_savefig", "MODELS", "primitive_models",
 ]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -56,6 +56,8 @@ def primitive_models(platform) -> list[Path]:
     if isinstance(platform, LatticeECP5Platform):
         return [MODELS / "MULT18X18D.v", MODELS / "DCCA.v"]
     return []
+
+
 MIN_VERILATOR = (5, 36)
 SIMULATORS = ("icarus", "verilator")
 

@@ -52,8 +52,8 @@ def test_build_once_keeps_only_the_binary_and_skips_finished_builds(tmp_path, si
 
     runner = _FakeRunner()
     (tmp_path / "run").mkdir()
-    _build_once(runner, sim, tmp_path / "top.v", "top", tmp_path, False, [])
-    _build_once(runner, sim, tmp_path / "top.v", "top", tmp_path, False, [])
+    _build_once(runner, sim, [tmp_path / "top.v"], "top", tmp_path, False, [])
+    _build_once(runner, sim, [tmp_path / "top.v"], "top", tmp_path, False, [])
     left = sorted(p.name for p in tmp_path.iterdir())
     if sim == "icarus":          # cocotb's own up-to-date check decides; nothing is deleted
         assert runner.builds == 2 and "Vtop.o" in left
@@ -61,7 +61,7 @@ def test_build_once_keeps_only_the_binary_and_skips_finished_builds(tmp_path, si
     assert runner.builds == 1
     assert left == [".complete", "build.log", "run", "top"]
     (tmp_path / "top").unlink()  # a stamp without its binary is not a finished build
-    _build_once(runner, sim, tmp_path / "top.v", "top", tmp_path, False, [])
+    _build_once(runner, sim, [tmp_path / "top.v"], "top", tmp_path, False, [])
     assert runner.builds == 2 and (tmp_path / "top").is_file()
 
 
@@ -185,3 +185,32 @@ def test_sim_matrix_marks():
     assert params["a-icarus"] == set()
     with pytest.raises(ValueError, match=r"\['d'\] are not among the cases"):
         sim_matrix(["a", "b"], verilator=set(), slow={"d"})
+
+
+def test_primitive_models_and_missing_extra_sources(tmp_path):
+    """An ECP5 platform brings the models of its primitives (existing files); a missing
+    extra source is an error that names it, before anything is built."""
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    from rtl.fpga import get_platform
+    from sim.harness import MODELS, primitive_models, run_cocotb
+
+    models = primitive_models(get_platform("ulx3s-85f"))
+    assert [p.name for p in models] == ["MULT18X18D.v", "DCCA.v"] and all(p.is_file() for p in models)
+    assert all(p.parent == MODELS for p in models) and primitive_models(None) == []
+
+    class Tiny(wiring.Component):
+        def __init__(self):
+            super().__init__({"a": In(1), "o": Out(1)})
+
+        def elaborate(self, platform):
+            m = Module()
+            r = Signal()
+            m.d.sync += r.eq(self.a)
+            m.d.comb += self.o.eq(r)
+            return m
+
+    with pytest.raises(FileNotFoundError, match="nope.v does not exist"):
+        run_cocotb(Tiny(), "tiny", "no_such_tb", sim="icarus", extra_sources=[tmp_path / "nope.v"])
