@@ -189,7 +189,8 @@ class FPMul(wiring.Component):
         """``sig_a * sig_b`` (2P bits) from a MULT18X18D, registered at the block's inputs
         with ``in_regs`` (the stage-0 register of the fabric version) and at its output
         with ``out_reg``; unsigned operands zero-extended to 18 bits; the registers run
-        on the ``sync`` clock with ``CE0 = ce`` and the ``sync`` reset (synchronous)."""
+        on the ``sync`` clock with ``CE0 = ce`` and the ``sync`` reset (synchronous; 0 in a
+        reset-less domain, as the fabric's registers have none there)."""
         P = self.fmt.precision
         prod = Signal(2 * ECP5_DSP_BITS, name="m_prod_dsp")
         reg = lambda on: "CLK0" if on else "NONE"      # noqa: E731
@@ -200,7 +201,7 @@ class FPMul(wiring.Component):
             "p_REG_OUTPUT_CLK": reg(out_reg), "p_REG_OUTPUT_CE": "CE0", "p_REG_OUTPUT_RST": "RST0",
             "p_RESETMODE": "SYNC", "p_MULT_BYPASS": "DISABLED", "p_SOURCEB_MODE": "B_SHIFT",
             "i_SIGNEDA": 0, "i_SIGNEDB": 0, "i_SOURCEA": 0, "i_SOURCEB": 0,
-            "i_CLK0": ClockSignal("sync"), "i_CE0": self.ce, "i_RST0": ResetSignal("sync"),
+            "i_CLK0": ClockSignal("sync"), "i_CE0": self.ce, "i_RST0": ResetSignal("sync", allow_reset_less=True),
         }
         for k in range(1, 4):
             ports.update({f"i_CLK{k}": 0, f"i_CE{k}": 0, f"i_RST{k}": 0})
