@@ -524,8 +524,10 @@ class PE(wiring.Component):
         mvq_val = Signal(w, name="mvq_val")
         if cfg.exec_stage:
             m.d.sync += [mvq_go.eq(cur_mv), mvq_dst.eq(cur_mv_dst), mvq_val.eq(mv_val)]
+            # next cycle's FMA write-back writes next cycle's move's register (the FMA wins)
+            byp_fma_next = nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst)
             byp_fma = Signal(name="byp_fma")
-            m.d.sync += byp_fma.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
+            m.d.sync += byp_fma.eq(byp_fma_next)
             m.d.comb += byp_val.eq(Mux(byp_fma, fma_out, mv_val))
 
         def source(field, *, regs=True, buses=True, gate=None, name, late=None):
@@ -763,7 +765,7 @@ class PE(wiring.Component):
             # the copy's select register loads what byp_fma loads (the build keeps the PE's
             # flip-flops apart, rtl.fpga.keep_pe_ffs).
             byp_fma_mv = Signal(name="byp_fma_mv")
-            m.d.sync += byp_fma_mv.eq(nxt_mv & nxt_wb & (nxt_wb_dst == nxt_mv_dst))
+            m.d.sync += byp_fma_mv.eq(byp_fma_next)
             byp_mv = Signal(w, name="byp_mv")
             m.d.comb += byp_mv.eq(Mux(byp_fma_mv, fma_out, mv_val))
             mv_fn = Signal(w, name="mv_fn")

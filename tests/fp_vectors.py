@@ -38,7 +38,7 @@ from pe.fpformat import FPFormat, get_format
 
 __all__ = [
     "new_seed", "gen_operands", "special_values", "read_testfloat", "write_testfloat",
-    "softfloat_reference", "write_samples", "classify", "DATA_DIR", "SAMPLE_FORMATS",
+    "softfloat_reference", "write_samples", "classify", "save_vectors", "DATA_DIR", "SAMPLE_FORMATS",
 ]
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -50,6 +50,20 @@ def new_seed() -> int:
     """A seed from ``FP_SEED`` if set, else a fresh random one."""
     env = os.environ.get("FP_SEED", "").strip()
     return int(env, 0) if env else secrets.randbits(32)
+
+
+def save_vectors(tag: str, arrays: dict) -> Path:
+    """Write ``arrays`` atomically to an ``.npz`` in the build dir (unique per process),
+    for a simulator process to read; returns its path."""
+    from sim.harness import BUILD
+
+    d = BUILD / "fp_vectors"
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{tag}-{os.getpid()}.npz"
+    tmp = d / f".{tag}-{os.getpid()}.tmp.npz"
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
+    return path
 
 
 # -- helpers --------------------------------------------------------------------------------

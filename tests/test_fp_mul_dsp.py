@@ -20,17 +20,16 @@ from __future__ import annotations
 import os
 import re
 
-import numpy as np
 import pytest
 from amaranth.hdl import EnableInserter, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from conftest import SIM_PARAMS, require_sim
-from fp_vectors import gen_operands, new_seed
+from fp_vectors import gen_operands, new_seed, save_vectors
 from pe.fp_mul import FPMul, mul_dsp
 from pe.fpformat import BFLOAT16, BINARY16, BINARY32, get_format
-from sim.harness import BUILD, MODELS, run_cocotb
+from sim.harness import MODELS, run_cocotb
 
 #: (tag, format, latency) of the pairs in the one design
 PAIRS = (("h4", BINARY16, 4), ("h2", BINARY16, 2), ("bf4", BFLOAT16, 4), ("bf3", BFLOAT16, 3),
@@ -73,11 +72,7 @@ def test_mul_dsp_matches_fabric_and_golden(sim):
     arrays = {}
     for tag, fmt, _ in PAIRS:
         arrays[f"{tag}_a"], arrays[f"{tag}_b"] = gen_operands(fmt, "mul", N_VEC, seed)
-    d = BUILD / "fp_vectors"
-    d.mkdir(parents=True, exist_ok=True)
-    path, tmp = d / f"dsp-{sim}-{os.getpid()}.npz", d / f".dsp-{sim}-{os.getpid()}.tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
+    path = save_vectors(f"dsp-{sim}", arrays)
     params = {"vectors": str(path), "seed": seed,
               "pairs": [{"tag": t, "latency": lat, "fmt": {"name": f.name, "exp_bits": f.exp_bits,
                                                            "frac_bits": f.frac_bits}} for t, f, lat in PAIRS]}

@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,11 +37,11 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from conftest import SIM_PARAMS, require_sim
-from fp_vectors import gen_operands, new_seed, read_testfloat, sample_path
+from fp_vectors import gen_operands, new_seed, read_testfloat, sample_path, save_vectors
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
 from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
-from sim.harness import BUILD, run_cocotb
+from sim.harness import run_cocotb
 
 FORMATS = ("binary16", "bfloat16", "binary32")
 SIMS = ("icarus", "verilator")
@@ -108,17 +107,6 @@ def _need(sim):
     require_sim(sim)   # a missing simulator fails (ALLOW_MISSING_SIM=1 skips), see conftest
 
 
-def _save_vectors(tag: str, arrays: dict) -> Path:
-    """Write the vectors atomically to an ``.npz`` in the build dir (unique per process)."""
-    d = BUILD / "fp_vectors"
-    d.mkdir(parents=True, exist_ok=True)
-    path = d / f"{tag}-{os.getpid()}.npz"
-    tmp = d / f".{tag}-{os.getpid()}.tmp.npz"
-    np.savez(tmp, **arrays)
-    os.replace(tmp, path)
-    return path
-
-
 def run_fp(sim: str, jobs: dict, *, groups=STANDARD_GROUPS, seed=None, tag: str = "fp") -> dict:
     """Run vectors through groups of ``FPLanes(groups)``, all streams concurrently.
 
@@ -135,7 +123,7 @@ def run_fp(sim: str, jobs: dict, *, groups=STANDARD_GROUPS, seed=None, tag: str 
                 arrays[key + "expected"] = vec[2]
             streams.append({"group": g.tag, "op": op, "lanes": g.lanes, "latency": g.latency(op),
                             "fmt": {"name": g.fmt.name, "exp_bits": g.fmt.exp_bits, "frac_bits": g.fmt.frac_bits}})
-    path = _save_vectors(f"{tag}-{sim}", arrays)
+    path = save_vectors(f"{tag}-{sim}", arrays)
     params = {"vectors": str(path), "streams": streams, "seed": seed}
     t0 = time.perf_counter()
     desc = "; ".join(f"{s['fmt']['name']} {s['op']} lat {s['latency']} x{s['lanes']}: "
