@@ -54,12 +54,18 @@ class FPAdd(wiring.Component):
         pipeline register. Rounding to nearest even, subnormals in and out,
         ``(+0) + (-0) = +0``, ``(-0) + (-0) = -0``, ``x + (-x) = +0``, ``inf - inf`` and
         every NaN result is ``fmt.qnan``.
+    o_next : Out(fmt.width)
+        The value ``o`` takes at the next clock edge (the D input of the register ``o``
+        is read from), for a copy of the output register outside the unit: a register
+        loading ``o_next`` holds ``o``. (FPGA timing: the PE's move unit has its own copy,
+        placed beside it; docs/fpga-timing.md.)
     """
 
     def __init__(self, fmt: FPFormat | str, latency: int = MIN_ADD_LATENCY):
         self.fmt = get_format(fmt) if not isinstance(fmt, FPFormat) else fmt
         self.latency = check_latency(latency, MIN_ADD_LATENCY, "FPAdd")
-        super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width)})
+        super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width),
+                          "o_next": Out(self.fmt.width)})
 
     def elaborate(self, platform):
         m = Module()
@@ -134,6 +140,11 @@ class FPAdd(wiring.Component):
         mag = wire(m, mag, "a_mag")
         res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.inf_sign, zero=r3.is_zero,
                             zero_sign=r3.zero_sign, overflow=overflow, sign=r3.sign, mag=mag)
-        out = stage(m, True, "a5", res=res).res
-        m.d.comb += self.o.eq(delay(m, out, n_delay, "a_dly"))
+        # registers a5, then a_dly0 .. a_dly{n_delay-1}: o is the last one, o_next its input
+        if n_delay:
+            m.d.comb += self.o_next.eq(delay(m, stage(m, True, "a5", res=res).res, n_delay - 1, "a_dly"))
+        else:
+            m.d.comb += self.o_next.eq(res)
+        last = f"a_dly{n_delay - 1}" if n_delay else "a5"
+        m.d.comb += self.o.eq(stage(m, True, last, v=self.o_next).v)
         return m

@@ -498,6 +498,7 @@ class PE(wiring.Component):
         # operand stage (next cycle's move) and the adder's second-to-last stage.
         mv_val = Signal(w)              # the move unit's result (execute stage)
         fma_out = Signal(w)             # the adder's result (FMA write-back)
+        fma_out_next = Signal(w)        # ... and its value in the next cycle (add.o_next)
         mv_rd = Signal()                # the operand-stage micro-op moves
         m.d.comb += mv_rd.eq((s1.mv.op != MvOp.NOP) & s1_pred)
         nxt_mv = Signal()               # a move executes next cycle ...
@@ -654,7 +655,7 @@ class PE(wiring.Component):
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
 
-        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None):
+        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None, buses=None):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
             stage the move bypass's second point (the move executing in this cycle:
@@ -667,7 +668,7 @@ class PE(wiring.Component):
             join it last, then the execute-stage register. ``pre`` (bus stage only):
             return the value the execute-stage register would load, unregistered.
             ``byp_rx``: the bypass value of the receive stage's point (default the
-            shared ``byp_val``)."""
+            shared ``byp_val``); ``buses``: the bus values (default ``bus_vals``)."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -705,7 +706,8 @@ class PE(wiring.Component):
                 m.d.sync += r.eq(bv)
                 bv = Signal(w, name=f"rx_{name}")
                 m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val if byp_rx is None else byp_rx, r) if regs else r)
-            x_in = bv | Mux(sel["row"], bus_vals["row"], 0) | Mux(sel["col"], bus_vals["col"], 0)
+            bus = bus_vals if buses is None else buses
+            x_in = bv | Mux(sel["row"], bus["row"], 0) | Mux(sel["col"], bus["col"], 0)
             x = Signal(w, name=f"{'xin' if pre else 'x'}_{name}")
             if pre:
                 m.d.comb += x.eq(x_in)
@@ -764,14 +766,26 @@ class PE(wiring.Component):
             # bypass points across the PE (docs/fpga-timing.md, session 42: row 159). Same value:
             # the copy's select register loads what byp_fma loads (the build keeps the PE's
             # flip-flops apart, rtl.fpga.keep_pe_ffs).
+            # The loop's other registers are private copies too: of the receive registers
+            # (mv_rx_row / mv_rx_col), the adder's output register (mv_fma_out, loading
+            # the adder's o_next) and mv_val itself (mv_val_loop). Each original drives
+            # operands, bypass points and register-file banks across the PE, and its long
+            # route to the move unit set the clock (session 43). The copies load the same
+            # values, so the move unit sees the same operands in the same cycles.
             byp_fma_mv = Signal(name="byp_fma_mv")
             m.d.sync += byp_fma_mv.eq(byp_fma_next)
+            mv_fma_out = Signal(w, name="mv_fma_out")
+            mv_val_loop = Signal(w, name="mv_val_loop")
+            mv_buses = {"row": Signal(w, name="mv_rx_row"), "col": Signal(w, name="mv_rx_col")}
+            m.d.sync += [mv_fma_out.eq(fma_out_next), mv_buses["row"].eq(self.row_in),
+                         mv_buses["col"].eq(self.col_in)]
             byp_mv = Signal(w, name="byp_mv")
-            m.d.comb += byp_mv.eq(Mux(byp_fma_mv, fma_out, mv_val))
+            m.d.comb += byp_mv.eq(Mux(byp_fma_mv, mv_fma_out, mv_val_loop))
             mv_fn = Signal(w, name="mv_fn")
-            move_fn(pipe(s1.mv.op, "mv_op")[-2], xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv),
-                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv), mv_fn)
-            m.d.sync += mv_val.eq(mv_fn)
+            move_fn(pipe(s1.mv.op, "mv_op")[-2],
+                    xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses), mv_fn)
+            m.d.sync += [mv_val.eq(mv_fn), mv_val_loop.eq(mv_fn)]
         else:
             move_fn(ex(s1.mv.op, "mv_op"), xsrc(lambda x: x.mv.src, name="mv_src"),
                     xsrc(lambda x: x.mv.msk, name="mv_msk"), mv_val)
@@ -781,7 +795,7 @@ class PE(wiring.Component):
         if mul.dsp:
             m.d.comb += mul.ce.eq(self.dsp_ce)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
-        m.d.comb += fma_out.eq(add.o)
+        m.d.comb += [fma_out.eq(add.o), fma_out_next.eq(add.o_next)]
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
         fma_go = ex(fma_rd, "fma_go")

@@ -160,6 +160,38 @@ def test_latency_bounds():
     assert len(u.a) == len(u.b) == len(u.o) == 16
 
 
+@pytest.mark.parametrize("latency", [3, 6, 7, 9])
+def test_add_o_next(latency):
+    """``o_next`` is the sum one cycle before ``o`` (the D input of ``o``'s register):
+    during cycle ``t + latency - 1`` it is ``a + b`` of cycle ``t`` (golden model), with
+    and without the adder's plain output delay registers (latency >= 7)."""
+    from amaranth.sim import Simulator
+
+    from pe.fp_golden import add_bits
+    seed = _seed()
+    dut = FPAdd(BINARY16, latency)
+    a, b = gen_operands(BINARY16, "add", 60, seed)
+    want = add_bits(BINARY16, a, b)
+    got = {"o": [], "o_next": []}
+
+    async def tb(ctx):
+        for x, y in zip(a, b):
+            ctx.set(dut.a, int(x))
+            ctx.set(dut.b, int(y))
+            got["o"].append(ctx.get(dut.o))
+            got["o_next"].append(ctx.get(dut.o_next))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+    for port, lat in (("o", latency), ("o_next", latency - 1)):
+        for t in range(len(a) - lat):
+            assert got[port][t + lat] == want[t], \
+                f"{port}, operands of cycle {t}: {got[port][t + lat]:#06x}, expected {int(want[t]):#06x}"
+
+
 # -- main random tests ---------------------------------------------------------------------------
 @pytest.mark.parametrize("fmt_name", FORMATS)
 @pytest.mark.parametrize("sim", SIM_PARAMS)
