@@ -7,7 +7,7 @@ core model, fast model, power model).
 
 from __future__ import annotations
 
-from amaranth import Array, Module, Mux, Signal
+from amaranth import Array, Module, Mux, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -40,10 +40,12 @@ class PerfCounters(wiring.Component):
 
     Every counter is ``cfg.counter_bits`` wide, wraps modulo its width, and counts only
     in cycles where ``count_en`` is high. The sources of a cycle are registered as they
-    are (no reset, enable or gate on these flip-flops) and summed into a registered
-    increment in the next cycle, zero unless ``count_en`` was high and no ``clear`` came
-    (no path runs from the PEs' event strobes into their sum in one cycle, and
-    ``count_en`` and ``clear`` reach only the second stage), which the cycle after
+    are (no reset, enable or gate on these flip-flops); the next cycle registers the
+    events summed over the PEs of each PE row (and every other source once more), and
+    the cycle after sums those into a registered increment, zero unless ``count_en``
+    was high and no ``clear`` came (no path runs from the PEs' event strobes into a sum
+    in one cycle, no sum has more than ``nr`` terms, and ``count_en`` and ``clear``
+    reach only the last stage), which the cycle after
     adds to the counter's **low part**, a flip-flop counter just wide enough for
     ``n`` cycles of increments (``n`` = number of counters). The **totals** are words of
     a memory (``cfg.counter_bits`` wide, ``n`` deep: block RAM on an FPGA). A sweep
@@ -60,8 +62,8 @@ class PerfCounters(wiring.Component):
     47 for a 4 x 4 core. The memory's one read port serves the sweep until then and the
     readout after; the host interface waits for ``ready`` before it reads.
 
-    ``clear`` drops the two stages in flight (the increments are zeroed, and the first
-    stage's sources never counted) and zeroes the low parts at once (every event of its
+    ``clear`` drops the three stages in flight (the increments are zeroed, and the first
+    two stages' sources never counted) and zeroes the low parts at once (every event of its
     cycle and before is dropped), and starts a clearing sweep: the next ``n`` visits
     write the low part alone, not added to the old word. Reset does the same (the
     sweep's registers reset into a clearing sweep), so a reset core reads zeros.
@@ -126,8 +128,9 @@ class PerfCounters(wiring.Component):
     @property
     def SETTLE(self) -> int:
         """Cycles the sweep runs after the last counted cycle (or ``clear``): the last
-        event reaches its low part at the end of the second cycle after its own, and every
-        counter is visited within ``n`` cycles from then; its write lands
+        event reaches its low part at the end of the third cycle after its own, and every
+        counter is visited within the ``n`` cycles after that (the sweep needs no more:
+        ``tests/test_perf_counters.py`` fails with one cycle less); its write lands
         :attr:`SWEEP_LATENCY` cycles after the visit, and ``ready`` rises the cycle after."""
         return self.n + 3
 
@@ -156,7 +159,7 @@ class PerfCounters(wiring.Component):
         n = self.n
         # first stage: every source into a flip-flop of its own (the PEs' event strobes
         # come from all over the die), with no reset, enable or gate: count_en and clear
-        # reach only the second stage, whose registers sit with the sum, not the die's
+        # reach only the last stage, whose registers sit with the sum, not the die's
         # few hundred first-stage bits (on the 4 x 4 core's critical path before
         # 2026-11-30: fpga-timing.md, session 41). The increments are summed from these.
         def stage(sig, name):
@@ -165,27 +168,46 @@ class PerfCounters(wiring.Component):
             return r
 
         evs = [stage(ev, f"pe_ev{p}") for p, ev in enumerate(self.pe_events())]
-        incs: list = [stage(self.count_en, "cycle"), stage(self.stall, "stall"), stage(self.issue, "issue")]
-        incs += [ev.fma for ev in evs]
+        # second stage: the events summed over all PEs as partial sums, one per PE row
+        # (registered; their sum is the increment in the third stage), every other
+        # source registered once more. A sum over 16 PEs in one cycle (four adder levels)
+        # was among the 4 x 4 core's late paths (fpga-timing.md, session 43).
+        def sum_of(xs):
+            """A balanced adder tree of ``xs``."""
+            while len(xs) > 1:
+                xs = [xs[k] + xs[k + 1] if k + 1 < len(xs) else xs[k] for k in range(0, len(xs), 2)]
+            return xs[0]
+
+        def stage2(v, name):
+            r = Signal(Value.cast(v).shape(), name=f"src2_{name}", reset_less=True)
+            m.d.sync += r.eq(v)
+            return r
+
+        parts: list = [[stage(self.count_en, "cycle")], [stage(self.stall, "stall")], [stage(self.issue, "issue")]]
+        parts += [[ev.fma] for ev in evs]
         for name in SUMMED_EVENTS:
-            incs.append(sum((getattr(ev, name) for ev in evs[1:]), start=getattr(evs[0], name)))
+            parts.append([sum_of([getattr(ev, name) for ev in evs[r * nr:(r + 1) * nr]]) for r in range(nr)])
         others = [f"row_hops{r}" for r in range(nr)] + [f"col_hops{c}" for c in range(nr)]
         others += ["host_in", "host_out", "ring_in", "ring_out"] + (["spad_rd", "spad_wr"] if cfg.spad_kib else [])
-        incs += [stage(getattr(self, n_), n_) for n_ in others]
-        assert len(incs) == n
+        parts += [[stage(getattr(self, n_), n_)] for n_ in others]
+        assert len(parts) == n
+        incs = [sum_of([stage2(v, f"{i}_{k}") for k, v in enumerate(ps)]) for i, ps in enumerate(parts)]
 
         # the sweep: ptr (binary, the memory address and the harvest mux) and visit (the
         # same position one-hot, a ring of flip-flops) advance every cycle
         ptr = Signal(range(n), name="sweep_ptr")
         visit = Signal(n, init=1, name="sweep_visit")
         m.d.sync += [ptr.eq(Mux(ptr == n - 1, 0, ptr + 1)), visit.eq(visit.rotate_left(1))]
-        # second stage and low parts. The first stage holds cycle t - 1's sources;
-        # en_1 says they count: count_en in t - 1 and no clear then. A clear in t also
-        # drops them (not in inc_r) and the increment of t - 2 (not in the low part).
+        # third stage and low parts. The second stage holds cycle t - 2's sources (the
+        # first t - 1's); en_2 says they count: count_en in t - 2 and no clear in t - 2 or
+        # t - 1. A clear in t also drops them (not in inc_r), the first stage's (en_2 is
+        # loaded with 0), this cycle's sources (en_1 is loaded with 0) and the increment
+        # of t - 3 (not in the low part).
         en_1 = Signal(name="count_en_1")
-        m.d.sync += en_1.eq(self.count_en & ~self.clear)
+        en_2 = Signal(name="count_en_2")
+        m.d.sync += [en_1.eq(self.count_en & ~self.clear), en_2.eq(en_1 & ~self.clear)]
         take = Signal(name="inc_take")
-        m.d.comb += take.eq(en_1 & ~self.clear)
+        m.d.comb += take.eq(en_2 & ~self.clear)
         lows = []
         for i, inc in enumerate(incs):
             inc_r = Signal(range(self._inc_max(i) + 1), name=f"inc_{i}")
