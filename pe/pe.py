@@ -795,7 +795,15 @@ class PE(wiring.Component):
         if mul.dsp:
             m.d.comb += mul.ce.eq(self.dsp_ce)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
-        m.d.comb += [fma_out.eq(add.o), fma_out_next.eq(add.o_next)]
+        m.d.comb += fma_out_next.eq(add.o_next)
+        if cfg.rx_stage:
+            # the adder's output register in this module, beside the move unit's copy of
+            # it (mv_fma_out): the build keeps a PE's flip-flops apart but not its FP
+            # units', so a copy of add.o's own register would be merged back into it
+            # (add.o is then unused, and synthesis drops its register). Same value.
+            m.d.sync += fma_out.eq(add.o_next)
+        else:
+            m.d.comb += fma_out.eq(add.o)
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
         fma_go = ex(fma_rd, "fma_go")
@@ -908,7 +916,7 @@ class PE(wiring.Component):
                 sel_q.eq(cur_mv & (cur_mv_dst == nxt_idx) & nxt_in),
                 tag_n.eq(Mux(w_f, 0b11, rf_tags.word_select(nxt_idx, 2))),
             ]
-            c_pre = Mux(sel_f, add.o, Mux(sel_m, mv_val, Mux(sel_q, mvq_val, rf_read(idx, "c_pre", tag_n))))
+            c_pre = Mux(sel_f, fma_out, Mux(sel_m, mv_val, Mux(sel_q, mvq_val, rf_read(idx, "c_pre", tag_n))))
             c_reg = Signal(w, name="c_late_reg")
             m.d.sync += c_reg.eq(Mux(pre_crf, c_pre, pre_c))
             m.d.comb += c_late.eq(c_reg)
@@ -918,10 +926,10 @@ class PE(wiring.Component):
         # ---- SRAM write ports: the FMA write-back wins over the operand-stage write ----
         m.d.comb += [
             wr_a.addr.eq(Mux(fma_wb_mema, ad_wa[-1], wa_addr)),
-            wr_a.data.eq(Mux(fma_wb_mema, add.o, wa_val)),
+            wr_a.data.eq(Mux(fma_wb_mema, fma_out, wa_val)),
             wr_a.en.eq(wa_go | fma_wb_mema),
             wr_b.addr.eq(Mux(fma_wb_memb, ad_wa[-1], wb_addr)),
-            wr_b.data.eq(Mux(fma_wb_memb, add.o, wb_val)),
+            wr_b.data.eq(Mux(fma_wb_memb, fma_out, wb_val)),
             wr_b.en.eq(wb_go | fma_wb_memb),
         ]
 
@@ -934,7 +942,7 @@ class PE(wiring.Component):
                          rf_wm.addr.eq(mvq_dst), rf_wm.data.eq(mvq_val), rf_wm.en.eq(mvq_go)]
         else:
             m.d.comb += [rf_wm.addr.eq(mv_dst), rf_wm.data.eq(mv_val), rf_wm.en.eq(mv_go)]
-        m.d.comb += [rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(add.o), rf_wf.en.eq(fma_wb)]
+        m.d.comb += [rf_wf.addr.eq(fma_wb_dst), rf_wf.data.eq(fma_out), rf_wf.en.eq(fma_wb)]
         for i in range(n_regs):
             with m.If(fma_wb & (fma_wb_dst == i)):
                 m.d.sync += [rf_lvt[i].eq(1), rf_written[i].eq(1)]
