@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require_sim
 from pe.microop import MicroOp, Src
-from rtl.config import PRESETS, ArchConfig
+from rtl.config import PRESETS, ArchConfig, config_from_arg
 from rtl.fpga import (DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report, parse_critical_paths,
                       short_cell)
 from rtl.uart_bridge import decode_frames, encode_frame, frame_bytes
@@ -308,6 +308,41 @@ def test_keep_pe_ffs_names_the_distribution_tree():
     assert out.returncode == 0, out.stdout[-2000:]
     mods = re.findall(r"^\s+\\?(\S+)$", out.stdout.split("modules:")[-1], re.M)
     assert sorted(x for x in mods if ".seq.head_en" in x or ".seq.go_en" in x) == sorted(kept), out.stdout[-3000:]
+
+
+def test_move_unit_copies_stay_apart():
+    """With the receive stage the move unit's loop reads private copies of registers the
+    rest of the PE shares (the receive registers, the adder's output register, mv_val:
+    docs/fpga-timing.md, session 43). Each copy and its original are flip-flops of the
+    PE's own module, so the build's keep (:func:`rtl.fpga.keep_pe_ffs`) holds them apart
+    through flattening and merging: two flip-flops per pair after Yosys's ``opt``. (A
+    copy of the adder's own register was merged into it: the FP units' flip-flops are not
+    kept.)"""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from amaranth.back import rtlil
+
+    from pe.pe import PE
+    from rtl.synth import find_yosys
+
+    cfg = config_from_arg('{"preset": "fpga", "nr": 2}')
+    assert cfg.rx_stage
+    il = rtlil.convert(PE(cfg, row=0, col=0, issue_in=True), name="pe")
+    pairs = [("mv_rx_row", "rx_row"), ("mv_rx_col", "rx_col"), ("mv_fma_out", "fma_out"), ("mv_val_loop", "mv_val")]
+    sel = "; ".join(f"tee -a cells.txt select -list w:{w} %ci1:+[Q] t:$dff %i" for pair in pairs for w in pair)
+    script = ("read_rtlil pe.il; setattr -set keep 1 pe/t:$dff; hierarchy -top pe; proc; flatten; "
+              f"opt; opt_merge; opt_clean; {sel}")
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "pe.il").write_text(il)
+        out = subprocess.run(find_yosys() + ["-p", script], cwd=tmp, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        cells = [ln.strip() for ln in (Path(tmp) / "cells.txt").read_text().splitlines()
+                 if ln.strip().startswith("pe/")]
+    assert len(cells) == 2 * len(pairs), cells
+    for k, (copy, orig) in enumerate(pairs):
+        assert cells[2 * k] != cells[2 * k + 1], f"{copy} and {orig} are one flip-flop: {cells[2 * k]}"
 
 
 _TIM_EXCERPT = """\
