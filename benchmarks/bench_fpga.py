@@ -44,7 +44,9 @@ BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 #: SRAM bypass compare (session 38) seed 1 meets it at 72.80 MHz. Since session 42 at a
 #: 70 MHz clock, the one every 4 x 4 experiment since session 39 routes at (at 71.875 the
 #: rip-up did not converge on session 39's RTL): session 42's RTL meets it at 70.89 MHz
-#: with 3 endpoints late at 80 MHz. Built only when FPGA_BENCH_ROWS names it
+#: with 3 endpoints late at 80 MHz, session 43's at 73.60 MHz with 13 late at 80 MHz and
+#: 1,403 at 100 MHz (77.45 with seed 1 on rows 167-169's RTL, docs/fpga-timing.md).
+#: Built only when FPGA_BENCH_ROWS names it
 FPGA_PRESET_CLOCK_MHZ = 70.0
 #: with nextpnr seed 1, and nextpnr's per-endpoint timing (`caterpillar timing`)
 FPGA_PRESET_SEED = 1

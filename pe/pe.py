@@ -801,7 +801,7 @@ class PE(wiring.Component):
             # it (mv_fma_out): the build keeps a PE's flip-flops apart but not its FP
             # units', so a copy of add.o's own register would be merged back into it
             # (add.o is then unused, and synthesis drops its register). Same value.
-            m.d.sync += fma_out.eq(add.o_next)
+            m.d.sync += fma_out.eq(fma_out_next)
         else:
             m.d.comb += fma_out.eq(add.o)
         fma_rd = Signal()
