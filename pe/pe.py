@@ -795,15 +795,12 @@ class PE(wiring.Component):
         if mul.dsp:
             m.d.comb += mul.ce.eq(self.dsp_ce)
         m.submodules.add = add = FPAdd(fmt, latency=cfg.add_latency)
+        # the adder's output register in this module (add.o's value; add.o is unused and
+        # synthesis drops its register), so that with the receive stage the move unit's
+        # copy of it (mv_fma_out) stays apart: the build keeps a PE's flip-flops apart
+        # but not its FP units', and merged a copy of add.o's own register back into it
         m.d.comb += fma_out_next.eq(add.o_next)
-        if cfg.rx_stage:
-            # the adder's output register in this module, beside the move unit's copy of
-            # it (mv_fma_out): the build keeps a PE's flip-flops apart but not its FP
-            # units', so a copy of add.o's own register would be merged back into it
-            # (add.o is then unused, and synthesis drops its register). Same value.
-            m.d.sync += fma_out.eq(fma_out_next)
-        else:
-            m.d.comb += fma_out.eq(add.o)
+        m.d.sync += fma_out.eq(fma_out_next)
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
         fma_go = ex(fma_rd, "fma_go")

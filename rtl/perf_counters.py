@@ -7,7 +7,7 @@ core model, fast model, power model).
 
 from __future__ import annotations
 
-from amaranth import Array, Module, Mux, Signal, Value
+from amaranth import Array, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -162,9 +162,9 @@ class PerfCounters(wiring.Component):
         # reach only the last stage, whose registers sit with the sum, not the die's
         # few hundred first-stage bits (on the 4 x 4 core's critical path before
         # 2026-11-30: fpga-timing.md, session 41). The increments are summed from these.
-        def stage(sig, name):
-            r = Signal.like(sig, name=f"src_{name}", reset_less=True)
-            m.d.sync += r.eq(sig)
+        def stage(v, name, prefix="src"):
+            r = Signal.like(v, name=f"{prefix}_{name}", reset_less=True)
+            m.d.sync += r.eq(v)
             return r
 
         evs = [stage(ev, f"pe_ev{p}") for p, ev in enumerate(self.pe_events())]
@@ -178,11 +178,6 @@ class PerfCounters(wiring.Component):
                 xs = [xs[k] + xs[k + 1] if k + 1 < len(xs) else xs[k] for k in range(0, len(xs), 2)]
             return xs[0]
 
-        def stage2(v, name):
-            r = Signal(Value.cast(v).shape(), name=f"src2_{name}", reset_less=True)
-            m.d.sync += r.eq(v)
-            return r
-
         parts: list = [[stage(self.count_en, "cycle")], [stage(self.stall, "stall")], [stage(self.issue, "issue")]]
         parts += [[ev.fma] for ev in evs]
         for name in SUMMED_EVENTS:
@@ -191,7 +186,7 @@ class PerfCounters(wiring.Component):
         others += ["host_in", "host_out", "ring_in", "ring_out"] + (["spad_rd", "spad_wr"] if cfg.spad_kib else [])
         parts += [[stage(getattr(self, n_), n_)] for n_ in others]
         assert len(parts) == n
-        incs = [sum_of([stage2(v, f"{i}_{k}") for k, v in enumerate(ps)]) for i, ps in enumerate(parts)]
+        incs = [sum_of([stage(v, f"{i}_{k}", "src2") for k, v in enumerate(ps)]) for i, ps in enumerate(parts)]
 
         # the sweep: ptr (binary, the memory address and the harvest mux) and visit (the
         # same position one-hot, a ring of flip-flops) advance every cycle
