@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from functools import reduce
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, unsigned
+from amaranth.hdl import Array, Cat, Const, DomainRenamer, EnableInserter, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -243,6 +243,7 @@ class PE(wiring.Component):
         self.row = row
         self.col = col
         self.issue_in = issue_in
+        self._rf_m_domain = "sync"      # bank M's write port (see frozen())
         w = cfg.fmt.width
         super().__init__({
             **({"issue": In(ISSUE_LAYOUT)} if issue_in else {}),
@@ -258,6 +259,33 @@ class PE(wiring.Component):
             "ev": Out(EVENT_LAYOUT),
             "dsp_ce": In(1, init=1),
         })
+
+    #: The domain of bank M's write port while :meth:`frozen` applies the enable.
+    UNFROZEN = "pe_unfrozen"
+
+    def frozen(self, enable):
+        """This PE under the clock enable ``enable`` (low: the PE holds its state, as
+        in the bubble after a stall); add what this returns instead of the PE.
+
+        ``EnableInserter(enable)`` over the whole PE, except that with
+        ``cfg.exec_stage`` the register file's bank M (the move unit's, written a
+        cycle late from the ``mvq_*`` registers) is written in every cycle, frozen or
+        not. Same values, same reads: its write port's address, data and enable are
+        flip-flops, which hold through the freeze, so a frozen cycle writes the word
+        that the next cycle writes again; and a read of that register in the next
+        cycle takes ``mvq_val`` through the bypass (``hitq``, ``c_pre_wq``), never the
+        bank. So the freeze (one flip-flop, the clock enable of every PE register) is
+        not a gate in front of the LUT RAMs' write enables (a 4 x 4 build's critical
+        path on two of six seeds, docs/fpga-timing.md, session 43). Bank F stays
+        frozen: a read of an FMA write-back's register in its write cycle has no bypass
+        (it returns the old word), so an early write would change it
+        (``tests/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
+        """
+        ei = EnableInserter(enable)(self)
+        if not self.cfg.exec_stage:
+            return ei
+        self._rf_m_domain = self.UNFROZEN
+        return DomainRenamer({self.UNFROZEN: "sync"})(ei)
 
     def elaborate(self, platform):
         m = Module()
@@ -278,7 +306,7 @@ class PE(wiring.Component):
         # nine read ports, at a fraction of the area (docs/fpga.md).
         m.submodules.rf_m = rf_m = Memory(shape=unsigned(w), depth=16, init=[])
         m.submodules.rf_f = rf_f = Memory(shape=unsigned(w), depth=16, init=[])
-        rf_wm = rf_m.write_port()
+        rf_wm = rf_m.write_port(domain=self._rf_m_domain)    # (see frozen())
         rf_wf = rf_f.write_port()
         rf_lvt = Signal(16, name="rf_lvt")      # 1: bank F holds RF[i]
         rf_written = Signal(16, name="rf_written")

@@ -427,11 +427,11 @@ class Core(wiring.Component):
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
-                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(~bubble_pe)(pe)
+                    m.submodules[f"pe_{r}_{c}"] = pe.frozen(~bubble_pe)
                     m.d.comb += pe.dsp_ce.eq(~bubble_pe)   # the same enable, for its DSP's registers
                 else:
                     uop_pe = seq.uop
-                    m.submodules[f"pe_{r}_{c}"] = EnableInserter(pe_en)(pe)
+                    m.submodules[f"pe_{r}_{c}"] = pe.frozen(pe_en)
                     m.d.comb += pe.dsp_ce.eq(pe_en)
                 rd_data, rd_oe = row_bus[r].drivers()[c]
                 cd_data, cd_oe = col_bus[c].drivers()[r]

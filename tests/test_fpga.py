@@ -345,6 +345,46 @@ def test_move_unit_copies_stay_apart():
         assert cells[2 * k] != cells[2 * k + 1], f"{copy} and {orig} are one flip-flop: {cells[2 * k]}"
 
 
+@pytest.mark.parametrize("preset,m_free", [("fpga", True), ("default", False)])
+def test_pe_freeze_not_in_bank_m_write_enable(preset, m_free):
+    """:meth:`pe.pe.PE.frozen`: with the execute stage the freeze is not in the cone of
+    the register file's bank-M write enable (only the ``mvq_go`` flip-flop is: no gate
+    from the PE's ~1,800-load freeze net into the LUT RAMs' ``WRE``, docs/fpga-timing.md,
+    session 44); bank F's write enable, and bank M's without the execute stage, are
+    frozen. (That the early bank-M write changes no value is checked by
+    ``tests/test_core.py::test_core_freeze_holds_units_in_flight``.)"""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from amaranth.back import rtlil
+    from amaranth.hdl import Module, Signal
+
+    from pe.pe import PE
+    from rtl.synth import find_yosys
+
+    cfg = config_from_arg(json.dumps({"preset": preset, "nr": 2}))
+    assert cfg.exec_stage == m_free
+    m = Module()
+    en = Signal(name="pe_en")
+    m.submodules.pe = PE(cfg, row=0, col=0).frozen(en)
+    # each bank's write-port enable and its fan-in up to the flip-flops
+    cone = "select -list t:$memwr_v2 r:MEMID=*{} %i %ci1:+[EN] %ci*:-$dff"
+    script = ("read_rtlil top.il; hierarchy -top top; proc; flatten; "
+              + "; ".join(f"tee -o {b}.txt {cone.format('rf_' + b)}" for b in "mf"))
+    with tempfile.TemporaryDirectory() as tmp:
+        (Path(tmp) / "top.il").write_text(rtlil.convert(m, name="top", ports=[en]))
+        out = subprocess.run(find_yosys() + ["-q", "-p", script], cwd=tmp, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+        fan_in = {b: set((Path(tmp) / f"{b}.txt").read_text().split()) for b in "mf"}
+    assert "top/pe_en" in fan_in["f"]
+    assert ("top/pe_en" in fan_in["m"]) == (not m_free), sorted(fan_in["m"])[:20]
+    if m_free:   # no gate at all: the enable is a flip-flop's output (the cone's one cell is the port)
+        cells = {n for n in fan_in["m"] if "$" in n}
+        assert len(cells) == 1 and "top/pe.rf_wm__en" in fan_in["m"], sorted(fan_in["m"])
+
+
 _TIM_EXCERPT = """\
 Info: Critical path report for clock '$glbnet$clk' (posedge -> posedge):
 Info:       type curr  total name
