@@ -548,6 +548,8 @@ class PE(wiring.Component):
         # is not registered: bank F holds that register's value.
         cur_mv = Signal()               # a move executes now, its write not overridden ...
         cur_mv_dst = Signal(4)          # ... into this register
+        cur_wb = Signal()               # the FMA writes the RF now ...
+        cur_wb_dst = Signal(4)          # ... into this register
         mvq_go = Signal(name="mvq_go")  # ... registered: bank M's write this cycle
         mvq_dst = Signal(4, name="mvq_dst")
         mvq_val = Signal(w, name="mvq_val")
@@ -578,17 +580,29 @@ class PE(wiring.Component):
             for code_, value in consts.items():
                 live += [code_i == code_, Const(value, w)]
             if regs and cfg.exec_stage:
-                reg = ~code_i[4] & (code_i[:4] < n_regs)
-                hit = reg & nxt_mv & (nxt_mv_dst == code_i[:4])
+                idx = code_i[:4]
+                reg = ~code_i[4] & (idx < n_regs)
+                hit = reg & nxt_mv & (nxt_mv_dst == idx)
                 # the move executing now writes bank M at the end of the operand stage
-                hitq = reg & ~hit & cur_mv & (cur_mv_dst == code_i[:4])
-                live += [hit, byp_val, hitq, mvq_val, ~code_i[4] & ~hit & ~hitq, None]
+                hitq = reg & ~hit & cur_mv & (cur_mv_dst == idx)
+                # The register file, one select per bank: the word's tags as this cycle's
+                # writes leave them, which is what they are in the read's cycle (a frozen
+                # cycle holds both). A move into the register now is read through hitq,
+                # so only the FMA write-back's tags count. After the LUT RAM only an AND
+                # with a flip-flop is left, no tag select (a 16:1 multiplexer of the
+                # written bits and the live-value table in front of every read was in
+                # the 4 x 4 build's critical paths, docs/fpga-timing.md, session 44).
+                rf = reg & ~hit & ~hitq
+                tag = Mux(cur_wb & (cur_wb_dst == idx), 0b11, rf_tags.word_select(idx, 2))
+                live += [hit, byp_val, hitq, mvq_val,
+                         rf & tag[0] & tag[1], ("rf", rf_f), rf & tag[0] & ~tag[1], ("rf", rf_m)]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
             for k in range(0, len(live), 2):
                 cond, value = live[k], live[k + 1]
-                # f(NOP, 0): code 0 names RF[0]; gated readers are off after reset
+                # f(NOP, 0): code 0 names RF[0] (per bank: off, nothing is written after
+                # reset); gated readers are off after reset
                 init = int(value is None and gate is None)
                 sel = Signal(name=f"{name}_sel{k // 2}", init=init)
                 m.d.sync += sel.eq(cond if gate is None else cond & gate)
@@ -597,6 +611,10 @@ class PE(wiring.Component):
                     continue
                 if value is None:
                     value = rf_read(code_o[:4], name)
+                elif isinstance(value, tuple):  # ("rf", bank): that bank's word
+                    port = value[1].read_port(domain="comb")
+                    m.d.comb += port.addr.eq(code_o[:4])
+                    value = port.data
                 terms.append(Mux(sel, value, 0))
             v = Signal(w, name=name)
             m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
@@ -896,6 +914,7 @@ class PE(wiring.Component):
                 nxt_mv_dst.eq(mv_dst_st[-2] if cfg.exec_delay >= 2 else s1.mv.dst),
                 nxt_wb.eq(ad_valid[-2] & (ad_wb[-2] != FmaWb.MEMA) & (ad_wb[-2] != FmaWb.MEMB)),
                 nxt_wb_dst.eq(ad_dst[-2]),
+                cur_wb.eq(fma_wb), cur_wb_dst.eq(fma_wb_dst),
             ]
         if cfg.bus_stage:
             # the operand writes in their bus stage land next cycle, unless the FMA
