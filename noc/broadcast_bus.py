@@ -62,7 +62,9 @@ class BroadcastBus(wiring.Component):
         Take each receiver's visibility flags from ports ``vis{i}`` (flip-flops the core
         loads with :func:`visibility` of the segmentation beside the ``seg`` register,
         one copy per receiver: FPGA timing, ``docs/fpga-timing.md``) instead of decoding them
-        here from ``seg``, which then only counts ``hops``. Same values.
+        here from ``seg``, which then only counts ``hops``; and its own host enable
+        from ports ``host_en{i}`` (flip-flops the core loads beside ``host_en``), so
+        ``host_en`` only counts ``hops`` and ``conflict``. Same values.
 
     Ports
     -----
@@ -73,6 +75,8 @@ class BroadcastBus(wiring.Component):
         Segmentation of this cycle (the operand-stage micro-op's ``rdrv.seg``/``cdrv.seg``).
     vis{i} : In(vis_bits(n)), only with ``vis_in``
         :func:`visibility` of ``seg``, as receiver ``i``'s own copy.
+    host_en{i} : In(1), only with ``vis_in``
+        ``host_en``, as receiver ``i``'s own copy.
     host_data : In(width), host_en : In(1)
         Host stream lane driving the bus.
     value{i} : Out(width)
@@ -96,6 +100,7 @@ class BroadcastBus(wiring.Component):
             members[f"value{i}"] = Out(width)
             if vis_in:
                 members[f"vis{i}"] = In(vis_bits(n))
+                members[f"host_en{i}"] = In(1)
         members.update(seg=In(SEG_BITS), host_data=In(width), host_en=In(1),
                        hops=Out(range(n + 1)), conflict=Out(1))
         super().__init__(members)
@@ -126,11 +131,12 @@ class BroadcastBus(wiring.Component):
             m.d.comb += vis_all.eq(visibility(self.seg, n))
         for i, out in enumerate(self.values()):
             vis = getattr(self, f"vis{i}") if self.vis_in else vis_all
+            host_en = getattr(self, f"host_en{i}") if self.vis_in else self.host_en
             acc = drv[i][0]
             for j in range(n):
                 if j != i:
                     acc = acc | Mux(vis[(i ^ j).bit_length() - 1], drv[j][0], 0)
-            m.d.comb += out.eq(Mux(self.host_en, self.host_data, acc))
+            m.d.comb += out.eq(Mux(host_en, self.host_data, acc))
         # hops: each active PE driver counts its segment length
         per_g_hops = []
         for g in range(n_seg):

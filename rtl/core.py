@@ -328,9 +328,11 @@ class Core(wiring.Component):
             # every bus
             nxt_pe_en = ~(bubble_c[-2] if dist else stall)
             nxt_hin = Mux(pe_en, hin_op, bus_lanes["hin"])
-            for k, d in (("host_row_en", HostDir.ROW), ("host_col_en", HostDir.COL)):
+            nxt_hen = {k: nxt_pe_en & (nxt_hin == d)
+                       for k, d in (("host_row_en", HostDir.ROW), ("host_col_en", HostDir.COL))}
+            for k, v in nxt_hen.items():
                 bus_lanes[k] = Signal(name=f"bus_{k}")
-                m.d.sync += bus_lanes[k].eq(nxt_pe_en & (nxt_hin == d))
+                m.d.sync += bus_lanes[k].eq(v)
 
         # The bus-stage buses take their visibility flags (the decode of the segmentation)
         # from registers, one copy per receiving PE (module ``pe_<r>_<c>_vis``, kept
@@ -338,6 +340,10 @@ class Core(wiring.Component):
         # register then drives no die-wide decode in front of every bus's AND-OR (the
         # 4 x 4 core's critical path, docs/fpga-timing.md). Loaded beside ``bus_rseg`` /
         # ``bus_cseg`` with the decode of the same value, so they equal its decode.
+        # Likewise the host lane's bus enables, one copy per receiving PE (module
+        # ``pe_<r>_<c>_hen``, loaded in every cycle with the value ``bus_host_*_en``
+        # loads), so no flip-flop drives the host multiplexer of every receiver of every
+        # bus (a 4 x 4 build's critical path, docs/fpga-timing.md, session 44).
         vis = None
         if cfg.bus_stage:
             vis = {}
@@ -348,7 +354,14 @@ class Core(wiring.Component):
                     cv = Signal(vis_bits(nr), name="col_vis")
                     vm.d.sync += [rv.eq(visibility(rseg_op, nr)), cv.eq(visibility(cseg_op, nr))]
                     m.submodules[f"pe_{r}_{c}_vis"] = EnableInserter(pe_en)(vm)
-                    vis[r, c] = (rv, cv)
+                    hm = Module()
+                    # no reset (as the distribution copies): their next value is 0
+                    # while the core is in reset (hin_op and bus_hin reset to NONE)
+                    rh = Signal(name="row_host_en", reset_less=True)
+                    ch = Signal(name="col_host_en", reset_less=True)
+                    hm.d.sync += [rh.eq(nxt_hen["host_row_en"]), ch.eq(nxt_hen["host_col_en"])]
+                    m.submodules[f"pe_{r}_{c}_hen"] = hm
+                    vis[r, c] = (rv, cv, rh, ch)
 
         def make_buses(prefix, lanes_, vis=None):
             rb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
@@ -357,7 +370,9 @@ class Core(wiring.Component):
                 if vis is not None:
                     for j in range(nr):
                         m.d.comb += [getattr(rb[i], f"vis{j}").eq(vis[i, j][0]),
-                                     getattr(cb[i], f"vis{j}").eq(vis[j, i][1])]
+                                     getattr(cb[i], f"vis{j}").eq(vis[j, i][1]),
+                                     getattr(rb[i], f"host_en{j}").eq(vis[i, j][2]),
+                                     getattr(cb[i], f"host_en{j}").eq(vis[j, i][3])]
                 m.submodules[f"{prefix}row_bus{i}"] = rb[i]
                 m.submodules[f"{prefix}col_bus{i}"] = cb[i]
                 m.d.comb += [

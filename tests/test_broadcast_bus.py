@@ -3,8 +3,9 @@
 Every PE ``i`` must receive the OR of the data inputs of the PEs of its segment (``seg =
 g``: segments of ``2**g`` PEs, ``g = 0`` the whole bus), or the host lane when it drives;
 ``hops`` counts each active driver's segment length. The bus with per-receiver
-visibility inputs (``vis_in``, the bus-stage core's registered copies) must give the same
-values when each receiver's input is :func:`visibility` of ``seg``. Amaranth's simulator,
+visibility and host-enable inputs (``vis_in``, the bus-stage core's registered copies) must
+give the same values when each receiver's inputs are :func:`visibility` of ``seg`` and
+``host_en``. Amaranth's simulator,
 random data (the seed is printed), every segmentation.
 """
 
@@ -44,7 +45,8 @@ def test_bus_values_and_hops_match_the_segment_definition(n, vis_in):
     if vis_in:
         for i in range(n):
             assert len(getattr(bus, f"vis{i}")) == vis_bits(n)
-            m.d.comb += getattr(bus, f"vis{i}").eq(visibility(bus.seg, n))
+            m.d.comb += [getattr(bus, f"vis{i}").eq(visibility(bus.seg, n)),
+                         getattr(bus, f"host_en{i}").eq(bus.host_en)]
 
     async def tb(ctx):
         for g in range(1 << SEG_BITS):

@@ -289,9 +289,9 @@ def test_keep_pe_ffs_names_the_distribution_tree():
     il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
     cmd = keep_pe_ffs(il)
     core = "top.ucore.core"
-    assert cmd.count("/t:$dff") == 4 * 4 * 3 + 4 * 2
-    assert all(f"{core}.pe_{r}_{c}/t:$dff" in cmd and f"{core}.pe_{r}_{c}_dist/t:$dff" in cmd
-               and f"{core}.pe_{r}_{c}_vis/t:$dff" in cmd for r in range(4) for c in range(4))
+    assert cmd.count("/t:$dff") == 4 * 4 * 4 + 4 * 2
+    assert all(f"{core}.pe_{r}_{c}{k}/t:$dff" in cmd for k in ("", "_dist", "_vis", "_hen")
+               for r in range(4) for c in range(4))
     assert all(f"{core}.uop_fan_{r}_{k}/t:$dff" in cmd for r in range(4) for k in range(2))
     keep = keep_enable_copies(il)
     assert keep.startswith("setattr -mod -set keep_hierarchy 1 ")
