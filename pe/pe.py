@@ -233,7 +233,10 @@ class PE(wiring.Component):
     alongside the adder. With ``cfg.exec_stage`` the late ``c`` is read one cycle early
     into a register, that cycle's RF writes bypassed in (same value, same cycle), so the
     adder's inputs all come from flip-flops, and the move unit writes bank M a cycle
-    late from registers, a read in between taking the registered word (same values).
+    late from registers, a read in between taking the registered word (same values);
+    each operand's register-file term is then one select per bank, decided at issue from
+    the tags as that cycle's FMA write-back leaves them. A core freezes a PE through
+    :meth:`frozen`.
     """
 
     def __init__(self, cfg, row: int, col: int, *, issue_in: bool = False):
