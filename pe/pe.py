@@ -551,14 +551,8 @@ class PE(wiring.Component):
         # is not registered: bank F holds that register's value.
         cur_mv = Signal()               # a move executes now, its write not overridden ...
         cur_mv_dst = Signal(4)          # ... into this register
-        # The tags as this cycle's FMA write-back leaves them (a move's are not needed:
-        # a read of its register next cycle takes mvq_val), from a flip-flop per register
-        # loaded a cycle ahead with "the write-back writes it now" (nxt_wb), so no
-        # compare with the write-back's register sits in front of every source's select.
-        rf_wb_now = Signal(16, name="rf_wb_now")
-        rf_tags_next = Signal(32, name="rf_tags_next")
-        m.d.comb += rf_tags_next.eq(Cat(*(Mux(rf_wb_now[i], 0b11, Cat(rf_written[i], rf_lvt[i]))
-                                         for i in range(16))))
+        cur_wb = Signal()               # the FMA writes the RF now ...
+        cur_wb_dst = Signal(4)          # ... into this register
         mvq_go = Signal(name="mvq_go")  # ... registered: bank M's write this cycle
         mvq_dst = Signal(4, name="mvq_dst")
         mvq_val = Signal(w, name="mvq_val")
@@ -602,7 +596,7 @@ class PE(wiring.Component):
                 # written bits and the live-value table in front of every read was in
                 # the 4 x 4 build's critical paths, docs/fpga-timing.md, session 44).
                 rf = reg & ~hit & ~hitq
-                tag = rf_tags_next.word_select(idx, 2)
+                tag = Mux(cur_wb & (cur_wb_dst == idx), 0b11, rf_tags.word_select(idx, 2))
                 live += [hit, byp_val, hitq, mvq_val,
                          rf & tag[0] & tag[1], ("rf", rf_f), rf & tag[0] & ~tag[1], ("rf", rf_m)]
             elif regs:
@@ -923,9 +917,8 @@ class PE(wiring.Component):
                 nxt_mv_dst.eq(mv_dst_st[-2] if cfg.exec_delay >= 2 else s1.mv.dst),
                 nxt_wb.eq(ad_valid[-2] & (ad_wb[-2] != FmaWb.MEMA) & (ad_wb[-2] != FmaWb.MEMB)),
                 nxt_wb_dst.eq(ad_dst[-2]),
+                cur_wb.eq(fma_wb), cur_wb_dst.eq(fma_wb_dst),
             ]
-        if cfg.exec_stage:
-            m.d.sync += rf_wb_now.eq(Mux(nxt_wb, Const(1, 16) << nxt_wb_dst, 0))
         if cfg.bus_stage:
             # the operand writes in their bus stage land next cycle, unless the FMA
             # write-back into the same bank displaces them then; their word is the
