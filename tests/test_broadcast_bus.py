@@ -101,3 +101,31 @@ def test_visibility_flags():
                 if j >= n:
                     continue
                 assert bool(res["v"] >> k & 1) == (j in segment_of(i, g, n)), (n, g, k)
+
+
+def test_receivers_take_their_own_host_enable():
+    """With ``vis_in`` receiver ``i`` selects the host lane by its own ``host_en{i}``
+    (the core's per-PE copy), not by ``host_en``, which only counts hops and conflicts."""
+    n, width = 4, 16
+    m = Module()
+    m.submodules.bus = bus = BroadcastBus(width, n, vis_in=True)
+    for i in range(n):
+        m.d.comb += getattr(bus, f"vis{i}").eq(visibility(bus.seg, n))
+
+    async def tb(ctx):
+        ctx.set(bus.host_data, 0xABCD)
+        ctx.set(bus.drivers()[1][0], 0x1234)
+        ctx.set(bus.drivers()[1][1], 1)
+        for mask in range(1 << n):
+            for shared in (0, 1):
+                ctx.set(bus.host_en, shared)
+                for i in range(n):
+                    ctx.set(getattr(bus, f"host_en{i}"), (mask >> i) & 1)
+                got = [ctx.get(v) for v in bus.values()]
+                assert got == [0xABCD if (mask >> i) & 1 else 0x1234 for i in range(n)], (mask, shared)
+                assert ctx.get(bus.hops) == n      # the host or PE 1 on the whole bus
+                assert ctx.get(bus.conflict) == shared
+
+    sim = Simulator(m)
+    sim.add_testbench(tb)
+    sim.run()
