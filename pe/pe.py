@@ -129,8 +129,10 @@ class PE(wiring.Component):
     issue_in : bool
         Take the issue-stage decisions from the ``issue`` port instead of decoding them
         from ``uop`` (a core with :attr:`~rtl.config.ArchConfig.dist_stage` decodes them
-        beside the distribution register, so they come from flip-flops). Same cycle
-        behaviour when ``issue`` is :func:`issue_decode` of ``uop``.
+        beside the distribution register, so they come from flip-flops), and compute
+        the SRAM read addresses a cycle early from ``uop_next``. Same cycle behaviour
+        when ``issue`` is :func:`issue_decode` of ``uop`` and ``uop`` is ``uop_next``
+        one cycle later.
 
     Attributes
     ----------
@@ -138,6 +140,9 @@ class PE(wiring.Component):
         Micro-op issued this cycle (all-zero = NOP).
     issue : In(ISSUE_LAYOUT)
         With ``issue_in`` only: :func:`issue_decode` of ``uop`` for this PE, this cycle.
+    uop_next : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
+        With ``issue_in`` only: the micro-op on ``uop`` in the next cycle (frozen or not;
+        the core's distribution register loads it in every cycle).
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
         driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
@@ -246,10 +251,11 @@ class PE(wiring.Component):
         self.row = row
         self.col = col
         self.issue_in = issue_in
-        self._rf_m_domain = "sync"      # bank M's write port (see frozen())
+        self._unfrozen = "sync"         # the domain of what frozen() leaves running
         w = cfg.fmt.width
         super().__init__({
-            **({"issue": In(ISSUE_LAYOUT)} if issue_in else {}),
+            **({"issue": In(ISSUE_LAYOUT), "uop_next": In(uop_layout(cfg.addr_bits, cfg.sel_bits))}
+               if issue_in else {}),
             "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "row_in": In(w),
             "col_in": In(w),
@@ -263,7 +269,8 @@ class PE(wiring.Component):
             "dsp_ce": In(1, init=1),
         })
 
-    #: The domain of bank M's write port while :meth:`frozen` applies the enable.
+    #: The domain of what :meth:`frozen` leaves running (bank M's write port, the early
+    #: SRAM read addresses) while it applies the enable.
     UNFROZEN = "pe_unfrozen"
 
     def frozen(self, enable):
@@ -283,11 +290,15 @@ class PE(wiring.Component):
         frozen: a read of an FMA write-back's register in its write cycle has no bypass
         (it returns the old word), so an early write would change it
         (``tests/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
+        With ``issue_in`` the early SRAM read addresses (``ra_addr`` / ``rb_addr``) are
+        loaded in every cycle too: they follow the micro-op the distribution register
+        loads, which is loaded in every cycle, and the ARs as the enable leaves them
+        (``dsp_ce``, which the core sets to ``enable``).
         """
         ei = EnableInserter(enable)(self)
-        if not self.cfg.exec_stage:
+        if not (self.cfg.exec_stage or self.issue_in):
             return ei
-        self._rf_m_domain = self.UNFROZEN
+        self._unfrozen = self.UNFROZEN
         return DomainRenamer({self.UNFROZEN: "sync"})(ei)
 
     def elaborate(self, platform):
@@ -309,7 +320,7 @@ class PE(wiring.Component):
         # nine read ports, at a fraction of the area (docs/fpga.md).
         m.submodules.rf_m = rf_m = Memory(shape=unsigned(w), depth=16, init=[])
         m.submodules.rf_f = rf_f = Memory(shape=unsigned(w), depth=16, init=[])
-        rf_wm = rf_m.write_port(domain=self._rf_m_domain)    # (see frozen())
+        rf_wm = rf_m.write_port(domain=self._unfrozen if cfg.exec_stage else "sync")  # (see frozen())
         rf_wf = rf_f.write_port()
         rf_lvt = Signal(16, name="rf_lvt")      # 1: bank F holds RF[i]
         rf_written = Signal(16, name="rf_written")
@@ -349,39 +360,50 @@ class PE(wiring.Component):
             m.d.comb += dec.eq(issue_decode(m, cfg, self.row, self.col, u))
         pred, rsel, csel = dec.pred, dec.rsel, dec.csel
 
-        def ar_value(idx):
-            """AR[idx] before this micro-op's updates; nonexistent ARs read 0."""
+        def ar_value(idx, regs=ar):
+            """``regs[idx]`` (default: AR[idx] before this micro-op's updates);
+            nonexistent ARs read 0."""
             v = Signal(ab)
             with m.Switch(idx):
                 for i in range(n_ar):
                     with m.Case(i):
-                        m.d.comb += v.eq(ar[i])
+                        m.d.comb += v.eq(regs[i])
             return v
-
-        # synchronous reads: address = (AR + off) mod depth (assignment truncates)
-        m.d.comb += [
-            rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
-            rd_a.en.eq(dec.ra_en),
-            rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off),
-            rd_b.en.eq(dec.rb_en),
-        ]
 
         # AR / stride updates at the end of t (predicated): AR + (imm if ADD) + (stride if
         # a port increments it), modulo 2**addr_bits, as one carry-save step (sum and
         # carry bits, one LUT level) and one carry chain instead of two chained adders
-        with m.If(pred):
-            for i in range(n_ar):
-                x = ar[i]
-                y = Mux(dec.ar_add[i], u.ar.imm, 0)[:ab]
-                z = Mux(dec.ar_inc[i], stride[i], 0)
-                cs_sum = x ^ y ^ z
-                cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
-                with m.If(dec.ar_set[i]):
-                    m.d.sync += ar[i].eq(u.ar.imm)
-                with m.Else():
-                    m.d.sync += ar[i].eq(cs_sum + cs_carry)
-                with m.If(dec.ar_stride[i]):
-                    m.d.sync += stride[i].eq(u.ar.imm)
+        ar_new = [Signal(ab, name=f"ar{i}_new") for i in range(n_ar)]   # AR[i] after t
+        for i in range(n_ar):
+            x = ar[i]
+            y = Mux(dec.ar_add[i], u.ar.imm, 0)[:ab]
+            z = Mux(dec.ar_inc[i], stride[i], 0)
+            cs_sum = x ^ y ^ z
+            cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
+            m.d.comb += ar_new[i].eq(Mux(pred, Mux(dec.ar_set[i], u.ar.imm, cs_sum + cs_carry), x))
+            m.d.sync += ar[i].eq(ar_new[i])
+            with m.If(pred & dec.ar_stride[i]):
+                m.d.sync += stride[i].eq(u.ar.imm)
+
+        # synchronous reads: address = (AR + off) mod depth (assignment truncates). With
+        # ``issue_in`` the address is computed a cycle early into a register outside the
+        # freeze: from the micro-op the distribution register loads (``uop_next``) and the
+        # ARs as this cycle leaves them (updated if the PE runs, ``dsp_ce``), so the block
+        # RAMs' address pins and the SRAM bypass's compares start at a flip-flop instead
+        # of after the AR select and the address adder (the 4 x 4 build's ``mem_a`` /
+        # ``mem_b`` endpoints, docs/fpga-timing.md, session 45). The register always holds
+        # ``AR[uop.r*.ar] + uop.r*.off`` of this cycle's ARs and micro-op, as the adder did.
+        if self.issue_in:
+            un = self.uop_next
+            ar_next = [Mux(self.dsp_ce, ar_new[i], ar[i]) for i in range(n_ar)]
+            for rd, port in ((rd_a, "ra"), (rd_b, "rb")):
+                early = Signal.like(rd.addr, name=f"{port}_addr")
+                m.d[self._unfrozen] += early.eq(ar_value(un[port].ar, ar_next) + un[port].off)
+                m.d.comb += rd.addr.eq(early)
+        else:
+            m.d.comb += [rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
+                         rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off)]
+        m.d.comb += [rd_a.en.eq(dec.ra_en), rd_b.en.eq(dec.rb_en)]
 
         # ---- operand stage register ------------------------------------------------------
         s1 = Signal(uop_layout(cfg.addr_bits, cfg.sel_bits))

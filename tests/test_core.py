@@ -164,6 +164,10 @@ def test_core_stalls_are_invisible(sim, cname):
 # freezes the PEs with FMAs, moves, SRAM reads and writes in flight: the multiplier, the
 # adder, the SRAM and register-file ports and the PE's own registers must all hold.
 FREEZE_PROGRAM = """
+    stride ar0 = 1
+    stride ar1 = 1
+    stride ar2 = 1
+    stride ar3 = 1
     loop i 8 {
         hin row | wra [ar0]++ = row
         hin col | wrb [ar1]++ = col
@@ -194,9 +198,46 @@ FREEZE_PROGRAM = """
 """
 
 
+# Back-to-back reads through the AR each one post-increments, on instructions that wait
+# for the host: a bubble holds the stalled head's micro-op on the PE side (not executed),
+# so its AR increments must not reach the next read's address, which a core with the
+# distribution stage computes a cycle early (PE ``ra_addr`` / ``rb_addr``).
+FREEZE_AR_PROGRAM = """
+    stride ar0 = 1
+    stride ar1 = 1
+    stride ar2 = 1
+    stride ar3 = 1
+    loop i 8 {
+        hin row | wra [ar0]++ = row
+        hin col | wrb [ar1]++ = col
+    }
+    ar0 = 0
+    ar1 = 0
+    loop j 8 {
+        hin row | rda [ar0]++ | mov r3 = row | wrb [ar2 + 8]++ = mema
+    }
+    loop k 8 {
+        hin col | rdb [ar1]++ | mov r4 = col | wra [ar3 + 8]++ = memb
+    }
+    ar2 = 0
+    ar3 = 0
+    loop w 4 {
+        nop
+    }
+    loop m 8 {
+        rdb [ar2 + 8]++ | cdrv memb @row=0 | hout col
+    }
+    loop n 8 {
+        rda [ar3 + 8]++ | cdrv mema @row=1 | hout col
+    }
+    halt
+"""
+
+
+@pytest.mark.parametrize("program", ["units", "ar"])
 @pytest.mark.parametrize("cname,board", [("nr2_fp16", None), ("nr2_fp16_fpga", None), ("nr2_fp16_fan", None),
                                          ("nr2_fp16_mul4", "ulx3s-85f"), ("nr2_fp16_fan", "ulx3s-85f")])
-def test_core_freeze_holds_units_in_flight(cname, board):
+def test_core_freeze_holds_units_in_flight(cname, board, program):
     """Bubbles with every PE unit busy (FREEZE_PROGRAM), random stream gaps and
     backpressure: the RTL's output beats equal the core model's.
 
@@ -218,11 +259,11 @@ def test_core_freeze_holds_units_in_flight(cname, board):
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     rng = random.Random(seed)
-    words = assemble(FREEZE_PROGRAM, cfg).words()
+    words = assemble({"units": FREEZE_PROGRAM, "ar": FREEZE_AR_PROGRAM}[program], cfg).words()
     # binary16 lanes below 1.0 (no overflow to infinity in the sums)
     data = [rng.getrandbits(32) & 0x3BFF3BFF for _ in range(32)]
     ref = run_job(cfg, words, data, backend="model")
-    got = run_job(cfg, words, data, backend="rtl", sim="icarus", name=f"freeze-{cname}-{board}", pause_in=0.5,
+    got = run_job(cfg, words, data, backend="rtl", sim="icarus", name=f"freeze-{program}-{cname}-{board}", pause_in=0.5,
                   pause_out=0.5, seed=seed, platform=platform)
     assert got.data == ref.data
     assert got.counters["stall_cycles"] > 0
