@@ -474,8 +474,9 @@ class PE(wiring.Component):
         # is the hit. Comparing whole addresses at issue put the adder and the compare's
         # three levels in one cycle (the 4 x 4 core's critical path, docs/fpga-timing.md,
         # session 38); comparing in the operand stage would put them all beside the RAM's
-        # output. The bus-stage write's word is
-        # taken in the operand stage, from the execute-stage write word (the same word,
+        # output. (That is without the early read address; with it, ``issue_in``, the read
+        # address is a flip-flop and each hit is decided whole at issue, below.) The
+        # bus-stage write's word is taken in the operand stage, from the execute-stage write word (the same word,
         # one cycle later), and kept in the bypass register after that cycle.
         if cfg.exec_stage:
             for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
@@ -501,13 +502,22 @@ class PE(wiring.Component):
                 # if there is one (it displaces the operand write), else the operand
                 # write; the one landing next cycle: the operand write unless a
                 # write-back displaces it then. Registered with the read (held when no
-                # read is made), and finished in the operand stage.
+                # read is made), and finished in the operand stage. With the early read
+                # address (``issue_in``) the read address is a flip-flop, so each hit is
+                # decided whole at issue (the address compares after flip-flops only)
+                # and the operand stage only ORs the registered hits.
                 with m.If(rd.en):
                     m.d.sync += val.eq(byps[0]["val"])
-                    hit_now = [Mux(flag(byps[0]["wbk"], "wbk0"), eq_groups(byps[0]["wbk_addr"], "wbk0"),
-                                   flag(byps[0]["go"], "go0") & eq_groups(byps[0]["addr"], "w0"))]
-                    hit_now += [flag(byp["go"] & ~byp["wbk"], f"go{k}") & eq_groups(byp["addr"], f"w{k}")
-                                for k, byp in enumerate(byps[1:], 1)]
+                    if self.issue_in:
+                        hit_now = [flag(Mux(byps[0]["wbk"], rd.addr == byps[0]["wbk_addr"],
+                                            byps[0]["go"] & (rd.addr == byps[0]["addr"])), "hit0_q")]
+                        hit_now += [flag(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]), f"hit{k}_q")
+                                    for k, byp in enumerate(byps[1:], 1)]
+                    else:
+                        hit_now = [Mux(flag(byps[0]["wbk"], "wbk0"), eq_groups(byps[0]["wbk_addr"], "wbk0"),
+                                       flag(byps[0]["go"], "go0") & eq_groups(byps[0]["addr"], "w0"))]
+                        hit_now += [flag(byp["go"] & ~byp["wbk"], f"go{k}") & eq_groups(byp["addr"], f"w{k}")
+                                    for k, byp in enumerate(byps[1:], 1)]
                 m.d.comb += [h.eq(x) for h, x in zip(hits, hit_now)]
                 hit, word = byp_hit[nm], byp_word[nm]
                 if cfg.bus_stage:

@@ -6,6 +6,13 @@ cycle later (the external value is registered to match) and the outputs are the
 operand-stage ``row_op`` / ``ev.row_drv``, the model's timing. The PE keeps its real coordinates ``(row, col)``
 in an ``nr x nr`` configuration, so predicates and driver selection behave as at that
 position of a core.
+
+With ``cfg.dist_stage`` the PE is built as a core with the distribution stage builds it
+(``issue_in``): the micro-op reaches it through a register, beside the register of its
+issue decode, and ``uop_next`` is the register's input (so the SRAM read addresses are
+computed a cycle early). Everything then happens one cycle later than the micro-op word
+is written (``PETop.lag``): the external bus values are delayed to match, and the
+testbench compares the outputs a cycle later.
 """
 
 from __future__ import annotations
@@ -15,7 +22,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from pe.microop import uop_layout
-from pe.pe import EVENT_LAYOUT, PE
+from pe.pe import EVENT_LAYOUT, ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 
 __all__ = ["PETop", "obs_fields"]
 
@@ -47,6 +54,8 @@ class PETop(wiring.Component):
 
     def __init__(self, cfg, row: int, col: int):
         self.cfg, self.row, self.col = cfg, row, col
+        #: cycles from writing a micro-op word to its issue (1 with ``cfg.dist_stage``)
+        self.lag = int(cfg.dist_stage)
         w = cfg.fmt.width
         lay = uop_layout(cfg.addr_bits, cfg.sel_bits)
         super().__init__({
@@ -63,24 +72,41 @@ class PETop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.pe = pe = PE(self.cfg, self.row, self.col)
+        cfg = self.cfg
+        m.submodules.pe = pe = PE(cfg, self.row, self.col, issue_in=bool(self.lag))
         ext_row, ext_col = self.ext_row_in, self.ext_col_in
-        if self.cfg.bus_stage:
-            # the bus carries a value one cycle after the driver's operand stage: so do the
-            # external values (given in operand-stage timing, as the model takes them)
+        if self.lag:
+            # as in a core with the distribution stage: the distribution register and the
+            # issue decode beside it, loaded in every cycle
+            lay = uop_layout(cfg.addr_bits, cfg.sel_bits)
+            u_next = Signal(lay, name="uop_next")
+            u_reg = Signal(lay, name="uop_dist")
+            issue = Signal(ISSUE_LAYOUT, name="issue_dist", init=ISSUE_NOP)
+            m.d.comb += u_next.as_value().eq(self.uop)
+            m.d.sync += [u_reg.eq(u_next), issue.eq(issue_decode(m, cfg, self.row, self.col, u_next))]
+            m.d.comb += [pe.uop_next.eq(u_next), pe.issue.eq(issue)]
+            uop = u_reg.as_value()
             ext_row, ext_col = Signal.like(ext_row), Signal.like(ext_col)
             m.d.sync += [ext_row.eq(self.ext_row_in), ext_col.eq(self.ext_col_in)]
+        else:
+            uop = self.uop
+        if cfg.bus_stage:
+            # the bus carries a value one cycle after the driver's operand stage: so do the
+            # external values (given in operand-stage timing, as the model takes them)
+            ext_in = (ext_row, ext_col)
+            ext_row, ext_col = Signal.like(ext_row), Signal.like(ext_col)
+            m.d.sync += [ext_row.eq(ext_in[0]), ext_col.eq(ext_in[1])]
             # outputs in operand-stage timing, as the model gives them
             row_out, row_oe, col_out, col_oe = pe.row_op, pe.ev.row_drv, pe.col_op, pe.ev.col_drv
             # the bus side checked against it: the drive of the cycle before
-            prev = Signal(2 * self.cfg.fmt.width + 2)
+            prev = Signal(2 * cfg.fmt.width + 2)
             m.d.sync += prev.eq(Cat(pe.row_op, pe.ev.row_drv, pe.col_op, pe.ev.col_drv))
             bus_err = prev != Cat(pe.row_out, pe.row_oe, pe.col_out, pe.col_oe)
         else:
             row_out, row_oe, col_out, col_oe = pe.row_out, pe.row_oe, pe.col_out, pe.col_oe
             bus_err = 0
         m.d.comb += [
-            pe.uop.as_value().eq(self.uop),
+            pe.uop.as_value().eq(uop),
             pe.row_in.eq(Mux(pe.row_oe, pe.row_out, ext_row)),
             pe.col_in.eq(Mux(pe.col_oe, pe.col_out, ext_col)),
             self.row_out.eq(row_out),

@@ -120,12 +120,22 @@ async def pe_matches_model(dut):
     uop_h.value = 0
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start(start_high=False))
 
+    # with the distribution stage (tests/pe_top.PETop.lag) the PE issues a micro-op word
+    # a cycle after it is written: its outputs of model cycle ``cyc`` come then
+    lag = int(cfg.dist_stage)
     n = len(whole)
     t0 = time.perf_counter()
-    for cyc in range(n):
-        uop_h.value = whole.uops[cyc]
-        row_h.value = whole.row_ins[cyc]
-        col_h.value = whole.col_ins[cyc]
+    for step in range(n + lag):
+        if step < n:
+            uop_h.value = whole.uops[step]
+            row_h.value = whole.row_ins[step]
+            col_h.value = whole.col_ins[step]
+        else:
+            uop_h.value = 0
+        cyc = step - lag
+        if cyc < 0:
+            await RisingEdge(dut.clk)
+            continue
         await ReadOnly()
         got = obs_h.value.to_unsigned()
         if got != expected[cyc]:
