@@ -143,6 +143,12 @@ class PE(wiring.Component):
     uop_next : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
         With ``issue_in`` only: the micro-op on ``uop`` in the next cycle (frozen or not;
         the core's distribution register loads it in every cycle).
+    run : In(1), init 1
+        With ``issue_in`` only: the PE runs this cycle (the enable of :meth:`frozen`,
+        ``dsp_ce``), from a flip-flop of its own: it decides whether this cycle's AR
+        updates reach the early read addresses, so it must not be the freeze's
+        die-wide net (in a 4 x 4 build the freeze flip-flop's 6 ns net was the early
+        address's critical path, docs/fpga-timing.md, session 45).
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
         driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
@@ -254,8 +260,8 @@ class PE(wiring.Component):
         self._unfrozen = "sync"         # the domain of what frozen() leaves running
         w = cfg.fmt.width
         super().__init__({
-            **({"issue": In(ISSUE_LAYOUT), "uop_next": In(uop_layout(cfg.addr_bits, cfg.sel_bits))}
-               if issue_in else {}),
+            **({"issue": In(ISSUE_LAYOUT), "uop_next": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
+                "run": In(1, init=1)} if issue_in else {}),
             "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "row_in": In(w),
             "col_in": In(w),
@@ -293,7 +299,8 @@ class PE(wiring.Component):
         With ``issue_in`` the early SRAM read addresses (``ra_addr`` / ``rb_addr``) are
         loaded in every cycle too: they follow the micro-op the distribution register
         loads, which is loaded in every cycle, and the ARs as the enable leaves them
-        (``dsp_ce``, which the core sets to ``enable``).
+        (``run``, which the core loads with ``enable``'s value from a flip-flop of its
+        own).
         """
         ei = EnableInserter(enable)(self)
         if not (self.cfg.exec_stage or self.issue_in):
@@ -388,17 +395,21 @@ class PE(wiring.Component):
         # synchronous reads: address = (AR + off) mod depth (assignment truncates). With
         # ``issue_in`` the address is computed a cycle early into a register outside the
         # freeze: from the micro-op the distribution register loads (``uop_next``) and the
-        # ARs as this cycle leaves them (updated if the PE runs, ``dsp_ce``), so the block
+        # ARs as this cycle leaves them (updated if the PE runs, ``run``), so the block
         # RAMs' address pins and the SRAM bypass's compares start at a flip-flop instead
         # of after the AR select and the address adder (the 4 x 4 build's ``mem_a`` /
         # ``mem_b`` endpoints, docs/fpga-timing.md, session 45). The register always holds
         # ``AR[uop.r*.ar] + uop.r*.off`` of this cycle's ARs and micro-op, as the adder did.
+        # Both sums are formed, with the ARs as a run and as a frozen cycle leaves them,
+        # and ``run`` selects between them last, after the adders.
         if self.issue_in:
             un = self.uop_next
-            ar_next = [Mux(self.dsp_ce, ar_new[i], ar[i]) for i in range(n_ar)]
             for rd, port in ((rd_a, "ra"), (rd_b, "rb")):
                 early = Signal.like(rd.addr, name=f"{port}_addr")
-                m.d[self._unfrozen] += early.eq(ar_value(un[port].ar, ar_next) + un[port].off)
+                ran, held = (Signal.like(rd.addr, name=f"{port}_addr_{k}") for k in ("run", "held"))
+                m.d.comb += [ran.eq(ar_value(un[port].ar, ar_new) + un[port].off),
+                             held.eq(ar_value(un[port].ar) + un[port].off)]
+                m.d[self._unfrozen] += early.eq(Mux(self.run, ran, held))
                 m.d.comb += rd.addr.eq(early)
         else:
             m.d.comb += [rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
