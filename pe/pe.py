@@ -389,8 +389,11 @@ class PE(wiring.Component):
             cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
             m.d.comb += ar_new[i].eq(Mux(pred, Mux(dec.ar_set[i], u.ar.imm, cs_sum + cs_carry), x))
             m.d.sync += ar[i].eq(ar_new[i])
-            with m.If(pred & dec.ar_stride[i]):
-                m.d.sync += stride[i].eq(u.ar.imm)
+            # (with ``issue_in`` a stride register loads outside the freeze, enabled by
+            # ``run``, a flip-flop of its own, instead of through the freeze's die-wide
+            # net: a 4 x 4 build's late clock enables, docs/fpga-timing.md, session 45)
+            with m.If(pred & dec.ar_stride[i] & (self.run if self.issue_in else 1)):
+                m.d[self._unfrozen if self.issue_in else "sync"] += stride[i].eq(u.ar.imm)
 
         # synchronous reads: address = (AR + off) mod depth (assignment truncates). With
         # ``issue_in`` the address is computed a cycle early into a register outside the

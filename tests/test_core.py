@@ -201,7 +201,8 @@ FREEZE_PROGRAM = """
 # Back-to-back reads through the AR each one post-increments, on instructions that wait
 # for the host: a bubble holds the stalled head's micro-op on the PE side (not executed),
 # so its AR increments must not reach the next read's address, which a core with the
-# distribution stage computes a cycle early (PE ``ra_addr`` / ``rb_addr``).
+# distribution stage computes a cycle early (PE ``ra_addr`` / ``rb_addr``), nor its
+# stride setting its own post-increment (which takes the stride before it).
 FREEZE_AR_PROGRAM = """
     stride ar0 = 1
     stride ar1 = 1
@@ -216,8 +217,9 @@ FREEZE_AR_PROGRAM = """
     loop j 8 {
         hin row | rda [ar0]++ | mov r3 = row | wrb [ar2 + 8]++ = mema
     }
-    loop k 8 {
-        hin col | rdb [ar1]++ | mov r4 = col | wra [ar3 + 8]++ = memb
+    loop k 4 {
+        hin col | rdb [ar1]++ | mov r4 = col | wra [ar3 + 8]++ = memb | stride ar1 = 2
+        hin col | rdb [ar1]++ | mov r4 = col | wra [ar3 + 8]++ = memb | stride ar1 = 1
     }
     ar2 = 0
     ar3 = 0
