@@ -403,16 +403,42 @@ class PE(wiring.Component):
         # of after the AR select and the address adder (the 4 x 4 build's ``mem_a`` /
         # ``mem_b`` endpoints, docs/fpga-timing.md, session 45). The register always holds
         # ``AR[uop.r*.ar] + uop.r*.off`` of this cycle's ARs and micro-op, as the adder did.
-        # Both sums are formed, with the ARs as a run and as a frozen cycle leaves them,
-        # and ``run`` selects between them last, after the adders.
+        # The sums are formed from the ARs as they are, not from their next values: the
+        # updated AR plus the offset is ``AR + (imm if ADD) + (stride if a port
+        # increments it) + off``, two carry-save steps and one carry chain (the updated
+        # AR's own carry chain in front of the address adder was 12 logic levels, the
+        # critical path of session 45's first builds); a set AR gives ``imm + off``, a
+        # frozen cycle ``AR + off``, and ``run`` and the set select among those last.
         if self.issue_in:
             un = self.uop_next
+
+            def pick(idx, vals, width):
+                """``vals[idx]`` (0 for a nonexistent AR)."""
+                v = Signal(width)
+                with m.Switch(idx):
+                    for i in range(n_ar):
+                        with m.Case(i):
+                            m.d.comb += v.eq(vals[i])
+                return v
+
+            def csa(a, b, c, k):
+                """``a + b + c`` (mod 2**k) as a sum and a carry word."""
+                return (a ^ b ^ c)[:k], Cat(Const(0, 1), ((a & b) | (a & c) | (b & c))[:k - 1])
+
             for rd, port in ((rd_a, "ra"), (rd_b, "rb")):
+                la = len(rd.addr)
+                assert la <= ab
+                idx, off = un[port].ar, un[port].off[:la]
+                x = ar_value(idx)[:la]
+                y = Mux(pred & pick(idx, dec.ar_add, 1), u.ar.imm, 0)[:la]
+                z = Mux(pred & pick(idx, dec.ar_inc, 1), pick(idx, stride, ab), 0)[:la]
+                s1_, c1_ = csa(x, y, z, la)
+                s2_, c2_ = csa(s1_, c1_, off, la)
                 early = Signal.like(rd.addr, name=f"{port}_addr")
-                ran, held = (Signal.like(rd.addr, name=f"{port}_addr_{k}") for k in ("run", "held"))
-                m.d.comb += [ran.eq(ar_value(un[port].ar, ar_new) + un[port].off),
-                             held.eq(ar_value(un[port].ar) + un[port].off)]
-                m.d[self._unfrozen] += early.eq(Mux(self.run, ran, held))
+                ran, held, st = (Signal.like(rd.addr, name=f"{port}_addr_{k}") for k in ("run", "held", "set"))
+                m.d.comb += [ran.eq(s2_ + c2_), held.eq(x + off), st.eq(u.ar.imm[:la] + off)]
+                m.d[self._unfrozen] += early.eq(
+                    Mux(self.run, Mux(pred & pick(idx, dec.ar_set, 1), st, ran), held))
                 m.d.comb += rd.addr.eq(early)
         else:
             m.d.comb += [rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
