@@ -65,11 +65,6 @@ class BroadcastBus(wiring.Component):
         here from ``seg``, which then only counts ``hops``; and its own host enable
         from ports ``host_en{i}`` (flip-flops the core loads beside ``host_en``), so
         ``host_en`` only counts ``hops`` and ``conflict``. Same values.
-    sample_in : bool
-        (With ``vis_in`` only.) Also resolve the bus at position 0 a second time, for a
-        sampler elsewhere on the die (the core's ``hout`` register), from flags of its
-        own (``sample_vis``, ``sample_host_en``): then the sample shares no logic with
-        receiver 0's (which synthesis would otherwise merge, placing it for both).
 
     Ports
     -----
@@ -86,10 +81,6 @@ class BroadcastBus(wiring.Component):
         Host stream lane driving the bus.
     value{i} : Out(width)
         The value PE ``i`` receives.
-    sample_vis : In(vis_bits(n)), sample_host_en : In(1), only with ``sample_in``
-        Copies of ``vis0`` / ``host_en0`` for the sample.
-    sample : Out(width), only with ``sample_in``
-        ``value0``, resolved again from ``sample_vis`` / ``sample_host_en``.
     hops : Out(range(n + 1))
         Wire activity this cycle in PE pitches: each active driver counts the length of
         its segment (the host or an unsegmented transfer counts ``n``). The power model
@@ -98,13 +89,10 @@ class BroadcastBus(wiring.Component):
         Host and a PE drove the bus in the same cycle (host wins).
     """
 
-    def __init__(self, width: int, n: int, vis_in: bool = False, sample_in: bool = False):
-        if sample_in and not vis_in:
-            raise ValueError("sample_in needs vis_in (the sample's flags are copies of a receiver's)")
+    def __init__(self, width: int, n: int, vis_in: bool = False):
         self.width = width
         self.n = n
         self.vis_in = vis_in
-        self.sample_in = sample_in
         members = {}
         for i in range(n):
             members[f"data_in{i}"] = In(width)
@@ -113,8 +101,6 @@ class BroadcastBus(wiring.Component):
             if vis_in:
                 members[f"vis{i}"] = In(vis_bits(n))
                 members[f"host_en{i}"] = In(1)
-        if sample_in:
-            members.update(sample_vis=In(vis_bits(n)), sample_host_en=In(1), sample=Out(width))
         members.update(seg=In(SEG_BITS), host_data=In(width), host_en=In(1),
                        hops=Out(range(n + 1)), conflict=Out(1))
         super().__init__(members)
@@ -143,19 +129,14 @@ class BroadcastBus(wiring.Component):
         if not self.vis_in:
             vis_all = Signal(vis_bits(n), name="vis")
             m.d.comb += vis_all.eq(visibility(self.seg, n))
-        def resolve(i, vis, host_en):
+        for i, out in enumerate(self.values()):
+            vis = getattr(self, f"vis{i}") if self.vis_in else vis_all
+            host_en = getattr(self, f"host_en{i}") if self.vis_in else self.host_en
             acc = drv[i][0]
             for j in range(n):
                 if j != i:
                     acc = acc | Mux(vis[(i ^ j).bit_length() - 1], drv[j][0], 0)
-            return Mux(host_en, self.host_data, acc)
-
-        for i, out in enumerate(self.values()):
-            vis = getattr(self, f"vis{i}") if self.vis_in else vis_all
-            host_en = getattr(self, f"host_en{i}") if self.vis_in else self.host_en
-            m.d.comb += out.eq(resolve(i, vis, host_en))
-        if self.sample_in:
-            m.d.comb += self.sample.eq(resolve(0, self.sample_vis, self.sample_host_en))
+            m.d.comb += out.eq(Mux(host_en, self.host_data, acc))
         # hops: each active PE driver counts its segment length
         per_g_hops = []
         for g in range(n_seg):

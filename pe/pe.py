@@ -129,10 +129,8 @@ class PE(wiring.Component):
     issue_in : bool
         Take the issue-stage decisions from the ``issue`` port instead of decoding them
         from ``uop`` (a core with :attr:`~rtl.config.ArchConfig.dist_stage` decodes them
-        beside the distribution register, so they come from flip-flops), and compute
-        the SRAM read addresses a cycle early from ``uop_next``. Same cycle behaviour
-        when ``issue`` is :func:`issue_decode` of ``uop`` and ``uop`` is ``uop_next``
-        one cycle later.
+        beside the distribution register, so they come from flip-flops). Same cycle
+        behaviour when ``issue`` is :func:`issue_decode` of ``uop``.
 
     Attributes
     ----------
@@ -140,15 +138,6 @@ class PE(wiring.Component):
         Micro-op issued this cycle (all-zero = NOP).
     issue : In(ISSUE_LAYOUT)
         With ``issue_in`` only: :func:`issue_decode` of ``uop`` for this PE, this cycle.
-    uop_next : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
-        With ``issue_in`` only: the micro-op on ``uop`` in the next cycle (frozen or not;
-        the core's distribution register loads it in every cycle).
-    run : In(1), init 1
-        With ``issue_in`` only: the PE runs this cycle (the enable of :meth:`frozen`,
-        ``dsp_ce``), from a flip-flop of its own: it decides whether this cycle's AR
-        updates reach the early read addresses, so it must not be the freeze's
-        die-wide net (in a 4 x 4 build the freeze flip-flop's 6 ns net was the early
-        address's critical path, docs/fpga-timing.md, session 45).
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
         driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
@@ -257,11 +246,10 @@ class PE(wiring.Component):
         self.row = row
         self.col = col
         self.issue_in = issue_in
-        self._unfrozen = "sync"         # the domain of what frozen() leaves running
+        self._rf_m_domain = "sync"      # bank M's write port (see frozen())
         w = cfg.fmt.width
         super().__init__({
-            **({"issue": In(ISSUE_LAYOUT), "uop_next": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
-                "run": In(1, init=1)} if issue_in else {}),
+            **({"issue": In(ISSUE_LAYOUT)} if issue_in else {}),
             "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "row_in": In(w),
             "col_in": In(w),
@@ -275,8 +263,7 @@ class PE(wiring.Component):
             "dsp_ce": In(1, init=1),
         })
 
-    #: The domain of what :meth:`frozen` leaves running (bank M's write port, the early
-    #: SRAM read addresses) while it applies the enable.
+    #: The domain of bank M's write port while :meth:`frozen` applies the enable.
     UNFROZEN = "pe_unfrozen"
 
     def frozen(self, enable):
@@ -296,16 +283,11 @@ class PE(wiring.Component):
         frozen: a read of an FMA write-back's register in its write cycle has no bypass
         (it returns the old word), so an early write would change it
         (``tests/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
-        With ``issue_in`` the early SRAM read addresses (``ra_addr`` / ``rb_addr``) are
-        loaded in every cycle too: they follow the micro-op the distribution register
-        loads, which is loaded in every cycle, and the ARs as the enable leaves them
-        (``run``, which the core loads with ``enable``'s value from a flip-flop of its
-        own).
         """
         ei = EnableInserter(enable)(self)
-        if not (self.cfg.exec_stage or self.issue_in):
+        if not self.cfg.exec_stage:
             return ei
-        self._unfrozen = self.UNFROZEN
+        self._rf_m_domain = self.UNFROZEN
         return DomainRenamer({self.UNFROZEN: "sync"})(ei)
 
     def elaborate(self, platform):
@@ -327,7 +309,7 @@ class PE(wiring.Component):
         # nine read ports, at a fraction of the area (docs/fpga.md).
         m.submodules.rf_m = rf_m = Memory(shape=unsigned(w), depth=16, init=[])
         m.submodules.rf_f = rf_f = Memory(shape=unsigned(w), depth=16, init=[])
-        rf_wm = rf_m.write_port(domain=self._unfrozen if cfg.exec_stage else "sync")  # (see frozen())
+        rf_wm = rf_m.write_port(domain=self._rf_m_domain)    # (see frozen())
         rf_wf = rf_f.write_port()
         rf_lvt = Signal(16, name="rf_lvt")      # 1: bank F holds RF[i]
         rf_written = Signal(16, name="rf_written")
@@ -367,83 +349,39 @@ class PE(wiring.Component):
             m.d.comb += dec.eq(issue_decode(m, cfg, self.row, self.col, u))
         pred, rsel, csel = dec.pred, dec.rsel, dec.csel
 
-        def ar_value(idx, regs=ar):
-            """``regs[idx]`` (default: AR[idx] before this micro-op's updates);
-            nonexistent ARs read 0."""
+        def ar_value(idx):
+            """AR[idx] before this micro-op's updates; nonexistent ARs read 0."""
             v = Signal(ab)
             with m.Switch(idx):
                 for i in range(n_ar):
                     with m.Case(i):
-                        m.d.comb += v.eq(regs[i])
+                        m.d.comb += v.eq(ar[i])
             return v
+
+        # synchronous reads: address = (AR + off) mod depth (assignment truncates)
+        m.d.comb += [
+            rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
+            rd_a.en.eq(dec.ra_en),
+            rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off),
+            rd_b.en.eq(dec.rb_en),
+        ]
 
         # AR / stride updates at the end of t (predicated): AR + (imm if ADD) + (stride if
         # a port increments it), modulo 2**addr_bits, as one carry-save step (sum and
         # carry bits, one LUT level) and one carry chain instead of two chained adders
-        ar_new = [Signal(ab, name=f"ar{i}_new") for i in range(n_ar)]   # AR[i] after t
-        for i in range(n_ar):
-            x = ar[i]
-            y = Mux(dec.ar_add[i], u.ar.imm, 0)[:ab]
-            z = Mux(dec.ar_inc[i], stride[i], 0)
-            cs_sum = x ^ y ^ z
-            cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
-            m.d.comb += ar_new[i].eq(Mux(pred, Mux(dec.ar_set[i], u.ar.imm, cs_sum + cs_carry), x))
-            m.d.sync += ar[i].eq(ar_new[i])
-            # (with ``issue_in`` a stride register loads outside the freeze, enabled by
-            # ``run``, a flip-flop of its own, instead of through the freeze's die-wide
-            # net: a 4 x 4 build's late clock enables, docs/fpga-timing.md, session 45)
-            with m.If(pred & dec.ar_stride[i] & (self.run if self.issue_in else 1)):
-                m.d[self._unfrozen if self.issue_in else "sync"] += stride[i].eq(u.ar.imm)
-
-        # synchronous reads: address = (AR + off) mod depth (assignment truncates). With
-        # ``issue_in`` the address is computed a cycle early into a register outside the
-        # freeze: from the micro-op the distribution register loads (``uop_next``) and the
-        # ARs as this cycle leaves them (updated if the PE runs, ``run``), so the block
-        # RAMs' address pins and the SRAM bypass's compares start at a flip-flop instead
-        # of after the AR select and the address adder (the 4 x 4 build's ``mem_a`` /
-        # ``mem_b`` endpoints, docs/fpga-timing.md, session 45). The register always holds
-        # ``AR[uop.r*.ar] + uop.r*.off`` of this cycle's ARs and micro-op, as the adder did.
-        # The sums are formed from the ARs as they are, not from their next values: the
-        # updated AR plus the offset is ``AR + (imm if ADD) + (stride if a port
-        # increments it) + off``, two carry-save steps and one carry chain (the updated
-        # AR's own carry chain in front of the address adder was 12 logic levels, the
-        # critical path of session 45's first builds); a set AR gives ``imm + off``, a
-        # frozen cycle ``AR + off``, and ``run`` and the set select among those last.
-        if self.issue_in:
-            un = self.uop_next
-
-            def pick(idx, vals, width):
-                """``vals[idx]`` (0 for a nonexistent AR)."""
-                v = Signal(width)
-                with m.Switch(idx):
-                    for i in range(n_ar):
-                        with m.Case(i):
-                            m.d.comb += v.eq(vals[i])
-                return v
-
-            def csa(a, b, c, k):
-                """``a + b + c`` (mod 2**k) as a sum and a carry word."""
-                return (a ^ b ^ c)[:k], Cat(Const(0, 1), ((a & b) | (a & c) | (b & c))[:k - 1])
-
-            for rd, port in ((rd_a, "ra"), (rd_b, "rb")):
-                la = len(rd.addr)
-                assert la <= ab
-                idx, off = un[port].ar, un[port].off[:la]
-                x = ar_value(idx)[:la]
-                y = Mux(pred & pick(idx, dec.ar_add, 1), u.ar.imm, 0)[:la]
-                z = Mux(pred & pick(idx, dec.ar_inc, 1), pick(idx, stride, ab), 0)[:la]
-                s1_, c1_ = csa(x, y, z, la)
-                s2_, c2_ = csa(s1_, c1_, off, la)
-                early = Signal.like(rd.addr, name=f"{port}_addr")
-                ran, held, st = (Signal.like(rd.addr, name=f"{port}_addr_{k}") for k in ("run", "held", "set"))
-                m.d.comb += [ran.eq(s2_ + c2_), held.eq(x + off), st.eq(u.ar.imm[:la] + off)]
-                m.d[self._unfrozen] += early.eq(
-                    Mux(self.run, Mux(pred & pick(idx, dec.ar_set, 1), st, ran), held))
-                m.d.comb += rd.addr.eq(early)
-        else:
-            m.d.comb += [rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
-                         rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off)]
-        m.d.comb += [rd_a.en.eq(dec.ra_en), rd_b.en.eq(dec.rb_en)]
+        with m.If(pred):
+            for i in range(n_ar):
+                x = ar[i]
+                y = Mux(dec.ar_add[i], u.ar.imm, 0)[:ab]
+                z = Mux(dec.ar_inc[i], stride[i], 0)
+                cs_sum = x ^ y ^ z
+                cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
+                with m.If(dec.ar_set[i]):
+                    m.d.sync += ar[i].eq(u.ar.imm)
+                with m.Else():
+                    m.d.sync += ar[i].eq(cs_sum + cs_carry)
+                with m.If(dec.ar_stride[i]):
+                    m.d.sync += stride[i].eq(u.ar.imm)
 
         # ---- operand stage register ------------------------------------------------------
         s1 = Signal(uop_layout(cfg.addr_bits, cfg.sel_bits))
@@ -514,9 +452,8 @@ class PE(wiring.Component):
         # is the hit. Comparing whole addresses at issue put the adder and the compare's
         # three levels in one cycle (the 4 x 4 core's critical path, docs/fpga-timing.md,
         # session 38); comparing in the operand stage would put them all beside the RAM's
-        # output. (That is without the early read address; with it, ``issue_in``, the read
-        # address is a flip-flop and each hit is decided whole at issue, below.) The
-        # bus-stage write's word is taken in the operand stage, from the execute-stage write word (the same word,
+        # output. The bus-stage write's word is
+        # taken in the operand stage, from the execute-stage write word (the same word,
         # one cycle later), and kept in the bypass register after that cycle.
         if cfg.exec_stage:
             for rd, byps, data, nm in ((rd_a, (byp_a, byp_a2), rd_a_data, "a"),
@@ -542,22 +479,13 @@ class PE(wiring.Component):
                 # if there is one (it displaces the operand write), else the operand
                 # write; the one landing next cycle: the operand write unless a
                 # write-back displaces it then. Registered with the read (held when no
-                # read is made), and finished in the operand stage. With the early read
-                # address (``issue_in``) the read address is a flip-flop, so each hit is
-                # decided whole at issue (the address compares after flip-flops only)
-                # and the operand stage only ORs the registered hits.
+                # read is made), and finished in the operand stage.
                 with m.If(rd.en):
                     m.d.sync += val.eq(byps[0]["val"])
-                    if self.issue_in:
-                        hit_now = [flag(Mux(byps[0]["wbk"], rd.addr == byps[0]["wbk_addr"],
-                                            byps[0]["go"] & (rd.addr == byps[0]["addr"])), "hit0_q")]
-                        hit_now += [flag(byp["go"] & ~byp["wbk"] & (rd.addr == byp["addr"]), f"hit{k}_q")
-                                    for k, byp in enumerate(byps[1:], 1)]
-                    else:
-                        hit_now = [Mux(flag(byps[0]["wbk"], "wbk0"), eq_groups(byps[0]["wbk_addr"], "wbk0"),
-                                       flag(byps[0]["go"], "go0") & eq_groups(byps[0]["addr"], "w0"))]
-                        hit_now += [flag(byp["go"] & ~byp["wbk"], f"go{k}") & eq_groups(byp["addr"], f"w{k}")
-                                    for k, byp in enumerate(byps[1:], 1)]
+                    hit_now = [Mux(flag(byps[0]["wbk"], "wbk0"), eq_groups(byps[0]["wbk_addr"], "wbk0"),
+                                   flag(byps[0]["go"], "go0") & eq_groups(byps[0]["addr"], "w0"))]
+                    hit_now += [flag(byp["go"] & ~byp["wbk"], f"go{k}") & eq_groups(byp["addr"], f"w{k}")
+                                for k, byp in enumerate(byps[1:], 1)]
                 m.d.comb += [h.eq(x) for h, x in zip(hits, hit_now)]
                 hit, word = byp_hit[nm], byp_word[nm]
                 if cfg.bus_stage:

@@ -362,26 +362,10 @@ class Core(wiring.Component):
                     hm.d.sync += [rh.eq(nxt_hen["host_row_en"]), ch.eq(nxt_hen["host_col_en"])]
                     m.submodules[f"pe_{r}_{c}_hen"] = hm
                     vis[r, c] = (rv, cv, rh, ch)
-            # the hout sampler's own copies of position 0's flags, per bus (module
-            # ``hout_<row|col>_<i>_vis``, kept apart like the PEs' copies): each bus
-            # resolves its sample from them, so the sample shares no logic with receiver
-            # 0's, which synthesis would place for both (the 4 x 4 build's hout endpoints,
-            # docs/fpga-timing.md, session 45)
-            for d, seg_op, hen in (("row", rseg_op, "host_row_en"), ("col", cseg_op, "host_col_en")):
-                for i in range(nr):
-                    sv = Module()
-                    sv_vis = Signal(vis_bits(nr), name="vis")
-                    sv.d.sync += sv_vis.eq(visibility(seg_op, nr))
-                    m.submodules[f"hout_{d}_{i}_vis"] = EnableInserter(pe_en)(sv)
-                    sh = Module()
-                    sh_en = Signal(name="host_en", reset_less=True)
-                    sh.d.sync += sh_en.eq(nxt_hen[hen])
-                    m.submodules[f"hout_{d}_{i}_hen"] = sh
-                    vis[d, i] = (sv_vis, sh_en)
 
         def make_buses(prefix, lanes_, vis=None):
-            rb = [BroadcastBus(w, nr, vis_in=vis is not None, sample_in=vis is not None) for _ in range(nr)]
-            cb = [BroadcastBus(w, nr, vis_in=vis is not None, sample_in=vis is not None) for _ in range(nr)]
+            rb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
+            cb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
             for i in range(nr):
                 if vis is not None:
                     for j in range(nr):
@@ -389,8 +373,6 @@ class Core(wiring.Component):
                                      getattr(cb[i], f"vis{j}").eq(vis[j, i][1]),
                                      getattr(rb[i], f"host_en{j}").eq(vis[i, j][2]),
                                      getattr(cb[i], f"host_en{j}").eq(vis[j, i][3])]
-                    for b, d in ((rb[i], "row"), (cb[i], "col")):
-                        m.d.comb += [b.sample_vis.eq(vis[d, i][0]), b.sample_host_en.eq(vis[d, i][1])]
                 m.submodules[f"{prefix}row_bus{i}"] = rb[i]
                 m.submodules[f"{prefix}col_bus{i}"] = cb[i]
                 m.d.comb += [
@@ -458,10 +440,7 @@ class Core(wiring.Component):
                     # at power-up, as for uop 0)
                     issue_pe = Signal(ISSUE_LAYOUT, name="issue", reset_less=True, init=ISSUE_NOP)
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
-                    # the PE's enable again, for its early read addresses alone (PE.run)
-                    run_pe = Signal(name="run", reset_less=True, init=1)
-                    pd.d.sync += run_pe.eq(~bubble_f)
-                    m.d.comb += [pe.issue.eq(issue_pe), pe.uop_next.eq(uop_f), pe.run.eq(run_pe)]
+                    m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = pe.frozen(~bubble_pe)
                     m.d.comb += pe.dsp_ce.eq(~bubble_pe)   # the same enable, for its DSP's registers
@@ -489,27 +468,21 @@ class Core(wiring.Component):
         # from an SRAM read over it; the credits count it in flight a cycle longer) -----
         ring_push = Signal()
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
-        # hout samples each bus at position 0 (its first segment when segmented); with the
-        # bus stage the buses' own sample of it (``BroadcastBus.sample``)
-        def sample(direction, rb, cb, tap=lambda b: b.values()[0]):
-            return Mux(direction == HostDir.ROW, Cat(*(tap(b) for b in rb)), Cat(*(tap(b) for b in cb)))
+        # hout samples each bus at position 0 (its first segment when segmented)
+        def sample(direction, rb, cb):
+            return Mux(direction == HostDir.ROW, Cat(*(b.values()[0] for b in rb)),
+                       Cat(*(b.values()[0] for b in cb)))
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
         m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
         push_last = bus_lanes["hlast"]
         if cfg.bus_stage:
-            bus_beat = sample(bus_lanes["hout"], row_bus, col_bus, lambda b: b.sample)
+            bus_beat = sample(bus_lanes["hout"], row_bus, col_bus)
         if cfg.rx_stage:
-            # no path from a bus into the FIFO's write data: registers off the buses first,
-            # one per direction (each beside its buses), the direction selected after them
-            rx_row = Signal(nr * w, name="hout_rx_row")
-            rx_col = Signal(nr * w, name="hout_rx_col")
-            rx_dir_row = Signal(name="hout_rx_dir_row")
+            # no path from a bus into the FIFO's write data: a register off the buses first
+            rx_data = Signal(nr * w, name="hout_rx_data")
             push_last = Signal(name="hout_rx_last")
-            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]),
-                         rx_row.eq(Cat(*(b.sample for b in row_bus))),
-                         rx_col.eq(Cat(*(b.sample for b in col_bus))),
-                         rx_dir_row.eq(bus_lanes["hout"] == HostDir.ROW)]
-            m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(Mux(rx_dir_row, rx_row, rx_col))]
+            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]), rx_data.eq(bus_beat)]
+            m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(rx_data)]
         elif cfg.bus_stage:
             m.d.comb += [push.eq(pe_en & hpush_bus), hif.push_data.eq(bus_beat)]
         else:

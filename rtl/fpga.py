@@ -386,15 +386,15 @@ def keep_pe_ffs(rtlil: str) -> str:
     module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
     distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`, ``..._vis``
     and ``..._hen``, its copies of the buses' visibility flags and host enables with
-    :attr:`~rtl.config.ArchConfig.bus_stage`, ``... .hout_<row|col>_<i>_vis`` and ``_hen``,
-    the hout sampler's copies of them, and
+    :attr:`~rtl.config.ArchConfig.bus_stage`,
+    and
     ``... .uop_fan_<r>_<k>``, the copies of the sequencer's micro-op register the
     distribution registers load from; the PEs' FP units' modules are not included).
     Every PE registers the same broadcast micro-op, so without it ``opt_merge`` keeps one
     copy of each register whose input does not depend on the PE (the operand-stage
     micro-op, pipeline destinations, source selects) and that one flip-flop drives all
     PEs (docs/fpga-timing.md)."""
-    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist|_vis|_hen)?|hout_(?:row|col)_\d+_(?:vis|hen)|uop_fan_\d+_\d+)")
+    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist|_vis|_hen)?|uop_fan_\d+_\d+)")
     if not mods:
         return "# (no PE modules: nothing to keep)"
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)

@@ -9,10 +9,9 @@ position of a core.
 
 With ``cfg.dist_stage`` the PE is built as a core with the distribution stage builds it
 (``issue_in``): the micro-op reaches it through a register, beside the register of its
-issue decode, and ``uop_next`` is the register's input (so the SRAM read addresses are
-computed a cycle early). Everything then happens one cycle later than the micro-op word
-is written (``PETop.lag``): the external bus values are delayed to match, and the
-testbench compares the outputs a cycle later.
+issue decode. Everything then happens one cycle later than the micro-op word is written
+(``PETop.lag``): the external bus values are delayed to match, and the testbench
+compares the outputs a cycle later.
 """
 
 from __future__ import annotations
@@ -84,7 +83,7 @@ class PETop(wiring.Component):
             issue = Signal(ISSUE_LAYOUT, name="issue_dist", init=ISSUE_NOP)
             m.d.comb += u_next.as_value().eq(self.uop)
             m.d.sync += [u_reg.eq(u_next), issue.eq(issue_decode(m, cfg, self.row, self.col, u_next))]
-            m.d.comb += [pe.uop_next.eq(u_next), pe.issue.eq(issue)]
+            m.d.comb += pe.issue.eq(issue)
             uop = u_reg.as_value()
             ext_row, ext_col = Signal.like(ext_row), Signal.like(ext_col)
             m.d.sync += [ext_row.eq(self.ext_row_in), ext_col.eq(self.ext_col_in)]

@@ -1,4 +1,3 @@
-# amaranth: UnusedElaboratable=no
 """The segmentable broadcast bus against its definition (``noc.broadcast_bus``).
 
 Every PE ``i`` must receive the OR of the data inputs of the PEs of its segment (``seg =
@@ -130,38 +129,3 @@ def test_receivers_take_their_own_host_enable():
     sim = Simulator(m)
     sim.add_testbench(tb)
     sim.run()
-
-
-def test_sample_resolves_position_0_from_its_own_flags():
-    """With ``sample_in`` the bus resolves position 0 a second time for the core's hout
-    sampler, from ``sample_vis`` / ``sample_host_en`` only: every segmentation and host
-    enable of the sample, whatever receiver 0's flags say, equals what receiver 0 gets
-    with those flags."""
-    n, width = 4, 16
-    m = Module()
-    m.submodules.bus = bus = BroadcastBus(width, n, vis_in=True, sample_in=True)
-    drive = [0x0001, 0x0020, 0x0300, 0x4000]
-
-    async def tb(ctx):
-        ctx.set(bus.host_data, 0xABCD)
-        for j, (d, _) in enumerate(bus.drivers()):
-            ctx.set(d, drive[j])
-        for sv in range(1 << vis_bits(n)):
-            for sh in (0, 1):
-                ctx.set(bus.sample_vis, sv)
-                ctx.set(bus.sample_host_en, sh)
-                # receiver 0's flags: the other values (the sample must not follow them)
-                ctx.set(bus.vis0, ~sv & ((1 << vis_bits(n)) - 1))
-                ctx.set(bus.host_en0, 1 - sh)
-                want = 0xABCD if sh else drive[0] | sum(drive[j] for j in range(1, n)
-                                                        if (sv >> ((j.bit_length()) - 1)) & 1)
-                assert ctx.get(bus.sample) == want, (sv, sh)
-                ctx.set(bus.vis0, sv)
-                ctx.set(bus.host_en0, sh)
-                assert ctx.get(bus.values()[0]) == want, (sv, sh)
-
-    sim = Simulator(m)
-    sim.add_testbench(tb)
-    sim.run()
-    with pytest.raises(ValueError, match="sample_in needs vis_in"):
-        BroadcastBus(width, n, sample_in=True)

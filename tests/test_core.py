@@ -200,9 +200,10 @@ FREEZE_PROGRAM = """
 
 # Back-to-back reads through the AR each one post-increments, on instructions that wait
 # for the host: a bubble holds the stalled head's micro-op on the PE side (not executed),
-# so its AR increments must not reach the next read's address, which a core with the
-# distribution stage computes a cycle early (PE ``ra_addr`` / ``rb_addr``), nor its
-# stride setting its own post-increment (which takes the stride before it).
+# so neither its AR increments nor its stride setting may act in the bubble (a PE that
+# computed its read address a cycle early, or loaded its strides outside the freeze,
+# would get this wrong unless it took the freeze into account: docs/fpga-timing.md,
+# session 45).
 FREEZE_AR_PROGRAM = """
     stride ar0 = 1
     stride ar1 = 1
@@ -240,8 +241,9 @@ FREEZE_AR_PROGRAM = """
 @pytest.mark.parametrize("cname,board", [("nr2_fp16", None), ("nr2_fp16_fpga", None), ("nr2_fp16_fan", None),
                                          ("nr2_fp16_mul4", "ulx3s-85f"), ("nr2_fp16_fan", "ulx3s-85f")])
 def test_core_freeze_holds_units_in_flight(cname, board, program):
-    """Bubbles with every PE unit busy (FREEZE_PROGRAM), random stream gaps and
-    backpressure: the RTL's output beats equal the core model's.
+    """Bubbles with every PE unit busy (FREEZE_PROGRAM) or on stalled instructions that
+    post-increment and re-stride the ARs they read through (FREEZE_AR_PROGRAM), random
+    stream gaps and backpressure: the RTL's output beats equal the core model's.
 
     ``board``: the core elaborated for that ECP5 board, as ``caterpillar build`` does:
     each PE's multiplier a MULT18X18D whose own registers (the significands' with the

@@ -273,7 +273,7 @@ def test_keep_pe_ffs_names_every_pe_module():
 
 def test_keep_pe_ffs_names_the_distribution_tree():
     """With the distribution stage the kept modules are every PE, its distribution
-    register, its copies of the buses' flags, the hout sampler's copies and the copies of the sequencer's micro-op register they load from (one per
+    register and the copies of the sequencer's micro-op register they load from (one per
     pair of PEs in a row); with the fetch stage, the head register's and the issue's load
     enables are one gate each on an ECP5 board (driving a global network,
     :func:`test_sequencer_load_enables_on_global_networks`), kept as modules of their own."""
@@ -289,12 +289,9 @@ def test_keep_pe_ffs_names_the_distribution_tree():
     il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
     cmd = keep_pe_ffs(il)
     core = "top.ucore.core"
-    assert cmd.count("/t:$dff") == 4 * 4 * 4 + 4 * 2 + 2 * 4 * 2
+    assert cmd.count("/t:$dff") == 4 * 4 * 4 + 4 * 2
     assert all(f"{core}.pe_{r}_{c}{k}/t:$dff" in cmd for k in ("", "_dist", "_vis", "_hen")
                for r in range(4) for c in range(4))
-    # the hout sampler's copies of each bus's position-0 flags
-    assert all(f"{core}.hout_{d}_{i}_{k}/t:$dff" in cmd for d in ("row", "col") for i in range(4)
-               for k in ("vis", "hen"))
     assert all(f"{core}.uop_fan_{r}_{k}/t:$dff" in cmd for r in range(4) for k in range(2))
     keep = keep_enable_copies(il)
     assert keep.startswith("setattr -mod -set keep_hierarchy 1 ")

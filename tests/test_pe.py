@@ -44,8 +44,8 @@ CONFIGS = {
                           add_latency=5, mem_a_words=128, mem_b_words=128), 3, 1),
     "bf16_rx_read": (ArchConfig(fmt="bfloat16", nr=2, exec_stage=True, bus_stage=True, rx_stage=True,
                                 read_stage=True, n_regs=13, mem_a_words=128, mem_b_words=128), 1, 1),
-    # + the distribution stage: the PE as such a core builds it (issue decode from a
-    # register, SRAM read addresses computed a cycle early, the bypass hits whole at issue)
+    # + the distribution stage: the PE as such a core builds it (its issue decode from a
+    # register beside the micro-op's)
     "b16_dist": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, rx_stage=True, read_stage=True,
                             dist_stage=True, mul_latency=4, add_latency=5, mem_a_words=128,
                             mem_b_words=128), 2, 1),
