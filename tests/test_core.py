@@ -163,7 +163,8 @@ def test_core_stalls_are_invisible(sim, cname):
 # Host-stream gaps and backpressure stall the sequencer; every bubble that follows
 # freezes the PEs with FMAs, moves, SRAM reads and writes in flight: the multiplier, the
 # adder, the SRAM and register-file ports and the PE's own registers must all hold.
-FREEZE_PROGRAM = """
+# Both freeze programs first fill banks A and B from the host, with unit strides.
+_FREEZE_FILL = """
     stride ar0 = 1
     stride ar1 = 1
     stride ar2 = 1
@@ -174,6 +175,8 @@ FREEZE_PROGRAM = """
     }
     ar0 = 0
     ar1 = 0
+"""
+FREEZE_PROGRAM = _FREEZE_FILL + """
     loop j 8 {
         hin row | rda [ar0]++ | rdb [ar1]++ | mac r2 += mema * memb | mov r3 = row
         mac r4 += r3 * r3 | relu r5 = r2 | wrb [ar2]++ = r4
@@ -204,17 +207,7 @@ FREEZE_PROGRAM = """
 # computed its read address a cycle early, or loaded its strides outside the freeze,
 # would get this wrong unless it took the freeze into account: docs/fpga-timing.md,
 # session 45).
-FREEZE_AR_PROGRAM = """
-    stride ar0 = 1
-    stride ar1 = 1
-    stride ar2 = 1
-    stride ar3 = 1
-    loop i 8 {
-        hin row | wra [ar0]++ = row
-        hin col | wrb [ar1]++ = col
-    }
-    ar0 = 0
-    ar1 = 0
+FREEZE_AR_PROGRAM = _FREEZE_FILL + """
     loop j 8 {
         hin row | rda [ar0]++ | mov r3 = row | wrb [ar2 + 8]++ = mema
     }
