@@ -7,11 +7,11 @@ operand-stage ``row_op`` / ``ev.row_drv``, the model's timing. The PE keeps its 
 in an ``nr x nr`` configuration, so predicates and driver selection behave as at that
 position of a core.
 
-With ``cfg.dist_stage`` the PE is built the way a core with the distribution stage builds it
-(``issue_in``): the micro-op reaches it through a register, beside the register of its
-issue decode. Everything then happens one cycle later than the micro-op word is written
-(``PETop.lag``): the external bus values are delayed to match, and the testbench
-compares the outputs a cycle later.
+With ``cfg.dist_stage`` the PE is built the way a core with the distribution stage
+builds it (``issue_in``): the micro-op reaches it through a register, beside the
+register of its issue decode. Everything then happens one cycle later than the micro-op
+word is written (``PETop.lag``): the external bus values are delayed to match, and the
+testbench compares the outputs a cycle later.
 """
 
 from __future__ import annotations
