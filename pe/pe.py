@@ -598,7 +598,7 @@ class PE(wiring.Component):
                 rf = reg & ~hit & ~hitq
                 tag = Mux(cur_wb & (cur_wb_dst == idx), 0b11, rf_tags.word_select(idx, 2))
                 live += [hit, byp_val, hitq, mvq_val,
-                         rf & tag[0] & tag[1], ("rf", rf_f), rf & tag[0] & ~tag[1], ("rf", rf_m)]
+                         rf & tag[0] & tag[1], rf_f, rf & tag[0] & ~tag[1], rf_m]
             elif regs:
                 live += [~code_i[4], None]
             terms = []
@@ -614,8 +614,8 @@ class PE(wiring.Component):
                     continue
                 if value is None:
                     value = rf_read(code_o[:4], name)
-                elif isinstance(value, tuple):  # ("rf", bank): that bank's word
-                    port = value[1].read_port(domain="comb")
+                elif isinstance(value, Memory):  # a register-file bank: its word
+                    port = value.read_port(domain="comb")
                     m.d.comb += port.addr.eq(code_o[:4])
                     value = port.data
                 terms.append(Mux(sel, value, 0))

@@ -56,9 +56,9 @@ class PETop(wiring.Component):
         #: cycles from writing a micro-op word to its issue (1 with ``cfg.dist_stage``)
         self.lag = int(cfg.dist_stage)
         w = cfg.fmt.width
-        lay = uop_layout(cfg.addr_bits, cfg.sel_bits)
+        self._uop_layout = uop_layout(cfg.addr_bits, cfg.sel_bits)
         super().__init__({
-            "uop": In(lay.size),
+            "uop": In(self._uop_layout.size),
             "ext_row_in": In(w),
             "ext_col_in": In(w),
             "row_out": Out(w),
@@ -77,9 +77,8 @@ class PETop(wiring.Component):
         if self.lag:
             # as in a core with the distribution stage: the distribution register and the
             # issue decode beside it, loaded in every cycle
-            lay = uop_layout(cfg.addr_bits, cfg.sel_bits)
-            u_next = Signal(lay, name="uop_next")
-            u_reg = Signal(lay, name="uop_dist")
+            u_next = Signal(self._uop_layout, name="uop_next")
+            u_reg = Signal(self._uop_layout, name="uop_dist")
             issue = Signal(ISSUE_LAYOUT, name="issue_dist", init=ISSUE_NOP)
             m.d.comb += u_next.as_value().eq(self.uop)
             m.d.sync += [u_reg.eq(u_next), issue.eq(issue_decode(m, cfg, self.row, self.col, u_next))]
