@@ -39,7 +39,7 @@ def _sequencer(cfg):
 UNITS = {"counters": _counters, "sequencer": _sequencer}
 #: units whose memory reads the build declares collision-undefined
 #: (:func:`rtl.fpga.sram_reads_collision_free`): the same here
-COLLISION_FREE = {"counters"}
+COLLISION_FREE = {"counters", "sequencer"}
 
 
 def run(unit: str, cfg, mhz: float = 150.0, seed: int = 1) -> dict:
@@ -54,7 +54,7 @@ def run(unit: str, cfg, mhz: float = 150.0, seed: int = 1) -> dict:
     with tempfile.TemporaryDirectory(prefix="caterpillar-ooc-") as tmp:
         # (YoWASP tools see only their working directory: relative paths)
         Path(tmp, "top.v").write_text(text)
-        prep = collision_free_prepare(text, "top", pe=False, lone_counters=unit in COLLISION_FREE)
+        prep = collision_free_prepare(text, "top", pe=False, lone_unit=unit in COLLISION_FREE)
         prep = prep + "; " if prep else ""
         subprocess.run([yosys, "-q", "-p", f"read_verilog top.v; {prep}synth_ecp5 -abc9 -top top -json top.json; "
                         "tee -q -o stat.json stat -json"],

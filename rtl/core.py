@@ -207,6 +207,7 @@ class Core(wiring.Component):
         room = Signal()
         m.d.comb += room.eq(credits < OUT_FIFO_DEPTH)
         self._credit_probe = (credits, hif.out_level, to_host)   # tests: credits == level + in flight
+        self._seq = seq                                          # tests: seq._ucode_probe
         push = Signal()          # an in-flight push enters the FIFO (operand or bus stage, below)
         # Ring room: the level (the next core's, net of its pop) compared with each
         # possible number of pushes in flight, then picked by the in-flight flags: no adder

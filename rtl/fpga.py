@@ -418,9 +418,10 @@ def sram_reads_collision_free(design: str, extra: tuple[str, ...] = (), pe: bool
     """A Yosys command declaring synchronous memory read ports of ``design`` (RTLIL or
     Verilog) collision-undefined (``COLLISION_X_MASK``): those of every PE module
     (``... .pe_<row>_<col>``, the lone PE ``... .pe`` of the board's scan harness; with
-    ``pe``), of every performance-counter bank (``... .counters``, always) and of the
-    modules named in ``extra`` (e.g. a PE that is the top: its SRAM banks; the register
-    file's reads are asynchronous).
+    ``pe``), of every performance-counter bank (``... .counters``, always), of every
+    sequencer (``... .seq``: its microcode RAM, always) and of the modules named in
+    ``extra`` (e.g. a PE that is the top: its SRAM banks; the register file's reads are
+    asynchronous).
 
     Exact where it is declared: Yosys would otherwise add soft logic making a read
     during a write of the same address return the old word (the ECP5's block RAM
@@ -435,13 +436,18 @@ def sram_reads_collision_free(design: str, extra: tuple[str, ...] = (), pe: bool
       the word it writes in that cycle (the write lands three cycles after the visit, the
       sweep's period is the number of counters, more than three), and the readout reads
       only while no write is in flight (``ready``).
+    * The sequencer (:class:`rtl.sequencer.Sequencer`): its microcode is written only
+      while it reads none (the host interface takes a ``LOAD`` only between runs, the
+      read enable is off until a start, and a start reads a cycle after the last write
+      at the earliest; ``tests/test_core.py::test_core_microcode_written_only_while_unread``
+      checks it cycle by cycle).
 
     The read ports must be synchronous already (``CLK_ENABLE``): true of Amaranth's
     RTLIL; from Verilog, after ``memory_dff`` (:func:`rtl.synth.collision_free_prepare`)."""
-    pat = r"pe_\d+_\d+|pe|counters" if pe else r"counters"
+    pat = r"pe_\d+_\d+|pe|counters|seq" if pe else r"counters|seq"
     mods = _modules(design, rf"\S*\.(?:{pat})") + list(extra)
     if not mods:
-        return "# (no PE or counter modules: no memory read ports to declare)"
+        return "# (no PE, counter or sequencer modules: no memory read ports to declare)"
     # per module: its read ports AND its synchronous cells (%i takes the top two of
     # Yosys's selection stack; the pairs are joined at the end)
     return "setparam -set COLLISION_X_MASK 1'1 " + " ".join(f"{m}/t:$memrd_v2 {m}/r:CLK_ENABLE=1 %i" for m in mods)

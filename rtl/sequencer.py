@@ -240,6 +240,11 @@ class Sequencer(wiring.Component):
         with m.If(self.load_en):
             m.d.sync += w_data.eq(wp_data)
         m.d.comb += [wp.addr.eq(w_addr), wp.en.eq(w_en), wp.data.eq(w_data)]
+        # The microcode is written only while the sequencer reads none of it (a LOAD is
+        # taken only between runs, and a start follows its last write by a cycle): the
+        # FPGA build declares the read port collision-undefined on that ground
+        # (rtl.fpga.sram_reads_collision_free); tests check it cycle by cycle.
+        self._ucode_probe = (wp.en, rp.en)
         if fetch:
             ld_target = data.View(self._ilay, self.load_data).ctl.target
             ld_t1 = ld_target == (self.load_addr + 1)[:pcw]

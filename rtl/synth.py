@@ -116,22 +116,23 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
 
 
 def collision_free_prepare(verilog_text: str, top: str, lone_pe: bool = False, pe: bool = True,
-                           lone_counters: bool = False) -> str:
+                           lone_unit: bool = False) -> str:
     """Yosys commands (for :func:`synthesize`'s ``prepare``) declaring the memory reads
     of a design's Verilog collision-undefined, as ``caterpillar build`` does
-    (:func:`rtl.fpga.sram_reads_collision_free`): the counter bank's always, the PEs'
-    SRAM reads with ``pe`` (configurations with the execute stage: exact there, because
-    the PE's SRAM bypass supplies the word of every read that collides with a write).
+    (:func:`rtl.fpga.sram_reads_collision_free`): the counter bank's and the sequencer's
+    microcode always, the PEs' SRAM reads with ``pe`` (configurations with the execute
+    stage: exact there, because the PE's SRAM bypass supplies the word of every read that
+    collides with a write).
 
     In Verilog a synchronous read is an asynchronous read and a register: ``proc``,
     ``opt -nosdff`` (turns the register's enable mux into a ``$dffe``) and ``memory_dff``
     merge them into one synchronous read port first (``opt_clean`` drops the register
     left without outputs), in the modules' own hierarchy
-    (``top``'s; ``lone_pe`` / ``lone_counters``: the top module is a PE / a counter bank
-    itself)."""
+    (``top``'s; ``lone_pe`` / ``lone_unit``: the top module is a PE / a counter bank
+    or a sequencer itself)."""
     from rtl.fpga import sram_reads_collision_free
 
-    lone = (lone_pe and pe) or lone_counters
+    lone = (lone_pe and pe) or lone_unit
     decl = sram_reads_collision_free(verilog_text, extra=(top,) if lone else (), pe=pe)
     if decl.startswith("#"):
         return ""

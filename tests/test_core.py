@@ -362,6 +362,65 @@ def test_core_host_credit_register_tracks_level(cname):
 
 
 @pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
+def test_core_microcode_written_only_while_unread(cname):
+    """The microcode RAM is never read in a cycle in which it is written: the ground on
+    which the FPGA build declares its read port collision-undefined
+    (``rtl.fpga.sram_reads_collision_free``; Yosys would otherwise add read-during-write
+    logic in front of the RAM's output). Two programs loaded over the same addresses, the
+    second right behind the first run's done beat, each run at once after its load, so
+    the host's LOAD and RUN follow each other as closely as the protocol lets them; in
+    every cycle the write and read enables are not both set (Amaranth's simulator,
+    internal signals), and both runs return the model's beats, so the second run read
+    the words just written."""
+    from amaranth.sim import Simulator
+
+    cfg = CONFIGS[cname]
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    rng = np.random.default_rng(seed)
+    prog_a, prog_b = fill_and_compute_program(cfg, 4), fill_and_compute_program(cfg, 3)
+    assert prog_a[:len(prog_b)] != prog_b      # the second load overwrites live words
+    data_a, data_b = random_lane_beats(cfg, rng, 2 * cfg.nr * 4), random_lane_beats(cfg, rng, 2 * cfg.nr * 3)
+    beats = (clear_beats() + load_beats(cfg, prog_a) + run_beats(0, data_a)
+             + load_beats(cfg, prog_b) + run_beats(0, data_b))
+    expected = CoreModel(cfg).process(beats)
+    dut = Core(cfg)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    got, seen = [], {"writes": 0, "reads": 0, "cycles": 0, "gap": None, "last_write": None}
+
+    async def bench(ctx):
+        w_en, r_en = dut._seq._ucode_probe
+        ctx.set(dut.m_axis_tready, 1)
+        k = 0
+        while len(got) < len(expected):
+            seen["cycles"] += 1
+            assert seen["cycles"] < 20_000, "timeout"
+            ctx.set(dut.s_axis_tvalid, k < len(beats))
+            ctx.set(dut.s_axis_tdata, beats[k] if k < len(beats) else 0)
+            we, re_ = ctx.get(w_en), ctx.get(r_en)
+            assert not (we and re_), f"cycle {seen['cycles']}: the microcode is written and read"
+            if we:
+                seen["writes"] += 1
+                seen["last_write"] = seen["cycles"]
+            if re_:
+                seen["reads"] += 1
+                if seen["last_write"] is not None and seen["gap"] is None:
+                    seen["gap"] = seen["cycles"] - seen["last_write"]
+            took = k < len(beats) and ctx.get(dut.s_axis_tready)
+            if ctx.get(dut.m_axis_tvalid):
+                got.append(Beat(ctx.get(dut.m_axis_tdata), bool(ctx.get(dut.m_axis_tlast))))
+            await ctx.tick()
+            k += took
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert got == expected
+    assert seen["writes"] == len(prog_a) + len(prog_b) and seen["reads"] > len(prog_a)
+    print(seen)
+
+
+@pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
     """A lone core (``cores == 1``) is on no ring (docs/core.md): a ``rout`` issues
     without looking at ``ring_out_level`` (held full here) and its beats leave on

@@ -531,8 +531,8 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     every colliding read): the two synchronous read ports of the Verilog are selected
     (after memory_dff; Yosys's check passes), the result records the commands, and the same Verilog without
     them needs more flip-flops (Yosys's read-during-write emulation) and no fewer block
-    RAMs. A core's command names every PE module and the counter bank; without the execute
-    stage (``pe=False``) the counter bank alone."""
+    RAMs. A core's command names every PE module, the counter bank and the sequencer;
+    without the execute stage (``pe=False``) the counter bank and the sequencer alone."""
     import subprocess
     from pathlib import Path
 
@@ -564,12 +564,13 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     core = UART_CFG.replace(exec_stage=True)
     text, _ = write_verilog(*build_top("core", core), design_key=core.to_json())
     cmd = collision_free_prepare(text, "caterpillar_core")
-    assert cmd.count("/t:$memrd_v2") == core.nr ** 2 + 1
+    assert cmd.count("/t:$memrd_v2") == core.nr ** 2 + 2
     assert all(f"caterpillar_core.pe_{r}_{c}/t:$memrd_v2" in cmd for r in range(core.nr) for c in range(core.nr))
-    assert "caterpillar_core.counters/t:$memrd_v2" in cmd
-    # without the execute stage: the counter bank's read alone
+    assert "caterpillar_core.counters/t:$memrd_v2" in cmd and "caterpillar_core.seq/t:$memrd_v2" in cmd
+    # without the execute stage: the counter bank's read and the microcode's
     only = collision_free_prepare(text, "caterpillar_core", pe=False)
-    assert only.count("/t:$memrd_v2") == 1 and "caterpillar_core.counters/t:$memrd_v2" in only
+    assert only.count("/t:$memrd_v2") == 2
+    assert "caterpillar_core.counters/t:$memrd_v2" in only and "caterpillar_core.seq/t:$memrd_v2" in only
     assert collision_free_prepare("module top(a);\nendmodule\n", "top") == ""
 
 
@@ -939,9 +940,10 @@ def test_sram_reads_collision_free():
     """With the execute stage the build declares the PEs' SRAM read ports
     collision-undefined (the PE's SRAM bypass replaces the block RAM's word whenever a
     write lands on the read's address in the read's cycle): the command names every PE
-    module (and a lone PE), selects exactly the synchronous read ports (two per PE: the
-    register file's reads are asynchronous), and with it Yosys maps a PE-named memory of
-    that kind onto block RAM alone, without its read-during-write flip-flops."""
+    module (and a lone PE), the counter bank and the sequencer (always), selects exactly
+    the synchronous read ports (two per PE: the register file's reads are asynchronous;
+    one of the counter bank, one of the microcode), and with it Yosys maps a PE-named
+    memory of that kind onto block RAM alone, without its read-during-write flip-flops."""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -959,10 +961,11 @@ def test_sram_reads_collision_free():
     cmd = sram_reads_collision_free(il)
     n = cfg.nr
     assert cmd.startswith("setparam -set COLLISION_X_MASK 1'1 ") and cmd.endswith("/r:CLK_ENABLE=1 %i")
-    # every PE's module and the counter bank's
-    assert cmd.count("/t:$memrd_v2") == n * n + 1 and "_dist/" not in cmd and ".counters/t:$memrd_v2" in cmd
+    # every PE's module, the counter bank's and the sequencer's
+    assert cmd.count("/t:$memrd_v2") == n * n + 2 and "_dist/" not in cmd and ".counters/t:$memrd_v2" in cmd
+    assert ".seq/t:$memrd_v2" in cmd and ".seq.head_en" not in cmd
     only = sram_reads_collision_free(il, pe=False)
-    assert only.count("/t:$memrd_v2") == 1 and ".counters/t:$memrd_v2" in only
+    assert only.count("/t:$memrd_v2") == 2 and ".counters/t:$memrd_v2" in only and ".seq/t:$memrd_v2" in only
     assert sram_reads_collision_free("module \\top\nend\n").startswith("#")
     assert "top.harness.pe/t:$memrd_v2" in sram_reads_collision_free("module \\top.harness.pe\nend\n")
     sel = cmd.split(" ", 4)[4]
@@ -970,8 +973,9 @@ def test_sram_reads_collision_free():
         (Path(tmp) / "top.il").write_text(il)
         out = subprocess.run(find_yosys() + ["-p", f"read_rtlil top.il; select -count {sel}"], cwd=tmp,
                              capture_output=True, text=True, timeout=300)
-    # two synchronous reads per PE (its SRAM banks), one of the counter bank
-    assert f"{2 * n * n + 1} objects" in out.stdout, out.stdout[-2000:]
+    # two synchronous reads per PE (its SRAM banks), one of the counter bank, one of the
+    # microcode
+    assert f"{2 * n * n + 2} objects" in out.stdout, out.stdout[-2000:]
 
     class Bank(Elaboratable):          # one 4096 x 16 bank: a write port, a synchronous read
         def __init__(self):
@@ -1020,7 +1024,7 @@ def test_counter_bank_maps_to_block_ram():
 
     cfg = ArchConfig(nr=2, counter_bits=48)
     text = verilog.convert(PerfCounters(cfg), name="top")
-    decl = collision_free_prepare(text, "top", pe=False, lone_counters=True) + "; "
+    decl = collision_free_prepare(text, "top", pe=False, lone_unit=True) + "; "
     stats = {}
     for declared in (False, True):
         with tempfile.TemporaryDirectory() as tmp:
@@ -1033,6 +1037,42 @@ def test_counter_bank_maps_to_block_ram():
     assert stats[True].get("DP16KD", 0) >= 2 and "TRELLIS_DPR16X4" not in stats[True], stats
     assert stats[False].get("DP16KD") == stats[True]["DP16KD"], stats
     assert stats[False]["TRELLIS_FF"] > stats[True]["TRELLIS_FF"], stats
+
+
+@pytest.mark.parametrize("preset", ["default", "fpga"])
+def test_microcode_maps_to_block_ram_without_collision_logic(preset):
+    """The sequencer's microcode RAM on block RAM, with the build's declaration of its
+    read collision-undefined (exact: the microcode is written only while the sequencer
+    reads none of it, ``tests/test_core.py::test_core_microcode_written_only_while_unread``):
+    the same block RAMs, and none of Yosys's read-during-write logic (a register of the
+    written word and one of the RAM's output per bit, and a multiplexer in front of the
+    head's registers): two flip-flops per bit of the word fewer, and fewer LUTs."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from amaranth.back import verilog
+
+    from rtl.sequencer import Sequencer
+    from rtl.synth import collision_free_prepare, find_yosys
+
+    cfg = PRESETS[preset].replace(nr=2, ucode_depth=256)
+    text = verilog.convert(Sequencer(cfg), name="top")
+    decl = collision_free_prepare(text, "top", pe=False, lone_unit=True)
+    assert decl.endswith("top/t:$memrd_v2 top/r:CLK_ENABLE=1 %i")
+    stats = {}
+    for declared in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "top.v").write_text(text)
+            out = subprocess.run(find_yosys() + ["-p", f"read_verilog top.v; {decl + '; ' if declared else ''}"
+                                                 "synth_ecp5 -top top; tee -o stat.txt stat"],
+                                 cwd=tmp, capture_output=True, text=True, timeout=600)
+            stat = (Path(tmp) / "stat.txt").read_text()
+        stats[declared] = {k: int(v) for v, k in re.findall(r"(\d+)\s+(DP16KD|TRELLIS_FF|LUT4)\b", stat)}
+    word = Sequencer(cfg)._ilay.size
+    assert stats[True].get("DP16KD", 0) >= 2 and stats[False]["DP16KD"] == stats[True]["DP16KD"], stats
+    assert stats[False]["TRELLIS_FF"] - stats[True]["TRELLIS_FF"] >= 2 * word, stats
+    assert stats[False]["LUT4"] > stats[True]["LUT4"], stats
 
 
 def test_fpga_placement_report():
