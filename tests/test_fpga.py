@@ -1057,7 +1057,9 @@ def test_microcode_maps_to_block_ram_without_collision_logic(preset):
     from rtl.synth import collision_free_prepare, find_yosys
 
     cfg = PRESETS[preset].replace(nr=2, ucode_depth=256)
-    text = verilog.convert(Sequencer(cfg), name="top")
+    seq = Sequencer(cfg)
+    word = seq._ilay.size
+    text = verilog.convert(seq, name="top")
     decl = collision_free_prepare(text, "top", pe=False, lone_unit=True)
     assert decl.endswith("top/t:$memrd_v2 top/r:CLK_ENABLE=1 %i")
     stats = {}
@@ -1069,7 +1071,6 @@ def test_microcode_maps_to_block_ram_without_collision_logic(preset):
                                  cwd=tmp, capture_output=True, text=True, timeout=600)
             stat = (Path(tmp) / "stat.txt").read_text()
         stats[declared] = {k: int(v) for v, k in re.findall(r"(\d+)\s+(DP16KD|TRELLIS_FF|LUT4)\b", stat)}
-    word = Sequencer(cfg)._ilay.size
     assert stats[True].get("DP16KD", 0) >= 2 and stats[False]["DP16KD"] == stats[True]["DP16KD"], stats
     assert stats[False]["TRELLIS_FF"] - stats[True]["TRELLIS_FF"] >= 2 * word, stats
     assert stats[False]["LUT4"] > stats[True]["LUT4"], stats
