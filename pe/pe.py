@@ -60,30 +60,10 @@ ISSUE_LAYOUT = data.StructLayout({"pred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "
                                   "ar_inc": AR_SLOTS, "ar_add": AR_SLOTS, "ar_set": AR_SLOTS,
                                   "ar_stride": AR_SLOTS})
 
-#: The address-register part of :data:`ISSUE_LAYOUT` (:func:`ar_decode`): the same for
-#: every PE.
-AR_DEC_LAYOUT = data.StructLayout({"ar_inc": AR_SLOTS, "ar_add": AR_SLOTS, "ar_set": AR_SLOTS,
-                                   "ar_stride": AR_SLOTS})
-
 #: :func:`issue_decode` of the all-zero micro-op (a NOP: every PE's predicate holds,
 #: nothing is driven, read or updated), for registers that hold a decoded NOP after reset.
 ISSUE_NOP = {"pred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
              "ar_inc": 0, "ar_add": 0, "ar_set": 0, "ar_stride": 0}
-
-
-def ar_decode(u):
-    """Which ARs micro-op ``u`` post-increments (any port with ``inc`` naming it), adds
-    to, sets and re-strides: a value of :data:`AR_DEC_LAYOUT`'s shape, the same for every
-    PE (combinational)."""
-    def per_ar(f):
-        return Cat(*(f(i) for i in range(AR_SLOTS)))
-
-    ports = (u.ra, u.rb, u.wa, u.wb)
-    dec = {"ar_inc": per_ar(lambda i: reduce(lambda x, y: x | y, [p.inc & (p.ar == i) for p in ports])),
-           "ar_add": per_ar(lambda i: (u.ar.op == ArOp.ADD) & (u.ar.idx == i)),
-           "ar_set": per_ar(lambda i: (u.ar.op == ArOp.SET) & (u.ar.idx == i)),
-           "ar_stride": per_ar(lambda i: (u.ar.op == ArOp.STRIDE) & (u.ar.idx == i))}
-    return Cat(*(dec[name] for name, _ in AR_DEC_LAYOUT))
 
 
 def issue_decode(m, cfg, row: int, col: int, u):
@@ -122,10 +102,16 @@ def issue_decode(m, cfg, row: int, col: int, u):
     def gate_ok(gate):
         return Array([gates[g] for g in sorted(Gate)])[gate]
 
-    ar = data.View(AR_DEC_LAYOUT, ar_decode(u))
+    def per_ar(f):
+        return Cat(*(f(i) for i in range(AR_SLOTS)))
+
+    ports = (u.ra, u.rb, u.wa, u.wb)
     dec = {"pred": pred, "rsel": rsel, "csel": csel,
            "ra_en": u.ra.en & gate_ok(u.ra.gate), "rb_en": u.rb.en & gate_ok(u.rb.gate),
-           **{name: ar[name] for name, _ in AR_DEC_LAYOUT}}
+           "ar_inc": per_ar(lambda i: reduce(lambda x, y: x | y, [p.inc & (p.ar == i) for p in ports])),
+           "ar_add": per_ar(lambda i: (u.ar.op == ArOp.ADD) & (u.ar.idx == i)),
+           "ar_set": per_ar(lambda i: (u.ar.op == ArOp.SET) & (u.ar.idx == i)),
+           "ar_stride": per_ar(lambda i: (u.ar.op == ArOp.STRIDE) & (u.ar.idx == i))}
     return Cat(*(dec[name] for name, _ in ISSUE_LAYOUT))
 
 
@@ -159,9 +145,6 @@ class PE(wiring.Component):
         With ``issue_in`` only: the micro-op on ``uop`` in the next cycle, and whether
         the PE runs then (the enable of :meth:`frozen` in the next cycle; the core's
         distribution register loads both in every cycle).
-    ar_next : In(AR_DEC_LAYOUT)
-        With ``issue_in`` only: :func:`ar_decode` of ``uop_next`` (the core registers it
-        beside the micro-op, so the AR updates start from flip-flops).
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
         driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
@@ -285,7 +268,7 @@ class PE(wiring.Component):
         w = cfg.fmt.width
         super().__init__({
             **({"issue": In(ISSUE_LAYOUT), "uop_next": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
-                "run_next": In(1, init=1), "ar_next": In(AR_DEC_LAYOUT)} if issue_in else {}),
+                "run_next": In(1, init=1)} if issue_in else {}),
             "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "row_in": In(w),
             "col_in": In(w),
@@ -406,10 +389,9 @@ class PE(wiring.Component):
         # the next micro-op, a cycle ahead, its addresses into registers (see the notes).
         if self.issue_in:
             au = self.uop_next
-            a_pred = Signal(ISSUE_LAYOUT, name="ar_issue")    # (only its predicate is used)
-            m.d.comb += a_pred.eq(issue_decode(m, cfg, self.row, self.col, au))
-            adec = self.ar_next
-            a_go = self.run_next & a_pred.pred
+            adec = Signal(ISSUE_LAYOUT, name="ar_dec")
+            m.d.comb += adec.eq(issue_decode(m, cfg, self.row, self.col, au))
+            a_go = self.run_next & adec.pred
             a_dom = self._ar_domain
         else:
             au, adec, a_go, a_dom = u, dec, pred, "sync"

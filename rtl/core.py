@@ -13,7 +13,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from noc.broadcast_bus import BroadcastBus, visibility, vis_bits
-from pe.pe import AR_DEC_LAYOUT, ISSUE_LAYOUT, ISSUE_NOP, PE, ar_decode, issue_decode
+from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
 from rtl.scratchpad import Scratchpad
@@ -403,17 +403,6 @@ class Core(wiring.Component):
         # path then runs from the sequencer's issue logic across the die into a copy
         # (the 4 x 4 build's distribution path, docs/fpga-timing.md, session 23).
         fan_src = (seq.uop, bubble) if cfg.fan_stage else (seq.uop_next, stall)
-        # The AR updates of the micro-op the copies carry, decoded (``ar_decode``, the
-        # same for every PE) and carried beside it, so that the PEs' AR stage starts
-        # from flip-flops: with cfg.fan_stage from a register beside the sequencer's
-        # micro-op register (which loads ``uop_next`` in every cycle), so no decode sits
-        # on the wires from the sequencer to the copies.
-        if dist and cfg.fan_stage:
-            ar_dec_seq = Signal(AR_DEC_LAYOUT, name="uop_ar_dec", reset_less=True)
-            m.d.sync += ar_dec_seq.eq(ar_decode(seq.uop_next))
-            fan_ar = ar_dec_seq
-        elif dist:
-            fan_ar = ar_decode(seq.uop_next)
         fans = {}
         for r in range(nr if dist else 0):
             for k in range((nr + 1) // 2):
@@ -422,10 +411,9 @@ class Core(wiring.Component):
                 # while the sequencer is in reset, so a copy is 0 after the reset too
                 uop_f = Signal.like(seq.uop, name="uop", reset_less=True)
                 bubble_f = Signal(name="bubble", reset_less=True)
-                ar_f = Signal(AR_DEC_LAYOUT, name="ar_dec", reset_less=True)
-                fm.d.sync += [uop_f.eq(fan_src[0]), bubble_f.eq(fan_src[1]), ar_f.eq(fan_ar)]
+                fm.d.sync += [uop_f.eq(fan_src[0]), bubble_f.eq(fan_src[1])]
                 m.submodules[f"uop_fan_{r}_{k}"] = fm
-                fans[r, k] = (uop_f, bubble_f, ar_f)
+                fans[r, k] = (uop_f, bubble_f)
 
         pes = []
         for r in range(nr):
@@ -443,7 +431,7 @@ class Core(wiring.Component):
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
                     bubble_pe = Signal(name="bubble", reset_less=True)
-                    uop_f, bubble_f, ar_f = fans[r, c // 2]
+                    uop_f, bubble_f = fans[r, c // 2]
                     pd.d.sync += [uop_pe.eq(uop_f), bubble_pe.eq(bubble_f)]
                     # the PE's issue-stage decisions (predicate, driver selects, SRAM read
                     # enables, AR update selects) decoded from the micro-op the copy loads,
@@ -452,14 +440,9 @@ class Core(wiring.Component):
                     # like the copy, so they are always issue_decode(uop_pe) (ISSUE_NOP
                     # at power-up, as for uop 0)
                     issue_pe = Signal(ISSUE_LAYOUT, name="issue", reset_less=True, init=ISSUE_NOP)
-                    # (the address-register fields are left out: the PE's AR stage
-                    # takes them a cycle earlier, from ``ar_f``)
-                    dec_f = Signal(ISSUE_LAYOUT, name="issue_next")
-                    pd.d.comb += dec_f.eq(issue_decode(pd, cfg, r, c, uop_f))
-                    pd.d.sync += [issue_pe[f].eq(dec_f[f]) for f in ("pred", "rsel", "csel", "ra_en", "rb_en")]
+                    pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     # the PE's AR stage works on the micro-op the copy loads (PE docs)
-                    m.d.comb += [pe.issue.eq(issue_pe), pe.uop_next.eq(uop_f), pe.run_next.eq(~bubble_f),
-                                 pe.ar_next.eq(ar_f)]
+                    m.d.comb += [pe.issue.eq(issue_pe), pe.uop_next.eq(uop_f), pe.run_next.eq(~bubble_f)]
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = pe.frozen(~bubble_pe)
                     m.d.comb += pe.dsp_ce.eq(~bubble_pe)   # the same enable, for its DSP's registers

@@ -21,7 +21,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from pe.microop import uop_layout
-from pe.pe import EVENT_LAYOUT, ISSUE_LAYOUT, ISSUE_NOP, PE, ar_decode, issue_decode
+from pe.pe import EVENT_LAYOUT, ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 
 __all__ = ["PETop", "obs_fields"]
 
@@ -82,8 +82,7 @@ class PETop(wiring.Component):
             issue = Signal(ISSUE_LAYOUT, name="issue_dist", init=ISSUE_NOP)
             m.d.comb += u_next.as_value().eq(self.uop)
             m.d.sync += [u_reg.eq(u_next), issue.eq(issue_decode(m, cfg, self.row, self.col, u_next))]
-            m.d.comb += [pe.issue.eq(issue), pe.uop_next.eq(u_next),   # (runs in every cycle)
-                         pe.ar_next.eq(ar_decode(u_next))]
+            m.d.comb += [pe.issue.eq(issue), pe.uop_next.eq(u_next)]   # (runs in every cycle)
             uop = u_reg.as_value()
             ext_row, ext_col = Signal.like(ext_row), Signal.like(ext_col)
             m.d.sync += [ext_row.eq(self.ext_row_in), ext_col.eq(self.ext_col_in)]
