@@ -129,11 +129,8 @@ class PE(wiring.Component):
     issue_in : bool
         Take the issue-stage decisions from the ``issue`` port instead of decoding them
         from ``uop`` (a core with :attr:`~rtl.config.ArchConfig.dist_stage` decodes them
-        beside the distribution register, so they come from flip-flops), and keep the
-        ARs, the strides and the SRAM addresses a cycle ahead, in the distribution stage
-        (the AR stage, below), from ``uop_next`` / ``run_next``. Same cycle behaviour
-        when ``issue`` is :func:`issue_decode` of ``uop`` and ``uop`` / the enable are
-        ``uop_next`` / ``run_next`` one cycle later.
+        beside the distribution register, so they come from flip-flops). Same cycle
+        behaviour when ``issue`` is :func:`issue_decode` of ``uop``.
 
     Attributes
     ----------
@@ -141,10 +138,6 @@ class PE(wiring.Component):
         Micro-op issued this cycle (all-zero = NOP).
     issue : In(ISSUE_LAYOUT)
         With ``issue_in`` only: :func:`issue_decode` of ``uop`` for this PE, this cycle.
-    uop_next : In(uop_layout(cfg.addr_bits, cfg.sel_bits)), run_next : In(1), init 1
-        With ``issue_in`` only: the micro-op on ``uop`` in the next cycle, and whether
-        the PE runs then (the enable of :meth:`frozen` in the next cycle; the core's
-        distribution register loads both in every cycle).
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
         driver's ``row_out`` / ``col_out``; a PE reads its own drive back).
@@ -216,16 +209,6 @@ class PE(wiring.Component):
     unless the bypass hit. Same cycle behaviour; only ``row_op`` / ``col_op``
     still take the RAM data in the operand stage.
 
-    With ``issue_in`` (the core's distribution stage) the ARs and strides live a cycle
-    ahead, in the AR stage: in the cycle before a micro-op's issue they take its update
-    (``uop_next``, if ``run_next`` and its predicate hold), and its four SRAM addresses
-    ``AR[ar] + off`` are computed from the ARs as the micro-ops before it left them into
-    registers, which the issue stage uses (the read addresses go to the block RAMs from
-    flip-flops). These registers are outside :meth:`frozen`'s enable, loaded in every
-    cycle like the distribution register. Every AR use is an address computed in the same
-    stage, so the order of reads and updates is the micro-ops' order: same cycle
-    behaviour.
-
     With ``cfg.rx_stage`` as well, ``row_in`` / ``col_in`` are registered as they come off
     the buses (``rx_row`` / ``rx_col``) and join the sources in a receive stage at ``t+3``;
     every other source value is registered once more, the move bypass has a third point
@@ -264,11 +247,9 @@ class PE(wiring.Component):
         self.col = col
         self.issue_in = issue_in
         self._rf_m_domain = "sync"      # bank M's write port (see frozen())
-        self._ar_domain = "sync"        # the AR stage's registers (see frozen())
         w = cfg.fmt.width
         super().__init__({
-            **({"issue": In(ISSUE_LAYOUT), "uop_next": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
-                "run_next": In(1, init=1)} if issue_in else {}),
+            **({"issue": In(ISSUE_LAYOUT)} if issue_in else {}),
             "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
             "row_in": In(w),
             "col_in": In(w),
@@ -282,8 +263,7 @@ class PE(wiring.Component):
             "dsp_ce": In(1, init=1),
         })
 
-    #: The domain of what :meth:`frozen` leaves running (bank M's write port, the AR
-    #: stage) while it applies the enable.
+    #: The domain of bank M's write port while :meth:`frozen` applies the enable.
     UNFROZEN = "pe_unfrozen"
 
     def frozen(self, enable):
@@ -303,17 +283,11 @@ class PE(wiring.Component):
         frozen: a read of an FMA write-back's register in its write cycle has no bypass
         (it returns the old word), so an early write would change it
         (``tests/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
-        With ``issue_in`` the AR stage runs in every cycle too: it follows the
-        distribution register, a cycle ahead, under ``run_next`` (the next cycle's
-        ``enable``).
         """
         ei = EnableInserter(enable)(self)
-        if not (self.cfg.exec_stage or self.issue_in):
+        if not self.cfg.exec_stage:
             return ei
-        if self.cfg.exec_stage:
-            self._rf_m_domain = self.UNFROZEN
-        if self.issue_in:
-            self._ar_domain = self.UNFROZEN
+        self._rf_m_domain = self.UNFROZEN
         return DomainRenamer({self.UNFROZEN: "sync"})(ei)
 
     def elaborate(self, platform):
@@ -384,52 +358,30 @@ class PE(wiring.Component):
                         m.d.comb += v.eq(ar[i])
             return v
 
-        # The micro-op whose ARs the AR logic updates and whose addresses it computes,
-        # and where: the issuing micro-op in this cycle, or (``issue_in``) the AR stage:
-        # the next micro-op, a cycle ahead, its addresses into registers (see the notes).
-        if self.issue_in:
-            au = self.uop_next
-            adec = Signal(ISSUE_LAYOUT, name="ar_dec")
-            m.d.comb += adec.eq(issue_decode(m, cfg, self.row, self.col, au))
-            a_go = self.run_next & adec.pred
-            a_dom = self._ar_domain
-        else:
-            au, adec, a_go, a_dom = u, dec, pred, "sync"
-        addr = {}
-        for port, mem in (("ra", mem_a), ("rb", mem_b), ("wa", mem_a), ("wb", mem_b)):
-            # (AR + off) mod depth (the assignment truncates)
-            addr[port] = Signal(range(mem.depth), name=f"{port}_addr_now")
-            m.d.comb += addr[port].eq(ar_value(au[port].ar) + au[port].off)
-            if self.issue_in:
-                q = Signal.like(addr[port], name=f"{port}_addr")
-                m.d[a_dom] += q.eq(addr[port])
-                addr[port] = q
-
-        # synchronous reads at issue
+        # synchronous reads: address = (AR + off) mod depth (assignment truncates)
         m.d.comb += [
-            rd_a.addr.eq(addr["ra"]),
+            rd_a.addr.eq(ar_value(u.ra.ar) + u.ra.off),
             rd_a.en.eq(dec.ra_en),
-            rd_b.addr.eq(addr["rb"]),
+            rd_b.addr.eq(ar_value(u.rb.ar) + u.rb.off),
             rd_b.en.eq(dec.rb_en),
         ]
 
-        # AR / stride updates at the end of the cycle (predicated): AR + (imm if ADD) +
-        # (stride if a port increments it), modulo 2**addr_bits, as one carry-save step
-        # (sum and carry bits, one LUT level) and one carry chain instead of two chained
-        # adders
-        with m.If(a_go):
+        # AR / stride updates at the end of t (predicated): AR + (imm if ADD) + (stride if
+        # a port increments it), modulo 2**addr_bits, as one carry-save step (sum and
+        # carry bits, one LUT level) and one carry chain instead of two chained adders
+        with m.If(pred):
             for i in range(n_ar):
                 x = ar[i]
-                y = Mux(adec.ar_add[i], au.ar.imm, 0)[:ab]
-                z = Mux(adec.ar_inc[i], stride[i], 0)
+                y = Mux(dec.ar_add[i], u.ar.imm, 0)[:ab]
+                z = Mux(dec.ar_inc[i], stride[i], 0)
                 cs_sum = x ^ y ^ z
                 cs_carry = Cat(Const(0, 1), ((x & y) | (x & z) | (y & z))[:ab - 1])
-                with m.If(adec.ar_set[i]):
-                    m.d[a_dom] += ar[i].eq(au.ar.imm)
+                with m.If(dec.ar_set[i]):
+                    m.d.sync += ar[i].eq(u.ar.imm)
                 with m.Else():
-                    m.d[a_dom] += ar[i].eq(cs_sum + cs_carry)
-                with m.If(adec.ar_stride[i]):
-                    m.d[a_dom] += stride[i].eq(au.ar.imm)
+                    m.d.sync += ar[i].eq(cs_sum + cs_carry)
+                with m.If(dec.ar_stride[i]):
+                    m.d.sync += stride[i].eq(u.ar.imm)
 
         # ---- operand stage register ------------------------------------------------------
         s1 = Signal(uop_layout(cfg.addr_bits, cfg.sel_bits))
@@ -447,8 +399,8 @@ class PE(wiring.Component):
             s1_pred.eq(pred),
             s1_rsel.eq(rsel),
             s1_csel.eq(csel),
-            s1_wa_addr.eq(addr["wa"]),
-            s1_wb_addr.eq(addr["wb"]),
+            s1_wa_addr.eq(ar_value(u.wa.ar) + u.wa.off),
+            s1_wb_addr.eq(ar_value(u.wb.ar) + u.wb.off),
         ]
 
         # ---- operand stage (cycle t+1) -----------------------------------------------------

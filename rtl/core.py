@@ -441,8 +441,7 @@ class Core(wiring.Component):
                     # at power-up, as for uop 0)
                     issue_pe = Signal(ISSUE_LAYOUT, name="issue", reset_less=True, init=ISSUE_NOP)
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
-                    # the PE's AR stage works on the micro-op the copy loads (PE docs)
-                    m.d.comb += [pe.issue.eq(issue_pe), pe.uop_next.eq(uop_f), pe.run_next.eq(~bubble_f)]
+                    m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd
                     m.submodules[f"pe_{r}_{c}"] = pe.frozen(~bubble_pe)
                     m.d.comb += pe.dsp_ce.eq(~bubble_pe)   # the same enable, for its DSP's registers

@@ -38,7 +38,7 @@ class PEHarness(wiring.Component):
 
     Cycle behaviour: the input register (``n_in`` = every PE input bit: micro-op,
     ``row_in``, ``col_in``, and with the distribution stage the issue-stage decisions,
-    ``issue``, and the AR stage's next micro-op and enable, ``uop_next`` / ``run_next``) drives the PE's inputs directly, so every PE input comes from
+    ``issue``) drives the PE's inputs directly, so every PE input comes from
     a flip-flop, as in a core (the sequencer's micro-op register, the buses' driver
     registers). Every ``n_out`` cycles (a free-running counter) the output register
     captures all PE outputs in parallel (``row_out``, ``col_out``, the enables, the
@@ -59,7 +59,7 @@ class PEHarness(wiring.Component):
         # flip-flops (here scan-in bits, like the micro-op)
         self.pe = PE(cfg, row, col, issue_in=cfg.dist_stage)
         if cfg.dist_stage:
-            self._INS = self._INS + ("issue", "uop_next", "run_next")
+            self._INS = self._INS + ("issue",)
         if not cfg.drive_op_sampled:
             self._OUTS = tuple(n for n in self._OUTS if n not in ("row_op", "col_op"))
         self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in self._INS)

@@ -82,7 +82,7 @@ class PETop(wiring.Component):
             issue = Signal(ISSUE_LAYOUT, name="issue_dist", init=ISSUE_NOP)
             m.d.comb += u_next.as_value().eq(self.uop)
             m.d.sync += [u_reg.eq(u_next), issue.eq(issue_decode(m, cfg, self.row, self.col, u_next))]
-            m.d.comb += [pe.issue.eq(issue), pe.uop_next.eq(u_next)]   # (runs in every cycle)
+            m.d.comb += pe.issue.eq(issue)
             uop = u_reg.as_value()
             ext_row, ext_col = Signal.like(ext_row), Signal.like(ext_col)
             m.d.sync += [ext_row.eq(self.ext_row_in), ext_col.eq(self.ext_col_in)]
