@@ -1008,32 +1008,44 @@ def test_sram_reads_collision_free():
     assert ffs[False] > 0 and ffs[True] == 0, ffs
 
 
+def _lone_unit_cells(text: str) -> dict[bool, dict[str, int]]:
+    """ECP5 cell counts (``DP16KD``, ``TRELLIS_FF``, ``TRELLIS_DPR16X4``, ``LUT4``) of a
+    unit's Verilog (top module ``top``) synthesized by itself, without (``False``) and with
+    (``True``) the build's declaration of its memory reads collision-undefined
+    (:func:`rtl.synth.collision_free_prepare`)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from rtl.synth import collision_free_prepare, find_yosys
+
+    decl = collision_free_prepare(text, "top", pe=False, lone_unit=True)
+    assert decl.endswith("top/t:$memrd_v2 top/r:CLK_ENABLE=1 %i"), decl
+    stats = {}
+    for declared in (False, True):
+        with tempfile.TemporaryDirectory() as tmp:
+            (Path(tmp) / "top.v").write_text(text)
+            out = subprocess.run(find_yosys() + ["-p", f"read_verilog top.v; {decl + '; ' if declared else ''}"
+                                                 "synth_ecp5 -top top; tee -o stat.txt stat"],
+                                 cwd=tmp, capture_output=True, text=True, timeout=600)
+            assert (Path(tmp) / "stat.txt").exists(), out.stdout[-2000:] + out.stderr[-2000:]
+            stat = (Path(tmp) / "stat.txt").read_text()
+        stats[declared] = {k: int(v) for v, k in
+                           re.findall(r"(\d+)\s+(DP16KD|TRELLIS_FF|TRELLIS_DPR16X4|LUT4)\b", stat)}
+    return stats
+
+
 def test_counter_bank_maps_to_block_ram():
     """The performance counters' totals are a memory that Yosys maps onto block RAM
     (``ram_style``), and the build's declaration of its read collision-undefined
     (exact: rtl.perf_counters) removes Yosys's read-during-write logic: fewer flip-flops,
     no LUT RAM, the same block RAMs."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
     from amaranth.back import verilog
 
     from rtl.perf_counters import PerfCounters
-    from rtl.synth import collision_free_prepare, find_yosys
 
     cfg = ArchConfig(nr=2, counter_bits=48)
-    text = verilog.convert(PerfCounters(cfg), name="top")
-    decl = collision_free_prepare(text, "top", pe=False, lone_unit=True) + "; "
-    stats = {}
-    for declared in (False, True):
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "top.v").write_text(text)
-            out = subprocess.run(find_yosys() + ["-p", f"read_verilog top.v; {decl if declared else ''}"
-                                                 "synth_ecp5 -top top; tee -o stat.txt stat"],
-                                 cwd=tmp, capture_output=True, text=True, timeout=300)
-            stat = (Path(tmp) / "stat.txt").read_text()
-        stats[declared] = {k: int(v) for v, k in re.findall(r"(\d+)\s+(DP16KD|TRELLIS_FF|TRELLIS_DPR16X4)\b", stat)}
+    stats = _lone_unit_cells(verilog.convert(PerfCounters(cfg), name="top"))
     assert stats[True].get("DP16KD", 0) >= 2 and "TRELLIS_DPR16X4" not in stats[True], stats
     assert stats[False].get("DP16KD") == stats[True]["DP16KD"], stats
     assert stats[False]["TRELLIS_FF"] > stats[True]["TRELLIS_FF"], stats
@@ -1047,30 +1059,14 @@ def test_microcode_maps_to_block_ram_without_collision_logic(preset):
     the same block RAMs, and none of Yosys's read-during-write logic (a register of the
     written word and one of the RAM's output per bit, and a multiplexer in front of the
     head's registers): two flip-flops per bit of the word fewer, and fewer LUTs."""
-    import subprocess
-    import tempfile
-    from pathlib import Path
-
     from amaranth.back import verilog
 
     from rtl.sequencer import Sequencer
-    from rtl.synth import collision_free_prepare, find_yosys
 
     cfg = PRESETS[preset].replace(nr=2, ucode_depth=256)
     seq = Sequencer(cfg)
     word = seq._ilay.size
-    text = verilog.convert(seq, name="top")
-    decl = collision_free_prepare(text, "top", pe=False, lone_unit=True)
-    assert decl.endswith("top/t:$memrd_v2 top/r:CLK_ENABLE=1 %i")
-    stats = {}
-    for declared in (False, True):
-        with tempfile.TemporaryDirectory() as tmp:
-            (Path(tmp) / "top.v").write_text(text)
-            out = subprocess.run(find_yosys() + ["-p", f"read_verilog top.v; {decl + '; ' if declared else ''}"
-                                                 "synth_ecp5 -top top; tee -o stat.txt stat"],
-                                 cwd=tmp, capture_output=True, text=True, timeout=600)
-            stat = (Path(tmp) / "stat.txt").read_text()
-        stats[declared] = {k: int(v) for v, k in re.findall(r"(\d+)\s+(DP16KD|TRELLIS_FF|LUT4)\b", stat)}
+    stats = _lone_unit_cells(verilog.convert(seq, name="top"))
     assert stats[True].get("DP16KD", 0) >= 2 and stats[False]["DP16KD"] == stats[True]["DP16KD"], stats
     assert stats[False]["TRELLIS_FF"] - stats[True]["TRELLIS_FF"] >= 2 * word, stats
     assert stats[False]["LUT4"] > stats[True]["LUT4"], stats
