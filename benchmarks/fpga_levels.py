@@ -1,0 +1,204 @@
+"""Routed hops on the worst path into every register input of a synthesized ECP5 netlist.
+
+nextpnr's report says how late each endpoint is after a 30-minute place and route; in
+the 4 x 4 core most of a late path's delay is routing, 1.2-1.8 ns per connection
+between cells (docs/fpga-timing.md, session 27). This reads the netlist Yosys hands
+nextpnr (``top.json`` of a build, or of ``caterpillar build`` stopped after synthesis)
+and counts, for every endpoint (a flip-flop's data, enable or reset, a block RAM's or
+LUT RAM's input), the connections between cells on its longest path from a launching
+flip-flop or RAM: minutes instead of a build, the same for every seed, so an RTL change
+to a path's depth is seen before it is placed.
+
+A connection is *routed* unless it stays inside a slice: a LUT4 into a ``PFUMX``, a
+``PFUMX`` into an ``L6MUX21``, a carry chain's ``COUT`` into the next ``CIN``. The
+``TRELLIS_DPR16X4`` LUT RAM reads asynchronously (its ``RAD`` -> ``DO`` is one more
+cell). ``MULT18X18D`` outputs start paths (its registers are inside the block)::
+
+    python -m benchmarks.fpga_levels build/exp/c4-ucx-s1 [--min-hops 6] [--depth 3] [--paths 5]
+
+prints, per unit (PE indices folded as in ``caterpillar timing``), the endpoints with at
+least ``--min-hops`` routed connections and the deepest path of the worst units.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from rtl.endpoints import unit_of
+
+# combinational cells (their outputs arrive after their latest input); every other
+# cell's outputs start paths
+_COMB = {"LUT4", "PFUMX", "L6MUX21", "CCU2C", "TRELLIS_DPR16X4"}
+_CLOCKS = {"CLK", "WCK", "CLKA", "CLKB", "CLK0", "CLK1", "CLK2", "CLK3"}
+# a LUT RAM's write inputs are clocked: only its read address reaches its output
+_SYNC_INPUTS = {"TRELLIS_DPR16X4": {"DI", "WAD", "WRE"}}
+
+
+def _comb_input(cell_type: str, port: str) -> bool:
+    return port not in _CLOCKS and port not in _SYNC_INPUTS.get(cell_type, ())
+
+
+def _unrouted(drv_type: str, drv_port: str, sink_type: str, sink_port: str) -> bool:
+    """The connection stays inside a slice (no general routing)."""
+    return ((drv_type == "LUT4" and sink_type == "PFUMX" and sink_port in ("ALUT", "BLUT"))
+            or (drv_type == "PFUMX" and sink_type == "L6MUX21" and sink_port in ("D0", "D1"))
+            or (drv_type == "CCU2C" and drv_port == "COUT" and sink_type == "CCU2C" and sink_port == "CIN"))
+
+
+def load_module(path: Path | str) -> dict:
+    """The one module of ``path`` with cells of an ECP5 netlist (the flattened top)."""
+    mods = json.loads(Path(path).read_text())["modules"]
+    tops = [m for m in mods.values() if any(c["type"] == "TRELLIS_FF" for c in m["cells"].values())]
+    if len(tops) != 1:
+        raise ValueError(f"{path}: expected one flattened module with flip-flops, found {len(tops)}")
+    return tops[0]
+
+
+def path_depths(mod: dict) -> tuple[dict, dict]:
+    """``(endpoints, pred, worst_in)``: ``endpoints[(cell, port)] = (hops, cells)`` for
+    every endpoint input, hops the routed connections and cells the logic cells on its
+    deepest path; ``pred[(cell, port)]`` the driving ``(cell, port)`` of an input and
+    ``worst_in[cell]`` a combinational cell's latest input port, for :func:`trace`."""
+    cells = mod["cells"]
+    driver: dict[int, tuple[str, str]] = {}
+    for name, c in cells.items():
+        for port, d in c.get("port_directions", {}).items():
+            if d == "output":
+                for b in c["connections"].get(port, []):
+                    if isinstance(b, int):
+                        driver[b] = (name, port)
+    out_arr: dict[str, tuple[int, int, tuple | None]] = {}   # comb cell -> (hops, cells, worst input)
+    pred: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def input_arrival(name: str, port: str) -> tuple[int, int]:
+        best = (0, 0)
+        c = cells[name]
+        for b in c["connections"].get(port, []):
+            if not isinstance(b, int) or b not in driver:
+                continue
+            dn, dp = driver[b]
+            dc = cells[dn]
+            if dc["type"] in _COMB:
+                h, n, _ = cell_arrival(dn)
+            else:
+                h, n = 0, 0
+            if not _unrouted(dc["type"], dp, c["type"], port):
+                h += 1
+            if (h, n) > best:
+                best = (h, n)
+                pred[(name, port)] = (dn, dp)
+        return best
+
+    def cell_arrival(name: str):
+        if name in out_arr:
+            return out_arr[name]
+        # iterative deepening over combinational predecessors to avoid deep recursion
+        stack = [name]
+        while stack:
+            top = stack[-1]
+            if top in out_arr:
+                stack.pop()
+                continue
+            c = cells[top]
+            pending = []
+            for port, d in c.get("port_directions", {}).items():
+                if d != "input" or not _comb_input(c["type"], port):
+                    continue
+                for b in c["connections"].get(port, []):
+                    if isinstance(b, int) and b in driver:
+                        dn = driver[b][0]
+                        if cells[dn]["type"] in _COMB and dn not in out_arr and dn not in stack:
+                            pending.append(dn)
+            if pending:
+                stack.extend(pending)
+                continue
+            best = (0, 0, None)
+            for port, d in c.get("port_directions", {}).items():
+                if d != "input" or not _comb_input(c["type"], port):
+                    continue
+                h, n = input_arrival(top, port)
+                if (h, n + 1) > best[:2]:
+                    best = (h, n + 1, port)
+            out_arr[top] = best
+            stack.pop()
+        return out_arr[name]
+
+    endpoints = {}
+    for name, c in cells.items():
+        sync = _SYNC_INPUTS.get(c["type"])
+        if (c["type"] in _COMB and not sync) or c["type"].startswith("$"):
+            continue
+        for port, d in c.get("port_directions", {}).items():
+            if d != "input" or port in _CLOCKS or (sync and port not in sync):
+                continue
+            h, n = input_arrival(name, port)
+            if h:
+                endpoints[(name, port)] = (h, n)
+    return endpoints, pred, {k: v[2] for k, v in out_arr.items()}
+
+
+def trace(depths: tuple, mod: dict, cell: str, port: str) -> list[str]:
+    """The deepest path into ``cell.port`` (``depths`` from :func:`path_depths`), launching
+    cell first, as ``cell.port [type]`` steps."""
+    _, pred, worst_in = depths
+    cells = mod["cells"]
+    out = [f"{cell}.{port}"]
+    while (cell, port) in pred:
+        dn, dp = pred[(cell, port)]
+        out.append(f"{dn}.{dp} [{cells[dn]['type']}]")
+        if cells[dn]["type"] not in _COMB or worst_in.get(dn) is None:
+            break
+        cell, port = dn, worst_in[dn]
+    return out[::-1]
+
+
+def report(build: Path | str, min_hops: int = 6, depth: int = 3, paths: int = 5,
+           units: tuple[str, ...] = ()) -> str:
+    """The table (and the ``paths`` deepest units' paths) of :mod:`this module <benchmarks.fpga_levels>`."""
+    build = Path(build)
+    mod = load_module(build / "top.json" if build.is_dir() else build)
+    depths = path_depths(mod)
+    eps = depths[0]
+    groups: dict[str, list] = defaultdict(list)
+    for (cell, port), (h, n) in eps.items():
+        groups[unit_of(cell, depth)].append((h, n, cell, port))
+    rows = []
+    for unit, lst in groups.items():
+        deep = [x for x in lst if x[0] >= min_hops]
+        if deep:
+            rows.append((max(deep)[:2], len(deep), len(lst), unit, max(deep)))
+    rows.sort(key=lambda r: (r[0], r[1]), reverse=True)
+    hist = defaultdict(int)
+    for h, n in eps.values():
+        hist[h] += 1
+    lines = [f"{len(eps)} endpoints; routed hops on the deepest path: "
+             + ", ".join(f"{h}: {hist[h]}" for h in sorted(hist)),
+             "", f"{'unit':44} {'>=' + str(min_hops):>6} {'of':>6}  hops cells  worst endpoint"]
+    for (h, n), k, tot, unit, w in rows:
+        lines.append(f"{unit:44} {k:6} {tot:6}  {h:4} {n:5}  {w[2]}.{w[3]}")
+    shown = rows[:paths] + [r for r in rows[paths:] if any(u in r[3] for u in units)]
+    for _, _, _, unit, w in shown:
+        lines += ["", f"{unit}: {w[0]} hops, {w[1]} cells"]
+        lines += ["  " + step for step in trace(depths, mod, w[2], w[3])]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("netlist", help="a build directory (its top.json) or a Yosys JSON netlist")
+    ap.add_argument("--min-hops", type=int, default=6)
+    ap.add_argument("--depth", type=int, default=3)
+    ap.add_argument("--paths", type=int, default=5, help="print the deepest path of this many units")
+    ap.add_argument("--unit", action="append", default=[],
+                    help="also print the deepest path of the units whose name contains this (repeatable)")
+    a = ap.parse_args(argv)
+    print(report(a.netlist, a.min_hops, a.depth, a.paths, tuple(a.unit)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
