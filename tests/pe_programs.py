@@ -664,16 +664,20 @@ def _p_conflict(cfg, row, col) -> Program:
     # the move unit reads the winner too: ReLU and mask in the micro-op right after the
     # move (with the execute stage: the move bypass at its last point, in the write
     # cycle). The FMA's result is negative and the move's positive, so a move unit that
-    # took the move's value, or its sign or class, gives 1 or -4 instead of 0.
+    # took the move's value, or its sign or class, gives 1 or -4 instead of 0. A gap of
+    # one or two cycles after the move reaches the bypass's earlier points (with the
+    # receive stage: the bus stage's, then the register file).
     b.set_reg(6, b.f(-2.0))
-    for op, src, msk in ((MvOp.RELU, 4, 0), (MvOp.MASK, Src.ONE, 4)):
-        t = b.op(fpu_en=1, fpu_a=1, fpu_b=6, fpu_c=Src.NZERO, fpu_dst=4)    # r4 = -4
-        b.nops(L - 3 - e)
-        tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)
-        assert tm + 1 + e == t + L - 1
-        b.op(mv_op=op, mv_src=src, mv_msk=msk, mv_dst=7)
-        b.show(7, 0)
-        b.show(4, b.f(-4.0))
+    for gap in (0, 1, 2):
+        for op, src, msk in ((MvOp.RELU, 4, 0), (MvOp.MASK, Src.ONE, 4)):
+            t = b.op(fpu_en=1, fpu_a=1, fpu_b=6, fpu_c=Src.NZERO, fpu_dst=4)    # r4 = -4
+            b.nops(L - 3 - e)
+            tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)
+            assert tm + 1 + e == t + L - 1
+            b.nops(gap)
+            b.op(mv_op=op, mv_src=src, mv_msk=msk, mv_dst=7)
+            b.show(7, 0)
+            b.show(4, b.f(-4.0))
     return b.build()
 
 
