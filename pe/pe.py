@@ -259,6 +259,7 @@ class PE(wiring.Component):
             "col_oe": Out(1),
             "row_op": Out(w),
             "col_op": Out(w),
+            **({"row_rx": Out(w), "col_rx": Out(w)} if cfg.rx_stage else {}),
             "ev": Out(EVENT_LAYOUT),
             "dsp_ce": In(1, init=1),
         })
@@ -745,6 +746,7 @@ class PE(wiring.Component):
             rx_row = Signal(w, name="rx_row")
             rx_col = Signal(w, name="rx_col")
             m.d.sync += [rx_row.eq(self.row_in), rx_col.eq(self.col_in)]
+            m.d.comb += [self.row_rx.eq(rx_row), self.col_rx.eq(rx_col)]
             bus_vals = {"row": rx_row, "col": rx_col}
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
@@ -1089,17 +1091,30 @@ class PE(wiring.Component):
                 m.d.sync += [rf_lvt[i].eq(0), rf_written[i].eq(1)]
         if rvec:
             # rv_* (see above): next cycle's values of the signals source() decided from
-            # before (nxt_mv / nxt_mv_dst, cur_mv / cur_mv_dst, cur_wb / cur_wb_dst and
-            # the tags), then its decisions per register
-            go_chain, dst_chain = [mv_rd] + mv_go_st, [s1.mv.dst] + mv_dst_st
-            n_mv, n_mv_dst = go_chain[cfg.exec_delay - 2], dst_chain[cfg.exec_delay - 2]
+            # (nxt_mv / nxt_mv_dst, cur_mv / cur_mv_dst, cur_wb / cur_wb_dst and the
+            # tags), then its decisions, per register. The moves and the FMA
+            # write-backs in flight are carried one-hot as well (a bit per register,
+            # set when that stage writes it), so each decision is a LUT or two of
+            # flip-flops: no destination compare is left in front of rv_*.
+            def onehot(go, dst):
+                return Cat(*(go & (dst == i) for i in range(n_regs)))
+            mv_oh = [onehot(mv_rd, s1.mv.dst)] + pipe(onehot(mv_rd, s1.mv.dst), "mv_oh")
+            # the FMA write-back into the RF: the stage before the adder's second-to-last
+            # (where next cycle's nxt_wb comes from) decoded into a register
+            pre_valid, pre_wb, pre_dst = ((ad_valid[-3], ad_wb[-3], ad_dst[-3]) if A >= 3 else
+                                          (mp_valid[-1], mp_wb[-1], mp_dst[-1]))
+            wb_oh = [Signal(n_regs, name=f"wb_oh{k}") for k in (2, 1)]   # = nxt_wb's, fma_wb's
+            m.d.sync += [wb_oh[0].eq(onehot(pre_valid & (pre_wb != FmaWb.MEMA) & (pre_wb != FmaWb.MEMB),
+                                            pre_dst)),
+                         wb_oh[1].eq(wb_oh[0])]
+            n_mv_oh, nxt_mv_oh, go_oh = mv_oh[cfg.exec_delay - 2], mv_oh[-2], mv_oh[-1]
             for i in range(n_regs):
-                w_f = fma_wb & (fma_wb_dst == i)
-                written_n = w_f | (mv_go & (mv_dst == i)) | rf_written[i]
-                lvt_n = w_f | (~(mv_go & (mv_dst == i)) & rf_lvt[i])
-                hit_n = n_mv & (n_mv_dst == i)
-                hitq_n = ~hit_n & nxt_mv & ~byp_fma_next & (nxt_mv_dst == i)
-                wb_n = nxt_wb & (nxt_wb_dst == i)
+                written_n = wb_oh[1][i] | go_oh[i] | rf_written[i]
+                lvt_n = wb_oh[1][i] | (~go_oh[i] & rf_lvt[i])
+                hit_n = n_mv_oh[i]
+                # the move executing next cycle, its write not displaced by the FMA's
+                hitq_n = ~hit_n & nxt_mv_oh[i] & ~wb_oh[0][i]
+                wb_n = wb_oh[0][i]
                 rf_n = ~hit_n & ~hitq_n
                 m.d.sync += [rv["hit"][i].eq(hit_n), rv["hitq"][i].eq(hitq_n),
                              rv["f"][i].eq(rf_n & (wb_n | (written_n & lvt_n))),

@@ -476,16 +476,23 @@ class Core(wiring.Component):
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
         m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
         push_last = bus_lanes["hlast"]
-        if cfg.bus_stage:
-            bus_beat = sample(bus_lanes["hout"], row_bus, col_bus)
         if cfg.rx_stage:
-            # no path from a bus into the FIFO's write data: a register off the buses first
-            rx_data = Signal(nr * w, name="hout_rx_data")
+            # No path from a bus into the FIFO's write data: the beat is the receive
+            # registers of the PEs at position 0 (PE (r, 0)'s row_rx holds row bus r's
+            # value there, PE (0, c)'s col_rx column bus c's), which hold the bus-stage
+            # values whenever a push is made (both load under pe_en). Before, a register
+            # of the host interface loaded the same values across the die from the
+            # buses' drivers: the 4 x 4 build's critical path (docs/fpga-timing.md,
+            # session 47).
             push_last = Signal(name="hout_rx_last")
-            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]), rx_data.eq(bus_beat)]
-            m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(rx_data)]
+            rx_row_dir = Signal(name="hout_rx_row")      # the beat is the row buses'
+            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]),
+                         rx_row_dir.eq(bus_lanes["hout"] == HostDir.ROW)]
+            rx_rows = Cat(*(pes[r * nr].row_rx for r in range(nr)))
+            rx_cols = Cat(*(pes[c].col_rx for c in range(nr)))
+            m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(Mux(rx_row_dir, rx_rows, rx_cols))]
         elif cfg.bus_stage:
-            m.d.comb += [push.eq(pe_en & hpush_bus), hif.push_data.eq(bus_beat)]
+            m.d.comb += [push.eq(pe_en & hpush_bus), hif.push_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
         else:
             m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op), hif.push_data.eq(op_data)]
         m.d.comb += [
