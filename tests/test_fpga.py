@@ -1099,6 +1099,55 @@ def test_fpga_placement_report():
     assert arrival_by_distance(report, xy) == {0: {"n": 1, "median": 1.5, "p90": 1.5}}
 
 
+def test_fpga_levels_counts_routed_connections(tmp_path):
+    """benchmarks/fpga_levels on a made-up synthesized netlist: a LUT4 into its slice's
+    PFUMX and a carry chain's COUT into the next CIN are not routed connections; a LUT
+    RAM's write inputs end paths and only its read address reaches its output; the
+    deepest path is traced back to its launching flip-flop."""
+    from benchmarks.fpga_levels import load_module, path_depths, report, trace
+
+    dirs = {"TRELLIS_FF": {"CLK": "input", "DI": "input", "Q": "output"},
+            "LUT4": {"A": "input", "B": "input", "C": "input", "D": "input", "Z": "output"},
+            "PFUMX": {"ALUT": "input", "BLUT": "input", "C0": "input", "Z": "output"},
+            "CCU2C": {"A0": "input", "CIN": "input", "COUT": "output", "S0": "output"},
+            "TRELLIS_DPR16X4": {"DI": "input", "WAD": "input", "WRE": "input", "WCK": "input",
+                                "RAD": "input", "DO": "output"}}
+
+    def cell(t, **conn):
+        return {"type": t, "port_directions": {p: d for p, d in dirs[t].items() if p in conn},
+                "connections": {p: [b] for p, b in conn.items()}}
+
+    # nets: 1 clk; 2 ff_a.Q; 3 lut1.Z; 4 mux.Z; 5 cc0.COUT; 6 cc1.S0; 7 ram.DO; 8 lut2.Z
+    cells = {
+        "ucore.core.pe_0_0.ff_a": cell("TRELLIS_FF", CLK=1, DI=9, Q=2),
+        "ucore.core.pe_0_0.lut1": cell("LUT4", A=2, Z=3),
+        "ucore.core.pe_0_0.mux": cell("PFUMX", ALUT=3, BLUT=3, C0=2, Z=4),           # ALUT: in-slice
+        "ucore.core.pe_0_0.cc0": cell("CCU2C", A0=4, COUT=5),
+        "ucore.core.pe_0_0.cc1": cell("CCU2C", CIN=5, S0=6),                         # carry: in-slice
+        "ucore.core.pe_0_0.ff_b": cell("TRELLIS_FF", CLK=1, DI=6, Q=9),
+        "ucore.core.pe_0_0.ram": cell("TRELLIS_DPR16X4", DI=6, WAD=2, WRE=2, WCK=1, RAD=2, DO=7),
+        "ucore.core.pe_0_0.lut2": cell("LUT4", A=7, Z=8),
+        "ucore.core.pe_0_0.ff_c": cell("TRELLIS_FF", CLK=1, DI=8, Q=10),
+    }
+    net = tmp_path / "top.json"
+    net.write_text(json.dumps({"modules": {"top": {"cells": cells}}}))
+    mod = load_module(net)
+    depths = path_depths(mod)
+    eps = depths[0]
+    # ff_a -> lut1 (1) -> mux (in-slice; its C0 from ff_a: 1) -> cc0 (2) -> cc1 (carry) -> ff_b (3)
+    assert eps[("ucore.core.pe_0_0.ff_b", "DI")] == (3, 4)
+    assert eps[("ucore.core.pe_0_0.ram", "DI")] == (3, 4)             # a LUT RAM's write data ends a path
+    assert eps[("ucore.core.pe_0_0.ram", "WRE")] == (1, 0)
+    assert eps[("ucore.core.pe_0_0.ff_c", "DI")] == (3, 2)            # ff_a -> RAD (1) -> DO -> lut2 (2) -> ff_c (3)
+    steps = trace(depths, mod, "ucore.core.pe_0_0.ff_b", "DI")
+    assert steps[0].startswith("ucore.core.pe_0_0.ff_a.Q") and steps[-1] == "ucore.core.pe_0_0.ff_b.DI", steps
+    assert [x.split(".")[3] for x in steps[1:-1]] == ["lut1", "mux", "cc0", "cc1"], steps
+    text = report(tmp_path, min_hops=3, depth=2, paths=1)
+    assert "pe_*_*.ff_b" in text and "ucore.core.pe_0_0.ff_a.Q [TRELLIS_FF]" in text
+    # one connection: ff_a (from ff_b), the LUT RAM's WAD and WRE
+    assert "routed hops on the deepest path: 1: 3, 3: 3" in text, text
+
+
 def test_fpga_ooc_unit():
     """benchmarks/fpga_ooc places and routes one unit by itself: a routed Fmax and its
     critical path, from a clock-to-output to a register's setup, whose delays add up to
