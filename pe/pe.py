@@ -155,6 +155,10 @@ class PE(wiring.Component):
         crosses the bus in the next cycle (the bus stage), and the receivers read
         ``row_in`` / ``col_in`` then, into their execute stage. (With ``cfg.read_stage``
         ``row_out`` is a register ORed with the registered RAM data it selects.)
+    row_rx, col_rx : Out(fmt.width)
+        Only with ``cfg.rx_stage``: the receive registers (``row_in`` / ``col_in`` of
+        the previous cycle, held while the PE is frozen); the core's ``hout`` beat is
+        those of the PEs at position 0.
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
     dsp_ce : In(1), init 1
