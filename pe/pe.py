@@ -571,22 +571,10 @@ class PE(wiring.Component):
             # FPGA timing: ``cur_mv`` (the move's write not overridden by the FMA's) is a
             # flip-flop loaded with next cycle's value, as byp_fma is: the move and the
             # FMA write-back of next cycle are known now (their stages advance together,
-            # under the PE's one enable), so every register-file select decided at issue
-            # starts at flip-flops, not at the adder's write-back decode and the
-            # conflict compare (8 connections deep on the 4 x 4 core, session 47).
+            # under the PE's one enable), so the register-file selects decided at issue
+            # start at flip-flops, not at the adder's write-back decode and the conflict
+            # compare (8 connections deep on the 4 x 4 core, session 47).
             m.d.sync += cur_mv.eq(nxt_mv & ~byp_fma_next)
-
-        # FPGA timing (with the bus stage): the register-file terms of every source's
-        # selects, per register, a cycle ahead into flip-flops: for each register i,
-        # whether a read issued now takes the move bypass (rv_hit), the registered move
-        # word (rv_hitq), bank F or bank M (rv_f, rv_m). They depend on the moves and
-        # the FMA write-back in flight and on the tags, whose values in the next cycle
-        # are known now (the stages advance together, under the PE's one enable), so a
-        # source's select is one of 16 flip-flops picked by its register index, not a
-        # chain of compares and the tags' 16:1 select (8 connections deep on the 4 x 4
-        # core, session 47). Loaded below, where the stages are defined.
-        rvec = cfg.exec_stage and cfg.bus_stage
-        rv = {k: Signal(16, name=f"rv_{k}") for k in ("hit", "hitq", "f", "m")} if rvec else None
 
         def source(field, *, regs=True, buses=True, gate=None, name, late=None):
             """Value of source ``field(uop)`` in the operand stage; unlisted codes read +0.
@@ -606,11 +594,7 @@ class PE(wiring.Component):
                 live += [code_i == Src.ROW, self.row_in, code_i == Src.COL, self.col_in]
             for code_, value in consts.items():
                 live += [code_i == code_, Const(value, w)]
-            if regs and rvec:
-                idx, reg = code_i[:4], ~code_i[4]      # rv_* are 0 for i >= n_regs
-                live += [reg & rv["hit"].bit_select(idx, 1), byp_val, reg & rv["hitq"].bit_select(idx, 1), mvq_val,
-                         reg & rv["f"].bit_select(idx, 1), rf_f, reg & rv["m"].bit_select(idx, 1), rf_m]
-            elif regs and cfg.exec_stage:
+            if regs and cfg.exec_stage:
                 idx = code_i[:4]
                 reg = ~code_i[4] & (idx < n_regs)
                 hit = reg & nxt_mv & (nxt_mv_dst == idx)
@@ -651,38 +635,16 @@ class PE(wiring.Component):
             m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
             return v
 
-        def late_regs(late, name, values=rd_eff, tag="bus", sels=None):
+        def late_regs(late, name, values=rd_eff, tag="bus"):
             """The read-stage selects of ``late`` (from :func:`source`) registered into the
             bus stage: the SRAM term there, an OR of each bank's ``values`` (``rd_eff``, or
-            a bus driver's ``rd_q``) under them. ``sels`` (a list): ``(register, bank)``
-            of each select is appended."""
+            a bus driver's ``rd_q``) under them."""
             out = []
             for sel, nm in late:
                 r = Signal(name=f"{name}_mem{nm}_{tag}")
                 m.d.sync += r.eq(sel)
                 out.append(Mux(r, values[nm], 0))
-                if sels is not None:
-                    sels.append((r, nm))
             return reduce(lambda x, y: x | y, out, Const(0, w))
-
-        def is_nan(x):
-            return (x[fmt.frac_bits:w - 1] == fmt.exp_max) & (x[:fmt.frac_bits] != 0)
-
-        def positive(x):
-            return ~x[w - 1] & (x != 0) & ~is_nan(x)
-
-        def fp_class(x):
-            """``(positive, nan)`` of the value ``x``: what the move unit's RELU and MASK
-            test."""
-            return (positive(x), is_nan(x))
-
-        def class_or(*terms):
-            """The class of an OR of values of which at most one is nonzero, from
-            ``(select, (positive, nan))`` terms (the class of +0 is ``(0, 0)``)."""
-            return tuple(reduce(lambda x, y: x | y, [sel & c[k] for sel, c in terms]) for k in (0, 1))
-
-        def class_mux(sel, c1, c0):
-            return (Mux(sel, c1[0], c0[0]), Mux(sel, c1[1], c0[1]))
 
         def names_reg(code):
             return ~code[4]  # codes 0..15 name RF[code]
@@ -755,20 +717,7 @@ class PE(wiring.Component):
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
 
-        # FPGA timing (receive stage): the move unit's operands come with their class
-        # ``(positive, nan)``, carried beside the values from where it is cheap to know
-        # (flip-flops: a 16-bit reduction of a register, or a class registered with a
-        # value whose producer knows it: the move's result, the adder's), so RELU / MASK
-        # decide from two bits selected like the value, not from a reduction after the
-        # value's select (8 connections deep into mv_val on the 4 x 4 core, session 47).
-        mv_cls = (Signal(name="mv_pos"), Signal(name="mv_nan"))         # mv_val's class
-        mv_loop_cls = (Signal(name="mv_loop_pos"), Signal(name="mv_loop_nan"))
-        fma_cls = (Signal(name="fma_out_pos"), Signal(name="fma_out_nan"))  # fma_out's
-        mv_fma_cls = (Signal(name="mv_fma_pos"), Signal(name="mv_fma_nan"))
-        fma_next_cls = (Signal(), Signal())     # add.o_next's
-        rd_eff_cls = {}
-
-        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None, buses=None, cls=None, byp_rx_cls=None):
+        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None, buses=None):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
             stage the move bypass's second point (the move executing in this cycle:
@@ -781,10 +730,7 @@ class PE(wiring.Component):
             join it last, then the execute-stage register. ``pre`` (bus stage only):
             return the value the execute-stage register would load, unregistered.
             ``byp_rx``: the bypass value of the receive stage's point (default the
-            shared ``byp_val``); ``buses``: the bus values (default ``bus_vals``).
-            ``cls`` (a list; ``pre`` with the receive stage): the returned value's class
-            ``(positive, nan)`` is appended, the receive stage's bypass point's class
-            being ``byp_rx_cls``."""
+            shared ``byp_val``); ``buses``: the bus values (default ``bus_vals``)."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -815,20 +761,8 @@ class PE(wiring.Component):
             m.d.sync += b.eq(v)
             bv = Signal(w, name=f"bus_{name}")
             held = Mux(sel["hit"], byp_val, b) if regs else b
-            mem_sels = []
-            mem = late_regs(late, name, sels=mem_sels) if cfg.read_stage else 0
+            mem = late_regs(late, name) if cfg.read_stage else 0
             m.d.comb += bv.eq(held | mem)
-            if cls is not None:
-                assert pre and cfg.rx_stage and regs
-                # bus stage: the class of bv (each of its terms: b, the move bypass's
-                # word, a bank's word; at most one is nonzero), registered beside r
-                for _, nm in mem_sels:
-                    if nm not in rd_eff_cls:
-                        rd_eff_cls[nm] = fp_class(rd_eff[nm])
-                c_held = class_mux(sel["hit"], class_mux(byp_fma, fma_cls, mv_cls), fp_class(b))
-                c_bv = class_or((1, c_held), *[(r_, rd_eff_cls[nm]) for r_, nm in mem_sels])
-                c_r = (Signal(name=f"r_{name}_pos"), Signal(name=f"r_{name}_nan"))
-                m.d.sync += [c_r[0].eq(c_bv[0]), c_r[1].eq(c_bv[1])]
             if cfg.rx_stage:
                 r = Signal(w, name=f"r_{name}")
                 m.d.sync += r.eq(bv)
@@ -836,11 +770,6 @@ class PE(wiring.Component):
                 m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val if byp_rx is None else byp_rx, r) if regs else r)
             bus = bus_vals if buses is None else buses
             x_in = bv | Mux(sel["row"], bus["row"], 0) | Mux(sel["col"], bus["col"], 0)
-            if cls is not None:
-                # receive stage: the bypass point's class, r's, the buses' (reductions
-                # of their receive registers)
-                cls.extend(class_or((1, class_mux(sel["hit_rx"], byp_rx_cls, c_r)),
-                                    (sel["row"], fp_class(bus["row"])), (sel["col"], fp_class(bus["col"]))))
             x = Signal(w, name=f"{'xin' if pre else 'x'}_{name}")
             if pre:
                 m.d.comb += x.eq(x_in)
@@ -868,27 +797,23 @@ class PE(wiring.Component):
         # (the FMA write-back into SRAM, below, overrides these in its cycle)
 
         # move unit (execute stage)
+        def is_nan(x):
+            return (x[fmt.frac_bits:w - 1] == fmt.exp_max) & (x[:fmt.frac_bits] != 0)
+
+        def positive(x):
+            return ~x[w - 1] & (x != 0) & ~is_nan(x)
+
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
-        def move_fn(op, src, msk, out, cls=None, out_cls=None):
-            """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP).
-            ``cls``: ``(positive(src), is_nan(src), positive(msk))`` given by the caller
-            (else computed from the values); ``out_cls``: two signals set to the result's
-            ``(positive, nan)``, from the operands' classes."""
-            ps, ns, pm = (positive(src), is_nan(src), positive(msk)) if cls is None else cls
+        def move_fn(op, src, msk, out):
+            """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP)."""
             with m.Switch(op):
                 with m.Case(MvOp.MOV):
                     m.d.comb += out.eq(src)
-                    if out_cls:
-                        m.d.comb += [out_cls[0].eq(ps), out_cls[1].eq(ns)]
                 with m.Case(MvOp.RELU):
-                    m.d.comb += out.eq(Mux(ps, src, Mux(ns, fmt.qnan, 0)))
-                    if out_cls:     # src if positive (ps, 0), the NaN (0, 1), else +0 (0, 0)
-                        m.d.comb += [out_cls[0].eq(ps), out_cls[1].eq(ns)]
+                    m.d.comb += out.eq(Mux(positive(src), src, Mux(is_nan(src), fmt.qnan, 0)))
                 with m.Case(MvOp.MASK):
-                    m.d.comb += out.eq(Mux(pm, Mux(ns, fmt.qnan, src), 0))
-                    if out_cls:
-                        m.d.comb += [out_cls[0].eq(pm & ps), out_cls[1].eq(pm & ns)]
+                    m.d.comb += out.eq(Mux(positive(msk), Mux(is_nan(src), fmt.qnan, src), 0))
 
         if cfg.rx_stage:
             # FPGA timing: the move unit works in the receive stage, on the values its
@@ -918,20 +843,11 @@ class PE(wiring.Component):
                          mv_buses["col"].eq(self.col_in)]
             byp_mv = Signal(w, name="byp_mv")
             m.d.comb += byp_mv.eq(Mux(byp_fma_mv, mv_fma_out, mv_val_loop))
-            # the operands' classes (see mv_cls): the loop's registers carry theirs
-            byp_mv_cls = class_mux(byp_fma_mv, mv_fma_cls, mv_loop_cls)
-            src_cls, msk_cls = [], []
             mv_fn = Signal(w, name="mv_fn")
-            mv_fn_cls = (Signal(name="mv_fn_pos"), Signal(name="mv_fn_nan"))
             move_fn(pipe(s1.mv.op, "mv_op")[-2],
-                    xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses,
-                         cls=src_cls, byp_rx_cls=byp_mv_cls),
-                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses,
-                         cls=msk_cls, byp_rx_cls=byp_mv_cls), mv_fn,
-                    cls=(src_cls[0], src_cls[1], msk_cls[0]), out_cls=mv_fn_cls)
+                    xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses),
+                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses), mv_fn)
             m.d.sync += [mv_val.eq(mv_fn), mv_val_loop.eq(mv_fn)]
-            m.d.sync += [c.eq(x) for c, x in zip(mv_cls + mv_loop_cls, mv_fn_cls + mv_fn_cls)]
-            m.d.sync += [c.eq(x) for c, x in zip(fma_cls + mv_fma_cls, fma_next_cls + fma_next_cls)]
         else:
             move_fn(ex(s1.mv.op, "mv_op"), xsrc(lambda x: x.mv.src, name="mv_src"),
                     xsrc(lambda x: x.mv.msk, name="mv_msk"), mv_val)
@@ -945,8 +861,7 @@ class PE(wiring.Component):
         # synthesis drops its register), so that with the receive stage the move unit's
         # copy of it (mv_fma_out) stays apart: the build keeps a PE's flip-flops apart
         # but not its FP units', and merged a copy of add.o's own register back into it
-        m.d.comb += [fma_out_next.eq(add.o_next),
-                     fma_next_cls[0].eq(add.o_next_pos), fma_next_cls[1].eq(add.o_next_nan)]
+        m.d.comb += fma_out_next.eq(add.o_next)
         m.d.sync += fma_out.eq(fma_out_next)
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)
@@ -1093,36 +1008,6 @@ class PE(wiring.Component):
                 m.d.sync += [rf_lvt[i].eq(1), rf_written[i].eq(1)]
             with m.Elif(mv_go & (mv_dst == i)):
                 m.d.sync += [rf_lvt[i].eq(0), rf_written[i].eq(1)]
-        if rvec:
-            # rv_* (see above): next cycle's values of the signals source() decided from
-            # (nxt_mv / nxt_mv_dst, cur_mv / cur_mv_dst, cur_wb / cur_wb_dst and the
-            # tags), then its decisions, per register. The moves and the FMA
-            # write-backs in flight are carried one-hot as well (a bit per register,
-            # set when that stage writes it), so each decision is a LUT or two of
-            # flip-flops: no destination compare is left in front of rv_*.
-            def onehot(go, dst):
-                return Cat(*(go & (dst == i) for i in range(n_regs)))
-            mv_oh = [onehot(mv_rd, s1.mv.dst)] + pipe(onehot(mv_rd, s1.mv.dst), "mv_oh")
-            # the FMA write-back into the RF: the stage before the adder's second-to-last
-            # (where next cycle's nxt_wb comes from) decoded into a register
-            pre_valid, pre_wb, pre_dst = ((ad_valid[-3], ad_wb[-3], ad_dst[-3]) if A >= 3 else
-                                          (mp_valid[-1], mp_wb[-1], mp_dst[-1]))
-            wb_oh = [Signal(n_regs, name=f"wb_oh{k}") for k in (2, 1)]   # = nxt_wb's, fma_wb's
-            m.d.sync += [wb_oh[0].eq(onehot(pre_valid & (pre_wb != FmaWb.MEMA) & (pre_wb != FmaWb.MEMB),
-                                            pre_dst)),
-                         wb_oh[1].eq(wb_oh[0])]
-            n_mv_oh, nxt_mv_oh, go_oh = mv_oh[cfg.exec_delay - 2], mv_oh[-2], mv_oh[-1]
-            for i in range(n_regs):
-                written_n = wb_oh[1][i] | go_oh[i] | rf_written[i]
-                lvt_n = wb_oh[1][i] | (~go_oh[i] & rf_lvt[i])
-                hit_n = n_mv_oh[i]
-                # the move executing next cycle, its write not displaced by the FMA's
-                hitq_n = ~hit_n & nxt_mv_oh[i] & ~wb_oh[0][i]
-                wb_n = wb_oh[0][i]
-                rf_n = ~hit_n & ~hitq_n
-                m.d.sync += [rv["hit"][i].eq(hit_n), rv["hitq"][i].eq(hitq_n),
-                             rv["f"][i].eq(rf_n & (wb_n | (written_n & lvt_n))),
-                             rv["m"][i].eq(rf_n & ~wb_n & written_n & ~lvt_n)]
 
         # ---- events ------------------------------------------------------------------
         rf_reads = [     # operand stage, and the late `c` read
