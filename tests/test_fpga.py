@@ -330,7 +330,8 @@ def test_move_unit_copies_stay_apart():
     cfg = config_from_arg('{"preset": "fpga", "nr": 2}')
     assert cfg.rx_stage
     il = rtlil.convert(PE(cfg, row=0, col=0, issue_in=True), name="pe")
-    pairs = [("mv_rx_row", "rx_row"), ("mv_rx_col", "rx_col"), ("mv_fma_out", "fma_out"), ("mv_val_loop", "mv_val")]
+    # (the receive registers drive the PE's row_rx / col_rx ports, whose names they take)
+    pairs = [("mv_rx_row", "row_rx"), ("mv_rx_col", "col_rx"), ("mv_fma_out", "fma_out"), ("mv_val_loop", "mv_val")]
     sel = "; ".join(f"tee -a cells.txt select -list w:{w} %ci1:+[Q] t:$dff %i" for pair in pairs for w in pair)
     script = ("read_rtlil pe.il; setattr -set keep 1 pe/t:$dff; hierarchy -top pe; proc; flatten; "
               f"opt; opt_merge; opt_clean; {sel}")
