@@ -74,52 +74,40 @@ def path_depths(mod: dict) -> tuple[dict, dict]:
     out_arr: dict[str, tuple[int, int, tuple | None]] = {}   # comb cell -> (hops, cells, worst input)
     pred: dict[tuple[str, str], tuple[str, str]] = {}
 
+    def drivers_of(name: str, port: str) -> list[tuple[str, str]]:
+        return [driver[b] for b in cells[name]["connections"].get(port, []) if isinstance(b, int) and b in driver]
+
+    def comb_inputs(name: str) -> list[str]:
+        c = cells[name]
+        return [p for p, d in c.get("port_directions", {}).items() if d == "input" and _comb_input(c["type"], p)]
+
     def input_arrival(name: str, port: str) -> tuple[int, int]:
         best = (0, 0)
-        c = cells[name]
-        for b in c["connections"].get(port, []):
-            if not isinstance(b, int) or b not in driver:
-                continue
-            dn, dp = driver[b]
-            dc = cells[dn]
-            if dc["type"] in _COMB:
-                h, n, _ = cell_arrival(dn)
-            else:
-                h, n = 0, 0
-            if not _unrouted(dc["type"], dp, c["type"], port):
-                h += 1
+        for dn, dp in drivers_of(name, port):
+            dtype = cells[dn]["type"]
+            h, n = cell_arrival(dn)[:2] if dtype in _COMB else (0, 0)
+            h += not _unrouted(dtype, dp, cells[name]["type"], port)
             if (h, n) > best:
                 best = (h, n)
                 pred[(name, port)] = (dn, dp)
         return best
 
     def cell_arrival(name: str):
-        if name in out_arr:
-            return out_arr[name]
-        # iterative deepening over combinational predecessors to avoid deep recursion
+        # depth first without recursion (carry chains and wide cones are deep): a cell
+        # is evaluated once every combinational driver of it is
         stack = [name]
         while stack:
             top = stack[-1]
             if top in out_arr:
                 stack.pop()
                 continue
-            c = cells[top]
-            pending = []
-            for port, d in c.get("port_directions", {}).items():
-                if d != "input" or not _comb_input(c["type"], port):
-                    continue
-                for b in c["connections"].get(port, []):
-                    if isinstance(b, int) and b in driver:
-                        dn = driver[b][0]
-                        if cells[dn]["type"] in _COMB and dn not in out_arr and dn not in stack:
-                            pending.append(dn)
+            pending = [dn for p in comb_inputs(top) for dn, _ in drivers_of(top, p)
+                       if cells[dn]["type"] in _COMB and dn not in out_arr and dn not in stack]
             if pending:
                 stack.extend(pending)
                 continue
             best = (0, 0, None)
-            for port, d in c.get("port_directions", {}).items():
-                if d != "input" or not _comb_input(c["type"], port):
-                    continue
+            for port in comb_inputs(top):
                 h, n = input_arrival(top, port)
                 if (h, n + 1) > best[:2]:
                     best = (h, n + 1, port)
