@@ -8,7 +8,7 @@ from amaranth.lib.wiring import In, Out
 
 from pe.microop import SEG_BITS
 
-__all__ = ["BroadcastBus", "segment_of", "segment_len", "visibility", "vis_bits"]
+__all__ = ["BroadcastBus", "segment_of", "segment_len", "visibility", "vis_bits", "vis_port_bits"]
 
 
 def segment_of(i: int, g: int, n: int) -> range:
@@ -27,6 +27,13 @@ def segment_len(i: int, g: int, n: int) -> int:
 def vis_bits(n: int) -> int:
     """Number of visibility flags of a bus of ``n`` PEs (one per bit of a PE position)."""
     return max(1, (n - 1).bit_length())
+
+
+def vis_port_bits(n: int) -> int:
+    """Number of visibility flags that depend on the segmentation (``vis_bits(n) - 1``):
+    flag 0 is always set, since a segment holds at least two PEs (``2**g``, ``g >= 1``) or
+    the whole bus, so PEs whose positions differ only in bit 0 always share one."""
+    return vis_bits(n) - 1
 
 
 def visibility(seg, n: int):
@@ -62,7 +69,10 @@ class BroadcastBus(wiring.Component):
         Take each receiver's visibility flags from ports ``vis{i}`` (flip-flops the core
         loads with :func:`visibility` of the segmentation beside the ``seg`` register,
         one copy per receiver: FPGA timing, ``docs/fpga-timing.md``) instead of decoding them
-        here from ``seg``, which then only counts ``hops``; and its own host enable
+        here from ``seg``, which then only counts ``hops``. Flag 0, always set, is not a
+        port (:func:`vis_port_bits`): a registered copy of it, reset to 0, is an input
+        synthesis cannot fold, and on the 4 x 4 core's buses it doubled the resolvers'
+        LUTs (an 8-input function of each receiver's bit instead of 7). Its own host enable
         from ports ``host_en{i}`` (flip-flops the core loads beside ``host_en``), so
         ``host_en`` only counts ``hops`` and ``conflict``. Same values.
 
@@ -73,8 +83,8 @@ class BroadcastBus(wiring.Component):
         not drive (the value is not gated by ``oe``, which only counts ``hops``).
     seg : In(SEG_BITS)
         Segmentation of this cycle (the operand-stage micro-op's ``rdrv.seg``/``cdrv.seg``).
-    vis{i} : In(vis_bits(n)), only with ``vis_in``
-        :func:`visibility` of ``seg``, as receiver ``i``'s own copy.
+    vis{i} : In(vis_port_bits(n)), only with ``vis_in`` and ``n > 2``
+        Flags 1.. of :func:`visibility` of ``seg``, as receiver ``i``'s own copy.
     host_en{i} : In(1), only with ``vis_in``
         ``host_en``, as receiver ``i``'s own copy.
     host_data : In(width), host_en : In(1)
@@ -99,7 +109,8 @@ class BroadcastBus(wiring.Component):
             members[f"oe{i}"] = In(1)
             members[f"value{i}"] = Out(width)
             if vis_in:
-                members[f"vis{i}"] = In(vis_bits(n))
+                if vis_port_bits(n):
+                    members[f"vis{i}"] = In(vis_port_bits(n))
                 members[f"host_en{i}"] = In(1)
         members.update(seg=In(SEG_BITS), host_data=In(width), host_en=In(1),
                        hops=Out(range(n + 1)), conflict=Out(1))
@@ -130,7 +141,10 @@ class BroadcastBus(wiring.Component):
             vis_all = Signal(vis_bits(n), name="vis")
             m.d.comb += vis_all.eq(visibility(self.seg, n))
         for i, out in enumerate(self.values()):
-            vis = getattr(self, f"vis{i}") if self.vis_in else vis_all
+            if not self.vis_in:
+                vis = vis_all
+            else:   # flag 0 is always set
+                vis = Cat(Const(1, 1), getattr(self, f"vis{i}")) if vis_port_bits(n) else Const(1, 1)
             host_en = getattr(self, f"host_en{i}") if self.vis_in else self.host_en
             acc = drv[i][0]
             for j in range(n):

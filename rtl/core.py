@@ -12,7 +12,7 @@ from amaranth.hdl import EnableInserter
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
-from noc.broadcast_bus import BroadcastBus, visibility, vis_bits
+from noc.broadcast_bus import BroadcastBus, visibility, vis_port_bits
 from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
@@ -350,11 +350,14 @@ class Core(wiring.Component):
             vis = {}
             for r in range(nr):
                 for c in range(nr):
-                    vm = Module()
-                    rv = Signal(vis_bits(nr), name="row_vis")
-                    cv = Signal(vis_bits(nr), name="col_vis")
-                    vm.d.sync += [rv.eq(visibility(rseg_op, nr)), cv.eq(visibility(cseg_op, nr))]
-                    m.submodules[f"pe_{r}_{c}_vis"] = EnableInserter(pe_en)(vm)
+                    # flags 1.. only: flag 0 is always set (vis_port_bits)
+                    rv = cv = None
+                    if vis_port_bits(nr):
+                        vm = Module()
+                        rv = Signal(vis_port_bits(nr), name="row_vis")
+                        cv = Signal(vis_port_bits(nr), name="col_vis")
+                        vm.d.sync += [rv.eq(visibility(rseg_op, nr)[1:]), cv.eq(visibility(cseg_op, nr)[1:])]
+                        m.submodules[f"pe_{r}_{c}_vis"] = EnableInserter(pe_en)(vm)
                     hm = Module()
                     # no reset (as the distribution copies): their next value is 0
                     # while the core is in reset (hin_op and bus_hin reset to NONE)
@@ -370,9 +373,10 @@ class Core(wiring.Component):
             for i in range(nr):
                 if vis is not None:
                     for j in range(nr):
-                        m.d.comb += [getattr(rb[i], f"vis{j}").eq(vis[i, j][0]),
-                                     getattr(cb[i], f"vis{j}").eq(vis[j, i][1]),
-                                     getattr(rb[i], f"host_en{j}").eq(vis[i, j][2]),
+                        if vis_port_bits(nr):
+                            m.d.comb += [getattr(rb[i], f"vis{j}").eq(vis[i, j][0]),
+                                         getattr(cb[i], f"vis{j}").eq(vis[j, i][1])]
+                        m.d.comb += [getattr(rb[i], f"host_en{j}").eq(vis[i, j][2]),
                                      getattr(cb[i], f"host_en{j}").eq(vis[j, i][3])]
                 m.submodules[f"{prefix}row_bus{i}"] = rb[i]
                 m.submodules[f"{prefix}col_bus{i}"] = cb[i]

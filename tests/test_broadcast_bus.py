@@ -17,7 +17,7 @@ import pytest
 from amaranth import Const, Module, Signal
 from amaranth.sim import Simulator
 
-from noc.broadcast_bus import BroadcastBus, segment_len, segment_of, vis_bits, visibility
+from noc.broadcast_bus import BroadcastBus, segment_len, segment_of, vis_bits, vis_port_bits, visibility
 from pe.microop import SEG_BITS
 
 
@@ -44,9 +44,12 @@ def test_bus_values_and_hops_match_the_segment_definition(n, vis_in):
     m.submodules.bus = bus = BroadcastBus(width, n, vis_in=vis_in)
     if vis_in:
         for i in range(n):
-            assert len(getattr(bus, f"vis{i}")) == vis_bits(n)
-            m.d.comb += [getattr(bus, f"vis{i}").eq(visibility(bus.seg, n)),
-                         getattr(bus, f"host_en{i}").eq(bus.host_en)]
+            # flags 1.. only (flag 0 is always set); no port on a bus of 1-2 PEs
+            assert hasattr(bus, f"vis{i}") == (n > 2)
+            if n > 2:
+                assert len(getattr(bus, f"vis{i}")) == vis_port_bits(n) == vis_bits(n) - 1
+                m.d.comb += getattr(bus, f"vis{i}").eq(visibility(bus.seg, n)[1:])
+            m.d.comb += getattr(bus, f"host_en{i}").eq(bus.host_en)
 
     async def tb(ctx):
         for g in range(1 << SEG_BITS):
@@ -96,6 +99,7 @@ def test_visibility_flags():
                 res["v"] = ctx.get(out)
             sim.add_testbench(tb)
             sim.run()
+            assert res["v"] & 1, (n, g)     # flag 0: always set (not a vis_in port)
             for k in range(vis_bits(n)):
                 i, j = 0, 1 << k
                 if j >= n:
@@ -110,7 +114,7 @@ def test_receivers_take_their_own_host_enable():
     m = Module()
     m.submodules.bus = bus = BroadcastBus(width, n, vis_in=True)
     for i in range(n):
-        m.d.comb += getattr(bus, f"vis{i}").eq(visibility(bus.seg, n))
+        m.d.comb += getattr(bus, f"vis{i}").eq(visibility(bus.seg, n)[1:])
 
     async def tb(ctx):
         ctx.set(bus.host_data, 0xABCD)
