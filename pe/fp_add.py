@@ -59,13 +59,20 @@ class FPAdd(wiring.Component):
         is read from), for a copy of the output register outside the unit: a register
         loading ``o_next`` holds ``o``. (FPGA timing: the PE's move unit has its own copy,
         placed beside it; docs/fpga-timing.md.)
+    o_next_nan, o_next_pos : Out(1)
+        ``o_next`` is a NaN / is greater than zero (not a NaN, not a zero, sign clear),
+        from the special-case flags and the sign, not from ``o_next``'s bits: registered
+        beside a copy of ``o``, they give its class without a 16-bit reduction after the
+        rounding (the PE's move unit, docs/fpga-timing.md, session 48). A nonzero exact
+        sum of two floats is a multiple of the smallest subnormal, so it never rounds to
+        zero, and rounding never makes a NaN.
     """
 
     def __init__(self, fmt: FPFormat | str, latency: int = MIN_ADD_LATENCY):
         self.fmt = get_format(fmt) if not isinstance(fmt, FPFormat) else fmt
         self.latency = check_latency(latency, MIN_ADD_LATENCY, "FPAdd")
         super().__init__({"a": In(self.fmt.width), "b": In(self.fmt.width), "o": Out(self.fmt.width),
-                          "o_next": Out(self.fmt.width)})
+                          "o_next": Out(self.fmt.width), "o_next_nan": Out(1), "o_next_pos": Out(1)})
 
     def elaborate(self, platform):
         m = Module()
@@ -140,11 +147,17 @@ class FPAdd(wiring.Component):
         mag = wire(m, mag, "a_mag")
         res = select_result(fmt, nan=r3.nan, inf=r3.inf, inf_sign=r3.inf_sign, zero=r3.is_zero,
                             zero_sign=r3.zero_sign, overflow=overflow, sign=r3.sign, mag=mag)
+        # the result's class (o_next_nan / o_next_pos): NaN, else the sign of an infinity
+        # (an overflow is one too), else a nonzero value's sign
+        pos = ~r3.nan & Mux(r3.inf, ~r3.inf_sign, ~r3.is_zero & ~r3.sign)
         # registers a5, then a_dly0 .. a_dly{n_delay-1}: o is the last one, o_next its input
         if n_delay:
-            m.d.comb += self.o_next.eq(delay(m, stage(m, True, "a5", res=res).res, n_delay - 1, "a_dly"))
+            r5 = stage(m, True, "a5", res=res, nan=r3.nan, pos=pos)
+            m.d.comb += [self.o_next.eq(delay(m, r5.res, n_delay - 1, "a_dly")),
+                         self.o_next_nan.eq(delay(m, r5.nan, n_delay - 1, "a_dly_nan")),
+                         self.o_next_pos.eq(delay(m, r5.pos, n_delay - 1, "a_dly_pos"))]
         else:
-            m.d.comb += self.o_next.eq(res)
+            m.d.comb += [self.o_next.eq(res), self.o_next_nan.eq(r3.nan), self.o_next_pos.eq(pos)]
         last = f"a_dly{n_delay - 1}" if n_delay else "a5"
         m.d.comb += self.o.eq(stage(m, True, last, v=self.o_next).v)
         return m

@@ -218,7 +218,10 @@ class PE(wiring.Component):
     every other source value is registered once more, the move bypass has a third point
     (the move executing in the reader's receive stage), and the move unit, SRAM writes and
     the multiplier act at ``t+4`` (``fpu_latency`` one larger again). The move unit
-    computes its result in the receive stage, into a register (``mv_val``). A driven value
+    computes its result in the receive stage, into a register (``mv_val``); the classes of
+    its operands (> 0, NaN) come from flip-flops loaded with the class of each value an
+    operand is selected from (the bus-stage value, the buses, the adder's result, its own
+    result), not from a reduction after the select. A driven value
     sees only the first move point (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps
     its two points, the writes landing in the read's cycle and the next
     (``cfg.sram_read_distance`` = 3).
@@ -535,6 +538,8 @@ class PE(wiring.Component):
         mv_val = Signal(w)              # the move unit's result (execute stage)
         fma_out = Signal(w)             # the adder's result (FMA write-back)
         fma_out_next = Signal(w)        # ... and its value in the next cycle (add.o_next)
+        fma_next_pos = Signal()         # ... which is > 0 (add.o_next_pos)
+        fma_next_nan = Signal()         # ... which is a NaN (add.o_next_nan)
         mv_rd = Signal()                # the operand-stage micro-op moves
         m.d.comb += mv_rd.eq((s1.mv.op != MvOp.NOP) & s1_pred)
         nxt_mv = Signal()               # a move executes next cycle ...
@@ -717,7 +722,7 @@ class PE(wiring.Component):
         else:
             bus_vals = {"row": self.row_in, "col": self.col_in}
 
-        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None, buses=None):
+        def xsrc(field, *, regs=True, name, pre=False, byp_rx=None, buses=None, parts=None):
             """Value of source ``field(uop)`` as the execute stage sees it. With the bus
             stage: the operand-stage value without the buses, registered; in the bus
             stage the move bypass's second point (the move executing in this cycle:
@@ -766,6 +771,13 @@ class PE(wiring.Component):
             if cfg.rx_stage:
                 r = Signal(w, name=f"r_{name}")
                 m.d.sync += r.eq(bv)
+                if parts is not None:
+                    # the classes of the bus-stage value, registered beside it
+                    r_cls = {}
+                    for k, f in parts["fns"].items():
+                        r_cls[k] = Signal(name=f"r_{name}_{k}")
+                        m.d.sync += r_cls[k].eq(f(bv))
+                    parts.update(r=r, r_cls=r_cls, hit_rx=sel["hit_rx"], row=sel["row"], col=sel["col"])
                 bv = Signal(w, name=f"rx_{name}")
                 m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val if byp_rx is None else byp_rx, r) if regs else r)
             bus = bus_vals if buses is None else buses
@@ -805,15 +817,27 @@ class PE(wiring.Component):
 
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
-        def move_fn(op, src, msk, out):
-            """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP)."""
+        def move_fn(op, src, msk, out, classes=None):
+            """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP);
+            ``classes``: ``(positive(src), is_nan(src), positive(msk))`` if computed apart."""
+            if classes is not None:
+                # from the classes: keep the source, or make a quiet NaN (two flags, then
+                # one LUT per bit with the source's bit)
+                src_pos, src_nan, msk_pos = classes
+                is_mov, is_relu, is_mask = op == MvOp.MOV, op == MvOp.RELU, op == MvOp.MASK
+                keep, qnan = Signal(name="mv_keep", attrs={"keep": 1}), Signal(name="mv_qnan", attrs={"keep": 1})
+                m.d.comb += [keep.eq(is_mov | (is_relu & src_pos) | (is_mask & msk_pos & ~src_nan)),
+                             qnan.eq((is_relu | (is_mask & msk_pos)) & src_nan)]
+                m.d.comb += out.eq(Mux(keep, src, 0) | Mux(qnan, fmt.qnan, 0))
+                return
+            src_pos, src_nan, msk_pos = positive(src), is_nan(src), positive(msk)
             with m.Switch(op):
                 with m.Case(MvOp.MOV):
                     m.d.comb += out.eq(src)
                 with m.Case(MvOp.RELU):
-                    m.d.comb += out.eq(Mux(positive(src), src, Mux(is_nan(src), fmt.qnan, 0)))
+                    m.d.comb += out.eq(Mux(src_pos, src, Mux(src_nan, fmt.qnan, 0)))
                 with m.Case(MvOp.MASK):
-                    m.d.comb += out.eq(Mux(positive(msk), Mux(is_nan(src), fmt.qnan, src), 0))
+                    m.d.comb += out.eq(Mux(msk_pos, Mux(src_nan, fmt.qnan, src), 0))
 
         if cfg.rx_stage:
             # FPGA timing: the move unit works in the receive stage, on the values its
@@ -844,9 +868,40 @@ class PE(wiring.Component):
             byp_mv = Signal(w, name="byp_mv")
             m.d.comb += byp_mv.eq(Mux(byp_fma_mv, mv_fma_out, mv_val_loop))
             mv_fn = Signal(w, name="mv_fn")
-            move_fn(pipe(s1.mv.op, "mv_op")[-2],
-                    xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses),
-                    xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses), mv_fn)
+            # FPGA timing: the move unit's operand classes (> 0, NaN) come from flip-flops
+            # loaded beside each value the operand is selected from, with that value's
+            # class: the bus-stage value (r_*), the receive registers (the buses' values
+            # as they arrive), the adder's output copy (FPAdd's o_next class) and the move
+            # unit's own result (its class from the operands' classes and the op). At most
+            # one of the values ORed into an operand is nonzero (the source reads one of
+            # them), so the operand's class is the same select of their classes, and no
+            # 16-bit reduction follows the select (8 connections deep, session 47).
+            fns = {"pos": positive, "nan": is_nan}
+            src_p, msk_p = {"fns": fns}, {"fns": {"pos": positive}}
+            src_x = xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=src_p)
+            msk_x = xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=msk_p)
+            cls = {}
+            for k in fns:
+                for src_nm, val in (("row", self.row_in), ("col", self.col_in), ("fma", None), ("loop", None)):
+                    cls[src_nm, k] = Signal(name=f"mv_{src_nm}_{k}")
+                    if val is not None:
+                        m.d.sync += cls[src_nm, k].eq(fns[k](val))
+                m.d.sync += cls["fma", k].eq(fma_next_pos if k == "pos" else fma_next_nan)
+
+            def cls_of(parts, k):
+                c = Signal(name=f"{parts is src_p and 'mv_src' or 'mv_msk'}_{k}", attrs={"keep": 1})
+                byp_c = Mux(byp_fma_mv, cls["fma", k], cls["loop", k])
+                m.d.comb += c.eq(Mux(parts["hit_rx"], byp_c, parts["r_cls"][k])
+                                 | (parts["row"] & cls["row", k]) | (parts["col"] & cls["col", k]))
+                return c
+            classes = (cls_of(src_p, "pos"), cls_of(src_p, "nan"), cls_of(msk_p, "pos"))
+            mv_op = pipe(s1.mv.op, "mv_op")[-2]
+            move_fn(mv_op, src_x, msk_x, mv_fn, classes=classes)
+            # the result's class: MOV and RELU keep the source's (a RELU of a NaN is a
+            # NaN, of anything else not > 0 a zero), MASK the source's under a mask > 0
+            res_on = Signal(name="mv_res_on")
+            m.d.comb += res_on.eq((mv_op == MvOp.MOV) | (mv_op == MvOp.RELU) | ((mv_op == MvOp.MASK) & classes[2]))
+            m.d.sync += [cls["loop", "pos"].eq(res_on & classes[0]), cls["loop", "nan"].eq(res_on & classes[1])]
             m.d.sync += [mv_val.eq(mv_fn), mv_val_loop.eq(mv_fn)]
         else:
             move_fn(ex(s1.mv.op, "mv_op"), xsrc(lambda x: x.mv.src, name="mv_src"),
@@ -861,7 +916,8 @@ class PE(wiring.Component):
         # synthesis drops its register), so that with the receive stage the move unit's
         # copy of it (mv_fma_out) stays apart: the build keeps a PE's flip-flops apart
         # but not its FP units', and merged a copy of add.o's own register back into it
-        m.d.comb += fma_out_next.eq(add.o_next)
+        m.d.comb += [fma_out_next.eq(add.o_next), fma_next_pos.eq(add.o_next_pos),
+                     fma_next_nan.eq(add.o_next_nan)]
         m.d.sync += fma_out.eq(fma_out_next)
         fma_rd = Signal()
         m.d.comb += fma_rd.eq(s1.fpu.en & s1_pred)

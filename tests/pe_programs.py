@@ -666,18 +666,69 @@ def _p_conflict(cfg, row, col) -> Program:
     # cycle). The FMA's result is negative and the move's positive, so a move unit that
     # took the move's value, or its sign or class, gives 1 or -4 instead of 0. A gap of
     # one or two cycles after the move reaches the bypass's earlier points (with the
-    # receive stage: the bus stage's, then the register file).
+    # receive stage: the bus stage's, then the register file). The FMA's result is then
+    # positive and a NaN too, so a move unit that took the wrong one of its class flags
+    # (> 0, NaN) as well fails.
+    fmt = cfg.fmt
     b.set_reg(6, b.f(-2.0))
+    b.set_reg(2, b.f(2.0))
+    b.set_reg(3, fmt.inf)
+    results = ((1, 6, b.f(-4.0)), (1, 2, b.f(4.0)), (3, Src.ZERO, fmt.qnan))   # a * b + -0
     for gap in (0, 1, 2):
-        for op, src, msk in ((MvOp.RELU, 4, 0), (MvOp.MASK, Src.ONE, 4)):
-            t = b.op(fpu_en=1, fpu_a=1, fpu_b=6, fpu_c=Src.NZERO, fpu_dst=4)    # r4 = -4
-            b.nops(L - 3 - e)
-            tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)
-            assert tm + 1 + e == t + L - 1
-            b.nops(gap)
-            b.op(mv_op=op, mv_src=src, mv_msk=msk, mv_dst=7)
-            b.show(7, 0)
-            b.show(4, b.f(-4.0))
+        for fa, fb, r4 in results:
+            pos = not fmt.is_nan(r4) and not r4 & fmt.sign_mask
+            relu = fmt.qnan if fmt.is_nan(r4) else (r4 if pos else 0)
+            for op, src, msk, want in ((MvOp.RELU, 4, 0, relu), (MvOp.MASK, Src.ONE, 4, b.f(1.0) if pos else 0),
+                                       (MvOp.MASK, 4, Src.ONE, r4)):
+                t = b.op(fpu_en=1, fpu_a=fa, fpu_b=fb, fpu_c=Src.NZERO, fpu_dst=4)
+                b.nops(L - 3 - e)
+                tm = b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=4)
+                assert tm + 1 + e == t + L - 1
+                b.nops(gap)
+                b.op(mv_op=op, mv_src=src, mv_msk=msk, mv_dst=7)
+                b.show(7, want)
+                b.show(4, r4)
+    return b.build()
+
+
+def _p_move_chain(cfg, row, col) -> Program:
+    """A move reading the result of the move just before it, or one or two micro-ops
+    later (with the execute stage: each point of the move bypass), as source and as mask:
+    MOV, ReLU and mask results of every class (> 0, a zero made from a value > 0, a NaN
+    made quiet, a negative value kept), so a move unit that took the class of its operand
+    instead of its result's, or the wrong class flag, fails."""
+    b = Builder(cfg, row, col, "move_chain")
+    fmt = cfg.fmt
+    nan_payload = fmt.inf | 1
+
+    def positive(x):
+        return not fmt.is_nan(x) and not x & fmt.sign_mask and x != 0
+
+    def move(op, src, msk):
+        if op == MvOp.MOV:
+            return src
+        if op == MvOp.RELU:
+            return fmt.qnan if fmt.is_nan(src) else (src if positive(src) else 0)
+        return (fmt.qnan if fmt.is_nan(src) else src) if positive(msk) else 0
+
+    b.set_reg(2, b.f(2.0))
+    vals = [b.f(3.0), b.f(-3.0), nan_payload, 0]
+    for op1 in (MvOp.MOV, MvOp.RELU, MvOp.MASK):
+        for v in vals:
+            for m in ((b.f(1.0), b.f(-1.0)) if op1 == MvOp.MASK else (0,)):
+                r5 = move(op1, v, m)
+                for gap in (0, 1, 2):
+                    b.set_reg(4, m)
+                    b.op(mv_op=op1, mv_src=Src.ROW, mv_msk=4, mv_dst=5, row=v)
+                    b.nops(gap)
+                    # r5 as the mask (of +2) and as the source of a ReLU and a mask by +1
+                    b.op(mv_op=MvOp.MASK, mv_src=2, mv_msk=5, mv_dst=6)
+                    b.op(mv_op=MvOp.RELU, mv_src=5, mv_dst=7)
+                    b.op(mv_op=MvOp.MASK, mv_src=5, mv_msk=Src.ONE, mv_dst=8)
+                    b.show(6, b.f(2.0) if positive(r5) else 0)
+                    b.show(7, move(MvOp.RELU, r5, 0))
+                    b.show(8, move(MvOp.MASK, r5, b.f(1.0)))
+                    b.show(5, r5)
     return b.build()
 
 
@@ -859,6 +910,7 @@ DIRECTED = {
     "read_during_write": _p_rdw,
     "timing": _p_timing,
     "conflict": _p_conflict,
+    "move_chain": _p_move_chain,
     "events": _p_events,
     "fma_writeback": _p_fma_writeback,
     "absent_reg": _p_absent_reg,

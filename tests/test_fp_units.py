@@ -165,16 +165,17 @@ def test_latency_bounds():
 def test_add_o_next(fmt_name, latency):
     """``o_next`` is the sum one cycle before ``o`` (the D input of ``o``'s register):
     during cycle ``t + latency - 1`` it is ``a + b`` of cycle ``t`` (golden model), with
-    and without the adder's plain output delay registers (latency >= 7)."""
+    and without the adder's plain output delay registers (latency >= 7); ``o_next_nan``
+    / ``o_next_pos`` say whether that sum is a NaN / greater than zero (from its bits)."""
     from amaranth.sim import Simulator
 
     from pe.fp_golden import add_bits
     fmt = get_format(fmt_name)
     seed = _seed()
     dut = FPAdd(fmt, latency)
-    a, b = gen_operands(fmt, "add", 200, seed)
+    a, b = gen_operands(fmt, "add", 400, seed)
     want = add_bits(fmt, a, b)
-    got = {"o": [], "o_next": []}
+    got = {"o": [], "o_next": [], "o_next_nan": [], "o_next_pos": []}
 
     async def tb(ctx):
         for x, y in zip(a, b):
@@ -188,10 +189,22 @@ def test_add_o_next(fmt_name, latency):
     sim.add_clock(1e-6)
     sim.add_testbench(tb)
     sim.run()
+    w, F = fmt.width, fmt.frac_bits
+    def is_nan(x):
+        return (x >> F) & fmt.exp_max == fmt.exp_max and x & ((1 << F) - 1) != 0
+    classes = {"o_next_nan": is_nan,
+               "o_next_pos": lambda x: not x >> (w - 1) and x != 0 and not is_nan(x)}
+    seen = {port: set() for port in classes}
     for port, lat in (("o", latency), ("o_next", latency - 1)):
         for t in range(len(a) - lat):
             assert got[port][t + lat] == want[t], \
                 f"{port}, operands of cycle {t} (seed {seed}): {got[port][t + lat]:#x}, expected {int(want[t]):#x}"
+    for port, cls in classes.items():
+        for t in range(len(a) - latency + 1):
+            x = int(want[t])
+            assert got[port][t + latency - 1] == cls(x), f"{port} of {x:#x} (seed {seed})"
+            seen[port].add(cls(x))
+    assert all(v == {False, True} for v in seen.values()), seen    # both classes were met
 
 
 # -- main random tests ---------------------------------------------------------------------------
