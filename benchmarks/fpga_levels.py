@@ -18,6 +18,15 @@ cell). ``MULT18X18D`` outputs start paths (its registers are inside the block)::
 
 prints, per unit (PE indices folded as in ``caterpillar timing``), the endpoints with at
 least ``--min-hops`` routed connections and the deepest path of the worst units.
+
+``--pe CONFIG`` synthesizes a lone PE of that configuration first (about a minute, as
+the build synthesizes each PE of a core: from Amaranth's RTLIL, its flip-flops kept
+apart, its SRAM reads collision-undefined, ``synth_ecp5`` without ``-dff``) and writes
+its netlist to the directory given as ``netlist``::
+
+    python -m benchmarks.fpga_levels /tmp/pe --pe '{"preset": "fpga", "nr": 4}' --unit mv_val
+
+A PE's inputs are then ports, which start paths like flip-flops.
 """
 
 from __future__ import annotations
@@ -144,6 +153,38 @@ def trace(depths: tuple, mod: dict, cell: str, port: str) -> list[str]:
     return out[::-1]
 
 
+def pe_netlist(cfg, out_dir: Path | str, row: int = 1, col: int = 1) -> Path:
+    """Synthesize PE ``(row, col)`` of ``cfg`` alone for the ECP5 as ``caterpillar build``
+    synthesizes the PEs of a core (:func:`rtl.fpga.keep_pe_ffs`,
+    :func:`rtl.fpga.sram_reads_collision_free`, ``synth_ecp5`` without ``-dff``); write
+    its netlist to ``out_dir/top.json`` (atomically) and return that path."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from amaranth.back import rtlil
+
+    from pe.pe import PE
+    from rtl.fpga import sram_reads_collision_free
+    from rtl.synth import SynthError, find_yosys
+    from sim.harness import atomic_write
+
+    text = rtlil.convert(PE(cfg, row, col, issue_in=cfg.dist_stage), name="top")
+    decl = sram_reads_collision_free(text, extra=("top",), pe=cfg.exec_stage)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="caterpillar-levels-") as tmp:
+        # (YoWASP tools see only their working directory: relative paths)
+        Path(tmp, "top.il").write_text(text)
+        script = f"read_rtlil top.il; setattr -set keep 1 top/t:$dff; {decl}; synth_ecp5 -top top -json top.json"
+        proc = subprocess.run(find_yosys() + ["-q", "-p", script], cwd=tmp, capture_output=True, text=True)
+        if proc.returncode != 0 or not Path(tmp, "top.json").exists():
+            tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-20:])
+            raise SynthError(f"yosys synthesis of the lone PE failed (exit {proc.returncode}):\n{tail}")
+        atomic_write(out / "top.json", Path(tmp, "top.json").read_text())
+    return out / "top.json"
+
+
 def report(build: Path | str, min_hops: int = 6, depth: int = 3, paths: int = 5,
            units: tuple[str, ...] = ()) -> str:
     """The table (and the ``paths`` deepest units' paths) of :mod:`this module <benchmarks.fpga_levels>`."""
@@ -177,13 +218,19 @@ def report(build: Path | str, min_hops: int = 6, depth: int = 3, paths: int = 5,
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("netlist", help="a build directory (its top.json) or a Yosys JSON netlist")
+    ap.add_argument("netlist", help="a build directory (its top.json) or a Yosys JSON netlist; "
+                    "with --pe, the directory the lone PE's netlist is written to")
+    ap.add_argument("--pe", metavar="CONFIG", help="synthesize a lone PE of this configuration "
+                    "(JSON or a preset name, as caterpillar's --config) first")
     ap.add_argument("--min-hops", type=int, default=6)
     ap.add_argument("--depth", type=int, default=3)
     ap.add_argument("--paths", type=int, default=5, help="print the deepest path of this many units")
     ap.add_argument("--unit", action="append", default=[],
                     help="also print the deepest path of the units whose name contains this (repeatable)")
     a = ap.parse_args(argv)
+    if a.pe is not None:
+        from rtl.config import config_from_arg
+        pe_netlist(config_from_arg(a.pe), a.netlist)
     print(report(a.netlist, a.min_hops, a.depth, a.paths, tuple(a.unit)))
     return 0
 

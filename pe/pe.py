@@ -772,11 +772,14 @@ class PE(wiring.Component):
                 r = Signal(w, name=f"r_{name}")
                 m.d.sync += r.eq(bv)
                 if parts is not None:
-                    # the classes of the bus-stage value, registered beside it
+                    # the classes of the bus-stage value, registered beside it: the
+                    # held value's or the bypass's (its class from flip-flops,
+                    # parts["byp_cls"]), ORed with the SRAM data's (one of them is nonzero)
                     r_cls = {}
                     for k, f in parts["fns"].items():
                         r_cls[k] = Signal(name=f"r_{name}_{k}")
-                        m.d.sync += r_cls[k].eq(f(bv))
+                        mem_cls = f(mem) if cfg.read_stage else 0
+                        m.d.sync += r_cls[k].eq(Mux(sel["hit"], parts["byp_cls"][k], f(b)) | mem_cls)
                     parts.update(r=r, r_cls=r_cls, hit_rx=sel["hit_rx"], row=sel["row"], col=sel["col"])
                 bv = Signal(w, name=f"rx_{name}")
                 m.d.comb += bv.eq(Mux(sel["hit_rx"], byp_val if byp_rx is None else byp_rx, r) if regs else r)
@@ -877,9 +880,6 @@ class PE(wiring.Component):
             # them), so the operand's class is the same select of their classes, and no
             # 16-bit reduction follows the select (8 connections deep, session 47).
             fns = {"pos": positive, "nan": is_nan}
-            src_p, msk_p = {"fns": fns}, {"fns": {"pos": positive}}
-            src_x = xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=src_p)
-            msk_x = xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=msk_p)
             cls = {}
             for k in fns:
                 for src_nm, val in (("row", self.row_in), ("col", self.col_in), ("fma", None), ("loop", None)):
@@ -887,6 +887,12 @@ class PE(wiring.Component):
                     if val is not None:
                         m.d.sync += cls[src_nm, k].eq(fns[k](val))
                 m.d.sync += cls["fma", k].eq(fma_next_pos if k == "pos" else fma_next_nan)
+            # the class of the shared bypass value byp_val (the bus stage's point)
+            byp_cls = {k: Mux(byp_fma, cls["fma", k], cls["loop", k]) for k in fns}
+            src_p = {"fns": fns, "byp_cls": byp_cls}
+            msk_p = {"fns": {"pos": positive}, "byp_cls": byp_cls}
+            src_x = xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=src_p)
+            msk_x = xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=msk_p)
 
             def cls_of(parts, k):
                 c = Signal(name=f"{parts is src_p and 'mv_src' or 'mv_msk'}_{k}", attrs={"keep": 1})
