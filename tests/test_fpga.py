@@ -1184,3 +1184,25 @@ def test_bench_fpga_rows(monkeypatch):
     monkeypatch.setenv("FPGA_BENCH_ROWS", "core4-fpga,core2-fpga")
     assert bf._rows_wanted() == ["core2-fpga", "core4-fpga"]
     assert bf._clock("core4-fpga") == bf.FPGA_PRESET_CLOCK_MHZ and bf._clock("core2-fpga") == bf.CLOCK_MHZ
+
+
+def test_fpga_levels_lone_pe_move_unit_depth(tmp_path):
+    """``benchmarks/fpga_levels --pe``: a lone preset PE synthesized as the build does
+    (its flip-flops kept apart, so the move unit's private copies stay). The move unit's
+    result (``mv_val`` and its loop copy ``mv_val_loop``) is at most 6 routed connections
+    deep: its operands' classes come from flip-flops (docs/fpga-timing.md, session 48;
+    8 with the classes reduced after the operand's select)."""
+    from benchmarks.fpga_levels import load_module, path_depths, pe_netlist, report
+    from rtl.endpoints import unit_of
+
+    cfg = config_from_arg('{"preset": "fpga", "nr": 4, "mem_a_words": 256, "mem_b_words": 256}')
+    net = pe_netlist(cfg, tmp_path)
+    assert net == tmp_path / "top.json" and net.exists()
+    eps = path_depths(load_module(net))[0]
+    mv = {u: max(h for (cell, _), (h, _n) in eps.items() if unit_of(cell, 3) == u)
+          for u in ("mv_val", "mv_val_loop")}
+    assert all(0 < h <= 6 for h in mv.values()), mv
+    # the copies are kept: both registers exist, 16 bits each
+    assert sum(unit_of(c, 3) == "mv_val_loop" for c, _ in eps) >= 16
+    text = report(tmp_path, min_hops=1, paths=0, units=("mv_val_loop",))
+    assert f"mv_val_loop: {mv['mv_val_loop']} hops" in text     # its deepest path traced
