@@ -735,7 +735,11 @@ class PE(wiring.Component):
             join it last, then the execute-stage register. ``pre`` (bus stage only):
             return the value the execute-stage register would load, unregistered.
             ``byp_rx``: the bypass value of the receive stage's point (default the
-            shared ``byp_val``); ``buses``: the bus values (default ``bus_vals``)."""
+            shared ``byp_val``); ``buses``: the bus values (default ``bus_vals``).
+            ``parts`` (receive stage; a dict with ``fns``, class name -> test, and
+            ``byp_cls``, the bypass value's class flags): filled with the receive-stage
+            register ``r``, its class flip-flops ``r_cls`` and the selects ``hit_rx`` /
+            ``row`` / ``col`` (the move unit's operand classes)."""
             if not cfg.bus_stage:
                 return ex(source(field, regs=regs, name=name), name)
             code_i = field(u)
@@ -894,13 +898,13 @@ class PE(wiring.Component):
             src_x = xsrc(lambda x: x.mv.src, name="mv_src", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=src_p)
             msk_x = xsrc(lambda x: x.mv.msk, name="mv_msk", pre=True, byp_rx=byp_mv, buses=mv_buses, parts=msk_p)
 
-            def cls_of(parts, k):
-                c = Signal(name=f"{parts is src_p and 'mv_src' or 'mv_msk'}_{k}", attrs={"keep": 1})
+            def cls_of(parts, k, name):
+                c = Signal(name=f"{name}_{k}", attrs={"keep": 1})
                 byp_c = Mux(byp_fma_mv, cls["fma", k], cls["loop", k])
                 m.d.comb += c.eq(Mux(parts["hit_rx"], byp_c, parts["r_cls"][k])
                                  | (parts["row"] & cls["row", k]) | (parts["col"] & cls["col", k]))
                 return c
-            classes = (cls_of(src_p, "pos"), cls_of(src_p, "nan"), cls_of(msk_p, "pos"))
+            classes = (cls_of(src_p, "pos", "mv_src"), cls_of(src_p, "nan", "mv_src"), cls_of(msk_p, "pos", "mv_msk"))
             mv_op = pipe(s1.mv.op, "mv_op")[-2]
             move_fn(mv_op, src_x, msk_x, mv_fn, classes=classes)
             # the result's class: MOV and RELU keep the source's (a RELU of a NaN is a
