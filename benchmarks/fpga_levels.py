@@ -158,7 +158,6 @@ def pe_netlist(cfg, out_dir: Path | str, row: int = 1, col: int = 1) -> Path:
     synthesizes the PEs of a core (:func:`rtl.fpga.keep_pe_ffs`,
     :func:`rtl.fpga.sram_reads_collision_free`, ``synth_ecp5`` without ``-dff``); write
     its netlist to ``out_dir/top.json`` (atomically) and return that path."""
-    import shutil
     import subprocess
     import tempfile
 
