@@ -2,8 +2,9 @@
 
 Plain Python functions that return Amaranth values (no components): operand unpacking,
 a tree leading-zero counter, a right shift that keeps a sticky bit, the
-round-to-nearest-even-and-pack step, and :func:`stage` which places (or not) a pipeline
-register between two parts of a datapath.
+round-to-nearest-even-and-pack step, :func:`stage` which places (or not) a pipeline
+register between two parts of a datapath, and the value classes the move unit uses
+(:func:`is_nan`, :func:`is_positive`, :func:`class_bits`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from amaranth.hdl import Cat, Const, Mux, Signal, Value
 from pe.fpformat import FPFormat
 
 __all__ = ["unpack", "lzc", "shift_right_sticky", "round_pack", "stage", "select_result",
-           "check_latency", "wire", "delay", "clamp"]
+           "check_latency", "wire", "delay", "clamp", "is_nan", "is_positive", "class_bits",
+           "CLASS_BITS", "CLS_POS", "CLS_NAN"]
+
+#: Width of :func:`class_bits`, and the positions of its two flags.
+CLASS_BITS, CLS_POS, CLS_NAN = 2, 0, 1
 
 # Every intermediate value used more than once goes through a named comb Signal
 # (:func:`wire`): Amaranth emits an expression again at each use, which would duplicate
@@ -164,3 +169,21 @@ def delay(m, value: Value, cycles: int, prefix: str) -> Value:
     for i in range(cycles):
         value = stage(m, True, f"{prefix}{i}", v=value).v
     return value
+
+
+def is_nan(fmt: FPFormat, x: Value) -> Value:
+    """``x`` (a ``fmt`` word) is a NaN: exponent all ones, fraction nonzero."""
+    w, F = fmt.width, fmt.frac_bits
+    return (x[F:w - 1] == fmt.exp_max) & (x[:F] != 0)
+
+
+def is_positive(fmt: FPFormat, x: Value) -> Value:
+    """``x`` is > 0: sign clear, not +0, not a NaN."""
+    return ~x[fmt.width - 1] & (x != 0) & ~is_nan(fmt, x)
+
+
+def class_bits(fmt: FPFormat, x: Value) -> Value:
+    """The move unit's classes of ``x``: bit :data:`CLS_POS` ``is_positive``, bit
+    :data:`CLS_NAN` ``is_nan``. Both are 0 for +0, so the classes of an OR of words of
+    which at most one is nonzero are the OR of their classes (how a bus resolves them)."""
+    return Cat(is_positive(fmt, x), is_nan(fmt, x))

@@ -16,6 +16,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from pe.fp_add import FPAdd
+from pe.fp_common import CLASS_BITS, CLS_NAN, CLS_POS, class_bits, is_nan as fp_is_nan, is_positive
 from pe.fp_mul import FPMul, mul_dsp
 from pe.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_layout
 from pe.pe_model import EVENT_FIELDS
@@ -159,6 +160,15 @@ class PE(wiring.Component):
         Only with ``cfg.rx_stage``: the receive registers (``row_in`` / ``col_in`` of
         the previous cycle, held while the PE is frozen); the core's ``hout`` beat is
         those of the PEs at position 0.
+    row_out_cls, col_out_cls : Out(2)
+        Only with ``cfg.rx_stage``: :func:`~pe.fp_common.class_bits` of ``row_out`` /
+        ``col_out`` (> 0, NaN; 0 when the PE does not drive), from the driver register's
+        test and the read-stage RAM data's classes, registered beside them
+        (``rd_*_q_cls``). The core resolves them with the data bits.
+    row_in_cls, col_in_cls : In(2)
+        Only with ``cfg.rx_stage``: :func:`~pe.fp_common.class_bits` of ``row_in`` /
+        ``col_in`` (the bus's resolved class bits): the move unit's bus classes load them,
+        so no 16-bit test follows a bus.
     ev : Out(EVENT_LAYOUT)
         Event strobes of this cycle.
     dsp_ce : In(1), init 1
@@ -266,7 +276,9 @@ class PE(wiring.Component):
             "col_oe": Out(1),
             "row_op": Out(w),
             "col_op": Out(w),
-            **({"row_rx": Out(w), "col_rx": Out(w)} if cfg.rx_stage else {}),
+            **({"row_rx": Out(w), "col_rx": Out(w),
+                "row_in_cls": In(CLASS_BITS), "col_in_cls": In(CLASS_BITS),
+                "row_out_cls": Out(CLASS_BITS), "col_out_cls": Out(CLASS_BITS)} if cfg.rx_stage else {}),
             "ev": Out(EVENT_LAYOUT),
             "dsp_ce": In(1, init=1),
         })
@@ -517,7 +529,10 @@ class PE(wiring.Component):
         # that reads the bank: the hit reaches no source's operand-stage AND-OR, and each
         # source has one term per bank, not two. The bus-stage value is the
         # operand-stage value registered (a pure retiming).
+        # With the receive stage the RAM data's classes (class_bits) are registered beside
+        # rd_q (rd_*_q_cls), for the bus drivers' class bits (row_out_cls / col_out_cls).
         rd_q = {}
+        rd_q_cls = {}
         rd_eff = {}
         if cfg.read_stage:
             for rd, nm in ((rd_a, "a"), (rd_b, "b")):
@@ -527,6 +542,9 @@ class PE(wiring.Component):
                 rd_eff[nm] = Signal(w, name=f"rd_{nm}_eff")
                 m.d.sync += [rd_q[nm].eq(rd.data), hit_q.eq(byp_hit[nm]), word_q.eq(byp_word[nm])]
                 m.d.comb += rd_eff[nm].eq(Mux(hit_q, word_q, rd_q[nm]))
+                if cfg.rx_stage:
+                    rd_q_cls[nm] = Signal(CLASS_BITS, name=f"rd_{nm}_q_cls")
+                    m.d.sync += rd_q_cls[nm].eq(class_bits(fmt, rd.data))
 
         # Register-file bypass (execute stage only): an operand-stage read of a register
         # that the move unit (micro-op in its execute stage) writes in the same cycle
@@ -640,16 +658,22 @@ class PE(wiring.Component):
             m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))
             return v
 
-        def late_regs(late, name, values=rd_eff, tag="bus"):
+        def late_regs(late, name, values=rd_eff, tag="bus", classes=None):
             """The read-stage selects of ``late`` (from :func:`source`) registered into the
             bus stage: the SRAM term there, an OR of each bank's ``values`` (``rd_eff``, or
-            a bus driver's ``rd_q``) under them."""
-            out = []
+            a bus driver's ``rd_q``) under them. With ``classes`` (each bank's class
+            bits, ``rd_q_cls``): ``(term, the OR of the classes under the same selects)``."""
+            out, out_cls = [], []
             for sel, nm in late:
                 r = Signal(name=f"{name}_mem{nm}_{tag}")
                 m.d.sync += r.eq(sel)
                 out.append(Mux(r, values[nm], 0))
-            return reduce(lambda x, y: x | y, out, Const(0, w))
+                if classes is not None:
+                    out_cls.append(Mux(r, classes[nm], 0))
+            term = reduce(lambda x, y: x | y, out, Const(0, w))
+            if classes is None:
+                return term
+            return term, reduce(lambda x, y: x | y, out_cls, Const(0, CLASS_BITS))
 
         def names_reg(code):
             return ~code[4]  # codes 0..15 name RF[code]
@@ -661,8 +685,13 @@ class PE(wiring.Component):
         # register (in the bus stage; a bypass word is in the register); row_op / col_op,
         # the operand-stage value, take them from the RAM's output and the bypass (a
         # chip's ring and scratchpad lanes sample it).
+        # With the receive stage each driver also drives its value's class bits
+        # (row_out_cls / col_out_cls): the test of its register, ORed with the registered
+        # RAM data's classes under the same selects as the data (one of the two is +0,
+        # whose classes are 0), so a receiver's bus classes need no test after the bus.
         drive = m.d.sync if cfg.bus_stage else m.d.comb
         drive += [self.row_oe.eq(s1_rsel), self.col_oe.eq(s1_csel)]
+        out_cls = {"rdrv": self.row_out_cls, "cdrv": self.col_out_cls} if cfg.rx_stage else {}
         for fld, gate, op, out, nm in (("rdrv", rsel, self.row_op, self.row_out, "rdrv_val"),
                                        ("cdrv", csel, self.col_op, self.col_out, "cdrv_val")):
             if cfg.read_stage:
@@ -675,7 +704,12 @@ class PE(wiring.Component):
                 reg = Signal(w, name=f"{nm}_reg")
                 m.d.sync += reg.eq(reduce(lambda x, y: x | y,
                                           [Mux(sel & byp_hit[b], byp_word[b], 0) for sel, b in late], val))
-                ram = late_regs([(sel & ~byp_hit[b], b) for sel, b in late], nm, rd_q, "ram")
+                ram_sel = [(sel & ~byp_hit[b], b) for sel, b in late]
+                if fld in out_cls:
+                    ram, ram_cls = late_regs(ram_sel, nm, rd_q, "ram", classes=rd_q_cls)
+                    m.d.comb += out_cls[fld].eq(class_bits(fmt, reg) | ram_cls)
+                else:
+                    ram = late_regs(ram_sel, nm, rd_q, "ram")
                 raw = {"a": rd_a_data, "b": rd_b_data}     # the bypass word on a hit
                 m.d.comb += [
                     op.eq(reduce(lambda x, y: x | y, [Mux(sel, raw[b], 0) for sel, b in late], val)),
@@ -685,6 +719,8 @@ class PE(wiring.Component):
                 val = source(lambda x: x[fld].src, buses=False, gate=gate, name=nm)
                 m.d.comb += op.eq(val)
                 drive += out.eq(val)
+                if fld in out_cls:      # out is a register (the bus stage)
+                    m.d.comb += out_cls[fld].eq(class_bits(fmt, out))
 
         # ---- execute stage ------------------------------------------------------------
         # Without cfg.exec_stage it is the operand stage itself. With it, everything the
@@ -817,10 +853,10 @@ class PE(wiring.Component):
 
         # move unit (execute stage)
         def is_nan(x):
-            return (x[fmt.frac_bits:w - 1] == fmt.exp_max) & (x[:fmt.frac_bits] != 0)
+            return fp_is_nan(fmt, x)
 
         def positive(x):
-            return ~x[w - 1] & (x != 0) & ~is_nan(x)
+            return is_positive(fmt, x)
 
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
@@ -883,13 +919,16 @@ class PE(wiring.Component):
             # one of the values ORed into an operand is nonzero (the source reads one of
             # them), so the operand's class is the same select of their classes, and no
             # 16-bit reduction follows the select (8 connections deep, session 47).
+            # The buses' classes come with them (row_in_cls / col_in_cls, from the
+            # drivers), so these flip-flops load a bus bit each.
             fns = {"pos": positive, "nan": is_nan}
+            bit = {"pos": CLS_POS, "nan": CLS_NAN}
             cls = {}
             for k in fns:
-                for src_nm, val in (("row", self.row_in), ("col", self.col_in), ("fma", None), ("loop", None)):
+                for src_nm, val in (("row", self.row_in_cls), ("col", self.col_in_cls), ("fma", None), ("loop", None)):
                     cls[src_nm, k] = Signal(name=f"mv_{src_nm}_{k}")
                     if val is not None:
-                        m.d.sync += cls[src_nm, k].eq(fns[k](val))
+                        m.d.sync += cls[src_nm, k].eq(val[bit[k]])
                 m.d.sync += cls["fma", k].eq(fma_next_pos if k == "pos" else fma_next_nan)
             # the class of the shared bypass value byp_val (the bus stage's point)
             byp_cls = {k: Mux(byp_fma, cls["fma", k], cls["loop", k]) for k in fns}

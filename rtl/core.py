@@ -13,6 +13,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from noc.broadcast_bus import BroadcastBus, visibility, vis_port_bits
+from pe.fp_common import CLASS_BITS, class_bits
 from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
@@ -367,10 +368,22 @@ class Core(wiring.Component):
                     m.submodules[f"pe_{r}_{c}_hen"] = hm
                     vis[r, c] = (rv, cv, rh, ch)
 
-        def make_buses(prefix, lanes_, vis=None):
-            rb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
-            cb = [BroadcastBus(w, nr, vis_in=vis is not None) for _ in range(nr)]
+        # With the receive stage the buses the PEs receive carry each value's class bits
+        # (class_bits: > 0, NaN) above its data bits, resolved like them: the drivers
+        # drive them (PE.row_out_cls) and the host lane's are the test of its register,
+        # so the receivers' move-unit class flip-flops load a bus bit, not a 16-bit test
+        # after the bus (9 connections deep on the 4 x 4 core, docs/fpga-timing.md,
+        # session 48). Same classes: at most one value on a segment is nonzero.
+        def make_buses(prefix, lanes_, vis=None, cls=False):
+            bw = w + CLASS_BITS if cls else w
+            rb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
+            cb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
             for i in range(nr):
+                host = lanes_["data"][i * w:(i + 1) * w]
+                if cls:
+                    host_cls = Signal(CLASS_BITS, name=f"{prefix}host_cls{i}")
+                    m.d.comb += host_cls.eq(class_bits(cfg.fmt, host))
+                    host = Cat(host, host_cls)
                 if vis is not None:
                     for j in range(nr):
                         if vis_port_bits(nr):
@@ -384,12 +397,12 @@ class Core(wiring.Component):
                     rb[i].seg.eq(lanes_["rseg"]),
                     cb[i].seg.eq(lanes_["cseg"]),
                     rb[i].host_en.eq(lanes_["host_row_en"]),
-                    rb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
+                    rb[i].host_data.eq(host),
                     cb[i].host_en.eq(lanes_["host_col_en"]),
-                    cb[i].host_data.eq(lanes_["data"][i * w:(i + 1) * w]),
+                    cb[i].host_data.eq(host),
                 ]
             return rb, cb
-        row_bus, col_bus = make_buses("", bus_lanes, vis)
+        row_bus, col_bus = make_buses("", bus_lanes, vis, cls=cfg.rx_stage)
         if cfg.bus_stage:
             hout_row_bus, hout_col_bus = make_buses("hout_", op_lanes)
         else:
@@ -455,13 +468,20 @@ class Core(wiring.Component):
                     m.d.comb += pe.dsp_ce.eq(pe_en)
                 rd_data, rd_oe = row_bus[r].drivers()[c]
                 cd_data, cd_oe = col_bus[c].drivers()[r]
+                row_v, col_v = row_bus[r].values()[c], col_bus[c].values()[r]
                 m.d.comb += [
                     pe.uop.eq(uop_pe),
-                    pe.row_in.eq(row_bus[r].values()[c]),
-                    pe.col_in.eq(col_bus[c].values()[r]),
-                    rd_data.eq(pe.row_out), rd_oe.eq(pe.row_oe & pe_en),
-                    cd_data.eq(pe.col_out), cd_oe.eq(pe.col_oe & pe_en),
+                    pe.row_in.eq(row_v[:w]),
+                    pe.col_in.eq(col_v[:w]),
+                    rd_oe.eq(pe.row_oe & pe_en),
+                    cd_oe.eq(pe.col_oe & pe_en),
                 ]
+                if cfg.rx_stage:
+                    m.d.comb += [pe.row_in_cls.eq(row_v[w:]), pe.col_in_cls.eq(col_v[w:]),
+                                 rd_data.eq(Cat(pe.row_out, pe.row_out_cls)),
+                                 cd_data.eq(Cat(pe.col_out, pe.col_out_cls))]
+                else:
+                    m.d.comb += [rd_data.eq(pe.row_out), cd_data.eq(pe.col_out)]
                 if cfg.bus_stage:
                     hrd_data, hrd_oe = hout_row_bus[r].drivers()[c]
                     hcd_data, hcd_oe = hout_col_bus[c].drivers()[r]
@@ -475,8 +495,8 @@ class Core(wiring.Component):
         m.d.comb += ring_push.eq(pe_en & (hout_op != 0) & rout_op)
         # hout samples each bus at position 0 (its first segment when segmented)
         def sample(direction, rb, cb):
-            return Mux(direction == HostDir.ROW, Cat(*(b.values()[0] for b in rb)),
-                       Cat(*(b.values()[0] for b in cb)))
+            return Mux(direction == HostDir.ROW, Cat(*(b.values()[0][:w] for b in rb)),
+                       Cat(*(b.values()[0][:w] for b in cb)))
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
         m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
         push_last = bus_lanes["hlast"]

@@ -37,12 +37,13 @@ class PEHarness(wiring.Component):
         Scan output: bit 0 of the output register.
 
     Cycle behaviour: the input register (``n_in`` = every PE input bit: micro-op,
-    ``row_in``, ``col_in``, and with the distribution stage the issue-stage decisions,
-    ``issue``) drives the PE's inputs directly, so every PE input comes from
-    a flip-flop, as in a core (the sequencer's micro-op register, the buses' driver
-    registers). Every ``n_out`` cycles (a free-running counter) the output register
-    captures all PE outputs in parallel (``row_out``, ``col_out``, the enables, the
-    operand-stage values and the event strobes, ``n_out`` bits); in the other cycles it
+    ``row_in``, ``col_in``, with the distribution stage the issue-stage decisions,
+    ``issue``, with the receive stage the buses' class bits) drives the PE's inputs
+    directly, so every PE input comes from a flip-flop, as in a core (the sequencer's
+    micro-op register, the buses' driver registers). Every ``n_out`` cycles (a
+    free-running counter) the output register captures all PE outputs in parallel
+    (``row_out``, ``col_out``, the enables, the operand-stage values, the event strobes
+    and with the receive stage the driven class bits, ``n_out`` bits); in the other cycles it
     shifts right by one towards ``dout``. The PE's outputs therefore end in flip-flops,
     and nothing of the PE is optimized away. The operand-stage drive values (``row_op``,
     ``col_op``) are among them only where a core samples them
@@ -60,6 +61,9 @@ class PEHarness(wiring.Component):
         self.pe = PE(cfg, row, col, issue_in=cfg.dist_stage)
         if cfg.dist_stage:
             self._INS = self._INS + ("issue",)
+        if cfg.rx_stage:    # the buses' class bits come with them (PE.row_in_cls)
+            self._INS = self._INS + ("row_in_cls", "col_in_cls")
+            self._OUTS = self._OUTS + ("row_out_cls", "col_out_cls")
         if not cfg.drive_op_sampled:
             self._OUTS = tuple(n for n in self._OUTS if n not in ("row_op", "col_op"))
         self.n_in = sum(len(Value.cast(getattr(self.pe, n))) for n in self._INS)

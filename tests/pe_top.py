@@ -12,6 +12,10 @@ builds it (``issue_in``): the micro-op reaches it through a register, beside the
 register of its issue decode. Everything then happens one cycle later than the micro-op
 word is written (``PETop.lag``): the external bus values are delayed to match, and the
 testbench compares the outputs a cycle later.
+
+With ``cfg.rx_stage`` the bus's class bits (``row_in_cls`` / ``col_in_cls``) resolve
+like the data: the PE's own ``row_out_cls`` when it drives, else the classes of the
+external value.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from pe.fp_common import class_bits
 from pe.microop import uop_layout
 from pe.pe import EVENT_LAYOUT, ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 
@@ -48,7 +53,9 @@ class PETop(wiring.Component):
         All outputs packed into one integer (one read per cycle), see :func:`obs_fields`;
         its ``bus_err`` bit (always 0 when correct) says that, with ``cfg.bus_stage``,
         what the PE puts on a bus (``row_out`` / ``row_oe``, column alike) differs from
-        its operand-stage drive of the cycle before (``row_op`` / ``ev.row_drv``).
+        its operand-stage drive of the cycle before (``row_op`` / ``ev.row_drv``), or,
+        with ``cfg.rx_stage``, that the class bits it drives (``row_out_cls`` /
+        ``col_out_cls``) are not :func:`~pe.fp_common.class_bits` of its drive.
     """
 
     def __init__(self, cfg, row: int, col: int):
@@ -103,6 +110,12 @@ class PETop(wiring.Component):
         else:
             row_out, row_oe, col_out, col_oe = pe.row_out, pe.row_oe, pe.col_out, pe.col_oe
             bus_err = 0
+        if cfg.rx_stage:
+            fmt = cfg.fmt
+            m.d.comb += [pe.row_in_cls.eq(Mux(pe.row_oe, pe.row_out_cls, class_bits(fmt, ext_row))),
+                         pe.col_in_cls.eq(Mux(pe.col_oe, pe.col_out_cls, class_bits(fmt, ext_col)))]
+            bus_err = bus_err | (pe.row_out_cls != class_bits(fmt, pe.row_out)) \
+                | (pe.col_out_cls != class_bits(fmt, pe.col_out))
         m.d.comb += [
             pe.uop.as_value().eq(uop),
             pe.row_in.eq(Mux(pe.row_oe, pe.row_out, ext_row)),

@@ -543,3 +543,68 @@ def test_core_segmented_bus_transfers(cname):
     assert [b_.data for b_ in fast.data] == expected
     rtl = run_session(cfg, [Phase(words, data)], backend="rtl", reference="fast", name=f"seg-{cname}")[0]
     assert [b_.data for b_ in rtl.data] == expected
+
+
+def test_core_move_unit_classes_over_buses():
+    """The move unit's classes (> 0, NaN) of bus operands, which with the receive stage
+    cross the buses as class bits beside the data (``PE.row_out_cls``, the host lane's
+    test in the core): ReLU and mask of values of every class (normal, zero, infinity,
+    NaN, subnormal; both signs) on a bus driven by the host lane, by a PE's register, by
+    its read-stage SRAM data and by an SRAM bypass word, on the row and the column buses,
+    as the move's source and as its mask. Preset fpga's 2 x 2 core, the RTL against the
+    fast model (beat by beat) and both against ReLU / mask written out here."""
+    from sim.core_run import Phase, run_session
+    from sw.asm import assemble
+
+    cfg = CONFIGS["nr2_fp16_fan"]
+    fmt, nr = cfg.fmt, cfg.nr
+    assert cfg.rx_stage and cfg.read_stage and nr == 2
+    one, qnan = 0x3C00, fmt.qnan
+    vals = [0x3E00, 0xC000, 0x0000, 0x8000, 0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE00, 0x0001, 0x8001, 0x7BFF]
+
+    def is_nan(x):
+        return (x >> 10) & 0x1F == 0x1F and x & 0x3FF != 0
+
+    def pos(x):
+        return not x >> 15 and x != 0 and not is_nan(x)
+
+    def relu(x):
+        return x if pos(x) else qnan if is_nan(x) else 0
+
+    def mask(src, msk):
+        return (qnan if is_nan(src) else src) if pos(msk) else 0
+
+    nop = "nop\n" * (cfg.fpu_latency + 2)
+    gap = "nop\n" * (cfg.sram_read_distance - 1)
+    # one loop iteration per beat of two values (lane r on row bus r)
+    regs = range(1, 10)
+    src = (f"nop | loop g {len(vals) // nr} {{\n"
+           "hin row | relu r1 = row | wra [ar0] = row\n"        # the host lane's classes
+           "hin row | mask r2 = 1 if row\n"
+           "hin row | mask r3 = row if 1\n"
+           "hin row | mov r4 = row\n" + nop +
+           # a register driven, on a row and a column bus
+           "rdrv r4 @col=0 | relu r5 = row\n"
+           "cdrv r4 @row=1 | mask r6 = 1 if col\n"
+           # read-stage SRAM data driven
+           "rda [ar0] | rdrv mema @col=1 | mask r7 = row if 1\n"
+           "rda [ar0] | cdrv mema @row=0 | relu r8 = col\n"
+           # an SRAM bypass word driven (the read issued as the write lands)
+           "hin row | wrb [ar1] = row\n" + gap +
+           "rdb [ar1] | cdrv memb @row=0 | mask r9 = col if col\n" + nop +
+           "".join(f"rdrv r{reg} @col=0 | hout row\n" for reg in regs) + "}\nhalt\n")
+    lanes = lambda v: sum(x << (i * fmt.width) for i, x in enumerate(v))
+    data, expected = [], []
+    for k in range(0, len(vals), nr):
+        a, b = vals[k], vals[k + 1]
+        data += [lanes([a, b])] * 5
+        outs = {1: [relu(a), relu(b)], 2: [one if pos(a) else 0, one if pos(b) else 0],
+                3: [mask(a, one), mask(b, one)], 4: [a, b], 5: [relu(a), relu(b)],
+                6: [one if pos(b) else 0] * 2, 7: [mask(a, one), mask(b, one)], 8: [relu(a)] * 2,
+                9: [mask(a, a)] * 2}
+        expected += [lanes(outs[reg]) for reg in regs]
+    words = assemble(src, cfg).words()
+    fast = run_session(cfg, [Phase(words, data)], backend="fast")[0]
+    assert [b_.data for b_ in fast.data] == expected
+    rtl = run_session(cfg, [Phase(words, data)], backend="rtl", reference="fast", name="mv-classes")[0]
+    assert [b_.data for b_ in rtl.data] == expected
