@@ -231,7 +231,8 @@ class PE(wiring.Component):
     computes its result in the receive stage, into a register (``mv_val``); the classes of
     its operands (> 0, NaN) come from flip-flops loaded with the class of each value an
     operand is selected from (the bus-stage value, the buses, the adder's result, its own
-    result), not from a reduction after the select. A driven value
+    result), not from a reduction after the select; the buses' classes come with them
+    (``row_in_cls`` / ``col_in_cls``), from the drivers (``row_out_cls`` / ``col_out_cls``). A driven value
     sees only the first move point (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps
     its two points, the writes landing in the read's cycle and the next
     (``cfg.sram_read_distance`` = 3).
