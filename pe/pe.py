@@ -232,10 +232,10 @@ class PE(wiring.Component):
     its operands (> 0, NaN) come from flip-flops loaded with the class of each value an
     operand is selected from (the bus-stage value, the buses, the adder's result, its own
     result), not from a reduction after the select; the buses' classes come with them
-    (``row_in_cls`` / ``col_in_cls``), from the drivers (``row_out_cls`` / ``col_out_cls``). A driven value
-    sees only the first move point (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps
-    its two points, the writes landing in the read's cycle and the next
-    (``cfg.sram_read_distance`` = 3).
+    (``row_in_cls`` / ``col_in_cls``), from the drivers (``row_out_cls`` /
+    ``col_out_cls``). A driven value sees only the first move point
+    (``cfg.mv_drive_distance`` = 3) and the SRAM bypass keeps its two points, the writes
+    landing in the read's cycle and the next (``cfg.sram_read_distance`` = 3).
 
     Implementation: SRAM banks are :class:`~amaranth.lib.memory.Memory` with one
     non-transparent synchronous read port with enable and one write port (block RAM);
