@@ -8,7 +8,7 @@ by cycle.
 
 from __future__ import annotations
 
-from functools import reduce
+from functools import partial, reduce
 
 from amaranth.hdl import Array, Cat, Const, DomainRenamer, EnableInserter, Module, Mux, Signal, unsigned
 from amaranth.lib import data, wiring
@@ -16,7 +16,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from pe.fp_add import FPAdd
-from pe.fp_common import CLASS_BITS, CLS_NAN, CLS_POS, class_bits, is_nan as fp_is_nan, is_positive
+from pe.fp_common import CLASS_BITS, CLS_NAN, CLS_POS, class_bits, is_nan, is_positive
 from pe.fp_mul import FPMul, mul_dsp
 from pe.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_layout
 from pe.pe_model import EVENT_FIELDS
@@ -853,17 +853,13 @@ class PE(wiring.Component):
         # (the FMA write-back into SRAM, below, overrides these in its cycle)
 
         # move unit (execute stage)
-        def is_nan(x):
-            return fp_is_nan(fmt, x)
-
-        def positive(x):
-            return is_positive(fmt, x)
+        nan_of, positive = partial(is_nan, fmt), partial(is_positive, fmt)
 
         mv_go = mv_go_st[-1] if cfg.exec_delay else mv_rd
         mv_dst = mv_dst_st[-1] if cfg.exec_delay else s1.mv.dst
         def move_fn(op, src, msk, out, classes=None):
             """``out`` = the move unit's result of ``op`` on ``src`` / ``msk`` (+0 for NOP);
-            ``classes``: ``(positive(src), is_nan(src), positive(msk))`` if computed apart."""
+            ``classes``: ``(positive(src), nan_of(src), positive(msk))`` if computed apart."""
             if classes is not None:
                 # from the classes: keep the source, or make a quiet NaN (two flags, then
                 # one LUT per bit with the source's bit)
@@ -874,7 +870,7 @@ class PE(wiring.Component):
                              qnan.eq((is_relu | (is_mask & msk_pos)) & src_nan)]
                 m.d.comb += out.eq(Mux(keep, src, 0) | Mux(qnan, fmt.qnan, 0))
                 return
-            src_pos, src_nan, msk_pos = positive(src), is_nan(src), positive(msk)
+            src_pos, src_nan, msk_pos = positive(src), nan_of(src), positive(msk)
             with m.Switch(op):
                 with m.Case(MvOp.MOV):
                     m.d.comb += out.eq(src)
@@ -922,7 +918,7 @@ class PE(wiring.Component):
             # 16-bit reduction follows the select (8 connections deep, session 47).
             # The buses' classes come with them (row_in_cls / col_in_cls, from the
             # drivers), so these flip-flops load a bus bit each.
-            fns = {"pos": positive, "nan": is_nan}
+            fns = {"pos": positive, "nan": nan_of}
             bit = {"pos": CLS_POS, "nan": CLS_NAN}
             cls = {}
             for k in fns:
