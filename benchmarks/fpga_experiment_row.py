@@ -25,6 +25,9 @@ from sim.harness import ROOT, atomic_write
 
 LOG = ROOT / "benchmarks" / "results" / "fpga_exec_stage.json"
 
+#: ``caterpillar build``'s default board (a command names any other)
+DEFAULT_BOARD = "ulx3s-85f"
+
 
 def _config_arg(cfg: dict) -> dict:
     """The ``--config`` value that rebuilds ``cfg`` (a summary's configuration): preset
@@ -49,7 +52,8 @@ def row_of(build_dir: Path, variant: str, code: str, critical: str, baseline: st
         command = (f"caterpillar pnr {s['rerouted_from']['dir']} --out {s['dir']} --seed {s['seed']} "
                    f"--router {s['router']}{opts}{cons}")
     else:
-        command = (f"caterpillar build{top} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
+        board = "" if s.get("board", DEFAULT_BOARD) == DEFAULT_BOARD else f" --board {s['board']}"
+        command = (f"caterpillar build{top}{board} --config '{json.dumps(_config_arg(cfg))}' --clock-mhz "
                    f"{s['clock_mhz']:g} --router {s['router']}{'' if s.get('abc9_dff', s.get('abc9')) else ' --no-dff'}"
                    f"{'' if s.get('widelut', True) else ' --no-widelut'}"
                    f"{' --no-floorplan' if (s.get('floorplan') or {}).get('reason') == NO_FLOORPLAN else ''} "

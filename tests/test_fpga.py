@@ -775,6 +775,12 @@ def test_experiment_row_from_build_dir(tmp_path):
     assert row["command"].endswith("--clock-mhz 100 --router router1 --no-dff --seed 3 "
                                    "--nextpnr-opt=--detailed-timing-report")
     assert row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"] == row["command"]
+    # a build for another board than the default names it
+    (tmp_path / "summary.json").write_text(json.dumps(dict(summary, board="ecp55gevn")))
+    assert row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"].startswith(
+        "caterpillar build --board ecp55gevn --config ")
+    (tmp_path / "summary.json").write_text(json.dumps(dict(summary, board="ulx3s-85f")))
+    assert row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"] == row["command"]
     (tmp_path / "summary.json").write_text(json.dumps(dict(summary, abc9_dff=True)))
     assert "--no-dff" not in row_of(tmp_path, "variant", "main abc", "path", "row 1")["command"]
     (tmp_path / "summary.json").write_text(json.dumps(dict(summary, widelut=False)))
@@ -1181,9 +1187,18 @@ def test_bench_fpga_rows(monkeypatch):
     assert bf._design("core2-fpga") == ("2x2 core (preset fpga)", "binary16")
     monkeypatch.delenv("FPGA_BENCH_ROWS", raising=False)
     assert "core2-fpga" in bf._rows_wanted() and "core4-fpga" not in bf._rows_wanted()
+    assert "core4-fpga-s8" not in bf._rows_wanted()
     monkeypatch.setenv("FPGA_BENCH_ROWS", "core4-fpga,core2-fpga")
     assert bf._rows_wanted() == ["core2-fpga", "core4-fpga"]
     assert bf._clock("core4-fpga") == bf.FPGA_PRESET_CLOCK_MHZ and bf._clock("core2-fpga") == bf.CLOCK_MHZ
+    # the speed-grade row: the same core on the ECP5-5G evaluation board's 85F, speed
+    # grade 8, at the 100 MHz target; every other row on the ULX3S's 85F, speed grade 6
+    assert bf._cfg("core4-fpga-s8") == PRESETS["fpga"] and bf._clock("core4-fpga-s8") == 100.0
+    assert bf._design("core4-fpga-s8") == ("4x4 core (preset fpga), LFE5UM5G-85F-8 (ecp55gevn)", "binary16")
+    assert bf._device("core4-fpga-s8") == "LFE5UM5G-85F" and bf._device("core4-fpga") == bf.DEVICE == "LFE5U-85F"
+    assert bf.ROW_BUILD["core4-fpga-s8"][2] == bf.ROW_BUILD["core4-fpga"][2]
+    from rtl.fpga import get_platform
+    assert get_platform(bf.BOARD).speed == "6" and get_platform(bf._board("core4-fpga-s8")).speed == "8"
 
 
 def test_fpga_levels_lone_pe_move_unit_depth(tmp_path):
