@@ -16,6 +16,7 @@ only those rows and carries the others over from the existing results file. Rows
 core; ``core4-fpga`` (70 MHz clock, nextpnr's rip-up) is built only when named there, and so is
 ``core4-fpga-s8``: the preset 4 x 4 core on the fastest speed grade of the 85F (-8, the
 ECP5-5G evaluation board's LFE5UM5G-85F; the ULX3S has the slowest, -6) at 100 MHz.
+``pe-fpga-s8`` and ``core2-fpga-s8`` are the preset PE and 2 x 2 core on that part.
 ``FPGA_BENCH_SYNTH_ONLY=1`` skips place and route.
 """
 
@@ -57,13 +58,14 @@ FPGA_PRESET_NEXTPNR = ("--detailed-timing-report", "--tmg-ripup")
 
 #: every row, in table order
 ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2", "core4")] + [
-    "pe-fpga", "core2-fpga", "core4-fpga", "core4-fpga-s8"]
+    "pe-fpga", "core2-fpga", "core4-fpga", "pe-fpga-s8", "core2-fpga-s8", "core4-fpga-s8"]
 
-#: rows built for another board than BOARD: the preset 4 x 4 core on the fastest speed
-#: grade of the 85F (-8; the ULX3S has the slowest, -6): Lattice's ECP5-5G evaluation
-#: board, LFE5UM5G-85F-8 (the same 85k-LUT fabric and block RAMs; docs/fpga-timing.md,
-#: session 50). At its 100 MHz core clock with the rip-up: timing met.
-ROW_BOARD = {"core4-fpga-s8": "ecp55gevn"}
+#: rows built for another board than BOARD: preset fpga's PE, 2 x 2 and 4 x 4 core on the
+#: fastest speed grade of the 85F (-8; the ULX3S has the slowest, -6): Lattice's ECP5-5G
+#: evaluation board, LFE5UM5G-85F-8 (the same 85k-LUT fabric and block RAMs;
+#: docs/fpga-timing.md, session 50). The 4 x 4 core at its 100 MHz core clock with the
+#: rip-up: timing met.
+ROW_BOARD = {n: "ecp55gevn" for n in ("pe-fpga-s8", "core2-fpga-s8", "core4-fpga-s8")}
 
 #: rows built only when FPGA_BENCH_ROWS names them (about an hour each)
 NAMED_ONLY = ("core4-fpga", "core4-fpga-s8")
@@ -79,6 +81,7 @@ S8_SEED = 1
 #: the defaults (CLOCK_MHZ, seed 1, none)
 ROW_BUILD = {"core4-fpga": (FPGA_PRESET_CLOCK_MHZ, FPGA_PRESET_SEED, FPGA_PRESET_NEXTPNR),
              "core2-fpga": (CLOCK_MHZ, 1, CORE2_PRESET_NEXTPNR),
+             "core2-fpga-s8": (CLOCK_MHZ, 1, CORE2_PRESET_NEXTPNR),
              "core4-fpga-s8": (CLOCK_MHZ, S8_SEED, FPGA_PRESET_NEXTPNR)}
 
 
@@ -134,7 +137,7 @@ def _crit(out, s) -> str:
 def _pe_row(name: str) -> dict:
     cfg = _cfg(name)
     res = fpga_resources(synthesize_top("pe", cfg, "ecp5"))
-    fit = fit_report(res, DEVICE)
+    fit = fit_report(res, _device(name))
     row = {"design": _design(name)[0], "format": cfg.fmt.name, "LUT4": res["LUT4"], "FF": res["FF"],
            "DP16KD": res["DP16KD"], "MULT18X18D": res["MULT18X18D"],
            "LUT RAM (DPR16X4)": res["LUTRAM (DPR16X4)"],
@@ -217,12 +220,9 @@ def _design(name: str) -> tuple:
     """(design, format) of a row, as its table shows them."""
     cfg = _cfg(name)
     preset = " (preset fpga)" if "-fpga" in name else ""
+    part = f", {_device(name)}-{get_platform(_board(name)).speed} ({_board(name)})" if name in ROW_BOARD else ""
     if name.startswith("pe"):
-        return "PE" + preset, cfg.fmt.name
-    part = ""
-    if name in ROW_BOARD:
-        speed = get_platform(_board(name)).speed
-        part = f", {_device(name)}-{speed} ({_board(name)})"
+        return "PE" + preset + part, cfg.fmt.name
     return f"{cfg.nr}x{cfg.nr} core{preset}{part}", cfg.fmt.name
 
 
@@ -269,6 +269,7 @@ def run() -> dict:
                  f"the 85F's fastest speed grade (the board {ROW_BOARD['core4-fpga-s8']}, "
                  f"{_device('core4-fpga-s8')}-{get_platform(ROW_BOARD['core4-fpga-s8']).speed}; the ULX3S's part is "
                  f"speed grade {get_platform(BOARD).speed}) at a {_clock('core4-fpga-s8'):g} MHz core clock, "
-                 f"the same nextpnr options, seed {S8_SEED}, built only with FPGA_BENCH_ROWS=core4-fpga-s8."),
+                 f"the same nextpnr options, seed {S8_SEED}, built only with FPGA_BENCH_ROWS=core4-fpga-s8; "
+                 f"rows pe-fpga-s8 and core2-fpga-s8: the preset PE and 2x2 core on that part, as on the ULX3S."),
         "rows": rows,
     }

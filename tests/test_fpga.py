@@ -1187,7 +1187,7 @@ def test_bench_fpga_rows(monkeypatch):
     assert bf._design("core2-fpga") == ("2x2 core (preset fpga)", "binary16")
     monkeypatch.delenv("FPGA_BENCH_ROWS", raising=False)
     assert "core2-fpga" in bf._rows_wanted() and "core4-fpga" not in bf._rows_wanted()
-    assert "core4-fpga-s8" not in bf._rows_wanted()
+    assert "core4-fpga-s8" not in bf._rows_wanted() and "core2-fpga-s8" in bf._rows_wanted()
     monkeypatch.setenv("FPGA_BENCH_ROWS", "core4-fpga,core2-fpga")
     assert bf._rows_wanted() == ["core2-fpga", "core4-fpga"]
     assert bf._clock("core4-fpga") == bf.FPGA_PRESET_CLOCK_MHZ and bf._clock("core2-fpga") == bf.CLOCK_MHZ
@@ -1197,6 +1197,9 @@ def test_bench_fpga_rows(monkeypatch):
     assert bf._design("core4-fpga-s8") == ("4x4 core (preset fpga), LFE5UM5G-85F-8 (ecp55gevn)", "binary16")
     assert bf._device("core4-fpga-s8") == "LFE5UM5G-85F" and bf._device("core4-fpga") == bf.DEVICE == "LFE5U-85F"
     assert bf.ROW_BUILD["core4-fpga-s8"][2] == bf.ROW_BUILD["core4-fpga"][2]
+    assert bf._design("pe-fpga-s8") == ("PE (preset fpga), LFE5UM5G-85F-8 (ecp55gevn)", "binary16")
+    assert bf._cfg("core2-fpga-s8") == bf._cfg("core2-fpga") and bf._cfg("pe-fpga-s8") == bf._cfg("pe-fpga")
+    assert bf.ROW_BUILD["core2-fpga-s8"] == bf.ROW_BUILD["core2-fpga"] and bf._clock("pe-fpga-s8") == bf.CLOCK_MHZ
     from rtl.fpga import get_platform
     assert get_platform(bf.BOARD).speed == "6" and get_platform(bf._board("core4-fpga-s8")).speed == "8"
 
