@@ -26,12 +26,12 @@ import json
 import os
 
 from rtl.config import PRESETS, ArchConfig
-from rtl.fpga import (DEVICES, FitError, build, fit_report, fpga_resources, get_platform, nextpnr_result_options,
+from rtl.fpga import (DEFAULT_BOARD, DEVICES, FitError, build, fit_report, fpga_resources, get_platform, nextpnr_result_options,
                       parse_critical_paths, parse_nextpnr_log, short_cell)
 from rtl.synth import synthesize_top
 from sim.harness import ROOT
 
-BOARD = "ulx3s-85f"
+BOARD = DEFAULT_BOARD
 DEVICE = "LFE5U-85F"
 CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"

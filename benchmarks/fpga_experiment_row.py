@@ -20,13 +20,10 @@ import sys
 from pathlib import Path
 
 from rtl.config import PRESETS
-from rtl.fpga import NO_FLOORPLAN, parse_nextpnr_log
+from rtl.fpga import DEFAULT_BOARD, NO_FLOORPLAN, parse_nextpnr_log
 from sim.harness import ROOT, atomic_write
 
 LOG = ROOT / "benchmarks" / "results" / "fpga_exec_stage.json"
-
-#: ``caterpillar build``'s default board (a command names any other)
-DEFAULT_BOARD = "ulx3s-85f"
 
 
 def _config_arg(cfg: dict) -> dict:

@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from rtl.config import ConfigError, PRESETS, config_from_arg
+from rtl.fpga import DEFAULT_BOARD
 from rtl.tops import TOPS
 
 __all__ = ["main"]
@@ -286,7 +287,7 @@ def main(argv=None) -> int:
     p.set_defaults(fn=_cmd_synth)
 
     p = sub.add_parser("build", help="FPGA bitstream of a core behind a UART bridge (amaranth-boards, YoWASP tools)")
-    p.add_argument("--board", default="ulx3s-85f", help="amaranth-boards ECP5 board (default ulx3s-85f)")
+    p.add_argument("--board", default=DEFAULT_BOARD, help=f"amaranth-boards ECP5 board (default {DEFAULT_BOARD})")
     p.add_argument("--config", help=cfg_help)
     p.add_argument("--clock-mhz", type=float, default=None,
                    help="core clock from a PLL (default: the board oscillator, 25 MHz on the ULX3S)")

@@ -20,10 +20,13 @@ import sys
 import time
 from pathlib import Path
 
-__all__ = ["DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
+__all__ = ["DEFAULT_BOARD", "DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
            "parse_critical_paths", "short_cell", "reroute", "board_commands",
            "nextpnr_command", "core_clock_net", "NEXTPNR_OUTPUT_ONLY", "nextpnr_result_options", "global_net"]
+
+#: The board `caterpillar build` and :func:`build` target unless told otherwise.
+DEFAULT_BOARD = "ulx3s-85f"
 
 #: Capacities of FPGA parts (Lattice data sheets; ECP5 LUT4 counts as nextpnr reports them).
 #: Keys are the resource classes of :func:`fpga_resources`.
@@ -520,7 +523,7 @@ def nextpnr_options(seed: int, timing_allow_fail: bool, router: str | None, extr
     return opts
 
 
-def build(cfg, board: str = "ulx3s-85f", *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
+def build(cfg, board: str = DEFAULT_BOARD, *, out_dir: Path | str | None = None, clock_mhz: float | None = None,
           baud: int = 115200, seed: int = 1, timing_allow_fail: bool = True, fit_check: bool = True,
           dff: bool = True, place: bool = True, router: str | None = None, timeout_s: float = 4 * 3600,
           pe_ff_copies: bool = True, nextpnr_extra=(), top: str = "core", floorplan: bool = True,

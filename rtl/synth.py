@@ -157,8 +157,8 @@ def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None =
     comp, name = build_top(design, cfg)
     platform = None
     if target == "ecp5":
-        from rtl.fpga import get_platform
-        platform = get_platform("ulx3s-85f")
+        from rtl.fpga import DEFAULT_BOARD, get_platform
+        platform = get_platform(DEFAULT_BOARD)
     text, vpath = write_verilog(comp, name, design_key=cfg.to_json(), platform=platform)
     prepare = collision_free_prepare(text, name, lone_pe=design == "pe", pe=cfg.exec_stage)
     res = synthesize(vpath, name, target, log=log, timeout_s=timeout_s, prepare=prepare)
