@@ -32,7 +32,7 @@ from functools import partial
 import numpy as np
 
 from rtl.config import PRESETS
-from sim.power import report_from_counters
+from sim.power import report_from_counters, scope_note
 from sw.golden_train_chip import GoldenChipSGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, init_weights
@@ -126,15 +126,15 @@ def _sum_cores(core_counters, cycles):
 
 
 def _report_dict(rep) -> dict:
-    mem = rep.energy_pj["sram"] + rep.energy_pj["spad"]
     return {"cycles": rep.cycles, "seconds": rep.seconds, "pes": rep.pes, "flops": rep.flops,
             "fma_issues": rep.fma, "mac_utilization": rep.mac_utilization, "fpu_issue_utilization": rep.utilization,
-            "gflops": rep.gflops, "watts": rep.watts, "gflops_per_w": rep.gflops_per_w,
-            "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
+            "gflops": rep.gflops, "watts": rep.watts, "gflops_per_w_all": rep.gflops_per_w_all,
+            "gflops_per_w_compared": rep.gflops_per_w_compared,
             "energy_pj": rep.energy_pj, "energy_share": {k: v / sum(rep.energy_pj.values())
                                                          for k, v in rep.energy_pj.items()},
             "pj_per_flop": rep.pj_per_flop,
-            "memory_over_fpu_energy": mem / rep.energy_pj["fpu"] if rep.energy_pj["fpu"] else None}
+            "memory_over_fpu_energy": rep.memory_over_fpu, "area_mm2": rep.area_mm2,
+            "gflops_per_mm2": rep.gflops_per_mm2, "convention": rep.convention}
 
 
 def _check_weights(tp, sess, gold, step, label):
@@ -206,7 +206,7 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = 
         out_steps.append(st)
         log(f"  step {i + 1}: loss {r.loss:.4f}, {r.cycles} cycles + {r.host_cycles} host turnaround, MAC util. "
             f"{st['mac_utilization'] * 100:.1f}% ({st['mac_utilization_with_host'] * 100:.1f}% with host), "
-            f"{rep.gflops_per_w:.1f} GFLOPS/W ({rep.gflops_per_w_reference_scope:.1f} ref. scope); weights = "
+            f"{rep.gflops_per_w_all:.1f} GFLOPS/W ({rep.gflops_per_w_compared:.1f} compared scope); weights = "
             f"golden bit for bit; {wall:.1f} s (golden {wall_gold:.1f} s)")
     # MAC utilization inside each kind of compute op (useful MACs / (its cycles x PEs))
     kinds: dict = {}
@@ -269,8 +269,9 @@ def run() -> dict:
             "MAC util. %": round(last["mac_utilization"] * 100, 2),
             "MAC util. with host %": round(last["mac_utilization_with_host"] * 100, 2),
             "GFLOPS": round(p["gflops"], 1), "W": round(p["watts"], 2),
-            "GFLOPS/W": round(p["gflops_per_w"], 1),
-            "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
+            "area mm^2": round(p["area_mm2"]["total"], 1), "GFLOPS/mm^2": round(p["gflops_per_mm2"], 2),
+            "GFLOPS/W everything": round(p["gflops_per_w_all"], 1),
+            "GFLOPS/W compared scope": round(p["gflops_per_w_compared"], 1),
             "mem/FPU energy": round(p["memory_over_fpu_energy"], 2),
             "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
             "cycles gemv/gemv_t/rank1/fused/ring/ring+rank1/spad/host I/O/other": _split(last["cycle_breakdown"]),
@@ -280,7 +281,7 @@ def run() -> dict:
         "chip": "reference design, config S: 32 x 4x4", "network": "784-500-500-500-10", "loss": "(MNIST)",
         "backward (layers 1..)": "",
         "step cycles (= predicted, both steps)": "", "host turnaround": "", "FLOPs/step": "",
-        "MAC util. %": "> 80", "MAC util. with host %": "", "GFLOPS": "", "W": "", "GFLOPS/W": "", "GFLOPS/W ref. scope": REFERENCE["gflops_per_w"],
+        "MAC util. %": "> 80", "MAC util. with host %": "", "GFLOPS": "", "W": "", "GFLOPS/W everything": "", "GFLOPS/W compared scope": REFERENCE["gflops_per_w"],
         "mem/FPU energy": "~1.5", "weights in scratchpad (pages)": "", "cycles gemv/gemv_t/rank1/fused/ring/ring+rank1/spad/host I/O/other": "", "golden": "",
     })
     s_rows = [c for c in cases if c["preset"] == "S" and c["backward"] == "auto" and c["sizes"][1] == 500]
@@ -288,10 +289,10 @@ def run() -> dict:
     for c in s_rows:
         last = c["steps"][-1]
         u, uh = last["mac_utilization"], last["mac_utilization_with_host"]
-        gw, ga = last["power"]["gflops_per_w_reference_scope"], last["power"]["gflops_per_w"]
+        gw, ga = last["power"]["gflops_per_w_compared"], last["power"]["gflops_per_w_all"]
         ref = REFERENCE["gflops_per_w"]
         cmp.append(f"{c['loss']}: MAC util. {u * 100:.1f}% ({uh * 100:.1f}% with the host turnaround) against "
-                   f"> 80% ({'worse' if u < 0.8 else 'better'}); {gw:.0f} GFLOPS/W in the reference's energy scope "
+                   f"> 80% ({'worse' if u < 0.8 else 'better'}); {gw:.0f} GFLOPS/W in the compared scope "
                    f"against 177 ({gw / ref:.2f}x, {'worse' if gw < ref else 'better'}), {ga:.0f} GFLOPS/W with "
                    f"every category ({ga / ref:.2f}x); memory/FPU energy {last['power']['memory_over_fpu_energy']:.2f} "
                    f"against ~1.5")
@@ -302,11 +303,8 @@ def run() -> dict:
             "Step cycles = chip phases + host I/O phases (one core at a time); 'with host' adds the assumed "
             f"{HOST_LATENCY_CYCLES}-cycle softmax turnaround as idle cycles. FLOPs = 2 x useful MACs (forward "
             "W x, backward W^T d for layers >= 1, rank-1 updates); MAC util. = useful MACs / (cycles x PEs). "
-            "GFLOPS/W counts every energy category (ring, control, leakage included); 'ref. scope' FPU + "
-            "SRAM (+ scratchpad) as the reference design. Against the reference design (config S, small net): "
-            + "; ".join(cmp) + ". The power model's leakage is 0 (as the reference's), so idle cycles cost no "
-            "energy: GFLOPS/W does not see the low utilization (it is the same with the host turnaround), GFLOPS "
-            f"does (peak 2 FLOP x {s_pes} PEs x {s_ghz:g} GHz = {2 * s_pes * s_ghz:.0f} GFLOPS on config S).")
+            + scope_note() + ". Against the reference design (config S, small net): "
+            + "; ".join(cmp) + f". Peak 2 FLOP x {s_pes} PEs x {s_ghz:g} GHz = {2 * s_pes * s_ghz:.0f} GFLOPS on config S.")
     return {"title": "SGD step across the cores of a chip (fast chip engine; config S = 32 cores of 4 x 4 "
                      "binary16 PEs, chip-small = 4 cores)",
             "note": note, "reference": REFERENCE, "flops_counted": FLOPS_COUNTED, "rows": rows, "cases": cases}

@@ -31,7 +31,7 @@ import numpy as np
 
 from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores, cycle_breakdown, setup
 from rtl.config import PRESETS
-from sim.power import report_from_counters
+from sim.power import report_from_counters, scope_note
 from sw.golden_train_chip_mb import GoldenChipMBGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES
@@ -109,7 +109,7 @@ def measure(preset: str, sizes, loss: str, batch: int, steps: int = STEPS, log=p
         out.append(st)
         log(f"  step {i + 1}: loss {r.loss:.4f}, {r.cycles} cycles + {r.host_cycles} host turnaround, MAC util. "
             f"{st['mac_utilization'] * 100:.1f}% ({st['mac_utilization_with_host'] * 100:.1f}% with host), "
-            f"{rep.gflops_per_w:.1f} GFLOPS/W ({rep.gflops_per_w_reference_scope:.1f} ref. scope); weights = "
+            f"{rep.gflops_per_w_all:.1f} GFLOPS/W ({rep.gflops_per_w_compared:.1f} compared scope); weights = "
             f"golden bit for bit; {wall:.1f} s")
     return {"preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes),
             "loss": loss, "batch": batch, "lr": LR, "lr_stored": tp.meta["lr_stored"], "weight_seed": WEIGHT_SEED,
@@ -138,8 +138,9 @@ def case_row(c: dict) -> dict:
         "cycles/sample": round(last["cycles_per_sample"], 1),
         "MAC util. %": round(last["mac_utilization"] * 100, 2),
         "MAC util. with host %": round(last["mac_utilization_with_host"] * 100, 2),
-        "GFLOPS": round(p["gflops"], 1), "GFLOPS/W": round(p["gflops_per_w"], 1),
-        "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
+        "GFLOPS": round(p["gflops"], 1), "GFLOPS/W everything": round(p["gflops_per_w_all"], 1),
+        "area mm^2": round(p["area_mm2"]["total"], 1), "GFLOPS/mm^2": round(p["gflops_per_mm2"], 2),
+        "GFLOPS/W compared scope": round(p["gflops_per_w_compared"], 1),
         "mem/FPU energy": round(p["memory_over_fpu_energy"], 2),
         "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
         "cycles GEMM/transpose/ring/scratchpad/host I/O/other":
@@ -154,21 +155,20 @@ def run() -> dict:
     rows = [case_row(c) for c in cases]
     rows.append({"chip": "reference design, config S: 32 x 4x4", "network": "784-500-500-500-10", "batch": "2..100",
                  "step cycles (= predicted)": "", "host turnaround": "", "cycles/sample": "", "MAC util. %": "(94 large net)",
-                 "MAC util. with host %": "", "GFLOPS": "", "GFLOPS/W": "",
-                 "GFLOPS/W ref. scope": REFERENCE["gflops_per_w"], "mem/FPU energy": "FPU-dominated",
+                 "MAC util. with host %": "", "GFLOPS": "", "GFLOPS/W everything": "",
+                 "GFLOPS/W compared scope": REFERENCE["gflops_per_w"], "mem/FPU energy": "FPU-dominated",
                  "weights in scratchpad (pages)": "", "cycles GEMM/transpose/ring/scratchpad/host I/O/other": "",
                  "golden": ""})
     best = max((c for c in cases if c["preset"] == "S"),
-               key=lambda c: c["steps"][-1]["power"]["gflops_per_w_reference_scope"])
+               key=lambda c: c["steps"][-1]["power"]["gflops_per_w_compared"])
     bp = best["steps"][-1]["power"]
     note = ("Minibatch GD across the cores of a chip (sw/train_chip_mb.py), fast chip engine, "
             f"{STEPS} steps per case (weight seed {WEIGHT_SEED}, input seed {INPUT_SEED}), weights checked bit for "
             "bit against GoldenChipMBGD after every step; figures of the last step. Step cycles = chip RUNs + host "
             "I/O phases (one core at a time); 'with host' adds the assumed "
-            f"{HOST_LATENCY_CYCLES}-cycle softmax turnaround (once per minibatch). GFLOPS/W counts every energy "
-            "category; 'ref. scope' FPU + SRAM (+ scratchpad) as the reference design. Best at config S: b = "
-            f"{best['batch']}: {bp['gflops_per_w_reference_scope']:.0f} GFLOPS/W in the reference scope against its "
-            f"195 ({bp['gflops_per_w_reference_scope'] / 195:.2f}x), {bp['gflops_per_w']:.0f} with every category, "
+            f"{HOST_LATENCY_CYCLES}-cycle softmax turnaround (once per minibatch). " + scope_note() + ". Best at config S: b = "
+            f"{best['batch']}: {bp['gflops_per_w_compared']:.0f} GFLOPS/W in the compared scope against its "
+            f"195 ({bp['gflops_per_w_compared'] / 195:.2f}x), {bp['gflops_per_w_all']:.0f} with every category, "
             f"MAC utilization {best['steps'][-1]['mac_utilization'] * 100:.1f}%.")
     return {"title": "Minibatch GD step across the cores of a chip (fast chip engine; config S = 32 cores of "
                      "4 x 4 binary16 PEs, chip-small = 4 cores)",

@@ -125,7 +125,7 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 
               "power": _report_dict(rep), "counters_sum_over_cores": ctr, "wall_s": round(wall, 2)}
         out_steps.append(st)
         log(f"  step {s + 1}: loss {r.loss:.4f}, {r.cycles} cycles, MAC util. {st['mac_utilization'] * 100:.1f}%, "
-            f"{rep.gflops_per_w:.1f} GFLOPS/W ({rep.gflops_per_w_reference_scope:.1f} ref. scope); weights = "
+            f"{rep.gflops_per_w_all:.1f} GFLOPS/W ({rep.gflops_per_w_compared:.1f} compared scope); weights = "
             f"golden bit for bit; {wall:.1f} s")
     crit = tp.meta["critical_core"]
     bd: dict = {}
@@ -166,8 +166,9 @@ def run() -> dict:
                                        f"{c['runs']['head']}/{c['runs']['tail']}({c['runs']['chains']})/")
                                       + f"{c['runs']['host']}",
             "FLOPs/step": last["flops"], "MAC util. %": round(last["mac_utilization"] * 100, 2),
-            "GFLOPS": round(p["gflops"], 1), "W": round(p["watts"], 2), "GFLOPS/W": round(p["gflops_per_w"], 1),
-            "GFLOPS/W ref. scope": round(p["gflops_per_w_reference_scope"], 1),
+            "GFLOPS": round(p["gflops"], 1), "W": round(p["watts"], 2), "GFLOPS/W everything": round(p["gflops_per_w_all"], 1),
+            "area mm^2": round(p["area_mm2"]["total"], 1), "GFLOPS/mm^2": round(p["gflops_per_mm2"], 2),
+            "GFLOPS/W compared scope": round(p["gflops_per_w_compared"], 1),
             "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
         })
     return {"title": "Continuous propagation across the cores (steady state, fast chip engine, weights = golden "

@@ -39,6 +39,7 @@ BENCHMARKS = {
     "train_chip_mb": "benchmarks.bench_train_chip_mb",
     "train_cp": "benchmarks.bench_train_cp",
     "train_large": "benchmarks.bench_train_large",
+    "paper": "benchmarks.bench_paper",
 }
 
 

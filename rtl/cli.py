@@ -11,6 +11,8 @@ Subcommands::
     caterpillar demo    [--sim icarus|verilator]          the main job (``make demo``)
     caterpillar run     program.s [--config C] [--model fast|model|rtl] [--data FILE] [-o FILE]
                                                           run a program on one core
+    caterpillar report  RUN.json|program.s [--config C] [--json F] [--png F]   power / area report of a run
+    caterpillar paper   [--cells C,...] [--json F] [--png F]   the reference design's Table 2 beside ours
     caterpillar train   [--data digits|mnist] [--hidden 64] [--loss softmax_ce|mse] [--epochs N]
                                                           SGD training on one simulated core
 
@@ -214,42 +216,96 @@ def _cmd_run(args) -> int:
         atomic_write(args.output, "".join(f"{b.data:#x} {int(b.last)}\n" for b in res.data))
         print(f"wrote {len(res.data)} output beats to {args.output}", file=sys.stderr)
     if args.json:
-        atomic_write(args.json, json.dumps({"model": res.backend, "counters": c,
+        from sim.power import RUN_FORMAT
+
+        atomic_write(args.json, json.dumps({"format": RUN_FORMAT, "config": cfg.to_dict(), "n_cores": 1,
+                                            "model": res.backend, "counters": c,
                                             "out": [[b.data, int(b.last)] for b in res.data],
                                             "wall_s": wall, "stats": stats}, indent=1) + "\n")
     return 0
 
 
+def _report_config(args, stored: dict | None, src: Path):
+    """The configuration of a stored run: the run's own; ``--config`` must agree with it."""
+    from rtl.config import ArchConfig
+
+    if stored is None:
+        if args.config is None:
+            raise ValueError(f"{src}: the run stores no configuration; name it with --config")
+        return config_from_arg(args.config)
+    cfg = ArchConfig.from_dict(dict(stored))
+    if args.config is not None:
+        given = config_from_arg(args.config)
+        diff = sorted(k for k, v in given.to_dict().items() if cfg.to_dict().get(k) != v)
+        if diff:
+            raise ValueError(f"--config {args.config} contradicts the run in {src}: "
+                             + ", ".join(f"{k} {given.to_dict()[k]!r} (run: {cfg.to_dict().get(k)!r})"
+                                         for k in diff[:4]))
+    return cfg
+
+
 def _cmd_report(args) -> int:
     from sim.harness import atomic_write
-    from sim.power import load_tech, plot_breakdown, report_from_counters
+    from sim.power import load_tech, plot_breakdown, read_run_record, report_from_counters
 
-    cfg = config_from_arg(args.config)
+    if args.flops is not None and args.flops <= 0:
+        raise ValueError(f"--flops must be a positive number of FLOPs, got {args.flops}")
     src = Path(args.input)
+    n_cores, ucode_words, flops = 1, None, args.flops
     if src.suffix == ".json":
         try:
-            d = json.loads(src.read_text())
-        except (OSError, json.JSONDecodeError) as e:
+            d = json.loads(src.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise ValueError(f"cannot read counters from {src}: {e}") from None
-        counters = d.get("counters", d)
-        label = src.stem
+        rec = read_run_record(d, str(src))
+        cfg = _report_config(args, rec["config"], src)
+        counters, n_cores, ucode_words = rec["counters"], rec["n_cores"], rec["ucode_words"]
+        if flops is None:
+            flops = rec["flops"]
     else:
         from sim.core_run import _split, job_beats
         from sim.fast_model import FastModel
         from sw.asm import assemble, read_hex
 
+        cfg = config_from_arg(args.config)
         words = read_hex(src, cfg) if src.suffix == ".hex" else assemble(src.read_text(), cfg, file=str(src)).words()
         data = _read_beats(args.data) if args.data else []
         counters = _split(cfg, FastModel(cfg).process(job_beats(cfg, words, data)), "fast").counters
-        label = src.stem
     tech = load_tech(args.tech) if args.tech else None
-    rep = report_from_counters(cfg, counters, flops=args.flops, **({"tech": tech} if tech else {}))
+    rep = report_from_counters(cfg, counters, flops=flops, n_cores=n_cores, ucode_words=ucode_words,
+                               **({"tech": tech} if tech else {}))
     print(rep.table())
     if args.json:
         atomic_write(args.json, rep.to_json() + "\n")
         print(f"wrote {args.json}", file=sys.stderr)
     if args.png:
-        plot_breakdown({label: rep}, args.png)
+        plot_breakdown({src.stem: rep}, args.png)
+        print(f"wrote {args.png}", file=sys.stderr)
+    return 0
+
+
+def _cmd_paper(args) -> int:
+    from sim.harness import atomic_write
+    from sim.paper import CELLS, format_table, plot_table2, table2
+
+    cells = CELLS
+    if args.cells:
+        want = [c.strip() for c in args.cells.split(",") if c.strip()]
+        names = {f"{c.net}-{c.config}-{c.method}": c for c in CELLS}
+        unknown = [w for w in want if w not in names]
+        if unknown or not want:
+            raise ValueError(f"--cells: unknown cell {unknown[0] if unknown else args.cells!r}; "
+                             f"cells are {', '.join(names)}")
+        cells = tuple(names[w] for w in want)
+    print(f"running {len(cells)} Table 2 cell(s) on the fast chip engine (the large net at L takes minutes) ...",
+          file=sys.stderr)
+    res = table2(cells, log=lambda s: print("  " + s, file=sys.stderr))
+    print(format_table(res))
+    if args.json:
+        atomic_write(args.json, json.dumps(res, indent=1) + "\n")
+        print(f"wrote {args.json}", file=sys.stderr)
+    if args.png:
+        plot_table2(res, args.png)
         print(f"wrote {args.png}", file=sys.stderr)
     return 0
 
@@ -360,7 +416,8 @@ def main(argv=None) -> int:
     p.set_defaults(fn=_cmd_run)
 
     p = sub.add_parser("report", help="power/area report (GFLOPS/W, utilization, energy breakdown) of a run")
-    p.add_argument("input", help="counters JSON (from `caterpillar run --json`) or a program (.s/.hex, run on the fast model)")
+    p.add_argument("input", help="run JSON (from `caterpillar run --json` or `caterpillar train --json`: its stored "
+                                 "configuration is used) or a program (.s/.hex, run on the fast model)")
     p.add_argument("--config", help=cfg_help)
     p.add_argument("--data", help="input beats for a program (as for `caterpillar run`)")
     p.add_argument("--flops", type=int, help="FLOPs of the workload's mathematics (default: 2 per FMA issue)")
@@ -368,6 +425,13 @@ def main(argv=None) -> int:
     p.add_argument("--json", help="save the report as JSON")
     p.add_argument("--png", help="save the energy breakdown as a PNG plot")
     p.set_defaults(fn=_cmd_report)
+
+    p = sub.add_parser("paper", help="the reference design's Table 2 beside this model: every cell (network x "
+                                      "configuration x method) compiled and run on the fast chip engine")
+    p.add_argument("--cells", help="comma-separated cells, e.g. small-S-sgd,large-L-mbgd (default: all nine)")
+    p.add_argument("--json", help="save the table as JSON (keys cells, area_mm2, convention)")
+    p.add_argument("--png", help="save a plot of GFLOPS/W per cell")
+    p.set_defaults(fn=_cmd_paper)
 
     p = sub.add_parser("train", help="train an MLP on a simulated core or chip (SGD, minibatch GD, continuous "
                                      "propagation; fast model), beside float64 SGD")

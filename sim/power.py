@@ -7,41 +7,55 @@ Nothing is estimated from the program text.
 
 Energy categories
 -----------------
-``fpu``      FMA issues x energy per multiply-add of the format
+``fpu``      FPU issues x FLOPs per issue (2: every issue is a multiply-add) x energy per FLOP
 ``sram``     PE SRAM reads + writes x energy per access (scaled by width and bank size)
-``rf``       register-file reads + writes x energy per access (scaled by width)
+``spad``     off-core scratchpad beats read + written x nr lanes x energy per 16-bit access
 ``bus``      row/column bus activity in PE pitches (hops) x width x pitch x wire energy per bit-mm
-``ring``     ring beats x nr lanes x width x core pitch x wire energy per bit-mm, plus the
-             receive FIFO (two register-file accesses per lane)
-``control``  microcode fetch (instruction bits) + micro-op broadcast over the core
-``spad``     off-core scratchpad beats read + written (``spad_rd_beats + spad_wr_beats``)
-             x nr lanes x energy per 16-bit access scaled by width
-``leakage``  leakage power x area x time (0 by default, as in the reference design)
+``rf``       register-file reads + writes x energy per access (scaled by width)
+``ring``     ring beats x nr lanes x width x core pitch x wire energy, plus the receive FIFO
+``control``  microcode fetch (instruction bits, store-size scaled) + micro-op broadcast
+``leakage``  leakage power density x block area x time, per block type (logic, SRAM)
 
-The reference design reports FPU and SRAM energy (broadcast "left out as negligible").
-:attr:`Report.gflops_per_w_reference_scope` uses that same scope (fpu + sram + spad), so
-comparisons with its 177-211 GFLOPS/W are like for like; :attr:`Report.gflops_per_w`
-includes every category.
+Scopes (:data:`COMPARED`, :data:`EVERYTHING`): the *compared* scope holds every energy
+the reference design counted (FPU, SRAM, scratchpad) and every energy our dataflow
+spends in place of SRAM accesses that the reference design's did not (the buses);
+:attr:`Report.gflops_per_w_compared` is the figure to set beside the reference design's.
+*Everything* adds register files, ring, control and leakage
+(:attr:`Report.gflops_per_w_all`). docs/power.md states the convention.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["TechTable", "TechError", "load_tech", "DEFAULT_TECH", "Report", "report_from_counters",
-           "area_of_core", "sram_pj_per_access", "plot_breakdown"]
+           "area_of_core", "sram_pj_per_access", "ucode_pj_per_bit", "plot_breakdown", "COMPARED",
+           "EVERYTHING", "MEMORY", "LOGIC_BLOCKS", "SRAM_BLOCKS", "scope_note", "RUN_FORMAT", "run_record",
+           "read_run_record"]
 
 TECH_DIR = Path(__file__).resolve().parent / "tech"
-_REQUIRED = {
-    "fpu_pj_per_fma": dict, "fpu_area_mm2": dict, "local_sram_pj_per_16b": dict,
-    "local_sram_area_mm2_per_16kib": dict, "spad_pj_per_16b": dict, "spad_area_mm2_per_512kib": dict,
-    "rf_pj_per_16b": dict, "rf_area_mm2_per_16x16b": dict, "wire_pj_per_bit_mm": dict,
-    "ucode_pj_per_bit": dict, "ucode_area_mm2_per_16kib": dict, "leakage_mw_per_mm2": dict,
-    "local_sram_ref_bank_bytes": dict, "local_sram_size_exponent": dict,
-}
+
+#: energy categories of the compared scope (the reference design's FPU + SRAM + scratchpad,
+#: and the bus energy our dataflow spends instead of SRAM reads)
+COMPARED = ("fpu", "sram", "spad", "bus")
+#: every energy category, in report order
+EVERYTHING = COMPARED + ("rf", "ring", "control", "leakage")
+#: the categories the reference design's "memory energy" covers (its Table 1 memories)
+MEMORY = ("sram", "spad")
+#: area blocks that leak at the logic density, and those at the SRAM density
+LOGIC_BLOCKS = ("fpu", "rf", "pe_logic")
+SRAM_BLOCKS = ("sram", "spad", "ucode")
+
+_PER_FORMAT = ("fpu_pj_per_flop", "fpu_area_mm2")
+_SCALARS = ("flops_per_fpu_issue", "local_sram_pj_per_16b", "local_sram_area_mm2_per_16kib", "spad_pj_per_16b",
+            "spad_area_mm2_per_512kib", "rf_pj_per_16b", "rf_area_mm2_per_16x16b", "pe_logic_area_mm2",
+            "wire_pj_per_bit_mm", "ucode_pj_per_bit", "ucode_ref_bytes", "ucode_area_mm2_per_16kib",
+            "uop_switching_fraction", "uop_wire_core_sides", "leakage_mw_per_mm2_logic",
+            "leakage_mw_per_mm2_sram", "local_sram_ref_bank_bytes", "local_sram_size_exponent")
 
 
 class TechError(ValueError):
@@ -50,25 +64,41 @@ class TechError(ValueError):
 
 @dataclass(frozen=True)
 class TechTable:
-    """Validated technology numbers (values only; sources stay in the JSON file)."""
+    """Validated technology numbers (values; their sources in :attr:`sources`)."""
 
     name: str
     node_nm: float
-    fpu_pj_per_fma: dict
+    fpu_pj_per_flop: dict
     fpu_area_mm2: dict
+    flops_per_fpu_issue: float
     local_sram_pj_per_16b: float
     local_sram_area_mm2_per_16kib: float
     spad_pj_per_16b: float
     spad_area_mm2_per_512kib: float
     rf_pj_per_16b: float
     rf_area_mm2_per_16x16b: float
+    pe_logic_area_mm2: float
     wire_pj_per_bit_mm: float
     ucode_pj_per_bit: float
+    ucode_ref_bytes: float
     ucode_area_mm2_per_16kib: float
-    leakage_mw_per_mm2: float
+    uop_switching_fraction: float
+    uop_wire_core_sides: float
+    leakage_mw_per_mm2_logic: float
+    leakage_mw_per_mm2_sram: float
     local_sram_ref_bank_bytes: float
     local_sram_size_exponent: float
     sources: dict = field(default_factory=dict, compare=False)
+
+    def replace(self, **changes) -> "TechTable":
+        """A copy with some values changed (e.g. another FPU energy for a labelled
+        alternative convention); ``sources`` of changed entries say so."""
+        from dataclasses import replace
+
+        src = dict(self.sources)
+        for k in changes:
+            src[k] = "changed from the table's value"
+        return replace(self, sources=src, **changes)
 
 
 def _num(path, key, entry):
@@ -86,25 +116,30 @@ def load_tech(path: str | Path | None = None) -> TechTable:
     """Load and validate a technology table (default: ``sim/tech/45nm.json``)."""
     p = Path(path) if path is not None else TECH_DIR / "45nm.json"
     try:
-        d = json.loads(p.read_text())
+        d = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise TechError(f"technology file {p} does not exist") from None
-    except json.JSONDecodeError as e:
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TechError(f"technology file {p} is not valid JSON: {e}") from None
-    missing = sorted(set(_REQUIRED) - set(d))
+    except OSError as e:
+        raise TechError(f"cannot read technology file {p}: {e.strerror}") from None
+    if not isinstance(d, dict):
+        raise TechError(f"{p}: a technology table is a JSON object")
+    missing = sorted(set(_PER_FORMAT + _SCALARS) - set(d))
     if missing:
         raise TechError(f"{p}: missing entries {missing}")
     vals, sources = {}, {}
-    for key in _REQUIRED:
+    for key in _PER_FORMAT:
         entry = d[key]
-        if key in ("fpu_pj_per_fma", "fpu_area_mm2"):
-            if not isinstance(entry, dict) or not entry:
-                raise TechError(f"{p}: '{key}' must map format names to numbers")
-            vals[key] = {fmt: _num(p, f"{key}.{fmt}", e) for fmt, e in entry.items()}
-            sources[key] = {fmt: e["source"] for fmt, e in entry.items()}
-        else:
-            vals[key] = _num(p, key, entry)
-            sources[key] = entry["source"]
+        if not isinstance(entry, dict) or not entry:
+            raise TechError(f"{p}: '{key}' must map format names to numbers")
+        vals[key] = {fmt: _num(p, f"{key}.{fmt}", e) for fmt, e in entry.items()}
+        sources[key] = {fmt: e["source"] for fmt, e in entry.items()}
+    for key in _SCALARS:
+        vals[key] = _num(p, key, d[key])
+        sources[key] = d[key]["source"]
+    if vals["flops_per_fpu_issue"] <= 0:
+        raise TechError(f"{p}: 'flops_per_fpu_issue' must be > 0")
     return TechTable(name=str(d.get("name", p.stem)), node_nm=float(d.get("node_nm", 0)), sources=sources, **vals)
 
 
@@ -129,21 +164,43 @@ def sram_pj_per_access(cfg, bank: str, tech: TechTable = DEFAULT_TECH) -> float:
     return tech.local_sram_pj_per_16b * (cfg.fmt.width / 16) * size
 
 
-def area_of_core(cfg, tech: TechTable = DEFAULT_TECH) -> dict:
-    """Area in mm^2 of one core, by block."""
-    w = cfg.fmt.width
-    pe_fpu = _fmt_entry(tech, "fpu_area_mm2", cfg.fmt.name)
-    pe_sram = tech.local_sram_area_mm2_per_16kib * cfg.pe_sram_bytes / 16384
-    pe_rf = tech.rf_area_mm2_per_16x16b * (cfg.n_regs * w) / 256
+def _ucode_words(cfg, ucode_words) -> int:
+    if ucode_words is None:
+        return cfg.ucode_depth
+    if isinstance(ucode_words, bool) or not isinstance(ucode_words, numbers.Integral) or ucode_words <= 0:
+        raise ValueError(f"ucode_words must be a positive number of microcode words, got {ucode_words!r}")
+    return ucode_words
+
+
+def ucode_pj_per_bit(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = None) -> float:
+    """Energy per bit of a microcode fetch from a store of ``ucode_words`` instructions
+    (default ``cfg.ucode_depth``), scaled from the reference SRAM like the local SRAM."""
     from sw.isa import instr_layout
 
-    ucode_bits = cfg.ucode_depth * instr_layout(cfg).size
-    ucode = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
+    store_bytes = _ucode_words(cfg, ucode_words) * instr_layout(cfg).size / 8
+    return tech.ucode_pj_per_bit * (store_bytes / tech.ucode_ref_bytes) ** tech.local_sram_size_exponent
+
+
+def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = None) -> dict:
+    """Area in mm^2 of one core, by block, and ``pe``: the area of one PE.
+
+    ``ucode_words``: the microcode store's size in instructions (default
+    ``cfg.ucode_depth``; pass the words a program needs to size the store from it).
+    """
+    from sw.isa import instr_layout
+
+    w = cfg.fmt.width
+    pe = {"fpu": _fmt_entry(tech, "fpu_area_mm2", cfg.fmt.name),
+          "sram": tech.local_sram_area_mm2_per_16kib * cfg.pe_sram_bytes / 16384,
+          "rf": tech.rf_area_mm2_per_16x16b * (cfg.n_regs * w) / 256,
+          "pe_logic": tech.pe_logic_area_mm2}
+    ucode_bits = _ucode_words(cfg, ucode_words) * instr_layout(cfg).size
     n = cfg.nr * cfg.nr
-    out = {"fpu": n * pe_fpu, "sram": n * pe_sram, "rf": n * pe_rf, "ucode": ucode,
-           "pe": pe_fpu + pe_sram + pe_rf}
+    out = {k: n * v for k, v in pe.items()}
+    out["ucode"] = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
     if cfg.spad_kib:     # the off-core scratchpad, scaled linearly from the 512 KB figure
         out["spad"] = tech.spad_area_mm2_per_512kib * cfg.spad_kib / 512
+    out["pe"] = sum(pe.values())
     return out
 
 
@@ -156,6 +213,7 @@ class Report:
     cycles: int
     seconds: float
     pes: int
+    cores: int
     fma: int
     flops: int
     flops_source: str
@@ -163,45 +221,68 @@ class Report:
     mac_utilization: float      #: useful MACs (flops / 2) / (cycles x PEs)
     gflops: float
     energy_pj: dict
-    watts: float
-    gflops_per_w: float
-    gflops_per_w_reference_scope: float
+    watts: float                #: everything counted
+    watts_compared: float       #: the compared scope
+    gflops_per_w_compared: float
+    gflops_per_w_all: float
     pj_per_flop: dict
     area_mm2: dict
     gflops_per_mm2: float
+    convention: dict
     geometry: dict
+    counters: dict = field(default_factory=dict, repr=False)   #: the run's counters (summed over cores)
+
+    @property
+    def memory_over_fpu(self) -> float:
+        """The reference design's energy split: memory (SRAM + scratchpad) over FPU."""
+        fpu = self.energy_pj["fpu"]
+        return sum(self.energy_pj[k] for k in MEMORY) / fpu if fpu else 0.0
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d["memory_over_fpu"] = self.memory_over_fpu
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
     def table(self) -> str:
+        conv = self.convention
         lines = [
             f"cycles               {self.cycles:>14,}   ({self.seconds * 1e6:.3f} us at {self.config['clock_mhz']:.0f} MHz)",
-            f"PEs                  {self.pes:>14}",
-            f"FMA issues           {self.fma:>14,}",
+            f"PEs                  {self.pes:>14}   ({self.cores} core{'s' if self.cores > 1 else ''})",
+            f"FPU issues           {self.fma:>14,}",
             f"FLOPs                {self.flops:>14,}   ({self.flops_source})",
             f"MAC utilization      {self.mac_utilization * 100:>13.2f}%   (useful MACs = FLOPs / 2)",
-            f"FPU issue rate       {self.utilization * 100:>13.2f}%   (FMA issues, reduction adds included)",
+            f"FPU issue rate       {self.utilization * 100:>13.2f}%   (FPU issues, reduction adds included)",
             f"GFLOPS               {self.gflops:>14.2f}",
-            f"power                {self.watts:>14.4f} W",
-            f"GFLOPS/W             {self.gflops_per_w:>14.1f}   (all categories)",
-            f"GFLOPS/W, ref. scope {self.gflops_per_w_reference_scope:>14.1f}   (FPU + SRAM + scratchpad, as the reference design)",
-            f"area                 {self.area_mm2['total']:>14.4f} mm^2   ({self.gflops_per_mm2:.1f} GFLOPS/mm^2)",
+            f"GFLOPS/W compared    {self.gflops_per_w_compared:>14.1f}   ({' + '.join(COMPARED)}; "
+            f"{self.watts_compared:.4g} W)",
+            f"GFLOPS/W everything  {self.gflops_per_w_all:>14.1f}   (+ {' + '.join(EVERYTHING[len(COMPARED):])}; "
+            f"{self.watts:.4g} W)",
+            f"memory / FPU energy  {self.memory_over_fpu:>14.2f}   (SRAM + scratchpad over FPU)",
+            f"convention           FPU {conv['fpu_pj_per_flop']} pJ per FLOP, {conv['flops_per_fpu_issue']:g} FLOPs "
+            f"per FPU issue; leakage {conv['leakage_mw_per_mm2_logic']:g} / {conv['leakage_mw_per_mm2_sram']:g} "
+            f"mW/mm^2 (logic / SRAM)",
+            f"area                 {self.area_mm2['total']:>14.3f} mm^2   ({self.gflops_per_mm2:.2f} GFLOPS/mm^2)",
             "",
-            f"{'energy':<12} {'pJ':>14} {'pJ/FLOP':>10} {'share':>8}",
+            f"{'energy':<12} {'pJ':>16} {'pJ/FLOP':>10} {'share':>8}  scope",
         ]
         total = sum(self.energy_pj.values()) or 1.0
         for k, v in self.energy_pj.items():
-            lines.append(f"{k:<12} {v:>14.1f} {self.pj_per_flop[k]:>10.3f} {v / total * 100:>7.1f}%")
-        lines.append(f"{'total':<12} {total:>14.1f} {self.pj_per_flop['total']:>10.3f}")
+            lines.append(f"{k:<12} {v:>16.1f} {self.pj_per_flop[k]:>10.3f} {v / total * 100:>7.1f}%  "
+                         f"{'compared' if k in COMPARED else 'everything'}")
+        lines.append(f"{'total':<12} {total:>16.1f} {self.pj_per_flop['total']:>10.3f}")
+        lines += ["", f"{'area':<12} {'mm^2':>16} {'share':>8}"]
+        for k, v in self.area_mm2.items():
+            if k != "total":
+                lines.append(f"{k:<12} {v:>16.3f} {v / self.area_mm2['total'] * 100:>7.1f}%")
+        lines.append(f"{'total':<12} {self.area_mm2['total']:>16.3f}")
         return "\n".join(lines)
 
 
 def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH, flops: int | None = None,
-                         n_cores: int = 1, spad_accesses: int = 0) -> Report:
+                         n_cores: int = 1, spad_accesses: int = 0, ucode_words: int | None = None) -> Report:
     """Turn one run's counters into a :class:`Report`.
 
     Parameters
@@ -212,20 +293,28 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         chip: the sum over cores, with ``cycles`` the chip's cycle count).
     flops : int, optional
         FLOPs of the workload's mathematics (e.g. ``2*m*n`` for a GEMV). Default: two
-        per FMA issue, the reference design's convention.
+        per FPU issue.
     n_cores : int
-        Cores the counters cover (for PE count and area).
+        Cores the counters cover (for PE count, area and leakage).
     spad_accesses : int
         Extra off-core scratchpad accesses of fmt-width words, beside the counters'
         ``spad_rd_beats`` / ``spad_wr_beats`` (beats of ``nr`` words each).
+    ucode_words : int, optional
+        Microcode store size in instructions for its area, leakage and fetch energy
+        (default ``cfg.ucode_depth``).
     """
-    from sw.isa import instr_layout
     from pe.microop import uop_layout
+    from sw.isa import instr_layout
 
     missing = [k for k in ("cycles", "instructions", "mv", "mem_a_rd", "mem_a_wr", "mem_b_rd",
                            "mem_b_wr", "rf_rd", "rf_wr") if k not in counters]
     if missing:
         raise ValueError(f"counters are missing {missing}")
+    if isinstance(n_cores, bool) or not isinstance(n_cores, int) or n_cores < 1:
+        raise ValueError(f"n_cores must be a positive integer, got {n_cores!r}")
+    bad = [k for k, v in counters.items() if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0]
+    if bad:
+        raise ValueError(f"counters must be non-negative integers: {bad[:3]}")
     w = cfg.fmt.width
     scale = w / 16
     nr = cfg.nr
@@ -234,10 +323,12 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     seconds = cycles / (cfg.clock_mhz * 1e6)
     fma = sum(int(v) for k, v in counters.items() if k.startswith("fma["))
     if flops is None:
-        flops, flops_source = 2 * fma, "2 per FMA issue"
+        flops, flops_source = int(round(tech.flops_per_fpu_issue * fma)), f"{tech.flops_per_fpu_issue:g} per FPU issue"
     else:
+        if isinstance(flops, bool) or not isinstance(flops, numbers.Integral) or flops < 0:
+            raise ValueError(f"flops must be a non-negative integer, got {flops!r}")
         flops_source = "workload mathematics"
-    area = area_of_core(cfg, tech)
+    area = area_of_core(cfg, tech, ucode_words)
     pitch = math.sqrt(area["pe"])
     bus_len = nr * pitch
     acc_a = int(counters["mem_a_rd"]) + int(counters["mem_a_wr"])
@@ -247,78 +338,155 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     instr_bits = instr_layout(cfg).size
     uop_bits = uop_layout(cfg.addr_bits, cfg.sel_bits).size
     instrs = int(counters["instructions"])
-    # micro-op broadcast: an H-tree over the core, ~ 1.5 x the core side; if the run
-    # counted toggled micro-op bits use them, else assume half the bits switch.
+    # micro-op broadcast: if the run counted toggled micro-op bits use them, else assume
+    # a fraction of the bits switch
     toggles = counters.get("uop_toggles")
-    uop_bit_events = int(toggles) if toggles is not None else instrs * uop_bits / 2
+    uop_bit_events = int(toggles) if toggles is not None else instrs * uop_bits * tech.uop_switching_fraction
+    fpu_pj_flop = _fmt_entry(tech, "fpu_pj_per_flop", cfg.fmt.name)
     energy = {
-        "fpu": fma * _fmt_entry(tech, "fpu_pj_per_fma", cfg.fmt.name),
+        "fpu": fma * tech.flops_per_fpu_issue * fpu_pj_flop,
         "sram": (acc_a * sram_pj_per_access(cfg, "a", tech) + acc_b * sram_pj_per_access(cfg, "b", tech)),
-        "rf": rf_acc * tech.rf_pj_per_16b * scale,
-        "bus": bus_hops * w * pitch * tech.wire_pj_per_bit_mm,
-        "control": instrs * instr_bits * tech.ucode_pj_per_bit
-        + uop_bit_events * 1.5 * bus_len * tech.wire_pj_per_bit_mm,
         # a scratchpad beat is nr words of width w: nr * w / 16 accesses of 16 bits
         "spad": (spad_accesses + nr * (int(counters.get("spad_rd_beats", 0)) + int(counters.get("spad_wr_beats", 0))))
         * tech.spad_pj_per_16b * scale,
+        "bus": bus_hops * w * pitch * tech.wire_pj_per_bit_mm,
+        "rf": rf_acc * tech.rf_pj_per_16b * scale,
         # ring links: a beat of nr lanes crosses one core pitch (the 2 x C ring is folded,
         # so every hop, the wrap included, joins neighbouring cores); the receive FIFO is
         # written and read once per lane (register-file energy)
         "ring": int(counters.get("ring_out_beats", 0)) * nr * w * bus_len * tech.wire_pj_per_bit_mm
         + int(counters.get("ring_in_beats", 0)) * nr * 2 * tech.rf_pj_per_16b * scale,
+        "control": instrs * instr_bits * ucode_pj_per_bit(cfg, tech, ucode_words)
+        + uop_bit_events * tech.uop_wire_core_sides * bus_len * tech.wire_pj_per_bit_mm,
     }
-    total_area = n_cores * (area["fpu"] + area["sram"] + area["rf"] + area["ucode"] + area.get("spad", 0.0))
-    energy["leakage"] = tech.leakage_mw_per_mm2 * 1e-3 * total_area * seconds * 1e12
+    blocks = {k: v for k, v in area.items() if k != "pe"}
+    total_area = n_cores * sum(blocks.values())
+    leak_mw = n_cores * (tech.leakage_mw_per_mm2_logic * sum(blocks.get(k, 0.0) for k in LOGIC_BLOCKS)
+                         + tech.leakage_mw_per_mm2_sram * sum(blocks.get(k, 0.0) for k in SRAM_BLOCKS))
+    energy["leakage"] = leak_mw * 1e-3 * seconds * 1e12
+    assert tuple(energy) == EVERYTHING
     total_pj = sum(energy.values())
-    ref_pj = energy["fpu"] + energy["sram"] + energy["spad"]
-    watts = total_pj * 1e-12 / seconds if seconds else 0.0
+    compared_pj = sum(energy[k] for k in COMPARED)
     gflops = flops / seconds / 1e9 if seconds else 0.0
     pj_per_flop = {k: (v / flops if flops else 0.0) for k, v in energy.items()}
     pj_per_flop["total"] = total_pj / flops if flops else 0.0
-    area_out = {k: n_cores * v for k, v in area.items() if k != "pe"}
+    area_out = {k: n_cores * v for k, v in blocks.items()}
     area_out["total"] = total_area
     return Report(
-        config=cfg.to_dict(), tech=tech.name, cycles=cycles, seconds=seconds, pes=pes, fma=fma,
+        config=cfg.to_dict(), tech=tech.name, cycles=cycles, seconds=seconds, pes=pes, cores=n_cores, fma=fma,
         flops=int(flops), flops_source=flops_source,
         utilization=fma / (cycles * pes) if cycles else 0.0,
         mac_utilization=(flops / 2) / (cycles * pes) if cycles else 0.0, gflops=gflops, energy_pj=energy,
-        watts=watts, gflops_per_w=(flops / total_pj * 1e3) if total_pj else 0.0,
-        gflops_per_w_reference_scope=(flops / ref_pj * 1e3) if ref_pj else 0.0,
+        watts=total_pj * 1e-12 / seconds if seconds else 0.0,
+        watts_compared=compared_pj * 1e-12 / seconds if seconds else 0.0,
+        gflops_per_w_compared=(flops / compared_pj * 1e3) if compared_pj else 0.0,
+        gflops_per_w_all=(flops / total_pj * 1e3) if total_pj else 0.0,
         pj_per_flop=pj_per_flop, area_mm2=area_out,
         gflops_per_mm2=gflops / total_area if total_area else 0.0,
+        convention={"fpu_pj_per_flop": fpu_pj_flop, "flops_per_fpu_issue": tech.flops_per_fpu_issue,
+                    "compared_scope": list(COMPARED), "everything": list(EVERYTHING),
+                    "leakage_mw_per_mm2_logic": tech.leakage_mw_per_mm2_logic,
+                    "leakage_mw_per_mm2_sram": tech.leakage_mw_per_mm2_sram,
+                    "ucode_words": _ucode_words(cfg, ucode_words)},
         geometry={"pe_pitch_mm": pitch, "bus_length_mm": bus_len, "instr_bits": instr_bits,
                   "uop_bits": uop_bits},
+        counters={k: int(v) for k, v in counters.items()},
     )
 
 
-def plot_breakdown(reports: dict, path) -> None:
-    """Save a PNG: pJ per FLOP by energy category, one stacked bar per named report.
+#: the ``format`` tag of a run record (:func:`run_record`)
+RUN_FORMAT = "caterpillar-run/1"
 
-    ``reports`` maps a label (e.g. a kernel name) to a :class:`Report`. Written atomically.
-    """
+
+def run_record(rep: Report) -> dict:
+    """What ``caterpillar report`` needs to report a run again: the full configuration,
+    the cores covered, the counters (summed over cores) and the FLOPs."""
+    return {"format": RUN_FORMAT, "config": rep.config, "n_cores": rep.cores, "counters": rep.counters,
+            "flops": rep.flops if rep.flops_source == "workload mathematics" else None,
+            "ucode_words": rep.convention["ucode_words"]}
+
+
+def read_run_record(d, where: str = "run") -> dict:
+    """Validate a run record (a dict, e.g. parsed JSON); one-line ``ValueError`` naming
+    what is wrong. A dict with a ``run`` entry (``caterpillar train --json``) is read
+    through it."""
+    if isinstance(d, dict) and isinstance(d.get("run"), dict) and "counters" not in d:
+        d = d["run"]
+    if not isinstance(d, dict):
+        raise ValueError(f"{where}: a run record is a JSON object, got a {type(d).__name__}")
+    if "counters" not in d:
+        raise ValueError(f"{where}: no 'counters' (write one with `caterpillar run --json` or `train --json`)")
+    ctr = d["counters"]
+    if not isinstance(ctr, dict) or not ctr:
+        raise ValueError(f"{where}: 'counters' must be an object of counter names to integers")
+    bad = [k for k, v in ctr.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0]
+    if bad:
+        raise ValueError(f"{where}: counter {bad[0]!r} is not a non-negative integer ({ctr[bad[0]]!r})")
+    n = d.get("n_cores", 1)
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{where}: 'n_cores' must be a positive integer, got {n!r}")
+    flops = d.get("flops")
+    if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int) or flops < 0):
+        raise ValueError(f"{where}: 'flops' must be a non-negative integer, got {flops!r}")
+    words = d.get("ucode_words")
+    if words is not None and (isinstance(words, bool) or not isinstance(words, int) or words < 1):
+        raise ValueError(f"{where}: 'ucode_words' must be a positive integer, got {words!r}")
+    cfg = d.get("config")
+    if cfg is not None and not isinstance(cfg, dict):
+        raise ValueError(f"{where}: 'config' must be an object of ArchConfig fields")
+    return {"config": cfg, "counters": ctr, "n_cores": n, "flops": flops, "ucode_words": words}
+
+
+def scope_note(tech: TechTable = DEFAULT_TECH, fmt: str = "binary16") -> str:
+    """One sentence stating the energy convention, for tables and benchmark notes."""
+    return (f"GFLOPS/W 'compared' = {' + '.join(COMPARED)} (the reference design's FPU and memory energies, and "
+            f"the bus energy our dataflow spends in place of SRAM reads); 'everything' adds "
+            f"{', '.join(EVERYTHING[len(COMPARED):])}; FPU {_fmt_entry(tech, 'fpu_pj_per_flop', fmt):g} pJ per FLOP, "
+            f"{tech.flops_per_fpu_issue:g} FLOPs per FPU issue, leakage {tech.leakage_mw_per_mm2_logic:g} / "
+            f"{tech.leakage_mw_per_mm2_sram:g} mW/mm^2 (logic / SRAM) (docs/power.md)")
+
+
+def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
+    """Save a PNG: pJ per FLOP by energy category, one horizontal stacked bar per named
+    report, the compared scope's categories first (solid) and the rest hatched, each
+    segment of at least 4 % of the longest bar labelled with its value, and each bar's
+    GFLOPS/W in both scopes at its end. Written atomically."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = list(reports)
-    cats = [k for k in next(iter(reports.values())).energy_pj if any(r.energy_pj[k] for r in reports.values())]
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.4 * len(labels) + 2.5), 4.2))
-    bottom = [0.0] * len(labels)
-    for cat in cats:
-        vals = [reports[lab].pj_per_flop[cat] for lab in labels]
-        ax.bar(labels, vals, bottom=bottom, label=cat)
-        bottom = [b + v for b, v in zip(bottom, vals)]
-    for i, lab in enumerate(labels):
-        r = reports[lab]
-        ax.text(i, bottom[i], f"{r.gflops_per_w:.0f} GFLOPS/W\n{r.mac_utilization * 100:.0f}% MAC util.",
-                ha="center", va="bottom", fontsize=8)
-    ax.set_ylabel("energy per FLOP (pJ)")
-    ax.set_ylim(0, max(bottom) * 1.3)
-    first = next(iter(reports.values()))
-    ax.set_title(f"Energy per FLOP by category\n{first.tech}, {first.config['fmt']}, {first.pes} PEs", fontsize=10)
-    ax.legend(fontsize=8, loc="upper right")
-    fig.tight_layout()
     from sim.harness import atomic_savefig
 
+    labels = list(reports)
+    reps = [reports[k] for k in labels]
+    cats = [k for k in EVERYTHING if any(r.pj_per_flop[k] for r in reps)]
+    longest = max(r.pj_per_flop["total"] for r in reps) or 1.0
+    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.75 * len(labels)))
+    colors = plt.get_cmap("tab10").colors
+    left = [0.0] * len(labels)
+    for i, cat in enumerate(cats):
+        vals = [r.pj_per_flop[cat] for r in reps]
+        bars = ax.barh(range(len(labels)), vals, left=left, color=colors[i % 10],
+                       hatch=None if cat in COMPARED else "//", edgecolor="white",
+                       label=f"{cat} ({'compared' if cat in COMPARED else 'everything'})")
+        for j, (b, v) in enumerate(zip(bars, vals)):
+            if v >= 0.04 * longest:
+                ax.text(left[j] + v / 2, j, f"{v:.2f}", ha="center", va="center", fontsize=7, color="black")
+        left = [a + v for a, v in zip(left, vals)]
+    for j, r in enumerate(reps):
+        cmp = sum(r.pj_per_flop[k] for k in COMPARED)
+        ax.plot([cmp, cmp], [j - 0.42, j + 0.42], color="black", lw=1.5)
+        ax.text(left[j] + 0.02 * longest, j, f"{r.gflops_per_w_compared:.0f} GFLOPS/W compared\n"
+                f"{r.gflops_per_w_all:.0f} everything, {r.mac_utilization * 100:.0f}% MAC util.",
+                va="center", fontsize=8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlim(0, longest * 1.45)
+    ax.set_xlabel("energy per FLOP (pJ); black tick: end of the compared scope")
+    first = reps[0]
+    ax.set_title(title or f"Energy per FLOP by category ({first.tech}, {first.config['fmt']}, "
+                 f"FPU {first.convention['fpu_pj_per_flop']} pJ/FLOP)", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)

@@ -49,6 +49,13 @@ def step_report(tp, counters_list, host_latency: int = HOST_LATENCY_CYCLES):
     return rep, rep_h
 
 
+def _run_record(rep) -> dict:
+    """The step's run record, for ``caterpillar report`` (:func:`sim.power.run_record`)."""
+    from sim.power import run_record
+
+    return run_record(rep)
+
+
 def _acc(pred_fn, x, y):
     return float(np.mean([int(np.argmax(pred_fn(xi))) == int(yi) for xi, yi in zip(x, y)]))
 
@@ -161,8 +168,9 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
                  "flops": mlp.flops_per_step(),
                  "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
                  "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
-                 "gflops_per_w": rep.gflops_per_w, "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
+                 "gflops_per_w_all": rep.gflops_per_w_all, "gflops_per_w_compared": rep.gflops_per_w_compared,
                  "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
+        "run": _run_record(rep_h),
         "breakdown": [list(b) for b in tp.breakdown()],
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
@@ -268,8 +276,9 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
                  "host_turnaround_cycles": tp.host_cycles(),
                  "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
                  "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
-                 "gflops_per_w": rep.gflops_per_w, "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope,
+                 "gflops_per_w_all": rep.gflops_per_w_all, "gflops_per_w_compared": rep.gflops_per_w_compared,
                  "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
+        "run": _run_record(rep_h),
         "breakdown": [list(x) for x in tp.breakdown()],
         "wall_s": round(time.perf_counter() - t_start, 1),
     }
@@ -311,7 +320,7 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     a2.legend(fontsize=8)
     st = res["step"]
     a2.set_title(f"{res['data'].split(':')[0]}; step {st['cycles']} cycles, "
-                 f"{st['mac_utilization'] * 100:.1f}% MAC util., {st['gflops_per_w']:.0f} GFLOPS/W", fontsize=9)
+                 f"{st['mac_utilization'] * 100:.1f}% MAC util., {st['gflops_per_w_all']:.0f} GFLOPS/W", fontsize=9)
     fig.tight_layout()
     from sim.harness import atomic_savefig
 
@@ -423,8 +432,9 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
             "step": {"run_cycles": run_cycles, "host_cycles": tp.host_cycles(),
                      "cycles": run_cycles + tp.host_cycles(), "cores": cfg.cores, "batch": b,
                      "flops": mlp.flops_per_step(), "mac_utilization": rep.mac_utilization,
-                     "mac_utilization_with_host": rep_h.mac_utilization, "gflops_per_w": rep.gflops_per_w,
-                     "gflops_per_w_reference_scope": rep.gflops_per_w_reference_scope},
+                     "mac_utilization_with_host": rep_h.mac_utilization, "gflops_per_w_all": rep.gflops_per_w_all,
+                     "gflops_per_w_compared": rep.gflops_per_w_compared},
+            "run": _run_record(rep_h),
             "wall_s": round(time.perf_counter() - t0, 1), "losses": losses, "losses_float64": ref_losses}
 
 
@@ -512,7 +522,7 @@ def cmd_train(args) -> int:
     print(f"per SGD step: {st['cycles']} cycles ({st['run_cycles']} RUN + {st['host_cycles']} host), "
           f"{st['flops']} FLOPs, MAC utilization {st['mac_utilization'] * 100:.1f}% of the RUN cycles "
           f"({st['mac_utilization_with_host'] * 100:.1f}% with the host turnaround), "
-          f"{st['gflops_per_w']:.1f} GFLOPS/W (reference scope {st['gflops_per_w_reference_scope']:.1f})")
+          f"{st['gflops_per_w_all']:.1f} GFLOPS/W (compared scope {st['gflops_per_w_compared']:.1f})")
     if args.png:
         plot_curves(res, args.png)
         print(f"wrote {args.png}")
@@ -555,8 +565,8 @@ def _cmd_train_cp(args, cfg, mlp: MLP, data) -> int:
     what = f"a minibatch of {mlp.batch}" if mlp.batch > 1 else "one sample"
     print(f"per pipeline step ({what} completes; cores per layer {res['groups']}): {st['cycles']} cycles "
           f"({st['run_cycles']} RUN + {st['host_cycles']} host I/O), {st['flops']} FLOPs, MAC utilization "
-          f"{st['mac_utilization'] * 100:.1f}%, {st['gflops_per_w']:.1f} GFLOPS/W (reference scope "
-          f"{st['gflops_per_w_reference_scope']:.1f})")
+          f"{st['mac_utilization'] * 100:.1f}%, {st['gflops_per_w_all']:.1f} GFLOPS/W (compared scope "
+          f"{st['gflops_per_w_compared']:.1f})")
     _finish(args, res, window=100 if mlp.batch == 1 else 10)
     return 0
 
@@ -586,7 +596,7 @@ def _cmd_train_minibatch(args, cfg, mlp: MLP, data) -> int:
     print(f"per minibatch step (b = {mlp.batch}): {st['cycles']} cycles ({st['run_cycles']} RUN + "
           f"{st['host_cycles']} host), {st['flops']} FLOPs, MAC utilization {st['mac_utilization'] * 100:.1f}% of the "
           f"RUN cycles ({st['mac_utilization_with_host'] * 100:.1f}% with the host turnaround), "
-          f"{st['gflops_per_w']:.1f} GFLOPS/W (reference scope {st['gflops_per_w_reference_scope']:.1f})")
+          f"{st['gflops_per_w_all']:.1f} GFLOPS/W (compared scope {st['gflops_per_w_compared']:.1f})")
     if args.png:
         plot_curves(res, args.png, window=10)
         print(f"wrote {args.png}")

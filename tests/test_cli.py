@@ -6,6 +6,7 @@ import sys
 
 
 from rtl.cli import main
+from rtl.config import PRESETS
 
 
 def test_info_json(capsys):
@@ -52,15 +53,42 @@ def test_run_and_report(tmp_path, capsys):
     prog.write_text("loop i 20 {\n    fma r0 = r1 * r2 + r0\n}\nhalt\n")
     run_json = tmp_path / "run.json"
     assert main(["run", str(prog), "--config", "tiny", "--model", "fast", "--json", str(run_json)]) == 0
+    assert json.loads(run_json.read_text())["config"]["nr"] == 2      # the run stores its configuration
     rep_json, png = tmp_path / "rep.json", tmp_path / "e.png"
-    assert main(["report", str(run_json), "--config", "tiny", "--json", str(rep_json), "--png", str(png)]) == 0
+    # without --config the stored configuration is used
+    assert main(["report", str(run_json), "--json", str(rep_json), "--png", str(png)]) == 0
     rep = json.loads(rep_json.read_text())
     # LOOP + 20 body + HALT = 22 instructions; cycles = instructions + fpu_latency + 2
-    assert rep["fma"] == 20 * 4 and rep["cycles"] == 22 + 7 + 2
+    assert rep["fma"] == 20 * 4 and rep["cycles"] == 22 + 7 + 2 and rep["pes"] == 4
     assert png.read_bytes()[:4] == b"\x89PNG"
     # a program given directly runs on the fast model; same counters, same report
     assert main(["report", str(prog), "--config", "tiny", "--json", str(tmp_path / "rep2.json")]) == 0
     assert json.loads((tmp_path / "rep2.json").read_text())["energy_pj"] == rep["energy_pj"]
+    # --config that agrees is accepted; one that contradicts the run is a one-line error
+    assert main(["report", str(run_json), "--config", "tiny"]) == 0
+    capsys.readouterr()
+    assert main(["report", str(run_json), "--config", "default", "--json", str(tmp_path / "no.json")]) == 1
+    err = capsys.readouterr().err
+    assert "contradicts the run" in err and "nr 4 (run: 2)" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "no.json").exists()
+
+
+def test_report_of_a_chip_run(tmp_path, capsys):
+    """A chip run's record (counters summed over its cores) reports all its PEs and area."""
+    from rtl.perf_counters import counter_names
+    from sim.power import report_from_counters, run_record
+
+    cfg = PRESETS["chip-small"]
+    c = dict.fromkeys(counter_names(cfg), 0)
+    c.update(cycles=500, instructions=480, **{f"fma[{p}]": 400 for p in range(16)})
+    rec = run_record(report_from_counters(cfg, c, n_cores=4, flops=4000))
+    f = tmp_path / "chip.json"
+    f.write_text(json.dumps({"run": rec, "losses": [0.1]}))
+    out = tmp_path / "r.json"
+    assert main(["report", str(f), "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["pes"] == 64 and r["cores"] == 4 and r["flops"] == 4000
+    assert "64" in capsys.readouterr().out
 
 
 def test_report_bad_input(tmp_path, capsys):
@@ -68,6 +96,12 @@ def test_report_bad_input(tmp_path, capsys):
     bad.write_text("{")
     assert main(["report", str(bad)]) == 1
     assert "cannot read counters" in capsys.readouterr().err
+    bad.write_text("[1, 2]")
+    assert main(["report", str(bad)]) == 1
+    assert "a run record is a JSON object, got a list" in capsys.readouterr().err
+    bad.write_text(json.dumps({"counters": {"cycles": 10, "instructions": 1}}))
+    assert main(["report", str(bad)]) == 1
+    assert "stores no configuration; name it with --config" in capsys.readouterr().err
 
 
 def test_console_script_installed():

@@ -445,6 +445,12 @@ def test_cli_train_chip(tmp_path, out_map):
     assert res["step"]["cores"] == 2 and res["golden_checked_steps"] == 10
     assert res["step"]["run_cycles"] == tp.step_cycles() - tp.host_cycles()
     assert res["step"]["cycles"] == tp.step_cycles()
+    # the chip step's run record reports again: both cores, the step's cycles
+    rep = tmp_path / "r.json"
+    assert main(["report", str(js), "--json", str(rep)]) == 0
+    r = json.loads(rep.read_text())
+    assert r["cores"] == 2 and r["pes"] == 8 and r["cycles"] == tp.step_cycles()
+    assert r["flops"] == MLP((16, 6, 4), "softmax_ce", 0.1).flops_per_step()
 
 
 def test_cli_train_chip_no_overlap(tmp_path, capsys):

@@ -1,0 +1,284 @@
+"""The reference design's Table 2, cell by cell, beside ours (``caterpillar paper``).
+
+Each cell (network x configuration x training method) is compiled by the project's
+training compilers, its He-uniform weights (seed :data:`WEIGHT_SEED`) are loaded into a
+fast chip engine session, and one training step runs with random inputs (seed
+:data:`INPUT_SEED`; CP runs until its pipeline is full and measures the next step). The
+weights read back are compared bit for bit with the golden trainer's after every step.
+Figures come from that step's counters through :func:`sim.power.report_from_counters`,
+with the host turnaround counted as idle cycles. A cell whose network does not fit is
+reported with the compiler's message.
+
+Area: configurations S and L, the blocks the reference design's totals cover (PE arrays
+and scratchpads) beside its Table 2 figure, and our microcode stores separately, sized
+from the largest program image the cells of that configuration need
+(:func:`ucode_words_needed`); the power model's leakage and fetch energy use that size.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from rtl.config import PRESETS
+from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, MEMORY, area_of_core, report_from_counters
+
+__all__ = ["Cell", "CELLS", "PAPER", "PAPER_AREA_MM2", "run_cell", "table2", "convention", "format_table",
+           "plot_table2", "ucode_words_needed"]
+
+NETS = {"small": (784, 500, 500, 500, 10), "large": (784, 2500, 2000, 1500, 1000, 500, 10)}
+METHODS = ("sgd", "cp", "mbgd")
+METHOD_NAMES = {"sgd": "SGD", "cp": "CP", "mbgd": "minibatch GD"}
+BATCH = {"sgd": 1, "cp": 1, "mbgd": 16}
+WEIGHT_SEED = 0
+INPUT_SEED = 1
+LR = 0.01
+LOSS = "softmax_ce"
+
+#: Table 2 of the reference design (../shared/reference/caterpillar.md): GFLOPS/W and,
+#: where the paper states it, MAC utilization
+PAPER = {
+    ("small", "S", "sgd"): (177, 0.80), ("small", "S", "cp"): (204, None), ("small", "S", "mbgd"): (195, None),
+    ("large", "S", "sgd"): (98, 0.47), ("large", "S", "cp"): (127, 0.75), ("large", "S", "mbgd"): (187, 0.94),
+    ("large", "L", "sgd"): (185, None), ("large", "L", "cp"): (211, 0.98), ("large", "L", "mbgd"): (195, None),
+}
+PAPER_AREA_MM2 = {"S": 103.2, "L": 178.9}
+
+
+@dataclass(frozen=True)
+class Cell:
+    net: str
+    config: str
+    method: str
+
+    @property
+    def batch(self) -> int:
+        return BATCH[self.method]
+
+    @property
+    def label(self) -> str:
+        return f"{self.net} net, {self.config}, {METHOD_NAMES[self.method]}"
+
+
+CELLS = tuple(Cell(n, c, m) for n, c in (("small", "S"), ("large", "S"), ("large", "L")) for m in METHODS)
+
+
+def _compile(cell: Cell, cfg, mlp):
+    from sw.train_chip import compile_chip_sgd
+    from sw.train_chip_mb import compile_chip_mbgd
+    from sw.train_cp import compile_chip_cp
+
+    return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[cell.method](cfg, mlp)
+
+
+def _golden(cell: Cell, cfg, mlp, tp, W0):
+    from sw.golden_train_chip import GoldenChipSGD
+    from sw.golden_train_chip_mb import GoldenChipMBGD
+    from sw.golden_train_cp import GoldenChipCP
+
+    if cell.method == "sgd":
+        return GoldenChipSGD(cfg, mlp, W0, fused=tp.fused)
+    if cell.method == "cp":
+        return GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
+    return GoldenChipMBGD(cfg, mlp, W0)
+
+
+def ucode_words_needed(tp) -> int:
+    """Words per core of the largest microcode image a compiled training program loads."""
+    if hasattr(tp, "images"):
+        return max(len(w) for img in tp.images for w in img)
+    return max(len(tp.image[k]) for k in range(tp.cfg.cores))
+
+
+def _inputs(cell: Cell, mlp, rng):
+    b = cell.batch
+    if b > 1:
+        return rng.uniform(0, 1, (mlp.n_in, b)), rng.integers(0, mlp.n_out, b)
+    return rng.uniform(0, 1, mlp.n_in), int(rng.integers(mlp.n_out))
+
+
+def _check_weights(tp, sess, gold, label):
+    got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
+    bad = [l for l, (a, w) in enumerate(zip(got, want)) if not np.array_equal(a, w)]
+    if bad:
+        raise AssertionError(f"{label}: weights of layers {bad} differ from {type(gold).__name__}'s")
+
+
+def _sum_counters(result) -> dict:
+    ctr: dict = {}
+    for c in result.core_counters:
+        for k, v in c.items():
+            ctr[k] = ctr.get(k, 0) + int(v)
+    return ctr
+
+
+def run_cell(cell: Cell, log=None) -> dict:
+    """Compile and run one cell; its row (status ``ok``) or the compiler's reason."""
+    from sw.mlp import MLP
+    from sw.train import TrainCompileError, init_weights
+    from sw.train_chip import ChipSession
+
+    cfg = PRESETS[cell.config]
+    mlp = MLP(NETS[cell.net], LOSS, LR, batch=cell.batch)
+    paper, paper_util = PAPER[(cell.net, cell.config, cell.method)]
+    row = {"net": cell.net, "config": cell.config, "method": cell.method, "batch": cell.batch,
+           "network": mlp.describe(), "paper_gflops_w": paper, "paper_mac_util": paper_util}
+    t0 = time.perf_counter()
+    try:
+        tp = _compile(cell, cfg, mlp)
+    except TrainCompileError as e:
+        return {**row, "gflops_w": None, "gflops_w_all": None, "mac_util": None, "ratio": None,
+                "status": f"does not fit: {e}"}
+    sess = ChipSession(cfg, "fast")
+    W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
+    tp.init(sess, W0)
+    gold = _golden(cell, cfg, mlp, tp, W0)
+    rng = np.random.default_rng(INPUT_SEED)
+    lat = tp.latency_steps() if cell.method == "cp" else 0
+    steps = 2 * lat + 1
+    xs = [_inputs(cell, mlp, rng) for _ in range(steps)]
+    for s in range(steps):
+        x = xs[s][0]
+        t = xs[s - lat][1] if s >= lat else None
+        r = tp.run_step(sess, x, t)
+        gold.step(x, t)
+        _check_weights(tp, sess, gold, f"{cell.label}, step {s + 1}")
+    ctr = _sum_counters(r)
+    cycles = r.cycles + r.host_cycles
+    ctr["cycles"] = cycles
+    words = ucode_words_needed(tp)
+    flops = mlp.flops_per_step()
+    rep = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores, ucode_words=words)
+    alt = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores, ucode_words=words,
+                               tech=DEFAULT_TECH.replace(fpu_pj_per_flop=dict(DEFAULT_TECH.fpu_pj_per_flop,
+                                                                              binary16=2.63)))
+    if log:
+        log(f"{cell.label}: {cycles} cycles, MAC util. {rep.mac_utilization * 100:.1f}%, "
+            f"{rep.gflops_per_w_compared:.0f} GFLOPS/W compared ({rep.gflops_per_w_all:.0f} everything); "
+            f"weights = golden bit for bit; {time.perf_counter() - t0:.1f} s")
+    return {**row, "gflops_w": rep.gflops_per_w_compared, "gflops_w_all": rep.gflops_per_w_all,
+            "mac_util": rep.mac_utilization, "ratio": rep.gflops_per_w_compared / paper, "status": "ok",
+            "gflops_w_table1_fpu": alt.gflops_per_w_compared, "memory_over_fpu": rep.memory_over_fpu,
+            "cycles": cycles, "host_cycles": r.host_cycles, "flops": flops, "gflops": rep.gflops,
+            "watts_all": rep.watts, "pj_per_flop": rep.pj_per_flop, "ucode_words": words,
+            "steps_run": steps, "golden": f"{steps} step(s) bit-exact", "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def convention(tech=DEFAULT_TECH) -> dict:
+    """The energy convention of every compared figure, and its derivation."""
+    e = tech.fpu_pj_per_flop["binary16"]
+    implied = {"small net at S, SGD: 177 GFLOPS/W, memory 1.5x FPU": 1e3 / 177 / 2.5,
+               "small net at S, CP: 204 GFLOPS/W, memory about even": 1e3 / 204 / 2,
+               "large net at L, CP: 211 GFLOPS/W, memory about even": 1e3 / 211 / 2}
+    return {
+        "fpu_pj_per_flop": e, "flops_per_fpu_issue": tech.flops_per_fpu_issue, "flops_per_mac": 2,
+        "fpu_only_ceiling_gflops_w": 1e3 / e,
+        "derivation": ("The reference design's own totals and energy split imply the FPU energy per FLOP: "
+                       + "; ".join(f"{k} -> {v:.2f} pJ" for k, v in implied.items())
+                       + f"; mean {sum(implied.values()) / 3:.2f} pJ per FLOP (its Table 1 gives 2.63 pJ per op, "
+                       "the column gflops_w_table1_fpu uses that). FLOPs = 2 per useful multiply-add of the "
+                       "network; every FPU issue is charged as 2 FLOPs of energy, reduction adds included."),
+        "implied_pj_per_flop": implied,
+        "compared_scope": list(COMPARED), "everything": list(EVERYTHING), "memory": list(MEMORY),
+        "leakage_mw_per_mm2": {"logic": tech.leakage_mw_per_mm2_logic, "sram": tech.leakage_mw_per_mm2_sram},
+        "tech": tech.name, "source": "sim/tech/45nm.json (every value with its source); docs/power.md",
+    }
+
+
+def table2(cells=CELLS, log=None, progress=None) -> dict:
+    """Run ``cells``; the ``caterpillar paper`` JSON (keys ``cells``, ``area_mm2``,
+    ``convention``)."""
+    rows = []
+    for cell in cells:
+        rows.append(run_cell(cell, log))
+        if progress:
+            progress(cell)
+    area, breakdown = {}, {}
+    for name in ("S", "L"):
+        cfg = PRESETS[name]
+        need = [r["ucode_words"] for r in rows if r["config"] == name and r["status"] == "ok"]
+        words = max(need) if need else cfg.ucode_depth
+        a = area_of_core(cfg, ucode_words=words)
+        blocks = {k: cfg.cores * v for k, v in a.items() if k != "pe"}
+        ours = sum(v for k, v in blocks.items() if k != "ucode")
+        area[name] = {"ours": ours, "paper": PAPER_AREA_MM2[name], "ratio": ours / PAPER_AREA_MM2[name],
+                      "ucode": blocks["ucode"], "total_with_ucode": ours + blocks["ucode"]}
+        breakdown[name] = {**blocks, "ucode_words_per_core": words,
+                           "ucode_sized_from": "largest program image of this configuration's cells"
+                           if need else "ArchConfig.ucode_depth (no cell ran)"}
+    return {"title": "The reference design's Table 2 beside this model", "cells": rows, "area_mm2": area,
+            "area_breakdown_mm2": breakdown, "convention": convention(),
+            "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "loss": LOSS, "lr": LR}
+
+
+def _f(v, spec, none="-"):
+    return none if v is None else format(v, spec)
+
+
+def _pct(v):
+    return "-" if v is None else f"{v * 100:.1f}%"
+
+
+def format_table(res: dict) -> str:
+    """The JSON of :func:`table2` as a text table."""
+    lines = [f"{'case':<30} {'paper':>6} {'ours':>6} {'ratio':>6} {'all':>6} {'MAC util':>9} {'paper util':>10} "
+             f"{'mem/FPU':>8}  status"]
+    for r in res["cells"]:
+        st = r["status"] if r["status"] == "ok" else r["status"][:110] + ("..." if len(r["status"]) > 110 else "")
+        lines.append(f"{Cell(r['net'], r['config'], r['method']).label:<30} {r['paper_gflops_w']:>6} "
+                     f"{_f(r['gflops_w'], '.0f'):>6} {_f(r['ratio'], '.2f'):>6} {_f(r['gflops_w_all'], '.0f'):>6} "
+                     f"{_pct(r['mac_util']):>9} {_pct(r['paper_mac_util']):>10} "
+                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8}  {st}")
+    c = res["convention"]
+    lines += ["", "GFLOPS/W: 'ours' = compared scope (" + " + ".join(c["compared_scope"]) + "); 'all' = everything "
+              "(+ " + ", ".join(c["everything"][len(c["compared_scope"]):]) + f"); FPU {c['fpu_pj_per_flop']} pJ "
+              f"per FLOP, {c['flops_per_fpu_issue']:g} FLOPs per FPU issue; MAC util. = useful MACs / (cycles x "
+              "PEs), host turnaround included.",
+              "area (PE arrays + scratchpads, the paper's blocks): " + "; ".join(
+                  f"{k} {v['ours']:.1f} mm^2 (paper {v['paper']}, {v['ratio']:.3f}x) + microcode stores "
+                  f"{v['ucode']:.1f} mm^2 = {v['total_with_ucode']:.1f}" for k, v in res["area_mm2"].items())]
+    return "\n".join(lines)
+
+
+def plot_table2(res: dict, path) -> None:
+    """PNG: per cell, the paper's GFLOPS/W beside ours in both scopes; cells that do not
+    run are marked. Written atomically."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from sim.harness import atomic_savefig
+
+    rows = res["cells"]
+    fig, ax = plt.subplots(figsize=(12, 5))
+    xs = np.arange(len(rows))
+    w = 0.27
+    top = max([r["paper_gflops_w"] for r in rows] + [r["gflops_w"] or 0 for r in rows])
+    series = (("paper", "paper_gflops_w", "#7f7f7f"), ("ours, compared scope", "gflops_w", "#1f77b4"),
+              ("ours, everything", "gflops_w_all", "#ff7f0e"))
+    for i, (lab, key, col) in enumerate(series):
+        vals = [r[key] or 0 for r in rows]
+        bars = ax.bar(xs + (i - 1) * w, vals, w, label=lab, color=col)
+        for b, v in zip(bars, vals):
+            if v:
+                ax.text(b.get_x() + b.get_width() / 2, v + top * 0.01, f"{v:.0f}", ha="center", fontsize=7)
+    for x, r in zip(xs, rows):
+        if r["status"] != "ok":
+            ax.text(x + w / 2, top * 0.05, "does not fit", rotation=90, ha="center", va="bottom", fontsize=8,
+                    color="#d62728")
+        elif r["mac_util"] is not None:
+            ax.text(x, -top * 0.09, f"{r['mac_util'] * 100:.0f}% util.", ha="center", fontsize=7)
+    ax.set_xticks(xs, [f"{r['net']} {r['config']}\n{METHOD_NAMES[r['method']]}" for r in rows], fontsize=8)
+    ax.tick_params(axis="x", pad=14)
+    ax.set_ylim(0, top * 1.15)
+    ax.set_ylabel("GFLOPS/W")
+    c = res["convention"]
+    ax.set_title(f"Table 2 of the reference design beside this model (FPU {c['fpu_pj_per_flop']} pJ/FLOP; compared "
+                 f"scope {' + '.join(c['compared_scope'])})", fontsize=10)
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    atomic_savefig(fig, path, dpi=120)
+
