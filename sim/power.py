@@ -449,7 +449,7 @@ def scope_note(tech: TechTable = DEFAULT_TECH, fmt: str = "binary16") -> str:
 def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
     """Save a PNG: pJ per FLOP by energy category, one horizontal stacked bar per named
     report, the compared scope's categories first (solid) and the rest hatched, each
-    segment of at least 4 % of the longest bar labelled with its value, and each bar's
+    segment of at least 6.5 % of the longest bar labelled with its value, and each bar's
     GFLOPS/W in both scopes at its end. Written atomically."""
     import matplotlib
 
@@ -462,7 +462,7 @@ def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
     reps = [reports[k] for k in labels]
     cats = [k for k in EVERYTHING if any(r.pj_per_flop[k] for r in reps)]
     longest = max(r.pj_per_flop["total"] for r in reps) or 1.0
-    fig, ax = plt.subplots(figsize=(11, 1.6 + 0.75 * len(labels)))
+    fig, ax = plt.subplots(figsize=(11, 2.4 + 0.75 * len(labels)))
     colors = plt.get_cmap("tab10").colors
     left = [0.0] * len(labels)
     for i, cat in enumerate(cats):
@@ -471,7 +471,7 @@ def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
                        hatch=None if cat in COMPARED else "//", edgecolor="white",
                        label=f"{cat} ({'compared' if cat in COMPARED else 'everything'})")
         for j, (b, v) in enumerate(zip(bars, vals)):
-            if v >= 0.04 * longest:
+            if v >= 0.065 * longest:
                 ax.text(left[j] + v / 2, j, f"{v:.2f}", ha="center", va="center", fontsize=7, color="black")
         left = [a + v for a, v in zip(left, vals)]
     for j, r in enumerate(reps):
@@ -487,6 +487,6 @@ def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
     first = reps[0]
     ax.set_title(title or f"Energy per FLOP by category ({first.tech}, {first.config['fmt']}, "
                  f"FPU {first.convention['fpu_pj_per_flop']} pJ/FLOP)", fontsize=10)
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, frameon=False)
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)
