@@ -40,3 +40,21 @@ def run() -> dict:
             "the host turnaround included. Area: " + area + ". Plot: paper.png.")
     return {"title": "The reference design's Table 2 beside this model (fast chip engine)", "note": note,
             "rows": rows, **res}
+
+
+def readme_table(res: dict) -> str:
+    """The README's Table 2 block, made from a ``paper.json`` (tests/test_docs.py checks
+    that the README holds exactly this)."""
+    head = ("| case | paper GFLOPS/W | ours, compared | ratio | ours, everything | MAC util. (paper) | "
+            "memory / FPU energy |\n|---|---|---|---|---|---|---|\n")
+    lines = []
+    for r in res["cells"]:
+        case = f"{r['net']} net, {r['config']}, {METHOD_NAMES[r['method']]}" + (
+            f" (b = {r['batch']})" if r["batch"] > 1 else "")
+        paper_util = "" if r["paper_mac_util"] is None else f" ({r['paper_mac_util'] * 100:.0f} %)"
+        if r["status"] != "ok":
+            lines.append(f"| {case} | {r['paper_gflops_w']} | does not fit | | | -{paper_util} | |")
+            continue
+        lines.append(f"| {case} | {r['paper_gflops_w']} | {r['gflops_w']:.0f} | {r['ratio']:.2f} | "
+                     f"{r['gflops_w_all']:.0f} | {r['mac_util'] * 100:.1f} %{paper_util} | {r['memory_over_fpu']:.2f} |")
+    return head + "\n".join(lines) + "\n"

@@ -269,10 +269,9 @@ def plot_table2(res: dict, path) -> None:
         if r["status"] != "ok":
             ax.text(x + w / 2, top * 0.05, "does not fit", rotation=90, ha="center", va="bottom", fontsize=8,
                     color="#d62728")
-        elif r["mac_util"] is not None:
-            ax.text(x, -top * 0.09, f"{r['mac_util'] * 100:.0f}% util.", ha="center", fontsize=7)
-    ax.set_xticks(xs, [f"{r['net']} {r['config']}\n{METHOD_NAMES[r['method']]}" for r in rows], fontsize=8)
-    ax.tick_params(axis="x", pad=14)
+    ax.set_xticks(xs, [f"{r['net']} {r['config']}\n{METHOD_NAMES[r['method']]}\n"
+                       + (f"{r['mac_util'] * 100:.0f}% MAC util." if r["mac_util"] is not None else "")
+                       for r in rows], fontsize=8)
     ax.set_ylim(0, top * 1.15)
     ax.set_ylabel("GFLOPS/W")
     c = res["convention"]

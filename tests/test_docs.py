@@ -76,3 +76,18 @@ def test_docs_have_one_title():
     for doc in _docs():
         titles = [line for line in _prose(doc).splitlines() if line.startswith("# ")]
         assert len(titles) <= 1, f"{doc.relative_to(ROOT)}: {len(titles)} titles: {titles[:3]}"
+
+
+def test_readme_table2_is_the_benchmarks():
+    """The README's Table 2 is exactly what benchmarks/results/paper.json gives
+    (:func:`benchmarks.bench_paper.readme_table`), between its markers."""
+    import json
+
+    from benchmarks.bench_paper import readme_table
+
+    text = (ROOT / "README.md").read_text()
+    start, end = "<!-- table2: benchmarks/results/paper.json -->\n", "<!-- /table2 -->"
+    assert start in text and end in text, "README.md has no Table 2 block"
+    block = text.split(start, 1)[1].split(end, 1)[0]
+    res = json.loads((ROOT / "benchmarks" / "results" / "paper.json").read_text())
+    assert block == readme_table(res)
