@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from noc.collectives import Region
-from rtl.config import ArchConfig
+from sw.collectives import Region
+from arch.config import ArchConfig
 from sim.fast_flow import clear_plan_cache
 from sim.fast_model import FastModel
 from sw.asm import Builder

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 
-from rtl.config import PRESETS, ArchConfig
+from arch.config import PRESETS, ArchConfig
 from rtl.fpga import (DEFAULT_BOARD, DEVICES, FitError, build, fit_report, fpga_resources, get_platform, nextpnr_result_options,
                       parse_critical_paths, parse_nextpnr_log, short_cell)
 from rtl.synth import synthesize_top

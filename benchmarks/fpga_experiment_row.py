@@ -19,9 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from rtl.fpga import DEFAULT_BOARD, NO_FLOORPLAN, parse_nextpnr_log
-from sim.harness import ROOT, atomic_write
+from arch.files import atomic_write
+from sim.harness import ROOT
 
 LOG = ROOT / "benchmarks" / "results" / "fpga_exec_stage.json"
 

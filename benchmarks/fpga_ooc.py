@@ -19,10 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rtl.config import config_from_arg
+from arch.config import config_from_arg
 from rtl.fpga import find_tool
 from rtl.synth import _summarize, collision_free_prepare
-from sim.harness import ROOT, atomic_write
+from arch.files import atomic_write
+from sim.harness import ROOT
 
 
 def _counters(cfg):

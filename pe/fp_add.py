@@ -22,8 +22,8 @@ from amaranth.lib.wiring import In, Out
 
 from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_result, shift_right_sticky,
                           stage, unpack, wire)
-from pe.fpformat import FPFormat, get_format
-from rtl.config import MIN_ADD_LATENCY
+from arch.fpformat import FPFormat, get_format
+from arch.config import MIN_ADD_LATENCY
 
 __all__ = ["FPAdd"]
 
@@ -39,7 +39,7 @@ class FPAdd(wiring.Component):
         Number format: any ``FPFormat`` (tested: binary16, bfloat16, binary32, and custom
         formats e2m1 .. e11m52).
     latency : int
-        Pipeline depth, ``>= rtl.config.MIN_ADD_LATENCY`` (3); extra stages split
+        Pipeline depth, ``>= arch.config.MIN_ADD_LATENCY`` (3); extra stages split
         swap/align first, then normalize/round, then add/leading-zero count, then add
         plain delay registers at the output.
 

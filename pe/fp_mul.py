@@ -31,8 +31,8 @@ from amaranth.lib.wiring import In, Out
 
 from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_result, shift_right_sticky,
                           stage, unpack, wire)
-from pe.fpformat import FPFormat, get_format
-from rtl.config import MIN_MUL_LATENCY
+from arch.fpformat import FPFormat, get_format
+from arch.config import MIN_MUL_LATENCY
 
 __all__ = ["FPMul", "DSP_KINDS", "ECP5_DSP_BITS", "mul_dsp"]
 
@@ -62,7 +62,7 @@ class FPMul(wiring.Component):
         Number format: any ``FPFormat`` (tested: binary16, bfloat16, binary32, and custom
         formats e2m1 .. e11m52).
     latency : int
-        Pipeline depth, ``>= rtl.config.MIN_MUL_LATENCY`` (2); the third stage splits
+        Pipeline depth, ``>= arch.config.MIN_MUL_LATENCY`` (2); the third stage splits
         normalize from round, the fourth registers the multiplier inputs, any more are
         plain delay registers at the output.
     dsp : None or "ecp5"

@@ -18,34 +18,12 @@ from amaranth.lib.wiring import In, Out
 from pe.fp_add import FPAdd
 from pe.fp_common import CLASS_BITS, CLS_NAN, CLS_POS, class_bits, is_nan, is_positive
 from pe.fp_mul import FPMul, mul_dsp
-from pe.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_layout
-from pe.pe_model import EVENT_FIELDS
+from arch.microop import SEG_BITS, ArOp, FmaWb, Gate, MvOp, PredMode, Src
+from pe.layouts import EVENT_LAYOUT, uop_layout
 
 __all__ = ["PE", "EVENT_LAYOUT", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode"]
 
-#: Per-cycle event strobes of a PE (fields LSB first; see the Events table of the spec).
-#: ``fma``, ``mv``: an FMA enters the multiplier / the move unit executes (operand stage);
-#: ``mem_a_rd``, ``mem_b_rd``: an SRAM read is performed (issue); ``mem_a_wr``,
-#: ``mem_b_wr``: an SRAM write is performed (operand stage); ``rf_rd`` (4 bits): RF read
-#: operations; ``rf_wr`` (2 bits): RF writes (move unit + FMA write-back);
-#: ``row_drv``, ``col_drv``: the PE drives its row / column bus; ``mem_conflict``: an FMA
-#: write-back into SRAM displaced the operand-stage write of the same bank; ``rf_conflict``: FMA
-#: write-back and move unit write the same register.
-EVENT_LAYOUT = data.StructLayout({
-    "fma": 1,
-    "mv": 1,
-    "mem_a_rd": 1,
-    "mem_b_rd": 1,
-    "mem_a_wr": 1,
-    "mem_b_wr": 1,
-    "rf_rd": 4,
-    "rf_wr": 2,
-    "row_drv": 1,
-    "col_drv": 1,
-    "rf_conflict": 1,
-    "mem_conflict": 1,
-})
-assert tuple((n, f.width) for n, f in EVENT_LAYOUT) == EVENT_FIELDS
+#: Per-cycle event strobes of a PE (:data:`arch.counters.EVENT_FIELDS`).
 
 #: Address registers a micro-op can name (its 2-bit AR indices).
 AR_SLOTS = 4
@@ -73,7 +51,7 @@ def issue_decode(m, cfg, row: int, col: int, u):
     :data:`ISSUE_LAYOUT`'s shape. The predicate selects by column, row or diagonal
     offset, modulo ``2**seg`` when segmented; a bus driver is the PE at offset ``k`` of
     its (segment of the) row / column, or on diagonal ``k``; an SRAM read is made if
-    enabled and its gate (:class:`~pe.microop.Gate`) holds; an AR is post-incremented
+    enabled and its gate (:class:`~arch.microop.Gate`) holds; an AR is post-incremented
     when any port with ``inc`` names it."""
     diag = (col - row) % cfg.nr
 
@@ -121,7 +99,7 @@ class PE(wiring.Component):
 
     Parameters
     ----------
-    cfg : rtl.config.ArchConfig
+    cfg : arch.config.ArchConfig
         Format, register-file size, number of address registers, SRAM depths and FP
         pipeline latencies.
     row, col : int
@@ -129,7 +107,7 @@ class PE(wiring.Component):
         bus-driver selection and read gating).
     issue_in : bool
         Take the issue-stage decisions from the ``issue`` port instead of decoding them
-        from ``uop`` (a core with :attr:`~rtl.config.ArchConfig.dist_stage` decodes them
+        from ``uop`` (a core with :attr:`~arch.config.ArchConfig.dist_stage` decodes them
         beside the distribution register, so they come from flip-flops). Same cycle
         behaviour when ``issue`` is :func:`issue_decode` of ``uop``.
 

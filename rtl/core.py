@@ -19,7 +19,7 @@ from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
 from rtl.scratchpad import Scratchpad
 from rtl.sequencer import Sequencer
-from sw.isa import HostDir, instr_layout
+from arch.isa import HostDir, instr_layout
 
 __all__ = ["Core"]
 

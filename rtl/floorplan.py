@@ -78,7 +78,7 @@ def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | No
     sites = sorted((c["attributes"]["NEXTPNR_BEL"] for c in placed.values() if c["type"] == "DP16KD"),
                    key=lambda b: site_xy(b)[::-1])
     if cache is not None:
-        from sim.harness import atomic_write
+        from arch.files import atomic_write
         atomic_write(cache, json.dumps(sites) + "\n")
     return sites
 
@@ -160,7 +160,7 @@ def apply_floorplan(netlist: Path, nr: int, sites: list[str]) -> dict:
     JSON netlist (the ``BEL`` attribute nextpnr places a cell by; atomic rewrite of
     ``netlist``). Returns a summary: ``{"pe_rams": PE cells placed, "other_rams": other
     cells placed, "rows": block-RAM rows of the PEs (y), "plan": {cell: bel}}``."""
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
 
     d = json.loads(Path(netlist).read_text())
     (top,) = [m for m in d["modules"].values() if int(str(m.get("attributes", {}).get("top", "0")), 2)]

@@ -387,9 +387,9 @@ def _modules(design: str, pattern: str) -> list[str]:
 def keep_pe_ffs(rtlil: str) -> str:
     """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
     module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
-    distribution register with :attr:`~rtl.config.ArchConfig.dist_stage`, ``..._vis``
+    distribution register with :attr:`~arch.config.ArchConfig.dist_stage`, ``..._vis``
     and ``..._hen``, its copies of the buses' visibility flags and host enables with
-    :attr:`~rtl.config.ArchConfig.bus_stage`,
+    :attr:`~arch.config.ArchConfig.bus_stage`,
     and
     ``... .uop_fan_<r>_<k>``, the copies of the sequencer's micro-op register the
     distribution registers load from; the PEs' FP units' modules are not included).
@@ -558,7 +558,8 @@ def build(cfg, board: str = DEFAULT_BOARD, *, out_dir: Path | str | None = None,
     (:mod:`rtl.floorplan`); the summary's ``floorplan`` says what was placed, or why not.
     """
     from rtl.board import BoardTop
-    from sim.harness import ROOT, atomic_write
+    from arch.files import atomic_write
+    from arch.files import ROOT
 
     nextpnr_extra = check_nextpnr_extra(nextpnr_extra)   # bad arguments fail before any work
     nextpnr_opts = nextpnr_options(seed, timing_allow_fail, router, nextpnr_extra)
@@ -642,7 +643,7 @@ def _place_route_pack(out: Path, cmds: dict[str, list[str]], env: dict, summary:
     ``summary`` with nextpnr's utilization, Fmax and critical paths, the step times and the
     bitstream, write it to ``out/summary.json`` and return it (shared by :func:`build` and
     :func:`reroute`)."""
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
 
     log(f"nextpnr-ecp5 place and route (log {out / 'top.tim'}) ...")
     logf = out / "build.log"
@@ -726,7 +727,7 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
     ``rerouted_from`` naming the source. Raises ``ValueError`` for a source that is not a
     finished synthesis, or for ``out_dir`` equal to it, :class:`ToolMissing` and
     :class:`BuildError` as :func:`build`."""
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
 
     src, out = Path(src_dir), Path(out_dir)
     try:
@@ -794,7 +795,8 @@ def _floorplan(out: Path, nr: int, device: str, nextpnr_args: list[str], env: di
     """Apply :func:`rtl.floorplan.apply_floorplan` to ``out/top.json``; its summary (without
     the per-cell plan), or ``{"pe_rams": 0, "reason": ...}`` when the RAMs do not lay out."""
     from rtl.floorplan import FloorplanError, apply_floorplan, ebr_sites
-    from sim.harness import ROOT, atomic_write
+    from arch.files import atomic_write
+    from arch.files import ROOT
 
     dev = _device_args(nextpnr_args)
     n_ebr = DEVICES.get(device, {}).get("DP16KD")

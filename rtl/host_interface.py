@@ -13,19 +13,12 @@ from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from arch.host import Cmd
 from rtl.perf_counters import PerfCounters
 
 __all__ = ["HostInterface", "Cmd", "OUT_FIFO_DEPTH"]
 
 OUT_FIFO_DEPTH = 16
-
-
-class Cmd:
-    LOAD = 1
-    RUN = 2
-    COUNTERS = 3
-    CLEAR = 4
-    ERROR = 15
 
 
 class HostInterface(wiring.Component):

@@ -1,8 +1,7 @@
-"""The core's performance counters (the power model's inputs).
+"""The core's performance counter bank (the power model's inputs).
 
 The order and meaning of the counters are specified in ``docs/core.md`` ("Performance
-counters"); :func:`counter_names` is the one definition every layer uses (RTL readout,
-core model, fast model, power model).
+counters"); their names come from :func:`arch.counters.counter_names`.
 """
 
 from __future__ import annotations
@@ -12,28 +11,10 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from pe.pe import EVENT_LAYOUT
+from arch.counters import SUMMED_EVENTS, counter_names
+from pe.layouts import EVENT_LAYOUT
 
 __all__ = ["PerfCounters", "counter_names", "SUMMED_EVENTS"]
-
-#: PE events summed over all PEs, in readout order
-SUMMED_EVENTS = ("mv", "mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr", "rf_rd", "rf_wr", "rf_conflict",
-                 "mem_conflict")
-
-
-def counter_names(cfg) -> list[str]:
-    """Counter names in readout order for an :class:`~rtl.config.ArchConfig`."""
-    nr = cfg.nr
-    names = ["cycles", "stall_cycles", "instructions"]
-    names += [f"fma[{p}]" for p in range(nr * nr)]
-    names += list(SUMMED_EVENTS)
-    names += [f"row_hops[{r}]" for r in range(nr)] + [f"col_hops[{c}]" for c in range(nr)]
-    names += ["host_in_beats", "host_out_beats"]
-    names += ["ring_in_beats", "ring_out_beats"]
-    if cfg.spad_kib:
-        names += ["spad_rd_beats", "spad_wr_beats"]
-    return names
-
 
 class PerfCounters(wiring.Component):
     """Counter bank of one core: small counters in flip-flops, totals in a block RAM.

@@ -13,9 +13,9 @@ from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from pe.microop import uop_layout
+from pe.layouts import instr_layout, uop_layout
 from rtl.fpga import global_net
-from sw.isa import AGU_FIELDS, SeqOp, instr_layout
+from arch.isa import AGU_FIELDS, SeqOp
 
 __all__ = ["Sequencer"]
 
@@ -42,7 +42,7 @@ class Sequencer(wiring.Component):
     load_addr : In(pc_bits)
     load_data : In(instr_bits)
     load_en : In(1)
-        Microcode write port: ``load_data`` (an :func:`sw.isa.instr_layout` word as plain
+        Microcode write port: ``load_data`` (an :func:`arch.isa.instr_layout` word as plain
         bits) given in a cycle with ``load_en`` is written to ``load_addr`` at the end of
         the next cycle (the write port takes a register), so a start two cycles after the
         last ``load_en`` or later runs the words loaded (the host interface's RUN header

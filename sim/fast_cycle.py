@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.microop import ArOp, FmaWb, MvOp
+from arch.microop import ArOp, FmaWb, MvOp
 from sim.fast_common import (SRC_COL, SRC_MEMA, SRC_MEMB, SRC_NZERO, SRC_ONE, SRC_ROW, SRC_ZERO, AddEntry,
                              MulEntry)
-from sw.isa import HostDir
+from arch.isa import HostDir
 
 __all__ = ["CycleEngine"]
 

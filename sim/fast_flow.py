@@ -57,10 +57,10 @@ from collections import OrderedDict
 
 import numpy as np
 
-from pe.microop import ArOp, FmaWb, MvOp
+from arch.microop import ArOp, FmaWb, MvOp
 from sim.fast_common import (SRC_COL, SRC_MEMA, SRC_MEMB, SRC_NZERO, SRC_ONE, SRC_ROW, SRC_ZERO, AddEntry,
                              MulEntry)
-from sw.isa import HostDir
+from arch.isa import HostDir
 
 __all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "state_diff", "clear_plan_cache"]
 

@@ -15,7 +15,7 @@ sequencer control field::
         hout row last | rdrv r0 @diag=0 | halt
 
 Three entry points produce the same :class:`Program` (a list of
-:class:`~sw.isa.Instruction`):
+:class:`~arch.isa.Instruction`):
 
 * :func:`assemble` (text),
 * :class:`Builder` (Python API; slots from the constructor functions of this module,
@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from pe import microop as _microop
-from pe.microop import ArOp, Gate, MvOp, MicroOp, PredMode, Src, uop_fields
+from arch import microop as _microop
+from arch.microop import ArOp, Gate, MvOp, MicroOp, PredMode, Src, uop_fields
 
 #: width of the segment fields pred.seg / rdrv.seg / cdrv.seg (of micro-op layouts that have them)
 SEG_BITS = getattr(_microop, "SEG_BITS", 3)
-from sw.isa import SPAD_RD, SPAD_WR, HostDir, Instruction, SeqOp, instr_layout
+from arch.isa import SPAD_RD, SPAD_WR, HostDir, Instruction, SeqOp, instr_layout
 
 __all__ = [
     "AsmError", "Program", "LoopInfo", "Builder", "assemble", "disassemble",
@@ -243,7 +243,7 @@ def pred(mode: str = "all", k: int = 0, mod: int | None = None) -> Slot:
     return Slot("pred", {"pred_mode": modes[mode], "pred_k": int(k), "pred_seg": _seg_of(mod)})
 
 
-_WB_DST = {"mema": 1, "memb": 2}      # pe.microop.FmaWb.MEMA / MEMB
+_WB_DST = {"mema": 1, "memb": 2}      # arch.microop.FmaWb.MEMA / MEMB
 
 
 def _fpu(kind, dst, a, b, c) -> Slot:
@@ -1100,7 +1100,7 @@ class LoopInfo:
 
 
 class Program(list):
-    """An assembled program: a list of :class:`~sw.isa.Instruction` (compares equal to
+    """An assembled program: a list of :class:`~arch.isa.Instruction` (compares equal to
     a plain list of the same instructions) with its metadata.
 
     Attributes: ``cfg``, ``origin`` (microcode address of the first instruction),
@@ -1950,7 +1950,7 @@ def read_hex(path, cfg) -> list[int]:
 # command line: python -m sw.asm prog.s -o prog.hex
 # ======================================================================================
 def main(argv=None) -> int:
-    from rtl.config import config_from_arg
+    from arch.config import config_from_arg
 
     ap = argparse.ArgumentParser(prog="python -m sw.asm", description="CATERPILLAR core assembler")
     ap.add_argument("source", help="assembly file (or a .hex file with --disasm)")

@@ -1,10 +1,10 @@
 """Linear-algebra kernels of MLP training as microprogram generators.
 
 Each ``emit_*`` function takes the configuration, the shapes and a memory map (a
-:class:`~noc.collectives.Region` per operand: SRAM bank and base address, the same on
+:class:`~sw.collectives.Region` per operand: SRAM bank and base address, the same on
 every PE; matrices in the 2D round-robin layout of :mod:`sw.layout`, vectors in the
 layout named by the argument), appends the kernel to a :class:`~sw.asm.Builder` (or a
-:class:`~noc.collectives.Frag`) and returns a :class:`KernelInfo` with the exact
+:class:`~sw.collectives.Frag`) and returns a :class:`KernelInfo` with the exact
 instruction count, the useful MAC count and the blocking it chose. :mod:`sw.golden` has a
 bit-exact numpy model of each kernel (same operations in the same order). The mapping
 of every kernel onto the array, its cycle-cost formula and measured utilization are in
@@ -15,23 +15,23 @@ Kernels:
 * :func:`emit_gemv` ``y = W x`` and, with ``trans=True``, ``y = W^T x`` (``W`` used in
   place): output-stationary MAC chains in registers, the reused ``x`` element in a
   register, ``W`` streamed from SRAM, partial sums reduced along the buses by the tree
-  (or sequential) reduction of :mod:`noc.collectives`;
+  (or sequential) reduction of :mod:`sw.collectives`;
 * :func:`emit_rank1` ``W += alpha u v^T`` with the FMA writing back into SRAM in place;
 * :func:`emit_gemm` ``Y = W X`` for a minibatch ``X`` (``n x b``): a sequence of rank-1
   updates of register-resident blocks of ``Y``, ``W`` and ``X`` elements broadcast over
   the row and column buses; ``accumulate=True``: ``Y += alpha W X`` (the minibatch
-  weight update, with :func:`noc.collectives.emit_transpose` supplying ``X^T``);
+  weight update, with :func:`sw.collectives.emit_transpose` supplying ``X^T``);
 * elementwise :func:`emit_relu`, :func:`emit_relu_mask` (``delta * relu'(z)``),
   :func:`emit_axpy` (``y += a x``) and :func:`emit_scale` (``x *= a``).
 
-Conventions (shared with :mod:`noc.collectives` and :mod:`sw.transfer`): ``ar0`` is 0
+Conventions (shared with :mod:`sw.collectives` and :mod:`sw.transfer`): ``ar0`` is 0
 (its reset value; nothing changes it); kernels are emitted at the top level of a
 program (they use loop levels 0..2 and AGUs ``g0``..``g3``); kernels may use every
 register. Scalars (``alpha``) are words stored at the same address in every PE
 (:class:`Scalar`).
 
-:func:`run_kernel` runs a kernel between a load phase and an unload phase on the core
-model or the RTL (used by the tests and the benchmark).
+:func:`sim.core_run.run_kernel` runs a kernel between a load phase and an unload phase
+on the core model or the RTL (used by the tests and the benchmark).
 """
 
 from __future__ import annotations
@@ -39,14 +39,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-from noc.collectives import BusDir, CollectiveError, Frag, Region, reduce_plan, reg, step_slots
-from sw.asm import Builder, add, cdrv, fma, mac, mask, mov, mul, pred, rdrv, relu
+from sw.collectives import BusDir, CollectiveError, Frag, Region, reduce_plan, reg, step_slots
+from sw.asm import add, cdrv, fma, mac, mask, mov, mul, pred, rdrv, relu
 from sw.layout import local_len
 
 __all__ = [
     "KernelError", "KernelInfo", "Scalar", "Region",
     "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "rank1_lines", "emit_gemm", "emit_relu", "emit_copy", "emit_relu_mask", "emit_axpy", "emit_scale",
-    "gemv_cost", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost", "run_kernel",
+    "gemv_cost", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost",
 ]
 
 
@@ -172,7 +172,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     a register (``x[0]`` stays in ``r{L}`` for the chain starts, the current one in
     ``r{L+1}``, loaded by the last MAC instruction of each stream step). The partial
     sums are then reduced along the rows (transposed: columns) by ``reduce`` (``tree`` or
-    ``seq``, :mod:`noc.collectives`); the final move of each sum to the output hides in
+    ``seq``, :mod:`sw.collectives`); the final move of each sum to the output hides in
     the next block's first MAC instructions. Cost: :func:`gemv_cost`.
     """
     nr = cfg.nr
@@ -741,7 +741,7 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
     ``Y`` from SRAM and writes ``alpha * chain + Y`` back in place (``fpu.wb``), in the
     cycles that otherwise store the block: same instruction count. The minibatch weight
     update ``W += (-lr/b) dY X^T`` is this form with ``dY`` as the first operand and
-    ``X^T`` (:func:`noc.collectives.emit_transpose`) as the second; the backward pass
+    ``X^T`` (:func:`sw.collectives.emit_transpose`) as the second; the backward pass
     ``dX^T = dY^T W`` is the plain form with ``dY^T`` first and ``W`` second.
 
     Mapping (a sequence of rank-1 updates, as SUMMA on the LAC): for ``j = 0 .. n-1`` PE
@@ -1017,65 +1017,3 @@ def emit_scale(b, cfg, n: int, alpha: Scalar, x: Region, dst: Region | None = No
 # ======================================================================================
 # running a kernel between a load and an unload phase
 # ======================================================================================
-def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str | None = None,
-               name: str = "kernel", reference: str = "model"):
-    """Load operands, run ``kernel`` as its own phase, unload results (one session).
-
-    ``loads``: list of ``(Region, local)`` with ``local`` ``(nr, nr, L)`` bit patterns
-    (``L`` words per PE at the region). ``kernel``: callable ``kernel(builder)`` emitting
-    the kernel (the HALT is added here), or a list of such callables (one phase each).
-    ``unloads``: list of ``(Region, n_words)``. Returns ``(outputs, kernel_results)``:
-    the unloaded ``(nr, nr, n_words)`` arrays and the :class:`sim.core_run.JobResult` of
-    each kernel phase (its counters are the kernel's alone). ``backend``/``sim``/
-    ``reference`` are those of :func:`sim.core_run.run_session` (an RTL run checks every
-    output beat and counter against the ``reference`` model). Load and unload programs
-    are split into as many phases as the microcode needs.
-    """
-    from sim.core_run import Phase, run_session
-    from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
-
-    nr = cfg.nr
-    budget = cfg.ucode_depth - 1                      # room for the HALT
-
-    def chunks(items, per):
-        """Split transfer items so that each phase's program fits the microcode."""
-        out, cur, size = [], [], 0
-        for it in items:
-            if cur and size + per > budget:
-                out.append(cur)
-                cur, size = [], 0
-            cur.append(it)
-            size += per
-        return out + ([cur] if cur else [])
-
-    phases = []
-    for grp in chunks(list(loads), 1 + 3 * nr):
-        bl = Builder(cfg)
-        data = []
-        for reg_, local in grp:
-            emit_load(bl, cfg, reg_.bank, reg_.base, local.shape[2])
-            data += load_beats_for(cfg, local)
-        bl.halt()
-        phases.append(Phase(bl.build().words(), data, "load"))
-    kernels = kernel if isinstance(kernel, (list, tuple)) else [kernel]
-    k0 = len(phases)
-    for i, kf in enumerate(kernels):
-        bk = Builder(cfg)
-        kf(bk)
-        bk.halt()
-        phases.append(Phase(bk.build().words(), [], f"kernel{i}"))
-    u0 = len(phases)
-    for grp in chunks(list(unloads), 3 + 3 * nr):
-        bu = Builder(cfg)
-        for i, (reg_, nw) in enumerate(grp):
-            emit_unload(bu, cfg, reg_.bank, reg_.base, nw, last=i == len(grp) - 1)
-        bu.halt()
-        phases.append(Phase(bu.build().words(), [], "unload"))
-    kw = {"reference": reference} if reference != "model" else {}
-    res = run_session(cfg, phases, backend=backend, sim=sim, name=name, **kw)
-    data = [beat for r in res[u0:] for beat in r.data]
-    outs, pos = [], 0
-    for reg_, nw in unloads:
-        outs.append(decode_unload(cfg, data[pos:pos + nr * nw], nw))
-        pos += nr * nw
-    return outs, res[k0:k0 + len(kernels)]

@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import Frag, Region
+from sw.collectives import Frag, Region
 from pe.fp_golden import add_bits, mac_bits, mul_bits
 from sw.asm import add, cdrv, fma, mask, mov, mul, pred, rdrv
 from sw.golden import mask as g_mask

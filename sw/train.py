@@ -34,7 +34,7 @@ turnaround between the two RUNs is not simulated; it is counted as
 :data:`HOST_LATENCY_CYCLES` idle core cycles per step (see ``docs/training.md``).
 
 Host side: :meth:`TrainProgram.init_phases` loads the initial weights and scalars,
-:meth:`TrainProgram.run_step` runs one step on a :class:`CoreSession` (the fast model
+:meth:`TrainProgram.run_step` runs one step on a :class:`sim.sessions.CoreSession` (the fast model
 or the core model, interactively; the session records every phase so that the same
 host stream can be replayed on the RTL with :func:`sim.core_run.run_session`),
 :meth:`TrainProgram.weights_from_session` / :meth:`TrainProgram.unload_weights_phases`
@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.collectives import Frag, Region
+from sw.collectives import Frag, Region
 from sw.asm import Builder, cdrv, hin, hout
 from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
                         emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
@@ -55,7 +55,7 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.softmax import emit_softmax_grad, softmax_pen, softmax_plan, softmax_size, softmax_supported, softmax_table
 
-__all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator", "CoreSession",
+__all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator",
            "StepResult", "kernel_gap", "HOST_LATENCY_CYCLES", "host_softmax_grad", "init_weights",
            "softmax_ce_loss", "mse_loss", "backward_plan", "backward_costs", "FUSED_TOLERANCE",
            "resolve_softmax", "SOFTMAX_MODES"]
@@ -755,56 +755,6 @@ class StepResult:
     raw: dict = field(default_factory=dict)   #: unloaded bit patterns by name
 
 
-class CoreSession:
-    """A core the host talks to, phase by phase: the fast model (``backend="fast"``) or
-    the reference core model (``"model"``). PE memories persist between phases. Every
-    phase is recorded (:attr:`phases`, :class:`sim.core_run.Phase`) so the whole host
-    stream can be replayed on the RTL with :func:`sim.core_run.run_session`, which
-    checks every output beat and counter against the model."""
-
-    def __init__(self, cfg, backend: str = "fast", record: bool = False):
-        from sim.core_model import CoreModel
-
-        if backend == "fast":
-            from sim.fast_model import FastModel
-
-            self.model = FastModel(cfg)
-        elif backend == "model":
-            self.model = CoreModel(cfg)
-        else:
-            raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded "
-                             f"phases with sim.core_run.run_session for the RTL)")
-        self.cfg, self.backend, self.record = cfg, backend, record
-        self.loaded = None
-        self.phases: list = []
-
-    def run(self, words, data=(), name: str = "", start: int = 0):
-        """LOAD the microcode image ``words`` at address 0 (skipped when it is already
-        loaded), CLEAR the counters, RUN from ``start`` with the input beats ``data``,
-        read the counters: a :class:`sim.core_run.JobResult`."""
-        from sim.core_run import Phase, _split
-        from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
-
-        words = list(words)
-        beats = []
-        load = self.loaded != words
-        if load:
-            beats += load_beats(self.cfg, words, 0)
-            self.loaded = words
-        beats += clear_beats() + run_beats(start, list(data)) + counters_beats()
-        out = self.model.process(beats)
-        if self.record:
-            self.phases.append(Phase(words, list(data), name, start, load))
-        return _split(self.cfg, out, self.backend)
-
-    def memory(self, bank: str) -> np.ndarray:
-        from sim.fast_model import core_state
-
-        if self.backend == "fast":
-            return self.model.memory(bank)
-        return core_state(self.model)["mem_a" if bank == "a" else "mem_b"]
-
-
 @dataclass
 class TrainProgram:
     """A compiled SGD step (see the module docstring)."""
@@ -897,12 +847,12 @@ class TrainProgram:
             out.append((b.build().words(), data, f"init{i}"))
         return out
 
-    def init(self, session: CoreSession, weights) -> None:
+    def init(self, session, weights) -> None:
         """Load the initial weights and the scalars into the PE memories."""
         for words, data, name in self.init_phases(weights):
             session.run(words, data, name)
 
-    def run_step(self, session: CoreSession, x, t, *, host_latency: int = HOST_LATENCY_CYCLES,
+    def run_step(self, session, x, t, *, host_latency: int = HOST_LATENCY_CYCLES,
                  check_cycles: bool = True) -> StepResult:
         """One SGD step on ``session``: ``x`` the input (floats or bit patterns), ``t``
         the target (a vector of ``n_out`` values, or for ``softmax_ce`` a class index)."""
@@ -944,7 +894,7 @@ class TrainProgram:
         cyc = sum(c["cycles"] for c in ctrs)
         return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw)
 
-    def predict(self, session: CoreSession, x) -> np.ndarray:
+    def predict(self, session, x) -> np.ndarray:
         """The network output for input ``x`` computed on the array (forward pass only;
         the weights are not changed). Returns floats."""
         res = None
@@ -954,7 +904,7 @@ class TrainProgram:
         return self.cfg.fmt.to_float(decode_diag_beats(self.cfg, res.data, self.mlp.n_out))
 
     # -- weights back -------------------------------------------------------------------
-    def weights_from_session(self, session: CoreSession, padded: bool = False) -> list:
+    def weights_from_session(self, session, padded: bool = False) -> list:
         """The weights as they are in the PE memories (global bit patterns; ``padded``:
         the ``(mp * nr, np * nr)`` arrays including the padding)."""
         out = []

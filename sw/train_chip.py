@@ -4,7 +4,7 @@
 ``c = cfg.cores`` cores of a chip (``docs/training.md``, "SGD across cores"): core ``k``
 holds the row panel ``k`` of every weight matrix, ``p_l = nr ceil(m_l / (c nr))`` rows
 (the last panels padded with zero rows), and every core runs the single-core kernels of
-:mod:`sw.train` on its panel, joined by the ring collectives of :mod:`noc.ring`. One
+:mod:`sw.train` on its panel, joined by the ring collectives of :mod:`sw.ring`. One
 step (``loss="mse"``)::
 
     host: x -> core 0 (diag layout), t panel k -> core k (output cores)
@@ -56,8 +56,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.collectives import Region
-from noc.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
+from sw.collectives import Region
+from sw.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
 from sw.asm import Builder
 from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask, rank1_cost,
                         rank1_lines)
@@ -73,9 +73,9 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, StepResult, TrainCompi
                       decode_diag_beats, emit_load_vector, emit_unload_diag, host_softmax_grad,
                       mse_loss, one_hot, softmax_ce_loss, vector_beats, vector_bits)
 
-__all__ = ["compile_chip_sgd", "ChipSGDProgram", "PanelMap", "ChipSession", "PhaseLog", "panel_rows", "column_order",
+__all__ = ["compile_chip_sgd", "ChipSGDProgram", "PanelMap", "PhaseLog", "panel_rows", "column_order",
            "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS",
-           "chip_step_report"]
+]
 
 
 def panel_rows(cfg, m: int) -> int:
@@ -515,72 +515,6 @@ class PhaseLog:
         for pc in self.per_core:
             pc["cycles"] = cyc
         return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw, self.phases, self.per_core)
-
-
-class ChipSession:
-    """A chip the host talks to, phase by phase, on the fast chip engine (``"fast"``) or
-    the per-cycle chip model (``"model"``). Memories persist between phases; with
-    ``record=True`` every phase is kept (:class:`sim.chip_run.ChipPhase`) for a replay on
-    the RTL with :func:`sim.chip_run.run_chip_session` (which checks every beat and
-    counter against the per-cycle model)."""
-
-    def __init__(self, cfg, backend: str = "fast", record: bool = False):
-        from sim.chip_model import ChipModel
-
-        if backend not in ("fast", "model"):
-            raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded phases "
-                             f"with sim.chip_run.run_chip_session for the RTL)")
-        self.cfg, self.backend, self.record = cfg, backend, record
-        self.model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
-        self.loaded = [None] * cfg.cores
-        self.phases: list = []
-
-    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
-        """LOAD each core's image (when it changed), CLEAR, RUN from ``start``. ``data``
-        (per core host beats) or ``active`` (the cores with host traffic) make it a host
-        phase: the cores run one after another (only ``active`` ones count), else a chip
-        phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``."""
-        from sim.chip_run import ChipPhase
-
-        n = self.cfg.cores
-        load = False
-        for k in range(n):
-            if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
-                self.model.load(images[k], 0, core=k)
-                load = True
-            self.loaded[k] = images[k]
-        self.model.clear_counters()
-        host = data is not None or active is not None
-        if host:
-            data = data or [[] for _ in range(n)]
-            res = [self.model.cores[k].run(start, data[k], ring_in=()) for k in range(n)]
-            act = range(n) if active is None else active
-            cycles = sum(res[k].cycles for k in act)
-        else:
-            rr = self.model.run(start)
-            res, cycles = rr.cores, rr.cycles
-        if self.record:
-            self.phases.append(ChipPhase([list(w) for w in images], [list(d) for d in data] if host else None,
-                                         name, start, load))
-        return res, cycles
-
-    def memory(self, k: int, bank: str) -> np.ndarray:
-        m = self.model.cores[k]
-        if self.backend == "fast":
-            return m.memory(bank)
-        from sim.fast_model import core_state
-
-        return core_state(m)["mem_a" if bank == "a" else "mem_b"]
-
-    def scratchpad(self, k: int, base: int, n: int) -> list:
-        """Beats ``base .. base + n - 1`` of core ``k``'s scratchpad as integers (lane
-        ``i`` in bits ``i*w ..``)."""
-        m = self.model.cores[k]
-        if self.backend == "model":
-            return list(m.spad[base:base + n])
-        w = self.cfg.fmt.width
-        lanes = m.scratchpad()[base:base + n].astype(object)
-        return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in lanes]
 
 
 def load_per_core(session, cfg, items: list, name: str) -> None:
@@ -1030,7 +964,7 @@ class ChipSGDProgram(PanelMap):
         return np.concatenate(vals)[:self.mlp.n_out]
 
     # -- steps --------------------------------------------------------------------------
-    def run_step(self, session: ChipSession, x, t, *, host_latency: int = HOST_LATENCY_CYCLES) -> ChipStepResult:
+    def run_step(self, session, x, t, *, host_latency: int = HOST_LATENCY_CYCLES) -> ChipStepResult:
         cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
         no = mlp.n_out
         if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
@@ -1070,7 +1004,7 @@ class ChipSGDProgram(PanelMap):
             loss, out = softmax_ce_loss(z, tf), z
         return log.result(loss, out, self.host_cycles(host_latency), raw)
 
-    def predict(self, session: ChipSession, x) -> np.ndarray:
+    def predict(self, session, x) -> np.ndarray:
         self._run_host(session, "in_x", {"x": self._vec(x, self.mlp.n_in)}, "predict-in")
         for part in self.parts["predict"]:
             self._run_part(session, part, part.name)
@@ -1078,7 +1012,7 @@ class ChipSGDProgram(PanelMap):
         return self.cfg.fmt.to_float(self._outputs(res))
 
     # -- weights ------------------------------------------------------------------------
-    def init(self, session: ChipSession, weights) -> None:
+    def init(self, session, weights) -> None:
         """Load the weights (per core its panels) and the scalars: host phases."""
         cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
         per = self.core_weights(weights)
@@ -1131,7 +1065,7 @@ class ChipSGDProgram(PanelMap):
                                  padded)
                 for l, per_core in enumerate(results)]
 
-    def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
+    def weights_from_session(self, session, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns;
         ``padded``: the cores' padded panels together, padding included)."""
         out = []
@@ -1334,24 +1268,3 @@ def softmax_why_not(out_map: str) -> str | None:
     if out_map != "cols":
         return "the logits are spread over the cores (output layer by rows); the kernel needs them on one core"
     return None
-
-
-def chip_step_report(tp: ChipSGDProgram, result: ChipStepResult, host_latency: int = HOST_LATENCY_CYCLES):
-    """Power reports of one chip step from its counters (every core, every phase):
-    ``(array, with_host)``, the second with the softmax host turnaround as idle cycles.
-    FLOPs are the network's (:meth:`sw.mlp.MLP.flops_per_step`), not the padded work."""
-    from sim.power import report_from_counters
-
-    ctr: dict = {}
-    for pc in result.core_counters:
-        for k, v in pc.items():
-            ctr[k] = ctr.get(k, 0) + int(v)
-    ctr["cycles"] = result.cycles
-    flops = tp.mlp.flops_per_step()
-    rep = report_from_counters(tp.cfg, ctr, flops=flops, n_cores=tp.cfg.cores)
-    host = tp.host_cycles(host_latency)
-    if not host:
-        return rep, rep
-    ch = dict(ctr)
-    ch["cycles"] += host
-    return rep, report_from_counters(tp.cfg, ch, flops=flops, n_cores=tp.cfg.cores)

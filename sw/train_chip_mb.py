@@ -6,7 +6,7 @@ holds row panel ``k`` of every weight matrix (``P_l = nr ceil(m_l / (c nr))`` ro
 last panels padded with zero rows), activations are ``n x b`` matrices (one sample per
 column) in the 2D round-robin layout, every layer is a GEMM on the panels (the kernels
 of :mod:`sw.train_mb`), and the ring joins them with the matrix collectives of
-:mod:`noc.ring_mat` (``docs/training.md``, "Minibatch GD across the cores of a chip").
+:mod:`sw.ring_mat` (``docs/training.md``, "Minibatch GD across the cores of a chip").
 One step (``loss="mse"``)::
 
     host: X (n0 x b) and X^T -> core 0; T panel k -> output core k
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import emit_transpose
-from noc.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
+from sw.collectives import emit_transpose
+from sw.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -149,7 +149,7 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
 # ======================================================================================
 def _issued(res) -> int:
     """Instructions a kernel issued: a :class:`sw.kernels.KernelInfo` or a collective's
-    :class:`noc.collectives.Frag`."""
+    :class:`sw.collectives.Frag`."""
     return res.instructions if hasattr(res, "instructions") else res.count()
 
 

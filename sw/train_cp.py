@@ -13,7 +13,7 @@ works at once (``docs/training.md``, "Continuous propagation"):
   went before (the staleness of CP, ``2 (L - 1 - l)`` steps at layer ``l``);
 * the output core runs forward, loss gradient (MSE, or the softmax on the array),
   ``W^T d`` and the update of one sample in the same step;
-* between steps, **chains** along the ring (:mod:`noc.chain`) move the activations one
+* between steps, **chains** along the ring (:mod:`sw.chain`) move the activations one
   group forward (a gather through ``G_l`` continuing into ``G_{l+1}``, each core of which
   keeps the whole vector) and the deltas one group back (a reduce chain through
   ``G_{l+1}`` adding the cores' partials of ``W^T d``, then the long way round the
@@ -62,9 +62,9 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from noc.chain import Hop, Stream, schedule
-from noc.ring import ring_text
-from noc.collectives import Region
+from sw.chain import Hop, Stream, schedule
+from sw.ring import ring_text
+from sw.collectives import Region
 from sw.asm import AsmError, Builder
 from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -73,9 +73,7 @@ from sw.softmax import softmax_supported
 from sw.train import (FUSED_TOLERANCE, Allocator, Op, StepResult, TrainCompileError, _gaps, alloc_softmax, decode_diag_beats,
                       emit_load_vector, emit_unload_diag, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
                       softmax_const_items, softmax_op, vector_beats, vector_bits, weight_bits)
-from sw.train_chip import (ChipSession, PhaseLog, SpadPanel, _at, _build_ops, check_page_rows, fused_backward_op,
-                           largest, load_per_core, page_split, page_sum_op, spad_choice, spad_image, spad_local,
-                           spad_op)
+from sw.train_chip import (PhaseLog, SpadPanel, _at, _build_ops, check_page_rows, fused_backward_op, largest, load_per_core, page_split, page_sum_op, spad_choice, spad_image, spad_local, spad_op)
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
            "CP_HOST_PHASES"]
@@ -316,7 +314,7 @@ def _kern(name, kind, fn, reads, writes, fma_wb=False):
 
 
 def _nops(cfg, name: str, n: int) -> Op:
-    """``n`` NOPs (folded into a loop by :func:`noc.ring.ring_text`), for alignment."""
+    """``n`` NOPs (folded into a loop by :func:`sw.ring.ring_text`), for alignment."""
     text = ring_text(cfg, ["nop"] * n, loop=f"{name}_")
 
     def emit(b, text=text, n=n):
@@ -499,7 +497,7 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: boo
 
 def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, din: str, layout: str = "cols",
                   din_layout: str = "diag", ain2=None) -> list:
-    """The chains of a step (:mod:`noc.chain`), for both CP flavours: ``x_m`` beats of
+    """The chains of a step (:mod:`sw.chain`), for both CP flavours: ``x_m`` beats of
     the input from core 0 through ``G_0`` (``xin`` -> every ``ain``); per layer ``l``, a
     gather of ``seg_m(l)`` beats per core of ``G_l`` (``z``) into every ``ain`` of
     ``G_{l+1}``, and ``d_m(l)`` beats of ``e`` reduced over ``G_{l+1}`` (ring order), round
@@ -612,7 +610,7 @@ class Kit:
     allocate: object      #: (cfg, mlp, P, N, stage, V, softmax, fused) -> Allocator
     head: object          #: (cfg, mlp, al, P, N, stage, softmax, fused) -> ops
     tail: object          #: (cfg, mlp, al, P, N, stage, j, V, groups, dual) -> ops before the chains
-    streams: object       #: (cfg, mlp, allocs, P, N, groups, j) -> [noc.chain.Stream] (j: variant, or None)
+    streams: object       #: (cfg, mlp, allocs, P, N, groups, j) -> [sw.chain.Stream] (j: variant, or None)
     ring_rw: object       #: (cfg, mlp, al, P, N, stage) -> (reads, writes) of the chains
     host: object          #: (cfg, allocs, P, N, out_core, what, origin) -> images
     ring_text: object     #: (cfg, lines, mlp, P, N) -> the chains' text, folded into loops
@@ -666,7 +664,7 @@ class ChipCPProgram:
     neg_lr: int
     softmax: str | None = None
     fused: list = field(default_factory=list)   #: per layer: backward step fused (emit_gemv_t_rank1)
-    chains: object = None         #: the noc.chain.ChainSchedule of the tail
+    chains: object = None         #: the sw.chain.ChainSchedule of the tail
     #: the chains are a RUN of their own (the tails with a copy each did not fit the microcode)
     split_chains: bool = False
     meta: dict = field(default_factory=dict)
@@ -776,7 +774,7 @@ class ChipCPProgram:
             raise ValueError(f"target must have {no} values, got shape {tf.shape}")
         return tf, self._vec(t, no)
 
-    def _runs(self, session: ChipSession, data: list, log: PhaseLog):
+    def _runs(self, session, data: list, log: PhaseLog):
         """A step's RUNs: the host's input phase (``data``: per core its beats), the chip
         RUNs, the output phase; returns the output core's result of the last."""
         cfg = self.cfg
@@ -790,7 +788,7 @@ class ChipCPProgram:
         log.note("out", "host", res, res[self.out_core].cycles)
         return res[self.out_core]
 
-    def _run_chip(self, session: ChipSession, log: PhaseLog, runs=None) -> None:
+    def _run_chip(self, session, log: PhaseLog, runs=None) -> None:
         """The step's chip RUNs (head, the tail of this step's variant; ``runs``: some of
         :meth:`chip_runs`), each checked: cycles as predicted on every core, no SRAM or
         register write conflict, no stall."""
@@ -807,7 +805,7 @@ class ChipCPProgram:
                                          f"conflicts, {ctr.get('stall_cycles')} stall cycles")
             log.note(what, "chip", res, cyc)
 
-    def run_step(self, session: ChipSession, x, t) -> StepResult:
+    def run_step(self, session, x, t) -> StepResult:
         """One pipeline step: ``x`` enters (None: zeros, to drain), ``t`` is the target of
         the sample now at the output layer (the one that entered ``L`` steps earlier;
         None while the pipeline fills). Returns that sample's loss (None without ``t``)
@@ -836,7 +834,7 @@ class ChipCPProgram:
     def _panel_rows(self, l: int, i: int) -> slice:
         return slice(i * self.P[l], (i + 1) * self.P[l])
 
-    def init(self, session: ChipSession, weights) -> None:
+    def init(self, session, weights) -> None:
         """Load every core's weight panel (into its scratchpad when paged) and scalars,
         and zero the pipeline's vectors (host phases); resets the step counter."""
         from sw.transfer import emit_spad_fill
@@ -880,7 +878,7 @@ class ChipCPProgram:
         st = self.stages[k]
         return None if st is None else self.spad.get(st[0])
 
-    def weights_from_session(self, session: ChipSession, padded: bool = False) -> list:
+    def weights_from_session(self, session, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns)."""
         out = []
         for l in range(self.n_layers):

@@ -12,12 +12,12 @@ import re
 
 import pytest
 
-from pe.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src
-from rtl.config import ArchConfig
+from arch.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src
+from arch.config import ArchConfig
 from sim.seq_model import SequencerModel
 from sw import asm
 from sw.asm import AsmError, Builder, assemble, disassemble
-from sw.isa import HostDir, Instruction, SeqOp
+from arch.isa import HostDir, Instruction, SeqOp
 
 CFG = ArchConfig()
 SMALL = ArchConfig(nr=2, n_regs=8, n_ar=2, mem_a_words=256, mem_b_words=512, ucode_depth=16,

@@ -8,14 +8,15 @@ import numpy as np
 import pytest
 
 from pe.fp_golden import mac_bits
-from pe.microop import Gate, MicroOp, PredMode, Src
+from arch.microop import Gate, MicroOp, PredMode, Src
 from conftest import require_sim, sim_matrix
-from rtl.config import PRESETS, ArchConfig
+from arch.config import PRESETS, ArchConfig
 from rtl.core import Core
 from sim.core_model import Beat, CoreModel
-from sim.harness import BUILD, atomic_write, run_cocotb
+from arch.files import atomic_write
+from sim.harness import BUILD, run_cocotb
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
-from sw.isa import HostDir, Instruction, SeqOp
+from arch.isa import HostDir, Instruction, SeqOp
 
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
@@ -503,7 +504,7 @@ def test_core_segmented_bus_transfers(cname):
     and every PE moves its row bus into one register and its column bus into another
     (through the FMA, ``col * 1 + -0``); all 32 values are read back. The RTL against the
     fast model (beat by beat) and both against the segment definition."""
-    from noc.broadcast_bus import segment_of
+    from arch.buses import segment_of
     from sim.core_run import Phase, run_session
     from sw.asm import assemble
 

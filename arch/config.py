@@ -17,9 +17,14 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from pe.fpformat import FPFormat, get_format
+from arch.fpformat import FPFormat, get_format
 
-__all__ = ["ArchConfig", "ConfigError", "PRESETS", "load_config", "config_from_arg"]
+__all__ = ["ArchConfig", "ConfigError", "PRESETS", "load_config", "config_from_arg", "RING_HOP_CYCLES",
+           "MIN_MUL_LATENCY", "MIN_ADD_LATENCY"]
+
+#: a ``rout`` issued in cycle t can feed a ``rin`` issuing in cycle t + RING_HOP_CYCLES on
+#: the next core (operand stage t + 2, one cycle on the link)
+RING_HOP_CYCLES = 3
 
 # Minimum pipeline depths the FP units are built with (see pe/fp_mul.py, pe/fp_add.py).
 MIN_MUL_LATENCY = 2
@@ -94,7 +99,7 @@ class ArchConfig:
         host / ring / scratchpad lanes) runs one cycle behind the sequencer; a ``rin``
         pops the ring FIFO one cycle after its issue (its availability check counts a
         beat arriving in the decision cycle) and a core reports its ring FIFO level net of
-        that pop, so programs see the same ring timing (:data:`sim.chip_model.RING_HOP_CYCLES`)
+        that pop, so programs see the same ring timing (:data:`RING_HOP_CYCLES`)
         and credit rule as without the stage. A RUN lasts one cycle longer
         (:attr:`run_overhead`). Off by default.
     fan_stage : bool

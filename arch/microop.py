@@ -7,7 +7,8 @@ what lets a GEMV or rank-1-update inner loop issue one MAC per PE per cycle whil
 operands stream from SRAM and buses and results drain to SRAM in parallel.
 
 Field semantics, pipeline timing and hazards are specified in ``docs/architecture.md``
-(section "PE micro-operation"); :class:`pe.pe_model.PEModel` is the executable spec.
+(section "PE micro-operation"); :class:`pe.pe_model.PEModel` is the executable spec and
+:func:`pe.layouts.uop_layout` the RTL's Amaranth layout of the same word.
 
 Python side: :class:`MicroOp` holds the fields by flat name (``fpu_en``, ``ra_off`` ...)
 and encodes to / decodes from the integer control word of :func:`uop_layout`.
@@ -18,7 +19,7 @@ from __future__ import annotations
 import enum
 from functools import lru_cache
 
-from amaranth.lib import data
+from arch.layout import StructLayout
 
 __all__ = [
     "Src", "PredMode", "MvOp", "ArOp", "Gate", "FmaWb", "SEG_BITS", "uop_layout", "uop_fields", "MicroOp", "SRC_BITS",
@@ -112,28 +113,28 @@ class Gate(enum.IntEnum):
 
 
 @lru_cache(maxsize=None)
-def uop_layout(addr_bits: int, sel_bits: int) -> data.StructLayout:
-    """The micro-op :class:`~amaranth.lib.data.StructLayout` for given field widths.
+def uop_layout(addr_bits: int, sel_bits: int) -> StructLayout:
+    """The micro-op :class:`~arch.layout.StructLayout` for given field widths.
 
     Use ``uop_layout(cfg.addr_bits, cfg.sel_bits)``.
     """
     src = SRC_BITS
     rfi = RF_INDEX_BITS
     ari = AR_INDEX_BITS
-    rd = data.StructLayout({"en": 1, "gate": 2, "ar": ari, "inc": 1, "off": addr_bits})
-    wr = data.StructLayout({"en": 1, "ar": ari, "inc": 1, "off": addr_bits, "src": src})
-    drv = data.StructLayout({"en": 1, "diag": 1, "k": sel_bits, "src": src, "seg": SEG_BITS})
-    return data.StructLayout({
-        "pred": data.StructLayout({"mode": 2, "k": sel_bits, "seg": SEG_BITS}),
-        "fpu": data.StructLayout({"en": 1, "a": src, "b": src, "c": src, "dst": rfi, "wb": 2}),
-        "mv": data.StructLayout({"op": 2, "src": src, "msk": src, "dst": rfi}),
+    rd = StructLayout({"en": 1, "gate": 2, "ar": ari, "inc": 1, "off": addr_bits})
+    wr = StructLayout({"en": 1, "ar": ari, "inc": 1, "off": addr_bits, "src": src})
+    drv = StructLayout({"en": 1, "diag": 1, "k": sel_bits, "src": src, "seg": SEG_BITS})
+    return StructLayout({
+        "pred": StructLayout({"mode": 2, "k": sel_bits, "seg": SEG_BITS}),
+        "fpu": StructLayout({"en": 1, "a": src, "b": src, "c": src, "dst": rfi, "wb": 2}),
+        "mv": StructLayout({"op": 2, "src": src, "msk": src, "dst": rfi}),
         "rdrv": drv,
         "cdrv": drv,
         "ra": rd,
         "rb": rd,
         "wa": wr,
         "wb": wr,
-        "ar": data.StructLayout({"op": 2, "idx": ari, "imm": addr_bits}),
+        "ar": StructLayout({"op": 2, "idx": ari, "imm": addr_bits}),
     })
 
 

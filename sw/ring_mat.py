@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.ring import RingError, golden_reduce
+from arch.config import RING_HOP_CYCLES
+from sw.ring import RingError, golden_reduce
 
 __all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduce_scatter", "mat_reduce",
            "mat_broadcast_slots", "mat_all_gather_slots", "mat_reduce_scatter_slots", "mat_reduce_slots",
@@ -47,7 +48,7 @@ __all__ = ["MatBlock", "RingFrag", "mat_broadcast", "mat_all_gather", "mat_reduc
 
 #: slots of every fragment's setup (``ar1 = start``, ``stride ar1 = 1``)
 SETUP_SLOTS = 2
-HOP = 3          # sim.chip_model.RING_HOP_CYCLES (not imported: the chip model is heavy)
+HOP = RING_HOP_CYCLES
 
 
 # -- blocks -------------------------------------------------------------------------------
@@ -563,7 +564,7 @@ def golden_mat_all_gather(cfg, mems, seg):
 def golden_mat_reduce_scatter(cfg, mems, seg):
     """Core ``s``'s block ``seg(s)`` becomes ``acc = p[s+1]``, ``acc = fmt(acc * 1 +
     p[s+h])`` for ``h = 2 .. c`` (mod ``c``), ``p[k]`` core ``k``'s partial (as
-    :func:`noc.ring.golden_reduce_scatter`)."""
+    :func:`sw.ring.golden_reduce_scatter`)."""
     c = len(mems)
     out = _copy(mems)
     for s in range(c):

@@ -43,7 +43,8 @@ import time
 
 import numpy as np
 
-from sim.harness import ROOT, atomic_write
+from arch.files import atomic_write
+from sim.harness import ROOT
 
 OUT = ROOT / "build" / "demo"
 
@@ -70,9 +71,10 @@ def _verilog(cfg) -> None:
 
 
 def _kernel(cfg, sim: str | None):
-    from noc.collectives import Region
+    from sw.collectives import Region
     from sw import golden
-    from sw.kernels import emit_gemv, run_kernel
+    from sw.kernels import emit_gemv
+    from sim.core_run import run_kernel
     from sw.layout import pack_matrix, pack_vector, unpack_vector
 
     _hdr("3. GEMV on the core, RTL simulation")
@@ -146,7 +148,8 @@ def _train_rtl(cfg, sim: str | None, steps: int = 3) -> None:
     from sw.datasets import load_digits
     from sw.golden_train import GoldenSGD
     from sw.mlp import MLP
-    from sw.train import CoreSession, compile_sgd, init_weights
+    from sw.train import compile_sgd, init_weights
+    from sim.sessions import CoreSession
 
     _hdr(f"6. SGD on the RTL: {steps} steps of {'-'.join(map(str, DEMO_NET))} on digits, vs the golden trainer")
     data = load_digits()
@@ -203,7 +206,7 @@ class _Bar:
 def _train_fast(cfg, epochs: int = 3) -> None:
     from sw.datasets import load_digits
     from sw.mlp import MLP
-    from sw.train_driver import plot_curves, train
+    from sim.train_driver import plot_curves, train
 
     _hdr(f"7. SGD on the fast model: {'-'.join(map(str, DEMO_NET))} on digits, {epochs} epochs, beside float64")
     data = load_digits()
@@ -232,10 +235,10 @@ def _train_fast(cfg, epochs: int = 3) -> None:
 def _chip(sim: str | None) -> None:
     """Collectives over the ring: all-gather and reduce-scatter on a 4-core chip RTL
     (checked against the chip model and numpy), then their cost at configuration S."""
-    from noc.ring import (beats_segment, emit_all_gather, emit_reduce_scatter, fill_diag_program,
+    from sw.ring import (beats_segment, emit_all_gather, emit_reduce_scatter, fill_diag_program,
                           golden_all_gather, golden_reduce_scatter, read_diag_program, reduce_scatter_layout,
                           segment_beats)
-    from rtl.config import ArchConfig
+    from arch.config import ArchConfig
     from sim.chip_model import ChipModel
     from sim.chip_run import ChipPhase, run_chip_session
 
@@ -291,7 +294,7 @@ def _chip_replay(cfg, tp, golden, samples, sim, name):
     results, wall seconds)``."""
     from sim.chip_run import ChipPhase, run_chip_session
     from sw.train import init_weights
-    from sw.train_chip import ChipSession
+    from sim.sessions import ChipSession
 
     W0 = init_weights(tp.mlp, cfg.fmt, 0)
     sess = ChipSession(cfg, "model", record=True)
@@ -317,13 +320,15 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
     against the golden trainer, then many steps on a 4-core chip on the fast chip engine
     (test accuracy beside float64 SGD), then one step of the reference network at
     configuration S."""
-    from rtl.config import PRESETS, ArchConfig
+    from arch.config import PRESETS, ArchConfig
     from sw.datasets import load_digits
     from sw.golden_train_chip import GoldenChipSGD
     from sw.mlp import MLP
     from sw.train import init_weights
-    from sw.train_chip import ChipSession, chip_step_report, compile_chip_sgd
-    from sw.train_driver import plot_curves, train
+    from sw.train_chip import compile_chip_sgd
+    from sim.sessions import ChipSession
+    from sim.train_driver import chip_step_report
+    from sim.train_driver import plot_curves, train
 
     _hdr(f"9. SGD across the cores of a chip: {'-'.join(map(str, DEMO_NET))} on digits")
     data = load_digits()
@@ -385,13 +390,14 @@ def _chip_minibatch(sim: str | None, b: int = 16) -> None:
     checked against the golden trainer, two epochs of digits on a 4-core chip on the fast
     chip engine (test accuracy beside float64 minibatch GD), one step of the reference
     network at configuration S beside the reference design's minibatch figure."""
-    from sw.train_driver import train_minibatch
-    from rtl.config import PRESETS, ArchConfig
+    from sim.train_driver import train_minibatch
+    from arch.config import PRESETS, ArchConfig
     from sw.datasets import load_digits
     from sw.golden_train_chip_mb import GoldenChipMBGD
     from sw.mlp import MLP
     from sw.train import init_weights
-    from sw.train_chip import ChipSession, chip_step_report
+    from sim.sessions import ChipSession
+    from sim.train_driver import chip_step_report
     from sw.train_chip_mb import compile_chip_mbgd
 
     _hdr(f"10. Minibatch GD across the cores of a chip: {'-'.join(map(str, DEMO_NET))} on digits")
@@ -447,14 +453,15 @@ def _chip_cp(sim: str | None, steps_fast: int = 800) -> None:
     the chip RTL, weights against the golden pipeline; an epoch of digits on a 4-core
     chip on the fast chip engine; the steady state of the reference network at
     configuration S."""
-    from rtl.config import PRESETS, ArchConfig
+    from arch.config import PRESETS, ArchConfig
     from sw.datasets import load_digits
     from sw.golden_train_cp import GoldenChipCP
     from sw.mlp import MLP
     from sw.train import init_weights
-    from sw.train_chip import ChipSession, chip_step_report
+    from sim.sessions import ChipSession
+    from sim.train_driver import chip_step_report
     from sw.train_cp import compile_chip_cp
-    from sw.train_driver import plot_curves, train_cp
+    from sim.train_driver import plot_curves, train_cp
 
     _hdr(f"11. Continuous propagation across the cores of a chip: {'-'.join(map(str, DEMO_NET))} on digits")
     data = load_digits()
@@ -548,7 +555,7 @@ def _chip_cp(sim: str | None, steps_fast: int = 800) -> None:
 
 
 def _paper() -> None:
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
     from sim.paper import format_table, plot_table2, table2
 
     _hdr("12. The reference design's Table 2 beside this model (fast chip engine, several minutes)")
@@ -560,7 +567,7 @@ def _paper() -> None:
 
 
 def run_demo(sim: str | None = None) -> int:
-    from rtl.config import ArchConfig
+    from arch.config import ArchConfig
 
     cfg = ArchConfig()  # the default: binary16, 4x4 PEs, 16 KB SRAM per PE
     _hdr("1. Architecture")

@@ -2,7 +2,7 @@
 
 An instruction is one microcode word: ``ctl`` (sequencer: loops, address generators,
 jumps, host stream traffic) and ``uop`` (the PE micro-op broadcast to every PE, see
-:mod:`pe.microop`). The sequencer adds the selected address generators' values to the
+:mod:`arch.microop`). The sequencer adds the selected address generators' values to the
 micro-op's SRAM offset fields before broadcasting it.
 
 Semantics are specified in ``docs/architecture.md`` (section "The sequencer").
@@ -13,9 +13,8 @@ from __future__ import annotations
 import enum
 from functools import lru_cache
 
-from amaranth.lib import data
-
-from pe.microop import MicroOp, uop_fields, uop_layout
+from arch.layout import StructLayout
+from arch.microop import MicroOp, uop_fields, uop_layout
 
 __all__ = ["SeqOp", "HostDir", "ctl_layout", "instr_layout", "Instruction", "AGU_FIELDS", "SPAD_RD", "SPAD_WR",
            "spad_ptr_value"]
@@ -48,7 +47,7 @@ class HostDir(enum.IntEnum):
 
 
 @lru_cache(maxsize=None)
-def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bool = False) -> data.StructLayout:
+def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bool = False) -> StructLayout:
     lvl_bits = max(1, (n_loops - 1).bit_length())
     agu_bits = max(1, (n_agus - 1).bit_length())
     sel_bits = n_agus.bit_length()  # 0 = none, 1..n_agus = AGU index + 1
@@ -67,7 +66,7 @@ def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bo
         # they take precedence over rin / rout
         fields["sin"] = 1
         fields["sout"] = 1
-    return data.StructLayout(fields)
+    return StructLayout(fields)
 
 
 def _key(cfg):
@@ -82,15 +81,15 @@ def spad_ptr_value(imm: int, target: int, cfg) -> int:
 
 
 @lru_cache(maxsize=None)
-def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad=False) -> data.StructLayout:
-    return data.StructLayout({
+def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad=False) -> StructLayout:
+    return StructLayout({
         "ctl": ctl_layout(pc_bits, loop_bits, n_loops, n_agus, spad),
         "uop": uop_layout(addr_bits, sel_bits),
     })
 
 
-def instr_layout(cfg) -> data.StructLayout:
-    """Microcode word layout for an :class:`~rtl.config.ArchConfig`."""
+def instr_layout(cfg) -> StructLayout:
+    """Microcode word layout for an :class:`~arch.config.ArchConfig`."""
     return _instr_layout(*_key(cfg))
 
 

@@ -3,25 +3,25 @@ exact cycle costs.
 
 The ring links of a chip (``docs/chip.md``) carry *beats* of ``nr`` values. Every
 collective here moves *segments* of ``m`` beats kept in the ``diag`` layout of
-:mod:`noc.collectives`: beat ``j`` of a segment at SRAM address ``base + j`` of the
+:mod:`sw.collectives`: beat ``j`` of a segment at SRAM address ``base + j`` of the
 diagonal PEs, lane ``i`` in PE ``(i, i)``. A diagonal PE sits on row bus ``i`` and on
 column bus ``i``, so a core can send a beat on one bus direction (``rdrv ... @diag=0 |
 rout row``) while it receives another on the other (``rin col | @diag=0 wr... = col``):
 send and receive overlap in every instruction.
 
 Timing: a ``rout`` issued in cycle ``t`` can be taken by a ``rin`` issued in cycle
-``t + 3`` on the next core (:data:`sim.chip_model.RING_HOP_CYCLES`). The programs are
+``t + 3`` on the next core (:data:`arch.config.RING_HOP_CYCLES`). The programs are
 stall-free by construction: SPMD collectives (every core runs the same instruction
 structure) receive exactly 3 slots after they send; the broadcast chain is aligned by
-:func:`align` from the issue traces. Each emitter returns one microcode image per core;
+:func:`sim.ring_programs.align` from the chip model's issue traces. Each emitter returns one microcode image per core;
 :func:`sim.chip_model.ChipModel` (both engines) and the chip RTL run them.
 
 Collectives (``c`` cores, segments of ``m`` beats, ``L = cfg.fpu_latency``):
 
 * :func:`emit_pass_along`: every core sends a segment to the next core. ``m + 3``
   cycles of traffic.
-* :func:`emit_broadcast`: core ``root``'s segment to every core; the others take and
-  forward in one instruction. ``m + 3 (c - 1)`` cycles from the first send to the last
+* :func:`broadcast_images`: core ``root``'s segment to every core; the others take and
+  forward in one instruction (aligned by :func:`sim.ring_programs.emit_broadcast`). ``m + 3 (c - 1)`` cycles from the first send to the last
   take (the pipeline latency of ``c - 1`` hops).
 * :func:`emit_all_gather`: every core's segment to every core, in one continuous stream
   per link: ``(c - 1) m`` beats per link, ``(c - 1) m + 3`` cycles (segments of at
@@ -52,9 +52,9 @@ import numpy as np
 
 from sw.asm import assemble
 
-__all__ = ["RingError", "emit_pass_along", "emit_broadcast", "emit_all_gather",
+__all__ = ["RingError", "emit_pass_along", "broadcast_images", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "reduce_lines", "reduce_slots", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
-           "golden_reduce_scatter", "align", "ag_min_stream", "fill_diag_program", "read_diag_program",
+           "golden_reduce_scatter", "ag_min_stream", "fill_diag_program", "read_diag_program",
            "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
            "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
            "reduce_scatter_vec_check", "rsv_chunk"]
@@ -166,10 +166,12 @@ def emit_pass_along(cfg, m: int, src: tuple[str, int] = ("a", 0), dst: tuple[str
 
 
 # -- broadcast ----------------------------------------------------------------------------
-def emit_broadcast(cfg, m: int, root: int = 0, src: tuple[str, int] = ("a", 0),
-                   dst: tuple[str, int] = ("a", 0)):
+def broadcast_images(cfg, m: int, root: int = 0, src: tuple[str, int] = ("a", 0),
+                     dst: tuple[str, int] = ("a", 0), waits=None) -> list:
     """Core ``root``'s segment ``src`` to ``dst`` on every other core (take, store and
-    forward in one instruction). Returns one image per core, aligned stall-free."""
+    forward in one instruction): one image per core, core ``k`` waiting ``waits[k]``
+    slots (no-ops) before its first ring instruction. :func:`sim.ring_programs.emit_broadcast`
+    finds the waits that make it stall-free."""
     _need_chip(cfg)
     c = cfg.cores
     if not 0 <= root < c:
@@ -177,21 +179,18 @@ def emit_broadcast(cfg, m: int, root: int = 0, src: tuple[str, int] = ("a", 0),
     (sb, s0), (db, d0) = src, dst
     _check_bank(cfg, sb, s0, m, "broadcast source")
     _check_bank(cfg, db, d0, m, "broadcast destination")
-
-    def images(waits):
-        imgs = []
-        for k in range(c):
-            h = (k - root) % c
-            lines = _setup([(1, s0)]) if h == 0 else _setup([(2, d0)])
-            lines += ["nop"] * waits[k]
-            if h == 0:
-                lines += [_send(sb, 1)] * m
-            else:
-                lines += [_recv(db, 2, fwd=h < c - 1)] * m
-            imgs.append(_emit(cfg, lines))
-        return imgs
-
-    return align(cfg, images)
+    waits = waits or [0] * c
+    imgs = []
+    for k in range(c):
+        h = (k - root) % c
+        lines = _setup([(1, s0)]) if h == 0 else _setup([(2, d0)])
+        lines += ["nop"] * waits[k]
+        if h == 0:
+            lines += [_send(sb, 1)] * m
+        else:
+            lines += [_recv(db, 2, fwd=h < c - 1)] * m
+        imgs.append(_emit(cfg, lines))
+    return imgs
 
 
 # -- all-gather ---------------------------------------------------------------------------
@@ -347,41 +346,6 @@ def golden_reduce(cfg, segments: list[np.ndarray], root: int = 0) -> np.ndarray:
     for h in range(2, c + 1):
         acc = mac_bits(fmt, acc, one, segments[(root + h) % c])
     return acc
-
-
-# -- alignment ----------------------------------------------------------------------------
-def align(cfg, images_of, max_rounds: int | None = None):
-    """Find per-core waits (nops before the first ring instruction) that make a ring
-    program stall-free with no slack: ``images_of(waits) -> images``. Starts from no wait
-    and delays each receiver until its first take is exactly in time; raises
-    :class:`RingError` if that does not converge."""
-    from sim.chip_model import RING_HOP_CYCLES, ChipModel, RingStallError
-
-    c = cfg.cores
-    waits = [0] * c
-    probe = ChipModel(cfg, "fast")
-    for _ in range(max_rounds or 2 * c + 2):
-        imgs = images_of(waits)
-        for k in range(c):
-            probe.load(imgs[k], core=k)
-        sched = probe.ring_schedule([0] * c)
-        changed = False
-        for k in range(c):
-            s = sched[k][1]
-            j = (k + 1) % c
-            r = sched[j][0]
-            if len(s) and len(r) == len(s):
-                need = int(np.max(s + RING_HOP_CYCLES - r))
-                if need > 0:
-                    waits[j] += need
-                    changed = True
-        if not changed:
-            try:
-                probe.check_stall_free([0] * c)
-            except RingStallError as e:
-                raise RingError(f"no stall-free alignment: {e}") from None
-            return imgs
-    raise RingError("ring alignment did not converge")
 
 
 # -- host side: segments in and out of the diag layout ------------------------------------

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from noc.broadcast_bus import segment_len
+from arch.buses import segment_len
 from sw.asm import Builder, add, cdrv, mov, pred, rda, rdb, rdrv, wra, wrb
 from sw.layout import local_len
 

@@ -27,7 +27,7 @@ import json
 import sys
 from pathlib import Path
 
-from rtl.config import ConfigError, PRESETS, config_from_arg
+from arch.config import ConfigError, PRESETS, config_from_arg
 from rtl.fpga import DEFAULT_BOARD
 from rtl.tops import TOPS
 
@@ -53,7 +53,7 @@ def _cmd_info(args) -> int:
 
 
 def _cmd_verilog(args) -> int:
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
     from amaranth.back import verilog
     from rtl.tops import build_top
 
@@ -72,7 +72,8 @@ def _cmd_verilog(args) -> int:
 def _cmd_synth(args) -> int:
     from rtl.fpga import FitError, check_fit, default_device, fit_report, fpga_resources
     from rtl.synth import format_table, synthesize_top
-    from sim.harness import ROOT, atomic_write
+    from arch.files import atomic_write
+    from sim.harness import ROOT
 
     cfg = config_from_arg(args.config)
     device = args.device or default_device(args.target)
@@ -140,7 +141,7 @@ def _cmd_pnr(args) -> int:
 
 def _cmd_timing(args) -> int:
     from rtl.endpoints import endpoint_report, format_endpoint_report
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
 
     rep = endpoint_report(args.build_dir, mhz=args.mhz, depth=args.depth)
     print(format_endpoint_report(rep, top=args.top))
@@ -151,7 +152,7 @@ def _cmd_timing(args) -> int:
 
 
 def _cmd_demo(args) -> int:
-    from sim.demo import run_demo
+    from cli.demo import run_demo
 
     return run_demo(sim=args.sim)
 
@@ -170,8 +171,8 @@ def _cmd_run(args) -> int:
     import time
 
     from sim.core_model import CoreModel
-    from sim.core_run import _split, job_beats, run_job
-    from sim.harness import atomic_write
+    from sim.core_run import job_beats, run_job, split_job
+    from arch.files import atomic_write
     from sw.asm import assemble, read_hex
 
     cfg = config_from_arg(args.config)
@@ -195,7 +196,7 @@ def _cmd_run(args) -> int:
             model = FastModel(cfg)
         else:
             model = CoreModel(cfg)
-        res = _split(cfg, model.process(job_beats(cfg, words, data, args.start)), args.model)
+        res = split_job(cfg, model.process(job_beats(cfg, words, data, args.start)), args.model)
         stats = getattr(model, "stats", {})
     wall = time.perf_counter() - t0
     c = res.counters
@@ -227,7 +228,7 @@ def _cmd_run(args) -> int:
 
 def _report_config(args, stored: dict | None, src: Path):
     """The configuration of a stored run: the run's own; ``--config`` must agree with it."""
-    from rtl.config import ArchConfig
+    from arch.config import ArchConfig
 
     if stored is None:
         if args.config is None:
@@ -245,7 +246,7 @@ def _report_config(args, stored: dict | None, src: Path):
 
 
 def _cmd_report(args) -> int:
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
     from sim.power import load_tech, plot_breakdown, read_run_record, report_from_counters
 
     if args.flops is not None and args.flops <= 0:
@@ -263,14 +264,14 @@ def _cmd_report(args) -> int:
         if flops is None:
             flops = rec["flops"]
     else:
-        from sim.core_run import _split, job_beats
+        from sim.core_run import job_beats, split_job
         from sim.fast_model import FastModel
         from sw.asm import assemble, read_hex
 
         cfg = config_from_arg(args.config)
         words = read_hex(src, cfg) if src.suffix == ".hex" else assemble(src.read_text(), cfg, file=str(src)).words()
         data = _read_beats(args.data) if args.data else []
-        counters = _split(cfg, FastModel(cfg).process(job_beats(cfg, words, data)), "fast").counters
+        counters = split_job(cfg, FastModel(cfg).process(job_beats(cfg, words, data)), "fast").counters
     tech = load_tech(args.tech) if args.tech else None
     rep = report_from_counters(cfg, counters, flops=flops, n_cores=n_cores, ucode_words=ucode_words,
                                **({"tech": tech} if tech else {}))
@@ -285,7 +286,7 @@ def _cmd_report(args) -> int:
 
 
 def _cmd_paper(args) -> int:
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
     from sim.paper import CELLS, format_table, plot_table2, table2
 
     cells = CELLS
@@ -311,7 +312,7 @@ def _cmd_paper(args) -> int:
 
 
 def _cmd_train(args) -> int:
-    from sw.train_driver import cmd_train
+    from cli.train import cmd_train
 
     return cmd_train(args)
 
@@ -435,7 +436,7 @@ def main(argv=None) -> int:
 
     p = sub.add_parser("train", help="train an MLP on a simulated core or chip (SGD, minibatch GD, continuous "
                                      "propagation; fast model), beside float64 SGD")
-    from sw.train_driver import add_train_arguments
+    from cli.train import add_train_arguments
 
     add_train_arguments(p)
     p.set_defaults(fn=_cmd_train)

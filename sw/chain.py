@@ -1,6 +1,6 @@
 """Chains: point-to-point streams along the ring with per-core roles, scheduled together.
 
-The collectives of :mod:`noc.ring` involve every core with the same timing. Layer
+The collectives of :mod:`sw.ring` involve every core with the same timing. Layer
 pipelining (:mod:`sw.train_cp`) needs streams between *groups* of cores: a stream leaves
 one core, passes hop by hop along the unidirectional ring and, on each core of its
 path, every beat has one role:
@@ -26,7 +26,7 @@ role                  instruction(s) on that core (vectors in the diag / cols la
 
 **Matrices** (``layout="mat"`` on every hop of a stream): the words at ``src`` / ``dst``
 are local words of 2D round-robin matrices (:mod:`sw.layout`), each travelling as ``nr``
-beats, as in :mod:`noc.ring_mat`. A *row-oriented* beat ``q`` of a word carries PE column
+beats, as in :mod:`sw.ring_mat`. A *row-oriented* beat ``q`` of a word carries PE column
 ``q`` (lane ``i`` = PE ``(i, q)``) on the row buses, a *column-oriented* one PE row ``q``
 (lane ``j`` = PE ``(q, j)``) on the column buses; beat ``j`` of the stream is beat ``j mod
 nr`` of word ``j // nr``, and every instruction that steps an address register is
@@ -35,7 +35,7 @@ sends row-oriented beats (``@col=q | rd [ar1]++ gate=rdrv | rdrv mem @col=q | ro
 row``); ``relay``, ``keep`` and ``keep_relay`` keep the orientation (``rin row | @col=q |
 wr [ar2]++ = row``, or ``rin col | @row=q | wr [ar2]++ = col``). An ``add`` hop takes on
 one bus and sends on the other, transposing every word (as the reduce-scatter of
-:mod:`noc.ring_mat`): it adds each beat of word ``w`` into register ``r{w mod 2}``
+:mod:`sw.ring_mat`): it adds each beat of word ``w`` into register ``r{w mod 2}``
 (``rin row | rd [ar1]++ gate=pred | @col=q | add r0 = row + mem``) and, once the word's
 last sum is readable, sends it as ``nr`` beats of the other orientation (``cdrv r0 @row=q
 | rout col``): beat ``j`` leaves ``nr + L - 2`` slots after it arrived, so a matrix reduce
@@ -47,7 +47,7 @@ CP: each core of a group keeps its columns of every row) stores them in order.
 ``j`` exactly 3 slots after the previous hop sent it (``RING_HOP_CYCLES``: no slack, so
 the receive FIFOs hold at most 3 beats and nothing stalls) and passes it on in the same
 slot, or ``L - 1`` slots later on an ``add`` hop (the sum is a driver source then; one
-register ``r0`` suffices, as in :func:`noc.ring.reduce_lines`). A hop that *originates*
+register ``r0`` suffices, as in :func:`sw.ring.reduce_lines`). A hop that *originates*
 beats (``send``) in the middle of a stream sends them in the slots the formula gives, so
 a gather (each core appends its segment after relaying its predecessors') is one
 continuous stream.
@@ -58,15 +58,15 @@ address-register setup slots, then its first to its last event on that core) ove
 no window already placed there; so streams on disjoint cores, or passing a core at
 different times, overlap in time, and one core never interleaves two streams (their
 address registers and ``r0`` would collide). The result is a per-core list of slot
-texts of equal length, to be folded into loops by :func:`noc.ring.ring_text`.
+texts of equal length, to be folded into loops by :func:`sw.ring.ring_text`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from noc.ring import RingError, _join
-from sim.chip_model import RING_HOP_CYCLES as RING_HOP
+from sw.ring import RingError, _join
+from arch.config import RING_HOP_CYCLES as RING_HOP
 
 __all__ = ["Hop", "Stream", "ChainSchedule", "schedule", "ROLES"]
 
@@ -246,7 +246,7 @@ def schedule(cfg, streams: list) -> ChainSchedule:
     docstring) and return every core's slot texts. The first two slots of every core
     set the strides of ``ar1`` and ``ar2`` to 1 (three, with ``ar3``, when a hop stores
     twice); the texts use ``ar1``, ``ar2`` (``ar3``), ``r0`` and (matrix adds) ``r1``.
-    Raises :class:`noc.ring.RingError` for malformed streams."""
+    Raises :class:`sw.ring.RingError` for malformed streams."""
     c = cfg.cores
     if c < 2:
         raise RingError(f"chains need a chip (cfg.cores >= 2), got cores={c}")
