@@ -460,16 +460,11 @@ PRESETS: dict[str, ArchConfig] = {
     "S": ArchConfig(nr=4, cores=32, spad_kib=512, ucode_depth=4096),
     # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
     "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
-    # the default core with the FPGA timing: execute, bus, receive and read stages,
-    # micro-op distribution in two levels, sequencer fetch and address stages and 4 / 5-cycle FP
-    # pipelines (docs/fpga.md). The second distribution level took the 4 x 4 core from
-    # 62.51 to 67.62 MHz (seed 1; docs/fpga-timing.md, session 23). The read stage came back
-    # with the receive stage (session 31): without a bus register at the receivers it
-    # lengthened the bus-stage paths and lost three comparisons (session 22); with both
-    # the 4 x 4 core met its 70 MHz clock with the fewest late endpoints at 100 MHz yet.
-    # The sequencer's address stage (session 37) took the 2 x 2 core from 71.84 to 75.25
-    # MHz (76.68-78.60 with variants of its RTL): the microcode RAM's address had been the
-    # critical path; the 4 x 4 core then has the fewest endpoints late at 80-100 MHz.
+    # the default core with the FPGA timing (docs/fpga.md, "Timing"): the execute, bus, receive
+    # and read stages keep SRAM and register-file reads, bus crossings and the block RAMs'
+    # clock-to-output in cycles of their own; the two distribution levels carry the micro-op
+    # across the die; the sequencer's fetch and address stages start the issue decision and the
+    # microcode RAM's address from flip-flops; 4 / 5-cycle FP pipelines
     "fpga": ArchConfig(exec_stage=True, bus_stage=True, rx_stage=True, read_stage=True, dist_stage=True,
                        fan_stage=True, fetch_stage=True, addr_stage=True, mul_latency=4, add_latency=5),
 }

@@ -37,19 +37,11 @@ CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
-#: the preset fpga 4 x 4 row (execute, bus, receive, read, distribution and fetch stages, FP 4 / 5):
-#: routed with router2 (router1 stalls on every 4 x 4 core) with nextpnr's timing-driven
-#: rip-up, which reroutes the connections of paths that fail the clock (docs/fpga-timing.md,
-#: session 26), at the PLL's 71.875 MHz core clock (its step between 70 and 75 MHz from the
-#: board's 25 MHz): seed 2 meets it at 74.52 MHz (session 36; at a 75 MHz clock both seeds
-#: tried route at 74.4-74.5, just short); with the sequencer's address stage (session 37)
-#: seed 1 meets it at 73.17 MHz and seed 2 misses it by one endpoint (71.49); with the split
-#: SRAM bypass compare (session 38) seed 1 meets it at 72.80 MHz. Since session 42 at a
-#: 70 MHz clock, the one every 4 x 4 experiment since session 39 routes at (at 71.875 the
-#: rip-up did not converge on session 39's RTL): session 42's RTL meets it at 70.89 MHz
-#: with 3 endpoints late at 80 MHz, session 43's at 73.60 MHz with 13 late at 80 MHz and
-#: 1,403 at 100 MHz (77.45 with seed 1 on rows 167-169's RTL, docs/fpga-timing.md).
-#: Built only when FPGA_BENCH_ROWS names it
+#: the preset fpga 4 x 4 row (the preset's pipeline stages, FP 4 / 5): routed with router2
+#: (router1 stalls on every 4 x 4 core) with nextpnr's timing-driven rip-up, which reroutes
+#: the connections of paths that fail the clock, at a 70 MHz core clock (the rip-up does not
+#: always converge at the PLL's next step, 71.875 MHz); docs/fpga.md, "Timing", has the
+#: figures. Built only when FPGA_BENCH_ROWS names it
 FPGA_PRESET_CLOCK_MHZ = 70.0
 #: with nextpnr seed 1, and nextpnr's per-endpoint timing (`caterpillar timing`)
 FPGA_PRESET_SEED = 1
@@ -63,8 +55,8 @@ ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2"
 #: rows built for another board than BOARD: preset fpga's PE, 2 x 2 and 4 x 4 core on the
 #: fastest speed grade of the 85F (-8; the ULX3S has the slowest, -6): Lattice's ECP5-5G
 #: evaluation board, LFE5UM5G-85F-8 (the same 85k-LUT fabric and block RAMs;
-#: docs/fpga-timing.md, session 50). The 4 x 4 core at its 100 MHz core clock with the
-#: rip-up: timing met.
+#: docs/fpga.md, "Timing"). The 4 x 4 core meets its 100 MHz core clock there with the
+#: rip-up.
 ROW_BOARD = {n: "ecp55gevn" for n in ("pe-fpga-s8", "core2-fpga-s8", "core4-fpga-s8")}
 
 #: rows built only when FPGA_BENCH_ROWS names them (about an hour each)
@@ -261,7 +253,7 @@ def run() -> dict:
                  f"Fmax = achieved. PE rows: resources from synthesis of the lone PE, Fmax from place and route "
                  f"of the PE in its scan harness (caterpillar build --top pe, router1). Rows 'preset fpga': "
                  f"the {_preset_stages()} stages and FP latencies "
-                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency} (docs/fpga-timing.md); "
+                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency} (docs/fpga.md, Timing); "
                  f"the 2x2 core with nextpnr option {' '.join(CORE2_PRESET_NEXTPNR)}; the 4x4 core (the "
                  f"default 4 x 4 binary16 core's preset) routed at a {FPGA_PRESET_CLOCK_MHZ:g} MHz core clock "
                  f"with nextpnr options {' '.join(FPGA_PRESET_NEXTPNR)}, seed {FPGA_PRESET_SEED}, and built "

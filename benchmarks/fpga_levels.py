@@ -2,7 +2,7 @@
 
 nextpnr's report says how late each endpoint is after a 30-minute place and route; in
 the 4 x 4 core most of a late path's delay is routing, 1.2-1.8 ns per connection
-between cells (docs/fpga-timing.md, session 27). This reads the netlist Yosys hands
+between cells (docs/fpga.md, "Timing"). This reads the netlist Yosys hands
 nextpnr (``top.json`` of a build, or of ``caterpillar build`` stopped after synthesis)
 and counts, for every endpoint (a flip-flop's data, enable or reset, a block RAM's or
 LUT RAM's input), the connections between cells on its longest path from a launching

@@ -1,6 +1,6 @@
 """One unit of a core placed and routed by itself (out of context) on an ECP5, to tell a
 path that is long in the unit's own logic from one that is long because of where the
-core's placement puts the unit (``docs/fpga-timing.md``, session 34)::
+core's placement puts the unit (``docs/fpga.md``, "Timing")::
 
     python -m benchmarks.fpga_ooc counters [--config '{"preset": "fpga"}'] [--mhz 150]
 

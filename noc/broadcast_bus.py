@@ -56,7 +56,7 @@ class BroadcastBus(wiring.Component):
     vis_in : bool
         Take each receiver's visibility flags from ports ``vis{i}`` (flip-flops the core
         loads with :func:`visibility` of the segmentation beside the ``seg`` register,
-        one copy per receiver: FPGA timing, ``docs/fpga-timing.md``) instead of decoding them
+        one copy per receiver: FPGA timing, ``docs/fpga.md``, "Timing") instead of decoding them
         here from ``seg``, which then only counts ``hops``. Flag 0, always set, is not a
         port (:func:`vis_port_bits`): a registered copy of it, reset to 0, is an input
         synthesis cannot fold, and on the 4 x 4 core's buses it doubled the resolvers'

@@ -58,12 +58,12 @@ class FPAdd(wiring.Component):
         The value ``o`` takes at the next clock edge (the D input of the register ``o``
         is read from), for a copy of the output register outside the unit: a register
         loading ``o_next`` holds ``o``. (FPGA timing: the PE's move unit has its own copy,
-        placed beside it; docs/fpga-timing.md.)
+        placed beside it; docs/fpga.md, "Timing".)
     o_next_nan, o_next_pos : Out(1)
         ``o_next`` is a NaN / is greater than zero (not a NaN, not a zero, sign clear),
         from the special-case flags and the sign, not from ``o_next``'s bits: registered
         beside a copy of ``o``, they give its class without a 16-bit reduction after the
-        rounding (the PE's move unit, docs/fpga-timing.md, session 48). A nonzero exact
+        rounding (the PE's move unit, docs/fpga.md, "Timing"). A nonzero exact
         sum of two floats is a multiple of the smallest subnormal, so it never rounds to
         zero, and rounding never makes a NaN.
     """

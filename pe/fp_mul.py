@@ -15,8 +15,8 @@ registers are the significand registers of stage 0 (``latency >= 4``; the produc
 register is then a fabric flip-flop behind the block) or, without stage 0, whose output
 register is the product register: synth_ecp5 does not move fabric flip-flops into the
 block, and nextpnr-ecp5 times a MULT18X18D by its register settings, so the
-fabric-to-DSP-to-fabric path of a plain ``*`` (the 4 x 4 core's critical path in
-docs/fpga-timing.md, session 41) loses the route into the block.
+fabric-to-DSP-to-fabric path of a plain ``*`` (a critical path of the 4 x 4 core on the
+FPGA, docs/fpga.md, "Timing") loses the route into the block.
 The shift amount is
 worked out beside the multiplier (the product of significands with ``za`` and ``zb``
 leading zeros has ``za + zb`` or ``za + zb + 1``), so no leading-zero count sits

@@ -277,8 +277,8 @@ class PE(wiring.Component):
         that the next cycle writes again; and a read of that register in the next
         cycle takes ``mvq_val`` through the bypass (``hitq``, ``c_pre_wq``), never the
         bank. So the freeze (one flip-flop, the clock enable of every PE register) is
-        not a gate in front of the LUT RAMs' write enables (a 4 x 4 build's critical
-        path on two of six seeds, docs/fpga-timing.md, session 43). Bank F stays
+        not a gate in front of the LUT RAMs' write enables (such a gate is a 4 x 4
+        build's critical path on some seeds, docs/fpga.md, "Timing"). Bank F stays
         frozen: a read of an FMA write-back's register in its write cycle has no bypass
         (it returns the old word), so an early write would change it
         (``tests/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
@@ -418,7 +418,7 @@ class PE(wiring.Component):
         # live values: SRAM read data (if read since reset), buses, the RF read (async
         # LUT RAM at the s1 code) and constants. This keeps the operand stage, whose paths
         # run SRAM read -> row/column bus -> other PEs -> RF / SRAM / multiplier, two to
-        # three LUT levels shorter than a mux tree on the s1 code (docs/fpga-timing.md).
+        # three LUT levels shorter than a mux tree on the s1 code (docs/fpga.md, "Timing").
         # The selects of gated readers (bus drivers) fold in the driver select. The
         # flip-flops hold f(s1, rd_*_seen) at all times (same enable, reset to f(NOP, 0)),
         # so the cycle behaviour is that of the mux on s1.
@@ -448,9 +448,9 @@ class PE(wiring.Component):
         # and the offset, as for the block RAM) two bits at a time, one LUT after the
         # address adder, and those pair compares are registered with the read; their AND
         # in the operand stage (two LUT levels, beside the block RAM's clock-to-output)
-        # is the hit. Comparing whole addresses at issue put the adder and the compare's
-        # three levels in one cycle (the 4 x 4 core's critical path, docs/fpga-timing.md,
-        # session 38); comparing in the operand stage would put them all beside the RAM's
+        # is the hit. Comparing whole addresses at issue would put the adder and the
+        # compare's three levels in one cycle (a 4 x 4 core's critical path, docs/fpga.md,
+        # "Timing"); comparing in the operand stage would put them all beside the RAM's
         # output. The bus-stage write's word is
         # taken in the operand stage, from the execute-stage write word (the same word,
         # one cycle later), and kept in the bypass register after that cycle.
@@ -575,7 +575,7 @@ class PE(wiring.Component):
             # FMA write-back of next cycle are known now (their stages advance together,
             # under the PE's one enable), so the register-file selects decided at issue
             # start at flip-flops, not at the adder's write-back decode and the conflict
-            # compare (8 connections deep on the 4 x 4 core, session 47).
+            # compare (8 connections deep on the 4 x 4 core).
             m.d.sync += cur_mv.eq(nxt_mv & ~byp_fma_next)
 
         def source(field, *, regs=True, buses=True, gate=None, name, late=None):
@@ -607,8 +607,8 @@ class PE(wiring.Component):
                 # cycle holds both). A move into the register now is read through hitq,
                 # so only the FMA write-back's tags count. After the LUT RAM only an AND
                 # with a flip-flop is left, no tag select (a 16:1 multiplexer of the
-                # written bits and the live-value table in front of every read was in
-                # the 4 x 4 build's critical paths, docs/fpga-timing.md, session 44).
+                # written bits and the live-value table in front of every read would be
+                # among the 4 x 4 build's critical paths, docs/fpga.md, "Timing").
                 rf = reg & ~hit & ~hitq
                 tag = Mux(cur_wb & (cur_wb_dst == idx), 0b11, rf_tags.word_select(idx, 2))
                 live += [hit, byp_val, hitq, mvq_val,
@@ -867,14 +867,14 @@ class PE(wiring.Component):
             # move issued just before) from a private copy of the bypass select, so the
             # move unit's loop (mv_val -> the bypass -> the operand -> the move -> mv_val)
             # does not run through the shared bypass net, which reaches every operand's
-            # bypass points across the PE (docs/fpga-timing.md, session 42: row 159). Same value:
+            # bypass points across the PE (docs/fpga.md, "Timing"). Same value:
             # the copy's select register loads what byp_fma loads (the build keeps the PE's
             # flip-flops apart, rtl.fpga.keep_pe_ffs).
             # The loop's other registers are private copies too: of the receive registers
             # (mv_rx_row / mv_rx_col), the adder's output register (mv_fma_out, loading
             # the adder's o_next) and mv_val itself (mv_val_loop). Each original drives
             # operands, bypass points and register-file banks across the PE, and its long
-            # route to the move unit set the clock (session 43). The copies load the same
+            # route to the move unit would set the clock. The copies load the same
             # values, so the move unit sees the same operands in the same cycles.
             byp_fma_mv = Signal(name="byp_fma_mv")
             m.d.sync += byp_fma_mv.eq(byp_fma_next)
@@ -893,7 +893,7 @@ class PE(wiring.Component):
             # unit's own result (its class from the operands' classes and the op). At most
             # one of the values ORed into an operand is nonzero (the source reads one of
             # them), so the operand's class is the same select of their classes, and no
-            # 16-bit reduction follows the select (8 connections deep, session 47).
+            # 16-bit reduction (8 connections deep) follows the select.
             # The buses' classes come with them (row_in_cls / col_in_cls, from the
             # drivers), so these flip-flops load a bus bit each.
             fns = {"pos": positive, "nan": nan_of}
@@ -1035,8 +1035,8 @@ class PE(wiring.Component):
             # mp_c[-2] loads next (nxt_idx) and the writes of that cycle, each known a
             # cycle ahead (nxt_wb, nxt_mv, cur_mv); and the word's tags, as this cycle's
             # writes leave them. Only the RAMs' read and the value select are left after
-            # the index register (before session 41 the compares and the tags' 16:1
-            # select sat there: a 4 x 4 build's critical path, docs/fpga-timing.md). A
+            # the index register (the compares and the tags' 16:1 select there would be
+            # a 4 x 4 build's critical path, docs/fpga.md, "Timing"). A
             # frozen cycle holds these with the registers they are decided from. They
             # are the selects the register file would give in that cycle:
             # * wf: the FMA write-back lands this cycle (it wins, as in the file);

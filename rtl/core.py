@@ -267,9 +267,9 @@ class Core(wiring.Component):
         m.d.sync += bubble.eq(stall)
         bubble_c = dly_chain(bubble, "bubble")
         bubble_d = bubble_c[-1]
-        # (With the distribution stage every PE has its own copy of the freeze, below.
-        # Session 40 put the freeze on a global network on ECP5 instead; over seeds the
-        # copies gave the better clock, 2 x 2 and 4 x 4: docs/fpga-timing.md, session 41.)
+        # (With the distribution stage every PE has its own copy of the freeze, below:
+        # over seeds the copies give a better clock than the freeze on an ECP5 global
+        # network, 2 x 2 and 4 x 4: docs/fpga.md, "Timing".)
         pe_en = Signal()
         m.d.comb += pe_en.eq(~bubble_d)
 
@@ -340,12 +340,12 @@ class Core(wiring.Component):
         # from registers, one copy per receiving PE (module ``pe_<r>_<c>_vis``, kept
         # apart by the FPGA build like the distribution copies): the segmentation
         # register then drives no die-wide decode in front of every bus's AND-OR (the
-        # 4 x 4 core's critical path, docs/fpga-timing.md). Loaded beside ``bus_rseg`` /
+        # 4 x 4 core's critical path, docs/fpga.md, "Timing"). Loaded beside ``bus_rseg`` /
         # ``bus_cseg`` with the decode of the same value, so they equal its decode.
         # Likewise the host lane's bus enables, one copy per receiving PE (module
         # ``pe_<r>_<c>_hen``, loaded in every cycle with the value ``bus_host_*_en``
         # loads), so no flip-flop drives the host multiplexer of every receiver of every
-        # bus (a 4 x 4 build's critical path, docs/fpga-timing.md, session 44).
+        # bus (a 4 x 4 build's critical path, docs/fpga.md, "Timing").
         vis = None
         if cfg.bus_stage:
             vis = {}
@@ -372,8 +372,8 @@ class Core(wiring.Component):
         # (class_bits: > 0, NaN) above its data bits, resolved like them: the drivers
         # drive them (PE.row_out_cls) and the host lane's are the test of its register,
         # so the receivers' move-unit class flip-flops load a bus bit, not a 16-bit test
-        # after the bus (9 connections deep on the 4 x 4 core, docs/fpga-timing.md,
-        # session 48). Same classes: at most one value on a segment is nonzero.
+        # after the bus (9 connections deep on the 4 x 4 core, docs/fpga.md, "Timing").
+        # Same classes: at most one value on a segment is nonzero.
         def make_buses(prefix, lanes_, vis=None, cls=False):
             bw = w + CLASS_BITS if cls else w
             rb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
@@ -413,12 +413,12 @@ class Core(wiring.Component):
         # same value as the original (``seq.uop_next``, ``stall``) and holds the same
         # value in every cycle, so nothing changes but the wires: the distribution
         # copies load from a copy placed between the sequencer and their pair, instead of
-        # all 16 from one register (one wire across the die was a 4 x 4 build's critical
-        # path, docs/fpga-timing.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
+        # all 16 from one register (one wire across the die is a 4 x 4 build's critical
+        # path, docs/fpga.md, "Timing"). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
         # With cfg.fan_stage the copies load the sequencer's micro-op register and the
         # bubble flip-flop themselves (a second distribution level, one cycle later): no
         # path then runs from the sequencer's issue logic across the die into a copy
-        # (the 4 x 4 build's distribution path, docs/fpga-timing.md, session 23).
+        # (the 4 x 4 build's distribution path, docs/fpga.md, "Timing").
         fan_src = (seq.uop, bubble) if cfg.fan_stage else (seq.uop_next, stall)
         fans = {}
         for r in range(nr if dist else 0):
@@ -444,7 +444,7 @@ class Core(wiring.Component):
                     # cycle), and a reset would put a "rst ? 0 : x" LUT in front of each
                     # bit, identical for every PE, which Yosys then shares: one LUT
                     # driving all copies across the die (a 4 x 4 build's critical path,
-                    # docs/fpga-timing.md)
+                    # docs/fpga.md, "Timing")
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
                     bubble_pe = Signal(name="bubble", reset_less=True)
@@ -504,10 +504,9 @@ class Core(wiring.Component):
             # No path from a bus into the FIFO's write data: the beat is the receive
             # registers of the PEs at position 0 (PE (r, 0)'s row_rx holds row bus r's
             # value there, PE (0, c)'s col_rx column bus c's), which hold the bus-stage
-            # values whenever a push is made (both load under pe_en). Before, a register
-            # of the host interface loaded the same values across the die from the
-            # buses' drivers: the 4 x 4 build's critical path (docs/fpga-timing.md,
-            # session 47).
+            # values whenever a push is made (both load under pe_en). A register of the
+            # host interface loading the same values across the die from the buses'
+            # drivers would be the 4 x 4 build's critical path (docs/fpga.md, "Timing").
             push_last = Signal(name="hout_rx_last")
             rx_row_dir = Signal(name="hout_rx_row")      # the beat is the row buses'
             m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]),

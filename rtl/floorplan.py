@@ -2,8 +2,8 @@
 
 nextpnr places the block RAMs (``DP16KD``, which sit in a few fixed rows across the die)
 and the logic together; on a 4 x 4 core it scattered a PE's eight block RAMs and its
-logic over the device, so paths inside one PE crossed the die (``docs/fpga-timing.md``, "The
-floorplan"). :func:`plan_pe_rams` gives each PE a group of adjacent block-RAM sites
+logic over the device, so paths inside one PE crossed the die (``docs/fpga.md``,
+"Commands"). :func:`plan_pe_rams` gives each PE a group of adjacent block-RAM sites
 instead: PE row ``r`` on one block-RAM row of the die (the middle ``nr`` rows), PE
 column ``c`` on the ``c``-th of ``nr`` equal stretches of that row, so that the PE
 array keeps its shape on the die (row buses run along the block-RAM rows, column buses

@@ -135,7 +135,7 @@ class HostInterface(wiring.Component):
         # The start pulse and the RUN state's input stream come from flip-flops of their
         # own, not from a decode of the state register: ``start`` selects the sequencer's
         # microcode address and ``hin_valid`` enters the stall decision, and the state
-        # decode in front of them was on the 4 x 4 core's critical path (docs/fpga-timing.md).
+        # decode in front of them would be on the 4 x 4 core's critical path (docs/fpga.md, "Timing").
         start = Signal()                # the START state (one cycle after the RUN header)
         start_pc = Signal(cfg.pc_bits)
         run = Signal()                  # the RUN state
@@ -144,8 +144,8 @@ class HostInterface(wiring.Component):
         # The counters' controls are flip-flops too: ``running`` (the RUN and DRAIN
         # states) and ``cnt_clear`` (the cycle after a CLEAR header; nothing counts in
         # IDLE, so the cycle's delay changes no count). A decode of the state register
-        # in front of them was on the 4 x 4 core's critical path (fpga-timing.md,
-        # session 41).
+        # in front of them would be on the 4 x 4 core's critical path (docs/fpga.md,
+        # "Timing").
         running = Signal()
         clear = Signal()
         m.d.sync += clear.eq(0)

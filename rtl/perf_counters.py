@@ -35,7 +35,7 @@ class PerfCounters(wiring.Component):
     three cycles (read; register; add; write), so every low part is emptied every ``n``
     cycles and never overflows. Against a bank of ``n`` full-width counters in
     flip-flops this saves ``n`` wide adders, their flip-flops and the readout mux
-    (docs/core.md, "Performance counters"; docs/fpga-timing.md, session 35).
+    (docs/core.md, "Performance counters"; docs/fpga.md, "Timing").
 
     ``ready`` says the words are the counts: it is high once no cycle has counted and no
     ``clear`` has been given for ``SETTLE + SWEEP_LATENCY`` cycles (every low part has
@@ -141,8 +141,8 @@ class PerfCounters(wiring.Component):
         # first stage: every source into a flip-flop of its own (the PEs' event strobes
         # come from all over the die), with no reset, enable or gate: count_en and clear
         # reach only the last stage, whose registers sit with the sum, not the die's
-        # few hundred first-stage bits (on the 4 x 4 core's critical path before
-        # 2026-11-30: fpga-timing.md, session 41). The increments are summed from these.
+        # few hundred first-stage bits (a gate there is on the 4 x 4 core's critical
+        # path: docs/fpga.md, "Timing"). The increments are summed from these.
         def stage(v, name, prefix="src"):
             r = Signal.like(v, name=f"{prefix}_{name}", reset_less=True)
             m.d.sync += r.eq(v)
@@ -152,7 +152,7 @@ class PerfCounters(wiring.Component):
         # second stage: the events summed over all PEs as partial sums, one per PE row
         # (registered; their sum is the increment in the third stage), every other
         # source registered once more. A sum over 16 PEs in one cycle (four adder levels)
-        # was among the 4 x 4 core's late paths (fpga-timing.md, session 43).
+        # is among the 4 x 4 core's late paths (docs/fpga.md, "Timing").
         def sum_of(xs):
             """A balanced adder tree of ``xs``."""
             while len(xs) > 1:

@@ -230,8 +230,8 @@ class Sequencer(wiring.Component):
         # The write port takes a register: the host interface's load (address, word and
         # the bits computed beside it) lands one cycle later, from flip-flops, so no path
         # runs from the host stream's state through those bits across the die into the
-        # block RAMs (the preset 2 x 2 core's critical path, docs/fpga-timing.md, session
-        # 40). A START follows a LOAD's last word by two cycles at least (the RUN header,
+        # block RAMs (the preset 2 x 2 core's critical path, docs/fpga.md, "Timing").
+        # A START follows a LOAD's last word by two cycles at least (the RUN header,
         # then the start pulse), so a start still reads every word loaded.
         w_addr = Signal.like(wp.addr, name="ucode_w_addr")
         w_en = Signal(name="ucode_w_en")
@@ -281,7 +281,7 @@ class Sequencer(wiring.Component):
         # start, and the FPGA build can then use the flip-flops' own synchronous reset
         # (an ECP5 slice has one, LSR, taken by the domain reset otherwise) for ``start``,
         # instead of a LUT ``start | go`` in front of every load enable (the 2 x 2 preset
-        # core's critical path, docs/fpga-timing.md, session 39).
+        # core's critical path, docs/fpga.md, "Timing").
         armed = [Signal(name=f"loop{lv}_armed", reset_less=True) for lv in range(nl)]
         base = [Signal(aw, name=f"agu{a}_base", reset_less=True) for a in range(na)]
         stride = [[Signal(aw, name=f"agu{a}_stride{lv}", reset_less=True) for lv in range(nl)] for a in range(na)]
@@ -414,15 +414,15 @@ class Sequencer(wiring.Component):
         # With the fetch stage these are flip-flops loaded with the head (below), so the
         # loop and AGU state's next values start one LUT from registers, not behind a
         # gate of the head's decoded op fanned out to every level's counter and offsets
-        # (the preset cores' critical path into the AGU values, docs/fpga-timing.md,
-        # session 39). They, ``loop_lv`` and ``jump_head`` (below) are not gated with
+        # (the preset cores' critical path into the AGU values, docs/fpga.md, "Timing").
+        # They, ``loop_lv`` and ``jump_head`` (below) are not gated with
         # ``live``: the head's decoded op (``is_jump``, ``head_loop<lv>``), its scan
         # (``win`` / ``fin``) and these are cleared whenever the head holds no
         # instruction (at a start and when a JUMP issues, until the head refills; after
         # a HALT only a start reads the RAM), so they are 0 then anyway, and the next-pc
         # scan into the microcode RAM's address starts at these flip-flops instead of
-        # behind a gate with ``running`` and ``filling`` (the 4 x 4 core's critical path,
-        # session 33). The loop state they compute is loaded only when the head issues.
+        # behind a gate with ``running`` and ``filling`` (the 4 x 4 core's critical path).
+        # The loop state they compute is loaded only when the head issues.
         if fetch:
             upd_win = [Signal(name=f"loop{lv}_step_branch") for lv in range(nl)]
             upd_fin = [Signal(name=f"loop{lv}_step_finish") for lv in range(nl)]
@@ -545,9 +545,9 @@ class Sequencer(wiring.Component):
                 # ``lend[lv] == pc_f``, loaded with pc_f from the compares of the next loop
                 # ends with each candidate next address (registers only), selected like the
                 # address (below). A LOOP at the head compares its target with pc_f here: the
-                # same compare made from the RAM's output before the head is loaded was
+                # same compare made from the RAM's output before the head is loaded is
                 # slower (the block RAM's clock to output, then the compare and the select;
-                # docs/fpga-timing.md).
+                # docs/fpga.md, "Timing").
                 at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
                 # (a LOOP at the head is followed by pc + 1 = pc_f: a LOOP at the end of an
                 # armed loop is not a valid program, sim.seq_model.ProgramError; so its
@@ -691,12 +691,12 @@ class Sequencer(wiring.Component):
 
         # -- sequential behaviour --------------------------------------------------------
         # The micro-op register is cleared at its input when the head is empty (gating it
-        # with ``issue`` at the output instead put a LUT in front of the distribution
+        # with ``issue`` at the output instead puts a LUT in front of the distribution
         # copies' die-wide fan-out, the 4 x 4 core's critical path at 18.4 ns) and loaded
         # whenever the head holds an instruction (``live``, flip-flops only), stall or
         # not: after a stall the core freezes the whole PE side for the bubble cycle, so
         # what it holds then is never executed, and the stall decision drives no clear or
-        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga-timing.md).
+        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga.md, "Timing").
         issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc, self.halted]
         m.d.comb += self.uop_next.eq(Mux(self.start | ~live, 0, new_uop))
         m.d.sync += self.uop.eq(self.uop_next)

@@ -21,9 +21,9 @@ from arch.isa import HostDir, Instruction, SeqOp
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    # the FPGA timing before session 23's second distribution level: execute, bus,
-    # distribution and fetch stages, FP 4 / 5 (the read stage is run by the core-level
-    # tests of test_chip, test_kernels, test_train*)
+    # the FPGA timing with one distribution level: execute, bus, distribution and fetch
+    # stages, FP 4 / 5 (the read stage is run by the core-level tests of test_chip,
+    # test_kernels, test_train*)
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
     # preset fpga: the same with two distribution levels (fan stage), the PE side two
@@ -206,8 +206,7 @@ FREEZE_PROGRAM = _FREEZE_FILL + """
 # for the host: a bubble holds the stalled head's micro-op on the PE side (not executed),
 # so neither its AR increments nor its stride setting may act in the bubble (a PE that
 # computed its read address a cycle early, or loaded its strides outside the freeze,
-# would get this wrong unless it took the freeze into account: docs/fpga-timing.md,
-# session 45).
+# would get this wrong unless it took the freeze into account: docs/fpga.md, "Timing").
 FREEZE_AR_PROGRAM = _FREEZE_FILL + """
     loop j 8 {
         hin row | rda [ar0]++ | mov r3 = row | wrb [ar2 + 8]++ = mema

@@ -117,8 +117,8 @@ def test_sequencer_load_enables_on_global_networks(dist):
     """On an ECP5 board, with the fetch stage (``dist``), the sequencer's head and go load
     enables each come from one gate (``head_en0`` / ``go_en0``) through a DCCA, a global
     network beside the reset's, instead of a copy per chunk; nothing else is on a global
-    network. The PE freeze is not (session 40 had it on one; the copies gave the better
-    clock over seeds): every PE's enable is its distribution copy's freeze flip-flop with
+    network. The PE freeze is not (its per-PE copies give the better clock over seeds than
+    a global network): every PE's enable is its distribution copy's freeze flip-flop with
     the distribution stage, else ``pe_en``. Without a platform (simulation) there is no
     DCCA and the sequencer's copies are there."""
     import re
@@ -314,7 +314,7 @@ def test_keep_pe_ffs_names_the_distribution_tree():
 def test_move_unit_copies_stay_apart():
     """With the receive stage the move unit's loop reads private copies of registers the
     rest of the PE shares (the receive registers, the adder's output register, mv_val:
-    docs/fpga-timing.md, session 43). Each copy and its original are flip-flops of the
+    docs/fpga.md, "Timing"). Each copy and its original are flip-flops of the
     PE's own module, so the build's keep (:func:`rtl.fpga.keep_pe_ffs`) holds them apart
     through flattening and merging: two flip-flops per pair after Yosys's ``opt``. (A
     copy of the adder's own register was merged into it: the FP units' flip-flops are not
@@ -351,8 +351,8 @@ def test_move_unit_copies_stay_apart():
 def test_pe_freeze_not_in_bank_m_write_enable(preset, m_free):
     """:meth:`pe.pe.PE.frozen`: with the execute stage the freeze is not in the cone of
     the register file's bank-M write enable (only the ``mvq_go`` flip-flop is: no gate
-    from the PE's ~1,800-load freeze net into the LUT RAMs' ``WRE``, docs/fpga-timing.md,
-    session 44); bank F's write enable, and bank M's without the execute stage, are
+    from the PE's ~1,800-load freeze net into the LUT RAMs' ``WRE``, docs/fpga.md,
+    "Timing"); bank F's write enable, and bank M's without the execute stage, are
     frozen. (That the early bank-M write changes no value is checked by
     ``tests/test_core.py::test_core_freeze_holds_units_in_flight``.)"""
     import subprocess
@@ -1209,7 +1209,7 @@ def test_fpga_levels_lone_pe_move_unit_depth(tmp_path):
     """``benchmarks/fpga_levels --pe``: a lone preset PE synthesized as the build does
     (its flip-flops kept apart, so the move unit's private copies stay). The move unit's
     result (``mv_val`` and its loop copy ``mv_val_loop``) is at most 6 routed connections
-    deep: its operands' classes come from flip-flops (docs/fpga-timing.md, session 48;
+    deep: its operands' classes come from flip-flops (docs/fpga.md, "Timing"; it would be
     8 with the classes reduced after the operand's select)."""
     from benchmarks.fpga_levels import load_module, path_depths, pe_netlist, report
     from rtl.endpoints import unit_of
