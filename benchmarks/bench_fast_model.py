@@ -1,6 +1,6 @@
 """Speed of the cycle-exact fast model (sim/fast_model.py) against cocotb + Verilator.
 
-Programs are the MLP kernels of ``sw/kernels.py`` with random data preloaded into the
+Programs are the MLP kernels of ``sw/kernels/`` with random data preloaded into the
 PE memories (the fast model's speed, like the RTL's, does not depend on the values).
 For each program:
 

@@ -15,7 +15,7 @@
   names the seed, the first differing beat / counter / address, and locates the cycle:
   the region whose loop-level result differs from the per-cycle engine's (verification
   mode), or the first cycle at which the per-cycle engine and the core model diverge;
-* the MLP kernels and collectives of ``sw/kernels.py`` / ``sw/collectives.py`` in whole
+* the MLP kernels and collectives of ``sw/kernels/`` / ``sw/collectives.py`` in whole
   sessions (load, kernels, unload): fast model vs core model beat for beat, and
   against the golden models, also at sizes the core model is too slow for;
 * the fast model against the RTL directly (cocotb + Icarus): sessions of random and

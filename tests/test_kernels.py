@@ -1,4 +1,4 @@
-"""MLP kernels (sw/kernels.py) against their golden models (sw/golden.py), bit for bit.
+"""MLP kernels (sw/kernels/) against their golden models (sw/golden.py), bit for bit.
 
 Every kernel runs as its own phase between a load phase and an unload phase
 (:func:`sw.kernels.run_kernel`): on the cycle-accurate CoreModel for many shapes
