@@ -339,7 +339,7 @@ def main(argv=None) -> int:
     p.add_argument("--top", default="pe", choices=sorted(TOPS))
     p.add_argument("--target", default="ecp5", choices=("ecp5", "ice40", "generic"))
     p.add_argument("--device", help="check the fit against this part (default LFE5U-85F for ecp5, "
-                                    "iCE40UP5K for ice40; see rtl/fpga.py DEVICES)")
+                                    "iCE40UP5K for ice40; see rtl/fpga_devices.py DEVICES)")
     p.add_argument("--json", help="also save the result as JSON")
     p.set_defaults(fn=_cmd_synth)
 
