@@ -41,7 +41,7 @@ demo: tools
 	$(VENV)/bin/caterpillar demo
 
 test: tools
-	$(VENV)/bin/pytest -n $(JOBS) -q -m "not slow"
+	$(VENV)/bin/pytest -n $(JOBS) -q -m "not slow" --durations=25
 
 test-all: tools
 	$(VENV)/bin/pytest -n $(JOBS) -q

@@ -1,6 +1,6 @@
 """Speed of the cycle-exact fast model (sim/fast_model.py) against cocotb + Verilator.
 
-Programs are the MLP kernels of ``sw/kernels.py`` with random data preloaded into the
+Programs are the MLP kernels of ``sw/kernels/`` with random data preloaded into the
 PE memories (the fast model's speed, like the RTL's, does not depend on the values).
 For each program:
 
@@ -25,8 +25,8 @@ import time
 
 import numpy as np
 
-from noc.collectives import Region
-from rtl.config import ArchConfig
+from sw.collectives import Region
+from arch.config import ArchConfig
 from sim.fast_flow import clear_plan_cache
 from sim.fast_model import FastModel
 from sw.asm import Builder

@@ -8,8 +8,8 @@ from amaranth.sim import Simulator
 from pe.fp_add import FPAdd
 from pe.fp_golden import add_bits, mul_bits
 from pe.fp_mul import FPMul
-from pe.fpformat import FORMATS
-from rtl.config import ArchConfig
+from arch.fpformat import FORMATS
+from arch.config import ArchConfig
 
 N_OPS = 16
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import os
 
-from rtl.config import PRESETS, ArchConfig
+from arch.config import PRESETS, ArchConfig
 from rtl.fpga import (DEFAULT_BOARD, DEVICES, FitError, build, fit_report, fpga_resources, get_platform, nextpnr_result_options,
                       parse_critical_paths, parse_nextpnr_log, short_cell)
 from rtl.synth import synthesize_top
@@ -37,13 +37,11 @@ CLOCK_MHZ = 100.0
 BENCH_DIR = ROOT / "build" / "fpga" / "bench"
 
 
-#: the preset fpga 4 x 4 row (execute, bus, receive, read, distribution and fetch stages, FP 4 / 5):
-#: routed with router2 (router1 stalls on every 4 x 4 core) with nextpnr's timing-driven
-#: rip-up, which reroutes the connections of paths that fail the clock (docs/fpga-timing.md),
-#: at a 70 MHz core clock, the clock the 4 x 4 experiments route at (at the PLL's next step,
-#: 71.875 MHz, the rip-up does not always converge; a 4 x 4 build meets 70 MHz with a few
-#: MHz to spare, docs/fpga-timing.md).
-#: Built only when FPGA_BENCH_ROWS names it
+#: the preset fpga 4 x 4 row (the preset's pipeline stages, FP 4 / 5): routed with router2
+#: (router1 stalls on every 4 x 4 core) with nextpnr's timing-driven rip-up, which reroutes
+#: the connections of paths that fail the clock, at a 70 MHz core clock (the rip-up does not
+#: always converge at the PLL's next step, 71.875 MHz); docs/fpga.md, "Timing", has the
+#: figures. Built only when FPGA_BENCH_ROWS names it
 FPGA_PRESET_CLOCK_MHZ = 70.0
 #: with nextpnr seed 1, and nextpnr's per-endpoint timing (`caterpillar timing`)
 FPGA_PRESET_SEED = 1
@@ -57,8 +55,8 @@ ALL_ROWS = [f"{k}-{f}" for f in ("binary16", "binary32") for k in ("pe", "core2"
 #: rows built for another board than BOARD: preset fpga's PE, 2 x 2 and 4 x 4 core on the
 #: fastest speed grade of the 85F (-8; the ULX3S has the slowest, -6): Lattice's ECP5-5G
 #: evaluation board, LFE5UM5G-85F-8 (the same 85k-LUT fabric and block RAMs;
-#: docs/fpga-timing.md). The 4 x 4 core at its 100 MHz core clock with the
-#: rip-up: timing met.
+#: docs/fpga.md, "Timing"). The 4 x 4 core meets its 100 MHz core clock there with the
+#: rip-up.
 ROW_BOARD = {n: "ecp55gevn" for n in ("pe-fpga-s8", "core2-fpga-s8", "core4-fpga-s8")}
 
 #: rows built only when FPGA_BENCH_ROWS names them (about an hour each)
@@ -255,7 +253,7 @@ def run() -> dict:
                  f"Fmax = achieved. PE rows: resources from synthesis of the lone PE, Fmax from place and route "
                  f"of the PE in its scan harness (caterpillar build --top pe, router1). Rows 'preset fpga': "
                  f"the {_preset_stages()} stages and FP latencies "
-                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency} (docs/fpga-timing.md); "
+                 f"{PRESETS['fpga'].mul_latency} / {PRESETS['fpga'].add_latency} (docs/fpga.md, Timing); "
                  f"the 2x2 core with nextpnr option {' '.join(CORE2_PRESET_NEXTPNR)}; the 4x4 core (the "
                  f"default 4 x 4 binary16 core's preset) routed at a {FPGA_PRESET_CLOCK_MHZ:g} MHz core clock "
                  f"with nextpnr options {' '.join(FPGA_PRESET_NEXTPNR)}, seed {FPGA_PRESET_SEED}, and built "

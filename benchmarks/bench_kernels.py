@@ -27,12 +27,12 @@ import time
 
 import numpy as np
 
-from noc.collectives import (Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast, emit_reduce,
+from sw.collectives import (Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast, emit_reduce,
                              emit_transpose)
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sw import golden
-from sw.kernels import (Scalar, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1, gemm_cost, gemv_cost,
-                        gemv_t_rank1_cost, rank1_cost, run_kernel)
+from sw.kernels import (Scalar, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1, gemm_cost, gemv_cost, gemv_t_rank1_cost, rank1_cost)
+from sim.core_run import run_kernel
 from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
 
 M = N = 256

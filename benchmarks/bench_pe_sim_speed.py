@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import sys
 
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sim.harness import ROOT, SimulatorMissing, find_simulator, run_cocotb
 
 sys.path.insert(0, str(ROOT / "tests"))

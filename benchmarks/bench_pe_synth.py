@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from rtl.fpga import fpga_resources
 from rtl.synth import synthesize_top
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from noc.collectives import Region
-from rtl.config import ArchConfig
+from sw.collectives import Region
+from arch.config import ArchConfig
 from sim.fast_model import FastModel
 from sim.power import plot_breakdown, report_from_counters, scope_note
 from sw.asm import Builder

@@ -16,8 +16,9 @@ import time
 
 import numpy as np
 
-from noc.ring import emit_all_gather, emit_broadcast, emit_pass_along, emit_reduce, emit_reduce_scatter
-from rtl.config import ArchConfig
+from sim.ring_programs import emit_broadcast
+from sw.ring import emit_all_gather, emit_pass_along, emit_reduce, emit_reduce_scatter
+from arch.config import ArchConfig
 from sim.chip_model import ChipModel
 from sim.power import report_from_counters
 

@@ -28,11 +28,12 @@ from dataclasses import replace
 
 import numpy as np
 
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sim.power import scope_note
 from sw.mlp import MLP
-from sw.train import HOST_LATENCY_CYCLES, CoreSession, TrainCompileError, compile_sgd, init_weights
-from sw.train_driver import step_report
+from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, compile_sgd, init_weights
+from sim.sessions import CoreSession
+from sim.train_driver import step_report
 
 #: (sizes, loss, bank words or None for the default, backward): "auto" is the compiler's
 #: default per-layer choice; the forced rows show what it chose between

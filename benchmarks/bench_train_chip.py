@@ -31,12 +31,13 @@ from functools import partial
 
 import numpy as np
 
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sim.power import report_from_counters, scope_note
 from sw.golden_train_chip import GoldenChipSGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, init_weights
-from sw.train_chip import ChipSession, compile_chip_sgd
+from sw.train_chip import compile_chip_sgd
+from sim.sessions import ChipSession
 
 WEIGHT_SEED = 0
 INPUT_SEED = 1

@@ -5,7 +5,7 @@ published minibatch figure (195 GFLOPS/W).
 
 Each case is compiled with :func:`sw.train_chip_mb.compile_chip_mbgd` (row panels of
 every layer per core; GEMMs on the panels joined by the matrix collectives of
-:mod:`noc.ring_mat`), its He-uniform initial weights (:func:`sw.train.init_weights`,
+:mod:`sw.ring_mat`), its He-uniform initial weights (:func:`sw.train.init_weights`,
 seed :data:`WEIGHT_SEED`) loaded, and :data:`STEPS` minibatch steps run on the fast chip
 engine (:class:`sw.train_chip.ChipSession` ``"fast"``, equal to the per-cycle chip model:
 ``tests/test_train_chip_mb.py``) with random inputs ``X ~ U(0, 1)`` and random classes
@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from benchmarks.bench_train_chip import _check_weights, _report_dict, _sum_cores, cycle_breakdown, setup
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sim.power import report_from_counters, scope_note
 from sw.golden_train_chip_mb import GoldenChipMBGD
 from sw.mlp import MLP

@@ -33,13 +33,13 @@ import time
 import numpy as np
 
 from benchmarks.bench_train_chip import KERNEL_CATEGORIES, _check_weights, _report_dict, _sum_cores
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sim.power import report_from_counters
 from sw.golden_train_cp import GoldenChipCP
 from sw.golden_train_cp_mb import GoldenChipMBCP
 from sw.mlp import MLP
 from sw.train import init_weights
-from sw.train_chip import ChipSession
+from sim.sessions import ChipSession
 from sw.train_cp import compile_chip_cp
 
 WEIGHT_SEED = 0

@@ -16,7 +16,7 @@ together with the gathered activations.
 from __future__ import annotations
 
 from benchmarks import bench_train_chip, bench_train_chip_mb
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sw.mlp import MLP
 from sw.train import TrainCompileError
 

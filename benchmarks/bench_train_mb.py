@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sim.power import scope_note
 from sw.mlp import MLP
-from sw.train import HOST_LATENCY_CYCLES, CoreSession, compile_sgd, init_weights
-from sw.train_driver import step_report, train_minibatch
+from sw.train import HOST_LATENCY_CYCLES, compile_sgd, init_weights
+from sim.sessions import CoreSession
+from sim.train_driver import step_report, train_minibatch
 from sw.train_mb import compile_mbgd
 
 SIZES = (64, 64, 10)

@@ -6,7 +6,7 @@ and the command that rebuilds it; the variant, the code (commit) and the critica
 are written by hand from the build's ``top.tim`` (``caterpillar timing DIR --mhz N``)::
 
     python -m benchmarks.fpga_experiment_row BUILD_DIR --variant "..." --code "main abc1234" \\
-        --critical "11.86 ns (...): A -> B" --baseline "84.35 MHz (row 50)"
+        --critical "11.86 ns (...): A -> B" --baseline "84.35 MHz (seed 1)"
 
 A build that did not finish routing (stopped, or nextpnr failed) is refused: the log
 holds routed figures only (docs/fpga.md says what did not route).
@@ -19,9 +19,10 @@ import json
 import sys
 from pathlib import Path
 
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from rtl.fpga import DEFAULT_BOARD, NO_FLOORPLAN, parse_nextpnr_log
-from sim.harness import ROOT, atomic_write
+from arch.files import atomic_write
+from sim.harness import ROOT
 
 LOG = ROOT / "benchmarks" / "results" / "fpga_exec_stage.json"
 

@@ -2,7 +2,7 @@
 
 nextpnr's report says how late each endpoint is after a 30-minute place and route; in
 the 4 x 4 core most of a late path's delay is routing, 1.2-1.8 ns per connection
-between cells (docs/fpga-timing.md, session 27). This reads the netlist Yosys hands
+between cells (docs/fpga.md, "Timing"). This reads the netlist Yosys hands
 nextpnr (``top.json`` of a build, or of ``caterpillar build`` stopped after synthesis)
 and counts, for every endpoint (a flip-flop's data, enable or reset, a block RAM's or
 LUT RAM's input), the connections between cells on its longest path from a launching
@@ -166,7 +166,7 @@ def pe_netlist(cfg, out_dir: Path | str, row: int = 1, col: int = 1) -> Path:
     from pe.pe import PE
     from rtl.fpga import sram_reads_collision_free
     from rtl.synth import SynthError, find_yosys
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
 
     text = rtlil.convert(PE(cfg, row, col, issue_in=cfg.dist_stage), name="top")
     decl = sram_reads_collision_free(text, extra=("top",), pe=cfg.exec_stage)
@@ -228,7 +228,7 @@ def main(argv=None) -> int:
                     help="also print the deepest path of the units whose name contains this (repeatable)")
     a = ap.parse_args(argv)
     if a.pe is not None:
-        from rtl.config import config_from_arg
+        from arch.config import config_from_arg
         pe_netlist(config_from_arg(a.pe), a.netlist)
     print(report(a.netlist, a.min_hops, a.depth, a.paths, tuple(a.unit)))
     return 0

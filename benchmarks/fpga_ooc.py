@@ -1,6 +1,6 @@
 """One unit of a core placed and routed by itself (out of context) on an ECP5, to tell a
 path that is long in the unit's own logic from one that is long because of where the
-core's placement puts the unit (``docs/fpga-timing.md``, session 34)::
+core's placement puts the unit (``docs/fpga.md``, "Timing")::
 
     python -m benchmarks.fpga_ooc counters [--config '{"preset": "fpga"}'] [--mhz 150]
 
@@ -19,10 +19,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-from rtl.config import config_from_arg
+from arch.config import config_from_arg
 from rtl.fpga import find_tool
 from rtl.synth import _summarize, collision_free_prepare
-from sim.harness import ROOT, atomic_write
+from arch.files import atomic_write
+from sim.harness import ROOT
 
 
 def _counters(cfg):

@@ -1,4 +1,4 @@
-"""Where a build's PEs sit and where its routing time goes (docs/fpga-timing.md, session 32).
+"""Where a build's PEs sit and where its routing time goes (docs/fpga.md, "Timing").
 
 Reads a build directory made with ``--nextpnr-opt=--write --nextpnr-opt=routed.json`` and
 ``--nextpnr-opt=--detailed-timing-report`` (``routed.json``: every cell's site;

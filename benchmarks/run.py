@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from sim.harness import atomic_write
+from arch.files import atomic_write
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

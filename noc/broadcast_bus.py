@@ -6,22 +6,10 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from pe.microop import SEG_BITS
+from arch.buses import segment_len, segment_of
+from arch.microop import SEG_BITS
 
 __all__ = ["BroadcastBus", "segment_of", "segment_len", "visibility", "vis_bits", "vis_port_bits"]
-
-
-def segment_of(i: int, g: int, n: int) -> range:
-    """PE positions sharing position ``i``'s segment when the bus is cut into segments
-    of ``2**g`` PEs (``g = 0``: the whole bus)."""
-    if g == 0 or (1 << g) >= n:
-        return range(n)
-    start = (i >> g) << g
-    return range(start, min(start + (1 << g), n))
-
-
-def segment_len(i: int, g: int, n: int) -> int:
-    return len(segment_of(i, g, n))
 
 
 def vis_bits(n: int) -> int:
@@ -68,7 +56,7 @@ class BroadcastBus(wiring.Component):
     vis_in : bool
         Take each receiver's visibility flags from ports ``vis{i}`` (flip-flops the core
         loads with :func:`visibility` of the segmentation beside the ``seg`` register,
-        one copy per receiver: FPGA timing, ``docs/fpga-timing.md``) instead of decoding them
+        one copy per receiver: FPGA timing, ``docs/fpga.md``, "Timing") instead of decoding them
         here from ``seg``, which then only counts ``hops``. Flag 0, always set, is not a
         port (:func:`vis_port_bits`): a registered copy of it, reset to 0, is an input
         synthesis cannot fold, and on the 4 x 4 core's buses it doubled the resolvers'

@@ -22,8 +22,8 @@ from amaranth.lib.wiring import In, Out
 
 from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_result, shift_right_sticky,
                           stage, unpack, wire)
-from pe.fpformat import FPFormat, get_format
-from rtl.config import MIN_ADD_LATENCY
+from arch.fpformat import FPFormat, get_format
+from arch.config import MIN_ADD_LATENCY
 
 __all__ = ["FPAdd"]
 
@@ -39,7 +39,7 @@ class FPAdd(wiring.Component):
         Number format: any ``FPFormat`` (tested: binary16, bfloat16, binary32, and custom
         formats e2m1 .. e11m52).
     latency : int
-        Pipeline depth, ``>= rtl.config.MIN_ADD_LATENCY`` (3); extra stages split
+        Pipeline depth, ``>= arch.config.MIN_ADD_LATENCY`` (3); extra stages split
         swap/align first, then normalize/round, then add/leading-zero count, then add
         plain delay registers at the output.
 
@@ -58,12 +58,12 @@ class FPAdd(wiring.Component):
         The value ``o`` takes at the next clock edge (the D input of the register ``o``
         is read from), for a copy of the output register outside the unit: a register
         loading ``o_next`` holds ``o``. (FPGA timing: the PE's move unit has its own copy,
-        placed beside it; docs/fpga-timing.md.)
+        placed beside it; docs/fpga.md, "Timing".)
     o_next_nan, o_next_pos : Out(1)
         ``o_next`` is a NaN / is greater than zero (not a NaN, not a zero, sign clear),
         from the special-case flags and the sign, not from ``o_next``'s bits: registered
         beside a copy of ``o``, they give its class without a 16-bit reduction after the
-        rounding (the PE's move unit, docs/fpga-timing.md, session 48). A nonzero exact
+        rounding (the PE's move unit, docs/fpga.md, "Timing"). A nonzero exact
         sum of two floats is a multiple of the smallest subnormal, so it never rounds to
         zero, and rounding never makes a NaN.
     """

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Mux, Signal, Value
 
-from pe.fpformat import FPFormat
+from arch.fpformat import FPFormat
 
 __all__ = ["unpack", "lzc", "shift_right_sticky", "round_pack", "stage", "select_result",
            "check_latency", "wire", "delay", "clamp", "is_nan", "is_positive", "class_bits",

@@ -1,6 +1,6 @@
 """Golden models of the PE's floating-point multiply and add.
 
-Two independent models of the same semantics (see :mod:`pe.fpformat` and
+Two independent models of the same semantics (see :mod:`arch.fpformat` and
 ``docs/fp_datapath.md``: round to nearest even, full subnormals, IEEE signed zeros,
 every NaN result is the canonical quiet NaN ``fmt.qnan``):
 
@@ -9,7 +9,7 @@ every NaN result is the canonical quiet NaN ``fmt.qnan``):
   ``float32``, ``ml_dtypes.bfloat16``) and NaN-canonicalized. These are the models the
   PE reference model and the fast simulator use.
 * **exact reference** :func:`exact_mul`, :func:`exact_add`, :func:`exact_mac`: scalar
-  Python integers, any :class:`~pe.fpformat.FPFormat`; the operands are decoded to
+  Python integers, any :class:`~arch.fpformat.FPFormat`; the operands are decoded to
   ``m * 2**e`` with integer ``m``, the exact result is formed with integer arithmetic and
   rounded once by :func:`round_to_format` (explicit round-to-nearest-even). It is the
   independent check of the numpy models and the model for custom formats (formats with
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.fpformat import FPFormat
+from arch.fpformat import FPFormat
 
 __all__ = [
     "mul_bits", "add_bits", "mac_bits", "canonicalize_nan", "is_nan_bits",

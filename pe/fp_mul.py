@@ -15,8 +15,8 @@ registers are the significand registers of stage 0 (``latency >= 4``; the produc
 register is then a fabric flip-flop behind the block) or, without stage 0, whose output
 register is the product register: synth_ecp5 does not move fabric flip-flops into the
 block, and nextpnr-ecp5 times a MULT18X18D by its register settings, so the
-fabric-to-DSP-to-fabric path of a plain ``*`` (the 4 x 4 core's critical path in
-docs/fpga-timing.md, session 41) loses the route into the block.
+fabric-to-DSP-to-fabric path of a plain ``*`` (a critical path of the 4 x 4 core on the
+FPGA, docs/fpga.md, "Timing") loses the route into the block.
 The shift amount is
 worked out beside the multiplier (the product of significands with ``za`` and ``zb``
 leading zeros has ``za + zb`` or ``za + zb + 1``), so no leading-zero count sits
@@ -31,8 +31,8 @@ from amaranth.lib.wiring import In, Out
 
 from pe.fp_common import (check_latency, clamp, delay, lzc, round_pack, select_result, shift_right_sticky,
                           stage, unpack, wire)
-from pe.fpformat import FPFormat, get_format
-from rtl.config import MIN_MUL_LATENCY
+from arch.fpformat import FPFormat, get_format
+from arch.config import MIN_MUL_LATENCY
 
 __all__ = ["FPMul", "DSP_KINDS", "ECP5_DSP_BITS", "mul_dsp"]
 
@@ -62,7 +62,7 @@ class FPMul(wiring.Component):
         Number format: any ``FPFormat`` (tested: binary16, bfloat16, binary32, and custom
         formats e2m1 .. e11m52).
     latency : int
-        Pipeline depth, ``>= rtl.config.MIN_MUL_LATENCY`` (2); the third stage splits
+        Pipeline depth, ``>= arch.config.MIN_MUL_LATENCY`` (2); the third stage splits
         normalize from round, the fourth registers the multiplier inputs, any more are
         plain delay registers at the output.
     dsp : None or "ecp5"

@@ -31,16 +31,11 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src, uop_fields
+from arch.counters import EVENT_FIELDS
+from arch.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src, uop_fields
 
 __all__ = ["PEModel", "PEEvents", "EVENT_FIELDS", "DecodedUop", "decode_uop"]
 
-#: Event fields ``(name, width)`` in the order of :data:`pe.pe.EVENT_LAYOUT` (LSB first).
-EVENT_FIELDS = (
-    ("fma", 1), ("mv", 1), ("mem_a_rd", 1), ("mem_b_rd", 1), ("mem_a_wr", 1),
-    ("mem_b_wr", 1), ("rf_rd", 4), ("rf_wr", 2), ("row_drv", 1), ("col_drv", 1),
-    ("rf_conflict", 1), ("mem_conflict", 1),
-)
 
 
 class PEEvents(NamedTuple):
@@ -125,7 +120,7 @@ class PEModel:
 
     Parameters
     ----------
-    cfg : rtl.config.ArchConfig
+    cfg : arch.config.ArchConfig
     row, col : int
         Coordinates of the PE in its ``nr x nr`` core (used by predicates and drivers).
 
@@ -336,7 +331,7 @@ class PEModel:
         """Execute one cycle: ``uop`` is issued now, the buses resolve to ``row_in``,
         ``col_in``. Returns this cycle's events; state advances to the next cycle.
 
-        ``uop`` is a :class:`~pe.microop.MicroOp`, an integer word or a :class:`DecodedUop`.
+        ``uop`` is a :class:`~arch.microop.MicroOp`, an integer word or a :class:`DecodedUop`.
         """
         u = self._as_decoded(uop)
         row_in &= self.wmask

@@ -164,8 +164,8 @@ class BoardTop(Elaboratable):
         # The core is held in reset until the PLL locks: a two-flip-flop reset
         # synchronizer (asynchronous assert, synchronous release), its output on a global
         # network (DCCA), because the synchronous reset reaches every flip-flop of the
-        # design: through the fabric it was the critical path of a 4 x 4 core
-        # (docs/fpga-timing.md).
+        # design: through the fabric it is the critical path of a 4 x 4 core
+        # (docs/fpga.md, "The board design").
         # (ECP5 flip-flops with asynchronous preset, FD1S3BX, rather than a second clock
         # domain, which would give the core clock a second name in nextpnr's reports)
         r0 = Signal(name="rst_ff0")

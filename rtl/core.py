@@ -7,6 +7,8 @@ reference the RTL tests compare against.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.hdl import EnableInserter
 from amaranth.lib import fifo, wiring
@@ -19,7 +21,7 @@ from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters, counter_names
 from rtl.scratchpad import Scratchpad
 from rtl.sequencer import Sequencer
-from sw.isa import HostDir, instr_layout
+from arch.isa import HostDir, instr_layout
 
 __all__ = ["Core"]
 
@@ -104,9 +106,6 @@ class Core(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
-        nr = cfg.nr
-        w = cfg.fmt.width
-        hw = cfg.host_width
 
         m.submodules.seq = seq = Sequencer(cfg)
         m.submodules.hif = hif = HostInterface(cfg, instr_layout(cfg).size, len(self.counter_names),
@@ -125,30 +124,52 @@ class Core(wiring.Component):
             self.cmd_ready.eq(hif.cmd_ready),
         ]
 
-        # --- distribution stage (cfg.dist_stage) ----------------------------------------
-        # With it, every sequencer output that the PE side uses passes through one more
-        # register, loaded every cycle (never frozen): the PE side (PEs, buses, stream
-        # lanes, scratchpad) runs one cycle behind the sequencer. Each PE gets its own
-        # copy of the micro-op and of the freeze (below), so no sequencer flip-flop fans
-        # out over the die into the PEs' issue-stage logic.
-        # With cfg.fan_stage too, a second level: the PE side runs two cycles behind.
-        dist = cfg.dist_stage
-        nd = cfg.dist_delay
+        s = SimpleNamespace(seq=seq, hif=hif, ctr=ctr)
+        self._issue_view(m, s)
+        self._stall(m, s)
+        self._lanes(m, s)
+        self._bus_lanes(m, s)
+        self._bus_vis(m, s)
+        s.row_bus, s.col_bus = self._make_buses(m, "", s.bus_lanes, s.vis, cls=cfg.rx_stage)
+        if cfg.bus_stage:
+            s.hout_row_bus, s.hout_col_bus = self._make_buses(m, "hout_", s.op_lanes)
+        else:
+            s.hout_row_bus, s.hout_col_bus = s.row_bus, s.col_bus
+        self._uop_fans(m, s)
+        self._pes(m, s)
+        self._pushes(m, s)
+        self._counters(m, s)
+        return m
 
-        def dly_chain(sig, name, first=None):
-            """``[sig, sig one register later, ...]``: ``sig`` through each distribution
-            level (``nd`` registers; ``first``: what the first level loads instead)."""
-            chain = [sig]
-            for k in range(nd):
-                r = Signal.like(sig, name=f"d{k + 1 if k else ''}_{name}")
-                m.d.sync += r.eq(first if k == 0 and first is not None else chain[-1])
-                chain.append(r)
-            return chain
+    # --- distribution stage (cfg.dist_stage) ----------------------------------------
+    # With it, every sequencer output that the PE side uses passes through one more
+    # register, loaded every cycle (never frozen): the PE side (PEs, buses, stream
+    # lanes, scratchpad) runs one cycle behind the sequencer. Each PE gets its own
+    # copy of the micro-op and of the freeze (below), so no sequencer flip-flop fans
+    # out over the die into the PEs' issue-stage logic.
+    # With cfg.fan_stage too, a second level: the PE side runs two cycles behind.
+    def _dly_chain(self, m, sig, name, first=None):
+        """``[sig, sig one register later, ...]``: ``sig`` through each distribution
+        level (``cfg.dist_delay`` registers ``d_<name>``, ``d2_<name>``, ...; ``first``:
+        what the first level loads instead)."""
+        chain = [sig]
+        for k in range(self.cfg.dist_delay):
+            r = Signal.like(sig, name=f"d{k + 1 if k else ''}_{name}")
+            m.d.sync += r.eq(first if k == 0 and first is not None else chain[-1])
+            chain.append(r)
+        return chain
 
-        def dly(sig, name):
-            """``sig`` as the PE side sees it (``nd`` registers later)."""
-            return dly_chain(sig, name)[-1]
+    def _dly(self, m, sig, name):
+        """``sig`` as the PE side sees it (``cfg.dist_delay`` registers later)."""
+        return self._dly_chain(m, sig, name)[-1]
 
+    def _issue_view(self, m, s):
+        """Build the operand-stage lane signals, the ring receive FIFO (submodule
+        ``ring_rx``, not on a lone core) and the sequencer's issue outputs as the PE side
+        sees them (through the distribution registers); all added to ``s``."""
+        cfg = self.cfg
+        nr, w, hw = cfg.nr, cfg.fmt.width, cfg.host_width
+        seq = s.seq
         # --- stall decision at the sequencer head -------------------------------------
         hout_op = Signal(2)      # hout of the instruction in its operand stage
         hout_last_op = Signal()
@@ -172,20 +193,37 @@ class Core(wiring.Component):
         seq_sout = seq.sout if spad else Const(0)
         seq_sin = seq.sin if spad else Const(0)
         # the issued instruction (sequencer output register) as the PE side sees it
-        issue_c = dly_chain(seq.issue, "issue")
-        hout_c = dly_chain(seq.hout, "hout")
-        rout_c = dly_chain(seq.rout, "rout")
-        sout_c = dly_chain(seq_sout, "sout")
+        issue_c = self._dly_chain(m, seq.issue, "issue")
+        hout_c = self._dly_chain(m, seq.hout, "hout")
+        rout_c = self._dly_chain(m, seq.rout, "rout")
+        sout_c = self._dly_chain(m, seq_sout, "sout")
         issue_d, hout_d, rout_d, sout_d = issue_c[-1], hout_c[-1], rout_c[-1], sout_c[-1]
-        hin_d = dly(seq.hin, "hin")
-        hlast_d = dly(seq.hlast, "hlast")
-        sin_d = dly(seq_sin, "sin")
-        rseg_d = dly(seq.uop.rdrv.seg, "rseg")
-        cseg_d = dly(seq.uop.cdrv.seg, "cseg")
+        hin_d = self._dly(m, seq.hin, "hin")
+        hlast_d = self._dly(m, seq.hlast, "hlast")
+        sin_d = self._dly(m, seq_sin, "sin")
+        rseg_d = self._dly(m, seq.uop.rdrv.seg, "rseg")
+        cseg_d = self._dly(m, seq.uop.cdrv.seg, "cseg")
+        vars(s).update(
+            hout_op=hout_op, hout_last_op=hout_last_op, rout_op=rout_op, rin_depth=rin_depth, lone=lone, rx=rx,
+            hin_op=hin_op, hin_data_issue=hin_data_issue, hin_data_op=hin_data_op, spad=spad, sin_op=sin_op,
+            sout_op=sout_op, seq_sout=seq_sout, issue_c=issue_c, hout_c=hout_c, rout_c=rout_c, sout_c=sout_c,
+            issue_d=issue_d, hout_d=hout_d, rout_d=rout_d, sout_d=sout_d, hin_d=hin_d, hlast_d=hlast_d,
+            sin_d=sin_d, rseg_d=rseg_d, cseg_d=cseg_d)
+
+    def _stall(self, m, s):
+        """Build the stall decision at the sequencer head (``seq.stall``, comb): host
+        output room (the ``credits`` register), ring room, ring input (the ``ring_rx``
+        pops), and the issued instruction's input beat (``hin_data_issue``); adds
+        ``to_host``, ``hpush_bus``, ``hpush_rx``, ``push``, ``ring_pop``, ``stall``,
+        ``rin_pop`` and ``hin_data_d`` (the input beat as the PE side sees it) to ``s``."""
+        cfg = self.cfg
+        seq, hif, rx, lone = s.seq, s.hif, s.rx, s.lone
+        rin_depth, hin_data_issue = s.rin_depth, s.hin_data_issue
+        dist = cfg.dist_stage
         # output-FIFO and ring credits: pushes decided and not yet made (the sequencer's
         # issue register, the distribution registers, the operand stage)
-        stages = [(seq.issue, seq.hout, seq.rout, seq_sout), (1, hout_op, rout_op, sout_op)]
-        stages += list(zip(issue_c[1:], hout_c[1:], rout_c[1:], sout_c[1:]))
+        stages = [(seq.issue, seq.hout, seq.rout, s.seq_sout), (1, s.hout_op, s.rout_op, s.sout_op)]
+        stages += list(zip(s.issue_c[1:], s.hout_c[1:], s.rout_c[1:], s.sout_c[1:]))
         to_host = [iss & (ho != 0) & ~ro & ~so for iss, ho, ro, so in stages]
         to_ring = [iss & (ho != 0) & ro for iss, ho, ro, so in stages]
         # with the bus stage a host-bound beat is pushed one cycle later, from the bus
@@ -224,6 +262,7 @@ class Core(wiring.Component):
         # check counts the beat arriving this cycle and the pop of the rin issued now
         ring_ok = Signal()
         ring_pop = Signal()      # a beat leaves the ring receive FIFO (counted)
+        rin_pop = None
         if lone:
             m.d.comb += [ring_ok.eq(0), self.ring_in_level.eq(0)]
         elif dist:
@@ -252,24 +291,35 @@ class Core(wiring.Component):
         with m.If(head_issues & seq.need_hin):
             m.d.sync += hin_data_issue.eq(hif.hin_data)
         if dist:
-            hin_data_d = dly_chain(hin_data_issue, "hin_data",
-                                   first=None if lone else Mux(rin_pop, rx.r_data, hin_data_issue))[-1]
+            hin_data_d = self._dly_chain(m, hin_data_issue, "hin_data",
+                                         first=None if lone else Mux(rin_pop, rx.r_data, hin_data_issue))[-1]
         else:
             if not lone:
                 m.d.comb += [rx.r_en.eq(head_issues & seq.need_rin), ring_pop.eq(rx.r_en)]
                 with m.If(head_issues & seq.need_rin):
                     m.d.sync += hin_data_issue.eq(rx.r_data)
             hin_data_d = hin_data_issue
+        vars(s).update(hpush_bus=hpush_bus, hpush_rx=hpush_rx, push=push, ring_pop=ring_pop, stall=stall,
+                       hin_data_d=hin_data_d)
 
+    def _lanes(self, m, s):
+        """Build the bubble (``pe_en``: the PE side's freeze in the cycle after a stall),
+        the operand-stage registers of the host lanes (submodule ``lanes``, frozen with
+        the PEs), the scratchpad (submodule ``spad``, with ``cfg.spad_kib``) and
+        ``lane_data``, the input beat on the buses in the operand stage; added to ``s``."""
+        cfg = self.cfg
+        seq = s.seq
+        hw = cfg.host_width
+        spad = s.spad
         # bubble: the cycle after a stall carries no instruction; freeze the PE side
         # (with the distribution stage: one cycle later, from the distribution register)
         bubble = Signal()
-        m.d.sync += bubble.eq(stall)
-        bubble_c = dly_chain(bubble, "bubble")
+        m.d.sync += bubble.eq(s.stall)
+        bubble_c = self._dly_chain(m, bubble, "bubble")
         bubble_d = bubble_c[-1]
-        # (With the distribution stage every PE has its own copy of the freeze, below.
-        # Session 40 put the freeze on a global network on ECP5 instead; over seeds the
-        # copies gave the better clock, 2 x 2 and 4 x 4: docs/fpga-timing.md, session 41.)
+        # (With the distribution stage every PE has its own copy of the freeze, below:
+        # over seeds the copies give a better clock than the freeze on an ECP5 global
+        # network, 2 x 2 and 4 x 4: docs/fpga.md, "Timing".)
         pe_en = Signal()
         m.d.comb += pe_en.eq(~bubble_d)
 
@@ -278,30 +328,40 @@ class Core(wiring.Component):
         cseg_op = Signal.like(seq.uop.cdrv.seg)
         lanes = Module()
         lanes.d.sync += [
-            hin_op.eq(Mux(issue_d, hin_d, 0)),
-            hin_data_op.eq(hin_data_d),
-            hout_op.eq(Mux(issue_d, hout_d, 0)),
-            hout_last_op.eq(hlast_d),
-            rout_op.eq(rout_d),
-            rseg_op.eq(rseg_d),
-            cseg_op.eq(cseg_d),
+            s.hin_op.eq(Mux(s.issue_d, s.hin_d, 0)),
+            s.hin_data_op.eq(s.hin_data_d),
+            s.hout_op.eq(Mux(s.issue_d, s.hout_d, 0)),
+            s.hout_last_op.eq(s.hlast_d),
+            s.rout_op.eq(s.rout_d),
+            rseg_op.eq(s.rseg_d),
+            cseg_op.eq(s.cseg_d),
         ]
+        sp = spad_waddr_op = None
         if spad:
             # the scratchpad: read in the issue stage, written in the operand stage, frozen
             # with the PEs (its read data holds through a bubble like the SRAM read ports)
             spad_waddr_op = Signal(cfg.spad_addr_bits)
-            lanes.d.sync += [sin_op.eq(sin_d), sout_op.eq(sout_d),
-                             spad_waddr_op.eq(dly(seq.spad_waddr, "spad_waddr"))]
+            lanes.d.sync += [s.sin_op.eq(s.sin_d), s.sout_op.eq(s.sout_d),
+                             spad_waddr_op.eq(self._dly(m, seq.spad_waddr, "spad_waddr"))]
             sp = Scratchpad(cfg)
             m.submodules.spad = EnableInserter(pe_en)(sp)
-            m.d.comb += [sp.raddr.eq(dly(seq.spad_raddr, "spad_raddr")), sp.ren.eq(issue_d & sin_d)]
+            m.d.comb += [sp.raddr.eq(self._dly(m, seq.spad_raddr, "spad_raddr")), sp.ren.eq(s.issue_d & s.sin_d)]
         m.submodules.lanes = EnableInserter(pe_en)(lanes)
         lane_data = Signal(hw)    # the input beat on the buses in the operand stage
         if spad:
-            m.d.comb += lane_data.eq(Mux(sin_op, sp.rdata, hin_data_op))
+            m.d.comb += lane_data.eq(Mux(s.sin_op, sp.rdata, s.hin_data_op))
         else:
-            m.d.comb += lane_data.eq(hin_data_op)
+            m.d.comb += lane_data.eq(s.hin_data_op)
+        vars(s).update(bubble=bubble, bubble_c=bubble_c, pe_en=pe_en, rseg_op=rseg_op, cseg_op=cseg_op,
+                       spad_waddr_op=spad_waddr_op, sp=sp, lane_data=lane_data)
 
+    def _bus_lanes(self, m, s):
+        """Build the host lanes the buses carry (``s.op_lanes``: the operand stage's;
+        ``s.bus_lanes``: with ``cfg.bus_stage`` the bus stage's registers, submodule
+        ``bus_lanes``, frozen with the PEs, and the host lane's bus enables as flip-flops,
+        ``s.nxt_hen`` their next values)."""
+        cfg = self.cfg
+        pe_en, hin_op = s.pe_en, s.hin_op
         # --- PEs and buses -----------------------------------------------------------
         # Without the bus stage the buses carry the operand stage's transfers. With it
         # (cfg.bus_stage) they carry them one cycle later, from the drivers' registers
@@ -309,10 +369,11 @@ class Core(wiring.Component):
         # hout samples the operand stage's drive (PE.row_op) through a second set of
         # bus resolvers of which only position 0 is used, so stream timing is unchanged
         # (only the ring and scratchpad lanes use that sample: cfg.drive_op_sampled).
-        op_lanes = {"hin": hin_op, "data": lane_data, "rseg": rseg_op, "cseg": cseg_op,
-                    "hout": hout_op, "hlast": hout_last_op,
+        op_lanes = {"hin": hin_op, "data": s.lane_data, "rseg": s.rseg_op, "cseg": s.cseg_op,
+                    "hout": s.hout_op, "hlast": s.hout_last_op,
                     "host_row_en": pe_en & (hin_op == HostDir.ROW), "host_col_en": pe_en & (hin_op == HostDir.COL)}
         bus_lanes = dict(op_lanes)
+        nxt_hen = None
         if cfg.bus_stage:
             blanes = Module()
             for k, v in list(bus_lanes.items()):
@@ -321,31 +382,39 @@ class Core(wiring.Component):
                 r = Signal.like(v, name=f"bus_{k}")
                 blanes.d.sync += r.eq(v)
                 bus_lanes[k] = r
-            blanes.d.sync += hpush_bus.eq((hout_op != 0) & ~rout_op & ~sout_op)
+            blanes.d.sync += s.hpush_bus.eq((s.hout_op != 0) & ~s.rout_op & ~s.sout_op)
             m.submodules.bus_lanes = EnableInserter(pe_en)(blanes)
             # the host lane's bus enables as flip-flops: pe_en & (bus_hin == ROW / COL),
             # loaded with the values both will have in the next cycle (pe_en is ~bubble_d,
             # whose next value is the level before it, or stall without the distribution
             # stage), so no path runs from the freeze flip-flop through this AND onto
             # every bus
-            nxt_pe_en = ~(bubble_c[-2] if dist else stall)
+            nxt_pe_en = ~(s.bubble_c[-2] if cfg.dist_stage else s.stall)
             nxt_hin = Mux(pe_en, hin_op, bus_lanes["hin"])
             nxt_hen = {k: nxt_pe_en & (nxt_hin == d)
                        for k, d in (("host_row_en", HostDir.ROW), ("host_col_en", HostDir.COL))}
             for k, v in nxt_hen.items():
                 bus_lanes[k] = Signal(name=f"bus_{k}")
                 m.d.sync += bus_lanes[k].eq(v)
+        vars(s).update(op_lanes=op_lanes, bus_lanes=bus_lanes, nxt_hen=nxt_hen)
 
+    def _bus_vis(self, m, s):
+        """Build, with ``cfg.bus_stage``, each receiving PE's copies of the buses'
+        visibility flags (submodules ``pe_<r>_<c>_vis``) and of the host lane's bus
+        enables (``pe_<r>_<c>_hen``); ``s.vis[r, c]`` is ``(row_vis, col_vis,
+        row_host_en, col_host_en)`` (``s.vis`` is None without the bus stage)."""
+        cfg = self.cfg
+        nr = cfg.nr
         # The bus-stage buses take their visibility flags (the decode of the segmentation)
         # from registers, one copy per receiving PE (module ``pe_<r>_<c>_vis``, kept
         # apart by the FPGA build like the distribution copies): the segmentation
         # register then drives no die-wide decode in front of every bus's AND-OR (the
-        # 4 x 4 core's critical path, docs/fpga-timing.md). Loaded beside ``bus_rseg`` /
+        # 4 x 4 core's critical path, docs/fpga.md, "Timing"). Loaded beside ``bus_rseg`` /
         # ``bus_cseg`` with the decode of the same value, so they equal its decode.
         # Likewise the host lane's bus enables, one copy per receiving PE (module
         # ``pe_<r>_<c>_hen``, loaded in every cycle with the value ``bus_host_*_en``
         # loads), so no flip-flop drives the host multiplexer of every receiver of every
-        # bus (a 4 x 4 build's critical path, docs/fpga-timing.md, session 44).
+        # bus (a 4 x 4 build's critical path, docs/fpga.md, "Timing").
         vis = None
         if cfg.bus_stage:
             vis = {}
@@ -357,71 +426,80 @@ class Core(wiring.Component):
                         vm = Module()
                         rv = Signal(vis_port_bits(nr), name="row_vis")
                         cv = Signal(vis_port_bits(nr), name="col_vis")
-                        vm.d.sync += [rv.eq(visibility(rseg_op, nr)[1:]), cv.eq(visibility(cseg_op, nr)[1:])]
-                        m.submodules[f"pe_{r}_{c}_vis"] = EnableInserter(pe_en)(vm)
+                        vm.d.sync += [rv.eq(visibility(s.rseg_op, nr)[1:]), cv.eq(visibility(s.cseg_op, nr)[1:])]
+                        m.submodules[f"pe_{r}_{c}_vis"] = EnableInserter(s.pe_en)(vm)
                     hm = Module()
                     # no reset (as the distribution copies): their next value is 0
                     # while the core is in reset (hin_op and bus_hin reset to NONE)
                     rh = Signal(name="row_host_en", reset_less=True)
                     ch = Signal(name="col_host_en", reset_less=True)
-                    hm.d.sync += [rh.eq(nxt_hen["host_row_en"]), ch.eq(nxt_hen["host_col_en"])]
+                    hm.d.sync += [rh.eq(s.nxt_hen["host_row_en"]), ch.eq(s.nxt_hen["host_col_en"])]
                     m.submodules[f"pe_{r}_{c}_hen"] = hm
                     vis[r, c] = (rv, cv, rh, ch)
+        s.vis = vis
 
-        # With the receive stage the buses the PEs receive carry each value's class bits
-        # (class_bits: > 0, NaN) above its data bits, resolved like them: the drivers
-        # drive them (PE.row_out_cls) and the host lane's are the test of its register,
-        # so the receivers' move-unit class flip-flops load a bus bit, not a 16-bit test
-        # after the bus (9 connections deep on the 4 x 4 core, docs/fpga-timing.md,
-        # session 48). Same classes: at most one value on a segment is nonzero.
-        def make_buses(prefix, lanes_, vis=None, cls=False):
-            bw = w + CLASS_BITS if cls else w
-            rb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
-            cb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
-            for i in range(nr):
-                host = lanes_["data"][i * w:(i + 1) * w]
-                if cls:
-                    host_cls = Signal(CLASS_BITS, name=f"{prefix}host_cls{i}")
-                    m.d.comb += host_cls.eq(class_bits(cfg.fmt, host))
-                    host = Cat(host, host_cls)
-                if vis is not None:
-                    for j in range(nr):
-                        if vis_port_bits(nr):
-                            m.d.comb += [getattr(rb[i], f"vis{j}").eq(vis[i, j][0]),
-                                         getattr(cb[i], f"vis{j}").eq(vis[j, i][1])]
-                        m.d.comb += [getattr(rb[i], f"host_en{j}").eq(vis[i, j][2]),
-                                     getattr(cb[i], f"host_en{j}").eq(vis[j, i][3])]
-                m.submodules[f"{prefix}row_bus{i}"] = rb[i]
-                m.submodules[f"{prefix}col_bus{i}"] = cb[i]
-                m.d.comb += [
-                    rb[i].seg.eq(lanes_["rseg"]),
-                    cb[i].seg.eq(lanes_["cseg"]),
-                    rb[i].host_en.eq(lanes_["host_row_en"]),
-                    rb[i].host_data.eq(host),
-                    cb[i].host_en.eq(lanes_["host_col_en"]),
-                    cb[i].host_data.eq(host),
-                ]
-            return rb, cb
-        row_bus, col_bus = make_buses("", bus_lanes, vis, cls=cfg.rx_stage)
-        if cfg.bus_stage:
-            hout_row_bus, hout_col_bus = make_buses("hout_", op_lanes)
-        else:
-            hout_row_bus, hout_col_bus = row_bus, col_bus
+    # With the receive stage the buses the PEs receive carry each value's class bits
+    # (class_bits: > 0, NaN) above its data bits, resolved like them: the drivers
+    # drive them (PE.row_out_cls) and the host lane's are the test of its register,
+    # so the receivers' move-unit class flip-flops load a bus bit, not a 16-bit test
+    # after the bus (9 connections deep on the 4 x 4 core, docs/fpga.md, "Timing").
+    # Same classes: at most one value on a segment is nonzero.
+    def _make_buses(self, m, prefix, lanes_, vis=None, cls=False):
+        """Build the ``nr`` row and ``nr`` column buses (submodules ``<prefix>row_bus<i>``
+        / ``<prefix>col_bus<i>``) carrying the host lanes ``lanes_``; ``vis``: the
+        receivers' visibility and host-enable copies (:meth:`_bus_vis`); ``cls``: with
+        the class bits. Returns ``(row_buses, col_buses)``."""
+        cfg = self.cfg
+        nr, w = cfg.nr, cfg.fmt.width
+        bw = w + CLASS_BITS if cls else w
+        rb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
+        cb = [BroadcastBus(bw, nr, vis_in=vis is not None) for _ in range(nr)]
+        for i in range(nr):
+            host = lanes_["data"][i * w:(i + 1) * w]
+            if cls:
+                host_cls = Signal(CLASS_BITS, name=f"{prefix}host_cls{i}")
+                m.d.comb += host_cls.eq(class_bits(cfg.fmt, host))
+                host = Cat(host, host_cls)
+            if vis is not None:
+                for j in range(nr):
+                    if vis_port_bits(nr):
+                        m.d.comb += [getattr(rb[i], f"vis{j}").eq(vis[i, j][0]),
+                                     getattr(cb[i], f"vis{j}").eq(vis[j, i][1])]
+                    m.d.comb += [getattr(rb[i], f"host_en{j}").eq(vis[i, j][2]),
+                                 getattr(cb[i], f"host_en{j}").eq(vis[j, i][3])]
+            m.submodules[f"{prefix}row_bus{i}"] = rb[i]
+            m.submodules[f"{prefix}col_bus{i}"] = cb[i]
+            m.d.comb += [
+                rb[i].seg.eq(lanes_["rseg"]),
+                cb[i].seg.eq(lanes_["cseg"]),
+                rb[i].host_en.eq(lanes_["host_row_en"]),
+                rb[i].host_data.eq(host),
+                cb[i].host_en.eq(lanes_["host_col_en"]),
+                cb[i].host_data.eq(host),
+            ]
+        return rb, cb
+
+    def _uop_fans(self, m, s):
+        """Build, with ``cfg.dist_stage``, the micro-op and bubble copies per pair of PEs
+        in a row (submodules ``uop_fan_<r>_<k>``); ``s.fans[r, k]`` is ``(uop, bubble)``."""
+        cfg = self.cfg
+        nr = cfg.nr
+        seq = s.seq
         # With the distribution stage the sequencer's micro-op register and the bubble
         # flip-flop are replicated once per pair of PEs in a row (module
         # ``uop_fan_<r>_<k>``: PEs (r, 2k) and (r, 2k + 1)): each copy is loaded with the
         # same value as the original (``seq.uop_next``, ``stall``) and holds the same
         # value in every cycle, so nothing changes but the wires: the distribution
         # copies load from a copy placed between the sequencer and their pair, instead of
-        # all 16 from one register (one wire across the die was a 4 x 4 build's critical
-        # path, docs/fpga-timing.md). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
+        # all 16 from one register (one wire across the die is a 4 x 4 build's critical
+        # path, docs/fpga.md, "Timing"). The build keeps the copies apart (rtl.fpga.keep_pe_ffs).
         # With cfg.fan_stage the copies load the sequencer's micro-op register and the
         # bubble flip-flop themselves (a second distribution level, one cycle later): no
         # path then runs from the sequencer's issue logic across the die into a copy
-        # (the 4 x 4 build's distribution path, docs/fpga-timing.md, session 23).
-        fan_src = (seq.uop, bubble) if cfg.fan_stage else (seq.uop_next, stall)
+        # (the 4 x 4 build's distribution path, docs/fpga.md, "Timing").
+        fan_src = (seq.uop, s.bubble) if cfg.fan_stage else (seq.uop_next, s.stall)
         fans = {}
-        for r in range(nr if dist else 0):
+        for r in range(nr if cfg.dist_stage else 0):
             for k in range((nr + 1) // 2):
                 fm = Module()
                 # no reset (see the distribution copies below): uop_next and stall are 0
@@ -431,7 +509,18 @@ class Core(wiring.Component):
                 fm.d.sync += [uop_f.eq(fan_src[0]), bubble_f.eq(fan_src[1])]
                 m.submodules[f"uop_fan_{r}_{k}"] = fm
                 fans[r, k] = (uop_f, bubble_f)
+        s.fans = fans
 
+    def _pes(self, m, s):
+        """Build the ``nr x nr`` PEs (submodules ``pe_<r>_<c>``, frozen by the bubble),
+        with ``cfg.dist_stage`` each with its distribution copy (``pe_<r>_<c>_dist``:
+        micro-op, freeze, issue decode), wired to the buses; ``s.pes`` lists them in
+        row-major order."""
+        cfg = self.cfg
+        nr, w = cfg.nr, cfg.fmt.width
+        dist = cfg.dist_stage
+        seq, pe_en, fans = s.seq, s.pe_en, s.fans
+        row_bus, col_bus, hout_row_bus, hout_col_bus = s.row_bus, s.col_bus, s.hout_row_bus, s.hout_col_bus
         pes = []
         for r in range(nr):
             for c in range(nr):
@@ -444,7 +533,7 @@ class Core(wiring.Component):
                     # cycle), and a reset would put a "rst ? 0 : x" LUT in front of each
                     # bit, identical for every PE, which Yosys then shares: one LUT
                     # driving all copies across the die (a 4 x 4 build's critical path,
-                    # docs/fpga-timing.md)
+                    # docs/fpga.md, "Timing")
                     pd = Module()
                     uop_pe = Signal.like(seq.uop, name="uop", reset_less=True)
                     bubble_pe = Signal(name="bubble", reset_less=True)
@@ -487,7 +576,16 @@ class Core(wiring.Component):
                     hcd_data, hcd_oe = hout_col_bus[c].drivers()[r]
                     m.d.comb += [hrd_data.eq(pe.row_op), hrd_oe.eq(0),
                                  hcd_data.eq(pe.col_op), hcd_oe.eq(0)]
+        s.pes = pes
 
+    def _pushes(self, m, s):
+        """Build the output pushes: the host FIFO's (``hif.push_*``; in the operand
+        stage, or with ``cfg.bus_stage`` / ``cfg.rx_stage`` one / two cycles later), the
+        ring's (``ring_out_*``) and the scratchpad's write; adds ``ring_push`` to ``s``."""
+        cfg = self.cfg
+        nr, w = cfg.nr, cfg.fmt.width
+        hif, pe_en, hout_op, rout_op, bus_lanes = s.hif, s.pe_en, s.hout_op, s.rout_op, s.bus_lanes
+        push, pes = s.push, s.pes
         # --- output pushes: ring and scratchpad in the operand stage, the host FIFO there
         # too or, with the bus stage, in the bus stage (from flip-flops over the bus, not
         # from an SRAM read over it; the credits count it in flight a cycle longer) -----
@@ -498,57 +596,63 @@ class Core(wiring.Component):
             return Mux(direction == HostDir.ROW, Cat(*(b.values()[0][:w] for b in rb)),
                        Cat(*(b.values()[0][:w] for b in cb)))
         op_data = Signal(nr * w)     # the beat hout samples in the operand stage
-        m.d.comb += op_data.eq(sample(hout_op, hout_row_bus, hout_col_bus))
+        m.d.comb += op_data.eq(sample(hout_op, s.hout_row_bus, s.hout_col_bus))
         push_last = bus_lanes["hlast"]
         if cfg.rx_stage:
             # No path from a bus into the FIFO's write data: the beat is the receive
             # registers of the PEs at position 0 (PE (r, 0)'s row_rx holds row bus r's
             # value there, PE (0, c)'s col_rx column bus c's), which hold the bus-stage
-            # values whenever a push is made (both load under pe_en). Before, a register
-            # of the host interface loaded the same values across the die from the
-            # buses' drivers: the 4 x 4 build's critical path (docs/fpga-timing.md,
-            # session 47).
+            # values whenever a push is made (both load under pe_en). A register of the
+            # host interface loading the same values across the die from the buses'
+            # drivers would be the 4 x 4 build's critical path (docs/fpga.md, "Timing").
             push_last = Signal(name="hout_rx_last")
             rx_row_dir = Signal(name="hout_rx_row")      # the beat is the row buses'
-            m.d.sync += [hpush_rx.eq(pe_en & hpush_bus), push_last.eq(bus_lanes["hlast"]),
+            m.d.sync += [s.hpush_rx.eq(pe_en & s.hpush_bus), push_last.eq(bus_lanes["hlast"]),
                          rx_row_dir.eq(bus_lanes["hout"] == HostDir.ROW)]
             rx_rows = Cat(*(pes[r * nr].row_rx for r in range(nr)))
             rx_cols = Cat(*(pes[c].col_rx for c in range(nr)))
-            m.d.comb += [push.eq(hpush_rx), hif.push_data.eq(Mux(rx_row_dir, rx_rows, rx_cols))]
+            m.d.comb += [push.eq(s.hpush_rx), hif.push_data.eq(Mux(rx_row_dir, rx_rows, rx_cols))]
         elif cfg.bus_stage:
-            m.d.comb += [push.eq(pe_en & hpush_bus), hif.push_data.eq(sample(bus_lanes["hout"], row_bus, col_bus))]
+            m.d.comb += [push.eq(pe_en & s.hpush_bus),
+                         hif.push_data.eq(sample(bus_lanes["hout"], s.row_bus, s.col_bus))]
         else:
-            m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~sout_op), hif.push_data.eq(op_data)]
+            m.d.comb += [push.eq(pe_en & (hout_op != 0) & ~rout_op & ~s.sout_op), hif.push_data.eq(op_data)]
         m.d.comb += [
             hif.push_en.eq(push),
             hif.push_last.eq(push_last),
             self.ring_out_en.eq(ring_push),
             self.ring_out_data.eq(op_data),
         ]
-        if spad:
+        if s.spad:
+            sp = s.sp
             spad_wr = Signal()
             m.d.comb += [
-                spad_wr.eq(pe_en & (hout_op != 0) & sout_op),
-                sp.waddr.eq(spad_waddr_op), sp.wdata.eq(op_data[:nr * w]), sp.wen.eq(spad_wr),
-                ctr.spad_rd.eq(issue_d & sin_d), ctr.spad_wr.eq(spad_wr),
+                spad_wr.eq(pe_en & (hout_op != 0) & s.sout_op),
+                sp.waddr.eq(s.spad_waddr_op), sp.wdata.eq(op_data[:nr * w]), sp.wen.eq(spad_wr),
+                s.ctr.spad_rd.eq(s.issue_d & s.sin_d), s.ctr.spad_wr.eq(spad_wr),
             ]
+        s.ring_push = ring_push
 
+    def _counters(self, m, s):
+        """Wire the performance counters' events (stalls, issues, bus hops, stream beats,
+        PE events; all masked while the PE side is frozen) and their readout."""
+        nr = self.cfg.nr
+        ctr, hif, pe_en = s.ctr, s.hif, s.pe_en
         # --- counters -------------------------------------------------------------------
         m.d.comb += [
             ctr.count_en.eq(hif.running),
-            ctr.stall.eq(stall),
-            ctr.issue.eq(seq.issue),
-            *(getattr(ctr, f"row_hops{i}").eq(Mux(pe_en, row_bus[i].hops, 0)) for i in range(nr)),
-            *(getattr(ctr, f"col_hops{i}").eq(Mux(pe_en, col_bus[i].hops, 0)) for i in range(nr)),
+            ctr.stall.eq(s.stall),
+            ctr.issue.eq(s.seq.issue),
+            *(getattr(ctr, f"row_hops{i}").eq(Mux(pe_en, s.row_bus[i].hops, 0)) for i in range(nr)),
+            *(getattr(ctr, f"col_hops{i}").eq(Mux(pe_en, s.col_bus[i].hops, 0)) for i in range(nr)),
             ctr.host_in.eq(hif.host_in_beat),
             ctr.host_out.eq(hif.host_out_beat),
-            ctr.ring_in.eq(ring_pop),
-            ctr.ring_out.eq(ring_push),
+            ctr.ring_in.eq(s.ring_pop),
+            ctr.ring_out.eq(s.ring_push),
             ctr.clear.eq(hif.cnt_clear),
             ctr.sel.eq(hif.cnt_sel),
             hif.cnt_value.eq(ctr.value),
             hif.cnt_ready.eq(ctr.ready),
         ]
-        for p, pe in enumerate(pes):
+        for p, pe in enumerate(s.pes):
             m.d.comb += ctr.pe_events()[p].eq(Mux(pe_en, pe.ev.as_value(), 0))
-        return m

@@ -2,8 +2,8 @@
 
 nextpnr places the block RAMs (``DP16KD``, which sit in a few fixed rows across the die)
 and the logic together; on a 4 x 4 core it scattered a PE's eight block RAMs and its
-logic over the device, so paths inside one PE crossed the die (``docs/fpga-timing.md``, "The
-floorplan"). :func:`plan_pe_rams` gives each PE a group of adjacent block-RAM sites
+logic over the device, so paths inside one PE crossed the die (``docs/fpga.md``,
+"Commands"). :func:`plan_pe_rams` gives each PE a group of adjacent block-RAM sites
 instead: PE row ``r`` on one block-RAM row of the die (the middle ``nr`` rows), PE
 column ``c`` on the ``c``-th of ``nr`` equal stretches of that row, so that the PE
 array keeps its shape on the die (row buses run along the block-RAM rows, column buses
@@ -78,7 +78,7 @@ def ebr_sites(nextpnr: str, device_args: list[str], n_ebr: int, cache: Path | No
     sites = sorted((c["attributes"]["NEXTPNR_BEL"] for c in placed.values() if c["type"] == "DP16KD"),
                    key=lambda b: site_xy(b)[::-1])
     if cache is not None:
-        from sim.harness import atomic_write
+        from arch.files import atomic_write
         atomic_write(cache, json.dumps(sites) + "\n")
     return sites
 
@@ -160,7 +160,7 @@ def apply_floorplan(netlist: Path, nr: int, sites: list[str]) -> dict:
     JSON netlist (the ``BEL`` attribute nextpnr places a cell by; atomic rewrite of
     ``netlist``). Returns a summary: ``{"pe_rams": PE cells placed, "other_rams": other
     cells placed, "rows": block-RAM rows of the PEs (y), "plan": {cell: bel}}``."""
-    from sim.harness import atomic_write
+    from arch.files import atomic_write
 
     d = json.loads(Path(netlist).read_text())
     (top,) = [m for m in d["modules"].values() if int(str(m.get("attributes", {}).get("top", "0")), 2)]

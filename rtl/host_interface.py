@@ -9,23 +9,18 @@ error beat.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
+from arch.host import Cmd
 from rtl.perf_counters import PerfCounters
 
 __all__ = ["HostInterface", "Cmd", "OUT_FIFO_DEPTH"]
 
 OUT_FIFO_DEPTH = 16
-
-
-class Cmd:
-    LOAD = 1
-    RUN = 2
-    COUNTERS = 3
-    CLEAR = 4
-    ERROR = 15
 
 
 class HostInterface(wiring.Component):
@@ -103,8 +98,47 @@ class HostInterface(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        cfg = self.cfg
-        hw = cfg.host_width
+        r = self._output_fifo(m)
+        self._registers(m, r)
+        with m.FSM(name="host"):
+            with m.State("IDLE"):
+                self._state_idle(m, r)
+            with m.State("LOAD"):
+                self._state_load(m, r)
+            with m.State("START"):
+                # the start pulse, from flip-flops (start, start_pc); no input beat is taken
+                m.d.sync += [r.run.eq(1), r.running.eq(1)]
+                m.next = "RUN"
+            with m.State("RUN"):
+                self._state_run(m, r)
+            with m.State("DRAIN"):
+                self._state_drain(m, r)
+            with m.State("DONE"):
+                m.d.comb += [r.w_data.eq(Cat(Const(Cmd.RUN, 4), r.last_pc)), r.w_last.eq(1)]
+                with m.If(r.ofifo.w_rdy):
+                    m.d.comb += r.w_en.eq(1)
+                    m.next = "IDLE"
+            with m.State("COUNTERS"):
+                self._state_counters(m, r)
+            with m.State("ERROR"):
+                m.d.comb += [r.w_data.eq(Cat(Const(Cmd.ERROR, 4), r.bad_cmd)), r.w_last.eq(1)]
+                with m.If(r.ofifo.w_rdy):
+                    m.d.comb += r.w_en.eq(1)
+                    m.next = "IDLE"
+        return m
+
+    def _output_fifo(self, m):
+        """Build the output FIFO (submodule ``ofifo``, ``OUT_FIFO_DEPTH`` beats of
+        ``host_width`` bits and ``tlast``), wired to the ``m_axis`` stream, ``out_level``,
+        ``out_push`` and ``out_pop``.
+
+        Returns
+        -------
+        SimpleNamespace
+            ``ofifo`` and its write side ``w_data``, ``w_last``, ``w_en`` (comb, default
+            0: one writer per FSM state).
+        """
+        hw = self.cfg.host_width
         m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(width=hw + 1, depth=OUT_FIFO_DEPTH)
         m.d.comb += [
             self.m_axis_tdata.eq(ofifo.r_data[:hw]),
@@ -120,16 +154,23 @@ class HostInterface(wiring.Component):
         w_last = Signal()
         w_en = Signal()
         m.d.comb += [ofifo.w_data.eq(Cat(w_data, w_last)), ofifo.w_en.eq(w_en)]
+        return SimpleNamespace(ofifo=ofifo, w_data=w_data, w_last=w_last, w_en=w_en)
 
+    def _registers(self, m, r):
+        """Build the command FSM's registers (added to ``r``): the load address and word
+        shifter, drain and counter-readout counters, the flip-flop outputs ``start`` /
+        ``start_pc``, ``run``, ``running`` and ``cnt_clear``, and the RUN state's view of
+        the input stream (``hin_valid`` / ``hin_data`` / ``s_axis_tready``, comb)."""
+        cfg = self.cfg
         hdr = self.s_axis_tdata
-        cmd = hdr[0:4]
-        arg0 = hdr[4:20]
-        arg1 = hdr[20:32]
+        r.cmd = hdr[0:4]
+        r.arg0 = hdr[4:20]
+        r.arg1 = hdr[20:32]
 
         addr = Signal(cfg.pc_bits)
         remaining = Signal(13)          # words left to load (1..4096)
         chunk = Signal(range(max(2, self.beats_per_word)))
-        word = Signal(self.beats_per_word * hw)
+        word = Signal(self.beats_per_word * cfg.host_width)
         drain = Signal(range(self.drain_cycles + 2))
         cidx = Signal(range(max(2, self.n_counters)))
         cpart = Signal(range(max(2, self.beats_per_counter)))
@@ -142,7 +183,7 @@ class HostInterface(wiring.Component):
         # The start pulse and the RUN state's input stream come from flip-flops of their
         # own, not from a decode of the state register: ``start`` selects the sequencer's
         # microcode address and ``hin_valid`` enters the stall decision, and the state
-        # decode in front of them was on the 4 x 4 core's critical path (docs/fpga-timing.md).
+        # decode in front of them would be on the 4 x 4 core's critical path (docs/fpga.md, "Timing").
         start = Signal()                # the START state (one cycle after the RUN header)
         start_pc = Signal(cfg.pc_bits)
         run = Signal()                  # the RUN state
@@ -151,8 +192,8 @@ class HostInterface(wiring.Component):
         # The counters' controls are flip-flops too: ``running`` (the RUN and DRAIN
         # states) and ``cnt_clear`` (the cycle after a CLEAR header; nothing counts in
         # IDLE, so the cycle's delay changes no count). A decode of the state register
-        # in front of them was on the 4 x 4 core's critical path (fpga-timing.md,
-        # session 41).
+        # in front of them would be on the 4 x 4 core's critical path (docs/fpga.md,
+        # "Timing").
         running = Signal()
         clear = Signal()
         m.d.sync += clear.eq(0)
@@ -164,102 +205,105 @@ class HostInterface(wiring.Component):
                 self.s_axis_tready.eq(self.hin_take),
                 self.host_in_beat.eq(self.hin_take & self.s_axis_tvalid),
             ]
+        vars(r).update(addr=addr, remaining=remaining, chunk=chunk, word=word, drain=drain, cidx=cidx,
+                       cpart=cpart, cwait=cwait, bad_cmd=bad_cmd, last_pc=last_pc, start=start,
+                       start_pc=start_pc, run=run, running=running, clear=clear)
 
-        with m.FSM(name="host"):
-            with m.State("IDLE"):
-                m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
-                with m.If(self.s_axis_tvalid):
-                    with m.Switch(cmd):
-                        with m.Case(Cmd.LOAD):
-                            m.d.sync += [addr.eq(arg0), remaining.eq(Cat(arg1, arg1 == 0)), chunk.eq(0)]
-                            m.next = "LOAD"
-                        with m.Case(Cmd.RUN):
-                            m.d.sync += [start.eq(1), start_pc.eq(arg0)]
-                            m.next = "START"
-                        with m.Case(Cmd.COUNTERS):
-                            m.d.sync += [cidx.eq(0), cpart.eq(0), cwait.eq(PerfCounters.READOUT_LATENCY)]
-                            m.next = "COUNTERS"
-                        with m.Case(Cmd.CLEAR):
-                            m.d.sync += clear.eq(1)
-                        with m.Default():
-                            m.d.sync += bad_cmd.eq(cmd)
-                            m.next = "ERROR"
-            with m.State("LOAD"):
-                m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
-                with m.If(self.s_axis_tvalid):
-                    # shift chunks in least-significant first
-                    if self.beats_per_word == 1:
-                        m.d.comb += self.load_data.eq(self.s_axis_tdata[:self.instr_bits])
-                        complete = Const(1)
-                    else:
-                        full = Signal.like(word)
-                        m.d.comb += full.eq(Cat(word[hw:], self.s_axis_tdata))
-                        m.d.sync += word.eq(full)
-                        m.d.comb += self.load_data.eq(full[:self.instr_bits])
-                        complete = chunk == self.beats_per_word - 1
-                        m.d.sync += chunk.eq(chunk + 1)
-                    with m.If(complete):
-                        m.d.comb += self.load_en.eq(1)
-                        m.d.sync += [addr.eq(addr + 1), remaining.eq(remaining - 1), chunk.eq(0)]
-                        with m.If(remaining == 1):
-                            m.next = "IDLE"
-            with m.State("START"):
-                # the start pulse, from flip-flops (start, start_pc); no input beat is taken
-                m.d.sync += [run.eq(1), running.eq(1)]
-                m.next = "RUN"
-            with m.State("RUN"):
-                m.d.comb += [
-                    w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
-                    self.host_out_beat.eq(self.push_en),
-                ]
-                with m.If(self.halted):
-                    m.d.sync += [drain.eq(self.drain_cycles), last_pc.eq(self.halt_pc), run.eq(0)]
-                    m.next = "DRAIN"
-            with m.State("DRAIN"):
-                # operations in flight complete; hout pushes of the last instructions land
-                m.d.comb += [
-                    w_en.eq(self.push_en), w_data.eq(self.push_data), w_last.eq(self.push_last),
-                    self.host_out_beat.eq(self.push_en),
-                ]
-                with m.If(drain == 0):
-                    m.d.sync += running.eq(0)
-                    m.next = "DONE"
-                with m.Else():
-                    m.d.sync += drain.eq(drain - 1)
-            with m.State("DONE"):
-                m.d.comb += [w_data.eq(Cat(Const(Cmd.RUN, 4), last_pc)), w_last.eq(1)]
-                with m.If(ofifo.w_rdy):
-                    m.d.comb += w_en.eq(1)
+    def _state_idle(self, m, r):
+        """The IDLE state's logic: take a command header and go to its state."""
+        cmd, arg0, arg1 = r.cmd, r.arg0, r.arg1
+        m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
+        with m.If(self.s_axis_tvalid):
+            with m.Switch(cmd):
+                with m.Case(Cmd.LOAD):
+                    m.d.sync += [r.addr.eq(arg0), r.remaining.eq(Cat(arg1, arg1 == 0)), r.chunk.eq(0)]
+                    m.next = "LOAD"
+                with m.Case(Cmd.RUN):
+                    m.d.sync += [r.start.eq(1), r.start_pc.eq(arg0)]
+                    m.next = "START"
+                with m.Case(Cmd.COUNTERS):
+                    m.d.sync += [r.cidx.eq(0), r.cpart.eq(0), r.cwait.eq(PerfCounters.READOUT_LATENCY)]
+                    m.next = "COUNTERS"
+                with m.Case(Cmd.CLEAR):
+                    m.d.sync += r.clear.eq(1)
+                with m.Default():
+                    m.d.sync += r.bad_cmd.eq(cmd)
+                    m.next = "ERROR"
+
+    def _state_load(self, m, r):
+        """The LOAD state's logic: shift microcode words in (``beats_per_word`` beats each,
+        least-significant first) and write each completed word (``load_en``, comb)."""
+        hw = self.cfg.host_width
+        word, chunk, addr, remaining = r.word, r.chunk, r.addr, r.remaining
+        m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
+        with m.If(self.s_axis_tvalid):
+            # shift chunks in least-significant first
+            if self.beats_per_word == 1:
+                m.d.comb += self.load_data.eq(self.s_axis_tdata[:self.instr_bits])
+                complete = Const(1)
+            else:
+                full = Signal.like(word)
+                m.d.comb += full.eq(Cat(word[hw:], self.s_axis_tdata))
+                m.d.sync += word.eq(full)
+                m.d.comb += self.load_data.eq(full[:self.instr_bits])
+                complete = chunk == self.beats_per_word - 1
+                m.d.sync += chunk.eq(chunk + 1)
+            with m.If(complete):
+                m.d.comb += self.load_en.eq(1)
+                m.d.sync += [addr.eq(addr + 1), remaining.eq(remaining - 1), chunk.eq(0)]
+                with m.If(remaining == 1):
                     m.next = "IDLE"
-            with m.State("COUNTERS"):
-                part = Signal(hw)
-                val64 = Signal(64)
-                m.d.comb += val64.eq(self.cnt_value)
-                if self.beats_per_counter == 1:
-                    m.d.comb += part.eq(val64)
-                    last_part = Const(1)
-                else:
-                    m.d.comb += part.eq(val64.word_select(cpart, hw))
-                    last_part = cpart == self.beats_per_counter - 1
-                m.d.comb += [w_data.eq(part), w_last.eq(last_part & (cidx == self.n_counters - 1))]
-                # cnt_value is counter cidx READOUT_LATENCY cycles after cidx is set (a
-                # pipelined readout): each counter waits that long before its first beat,
-                # counted from when the bank is ready (it settles after a RUN or CLEAR;
-                # nothing counts or clears in this state, so it stays ready)
-                with m.If(cwait != 0):
-                    with m.If(self.cnt_ready):
-                        m.d.sync += cwait.eq(cwait - 1)
-                with m.Elif(ofifo.w_rdy):
-                    m.d.comb += w_en.eq(1)
-                    with m.If(last_part):
-                        m.d.sync += [cpart.eq(0), cidx.eq(cidx + 1), cwait.eq(PerfCounters.READOUT_LATENCY)]
-                        with m.If(cidx == self.n_counters - 1):
-                            m.next = "IDLE"
-                    with m.Else():
-                        m.d.sync += cpart.eq(cpart + 1)
-            with m.State("ERROR"):
-                m.d.comb += [w_data.eq(Cat(Const(Cmd.ERROR, 4), bad_cmd)), w_last.eq(1)]
-                with m.If(ofifo.w_rdy):
-                    m.d.comb += w_en.eq(1)
+
+    def _state_run(self, m, r):
+        """The RUN state's logic: ``hout`` pushes into the output FIFO until the HALT."""
+        m.d.comb += [
+            r.w_en.eq(self.push_en), r.w_data.eq(self.push_data), r.w_last.eq(self.push_last),
+            self.host_out_beat.eq(self.push_en),
+        ]
+        with m.If(self.halted):
+            m.d.sync += [r.drain.eq(self.drain_cycles), r.last_pc.eq(self.halt_pc), r.run.eq(0)]
+            m.next = "DRAIN"
+
+    def _state_drain(self, m, r):
+        """The DRAIN state's logic: ``drain_cycles`` cycles of pushes after the HALT."""
+        # operations in flight complete; hout pushes of the last instructions land
+        m.d.comb += [
+            r.w_en.eq(self.push_en), r.w_data.eq(self.push_data), r.w_last.eq(self.push_last),
+            self.host_out_beat.eq(self.push_en),
+        ]
+        with m.If(r.drain == 0):
+            m.d.sync += r.running.eq(0)
+            m.next = "DONE"
+        with m.Else():
+            m.d.sync += r.drain.eq(r.drain - 1)
+
+    def _state_counters(self, m, r):
+        """The COUNTERS state's logic: read every counter out, ``beats_per_counter``
+        beats each, waiting ``READOUT_LATENCY`` cycles after each counter select."""
+        hw = self.cfg.host_width
+        cidx, cpart, cwait, w_en = r.cidx, r.cpart, r.cwait, r.w_en
+        part = Signal(hw)
+        val64 = Signal(64)
+        m.d.comb += val64.eq(self.cnt_value)
+        if self.beats_per_counter == 1:
+            m.d.comb += part.eq(val64)
+            last_part = Const(1)
+        else:
+            m.d.comb += part.eq(val64.word_select(cpart, hw))
+            last_part = cpart == self.beats_per_counter - 1
+        m.d.comb += [r.w_data.eq(part), r.w_last.eq(last_part & (cidx == self.n_counters - 1))]
+        # cnt_value is counter cidx READOUT_LATENCY cycles after cidx is set (a
+        # pipelined readout): each counter waits that long before its first beat,
+        # counted from when the bank is ready (it settles after a RUN or CLEAR;
+        # nothing counts or clears in this state, so it stays ready)
+        with m.If(cwait != 0):
+            with m.If(self.cnt_ready):
+                m.d.sync += cwait.eq(cwait - 1)
+        with m.Elif(r.ofifo.w_rdy):
+            m.d.comb += w_en.eq(1)
+            with m.If(last_part):
+                m.d.sync += [cpart.eq(0), cidx.eq(cidx + 1), cwait.eq(PerfCounters.READOUT_LATENCY)]
+                with m.If(cidx == self.n_counters - 1):
                     m.next = "IDLE"
-        return m
+            with m.Else():
+                m.d.sync += cpart.eq(cpart + 1)

@@ -47,7 +47,7 @@ class PEHarness(wiring.Component):
     shifts right by one towards ``dout``. The PE's outputs therefore end in flip-flops,
     and nothing of the PE is optimized away. The operand-stage drive values (``row_op``,
     ``col_op``) are among them only where a core samples them
-    (:attr:`~rtl.config.ArchConfig.drive_op_sampled`): a lone core with the bus stage and
+    (:attr:`~arch.config.ArchConfig.drive_op_sampled`): a lone core with the bus stage and
     without a scratchpad (what ``caterpillar build`` puts on a board) leaves them unused.
     """
 

@@ -1,8 +1,7 @@
-"""The core's performance counters (the power model's inputs).
+"""The core's performance counter bank (the power model's inputs).
 
 The order and meaning of the counters are specified in ``docs/core.md`` ("Performance
-counters"); :func:`counter_names` is the one definition every layer uses (RTL readout,
-core model, fast model, power model).
+counters"); their names come from :func:`arch.counters.counter_names`.
 """
 
 from __future__ import annotations
@@ -12,28 +11,10 @@ from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from pe.pe import EVENT_LAYOUT
+from arch.counters import SUMMED_EVENTS, counter_names
+from pe.layouts import EVENT_LAYOUT
 
 __all__ = ["PerfCounters", "counter_names", "SUMMED_EVENTS"]
-
-#: PE events summed over all PEs, in readout order
-SUMMED_EVENTS = ("mv", "mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr", "rf_rd", "rf_wr", "rf_conflict",
-                 "mem_conflict")
-
-
-def counter_names(cfg) -> list[str]:
-    """Counter names in readout order for an :class:`~rtl.config.ArchConfig`."""
-    nr = cfg.nr
-    names = ["cycles", "stall_cycles", "instructions"]
-    names += [f"fma[{p}]" for p in range(nr * nr)]
-    names += list(SUMMED_EVENTS)
-    names += [f"row_hops[{r}]" for r in range(nr)] + [f"col_hops[{c}]" for c in range(nr)]
-    names += ["host_in_beats", "host_out_beats"]
-    names += ["ring_in_beats", "ring_out_beats"]
-    if cfg.spad_kib:
-        names += ["spad_rd_beats", "spad_wr_beats"]
-    return names
-
 
 class PerfCounters(wiring.Component):
     """Counter bank of one core: small counters in flip-flops, totals in a block RAM.
@@ -54,7 +35,7 @@ class PerfCounters(wiring.Component):
     three cycles (read; register; add; write), so every low part is emptied every ``n``
     cycles and never overflows. Against a bank of ``n`` full-width counters in
     flip-flops this saves ``n`` wide adders, their flip-flops and the readout mux
-    (docs/core.md, "Performance counters"; docs/fpga-timing.md, session 35).
+    (docs/core.md, "Performance counters"; docs/fpga.md, "Timing").
 
     ``ready`` says the words are the counts: it is high once no cycle has counted and no
     ``clear`` has been given for ``SETTLE + SWEEP_LATENCY`` cycles (every low part has
@@ -160,8 +141,8 @@ class PerfCounters(wiring.Component):
         # first stage: every source into a flip-flop of its own (the PEs' event strobes
         # come from all over the die), with no reset, enable or gate: count_en and clear
         # reach only the last stage, whose registers sit with the sum, not the die's
-        # few hundred first-stage bits (on the 4 x 4 core's critical path before
-        # 2026-11-30: fpga-timing.md, session 41). The increments are summed from these.
+        # few hundred first-stage bits (a gate there is on the 4 x 4 core's critical
+        # path: docs/fpga.md, "Timing"). The increments are summed from these.
         def stage(v, name, prefix="src"):
             r = Signal.like(v, name=f"{prefix}_{name}", reset_less=True)
             m.d.sync += r.eq(v)
@@ -171,7 +152,7 @@ class PerfCounters(wiring.Component):
         # second stage: the events summed over all PEs as partial sums, one per PE row
         # (registered; their sum is the increment in the third stage), every other
         # source registered once more. A sum over 16 PEs in one cycle (four adder levels)
-        # was among the 4 x 4 core's late paths (fpga-timing.md, session 43).
+        # is among the 4 x 4 core's late paths (docs/fpga.md, "Timing").
         def sum_of(xs):
             """A balanced adder tree of ``xs``."""
             while len(xs) > 1:

@@ -6,26 +6,19 @@ is the executable reference and the RTL tests compare the two cycle by cycle.
 
 from __future__ import annotations
 
-from functools import reduce
+from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
-from pe.microop import uop_layout
+from pe.layouts import instr_layout, uop_layout
 from rtl.fpga import global_net
-from sw.isa import AGU_FIELDS, SeqOp, instr_layout
+from rtl.sequencer_loops import agu_next, csa_sum, fetch_scan, gt_const, head_scan, loop_state_next
+from arch.isa import SeqOp
 
 __all__ = ["Sequencer"]
-
-
-def _gt(x, k: int):
-    """``x > k`` for a small constant ``k``: an OR of the bits above ``k``'s and a compare of
-    the bits below (LUT logic; Yosys maps a ``>`` of a wide signal to a carry chain)."""
-    b = k.bit_length()
-    hi = x[b:].any() if len(x) > b else Const(0)
-    return hi | (x[:b] > k) if b else x.any()
 
 
 class Sequencer(wiring.Component):
@@ -42,7 +35,7 @@ class Sequencer(wiring.Component):
     load_addr : In(pc_bits)
     load_data : In(instr_bits)
     load_en : In(1)
-        Microcode write port: ``load_data`` (an :func:`sw.isa.instr_layout` word as plain
+        Microcode write port: ``load_data`` (an :func:`arch.isa.instr_layout` word as plain
         bits) given in a cycle with ``load_en`` is written to ``load_addr`` at the end of
         the next cycle (the write port takes a register), so a start two cycles after the
         last ``load_en`` or later runs the words loaded (the host interface's RUN header
@@ -188,19 +181,40 @@ class Sequencer(wiring.Component):
     def elaborate(self, platform):
         cfg = self.cfg
         m = Module()
-        nl, na = cfg.n_loops, cfg.n_agus
-        pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
+        # the nets shared by the builders below (and rtl.sequencer_loops), by name
+        s = SimpleNamespace(fetch=cfg.fetch_stage, astage=cfg.addr_stage, spad=bool(cfg.spad_kib))
+        enable_copy = self._enable_copier(m, platform)
+        self._ucode(m, s)
+        self._state(m, s)
+        self._head_decode(m, s)
+        # -- loop-end scan of the head ------------------------------------------------------
+        head_scan(m, cfg, s)
+        # -- the loop state as the head's issue leaves it ------------------------------------
+        loop_state_next(m, cfg, s)
+        if s.fetch:
+            fetch_scan(m, cfg, s, self)
+            self._head_load(m, s, enable_copy)
+        else:
+            m.d.comb += [
+                s.rp.addr.eq(Mux(self.start, self.start_pc, s.next_pc)),
+                s.rp.en.eq(self.start | s.go),
+            ]
+        # -- AGU state as the head's issue leaves it, and the AGU values ---------------------
+        agu_next(m, cfg, s, self.uop.shape())
+        self._issue(m, s)
+        self._state_loads(m, s, enable_copy)
+        return m
 
-        fetch = cfg.fetch_stage
-
+    def _enable_copier(self, m, platform):
+        """Return ``enable_copy(name, expr, net)``, which builds a copy of a load-enable
+        gate ``expr`` in a submodule of its own (``name``; the FPGA build keeps these
+        modules, rtl.fpga.keep_enable_copies, so synthesis does not merge the copies back
+        into one gate) and returns its output. On an ECP5 build the first copy drives a
+        global network instead (:func:`rtl.fpga.global_net`; ``net`` names it), which
+        every later copy of the same enable shares."""
         shared_en = {}
 
         def enable_copy(name, expr, net):
-            """A copy of a load-enable gate in a submodule of its own (``name``; the FPGA
-            build keeps these modules, rtl.fpga.keep_enable_copies, so synthesis does not
-            merge the copies back into one gate). On an ECP5 build the first copy drives
-            a global network instead (:func:`rtl.fpga.global_net`; ``net`` names it),
-            which every later copy of the same enable shares."""
             if net in shared_en:
                 return shared_en[net]
             em = Module()
@@ -211,7 +225,17 @@ class Sequencer(wiring.Component):
             if g is not en:
                 shared_en[net] = g
             return g
-        astage = cfg.addr_stage               # (requires fetch: ArchConfig checks it)
+        return enable_copy
+
+    def _ucode(self, m, s):
+        """Build the microcode RAM (submodule ``ucode``) with its registered write port
+        (``load_*`` land one cycle later) and its read port ``s.rp`` (one cycle of
+        latency), the bits stored beside each word (fetch / address stage),
+        and the head instruction: ``s.head`` / ``s.ctl`` (the RAM output, or with the
+        fetch stage the ``head_word`` register loaded from it)."""
+        cfg = self.cfg
+        fetch, astage = s.fetch, s.astage         # (astage requires fetch: ArchConfig checks it)
+        nl, pcw = cfg.n_loops, cfg.pc_bits
         isz = self._ilay.size
         # With the fetch stage each microcode word carries one bit beside the instruction,
         # computed as it is loaded: its target is the next address (a LOOP with a
@@ -230,8 +254,8 @@ class Sequencer(wiring.Component):
         # The write port takes a register: the host interface's load (address, word and
         # the bits computed beside it) lands one cycle later, from flip-flops, so no path
         # runs from the host stream's state through those bits across the die into the
-        # block RAMs (the preset 2 x 2 core's critical path, docs/fpga-timing.md, session
-        # 40). A START follows a LOAD's last word by two cycles at least (the RUN header,
+        # block RAMs (the preset 2 x 2 core's critical path, docs/fpga.md, "Timing").
+        # A START follows a LOAD's last word by two cycles at least (the RUN header,
         # then the start pulse), so a start still reads every word loaded.
         w_addr = Signal.like(wp.addr, name="ucode_w_addr")
         w_en = Signal(name="ucode_w_en")
@@ -245,6 +269,7 @@ class Sequencer(wiring.Component):
         # FPGA build declares the read port collision-undefined on that ground
         # (rtl.fpga.sram_reads_collision_free); tests check it cycle by cycle.
         self._ucode_probe = (wp.en, rp.en)
+        head_word = head_t1 = head_t2 = None
         if fetch:
             ld_target = data.View(self._ilay, self.load_data).ctl.target
             ld_t1 = ld_target == (self.load_addr + 1)[:pcw]
@@ -252,7 +277,7 @@ class Sequencer(wiring.Component):
                 ld = data.View(self._ilay, self.load_data).ctl
                 ld_loop = (ld.op == SeqOp.LOOP) & (ld.lvl < nl)
                 m.d.comb += wp_data.eq(Cat(self.load_data, ld_loop & ld_t1, ld_target == (self.load_addr + 2)[:pcw],
-                                           _gt(ld.imm, 1), _gt(ld.imm, 2)))
+                                           gt_const(ld.imm, 1), gt_const(ld.imm, 2)))
             else:
                 m.d.comb += wp_data.eq(Cat(self.load_data, ld_t1))
             # the head instruction in a register loaded from the RAM (the fetch stage): the
@@ -264,8 +289,19 @@ class Sequencer(wiring.Component):
         else:
             m.d.comb += wp_data.eq(self.load_data)
             head = data.View(self._ilay, rp.data)
-        ctl = head.ctl
+        vars(s).update(isz=isz, rp=rp, head_word=head_word, head=head, head_t1=head_t1, head_t2=head_t2,
+                       ctl=head.ctl)
 
+    def _state(self, m, s):
+        """Build the sequencer's state registers (``running``, the head's ``pc``, the loop
+        levels' start / end / trip / count / armed, the AGUs' base / strides / offsets),
+        ``go`` and ``live`` (declared; driven by :meth:`_head_decode`) and the head's
+        stream flags ``h_sin`` / ``h_sout`` / ``h_rin`` / ``h_rout`` (comb); all added to
+        ``s``."""
+        cfg = self.cfg
+        fetch, ctl = s.fetch, s.ctl
+        nl, na = cfg.n_loops, cfg.n_agus
+        pcw, lw, aw = cfg.pc_bits, cfg.loop_bits, cfg.addr_bits
         # -- state -------------------------------------------------------------------------
         running = Signal()
         pc = Signal(pcw)                      # pc of the head instruction
@@ -281,7 +317,7 @@ class Sequencer(wiring.Component):
         # start, and the FPGA build can then use the flip-flops' own synchronous reset
         # (an ECP5 slice has one, LSR, taken by the domain reset otherwise) for ``start``,
         # instead of a LUT ``start | go`` in front of every load enable (the 2 x 2 preset
-        # core's critical path, docs/fpga-timing.md, session 39).
+        # core's critical path, docs/fpga.md, "Timing").
         armed = [Signal(name=f"loop{lv}_armed", reset_less=True) for lv in range(nl)]
         base = [Signal(aw, name=f"agu{a}_base", reset_less=True) for a in range(na)]
         stride = [[Signal(aw, name=f"agu{a}_stride{lv}", reset_less=True) for lv in range(nl)] for a in range(na)]
@@ -290,29 +326,41 @@ class Sequencer(wiring.Component):
         go = Signal()                         # the head issues this cycle
         live = Signal()                       # the head holds an instruction (fetch stage:
                                               # not while it refills after a start or JUMP)
-        spad = bool(cfg.spad_kib)
-        def spad_flags(c):
-            """Stream input / output from / to the scratchpad of an instruction with control
-            fields ``c`` (0 without a scratchpad)."""
-            if not spad:
-                return Const(0), Const(0)
-            return c.sin & (c.hin != 0), c.sout & (c.hout != 0)
-
         h_sin = Signal()                      # the head's scratchpad flags
         h_sout = Signal()
-        m.d.comb += [x.eq(v) for x, v in zip((h_sin, h_sout), spad_flags(ctl))]
+        m.d.comb += [x.eq(v) for x, v in zip((h_sin, h_sout), self._spad_flags(ctl))]
         h_rin = Signal()
         h_rout = Signal()
         m.d.comb += [h_rin.eq(ctl.rin & ~h_sin), h_rout.eq(ctl.rout & ~h_sout)]
+        vars(s).update(running=running, pc=pc, pc_inc=pc_inc, lstart=lstart, lend=lend, trip=trip, cnt=cnt,
+                       armed=armed, base=base, stride=stride, off=off, go=go, live=live, h_sin=h_sin,
+                       h_sout=h_sout, h_rin=h_rin, h_rout=h_rout)
 
-        def stream_needs(c):
-            """The stream needs (host in, host out, ring in, ring out) of an instruction
-            with control fields ``c``; the scratchpad flags take precedence over the ring."""
-            sin, sout = spad_flags(c)
-            rin, rout = c.rin & ~sin, c.rout & ~sout
-            return ((c.hin != 0) & ~rin & ~sin, (c.hout != 0) & ~rout & ~sout,
-                    (c.hin != 0) & rin, (c.hout != 0) & rout)
+    def _spad_flags(self, c):
+        """Stream input / output from / to the scratchpad of an instruction with control
+        fields ``c`` (0 without a scratchpad)."""
+        if not self.cfg.spad_kib:
+            return Const(0), Const(0)
+        return c.sin & (c.hin != 0), c.sout & (c.hout != 0)
 
+    def _stream_needs(self, c):
+        """The stream needs (host in, host out, ring in, ring out) of an instruction
+        with control fields ``c``; the scratchpad flags take precedence over the ring."""
+        sin, sout = self._spad_flags(c)
+        rin, rout = c.rin & ~sin, c.rout & ~sout
+        return ((c.hin != 0) & ~rin & ~sin, (c.hout != 0) & ~rout & ~sout,
+                (c.hin != 0) & rin, (c.hout != 0) & rout)
+
+    def _head_decode(self, m, s):
+        """Build ``live``, ``go`` and the outputs ``running`` / ``need_*`` (comb), and the
+        head's decode: its op (``is_loop`` / ``is_jump`` / ``is_halt``), its LOOP level,
+        AGU writes and the loop counters' compares (flip-flops with the fetch stage,
+        loaded by :meth:`_head_load`; comb decodes of the head without it); all added to
+        ``s`` (None where a stage does not have them)."""
+        cfg = self.cfg
+        fetch, astage, ctl, live = s.fetch, s.astage, s.ctl, s.live
+        nl, na = cfg.n_loops, cfg.n_agus
+        filling = fill_f = None
         if fetch:
             filling = Signal()                # the head refills from the RAM output this cycle
             if astage:
@@ -325,16 +373,18 @@ class Sequencer(wiring.Component):
             # one LUT from these registers, not behind a decode of the head's fields
             needs = [Signal(name=f"head_need_{n}") for n in ("hin", "hout", "rin", "rout")]
         else:
-            needs = stream_needs(ctl)
+            needs = self._stream_needs(ctl)
         m.d.comb += [
-            live.eq(running & ~filling if fetch else running),
-            go.eq(live & ~self.stall),
+            live.eq(s.running & ~filling if fetch else s.running),
+            s.go.eq(live & ~self.stall),
             self.running.eq(live),
             self.need_hin.eq(live & needs[0]),
             self.need_hout.eq(live & needs[1]),
             self.need_rin.eq(live & needs[2]),
             self.need_rout.eq(live & needs[3]),
         ]
+        head_loop_lv = head_imm_gt1 = head_base = head_stride = cnt_gt1 = cnt_gt2 = trip_gt1 = None
+        cnt_gt3 = trip_gt2 = head_imm_gt2 = head_t1loop = head_rep = None
         if fetch:
             # the head's op decoded as it is loaded (flip-flops beside head_word), so the
             # next-pc scan does not start with a decode of the head register; likewise
@@ -363,342 +413,95 @@ class Sequencer(wiring.Component):
             is_loop = ctl.op == SeqOp.LOOP
             is_jump = ctl.op == SeqOp.JUMP
             is_halt = ctl.op == SeqOp.HALT
+        vars(s).update(filling=filling, fill_f=fill_f, needs=needs, is_loop=is_loop, is_jump=is_jump,
+                       is_halt=is_halt, head_loop_lv=head_loop_lv, head_imm_gt1=head_imm_gt1, head_base=head_base,
+                       head_stride=head_stride, cnt_gt1=cnt_gt1, cnt_gt2=cnt_gt2, trip_gt1=trip_gt1, cnt_gt3=cnt_gt3,
+                       trip_gt2=trip_gt2, head_imm_gt2=head_imm_gt2, head_t1loop=head_t1loop, head_rep=head_rep)
 
-        def loop_scan(at, match, gt1, st_lstart, tag):
-            """Loop-end scan of the instruction at ``at``, given per level whether it ends
-            the armed loop (``match``) and whether the loop's count is above 1 (``gt1``):
-            the levels that branch back (``win``) and finish (``fin``), and the next pc
-            without a ``JUMP``."""
-            cand = [Signal(name=f"{tag}loop{lv}_cand") for lv in range(nl)]
-            win = [Signal(name=f"{tag}loop{lv}_branch") for lv in range(nl)]
-            fin = [Signal(name=f"{tag}loop{lv}_finish") for lv in range(nl)]
-            for lv in range(nl):
-                m.d.comb += cand[lv].eq(match[lv] & gt1[lv])
-            for lv in range(nl):
-                higher = Cat(*cand[lv + 1:]).any() if lv + 1 < nl else Const(0)
-                m.d.comb += [
-                    win[lv].eq(cand[lv] & ~higher),
-                    fin[lv].eq(match[lv] & ~cand[lv] & ~higher),
-                ]
-            # the branching level is one-hot: its start is an AND-OR of the levels' starts
-            # (not a priority chain of muxes), selected against at + 1 by any candidate
-            nxt = Signal(pcw, name=f"{tag}loop_next")
-            back = reduce(lambda x, y: x | y, [Mux(win[lv], st_lstart[lv], 0) for lv in range(nl)])
-            m.d.comb += nxt.eq(Mux(Cat(*cand).any(), back, at + 1))
-            return win, fin, nxt
-
-        # -- loop-end scan of the head ------------------------------------------------------
-        if fetch:
-            # done when the head was the instruction behind it (below), kept in registers
-            win = [Signal(name=f"loop{lv}_branch") for lv in range(nl)]
-            fin = [Signal(name=f"loop{lv}_finish") for lv in range(nl)]
-        else:
-            # registers only: head pc, loop ends, counters
-            win, fin, loop_next = loop_scan(pc, [armed[lv] & (lend[lv] == pc) for lv in range(nl)],
-                                            [_gt(cnt[lv], 1) for lv in range(nl)], lstart, "")
-            next_pc = Signal(pcw)
-            m.d.comb += next_pc.eq(Mux(is_jump, ctl.target, loop_next))
-
-        # -- the loop state as the head's issue leaves it ------------------------------------
-        # (the LOOP write wins over a loop-end update of its own level)
-        lstart_n = [Signal(pcw, name=f"loop{lv}_start_next") for lv in range(nl)]
-        lend_n = [Signal(pcw, name=f"loop{lv}_end_next") for lv in range(nl)]
-        trip_n = [Signal(lw, name=f"loop{lv}_trip_next") for lv in range(nl)]
-        cnt_n = [Signal(lw, name=f"loop{lv}_cnt_next") for lv in range(nl)]
-        armed_n = [Signal(name=f"loop{lv}_armed_next") for lv in range(nl)]
-        loop_lv = [Signal(name=f"loop{lv}_write") for lv in range(nl)]   # the head arms a level
-        # The head's issue at a loop end of level lv: it branches back (``upd_win``: the
-        # count decrements, the AGU offsets step by their strides) or finishes
-        # (``upd_fin``: the count reloads); ``clr`` clears the level's AGU offsets (a
-        # finish, or a LOOP of that level). A JUMP or HALT updates no loop end it meets.
-        # With the fetch stage these are flip-flops loaded with the head (below), so the
-        # loop and AGU state's next values start one LUT from registers, not behind a
-        # gate of the head's decoded op fanned out to every level's counter and offsets
-        # (the preset cores' critical path into the AGU values, docs/fpga-timing.md,
-        # session 39). They, ``loop_lv`` and ``jump_head`` (below) are not gated with
-        # ``live``: the head's decoded op (``is_jump``, ``head_loop<lv>``), its scan
-        # (``win`` / ``fin``) and these are cleared whenever the head holds no
-        # instruction (at a start and when a JUMP issues, until the head refills; after
-        # a HALT only a start reads the RAM), so they are 0 then anyway, and the next-pc
-        # scan into the microcode RAM's address starts at these flip-flops instead of
-        # behind a gate with ``running`` and ``filling`` (the 4 x 4 core's critical path,
-        # session 33). The loop state they compute is loaded only when the head issues.
-        if fetch:
-            upd_win = [Signal(name=f"loop{lv}_step_branch") for lv in range(nl)]
-            upd_fin = [Signal(name=f"loop{lv}_step_finish") for lv in range(nl)]
-            clr = [Signal(name=f"loop{lv}_agu_clear") for lv in range(nl)]
-        else:
-            upd = live & ~is_jump & ~is_halt
-            upd_win = [upd & win[lv] for lv in range(nl)]
-            upd_fin = [upd & fin[lv] for lv in range(nl)]
-            clr = [upd_fin[lv] | (is_loop & (ctl.lvl == lv)) for lv in range(nl)]
-        for lv in range(nl):
-            m.d.comb += [loop_lv[lv].eq(head_loop_lv[lv] if fetch else live & is_loop & (ctl.lvl == lv)),
-                         lstart_n[lv].eq(lstart[lv]), lend_n[lv].eq(lend[lv]), trip_n[lv].eq(trip[lv]),
-                         cnt_n[lv].eq(cnt[lv]), armed_n[lv].eq(armed[lv])]
-            with m.If(upd_win[lv]):
-                m.d.comb += cnt_n[lv].eq(cnt[lv] - 1)
-            with m.If(upd_fin[lv]):
-                m.d.comb += cnt_n[lv].eq(trip[lv])
-            with m.If(loop_lv[lv]):
-                m.d.comb += [lstart_n[lv].eq(pc_inc), lend_n[lv].eq(ctl.target), trip_n[lv].eq(ctl.imm),
-                             cnt_n[lv].eq(ctl.imm), armed_n[lv].eq(1)]
-
-        if fetch:
-            # the instruction behind the head (RAM output, at pc_f) and its next pc, with
-            # the loop state after the head's issue: so the RAM is always one instruction
-            # ahead of the head, across loop back-edges. The scan compares registers first
-            # and selects by the head's effect after (``cnt_next > 1`` as a choice of
-            # register compares, not a compare of the chosen count), and its result is
-            # kept for when this instruction is the head. A JUMP is not decoded behind the
-            # head (that would put the RAM's output in front of its own address): at the
-            # head, its issue reads the target and the head refills (``filling``), as
-            # after a start.
-            pc_f = Signal(pcw)
-            advance = Signal()
-            jump_head = Signal()              # the head is a JUMP: read its target
-            pc_f_inc = Signal(pcw, name="pc_f_inc")
-            m.d.comb += [
-                jump_head.eq(is_jump),            # (0 while the head refills: above)
-                advance.eq(filling | go),
-                pc_f_inc.eq(pc_f + 1),
-            ]
-            if astage:
-                # The address stage: the RAM reads ``pc_a``, a register, so no path runs from
-                # the scan into the RAM's address (its cells sit across the die). pc_a is the
-                # instruction two ahead of the head: at each advance the scan decides its
-                # successor with the loop state after the head's issue and after the issue
-                # of the instruction behind it (its scan result, ``f_win`` / ``f_fin``,
-                # registers). The one thing it cannot see is a LOOP behind the head (the RAM
-                # output's decode would sit in front of the address register); its effect
-                # on the scan of the next instruction is applied when the LOOP is at the
-                # head:
-                # * a LOOP with a one-instruction body that repeats (``head_rep``): the RAM
-                #   reads the body again (pc_f instead of pc_a: one mux with a registered
-                #   select) and the scan decides the successor of the body's second issue
-                #   (``x_*``) instead of pc_a's;
-                # * any other LOOP: the scan of pc_a (pc + 2) sees the LOOP's level end at
-                #   pc_a by a second bit stored with each word (``target == address + 2``).
-                # What the scan of the body (while the LOOP was behind the head) assumed
-                # is right in every other case, which sim.seq_model checks
-                # (ProgramError: a LOOP whose next address is the end of another armed
-                # loop, docs/core.md).
-                pc_a = Signal(pcw, name="pc_a")
-                pc_a_inc = Signal(pcw, name="pc_a_inc")
-                m.d.comb += pc_a_inc.eq(pc_a + 1)
-                f_win = [Signal(name=f"f_loop{lv}_branch") for lv in range(nl)]
-                f_fin = [Signal(name=f"f_loop{lv}_finish") for lv in range(nl)]
-                at_end_f = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
-                at_end_a = [Signal(name=f"a_loop{lv}_end_at_pc_a") for lv in range(nl)]
-
-                def gt1_after_two(lv):
-                    """The count of level ``lv`` after the head's and the next issue, > 1."""
-                    one = Mux(win[lv], cnt_gt2[lv], Mux(fin[lv], trip_gt1[lv], cnt_gt1[lv]))
-                    two = Mux(win[lv], cnt_gt3[lv], Mux(fin[lv], trip_gt2[lv], cnt_gt2[lv]))
-                    return Mux(f_fin[lv], trip_gt1[lv], Mux(f_win[lv], two, one))
-
-                a_match = [Mux(loop_lv[lv], head_t2, armed[lv] & at_end_a[lv]) for lv in range(nl)]
-                a_gt1 = [Mux(loop_lv[lv], head_imm_gt1, gt1_after_two(lv)) for lv in range(nl)]
-                a_win, a_fin, a_next = loop_scan(pc_a, a_match, a_gt1, lstart_n, "a_")
-                # the repeating body's second issue: the LOOP's level ends there, the
-                # first issue branched back on that level (no other level changes)
-                x_match = [Mux(loop_lv[lv], 1, armed[lv] & at_end_f[lv]) for lv in range(nl)]
-                x_gt1 = [Mux(loop_lv[lv], head_imm_gt2, cnt_gt1[lv]) for lv in range(nl)]
-                x_win, x_fin, x_next = loop_scan(pc_f, x_match, x_gt1, lstart_n, "x_")
-                n_win = [Mux(head_rep, x, a) for x, a in zip(x_win, a_win)]
-                n_fin = [Mux(head_rep, x, a) for x, a in zip(x_fin, a_fin)]
-                n_next = Mux(head_rep, x_next, a_next)
-                n_inc = Mux(head_rep, pc_f_inc, pc_a_inc)
-                m.d.comb += [
-                    rp.addr.eq(Mux(head_rep, pc_f, pc_a)),
-                    rp.en.eq(advance),
-                ]
-
-                def at_next(v):
-                    """``v`` == the next pc_a, as the AND-OR of ``v``'s compares with the
-                    candidate addresses."""
-                    back = reduce(lambda x, y: x | y, [n_win[k] & (v == lstart_n[k]) for k in range(nl)])
-                    return Mux(jump_head, v == ctl.target, Mux(Cat(*n_win).any(), back, v == n_inc))
-
-                with m.If(self.start):
-                    m.d.sync += [pc_a.eq(self.start_pc), fill_f.eq(1)]
-                    m.d.sync += [x.eq(0) for x in f_win + f_fin]
-                with m.Elif(advance):
-                    m.d.sync += [pc_f.eq(rp.addr), pc_a.eq(Mux(jump_head, ctl.target, n_next)),
-                                 fill_f.eq(go & is_jump)]
-                    m.d.sync += [at_end_a[lv].eq(at_next(lend_n[lv])) for lv in range(nl)]
-                    m.d.sync += [at_end_f[lv].eq(Mux(head_rep, Mux(loop_lv[lv], 1, at_end_f[lv]),
-                                                     Mux(loop_lv[lv], head_t2, at_end_a[lv])))
-                                 for lv in range(nl)]
-                    # (cleared when a JUMP issues: below)
-                    m.d.sync += [x.eq(v) for x, v in zip(f_win + f_fin, n_win + n_fin)]
-                # the head's scan result when the instruction behind it moves up: the scan
-                # made while it was two ahead, or, behind a LOOP with a one-instruction
-                # body, the LOOP's level's branch or finish (and, if it repeats, no other
-                # level's: the LOOP's level has the priority)
-                up_win = [Mux(head_t1loop, Mux(loop_lv[lv], head_imm_gt1, ~head_rep & f_win[lv]), f_win[lv])
-                          for lv in range(nl)]
-                up_fin = [Mux(head_t1loop, Mux(loop_lv[lv], ~head_imm_gt1, ~head_rep & f_fin[lv]), f_fin[lv])
-                          for lv in range(nl)]
-            else:
-                # The scan's loop-end compares are flip-flops: ``at_end[lv]`` holds
-                # ``lend[lv] == pc_f``, loaded with pc_f from the compares of the next loop
-                # ends with each candidate next address (registers only), selected like the
-                # address (below). A LOOP at the head compares its target with pc_f here: the
-                # same compare made from the RAM's output before the head is loaded was
-                # slower (the block RAM's clock to output, then the compare and the select;
-                # docs/fpga-timing.md).
-                at_end = [Signal(name=f"f_loop{lv}_end_at_pc_f") for lv in range(nl)]
-                # (a LOOP at the head is followed by pc + 1 = pc_f: a LOOP at the end of an
-                # armed loop is not a valid program, sim.seq_model.ProgramError; so its
-                # target == pc_f is the bit stored with it, not a compare on this path)
-                f_match = [Mux(loop_lv[lv], head_t1, armed[lv] & at_end[lv]) for lv in range(nl)]
-                f_gt1 = [Mux(loop_lv[lv], head_imm_gt1,
-                             Mux(upd_win[lv], cnt_gt2[lv], Mux(upd_fin[lv], trip_gt1[lv], cnt_gt1[lv])))
-                         for lv in range(nl)]
-                f_win, f_fin, f_loop_next = loop_scan(pc_f, f_match, f_gt1, lstart_n, "f_")
-                m.d.comb += [
-                    rp.addr.eq(Mux(self.start, self.start_pc, Mux(jump_head, ctl.target, f_loop_next))),
-                    rp.en.eq(self.start | advance),
-                ]
-
-                def at_next(v, v_start):
-                    """``v == rp.addr``, as the AND-OR of ``v``'s compares with the candidate
-                    addresses (``v_start`` in place of ``v`` at a start)."""
-                    back = reduce(lambda x, y: x | y, [f_win[k] & (v == lstart_n[k]) for k in range(nl)])
-                    return Mux(self.start, v_start == self.start_pc,
-                               Mux(jump_head, v == ctl.target, Mux(Cat(*f_win).any(), back, v == pc_f_inc)))
-
-                with m.If(self.start | advance):
-                    m.d.sync += pc_f.eq(rp.addr)      # the address being read (one mux fewer)
-                    # loop ends change only when the head issues (lend_next), never at a start
-                    m.d.sync += [at_end[lv].eq(at_next(lend_n[lv], lend[lv])) for lv in range(nl)]
-            # the head's decode and scan that the next-pc scan reads ungated (above)
-            scan_regs = ([is_jump, *head_loop_lv, *win, *fin, *upd_win, *upd_fin, *clr]
-                         + ([head_rep, head_t1loop] if astage else []))
-            with m.If(self.start):
-                m.d.sync += filling.eq(1)
-                m.d.sync += [x.eq(0) for x in scan_regs]
-            with m.Elif(advance):
-                m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1),
-                             filling.eq((go & is_jump) | fill_f if astage else go & is_jump)]
-                nctl = data.View(self._ilay, rp.data[:isz]).ctl
-                m.d.sync += [is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
-                             is_halt.eq(nctl.op == SeqOp.HALT),
-                             head_imm_gt1.eq(rp.data[isz + 2] if astage else _gt(nctl.imm, 1))]
-                n_loop_lv = [(nctl.op == SeqOp.LOOP) & (nctl.lvl == lv) for lv in range(nl)]
-                m.d.sync += [head_loop_lv[lv].eq(n_loop_lv[lv]) for lv in range(nl)]
-                m.d.sync += [x.eq(v) for x, v in zip(needs, stream_needs(nctl))]
-                # the head's scan, and its effect when it issues (upd_win / upd_fin / clr)
-                h_win, h_fin = (up_win, up_fin) if astage else (f_win, f_fin)
-                n_upd = (nctl.op != SeqOp.JUMP) & (nctl.op != SeqOp.HALT)
-                m.d.sync += [x.eq(y) for x, y in zip(win + fin, h_win + h_fin)]
-                m.d.sync += [upd_win[lv].eq(h_win[lv] & n_upd) for lv in range(nl)]
-                m.d.sync += [upd_fin[lv].eq(h_fin[lv] & n_upd) for lv in range(nl)]
-                m.d.sync += [clr[lv].eq(h_fin[lv] & n_upd | n_loop_lv[lv]) for lv in range(nl)]
-                # the head's AGU_BASE / AGU_STRIDE writes, decoded as it is loaded
-                m.d.sync += [head_base[a].eq((nctl.op == SeqOp.AGU_BASE) & (nctl.agu == a)) for a in range(na)]
-                m.d.sync += [head_stride[a][lv].eq((nctl.op == SeqOp.AGU_STRIDE) & (nctl.agu == a) & (nctl.lvl == lv))
-                             for a in range(na) for lv in range(nl)]
-                if astage:                    # (the bits stored beside the word)
-                    m.d.sync += [head_imm_gt2.eq(rp.data[isz + 3]), head_t1loop.eq(rp.data[isz]),
-                                 head_rep.eq(rp.data[isz] & rp.data[isz + 2])]
-                    # nothing was behind the head (the cycle after a start or a JUMP): the
-                    # head stays empty
-                    with m.If(fill_f):
-                        m.d.sync += [x.eq(0) for x in scan_regs]
-                # a JUMP issues (advance with is_jump: the head was live, so it went): the
-                # head refills next cycle, holding no instruction until then
-                with m.If(is_jump):
+    def _head_load(self, m, s, enable_copy):
+        """Build the fetch stage's head loads: ``pc`` / ``pc_inc``, ``filling`` and
+        ``running``, and the head's decode and scan registers, loaded from the RAM output
+        (and the scan of the instruction behind the head) when the head advances, cleared
+        at a start and when a ``JUMP`` issues; and the ``head_word`` register, loaded in
+        ``HEAD_CHUNK``-bit chunks under copies of its enable (submodules
+        ``head_en<k>``)."""
+        nl, na = self.cfg.n_loops, self.cfg.n_agus
+        astage, rp, isz, scan_regs, filling, fill_f = s.astage, s.rp, s.isz, s.scan_regs, s.filling, s.fill_f
+        pc, pc_f, pc_inc, go, is_jump, running = s.pc, s.pc_f, s.pc_inc, s.go, s.is_jump, s.running
+        head_loop_lv, head_base, head_stride, head_word = s.head_loop_lv, s.head_base, s.head_stride, s.head_word
+        upd_win, upd_fin, clr = s.upd_win, s.upd_fin, s.clr
+        with m.If(self.start):
+            m.d.sync += filling.eq(1)
+            m.d.sync += [x.eq(0) for x in scan_regs]
+        with m.Elif(s.advance):
+            m.d.sync += [pc.eq(pc_f), pc_inc.eq(pc_f + 1),
+                         filling.eq((go & is_jump) | fill_f if astage else go & is_jump)]
+            nctl = data.View(self._ilay, rp.data[:isz]).ctl
+            m.d.sync += [s.is_loop.eq(nctl.op == SeqOp.LOOP), is_jump.eq(nctl.op == SeqOp.JUMP),
+                         s.is_halt.eq(nctl.op == SeqOp.HALT),
+                         s.head_imm_gt1.eq(rp.data[isz + 2] if astage else gt_const(nctl.imm, 1))]
+            n_loop_lv = [(nctl.op == SeqOp.LOOP) & (nctl.lvl == lv) for lv in range(nl)]
+            m.d.sync += [head_loop_lv[lv].eq(n_loop_lv[lv]) for lv in range(nl)]
+            m.d.sync += [x.eq(v) for x, v in zip(s.needs, self._stream_needs(nctl))]
+            # the head's scan, and its effect when it issues (upd_win / upd_fin / clr)
+            h_win, h_fin = (s.up_win, s.up_fin) if astage else (s.f_win, s.f_fin)
+            n_upd = (nctl.op != SeqOp.JUMP) & (nctl.op != SeqOp.HALT)
+            m.d.sync += [x.eq(y) for x, y in zip(s.win + s.fin, h_win + h_fin)]
+            m.d.sync += [upd_win[lv].eq(h_win[lv] & n_upd) for lv in range(nl)]
+            m.d.sync += [upd_fin[lv].eq(h_fin[lv] & n_upd) for lv in range(nl)]
+            m.d.sync += [clr[lv].eq(h_fin[lv] & n_upd | n_loop_lv[lv]) for lv in range(nl)]
+            # the head's AGU_BASE / AGU_STRIDE writes, decoded as it is loaded
+            m.d.sync += [head_base[a].eq((nctl.op == SeqOp.AGU_BASE) & (nctl.agu == a)) for a in range(na)]
+            m.d.sync += [head_stride[a][lv].eq((nctl.op == SeqOp.AGU_STRIDE) & (nctl.agu == a) & (nctl.lvl == lv))
+                         for a in range(na) for lv in range(nl)]
+            if astage:                    # (the bits stored beside the word)
+                m.d.sync += [s.head_imm_gt2.eq(rp.data[isz + 3]), s.head_t1loop.eq(rp.data[isz]),
+                             s.head_rep.eq(rp.data[isz] & rp.data[isz + 2])]
+                # nothing was behind the head (the cycle after a start or a JUMP): the
+                # head stays empty
+                with m.If(fill_f):
                     m.d.sync += [x.eq(0) for x in scan_regs]
-                    if astage:                # ... and so does the stage behind it
-                        m.d.sync += [x.eq(0) for x in f_win + f_fin]
-            with m.If(filling & ~self.start):
-                m.d.sync += running.eq(1)
-            # The head register loads with ``~start & advance`` in chunks of HEAD_CHUNK
-            # bits (about two block RAMs' outputs), each chunk's enable computed by its own
-            # copy of that gate (submodule ``head_en<k>``; the FPGA build keeps each copy
-            # a separate module so synthesis does not merge them): the stall decision
-            # then fans out to a few gates instead of every head bit across the
-            # microcode's block RAMs (a 2 x 2 build's critical endpoints). Same values;
-            # written from flip-flops and ``stall`` (one LUT4), not from ``advance``,
-            # which would put a shared gate back in front of the copies.
-            for k in range(0, len(head_word), self.HEAD_CHUNK):
-                hi = min(k + self.HEAD_CHUNK, len(head_word))
-                en = enable_copy(f"head_en{k // self.HEAD_CHUNK}",
-                                 ~self.start & (filling | (running & ~filling & ~self.stall)), "head_en")
-                with m.If(en):
-                    m.d.sync += head_word[k:hi].eq(rp.data[k:hi])
-        else:
-            m.d.comb += [
-                rp.addr.eq(Mux(self.start, self.start_pc, next_pc)),
-                rp.en.eq(self.start | go),
-            ]
+            # a JUMP issues (advance with is_jump: the head was live, so it went): the
+            # head refills next cycle, holding no instruction until then
+            with m.If(is_jump):
+                m.d.sync += [x.eq(0) for x in scan_regs]
+                if astage:                # ... and so does the stage behind it
+                    m.d.sync += [x.eq(0) for x in s.f_win + s.f_fin]
+        with m.If(filling & ~self.start):
+            m.d.sync += running.eq(1)
+        # The head register loads with ``~start & advance`` in chunks of HEAD_CHUNK
+        # bits (about two block RAMs' outputs), each chunk's enable computed by its own
+        # copy of that gate (submodule ``head_en<k>``; the FPGA build keeps each copy
+        # a separate module so synthesis does not merge them): the stall decision
+        # then fans out to a few gates instead of every head bit across the
+        # microcode's block RAMs (a 2 x 2 build's critical endpoints). Same values;
+        # written from flip-flops and ``stall`` (one LUT4), not from ``advance``,
+        # which would put a shared gate back in front of the copies.
+        for k in range(0, len(head_word), self.HEAD_CHUNK):
+            hi = min(k + self.HEAD_CHUNK, len(head_word))
+            en = enable_copy(f"head_en{k // self.HEAD_CHUNK}",
+                             ~self.start & (filling | (running & ~filling & ~self.stall)), "head_en")
+            with m.If(en):
+                m.d.sync += head_word[k:hi].eq(rp.data[k:hi])
 
-        # -- AGU state as the head's issue leaves it, and the AGU values ---------------------
-        # The value of AGU a (base + sum of its offsets) is a register, loaded at every
-        # issue with the sum of the next base and offsets: the head's AGU add starts at a
-        # flip-flop, not behind the offset adder tree (same values, one cycle earlier).
-        # Loop ends step the offsets (a loop end that branches back adds the stride, one
-        # that finishes clears them); a LOOP clears its level's offsets after that, and
-        # AGU_BASE / AGU_STRIDE writes take effect with the head's issue. Each offset's
-        # stepped value (offset + stride) is a register too, loaded beside the offset with
-        # the next offset plus the next stride, so a branching loop end selects it instead
-        # of adding (one adder fewer in front of the values' adder tree). With the fetch
-        # stage the AGU writes are decoded as the head is loaded (``head_base`` /
-        # ``head_stride``) and the loop-end effects are flip-flops (``upd_win`` / ``clr``).
-        base_n = [Signal(aw, name=f"agu{a}_base_next") for a in range(na)]
-        off_n = [[Signal(aw, name=f"agu{a}_off{lv}_next") for lv in range(nl)] for a in range(na)]
-        off_p = [[Signal(aw, name=f"agu{a}_off{lv}_stepped", reset_less=True) for lv in range(nl)] for a in range(na)]
-        stride_n = [[Signal(aw, name=f"agu{a}_stride{lv}_next") for lv in range(nl)] for a in range(na)]
-        if not fetch:
-            head_base = [(ctl.op == SeqOp.AGU_BASE) & (ctl.agu == a) for a in range(na)]
-            head_stride = [[(ctl.op == SeqOp.AGU_STRIDE) & (ctl.agu == a) & (ctl.lvl == lv) for lv in range(nl)]
-                           for a in range(na)]
-        for a in range(na):
-            m.d.comb += base_n[a].eq(Mux(head_base[a], ctl.imm, base[a]))
-            for lv in range(nl):
-                m.d.comb += stride_n[a][lv].eq(Mux(head_stride[a][lv], ctl.imm[:aw], stride[a][lv]))
-                m.d.comb += off_n[a][lv].eq(off[a][lv])
-                with m.If(upd_win[lv]):
-                    m.d.comb += off_n[a][lv].eq(off_p[a][lv])
-                with m.If(clr[lv]):
-                    m.d.comb += off_n[a][lv].eq(0)
-
-        def csa_sum(xs):
-            """Sum mod 2^aw: carry-save adders (three operands to two, one LUT level per bit)
-            down to two operands, then one adder (carry chain), instead of a tree of
-            adders (one carry chain per level)."""
-            while len(xs) > 2:
-                nxt = []
-                for i in range(0, len(xs) - 2, 3):
-                    a, b, c = xs[i:i + 3]
-                    nxt += [(a ^ b ^ c)[:aw], Cat(Const(0, 1), (a & b) | (a & c) | (b & c))[:aw]]
-                xs = nxt + xs[len(xs) - len(xs) % 3:]      # (the operands left over)
-            return (xs[0] + xs[1])[:aw] if len(xs) == 2 else xs[0]
-
-        agu = [Signal(aw, name=f"agu{a}_value", reset_less=True) for a in range(na)]
-        new_uop = Signal(self.uop.shape())
-        m.d.comb += new_uop.eq(head.uop)
-        for fld in AGU_FIELDS:
-            sel = ctl[f"ag_{fld}"]
-            add = Signal(aw, name=f"agu_add_{fld}")
-            with m.Switch(sel):
-                for a in range(na):
-                    with m.Case(a + 1):
-                        m.d.comb += add.eq(agu[a])
-            m.d.comb += new_uop[fld].off.eq(head.uop[fld].off + add)
-
+    def _issue(self, m, s):
+        """Build the issue registers (outputs ``issue``, ``uop`` / ``uop_next``, ``hin``
+        ... ``pc``, ``halted``, and with a scratchpad ``sin`` / ``sout`` and the pointers
+        ``spad_raddr`` / ``spad_waddr``), loaded when the head issues and cleared at a
+        start or a bubble; and ``running`` / ``pc`` without the fetch stage."""
+        cfg = self.cfg
+        fetch, spad, ctl, go, running, pc = s.fetch, s.spad, s.ctl, s.go, s.running, s.pc
+        h_sin, h_sout, is_halt = s.h_sin, s.h_sout, s.is_halt
         # -- sequential behaviour --------------------------------------------------------
         # The micro-op register is cleared at its input when the head is empty (gating it
-        # with ``issue`` at the output instead put a LUT in front of the distribution
+        # with ``issue`` at the output instead puts a LUT in front of the distribution
         # copies' die-wide fan-out, the 4 x 4 core's critical path at 18.4 ns) and loaded
         # whenever the head holds an instruction (``live``, flip-flops only), stall or
         # not: after a stall the core freezes the whole PE side for the bubble cycle, so
         # what it holds then is never executed, and the stall decision drives no clear or
-        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga-timing.md).
+        # enable of its bits (a 2 x 2 build's critical endpoints; docs/fpga.md, "Timing").
         issue_regs = [self.issue, self.hin, self.hout, self.hlast, self.rin, self.rout, self.pc, self.halted]
-        m.d.comb += self.uop_next.eq(Mux(self.start | ~live, 0, new_uop))
+        m.d.comb += self.uop_next.eq(Mux(self.start | ~s.live, 0, s.new_uop))
         m.d.sync += self.uop.eq(self.uop_next)
         if spad:
             issue_regs += [self.sin, self.sout, self.spad_raddr, self.spad_waddr]
@@ -719,13 +522,13 @@ class Sequencer(wiring.Component):
                 self.hin.eq(ctl.hin),
                 self.hout.eq(ctl.hout),
                 self.hlast.eq(ctl.hlast),
-                self.rin.eq(h_rin),
-                self.rout.eq(h_rout),
+                self.rin.eq(s.h_rin),
+                self.rout.eq(s.h_rout),
                 self.pc.eq(pc),
                 self.halted.eq(is_halt),
             ]
             if not fetch:
-                m.d.sync += pc.eq(next_pc)
+                m.d.sync += pc.eq(s.next_pc)
             if spad:
                 m.d.sync += [self.sin.eq(h_sin), self.sout.eq(h_sout),
                              self.spad_raddr.eq(rptr), self.spad_waddr.eq(wptr)]
@@ -743,33 +546,44 @@ class Sequencer(wiring.Component):
         with m.Else():
             m.d.sync += [r.eq(0) for r in issue_regs]
 
+    def _state_loads(self, m, s, enable_copy):
+        """Build the loads of the loop and AGU state when the head issues (with the fetch
+        stage also the counters' compare registers, in ``GO_CHUNK``-bit chunks under
+        copies of the enable, submodules ``go_en<k>``) and the clear of the armed flags
+        and AGU state at a start."""
+        cfg = self.cfg
+        nl, na, aw = cfg.n_loops, cfg.n_agus, cfg.addr_bits
+        fetch, astage, ctl, running, filling = s.fetch, s.astage, s.ctl, s.running, s.filling
+        lstart, lend, trip, cnt, armed = s.lstart, s.lend, s.trip, s.cnt, s.armed
+        base, stride, off, off_p, agu = s.base, s.stride, s.off, s.off_p, s.agu
+        base_n, off_n, stride_n, loop_lv, upd_win, upd_fin = s.base_n, s.off_n, s.stride_n, s.loop_lv, s.upd_win, s.upd_fin
         # -- the loop and AGU state loads when the head issues -------------------------------
-        loads = list(zip(lstart + lend + trip + cnt + armed, lstart_n + lend_n + trip_n + cnt_n + armed_n))
+        loads = list(zip(lstart + lend + trip + cnt + armed, s.lstart_n + s.lend_n + s.trip_n + s.cnt_n + s.armed_n))
         if fetch:
             # the next count's and trip's compares, chosen like the next count from
             # compares of the registers (a decremented count ``cnt - 1 > k`` is
             # ``cnt > k + 1``: a level branches back only with ``cnt > 1``), not made
             # after the decrement and the choice
             def cnt_next_gt(lv, k):
-                return Mux(loop_lv[lv], _gt(ctl.imm, k),
-                           Mux(upd_win[lv], _gt(cnt[lv], k + 1),
-                               Mux(upd_fin[lv], _gt(trip[lv], k), _gt(cnt[lv], k))))
+                return Mux(loop_lv[lv], gt_const(ctl.imm, k),
+                           Mux(upd_win[lv], gt_const(cnt[lv], k + 1),
+                               Mux(upd_fin[lv], gt_const(trip[lv], k), gt_const(cnt[lv], k))))
 
             def trip_next_gt(lv, k):
-                return Mux(loop_lv[lv], _gt(ctl.imm, k), _gt(trip[lv], k))
+                return Mux(loop_lv[lv], gt_const(ctl.imm, k), gt_const(trip[lv], k))
 
             loads += [(x, v) for lv in range(nl) for x, v in
-                      ((cnt_gt1[lv], cnt_next_gt(lv, 1)), (cnt_gt2[lv], cnt_next_gt(lv, 2)),
-                       (trip_gt1[lv], trip_next_gt(lv, 1)))]
+                      ((s.cnt_gt1[lv], cnt_next_gt(lv, 1)), (s.cnt_gt2[lv], cnt_next_gt(lv, 2)),
+                       (s.trip_gt1[lv], trip_next_gt(lv, 1)))]
             if astage:
                 loads += [(x, v) for lv in range(nl) for x, v in
-                          ((cnt_gt3[lv], cnt_next_gt(lv, 3)), (trip_gt2[lv], trip_next_gt(lv, 2)))]
+                          ((s.cnt_gt3[lv], cnt_next_gt(lv, 3)), (s.trip_gt2[lv], trip_next_gt(lv, 2)))]
         loads += list(zip(base, base_n))
         for a in range(na):
             loads += [(off[a][lv], off_n[a][lv]) for lv in range(nl)]
             loads += [(off_p[a][lv], off_n[a][lv] + stride_n[a][lv]) for lv in range(nl)]
             loads += [(stride[a][lv], stride_n[a][lv]) for lv in range(nl)]
-            loads += [(agu[a], csa_sum([base_n[a], *off_n[a]]))]
+            loads += [(agu[a], csa_sum([base_n[a], *off_n[a]], aw))]
         if fetch:
             # Loaded when the head issues, with an enable gate per GO_CHUNK bits of state
             # (submodules ``go_en<k>``, kept separate by the FPGA build like ``head_en<k>``):
@@ -789,11 +603,10 @@ class Sequencer(wiring.Component):
                 with m.If(en):
                     m.d.sync += [x.eq(v) for x, v in chunk]
         else:
-            with m.If(~self.start & go):
+            with m.If(~self.start & s.go):
                 m.d.sync += [x.eq(v) for x, v in loads]
         # a start clears this state (after the loads, which it excludes anyway, so the
         # clear is the outermost choice of each flip-flop's input: a synchronous reset)
         with m.If(self.start):
             m.d.sync += [x.eq(0) for x in armed + base + agu]
             m.d.sync += [x.eq(0) for row in stride + off + off_p for x in row]
-        return m

@@ -144,7 +144,7 @@ def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None =
     """Elaborate the top-level design ``design`` (``pe``, ``core``, ``chip``;
     :func:`rtl.tops.build_top`) of ``cfg``, write its Verilog and :func:`synthesize` it.
 
-    The counter bank's memory reads, and with :attr:`~rtl.config.ArchConfig.exec_stage`
+    The counter bank's memory reads, and with :attr:`~arch.config.ArchConfig.exec_stage`
     the PE SRAM reads, are declared collision-undefined (:func:`collision_free_prepare`),
     as in ``caterpillar build``, and for ``ecp5`` the design is elaborated for an ECP5
     board (``ulx3s-85f``; only the family matters) as a build elaborates it (the
@@ -152,7 +152,7 @@ def synthesize_top(design: str, cfg, target: str = "ecp5", *, log: Path | None =
     the resources are those of the design a build places. The result also holds
     ``"design"``, ``"config"`` and ``"verilog"`` (the file synthesized)."""
     from rtl.tops import build_top
-    from sim.harness import write_verilog
+    from rtl.verilog import write_verilog
 
     comp, name = build_top(design, cfg)
     platform = None

@@ -43,15 +43,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from arch.config import RING_HOP_CYCLES
 from sim.core_model import CoreModel, CoreRun, RunResult
 
 __all__ = ["ChipModel", "ChipRunResult", "RingStallError", "RingDeadlock", "ENGINES", "RING_HOP_CYCLES"]
 
 ENGINES = ("cycle", "fast")
 
-#: a ``rout`` issued in cycle t can feed a ``rin`` issuing in cycle t + RING_HOP_CYCLES on
-#: the next core (operand stage t + 2, one cycle on the link)
-RING_HOP_CYCLES = 3
 
 
 class RingStallError(RuntimeError):

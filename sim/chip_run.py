@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass
 
-from rtl.host_interface import Cmd
+from arch.host import Cmd
 from sim.chip_model import ChipModel, ChipRunResult
 from sim.core_model import Beat
 from sim.core_run import JobResult
@@ -174,7 +174,8 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
     out = streams
     if backend == "rtl":
         from rtl.chip import Chip
-        from sim.harness import BUILD, atomic_write, default_sim, run_cocotb
+        from arch.files import atomic_write
+        from sim.harness import BUILD, default_sim, run_cocotb
 
         sim = sim or default_sim()
         tag = f"{name}-{sim}-{os.getpid()}"
@@ -188,7 +189,7 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         out = [[Beat(int(d), bool(last)) for d, last in s] for s in got["out"]]
         info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}
         backend = f"rtl-{sim}"
-    from rtl.perf_counters import counter_names
+    from arch.counters import counter_names
 
     n_ctr = per * len(counter_names(cfg))
     results = []

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from noc.broadcast_bus import segment_len, segment_of
-from pe.microop import uop_fields
+from arch.buses import segment_len, segment_of
+from arch.microop import uop_fields
 from pe.pe_model import PEModel
-from rtl.host_interface import Cmd
-from rtl.perf_counters import SUMMED_EVENTS, counter_names
+from arch.host import Cmd
+from arch.counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel, SpadPointers
-from sw.isa import HostDir, SeqOp, instr_layout
+from arch.isa import HostDir, SeqOp, instr_layout
 
 __all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "pe_start_cycles"]
 

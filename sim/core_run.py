@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from sim.core_model import Beat, CoreModel
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
 
-__all__ = ["JobResult", "job_beats", "run_job", "Phase", "session_beats", "run_session", "BACKENDS"]
+__all__ = ["JobResult", "job_beats", "run_job", "split_job", "Phase", "session_beats", "run_session", "run_kernel", "BACKENDS"]
 
 
 @dataclass
@@ -36,9 +36,9 @@ def job_beats(cfg, words, data=(), start_pc: int = 0) -> list[int]:
     return clear_beats() + load_beats(cfg, words) + run_beats(start_pc, data) + counters_beats()
 
 
-def _split(cfg, out, backend, info=None) -> JobResult:
+def split_job(cfg, out, backend, info=None) -> JobResult:
     per = -(-64 // cfg.host_width)
-    from rtl.perf_counters import counter_names
+    from arch.counters import counter_names
 
     n_ctr = per * len(counter_names(cfg))
     ctr_beats, rest = out[-n_ctr:], out[:-n_ctr]
@@ -72,9 +72,10 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
     model = _reference(cfg, backend, reference)
     expected = model.process(beats)
     if backend in ("model", "fast"):
-        return _split(cfg, expected, backend)
+        return split_job(cfg, expected, backend)
     from rtl.core import Core
-    from sim.harness import BUILD, atomic_write, default_sim, run_cocotb
+    from arch.files import atomic_write
+    from sim.harness import BUILD, default_sim, run_cocotb
 
     sim = sim or default_sim()
     tag = f"{name}-{sim}-{os.getpid()}"
@@ -89,7 +90,7 @@ def run_job(cfg, words, data=(), *, backend: str = "model", sim: str | None = No
                design_key=cfg.to_json(), platform=platform)
     got = json.loads(res.read_text())
     out = [Beat(int(d), bool(last)) for d, last in got["out"]]
-    return _split(cfg, out, f"rtl-{sim}", info={"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]})
+    return split_job(cfg, out, f"rtl-{sim}", info={"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]})
 
 
 @dataclass
@@ -130,7 +131,8 @@ def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, 
     info = {}
     if backend == "rtl":
         from rtl.core import Core
-        from sim.harness import BUILD, atomic_write, default_sim, run_cocotb
+        from arch.files import atomic_write
+        from sim.harness import BUILD, default_sim, run_cocotb
 
         sim = sim or default_sim()
         tag = f"{name}-{sim}-{os.getpid()}"
@@ -157,8 +159,71 @@ def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, 
         # this phase's data; data beats are counted by the model's expectation
         n_data = model.run_data_beats[i]
         chunk = out[pos:pos + n_data + 1 + n_ctr]
-        r = _split(cfg, chunk, backend, info)
+        r = split_job(cfg, chunk, backend, info)
         results.append(r)
         pos += n_data + 1 + n_ctr
     return results
 
+
+def run_kernel(cfg, loads, kernel, unloads, *, backend: str = "model", sim: str | None = None,
+               name: str = "kernel", reference: str = "model"):
+    """Load operands, run ``kernel`` as its own phase, unload results (one session).
+
+    ``loads``: list of ``(Region, local)`` with ``local`` ``(nr, nr, L)`` bit patterns
+    (``L`` words per PE at the region). ``kernel``: callable ``kernel(builder)`` emitting
+    the kernel (the HALT is added here), or a list of such callables (one phase each).
+    ``unloads``: list of ``(Region, n_words)``. Returns ``(outputs, kernel_results)``:
+    the unloaded ``(nr, nr, n_words)`` arrays and the :class:`sim.core_run.JobResult` of
+    each kernel phase (its counters are the kernel's alone). ``backend``/``sim``/
+    ``reference`` are those of :func:`sim.core_run.run_session` (an RTL run checks every
+    output beat and counter against the ``reference`` model). Load and unload programs
+    are split into as many phases as the microcode needs.
+    """
+    from sw.asm import Builder
+    from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
+
+    nr = cfg.nr
+    budget = cfg.ucode_depth - 1                      # room for the HALT
+
+    def chunks(items, per):
+        """Split transfer items so that each phase's program fits the microcode."""
+        out, cur, size = [], [], 0
+        for it in items:
+            if cur and size + per > budget:
+                out.append(cur)
+                cur, size = [], 0
+            cur.append(it)
+            size += per
+        return out + ([cur] if cur else [])
+
+    phases = []
+    for grp in chunks(list(loads), 1 + 3 * nr):
+        bl = Builder(cfg)
+        data = []
+        for reg_, local in grp:
+            emit_load(bl, cfg, reg_.bank, reg_.base, local.shape[2])
+            data += load_beats_for(cfg, local)
+        bl.halt()
+        phases.append(Phase(bl.build().words(), data, "load"))
+    kernels = kernel if isinstance(kernel, (list, tuple)) else [kernel]
+    k0 = len(phases)
+    for i, kf in enumerate(kernels):
+        bk = Builder(cfg)
+        kf(bk)
+        bk.halt()
+        phases.append(Phase(bk.build().words(), [], f"kernel{i}"))
+    u0 = len(phases)
+    for grp in chunks(list(unloads), 3 + 3 * nr):
+        bu = Builder(cfg)
+        for i, (reg_, nw) in enumerate(grp):
+            emit_unload(bu, cfg, reg_.bank, reg_.base, nw, last=i == len(grp) - 1)
+        bu.halt()
+        phases.append(Phase(bu.build().words(), [], "unload"))
+    kw = {"reference": reference} if reference != "model" else {}
+    res = run_session(cfg, phases, backend=backend, sim=sim, name=name, **kw)
+    data = [beat for r in res[u0:] for beat in r.data]
+    outs, pos = [], 0
+    for reg_, nw in unloads:
+        outs.append(decode_unload(cfg, data[pos:pos + nr * nw], nw))
+        pos += nr * nw
+    return outs, res[k0:k0 + len(kernels)]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from noc.broadcast_bus import segment_len, segment_of
-from pe.microop import ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_fields
-from rtl.perf_counters import SUMMED_EVENTS, counter_names
+from arch.buses import segment_len, segment_of
+from arch.microop import ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_fields
+from arch.counters import SUMMED_EVENTS, counter_names
 
 __all__ = ["Arith", "Tmpl", "VecState", "MulEntry", "AddEntry", "Counters", "OFF_FIELDS", "offset_mask"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.microop import ArOp, FmaWb, MvOp
+from arch.microop import ArOp, FmaWb, MvOp
 from sim.fast_common import (SRC_COL, SRC_MEMA, SRC_MEMB, SRC_NZERO, SRC_ONE, SRC_ROW, SRC_ZERO, AddEntry,
                              MulEntry)
-from sw.isa import HostDir
+from arch.isa import HostDir
 
 __all__ = ["CycleEngine"]
 
@@ -100,7 +100,6 @@ class CycleEngine:
         A = self.ar_
         s = st.s1
         p1 = st.s1_pred
-        ev = ctr.ev
         nr, w = self.nr, self.w
         if self.exec_stage:
             self._rf = self._bypass(st, self.exec_delay)
@@ -124,34 +123,8 @@ class CycleEngine:
             rf_rd += int(coe.sum())
 
         # ---- operand stage: read every source ------------------------------------------------
-        new_mul = None
-        if s.fpu_en and p1.any():
-            a = self.src(st, s.fpu_a, row_in, col_in)
-            b = self.src(st, s.fpu_b, row_in, col_in)
-            c = s.fpu_c if s.c_rf else np.array(self.src(st, s.fpu_c, row_in, col_in), copy=True)
-            waddr = st.s1_addr[1] if s.wbk == FmaWb.MEMB else st.s1_addr[0]
-            new_mul = MulEntry(p1, s.fpu_dst, A.mul(a, b), s.c_rf, c, s.wbk, waddr)
-            rf_rd += int(p1.sum()) * ((s.fpu_a < 16) + (s.fpu_b < 16))
-        mv = None
-        if s.mv_op != MvOp.NOP and p1.any():
-            n = int(p1.sum())
-            v = self.src(st, s.mv_src, row_in, col_in)
-            rf_rd += n * (s.mv_src < 16)
-            if s.mv_op == MvOp.MOV:
-                mv_val = np.array(v, copy=True)
-            elif s.mv_op == MvOp.RELU:
-                mv_val = A.relu(v)
-            else:
-                mv_val = A.mask(v, self.src(st, s.mv_msk, row_in, col_in))
-                rf_rd += n * (s.mv_msk < 16)
-            mv = (p1, s.mv_dst, mv_val)
-        wa = wb = None
-        if s.wa_en and p1.any():
-            wa = (p1, st.s1_addr[2], np.array(self.src(st, s.wa_src, row_in, col_in), copy=True))
-            rf_rd += int(p1.sum()) * (s.wa_src < 16)
-        if s.wb_en and p1.any():
-            wb = (p1, st.s1_addr[3], np.array(self.src(st, s.wb_src, row_in, col_in), copy=True))
-            rf_rd += int(p1.sum()) * (s.wb_src < 16)
+        new_mul, mv, wa, wb, n_rd = self._operand_stage(st, s, p1, row_in, col_in)
+        rf_rd += n_rd
 
         # ---- execute stage: this micro-op, or with an execute stage the one read last cycle
         if self.exec_delay:
@@ -205,26 +178,9 @@ class CycleEngine:
         if not isinstance(wb_addr, np.ndarray):
             wb_addr = np.full(self.P, wb_addr, np.int64)
 
-        ev["mem_a_rd"] += int(ra.sum())
-        ev["mem_b_rd"] += int(rb.sum())
-        none = np.zeros(self.P, bool)
-        wa_m = wa[0] if wa is not None else none
-        wb_m = wb[0] if wb is not None else none
-        wbk_a_v = wbk_a.valid if wbk_a is not None else none
-        wbk_b_v = wbk_b.valid if wbk_b is not None else none
-        ev["mem_a_wr"] += int(np.count_nonzero(wa_m | wbk_a_v))
-        ev["mem_b_wr"] += int(np.count_nonzero(wb_m | wbk_b_v))
-        ev["rf_rd"] += rf_rd
-        n_mv = int(mv[0].sum()) if mv is not None else 0
-        ev["mv"] += n_mv
-        n_rfwb = int(wbk_rf.valid.sum()) if wbk_rf is not None else 0
-        ev["rf_wr"] += n_mv + n_rfwb
-        if mv is not None and wbk_rf is not None and wbk_rf.dst == mv[1]:
-            ev["rf_conflict"] += int((mv[0] & wbk_rf.valid).sum())
-        ev["mem_conflict"] += int((wa_m & wbk_a_v).sum()) + int((wb_m & wbk_b_v).sum())
+        self._count_events(ctr.ev, ra, rb, rf_rd, mv, wa, wb, wbk_rf, wbk_a, wbk_b)
 
         # ---- end of cycle ----------------------------------------------------------------------
-        pi = self.pidx
         # SRAM reads see the old word (with the execute stage, the bypass: the word of the
         # write landing on the address in this cycle, an operand-stage write's or an FMA
         # write-back's)
@@ -247,6 +203,64 @@ class CycleEngine:
         st.op_hin = u.hin
         st.op_lanes = lanes if u.hin else st.op_lanes
         st.op_hout, st.op_hlast = u.hout, u.hlast
+
+    def _operand_stage(self, st, s, p1, row_in, col_in):
+        """The operand stage of ``s`` (predicate ``p1``): every source read, the FMA entering
+        the multiplier, the move, the SRAM writes (or None each) and the register-file reads
+        they count: ``(new_mul, mv, wa, wb, rf_rd)``."""
+        A = self.ar_
+        rf_rd = 0
+        new_mul = None
+        if s.fpu_en and p1.any():
+            a = self.src(st, s.fpu_a, row_in, col_in)
+            b = self.src(st, s.fpu_b, row_in, col_in)
+            c = s.fpu_c if s.c_rf else np.array(self.src(st, s.fpu_c, row_in, col_in), copy=True)
+            waddr = st.s1_addr[1] if s.wbk == FmaWb.MEMB else st.s1_addr[0]
+            new_mul = MulEntry(p1, s.fpu_dst, A.mul(a, b), s.c_rf, c, s.wbk, waddr)
+            rf_rd += int(p1.sum()) * ((s.fpu_a < 16) + (s.fpu_b < 16))
+        mv = None
+        if s.mv_op != MvOp.NOP and p1.any():
+            n = int(p1.sum())
+            v = self.src(st, s.mv_src, row_in, col_in)
+            rf_rd += n * (s.mv_src < 16)
+            if s.mv_op == MvOp.MOV:
+                mv_val = np.array(v, copy=True)
+            elif s.mv_op == MvOp.RELU:
+                mv_val = A.relu(v)
+            else:
+                mv_val = A.mask(v, self.src(st, s.mv_msk, row_in, col_in))
+                rf_rd += n * (s.mv_msk < 16)
+            mv = (p1, s.mv_dst, mv_val)
+        wa = wb = None
+        if s.wa_en and p1.any():
+            wa = (p1, st.s1_addr[2], np.array(self.src(st, s.wa_src, row_in, col_in), copy=True))
+            rf_rd += int(p1.sum()) * (s.wa_src < 16)
+        if s.wb_en and p1.any():
+            wb = (p1, st.s1_addr[3], np.array(self.src(st, s.wb_src, row_in, col_in), copy=True))
+            rf_rd += int(p1.sum()) * (s.wb_src < 16)
+        return new_mul, mv, wa, wb, rf_rd
+
+    def _count_events(self, ev, ra, rb, rf_rd, mv, wa, wb, wbk_rf, wbk_a, wbk_b):
+        """The cycle's SRAM, register-file and move events (``ra`` / ``rb``: the issued
+        reads' masks; ``mv``, ``wa``, ``wb``: the executing move and SRAM writes;
+        ``wbk_*``: the FMA write-back into the register file or a bank)."""
+        ev["mem_a_rd"] += int(ra.sum())
+        ev["mem_b_rd"] += int(rb.sum())
+        none = np.zeros(self.P, bool)
+        wa_m = wa[0] if wa is not None else none
+        wb_m = wb[0] if wb is not None else none
+        wbk_a_v = wbk_a.valid if wbk_a is not None else none
+        wbk_b_v = wbk_b.valid if wbk_b is not None else none
+        ev["mem_a_wr"] += int(np.count_nonzero(wa_m | wbk_a_v))
+        ev["mem_b_wr"] += int(np.count_nonzero(wb_m | wbk_b_v))
+        ev["rf_rd"] += rf_rd
+        n_mv = int(mv[0].sum()) if mv is not None else 0
+        ev["mv"] += n_mv
+        n_rfwb = int(wbk_rf.valid.sum()) if wbk_rf is not None else 0
+        ev["rf_wr"] += n_mv + n_rfwb
+        if mv is not None and wbk_rf is not None and wbk_rf.dst == mv[1]:
+            ev["rf_conflict"] += int((mv[0] & wbk_rf.valid).sum())
+        ev["mem_conflict"] += int((wa_m & wbk_a_v).sum()) + int((wb_m & wbk_b_v).sum())
 
     def _bypass(self, st, n):
         """The RF as reads see it with the execute stage: the moves of the first ``n``

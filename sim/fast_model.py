@@ -25,15 +25,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.microop import uop_fields
-from rtl.host_interface import Cmd
-from rtl.perf_counters import counter_names
+from arch.microop import uop_fields
+from arch.host import Cmd
+from arch.counters import counter_names
 from sim.core_model import Beat, RunResult, pe_start_cycles
 from sim.fast_common import OFF_FIELDS, Arith, Counters, Geometry, Tmpl, VecState, offset_mask
 from sim.fast_cycle import CycleEngine
 from sim.fast_trace import issue_trace
 from sim.seq_model import SequencerModel, spad_pointer_trace
-from sw.isa import instr_layout
+from arch.isa import instr_layout
 
 __all__ = ["FastModel", "ENGINES"]
 

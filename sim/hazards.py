@@ -4,7 +4,7 @@ does not see the write program order says it should see.
 Nothing stalls in the PE (``docs/architecture.md``, "Pipeline timing and hazards"): a
 micro-op that reads a register or an SRAM word too soon after a write silently gets the
 old value. How soon is too soon depends on the PE timing of the configuration
-(:attr:`rtl.config.ArchConfig.exec_stage`, ``bus_stage``, ``rx_stage``, ``mul_latency``,
+(:attr:`arch.config.ArchConfig.exec_stage`, ``bus_stage``, ``rx_stage``, ``mul_latency``,
 ``add_latency``) and on the
 pair (writer, reader): a move or an FMA write-back into the RF read by an operand-stage
 source (FMA ``a``/``b``, move ``src``/``msk``, a driver's ``src``, an SRAM write's ``src``)
@@ -52,7 +52,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pe.microop import FmaWb, MvOp
+from arch.microop import FmaWb, MvOp
 from pe.pe_model import DecodedUop, PEModel
 from sim.core_model import CoreModel, CoreRun
 
@@ -189,7 +189,7 @@ def _probe_cfg(cfg):
 
 @lru_cache(maxsize=None)
 def _measure_timing(pcfg) -> PETiming:
-    from pe.microop import MicroOp, Src
+    from arch.microop import MicroOp, Src
 
     one, nz = int(Src.ONE), int(Src.NZERO)
     nop = MicroOp()
@@ -264,7 +264,7 @@ def pe_timing(cfg) -> PETiming:
 
     Parameters
     ----------
-    cfg : rtl.config.ArchConfig
+    cfg : arch.config.ArchConfig
 
     Returns
     -------
@@ -483,7 +483,7 @@ def find_hazards(cfg, words, start_pc: int = 0, host_in=(), *, ring_in=(), max_i
 
     Parameters
     ----------
-    cfg : rtl.config.ArchConfig
+    cfg : arch.config.ArchConfig
         The configuration, PE timing included (``exec_stage``, ``mul_latency``,
         ``add_latency``).
     words : list of int or sw.asm.Program
@@ -560,7 +560,7 @@ def summarize(hazards) -> dict:
 # ======================================================================================
 def main(argv=None) -> int:
     """``python -m sim.hazards PROGRAM``: list the stale reads of a program."""
-    from rtl.config import config_from_arg
+    from arch.config import config_from_arg
     from sw.asm import assemble, read_hex
 
     ap = argparse.ArgumentParser(prog="python -m sim.hazards", description=__doc__.splitlines()[0])

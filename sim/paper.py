@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, MEMORY, area_of_core, report_from_counters
 
 __all__ = ["Cell", "CELLS", "PAPER", "PAPER_AREA_MM2", "run_cell", "table2", "convention", "format_table",
@@ -118,7 +118,7 @@ def run_cell(cell: Cell, log=None) -> dict:
     """Compile and run one cell; its row (status ``ok``) or the compiler's reason."""
     from sw.mlp import MLP
     from sw.train import TrainCompileError, init_weights
-    from sw.train_chip import ChipSession
+    from sim.sessions import ChipSession
 
     cfg = PRESETS[cell.config]
     mlp = MLP(NETS[cell.net], LOSS, LR, batch=cell.batch)
@@ -250,7 +250,7 @@ def plot_table2(res: dict, path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sim.harness import atomic_savefig
+    from arch.files import atomic_savefig
 
     rows = res["cells"]
     fig, ax = plt.subplots(figsize=(12, 5))

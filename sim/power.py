@@ -175,7 +175,7 @@ def _ucode_words(cfg, ucode_words) -> int:
 def ucode_pj_per_bit(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = None) -> float:
     """Energy per bit of a microcode fetch from a store of ``ucode_words`` instructions
     (default ``cfg.ucode_depth``), scaled from the reference SRAM like the local SRAM."""
-    from sw.isa import instr_layout
+    from arch.isa import instr_layout
 
     store_bytes = _ucode_words(cfg, ucode_words) * instr_layout(cfg).size / 8
     return tech.ucode_pj_per_bit * (store_bytes / tech.ucode_ref_bytes) ** tech.local_sram_size_exponent
@@ -187,7 +187,7 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
     ``ucode_words``: the microcode store's size in instructions (default
     ``cfg.ucode_depth``; pass the words a program needs to size the store from it).
     """
-    from sw.isa import instr_layout
+    from arch.isa import instr_layout
 
     w = cfg.fmt.width
     pe = {"fpu": _fmt_entry(tech, "fpu_area_mm2", cfg.fmt.name),
@@ -303,8 +303,8 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         Microcode store size in instructions for its area, leakage and fetch energy
         (default ``cfg.ucode_depth``).
     """
-    from pe.microop import uop_layout
-    from sw.isa import instr_layout
+    from arch.microop import uop_layout
+    from arch.isa import instr_layout
 
     missing = [k for k in ("cycles", "instructions", "mv", "mem_a_rd", "mem_a_wr", "mem_b_rd",
                            "mem_b_wr", "rf_rd", "rf_wr") if k not in counters]
@@ -456,7 +456,7 @@ def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sim.harness import atomic_savefig
+    from arch.files import atomic_savefig
 
     labels = list(reports)
     reps = [reports[k] for k in labels]

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sw.isa import AGU_FIELDS, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
+from arch.isa import AGU_FIELDS, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
 
 __all__ = ["SequencerModel", "Issued", "ProgramError", "RunawayError", "SpadPointers", "spad_pointer_trace"]
 
@@ -56,9 +56,9 @@ class Issued:
     word : int
         The whole instruction word (``ctl`` unchanged, ``uop`` as broadcast).
     op : int
-        The :class:`~sw.isa.SeqOp` of the instruction.
+        The :class:`~arch.isa.SeqOp` of the instruction.
     hin, hout, hlast : int
-        Stream fields of the instruction (:class:`~sw.isa.HostDir` codes).
+        Stream fields of the instruction (:class:`~arch.isa.HostDir` codes).
     rin, rout : int
         1 when the ``hin`` beat comes from the ring / the ``hout`` beat goes to the ring
         (the ``rin`` / ``rout`` assembly forms) instead of the host stream.
@@ -85,7 +85,7 @@ class Issued:
 
     @property
     def instr(self) -> Instruction:
-        """The issued word decoded as an :class:`~sw.isa.Instruction` (AGU offsets applied)."""
+        """The issued word decoded as an :class:`~arch.isa.Instruction` (AGU offsets applied)."""
         if self._instr is None:
             self._instr = Instruction.decode(self.word, self._cfg)
         return self._instr

@@ -1,7 +1,7 @@
 """Bit-exact numpy golden models of the collectives and kernels.
 
 Each function performs the same floating-point operations, on the same operands, in the
-same order as the program that :mod:`noc.collectives` / :mod:`sw.kernels` generates runs
+same order as the program that :mod:`sw.collectives` / :mod:`sw.kernels` generates runs
 on the array (``pe.fp_golden``: multiply, round, add, round), so the array's results
 must equal these bit for bit. The operation order is that of the mapping documented in
 ``docs/kernels.md``; in short:
@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from noc.broadcast_bus import segment_of
-from noc.collectives import tree_steps
+from arch.buses import segment_of
+from sw.collectives import tree_steps
 from pe.fp_golden import add_bits, mac_bits, mul_bits
 from sw.layout import local_len
 
@@ -73,7 +73,7 @@ def seq_combine(fmt, parts, first: int, order) -> np.ndarray:
 
 
 def reduce_partials(fmt, Z, mode: str = "tree", direction: str = "row") -> np.ndarray:
-    """Golden of :func:`noc.collectives.emit_reduce` and of the kernels' reductions.
+    """Golden of :func:`sw.collectives.emit_reduce` and of the kernels' reductions.
 
     ``Z``: ``(nr, nr, ...)`` partial sums, ``Z[r, c]`` on PE ``(r, c)``. Returns
     ``(nr, ...)``: for ``"row"`` entry ``r`` is row ``r``'s sum, for ``"col"`` entry ``c``
@@ -232,7 +232,7 @@ def gemm_acc(fmt, nr, W, X, Y, alpha=None) -> np.ndarray:
 
 
 def transpose(fmt, nr, M) -> np.ndarray:
-    """:func:`noc.collectives.emit_transpose`: the padded transpose (pure data movement)."""
+    """:func:`sw.collectives.emit_transpose`: the padded transpose (pure data movement)."""
     return _pad2(fmt, M, nr).T.copy()
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noc.ring import golden_reduce
+from sw.ring import golden_reduce
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP

@@ -8,7 +8,7 @@ per-kernel golden models of :mod:`sw.golden` (``gemm``, ``relu``, ``axpy``,
 the all-gather are exact copies (a gathered matrix is the concatenation of the cores'
 panels in the global order); the reduce-scatter adds the partials of segment ``s`` in
 the ring's order, starting at core ``s + 1`` (``acc = p[s+1]``, then ``acc =
-fmt(acc * 1 + p[s+h])`` for ``h = 2 .. c``), as :func:`noc.ring.golden_reduce_scatter`.
+fmt(acc * 1 + p[s+h])`` for ``h = 2 .. c``), as :func:`sw.ring.golden_reduce_scatter`.
 With the output layer split by columns (``out_map="cols"``), core ``k`` multiplies its
 column panel by its own segment of the last hidden activation, the partials are reduced
 onto core 0 in the ring's order from core 1 (``acc = p[1]``, ``acc = fmt(acc * 1 +
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from noc.ring import golden_reduce
+from sw.ring import golden_reduce
 from sw import golden
 from sw.golden_train import pad_matrix
 from sw.golden_train_mb import GoldenMBGD

@@ -3,9 +3,9 @@ build command beat streams and decode what the core sends back."""
 
 from __future__ import annotations
 
-from rtl.host_interface import Cmd
-from rtl.perf_counters import counter_names
-from sw.isa import instr_layout
+from arch.host import Cmd
+from arch.counters import counter_names
+from arch.isa import instr_layout
 
 __all__ = ["header", "load_beats", "run_beats", "counters_beats", "clear_beats", "decode_counters",
            "ProtocolError"]

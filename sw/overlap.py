@@ -1,6 +1,6 @@
 """Overlapping a ring collective with an independent kernel.
 
-A ring collective (:mod:`noc.ring`) is straight-line code whose instructions use few of
+A ring collective (:mod:`sw.ring`) is straight-line code whose instructions use few of
 the micro-op's units: a reduce-scatter step sends (a bus driver and ``rout``) in some
 slots and adds (the FMA, under ``@diag=0``) in others, and waits in the rest. An
 independent kernel written as straight-line rows (:func:`sw.kernels.rank1_lines`) can

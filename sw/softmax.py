@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import Frag, Region
+from sw.collectives import Frag, Region
 from pe.fp_golden import add_bits, mac_bits, mul_bits
 from sw.asm import add, cdrv, fma, mask, mov, mul, pred, rdrv
 from sw.golden import mask as g_mask
@@ -340,6 +340,220 @@ class _Sched:
 
 
 # ======================================================================================
+# the kernel's operations on the scheduler
+# ======================================================================================
+def _rd_unit(reg_):
+    return "ra" if reg_.bank == "a" else "rb"
+
+
+class _Ops:
+    """The kernel's operations, placed in order by a :class:`_Sched`: FMAs with table
+    constants, moves, the exact maximum of two registers, reductions along a bus.
+
+    Registers: :attr:`M1` holds ``-1``, :attr:`ACC` the maximum and then the sum,
+    ``Z[q]`` the element of pass ``q``, ``free`` the others (temporaries).
+    """
+
+    M1, ACC = "r0", "r1"
+
+    def __init__(self, cfg, plan: SoftmaxPlan, ka: Region, kb: Region):
+        self.plan = plan
+        self.S = _Sched(cfg)
+        self.K = {"a": ka, "b": kb}
+        self.Z = [f"r{2 + q}" for q in range(plan.passes)]
+        self.free = [f"r{i}" for i in range(2 + plan.passes, cfg.n_regs)]
+
+    def const(self, name_, bank="a"):
+        """(slot reading constant ``name_`` from ``bank``, its operand, its unit)."""
+        reg_ = self.K[bank]
+        return reg_.rd(self.plan.index(name_)), reg_.src, "ra" if bank == "a" else "rb"
+
+    def c1(self, fn, dst, a_, b_, c_, reads, late=None, cname=None, bank="a", cname2=None):
+        """One FMA with up to two constants (``cname`` from ``bank``, ``cname2`` from the
+        other bank) substituted for the operands named ``"K"`` / ``"K2"``."""
+        slots, units = [], {"fma"}
+        ops = [a_, b_, c_]
+        if cname:
+            sl, src, u = self.const(cname, bank)
+            slots.append(sl)
+            units.add(u)
+            ops = [src if o == "K" else o for o in ops]
+        if cname2:
+            sl, src, u = self.const(cname2, "b" if bank == "a" else "a")
+            slots.append(sl)
+            units.add(u)
+            ops = [src if o == "K2" else o for o in ops]
+        if fn == "fma":
+            slots.append(fma(dst, *ops))
+        elif fn == "mul":
+            slots.append(mul(dst, ops[0], ops[1]))
+        else:
+            slots.append(add(dst, ops[0], ops[2]))
+        return self.S.op(slots, units=units, reads=reads, late=late, dst=dst)
+
+    def mv(self, dst, src_slot, reads, extra=(), units=(), pred_=None, drv=()):
+        return self.S.op([src_slot, *extra], units={"mov", *units}, reads=reads, drv=drv, dst=dst, unit="mov",
+                         pred_=pred_)
+
+    def vmax(self, a_, b_):
+        """a_ = max(a_, b_) exactly (registers)."""
+        M1, (T1, T2, T3) = self.M1, self.free[:3]
+        self.c1("fma", T1, a_, M1, b_, [a_, M1], late=b_)                 # d = b - a
+        self.mv(T2, mask(T2, b_, T1), [b_, T1])                           # b if d
+        self.mv(T3, mask(T3, a_, T1), [a_, T1])                           # a if d
+        self.c1("fma", T3, T3, M1, a_, [T3, M1], late=a_)                 # a - (a if d)
+        self.c1("add", a_, T2, None, T3, [T2], late=T3)
+
+    def bus_reduce(self, src_reg, acc, direction, count, combine):
+        """acc = combine over the ``count`` first PEs of the row (column) bus of their
+        ``src_reg`` (first copied from PE 0 of the bus)."""
+        B = self.free[3]
+        drv = (lambda k: rdrv(src_reg, col=k)) if direction == "row" else (lambda k: cdrv(src_reg, row=k))
+        unit = "rdrv" if direction == "row" else "cdrv"
+        self.mv(B, mov(B, direction), [], [drv(0)], [unit], drv=[src_reg])
+        if combine == "max":
+            self.mv(acc, mov(acc, B), [B])
+            for k in range(1, count):
+                self.mv(B, mov(B, direction), [], [drv(k)], [unit], drv=[src_reg])
+                self.vmax(acc, B)
+        else:
+            self.mv(acc, mov(acc, B), [B])
+            for k in range(1, count):
+                self.S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, drv=[src_reg], late=acc,
+                          dst=acc)
+
+
+# ======================================================================================
+# the kernel's stages
+# ======================================================================================
+def _load_elements(o: _Ops, nr: int, words: int, z: Region, pen: Region, z_layout: str) -> None:
+    """-1 into ``M1``; word ``k`` of ``z`` into ``Z[k // nr]`` of the PEs of column
+    ``k mod nr`` (+0 past the end), plus the penalty word of its pass."""
+    M1, Z = o.M1, o.Z
+    sl, src, u = o.const("m1")
+    o.mv(M1, mov(M1, src), [], [sl], [u])
+    for q in range(o.plan.passes):
+        for c in range(nr):
+            k = q * nr + c
+            if k < words and z_layout == "diag":
+                o.mv(Z[q], mov(Z[q], "row"), [], [z.rd(k, gate="rdrv"), rdrv(z.src, diag=0)],
+                     [_rd_unit(z), "rdrv"], pred_=("col", c))
+            elif k < words:
+                o.mv(Z[q], mov(Z[q], z.src), [], [z.rd(k, gate="pred")], [_rd_unit(z)], pred_=("col", c))
+            else:
+                o.mv(Z[q], mov(Z[q], "0"), [], pred_=("col", c))
+        o.S.op([pen.rd(q), add(Z[q], Z[q], pen.src)], units={"fma", _rd_unit(pen)}, reads=[Z[q]], dst=Z[q])
+
+
+def _maximum(o: _Ops, ncols: int, nrows: int) -> None:
+    """``ACC = m = max z`` in every PE: over the passes, then along the row bus (the
+    ``ncols`` first columns), then along the column bus (the ``nrows`` first rows)."""
+    ACC, Z = o.ACC, o.Z
+    o.mv(ACC, mov(ACC, Z[0]), [Z[0]])
+    for q in range(1, o.plan.passes):
+        o.vmax(ACC, Z[q])
+    M_row = o.free[4]
+    o.bus_reduce(ACC, M_row, "row", ncols, "max")
+    o.bus_reduce(M_row, ACC, "col", nrows, "max")            # ACC = m in every PE
+
+
+def _exp_group(o: _Ops, qs: list) -> None:
+    """``Z[q] = exp(Z[q] - m)`` for the passes ``qs`` together (interleaved for the FMA
+    latency): range reduction, the Taylor polynomial, ``2^n`` bit by bit, 0 below
+    ``x_min``."""
+    plan, c1, mv, M1, ACC = o.plan, o.c1, o.mv, o.M1, o.ACC
+    regs = {q: dict(zip(("DM", "N", "R", "P", "ND"), o.free[j * _EXP_REGS:(j + 1) * _EXP_REGS]))
+            for j, q in enumerate(qs)}
+    X = {q: o.Z[q] for q in qs}
+    for q in qs:
+        c1("fma", X[q], ACC, M1, X[q], [ACC, M1], late=X[q])                          # x = z - m
+    for q in qs:
+        r_ = regs[q]
+        c1("add", r_["DM"], X[q], None, "K", [X[q]], cname="nxmin")                   # x - xmin
+    for q in qs:
+        c1("fma", regs[q]["N"], X[q], "K", "K2", [X[q]], cname="log2e", cname2="magic")
+    for q in qs:
+        c1("add", regs[q]["N"], regs[q]["N"], None, "K", [regs[q]["N"]], cname="nmagic")
+    for j in range(plan.ln2_parts):
+        for q in qs:
+            r_ = regs[q]
+            c_ = X[q] if j == 0 else r_["R"]
+            c1("fma", r_["R"], r_["N"], "K", c_, [r_["N"]], late=c_, cname=f"nln2_{j}")
+    d = plan.degree
+    for q in qs:
+        r_ = regs[q]
+        c1("fma", r_["P"], r_["R"], "K", "K2", [r_["R"]], cname=f"c{d}", cname2=f"c{d - 1}")
+    for k in range(d - 2, -1, -1):
+        for q in qs:
+            r_ = regs[q]
+            if k >= 2:
+                c1("fma", r_["P"], r_["P"], r_["R"], "K", [r_["P"], r_["R"]], cname=f"c{k}")
+            else:
+                c1("fma", r_["P"], r_["P"], r_["R"], "1", [r_["P"], r_["R"]])
+    for i in range(plan.K - 1, -1, -1):
+        for q in qs:
+            r_, D = regs[q], X[q]
+            c1("fma", D, r_["N"], M1, "K", [r_["N"], M1], cname=f"th{i}")            # -n - (2^i - .5)
+        for q in qs:
+            r_ = regs[q]
+            c1("add", r_["ND"], r_["N"], None, "K", [r_["N"]], cname=f"nth{i}")       # n + 2^i - .5
+        for q in qs:
+            r_ = regs[q]
+            c1("mul", r_["R"], r_["P"], "K", None, [r_["P"]], cname=f"f{i}")           # e 2^-2^i
+        for q in qs:
+            r_, D = regs[q], X[q]
+            mv(r_["R"], mask(r_["R"], r_["R"], D), [r_["R"], D])
+            mv(r_["ND"], mask(r_["ND"], r_["P"], r_["ND"]), [r_["P"], r_["ND"]])
+            if i > 0:
+                sl_, src_, u_ = o.const(f"p2{i}")
+                mv(D, mask(D, src_, D), [D], [sl_], [u_])
+        for q in qs:
+            r_, D = regs[q], X[q]
+            c1("add", r_["P"], r_["R"], None, r_["ND"], [r_["R"]], late=r_["ND"])
+            if i > 0:
+                c1("add", r_["N"], D, None, r_["N"], [D], late=r_["N"])
+    for q in qs:
+        r_ = regs[q]
+        mv(o.Z[q], mask(o.Z[q], r_["P"], r_["DM"]), [r_["P"], r_["DM"]])             # e (0 below x_min)
+
+
+def _reciprocal_of_sum(o: _Ops, ncols: int, nrows: int) -> str:
+    """``s = sum exp(x)`` into ``ACC`` in every PE (passes, row bus, column bus), then
+    ``y = 1 / s`` by Newton's iteration; returns the register holding ``y``."""
+    ACC, M1, Z, free = o.ACC, o.M1, o.Z, o.free
+    SUM = free[0]
+    o.mv(SUM, mov(SUM, Z[0]), [Z[0]])
+    for q in range(1, o.plan.passes):
+        o.S.op([add(SUM, Z[q], SUM)], units={"fma"}, reads=[Z[q]], late=SUM, dst=SUM)
+    S_row = free[1]
+    o.bus_reduce(SUM, S_row, "row", ncols, "sum")
+    o.bus_reduce(S_row, ACC, "col", nrows, "sum")            # ACC = s in every PE
+    NS, Y, TT = free[2], free[3], free[4]
+    o.c1("mul", NS, ACC, M1, None, [ACC, M1])                 # -s
+    sl, src, u = o.const("seed")
+    o.mv(Y, mov(Y, src), [], [sl], [u])
+    for _ in range(o.plan.newton):
+        o.c1("fma", TT, NS, Y, "1", [NS, Y])                  # 1 - s y
+        o.c1("fma", Y, Y, TT, Y, [Y, TT], late=Y)             # y + y (1 - s y)
+    return Y
+
+
+def _write_grad(o: _Ops, nr: int, words: int, t: Region, g: Region, Y: str) -> None:
+    """``g = e y - t``: word ``k`` by an FMA write-back of the PEs of column ``k mod nr``
+    through the row bus."""
+    Z, M1 = o.Z, o.M1
+    for q in range(o.plan.passes):
+        o.c1("mul", Z[q], Z[q], Y, None, [Z[q], Y])
+    for q in range(o.plan.passes):
+        for c in range(nr):
+            k = q * nr + c
+            if k >= words:
+                continue
+            slots = [rdrv(Z[q], col=c), t.rd(k), g.rd(k, read=False), fma(g.src, t.src, M1, "row")]
+            o.S.op(slots, units={"fma", "rdrv", _rd_unit(t), _rd_unit(g)}, reads=[M1], drv=[Z[q]])
+
+
+# ======================================================================================
 # the kernel
 # ======================================================================================
 def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Region, kb: Region, pen: Region,
@@ -367,187 +581,16 @@ def emit_softmax_grad(b, cfg, n: int, z: Region, t: Region, g: Region, ka: Regio
                           (kb, plan.table_words, "kb"), (pen, P, "pen")):
         reg_.check(cfg, w, what)
     z, t, g, ka, kb, pen = (r.bind(cfg) for r in (z, t, g, ka, kb, pen))
-    S = _Sched(cfg)
-    K = {"a": ka, "b": kb}
-
-    def const(name_, bank="a"):
-        """(slot reading constant ``name_`` from ``bank``, its operand, its unit)."""
-        reg_ = K[bank]
-        return reg_.rd(plan.index(name_)), reg_.src, "ra" if bank == "a" else "rb"
-
-    def rd_unit(reg_):
-        return "ra" if reg_.bank == "a" else "rb"
-
-    M1, ACC = "r0", "r1"
-    Z = [f"r{2 + q}" for q in range(P)]
-    free = [f"r{i}" for i in range(2 + P, cfg.n_regs)]
-
-    def c1(fn, dst, a_, b_, c_, reads, late=None, cname=None, bank="a", cname2=None):
-        """One FMA with up to two constants (``cname`` from ``bank``, ``cname2`` from the
-        other bank) substituted for the operands named ``"K"`` / ``"K2"``."""
-        slots, units = [], {"fma"}
-        ops = [a_, b_, c_]
-        if cname:
-            sl, src, u = const(cname, bank)
-            slots.append(sl)
-            units.add(u)
-            ops = [src if o == "K" else o for o in ops]
-        if cname2:
-            sl, src, u = const(cname2, "b" if bank == "a" else "a")
-            slots.append(sl)
-            units.add(u)
-            ops = [src if o == "K2" else o for o in ops]
-        if fn == "fma":
-            slots.append(fma(dst, *ops))
-        elif fn == "mul":
-            slots.append(mul(dst, ops[0], ops[1]))
-        else:
-            slots.append(add(dst, ops[0], ops[2]))
-        return S.op(slots, units=units, reads=reads, late=late, dst=dst)
-
-    def mv(dst, src_slot, reads, extra=(), units=(), pred_=None, drv=()):
-        return S.op([src_slot, *extra], units={"mov", *units}, reads=reads, drv=drv, dst=dst, unit="mov",
-                    pred_=pred_)
-
-    # ---- -1, the elements, the penalty ---------------------------------------------------
-    sl, src, u = const("m1")
-    mv(M1, mov(M1, src), [], [sl], [u])
-    for q in range(P):
-        for c in range(nr):
-            k = q * nr + c
-            if k < words and z_layout == "diag":
-                mv(Z[q], mov(Z[q], "row"), [], [z.rd(k, gate="rdrv"), rdrv(z.src, diag=0)], [rd_unit(z), "rdrv"],
-                   pred_=("col", c))
-            elif k < words:
-                mv(Z[q], mov(Z[q], z.src), [], [z.rd(k, gate="pred")], [rd_unit(z)], pred_=("col", c))
-            else:
-                mv(Z[q], mov(Z[q], "0"), [], pred_=("col", c))
-        S.op([pen.rd(q), add(Z[q], Z[q], pen.src)], units={"fma", rd_unit(pen)}, reads=[Z[q]], dst=Z[q])
-
-    # ---- the maximum ----------------------------------------------------------------------
-    T1, T2, T3 = free[0], free[1], free[2]
-
-    def vmax(a_, b_):
-        """a_ = max(a_, b_) exactly (registers)."""
-        c1("fma", T1, a_, M1, b_, [a_, M1], late=b_)                      # d = b - a
-        mv(T2, mask(T2, b_, T1), [b_, T1])                                # b if d
-        mv(T3, mask(T3, a_, T1), [a_, T1])                                # a if d
-        c1("fma", T3, T3, M1, a_, [T3, M1], late=a_)                      # a - (a if d)
-        c1("add", a_, T2, None, T3, [T2], late=T3)
-
+    o = _Ops(cfg, plan, ka, kb)
+    _load_elements(o, nr, words, z, pen, z_layout)
     ncols = nr if P > 1 else min(nr, words)
     nrows = min(nr, n)
-    mv(ACC, mov(ACC, Z[0]), [Z[0]])
-    for q in range(1, P):
-        vmax(ACC, Z[q])
-    B = free[3]
-
-    def bus_reduce(src_reg, acc, direction, count, combine):
-        """acc = combine over the ``count`` first PEs of the row (column) bus of their
-        ``src_reg`` (first copied from PE 0 of the bus)."""
-        drv = (lambda k: rdrv(src_reg, col=k)) if direction == "row" else (lambda k: cdrv(src_reg, row=k))
-        unit = "rdrv" if direction == "row" else "cdrv"
-        mv(B, mov(B, direction), [], [drv(0)], [unit], drv=[src_reg])
-        if combine == "max":
-            mv(acc, mov(acc, B), [B])
-            for k in range(1, count):
-                mv(B, mov(B, direction), [], [drv(k)], [unit], drv=[src_reg])
-                vmax(acc, B)
-        else:
-            mv(acc, mov(acc, B), [B])
-            for k in range(1, count):
-                S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, drv=[src_reg], late=acc, dst=acc)
-
-    M_row = free[4]
-    bus_reduce(ACC, M_row, "row", ncols, "max")
-    bus_reduce(M_row, ACC, "col", nrows, "max")            # ACC = m in every PE
-
-    # ---- exponentials, in groups of passes --------------------------------------------------
-    def exp_group(qs):
-        regs = {q: dict(zip(("DM", "N", "R", "P", "ND"), free[j * _EXP_REGS:(j + 1) * _EXP_REGS]))
-                for j, q in enumerate(qs)}
-        X = {q: Z[q] for q in qs}
-        for q in qs:
-            c1("fma", X[q], ACC, M1, X[q], [ACC, M1], late=X[q])                          # x = z - m
-        for q in qs:
-            r_ = regs[q]
-            c1("add", r_["DM"], X[q], None, "K", [X[q]], cname="nxmin")                   # x - xmin
-        for q in qs:
-            c1("fma", regs[q]["N"], X[q], "K", "K2", [X[q]], cname="log2e", cname2="magic")
-        for q in qs:
-            c1("add", regs[q]["N"], regs[q]["N"], None, "K", [regs[q]["N"]], cname="nmagic")
-        for j in range(plan.ln2_parts):
-            for q in qs:
-                r_ = regs[q]
-                c_ = X[q] if j == 0 else r_["R"]
-                c1("fma", r_["R"], r_["N"], "K", c_, [r_["N"]], late=c_, cname=f"nln2_{j}")
-        d = plan.degree
-        for q in qs:
-            r_ = regs[q]
-            c1("fma", r_["P"], r_["R"], "K", "K2", [r_["R"]], cname=f"c{d}", cname2=f"c{d - 1}")
-        for k in range(d - 2, -1, -1):
-            for q in qs:
-                r_ = regs[q]
-                if k >= 2:
-                    c1("fma", r_["P"], r_["P"], r_["R"], "K", [r_["P"], r_["R"]], cname=f"c{k}")
-                else:
-                    c1("fma", r_["P"], r_["P"], r_["R"], "1", [r_["P"], r_["R"]])
-        for i in range(plan.K - 1, -1, -1):
-            for q in qs:
-                r_, D = regs[q], X[q]
-                c1("fma", D, r_["N"], M1, "K", [r_["N"], M1], cname=f"th{i}")            # -n - (2^i - .5)
-            for q in qs:
-                r_ = regs[q]
-                c1("add", r_["ND"], r_["N"], None, "K", [r_["N"]], cname=f"nth{i}")       # n + 2^i - .5
-            for q in qs:
-                r_ = regs[q]
-                c1("mul", r_["R"], r_["P"], "K", None, [r_["P"]], cname=f"f{i}")           # e 2^-2^i
-            for q in qs:
-                r_, D = regs[q], X[q]
-                mv(r_["R"], mask(r_["R"], r_["R"], D), [r_["R"], D])
-                mv(r_["ND"], mask(r_["ND"], r_["P"], r_["ND"]), [r_["P"], r_["ND"]])
-                if i > 0:
-                    sl_, src_, u_ = const(f"p2{i}")
-                    mv(D, mask(D, src_, D), [D], [sl_], [u_])
-            for q in qs:
-                r_, D = regs[q], X[q]
-                c1("add", r_["P"], r_["R"], None, r_["ND"], [r_["R"]], late=r_["ND"])
-                if i > 0:
-                    c1("add", r_["N"], D, None, r_["N"], [D], late=r_["N"])
-        for q in qs:
-            r_ = regs[q]
-            mv(Z[q], mask(Z[q], r_["P"], r_["DM"]), [r_["P"], r_["DM"]])                 # e (0 below x_min)
-
+    _maximum(o, ncols, nrows)
     for j in range(0, P, plan.group):
-        exp_group(list(range(j, min(P, j + plan.group))))
-
-    # ---- the sum and its reciprocal ------------------------------------------------------------
-    SUM = free[0]
-    mv(SUM, mov(SUM, Z[0]), [Z[0]])
-    for q in range(1, P):
-        S.op([add(SUM, Z[q], SUM)], units={"fma"}, reads=[Z[q]], late=SUM, dst=SUM)
-    S_row = free[1]
-    bus_reduce(SUM, S_row, "row", ncols, "sum")
-    bus_reduce(S_row, ACC, "col", nrows, "sum")              # ACC = s in every PE
-    NS, Y, TT = free[2], free[3], free[4]
-    c1("mul", NS, ACC, M1, None, [ACC, M1])                   # -s
-    sl, src, u = const("seed")
-    mv(Y, mov(Y, src), [], [sl], [u])
-    for _ in range(plan.newton):
-        c1("fma", TT, NS, Y, "1", [NS, Y])                    # 1 - s y
-        c1("fma", Y, Y, TT, Y, [Y, TT], late=Y)               # y + y (1 - s y)
-
-    # ---- g = e y - t ------------------------------------------------------------------------------
-    for q in range(P):
-        c1("mul", Z[q], Z[q], Y, None, [Z[q], Y])
-    for q in range(P):
-        for c in range(nr):
-            k = q * nr + c
-            if k >= words:
-                continue
-            slots = [rdrv(Z[q], col=c), t.rd(k), g.rd(k, read=False), fma(g.src, t.src, M1, "row")]
-            S.op(slots, units={"fma", "rdrv", rd_unit(t), rd_unit(g)}, reads=[M1], drv=[Z[q]])
-    f = S.frag(name)
+        _exp_group(o, list(range(j, min(P, j + plan.group))))
+    Y = _reciprocal_of_sum(o, ncols, nrows)
+    _write_grad(o, nr, words, t, g, Y)
+    f = o.S.frag(name)
     _finish(b, f)
     return KernelInfo("softmax_grad", f.count(), 0, {"passes": P, "group": plan.group, "K": plan.K,
                                                       "degree": plan.degree, "newton": plan.newton})

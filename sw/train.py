@@ -34,7 +34,7 @@ turnaround between the two RUNs is not simulated; it is counted as
 :data:`HOST_LATENCY_CYCLES` idle core cycles per step (see ``docs/training.md``).
 
 Host side: :meth:`TrainProgram.init_phases` loads the initial weights and scalars,
-:meth:`TrainProgram.run_step` runs one step on a :class:`CoreSession` (the fast model
+:meth:`TrainProgram.run_step` runs one step on a :class:`sim.sessions.CoreSession` (the fast model
 or the core model, interactively; the session records every phase so that the same
 host stream can be replayed on the RTL with :func:`sim.core_run.run_session`),
 :meth:`TrainProgram.weights_from_session` / :meth:`TrainProgram.unload_weights_phases`
@@ -47,107 +47,26 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from noc.collectives import Frag, Region
-from sw.asm import Builder, cdrv, hin, hout
+from sw.asm import Builder
+from sw.collectives import Region  # noqa: F401  (re-exported)
 from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
                         emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
-from sw.softmax import emit_softmax_grad, softmax_pen, softmax_plan, softmax_size, softmax_supported, softmax_table
+# the pieces every trainer shares, importable from here as well
+from sw.train_alloc import Allocator, _other  # noqa: F401
+from sw.train_host import (HOST_LATENCY_CYCLES, SOFTMAX_MODES, StepResult, TrainCompileError,  # noqa: F401
+                           host_softmax_grad, init_weights, mse_loss, one_hot, resolve_softmax, softmax_ce_loss,
+                           weight_bits)
+from sw.train_ops import Op, _fused_tail, breakdown_lines, kernel_gap, ops_breakdown  # noqa: F401
+from sw.train_softmax import alloc_softmax, softmax_const_items, softmax_op  # noqa: F401
+from sw.train_vectors import (decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats,  # noqa: F401
+                              vector_bits)
 
-__all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator", "CoreSession",
+__all__ = ["TrainCompileError", "TrainProgram", "compile_sgd", "map_layers", "Allocator",
            "StepResult", "kernel_gap", "HOST_LATENCY_CYCLES", "host_softmax_grad", "init_weights",
            "softmax_ce_loss", "mse_loss", "backward_plan", "backward_costs", "FUSED_TOLERANCE",
            "resolve_softmax", "SOFTMAX_MODES"]
-
-#: Assumed host turnaround for the softmax between the two RUNs of a ``softmax_ce`` step,
-#: in core cycles (1 us at 1 GHz: unload the logits, softmax on the host, start the next
-#: RUN with the gradient); counted as idle core cycles in every step's figures.
-HOST_LATENCY_CYCLES = 1000
-
-
-#: where a softmax_ce step computes softmax(z) - t: "array" (sw.softmax, one RUN),
-#: "host" (between two RUNs, the turnaround counted), "auto" (the array when it can)
-SOFTMAX_MODES = ("auto", "array", "host")
-
-
-class TrainCompileError(ValueError):
-    """The network cannot be compiled for this configuration (memory, microcode, format)."""
-
-
-# ======================================================================================
-# host-side numerics (shared by the array run and the golden trainer)
-# ======================================================================================
-def resolve_softmax(cfg, mlp: MLP, softmax: str = "auto", *, why_not: str | None = None) -> str | None:
-    """Where the step computes a softmax loss's gradient: ``"array"`` or ``"host"`` (None
-    for MSE). ``"auto"`` picks the array when :func:`sw.softmax.softmax_supported` allows
-    it and the caller gives no reason against (``why_not``, e.g. logits spread over
-    cores); an explicit ``"array"`` that cannot be raises :class:`TrainCompileError`."""
-    if softmax not in SOFTMAX_MODES:
-        raise TrainCompileError(f"softmax must be one of {', '.join(SOFTMAX_MODES)}, got {softmax!r}")
-    if mlp.loss != "softmax_ce":
-        return None
-    why = why_not or softmax_supported(cfg, mlp.n_out)
-    if softmax == "array" and why:
-        raise TrainCompileError(f"softmax on the array is not possible here: {why}")
-    if softmax == "auto":
-        return "host" if why else "array"
-    return softmax
-
-
-def host_softmax_grad(fmt, logits_bits, t) -> np.ndarray:
-    """``g = fmt(softmax(z) - t)``: ``z`` (bit patterns) to float64, a stable softmax in
-    float64, minus the target (float64), one rounding to ``fmt``. Returns bit patterns."""
-    z = fmt.to_float(np.asarray(logits_bits, dtype=fmt.np_uint))
-    e = np.exp(z - np.max(z))
-    p = e / e.sum()
-    return fmt.from_float(p - np.asarray(t, dtype=np.float64)).astype(fmt.np_uint)
-
-
-def softmax_ce_loss(z, t) -> float:
-    """``-sum t log softmax(z)`` in float64 (``z``, ``t`` float arrays)."""
-    z = np.asarray(z, dtype=np.float64)
-    m = np.max(z)
-    lse = m + np.log(np.sum(np.exp(z - m)))
-    return float(-np.sum(np.asarray(t, dtype=np.float64) * (z - lse)))
-
-
-def mse_loss(d) -> float:
-    """``1/2 sum d^2`` in float64 (``d = y - t`` as floats)."""
-    d = np.asarray(d, dtype=np.float64)
-    return float(0.5 * np.sum(d * d))
-
-
-def weight_bits(mlp: MLP, fmt, weights) -> list:
-    """The global weights (``(m, n)`` per layer, bit patterns of ``fmt`` or floats) as
-    bit patterns, checked: ``ValueError`` for a wrong count or shape."""
-    if len(weights) != mlp.n_layers:
-        raise ValueError(f"expected {mlp.n_layers} weight matrices, got {len(weights)}")
-    out = []
-    for l, W in enumerate(weights):
-        W = np.asarray(W)
-        if W.shape != mlp.shape(l):
-            raise ValueError(f"W{l} must be {mlp.shape(l)}, got {W.shape}")
-        out.append(W if W.dtype == fmt.np_uint else fmt.from_float(W.astype(np.float64)).astype(fmt.np_uint))
-    return out
-
-
-def init_weights(mlp: MLP, fmt, seed: int = 0) -> list:
-    """He-uniform initial weights ``U(-sqrt(6/fan_in), +sqrt(6/fan_in))`` rounded to
-    ``fmt``: a list of global ``(n_out, n_in)`` bit-pattern matrices."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for l in range(mlp.n_layers):
-        m, n = mlp.shape(l)
-        s = np.sqrt(6.0 / n)
-        out.append(fmt.from_float(rng.uniform(-s, s, size=(m, n))).astype(fmt.np_uint))
-    return out
-
-
-def one_hot(n: int, c: int) -> np.ndarray:
-    t = np.zeros(n)
-    t[int(c)] = 1.0
-    return t
 
 
 # ======================================================================================
@@ -217,60 +136,6 @@ def backward_plan(cfg, mlp: MLP, backward: str = "auto", tolerance: float = FUSE
 # ======================================================================================
 # 2. memory allocation
 # ======================================================================================
-def _other(bank):
-    return "b" if bank == "a" else "a"
-
-
-@dataclass
-class Alloc:
-    name: str
-    region: Region
-    words: int
-    what: str
-
-
-class Allocator:
-    """Bump allocation of named regions in banks A and B (the same addresses on every
-    PE). Allocation never fails; :meth:`fits` tells whether both banks hold what was
-    allocated (the compiler then tries another mapping or reports the sizes)."""
-
-    def __init__(self, cfg):
-        self.cfg = cfg
-        self.next = {"a": 0, "b": 0}
-        self.items: dict = {}
-
-    def depth(self, bank):
-        return self.cfg.mem_a_words if bank == "a" else self.cfg.mem_b_words
-
-    def alloc(self, name: str, words: int, what: str, *, bank: str | None = None, forbid=(), prefer=None):
-        """Allocate ``words`` words for ``name``: in ``bank``, or in an allowed bank
-        (not in ``forbid``), ``prefer`` first when allowed, else the one with more room."""
-        if bank is None:
-            allowed = [b for b in ("a", "b") if b not in forbid]
-            if prefer in allowed and self.next[prefer] + words <= self.depth(prefer):
-                bank = prefer
-            else:
-                bank = max(allowed, key=lambda b: (self.depth(b) - self.next[b], b == "a"))
-        r = Region(bank, self.next[bank])
-        self.next[bank] += words
-        self.items[name] = Alloc(name, r, words, what)
-        return r
-
-    def used(self, bank):
-        return self.next[bank]
-
-    def fits(self):
-        return all(self.next[b] <= self.depth(b) for b in ("a", "b"))
-
-    def table(self) -> str:
-        lines = [f"{'name':<10} {'bank':<4} {'base':>6} {'words':>6}  what"]
-        for it in sorted(self.items.values(), key=lambda i: (i.region.bank, i.region.base)):
-            lines.append(f"{it.name:<10} {it.region.bank.upper():<4} {it.region.base:>6} {it.words:>6}  {it.what}")
-        for b in ("a", "b"):
-            lines.append(f"MEM {b.upper()}: {self.next[b]} of {self.depth(b)} words used")
-        return "\n".join(lines)
-
-
 def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None, softmax: str | None = None) -> Allocator:
     """All regions of one SGD step (see ``docs/training.md``, memory map); ``fused[l]``:
     layer ``l``'s backward step is the fused kernel (its ``e`` not in ``W_l``'s bank, no
@@ -316,198 +181,9 @@ def _allocate(cfg, mlp: MLP, wbanks: list, fused: list | None = None, softmax: s
     return al
 
 
-def alloc_softmax(al: Allocator, cfg, n: int, words: int, forbid, g_where: str, t_where: str) -> None:
-    """The regions of the softmax kernel (``n`` outputs, ``words`` per PE): ``g`` (not in
-    ``forbid``), ``t`` in the other bank, the constant table (one copy per bank) and the
-    penalty words."""
-    g = al.alloc("g", words, f"output gradient softmax(z) - t ({g_where})", forbid=forbid)
-    al.alloc("t", words, f"target ({t_where})", bank=_other(g.bank))
-    p = softmax_plan(cfg, n)
-    al.alloc("smx_ka", p.table_words, "softmax constants (every PE)", bank="a")
-    al.alloc("smx_kb", p.table_words, "softmax constants (every PE)", bank="b")
-    al.alloc("smx_pen", p.passes, "softmax padding penalties (per PE)")
-
-
-def softmax_const_items(cfg, regions: dict, n: int) -> list:
-    """``(Region, local)`` loads of the softmax kernel's constants (init phases)."""
-    nr = cfg.nr
-    tab = softmax_table(cfg, n)
-    tl = np.ascontiguousarray(np.broadcast_to(tab, (nr, nr, len(tab))))
-    return [(regions["smx_ka"], tl), (regions["smx_kb"], tl), (regions["smx_pen"], softmax_pen(cfg, n))]
-
-
-def softmax_op(cfg, regions: dict, alloc: Allocator, n: int, z: Region, name: str = "softmax", *,
-               z_layout: str = "rows", core: int | None = None) -> "Op":
-    """The :class:`Op` of :func:`sw.softmax.emit_softmax_grad`: ``g = softmax(z) - t``.
-    ``core`` (chip programs): the kernel runs on core 0; the other cores issue as many
-    NOPs (a loop), so the cores stay in step."""
-    idle = core is not None and core != 0
-    w = local_len(n, cfg.nr)
-    R = regions
-    tw = alloc.items["smx_ka"].words
-
-    def emit(b):
-        if not idle:
-            return emit_softmax_grad(b, cfg, n, z, R["t"], R["g"], R["smx_ka"], R["smx_kb"], R["smx_pen"],
-                                     z_layout=z_layout, name="smx").instructions
-        ins = softmax_size(cfg, n)[1]
-        f = Frag()
-        f.open_loop(f.ins(), "smxi", ins - 1, 0)
-        f.ins()
-        f.close_loop()
-        f.emit(b)
-        return ins
-
-    return Op(name, "softmax", emit,
-              reads=[(z, w), (R["t"], w), (R["smx_ka"], tw), (R["smx_kb"], tw),
-                     (R["smx_pen"], alloc.items["smx_pen"].words)],
-              writes=[(R["g"], w)], fma_wb=True, stores=False, per_core=core is not None)
-
-
 # ======================================================================================
 # 3. the per-method emitter: the ops of one step
 # ======================================================================================
-@dataclass
-class Op:
-    """One kernel call (or host transfer) of a step."""
-
-    name: str
-    kind: str                         #: gemv, gemv_t, relu, relu_mask, axpy, rank1, load, unload, host
-    emit: object = None               #: emit(builder) -> instructions issued
-    reads: list = field(default_factory=list)     #: [(Region, words)]
-    writes: list = field(default_factory=list)    #: [(Region, words)]
-    fma_wb: bool = False              #: writes SRAM with FMA write-backs (may leave them in flight at its end)
-    stores: bool = True               #: writes SRAM with operand-stage stores (else only FMA write-backs)
-    data: str | None = None           #: load: the host vector it consumes; unload: what it returns
-    words: int = 0                    #: load/unload: words per PE
-    wb: list | None = None            #: the regions written by FMA write-backs (None: all ``writes`` if fma_wb)
-    wb_tail: int = 0                  #: instructions issued after its last SRAM-writing FMA
-    per_core: bool = False            #: chip programs: assembles differently on different cores
-    info: dict = field(default_factory=dict)      #: what a combined op holds (e.g. rows of a merged update)
-
-    def wb_regions(self) -> list:
-        if not self.fma_wb:
-            return []
-        return list(self.writes) if self.wb is None else list(self.wb)
-
-    def store_regions(self) -> list:
-        if not self.stores:
-            return []
-        wb = self.wb_regions()
-        return [w for w in self.writes if w not in wb]
-
-
-def _overlap(r1, n1, r2, n2):
-    return r1.bank == r2.bank and r1.base < r2.base + n2 and r2.base < r1.base + n1
-
-
-def kernel_gap(cfg, a: Op, b: Op) -> int:
-    """NOPs needed between the last instruction of ``a`` and the first of ``b``.
-
-    * ``a`` writes SRAM with FMAs (axpy, rank-1, the fused backward step's ``W``): the
-      last one, issued ``a.wb_tail`` instructions before ``a``'s end (0 for axpy and
-      rank-1, whose last instruction is that FMA; at least ``fpu_latency`` for the fused
-      kernel, whose reduction and moves follow its last update), is written at the end
-      of cycle ``t + fpu_latency - 1`` (``t`` its issue); ``b`` must not read what ``a``
-      wrote before then, nor store into that bank when it lands (the write-back would
-      drop the store): ``fpu_latency - 1 - wb_tail`` NOPs (if positive) when ``b`` reads
-      an overlapping region or stores into a bank ``a`` writes back to (``b``'s own FMA
-      write-backs cannot collide: one FMA issues per cycle, all with the same latency).
-    * ``a`` stores (a store issued at ``t`` is readable from ``t +
-      cfg.sram_read_distance``, ``t + 2`` but with the receive stage; conservatively
-      ``a``'s last instruction): ``sram_read_distance - 1`` NOPs when ``b`` reads an
-      overlapping region (the fused kernel's ``y`` moves are its last instructions).
-    * Otherwise none: no kernel leaves register writes in flight (their last FMAs are
-      read by their own final instructions).
-    """
-    def hit(ws):
-        return any(_overlap(wr, wn, rr, rn) for wr, wn in ws for rr, rn in b.reads)
-
-    gap = 0
-    wb = a.wb_regions()
-    if wb:
-        need = max(0, cfg.fpu_latency - 1 - a.wb_tail)
-        banks = {wr.bank for wr, _ in wb}
-        if need and (hit(wb) or any(r.bank in banks for r, _ in b.store_regions())):
-            gap = need
-    if hit(a.store_regions()):
-        gap = max(gap, cfg.sram_read_distance - 1)
-    return gap
-
-
-def _elements(b, n, elem, name, agu="g0"):
-    """``n`` one-instruction elements, exactly ``n`` instructions: the first three carry
-    the AGU setup and the loop instruction (immediate addresses), the rest run in a
-    zero-overhead loop (``elem(i, agu)`` -> slots, ``agu`` None for immediates)."""
-    if n < 4:
-        for i in range(n):
-            b.emit(*elem(i, None))
-        return n
-    b.agu_base(agu, 0, *elem(0, None))
-    b.agu_stride(agu, name, 1, *elem(1, None))
-    with b.loop(name, n - 3, *elem(2, None)):
-        b.emit(*elem(3, agu))
-    return n
-
-
-def emit_load_vector(b, cfg, reg: Region, n: int, layout: str, name: str) -> int:
-    """Load a vector of ``n`` local words per PE in the ``cols`` layout (``hin col``:
-    lane ``c`` on column bus ``c``, written by every PE) or the ``rows`` layout (``hin
-    row``): one beat and one instruction per local word (``nr`` times fewer than
-    :func:`sw.transfer.emit_load`, which writes one PE column per beat). Beats:
-    :func:`vector_beats`. Returns the instruction count (``n``)."""
-    reg = reg.bind(cfg)
-    bus = "col" if layout == "cols" else "row"
-    return _elements(b, n, lambda i, agu: [hin(bus), reg.wr(bus, i, agu=agu)], name)
-
-
-def vector_beats(cfg, v_bits, n_words: int) -> list:
-    """Host beats of :func:`emit_load_vector` for the (global) vector ``v_bits``: beat
-    ``k`` lane ``q`` = ``v[k * nr + q]`` (zero padding)."""
-    nr, w = cfg.nr, cfg.fmt.width
-    pad = np.zeros(n_words * nr, dtype=np.uint64)
-    pad[:len(v_bits)] = np.asarray(v_bits, dtype=np.uint64)
-    beats = []
-    for k in range(n_words):
-        beat = 0
-        for q in range(nr):
-            beat |= int(pad[k * nr + q]) << (q * w)
-        beats.append(beat)
-    return beats
-
-
-def emit_unload_diag(b, cfg, reg: Region, n: int, name: str) -> int:
-    """Send a diag-layout vector (``n`` local words) to the host: the diagonal PE of each
-    column drives its column bus (``cdrv @diag=0``, only it reads), ``hout col``: one beat
-    per local word, the last with ``tlast``. ``n`` instructions."""
-    reg = reg.bind(cfg)
-
-    def elem(i, agu, last=False):
-        return [reg.rd(i, agu=agu, gate="cdrv"), cdrv(reg.src, diag=0), hout("col", last=last)]
-
-    if n > 1:
-        _elements(b, n - 1, elem, name)
-    b.emit(*elem(n - 1, None, True))
-    return n
-
-
-def decode_diag_beats(cfg, beats, n: int) -> np.ndarray:
-    """Beats of :func:`emit_unload_diag` -> the global vector (length ``n``, bit patterns)."""
-    nr, w = cfg.nr, cfg.fmt.width
-    m = (1 << w) - 1
-    vals = [(int(bt.data) >> (q * w)) & m for bt in beats for q in range(nr)]
-    return np.array(vals[:n], dtype=cfg.fmt.np_uint)
-
-
-def _fused_tail(cfg, m: int, n: int) -> int:
-    """Instructions :func:`sw.kernels.emit_gemv_t_rank1` issues after its last ``W``
-    update (a lower bound: the last block's NOPs to ``Lc2``, its reduction steps and the
-    final moves, without the gap NOPs)."""
-    c = gemv_t_rank1_cost(cfg, m, n)
-    lc, lc2, p = (c["rem"], c["Lc2_last"], c["P_last"]) if c["rem"] else (c["L"], c["Lc2"], c["P"])
-    return (lc2 - 2 * lc) + c["S"] * p + c["L"]
-
-
 def _sgd_ops(cfg, mlp: MLP, al: Allocator, wbanks: list, predict: bool = False, fused: list | None = None,
              softmax: str | None = None) -> list:
     """The ops of one SGD step (``predict``: of the forward pass only, ending with the
@@ -716,95 +392,6 @@ def _place(cfg, named_groups: list) -> tuple:
 # ======================================================================================
 # the compiled program and its host side
 # ======================================================================================
-def ops_breakdown(cfg, programs) -> list:
-    """``(op name, kind, instructions)`` of every op and gap of ``programs`` (``(ops,
-    gaps)`` pairs, one per RUN), each RUN ending with its HALT and drain."""
-    out = []
-    for ops, gaps in programs:
-        b = Builder(cfg)
-        for op, g in zip(ops, gaps):
-            if g:
-                out.append(("gap", "nop", g))
-            out.append((op.name, op.kind, op.emit(b)))
-        out.append(("halt+drain", "halt", cfg.run_overhead))
-    return out
-
-
-def vector_bits(fmt, x, n: int) -> np.ndarray:
-    """A host vector of ``n`` values (floats, or bit patterns of ``fmt``) as bit patterns."""
-    x = np.asarray(x)
-    if x.shape != (n,):
-        raise ValueError(f"expected a vector of {n} values, got shape {x.shape}")
-    if x.dtype == fmt.np_uint:
-        return x
-    return fmt.from_float(x.astype(np.float64)).astype(fmt.np_uint)
-
-
-def breakdown_lines(rows) -> list:
-    """The table :meth:`TrainProgram.describe` prints under the memory map."""
-    return [f"{'op':<14} {'kind':<10} {'cycles':>7}"] + [f"{n:<14} {k:<10} {i:>7}" for n, k, i in rows]
-
-
-@dataclass
-class StepResult:
-    loss: float                   #: the sample's loss (float64, from what was unloaded)
-    output: np.ndarray            #: the network output z (MSE: d + t) as floats
-    counters: list                #: counters of each RUN
-    cycles: int                   #: RUN cycles of the step (sum over its RUNs)
-    host_cycles: int              #: assumed host turnaround cycles (softmax), 0 for MSE
-    raw: dict = field(default_factory=dict)   #: unloaded bit patterns by name
-
-
-class CoreSession:
-    """A core the host talks to, phase by phase: the fast model (``backend="fast"``) or
-    the reference core model (``"model"``). PE memories persist between phases. Every
-    phase is recorded (:attr:`phases`, :class:`sim.core_run.Phase`) so the whole host
-    stream can be replayed on the RTL with :func:`sim.core_run.run_session`, which
-    checks every output beat and counter against the model."""
-
-    def __init__(self, cfg, backend: str = "fast", record: bool = False):
-        from sim.core_model import CoreModel
-
-        if backend == "fast":
-            from sim.fast_model import FastModel
-
-            self.model = FastModel(cfg)
-        elif backend == "model":
-            self.model = CoreModel(cfg)
-        else:
-            raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded "
-                             f"phases with sim.core_run.run_session for the RTL)")
-        self.cfg, self.backend, self.record = cfg, backend, record
-        self.loaded = None
-        self.phases: list = []
-
-    def run(self, words, data=(), name: str = "", start: int = 0):
-        """LOAD the microcode image ``words`` at address 0 (skipped when it is already
-        loaded), CLEAR the counters, RUN from ``start`` with the input beats ``data``,
-        read the counters: a :class:`sim.core_run.JobResult`."""
-        from sim.core_run import Phase, _split
-        from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
-
-        words = list(words)
-        beats = []
-        load = self.loaded != words
-        if load:
-            beats += load_beats(self.cfg, words, 0)
-            self.loaded = words
-        beats += clear_beats() + run_beats(start, list(data)) + counters_beats()
-        out = self.model.process(beats)
-        if self.record:
-            self.phases.append(Phase(words, list(data), name, start, load))
-        return _split(self.cfg, out, self.backend)
-
-    def memory(self, bank: str) -> np.ndarray:
-        from sim.fast_model import core_state
-
-        if self.backend == "fast":
-            return self.model.memory(bank)
-        return core_state(self.model)["mem_a" if bank == "a" else "mem_b"]
-
-
 @dataclass
 class TrainProgram:
     """A compiled SGD step (see the module docstring)."""
@@ -897,12 +484,12 @@ class TrainProgram:
             out.append((b.build().words(), data, f"init{i}"))
         return out
 
-    def init(self, session: CoreSession, weights) -> None:
+    def init(self, session, weights) -> None:
         """Load the initial weights and the scalars into the PE memories."""
         for words, data, name in self.init_phases(weights):
             session.run(words, data, name)
 
-    def run_step(self, session: CoreSession, x, t, *, host_latency: int = HOST_LATENCY_CYCLES,
+    def run_step(self, session, x, t, *, host_latency: int = HOST_LATENCY_CYCLES,
                  check_cycles: bool = True) -> StepResult:
         """One SGD step on ``session``: ``x`` the input (floats or bit patterns), ``t``
         the target (a vector of ``n_out`` values, or for ``softmax_ce`` a class index)."""
@@ -944,7 +531,7 @@ class TrainProgram:
         cyc = sum(c["cycles"] for c in ctrs)
         return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw)
 
-    def predict(self, session: CoreSession, x) -> np.ndarray:
+    def predict(self, session, x) -> np.ndarray:
         """The network output for input ``x`` computed on the array (forward pass only;
         the weights are not changed). Returns floats."""
         res = None
@@ -954,7 +541,7 @@ class TrainProgram:
         return self.cfg.fmt.to_float(decode_diag_beats(self.cfg, res.data, self.mlp.n_out))
 
     # -- weights back -------------------------------------------------------------------
-    def weights_from_session(self, session: CoreSession, padded: bool = False) -> list:
+    def weights_from_session(self, session, padded: bool = False) -> list:
         """The weights as they are in the PE memories (global bit patterns; ``padded``:
         the ``(mp * nr, np * nr)`` arrays including the padding)."""
         out = []

@@ -6,7 +6,7 @@ holds row panel ``k`` of every weight matrix (``P_l = nr ceil(m_l / (c nr))`` ro
 last panels padded with zero rows), activations are ``n x b`` matrices (one sample per
 column) in the 2D round-robin layout, every layer is a GEMM on the panels (the kernels
 of :mod:`sw.train_mb`), and the ring joins them with the matrix collectives of
-:mod:`noc.ring_mat` (``docs/training.md``, "Minibatch GD across the cores of a chip").
+:mod:`sw.ring_mat` (``docs/training.md``, "Minibatch GD across the cores of a chip").
 One step (``loss="mse"``)::
 
     host: X (n0 x b) and X^T -> core 0; T panel k -> output core k
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import emit_transpose
-from noc.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
+from sw.collectives import emit_transpose
+from sw.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -149,7 +149,7 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
 # ======================================================================================
 def _issued(res) -> int:
     """Instructions a kernel issued: a :class:`sw.kernels.KernelInfo` or a collective's
-    :class:`noc.collectives.Frag`."""
+    :class:`sw.collectives.Frag`."""
     return res.instructions if hasattr(res, "instructions") else res.count()
 
 
@@ -158,41 +158,39 @@ def _ring_op(name, frag, reads, writes, fma_wb=False):
               fma_wb=fma_wb, stores=not fma_wb, per_core=True)
 
 
-def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
-                spad: dict | None = None) -> list:
-    """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
-    (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
-    ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
-    segment of a gathered matrix) are declared as the whole region, so the NOPs between
-    ops are the same on every core. ``out_map="cols"``: the output layer is split by
-    columns (:func:`sw.train_chip.chip_shapes`): its input is not gathered, its partial products
-    are reduced onto core 0 and its gradient is broadcast from there. ``spad``: layer ->
-    :class:`sw.train_chip.SpadPanel`, the panels paged through ``WP``: per page a load,
-    the page's rows of the forward GEMM; in the backward pass ``A^T`` first, then per page
-    from the last to the first a load (not for the last paged layer's last page, still in
-    ``WP``), its part of ``dX^T`` (accumulated over the pages), its update and a store."""
-    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
-    nl, b, nr = mlp.n_layers, mlp.batch, cfg.nr
-    split = out_map == "cols"
-    spad = spad or {}
+class _CoreOps:
+    """The ops of core ``k`` as :func:`chip_mb_ops` builds them (:attr:`ops`, in order),
+    with the region lookups they share."""
 
-    def own(l):
+    def __init__(self, cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, out_map: str, spad: dict | None):
+        self.cfg, self.mlp, self.P, self.N, self.k = cfg, mlp, P, N, k
+        self.split = out_map == "cols"
+        self.spad = spad or {}
+        self.Lb = local_len(mlp.batch, cfg.nr)
+        self.R = {n: v.region for n, v in al.items.items()}
+        self.Wn = {n: v.words for n, v in al.items.items()}
+        self.nlr = Scalar(self.R["nlr"].bank, self.R["nlr"].base)
+        self.ops: list = []
+
+    def own(self, l):
         """This core's segment index in A_l (0 where only the own segment is stored)."""
-        return 0 if split and l == nl - 1 else k
-    Lb = L(b)
-    R = {n: v.region for n, v in al.items.items()}
-    Wn = {n: v.words for n, v in al.items.items()}
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
-    ops: list = []
+        return 0 if self.split and l == self.mlp.n_layers - 1 else self.k
 
-    def kern(name, kind, fn, reads, writes, fma_wb=False, per_core=False):
-        ops.append(Op(name, kind, lambda bl, fn=fn: _issued(fn(bl)), reads=reads, writes=writes,
-                      fma_wb=fma_wb, stores=not fma_wb, per_core=per_core))
+    def kern(self, name, kind, fn, reads, writes, fma_wb=False, per_core=False):
+        self.ops.append(Op(name, kind, lambda bl, fn=fn: _issued(fn(bl)), reads=reads, writes=writes,
+                           fma_wb=fma_wb, stores=not fma_wb, per_core=per_core))
 
-    def whole(name):
-        return (R[name], Wn[name])
+    def whole(self, name):
+        return (self.R[name], self.Wn[name])
 
-    if part in ("step", "forward", "predict"):
+    def forward(self, part: str) -> None:
+        """Broadcast ``X`` (and ``X^T`` but for ``predict``), then per layer its GEMM
+        (page by page for a paged panel), a hidden layer's ReLU and all-gather, or the
+        reduction of a column-split output layer's partial products."""
+        cfg, P, N, k, R, spad = self.cfg, self.P, self.N, self.k, self.R, self.spad
+        L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+        nl, b, nr, Lb, split = self.mlp.n_layers, self.mlp.batch, cfg.nr, self.Lb, self.split
+        kern, whole, own, ops = self.kern, self.whole, self.own, self.ops
         names = ["X"] if part == "predict" else ["X", "XT"]
         for nm in names:
             rows, cols = (L(N[0]), Lb) if nm == "X" else (Lb, L(N[0]))
@@ -230,106 +228,154 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
                 blk = MatBlock(Z.bank, Z.base, Lb, 0, L(P[l]), 0, Lb)
                 ops.append(_ring_op("reduce_Z", mat_reduce(cfg, k, blk, root=0, name="rz_"), [whole("Z")],
                                     [whole("Z")], fma_wb=True))
-        if part in ("forward", "predict"):
-            return ops
+
+    def loss_grad(self):
+        """MSE: ``D = Z - T`` in place (an axpy with -1); returns ``D``'s region."""
+        cfg, R, whole = self.cfg, self.R, self.whole
         m1 = Scalar(R["m1"].bank, R["m1"].base)
-        kz = Wn["Z"]
-        kern("loss_grad", "axpy", lambda bl: emit_axpy(bl, cfg, kz, m1, R["T"], R["Z"], name="lg_"),
-             [whole("T"), whole("Z"), whole("m1")], [whole("Z")], fma_wb=True)
-        D = R["Z"]
-    else:
-        D = R["G"]
-    if split:
-        nm = "Z" if part == "step" else "G"
-        blk = MatBlock(D.bank, D.base, Lb, 0, L(P[-1]), 0, Lb)
-        ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name="bD_"), [whole(nm)],
-                            [whole(nm)]))
-    for l in range(nl - 1, -1, -1):
-        W, paged = R.get(f"W{l}"), l in spad
-        if l >= 1:
-            DT, EXT, E, A = R[f"DT_{_other(W.bank if W else R['WP'].bank)}"], R["EXT"], R[f"E{l}"], R[f"A{l}"]
-            st = R["stage"]
-            kd = L(P[l]) * Lb
-            ld, sp = L(N[l]), L(P[l - 1])
-        if l == 0:
-            AT = R["XT"]
-        else:
-            AT = R[f"AT_{_other(D.bank)}"]
+        kz = self.Wn["Z"]
+        self.kern("loss_grad", "axpy", lambda bl: emit_axpy(bl, cfg, kz, m1, R["T"], R["Z"], name="lg_"),
+                  [whole("T"), whole("Z"), whole("m1")], [whole("Z")], fma_wb=True)
+        return R["Z"]
 
-        def at_ops(l=l, AT=AT):
-            # A^T: every core transposes its own segment of A_l into its column block of
-            # A^T, then the column blocks are all-gathered (cheaper than transposing all
-            # of A_l on every core)
-            A, st = R[f"A{l}"], R["stage"]
-            ka, sp, ld = L(N[l]) * Lb, L(P[l - 1]), L(N[l])
-            o = own(l)
-            kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld, o=o:
-                 emit_transpose(bl, cfg, P[l - 1], b, _at(A, o * sp * Lb), _at(AT, o * sp), st, dst_ld=ld,
-                                name=f"ta{l}_"),
-                 [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
-            if not (split and l == nl - 1):
-                seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
-                ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
-                                    [(AT, ka)]))
-
-        def reduce_ops(l=l, EXT=EXT if l else None, E=E if l else None, A=A if l else None):
-            ld, sp = L(N[l]), L(P[l - 1])
-            seg = (lambda s, EXT=EXT, ld=ld, sp=sp: MatBlock(EXT.bank, EXT.base, ld, 0, Lb, s * sp, sp))
-            if not (split and l == nl - 1):       # split by columns: each core computed its own segment
-                ops.append(_ring_op(f"rs{l}", mat_reduce_scatter(cfg, k, seg, name=f"rs{l}_"),
-                                    [(EXT, Lb * ld)], [(EXT, Lb * ld)], fma_wb=True))
-            ke = Lb * sp
-            kern(f"tpE{l}", "transpose", lambda bl, l=l, EXT=EXT, E=E, st=st, ld=ld, sp=sp:
-                 emit_transpose(bl, cfg, b, P[l - 1], _at(EXT, own(l) * sp), E, st, src_ld=ld, name=f"te{l}_"),
-                 [(EXT, Lb * ld), (st, ke)], [(E, ke), (st, ke)], per_core=True)
-            oseg = _at(A, own(l) * sp * Lb)
-            kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, oseg=oseg, ke=ke:
-                 emit_relu_mask(bl, cfg, ke, E, oseg, E, name=f"mk{l}_"),
-                 [(E, ke), whole(f"A{l}")], [(E, ke)], per_core=True)
-
-        if paged:
-            # A^T first, then page by page: dX^T += D_p^T W_p (old weights), W_p += (-lr/b) D_p A^T
+    def backward(self, part: str, D) -> None:
+        """From the output delta ``D`` (broadcast first when the output layer is split
+        by columns), per layer from the last: ``dX^T``, its reduce-scatter, transpose and
+        mask (``l >= 1``), ``A^T`` and the update (page by page for a paged panel)."""
+        cfg, P, N, k, R, spad = self.cfg, self.P, self.N, self.k, self.R, self.spad
+        L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+        nl, b, Lb, split = self.mlp.n_layers, self.mlp.batch, self.Lb, self.split
+        kern, whole, nlr = self.kern, self.whole, self.nlr
+        if split:
+            nm = "Z" if part == "step" else "G"
+            blk = MatBlock(D.bank, D.base, Lb, 0, L(P[-1]), 0, Lb)
+            self.ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name="bD_"), [whole(nm)],
+                                     [whole(nm)]))
+        for l in range(nl - 1, -1, -1):
+            W, paged = R.get(f"W{l}"), l in spad
             if l >= 1:
-                at_ops()
-            spn, WP = spad[l], R["WP"]
-            # last page first: the last paged layer's last page is still in WP from the forward pass
-            last = len(spn.pages) - 1
-            for p in range(last, -1, -1):
-                r0, n = spn.pages[p]
-                w, Dp, kp, acc = spn.page_words(p), _at(D, r0 * Lb), n * Lb, p != last
-                if not (l == max(spad) and p == last):
-                    ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
+                DT, EXT, E, A = R[f"DT_{_other(W.bank if W else R['WP'].bank)}"], R["EXT"], R[f"E{l}"], R[f"A{l}"]
+                st = R["stage"]
+                kd = L(P[l]) * Lb
+            if l == 0:
+                AT = R["XT"]
+            else:
+                AT = R[f"AT_{_other(D.bank)}"]
+            if paged:
+                # A^T first, then page by page: dX^T += D_p^T W_p (old weights), W_p += (-lr/b) D_p A^T
                 if l >= 1:
-                    kern(f"tpD{l}_{p}", "transpose", lambda bl, n=n, Dp=Dp, DT=DT, st=st, l=l, p=p:
-                         emit_transpose(bl, cfg, n * nr, b, Dp, DT, st, name=f"td{l}_{p}_"),
-                         [(Dp, kp), (st, kp)], [(DT, kp), (st, kp)])
-                    kern(f"gemm_bw{l}_{p}", "gemm_acc" if acc else "gemm",
-                         lambda bl, n=n, DT=DT, EXT=EXT, l=l, p=p, acc=acc:
-                         emit_gemm(bl, cfg, b, n * nr, N[l], DT, WP, EXT, accumulate=acc, name=f"bw{l}_{p}_"),
-                         [(DT, kp), (WP, w)] + ([(EXT, Lb * ld)] if acc else []), [(EXT, Lb * ld)], fma_wb=acc)
-                kern(f"update{l}_{p}", "gemm_acc", lambda bl, n=n, Dp=Dp, AT=AT, l=l, p=p:
-                     emit_gemm(bl, cfg, n * nr, b, N[l], Dp, AT, WP, accumulate=True, alpha=nlr, name=f"up{l}_{p}_"),
-                     [(Dp, kp), (AT, Lb * L(N[l])), (WP, w), whole("nlr")], [(WP, w)], fma_wb=True)
-                ops.append(spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p)))
+                    self.at_ops(l, AT)
+                self.paged_backward(l, D, AT, DT if l >= 1 else None, EXT if l >= 1 else None,
+                                    st if l >= 1 else None)
+                if l >= 1:
+                    self.reduce_ops(l, EXT, E, A, st)
+            else:
+                if l >= 1:
+                    kern(f"tpD{l}", "transpose", lambda bl, l=l, D=D, DT=DT, st=st:
+                         emit_transpose(bl, cfg, P[l], b, D, DT, st, name=f"td{l}_"),
+                         [(D, kd), (st, kd)], [(DT, kd), (st, kd)])
+                    kern(f"gemm_bw{l}", "gemm", lambda bl, l=l, DT=DT, W=W, EXT=EXT:
+                         emit_gemm(bl, cfg, b, P[l], N[l], DT, W, EXT, name=f"bw{l}_"),
+                         [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
+                    self.reduce_ops(l, EXT, E, A, st)
+                    self.at_ops(l, AT)
+                kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
+                     emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
+                     [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")],
+                     fma_wb=True)
             if l >= 1:
-                reduce_ops()
-        else:
+                D = R[f"E{l}"]
+
+    def at_ops(self, l, AT) -> None:
+        """``A^T``: every core transposes its own segment of ``A_l`` into its column block
+        of ``A^T``, then the column blocks are all-gathered (cheaper than transposing all
+        of ``A_l`` on every core)."""
+        cfg, P, k, R, Lb, b = self.cfg, self.P, self.k, self.R, self.Lb, self.mlp.batch
+        L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+        A, st = R[f"A{l}"], R["stage"]
+        ka, sp, ld = L(self.N[l]) * Lb, L(P[l - 1]), L(self.N[l])
+        o = self.own(l)
+        self.kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld, o=o:
+                  emit_transpose(bl, cfg, P[l - 1], b, _at(A, o * sp * Lb), _at(AT, o * sp), st, dst_ld=ld,
+                                 name=f"ta{l}_"),
+                  [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
+        if not (self.split and l == self.mlp.n_layers - 1):
+            seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
+            self.ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
+                                     [(AT, ka)]))
+
+    def reduce_ops(self, l, EXT, E, A, st) -> None:
+        """The reduce-scatter of ``dX^T`` (not for a column-split output layer: each core
+        computed its own segment), the transpose of this core's segment into ``E_l`` and
+        its ReLU mask."""
+        cfg, P, k, Lb, b, own = self.cfg, self.P, self.k, self.Lb, self.mlp.batch, self.own
+        L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+        ld, sp = L(self.N[l]), L(P[l - 1])
+        seg = (lambda s, EXT=EXT, ld=ld, sp=sp: MatBlock(EXT.bank, EXT.base, ld, 0, Lb, s * sp, sp))
+        if not (self.split and l == self.mlp.n_layers - 1):
+            self.ops.append(_ring_op(f"rs{l}", mat_reduce_scatter(cfg, k, seg, name=f"rs{l}_"),
+                                     [(EXT, Lb * ld)], [(EXT, Lb * ld)], fma_wb=True))
+        ke = Lb * sp
+        self.kern(f"tpE{l}", "transpose", lambda bl, l=l, EXT=EXT, E=E, st=st, ld=ld, sp=sp:
+                  emit_transpose(bl, cfg, b, P[l - 1], _at(EXT, own(l) * sp), E, st, src_ld=ld, name=f"te{l}_"),
+                  [(EXT, Lb * ld), (st, ke)], [(E, ke), (st, ke)], per_core=True)
+        oseg = _at(A, own(l) * sp * Lb)
+        self.kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, oseg=oseg, ke=ke:
+                  emit_relu_mask(bl, cfg, ke, E, oseg, E, name=f"mk{l}_"),
+                  [(E, ke), self.whole(f"A{l}")], [(E, ke)], per_core=True)
+
+    def paged_backward(self, l, D, AT, DT, EXT, st) -> None:
+        """Layer ``l``'s paged panel, last page first (the last paged layer's last page is
+        still in ``WP`` from the forward pass): load the page, ``l >= 1``: its part of
+        ``dX^T`` (accumulated over the pages), its update, store it back."""
+        cfg, N, R, spad, Lb, b, nlr = self.cfg, self.N, self.R, self.spad, self.Lb, self.mlp.batch, self.nlr
+        L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+        nr, kern, ops = cfg.nr, self.kern, self.ops
+        ld = L(N[l])
+        spn, WP = spad[l], R["WP"]
+        last = len(spn.pages) - 1
+        for p in range(last, -1, -1):
+            r0, n = spn.pages[p]
+            w, Dp, kp, acc = spn.page_words(p), _at(D, r0 * Lb), n * Lb, p != last
+            if not (l == max(spad) and p == last):
+                ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
             if l >= 1:
-                kern(f"tpD{l}", "transpose", lambda bl, l=l, D=D, DT=DT, st=st:
-                     emit_transpose(bl, cfg, P[l], b, D, DT, st, name=f"td{l}_"),
-                     [(D, kd), (st, kd)], [(DT, kd), (st, kd)])
-                kern(f"gemm_bw{l}", "gemm", lambda bl, l=l, DT=DT, W=W, EXT=EXT:
-                     emit_gemm(bl, cfg, b, P[l], N[l], DT, W, EXT, name=f"bw{l}_"),
-                     [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
-                reduce_ops()
-                at_ops()
-            kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
-                 emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
-                 [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")],
-                 fma_wb=True)
-        if l >= 1:
-            D = R[f"E{l}"]
-    return ops
+                kern(f"tpD{l}_{p}", "transpose", lambda bl, n=n, Dp=Dp, DT=DT, st=st, l=l, p=p:
+                     emit_transpose(bl, cfg, n * nr, b, Dp, DT, st, name=f"td{l}_{p}_"),
+                     [(Dp, kp), (st, kp)], [(DT, kp), (st, kp)])
+                kern(f"gemm_bw{l}_{p}", "gemm_acc" if acc else "gemm",
+                     lambda bl, n=n, DT=DT, EXT=EXT, l=l, p=p, acc=acc:
+                     emit_gemm(bl, cfg, b, n * nr, N[l], DT, WP, EXT, accumulate=acc, name=f"bw{l}_{p}_"),
+                     [(DT, kp), (WP, w)] + ([(EXT, Lb * ld)] if acc else []), [(EXT, Lb * ld)], fma_wb=acc)
+            kern(f"update{l}_{p}", "gemm_acc", lambda bl, n=n, Dp=Dp, AT=AT, l=l, p=p:
+                 emit_gemm(bl, cfg, n * nr, b, N[l], Dp, AT, WP, accumulate=True, alpha=nlr, name=f"up{l}_{p}_"),
+                 [(Dp, kp), (AT, Lb * L(N[l])), (WP, w), self.whole("nlr")], [(WP, w)], fma_wb=True)
+            ops.append(spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p)))
+
+
+def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
+                spad: dict | None = None) -> list:
+    """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
+    (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
+    ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
+    segment of a gathered matrix) are declared as the whole region, so the NOPs between
+    ops are the same on every core. ``out_map="cols"``: the output layer is split by
+    columns (:func:`sw.train_chip.chip_shapes`): its input is not gathered, its partial products
+    are reduced onto core 0 and its gradient is broadcast from there. ``spad``: layer ->
+    :class:`sw.train_chip.SpadPanel`, the panels paged through ``WP``: per page a load,
+    the page's rows of the forward GEMM; in the backward pass ``A^T`` first, then per page
+    from the last to the first a load (not for the last paged layer's last page, still in
+    ``WP``), its part of ``dX^T`` (accumulated over the pages), its update and a store."""
+    c = _CoreOps(cfg, mlp, al, P, N, k, out_map, spad)
+    if part in ("step", "forward", "predict"):
+        c.forward(part)
+        if part in ("forward", "predict"):
+            return c.ops
+        D = c.loss_grad()
+    else:
+        D = c.R["G"]
+    c.backward(part, D)
+    return c.ops
 
 
 # ======================================================================================

@@ -7,9 +7,9 @@ chip RUNs (head, ``V`` tail variants) and the chains are those of batch-1 CP; ev
 vector becomes a ``b``-column matrix in the 2D round-robin layout (:mod:`sw.layout`),
 every GEMV a GEMM (:func:`sw.kernels.emit_gemm`), every rank-1 update the accumulating
 GEMM ``W += (-lr / b) D A^T`` (the gradient summed over the minibatch), and the chains
-carry matrix words (``layout="mat"`` in :mod:`noc.chain`). Per core of layer ``l``
+carry matrix words (``layout="mat"`` in :mod:`sw.chain`). Per core of layer ``l``
 (``P`` panel rows, ``N`` inputs; ``X^T``: the transpose, by
-:func:`noc.collectives.emit_transpose`)::
+:func:`sw.collectives.emit_transpose`)::
 
     head  Z = W Ain                        emit_gemm (Ain: N x b, from the chains)
           hidden: Z = relu(Z)              this core's rows of A_{l+1}
@@ -38,8 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import emit_transpose
-from noc.ring_mat import _fold_text
+from sw.collectives import emit_transpose
+from sw.ring_mat import _fold_text
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix

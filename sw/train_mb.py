@@ -32,7 +32,7 @@ cycles per step (one turnaround per minibatch).
 Reused from :mod:`sw.train` (imported, not copied): :class:`~sw.train.Allocator`,
 :func:`~sw.train.map_layers`, :class:`~sw.train.Op`, :func:`~sw.train.kernel_gap` (the
 NOPs between kernels), the private program splitting/placement helpers
-``_split_ops``/``_place``, :class:`~sw.train.CoreSession`, :class:`~sw.train.StepResult`,
+``_split_ops``/``_place``, :class:`~sim.sessions.CoreSession`, :class:`~sw.train.StepResult`,
 and :class:`~sw.train.TrainProgram` (``MBProgram`` subclasses it: weight/scalar loading,
 weight read-back, predicted cycles and the breakdown are the same; the scalar region
 ``nlr`` holds ``-lr/b`` here). :mod:`sw.golden_train_mb` is the bit-exact numpy model.
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from noc.collectives import cost_transpose, emit_transpose
+from sw.collectives import cost_transpose, emit_transpose
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
+from arch.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
 from sim.seq_model import ProgramError, RunawayError, SequencerModel
-from sw.isa import AGU_FIELDS, Instruction, SeqOp
+from arch.isa import AGU_FIELDS, Instruction, SeqOp
 
 __all__ = ["Case", "random_case", "random_state", "preload", "STYLES", "random_value"]
 

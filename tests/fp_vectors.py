@@ -1,7 +1,7 @@
 """Floating-point test vectors: a biased random operand generator and TestFloat files.
 
 :func:`gen_operands` returns operand pairs for ``mul`` or ``add`` in any
-:class:`~pe.fpformat.FPFormat`. About half are uniformly random bit patterns; the rest
+:class:`~arch.fpformat.FPFormat`. About half are uniformly random bit patterns; the rest
 are biased on purpose toward the hard cases of an IEEE datapath:
 
 * subnormal operands and subnormal / underflowing results (down to below half the
@@ -34,7 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from pe.fp_golden import round_to_format
-from pe.fpformat import FPFormat, get_format
+from arch.fpformat import FPFormat, get_format
 
 __all__ = [
     "new_seed", "gen_operands", "special_values", "read_testfloat", "write_testfloat",

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
+from arch.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
 
 __all__ = [
     "Program", "Builder", "DIRECTED", "directed_programs", "random_program", "random_value",

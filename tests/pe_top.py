@@ -25,8 +25,8 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from pe.fp_common import class_bits
-from pe.microop import uop_layout
-from pe.pe import EVENT_LAYOUT, ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
+from pe.layouts import EVENT_LAYOUT, uop_layout
+from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 
 __all__ = ["PETop", "obs_fields"]
 

@@ -1,7 +1,7 @@
 """Random sequencer programs (microcode words) for the model and RTL tests.
 
 :func:`random_program` builds a seeded random loop-nest program directly as
-:class:`~sw.isa.Instruction` words (no assembler involved): nested loops on increasing
+:class:`~arch.isa.Instruction` words (no assembler involved): nested loops on increasing
 levels (several ending on the same instruction, single-instruction bodies), sibling loops
 reusing a level, AGU base/stride settings for random levels, forward jumps, host fields,
 random micro-op bits with random AGU selectors, and a final ``HALT``. With ``chaos`` it
@@ -18,8 +18,8 @@ from __future__ import annotations
 import random
 
 from sim.seq_model import ProgramError, RunawayError, SequencerModel
-from sw.isa import AGU_FIELDS, Instruction, SeqOp, instr_layout
-from pe.microop import MicroOp
+from arch.isa import AGU_FIELDS, Instruction, SeqOp, instr_layout
+from arch.microop import MicroOp
 
 __all__ = ["random_program", "random_uop"]
 

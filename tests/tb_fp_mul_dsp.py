@@ -27,7 +27,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 from pe import fp_golden
-from pe.fpformat import FPFormat
+from arch.fpformat import FPFormat
 from sim.harness import tb_params
 
 MAX_REPORT = 20

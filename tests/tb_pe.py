@@ -23,7 +23,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 import pe_programs as pp
-from pe.microop import MicroOp
+from arch.microop import MicroOp
 from pe.pe_model import PEEvents, PEModel
 from pe_top import obs_fields
 from sim.harness import tb_config, tb_params

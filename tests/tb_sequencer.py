@@ -32,7 +32,7 @@ from cocotb.triggers import FallingEdge
 import seq_programs as sp
 from sim.harness import tb_config, tb_params
 from sim.seq_model import SequencerModel
-from sw.isa import Instruction, SeqOp
+from arch.isa import Instruction, SeqOp
 
 I = Instruction  # noqa: E741
 

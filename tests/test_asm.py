@@ -12,12 +12,12 @@ import re
 
 import pytest
 
-from pe.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src
-from rtl.config import ArchConfig
+from arch.microop import ArOp, Gate, MicroOp, MvOp, PredMode, Src
+from arch.config import ArchConfig
 from sim.seq_model import SequencerModel
 from sw import asm
 from sw.asm import AsmError, Builder, assemble, disassemble
-from sw.isa import HostDir, Instruction, SeqOp
+from arch.isa import HostDir, Instruction, SeqOp
 
 CFG = ArchConfig()
 SMALL = ArchConfig(nr=2, n_regs=8, n_ar=2, mem_a_words=256, mem_b_words=512, ucode_depth=16,
@@ -890,7 +890,7 @@ def test_layout_without_optional_fields(monkeypatch):
     drop = ("pred_seg", "rdrv_seg", "cdrv_seg", "fpu_wb")
     cx.uop = {k: v for k, v in cx.uop.items() if k not in drop}
     cx.widths = {k: v for k, v in cx.widths.items() if k not in drop}
-    monkeypatch.setattr(asm, "_ctx", lambda cfg: cx)
+    monkeypatch.setattr("sw.asm.encode._ctx", lambda cfg: cx)      # the back end reads the tables
     assert assemble("@col=1 | rdrv r1 @col=0 | mac r2 += row * r1\nhalt", CFG)[0].uop.rdrv_en == 1
     for src, field in [("@col%2=1", "pred_seg"), ("rdrv r1 @col%2=0", "rdrv_seg"),
                        ("fma mema = r1 * r2 + r3 | rda [ar0]", "fpu_wb")]:

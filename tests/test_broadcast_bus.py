@@ -18,7 +18,7 @@ from amaranth import Const, Module, Signal
 from amaranth.sim import Simulator
 
 from noc.broadcast_bus import BroadcastBus, segment_len, segment_of, vis_bits, vis_port_bits, visibility
-from pe.microop import SEG_BITS
+from arch.microop import SEG_BITS
 
 
 def _expected(n, g, data, host_en, host_data):

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from conftest import require_sim, sim_matrix
-from rtl.config import ArchConfig, ConfigError
+from arch.config import ArchConfig, ConfigError
 from sim.chip_model import ChipModel, RingDeadlock, RingStallError
 from sim.chip_run import ChipPhase, run_chip_session
 from sw.asm import AsmError, assemble, disassemble

@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 
-from rtl.cli import main
-from rtl.config import PRESETS
+from cli.main import main
+from arch.config import PRESETS
 
 
 def test_info_json(capsys):
@@ -75,7 +75,7 @@ def test_run_and_report(tmp_path, capsys):
 
 def test_report_of_a_chip_run(tmp_path, capsys):
     """A chip run's record (counters summed over its cores) reports all its PEs and area."""
-    from rtl.perf_counters import counter_names
+    from arch.counters import counter_names
     from sim.power import report_from_counters, run_record
 
     cfg = PRESETS["chip-small"]
@@ -105,5 +105,5 @@ def test_report_bad_input(tmp_path, capsys):
 
 
 def test_console_script_installed():
-    r = subprocess.run([sys.executable, "-m", "rtl.cli", "info"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "cli", "info"], capture_output=True, text=True)
     assert r.returncode == 0 and "nr" in r.stdout

@@ -1,4 +1,4 @@
-"""In-core collectives (noc/collectives.py) against their golden models (sw/golden.py),
+"""In-core collectives (sw/collectives.py) against their golden models (sw/golden.py),
 bit for bit, and their cost functions against the core's counters.
 
 Model runs use the cycle-accurate CoreModel for nr in {2, 3, 4} and three formats;
@@ -11,12 +11,12 @@ import random
 import numpy as np
 import pytest
 
-from noc.collectives import (CollectiveError, Cost, Frag, Region, cost_broadcast, cost_reduce, emit_broadcast,
+from sw.collectives import (CollectiveError, Cost, Frag, Region, cost_broadcast, cost_reduce, emit_broadcast,
                              emit_reduce, group_size, reduce_plan, step_hops)
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sw import golden
 from sw.asm import Builder
-from sw.kernels import run_kernel
+from sim.core_run import run_kernel
 
 FORMATS = ["binary16", "binary32", "bfloat16"]
 

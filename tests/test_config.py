@@ -5,9 +5,9 @@ import random
 
 import pytest
 
-from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
-from pe.microop import MicroOp, Src, uop_fields, uop_layout
-from rtl.config import ArchConfig, ConfigError, PRESETS, config_from_arg, load_config
+from arch.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
+from arch.microop import MicroOp, Src, uop_fields, uop_layout
+from arch.config import ArchConfig, ConfigError, PRESETS, config_from_arg, load_config
 
 
 def test_defaults_match_reference_design():

@@ -8,21 +8,22 @@ import numpy as np
 import pytest
 
 from pe.fp_golden import mac_bits
-from pe.microop import Gate, MicroOp, PredMode, Src
+from arch.microop import Gate, MicroOp, PredMode, Src
 from conftest import require_sim, sim_matrix
-from rtl.config import PRESETS, ArchConfig
+from arch.config import PRESETS, ArchConfig
 from rtl.core import Core
 from sim.core_model import Beat, CoreModel
-from sim.harness import BUILD, atomic_write, run_cocotb
+from arch.files import atomic_write
+from sim.harness import BUILD, run_cocotb
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
-from sw.isa import HostDir, Instruction, SeqOp
+from arch.isa import HostDir, Instruction, SeqOp
 
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
-    # the FPGA timing before session 23's second distribution level: execute, bus,
-    # distribution and fetch stages, FP 4 / 5 (the read stage is run by the core-level
-    # tests of test_chip, test_kernels, test_train*)
+    # the FPGA timing with one distribution level: execute, bus, distribution and fetch
+    # stages, FP 4 / 5 (the read stage is run by the core-level tests of test_chip,
+    # test_kernels, test_train*)
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
     # preset fpga: the same with two distribution levels (fan stage), the PE side two
@@ -205,8 +206,7 @@ FREEZE_PROGRAM = _FREEZE_FILL + """
 # for the host: a bubble holds the stalled head's micro-op on the PE side (not executed),
 # so neither its AR increments nor its stride setting may act in the bubble (a PE that
 # computed its read address a cycle early, or loaded its strides outside the freeze,
-# would get this wrong unless it took the freeze into account: docs/fpga-timing.md,
-# session 45).
+# would get this wrong unless it took the freeze into account: docs/fpga.md, "Timing").
 FREEZE_AR_PROGRAM = _FREEZE_FILL + """
     loop j 8 {
         hin row | rda [ar0]++ | mov r3 = row | wrb [ar2 + 8]++ = mema
@@ -503,7 +503,7 @@ def test_core_segmented_bus_transfers(cname):
     and every PE moves its row bus into one register and its column bus into another
     (through the FMA, ``col * 1 + -0``); all 32 values are read back. The RTL against the
     fast model (beat by beat) and both against the segment definition."""
-    from noc.broadcast_bus import segment_of
+    from arch.buses import segment_of
     from sim.core_run import Phase, run_session
     from sw.asm import assemble
 

@@ -15,7 +15,7 @@
   names the seed, the first differing beat / counter / address, and locates the cycle:
   the region whose loop-level result differs from the per-cycle engine's (verification
   mode), or the first cycle at which the per-cycle engine and the core model diverge;
-* the MLP kernels and collectives of ``sw/kernels.py`` / ``noc/collectives.py`` in whole
+* the MLP kernels and collectives of ``sw/kernels/`` / ``sw/collectives.py`` in whole
   sessions (load, kernels, unload): fast model vs core model beat for beat, and
   against the golden models, also at sizes the core model is too slow for;
 * the fast model against the RTL directly (cocotb + Icarus): sessions of random and
@@ -37,7 +37,7 @@ from conftest import SIM_PARAMS, require_sim
 from fast_programs import STYLES, preload, random_case, random_value
 from pe import fp_golden
 from pe.pe_model import PEModel
-from rtl.config import PRESETS, ArchConfig
+from arch.config import PRESETS, ArchConfig
 from sim.core_model import CoreModel
 from sim.core_run import Phase, run_job, run_session, session_beats
 from sim.fast_common import Arith
@@ -45,7 +45,7 @@ from sim.fast_flow import FlowRunner, RegionMismatch
 from sim.fast_model import FastModel, core_state
 from sim.fast_trace import issue_trace
 from sim.seq_model import ProgramError, SequencerModel
-from sw.isa import Instruction, SeqOp
+from arch.isa import Instruction, SeqOp
 
 CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3),
@@ -254,7 +254,7 @@ def test_arith_matches_golden_and_pe_model(fmt):
 def _words_of(trace, seq, cfg):
     """Issued micro-op words rebuilt from a trace (pc, AGU values); the trace's bubbles
     after a JUMP (pc ``ucode_depth``, ``cfg.jump_delay`` of them) are left out."""
-    from sw.isa import AGU_FIELDS, uop_offset_fields
+    from arch.isa import AGU_FIELDS, uop_offset_fields
 
     am = (1 << cfg.addr_bits) - 1
     offs = uop_offset_fields(cfg)
@@ -460,7 +460,7 @@ def test_verify_mode_and_long_loops():
 def _kernel_session(cfg, rng, shape=(9, 7, 5)):
     """Load phase, one phase per kernel / collective, unload phase; with the golden
     expectation of each unloaded region."""
-    from noc.collectives import Region, emit_broadcast, emit_reduce, emit_transpose
+    from sw.collectives import Region, emit_broadcast, emit_reduce, emit_transpose
     from sw import golden
     from sw.asm import Builder
     from sw.kernels import (Scalar, emit_axpy, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
@@ -577,7 +577,7 @@ def test_big_gemv_fast_vs_golden():
     """A 256 x 256 GEMV on a 4 x 4 core (the benchmark program), loaded directly into
     the PE memories: golden result, cycle count of the kernel's cost formula, all on
     the loop-level engine; the core model agrees on a 64 x 64 one."""
-    from noc.collectives import Region
+    from sw.collectives import Region
     from sw import golden
     from sw.asm import Builder
     from sw.kernels import emit_gemv, gemv_cost
@@ -638,7 +638,7 @@ RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
 
 
 def _rtl_phases(cfg, seed):
-    from noc.collectives import Region
+    from sw.collectives import Region
     from sw.asm import Builder
     from sw.kernels import emit_gemv
     from sw.transfer import emit_load, emit_unload, load_beats_for
@@ -713,7 +713,7 @@ def test_core_run_fast_backend():
 def test_cli_run(tmp_path, capsys):
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     src = tmp_path / "p.s"
     src.write_text("""

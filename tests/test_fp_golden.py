@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from fp_vectors import (classify, gen_operands, new_seed, read_testfloat, sample_path,
                         softfloat_reference, special_values, write_testfloat)
 from pe import fp_golden as G
-from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FORMATS, FPFormat
+from arch.fpformat import BFLOAT16, BINARY16, BINARY32, FORMATS, FPFormat
 
 FMTS = [BINARY16, BFLOAT16, BINARY32]
 FMT_IDS = [f.name for f in FMTS]

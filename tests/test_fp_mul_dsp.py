@@ -28,7 +28,7 @@ from amaranth.lib.wiring import In, Out
 from conftest import SIM_PARAMS, require_sim
 from fp_vectors import gen_operands, new_seed, save_vectors
 from pe.fp_mul import FPMul, mul_dsp
-from pe.fpformat import BFLOAT16, BINARY16, BINARY32, get_format
+from arch.fpformat import BFLOAT16, BINARY16, BINARY32, get_format
 from sim.harness import MODELS, run_cocotb
 
 #: (tag, format, latency) of the pairs in the one design
@@ -112,7 +112,7 @@ def test_core_dsps_hold_the_multiplier_registers():
     PEs' own is checked by simulation: test_core's freeze test with ``board``.)"""
     from amaranth.back import rtlil
 
-    from rtl.config import PRESETS
+    from arch.config import PRESETS
     from rtl.core import Core
     from rtl.fpga import get_platform
 

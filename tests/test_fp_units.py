@@ -40,7 +40,7 @@ from conftest import SIM_PARAMS, require_sim
 from fp_vectors import gen_operands, new_seed, read_testfloat, sample_path, save_vectors
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
-from pe.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
+from arch.fpformat import BFLOAT16, BINARY16, BINARY32, FPFormat, get_format
 from sim.harness import run_cocotb
 
 FORMATS = ("binary16", "bfloat16", "binary32")

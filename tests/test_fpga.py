@@ -11,15 +11,16 @@ import sys
 import pytest
 
 from conftest import require_sim
-from pe.microop import MicroOp, Src
-from rtl.config import PRESETS, ArchConfig, config_from_arg
+from arch.microop import MicroOp, Src
+from arch.config import PRESETS, ArchConfig, config_from_arg
 from rtl.fpga import (DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report, parse_critical_paths,
                       short_cell)
 from rtl.uart_bridge import decode_frames, encode_frame, frame_bytes
 from sim.core_model import CoreModel
-from sim.harness import BUILD, atomic_write, run_cocotb
+from arch.files import atomic_write
+from sim.harness import BUILD, run_cocotb
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
-from sw.isa import HostDir, Instruction, SeqOp
+from arch.isa import HostDir, Instruction, SeqOp
 
 UART_CFG = ArchConfig(nr=2, mem_a_words=16, mem_b_words=16, ucode_depth=64)
 
@@ -116,8 +117,8 @@ def test_sequencer_load_enables_on_global_networks(dist):
     """On an ECP5 board, with the fetch stage (``dist``), the sequencer's head and go load
     enables each come from one gate (``head_en0`` / ``go_en0``) through a DCCA, a global
     network beside the reset's, instead of a copy per chunk; nothing else is on a global
-    network. The PE freeze is not (session 40 had it on one; the copies gave the better
-    clock over seeds): every PE's enable is its distribution copy's freeze flip-flop with
+    network. The PE freeze is not (its per-PE copies give the better clock over seeds than
+    a global network): every PE's enable is its distribution copy's freeze flip-flop with
     the distribution stage, else ``pe_en``. Without a platform (simulation) there is no
     DCCA and the sequencer's copies are there."""
     import re
@@ -125,7 +126,7 @@ def test_sequencer_load_enables_on_global_networks(dist):
     from rtl.board import BoardTop
     from rtl.fpga import get_platform
     from rtl.tops import build_top
-    from sim.harness import write_verilog
+    from rtl.verilog import write_verilog
 
     cfg = ArchConfig(nr=2, mem_a_words=16, mem_b_words=16, ucode_depth=64, exec_stage=dist,
                      dist_stage=dist, fan_stage=dist, fetch_stage=dist)
@@ -313,7 +314,7 @@ def test_keep_pe_ffs_names_the_distribution_tree():
 def test_move_unit_copies_stay_apart():
     """With the receive stage the move unit's loop reads private copies of registers the
     rest of the PE shares (the receive registers, the adder's output register, mv_val:
-    docs/fpga-timing.md, session 43). Each copy and its original are flip-flops of the
+    docs/fpga.md, "Timing"). Each copy and its original are flip-flops of the
     PE's own module, so the build's keep (:func:`rtl.fpga.keep_pe_ffs`) holds them apart
     through flattening and merging: two flip-flops per pair after Yosys's ``opt``. (A
     copy of the adder's own register was merged into it: the FP units' flip-flops are not
@@ -350,8 +351,8 @@ def test_move_unit_copies_stay_apart():
 def test_pe_freeze_not_in_bank_m_write_enable(preset, m_free):
     """:meth:`pe.pe.PE.frozen`: with the execute stage the freeze is not in the cone of
     the register file's bank-M write enable (only the ``mvq_go`` flip-flop is: no gate
-    from the PE's ~1,800-load freeze net into the LUT RAMs' ``WRE``, docs/fpga-timing.md,
-    session 44); bank F's write enable, and bank M's without the execute stage, are
+    from the PE's ~1,800-load freeze net into the LUT RAMs' ``WRE``, docs/fpga.md,
+    "Timing"); bank F's write enable, and bank M's without the execute stage, are
     frozen. (That the early bank-M write changes no value is checked by
     ``tests/test_core.py::test_core_freeze_holds_units_in_flight``.)"""
     import subprocess
@@ -444,7 +445,7 @@ def test_endpoint_report_groups_late_endpoints(tmp_path, capsys):
     """`caterpillar timing`: every clocked endpoint of nextpnr's detailed report with its
     worst arrival, grouped by unit with the PE indices folded, late ones counted against
     the requested clock; a report without per-endpoint timing is a clear error."""
-    from rtl.cli import main
+    from cli.main import main
     from rtl.endpoints import endpoint_arrivals, endpoint_groups, unit_of
 
     arr = sorted(endpoint_arrivals(_DETAILED_REPORT))
@@ -487,7 +488,7 @@ def test_synth_fit_error_from_cli(tmp_path, capsys, monkeypatch):
     """A real (tiny) PE synthesis checked against a made-up part too small for it: exit 1,
     an error naming each overflowing resource and by how much; the JSON is still
     written, with fits = false."""
-    from rtl.cli import main
+    from cli.main import main
 
     monkeypatch.setitem(DEVICES, "TEST-1K", {"family": "ecp5", "LUT4": 1000, "FF": 100000, "DP16KD": 1,
                                              "MULT18X18D": 8})
@@ -508,7 +509,7 @@ def test_synth_pe_smoke(tmp_path):
     """A small PE synthesizes for ECP5 (about 20 s) and fits the smallest ECP5: block RAM
     for the SRAMs, one DSP, the register file in LUT RAM (2 banks x 9 read ports x 4
     DPR16X4 for 16-bit words)."""
-    from rtl.cli import main
+    from cli.main import main
 
     out = tmp_path / "pe.json"
     cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512}'
@@ -537,10 +538,10 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     import subprocess
     from pathlib import Path
 
-    from rtl.cli import main
+    from cli.main import main
     from rtl.synth import collision_free_prepare, find_yosys, synthesize
     from rtl.tops import build_top
-    from sim.harness import write_verilog
+    from rtl.verilog import write_verilog
 
     out = tmp_path / "pe.json"
     cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512, "exec_stage": true}'
@@ -579,7 +580,7 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
 def test_synth_core_smoke(tmp_path):
     """A small 2 x 2 core synthesizes for ECP5 and fits the 85F: block RAM for the SRAMs
     and microcode, one DSP per PE, the register files in LUT RAM (about 6 minutes)."""
-    from rtl.cli import main
+    from cli.main import main
 
     out = tmp_path / "core.json"
     cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512, "ucode_depth": 256}'
@@ -605,7 +606,7 @@ def test_missing_tool_is_a_clear_error(monkeypatch, tmp_path):
 
 
 def test_cli_build_reports_missing_tool(monkeypatch, tmp_path, capsys):
-    from rtl.cli import main
+    from cli.main import main
 
     monkeypatch.setenv("YOSYS", str(tmp_path / "nope"))
     assert main(["build", "--board", "ulx3s-85f", "--config", "tiny", "--out", str(tmp_path / "b")]) == 1
@@ -617,7 +618,7 @@ def test_synthesis_commands_and_the_no_dff_flag(monkeypatch, capsys):
     Yosys 0.70's synth_ecp5 always maps with ABC9 and silently ignores -noabc9, so no
     command may pretend to choose another mapper. --noabc9 is the flag's old name."""
     import rtl.fpga
-    from rtl.cli import main
+    from cli.main import main
     from rtl.synth import _script
 
     assert "synth_ecp5 -dff -top pe;" in _script("ecp5", "pe", "pe.v", "s.json")
@@ -645,7 +646,7 @@ def test_build_no_widelut_maps_to_lut4_only(tmp_path, monkeypatch, capsys):
     netlist has no slice muxes (PFUMX, L6MUX21), which the default mapping of the same PE
     uses, and the summary says so (a real synthesis of a small PE, about 20 s)."""
     import rtl.fpga
-    from rtl.cli import main
+    from cli.main import main
     from rtl.fpga import build
 
     seen = []
@@ -685,7 +686,7 @@ def test_tool_versions_name_packages_and_tools():
 
 
 def test_cli_build_unknown_board(capsys):
-    from rtl.cli import main
+    from cli.main import main
 
     assert main(["build", "--board", "no-such-board"]) == 1
     assert "unknown board 'no-such-board'" in capsys.readouterr().err
@@ -743,7 +744,7 @@ def test_nextpnr_extra_options():
 
 
 def test_cli_build_refuses_own_nextpnr_option(capsys, tmp_path):
-    from rtl.cli import main
+    from cli.main import main
 
     out = tmp_path / "b"
     assert main(["build", "--config", "tiny", "--out", str(out), "--nextpnr-opt=--freq",
@@ -875,7 +876,7 @@ def test_pnr_reroutes_a_build(tmp_path, capsys):
     the PLL makes (nextpnr reports against it; the netlist and the source directory are
     unchanged); a bitstream and the summary with where it came from. Bad sources and
     arguments are refused before any work."""
-    from rtl.cli import main
+    from cli.main import main
     from rtl.fpga import reroute
 
     src, s0 = _pll_counter_build(tmp_path)
@@ -920,7 +921,7 @@ def test_tool_timeout(tmp_path, monkeypatch, capsys):
     before any work, and a tool that runs past it is stopped with a BuildError naming the
     limit and the log (router2 under --tmg-ripup may not stop by itself)."""
     import rtl.fpga
-    from rtl.cli import main
+    from cli.main import main
     from rtl.fpga import BuildError, _run
 
     seen = []
@@ -1208,7 +1209,7 @@ def test_fpga_levels_lone_pe_move_unit_depth(tmp_path):
     """``benchmarks/fpga_levels --pe``: a lone preset PE synthesized as the build does
     (its flip-flops kept apart, so the move unit's private copies stay). The move unit's
     result (``mv_val`` and its loop copy ``mv_val_loop``) is at most 6 routed connections
-    deep: its operands' classes come from flip-flops (docs/fpga-timing.md, session 48;
+    deep: its operands' classes come from flip-flops (docs/fpga.md, "Timing"; it would be
     8 with the classes reduced after the operand's select)."""
     from benchmarks.fpga_levels import load_module, path_depths, pe_netlist, report
     from rtl.endpoints import unit_of

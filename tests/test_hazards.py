@@ -30,7 +30,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from rtl.config import ArchConfig  # noqa: E402
+from arch.config import ArchConfig  # noqa: E402
 from sim.core_model import CoreModel  # noqa: E402
 from sim.hazards import Hazard, HazardError, check_program, find_hazards, main, pe_timing, summarize  # noqa: E402
 from sw.asm import Builder, assemble  # noqa: E402
@@ -418,7 +418,7 @@ def run_exec_stage(cfg=AUDIT_CFG, seed=0, *, compile_for="default"):
     ``cfg`` (``compile_for="default"``: the default-timing schedules unchanged) or for
     the execute-stage configuration itself (``"exec"``):
     ``[(case, words, hazards, error or None)]``."""
-    from sw.kernels import run_kernel
+    from sim.core_run import run_kernel
     cx = cfg.replace(exec_stage=True)
     ccfg = cx if compile_for == "exec" else cfg
     out = []
@@ -489,7 +489,8 @@ def test_training_programs_hazard_free_fpga_timing(trainer, loss, rx):
     stages: drivers see a move two micro-ops later; with the receive stage three, and an
     SRAM read a write three later) has no stale read, whether or not the stale value would
     have differed (the training tests compare values)."""
-    from sw.train import MLP, CoreSession, compile_sgd, init_weights
+    from sw.train import MLP, compile_sgd, init_weights
+    from sim.sessions import CoreSession
     from sw.train_mb import compile_mbgd
 
     cfg = ArchConfig(nr=2, mem_a_words=1024, mem_b_words=1024, exec_stage=True, bus_stage=True, dist_stage=True,

@@ -19,10 +19,11 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from pe.microop import SEG_BITS, ArOp, Gate, PredMode, uop_fields, uop_layout
+from arch.microop import SEG_BITS, ArOp, Gate, PredMode, uop_fields
+from pe.layouts import uop_layout
 from pe.pe import AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, issue_decode
 from pe.pe_model import PEModel, decode_uop
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 
 
 def _model_decode(pe: PEModel, word: int) -> dict:

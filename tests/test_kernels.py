@@ -1,4 +1,4 @@
-"""MLP kernels (sw/kernels.py) against their golden models (sw/golden.py), bit for bit.
+"""MLP kernels (sw/kernels/) against their golden models (sw/golden.py), bit for bit.
 
 Every kernel runs as its own phase between a load phase and an unload phase
 (:func:`sw.kernels.run_kernel`): on the cycle-accurate CoreModel for many shapes
@@ -16,14 +16,13 @@ import numpy as np
 import pytest
 
 from conftest import require_sim, sim_matrix
-from noc.collectives import (CollectiveError, Frag, Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast,
+from sw.collectives import (CollectiveError, Frag, Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast,
                              emit_reduce, emit_transpose)
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sw import golden
 from sw.asm import Builder
-from sw.kernels import (KernelError, Scalar, elementwise_cost, emit_axpy, emit_gemm, emit_gemv, emit_gemv_t_rank1,
-                        emit_rank1, emit_relu, emit_relu_mask, emit_scale, gemm_cost, gemv_cost, gemv_t_rank1_cost,
-                        rank1_cost, run_kernel)
+from sw.kernels import (KernelError, Scalar, elementwise_cost, emit_axpy, emit_gemm, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask, emit_scale, gemm_cost, gemv_cost, gemv_t_rank1_cost, rank1_cost)
+from sim.core_run import run_kernel
 from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
 from test_collectives import rand_bits
 

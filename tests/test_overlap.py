@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from conftest import require_sim
-from noc.collectives import Region
-from rtl.config import ArchConfig
+from sw.collectives import Region
+from arch.config import ArchConfig
 from sw import golden
-from sw.kernels import KernelError, Scalar, rank1_lines, run_kernel
+from sw.kernels import KernelError, Scalar, rank1_lines
+from sim.core_run import run_kernel
 from sw.layout import local_len, pack_matrix, pack_vector
 from sw.overlap import can_merge, merge_rows, slot_units
 from test_collectives import rand_bits

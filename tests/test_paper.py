@@ -11,8 +11,8 @@ import json
 import pytest
 
 import sim.paper as paper
-from rtl.cli import main
-from rtl.config import PRESETS
+from cli.main import main
+from arch.config import PRESETS
 
 KEYS = {"net", "config", "method", "batch", "paper_gflops_w", "gflops_w", "gflops_w_all", "mac_util", "status"}
 

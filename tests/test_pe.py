@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from conftest import require_sim, sim_matrix
 from sim.harness import run_cocotb
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from pe.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
-from pe.pe_model import EVENT_FIELDS, PEEvents, PEModel
-from rtl.config import ArchConfig
+from arch.microop import ArOp, FmaWb, Gate, MicroOp, MvOp, PredMode, Src
+from arch.counters import EVENT_FIELDS
+from pe.pe_model import PEEvents, PEModel
+from arch.config import ArchConfig
 
 import pe_programs as pp
 

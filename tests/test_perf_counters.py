@@ -20,8 +20,8 @@ import random
 import pytest
 from amaranth.sim import Simulator
 
-from pe.pe import EVENT_LAYOUT
-from rtl.config import ArchConfig
+from pe.layouts import EVENT_LAYOUT
+from arch.config import ArchConfig
 from rtl.perf_counters import SUMMED_EVENTS, PerfCounters, counter_names
 
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from rtl.config import PRESETS, ArchConfig
-from rtl.perf_counters import counter_names
+from arch.config import PRESETS, ArchConfig
+from arch.counters import counter_names
 from sim.power import (COMPARED, DEFAULT_TECH, EVERYTHING, LOGIC_BLOCKS, SRAM_BLOCKS, TechError, area_of_core,
                        load_tech, read_run_record, report_from_counters, run_record)
 
@@ -193,7 +193,7 @@ def test_report_identical_from_rtl_and_fast_model_counters():
     import numpy as np
 
     from conftest import require_sim
-    from noc.collectives import Region
+    from sw.collectives import Region
     from sim.core_run import Phase, run_session
     from sw.asm import Builder
     from sw.kernels import emit_gemv

@@ -1,4 +1,4 @@
-"""Core-level collectives over the ring (noc/ring.py): data against the numpy goldens bit
+"""Core-level collectives over the ring (sw/ring.py): data against the numpy goldens bit
 for bit, the per-cycle chip model against the fast chip model (data, cycles, counters),
 stall-free schedules, costs against the reference design's formulas, and the RTL."""
 
@@ -6,12 +6,13 @@ import numpy as np
 import pytest
 
 from conftest import SIM_PARAMS, require_sim
-from noc.ring import (RingError, all_gather_layout, beats_segment, fill_diag_program, read_diag_program,
-                      segment_beats, emit_all_gather, emit_broadcast, emit_pass_along,
+from sw.ring import (RingError, all_gather_layout, beats_segment, fill_diag_program, read_diag_program,
+                      segment_beats, emit_all_gather, emit_pass_along,
                       emit_reduce_scatter, golden_all_gather, golden_reduce_scatter, reduce_scatter_layout,
                       rs_period)
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sim.chip_model import ChipModel
+from sim.ring_programs import emit_broadcast
 
 SEED = 20261123
 
@@ -153,7 +154,7 @@ def test_collectives_rtl(sim, nr):
     """All-gather, reduce-scatter, then a reduce to core 2, on the 4-core chip RTL: every
     core's beats and counters equal the chip model's; the results read back equal the
     goldens."""
-    from noc.ring import emit_reduce, golden_reduce
+    from sw.ring import emit_reduce, golden_reduce
 
     require_sim(sim)
     from sim.chip_run import ChipPhase, run_chip_session
@@ -198,7 +199,7 @@ def test_collectives_rtl(sim, nr):
 
 @pytest.mark.parametrize("cores,root,m,fmt", [(2, 0, 3, "binary16"), (4, 1, 9, "binary16"), (6, 5, 4, "binary32")])
 def test_reduce(cores, root, m, fmt):
-    from noc.ring import emit_reduce, golden_reduce
+    from sw.ring import emit_reduce, golden_reduce
 
     cfg = chip(cores=cores, fmt=fmt)
     rng = np.random.default_rng(SEED + 31 * m)
@@ -210,7 +211,7 @@ def test_reduce(cores, root, m, fmt):
             assert np.array_equal(diag_read(ch.cores[k], "a", 8, m, cfg.nr), segs[k])
     # pipelined: m + (c - 1) hops of 3 + (L - 1) cycles, plus fixed costs; the same slots
     # on every core (a fragment of a longer program)
-    from noc.ring import reduce_lines, reduce_slots
+    from sw.ring import reduce_lines, reduce_slots
 
     L = cfg.fpu_latency
     assert reduce_slots(cfg, m) == 2 + 3 + (cores - 2) * (L + 2) + m - 1 + L

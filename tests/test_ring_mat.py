@@ -1,4 +1,4 @@
-"""Ring collectives on 2D-layout matrices (noc/ring_mat.py): bit-exact against the goldens
+"""Ring collectives on 2D-layout matrices (sw/ring_mat.py): bit-exact against the goldens
 on both chip engines, stall-free, slot counts equal to the formulas and equal on every
 core, microcode folded into loops, errors; and one RTL session with all three."""
 
@@ -9,12 +9,12 @@ import pytest
 
 from conftest import SIM_PARAMS, require_sim
 from test_train import _seed
-from noc.ring import RingError
-from noc.ring_mat import (MatBlock, golden_mat_all_gather, golden_mat_broadcast, golden_mat_reduce,
+from sw.ring import RingError
+from sw.ring_mat import (MatBlock, golden_mat_all_gather, golden_mat_broadcast, golden_mat_reduce,
                           golden_mat_reduce_scatter, mat_all_gather, mat_all_gather_slots, mat_broadcast,
                           mat_broadcast_slots, mat_reduce, mat_reduce_scatter, mat_reduce_scatter_slots,
                           mat_reduce_slots)
-from rtl.config import PRESETS, ArchConfig
+from arch.config import PRESETS, ArchConfig
 from sim.chip_model import ChipModel
 from sim.seq_model import SequencerModel
 from sw.asm import Builder, assemble

@@ -4,10 +4,10 @@ import itertools
 
 import pytest
 
-from pe.microop import MicroOp
-from rtl.config import ArchConfig
+from arch.microop import MicroOp
+from arch.config import ArchConfig
 from sim.seq_model import ProgramError, RunawayError, SequencerModel
-from sw.isa import Instruction, SeqOp
+from arch.isa import Instruction, SeqOp
 
 CFG = ArchConfig()
 SMALL = ArchConfig(n_loops=3, n_agus=2, ucode_depth=16, mem_a_words=256, mem_b_words=256)

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 
 from conftest import REPLAY_SIM_PARAMS, require_sim
-from noc.collectives import Frag, Region
-from rtl.config import ArchConfig
-from sw.kernels import KernelError, run_kernel
+from sw.collectives import Frag, Region
+from arch.config import ArchConfig
+from sw.kernels import KernelError
+from sim.core_run import run_kernel
 from sw.layout import pack_vector
 from sw.mlp import MLP
 from sw.softmax import (emit_softmax_grad, golden_exp, golden_softmax_grad, softmax_pen, softmax_plan,

@@ -10,15 +10,15 @@ import pytest
 
 from conftest import SIM_PARAMS, require_sim
 from fast_programs import preload, random_case
-from rtl.config import PRESETS, ArchConfig, ConfigError
-from rtl.perf_counters import counter_names
+from arch.config import PRESETS, ArchConfig, ConfigError
+from arch.counters import counter_names
 from sim.core_model import CoreModel
 from sim.core_run import Phase, run_session
 from sim.fast_model import FastModel, core_state
 from sim.power import DEFAULT_TECH, area_of_core, report_from_counters
 from sim.seq_model import SpadPointers, Issued, spad_pointer_trace
 from sw.asm import AsmError, Builder, assemble, disassemble, sin, sout
-from sw.isa import SeqOp, instr_layout
+from arch.isa import SeqOp, instr_layout
 from sw.transfer import decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_beats_for
 
 TINY = PRESETS["tiny"]                     # nr=2 binary16, 2 KiB scratchpad = 512 beats

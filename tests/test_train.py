@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 
 from conftest import REPLAY_SIM_PARAMS, require_sim
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sw.golden_train import Float64SGD, GoldenSGD
 from sw.mlp import MLP, MLPError
-from sw.train import (CoreSession, TrainCompileError, backward_costs, backward_plan, compile_sgd, init_weights,
-                      kernel_gap)
+from sw.train import TrainCompileError, backward_costs, backward_plan, compile_sgd, init_weights, kernel_gap
+from sim.sessions import CoreSession
 
 
 def _seed():
@@ -313,9 +313,10 @@ def test_no_gap_after_fused_weight_update(nr):
     bank are right (golden, no write conflict), on the core model; the same ReLU right
     after a rank-1 update, with no NOP, loses stores to the update's write-backs."""
     from sw import golden
-    from sw.kernels import Scalar, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, run_kernel
+    from sw.kernels import Scalar, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu
+    from sim.core_run import run_kernel
     from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
-    from noc.collectives import Region
+    from sw.collectives import Region
 
     seed = _seed()
     rng = np.random.default_rng(seed)
@@ -360,7 +361,7 @@ def test_no_gap_after_fused_weight_update(nr):
 
 
 def test_cycle_formula_is_the_sum_of_kernel_costs():
-    from noc.collectives import Frag, Region
+    from sw.collectives import Frag, Region
     from sw.softmax import emit_softmax_grad
     from sw.kernels import elementwise_cost, gemv_cost, gemv_t_rank1_cost, rank1_cost
 
@@ -548,7 +549,7 @@ def test_cli_train(tmp_path):
     JSON and PNG written, the step figures equal the compiler's prediction."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js, png = tmp_path / "t.json", tmp_path / "t.png"
     rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "2", "--lr", "0.1",

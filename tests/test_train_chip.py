@@ -13,12 +13,13 @@ from conftest import REPLAY_SIM_PARAMS, require_sim
 from test_ring import diag_read, diag_write
 from test_train import _eq_weights as _eq
 from test_train import _sample, _seed
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sw.golden_train import Float64SGD
 from sw.golden_train_chip import GoldenChipSGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, backward_plan, init_weights
-from sw.train_chip import ChipSession, chip_shapes, column_order, compile_chip_sgd, panel_rows
+from sw.train_chip import chip_shapes, column_order, compile_chip_sgd, panel_rows
+from sim.sessions import ChipSession
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 
@@ -218,7 +219,7 @@ def test_chip_sgd_errors():
 @pytest.mark.parametrize("cfg,s", [(TINY, 1), (TINY, 4), (SMALL, 2), (SMALL, 5), (SMALL, 7), (SMALL, 16),
                                    (replace(SMALL, cores=6), 3), (replace(TINY, n_regs=4), 5)])
 def test_reduce_scatter_vec(cfg, s, engine):
-    from noc.ring import reduce_scatter_vec_lines, reduce_scatter_vec_slots, ring_text
+    from sw.ring import reduce_scatter_vec_lines, reduce_scatter_vec_slots, ring_text
     from pe.fp_golden import mac_bits
     from sim.chip_model import ChipModel
     from sw.asm import assemble
@@ -432,7 +433,7 @@ def test_cli_train_chip(tmp_path, out_map):
     cores: golden-checked steps, the step figures equal the chip compiler's prediction."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js = tmp_path / "t.json"
     rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "1", "--lr", "0.1",
@@ -459,7 +460,7 @@ def test_cli_train_chip_no_overlap(tmp_path, capsys):
     has no meaning."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js = tmp_path / "t.json"
     args = ["train", "--data", "synthetic", "--hidden", "9,5", "--epochs", "1", "--lr", "0.1", "--config",
@@ -514,7 +515,7 @@ def test_cli_train_chip_sgd_with_panels_in_the_scratchpad(tmp_path, capsys):
     the scratchpad region."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js = tmp_path / "t.json"
     cfg = '{"preset": "chip-small", "mem_a_words": 128, "mem_b_words": 128, "spad_kib": 4}'

@@ -16,12 +16,12 @@ from test_train import _eq_weights as _eq
 from test_train_chip import check_engines_agree, check_spad_errors, check_spad_traffic
 from test_train_chip import run_and_check as chip_run_and_check
 from test_train import _seed
-from rtl.config import PRESETS
+from arch.config import PRESETS
 from sw.golden_train_chip_mb import GoldenChipMBGD
 from sw.golden_train_mb import Float64MBGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, init_weights
-from sw.train_chip import ChipSession
+from sim.sessions import ChipSession
 from sw.train_chip_mb import compile_chip_mbgd
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
@@ -265,7 +265,7 @@ def test_cli_train_minibatch(tmp_path, config, out_map):
     equal the compiler's."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
     from sw.train_mb import compile_mbgd
 
     js, png = tmp_path / "t.json", tmp_path / "t.png"
@@ -288,7 +288,7 @@ def test_cli_train_minibatch_with_panels_in_the_scratchpad(tmp_path, capsys):
     are golden-checked, the description names the scratchpad region."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js = tmp_path / "t.json"
     cfg = '{"preset": "chip-small", "mem_a_words": 128, "mem_b_words": 128, "spad_kib": 4}'

@@ -1,4 +1,4 @@
-"""Continuous propagation across cores (sw/train_cp.py, noc/chain.py): the pipeline
+"""Continuous propagation across cores (sw/train_cp.py, sw/chain.py): the pipeline
 bit for bit against its golden model (sw/golden_train_cp.py) on both chip engines and
 the RTL, through filling, steady state and draining; cycles as predicted; learning;
 errors."""
@@ -14,15 +14,15 @@ from conftest import require_sim
 from test_train_chip import check_spad_errors
 from test_train import _eq_weights as _eq
 from test_train import _seed
-from noc.chain import Hop, Stream, schedule
-from noc.ring import RingError
-from rtl.config import ArchConfig, PRESETS
+from sw.chain import Hop, Stream, schedule
+from sw.ring import RingError
+from arch.config import ArchConfig, PRESETS
 from sw.golden_train import Float64SGD
 from sw.golden_train_cp import GoldenChipCP
 from sw.golden_train_cp_mb import GoldenChipMBCP
 from sw.mlp import MLP
 from sw.train import TrainCompileError, init_weights
-from sw.train_chip import ChipSession
+from sim.sessions import ChipSession
 from sw.train_cp import compile_chip_cp, cp_groups
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
@@ -387,7 +387,7 @@ def test_cli_train_cp(tmp_path):
     configuration and a fused minibatch step; minibatch CP with the host's softmax."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js = tmp_path / "cp.json"
     rc = main(["train", "--data", "synthetic", "--hidden", "6", "--epochs", "2", "--lr", "0.1", "--method", "cp",
@@ -420,7 +420,7 @@ def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
     the scratchpad."""
     import json
 
-    from rtl.cli import main
+    from cli.main import main
 
     js = tmp_path / "t.json"
     cfg = '{"preset": "chip-small", "mem_a_words": 128, "mem_b_words": 128, "spad_kib": 4}'

@@ -1,5 +1,5 @@
 """Minibatch continuous propagation (sw/train_cp_mb.py, the matrix chains of
-noc/chain.py): the pipeline bit for bit against its golden model
+sw/chain.py): the pipeline bit for bit against its golden model
 (sw/golden_train_cp_mb.py) on both chip engines and the RTL, through filling, steady
 state and draining; cycles as predicted; learning; errors."""
 
@@ -13,12 +13,12 @@ import pytest
 from conftest import require_sim
 from test_train import _seed
 from test_train_cp import CHIP4, rtl_replay, run_cp
-from noc.chain import Hop, Stream, schedule
-from noc.ring import RingError
-from rtl.config import ArchConfig, PRESETS
+from sw.chain import Hop, Stream, schedule
+from sw.ring import RingError
+from arch.config import ArchConfig, PRESETS
 from sw.mlp import MLP
 from sw.train import TrainCompileError, init_weights
-from sw.train_chip import ChipSession
+from sim.sessions import ChipSession
 from sw.train_cp import compile_chip_cp
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]

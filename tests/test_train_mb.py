@@ -17,11 +17,12 @@ import numpy as np
 import pytest
 
 from conftest import REPLAY_SIM_PARAMS, require_sim
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sw.golden_train_mb import Float64MBGD, GoldenMBGD
 from sw.kernels import gemm_cost
 from sw.mlp import MLP
-from sw.train import CoreSession, TrainCompileError, init_weights
+from sw.train import TrainCompileError, init_weights
+from sim.sessions import CoreSession
 from sw.train_mb import compile_mbgd, load_cost, unload_cost
 
 RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
@@ -208,7 +209,7 @@ def test_gaps_are_needed():
 def test_cycle_formula():
     """RUN cycles of a 64-64-10 MSE step at b = 16 on a 4x4 core are the sum of the
     kernels' exact costs, the loads/unloads, the gaps and the HALT/drain."""
-    from noc.collectives import cost_transpose
+    from sw.collectives import cost_transpose
     from sw.kernels import elementwise_cost
 
     cfg = ArchConfig()

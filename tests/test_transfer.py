@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from rtl.config import ArchConfig
+from arch.config import ArchConfig
 from sim.core_run import run_job
 from sw.asm import Builder
 from sw.layout import pack_matrix, pack_vector, unpack_matrix, unpack_vector

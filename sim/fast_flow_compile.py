@@ -1,0 +1,295 @@
+"""The loop-level dataflow compiler: :class:`Compiler` (:mod:`sim.fast_flow` describes
+the steps).
+
+The compiler proper holds the address-register trajectories of the region, the order
+of the steps and the exit state; the value nodes (:mod:`sim.fast_flow_nodes`), the
+resolution of reads and dependency levels (:mod:`sim.fast_flow_resolve`) and the rows
+and batches of the plan (:mod:`sim.fast_flow_batches`) are its parts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from arch.microop import ArOp
+from arch.isa import HostDir
+from sim.fast_common import SRC_NZERO, SRC_ONE, SRC_ZERO
+from sim.fast_flow_batches import Batcher
+from sim.fast_flow_graph import Instr, Read, Ref, to2d, uniq
+from sim.fast_flow_nodes import NodeBuilder
+from sim.fast_flow_plan import Plan, plan_nbytes
+from sim.fast_flow_resolve import Resolver
+
+__all__ = ["Compiler"]
+
+
+class Compiler(NodeBuilder, Resolver, Batcher):
+    """Compiles cycles ``[x, y)`` of a run, entered with state ``st``, into a :class:`Plan`
+    (raises :class:`FlowFail` for regions with non-chain dependency cycles)."""
+
+    def __init__(self, model, allpcs, offs, lane_of, x, y):
+        self.m = model
+        cfg = model.cfg
+        self.cfg = cfg
+        self.st = model.state
+        self.geo = model.geo
+        self.nr = cfg.nr
+        self.P = cfg.nr * cfg.nr
+        self.pidx = np.arange(self.P)
+        self.ut = cfg.fmt.np_uint
+        self.n_regs = cfg.n_regs
+        self.n_ar = cfg.n_ar
+        self.mul = cfg.mul_latency
+        self.add = cfg.add_latency
+        self.lat = cfg.mul_latency + cfg.add_latency   # operand stage -> write-back
+        self.amask = (1 << cfg.addr_bits) - 1
+        self.n = y - x
+        self.x = x
+        self.allpcs, self.offs, self.lane_of = allpcs, offs, lane_of
+        fmt = cfg.fmt
+        self.cvals = {SRC_ZERO: 0, SRC_NZERO: fmt.neg_zero, SRC_ONE: fmt.one}
+
+    # -- address registers ------------------------------------------------------------------
+    def _ar_trajectory(self, tmpls, inv):
+        """AR values before each step and after the last: n_ar arrays [n+1, Q]; final
+        strides [P, n_ar]."""
+        st = self.st
+        n = self.n
+        am = self.amask
+        pred_tab = np.array([u.pred for u in tmpls], bool)             # [U, P]
+        pred_all = np.array([u.pred_all for u in tmpls], bool)
+        op = np.array([u.ar_op for u in tmpls], np.int64)
+        idx = np.array([u.ar_idx for u in tmpls], np.int64)
+        imm = np.array([u.ar_imm for u in tmpls], np.int64)
+        out = []
+        final_stride = st.stride.copy()
+        steps = np.arange(n)
+        pred_any = pred_tab.any(axis=1)
+        for i in range(self.n_ar):
+            inc = np.array([bool((u.ra_inc and u.ra_ar == i) or (u.rb_inc and u.rb_ar == i)
+                                 or (u.wa_inc and u.wa_ar == i) or (u.wb_inc and u.wb_ar == i))
+                            for u in tmpls], bool)
+            is_set = (op == ArOp.SET) & (idx == i)
+            is_add = (op == ArOp.ADD) & (idx == i)
+            is_str = (op == ArOp.STRIDE) & (idx == i)
+            touch = (is_set | is_add | is_str | inc) & pred_any
+            ar0, s0 = st.ar[:, i], st.stride[:, i]
+            ar_u = bool((ar0 == ar0[0]).all())
+            if not touch[inv].any():
+                out.append(np.broadcast_to(ar0[:1], (n + 1, 1)) if ar_u else np.broadcast_to(ar0, (n + 1, self.P)))
+                continue
+            uniform = bool(pred_all[touch].all()) and ar_u and bool((s0 == s0[0]).all())
+            Q = 1 if uniform else self.P
+            pr = pred_all[inv][:, None] if uniform else pred_tab[inv]       # [n, Q]
+            a0 = ar0[:1] if uniform else ar0
+            st0 = s0[:1] if uniform else s0
+            s_set = is_str[inv][:, None] & pr
+            if s_set.any():
+                li = np.where(s_set, steps[:, None], -1)
+                li = np.maximum.accumulate(li, axis=0)
+                lt = np.empty_like(li)
+                lt[0] = -1
+                lt[1:] = li[:-1]
+                sval = imm[inv] & am
+                stride_b = np.where(lt >= 0, sval[np.maximum(lt, 0)], st0[None, :])
+                fin = li[-1]
+                final_stride[:, i] = np.where(fin >= 0, sval[np.maximum(fin, 0)], st0) if Q > 1 else \
+                    (sval[fin[0]] if fin[0] >= 0 else st0[0])
+            else:
+                stride_b = np.broadcast_to(st0[None, :], (n, Q))
+            d = np.where(is_add[inv], imm[inv], 0)[:, None] + np.where(inc[inv][:, None], stride_b, 0)
+            d = np.where(pr, d, 0)
+            setm = is_set[inv][:, None] & pr
+            C = np.zeros((n + 1, Q), np.int64)
+            np.cumsum(d, axis=0, out=C[1:])
+            if setm.any():
+                li = np.where(setm, steps[:, None], -1)
+                li = np.maximum.accumulate(li, axis=0)
+                lt = np.empty((n + 1, Q), np.int64)
+                lt[0] = -1
+                lt[1:] = li
+                setv = imm[inv] & am
+                lc = np.maximum(lt, 0)
+                base = np.where(lt >= 0, setv[lc] - np.take_along_axis(C, lc + 1, axis=0), a0[None, :])
+                traj = (base + C) & am
+            else:
+                traj = (a0[None, :] + C) & am
+            out.append(traj)
+        return out, final_stride
+
+    # -- compile ---------------------------------------------------------------------------
+    def compile(self) -> Plan:
+        st = self.st
+        n = self.n
+        x = self.x
+        tm = self.m._pc_tables()[0]
+        pcs = self.allpcs[x:x + n]
+        upcs, inv = np.unique(pcs, return_inverse=True)
+        inv = inv.reshape(-1)
+        tmpls = [tm[p] for p in upcs]
+        ars, final_stride = self._ar_trajectory(tmpls, inv)
+        offs = self.offs[x:x + n]
+        am = self.amask
+        ma, mb = self.cfg.mem_a_words - 1, self.cfg.mem_b_words - 1
+
+        def field_addr(arfield, col, dmask):
+            ar_idx = np.array([getattr(u, arfield) for u in tmpls], np.int64)[inv]
+            used = uniq(ar_idx)
+            Q = max((ars[i].shape[1] if i < self.n_ar else 1) for i in used)
+            res = np.empty((n, Q), np.int64)
+            for i in used:
+                if len(used) == 1:
+                    arr = ars[i][:n] if i < self.n_ar else np.zeros((n, 1), np.int64)
+                    res[:] = (arr + offs[:, col][:, None]) & am & dmask
+                    break
+                sel = ar_idx == i
+                arr = ars[i][:n][sel] if i < self.n_ar else np.zeros((int(sel.sum()), 1), np.int64)
+                res[sel] = (arr + offs[sel, col][:, None]) & am & dmask
+            return res
+
+        specs = (("ra_ar", 0, ma), ("rb_ar", 1, mb), ("wa_ar", 2, ma), ("wb_ar", 3, mb))
+        cache = {}
+
+        def addr_of(f):
+            if f not in cache:
+                cache[f] = field_addr(*specs[f])
+            return cache[f]
+
+        self.addr_of = addr_of
+        order = np.argsort(inv, kind="stable")
+        counts = np.bincount(inv, minlength=len(upcs))
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        instrs = []
+        last = None
+        for ui, u in enumerate(tmpls):
+            t = order[starts[ui]:starts[ui + 1]]
+            I = Instr(u, t, None)
+            I.pred, I.hin, I.hout, I.hlast = u.pred, u.hin, u.hout, u.hlast
+            if t[-1] == n - 1:
+                last = I
+            if not u.nop:
+                instrs.append(I)
+        s1 = Instr(st.s1, np.array([-1]), tuple(a.reshape(1, -1) for a in st.s1_addr), virtual=True)
+        s1.pred, s1.hin, s1.hout, s1.hlast = st.s1_pred, st.op_hin, st.op_hout, st.op_hlast
+        plan = Plan()
+        plan.P, plan.ut, plan.nr, plan.n, plan.w = self.P, self.ut, self.nr, n, self.cfg.fmt.width
+        plan.n_regs = self.n_regs
+        plan.pidx = self.pidx
+        ar = np.empty_like(st.ar)
+        for i, a in enumerate(ars):
+            ar[:, i] = a[n]
+        plan.final_ar, plan.final_stride = ar, final_stride
+        plan.s1_tmpl = last.u
+        plan.s1_addr = tuple(np.array(np.broadcast_to(addr_of(f)[n - 1], (self.P,))) for f in range(4))
+        self.instrs, self.s1 = instrs, s1
+        self.plan = plan
+        self._nodes()
+        self._resolve()
+        self._levels()
+        self._allocate()
+        self._batches()
+        self._exit()
+        plan.nbytes = plan_nbytes((plan.batches, plan.final_rf, plan.final_rd, plan.final_mem, plan.exit_mp,
+                               plan.exit_ap, plan.hout, plan.host)) + plan.rows * self.P * self.ut.itemsize
+        return plan
+
+    def _addr(self, I, f):
+        """SRAM addresses of field f (0 ra, 1 rb, 2 wa, 3 wb) of every occurrence of I: [k, Q]."""
+        if I.virtual:
+            return I.addr[f]
+        return self.addr_of(f)[I.t]
+
+    # -- exit state ------------------------------------------------------------------------------------
+    def _exit(self):
+        plan = self.plan
+        n, P = self.n, self.P
+        mul, lat = self.mul, self.lat
+        plan.final_rf = []
+        for r, ix in enumerate(self.rf_ix):
+            if ix.writers:
+                rd = Read("rf", r, np.array([n]))
+                rd.res = ix.resolve(rd.cyc)
+                plan.final_rf.append((r, self.ref(rd)))
+        plan.final_rd = []
+        for b, ix in enumerate(self.rd_ix):
+            if ix.writers:
+                rd = Read("rd", b, np.array([n]))
+                rd.res = ix.resolve(rd.cyc)
+                plan.final_rd.append((b, self.ref(rd)))
+        plan.final_mem = []
+        for bank in ("a", "b"):
+            ws = [w for w in self.mem_w[bank] if len(w.cyc)]
+            if not ws:
+                continue
+            D = self.cfg.mem_a_words if bank == "a" else self.cfg.mem_b_words
+            pp_all, aa_all, cc_all, rr_all = [], [], [], []
+            for w in ws:
+                m = np.broadcast_to(w.mask, (len(w.cyc), P)) & (w.cyc < n)[:, None]
+                kk, pp = np.nonzero(m)
+                if not len(kk):
+                    continue
+                pp_all.append(pp)
+                aa_all.append(np.broadcast_to(w.addr, (len(w.cyc), P))[kk, pp])
+                cc_all.append(w.cyc[kk])
+                rr_all.append(w.node.base + w.occ[kk])
+            if not pp_all:
+                continue
+            pp = np.concatenate(pp_all)
+            aa = np.concatenate(aa_all)
+            cc = np.concatenate(cc_all)
+            rr = np.concatenate(rr_all)
+            key = pp * D + aa
+            o = np.lexsort((cc, key))
+            key, rr, pp = key[o], rr[o], pp[o]
+            lastw = np.concatenate([key[1:] != key[:-1], [True]])
+            plan.final_mem.append((bank, pp[lastw], key[lastw] % D, rr[lastw], pp[lastw]))
+        # FMAs in flight at cycle n
+        plan.exit_mp = [None] * mul
+        plan.exit_ap = [None] * self.add
+        for nd in self.fmas:
+            s = nd.info["s"]
+            waddr = nd.info["waddr"]
+            if nd.info.get("pending_ap"):
+                lcyc = int(s[0]) + mul
+                if lcyc + self.add >= n:
+                    plan.exit_ap[n - 1 - lcyc] = (nd.info["pred"], nd.info["dst"], nd.base, nd.info["wbk"],
+                                                  np.array(np.broadcast_to(waddr[0], (P,))))
+                continue
+            k0 = int(np.searchsorted(s, n - lat, side="left"))
+            for k in range(k0, len(s)):
+                sk = int(s[k])
+                if sk >= n:
+                    break
+                wa = np.array(np.broadcast_to(waddr[k], (P,)))
+                if sk + mul >= n:
+                    c_rf = "c_reg" in nd.info
+                    if c_rf:
+                        c = nd.info["c_reg"]
+                    elif "cap_node" in nd.info:
+                        c = Ref(np.array([nd.info["cap_node"].base]))
+                    else:
+                        r = self.ref(nd.info["cap"])
+                        c = Ref(r.rows[k:k + 1], None if r.cols is None else r.cols[k:k + 1])
+                    plan.exit_mp[n - 1 - sk] = (nd.info["pred"], nd.info["dst"], nd.info["prod"].base + k, c_rf, c,
+                                                nd.info["wbk"], wa)
+                elif sk + lat >= n:
+                    plan.exit_ap[n - 1 - (sk + mul)] = (nd.info["pred"], nd.info["dst"], nd.base + k,
+                                                        nd.info["wbk"], wa)
+        # hout beats in cycle order
+        rows, cols, lasts, cyc = [], [], [], []
+        nr = self.nr
+        for I in self.hout_instrs:
+            axis = "row" if I.hout == HostDir.ROW else "col"
+            ref = self.bus_ref(I, axis)
+            R, C = to2d(ref, P, self.pidx)
+            pos = np.arange(nr) * nr if axis == "row" else np.arange(nr)
+            rows.append(R[:, pos])
+            cols.append(C[:, pos])
+            lasts += [bool(I.hlast)] * I.k_op
+            cyc.append(I.s)
+        if rows:
+            cyc = np.concatenate(cyc)
+            o = np.argsort(cyc, kind="stable")
+            plan.hout = (np.concatenate(rows)[o], np.concatenate(cols)[o], [lasts[i] for i in o])
+        else:
+            plan.hout = None

@@ -1,0 +1,122 @@
+"""Host sessions on the simulators: a core or a chip the host talks to, phase by phase.
+
+The training compilers (``sw``) produce programs whose ``init`` / ``run_step`` /
+``predict`` methods drive a session: :class:`CoreSession` (one core, on the fast model or
+the reference core model) or :class:`ChipSession` (a chip, on the fast chip engine or the
+per-cycle chip model). Recorded phases replay on the RTL (:func:`sim.core_run.run_session`,
+:func:`sim.chip_run.run_chip_session`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.chip_model import ChipModel
+from sim.chip_run import ChipPhase
+from sim.core_model import CoreModel
+from sim.core_run import Phase, split_job
+from sim.fast_model import FastModel, core_state
+from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
+
+__all__ = ["CoreSession", "ChipSession"]
+
+
+class CoreSession:
+    """A core the host talks to, phase by phase: the fast model (``backend="fast"``) or
+    the reference core model (``"model"``). PE memories persist between phases. Every
+    phase is recorded (:attr:`phases`, :class:`sim.core_run.Phase`) so the whole host
+    stream can be replayed on the RTL with :func:`sim.core_run.run_session`, which
+    checks every output beat and counter against the model."""
+
+    def __init__(self, cfg, backend: str = "fast", record: bool = False):
+        if backend == "fast":
+            self.model = FastModel(cfg)
+        elif backend == "model":
+            self.model = CoreModel(cfg)
+        else:
+            raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded "
+                             f"phases with sim.core_run.run_session for the RTL)")
+        self.cfg, self.backend, self.record = cfg, backend, record
+        self.loaded = None
+        self.phases: list = []
+
+    def run(self, words, data=(), name: str = "", start: int = 0):
+        """LOAD the microcode image ``words`` at address 0 (skipped when it is already
+        loaded), CLEAR the counters, RUN from ``start`` with the input beats ``data``,
+        read the counters: a :class:`sim.core_run.JobResult`."""
+        words = list(words)
+        beats = []
+        load = self.loaded != words
+        if load:
+            beats += load_beats(self.cfg, words, 0)
+            self.loaded = words
+        beats += clear_beats() + run_beats(start, list(data)) + counters_beats()
+        out = self.model.process(beats)
+        if self.record:
+            self.phases.append(Phase(words, list(data), name, start, load))
+        return split_job(self.cfg, out, self.backend)
+
+    def memory(self, bank: str) -> np.ndarray:
+        if self.backend == "fast":
+            return self.model.memory(bank)
+        return core_state(self.model)["mem_a" if bank == "a" else "mem_b"]
+
+
+class ChipSession:
+    """A chip the host talks to, phase by phase, on the fast chip engine (``"fast"``) or
+    the per-cycle chip model (``"model"``). Memories persist between phases; with
+    ``record=True`` every phase is kept (:class:`sim.chip_run.ChipPhase`) for a replay on
+    the RTL with :func:`sim.chip_run.run_chip_session` (which checks every beat and
+    counter against the per-cycle model)."""
+
+    def __init__(self, cfg, backend: str = "fast", record: bool = False):
+        if backend not in ("fast", "model"):
+            raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded phases "
+                             f"with sim.chip_run.run_chip_session for the RTL)")
+        self.cfg, self.backend, self.record = cfg, backend, record
+        self.model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
+        self.loaded = [None] * cfg.cores
+        self.phases: list = []
+
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+        """LOAD each core's image (when it changed), CLEAR, RUN from ``start``. ``data``
+        (per core host beats) or ``active`` (the cores with host traffic) make it a host
+        phase: the cores run one after another (only ``active`` ones count), else a chip
+        phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``."""
+        n = self.cfg.cores
+        load = False
+        for k in range(n):
+            if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
+                self.model.load(images[k], 0, core=k)
+                load = True
+            self.loaded[k] = images[k]
+        self.model.clear_counters()
+        host = data is not None or active is not None
+        if host:
+            data = data or [[] for _ in range(n)]
+            res = [self.model.cores[k].run(start, data[k], ring_in=()) for k in range(n)]
+            act = range(n) if active is None else active
+            cycles = sum(res[k].cycles for k in act)
+        else:
+            rr = self.model.run(start)
+            res, cycles = rr.cores, rr.cycles
+        if self.record:
+            self.phases.append(ChipPhase([list(w) for w in images], [list(d) for d in data] if host else None,
+                                         name, start, load))
+        return res, cycles
+
+    def memory(self, k: int, bank: str) -> np.ndarray:
+        m = self.model.cores[k]
+        if self.backend == "fast":
+            return m.memory(bank)
+        return core_state(m)["mem_a" if bank == "a" else "mem_b"]
+
+    def scratchpad(self, k: int, base: int, n: int) -> list:
+        """Beats ``base .. base + n - 1`` of core ``k``'s scratchpad as integers (lane
+        ``i`` in bits ``i*w ..``)."""
+        m = self.model.cores[k]
+        if self.backend == "model":
+            return list(m.spad[base:base + n])
+        w = self.cfg.fmt.width
+        lanes = m.scratchpad()[base:base + n].astype(object)
+        return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in lanes]

@@ -1,0 +1,194 @@
+"""GEMV ``y = W x`` and transposed GEMV ``y = W^T x`` (:func:`emit_gemv`) and their
+cost model (:func:`gemv_cost`)."""
+
+from __future__ import annotations
+
+from sw.asm import mac, mov, mul
+from sw.collectives import BusDir, Frag, Region, reduce_plan, reg, step_slots
+from sw.kernels.common import KernelInfo, _finish, _lat, _need
+from sw.layout import local_len
+
+
+def _gemv_blocking(cfg, nchain, nstream, S):
+    """(B, L): blocks of L accumulators (L <= n_regs - 2) minimizing the cost (dummy
+    chains in the last block count as work); ties go to fewer blocks."""
+    lmax = cfg.n_regs - 2
+    _need(lmax >= 1, "GEMV needs n_regs >= 3")
+    F, A = _lat(cfg)
+    best = None
+    for L in range(1, min(lmax, nchain) + 1):
+        B = -(-nchain // L)
+        cyc = B * (max(L, A) * nstream + max(0, F - max(L, A)) + S * max(L, F)) + (nchain - (B - 1) * L)
+        if best is None or (cyc, B) < best[0]:
+            best = ((cyc, B), (B, L))
+    return best[1]
+
+
+def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree") -> dict:
+    """Cycle-cost model of :func:`emit_gemv` (exact instruction count and its terms).
+
+    With ``nchain`` = local outputs per PE (``ceil(m/nr)``, transposed ``ceil(n/nr)``),
+    ``nstream`` = local inputs per PE, ``B`` blocks of ``L`` accumulators (``L <=
+    n_regs - 2`` chosen to minimize this count; ``B * L >= nchain``, the surplus chains
+    of the last block are computed and dropped), ``Lc =
+    max(L, acc_reuse_distance)`` instructions per stream step, ``F = fpu_latency - 1``,
+    ``P = max(L, F)`` instructions per reduction step, ``S`` reduction steps
+    (``ceil(log2 nr)`` tree, ``nr - 1`` sequential):
+
+    ``instructions = 1 + B * (Lc * nstream + max(0, F - Lc) + S * P) + (nchain - (B - 1) * L)``
+
+    (one setup instruction loading ``x[0]``, per block the MAC stream, a gap when the
+    block is too short for the FMA latency, the reduction steps; the moves of each block's
+    sums to the output hide in the next block's first MAC instructions, only the last
+    block's are an epilogue).
+    """
+    nr = cfg.nr
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    nchain, nstream = (np_, mp) if trans else (mp, np_)
+    S = len(reduce_plan(cfg, reduce)[0])
+    B, L = _gemv_blocking(cfg, nchain, nstream, S)
+    F, A = _lat(cfg)
+    Lc = max(L, A)
+    P = max(L, F)
+    gap0 = max(0, F - Lc)
+    ins = 1 + B * (Lc * nstream + gap0 + S * P) + (nchain - (B - 1) * L)
+    return {"instructions": ins, "B": B, "L": L, "Lc": Lc, "P": P, "S": S, "gap": gap0,
+            "nchain": nchain, "nstream": nstream, "mac_cycles": B * Lc * nstream,
+            "reduce_cycles": B * S * P}
+
+
+def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
+              reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
+              agus=("g0", "g1", "g2"), name: str = "gv") -> KernelInfo:
+    """``y = W x`` (``trans=False``) or ``y = W^T x`` (``trans=True``), ``W`` ``m x n``.
+
+    Memory map: ``W`` 2D round-robin (``mp * np`` words per PE). ``x`` (length ``n``,
+    transposed ``m``) in the ``cols`` layout (transposed: ``rows``), or with
+    ``x_layout="diag"`` in the diagonal layout: it is then broadcast over the column
+    (row) buses inside the first block's MAC stream, at no cost, and stored in the
+    ``cols`` (``rows``) layout into ``x_copy``. ``x`` and ``x_copy`` must not be in
+    ``W``'s bank. ``y`` (length ``m``, transposed ``n``) is written in the ``rows``
+    layout (transposed: ``cols``), which includes the ``diag`` layout.
+
+    Mapping: each PE computes the partial sums of its local outputs, ``L`` at a time in
+    registers ``r0..r{L-1}`` (blocks of ``L <= n_regs - 2`` local rows; transposed:
+    columns), streaming over its local inputs: one instruction per MAC, ``x`` element in
+    a register (``x[0]`` stays in ``r{L}`` for the chain starts, the current one in
+    ``r{L+1}``, loaded by the last MAC instruction of each stream step). The partial
+    sums are then reduced along the rows (transposed: columns) by ``reduce`` (``tree`` or
+    ``seq``, :mod:`sw.collectives`); the final move of each sum to the output hides in
+    the next block's first MAC instructions. Cost: :func:`gemv_cost`.
+    """
+    nr = cfg.nr
+    _need(nr >= 2, "kernels need nr >= 2")
+    _need(m >= 1 and n >= 1, f"bad shape {m} x {n}")
+    mp, np_ = local_len(m, nr), local_len(n, nr)
+    if not trans:
+        nchain, nstream, kstride, sstride = mp, np_, np_, 1
+        rdir, xdir = BusDir("row"), BusDir("col")
+    else:
+        nchain, nstream, kstride, sstride = np_, mp, 1, np_
+        rdir, xdir = BusDir("col"), BusDir("row")
+    want_x = xdir.layout
+    x_layout = x_layout or want_x
+    _need(x_layout in (want_x, "diag"), f"x must be in the {want_x!r} or 'diag' layout, got {x_layout!r}")
+    diag_x = x_layout == "diag"
+    if diag_x:
+        _need(x_copy is not None, "x in the diag layout needs an x_copy region for its broadcast copy")
+        _need(x_copy.bank != W.bank, "x_copy must not be in W's bank")
+        x_copy.check(cfg, nstream + 1, "x_copy")
+        x_copy = x_copy.bind(cfg)
+    _need(x.bank != W.bank, "x must not be in W's bank (both are read by every MAC instruction)")
+    W.check(cfg, mp * np_, "W")
+    x.check(cfg, nstream, "x")
+    y.check(cfg, nchain, "y")
+    W, x, y = W.bind(cfg), x.bind(cfg), y.bind(cfg)
+    xs = x_copy if diag_x else x                   # where blocks >= 1 read x
+    gW, gX, gY = agus
+    steps, root = reduce_plan(cfg, reduce)
+    S = len(steps)
+    B, L = _gemv_blocking(cfg, nchain, nstream, S)
+    F, A = _lat(cfg)
+    Lc, P = max(L, A), max(L, F)
+    gap0 = max(0, F - Lc)
+    x0, xr = reg(L), reg(L + 1)
+    LS, LB = 1, 0                                  # loop levels: stream loops, block loop
+    f = Frag()
+
+    def x_load_bus(s, agu):
+        """Slots loading x[s] into xr over the bus from the diagonal (and into x_copy)."""
+        return [x.rd(s, agu=agu, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(xr, xdir.bus),
+                x_copy.wr(xdir.bus, s, agu=agu)]
+
+    def x_load(s, agu):
+        """Slots loading x[s] into xr from SRAM (x, or x_copy after the first block)."""
+        return [xs.rd(s, agu=agu), mov(xr, xs.src)]
+
+    def step(s, bofs, agu_w, start, load, moves, agu_x=None):
+        """One stream step: the L MACs of stream index s (plus NOPs up to Lc)."""
+        ins = []
+        for k in range(Lc):
+            sl = []
+            if k < L:
+                sl.append(W.rd(k * kstride + s * sstride + bofs, agu=agu_w))
+                sl.append(mul(reg(k), W.src, x0) if start else mac(reg(k), W.src, xr))
+                if moves:
+                    sl += [root.drive(rdir, reg(k)), y.wr(rdir.bus, k, agu=gY)]
+            if k == Lc - 1 and load is not None:
+                sl += load(s + 1, agu_x)
+            ins.append(f.ins(*sl))
+        return ins
+
+    def stream(bofs, first_block):
+        """All stream steps of one block; returns the first step's instructions."""
+        agu0 = None if first_block else gW
+        dl = diag_x and first_block
+        if nstream == 1:
+            return step(0, bofs, agu0, True, None, not first_block)
+        load = x_load_bus if dl else x_load
+        first = step(0, bofs, agu0, True, load, not first_block)
+        n_mid = nstream - 2 if dl else nstream - 1
+        if n_mid > 0:
+            f.open_loop(first[-1], f"{name}s", n_mid, LS)
+            step(1, bofs, gW, False, load, False, agu_x=gX)
+            f.close_loop()
+        if dl:
+            step(nstream - 1, bofs, None, False, None, False)
+        return first
+
+    def reduce_section():
+        ins = f.nops(gap0)
+        for st in steps:
+            for k in range(P):
+                ins.append(f.ins(*step_slots(rdir, st, k)) if k < L else f.ins())
+        return ins
+
+    # setup: x[0] into x0 (and into x_copy[0])
+    if diag_x:
+        setup = f.ins(x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(x0, xdir.bus),
+                      x_copy.wr(xdir.bus, 0))
+    else:
+        setup = f.ins(x.rd(0), mov(x0, x.src))
+    first = stream(0, True)
+    f.attach(("agu_base", gW, 0), [setup] + first[:-1])
+    f.attach(("agu_stride", gW, LS, sstride), [setup] + first[:-1])
+    f.attach(("agu_base", gX, 0), [setup] + first[:-1])
+    f.attach(("agu_stride", gX, LS, 1), [setup] + first[:-1])
+    red = reduce_section()
+    if B > 1:
+        _need(len(red) >= 5, "internal: no room for the block-loop controls")
+        for c in (("agu_stride", gW, LB, L * kstride), ("agu_stride", gX, LB, 0),
+                  ("agu_base", gY, 0), ("agu_stride", gY, LB, L)):
+            f.attach(c, red[:-1])
+        f.open_loop(red[-1], f"{name}b", B - 1, LB)
+        stream(L * kstride, False)
+        reduce_section()
+        f.close_loop()
+    last_real = nchain - (B - 1) * L
+    for k in range(last_real):
+        f.ins(root.drive(rdir, reg(k)), y.wr(rdir.bus, (B - 1) * L + k))
+    _finish(b, f)
+    cost = gemv_cost(cfg, m, n, trans=trans, reduce=reduce)
+    assert f.count() == cost["instructions"], (f.count(), cost)
+    return KernelInfo("gemv_t" if trans else "gemv", f.count(), m * n,
+                      {k: cost[k] for k in ("B", "L", "Lc", "P", "S", "gap")} | {"reduce": reduce})

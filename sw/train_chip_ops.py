@@ -1,0 +1,279 @@
+"""The ops of one core in an SGD step across cores (:func:`_chip_ops`): the single-core
+kernels on its panels joined by the ring collectives, panels paged from the scratchpad
+where they do not fit, and the first rows of an update merged into a reduce-scatter's
+free slots; with the ops continuous propagation shares (the fused backward step, a
+page's ``W^T d`` accumulation)."""
+
+from __future__ import annotations
+
+from sw.collectives import Region
+from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
+                        rank1_cost, rank1_lines)
+from sw.layout import local_len
+from sw.mlp import MLP
+from sw.overlap import merge_rows
+from sw.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
+from sw.train_alloc import Allocator
+from sw.train_ops import Op, _fused_tail
+from sw.train_paging import SpadPanel, spad_op
+from sw.train_softmax import softmax_op
+
+__all__ = ["fused_backward_op", "page_sum_op"]
+
+
+def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False, kind="ring", info=None):
+    text = ring_text(cfg, lines, loop=f"{name}_")
+    n = len(lines)
+
+    def emit(b, text=text, n=n):
+        b.text(text)
+        return n
+
+    return Op(name, kind, emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb, per_core=per_core,
+              info=info or {})
+
+
+def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0, tag=""):
+    """The :func:`sw.kernels.emit_rank1` op ``W_l += (-lr) d v^T`` of the panel's local
+    rows from ``row0`` on (``m`` x ``n`` the whole panel; ``tag`` tells apart the ops of
+    one layer's pages)."""
+    L = lambda x: local_len(x, cfg.nr)                # noqa: E731
+    mp, np_ = L(m) - row0, L(n)
+    W, d = _at(W, row0 * np_), _at(d, row0)
+    alpha = Scalar(nlr.bank, nlr.base)
+    return Op(f"rank1_{l}{tag}", "rank1", lambda b: emit_rank1(b, cfg, mp * cfg.nr, n, W, d, v, alpha=alpha,
+                                                               u_layout=dlay, v_layout="cols",
+                                                               name=f"up{l}{tag}_").instructions,
+              reads=[(W, mp * np_), (d, mp), (v, np_), (nlr, 1)], writes=[(W, mp * np_)], fma_wb=True, stores=False)
+
+
+def _at(r: Region, off: int) -> Region:
+    return Region(r.bank, r.base + off)
+
+
+def fused_backward_op(cfg, name: str, m: int, n: int, W: Region, d: Region, v: Region, e: Region, nlr: Region,
+                      d_layout: str, label: str) -> Op:
+    """The :func:`sw.kernels.emit_gemv_t_rank1` op: ``e = W^T d`` (old ``W``, ``m x n``)
+    and ``W += d (-lr v)^T`` in one pass (``nlr``: the scalar ``-lr``). The kernel reads
+    up to its block's width past the end of ``v`` and one word past ``d`` (values unused):
+    only the used extents are hazards; ``W`` is written by FMA write-backs (the last
+    :func:`sw.train._fused_tail` instructions), ``e`` by stores."""
+    L = lambda x: local_len(x, cfg.nr)                # noqa: E731
+    wn, alpha = L(m) * L(n), Scalar(nlr.bank, nlr.base)
+    return Op(name, "gemv_t_rank1", lambda b: emit_gemv_t_rank1(b, cfg, m, n, W, d, v, e, alpha=alpha,
+                                                                d_layout=d_layout, name=label).instructions,
+              reads=[(W, wn), (d, L(m)), (v, L(n)), (nlr, 1)], writes=[(W, wn), (e, L(n))],
+              fma_wb=True, stores=True, wb=[(W, wn)], wb_tail=_fused_tail(cfg, m, n))
+
+
+def page_sum_op(cfg, name: str, words: int, ep: Region, e: Region, one: Region, label: str) -> Op:
+    """``e += 1 * ep`` (:func:`sw.kernels.emit_axpy`, one rounding): a page's partial of
+    ``W^T d`` added to the sum of the pages before it (``one``: the scalar 1)."""
+    return Op(name, "axpy", lambda b: emit_axpy(b, cfg, words, Scalar(one.bank, one.base), ep, e,
+                                                name=label).instructions,
+              reads=[(ep, words), (e, words), (one, 1)], writes=[(e, words)], fma_wb=True, stores=False)
+
+
+def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, fused: bool,
+                    resident: bool = False) -> list:
+    """Ops of layer ``l``'s backward step with its panel in the scratchpad, page by page
+    from the last page to the first: load the page into ``WP`` (not the last page when
+    ``resident``: the forward pass left it there); ``l >= 1``: its part of ``e = W_l^T d``
+    (the old weights; the first page visited into ``e``, each further one into ``ep`` and
+    added to ``e`` by an axpy with 1); its rows of the update (fused: the same pass);
+    store the page back."""
+    nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
+    WP, ln = R["WP"], L(N[l])
+    ops = []
+    last = len(sp.pages) - 1
+    for p in range(last, -1, -1):
+        r0, n = sp.pages[p]
+        w, dp = sp.page_words(p), _at(d, r0)
+        if not (resident and p == last):
+            ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+        if l >= 1:
+            e = R[f"e{l}"] if p == last else R["ep"]
+            if fused:
+                ops.append(fused_backward_op(cfg, f"bwup{l}_{p}", n * nr, N[l], WP, dp, v, e, R["nlr"], dlay,
+                                             f"bu{l}_{p}_"))
+            else:
+                dc = _at(dcopy, r0) if dcopy is not None else None
+                ops.append(Op(f"gemv_t{l}_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
+                              emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True,
+                                        x_layout=dlay if dlay == "diag" else None, x_copy=dc,
+                                        name=f"bw{l}_{p}_").instructions,
+                              reads=[(WP, w), (dp, n)], writes=[(e, ln)] + ([(dc, n + 1)] if dc is not None else [])))
+            if p != last:
+                ops.append(page_sum_op(cfg, f"acc{l}_{p}", ln, R["ep"], R[f"e{l}"], R["one"], f"ac{l}_{p}_"))
+        if not (l >= 1 and fused):
+            ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))
+        ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p)))
+    return ops
+
+
+def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
+              softmax: str | None = None, fused: list | None = None, overlap: bool = False,
+              spad: dict | None = None) -> list:
+    """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
+    (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
+    the loaded gradient). ``out_map="cols"``: the output layer is split by columns
+    (:func:`sw.train_chip.chip_shapes`): its input is each core's own panel (no all-gather), its
+    partial outputs are reduced onto core 0, the output gradient is broadcast from there
+    and its ``W^T d`` needs no reduce-scatter. ``softmax="array"`` (with ``"cols"``):
+    ``part="step"`` holds the whole softmax step, core 0 computing the gradient from the
+    reduced logits (:func:`sw.softmax.emit_softmax_grad`) while the others wait.
+    ``fused[l]``: layer ``l``'s ``W^T d`` and update are one
+    :func:`sw.kernels.emit_gemv_t_rank1` (before the reduce-scatter) instead of the
+    transposed GEMV and, after the mask, the rank-1 update. ``spad``: layer ->
+    :class:`SpadPanel`, the panels paged through ``WP``: per page a load and the page's
+    rows of the forward GEMV; backward :func:`_paged_backward` (last page first, the last
+    paged layer's last page not reloaded), then the reduce-scatter and the mask (no
+    overlap: the update is done by then)."""
+    nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
+    fused = fused or [False] * nl
+    spad = spad or {}
+    s = [p // nr for p in P]
+    split = out_map == "cols"
+    R = {n: v.region for n, v in al.items.items()}
+    ops = []
+
+    def kern(name, kind, fn, reads, writes, fma_wb=False):
+        ops.append(Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
+                      stores=not fma_wb))
+
+    if part in ("step", "forward"):
+        x = R["x"]
+        ops.append(_ring_op(cfg, "bcast_x", broadcast_lines(cfg, k, L(N[0]), (x.bank, x.base), (x.bank, x.base)),
+                            [(x, L(N[0]))], [(x, L(N[0]))]))
+        for l in range(nl):
+            xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
+            y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
+            if l in spad:
+                # page by page: load, the page's rows of z (the first page broadcasts the
+                # input from the diagonal and keeps its cols copy, the others read the copy)
+                sp, WP = spad[l], R["WP"]
+                for p, (r0, n) in enumerate(sp.pages):
+                    w = sp.page_words(p)
+                    ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+                    xi, yp = (xin if p == 0 else xc), _at(y, r0)
+                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p:
+                         emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
+                                   x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_"),
+                         [(WP, w), (xi, L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
+            else:
+                W = R[f"W{l}"]
+                wn = L(P[l]) * L(N[l])
+                kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y:
+                     emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_"),
+                     [(W, wn), (xin, L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+            if l < nl - 1:
+                kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
+                     [(y, s[l])], [(y, s[l])])
+                if not (split and l == nl - 2):
+                    ops.append(_ring_op(cfg, f"ag{l + 1}", all_gather_lines(cfg, s[l], y.bank, y.base),
+                                        [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
+            elif split:
+                ops.append(_ring_op(cfg, "reduce_z", reduce_lines(cfg, k, s[l], y.bank, y.base, 0),
+                                    [(y, s[l])], [(y, s[l])], fma_wb=True, per_core=True))
+        if part == "forward":
+            return ops
+        if softmax == "array":
+            ops.append(softmax_op(cfg, R, al, mlp.n_out, R["z"], z_layout="diag", core=k))
+            d, dlay, dcopy = R["g"], "rows", None
+        else:
+            m1 = Scalar(R["m1"].bank, R["m1"].base)
+            z, so = R["z"], s[nl - 1]
+            kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, so, m1, R["t"], z, name="lg_"),
+                 [(R["t"], so), (z, so), (R["m1"], 1)], [(z, so)], fma_wb=True)
+            d, dlay, dcopy = z, "rows", None
+    else:
+        d, dlay, dcopy = R["g"], "rows", None
+    if split:
+        so = s[nl - 1]
+        ops.append(_ring_op(cfg, f"bcast_{'d' if part == 'step' and softmax != 'array' else 'g'}",
+                            broadcast_lines(cfg, k, so, (d.bank, d.base), (d.bank, d.base)), [(d, so)], [(d, so)]))
+        dlay, dcopy = "diag", R["dz"]
+    for l in range(nl - 1, -1, -1):
+        W = R.get(f"W{l}")
+        wn = L(P[l]) * L(N[l])
+        if l < nl - 1:
+            d, dlay, dcopy = R[f"dm{l + 1}"], "diag", R.get(f"dc{l + 1}")
+        v = R["xc"] if l == 0 else R[f"c{l}"]
+        if l in spad:
+            # the last paged layer's last page is still in WP from the forward pass
+            ops += _paged_backward(cfg, l, spad[l], R, P, N, d, dlay, dcopy, v, fused[l], resident=l == max(spad))
+            if l >= 1:
+                e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
+                if not (split and l == nl - 1):
+                    ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
+                                        [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
+                kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
+                     emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
+                     [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+            continue
+        if l >= 1 and fused[l]:
+            # e = W^T d (old W) and W += d (-lr v)^T in one pass
+            ops.append(fused_backward_op(cfg, f"bwup{l}", P[l], N[l], W, d, v, R[f"e{l}"], R["nlr"], dlay, f"bu{l}_"))
+        if l >= 1:
+            e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
+            wr = [(e, L(N[l]))] + ([(dcopy, s[l] + 1)] if dcopy is not None else [])
+            if not fused[l]:
+                kern(f"gemv_t{l}", "gemv_t", lambda b, l=l, W=W, d=d, e=e, dlay=dlay, dcopy=dcopy:
+                     emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, x_layout=dlay if dlay == "diag" else None,
+                               x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
+            rest = None
+            if not (split and l == nl - 1):
+                rs = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base)
+                chunk = (cfg.n_regs - 3) // 2          # the reduce-scatter's registers below the update's
+                op = None
+                if overlap and not fused[l] and chunk >= 1:
+                    # in smaller chunks (other passes) only when the default ones need the update's registers
+                    rs_ov = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base, chunk=chunk)
+                    op, rest = _rs_with_rank1(cfg, l, rs_ov, P[l], N[l], W, d, dlay, v, R["nlr"], e, s[l - 1])
+                    if op.info["instructions"] + op.info["rest_instructions"] >= \
+                            len(rs) + rank1_cost(cfg, P[l], N[l], alpha=True)["instructions"]:
+                        op, rest = None, None              # the overlap would not shorten the step
+                if op is not None:
+                    ops.append(op)
+                else:
+                    ops.append(_ring_op(cfg, f"rs{l}", rs, [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
+            kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
+                 emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
+                 [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+            if rest is not None:
+                if rest:
+                    ops.append(rest)
+                continue
+        if not fused[l]:
+            ops.append(_rank1_op(cfg, l, P[l], N[l], W, d, dlay, v, R["nlr"]))
+    return ops
+
+
+def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
+    """The reduce-scatter of ``W_l^T d`` (``rs``: its lines) with the first local rows of
+    the independent update ``W_l += (-lr) d v^T`` in its free slots
+    (:func:`sw.overlap.merge_rows`, :func:`sw.kernels.rank1_lines` on the top three
+    registers; the reduce-scatter uses ``r0 ..``): ``(merged op, rest)``, ``rest`` the
+    :func:`sw.kernels.emit_rank1` op of the remaining rows, or ``False`` when every row
+    is merged. The number of merged rows minimizes the two ops' instructions, with at
+    most the last merged row running past the reduce-scatter's end (so the unrolled
+    microcode stays about the reduce-scatter's length)."""
+    L = lambda x: local_len(x, cfg.nr)                # noqa: E731
+    mp, np_, nr = L(m), L(n), cfg.nr
+    alpha = Scalar(nlr.bank, nlr.base)
+    rows = rank1_lines(cfg, m, n, W, d, v, alpha, u_layout=dlay)
+    _, ends = merge_rows(rs, rows)
+
+    def rest_len(k):
+        return 0 if k == mp else rank1_cost(cfg, (mp - k) * nr, n, alpha=True)["instructions"]
+
+    # at most one row past the reduce-scatter's end (more would only move instructions of
+    # the loop kernel into unrolled microcode)
+    fit = [k for k in range(1, mp + 1) if ends[k - 1] - len(rs) <= len(rows[k - 1])]
+    k = min(fit, key=lambda k: (ends[k - 1] + rest_len(k), k))
+    lines, _ = merge_rows(rs, rows[:k])
+    reads = [(e, L(n)), (W, k * np_), (d, k), (v, np_), (nlr, 1)]
+    merged = _ring_op(cfg, f"rs{l}_up{l}", lines, reads, [(e, seg), (W, k * np_)], fma_wb=True, kind="ring+rank1",
+                      info={"layer": l, "rows_merged": k, "rows": mp, "ring_slots": len(rs),
+                            "instructions": len(lines), "rest_instructions": rest_len(k)})
+    return merged, (False if k == mp else _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=k))

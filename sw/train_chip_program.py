@@ -1,0 +1,403 @@
+"""The host side of a compiled SGD step across cores (:class:`ChipSGDProgram`): cycle
+figures and description, the host programs, running a step, loading and reading back
+the weights; :class:`PhaseLog` records the phases of a step for every chip trainer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sw.asm import Builder
+from sw.layout import local_len, pack_matrix, unpack_matrix
+from sw.mlp import MLP
+from sw.ring import ring_text
+from sw.train import _gaps
+from sw.train_alloc import Allocator
+from sw.train_chip_map import PanelMap
+from sw.train_chip_place import ChipPart
+from sw.train_host import HOST_LATENCY_CYCLES, StepResult, host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
+from sw.train_ops import breakdown_lines, ops_breakdown
+from sw.train_paging import spad_image, spad_local
+from sw.train_softmax import softmax_const_items
+from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
+from sw.transfer import decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_beats_for
+
+__all__ = ["ChipSGDProgram", "ChipStepResult", "PhaseLog", "load_per_core"]
+
+
+@dataclass
+class ChipStepResult(StepResult):
+    #: per phase: (name, "chip" or "host", cycles counted for the step)
+    phases: list = field(default_factory=list)
+    #: per core: its counters summed over the step's phases (``cycles``: the step's)
+    core_counters: list = field(default_factory=list)
+
+
+class PhaseLog:
+    """The phases of one chip step as they run: :meth:`note` each phase's per-core
+    results and counted cycles, :meth:`result` the :class:`ChipStepResult` (every core's
+    counters summed over the phases, ``cycles`` the step's)."""
+
+    def __init__(self, cores: int):
+        self.phases: list = []
+        self.per_core = [dict() for _ in range(cores)]
+
+    def note(self, name, kind, res, cyc):
+        self.phases.append((name, kind, cyc))
+        for k, r in enumerate(res):
+            for key, v in r.counters.items():
+                self.per_core[k][key] = self.per_core[k].get(key, 0) + v
+
+    def result(self, loss, out, host_cycles: int, raw: dict) -> ChipStepResult:
+        cyc = sum(c for _, _, c in self.phases)
+        for pc in self.per_core:
+            pc["cycles"] = cyc
+        return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw, self.phases, self.per_core)
+
+
+def load_per_core(session, cfg, items: list, name: str) -> None:
+    """Host phases writing ``items[k]`` (``(Region, (nr, nr, n) local words)`` pairs)
+    into core ``k`` (:func:`sw.transfer.emit_load`), as many per phase as the microcode
+    holds."""
+    chunk = max(1, (cfg.ucode_depth - 1) // (1 + 3 * cfg.nr))
+    for start in range(0, max(len(it) for it in items), chunk):
+        imgs, data = [], []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            dk = []
+            for j, (reg, local) in enumerate(items[k][start:start + chunk]):
+                emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
+                dk += load_beats_for(cfg, local)
+            b.halt()
+            imgs.append(b.build().words())
+            data.append(dk)
+        session.run(imgs, data, f"{name}{start}")
+
+
+@dataclass
+class ChipSGDProgram(PanelMap):
+    """A compiled SGD step across the cores (see :mod:`sw.train_chip`)."""
+
+    cfg: object
+    mlp: MLP
+    wbanks: list
+    alloc: Allocator
+    P: list                       #: panel rows per layer
+    N: list                       #: columns of each layer's panel (n_0, then c p_{l-1})
+    parts: dict                   #: "step" (MSE) or "forward"/"backward" (softmax), "predict": [ChipPart]
+    images: list                  #: per image, per core: words
+    neg_lr: int
+    meta: dict = field(default_factory=dict)
+    #: host phase -> (image, origin) of its programs (:meth:`_place_host`)
+    host_at: dict = field(default_factory=dict)
+    #: ``"rows"`` or ``"cols"``: how the output layer is split (:func:`sw.train_chip.chip_shapes`)
+    out_map: str = "rows"
+    #: softmax_ce: ``"array"`` (core 0, :mod:`sw.softmax`) or ``"host"``
+    softmax: str | None = None
+    #: per layer: backward step fused (:func:`sw.kernels.emit_gemv_t_rank1`)
+    fused: list = field(default_factory=list)
+    #: layer -> :class:`sw.train_paging.SpadPanel`: panels kept in the scratchpad (:func:`sw.train_paging.plan_panels`)
+    spad: dict = field(default_factory=dict)
+
+    # -- figures ------------------------------------------------------------------------
+    @property
+    def regions(self) -> dict:
+        return {k: v.region for k, v in self.alloc.items.items()}
+
+    @property
+    def out_cores(self) -> int:
+        """Cores holding rows of the output layer (the others hold only padding)."""
+        return local_len(self.mlp.n_out, self.P[-1])
+
+    @property
+    def one_run(self) -> bool:
+        """Whether the step is one chip phase (MSE, or the softmax on the array)."""
+        return self.mlp.loss == "mse" or self.softmax == "array"
+
+    def chip_parts(self) -> list:
+        """The chip programs (RUNs) of a step, in order."""
+        names = ["step"] if self.one_run else ["forward", "backward"]
+        return [p for n in names for p in self.parts[n]]
+
+    def part_cycles(self, part: ChipPart) -> int:
+        return part.instructions + self.cfg.run_overhead
+
+    def host_phase_cycles(self) -> list:
+        """``(name, cycles)`` of the step's host phases: the RUNs of their active cores,
+        back to back (one instruction per beat, plus HALT, start latency and drain)."""
+        cfg = self.cfg
+        run = cfg.run_overhead
+        so, K = self.P[-1] // cfg.nr, self.out_cores
+        xin = local_len(self.N[0], cfg.nr) + 2            # address-register setup, one beat per word
+        if self.one_run:
+            return [("in", xin + K * (so + run)), ("d" if self.mlp.loss == "mse" else "logits", K * (so + run))]
+        return [("in", xin + run), ("logits", K * (so + run)), ("g", K * (so + run))]
+
+    def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
+        return host_latency if self.softmax == "host" else 0
+
+    def step_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
+        return (sum(self.part_cycles(p) for p in self.chip_parts()) + sum(c for _, c in self.host_phase_cycles())
+                + self.host_cycles(host_latency))
+
+    def breakdown(self) -> list:
+        """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
+        return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops)) for p in self.chip_parts()])
+
+    def _title(self) -> str:
+        return "SGD step"
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        lines = [f"{self._title()} of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
+                 f"  panel rows per core {self.P}, columns {self.N} (output layer "
+                 f"{'split by columns, reduced onto core 0' if self.out_map == 'cols' else 'by row panels'}); "
+                 f"weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
+                 f"{self.step_cycles()} cycles per step (chip phases "
+                 f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
+                 f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
+                 + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")"
+                 + (f"; softmax gradient on the {'array (core 0)' if self.softmax == 'array' else 'host'}"
+                    if self.softmax else ""),
+                 "", self.alloc.table()]
+        if self.reload_words_per_step():
+            lines.append(f"warning: the step's programs do not fit the {cfg.ucode_depth}-word microcode together: "
+                         f"{self.reload_words_per_step()} words per core are reloaded every step between RUNs, "
+                         f"which the step's cycles do not include (a larger ArchConfig.ucode_depth avoids it)")
+        for o in self.meta.get("overlap", []):
+            lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
+                         f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "
+                         f"{o['instructions']} instructions")
+        for l, sp in sorted(self.spad.items()):
+            lines.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(cfg.nr) - 1}: W{l} panel, "
+                         f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP")
+        lines += [""] + breakdown_lines(self.breakdown())
+        return "\n".join(lines)
+
+    # -- host programs ------------------------------------------------------------------
+    def _place_host(self) -> None:
+        """Put the host-phase programs into the microcode image after the chip programs
+        when they fit (no reload between phases), else into images of their own."""
+        cfg = self.cfg
+        phases = ("in", "in_x", "unload") + (("g",) if self.softmax == "host" else ())
+        progs = {w: self._host_programs(w, 0) for w in phases}
+        sizes = {w: max(len(x) for x in p) for w, p in progs.items()}
+        used = max(len(x) for x in self.images[-1])
+        self.host_at = {}
+        if len(self.images) == 1 and used + sum(sizes.values()) <= cfg.ucode_depth:
+            org = used
+            for w in phases:
+                ws = self._host_programs(w, org)
+                for k in range(cfg.cores):
+                    self.images[0][k].extend(ws[k] + [0] * (sizes[w] - len(ws[k])))
+                self.host_at[w] = (0, org)
+                org += sizes[w]
+        else:
+            for w in phases:
+                self.images.append(progs[w])
+                self.host_at[w] = (len(self.images) - 1, 0)
+
+    def reload_words_per_step(self) -> int:
+        """Microcode words per core loaded during every step: 0 when the step's chip and
+        host programs share one image, else at least each image the step uses once (the
+        session reloads an image whenever the next RUN needs another; the loading is not
+        in the step's cycles)."""
+        used = {p.image for p in self.chip_parts()} | {i for i, _ in self.host_at.values()}
+        if len(used) <= 1:
+            return 0
+        return sum(max(len(x) for x in self.images[i]) for i in used)
+
+    def _host_images(self, what: str) -> tuple:
+        """``(per-core images, start pc)`` of a host phase."""
+        i, org = self.host_at[what]
+        return self.images[i], org
+
+    def _host_programs(self, what: str, origin: int) -> list:
+        """Per core the program of a host phase at ``origin``: ``in`` (x on core 0, t
+        panels on the output cores), ``in_x`` (x only), ``unload`` (z / d panels of the
+        output cores), ``g`` (gradient panels)."""
+        cfg, R = self.cfg, self.regions
+        L = lambda n: local_len(n, cfg.nr)           # noqa: E731
+        so = self.P[-1] // cfg.nr
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg, origin=origin)
+            out = k < self.out_cores
+            if what in ("in", "in_x") and k == 0:
+                x = R["x"]
+                b.text(ring_text(cfg, [f"ar1 = {x.base}", "stride ar1 = 1"]
+                                 + [f"hin row | @diag=0 | wr{x.bank} [ar1]++ = row"] * L(self.N[0]), loop="ldx"))
+            if what == "in" and out and self.one_run:
+                emit_load_vector(b, cfg, R["t"], so, "rows", "ldt")
+            if what == "g" and out:
+                emit_load_vector(b, cfg, R["g"], so, "rows", "ldg")
+            if what == "unload" and out:
+                emit_unload_diag(b, cfg, R["z"], so, "ulz")
+            b.halt()
+            imgs.append(b.build().words())
+        return imgs
+
+    def _active(self, what):
+        if what == "in_x" or (what == "in" and not self.one_run):
+            return [0]
+        return list(range(max(self.out_cores, 1 if what == "in" else 0)))
+
+    # -- host data ----------------------------------------------------------------------
+    def _vec(self, x, n):
+        return vector_bits(self.cfg.fmt, x, n)
+
+    def _panel(self, v, k):
+        p = self.P[-1]
+        pad = np.zeros(self.cfg.cores * p, dtype=np.uint64)
+        pad[:len(v)] = np.asarray(v, dtype=np.uint64)
+        return pad[k * p:(k + 1) * p]
+
+    def _run_host(self, session, what, vecs=None, name=""):
+        cfg = self.cfg
+        so = self.P[-1] // cfg.nr
+        data = [[] for _ in range(cfg.cores)]
+        for k in self._active(what):
+            if what in ("in", "in_x") and k == 0:
+                data[k] += vector_beats(cfg, vecs["x"], local_len(self.N[0], cfg.nr))
+            if what == "in" and self.one_run and k < self.out_cores:
+                data[k] += vector_beats(cfg, self._panel(vecs["t"], k), so)
+            if what == "g":
+                data[k] += vector_beats(cfg, self._panel(vecs["g"], k), so)
+        imgs, org = self._host_images(what)
+        return session.run(imgs, data, name, org, active=self._active(what))
+
+    def _run_part(self, session, part: ChipPart, name):
+        imgs = [self.images[part.image][k] for k in range(self.cfg.cores)]
+        res, cyc = session.run(imgs, None, name, part.origin)
+        exp = self.part_cycles(part)
+        for k, r in enumerate(res):
+            if r.cycles != exp:
+                raise AssertionError(f"{name}: core {k} ran {r.cycles} cycles, predicted {exp}")
+            c = r.counters
+            if c.get("mem_conflict") or c.get("rf_conflict") or c.get("stall_cycles"):
+                raise AssertionError(f"{name}: core {k}: {c.get('mem_conflict')} SRAM / {c.get('rf_conflict')} "
+                                     f"register write conflicts, {c.get('stall_cycles')} stall cycles")
+        return res, cyc
+
+    def _outputs(self, res) -> np.ndarray:
+        cfg = self.cfg
+        vals = [decode_diag_beats(cfg, res[k].out, self.P[-1]) for k in range(self.out_cores)]
+        return np.concatenate(vals)[:self.mlp.n_out]
+
+    # -- steps --------------------------------------------------------------------------
+    def run_step(self, session, x, t, *, host_latency: int = HOST_LATENCY_CYCLES) -> ChipStepResult:
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        no = mlp.n_out
+        if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+            t = one_hot(no, t)
+        tb = np.asarray(t)
+        tf = fmt.to_float(tb) if tb.dtype == fmt.np_uint else tb.astype(np.float64)
+        if tf.shape != (no,):
+            raise ValueError(f"target must have {no} values, got shape {tf.shape}")
+        vecs = {"x": self._vec(x, mlp.n_in)}
+        if self.one_run:
+            vecs["t"] = self._vec(t, no)
+        log = PhaseLog(cfg.cores)
+        note = log.note
+
+        note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
+        raw = {}
+        if self.one_run:
+            for part in self.parts["step"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            res, cyc = self._run_host(session, "unload", name="step-out")
+            what = "d" if mlp.loss == "mse" else "logits"
+            note(what, "host", res, cyc)
+            raw[what] = self._outputs(res)
+            v = fmt.to_float(raw[what])
+            loss, out = (mse_loss(v), v + tf) if mlp.loss == "mse" else (softmax_ce_loss(v, tf), v)
+        else:
+            for part in self.parts["forward"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            res, cyc = self._run_host(session, "unload", name="logits")
+            note("logits", "host", res, cyc)
+            raw["logits"] = self._outputs(res)
+            vecs["g"] = host_softmax_grad(fmt, raw["logits"], tf)
+            note("g", "host", *self._run_host(session, "g", vecs, "g"))
+            for part in self.parts["backward"]:
+                note(part.name, "chip", *self._run_part(session, part, part.name))
+            z = fmt.to_float(raw["logits"])
+            loss, out = softmax_ce_loss(z, tf), z
+        return log.result(loss, out, self.host_cycles(host_latency), raw)
+
+    def predict(self, session, x) -> np.ndarray:
+        self._run_host(session, "in_x", {"x": self._vec(x, self.mlp.n_in)}, "predict-in")
+        for part in self.parts["predict"]:
+            self._run_part(session, part, part.name)
+        res, _ = self._run_host(session, "unload", name="predict-out")
+        return self.cfg.fmt.to_float(self._outputs(res))
+
+    # -- weights ------------------------------------------------------------------------
+    def init(self, session, weights) -> None:
+        """Load the weights (per core its panels) and the scalars: host phases."""
+        cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
+        per = self.core_weights(weights)
+        scal = {"nlr": self.neg_lr}
+        if self.mlp.loss == "mse":
+            scal["m1"] = int(fmt.from_float(np.array([-1.0]))[0])
+        if "one" in self.regions:                      # the paged W^T d's accumulation
+            scal["one"] = int(fmt.from_float(np.array([1.0]))[0])
+        smx = softmax_const_items(cfg, self.regions, self.mlp.n_out) if self.softmax == "array" else []
+        items = [[(self.regions[f"W{l}"], pack_matrix(per[k][l], nr)) for l in range(self.mlp.n_layers)
+                  if l not in self.spad]
+                 + [(self.regions[n], np.full((nr, nr, 1), v, dtype=fmt.np_uint)) for n, v in scal.items()]
+                 + (smx if k == 0 else [])
+                 for k in range(cfg.cores)]
+        load_per_core(session, cfg, items, "init")
+        for l, sp in self.spad.items():
+            b = Builder(cfg)
+            emit_spad_fill(b, cfg, sp.base, sp.beats(nr))
+            b.halt()
+            img = b.build().words()
+            session.run([img] * cfg.cores, [spad_image(cfg, sp, pack_matrix(per[k][l], nr)) for k in range(cfg.cores)],
+                        f"init-spad-W{l}")
+
+    def unload_weights_phases(self) -> list:
+        """Host phases unloading every weight panel: per layer ``(images, name)`` (one
+        image per core); decode the phases' results with :meth:`decode_weights`."""
+        cfg = self.cfg
+        out = []
+        for l in range(self.mlp.n_layers):
+            b = Builder(cfg)
+            if l in self.spad:
+                emit_spad_drain(b, cfg, self.spad[l].base, self.spad[l].beats(cfg.nr))
+            else:
+                reg, n = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
+                emit_unload(b, cfg, reg.bank, reg.base, n, loop="uw")
+            b.halt()
+            out.append(([b.build().words()] * cfg.cores, f"unload-W{l}"))
+        return out
+
+    def decode_weights(self, results, padded: bool = False) -> list:
+        """Global weights from the per-core results (objects with ``.data``: the output
+        beats) of each :meth:`unload_weights_phases` phase."""
+        cfg, c = self.cfg, self.cfg.cores
+
+        def local(l, res):
+            if l in self.spad:
+                return spad_local(cfg, self.spad[l], [x.data if hasattr(x, "data") else int(x) for x in res.data])
+            return decode_unload(cfg, res.data, self.alloc.items[f"W{l}"].words)
+        return [self.join_panels(l, [unpack_matrix(local(l, per_core[k]), self.P[l], self.N[l]) for k in range(c)],
+                                 padded)
+                for l, per_core in enumerate(results)]
+
+    def weights_from_session(self, session, padded: bool = False) -> list:
+        """The global weights as they are in the cores' memories (bit patterns;
+        ``padded``: the cores' padded panels together, padding included)."""
+        out = []
+        for l in range(self.mlp.n_layers):
+            if l in self.spad:
+                sp = self.spad[l]
+                local = [spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+                         for k in range(self.cfg.cores)]
+            else:
+                reg, words = self.regions[f"W{l}"], self.alloc.items[f"W{l}"].words
+                local = [session.memory(k, reg.bank)[:, :, reg.base:reg.base + words] for k in range(self.cfg.cores)]
+            out.append(self.join_panels(l, [unpack_matrix(x, self.P[l], self.N[l]) for x in local], padded))
+        return out

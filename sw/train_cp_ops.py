@@ -1,0 +1,380 @@
+"""The per-core builders of a batch-1 CP step: a core's regions (:func:`_allocate`), its
+head and tail ops, the chains between the groups (:func:`chain_streams`, shared with
+minibatch CP), the host programs, and :class:`Kit`, which bundles one CP flavour's
+builders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sw.asm import Builder
+from sw.chain import Hop, Stream
+from sw.collectives import Region
+from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.layout import local_len
+from sw.mlp import MLP
+from sw.ring import ring_text
+from sw.train import _gaps
+from sw.train_alloc import Allocator
+from sw.train_chip_ops import _at, fused_backward_op, page_sum_op
+from sw.train_host import TrainCompileError
+from sw.train_ops import Op
+from sw.train_paging import spad_op
+from sw.train_softmax import alloc_softmax, softmax_op
+from sw.train_cp_map import cp_stage_of
+from sw.train_vectors import emit_load_vector, emit_unload_diag
+
+__all__ = ["Kit", "chain_streams"]
+
+
+def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False,
+              page: int | None = None) -> Allocator:
+    """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
+    fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
+    other bank, and no rows copy of ``din``). ``page``: the panel is kept in the
+    scratchpad and moved through a page buffer ``WP`` of ``page`` local rows; a layer
+    ``l >= 1`` with several pages sums its ``W^T d`` through ``ep`` and the scalar 1."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    al = Allocator(cfg)
+    if stage is None:
+        return al
+    l, i = stage
+    nl = mlp.n_layers
+    s = P[l] // cfg.nr
+    if page is None:
+        al.alloc("W", L(P[l]) * L(N[l]), f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
+    else:
+        al.alloc("WP", page * L(N[l]), f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
+                 f"{page * cfg.nr} rows per page)", bank="a")
+    al.alloc("ain", L(N[l]), f"a{l}: the next forward input (cols, written by the chains)", bank="b")
+    if l == nl - 1:
+        al.alloc("z", s, "logits z (rows); MSE: d = z - t in place", bank="b")
+        if mlp.loss == "mse":
+            al.alloc("t", s, "target (rows, loaded per step)", bank="a")
+            al.alloc("m1", 1, "scalar -1 (every PE)", bank="a")
+        elif softmax == "array":
+            alloc_softmax(al, cfg, mlp.n_out, s, {"a"}, "rows", "rows, loaded per step")
+        al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="b" if fused else "a")
+    else:
+        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols; in A when it fits: the chains "
+                 f"store the input there too)", prefer="a")
+        al.alloc("vnext", L(N[l]), f"a{l} of the sample whose backward pass is next (cols; rank-1 v, mask)",
+                 bank="b")
+        al.alloc("z", s, f"z = W ain, relu in place: this core's slice of a{l + 1} (rows; diag sent)", bank="b")
+        al.alloc("din", s, f"this core's slice of d{l} (diag, written by the chains)", bank="b")
+        if l >= 1:
+            if not fused:
+                al.alloc("dc", s + 1, "rows copy of din (transposed-GEMV broadcast)", bank="b")
+            al.alloc("e", L(N[l]), f"W{l}^T din partial, masked in place (cols; diag sent)",
+                     bank="b" if fused else "a")
+        if l == 0 and i == 0:
+            al.alloc("xin", L(N[0]), "the next input sample (cols, loaded by the host)", bank="b")
+        if page is not None and l >= 1 and L(P[l]) > page:
+            al.alloc("ep", L(N[l]), f"W{l}^T din partial of one page (cols), added to e page by page", bank="b")
+            al.alloc("one", 1, "scalar 1 (every PE)", bank="b")
+    al.alloc("nlr", 1, "scalar -lr (every PE)", bank="b")
+    return al
+
+
+# ======================================================================================
+# ops
+# ======================================================================================
+def _kern(name, kind, fn, reads, writes, fma_wb=False):
+    return Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
+              stores=not fma_wb)
+
+
+def _head_ops(cfg, mlp, al, P, N, stage, softmax, fused: bool = False, sp=None) -> list:
+    """The head's ops of a core (``sp``: its panel's :class:`sw.train_chip.SpadPanel`
+    when it is paged from the scratchpad, :func:`_paged_head`)."""
+    if stage is None:
+        return []
+    if sp is not None:
+        return _paged_head(cfg, mlp, al, P, N, stage, fused, sp)
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l, _ = stage
+    nl = mlp.n_layers
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    W, ain, z = R["W"], R["ain"], R["z"]
+    ops = [_kern("gemv", "gemv", lambda b: emit_gemv(b, cfg, P[l], N[l], W, ain, z, name="fw_"),
+                 [(W, wn), (ain, nw)], [(z, s)])]
+    if l < nl - 1:
+        din, vn = R["din"], R["vnext"]
+        ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
+        if l == 0:
+            return ops + _mask_update(cfg, R, P, N, l, din, "diag", vn)
+        if fused:
+            return ops + _fused_backward(cfg, R, P, N, l, din, "diag", vn)
+        dc, e = R["dc"], R["e"]
+        ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, din, e, trans=True,
+                                                                 x_layout="diag", x_copy=dc, name="bw_"),
+                         [(W, wn), (din, s)], [(e, nw), (dc, s + 1)]))
+        return ops + _mask_update(cfg, R, P, N, l, din, "diag", vn, e)
+    if mlp.loss == "mse":
+        m1 = Scalar(R["m1"].bank, R["m1"].base)
+        ops.append(_kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, s, m1, R["t"], z, name="lg_"),
+                         [(R["t"], s), (z, s), (R["m1"], 1)], [(z, s)], fma_wb=True))
+        d = z
+    elif softmax == "array":
+        ops.append(softmax_op(cfg, R, al, mlp.n_out, z, z_layout="rows"))
+        d = R["g"]
+    else:                                               # pragma: no cover - resolve_softmax never gives "host" here
+        raise TrainCompileError("continuous propagation computes the softmax on the array")
+    if fused:
+        return ops + _fused_backward(cfg, R, P, N, l, d, "rows", ain)
+    e = R["e"]
+    ops.append(_kern("gemv_t", "gemv_t", lambda b: emit_gemv(b, cfg, P[l], N[l], W, d, e, trans=True, name="bw_"),
+                     [(W, wn), (d, s)], [(e, nw)]))
+    return ops + _mask_update(cfg, R, P, N, l, d, "rows", ain, e)
+
+
+def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
+    """The head of a hidden layer's core whose panel is in the scratchpad, page by page
+    (first to last): load the page into ``WP``; its rows of ``z = W ain``; ``l >= 1``:
+    its part of ``e = W^T din`` (old weights; the first page into ``e``, the others into
+    ``ep``, added by an axpy with 1); its rows of the update ``W += -lr din vnext^T``
+    (fused: with ``W^T din`` in one pass); store it back. Then the ReLU of ``z`` and the
+    mask of ``e``. The same operations on every row as :func:`_head_ops`, whose kernels
+    work row by row but for ``W^T din``'s sum."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    nr = cfg.nr
+    l, _ = stage
+    if l == mlp.n_layers - 1:                           # pragma: no cover - the planner never pages it
+        raise TrainCompileError("the output layer's core is not paged")
+    R = {k: v.region for k, v in al.items.items()}
+    s, nw = P[l] // nr, L(N[l])
+    WP, ain, z, din, vn = R["WP"], R["ain"], R["z"], R["din"], R["vnext"]
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = []
+    for p, (r0, n) in enumerate(sp.pages):
+        w, zp, dp = sp.page_words(p), _at(z, r0), _at(din, r0)
+        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, p)))
+        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p:
+                         emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
+                         [(WP, w), (ain, nw)], [(zp, n)]))
+        if l >= 1:
+            e = R["e"] if p == 0 else R["ep"]
+            if fused:
+                ops.append(fused_backward_op(cfg, f"bwup_{p}", n * nr, N[l], WP, dp, vn, e, R["nlr"], "diag",
+                                             f"bu{p}_"))
+            else:
+                dc = _at(R["dc"], r0)
+                ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
+                                 emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True, x_layout="diag", x_copy=dc,
+                                           name=f"bw{p}_"),
+                                 [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
+            if p:
+                ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["ep"], R["e"], R["one"], f"ac{p}_"))
+        if not (l >= 1 and fused):
+            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p:
+                             emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr, u_layout="diag",
+                                        v_layout="cols", name=f"up{p}_"),
+                             [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
+        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, p)))
+    ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
+    if l >= 1:
+        e = R["e"]
+        ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, vn, e, layout="diag",
+                                                                        name="mk_"),
+                         [(e, nw), (vn, nw)], [(e, nw)]))
+    return ops
+
+
+def _fused_backward(cfg, R, P, N, l, d, d_layout, v) -> list:
+    """``e = W^T d`` (old ``W``) and ``W += d (-lr v)^T`` in one pass
+    (:func:`sw.train_chip.fused_backward_op`, which states its hazards), then
+    ``e *= relu'(v)`` (diag)."""
+    nw, e = local_len(N[l], cfg.nr), R["e"]
+    return [fused_backward_op(cfg, "bwup", P[l], N[l], R["W"], d, v, e, R["nlr"], d_layout, "bu_"),
+            _kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, v, e, layout="diag", name="mk_"),
+                  [(e, nw), (v, nw)], [(e, nw)])]
+
+
+def _mask_update(cfg, R, P, N, l, d, u_layout, v, e=None) -> list:
+    """``e *= relu'(v)`` (diag; when ``e`` is given) and ``W += -lr d v^T`` (``d`` in
+    ``u_layout``, ``v`` the layer's input, cols)."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    W, nlr = R["W"], Scalar(R["nlr"].bank, R["nlr"].base)
+    s, nw, wn = P[l] // cfg.nr, L(N[l]), L(P[l]) * L(N[l])
+    ops = []
+    if e is not None:
+        ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, v, e, layout="diag",
+                                                                        name="mk_"),
+                         [(e, nw), (v, nw)], [(e, nw)]))
+    ops.append(_kern("rank1", "rank1", lambda b: emit_rank1(b, cfg, P[l], N[l], W, d, v, alpha=nlr, u_layout=u_layout,
+                                                            v_layout="cols", name="up_"),
+                     [(W, wn), (d, s), (v, nw), (R["nlr"], 1)], [(W, wn)], fma_wb=True))
+    return ops
+
+
+def _dual(cfg, al, stage, groups) -> bool:
+    """Whether the chains that deliver this core's next input also store it into the
+    history slot (second write port: the history in the other bank than ``ain``, and
+    ``ar3``), so that the tail needs no copy ``ain -> hist``."""
+    if stage is None or "hist" not in al.items or cfg.n_ar < 4:
+        return False
+    l, _ = stage
+    chained = l >= 1 or groups[0] > 1                # core 0 alone in G_0 copies xin -> ain in its tail
+    return chained and al.items["hist"].region.bank != al.items["ain"].region.bank
+
+
+def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: bool = False) -> list:
+    """The variant-``j`` ops before the chains (``dual``: the chains store the input into
+    the history too, :func:`_dual`)."""
+    if stage is None:
+        return []
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    l, i = stage
+    nl = mlp.n_layers
+    if l == nl - 1:
+        return []
+    R = {k: v.region for k, v in al.items.items()}
+    nw = L(N[l])
+    ain, hist, vn = R["ain"], R["hist"], R["vnext"]
+    D = 2 * (nl - 1 - l)
+    hf = Region(hist.bank, hist.base + (j % V) * nw)
+    hn = Region(hist.bank, hist.base + ((j + 1 - D) % V) * nw)
+    keep = [] if dual and _dual(cfg, al, stage, groups) else [
+        _kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"), [(ain, nw)], [(hf, nw)])]
+    return keep + [_kern("next_a", "copy", lambda b: emit_copy(b, cfg, nw, hn, vn, name="cn_"),
+                         [(hn, nw)], [(vn, nw)])] + (
+        [_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, R["xin"], ain, name="cx_"),
+               [(R["xin"], nw)], [(ain, nw)])] if l == 0 and "xin" in R and groups[0] == 1 else [])
+
+
+def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, din: str, layout: str = "cols",
+                  din_layout: str = "diag", ain2=None) -> list:
+    """The chains of a step (:mod:`sw.chain`), for both CP flavours: ``x_m`` beats of
+    the input from core 0 through ``G_0`` (``xin`` -> every ``ain``); per layer ``l``, a
+    gather of ``seg_m(l)`` beats per core of ``G_l`` (``z``) into every ``ain`` of
+    ``G_{l+1}``, and ``d_m(l)`` beats of ``e`` reduced over ``G_{l+1}`` (ring order), round
+    the ring, scattered into ``G_l`` (``scatter(l, i)``: the roles of core ``i`` there,
+    stored at ``din``). ``layout``: of the hops (``"mat"`` for matrix words), ``din_layout``:
+    of the scatter's stores. ``ain2(k)``: a second ``(bank, base)`` core ``k`` stores its
+    input into (or None)."""
+    c, nl = cfg.cores, mlp.n_layers
+    ain2 = ain2 or (lambda k: None)
+    first = [sum(groups[:l]) for l in range(nl)]
+    R = [{k: v.region for k, v in al.items.items()} for al in allocs]
+    rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
+    out = []
+    if groups[0] > 1:
+        hops = [Hop(0, ("send_keep",) * x_m, src=rb(0, "xin"), dst=rb(0, "ain"), layout=layout, dst2=ain2(0))]
+        for i in range(1, groups[0]):
+            k = first[0] + i
+            hops.append(Hop(k, ("keep_relay" if i < groups[0] - 1 else "keep",) * x_m, dst=rb(k, "ain"),
+                            layout=layout, dst2=ain2(k)))
+        out.append(Stream("x", x_m, tuple(hops)))
+    for l in range(nl - 1):
+        g, gn, seg = groups[l], groups[l + 1], seg_m(l)
+        m = g * seg
+        # forward: gather a_{l+1} through G_l, into every core of G_{l+1}
+        hops = []
+        for i in range(g):
+            k = first[l] + i
+            roles = ("relay",) * (i * seg) + ("send",) * seg + (None,) * (m - (i + 1) * seg)
+            hops.append(Hop(k, roles, src=rb(k, "z"), layout=layout))
+        for i in range(gn):
+            k = first[l + 1] + i
+            hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout=layout,
+                            dst2=ain2(k)))
+        out.append(Stream(f"a{l + 1}", m, tuple(hops)))
+        # backward: reduce d_l over G_{l+1}, round the ring, scatter into G_l
+        m = d_m(l)
+        hops = [Hop(first[l + 1] + i, ("send" if i == 0 else "add",) * m, src=rb(first[l + 1] + i, "e"),
+                    layout=layout) for i in range(gn)]
+        k = (first[l + 1] + gn) % c
+        while k != first[l]:
+            hops.append(Hop(k, ("relay",) * m, layout=layout))
+            k = (k + 1) % c
+        for i in range(g):
+            hops.append(Hop(first[l] + i, tuple(scatter(l, i)), dst=rb(first[l] + i, din), layout=din_layout))
+        out.append(Stream(f"d{l}", m, tuple(hops)))
+    return out
+
+
+def _streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
+    """The chains of a step: vectors, one word per beat; each core of ``G_l`` keeps its
+    slice of ``d_l`` (diag) and relays the rest. ``j``: tail variant ``j``'s chains, which
+    also store each core's next input into its history slot ``(j + 1) mod V`` where
+    :func:`_dual` allows (None: no second store)."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    stages = cp_stage_of(groups, cfg.cores)
+    V = 2 * (mlp.n_layers - 1)
+
+    def ain2(k):
+        if j is None or not _dual(cfg, allocs[k], stages[k], groups):
+            return None
+        h = allocs[k].items["hist"].region
+        return h.bank, h.base + ((j + 1) % V) * L(N[stages[k][0]])
+    sl = lambda l: P[l] // cfg.nr                      # noqa: E731
+
+    def scatter(l, i):
+        s, m = sl(l), groups[l] * sl(l)
+        roles = (None,) * (i * s) + ("keep",) * s + (("relay",) * (m - (i + 1) * s) if i < groups[l] - 1 else ())
+        return roles + (None,) * (m - len(roles))
+
+    return chain_streams(cfg, mlp, allocs, groups, x_m=L(N[0]), seg_m=sl, d_m=lambda l: groups[l] * sl(l),
+                         scatter=scatter, din="din", ain2=ain2)
+
+
+def _ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
+    """``(reads, writes)`` of the chains on a core (for the gaps before them), both CP
+    flavours: they read ``z`` (hidden layers), ``e``, ``xin`` and write ``ain``, ``din`` /
+    ``dint`` and (batch 1) the history, whole regions."""
+    if stage is None:
+        return [], []
+    it = al.items
+    words = lambda n: (it[n].region, it[n].words)      # noqa: E731
+    reads = [words(n) for n in ("z", "e", "xin") if n in it and (n != "z" or stage[0] < mlp.n_layers - 1)]
+    writes = [words(n) for n in ("ain", "din", "dint", "hist") if n in it]
+    return reads, writes
+
+
+def _host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> list:
+    """Per core the program of a host phase at ``origin``: ``in`` (``x`` into core 0's
+    ``xin``, the target into the output core), ``out`` (the output core's ``z``)."""
+    imgs = []
+    for k in range(cfg.cores):
+        b = Builder(cfg, origin=origin)
+        R = {n: v.region for n, v in allocs[k].items.items()}
+        if what == "in" and k == 0:
+            emit_load_vector(b, cfg, R["xin"], local_len(N[0], cfg.nr), "cols", "ldx")
+        if what == "in" and k == out_core and "t" in R:
+            emit_load_vector(b, cfg, R["t"], P[-1] // cfg.nr, "rows", "ldt")
+        if what == "out" and k == out_core:
+            emit_unload_diag(b, cfg, R["z"], P[-1] // cfg.nr, "ulz")
+        b.halt()
+        imgs.append(b.build().words())
+    return imgs
+
+
+@dataclass(frozen=True)
+class Kit:
+    """The per-core builders of one CP flavour: batch 1 (this module) or minibatch
+    (:data:`sw.train_cp_mb.MB_KIT`), with the program class of its host side."""
+
+    allocate: object      #: (cfg, mlp, P, N, stage, V, softmax, fused) -> Allocator
+    head: object          #: (cfg, mlp, al, P, N, stage, softmax, fused) -> ops
+    tail: object          #: (cfg, mlp, al, P, N, stage, j, V, groups, dual) -> ops before the chains
+    streams: object       #: (cfg, mlp, allocs, P, N, groups, j) -> [sw.chain.Stream] (j: variant, or None)
+    ring_rw: object       #: (cfg, mlp, al, P, N, stage) -> (reads, writes) of the chains
+    host: object          #: (cfg, allocs, P, N, out_core, what, origin) -> images
+    ring_text: object     #: (cfg, lines, mlp, P, N) -> the chains' text, folded into loops
+    program: object       #: the ChipCPProgram class
+    #: (cfg, mlp, al, P, N, stage) -> ops of the output core after the host's softmax (or None)
+    head2: object = None
+
+
+def _vec_ring_text(cfg, lines, mlp, P, N) -> str:
+    return ring_text(cfg, lines, loop="ch_")
+
+
+def _count(cfg, op) -> int:
+    b = Builder(replace(cfg, ucode_depth=1 << 16))
+    return op.emit(b)
+
+
+def _length(cfg, ops) -> int:
+    return sum(_count(cfg, op) for op in ops) + sum(_gaps(cfg, ops))

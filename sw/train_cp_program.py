@@ -1,0 +1,323 @@
+"""The host side of a compiled CP pipeline step (:class:`ChipCPProgram`): its cycle
+figures and description, running a step, loading and reading back the weights; and
+:func:`_kit`, the builders and program class of the network's CP flavour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sw.asm import Builder
+from sw.layout import local_len, pack_matrix, unpack_matrix
+from sw.mlp import MLP
+from sw.train import _gaps
+from sw.train_chip_program import PhaseLog, load_per_core
+from sw.train_cp_ops import (Kit, _allocate, _count, _head_ops, _host_programs, _ring_rw, _streams, _tail_ops,
+                             _vec_ring_text)
+from sw.train_host import StepResult, mse_loss, one_hot, softmax_ce_loss, weight_bits
+from sw.train_paging import spad_image, spad_local
+from sw.train_softmax import softmax_const_items
+from sw.train_vectors import decode_diag_beats, vector_beats, vector_bits
+
+__all__ = ["ChipCPProgram"]
+
+
+@dataclass
+class ChipCPProgram:
+    """A compiled CP pipeline step (see :mod:`sw.train_cp`)."""
+
+    cfg: object
+    mlp: MLP
+    groups: list                  #: cores per layer
+    stages: list                  #: per core: (layer, index in group) or None
+    P: list
+    N: list
+    V: int                        #: tail variants (history slots)
+    allocs: list                  #: per core: Allocator
+    head: list                    #: per core: ops of the head RUN
+    tails: list                   #: per variant, per core: ops of the tail RUN
+    image: list                   #: per core: microcode words
+    origins: dict                 #: "head", ("tail", j), ["chains",] "in", "out" -> origin
+    instructions: dict            #: "head" / "tail" [/ "chains"] -> instructions issued per RUN (every core)
+    neg_lr: int
+    softmax: str | None = None
+    fused: list = field(default_factory=list)   #: per layer: backward step fused (emit_gemv_t_rank1)
+    chains: object = None         #: the sw.chain.ChainSchedule of the tail
+    #: the chains are a RUN of their own (the tails with a copy each did not fit the microcode)
+    split_chains: bool = False
+    meta: dict = field(default_factory=dict)
+    step_index: int = 0           #: the next step's number (selects the tail variant)
+    #: layer -> :class:`sw.train_chip.SpadPanel`: the panels of the layer's cores kept in
+    #: their scratchpads (:func:`sw.train_cp.cp_spad_plan`)
+    spad: dict = field(default_factory=dict)
+
+    # -- layout -------------------------------------------------------------------------
+    @property
+    def n_layers(self) -> int:
+        return self.mlp.n_layers
+
+    @property
+    def out_core(self) -> int:
+        return sum(self.groups) - 1
+
+    def regions(self, k: int) -> dict:
+        return {n: v.region for n, v in self.allocs[k].items.items()}
+
+    def cores_of(self, l: int) -> list:
+        return [k for k, st in enumerate(self.stages) if st is not None and st[0] == l]
+
+    # -- figures ------------------------------------------------------------------------
+    def run_cycles(self, what: str) -> int:
+        return self.instructions[what] + self.cfg.run_overhead
+
+    def host_phase_cycles(self) -> list:
+        cfg = self.cfg
+        run = cfg.run_overhead
+        xw, so = local_len(self.N[0], cfg.nr), self.P[-1] // cfg.nr
+        return [("in", (xw + run) + (so + run)), ("out", so + run)]
+
+    def chip_runs(self) -> list:
+        """The chip RUNs of a step: head, tail (and chains)."""
+        return ["head", "tail"] + (["chains"] if self.split_chains else [])
+
+    def step_cycles(self) -> int:
+        return sum(self.run_cycles(w) for w in self.chip_runs()) + sum(c for _, c in self.host_phase_cycles())
+
+    def host_cycles(self, host_latency: int = 0) -> int:
+        """Host turnaround cycles per step (as :meth:`sw.train_chip.ChipSGDProgram.host_cycles`):
+        none; the softmax runs on the output core, and the host phases are part of
+        :meth:`step_cycles`."""
+        return 0
+
+    def latency_steps(self) -> int:
+        """Steps from a sample's input to its loss: ``L`` (forward through every group;
+        the host's load is one step ahead)."""
+        return self.n_layers
+
+    def breakdown(self, k: int | None = None) -> list:
+        """``(op, kind, instructions)`` of the chip RUNs on core ``k`` (default: the core
+        of the group with the longest compute), alignment NOPs included."""
+        k = self.meta["critical_core"] if k is None else k
+        out = []
+        halt = ("halt+drain", "halt", self.cfg.run_overhead)
+        for ops in (self.head[k], self.tails[0][k]):
+            for op, g in zip(ops, _gaps(self.cfg, ops)):
+                if g:
+                    out.append(("gap", "nop", g))
+                out.append((op.name, op.kind, _count(self.cfg, op)))
+            out.append(halt)
+        if self.split_chains:
+            out += [("chains", "ring", self.chains.slots), halt]
+        return out
+
+    def describe(self) -> str:
+        cfg = self.cfg
+        lines = [f"CP pipeline step of {self.mlp.describe()} on {cfg.cores} cores of {cfg.nr}x{cfg.nr} {cfg.fmt} PEs",
+                 f"  cores per layer {self.groups} (row panels of {self.P} rows; inputs {self.N}); "
+                 f"{self.V} tail variants; {self.step_cycles()} cycles per step (head {self.run_cycles('head')}, "
+                 + (f"tail {self.run_cycles('tail')}, chains {self.run_cycles('chains')}; host " if self.split_chains
+                    else f"tail {self.run_cycles('tail')} of which chains {self.chains.slots}; host ")
+                 + ", ".join(f"{n} {c}" for n, c in self.host_phase_cycles()) + ")"
+                 + (f"; softmax gradient on the array (output core {self.out_core})" if self.softmax else ""),
+                 "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
+                                                           for l, f in enumerate(self.fused) if l),
+                 f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
+        for l, sp in sorted(self.spad.items()):
+            lines.append(f"  scratchpad beats 0..{sp.beats(cfg.nr) - 1} of each core of layer {l}: its W{l} panel, "
+                         f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP, "
+                         f"loaded and stored once per step")
+        for l in range(self.n_layers):
+            k = self.cores_of(l)[0]
+            lines += ["", f"core {k} (layer {l}, {len(self.cores_of(l))} core(s)):", self.allocs[k].table()]
+        lines += ["", f"critical core {self.meta['critical_core']}:"]
+        lines += [f"{'op':<14} {'kind':<10} {'cycles':>7}"] + [f"{n:<14} {kd:<10} {i:>7}"
+                                                               for n, kd, i in self.breakdown()]
+        return "\n".join(lines)
+
+    # -- running ------------------------------------------------------------------------
+    def _vec(self, v, n):
+        if v is None:
+            return np.zeros(n, dtype=self.cfg.fmt.np_uint)
+        return vector_bits(self.cfg.fmt, v, n)
+
+    def _target(self, t):
+        no, fmt = self.mlp.n_out, self.cfg.fmt
+        if t is None:
+            return None, np.zeros(no, dtype=fmt.np_uint)
+        if self.mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+            t = one_hot(no, t)
+        tb = np.asarray(t)
+        tf = fmt.to_float(tb) if tb.dtype == fmt.np_uint else tb.astype(np.float64)
+        if tf.shape != (no,):
+            raise ValueError(f"target must have {no} values, got shape {tf.shape}")
+        return tf, self._vec(t, no)
+
+    def _runs(self, session, data: list, log: PhaseLog):
+        """A step's RUNs: the host's input phase (``data``: per core its beats), the chip
+        RUNs, the output phase; returns the output core's result of the last."""
+        cfg = self.cfg
+        act = sorted({0, self.out_core})
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
+                             active=act)
+        log.note("in", "host", res, sum(res[k].cycles for k in act))
+        self._run_chip(session, log)
+        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
+                             active=[self.out_core])
+        log.note("out", "host", res, res[self.out_core].cycles)
+        return res[self.out_core]
+
+    def _run_chip(self, session, log: PhaseLog, runs=None) -> None:
+        """The step's chip RUNs (head, the tail of this step's variant; ``runs``: some of
+        :meth:`chip_runs`), each checked: cycles as predicted on every core, no SRAM or
+        register write conflict, no stall."""
+        cfg = self.cfg
+        for what in (self.chip_runs() if runs is None else runs):
+            org = self.origins[("tail", self.step_index % self.V) if what == "tail" else what]
+            res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, f"cp-{what}", org)
+            exp = self.run_cycles(what)
+            for k, r in enumerate(res):
+                ctr = r.counters
+                if r.cycles != exp or ctr.get("mem_conflict") or ctr.get("rf_conflict") or ctr.get("stall_cycles"):
+                    raise AssertionError(f"CP {what} RUN on core {k}: {r.cycles} cycles (predicted {exp}), "
+                                         f"{ctr.get('mem_conflict')} SRAM / {ctr.get('rf_conflict')} register write "
+                                         f"conflicts, {ctr.get('stall_cycles')} stall cycles")
+            log.note(what, "chip", res, cyc)
+
+    def run_step(self, session, x, t) -> StepResult:
+        """One pipeline step: ``x`` enters (None: zeros, to drain), ``t`` is the target of
+        the sample now at the output layer (the one that entered ``L`` steps earlier;
+        None while the pipeline fills). Returns that sample's loss (None without ``t``)
+        and output, with the step's cycles and every core's counters."""
+        cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
+        tf, tb = self._target(t)
+        xb = self._vec(x, mlp.n_in)
+        log = PhaseLog(cfg.cores)
+        data = [[] for _ in range(cfg.cores)]
+        data[0] = vector_beats(cfg, xb, local_len(self.N[0], cfg.nr))
+        if mlp.loss == "mse" or self.softmax == "array":
+            data[self.out_core] += vector_beats(cfg, tb, self.P[-1] // cfg.nr)
+        out = self._runs(session, data, log)
+        raw = decode_diag_beats(cfg, out.out, mlp.n_out)
+        v = fmt.to_float(raw)
+        self.step_index += 1
+        if tf is None:
+            loss, out = None, v
+        elif mlp.loss == "mse":
+            loss, out = mse_loss(v), v + tf
+        else:
+            loss, out = softmax_ce_loss(v, tf), v
+        return log.result(loss, out, 0, {"out": raw})
+
+    # -- weights ------------------------------------------------------------------------
+    def _panel_rows(self, l: int, i: int) -> slice:
+        return slice(i * self.P[l], (i + 1) * self.P[l])
+
+    def init(self, session, weights) -> None:
+        """Load every core's weight panel (into its scratchpad when paged) and scalars,
+        and zero the pipeline's vectors (host phases); resets the step counter."""
+        from sw.transfer import emit_spad_fill
+
+        cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
+        items = [[] for _ in range(cfg.cores)]
+        spad = [[] for _ in range(cfg.cores)]              # per core the scratchpad beats of a paged panel
+        for l, W in enumerate(weight_bits(self.mlp, fmt, weights)):
+            m, n = self.mlp.shape(l)
+            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=fmt.np_uint)
+            G[:m, :n] = W
+            for k in self.cores_of(l):
+                local = pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)
+                if l in self.spad:
+                    spad[k] = spad_image(cfg, self.spad[l], local)
+                else:
+                    items[k].append((self.regions(k)["W"], local))
+        scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0]),
+                   "one": int(fmt.from_float(np.array([1.0]))[0])}
+        for k in range(cfg.cores):
+            R = self.regions(k)
+            for name, it in self.allocs[k].items.items():
+                if name != "W" and not name.startswith("smx_"):
+                    items[k].append((R[name], np.full((nr, nr, it.words), scalars.get(name, 0), dtype=fmt.np_uint)))
+            if self.softmax == "array" and k == self.out_core:
+                items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
+        load_per_core(session, cfg, items, "cp-init")
+        if self.spad:
+            imgs = []
+            for k in range(cfg.cores):
+                b = Builder(cfg)
+                if spad[k]:
+                    emit_spad_fill(b, cfg, 0, len(spad[k]))
+                b.halt()
+                imgs.append(b.build().words())
+            session.run(imgs, spad, "cp-init-spad")
+        self.step_index = 0
+
+    def _paged(self, k: int):
+        """Core ``k``'s :class:`sw.train_chip.SpadPanel`, or None when its panel is in PE memory."""
+        st = self.stages[k]
+        return None if st is None else self.spad.get(st[0])
+
+    def weights_from_session(self, session, padded: bool = False) -> list:
+        """The global weights as they are in the cores' memories (bit patterns)."""
+        out = []
+        for l in range(self.n_layers):
+            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
+            for k in self.cores_of(l):
+                sp = self._paged(k)
+                if sp is not None:
+                    local = spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+                else:
+                    reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
+                    local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
+                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n])
+        return out
+
+    def unload_weights_phases(self) -> list:
+        """One chip phase unloading every core's weight panel: ``[(images, name)]``;
+        decode its per-core results with :meth:`decode_weights`."""
+        from sw.transfer import emit_spad_drain, emit_unload
+
+        cfg = self.cfg
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            sp = self._paged(k)
+            if sp is not None:
+                emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
+            elif "W" in self.allocs[k].items:
+                reg = self.regions(k)["W"]
+                emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["W"].words, loop="uw")
+            b.halt()
+            imgs.append(b.build().words())
+        return [(imgs, "cp-unload-W")]
+
+    def decode_weights(self, results, padded: bool = False) -> list:
+        """Global weights from the per-core results of :meth:`unload_weights_phases`."""
+        from sw.transfer import decode_unload
+
+        per_core = results[0]
+        out = []
+        for l in range(self.n_layers):
+            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
+            for k in self.cores_of(l):
+                sp = self._paged(k)
+                if sp is not None:
+                    local = spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x)
+                                                      for x in per_core[k].data])
+                else:
+                    local = decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
+                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
+            m, n = self.mlp.shape(l)
+            out.append(G if padded else G[:m, :n])
+        return out
+
+
+def _kit(mlp: MLP) -> Kit:
+    if mlp.batch > 1:
+        from sw.train_cp_mb import MB_KIT
+
+        return MB_KIT
+    return Kit(_allocate, _head_ops, _tail_ops, _streams, _ring_rw, _host_programs, _vec_ring_text,
+               ChipCPProgram)

@@ -1,0 +1,177 @@
+"""Weight panels kept in a core's scratchpad and paged through a PE-memory page buffer:
+:class:`SpadPanel`, the planner deciding which panels go there (:func:`plan_panels`),
+the op moving a page (:func:`spad_op`) and a panel's scratchpad image."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+
+from sw.collectives import Region
+from sw.layout import local_len
+from sw.train_host import TrainCompileError
+from sw.train_ops import Op
+from sw.transfer import decode_unload, emit_load, emit_unload, load_cost, unload_beats_for
+
+__all__ = ["SpadPanel", "page_split", "spad_choice", "check_page_rows", "largest", "plan_panels", "spad_op",
+           "spad_image", "spad_local"]
+
+
+@dataclass(frozen=True)
+class SpadPanel:
+    """A weight panel kept in the core's scratchpad and moved through a PE-memory page
+    buffer in row pages (:func:`plan_panels`). The panel's local words
+    (``lrows x ncols`` per PE, the 2D round-robin layout) are stored page after page in
+    the beat order of :func:`sw.transfer.emit_unload` (a page unloaded to the scratchpad
+    loads back unchanged with ``emit_load(..., lanes="cols")``)."""
+
+    base: int                     #: first scratchpad beat
+    lrows: int                    #: local rows of the whole panel per PE (``L(P_l)``)
+    ncols: int                    #: local columns per PE (``L(N_l)``): words of one local row
+    pages: tuple                  #: ``((first local row, local rows), ...)``
+
+    @property
+    def words(self) -> int:
+        return self.lrows * self.ncols
+
+    def page_words(self, p: int) -> int:
+        return self.pages[p][1] * self.ncols
+
+    def page_addr(self, nr: int, p: int) -> int:
+        """First scratchpad beat of page ``p`` (``nr`` beats per local word)."""
+        return self.base + nr * self.pages[p][0] * self.ncols
+
+    def beats(self, nr: int) -> int:
+        return nr * self.words
+
+    def row_pages(self, nr: int) -> tuple:
+        """The pages in rows of the padded panel: ``((first row, rows), ...)``."""
+        return tuple((r0 * nr, n * nr) for r0, n in self.pages)
+
+
+def page_split(lrows: int, per: int) -> tuple:
+    """Row pages ``((first local row, local rows), ...)`` of ``lrows`` local rows, at most
+    ``per`` per page."""
+    return tuple((r, min(per, lrows - r)) for r in range(0, lrows, per))
+
+
+def spad_choice(cfg, spad, allowed: list, what: str) -> list:
+    """An explicit choice of layers to page from the scratchpad, checked: sorted, a
+    non-empty subset of ``allowed`` (``what`` names them), and the configuration has a
+    scratchpad. Raises :class:`sw.train.TrainCompileError`."""
+    layers = sorted(set(int(l) for l in spad))
+    if not layers or any(l not in allowed for l in layers):
+        raise TrainCompileError(f"spad layers must be a non-empty subset of {allowed} ({what}), got {sorted(spad)}")
+    if not cfg.spad_kib:
+        raise TrainCompileError("weights in the scratchpad need one: this configuration has none (cfg.spad_kib = 0)")
+    return layers
+
+
+def check_page_rows(cfg, page_rows) -> None:
+    """``page_rows`` is None or a positive multiple of ``nr``, else
+    :class:`sw.train.TrainCompileError`."""
+    if page_rows is not None and (page_rows < cfg.nr or page_rows % cfg.nr):
+        raise TrainCompileError(f"page_rows must be a positive multiple of nr = {cfg.nr}, got {page_rows}")
+
+
+def largest(fits, hi: int) -> int:
+    """The largest ``t`` in ``1 .. hi`` with ``fits(t)``, for ``fits`` true at 1 and
+    monotone (binary search)."""
+    lo = 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+    return lo
+
+
+def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
+                fail=None) -> tuple:
+    """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``, shared by
+    SGD and minibatch GD across cores.
+
+    ``alloc(wbanks, pages)`` returns the step's :class:`sw.train.Allocator` for a bank per
+    panel and ``pages`` (layer -> local rows per page of the panels in the scratchpad, or
+    None). Every panel in the PE memories when some assignment of the panels to the banks
+    fits (``spad=None``); otherwise the largest ``pageable`` panels move to the core's
+    scratchpad, one more at a time, until the rest fits with a page buffer ``WP`` (the
+    paged panels share a bank). ``spad``: the layers to keep in the scratchpad (an
+    explicit choice, e.g. to test paging on small networks). Pages are row pages of at
+    most ``page_rows`` rows (a multiple of ``nr``; default: as many as the buffer holds,
+    the buffer taking what the PE memories have left), the bank assignment with the
+    fewest pages. Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
+    message, with the sizes) when nothing fits."""
+    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
+    nl, nr = len(P), cfg.nr
+    cands = [list(x) for x in itertools.islice(itertools.product("ab", repeat=nl), 1024)]
+    if spad is None:
+        for wb in cands:
+            al = alloc(wb, None)
+            if al.fits():
+                return wb, al, {}
+        order = sorted(pageable, key=lambda l: (-L(P[l]) * L(N[l]), l))
+        sets = [sorted(order[:j]) for j in range(1, len(order) + 1)] if cfg.spad_kib else []
+    else:
+        sets = [spad_choice(cfg, spad, pageable, "the row-panel layers")]
+    check_page_rows(cfg, page_rows)
+    cap = (page_rows // nr) if page_rows else max(L(p) for p in P)
+    lim = (1 << cfg.loop_bits) - 2
+    for S in sets:
+        beats = sum(nr * L(P[l]) * L(N[l]) for l in S)
+        if beats > cfg.spad_depth:
+            break                                  # more layers in the scratchpad only need more
+        best = None
+
+        def per(t, S=S):                           # local rows per page with at most t per page
+            return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
+        for wb in cands:
+            if len({wb[l] for l in S}) != 1:
+                continue
+            if not alloc(wb, per(1)).fits():
+                continue
+            rows = per(largest(lambda t, wb=wb: alloc(wb, per(t)).fits(), max(L(P[l]) for l in S)))
+            npages = sum(-(-L(P[l]) // rows[l]) for l in S)
+            if best is None or npages < best[0]:
+                best = (npages, wb, rows)
+        if best is not None:
+            _, wb, rows = best
+            al = alloc(wb, rows)
+            panels, at = {}, 0
+            for l in S:
+                panels[l] = SpadPanel(at, L(P[l]), L(N[l]), page_split(L(P[l]), rows[l]))
+                at += panels[l].beats(nr)
+            return wb, al, panels
+    raise TrainCompileError(fail(alloc(cands[0], None)))
+
+
+def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> Op:
+    """Move a page between the scratchpad (beats ``addr ..``) and the page buffer ``WP``
+    (``words`` per PE): :func:`sw.transfer.emit_load` with ``lanes="cols"`` /
+    :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word."""
+    n = load_cost(cfg, words) + 1
+    if store:
+        return Op(name, "spad", lambda bl: (emit_unload(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_",
+                                                        dest="spad", spad_addr=addr), n)[1],
+                  reads=[(WP, words)], writes=[], stores=False)
+    return Op(name, "spad", lambda bl: (emit_load(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_", source="spad",
+                                                  spad_addr=addr, lanes="cols"), n)[1],
+              reads=[], writes=[(WP, words)])
+
+
+def spad_image(cfg, panel: SpadPanel, local) -> list:
+    """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
+    out = []
+    for r0, n in panel.pages:
+        out += unload_beats_for(cfg, local[:, :, r0 * panel.ncols:(r0 + n) * panel.ncols])
+    return out
+
+
+def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
+    """Inverse of :func:`spad_image`: the panel's ``(nr, nr, words)`` local words."""
+    out, at = [], 0
+    for _, n in panel.pages:
+        w = n * panel.ncols
+        out.append(decode_unload(cfg, beats[at:at + cfg.nr * w], w))
+        at += cfg.nr * w
+    return np.concatenate(out, axis=2)
