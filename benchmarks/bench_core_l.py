@@ -24,11 +24,12 @@ import time
 
 import numpy as np
 
-from noc.collectives import Region
-from rtl.config import PRESETS
-from rtl.perf_counters import counter_names
+from sw.collectives import Region
+from arch.config import PRESETS
+from arch.counters import counter_names
 from sw import golden
-from sw.kernels import emit_gemm, emit_gemv, run_kernel
+from sw.kernels import emit_gemm, emit_gemv
+from sim.core_run import run_kernel
 from sw.layout import local_len, pack_matrix, pack_vector, unpack_vector
 
 #: preset L's core alone, with PE memories and microcode just large enough for the shapes

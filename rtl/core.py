@@ -18,7 +18,8 @@ from noc.broadcast_bus import BroadcastBus, visibility, vis_port_bits
 from pe.fp_common import CLASS_BITS, class_bits
 from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
-from rtl.perf_counters import PerfCounters, counter_names
+from rtl.perf_counters import PerfCounters
+from arch.counters import counter_names
 from rtl.scratchpad import Scratchpad
 from rtl.sequencer import Sequencer
 from arch.isa import HostDir, instr_layout

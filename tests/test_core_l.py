@@ -15,7 +15,7 @@ import pytest
 from benchmarks.bench_core_l import CFG as CFG_L16
 from benchmarks.bench_core_l import GEMM_SHAPE, GEMV_SHAPE
 from conftest import require_sim
-from rtl.perf_counters import counter_names
+from arch.counters import counter_names
 from test_kernels import Mem, _seed, gemm_case, gemv_case, run_cases
 
 

@@ -22,7 +22,8 @@ from amaranth.sim import Simulator
 
 from pe.layouts import EVENT_LAYOUT
 from arch.config import ArchConfig
-from rtl.perf_counters import SUMMED_EVENTS, PerfCounters, counter_names
+from rtl.perf_counters import SUMMED_EVENTS, PerfCounters
+from arch.counters import counter_names
 
 
 def _random_sources(rng, cfg, p_event, count_en, full=False):
