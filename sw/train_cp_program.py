@@ -259,16 +259,23 @@ class ChipCPProgram:
 
     def weights_from_session(self, session, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns)."""
+
+        def local(k, sp):
+            if sp is not None:
+                return spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+            reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
+            return session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
+
+        return self._assemble(local, padded)
+
+    def _assemble(self, local_of, padded: bool) -> list:
+        """The global weights from each core's local panel words ``local_of(k, paged panel or
+        None)``."""
         out = []
         for l in range(self.n_layers):
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
             for k in self.cores_of(l):
-                sp = self._paged(k)
-                if sp is not None:
-                    local = spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
-                else:
-                    reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
-                    local = session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
+                local = local_of(k, self._paged(k))
                 G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
@@ -298,20 +305,13 @@ class ChipCPProgram:
         from sw.transfer import decode_unload
 
         per_core = results[0]
-        out = []
-        for l in range(self.n_layers):
-            G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
-            for k in self.cores_of(l):
-                sp = self._paged(k)
-                if sp is not None:
-                    local = spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x)
-                                                      for x in per_core[k].data])
-                else:
-                    local = decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
-                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
-            m, n = self.mlp.shape(l)
-            out.append(G if padded else G[:m, :n])
-        return out
+
+        def local(k, sp):
+            if sp is not None:
+                return spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x) for x in per_core[k].data])
+            return decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
+
+        return self._assemble(local, padded)
 
 
 def _kit(mlp: MLP) -> Kit:
