@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arch.fpformat import FPFormat, get_format
+from arch.errors import UsageError
 
 __all__ = ["ArchConfig", "ConfigError", "PRESETS", "load_config", "config_from_arg", "RING_HOP_CYCLES",
            "MIN_MUL_LATENCY", "MIN_ADD_LATENCY"]
@@ -31,7 +32,7 @@ MIN_MUL_LATENCY = 2
 MIN_ADD_LATENCY = 3
 
 
-class ConfigError(ValueError):
+class ConfigError(UsageError):
     """An architecture parameter is out of its allowed range."""
 
 
@@ -480,9 +481,15 @@ def load_config(path: str | os.PathLike) -> ArchConfig:
     """Load a JSON config file (fields of :class:`ArchConfig`, optional ``preset``)."""
     p = Path(path)
     try:
-        d = json.loads(p.read_text())
+        d = json.loads(p.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"config file {p} does not exist") from None
+    except IsADirectoryError:
+        raise ConfigError(f"config file {p} is a directory") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"config file {p} is not UTF-8 text") from None
+    except OSError as e:
+        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"config file {p} is not valid JSON: {e}") from None
     if not isinstance(d, dict):
@@ -498,7 +505,12 @@ def config_from_arg(arg: str | None) -> ArchConfig:
         return PRESETS[arg]
     if arg.lstrip().startswith("{"):
         try:
-            return ArchConfig.from_dict(json.loads(arg))
+            d = json.loads(arg)
         except json.JSONDecodeError as e:
-            raise ConfigError(f"inline config is not valid JSON: {e}") from None
+            raise ConfigError(f"--config: inline JSON is not valid: {e}") from None
+        if not isinstance(d, dict):
+            raise ConfigError("--config: inline JSON must be an object of ArchConfig fields")
+        return ArchConfig.from_dict(d)
+    if not Path(arg).exists():
+        raise ConfigError(f"--config {arg!r}: neither a preset ({', '.join(PRESETS)}) nor an existing JSON file")
     return load_config(arg)

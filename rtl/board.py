@@ -20,6 +20,7 @@ from amaranth.lib.wiring import In, Out
 from rtl.core import Core
 from rtl.pe_harness import PEHarness
 from rtl.uart_bridge import UARTBridge
+from arch.errors import InputError
 
 __all__ = ["BoardTop", "UARTCore", "ecp5_pll_params"]
 
@@ -45,7 +46,7 @@ def ecp5_pll_params(f_in_hz: float, f_out_hz: float) -> dict:
                         best = (key, dict(clki_div=clki, clkfb_div=clkfb, clkop_div=clkop,
                                           f_out_hz=f_out, f_vco_hz=vco))
     if best is None:
-        raise ValueError(f"no ECP5 PLL setting makes {f_out_hz / 1e6:g} MHz from {f_in_hz / 1e6:g} MHz")
+        raise InputError(f"no ECP5 PLL setting makes {f_out_hz / 1e6:g} MHz from {f_in_hz / 1e6:g} MHz")
     return best[1]
 
 
@@ -122,7 +123,7 @@ class BoardTop(Elaboratable):
                  rx_fifo_depth: int = 512):
         if top not in self.TOPS:
             self._MustUse__silence = True     # never elaborated: no unused-elaboratable warning
-            raise ValueError(f"board top {top!r}: allowed {', '.join(self.TOPS)}")
+            raise InputError(f"board top {top!r}: allowed {', '.join(self.TOPS)}")
         self.cfg = cfg
         self.top = top
         self.baud = int(baud)
@@ -139,7 +140,7 @@ class BoardTop(Elaboratable):
         from amaranth.vendor import LatticeECP5Platform
 
         if not isinstance(platform, LatticeECP5Platform):
-            raise ValueError(f"a core clock other than the board's {f_in / 1e6:g} MHz needs a PLL; "
+            raise InputError(f"a core clock other than the board's {f_in / 1e6:g} MHz needs a PLL; "
                              f"only ECP5 boards are supported")
         p = ecp5_pll_params(f_in, want)
         self.pll = p
@@ -193,7 +194,7 @@ class BoardTop(Elaboratable):
             return m
         divisor = round(f / self.baud)
         if divisor < 4:
-            raise ValueError(f"{self.baud} baud is too fast for a {f / 1e6:g} MHz clock")
+            raise InputError(f"{self.baud} baud is too fast for a {f / 1e6:g} MHz clock")
         m.submodules.ucore = ucore = UARTCore(cfg, divisor, self.rx_fifo_depth)
         core, br = ucore.core, ucore.bridge
         m.d.comb += [ucore.rx.eq(rx_buf.i), tx_buf.o.eq(ucore.tx)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from arch.errors import InputError
 
 __all__ = ["endpoint_arrivals", "unit_of", "endpoint_groups", "arrival_histogram", "endpoint_report",
            "format_endpoint_report"]
@@ -33,7 +34,7 @@ def endpoint_arrivals(report: dict) -> list[tuple[str, str, float]]:
     Raises ``ValueError`` when the report has no per-endpoint timing."""
     nets = report.get("detailed_net_timings")
     if nets is None:
-        raise ValueError("the nextpnr report has no detailed_net_timings: build with "
+        raise InputError("the nextpnr report has no detailed_net_timings: build with "
                          "--nextpnr-opt=--detailed-timing-report")
     worst: dict[tuple[str, str], float] = {}
     for net in nets:
@@ -94,9 +95,9 @@ def endpoint_report(build_dir: Path | str, mhz: float = 100.0, depth: int = 2) -
     of ``mhz``: ``{"period_ns", "endpoints", "late", "groups", "histogram"}``."""
     path = Path(build_dir) / "top.report.json"
     if not path.is_file():
-        raise ValueError(f"{path} not found: give the directory of a finished `caterpillar build`")
+        raise InputError(f"{path} not found: give the directory of a finished `caterpillar build`")
     if mhz <= 0:
-        raise ValueError(f"--mhz must be > 0, got {mhz}")
+        raise InputError(f"--mhz must be > 0, got {mhz}")
     arr = endpoint_arrivals(json.loads(path.read_text()))
     period = 1000.0 / mhz
     return {"report": str(path), "mhz": mhz, "period_ns": round(period, 3), "endpoints": len(arr),

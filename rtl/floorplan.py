@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from arch.errors import InputError
 
 __all__ = ["site_xy", "ebr_sites", "plan_pe_rams", "plan_other_rams", "apply_floorplan", "ram_netlist", "FloorplanError"]
 
@@ -35,7 +36,7 @@ __all__ = ["site_xy", "ebr_sites", "plan_pe_rams", "plan_other_rams", "apply_flo
 _PE_RAM = re.compile(r"(?:^|\.)pe_(\d+)_(\d+)\.")
 
 
-class FloorplanError(ValueError):
+class FloorplanError(InputError):
     """The PEs' block RAMs cannot be laid out on the device's block-RAM rows."""
 
 

@@ -31,6 +31,7 @@ from rtl.fpga_reports import (_nextpnr_overflow, format_build, parse_critical_pa
                               parse_nextpnr_report, short_cell)
 from rtl.fpga_tools import (BuildError, ToolMissing, _read, _run, _script_cmds, find_tool, setup_tool_env,
                             tool_versions)
+from arch.errors import InputError
 
 __all__ = ["DEFAULT_BOARD", "DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
@@ -194,11 +195,11 @@ def core_clock_net(netlist: dict) -> str:
     top = next((m for m in netlist["modules"].values() if "top" in m.get("attributes", {})), None)
     plls = [c for c in (top or {}).get("cells", {}).values() if c["type"] == "EHXPLLL"]
     if len(plls) != 1:
-        raise ValueError(f"the netlist's top module has {len(plls)} EHXPLLL cells, not one")
+        raise InputError(f"the netlist's top module has {len(plls)} EHXPLLL cells, not one")
     bits = plls[0]["connections"].get("CLKOP")
     names = [n for n, v in top["netnames"].items() if v["bits"] == bits and not n.startswith("$")]
     if not names:
-        raise ValueError("no named net on the PLL's CLKOP output")
+        raise InputError("no named net on the PLL's CLKOP output")
     return min(names, key=len)
 
 
@@ -228,25 +229,25 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
     try:
         s = json.loads((src / "summary.json").read_text())
     except (OSError, ValueError) as e:
-        raise ValueError(f"{src}: not a build directory (summary.json: {e})") from None
+        raise InputError(f"{src}: not a build directory (summary.json: {e})") from None
     if "synth" not in s or not (src / "top.json").exists() or not (src / "top.lpf").exists():
-        raise ValueError(f"{src}: the build has no synthesized netlist (top.json, top.lpf)")
+        raise InputError(f"{src}: the build has no synthesized netlist (top.json, top.lpf)")
     if s.get("error", "").startswith("does not fit"):
-        raise ValueError(f"{src}: the design does not fit the device ({s['error']})")
+        raise InputError(f"{src}: the design does not fit the device ({s['error']})")
     if out.resolve() == src.resolve():
-        raise ValueError("the output directory must differ from the build it reroutes")
+        raise InputError("the output directory must differ from the build it reroutes")
     seed = s["seed"] if seed is None else int(seed)
     router = s.get("router") if router is None else router
     extra = check_nextpnr_extra(s.get("nextpnr_extra", []) if nextpnr_extra is None else nextpnr_extra)
     opts = nextpnr_options(seed, True, router, extra)
     if constrain_mhz is not None and not (constrain_mhz > 0):
-        raise ValueError(f"constrain_mhz must be a positive frequency, got {constrain_mhz!r}")
+        raise InputError(f"constrain_mhz must be a positive frequency, got {constrain_mhz!r}")
     platform = get_platform(s["board"])
     env = setup_tool_env()
     lpf = (src / "top.lpf").read_text()
     if constrain_mhz is not None:
         if not s.get("pll"):
-            raise ValueError(f"{src}: the core runs from the board's oscillator (no PLL); constrain_mhz needs a "
+            raise InputError(f"{src}: the core runs from the board's oscillator (no PLL); constrain_mhz needs a "
                              "build with a core clock (caterpillar build --clock-mhz)")
         net = core_clock_net(json.loads((src / "top.json").read_text()))
         # after the build's own line for that net, which nextpnr then overrides

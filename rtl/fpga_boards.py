@@ -5,6 +5,7 @@ board, a platform's device, and the tool command lines Amaranth writes for a boa
 from __future__ import annotations
 
 from rtl.fpga_tools import _script_cmds
+from arch.errors import InputError
 
 __all__ = ["DEFAULT_BOARD", "boards", "get_platform", "board_commands", "nextpnr_command"]
 
@@ -48,7 +49,7 @@ def get_platform(board: str):
     bs = boards()
     key = board.lower()
     if key not in bs:
-        raise ValueError(f"unknown board {board!r}; ECP5 boards of amaranth-boards: {', '.join(bs)}")
+        raise InputError(f"unknown board {board!r}; ECP5 boards of amaranth-boards: {', '.join(bs)}")
     return bs[key]()
 
 

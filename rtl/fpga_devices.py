@@ -5,6 +5,8 @@ classes of a synthesized design (:func:`fpga_resources`) and the comparison of t
 
 from __future__ import annotations
 
+from arch.errors import InputError, ToolError
+
 __all__ = ["DEVICES", "FitError", "default_device", "fpga_resources", "check_fit", "fit_report"]
 
 
@@ -35,7 +37,7 @@ def default_device(target: str) -> str | None:
     return {"ecp5": "LFE5U-85F", "ice40": "iCE40UP5K"}.get(target)
 
 
-class FitError(RuntimeError):
+class FitError(ToolError):
     """The design needs more of a resource than the device has."""
 
     def __init__(self, device: str, overflows: list[tuple[str, int, int]], where: str = "synthesis"):
@@ -91,7 +93,7 @@ def check_fit(resources: dict[str, int], device: str, where: str = "synthesis") 
 
 def fit_report(resources: dict[str, int], device: str) -> dict:
     if device not in DEVICES:
-        raise ValueError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
+        raise InputError(f"unknown device {device!r}; known: {', '.join(DEVICES)}")
     cap = DEVICES[device]
     return {r: {"used": int(resources.get(r, 0)), "available": int(n),
                 "percent": round(100.0 * resources.get(r, 0) / n, 1) if n else (0.0 if not resources.get(r) else float("inf"))}

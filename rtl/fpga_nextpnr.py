@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from arch.errors import InputError
 
 __all__ = ["check_nextpnr_extra", "NEXTPNR_OUTPUT_ONLY", "nextpnr_result_options", "nextpnr_options"]
 
@@ -24,17 +25,17 @@ def check_nextpnr_extra(args) -> list[str]:
     not an option, or if it is one that the build sets itself (``--seed``, ``--router``,
     the device, the files, ...; use :func:`build`'s own parameters for those)."""
     if isinstance(args, str):
-        raise ValueError("nextpnr_extra must be a list of arguments, not one string")
+        raise InputError("nextpnr_extra must be a list of arguments, not one string")
     for a in args:
         if not isinstance(a, (str, int, float)):
-            raise ValueError(f"nextpnr argument {a!r} is not a string")
+            raise InputError(f"nextpnr argument {a!r} is not a string")
     out = [str(a) for a in args]
     if out and not out[0].startswith("-"):
-        raise ValueError(f"nextpnr arguments must start with an option, got {out[0]!r}")
+        raise InputError(f"nextpnr arguments must start with an option, got {out[0]!r}")
     for a in out:
         opt = a.split("=", 1)[0]
         if opt in _NEXTPNR_OWN:
-            raise ValueError(f"nextpnr argument {opt} is set by the build itself; "
+            raise InputError(f"nextpnr argument {opt} is set by the build itself; "
                              "use caterpillar build's own option (--seed, --router, --clock-mhz, --board)")
     return out
 
@@ -70,7 +71,7 @@ def nextpnr_options(seed: int, timing_allow_fail: bool, router: str | None, extr
         opts += " --timing-allow-fail"
     if router:
         if router not in ("router1", "router2"):
-            raise ValueError(f"router must be router1 or router2, got {router!r}")
+            raise InputError(f"router must be router1 or router2, got {router!r}")
         opts += f" --router {router}"
     extra = check_nextpnr_extra(extra)
     if extra:

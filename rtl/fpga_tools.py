@@ -12,15 +12,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from arch.errors import ToolError
 
 __all__ = ["ToolMissing", "BuildError", "find_tool", "tool_versions", "setup_tool_env"]
 
 
-class ToolMissing(RuntimeError):
+class ToolMissing(ToolError):
     """A tool of the FPGA flow is not installed."""
 
 
-class BuildError(RuntimeError):
+class BuildError(ToolError):
     """A tool of the FPGA flow failed; the message holds its log tail."""
 
 

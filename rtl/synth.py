@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from arch.errors import InputError, ToolError
 
 __all__ = ["TARGETS", "ToolMissing", "SynthError", "find_yosys", "synthesize", "synthesize_top",
            "collision_free_prepare", "format_table"]
@@ -39,11 +40,11 @@ _CLASSES = {
 }
 
 
-class ToolMissing(RuntimeError):
+class ToolMissing(ToolError):
     """A synthesis tool is not installed."""
 
 
-class SynthError(RuntimeError):
+class SynthError(ToolError):
     """Yosys failed; the message holds the tail of its log."""
 
 
@@ -75,7 +76,7 @@ def _script(target: str, top: str, verilog: str, stat_json: str, fallback: bool 
     elif target == "generic":
         synth = f"synth -flatten -top {top}"
     else:
-        raise ValueError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
+        raise InputError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
     return f"{read}; {synth}; tee -q -o {stat_json} stat -json"
 
 
@@ -86,7 +87,7 @@ def synthesize(verilog: str | Path, top: str, target: str = "ecp5", *, log: Path
     ``prepare``: Yosys commands run between reading the Verilog and synthesis (e.g.
     :func:`collision_free_prepare`); saved in the result as ``"prepare"`` when given."""
     if target not in TARGETS:
-        raise ValueError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
+        raise InputError(f"unknown synthesis target {target!r}; allowed: {', '.join(TARGETS)}")
     verilog = Path(verilog).resolve()
     yosys = find_yosys()
     # YoWASP tools run in a WebAssembly sandbox that sees only the working directory:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from arch.errors import InputError
+
 __all__ = ["TOPS", "build_top"]
 
 TOPS = {
@@ -25,6 +27,6 @@ def build_top(name: str, cfg):
         from rtl.chip import Chip
 
         if cfg.cores < 2:   # checked before the Chip exists (no unused-elaboratable warning)
-            raise ValueError(f"a chip needs cfg.cores >= 2 (a ring), got {cfg.cores}; use --top core for one core")
+            raise InputError(f"a chip needs cfg.cores >= 2 (a ring), got {cfg.cores}; use --top core for one core")
         return Chip(cfg), "caterpillar_chip"
-    raise ValueError(f"unknown top-level design {name!r}; allowed: {', '.join(TOPS)}")
+    raise InputError(f"unknown top-level design {name!r}; allowed: {', '.join(TOPS)}")

@@ -45,6 +45,7 @@ import numpy as np
 
 from arch.config import RING_HOP_CYCLES
 from sim.core_model import CoreModel, CoreRun, RunResult
+from arch.errors import CaterpillarError
 
 __all__ = ["ChipModel", "ChipRunResult", "RingStallError", "RingDeadlock", "ENGINES", "RING_HOP_CYCLES"]
 
@@ -52,11 +53,11 @@ ENGINES = ("cycle", "fast")
 
 
 
-class RingStallError(RuntimeError):
+class RingStallError(CaterpillarError, RuntimeError):
     """The run would stall on the ring, which the fast engine does not model."""
 
 
-class RingDeadlock(RuntimeError):
+class RingDeadlock(CaterpillarError, RuntimeError):
     """Every running core waits on the ring and nothing is in flight."""
 
 

@@ -201,7 +201,7 @@ class CoreModel:
                     self.seq.load([wd], (arg0 + k) % self.cfg.ucode_depth)
             elif cmd == Cmd.RUN:
                 # the program consumes its data beats from the rest of the stream
-                need = self._count_hin(arg0)
+                need = self.hin_beats(arg0)
                 res = self.run(arg0, data[i:i + need])
                 i += need
                 out += res.out
@@ -215,7 +215,7 @@ class CoreModel:
                 out.append(Beat(Cmd.ERROR | (cmd << 4), True))
         return out
 
-    def _count_hin(self, start_pc: int) -> int:
+    def hin_beats(self, start_pc: int) -> int:
         """Host input beats the program consumes (a dry run of the sequencer)."""
         n = 0
         last = None

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from sim.core_model import Beat, CoreModel
 from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
+from arch.errors import InputError
 
 __all__ = ["JobResult", "job_beats", "run_job", "split_job", "Phase", "session_beats", "run_session", "run_kernel", "BACKENDS"]
 
@@ -34,6 +35,17 @@ class JobResult:
 
 def job_beats(cfg, words, data=(), start_pc: int = 0) -> list[int]:
     return clear_beats() + load_beats(cfg, words) + run_beats(start_pc, data) + counters_beats()
+
+
+def check_host_data(cfg, words, data, start_pc: int = 0, where: str = "--data") -> None:
+    """Raise :class:`InputError` unless ``data`` holds exactly the host input beats the
+    program's RUN from ``start_pc`` reads with ``hin`` (a dry run of its sequencer)."""
+    m = CoreModel(cfg)
+    m.seq.load(list(words), 0)
+    need = m.hin_beats(start_pc)
+    if need != len(data):
+        raise InputError(f"the program reads {need} host input beat(s) with hin; {where} gives {len(data)}"
+                         + ("" if data else " (give them with --data FILE)"))
 
 
 def split_job(cfg, out, backend, info=None) -> JobResult:
@@ -52,9 +64,9 @@ BACKENDS = ("model", "fast", "rtl")
 
 def _reference(cfg, backend: str, reference: str):
     if backend not in BACKENDS:
-        raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
+        raise InputError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     if reference not in ("model", "fast"):
-        raise ValueError(f"unknown reference {reference!r}; allowed: model, fast")
+        raise InputError(f"unknown reference {reference!r}; allowed: model, fast")
     if backend == "fast" or (backend == "rtl" and reference == "fast"):
         from sim.fast_model import FastModel
 
@@ -140,7 +152,7 @@ def run_session(cfg, phases, *, backend: str = "model", sim: str | None = None, 
         res = BUILD / "vectors" / f"{tag}-result.json"
         atomic_write(vec, json.dumps({"in": beats, "out": [[b.data, b.last] for b in expected]}))
         if pause_in or pause_out:
-            raise ValueError("run_session compares counters exactly: no stream pauses")
+            raise InputError("run_session compares counters exactly: no stream pauses")
         params = {"vectors": str(vec), "result": str(res), "seed": seed}
         run_cocotb(Core(cfg), "core", "sim.tb_core", sim=sim, config=cfg, params=params,
                    design_key=cfg.to_json())

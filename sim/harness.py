@@ -35,6 +35,7 @@ from pathlib import Path
 
 from arch.files import ROOT
 from rtl.verilog import write_verilog
+from arch.errors import ToolError
 
 __all__ = [
     "ROOT", "SimulatorMissing", "find_simulator", "write_verilog", "run_cocotb",
@@ -62,7 +63,7 @@ MIN_VERILATOR = (5, 36)
 SIMULATORS = ("icarus", "verilator")
 
 
-class SimulatorMissing(RuntimeError):
+class SimulatorMissing(ToolError):
     """The requested simulator is not installed (or too old)."""
 
 

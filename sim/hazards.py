@@ -55,6 +55,7 @@ from functools import lru_cache
 from arch.microop import FmaWb, MvOp
 from pe.pe_model import DecodedUop, PEModel
 from sim.core_model import CoreModel, CoreRun
+from arch.errors import InputError
 
 __all__ = ["Hazard", "HazardError", "PETiming", "find_hazards", "check_program", "pe_timing", "summarize",
            "main"]
@@ -125,7 +126,7 @@ class Hazard:
                 f"(cycle {self.writer_cycle}): {why}")
 
 
-class HazardError(ValueError):
+class HazardError(InputError):
     """A program has stale reads (raised by :func:`check_program`)."""
 
     def __init__(self, hazards, shown: int = 5):

@@ -31,6 +31,7 @@ import math
 import numbers
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from arch.errors import InputError
 
 __all__ = ["TechTable", "TechError", "load_tech", "DEFAULT_TECH", "Report", "report_from_counters",
            "area_of_core", "sram_pj_per_access", "ucode_pj_per_bit", "plot_breakdown", "COMPARED",
@@ -58,7 +59,7 @@ _SCALARS = ("flops_per_fpu_issue", "local_sram_pj_per_16b", "local_sram_area_mm2
             "leakage_mw_per_mm2_sram", "local_sram_ref_bank_bytes", "local_sram_size_exponent")
 
 
-class TechError(ValueError):
+class TechError(InputError):
     """A technology table is malformed."""
 
 
@@ -168,7 +169,7 @@ def _ucode_words(cfg, ucode_words) -> int:
     if ucode_words is None:
         return cfg.ucode_depth
     if isinstance(ucode_words, bool) or not isinstance(ucode_words, numbers.Integral) or ucode_words <= 0:
-        raise ValueError(f"ucode_words must be a positive number of microcode words, got {ucode_words!r}")
+        raise InputError(f"ucode_words must be a positive number of microcode words, got {ucode_words!r}")
     return ucode_words
 
 
@@ -309,12 +310,12 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     missing = [k for k in ("cycles", "instructions", "mv", "mem_a_rd", "mem_a_wr", "mem_b_rd",
                            "mem_b_wr", "rf_rd", "rf_wr") if k not in counters]
     if missing:
-        raise ValueError(f"counters are missing {missing}")
+        raise InputError(f"counters are missing {missing}")
     if isinstance(n_cores, bool) or not isinstance(n_cores, int) or n_cores < 1:
-        raise ValueError(f"n_cores must be a positive integer, got {n_cores!r}")
+        raise InputError(f"n_cores must be a positive integer, got {n_cores!r}")
     bad = [k for k, v in counters.items() if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 0]
     if bad:
-        raise ValueError(f"counters must be non-negative integers: {bad[:3]}")
+        raise InputError(f"counters must be non-negative integers: {bad[:3]}")
     w = cfg.fmt.width
     scale = w / 16
     nr = cfg.nr
@@ -326,7 +327,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         flops, flops_source = int(round(tech.flops_per_fpu_issue * fma)), f"{tech.flops_per_fpu_issue:g} per FPU issue"
     else:
         if isinstance(flops, bool) or not isinstance(flops, numbers.Integral) or flops < 0:
-            raise ValueError(f"flops must be a non-negative integer, got {flops!r}")
+            raise InputError(f"flops must be a non-negative integer, got {flops!r}")
         flops_source = "workload mathematics"
     area = area_of_core(cfg, tech, ucode_words)
     pitch = math.sqrt(area["pe"])
@@ -413,27 +414,27 @@ def read_run_record(d, where: str = "run") -> dict:
     if isinstance(d, dict) and isinstance(d.get("run"), dict) and "counters" not in d:
         d = d["run"]
     if not isinstance(d, dict):
-        raise ValueError(f"{where}: a run record is a JSON object, got a {type(d).__name__}")
+        raise InputError(f"{where}: a run record is a JSON object, got a {type(d).__name__}")
     if "counters" not in d:
-        raise ValueError(f"{where}: no 'counters' (write one with `caterpillar run --json` or `train --json`)")
+        raise InputError(f"{where}: no 'counters' (write one with `caterpillar run --json` or `train --json`)")
     ctr = d["counters"]
     if not isinstance(ctr, dict) or not ctr:
-        raise ValueError(f"{where}: 'counters' must be an object of counter names to integers")
+        raise InputError(f"{where}: 'counters' must be an object of counter names to integers")
     bad = [k for k, v in ctr.items() if isinstance(v, bool) or not isinstance(v, int) or v < 0]
     if bad:
-        raise ValueError(f"{where}: counter {bad[0]!r} is not a non-negative integer ({ctr[bad[0]]!r})")
+        raise InputError(f"{where}: counter {bad[0]!r} is not a non-negative integer ({ctr[bad[0]]!r})")
     n = d.get("n_cores", 1)
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"{where}: 'n_cores' must be a positive integer, got {n!r}")
+        raise InputError(f"{where}: 'n_cores' must be a positive integer, got {n!r}")
     flops = d.get("flops")
     if flops is not None and (isinstance(flops, bool) or not isinstance(flops, int) or flops < 0):
-        raise ValueError(f"{where}: 'flops' must be a non-negative integer, got {flops!r}")
+        raise InputError(f"{where}: 'flops' must be a non-negative integer, got {flops!r}")
     words = d.get("ucode_words")
     if words is not None and (isinstance(words, bool) or not isinstance(words, int) or words < 1):
-        raise ValueError(f"{where}: 'ucode_words' must be a positive integer, got {words!r}")
+        raise InputError(f"{where}: 'ucode_words' must be a positive integer, got {words!r}")
     cfg = d.get("config")
     if cfg is not None and not isinstance(cfg, dict):
-        raise ValueError(f"{where}: 'config' must be an object of ArchConfig fields")
+        raise InputError(f"{where}: 'config' must be an object of ArchConfig fields")
     return {"config": cfg, "counters": ctr, "n_cores": n, "flops": flops, "ucode_words": words}
 
 

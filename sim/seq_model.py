@@ -29,15 +29,16 @@ from __future__ import annotations
 import numpy as np
 
 from arch.isa import AGU_FIELDS, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
+from arch.errors import CaterpillarError, InputError
 
 __all__ = ["SequencerModel", "Issued", "ProgramError", "RunawayError", "SpadPointers", "spad_pointer_trace"]
 
 
-class RunawayError(RuntimeError):
+class RunawayError(CaterpillarError, RuntimeError):
     """A program did not reach ``HALT`` within the allowed number of instructions."""
 
 
-class ProgramError(ValueError):
+class ProgramError(InputError):
     """A program that the sequencer does not define: a ``LOOP`` executed at the end of an
     armed loop (the last instruction of a loop body may not be a ``LOOP``; the
     assembler's nested blocks never produce one), and with ``cfg.addr_stage`` three more

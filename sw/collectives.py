@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from arch.buses import segment_len
 from sw.asm import Builder, add, cdrv, mov, pred, rda, rdb, rdrv, wra, wrb
 from sw.layout import local_len
+from arch.errors import InputError
 
 __all__ = [
     "Region", "Frag", "CollectiveError", "Cost", "BusDir", "ReduceStep", "reduce_plan", "step_slots",
@@ -59,7 +60,7 @@ __all__ = [
 ]
 
 
-class CollectiveError(ValueError):
+class CollectiveError(InputError):
     """A collective or kernel cannot be generated for these arguments."""
 
 

@@ -6,12 +6,13 @@ from __future__ import annotations
 from arch.host import Cmd
 from arch.counters import counter_names
 from arch.isa import instr_layout
+from arch.errors import InputError
 
 __all__ = ["header", "load_beats", "run_beats", "counters_beats", "clear_beats", "decode_counters",
            "ProtocolError"]
 
 
-class ProtocolError(ValueError):
+class ProtocolError(InputError):
     """A command does not fit the protocol, or a reply is malformed."""
 
 

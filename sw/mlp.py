@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from arch.errors import InputError
 
 __all__ = ["MLP", "MLPError", "LOSSES"]
 
 LOSSES = ("mse", "softmax_ce")
 
 
-class MLPError(ValueError):
+class MLPError(InputError):
     """An MLP description is invalid."""
 
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from sw.asm import assemble
+from arch.errors import InputError
 
 __all__ = ["RingError", "emit_pass_along", "broadcast_images", "emit_all_gather",
            "emit_reduce_scatter", "emit_reduce", "golden_reduce", "reduce_lines", "reduce_slots", "all_gather_layout", "reduce_scatter_layout", "golden_all_gather",
@@ -67,7 +68,7 @@ def ag_min_stream(cfg) -> int:
     return 3 + cfg.sram_read_distance
 
 
-class RingError(ValueError):
+class RingError(InputError):
     """A collective that does not fit the configuration."""
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from sw.mlp import MLP
 from sw.softmax import softmax_supported
+from arch.errors import InputError
 
 __all__ = ["TrainCompileError", "HOST_LATENCY_CYCLES", "SOFTMAX_MODES", "resolve_softmax", "host_softmax_grad",
            "softmax_ce_loss", "mse_loss", "weight_bits", "init_weights", "one_hot", "StepResult"]
@@ -25,7 +26,7 @@ HOST_LATENCY_CYCLES = 1000
 SOFTMAX_MODES = ("auto", "array", "host")
 
 
-class TrainCompileError(ValueError):
+class TrainCompileError(InputError):
     """The network cannot be compiled for this configuration (memory, microcode, format)."""
 
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 import numpy as np
 
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
+from arch.errors import InputError
 
 __all__ = ["emit_load", "emit_unload", "load_beats_for", "unload_beats_for", "decode_unload", "TransferError",
            "emit_spad_fill", "emit_spad_drain"]
 
 
-class TransferError(ValueError):
+class TransferError(InputError):
     """A transfer does not fit the PE memories."""
 
 

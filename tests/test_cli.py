@@ -67,7 +67,7 @@ def test_run_and_report(tmp_path, capsys):
     # --config that agrees is accepted; one that contradicts the run is a one-line error
     assert main(["report", str(run_json), "--config", "tiny"]) == 0
     capsys.readouterr()
-    assert main(["report", str(run_json), "--config", "default", "--json", str(tmp_path / "no.json")]) == 1
+    assert main(["report", str(run_json), "--config", "default", "--json", str(tmp_path / "no.json")]) == 2
     err = capsys.readouterr().err
     assert "contradicts the run" in err and "nr 4 (run: 2)" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "no.json").exists()
@@ -95,7 +95,7 @@ def test_report_bad_input(tmp_path, capsys):
     bad = tmp_path / "x.json"
     bad.write_text("{")
     assert main(["report", str(bad)]) == 1
-    assert "cannot read counters" in capsys.readouterr().err
+    assert "x.json: not JSON" in capsys.readouterr().err
     bad.write_text("[1, 2]")
     assert main(["report", str(bad)]) == 1
     assert "a run record is a JSON object, got a list" in capsys.readouterr().err

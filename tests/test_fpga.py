@@ -465,8 +465,8 @@ def test_endpoint_report_groups_late_endpoints(tmp_path, capsys):
     (d / "top.report.json").write_text(json.dumps({"fmax": {}, "critical_paths": []}))
     assert main(["timing", str(d)]) == 1
     assert "--detailed-timing-report" in capsys.readouterr().err
-    assert main(["timing", str(tmp_path / "none")]) == 1
-    assert "not found" in capsys.readouterr().err
+    assert main(["timing", str(tmp_path / "none")]) == 2
+    assert "none: no such directory" in capsys.readouterr().err
 
 
 def test_fit_check_names_resource_and_overflow():
@@ -688,8 +688,8 @@ def test_tool_versions_name_packages_and_tools():
 def test_cli_build_unknown_board(capsys):
     from cli.main import main
 
-    assert main(["build", "--board", "no-such-board"]) == 1
-    assert "unknown board 'no-such-board'" in capsys.readouterr().err
+    assert main(["build", "--board", "no-such-board"]) == 2
+    assert "--board: unknown board 'no-such-board'" in capsys.readouterr().err
 
 
 @pytest.mark.slow
@@ -937,8 +937,8 @@ def test_tool_timeout(tmp_path, monkeypatch, capsys):
     assert main(["pnr", str(tmp_path), "--out", str(tmp_path / "o"), "--timeout-min", "2"]) == 1
     assert seen.pop() == 120
     capsys.readouterr()
-    assert main(["build", "--config", "tiny", "--timeout-min", "0"]) == 1 and not seen
-    assert "--timeout-min must be a positive number" in capsys.readouterr().err
+    assert main(["build", "--config", "tiny", "--timeout-min", "0"]) == 2 and not seen
+    assert "argument --timeout-min: expected a positive number, got '0'" in capsys.readouterr().err
     with pytest.raises(BuildError, match=r"sleep did not finish within 1 s \(log: .*t.log\)"):
         _run([sys.executable, "-c", "import time; time.sleep(60)"], tmp_path, dict(os.environ),
              tmp_path / "t.log", "sleep", 1)

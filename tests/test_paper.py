@@ -56,7 +56,7 @@ def test_paper_cli_writes_json_and_png(small_chip, tmp_path, capsys):
     assert set(d) >= {"cells", "area_mm2", "convention"}
     assert [(c["net"], c["config"], c["method"]) for c in d["cells"]] == [("small", "S", "cp"), ("large", "S", "mbgd")]
     assert png.read_bytes()[:4] == b"\x89PNG"
-    assert main(["paper", "--cells", "small-X-sgd"]) == 1
+    assert main(["paper", "--cells", "small-X-sgd"]) == 2
     err = capsys.readouterr().err
     assert "unknown cell 'small-X-sgd'" in err and "Traceback" not in err
 

@@ -567,7 +567,7 @@ def test_cli_train(tmp_path):
                "--max-train", "20", "--max-test", "10", "--json", str(js), "--softmax", "host"])
     res = json.loads(js.read_text())
     assert rc == 0 and res["step"]["host_cycles"] == 1000 and res["golden_checked_steps"] == 5
-    assert main(["train", "--data", "mnist"]) == 1        # no --mnist-dir: a clear error, exit 1
+    assert main(["train", "--data", "mnist"]) == 2        # no --mnist-dir: a usage error, exit 2
 
 
 def test_sgd_bfloat16_nr3():

@@ -470,7 +470,7 @@ def test_cli_train_chip_no_overlap(tmp_path, capsys):
     seq, ovl = (compile_chip_sgd(TINY, mlp, out_map="rows", backward="separate", overlap=o) for o in (False, True))
     assert ovl.meta["overlap"] and json.loads(js.read_text())["step"]["cycles"] == seq.step_cycles()
     assert main(args + ["--no-overlap", "--batch", "4"]) != 0
-    assert "--no-overlap is for batch-1 SGD" in capsys.readouterr().err
+    assert "--no-overlap applies to batch-1 SGD" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, cores=6)], ids=["4cores", "6cores"])

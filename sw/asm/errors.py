@@ -11,13 +11,14 @@ import contextlib
 import os
 import sys
 from dataclasses import dataclass
+from arch.errors import CaterpillarError
 
 #: directory of the assembler's modules: frames in them are skipped when looking for
 #: the Python line that called the Builder
 _HERE = os.path.dirname(__file__)
 
 
-class AsmError(Exception):
+class AsmError(CaterpillarError):
     """An assembly error.
 
     Attributes

@@ -7,11 +7,11 @@ load microcode as ``$readmemh``-compatible hex files.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from arch.files import atomic_write, read_text
 from arch.isa import Instruction, instr_layout
 
 from sw.asm.disasm import disassemble
@@ -64,22 +64,13 @@ def decode_words(words, cfg) -> list[Instruction]:
     return [Instruction.decode(int(w), cfg) for w in words]
 
 
-def write_hex(path, prog, cfg) -> Path:
+def write_hex(path, prog, cfg, *, make_parents: bool = True) -> Path:
     """Write microcode as hex, one zero-padded word per line (``$readmemh`` compatible),
-    atomically (temporary file + rename)."""
+    atomically (:func:`arch.files.atomic_write`)."""
     bits = instr_layout(cfg).size
     digits = (bits + 3) // 4
     text = "".join(f"{w:0{digits}x}\n" for w in encode_program(prog, cfg))
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, p)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return p
+    return atomic_write(path, text, make_parents=make_parents)
 
 
 def read_hex(path, cfg) -> list[int]:
@@ -88,7 +79,7 @@ def read_hex(path, cfg) -> list[int]:
     bits = instr_layout(cfg).size
     words = []
     p = Path(path)
-    for lineno, line in enumerate(p.read_text().splitlines(), 1):
+    for lineno, line in enumerate(read_text(p, "hex file").splitlines(), 1):
         s = re.split(r"//|;|#", line, maxsplit=1)[0].strip()
         if not s:
             continue
