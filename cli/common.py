@@ -86,7 +86,8 @@ def input_path(path: str, option: str, *, directory: bool = False) -> Path:
 
 class Progress:
     """A progress bar on stderr (tqdm) fed by the ``progress(done, total)`` callbacks of
-    the long runs; its :meth:`log` prints lines above the bar.
+    the long runs (with an estimate of the time left); its :meth:`log` prints lines above
+    the bar. It closes when ``done`` reaches ``total``, or when used as a context manager.
 
     ``mode``: ``"on"``, ``"off"`` or ``"auto"`` (on when stderr is a terminal)."""
 
@@ -101,6 +102,8 @@ class Progress:
         if self._bar.total != total:
             self._bar.total = total
         self._bar.update(done - self._bar.n)
+        if done >= total:                              # finished: the bar stays as its last line
+            self._bar.close()
 
     def log(self, msg: str) -> None:
         from tqdm import tqdm

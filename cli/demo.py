@@ -44,6 +44,7 @@ import time
 import numpy as np
 
 from arch.files import atomic_write
+from cli.common import Progress
 from sim.harness import ROOT
 
 OUT = ROOT / "build" / "demo"
@@ -186,23 +187,6 @@ def _train_rtl(cfg, sim: str | None, steps: int = 3) -> None:
           f"({sum(w.size for w in got_w)} words, padding included)")
 
 
-class _Bar:
-    """A one-line text progress bar that log lines print over."""
-
-    def __init__(self, width: int = 40):
-        self.width, self.last = width, -1
-
-    def __call__(self, done: int, total: int) -> None:
-        pct = 100 * done // max(total, 1)
-        if pct != self.last:
-            self.last = pct
-            k = self.width * done // max(total, 1)
-            print(f"\r  [{'#' * k}{'.' * (self.width - k)}] {pct:3d} % ({done}/{total} steps)", end="", flush=True)
-
-    def log(self, msg: str) -> None:
-        print("\r" + " " * (self.width + 30) + "\r" + msg, flush=True)
-
-
 def _train_fast(cfg, epochs: int = 3) -> None:
     from sw.datasets import load_digits
     from sw.mlp import MLP
@@ -211,7 +195,7 @@ def _train_fast(cfg, epochs: int = 3) -> None:
     _hdr(f"7. SGD on the fast model: {'-'.join(map(str, DEMO_NET))} on digits, {epochs} epochs, beside float64")
     data = load_digits()
     mlp = MLP(DEMO_NET, "softmax_ce", DEMO_LR)
-    bar = _Bar()
+    bar = Progress("  training")
     res = train(cfg, mlp, data, epochs=epochs, backend="fast", golden_steps=20, log=bar.log, progress=bar)
     st = res["step"]
     last = res["epochs"][-1]
@@ -344,7 +328,7 @@ def _chip_train(sim: str | None, steps_fast: int = 800) -> None:
           f"and counters equal the chip model's, the weights read back equal the golden trainer's bit for bit")
     # -- fast chip engine: 4 cores of 4x4 PEs (the same driver as step 7) -----------------
     cfg = PRESETS["chip-small"]
-    bar = _Bar()
+    bar = Progress("  training")
     res = train(cfg, mlp, data, epochs=1, backend="fast", golden_steps=20, log=bar.log, progress=bar,
                 max_train=steps_fast)
     st, last = res["step"], res["epochs"][-1]
@@ -414,7 +398,7 @@ def _chip_minibatch(sim: str | None, b: int = 16) -> None:
           f"beats and counters equal the chip model's, the weights read back equal the golden trainer's bit for bit")
     # -- fast chip engine: 4 cores of 4x4 PEs, digits ----------------------------------------
     cfg = PRESETS["chip-small"]
-    bar = _Bar()
+    bar = Progress("  training")
     r = train_minibatch(cfg, DEMO_NET, data, b=b, lr=0.1, epochs=2, golden_steps=10, log=bar.log, progress=bar)
     st = r["step"]
     print(f"fast chip engine, {cfg.cores} cores of {cfg.nr}x{cfg.nr}, b = {b}: {r['steps']} steps in "
@@ -479,7 +463,7 @@ def _chip_cp(sim: str | None, steps_fast: int = 800) -> None:
           f"chip model's, the weights read back equal the golden pipeline's bit for bit")
     # -- fast chip engine: 4 cores of 4x4 PEs, digits ------------------------------------
     cfg = PRESETS["chip-small"]
-    bar = _Bar()
+    bar = Progress("  training")
     res = train_cp(cfg, mlp, data, epochs=1, backend="fast", golden_steps=20, log=bar.log, progress=bar,
                    max_train=steps_fast)
     st, last = res["step"], res["epochs"][-1]
@@ -522,7 +506,7 @@ def _chip_cp(sim: str | None, steps_fast: int = 800) -> None:
     from sw.golden_train_cp_mb import GoldenChipMBCP
 
     cfg, b = PRESETS["chip-small"], 8
-    bar = _Bar()
+    bar = Progress("  training")
     res = train_cp(cfg, MLP(DEMO_NET, "mse", 0.2, batch=b), data, epochs=2, backend="fast", golden_steps=10,
                    log=bar.log, progress=bar)
     st, last = res["step"], res["epochs"][-1]

@@ -134,10 +134,11 @@ def _cmd_build(args) -> int:
 
 
 def _cmd_pnr(args) -> int:
-    from rtl.fpga import format_build, reroute
+    from rtl.fpga import format_build, reroute, reroute_source
 
-    input_path(args.build_dir, "build directory", directory=True)
+    src = input_path(args.build_dir, "build directory", directory=True)
     _check_out_dir(args.out, "--out")
+    reroute_source(src, Path(args.out))
     _log("placing and routing again with nextpnr (a 4x4 core takes 20-40 minutes)")
     summary = reroute(args.build_dir, args.out, seed=args.seed, router=args.router,
                       nextpnr_extra=args.nextpnr_opt, constrain_mhz=args.constrain_mhz,

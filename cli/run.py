@@ -43,8 +43,11 @@ def _program_words(src: Path, cfg) -> list[int]:
 
 
 def _cmd_run(args) -> int:
+    from sim.chip_model import RingStallError
     from sim.core_model import CoreModel
     from sim.core_run import check_host_data, job_beats, run_job, split_job
+    from sim.fast_model import FastModel
+    from sim.seq_model import ProgramError, RunawayError
 
     cfg = config_from_arg(args.config)
     src = input_path(args.program, "program")
@@ -60,17 +63,15 @@ def _cmd_run(args) -> int:
     check_host_data(cfg, words, data, args.start)
     t0 = time.perf_counter()
     stats = {}
-    if args.model == "rtl":
-        res = run_job(cfg, words, data, backend="rtl", sim=args.sim, name="cli", reference="fast")
-    else:
-        if args.model == "fast":
-            from sim.fast_model import FastModel
-
-            model = FastModel(cfg)
+    try:
+        if args.model == "rtl":
+            res = run_job(cfg, words, data, backend="rtl", sim=args.sim, name="cli", reference="fast")
         else:
-            model = CoreModel(cfg)
-        res = split_job(cfg, model.process(job_beats(cfg, words, data, args.start)), args.model)
-        stats = getattr(model, "stats", {})
+            model = FastModel(cfg) if args.model == "fast" else CoreModel(cfg)
+            res = split_job(cfg, model.process(job_beats(cfg, words, data, args.start)), args.model)
+            stats = getattr(model, "stats", {})
+    except (RunawayError, ProgramError, RingStallError) as e:      # the program misbehaves: name it
+        raise InputError(f"{src}: {e}") from e
     wall = time.perf_counter() - t0
     c = res.counters
     nr2 = cfg.n_pes

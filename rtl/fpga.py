@@ -35,7 +35,7 @@ from arch.errors import InputError
 
 __all__ = ["DEFAULT_BOARD", "DEVICES", "FitError", "ToolMissing", "BuildError", "fpga_resources", "check_fit", "fit_report",
            "find_tool", "setup_tool_env", "tool_versions", "boards", "get_platform", "build", "default_device",
-           "parse_critical_paths", "short_cell", "reroute", "board_commands",
+           "parse_critical_paths", "short_cell", "reroute", "reroute_source", "board_commands",
            "nextpnr_command", "core_clock_net", "NEXTPNR_OUTPUT_ONLY", "nextpnr_result_options", "global_net",
            "format_build", "parse_nextpnr_log"]
 
@@ -203,6 +203,23 @@ def core_clock_net(netlist: dict) -> str:
     return min(names, key=len)
 
 
+def reroute_source(src: Path, out: Path) -> dict:
+    """The summary of a finished build that :func:`reroute` can place and route again
+    into ``out``; raises :class:`InputError` for anything else (checked before any work)."""
+    try:
+        s = json.loads((src / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise InputError(f"{src}: not a build directory (summary.json: {e})") from None
+    if not isinstance(s, dict) or "synth" not in s or not (src / "top.json").exists() \
+            or not (src / "top.lpf").exists():
+        raise InputError(f"{src}: the build has no synthesized netlist (top.json, top.lpf)")
+    if s.get("error", "").startswith("does not fit"):
+        raise InputError(f"{src}: the design does not fit the device ({s['error']})")
+    if out.resolve() == src.resolve():
+        raise InputError("the output directory must differ from the build it reroutes")
+    return s
+
+
 def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None, router: str | None = None,
             nextpnr_extra=None, constrain_mhz: float | None = None, timeout_s: float = 4 * 3600,
             log=print) -> dict:
@@ -226,16 +243,7 @@ def reroute(src_dir: Path | str, out_dir: Path | str, *, seed: int | None = None
     from arch.files import atomic_write
 
     src, out = Path(src_dir), Path(out_dir)
-    try:
-        s = json.loads((src / "summary.json").read_text())
-    except (OSError, ValueError) as e:
-        raise InputError(f"{src}: not a build directory (summary.json: {e})") from None
-    if "synth" not in s or not (src / "top.json").exists() or not (src / "top.lpf").exists():
-        raise InputError(f"{src}: the build has no synthesized netlist (top.json, top.lpf)")
-    if s.get("error", "").startswith("does not fit"):
-        raise InputError(f"{src}: the design does not fit the device ({s['error']})")
-    if out.resolve() == src.resolve():
-        raise InputError("the output directory must differ from the build it reroutes")
+    s = reroute_source(src, out)
     seed = s["seed"] if seed is None else int(seed)
     router = s.get("router") if router is None else router
     extra = check_nextpnr_extra(s.get("nextpnr_extra", []) if nextpnr_extra is None else nextpnr_extra)

@@ -20,7 +20,12 @@ def assemble(text: str, cfg, *, origin: int = 0, file: str | None = None, equ: d
     Raises :class:`AsmError` (with ``.line``) on any error.
     """
     items = _parse_text(text, file, dict(equ or {}))
-    return _assemble_items(items, cfg, origin)
+    try:
+        return _assemble_items(items, cfg, origin)
+    except AsmError as e:
+        if e.file is None and file is not None:      # an error of the whole program: name its file
+            raise AsmError(e.msg, e.line, e.col, e.slot, file) from None
+        raise
 
 
 class Builder:

@@ -45,6 +45,8 @@ class AsmError(CaterpillarError):
             loc = f"{self.file}:{self.line}" if self.file else f"line {self.line}"
             if self.col is not None:
                 loc += f":{self.col}" if self.file else f", col {self.col}"
+        elif self.file:
+            loc = self.file
         if self.slot is not None:
             loc += f"{' ' if loc else ''}(slot {self.slot})"
         return f"{loc}: {self.msg}" if loc else self.msg
