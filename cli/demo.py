@@ -554,6 +554,9 @@ def run_demo(sim: str | None = None) -> int:
     from arch.config import ArchConfig
 
     cfg = ArchConfig()  # the default: binary16, 4x4 PEs, 16 KB SRAM per PE
+    print("the demo takes about 20 minutes on two cores (RTL simulations, synthesis, training); each part "
+          "prints as it finishes", flush=True)
+    t0 = time.perf_counter()
     _hdr("1. Architecture")
     print(f"{cfg.nr}x{cfg.nr} PEs per core, {cfg.fmt} (multiply, round, add, round), "
           f"{cfg.pe_sram_bytes // 1024} KB SRAM and {cfg.n_regs} registers per PE, "
@@ -569,7 +572,7 @@ def run_demo(sim: str | None = None) -> int:
     _chip_minibatch(sim)
     _chip_cp(sim)
     _paper()
-    print(f"\nall outputs in {OUT}")
+    print(f"\nall outputs in {OUT} ({(time.perf_counter() - t0) / 60:.1f} minutes)")
     return 0
 
 

@@ -65,6 +65,10 @@ def _cmd_run(args) -> int:
     stats = {}
     try:
         if args.model == "rtl":
+            from sim.harness import default_sim
+
+            print(f"simulating the core's RTL with {args.sim or default_sim()} (building the simulator takes up to "
+                  f"a minute the first time) ...", file=sys.stderr, flush=True)
             res = run_job(cfg, words, data, backend="rtl", sim=args.sim, name="cli", reference="fast")
         else:
             model = FastModel(cfg) if args.model == "fast" else CoreModel(cfg)
