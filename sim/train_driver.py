@@ -7,7 +7,9 @@ accuracy after each epoch with the array's own forward pass, trains a float64 te
 SGD (:class:`sw.golden_train.Float64SGD`) from the same weights on the same samples in
 the same order, and optionally checks the array against the bit-exact golden trainer
 for the first steps. It reports the cycles, MAC utilization and GFLOPS/W of one step
-(:func:`sim.power.report_from_counters` on the step's counters).
+(:func:`sim.power.report_from_counters` on the step's counters). :func:`train_cp`
+pipelines the layers over the cores (continuous propagation) beside float64 CP with the
+same schedule and float64 SGD; :func:`train_minibatch` runs minibatch GD.
 """
 
 from __future__ import annotations
@@ -86,19 +88,29 @@ def _golden_step(tp, sess, gold, x, t, step: int) -> None:
         raise AssertionError(f"step {step}: the array's weights differ from the golden model's")
 
 
-def _epoch(ep: int, acc_fn, ref_acc_fn, losses, ref_losses, n: int, data, t0: float, log) -> dict:
+def _epoch(ep: int, acc_fn, ref_acc_fn, losses, ref_losses, n: int, data, t0: float, log, cp=None) -> dict:
     """An epoch's summary (logged): the mean of the last ``n`` losses of the array and of
     the float64 reference, the test accuracies ``acc_fn(x, y)`` and ``ref_acc_fn(x, y)``,
     the array's accuracy on the first 300 training samples; ``data``: ``(xtr, ytr, xte,
-    yte)``."""
+    yte)``. ``cp``: ``(acc_fn, losses, name)``: the float64 CP baseline (its keys
+    ``test_accuracy_float64_cp``, ``train_loss_float64_cp``) and the float64 reference's
+    name for the log."""
     xtr, ytr, xte, yte = data
     acc, acc_ref = acc_fn(xte, yte), ref_acc_fn(xte, yte)
     e = {"epoch": ep + 1, "train_loss": float(np.mean(losses[-n:])),
          "train_loss_float64": float(np.mean(ref_losses[-n:])), "test_accuracy": acc,
          "test_accuracy_float64": acc_ref, "train_accuracy_300": acc_fn(xtr[:300], ytr[:300]),
          "wall_s": round(time.perf_counter() - t0, 2)}
-    log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
-        f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+    if cp is None:
+        log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 {e['train_loss_float64']:.4f}), "
+            f"test accuracy {acc * 100:.2f}% (float64 {acc_ref * 100:.2f}%), {e['wall_s']} s")
+        return e
+    cp_acc_fn, cp_losses, name = cp
+    e["test_accuracy_float64_cp"] = cp_acc_fn(xte, yte)
+    e["train_loss_float64_cp"] = float(np.mean(cp_losses[-n:]))
+    log(f"epoch {ep + 1}: loss {e['train_loss']:.4f} (float64 CP {e['train_loss_float64_cp']:.4f}, "
+        f"{name} {e['train_loss_float64']:.4f}), test accuracy {acc * 100:.2f}% (float64 CP "
+        f"{e['test_accuracy_float64_cp'] * 100:.2f}%, {name} {acc_ref * 100:.2f}%), {e['wall_s']} s")
     return e
 
 
@@ -198,8 +210,12 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
              progress=None, groups=None, backward: str = "auto") -> dict:
     """Continuous propagation of ``mlp`` across the cores of a chip configuration
     (:func:`sw.train_cp.compile_chip_cp`; ``groups``, ``backward`` as there) on ``data``
-    for ``epochs`` epochs, beside float64 SGD (minibatch GD for ``mlp.batch > 1``) on the
-    same samples in the same order.
+    for ``epochs`` epochs, beside two float64 baselines from the same initial weights: CP
+    with the same pipeline schedule (:class:`sw.golden_train_cp.Float64CP`,
+    :class:`sw.golden_train_cp_mb.Float64MBCP`), stepped with the array's inputs and
+    targets, and SGD (minibatch GD for ``mlp.batch > 1``) on the same samples in the same
+    order. The first has CP's stale weights, so the array's gap to it is its numerics; the
+    second shows what the staleness costs.
 
     Each epoch streams the shuffled training samples (minibatch CP: minibatches of ``b``,
     the last partial one dropped) into the pipeline, one per step, each target following
@@ -207,11 +223,14 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
     steps, so every update is in) and evaluates the test accuracy of the array's
     weights, read back from the cores, with the pipeline's own forward arithmetic
     (:func:`sw.golden_train_cp.cp_forward`, :func:`sw.golden_train_cp_mb.cp_forward_mb`:
-    the pipeline has no separate inference program). ``golden_steps``: the first steps
-    are checked bit for bit against the golden pipeline. The step figures are those of
-    the first steady-state step (every group busy). Returns a dict as :func:`train`'s."""
-    from sw.golden_train_cp import GoldenChipCP, cp_forward
-    from sw.golden_train_cp_mb import GoldenChipMBCP, cp_forward_mb
+    the pipeline has no separate inference program; the float64 CP's after the same
+    drain). ``golden_steps``: the first steps are checked bit for bit against the golden
+    pipeline. The step figures are those of the first steady-state step (every group
+    busy). Returns a dict as :func:`train`'s, with per epoch ``test_accuracy_float64_cp``
+    and ``train_loss_float64_cp``, the losses ``losses_float64_cp`` and ``baselines``
+    naming what ``float64`` and ``float64_cp`` are."""
+    from sw.golden_train_cp import Float64CP, GoldenChipCP, cp_forward
+    from sw.golden_train_cp_mb import Float64MBCP, GoldenChipMBCP, cp_forward_mb
     from sw.golden_train_mb import Float64MBGD
     from sim.sessions import ChipSession
     from sw.train_cp import compile_chip_cp
@@ -227,6 +246,9 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
     tp.init(sess, W0)
     Wf = [fmt.to_float(W) for W in W0]
     ref = Float64MBGD(mlp, Wf) if b > 1 else Float64SGD(mlp, Wf)
+    ref_cp = Float64MBCP(mlp, Wf) if b > 1 else Float64CP(mlp, Wf)
+    baselines = {"float64": "float64 minibatch GD" if b > 1 else "float64 SGD",
+                 "float64_cp": "float64 CP, same schedule"}
     gold = None
     if golden_steps:
         gold = (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if b > 1
@@ -241,7 +263,8 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
 
         def accs(W):
             return (lambda x, y: _accuracy(lambda X: cp_forward_mb(cfg, W, X)[:mlp.n_out], x, y, b, mlp.n_in),
-                    lambda x, y: _accuracy(ref.predict, x, y, b, mlp.n_in))
+                    lambda x, y: _accuracy(ref.predict, x, y, b, mlp.n_in),
+                    lambda x, y: _accuracy(ref_cp.predict, x, y, b, mlp.n_in))
     else:
         tgt = (lambda c: int(c)) if mlp.loss == "softmax_ce" else (lambda c: eye[int(c)])   # noqa: E731
 
@@ -250,9 +273,10 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
 
         def accs(W):
             return (lambda x, y: _acc(lambda v: cp_forward(cfg, tp.P, tp.N, W, v)[:mlp.n_out], x, y),
-                    lambda x, y: _acc(ref.predict, x, y))
+                    lambda x, y: _acc(ref.predict, x, y),
+                    lambda x, y: _acc(ref_cp.predict, x, y))
     L = tp.latency_steps()
-    losses, ref_losses, epochs_out = [], [], []
+    losses, ref_losses, cp_losses, epochs_out = [], [], [], []
     steady = None
     t_start, steps = time.perf_counter(), 0
     for ep in range(epochs):
@@ -265,8 +289,10 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
             r = tp.run_step(sess, x, t)
             if s == 2 * L - 1 and steady is None and len(order) >= 2 * L:
                 steady = r
+            r_cp = ref_cp.step(x, t)
             if r.loss is not None:
                 losses.append(r.loss)
+                cp_losses.append(r_cp["loss"])
             if x is not None:
                 ref_losses.append(ref.step(*item(order[s]))["loss"])
             if gold is not None and steps < golden_steps:
@@ -274,8 +300,9 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
             steps += 1
             if progress is not None:
                 progress(steps, epochs * per_epoch)
-        epochs_out.append(_epoch(ep, *accs(tp.weights_from_session(sess, padded=True)), losses, ref_losses,
-                                 len(order), (xtr, ytr, xte, yte), t0, log))
+        acc, acc_ref, acc_cp = accs(tp.weights_from_session(sess, padded=True))
+        epochs_out.append(_epoch(ep, acc, acc_ref, losses, ref_losses, len(order), (xtr, ytr, xte, yte), t0, log,
+                                 cp=(acc_cp, cp_losses, baselines["float64"])))
     if steady is None:
         raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training "
                          f"{'minibatches' if b > 1 else 'samples'} per epoch, got {len(order)}")
@@ -285,8 +312,8 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
         "method": "cp", "network": mlp.describe(), "sizes": list(mlp.sizes), "loss": mlp.loss, "lr": mlp.lr,
         "batch": b, "lr_stored": tp.meta["lr_stored"], "config": cfg.to_dict(), "data": data.describe(),
         "backend": backend, "seed": seed, "steps": steps, "golden_checked_steps": min(steps, golden_steps),
-        "groups": tp.groups, "fused": tp.fused, "pipeline_steps_per_epoch": per_epoch,
-        "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses,
+        "groups": tp.groups, "fused": tp.fused, "pipeline_steps_per_epoch": per_epoch, "baselines": baselines,
+        "epochs": epochs_out, "losses": losses, "losses_float64": ref_losses, "losses_float64_cp": cp_losses,
         "step": {"run_cycles": steady.cycles - host, "host_cycles": host, "cycles": steady.cycles,
                  "predicted_cycles": tp.step_cycles(), "cores": cfg.cores, "flops": mlp.flops_per_step(),
                  "host_turnaround_cycles": tp.host_cycles(),
@@ -302,7 +329,10 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
 
 def plot_curves(res: dict, path, window: int = 100) -> None:
     """Save a PNG: training loss (moving average over ``window`` steps) of the array and
-    of float64 SGD side by side, and the test accuracy per epoch."""
+    of float64 SGD (minibatch GD) side by side, and the test accuracy per epoch (whole
+    epochs on the axis). A CP result (:func:`train_cp`) adds its float64 CP baseline
+    (``losses_float64_cp``, ``test_accuracy_float64_cp``) to both, each baseline
+    labelled by ``res["baselines"]``."""
 
     import matplotlib
 
@@ -320,7 +350,11 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     fmt = res["config"]["fmt"]
     a1.plot(smooth(res["losses"]), label=f"array ({fmt}, {res['backend']} model"
             + (", CP)" if res.get("method") == "cp" else ")"), lw=1.2)
-    ref = "float64 minibatch GD" if res.get("batch", 1) > 1 else "float64 SGD"
+    names = res.get("baselines", {})
+    ref = names.get("float64", "float64 minibatch GD" if res.get("batch", 1) > 1 else "float64 SGD")
+    cp = "losses_float64_cp" in res
+    if cp:
+        a1.plot(smooth(res["losses_float64_cp"]), label=names.get("float64_cp", "float64 CP"), lw=1.2, ls="-.")
     a1.plot(smooth(res["losses_float64"]), label=ref, lw=1.2, ls="--")
     a1.set_xlabel("minibatch step" if res.get("batch", 1) > 1 else
                   "sample (continuous propagation)" if res.get("method") == "cp" else "SGD step")
@@ -330,7 +364,11 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     a1.set_title(f"{res['network']}", fontsize=9)
     ep = [e["epoch"] for e in res["epochs"]]
     a2.plot(ep, [e["test_accuracy"] * 100 for e in res["epochs"]], "o-", label=f"array ({fmt})")
+    if cp:
+        a2.plot(ep, [e["test_accuracy_float64_cp"] * 100 for e in res["epochs"]], "^-.",
+                label=names.get("float64_cp", "float64 CP"))
     a2.plot(ep, [e["test_accuracy_float64"] * 100 for e in res["epochs"]], "s--", label=ref)
+    _epoch_axis(a2, len(ep))
     a2.set_xlabel("epoch")
     a2.set_ylabel("test accuracy (%)")
     a2.legend(fontsize=8)
@@ -341,6 +379,17 @@ def plot_curves(res: dict, path, window: int = 100) -> None:
     from arch.files import atomic_savefig
 
     atomic_savefig(fig, path, dpi=110)
+
+
+def _epoch_axis(ax, n: int) -> None:
+    """Whole epochs ``1 .. n`` on ``ax``'s x axis (every one up to 12 epochs)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlim(0.5, n + 0.5)
+    if n <= 12:
+        ax.set_xticks(range(1, n + 1))
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _batches(x, y, b, rng):
@@ -455,7 +504,9 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
 def compact(res: dict, every: int = 10) -> dict:
     """``res`` with the per-step loss lists replaced by means over ``every`` steps."""
     out = dict(res)
-    for k in ("losses", "losses_float64"):
+    for k in ("losses", "losses_float64", "losses_float64_cp"):
+        if k not in out:
+            continue
         v = np.asarray(out.pop(k), dtype=np.float64)
         n = len(v) // every * every
         out[f"{k}_mean{every}"] = [round(float(x), 6) for x in v[:n].reshape(-1, every).mean(axis=1)]

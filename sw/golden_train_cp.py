@@ -12,6 +12,10 @@ every core of the first group, the activations concatenated in core order into e
 core of the next group, the deltas summed over the next group's cores in ring order
 (``acc = p[0]``, then ``acc * 1 + p[h]``, each rounded) and sliced into the group's cores.
 Its weights after every step must equal the PE memories' (padding included).
+
+:class:`Float64CP` is the same pipeline schedule in textbook float64 arithmetic (no
+padding, no format rounding, the softmax in float64): the reference that separates CP's
+stale weights from the array's numerics.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from sw.softmax import golden_softmax_grad
 from sw.train import mse_loss, one_hot, resolve_softmax, softmax_ce_loss, weight_bits
 from sw.train_cp import cp_mapping, cp_shapes, cp_spad_plan, cp_stage_of
 
-__all__ = ["GoldenChipCP", "cp_forward", "golden_chains", "group_weights"]
+__all__ = ["GoldenChipCP", "Float64CP", "cp_forward", "golden_chains", "group_weights"]
 
 
 def group_weights(cores: list, mlp: MLP, N: list, padded: bool) -> list:
@@ -208,3 +212,124 @@ class GoldenChipCP:
         if mlp.loss == "mse":
             return {"loss": mse_loss(zf), "output": zf + tf, "raw": out_z}
         return {"loss": softmax_ce_loss(zf, tf), "output": zf, "raw": out_z}
+
+
+class Float64CP:
+    """Batch-1 continuous propagation in float64 with the schedule of :class:`GoldenChipCP`.
+
+    Per step ``s`` layer ``l`` (``L`` layers) does the forward pass of the sample that
+    entered at step ``s - 1 - l`` with its weights as they are then, and the backward
+    pass and update of the sample that entered at step ``s - 2L + 1 + l``:
+    ``e = (W_l^T d_l) * [a_l > 0]`` with the current (pre-update) ``W_l``, then ``W_l -=
+    lr d_l a_l^T`` with the input ``a_l`` kept from that sample's forward pass
+    (``2 (L - 1 - l)`` steps earlier; ``V = 2 (L - 1)`` history slots). The output layer
+    does forward, loss gradient (``y - t`` or ``softmax(y) - t``), backward and update of
+    one sample in the same step. Between steps the activations move one layer forward and
+    the deltas one layer back. The pipeline starts with zero vectors; a missing input or
+    target counts as zeros, as in the golden (a zero input's updates are zero).
+
+    Parameters
+    ----------
+    mlp : MLP
+        ``batch`` 1 (:class:`sw.golden_train_cp_mb.Float64MBCP` for minibatches).
+    weights : list of arrays
+        Initial global ``(m, n)`` weights as floats (e.g. ``fmt.to_float`` of the array's).
+    lr : float, optional
+        Learning rate; default ``mlp.lr`` (the array's is rounded to its format: the
+        program's ``meta["lr_stored"]``).
+    """
+
+    def __init__(self, mlp: MLP, weights, lr: float | None = None):
+        self._check_batch(mlp)
+        self.mlp = mlp
+        self.W = [np.array(W, dtype=np.float64) for W in weights]
+        if len(self.W) != mlp.n_layers or any(W.shape != mlp.shape(l) for l, W in enumerate(self.W)):
+            raise ValueError(f"expected {mlp.n_layers} weight matrices of shapes "
+                             f"{[mlp.shape(l) for l in range(mlp.n_layers)]}, got {[W.shape for W in self.W]}")
+        nl, b = mlp.n_layers, mlp.batch
+        if nl < 2:
+            raise ValueError("continuous propagation pipelines layers: the network needs a hidden layer")
+        self.V = 2 * (nl - 1)
+        self.lr = (mlp.lr if lr is None else float(lr)) / b
+        z = lambda n: np.zeros((n, b))                 # noqa: E731
+        self.ain = [z(mlp.sizes[l]) for l in range(nl)]
+        self.din = [z(mlp.sizes[l + 1]) for l in range(nl - 1)]
+        self.hist = [[z(mlp.sizes[l]) for _ in range(self.V)] for l in range(nl - 1)]
+        self.step_index = 0
+
+    @staticmethod
+    def _check_batch(mlp: MLP) -> None:
+        if mlp.batch != 1:
+            raise ValueError("Float64CP models batch-1 CP: use Float64MBCP for MLP.batch > 1")
+
+    def _cols(self, x) -> np.ndarray:
+        """The entering input as an ``n_in x b`` float matrix (None: zeros)."""
+        n = self.mlp.n_in
+        return np.zeros((n, 1)) if x is None else np.array(x, dtype=np.float64).reshape(n, 1)
+
+    def _targets(self, t) -> np.ndarray:
+        """The target as an ``n_out x b`` float matrix (None: zeros)."""
+        mlp = self.mlp
+        if t is None:
+            return np.zeros((mlp.n_out, 1))
+        if mlp.loss == "softmax_ce" and np.ndim(t) == 0:
+            t = one_hot(mlp.n_out, t)
+        return np.asarray(t, dtype=np.float64).reshape(mlp.n_out, 1)
+
+    def _out(self, Y):
+        return Y[:, 0].copy()
+
+    def weights(self) -> list:
+        """The global ``(m, n)`` weights (copies)."""
+        return [W.copy() for W in self.W]
+
+    def predict(self, x):
+        """The network's output for ``x`` with the current weights (the pipeline's
+        forward pass of a sample, as :func:`cp_forward` for the array's weights); the
+        pipeline's state does not change."""
+        a = self._cols(x)
+        for l, W in enumerate(self.W):
+            a = W @ a
+            if l < len(self.W) - 1:
+                a = np.maximum(a, 0.0)
+        return self._out(a)
+
+    def _grad(self, Y, T) -> np.ndarray:
+        """The loss gradient of the output ``Y`` (per column)."""
+        if self.mlp.loss == "mse":
+            return Y - T
+        E = np.exp(Y - Y.max(axis=0))
+        return E / E.sum(axis=0) - T
+
+    def _loss(self, Y, T) -> float:
+        """The mean over the columns of the samples' losses."""
+        f = (lambda c: mse_loss(Y[:, c] - T[:, c])) if self.mlp.loss == "mse" else \
+            (lambda c: softmax_ce_loss(Y[:, c], T[:, c]))
+        return float(np.mean([f(c) for c in range(Y.shape[1])]))
+
+    def step(self, x, t) -> dict:
+        """One pipeline step: ``x`` enters (None: zeros, to drain), ``t`` is the target of
+        the sample now at the output layer, the one that entered ``L`` steps earlier
+        (None: none, while filling or draining). Returns ``loss`` (None without ``t``)
+        and ``output`` (the output layer's values for that sample)."""
+        nl, V, s = self.mlp.n_layers, self.V, self.step_index
+        X, T = self._cols(x), self._targets(t)
+        z, e = [None] * nl, [None] * nl
+        for l in range(nl):
+            W, a = self.W[l], self.ain[l]
+            z[l] = W @ a
+            if l < nl - 1:
+                z[l] = np.maximum(z[l], 0.0)
+                d, h = self.din[l], self.hist[l][(s - 2 * (nl - 1 - l)) % V]
+            else:
+                d, h = self._grad(z[l], T), a
+            if l >= 1:
+                e[l] = (W.T @ d) * (h > 0)
+            self.W[l] = W - self.lr * (d @ h.T)
+        for l in range(nl - 1):
+            self.hist[l][s % V] = self.ain[l]
+        self.ain = [X] + z[:-1]
+        self.din = e[1:]
+        self.step_index += 1
+        Y = z[-1]
+        return {"loss": None if t is None else self._loss(Y, T), "output": self._out(Y)}

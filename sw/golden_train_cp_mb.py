@@ -12,6 +12,9 @@ then the chains: the input copied into the first group, the activations concaten
 in core order, the partials of ``E`` summed over the next group in ring order (``acc =
 p[0]``, then ``acc * 1 + p[h]``) and each core's columns kept. Its weights after every
 step must equal the PE memories' (padding included).
+
+:class:`Float64MBCP` is the same pipeline schedule in textbook float64 arithmetic
+(``W -= (lr / b) D A^T``, the softmax in float64).
 """
 
 from __future__ import annotations
@@ -23,10 +26,11 @@ from sw.layout import local_len
 from sw.mlp import MLP
 from sw.train import host_softmax_grad, mse_loss, softmax_ce_loss, weight_bits
 from sw.train_mb import MBProgram
-from sw.golden_train_cp import golden_chains, group_weights
+from sw.golden_train_mb import one_hot_cols
+from sw.golden_train_cp import Float64CP, golden_chains, group_weights
 from sw.train_cp import cp_mapping, cp_shapes, cp_spad_plan
 
-__all__ = ["GoldenChipMBCP", "cp_forward_mb"]
+__all__ = ["GoldenChipMBCP", "Float64MBCP", "cp_forward_mb"]
 
 
 def cp_forward_mb(cfg, weights, X) -> np.ndarray:
@@ -160,3 +164,40 @@ class GoldenChipMBCP:
                     "raw": out}
         tf = fmt.to_float(T[:no, :b])
         return {"loss": float(np.mean([mse_loss(d[:, c]) for c in range(b)])), "output": d + tf, "raw": out}
+
+
+class Float64MBCP(Float64CP):
+    """Minibatch continuous propagation in float64 with the schedule of
+    :class:`GoldenChipMBCP`: :class:`sw.golden_train_cp.Float64CP` with a minibatch of
+    ``b`` samples (``n x b`` matrices) in every pipeline slot, the update ``W -= (lr / b)
+    D A^T`` (the gradient of the mean of the samples' losses) and the loss the mean of
+    theirs. ``x``: ``n_in x b``; ``t``: ``n_out x b`` (softmax: or ``b`` class indices);
+    :meth:`predict` takes and returns ``n x b`` matrices."""
+
+    @staticmethod
+    def _check_batch(mlp: MLP) -> None:
+        if mlp.batch < 2:
+            raise ValueError("Float64MBCP models minibatch CP: MLP.batch > 1 (Float64CP for batch 1)")
+
+    def _cols(self, x) -> np.ndarray:
+        n, b = self.mlp.n_in, self.mlp.batch
+        if x is None:
+            return np.zeros((n, b))
+        X = np.array(x, dtype=np.float64)
+        if X.shape != (n, b):
+            raise ValueError(f"expected a {n} x {b} input, got shape {X.shape}")
+        return X
+
+    def _targets(self, t) -> np.ndarray:
+        mlp = self.mlp
+        if t is None:
+            return np.zeros((mlp.n_out, mlp.batch))
+        T = np.asarray(t)
+        if mlp.loss == "softmax_ce" and T.ndim == 1:
+            return one_hot_cols(mlp.n_out, T)
+        if T.shape != (mlp.n_out, mlp.batch):
+            raise ValueError(f"targets must be a {mlp.n_out} x {mlp.batch} matrix, got shape {T.shape}")
+        return T.astype(np.float64)
+
+    def _out(self, Y):
+        return Y.copy()
