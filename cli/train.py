@@ -7,7 +7,7 @@ import json
 from dataclasses import replace
 
 from arch.errors import UsageError
-from cli.common import Progress, check_outputs, count, given, nonneg_int, positive_float
+from cli.common import Progress, check_outputs, count, nonneg_int, positive_float
 from cli.run import add_progress_argument
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES
@@ -98,27 +98,31 @@ def add_train_arguments(p, cfg_help: str = "preset, JSON file or inline JSON") -
 
 def check_train_args(args, cfg) -> None:
     """Options that conflict or do not apply to the run they select: usage errors,
-    raised before any data is loaded."""
+    raised before any data is loaded (``auto``, the default's meaning, always applies)."""
     chip, cp, batch = cfg.cores > 1, args.method == "cp", args.batch > 1
+
+    def given(dest):
+        return getattr(args, dest, None) not in (None, "auto")
+
     where = f"configuration {args.config or 'default'}"
     rules = [
-        (given(args, "mnist_dir") and args.data != "mnist", f"--mnist-dir applies to --data mnist, not {args.data}"),
-        (args.data == "mnist" and not given(args, "mnist_dir"),
+        (given("mnist_dir") and args.data != "mnist", f"--mnist-dir applies to --data mnist, not {args.data}"),
+        (args.data == "mnist" and not given("mnist_dir"),
          "--data mnist needs --mnist-dir (the directory with the IDX files; nothing is downloaded)"),
         (cp and not chip, f"--method cp pipelines the layers over the cores of a chip; {where} has cores={cfg.cores} "
                           f"(try --config chip-small)"),
-        (given(args, "groups") and not cp, "--groups applies to --method cp"),
-        (given(args, "softmax") and args.loss != "softmax_ce", "--softmax applies to --loss softmax_ce"),
-        (given(args, "softmax") and (batch or cp), "--softmax applies to batch-1 SGD (minibatch GD and CP compute "
+        (given("groups") and not cp, "--groups applies to --method cp"),
+        (given("softmax") and args.loss != "softmax_ce", "--softmax applies to --loss softmax_ce"),
+        (given("softmax") and (batch or cp), "--softmax applies to batch-1 SGD (minibatch GD and CP compute "
                                                    "the softmax on the host)"),
-        (given(args, "out_map") and not chip, f"--out-map applies to chip configurations; {where} has one core"),
-        (given(args, "out_map") and cp, "--out-map applies to SGD and minibatch GD, not --method cp"),
+        (given("out_map") and not chip, f"--out-map applies to chip configurations; {where} has one core"),
+        (given("out_map") and cp, "--out-map applies to SGD and minibatch GD, not --method cp"),
         (args.no_overlap and (cp or batch or not chip),
          "--no-overlap applies to batch-1 SGD across the cores of a chip configuration"),
-        (given(args, "backward") and batch, "--backward applies to batch 1 (SGD or CP)"),
-        (given(args, "host_latency") and cp, "--host-latency applies to SGD and minibatch GD (CP counts its host "
+        (given("backward") and batch, "--backward applies to batch 1 (SGD or CP)"),
+        (given("host_latency") and cp, "--host-latency applies to SGD and minibatch GD (CP counts its host "
                                              "I/O in the step)"),
-        (given(args, "host_latency") and batch and not cp, "--host-latency applies to batch-1 SGD"),
+        (given("host_latency") and batch and not cp, "--host-latency applies to batch-1 SGD"),
     ]
     for bad, msg in rules:
         if bad:

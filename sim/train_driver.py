@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from arch.errors import InputError
 from sim.power import report_from_counters, run_record
 
 from sw.golden_train import Float64SGD, GoldenSGD
@@ -133,7 +134,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     results (JSON-serializable)."""
     fmt = cfg.fmt
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
-        raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
+        raise InputError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
                          f"{mlp.n_in} inputs and {mlp.n_out} outputs")
     chip = cfg.cores > 1
     if chip:                     # SGD across the cores of a chip (sw/train_chip.py)
@@ -237,7 +238,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
 
     fmt, b = cfg.fmt, mlp.batch
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
-        raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
+        raise InputError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
                          f"{mlp.n_in} inputs and {mlp.n_out} outputs")
     tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward)
     log(tp.describe().split("\n\n")[0])
@@ -276,6 +277,10 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
                     lambda x, y: _acc(ref.predict, x, y),
                     lambda x, y: _acc(ref_cp.predict, x, y))
     L = tp.latency_steps()
+    per = len(xtr) // b if b > 1 else len(xtr)
+    if per < 2 * L:                         # checked before training: the figures need a steady step
+        raise InputError(f"CP figures need a steady-state step: at least {2 * L} training "
+                         f"{'minibatches' if b > 1 else 'samples'} per epoch, got {per}")
     losses, ref_losses, cp_losses, epochs_out = [], [], [], []
     steady = None
     t_start, steps = time.perf_counter(), 0
@@ -303,9 +308,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
         acc, acc_ref, acc_cp = accs(tp.weights_from_session(sess, padded=True))
         epochs_out.append(_epoch(ep, acc, acc_ref, losses, ref_losses, len(order), (xtr, ytr, xte, yte), t0, log,
                                  cp=(acc_cp, cp_losses, baselines["float64"])))
-    if steady is None:
-        raise ValueError(f"CP figures need a steady-state step: at least {2 * L} training "
-                         f"{'minibatches' if b > 1 else 'samples'} per epoch, got {len(order)}")
+    assert steady is not None, "a steady-state step was recorded"
     rep, rep_h = chip_step_report(tp, steady)          # with the host's softmax turnaround (minibatch CP)
     host = sum(c for _, c in tp.host_phase_cycles())
     return {
@@ -431,7 +434,7 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
     data = data if data is not None else load_digits()
     mlp = MLP(sizes, loss, lr, batch=b)
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
-        raise ValueError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
+        raise InputError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
                          f"{mlp.n_in} inputs and {mlp.n_out} outputs")
     fmt = cfg.fmt
     W0 = init_weights(mlp, fmt, seed)

@@ -107,3 +107,21 @@ def test_report_bad_input(tmp_path, capsys):
 def test_console_script_installed():
     r = subprocess.run([sys.executable, "-m", "cli", "info"], capture_output=True, text=True)
     assert r.returncode == 0 and "nr" in r.stdout
+
+
+def test_cp_too_few_samples_fails_before_training(capsys):
+    """CP's step figures need a steady-state step: too few samples per epoch is refused
+    before the first pipeline step, in one line."""
+    rc = main(["train", "--config", "chip-tiny", "--method", "cp", "--data", "synthetic", "--hidden", "6",
+               "--max-train", "2", "--progress", "off"])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("caterpillar: error: CP figures need a steady-state step")
+    assert "epoch 1" not in err
+
+
+def test_cp_is_shown_beside_float64_cp(capsys):
+    rc = main(["train", "--config", "chip-tiny", "--method", "cp", "--data", "synthetic", "--hidden", "6",
+               "--max-train", "40", "--max-test", "20", "--epochs", "1", "--lr", "0.05", "--progress", "off"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert "float64 CP with the same pipeline schedule" in out and "float64 SGD, no stale weights" in out
