@@ -14,7 +14,7 @@ from arch.errors import CaterpillarError, UsageError
 from arch.files import check_output
 
 __all__ = ["Parser", "Progress", "check_outputs", "count", "nonneg_int", "positive_float", "run_command",
-           "given", "input_path", "EXIT_USAGE", "EXIT_RUNTIME", "EXIT_INTERRUPT"]
+           "input_path", "EXIT_USAGE", "EXIT_RUNTIME", "EXIT_INTERRUPT"]
 
 EXIT_RUNTIME, EXIT_USAGE, EXIT_INTERRUPT = 1, 2, 130
 
@@ -57,11 +57,6 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(v) and v > 0):
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return v
-
-
-def given(args, dest: str) -> bool:
-    """Whether the option ``dest`` was given on the command line (its default is None)."""
-    return getattr(args, dest, None) is not None
 
 
 def check_outputs(args, *dests: str) -> None:
