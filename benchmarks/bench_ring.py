@@ -67,4 +67,10 @@ def run() -> dict:
                     "fast-model rounds": r.rounds, "fast-model s": round(wall, 3),
                 })
     return {"title": "Ring collectives (fast chip model; config S = 32 cores of 4 x 4 PEs, binary16)",
+            "note": ("'cycles' = the RUN cycles measured on the fast chip model (the collective's program "
+                     "with its setup, HALT, start-latency cycle and drain; what `caterpillar demo` prints); "
+                     "'collective slots' = the collective's cost formula of docs/chip.md, from its first "
+                     "send to its last take or add, without the program around it; 'reference (c-1)m' = "
+                     "the reference design's cost in the same unit; 'vs reference' = collective slots / "
+                     "reference."),
             "rows": rows}
