@@ -54,6 +54,14 @@ def _table(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _last_seconds(name: str) -> float | None:
+    """How long the benchmark's last recorded run took (its JSON's ``seconds``), if known."""
+    try:
+        return float(json.loads((RESULTS / f"{name}.json").read_text())["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("names", nargs="*", help=f"benchmarks to run (default all): {', '.join(BENCHMARKS)}")
@@ -62,7 +70,16 @@ def main(argv=None) -> int:
     bad = [n for n in names if n not in BENCHMARKS]
     if bad:
         ap.error(f"unknown benchmark(s) {bad}; allowed: {', '.join(BENCHMARKS)}")
-    for name in names:
+    from tqdm import tqdm
+
+    expected = {n: _last_seconds(n) for n in names}
+    known = sum(s for s in expected.values() if s)
+    print(f"running {len(names)} benchmark(s); their last runs took {known / 60:.0f} minutes in all"
+          + (f" ({sum(1 for s in expected.values() if s is None)} never run here)" if None in expected.values()
+             else ""), file=sys.stderr, flush=True)
+    bar = tqdm(names, unit="benchmark", file=sys.stderr, disable=None)
+    for name in bar:
+        bar.set_description(f"{name} (last run {expected[name]:.0f} s)" if expected[name] else name)
         t0 = time.perf_counter()
         res = importlib.import_module(BENCHMARKS[name]).run()
         # the process's peak resident memory so far (several benchmarks in one process: the
@@ -72,7 +89,7 @@ def main(argv=None) -> int:
                    machine={"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
                    date=time.strftime("%Y-%m-%d"))
         atomic_write(RESULTS / f"{name}.json", json.dumps(res, indent=2) + "\n")
-        print(f"\n## {res.get('title', name)}\n\n{_table(res['rows'])}", flush=True)
+        tqdm.write(f"\n## {res.get('title', name)}\n\n{_table(res['rows'])}", file=sys.stdout)
     atomic_write(RESULTS / "SUMMARY.md", summary())
     return 0
 
