@@ -100,6 +100,12 @@ class Progress:
         if done >= total:                              # finished: the bar stays as its last line
             self._bar.close()
 
+    def advance(self, postfix: str | None = None) -> None:
+        """One more item done (a total that is not known in advance), with a status text."""
+        self._bar.update(1)
+        if postfix is not None:
+            self._bar.set_postfix_str(postfix, refresh=False)
+
     def log(self, msg: str) -> None:
         from tqdm import tqdm
 

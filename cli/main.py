@@ -14,6 +14,8 @@ Subcommands::
                                                           run a program on one core
     caterpillar report  RUN.json|program.s [--config C] [--json F] [--png F]   power / area report of a run
     caterpillar paper   [--cells C,...] [--json F] [--png F]   the reference design's Table 2 beside ours
+    caterpillar dse     --space nr=2,4 cores=2..32:x2 ... [--area MM2] [--power W] [--search heuristic]
+                                                          design-space search on Ray
     caterpillar train   [--data digits|mnist|npz:F|csv:F] [--hidden 64] [--method sgd|cp] [--batch B]
                                                           training on a simulated core or chip
 
@@ -48,6 +50,12 @@ def _cmd_train(args) -> int:
     return cmd_train(args)
 
 
+def _cmd_dse(args) -> int:
+    from cli.dse import cmd_dse
+
+    return cmd_dse(args)
+
+
 def make_parser() -> Parser:
     """The ``caterpillar`` argument parser (errors raise :class:`arch.errors.UsageError`)."""
     from cli import hw, run
@@ -66,6 +74,13 @@ def make_parser() -> Parser:
     p.set_defaults(fn=_cmd_demo)
 
     run.add_parsers(sub, cfg_help)
+
+    p = sub.add_parser("dse", help="design-space search: the best chip for training workloads under area and power "
+                                   "limits, evaluated on Ray (a local cluster unless --address)")
+    from cli.dse import add_dse_arguments
+
+    add_dse_arguments(p, cfg_help)
+    p.set_defaults(fn=_cmd_dse)
 
     p = sub.add_parser("train", help="train an MLP on a simulated core or chip (SGD, minibatch GD, continuous "
                                      "propagation; fast model), beside float64 baselines")

@@ -24,6 +24,7 @@ import numpy as np
 
 from arch.config import PRESETS
 from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, MEMORY, area_of_core, report_from_counters
+from sim.step_measure import compile_method, measure_step, ucode_words_needed
 
 __all__ = ["Cell", "CELLS", "PAPER", "PAPER_AREA_MM2", "run_cell", "table2", "convention", "format_table",
            "plot_table2", "ucode_words_needed"]
@@ -65,60 +66,10 @@ class Cell:
 CELLS = tuple(Cell(n, c, m) for n, c in (("small", "S"), ("large", "S"), ("large", "L")) for m in METHODS)
 
 
-def _compile(cell: Cell, cfg, mlp):
-    from sw.train_chip import compile_chip_sgd
-    from sw.train_chip_mb import compile_chip_mbgd
-    from sw.train_cp import compile_chip_cp
-
-    return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[cell.method](cfg, mlp)
-
-
-def _golden(cell: Cell, cfg, mlp, tp, W0):
-    from sw.golden_train_chip import GoldenChipSGD
-    from sw.golden_train_chip_mb import GoldenChipMBGD
-    from sw.golden_train_cp import GoldenChipCP
-
-    if cell.method == "sgd":
-        return GoldenChipSGD(cfg, mlp, W0, fused=tp.fused)
-    if cell.method == "cp":
-        return GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused)
-    return GoldenChipMBGD(cfg, mlp, W0)
-
-
-def ucode_words_needed(tp) -> int:
-    """Words per core of the largest microcode image a compiled training program loads."""
-    if hasattr(tp, "images"):
-        return max(len(w) for img in tp.images for w in img)
-    return max(len(tp.image[k]) for k in range(tp.cfg.cores))
-
-
-def _inputs(cell: Cell, mlp, rng):
-    b = cell.batch
-    if b > 1:
-        return rng.uniform(0, 1, (mlp.n_in, b)), rng.integers(0, mlp.n_out, b)
-    return rng.uniform(0, 1, mlp.n_in), int(rng.integers(mlp.n_out))
-
-
-def _check_weights(tp, sess, gold, label):
-    got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
-    bad = [l for l, (a, w) in enumerate(zip(got, want)) if not np.array_equal(a, w)]
-    if bad:
-        raise AssertionError(f"{label}: weights of layers {bad} differ from {type(gold).__name__}'s")
-
-
-def _sum_counters(result) -> dict:
-    ctr: dict = {}
-    for c in result.core_counters:
-        for k, v in c.items():
-            ctr[k] = ctr.get(k, 0) + int(v)
-    return ctr
-
-
 def run_cell(cell: Cell, log=None) -> dict:
     """Compile and run one cell; its row (status ``ok``) or the compiler's reason."""
     from sw.mlp import MLP
-    from sw.train import TrainCompileError, init_weights
-    from sim.sessions import ChipSession
+    from sw.train import TrainCompileError
 
     cfg = PRESETS[cell.config]
     mlp = MLP(NETS[cell.net], LOSS, LR, batch=cell.batch)
@@ -127,30 +78,14 @@ def run_cell(cell: Cell, log=None) -> dict:
            "network": mlp.describe(), "paper_gflops_w": paper, "paper_mac_util": paper_util}
     t0 = time.perf_counter()
     try:
-        tp = _compile(cell, cfg, mlp)
+        tp = compile_method(cell.method, cfg, mlp)
     except TrainCompileError as e:
         return {**row, "gflops_w": None, "gflops_w_all": None, "mac_util": None, "ratio": None,
                 "status": f"does not fit: {e}"}
-    sess = ChipSession(cfg, "fast")
-    W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
-    tp.init(sess, W0)
-    gold = _golden(cell, cfg, mlp, tp, W0)
-    rng = np.random.default_rng(INPUT_SEED)
-    lat = tp.latency_steps() if cell.method == "cp" else 0
-    steps = 2 * lat + 1
-    xs = [_inputs(cell, mlp, rng) for _ in range(steps)]
-    for s in range(steps):
-        x = xs[s][0]
-        t = xs[s - lat][1] if s >= lat else None
-        r = tp.run_step(sess, x, t)
-        gold.step(x, t)
-        _check_weights(tp, sess, gold, f"{cell.label}, step {s + 1}")
-    ctr = _sum_counters(r)
-    cycles = r.cycles + r.host_cycles
-    ctr["cycles"] = cycles
-    words = ucode_words_needed(tp)
-    flops = mlp.flops_per_step()
-    rep = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores, ucode_words=words)
+    m = measure_step(cfg, mlp, cell.method, weight_seed=WEIGHT_SEED, input_seed=INPUT_SEED, tp=tp,
+                     label=cell.label)
+    r, ctr, rep, words, flops, steps = m.result, m.counters, m.report, m.ucode_words, m.flops, m.steps_run
+    cycles = ctr["cycles"]
     alt = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores, ucode_words=words,
                                tech=DEFAULT_TECH.replace(fpu_pj_per_flop=dict(DEFAULT_TECH.fpu_pj_per_flop,
                                                                               binary16=2.63)))

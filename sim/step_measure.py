@@ -1,0 +1,141 @@
+"""One training step of a network on a chip configuration, measured on the fast chip
+engine: compile, load He-uniform weights, run the step (CP: until its pipeline is full,
+then the next step), optionally check the weights against the golden trainer after every
+step, and turn the measured step's counters into a :class:`sim.power.Report`.
+
+Shared by ``caterpillar paper`` (:mod:`sim.paper`) and the design-space search
+(:mod:`dse`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.power import report_from_counters
+
+__all__ = ["METHODS", "StepMeasure", "compile_method", "measure_step", "phase_cycles", "ucode_words_needed"]
+
+#: training methods of the chip compilers: SGD, minibatch GD, CP (minibatch CP with batch > 1)
+METHODS = ("sgd", "mbgd", "cp")
+
+
+@dataclass
+class StepMeasure:
+    """A measured step: the compiled program, the step's result, its counters summed over
+    the cores (``cycles`` = the step's cycles, host turnaround included), the microcode
+    words per core, the network's FLOPs per step, the report, and the steps run."""
+
+    tp: object
+    result: object
+    counters: dict
+    ucode_words: int
+    flops: int
+    report: object
+    steps_run: int
+
+
+def compile_method(method: str, cfg, mlp):
+    """Compile ``mlp`` for ``method`` (:data:`METHODS`) on the chip ``cfg``; raises
+    :class:`sw.train.TrainCompileError` when it does not fit."""
+    from sw.train_chip import compile_chip_sgd
+    from sw.train_chip_mb import compile_chip_mbgd
+    from sw.train_cp import compile_chip_cp
+
+    return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[method](cfg, mlp)
+
+
+def _golden(method: str, cfg, mlp, tp, W0):
+    from sw.golden_train_chip import GoldenChipSGD
+    from sw.golden_train_chip_mb import GoldenChipMBGD
+    from sw.golden_train_cp import GoldenChipCP
+    from sw.golden_train_cp_mb import GoldenChipMBCP
+
+    if method == "sgd":
+        return GoldenChipSGD(cfg, mlp, W0, fused=tp.fused)
+    if method == "cp":
+        return (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if mlp.batch > 1
+                else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))
+    return GoldenChipMBGD(cfg, mlp, W0)
+
+
+def ucode_words_needed(tp) -> int:
+    """Words per core of the largest microcode image a compiled training program loads."""
+    if hasattr(tp, "images"):
+        return max(len(w) for img in tp.images for w in img)
+    return max(len(tp.image[k]) for k in range(tp.cfg.cores))
+
+
+def _inputs(mlp, rng):
+    b = mlp.batch
+    if b > 1:
+        return rng.uniform(0, 1, (mlp.n_in, b)), rng.integers(0, mlp.n_out, b)
+    return rng.uniform(0, 1, mlp.n_in), int(rng.integers(mlp.n_out))
+
+
+def _check_weights(tp, sess, gold, label):
+    got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
+    bad = [l for l, (a, w) in enumerate(zip(got, want)) if not np.array_equal(a, w)]
+    if bad:
+        raise AssertionError(f"{label}: weights of layers {bad} differ from {type(gold).__name__}'s")
+
+
+def _sum_counters(result) -> dict:
+    ctr: dict = {}
+    for c in result.core_counters:
+        for k, v in c.items():
+            ctr[k] = ctr.get(k, 0) + int(v)
+    return ctr
+
+
+def measure_step(cfg, mlp, method: str, *, weight_seed: int = 0, input_seed: int = 1, golden: bool = True,
+                 tp=None, label: str = "step", tech=None, ucode_from_program: bool = True) -> StepMeasure:
+    """Compile (unless ``tp`` is given) and run one step of ``mlp`` with ``method`` on
+    the chip ``cfg``; ``golden``: check the weights bit for bit after every step (raises
+    ``AssertionError`` on a difference). ``ucode_from_program``: size the microcode store
+    (its area, leakage and fetch energy) from the program's largest image, else from
+    ``cfg.ucode_depth``. Raises ``TrainCompileError`` for a network that does not fit."""
+    from sim.sessions import ChipSession
+    from sw.train import init_weights
+
+    tp = tp if tp is not None else compile_method(method, cfg, mlp)
+    sess = ChipSession(cfg, "fast")
+    W0 = init_weights(mlp, cfg.fmt, weight_seed)
+    tp.init(sess, W0)
+    gold = _golden(method, cfg, mlp, tp, W0) if golden else None
+    rng = np.random.default_rng(input_seed)
+    lat = tp.latency_steps() if method == "cp" else 0
+    steps = 2 * lat + 1
+    xs = [_inputs(mlp, rng) for _ in range(steps)]
+    for s in range(steps):
+        x = xs[s][0]
+        t = xs[s - lat][1] if s >= lat else None
+        r = tp.run_step(sess, x, t)
+        if gold is not None:
+            gold.step(x, t)
+            _check_weights(tp, sess, gold, f"{label}, step {s + 1}")
+    ctr = _sum_counters(r)
+    ctr["cycles"] = r.cycles + r.host_cycles
+    words = ucode_words_needed(tp)
+    flops = mlp.flops_per_step()
+    kw = {"tech": tech} if tech is not None else {}
+    rep = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores,
+                               ucode_words=words if ucode_from_program else None, **kw)
+    return StepMeasure(tp, r, ctr, words, flops, rep, steps)
+
+
+#: the phase of a step an operation kind belongs to (:meth:`breakdown` rows' kind)
+_PHASE_OF_KIND = {"ring": "collectives", "nop": "overhead", "halt": "overhead"}
+_MEMORY_KINDS = ("spad", "page", "transpose")
+
+
+def phase_cycles(tp, host_cycles: int = 0) -> dict:
+    """The step's cycles by phase, from the compiler's breakdown (core 0's operations):
+    ``compute`` (GEMV, GEMM, rank-1 and the elementwise kernels), ``collectives`` (ring),
+    ``memory`` (scratchpad paging, transposes), ``overhead`` (gaps, halts) and ``host``."""
+    out = {"compute": 0, "collectives": 0, "memory": 0, "overhead": 0, "host": int(host_cycles)}
+    for _op, kind, cycles in tp.breakdown():
+        phase = _PHASE_OF_KIND.get(kind) or ("memory" if kind.startswith(_MEMORY_KINDS) else "compute")
+        out[phase] += int(cycles)
+    return out
