@@ -156,6 +156,8 @@ def parse_space(items, base: ArchConfig | None = None) -> Space:
     if len(items) == 1 and "=" not in items[0]:
         from arch.files import read_text
 
+        if not Path(items[0]).is_file():
+            raise UsageError(f"--space {items[0]!r}: neither field=values nor a JSON file")
         try:
             d = json.loads(read_text(items[0], "--space"))
         except json.JSONDecodeError as e:
@@ -194,9 +196,3 @@ def point_key(space: Space, point: dict, workloads) -> str:
     doc = {"config": cfg, "method": point.get(METHOD_AXIS, "sgd"),
            "workloads": [w.key() for w in workloads]}
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def load_points(path: Path) -> list[dict]:
-    """Points of a previous search's JSON (``points``), for ``--describe``."""
-    d = json.loads(Path(path).read_text())
-    return d.get("points", [])
