@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch.lanes import pack_beats
 from arch.microop import MvOp
 from sim.fast_common import AddEntry, MulEntry
 from sim.fast_flow_graph import Ref
@@ -119,13 +120,7 @@ class Plan:
         beats = []
         if self.hout is not None:
             rows, cols, lasts = self.hout
-            lanes = V[rows, cols]
-            w = self.w
-            for h in range(len(lasts)):
-                data = 0
-                for i, v in enumerate(lanes[h].tolist()):
-                    data |= v << (i * w)
-                beats.append((data, lasts[h]))
+            beats = list(zip(pack_beats(V[rows, cols], self.w), lasts))
         plan = self
         s1_lanes = lanes_all[lane_of[x + self.n - 1]] if self.s1_tmpl.hin else None
 

@@ -34,6 +34,7 @@ from sim.fast_cycle import CycleEngine
 from sim.fast_trace import issue_trace
 from sim.seq_model import SequencerModel, spad_pointer_trace
 from arch.isa import instr_layout
+from arch.lanes import unpack_beats
 
 __all__ = ["FastModel", "ENGINES"]
 
@@ -295,11 +296,7 @@ class FastModel:
                     hi += 1
             host_in = merged
         nr, w = self.nr, self.w
-        lanes = np.zeros((len(hsteps), nr), self.cfg.fmt.np_uint)
-        for k in range(len(hsteps)):
-            d = int(host_in[k])
-            for i in range(nr):
-                lanes[k, i] = (d >> (i * w)) & self.wmask
+        lanes = unpack_beats(host_in[:len(hsteps)], nr, w, self.cfg.fmt.np_uint)
         lane_of = np.full(len(allpcs), -1, np.int64)
         lane_of[hsteps] = np.arange(len(hsteps))
         ctr = Counters(self.cfg)

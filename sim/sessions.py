@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch.lanes import pack_beats
 from sim.chip_model import ChipModel
 from sim.chip_run import ChipPhase
 from sim.core_model import CoreModel
@@ -118,5 +119,4 @@ class ChipSession:
         if self.backend == "model":
             return list(m.spad[base:base + n])
         w = self.cfg.fmt.width
-        lanes = m.scratchpad()[base:base + n].astype(object)
-        return [sum(int(v) << (i * w) for i, v in enumerate(row)) for row in lanes]
+        return pack_beats(m.state.spad[base:base + n], w)

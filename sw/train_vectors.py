@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch.lanes import pack_beats, unpack_beats
 from sw.asm import cdrv, hin, hout
 from sw.collectives import Region
 
@@ -44,13 +45,7 @@ def vector_beats(cfg, v_bits, n_words: int) -> list:
     nr, w = cfg.nr, cfg.fmt.width
     pad = np.zeros(n_words * nr, dtype=np.uint64)
     pad[:len(v_bits)] = np.asarray(v_bits, dtype=np.uint64)
-    beats = []
-    for k in range(n_words):
-        beat = 0
-        for q in range(nr):
-            beat |= int(pad[k * nr + q]) << (q * w)
-        beats.append(beat)
-    return beats
+    return pack_beats(pad.reshape(n_words, nr), w)
 
 
 def emit_unload_diag(b, cfg, reg: Region, n: int, name: str) -> int:
@@ -71,9 +66,7 @@ def emit_unload_diag(b, cfg, reg: Region, n: int, name: str) -> int:
 def decode_diag_beats(cfg, beats, n: int) -> np.ndarray:
     """Beats of :func:`emit_unload_diag` -> the global vector (length ``n``, bit patterns)."""
     nr, w = cfg.nr, cfg.fmt.width
-    m = (1 << w) - 1
-    vals = [(int(bt.data) >> (q * w)) & m for bt in beats for q in range(nr)]
-    return np.array(vals[:n], dtype=cfg.fmt.np_uint)
+    return unpack_beats([bt.data for bt in beats], nr, w, cfg.fmt.np_uint).reshape(-1)[:n].copy()
 
 
 def vector_bits(fmt, x, n: int) -> np.ndarray:

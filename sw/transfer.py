@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from arch.lanes import pack_beats, unpack_beats
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 from arch.errors import InputError
 
@@ -101,19 +102,14 @@ def unload_cost(cfg, n: int, last: bool = True) -> int:
 
 
 def load_beats_for(cfg, local: np.ndarray) -> list[int]:
-    """Host beats for :func:`emit_load` of ``local`` (``(nr, nr, n)`` bit patterns)."""
+    """Host beats for :func:`emit_load` of ``local`` (``(nr, nr, n)`` bit patterns): beat
+    ``k*n + a`` carries PE ``(r, k)``'s word ``a`` in lane ``r``."""
     nr, w = cfg.nr, cfg.fmt.width
     local = np.asarray(local, dtype=np.uint64)
     if local.shape[:2] != (nr, nr):
         raise TransferError(f"local array must be (nr, nr, n) = ({nr}, {nr}, n), got {local.shape}")
-    beats = []
-    for k in range(nr):
-        for a in range(local.shape[2]):
-            beat = 0
-            for r in range(nr):
-                beat |= int(local[r, k, a]) << (r * w)
-            beats.append(beat)
-    return beats
+    # [k, a, r]: column k, word a, lane r
+    return pack_beats(local.transpose(1, 2, 0).reshape(-1, nr), w)
 
 
 def unload_beats_for(cfg, local: np.ndarray) -> list[int]:
@@ -125,7 +121,8 @@ def unload_beats_for(cfg, local: np.ndarray) -> list[int]:
     local = np.asarray(local, dtype=np.uint64)
     if local.shape[:2] != (nr, nr):
         raise TransferError(f"local array must be (nr, nr, n) = ({nr}, {nr}, n), got {local.shape}")
-    return [sum(int(local[k, c, a]) << (c * w) for c in range(nr)) for k in range(nr) for a in range(local.shape[2])]
+    # [k, a, c]: row k, word a, lane c
+    return pack_beats(local.transpose(0, 2, 1).reshape(-1, nr), w)
 
 
 def emit_unload(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g1", loop: str = "yfer",
@@ -169,14 +166,8 @@ def decode_unload(cfg, beats, n: int) -> np.ndarray:
     data = [b.data if hasattr(b, "data") else (b[0] if isinstance(b, (tuple, list)) else int(b)) for b in beats]
     if len(data) != nr * n:
         raise TransferError(f"expected {nr * n} beats, got {len(data)}")
-    out = np.zeros((nr, nr, n), dtype=cfg.fmt.np_uint)
-    m = (1 << w) - 1
-    for k in range(nr):
-        for a in range(n):
-            beat = data[k * n + a]
-            for c in range(nr):
-                out[k, c, a] = (beat >> (c * w)) & m
-    return out
+    # beat k*n + a, lane c -> PE (k, c), word a
+    return np.ascontiguousarray(unpack_beats(data, nr, w, cfg.fmt.np_uint).reshape(nr, n, nr).transpose(0, 2, 1))
 
 
 def _chunks(cfg, n):
