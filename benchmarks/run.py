@@ -41,6 +41,7 @@ BENCHMARKS = {
     "train_cp": "benchmarks.bench_train_cp",
     "train_large": "benchmarks.bench_train_large",
     "paper": "benchmarks.bench_paper",
+    "dse": "benchmarks.bench_dse",
 }
 
 

@@ -32,7 +32,9 @@
 12. the reference design's Table 2 cell by cell beside ours (``caterpillar paper``): the
    nine cells (small / large network x configurations S / L x SGD, CP, minibatch GD)
    compiled and run on the fast chip engine, GFLOPS/W in the compared scope and with
-   everything counted, MAC utilization, areas of S and L.
+   everything counted, MAC utilization, areas of S and L;
+13. a small design-space search (``caterpillar dse``) on a local Ray cluster: the best
+   chip for a 196-64-10 network within configuration S's area, beside S and L.
 """
 
 from __future__ import annotations
@@ -557,6 +559,37 @@ def _paper() -> None:
     print(f"wrote {OUT / 'paper.json'} and {OUT / 'paper.png'}")
 
 
+def _dse() -> None:
+    """A small design-space search on a local Ray cluster, the winner beside S and L."""
+    from dse.engine import Evaluator, RayEngine
+    from dse.evaluate import evaluate_point, parse_workloads
+    from dse.report import best_table, plot_pareto
+    from dse.search import Constraints, Goal, critical_path_search
+    from dse.space import parse_space
+    from arch.config import PRESETS
+
+    _hdr("13. Design-space search: the best chip for 196-64-10 within S's area (Ray, 2 workers)")
+    space = parse_space(["nr=2,4,8", "cores=2,4,8,16", "method=sgd,cp,mbgd:16"], PRESETS["chip-small"])
+    workloads = parse_workloads("196-64-10")
+    refs = {n: evaluate_point(PRESETS[n].to_dict(), {"method": "sgd"}, workloads, f"preset-{n}") for n in "SL"}
+    goal = Goal("throughput_per_tdp", Constraints(area_mm2=refs["S"]["area_mm2"]))
+    engine = RayEngine(workers=2)
+    try:
+        ev = Evaluator(space, workloads, engine, cache=OUT / "dse.jsonl")
+        res = critical_path_search(ev, goal, seed=0)
+    finally:
+        engine.close()
+    print(f"{ev.evaluations} of {space.size} points measured (compile + a fast-engine step each; "
+          f"{ev.cached_at_start} from an earlier run's cache); area limit {goal.constraints.area_mm2:.1f} mm^2 "
+          f"(configuration S's)")
+    print(best_table(res, goal, n=5, refs=refs))
+    best = goal.best(res)
+    print(f"the winner trains {best['throughput_per_tdp'] / refs['S']['throughput_per_tdp']:.1f}x more samples per "
+          f"second per watt than configuration S on this network")
+    plot_pareto(res, goal, OUT / "dse.png", refs=refs)
+    print(f"wrote {OUT / 'dse.png'} (caterpillar dse, docs/dse.md)")
+
+
 def run_demo(sim: str | None = None) -> int:
     from arch.config import ArchConfig
 
@@ -579,6 +612,7 @@ def run_demo(sim: str | None = None) -> int:
     _chip_minibatch(sim)
     _chip_cp(sim)
     _paper()
+    _dse()
     print(f"\nall outputs in {OUT} ({(time.perf_counter() - t0) / 60:.1f} minutes)")
     return 0
 

@@ -1,7 +1,7 @@
 """Searches over a :class:`dse.space.Space`: exhaustive enumeration, random sampling, and
 a critical-path-driven local search with a final global step over the best designs.
 
-The critical-path search starts from a feasible design, reads which phase bounds its
+The critical-path search starts from a feasible design (a random one, by its seed), reads which phase bounds its
 training step (from the counters and the compiler's breakdown: compute, collectives,
 memory traffic, host), and tries first the moves that give resources to that phase (more
 PEs for compute; fewer, larger cores for collectives; more memory for paging; larger
@@ -141,21 +141,16 @@ def _climb(ev, goal: Goal, start: dict, first: int, budget) -> dict:
 
 
 def _start(ev, goal: Goal, rng: random.Random) -> dict:
-    """A feasible starting design: the smallest corner, else random points."""
-    space = ev.space
-    corner = {n: v[0] for n, v in space.axes.items()}
-    r = ev.evaluate([corner])[0]
-    if goal.feasible(r):
-        return corner
-    pts = list(space.points())
+    """A feasible starting design: a random point (``rng``), else more random points,
+    four at a time (the best feasible one of the first group that has one)."""
+    pts = list(ev.space.points())
     rng.shuffle(pts)
-    for i in range(0, min(len(pts), 64), 4):
-        chunk = pts[i:i + 4]
+    for chunk in [pts[:1]] + [pts[i:i + 4] for i in range(1, min(len(pts), 65), 4)]:
         res = ev.evaluate(chunk)
-        ok = [(p, x) for p, x in zip(chunk, res) if goal.feasible(x)]
+        ok = [(p, r) for p, r in zip(chunk, res) if goal.feasible(r)]
         if ok:
             return max(ok, key=lambda pr: goal.score(pr[1]))[0]
-    return corner
+    return pts[0]
 
 
 def critical_path_search(ev, goal: Goal, budget: int | None = None, seed: int = 0, top_k: int = 3,

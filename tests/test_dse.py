@@ -97,7 +97,7 @@ def test_heuristic_finds_the_optimum_with_fewer_evaluations(seed):
     ev = Evaluator(SYNTH, TINY, LocalEngine(_landscape))
     found = goal.best(critical_path_search(ev, goal, seed=seed))
     assert goal.score(found) >= 0.98 * goal.score(best)
-    assert ev.evaluations * 3 <= SYNTH.size, (ev.evaluations, SYNTH.size)
+    assert ev.evaluations * 5 <= SYNTH.size, (ev.evaluations, SYNTH.size)
     rnd = Evaluator(SYNTH, TINY, LocalEngine(_landscape))
     random_search(rnd, goal, budget=ev.evaluations, seed=seed)
     assert rnd.evaluations == ev.evaluations
