@@ -6,7 +6,7 @@ and nothing left behind in the output directory or the temporary directory.
 The corpus is a hand-written table (:data:`CASES`), a grid of out-of-range values for
 every numeric option (:data:`GRID`), and hypothesis strategies over option values and
 file contents. The runs that would do real work (training, Table 2, synthesis, builds,
-the demo) are replaced by a tripwire: a bad invocation must fail before it reaches them.
+the demo, design-space searches) are replaced by a tripwire: a bad invocation must fail before it reaches them.
 """
 
 from __future__ import annotations
@@ -249,6 +249,25 @@ CASES: list[tuple[str, int, str]] = [
     ("train --data mnist --mnist-dir {w}/mnist_count_mismatch", 1, "labels"),
     ("train --data mnist --mnist-dir {w}/mnist_missing", 1, "t10k-labels"),
     ("train --data npz:{w}/ok.npz --config nosuch", 2, "nosuch"),
+    # --- dse
+    ("dse", 2, "--space"), ("dse --space bogus=1,2", 2, "bogus"), ("dse --space nr=4..2", 2, "nr"),
+    ("dse --space nr=", 2, "nr"), ("dse --space fmt=binary8", 2, "binary8"), ("dse --space method=adam", 2, "adam"),
+    ("dse --space nr=a", 2, "nr"), ("dse --space nr", 2, "nr"), ("dse --space {w}/list.json", 2, "list.json"),
+    ("dse --space {w}/broken.json", 2, "broken.json"), ("dse --space nr=2,4 --workloads 784", 2, "--workloads"),
+    ("dse --space nr=2,4 --workloads ''", 2, "--workloads"), ("dse --space nr=2,4 --workloads small*0", 2,
+                                                               "--workloads"),
+    ("dse --space nr=2,4 --area 0", 2, "--area"), ("dse --space nr=2,4 --power -1", 2, "--power"),
+    ("dse --space nr=2,4 --budget 0", 2, "--budget"), ("dse --space nr=2,4 --workers 0", 2, "--workers"),
+    ("dse --space nr=2,4 --objective speed", 2, "--objective"), ("dse --space nr=2,4 --search annealing", 2,
+                                                                  "--search"),
+    ("dse --space nr=2,4 --engine local --address 127.0.0.1:1", 2, "--address"),
+    ("dse --space nr=2,4 --address 127.0.0.1:1", 1, "127.0.0.1:1"), ("dse --space nr=2,4 --address nowhere", 2,
+                                                                     "--address"),
+    ("dse --space nr=2,4 --search exhaustive --budget 1", 2, "--budget"),
+    ("dse --space nr=2,4 --json {w}/out", 2, "--json"), ("dse --space nr=2,4 --png {w}/missing/d.png", 2, "missing"),
+    ("dse --space nr=2,4 --cache {w}/out", 2, "--cache"), ("dse --space nr=2,4 --base nosuch", 2, "nosuch"),
+    ("dse --describe abc --cache {w}/nofile.jsonl", 1, "nofile.jsonl"),
+    ("dse --describe abc --cache {w}/list.json", 1, "abc"),
 ]
 
 #: numeric options and where they are: every value in BAD_INTS / BAD_FLOATS must be refused
@@ -276,10 +295,14 @@ def guarded(monkeypatch, ws):
     import sim.paper
     import sim.train_driver
 
+    import dse.search
+
     for mod, names in ((sim.train_driver, ("train", "train_cp", "train_minibatch")), (sim.paper, ("table2",)),
                        (rtl.fpga, ("build", "reroute")), (rtl.synth, ("synthesize_top",)), (cli.demo, ("run_demo",))):
         for n in names:
             monkeypatch.setattr(mod, n, _tripwire)
+    for n in list(dse.search.SEARCHES):
+        monkeypatch.setitem(dse.search.SEARCHES, n, _tripwire)
     monkeypatch.setenv("TMPDIR", str(ws / "tmp"))
     monkeypatch.setattr(tempfile, "tempdir", str(ws / "tmp"))
     return ws
