@@ -23,7 +23,7 @@ import numpy as np
 
 from arch.buses import segment_of
 from sw.collectives import tree_steps
-from pe.fp_golden import add_bits, mac_bits, mul_bits
+from pe.fp_golden import add_bits, canonicalize_nan, mac_bits, mul_bits
 from sw.layout import local_len
 
 __all__ = [
@@ -49,17 +49,17 @@ def tree_combine(fmt, parts) -> np.ndarray:
     Step ``s`` (segments of ``2^(s+1)`` positions): every position ``i`` adds the value
     its segment carries (the position ``j`` of its segment with ``j mod 2^(s+1) == 2^s``,
     or +0 when the segment has none) to its own: ``v[i] = add(bus_i, v[i])``. The result
-    is position 0's value.
+    is position 0's value. (All positions of a step are added in one array operation:
+    the same additions, element by element.)
     """
-    v = [bits(fmt, p) for p in parts]
+    v = np.stack(np.broadcast_arrays(*[bits(fmt, p) for p in parts]))
     nr = len(v)
     for s in range(tree_steps(nr)):
         mod, idx, g = 1 << (s + 1), 1 << s, s + 1
-        bus = []
-        for i in range(nr):
-            drv = [j for j in segment_of(i, g, nr) if j % mod == idx]
-            bus.append(v[drv[0]] if drv else _zero(fmt, v[i].shape))
-        v = [add_bits(fmt, bus[i], v[i]) for i in range(nr)]
+        drv = np.array([next((j for j in segment_of(i, g, nr) if j % mod == idx), -1) for i in range(nr)])
+        bus = v[np.maximum(drv, 0)]
+        bus[drv < 0] = 0
+        v = add_bits(fmt, bus, v)
     return v[0]
 
 
@@ -77,23 +77,20 @@ def reduce_partials(fmt, Z, mode: str = "tree", direction: str = "row") -> np.nd
 
     ``Z``: ``(nr, nr, ...)`` partial sums, ``Z[r, c]`` on PE ``(r, c)``. Returns
     ``(nr, ...)``: for ``"row"`` entry ``r`` is row ``r``'s sum, for ``"col"`` entry ``c``
-    is column ``c``'s sum.
+    is column ``c``'s sum. (Every row / column is reduced at once: the same additions in
+    the same order as :func:`tree_combine` / :func:`seq_combine` of each.)
     """
     Z = bits(fmt, Z)
     nr = Z.shape[0]
-    out = []
-    for q in range(nr):
-        if direction == "row":
-            parts = [Z[q, c] for c in range(nr)]
-            order = [(q + d) % nr for d in range(1, nr)]      # diagonal offset d in row q
-        else:
-            parts = [Z[r, q] for r in range(nr)]
-            order = [(q - d) % nr for d in range(1, nr)]      # diagonal offset d in column q
-        if mode == "tree":
-            out.append(tree_combine(fmt, parts))
-        else:
-            out.append(seq_combine(fmt, parts, q, order))
-    return np.stack(out)
+    q = np.arange(nr)
+    if mode == "tree":
+        # position i along the bus of row / column q: Z[q, i] / Z[i, q]
+        return tree_combine(fmt, Z.swapaxes(0, 1) if direction == "row" else Z)
+    acc = Z[q, q]
+    for d in range(1, nr):
+        # diagonal offset d in row q: column (q + d) mod nr; in column q: row (q - d) mod nr
+        acc = add_bits(fmt, Z[q, (q + d) % nr] if direction == "row" else Z[(q - d) % nr, q], acc)
+    return acc
 
 
 def broadcast(local_diag, direction: str = "row") -> np.ndarray:
@@ -129,11 +126,26 @@ def _pad1(fmt, v, nr):
 
 def dot_chain(fmt, a, b) -> np.ndarray:
     """``acc = mul(a[0], b[0])``, then ``acc = add(mul(a[i], b[i]), acc)`` along axis 0
-    (broadcasting over the other axes)."""
-    acc = mul_bits(fmt, a[0], b[0])
-    for i in range(1, a.shape[0]):
-        acc = mac_bits(fmt, a[i], b[i], acc)
-    return acc
+    (broadcasting over the other axes). The products are formed at once, then added in
+    the chain's order, each sum rounded (NaNs canonicalized at the end: an addition with
+    a NaN operand gives a NaN, so the bits are those of canonicalizing every step)."""
+    a, b = np.asarray(a), np.asarray(b)
+    k = max(a.ndim, b.ndim) - 1          # the per-step operands broadcast from their last axes
+    a = a.reshape(a.shape[:1] + (1,) * (k + 1 - a.ndim) + a.shape[1:])
+    b = b.reshape(b.shape[:1] + (1,) * (k + 1 - b.ndim) + b.shape[1:])
+    prods = mul_bits(fmt, a, b)
+    dt = fmt.np_dtype
+    if dt is None:
+        acc = prods[0]
+        for i in range(1, prods.shape[0]):
+            acc = add_bits(fmt, prods[i], acc)
+        return acc
+    p = prods.view(dt)
+    acc = np.array(p[0], copy=True)
+    with np.errstate(all="ignore"):
+        for i in range(1, p.shape[0]):
+            np.add(p[i], acc, out=acc)
+    return canonicalize_nan(fmt, acc.view(fmt.np_uint))
 
 
 def gemv_partials(fmt, nr, W, x, trans=False) -> np.ndarray:
