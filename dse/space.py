@@ -19,13 +19,15 @@ from pathlib import Path
 from arch.config import ArchConfig, ConfigError, PRESETS
 from arch.errors import UsageError
 
-__all__ = ["ARCH_AXES", "METHOD_AXIS", "Space", "parse_space", "point_key", "point_config"]
+__all__ = ["ARCH_AXES", "CATEGORICAL", "METHOD_AXIS", "Space", "parse_space", "point_key", "point_config"]
 
 #: ArchConfig fields the search may vary (the rest come from the base configuration)
 ARCH_AXES = ("nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "fmt", "mul_latency",
              "add_latency", "clock_mhz", "ucode_depth")
 #: the training method axis: ``sgd``, ``cp``, ``mbgd:B`` (minibatch GD of B), ``cp:B`` (minibatch CP)
 METHOD_AXIS = "method"
+#: axes without an order that matters: every value is a neighbour of every other
+CATEGORICAL = (METHOD_AXIS, "fmt")
 _INT_AXES = {"nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "mul_latency", "add_latency",
              "ucode_depth"}
 
@@ -132,14 +134,17 @@ class Space:
         return {n: self.axes[n][i] for n, i in zip(self.axes, idx)}
 
     def neighbours(self, point: dict) -> list[tuple[str, int, dict]]:
-        """``(axis, direction, point)`` for every one-step move of one axis."""
+        """``(axis, direction, point)`` for every one-step move of one axis: the next
+        value up or down an ordered axis, every other value of a categorical one
+        (:data:`CATEGORICAL`; direction: the sign of the move in the axis's order)."""
         idx = self.index(point)
         out = []
         for a, name in enumerate(self.axes):
-            for d in (-1, 1):
-                j = idx[a] + d
-                if 0 <= j < len(self.axes[name]):
-                    out.append((name, d, self.at(idx[:a] + (j,) + idx[a + 1:])))
+            n = len(self.axes[name])
+            steps = [j for j in range(n) if j != idx[a]] if name in CATEGORICAL else \
+                [j for j in (idx[a] - 1, idx[a] + 1) if 0 <= j < n]
+            for j in steps:
+                out.append((name, 1 if j > idx[a] else -1, self.at(idx[:a] + (j,) + idx[a + 1:])))
         return out
 
     def to_dict(self) -> dict:
