@@ -479,17 +479,14 @@ def _preset_name(name) -> str:
 
 def load_config(path: str | os.PathLike) -> ArchConfig:
     """Load a JSON config file (fields of :class:`ArchConfig`, optional ``preset``)."""
+    from arch.errors import InputError
+    from arch.files import read_text
+
     p = Path(path)
     try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file {p} does not exist") from None
-    except IsADirectoryError:
-        raise ConfigError(f"config file {p} is a directory") from None
-    except UnicodeDecodeError:
-        raise ConfigError(f"config file {p} is not UTF-8 text") from None
-    except OSError as e:
-        raise ConfigError(f"config file {p}: {e.strerror or e}") from None
+        d = json.loads(read_text(p, "config file"))
+    except InputError as e:
+        raise ConfigError(str(e)) from None
     except json.JSONDecodeError as e:
         raise ConfigError(f"config file {p} is not valid JSON: {e}") from None
     if not isinstance(d, dict):

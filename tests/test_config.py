@@ -114,7 +114,7 @@ def test_json_roundtrip_and_presets(tmp_path):
 
 
 def test_bad_config_files(tmp_path):
-    with pytest.raises(ConfigError, match="does not exist"):
+    with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "missing.json")
     bad = tmp_path / "bad.json"
     bad.write_text("{nr: 4")
