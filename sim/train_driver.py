@@ -71,6 +71,15 @@ def chip_step_report(tp, result, host_latency: int = HOST_LATENCY_CYCLES):
     return rep, report_from_counters(tp.cfg, ch, flops=flops, n_cores=tp.cfg.cores)
 
 
+def _step_figures(rep, rep_h) -> dict:
+    """A step's figures from its reports without (``rep``) and with (``rep_h``) the host
+    turnaround."""
+    return {"mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
+            "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
+            "gflops_per_w_all": rep.gflops_per_w_all, "gflops_per_w_compared": rep.gflops_per_w_compared,
+            "watts": rep.watts, "pj_per_flop": rep.pj_per_flop}
+
+
 def _run_record(rep) -> dict:
     """The step's run record, for ``caterpillar report`` (:func:`sim.power.run_record`)."""
     return run_record(rep)
@@ -195,10 +204,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
         "step": {"run_cycles": run_cycles, "host_cycles": tp.host_cycles(host_latency),
                  "cycles": tp.step_cycles(host_latency), "programs": programs, "cores": cfg.cores,
                  "flops": mlp.flops_per_step(),
-                 "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
-                 "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
-                 "gflops_per_w_all": rep.gflops_per_w_all, "gflops_per_w_compared": rep.gflops_per_w_compared,
-                 "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
+                 **_step_figures(rep, rep_h)},
         "run": _run_record(rep_h),
         "breakdown": [list(b) for b in tp.breakdown()],
         "wall_s": round(time.perf_counter() - t_start, 1),
@@ -320,10 +326,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
         "step": {"run_cycles": steady.cycles - host, "host_cycles": host, "cycles": steady.cycles,
                  "predicted_cycles": tp.step_cycles(), "cores": cfg.cores, "flops": mlp.flops_per_step(),
                  "host_turnaround_cycles": tp.host_cycles(),
-                 "mac_utilization": rep.mac_utilization, "mac_utilization_with_host": rep_h.mac_utilization,
-                 "gflops": rep.gflops, "gflops_with_host": rep_h.gflops,
-                 "gflops_per_w_all": rep.gflops_per_w_all, "gflops_per_w_compared": rep.gflops_per_w_compared,
-                 "watts": rep.watts, "pj_per_flop": rep.pj_per_flop},
+                 **_step_figures(rep, rep_h)},
         "run": _run_record(rep_h),
         "breakdown": [list(x) for x in tp.breakdown()],
         "wall_s": round(time.perf_counter() - t_start, 1),
