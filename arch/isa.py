@@ -88,6 +88,15 @@ def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad
     })
 
 
+@lru_cache(maxsize=None)
+def _ctl_ranges(*key) -> tuple:
+    """``({name: (index, offset, width, lowest value)}, offset of the micro-op)`` of the
+    sequencer fields (``imm`` is signed)."""
+    lay = _instr_layout(*key)
+    return ({name: (i, fld.offset, fld.width, -(1 << (fld.width - 1)) if name == "imm" else 0)
+             for i, (name, fld) in enumerate(lay["ctl"].shape)}, lay["uop"].offset)
+
+
 def instr_layout(cfg) -> StructLayout:
     """Microcode word layout for an :class:`~arch.config.ArchConfig`."""
     return _instr_layout(*_key(cfg))
@@ -111,20 +120,20 @@ class Instruction:
         return self.ctl.get(name, 0)
 
     def encode(self, cfg) -> int:
-        lay = instr_layout(cfg)
-        ctl = lay["ctl"].shape
-        word = 0
-        names = {n for n, _ in ctl}
-        unknown = set(self.ctl) - names
+        key = _key(cfg)
+        table, uop_off = _ctl_ranges(*key)
+        unknown = set(self.ctl) - table.keys()
         if unknown:
             raise ValueError(f"unknown sequencer field(s) {sorted(unknown)}")
-        for name, fld in ctl:
-            v = self.ctl.get(name, 0)
-            lo = -(1 << (fld.width - 1)) if name == "imm" else 0
-            if not lo <= v < (1 << fld.width):
-                raise ValueError(f"sequencer field {name}={v} does not fit in {fld.width} bits")
-            word |= (v & ((1 << fld.width) - 1)) << fld.offset
-        return word | (self.uop.encode(cfg.addr_bits, cfg.sel_bits) << lay["uop"].offset)
+        # absent fields are 0 (always in range, no bits): only the given ones, in layout order
+        word = 0
+        for name in sorted(self.ctl, key=lambda n: table[n][0]):
+            v = self.ctl[name]
+            _, off, width, lo = table[name]
+            if not lo <= v < (1 << width):
+                raise ValueError(f"sequencer field {name}={v} does not fit in {width} bits")
+            word |= (v & ((1 << width) - 1)) << off
+        return word | (self.uop.encode(cfg.addr_bits, cfg.sel_bits) << uop_off)
 
     @classmethod
     def decode(cls, word: int, cfg) -> "Instruction":

@@ -148,6 +148,14 @@ def uop_fields(addr_bits: int, sel_bits: int) -> tuple[tuple[str, int, int], ...
     return tuple(out)
 
 
+@lru_cache(maxsize=None)
+def _field_ranges(addr_bits: int, sel_bits: int) -> dict:
+    """``name -> (index in uop_fields, offset, width, lowest value)`` (offsets and
+    immediates are signed)."""
+    return {name: (i, off, width, -(1 << (width - 1)) if name.endswith(("_off", "_imm")) else 0)
+            for i, (name, off, width) in enumerate(uop_fields(addr_bits, sel_bits))}
+
+
 class MicroOp:
     """A micro-op as Python values; unspecified fields are zero (a NOP).
 
@@ -171,15 +179,15 @@ class MicroOp:
         return m
 
     def encode(self, addr_bits: int, sel_bits: int) -> int:
-        table = uop_fields(addr_bits, sel_bits)
-        names = {n for n, _, _ in table}
-        unknown = set(self.f) - names
+        table = _field_ranges(addr_bits, sel_bits)
+        unknown = set(self.f) - table.keys()
         if unknown:
             raise ValueError(f"unknown micro-op field(s) {sorted(unknown)}")
+        # absent fields are 0 (always in range, no bits): only the given ones, in table order
         word = 0
-        for name, off, width in table:
-            v = self.f.get(name, 0)
-            lo = -(1 << (width - 1)) if name.endswith(("_off", "_imm")) else 0
+        for name in sorted(self.f, key=lambda n: table[n][0]):
+            v = self.f[name]
+            _, off, width, lo = table[name]
             if not lo <= v < (1 << width):
                 raise ValueError(f"micro-op field {name}={v} does not fit in {width} bits")
             word |= (v & ((1 << width) - 1)) << off

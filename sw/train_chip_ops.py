@@ -249,7 +249,24 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     return ops
 
 
+#: _rs_with_rank1's results by its arguments: the cores of a chip merge the same rows into
+#: the same reduce-scatter (their ops are shared: they are not modified once built)
+_RS_MEMO: dict = {}
+
+
 def _rs_with_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
+    """:func:`_merge_rs_rank1`, computed once per distinct arguments (every core of a
+    chip asks for the same merge)."""
+    key = (cfg, l, tuple(rs), m, n, W, d, dlay, v, nlr, e, seg)
+    hit = _RS_MEMO.get(key)
+    if hit is None:
+        if len(_RS_MEMO) >= 64:
+            _RS_MEMO.pop(next(iter(_RS_MEMO)))
+        hit = _RS_MEMO[key] = _merge_rs_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg)
+    return hit
+
+
+def _merge_rs_rank1(cfg, l, rs, m, n, W, d, dlay, v, nlr, e, seg) -> tuple:
     """The reduce-scatter of ``W_l^T d`` (``rs``: its lines) with the first local rows of
     the independent update ``W_l += (-lr) d v^T`` in its free slots
     (:func:`sw.overlap.merge_rows`, :func:`sw.kernels.rank1_lines` on the top three

@@ -13,6 +13,10 @@ from sw.asm.slots import Slot, _ctl
 from sw.asm.statements import _Item, _parse_slots, _parse_text
 
 
+#: Builder.text's parsed statements by text (texts without constants)
+_TEXT_ITEMS: dict = {}
+
+
 def assemble(text: str, cfg, *, origin: int = 0, file: str | None = None, equ: dict | None = None) -> Program:
     """Assemble ``text`` for ``cfg``; the program is placed at microcode address ``origin``.
 
@@ -134,7 +138,18 @@ class Builder:
     def text(self, src: str) -> None:
         """Append assembly text (whole statements; a loop may open in one call and close
         in another). Errors in it name lines relative to ``src``."""
-        items = _parse_text(src, None, self._equ)
+        if self._equ or ".equ" in src:
+            items = _parse_text(src, None, self._equ)
+        else:
+            # without constants the parse depends on the text alone (the back end does not
+            # modify the parsed statements), so the texts repeated across programs, e.g.
+            # the same collective on every core of a chip, are parsed once
+            items = _TEXT_ITEMS.get(src)
+            if items is None:
+                items = _parse_text(src, None, {})
+                if len(_TEXT_ITEMS) >= 512:
+                    _TEXT_ITEMS.pop(next(iter(_TEXT_ITEMS)))
+                _TEXT_ITEMS[src] = items
         self._n += sum(1 for it in items if it.kind == "instr")
         self._items.extend(items)
 
