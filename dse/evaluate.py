@@ -79,18 +79,14 @@ def parse_workloads(text: str) -> list[Workload]:
     return out
 
 
-def _method(point: dict) -> tuple[str, int]:
-    name, _, b = point.get("method", "sgd").partition(":")
-    return name, int(b) if b else (16 if name == "mbgd" else 1)
-
-
-def _workload(cfg, wl: Workload, method: str, batch: int, golden: bool) -> dict:
+def _workload(cfg, wl: Workload, method: str, batch: int, golden: bool, mapping: dict) -> dict:
     from sim.step_measure import measure_step, phase_cycles
     from sw.mlp import MLP
 
     loss = "mse" if method == "cp" and batch > 1 else wl.loss       # minibatch CP trains MSE on the array
     mlp = MLP(wl.sizes, loss, wl.lr, batch=batch)
-    m = measure_step(cfg, mlp, method, golden=golden, label=f"{wl.name} {method}", ucode_from_program=False)
+    m = measure_step(cfg, mlp, method, golden=golden, label=f"{wl.name} {method}", ucode_from_program=False,
+                     options=mapping)
     rep = m.report
     seconds = m.counters["cycles"] / (cfg.clock_mhz * 1e6)
     samples = batch / seconds
@@ -114,20 +110,22 @@ def evaluate_point(base: dict, point: dict, workloads: list[Workload], key: str,
     reason), with the objectives' values when ``ok``."""
     from arch.config import ArchConfig, ConfigError
     from arch.errors import CaterpillarError
+    from dse.space import ARCH_AXES, point_mapping, point_method
 
     t0 = time.perf_counter()
     out = {"key": key, "point": dict(point), "worker_pid": os.getpid()}
     try:
-        cfg = ArchConfig.from_dict({**base, **{k: v for k, v in point.items() if k != "method"}})
+        cfg = ArchConfig.from_dict({**base, **{k: v for k, v in point.items() if k in ARCH_AXES}})
         if cfg.cores < 2:
             raise ConfigError("the chip compilers need cores >= 2 (a ring)")
     except (ConfigError, TypeError) as e:
         return {**out, "status": f"invalid: {e}", "wall_s": round(time.perf_counter() - t0, 3)}
-    method, batch = _method(point)
+    method, batch = point_method(point)
+    mapping = point_mapping(point)
     rows = []
     try:
         for wl in workloads:
-            rows.append(_workload(cfg, wl, method, batch, golden))
+            rows.append(_workload(cfg, wl, method, batch, golden, mapping))
     except CaterpillarError as e:              # TrainCompileError and the other compile errors
         return {**out, "status": f"does not fit: {e}", "wall_s": round(time.perf_counter() - t0, 3)}
     except Exception as e:                     # noqa: BLE001 - a failed run is recorded, never lost

@@ -1,5 +1,5 @@
 """The design space: axes of :class:`~arch.config.ArchConfig` fields an architect trades,
-and the training method, each a short ordered list of values.
+the training method and the compilers' mapping choices, each a short list of values.
 
 A point is one value per axis (a dict); its neighbours move one axis one step. The
 space is written on the command line as ``field=v1,v2,...`` items, integer ranges
@@ -19,15 +19,21 @@ from pathlib import Path
 from arch.config import ArchConfig, ConfigError, PRESETS
 from arch.errors import UsageError
 
-__all__ = ["ARCH_AXES", "CATEGORICAL", "METHOD_AXIS", "Space", "parse_space", "point_key", "point_config"]
+__all__ = ["ARCH_AXES", "AXES", "CATEGORICAL", "MAPPING_AXES", "METHOD_AXIS", "Space", "parse_space", "point_config",
+           "point_key", "point_mapping", "point_method"]
 
 #: ArchConfig fields the search may vary (the rest come from the base configuration)
 ARCH_AXES = ("nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "fmt", "mul_latency",
              "add_latency", "clock_mhz", "ucode_depth")
 #: the training method axis: ``sgd``, ``cp``, ``mbgd:B`` (minibatch GD of B), ``cp:B`` (minibatch CP)
 METHOD_AXIS = "method"
+#: the compilers' mapping choices, each a categorical axis (sim.step_measure.MAPPING_OPTIONS
+#: says which method takes which; a choice that does not apply is not part of the point's key)
+MAPPING_AXES = {"out_map": ("auto", "rows", "cols"), "backward": ("auto", "fused", "separate")}
 #: axes without an order that matters: every value is a neighbour of every other
-CATEGORICAL = (METHOD_AXIS, "fmt")
+CATEGORICAL = (METHOD_AXIS, "fmt", *MAPPING_AXES)
+#: every axis a space may have
+AXES = (*ARCH_AXES, METHOD_AXIS, *MAPPING_AXES)
 _INT_AXES = {"nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "mul_latency", "add_latency",
              "ucode_depth"}
 
@@ -47,6 +53,10 @@ def _typed(name: str, v):
     if name == METHOD_AXIS:
         if not _method_ok(v):
             raise UsageError(f"--space {name}: {v!r} is not a method (sgd, cp, mbgd:B, cp:B)")
+        return v
+    if name in MAPPING_AXES:
+        if v not in MAPPING_AXES[name]:
+            raise UsageError(f"--space {name}: {v!r} is not one of {', '.join(MAPPING_AXES[name])}")
         return v
     if name == "fmt":
         from arch.fpformat import get_format
@@ -104,8 +114,8 @@ class Space:
         if not self.axes:
             raise UsageError("--space: no axes; give at least one field=values")
         for name, vals in self.axes.items():
-            if name not in ARCH_AXES and name != METHOD_AXIS:
-                raise UsageError(f"--space: unknown field {name!r}; allowed: {', '.join(ARCH_AXES)}, {METHOD_AXIS}")
+            if name not in AXES:
+                raise UsageError(f"--space: unknown field {name!r}; allowed: {', '.join(AXES)}")
             if not vals:
                 raise UsageError(f"--space {name}: empty range")
             if len(set(vals)) != len(vals):
@@ -178,17 +188,29 @@ def parse_space(items, base: ArchConfig | None = None) -> Space:
                 raise UsageError(f"--space {it!r}: expected field=values")
             raw[name.strip()] = _values(name.strip(), text)
     for name, vals in raw.items():
-        if name not in ARCH_AXES and name != METHOD_AXIS:
-            raise UsageError(f"--space: unknown field {name!r}; allowed: {', '.join(ARCH_AXES)}, {METHOD_AXIS}")
+        if name not in AXES:
+            raise UsageError(f"--space: unknown field {name!r}; allowed: {', '.join(AXES)}")
         axes[name] = tuple(_typed(name, v) for v in vals)
     return Space(axes, base)
+
+
+def point_method(point: dict) -> tuple[str, int]:
+    """The point's training method and minibatch (``mbgd`` defaults to 16)."""
+    name, _, b = point.get(METHOD_AXIS, "sgd").partition(":")
+    return name, int(b) if b else (16 if name == "mbgd" else 1)
+
+
+def point_mapping(point: dict) -> dict:
+    """The compiler's mapping choices of ``point`` that apply to its method."""
+    from sim.step_measure import mapping_options
+
+    return mapping_options(*point_method(point), {k: v for k, v in point.items() if k in MAPPING_AXES})
 
 
 def point_config(space: Space, point: dict) -> ArchConfig:
     """The configuration of ``point`` (its ArchConfig fields over the space's base);
     raises :class:`ConfigError` for an invalid combination."""
-    changes = {k: v for k, v in point.items() if k != METHOD_AXIS}
-    return space.base.replace(**changes)
+    return space.base.replace(**{k: v for k, v in point.items() if k in ARCH_AXES})
 
 
 def point_key(space: Space, point: dict, workloads) -> str:
@@ -197,7 +219,10 @@ def point_key(space: Space, point: dict, workloads) -> str:
     try:
         cfg = point_config(space, point).to_dict()
     except ConfigError:
-        cfg = {**space.base.to_dict(), **{k: v for k, v in point.items() if k != METHOD_AXIS}}
+        cfg = {**space.base.to_dict(), **{k: v for k, v in point.items() if k in ARCH_AXES}}
     doc = {"config": cfg, "method": point.get(METHOD_AXIS, "sgd"),
            "workloads": [w.key() for w in workloads]}
+    mapping = point_mapping(point)
+    if mapping:                               # (absent when none applies: keys of earlier caches hold)
+        doc["mapping"] = mapping
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]

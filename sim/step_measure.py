@@ -15,7 +15,7 @@ import numpy as np
 
 from sim.power import report_from_counters
 
-__all__ = ["METHODS", "StepMeasure", "compile_method", "measure_step", "phase_cycles", "ucode_words_needed"]
+__all__ = ["METHODS", "MAPPING_OPTIONS", "StepMeasure", "compile_method", "mapping_options", "measure_step", "phase_cycles", "ucode_words_needed"]
 
 #: training methods of the chip compilers: SGD, minibatch GD, CP (minibatch CP with batch > 1)
 METHODS = ("sgd", "mbgd", "cp")
@@ -36,14 +36,27 @@ class StepMeasure:
     steps_run: int
 
 
-def compile_method(method: str, cfg, mlp):
-    """Compile ``mlp`` for ``method`` (:data:`METHODS`) on the chip ``cfg``; raises
+#: the mapping choices each method's compiler takes (the rest do not apply to it)
+MAPPING_OPTIONS = {"sgd": ("out_map", "backward", "softmax", "overlap"), "mbgd": ("out_map",),
+                   "cp": ("backward", "softmax")}
+
+
+def mapping_options(method: str, batch: int, options: dict) -> dict:
+    """The mapping ``options`` that apply to ``method`` with minibatch ``batch``."""
+    keep = MAPPING_OPTIONS[method] if not (method == "cp" and batch > 1) else ()
+    return {k: v for k, v in options.items() if k in keep}
+
+
+def compile_method(method: str, cfg, mlp, **options):
+    """Compile ``mlp`` for ``method`` (:data:`METHODS`) on the chip ``cfg`` with its
+    mapping ``options`` (:data:`MAPPING_OPTIONS`); raises
     :class:`sw.train.TrainCompileError` when it does not fit."""
     from sw.train_chip import compile_chip_sgd
     from sw.train_chip_mb import compile_chip_mbgd
     from sw.train_cp import compile_chip_cp
 
-    return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[method](cfg, mlp)
+    opts = mapping_options(method, mlp.batch, options)
+    return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[method](cfg, mlp, **opts)
 
 
 def _golden(method: str, cfg, mlp, tp, W0):
@@ -90,16 +103,18 @@ def _sum_counters(result) -> dict:
 
 
 def measure_step(cfg, mlp, method: str, *, weight_seed: int = 0, input_seed: int = 1, golden: bool = True,
-                 tp=None, label: str = "step", tech=None, ucode_from_program: bool = True) -> StepMeasure:
+                 tp=None, label: str = "step", tech=None, ucode_from_program: bool = True,
+                 options: dict | None = None) -> StepMeasure:
     """Compile (unless ``tp`` is given) and run one step of ``mlp`` with ``method`` on
     the chip ``cfg``; ``golden``: check the weights bit for bit after every step (raises
     ``AssertionError`` on a difference). ``ucode_from_program``: size the microcode store
     (its area, leakage and fetch energy) from the program's largest image, else from
-    ``cfg.ucode_depth``. Raises ``TrainCompileError`` for a network that does not fit."""
+    ``cfg.ucode_depth``. ``options``: the compiler's mapping choices
+    (:func:`compile_method`). Raises ``TrainCompileError`` for a network that does not fit."""
     from sim.sessions import ChipSession
     from sw.train import init_weights
 
-    tp = tp if tp is not None else compile_method(method, cfg, mlp)
+    tp = tp if tp is not None else compile_method(method, cfg, mlp, **(options or {}))
     sess = ChipSession(cfg, "fast")
     W0 = init_weights(mlp, cfg.fmt, weight_seed)
     tp.init(sess, W0)

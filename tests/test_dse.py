@@ -44,6 +44,23 @@ def test_space_errors_name_the_field(items, words):
         parse_space(items, BASE)
 
 
+def test_mapping_axes_apply_only_where_the_compiler_takes_them():
+    """``out_map`` and ``backward`` are categorical axes; a choice that does not apply to
+    the point's method is not part of its key, so the cache measures it once."""
+    s = parse_space(["method=sgd,mbgd:4,cp:4", "out_map=rows,cols", "backward=fused,separate"], BASE)
+    key = {(p["method"], p["out_map"], p["backward"]): point_key(s, p, TINY) for p in s.points()}
+    assert key[("cp:4", "rows", "fused")] == key[("cp:4", "cols", "separate")]           # neither applies
+    assert key[("mbgd:4", "rows", "fused")] == key[("mbgd:4", "rows", "separate")]       # backward does not
+    assert key[("mbgd:4", "rows", "fused")] != key[("mbgd:4", "cols", "fused")]
+    assert len({key[("sgd", o, b)] for o in ("rows", "cols") for b in ("fused", "separate")}) == 4
+    with pytest.raises(UsageError, match="out_map: 'diagonal'"):
+        parse_space(["out_map=diagonal"], BASE)
+    rows = evaluate_point(BASE.to_dict(), {"method": "sgd", "out_map": "rows"}, TINY, "k")
+    cols = evaluate_point(BASE.to_dict(), {"method": "sgd", "out_map": "cols"}, TINY, "k")
+    assert rows["status"] == cols["status"] == "ok"
+    assert rows["workloads"][0]["cycles"] != cols["workloads"][0]["cycles"]
+
+
 def test_workloads():
     w = parse_workloads("small*2,784-100-10")
     assert [x.sizes for x in w] == [(784, 500, 500, 500, 10), (784, 100, 10)] and w[0].weight == 2
