@@ -37,7 +37,6 @@ Two engines give the same results (data, cycles, counters of every core):
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -47,7 +46,8 @@ from arch.config import RING_HOP_CYCLES
 from sim.core_model import CoreModel, CoreRun, RunResult
 from arch.errors import CaterpillarError
 
-__all__ = ["ChipModel", "ChipRunResult", "RingStallError", "RingDeadlock", "ENGINES", "RING_HOP_CYCLES"]
+__all__ = ["ChipModel", "ChipRunResult", "RingStallError", "RingDeadlock", "ENGINES", "RING_HOP_CYCLES",
+           "ring_windows"]
 
 ENGINES = ("cycle", "fast")
 
@@ -86,6 +86,26 @@ class _RingFifo:
 
     def pop(self) -> int:
         return self.q.popleft()
+
+
+#: ring activity closer than this many cycles falls into one window of the fast engine
+RING_WINDOW_GAP = 32
+
+
+def ring_windows(runs, gap: int = RING_WINDOW_GAP) -> list:
+    """Consecutive windows ``[a, b)`` covering the cycles of the fast engine's runs
+    (:class:`sim.fast_run.FastRun`): one around each cluster of ring activity (the
+    cycles of the ``rin`` and ``rout`` instructions of every core, clusters apart by more
+    than ``gap`` cycles) and one for each stretch between them."""
+    T = max(r.T for r in runs)
+    ev = np.unique(np.concatenate([np.concatenate([r.ring_cyc, r.out_ring_cyc]) for r in runs]))
+    if not len(ev):
+        return [(0, T)]
+    cut = np.nonzero(np.diff(ev) > gap)[0]
+    starts = np.concatenate([ev[:1], ev[cut + 1]]) - 4
+    ends = np.concatenate([ev[cut], ev[-1:]]) + 5
+    pts = sorted({0, T} | {int(x) for x in np.clip(np.concatenate([starts, ends]), 0, T)})
+    return list(zip(pts[:-1], pts[1:]))
 
 
 def _sum_counters(results: list[RunResult], cycles: int) -> dict:
@@ -259,36 +279,65 @@ class ChipModel:
         return sched
 
     def _run_fast(self, pcs, hin, max_instructions) -> ChipRunResult:
-        n = self.n
         sched = self.check_stall_free(pcs, max_instructions)
-        snaps = [(copy.deepcopy(m.state), dict(m.counters)) for m in self.cores]
-        ring_in = [[0] * len(sched[k][0]) for k in range(n)]
-        results: list = [None] * n
-        dirty = set(range(n))
-        rounds = 0
+        runs = [m.start_run(pcs[k], hin[k], max_instructions, ring_in=None) for k, m in enumerate(self.cores)]
         limit = sum(len(s[0]) for s in sched) + 2
+        rounds = 1
+        for a, b in ring_windows(runs):
+            rounds = max(rounds, self._window(runs, a, b, limit))
+        results = [r.finish() for r in runs]
+        cycles = max(r.cycles for r in results)
+        return ChipRunResult(results, cycles, _sum_counters(results, cycles), rounds)
+
+    def _window(self, runs, a, b, limit) -> int:
+        """Run cycles ``[a, b)`` of every core to the ring data's fixed point; returns the
+        sweeps it took. A sweep runs the cores in ring order, each with the beats its
+        predecessor has produced so far (Gauss-Seidel: a chain of transfers advances round
+        the ring in one sweep); a core whose consumed beats then differ from its
+        predecessor's is run again from its state at ``a``. Only core 0 can consume a beat
+        before its producer (core ``n - 1``) has run the window: the states at ``a`` are
+        kept only when it does."""
+        n = self.n
+        need = [r.ring_range(a, b) for r in runs]
+        snaps = None
+        if need[0][1] > len(runs[-1].ring_out_now()):
+            snaps = [r.snapshot() for r in runs]
+        used = [None] * n
+        dirty = set(range(n))
+        sweeps = 0
         while dirty:
-            # one sweep in ring order: a core's new output feeds its successor in the same
-            # sweep (Gauss-Seidel), so a chain of transfers advances round the ring per sweep
-            rounds += 1
-            if rounds > limit:
+            sweeps += 1
+            if sweeps > limit:
                 raise RuntimeError("ring data did not reach a fixed point (a bug: every beat depends on "
                                    "finitely many earlier beats)")
+            if snaps is None and sweeps > 1:     # pragma: no cover - a beat consumed before it is produced
+                raise AssertionError(f"cycles [{a}, {b}): core {min(dirty)} consumed a ring beat its "
+                                     f"predecessor had not produced yet")
             for k in range(n):
                 if k not in dirty:
                     continue
                 dirty.discard(k)
-                m = self.cores[k]
-                if results[k] is not None:
-                    m.state = copy.deepcopy(snaps[k][0])
-                    m.counters = dict(snaps[k][1])
-                results[k] = m.run(pcs[k], hin[k], max_instructions, ring_in=ring_in[k])
-                j = (k + 1) % n
-                if results[k].ring_out != ring_in[j]:
-                    ring_in[j] = list(results[k].ring_out)
-                    dirty.add(j)
-        cycles = max(r.cycles for r in results)
-        return ChipRunResult(results, cycles, _sum_counters(results, cycles), rounds)
+                r = runs[k]
+                if used[k] is not None:
+                    r.restore(snaps[k])
+                i, j = need[k]
+                src = runs[k - 1].ring_out_now()
+                used[k] = [src[x] if x < len(src) else None for x in range(i, j)]
+                r.fill_ring(i, [0 if v is None else v for v in used[k]])
+                r.advance(b)
+                nxt = (k + 1) % n
+                if used[nxt] is not None and not self._consumed_ok(runs, nxt, need, used):
+                    dirty.add(nxt)
+        return sweeps
+
+    @staticmethod
+    def _consumed_ok(runs, k, need, used) -> bool:
+        """Whether core ``k``'s ring beats of the window are its predecessor's (all produced)."""
+        i, j = need[k]
+        if i == j:
+            return True
+        src = runs[k - 1].ring_out_now()
+        return j <= len(src) and used[k] == src[i:j]
 
     # -- state ------------------------------------------------------------------------
     def core(self, k: int):

@@ -68,7 +68,8 @@ from sim.fast_flow_compile import Compiler
 from sim.fast_flow_graph import FlowFail
 from sim.fast_flow_plan import Plan
 
-__all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "state_diff", "clear_plan_cache"]
+__all__ = ["FlowRunner", "FlowFail", "RegionMismatch", "Compiler", "Plan", "state_diff", "clear_plan_cache",
+           "clip_spans"]
 
 
 class RegionMismatch(AssertionError):
@@ -127,6 +128,40 @@ def clear_plan_cache() -> None:
     _PLAN_BYTES.clear()
 
 
+def clip_spans(spans, a, b) -> list:
+    """The loop spans (absolute starts) restricted to cycles ``[a, b)``: a span inside is
+    kept, the whole iterations of one crossing ``a`` or ``b`` are kept as a span, and a
+    partial iteration is replaced by its inner loops, restricted the same way."""
+    from sim.fast_trace import Span
+
+    out = []
+    for s in spans:
+        if s.end <= a or s.start >= b:
+            continue
+        if a <= s.start and s.end <= b:
+            out.append(s)
+            continue
+        L = s.iter_len
+        i0 = max(0, -(-(a - s.start) // L))                  # the first whole iteration in [a, b)
+        i1 = min(s.n_iter, (b - s.start) // L)                # ... and the end of the whole ones
+
+        def inner(it):
+            s0 = s.start + it * L
+            return clip_spans([FlowRunner._shift(c, s0) for c in s.children], a, b)
+
+        if i1 <= i0:                                          # [a, b) within one iteration (or two partial ones)
+            for it in sorted({(a - s.start) // L, (b - 1 - s.start) // L}):
+                if 0 <= it < s.n_iter:
+                    out += inner(it)
+            continue
+        if i0 > 0 and s.start + i0 * L > a:
+            out += inner(i0 - 1)
+        out.append(Span(s.start + i0 * L, i1 - i0, L, s.level, s.children))
+        if i1 < s.n_iter and s.start + i1 * L < b:
+            out += inner(i1)
+    return out
+
+
 class FlowRunner:
     """Cuts a run into regions along the trace's loop spans; runs each on the dataflow
     engine (compiled plans, cached), falling back to the per-cycle engine for regions
@@ -146,15 +181,25 @@ class FlowRunner:
         self.last_fail = None
 
     def run(self, trace, allpcs, offs, lanes, lane_of, ctr, out):
+        """Execute every cycle of a run; returns the statistics."""
+        self.begin(trace, allpcs, offs, lanes, lane_of, ctr, out)
+        self.advance(0, len(allpcs))
+        return self.stats
+
+    def begin(self, trace, allpcs, offs, lanes, lane_of, ctr, out):
+        """Start a run (then :meth:`advance` over consecutive windows of its cycles)."""
         self.args = (allpcs, offs, lanes, lane_of, ctr, out)
         self.stats = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "fallbacks": 0,
                       "plans_compiled": 0, "plans_reused": 0}
         from sim.core_model import pe_start_cycles
 
         sh = pe_start_cycles(self.m.cfg)
-        spans = [self._shift(s, sh) for s in trace.spans]
-        self._seq(0, len(allpcs), spans)
-        return self.stats
+        self.spans = [self._shift(s, sh) for s in trace.spans]
+
+    def advance(self, a, b):
+        """Execute cycles ``[a, b)`` of the run (regions never cross ``a`` or ``b``: the
+        loop spans are cut there, :func:`clip_spans`)."""
+        self._seq(a, b, clip_spans(self.spans, a, b))
 
     @staticmethod
     def _shift(span, d):

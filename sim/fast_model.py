@@ -29,12 +29,11 @@ from arch.microop import uop_fields
 from arch.host import Cmd
 from arch.counters import counter_names
 from sim.core_model import Beat, RunResult, pe_start_cycles
-from sim.fast_common import OFF_FIELDS, Arith, Counters, Geometry, Tmpl, VecState, offset_mask
+from sim.fast_common import OFF_FIELDS, Arith, Geometry, Tmpl, VecState, offset_mask
 from sim.fast_cycle import CycleEngine
 from sim.fast_trace import issue_trace
 from sim.seq_model import SequencerModel, spad_pointer_trace
 from arch.isa import instr_layout
-from arch.lanes import unpack_beats
 
 __all__ = ["FastModel", "ENGINES"]
 
@@ -264,91 +263,16 @@ class FastModel:
         (same arguments and result as :meth:`sim.core_model.CoreModel.run`: ``ring_in``
         feeds the ``rin`` instructions, the result's ``ring_out`` holds the ``rout``
         beats)."""
-        trace, allpcs, offs = self._trace(start_pc, max_instructions)
-        tm, static, sel, hin = self._pc_tables(trace.pcs)
-        rin_f, hout_f, rout_f = self.ring_flags(trace.pcs)
-        hsteps = np.nonzero(hin[allpcs])[0]
-        from_ring = rin_f[allpcs[hsteps]]
-        n_ring = int(np.count_nonzero(from_ring))
-        spad = None
-        if self.cfg.spad_kib:
-            spad = self._spad_plan(trace, allpcs, hsteps, hout_f)
-        from_spad = spad.from_spad if spad is not None else np.zeros(len(hsteps), bool)
-        n_spad = int(np.count_nonzero(from_spad))
-        from_host = ~from_ring & ~from_spad
-        n_host = len(hsteps) - n_ring - n_spad
-        host_in, ring_in = list(host_in), list(ring_in)
-        for name, given, need, sel in (("host", host_in, n_host, from_host), ("ring", ring_in, n_ring, from_ring)):
-            if need > len(given):
-                pc = int(allpcs[hsteps[np.nonzero(sel)[0][len(given)]]])
-                raise ValueError(f"program consumed more {name} input beats than the {len(given)} given "
-                                 f"(at pc {pc})")
-        if n_ring or n_spad:      # one beat list in issue order: host, ring (and scratchpad) beats
-            merged, hi, ri = [], 0, 0
-            for f, g in zip(from_ring.tolist(), from_spad.tolist()):
-                if g:
-                    merged.append(0)          # filled from the scratchpad when the run gets there
-                elif f:
-                    merged.append(ring_in[ri])
-                    ri += 1
-                else:
-                    merged.append(host_in[hi])
-                    hi += 1
-            host_in = merged
-        nr, w = self.nr, self.w
-        lanes = unpack_beats(host_in[:len(hsteps)], nr, w, self.cfg.fmt.np_uint)
-        lane_of = np.full(len(allpcs), -1, np.int64)
-        lane_of[hsteps] = np.arange(len(hsteps))
-        ctr = Counters(self.cfg)
-        out: list = []
-        if spad is not None:
-            spad.bind(self.state, lanes, out)
-            self._spad_run = spad
-        with np.errstate(all="ignore"):
-            if self.engine == "cycle" or self.cfg.exec_stage:
-                # the loop-level engine models the default PE timing only (no execute
-                # stage; the distribution stage only shifts the PE side's cycles)
-                self._run_cycles(0, len(allpcs), allpcs, offs, lanes, lane_of, ctr, out)
-                self.stats = {"cycle_engine_cycles": len(allpcs), "flow_cycles": 0, "regions": 0}
-            else:
-                from sim.fast_flow import FlowRunner
+        r = self.start_run(start_pc, host_in, max_instructions, ring_in)
+        r.advance(r.T)
+        return r.finish()
 
-                if self._flow is None:
-                    self._flow = FlowRunner(self, max_elems=self.max_region_elems, verify=self.verify)
-                self.stats = self._flow.run(trace, allpcs, offs, lanes, lane_of, ctr, out)
-        if spad is not None:
-            spad.apply()
-            self._spad_run = None
-            ctr.spad_rd, ctr.spad_wr = n_spad, len(spad.w_addr)
-            if len(spad.w_addr):
-                keep = ~spad.out_is_spad
-                out = [b for b, k in zip(out, keep.tolist()) if k]
-        for k in ("flow_cycles", "cycle_engine_cycles", "regions"):
-            self.total_stats[k] += self.stats.get(k, 0)
-        self.total_stats["runs"] += 1
-        n = int(np.count_nonzero(trace.pcs != self.cfg.ucode_depth))   # JUMP refills are no instructions
-        ctr.cycles = len(allpcs)
-        ctr.instructions = n
-        ring_out = []
-        osteps = np.nonzero(hout_f[allpcs])[0]
-        if spad is not None and len(spad.w_addr):
-            osteps = osteps[~spad.out_is_spad]
-        if len(osteps) and rout_f[allpcs[osteps]].any():
-            to_ring = rout_f[allpcs[osteps]].tolist()
-            assert len(to_ring) == len(out)
-            ring_out = [int(b[0]) for b, r in zip(out, to_ring) if r]
-            out = [b for b, r in zip(out, to_ring) if not r]
-        ctr.host_in = n_host
-        ctr.host_out = len(out)
-        ctr.ring_in = n_ring
-        ctr.ring_out = len(ring_out)
-        self._last_pc = trace.last_pc
-        delta = ctr.as_dict()
-        for k in self.counters:
-            self.counters[k] = (self.counters[k] + delta[k]) & self.cmask
-        delta = {k: v & self.cmask for k, v in delta.items()}
-        beats = [Beat(d, last) for d, last in out]
-        return RunResult(out=beats, cycles=len(allpcs), instructions=n, counters=delta, ring_out=ring_out)
+    def start_run(self, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000, ring_in=()):
+        """A :class:`sim.fast_run.FastRun` of :meth:`run`'s arguments, to execute window by
+        window (``ring_in=None``: its ring input beats given later, per window)."""
+        from sim.fast_run import FastRun
+
+        return FastRun(self, start_pc, host_in, max_instructions, ring_in)
 
     def _spad_plan(self, trace, allpcs, hsteps, hout_f):
         """The scratchpad traffic of a run (``None`` without any): addresses from the
