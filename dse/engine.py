@@ -141,7 +141,8 @@ class Evaluator:
 
     ``cache``: a JSON-lines file of results keyed by :func:`dse.space.point_key`, read at
     start (a truncated last line from a killed run is ignored) and appended to as results
-    arrive. ``evaluations`` counts the points this evaluator sent to the engine;
+    arrive. ``evaluations`` counts the points this evaluator sent to the engine, ``asked``
+    the distinct points a search asked for, cached or not;
     ``on_result(result)`` is called for every new result (progress)."""
 
     def __init__(self, space: Space, workloads, engine, cache: Path | str | None = None, golden: bool = False,
@@ -150,6 +151,7 @@ class Evaluator:
         self.cache_path = Path(cache) if cache else None
         self.results: dict[str, dict] = {}
         self.evaluations = 0
+        self.asked: set[str] = set()          #: distinct points asked for (cached or not)
         self.on_result = on_result
         if self.cache_path and self.cache_path.exists():
             for line in self.cache_path.read_text(encoding="utf-8").splitlines():
@@ -175,6 +177,7 @@ class Evaluator:
     def evaluate(self, points) -> list[dict]:
         """The results of ``points`` (in order), evaluating the ones not cached."""
         keys = [self.key(p) for p in points]
+        self.asked.update(keys)
         base = self.space.base.to_dict()
         todo, seen = [], set()
         for k, p in zip(keys, points):
