@@ -25,7 +25,7 @@ from arch.buses import segment_len, segment_of
 from arch.microop import ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_fields
 from arch.counters import SUMMED_EVENTS, counter_names
 
-__all__ = ["Arith", "Tmpl", "VecState", "MulEntry", "AddEntry", "Counters", "OFF_FIELDS", "offset_mask"]
+__all__ = ["ar_columns", "Arith", "Tmpl", "VecState", "MulEntry", "AddEntry", "Counters", "OFF_FIELDS", "offset_mask"]
 
 #: micro-op SRAM offset fields, in the order the sequencer's AGU selectors name them
 OFF_FIELDS = ("ra_off", "rb_off", "wa_off", "wb_off")
@@ -138,6 +138,16 @@ class Arith:
         return np.where(self.positive(m), kept, self.zero).astype(self.ut)
 
 
+def ar_columns(tmpls, n_ar: int) -> list:
+    """The address registers the micro-ops ``tmpls`` name (:attr:`Tmpl.ar_mask`): a
+    region's plan depends on these registers' values and strides at its entry only, and
+    leaves the others as they are."""
+    m = 0
+    for u in tmpls:
+        m |= u.ar_mask
+    return [i for i in range(n_ar) if m >> i & 1]
+
+
 class Tmpl:
     """Static part of a micro-op: decoded fields (offsets zeroed) and per-PE masks.
 
@@ -207,6 +217,10 @@ class Tmpl:
         self.c_rf = self.fpu_c < 16
         self.ar_on = self.pred_any and (self.ar_op != ArOp.NOP or self.ra_inc or self.rb_inc or self.wa_inc
                                         or self.wb_inc)
+        #: bit i: address register i is named by this micro-op (an SRAM port's register, or
+        #: the one an AR operation changes): the only registers its addresses and updates use
+        self.ar_mask = ((1 << self.ra_ar) | (1 << self.rb_ar) | (1 << self.wa_ar) | (1 << self.wb_ar)
+                        | ((1 << self.ar_idx) if self.ar_op != ArOp.NOP else 0))
         self.nop = not (self.fpu_en or self.mv_op or self.ra_en or self.rb_en or self.wa_en or self.wb_en
                         or self.rdrv_en or self.cdrv_en or self.ar_on or any(ctl))
 

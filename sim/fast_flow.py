@@ -64,6 +64,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from sim.fast_common import ar_columns
 from sim.fast_flow_compile import Compiler
 from sim.fast_flow_graph import FlowFail
 from sim.fast_flow_plan import Plan
@@ -328,14 +329,18 @@ class FlowRunner:
                    for e in st.ap)
         s1 = (None if st.s1.nop else (st.s1.key, st.s1_pred.tobytes(),
                                         b"".join(np.asarray(a).tobytes() for a in st.s1_addr)))
-        # the microcode words the region executes (not the whole image: cores whose images
-        # differ elsewhere share the plans of their common code)
-        pcs = allpcs[x:y]
-        mem = self.m.seq.mem
-        used = np.unique(pcs[pcs < len(mem)]).tolist()
-        return (tuple(mem[i] for i in used), pcs.tobytes(), offs[x:y].tobytes(), st.ar.tobytes(),
-                st.stride.tobytes(), s1,
-                st.op_hin, st.op_hout, st.op_hlast, mp, ap)
+        # what the region executes: the micro-op template of each of its instructions (in
+        # the order of their addresses) and which cycles issue which; not the addresses
+        # themselves, nor the rest of the image (a plan depends on neither), so the cores
+        # share the plans of their common code wherever it sits in their images
+        upcs, inv = np.unique(allpcs[x:y], return_inverse=True)
+        tm = self.m._pc_tables()[0]
+        us = [tm[p] for p in upcs.tolist()]
+        # of the address registers, only the ones the region names (Plan.ar_cols)
+        cols = ar_columns(us, st.ar.shape[1])
+        return (tuple(u.key for u in us), inv.astype(np.int32).tobytes(), offs[x:y].tobytes(), tuple(cols),
+                st.ar[:, cols].tobytes(), st.stride[:, cols].tobytes(), s1, st.op_hin, st.op_hout, st.op_hlast,
+                mp, ap)
 
     def _try_one(self, x, y) -> bool:
         allpcs, offs, lanes, lane_of, ctr, out = self.args

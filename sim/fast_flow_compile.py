@@ -13,7 +13,7 @@ import numpy as np
 
 from arch.microop import ArOp
 from arch.isa import HostDir
-from sim.fast_common import SRC_NZERO, SRC_ONE, SRC_ZERO
+from sim.fast_common import SRC_NZERO, SRC_ONE, SRC_ZERO, ar_columns
 from sim.fast_flow_batches import Batcher
 from sim.fast_flow_graph import Instr, Read, Ref, to2d, uniq
 from sim.fast_flow_nodes import NodeBuilder
@@ -179,6 +179,9 @@ class Compiler(NodeBuilder, Resolver, Batcher):
         for i, a in enumerate(ars):
             ar[:, i] = a[n]
         plan.final_ar, plan.final_stride = ar, final_stride
+        # the address registers the region names: the plan sets these at its exit, the
+        # others keep their values (the plan does not depend on them: FlowRunner's key)
+        plan.ar_cols = ar_columns(tmpls, self.n_ar)
         plan.s1_tmpl = last.u
         plan.s1_addr = tuple(np.array(np.broadcast_to(addr_of(f)[n - 1], (self.P,))) for f in range(4))
         self.instrs, self.s1 = instrs, s1

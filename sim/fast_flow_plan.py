@@ -129,8 +129,14 @@ class Plan:
             st.rd_a, st.rd_b = new_rd
             for bank, pp, aa, vv in mem_up:
                 (st.mem_a if bank == "a" else st.mem_b)[pp, aa] = vv
-            st.ar = plan.final_ar.copy()
-            st.stride = plan.final_stride.copy()
+            cols = plan.ar_cols
+            if len(cols) == st.ar.shape[1]:
+                st.ar = plan.final_ar.copy()
+                st.stride = plan.final_stride.copy()
+            else:
+                st.ar, st.stride = st.ar.copy(), st.stride.copy()
+                st.ar[:, cols] = plan.final_ar[:, cols]
+                st.stride[:, cols] = plan.final_stride[:, cols]
             u = plan.s1_tmpl
             st.s1 = u
             st.s1_pred = u.pred

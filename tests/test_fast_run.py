@@ -99,3 +99,45 @@ def test_window_rerun_from_snapshot(chip_step):
         run.fill_ring(i, ring_in[k][i:j])
         run.advance(b)
     _same(m, final[k], run.finish(), ref[k])
+
+
+def test_plans_shared_across_addresses_and_unnamed_registers():
+    """A region's plan depends on its micro-ops, not on where they sit in the microcode,
+    nor on the address registers they do not name (those keep their values)."""
+    from arch.config import ArchConfig
+    from sim.fast_common import ar_columns
+    from sim.fast_flow import clear_plan_cache
+    from sim.fast_model import FastModel
+    from sw.asm import Builder
+    from sw.collectives import Region
+    from sw.kernels import emit_gemv
+
+    cfg = ArchConfig(nr=4)
+    rng = np.random.default_rng(3)
+    mem = [cfg.fmt.from_float(rng.uniform(-1, 1, (cfg.nr ** 2, w))).astype(cfg.fmt.np_uint)
+           for w in (cfg.mem_a_words, cfg.mem_b_words)]
+
+    def program(origin):
+        b = Builder(cfg, origin=origin)
+        emit_gemv(b, cfg, 32, 48, Region("a", 0), Region("b", 0), Region("b", 600))
+        b.halt()
+        return b.build().words()
+
+    clear_plan_cache()
+    runs = []
+    for origin in (0, 37):
+        m = FastModel(cfg)
+        m.load(program(origin), origin)
+        m.state.mem_a[:], m.state.mem_b[:] = mem
+        tm = m._pc_tables(np.arange(origin, origin + len(program(0))))[0]
+        named = ar_columns([t for t in tm if t is not None], cfg.n_ar)
+        free = [i for i in range(cfg.n_ar) if i not in named]
+        if origin and free:
+            m.state.ar[:, free[0]] = 5
+        runs.append((m, m.run(origin), free))
+    (m0, r0, _), (m1, r1, free) = runs
+    assert m1.stats["plans_compiled"] == 0 and m1.stats["plans_reused"] == m0.stats["plans_compiled"] > 0
+    assert r1.out == r0.out and r1.counters == r0.counters
+    assert np.array_equal(m1.state.mem_b, m0.state.mem_b) and np.array_equal(m1.state.rf, m0.state.rf)
+    if free:
+        assert (m1.state.ar[:, free[0]] == 5).all()
