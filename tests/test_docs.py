@@ -305,6 +305,24 @@ def _tech(key, sub=None):
     return lambda d: d[key]["value"] if sub is None else d[key][sub]["value"]
 
 
+QUOTES += [
+    Quote("docs/dse.md", r"Over 8 seeds, it found the optimum each time \(worst (\S+) of it\)", RES + "dse.json",
+          ("heuristic_min_ratio",), "{:.1f}"),
+    Quote("docs/dse.md", r"asking (\d+)-\d+ points", RES + "dse.json",
+          lambda d: min(r["heuristic evaluations"] for r in d["rows"]), "{}"),
+    Quote("docs/dse.md", r"asking \d+-(\d+) points", RES + "dse.json", ("heuristic_max_evaluations",), "{}"),
+    Quote("docs/dse.md", r"points \((\S+) on average\)", RES + "dse.json", ("heuristic_mean_evaluations",), "{:.1f}"),
+    Quote("docs/dse.md", r"random search needs (\d+)-\d+ points", RES + "dse.json",
+          lambda d: min(r["random evaluations to reach 2 %"] for r in d["rows"]), "{}"),
+    Quote("docs/dse.md", r"random search needs \d+-(\d+) points", RES + "dse.json",
+          lambda d: max(r["random evaluations to reach 2 %"] for r in d["rows"]), "{}"),
+    Quote("docs/dse.md", r"The heuristic asks (\d+) of \d+ points", RES + "dse.json",
+          ("small_net_within_S_area", "heuristic_evaluations"), "{}"),
+    Quote("docs/dse.md", r"with minibatch GD, (\S+)x the throughput", RES + "dse.json",
+          ("small_net_within_S_area", "gain_over_S_best_method"), "{:.2f}"),
+    Quote("docs/dse.md", r"MAC utilization is higher \((\S+) % against (\S+) %\)", RES + "dse.json",
+          lambda d: tuple(re.findall(r"(\d+\.\d)%", d["small_net_within_S_area"]["why"])[:2]), lambda v: v),
+]
 QUOTES += _statement_quotes() + [
     Quote("docs/power.md", r"Their mean, \*\*(\S+) pJ per FLOP\*\*", RES + "paper.json",
           ("convention", "fpu_pj_per_flop")),
