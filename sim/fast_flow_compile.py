@@ -225,27 +225,41 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             if not ws:
                 continue
             D = self.cfg.mem_a_words if bank == "a" else self.cfg.mem_b_words
-            pp_all, aa_all, cc_all, rr_all = [], [], [], []
+            # the last write of every word, found for one PE of each class of PEs with the
+            # same writes (Resolver._pe_classes), then every PE of the class
+            ix = self._bank_index(bank)
+            cls, rep, members, starts = ix[6:]
+            gg_all, aa_all, cc_all, rr_all = [], [], [], []
             for w in ws:
-                m = np.broadcast_to(w.mask, (len(w.cyc), P)) & (w.cyc < n)[:, None]
-                kk, pp = np.nonzero(m)
+                m = np.broadcast_to(w.mask, (len(w.cyc), P))[:, rep] & (w.cyc < n)[:, None]
+                kk, gg = np.nonzero(m)
                 if not len(kk):
                     continue
-                pp_all.append(pp)
-                aa_all.append(np.broadcast_to(w.addr, (len(w.cyc), P))[kk, pp])
+                gg_all.append(gg)
+                aa_all.append(np.broadcast_to(w.addr, (len(w.cyc), P))[:, rep][kk, gg])
                 cc_all.append(w.cyc[kk])
                 rr_all.append(w.node.base + w.occ[kk])
-            if not pp_all:
+            if not gg_all:
                 continue
-            pp = np.concatenate(pp_all)
+            gg = np.concatenate(gg_all)
             aa = np.concatenate(aa_all)
             cc = np.concatenate(cc_all)
             rr = np.concatenate(rr_all)
-            key = pp * D + aa
+            key = gg * D + aa
             o = np.lexsort((cc, key))
-            key, rr, pp = key[o], rr[o], pp[o]
+            key, rr, gg = key[o], rr[o], gg[o]
             lastw = np.concatenate([key[1:] != key[:-1], [True]])
-            plan.final_mem.append((bank, pp[lastw], key[lastw] % D, rr[lastw], pp[lastw]))
+            g, a, r = gg[lastw], key[lastw] % D, rr[lastw]
+            cnt = starts[g + 1] - starts[g]
+            if (cnt == 1).all():
+                pp = members[starts[g]]
+            else:
+                first = np.repeat(starts[g] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
+                pp = members[first + np.arange(int(cnt.sum()))]
+                a, r = np.repeat(a, cnt), np.repeat(r, cnt)
+                o = np.argsort(pp * D + a)         # PE by PE, address by address (the commit's order)
+                pp, a, r = pp[o], a[o], r[o]
+            plan.final_mem.append((bank, pp, a, r, pp))
         # FMAs in flight at cycle n
         plan.exit_mp = [None] * mul
         plan.exit_ap = [None] * self.add

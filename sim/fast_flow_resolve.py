@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from arch.microop import FmaWb
-from sim.fast_flow_graph import FlowFail, ResIndex, uniq
+from sim.fast_flow_graph import FlowFail, ResIndex, group_columns, uniq
 
 __all__ = ["Resolver"]
 
@@ -88,6 +88,28 @@ class Resolver:
                 return self._read_deps(b[1])
         return set()
 
+    def _pe_classes(self, bank, ws):
+        """``(G, class of each PE, first PE of each class)``: PEs whose SRAM traffic in
+        ``bank`` is the same in this region (the same masks and addresses in every write
+        and every read): their reads resolve alike, so one PE of each class is searched."""
+        P = self.P
+        rows = []
+        readers = [nd for nd in self.nodes if nd.kind == "mr" and nd.info["bank"] == bank]
+        arrays = [a for w in ws for a in (w.mask, w.addr)] + [a for nd in readers
+                                                            for a in (nd.info["pred"], nd.info["addr"])]
+        for a in arrays:
+            a = np.asarray(a)
+            if a.ndim and a.shape[-1] == P:
+                a = a.reshape(-1, P)
+                if not (a == a[:, :1]).all():
+                    rows.append(a.astype(np.int64))
+        if not rows:
+            return 1, np.zeros(P, np.int64), np.zeros(1, np.int64)
+        G, cls = group_columns(np.concatenate(rows))
+        rep = np.full(G, P, np.int64)
+        np.minimum.at(rep, cls, np.arange(P))
+        return G, cls, rep
+
     def _bank_index(self, bank):
         if bank in self.bank_ix:
             return self.bank_ix[bank]
@@ -96,40 +118,53 @@ class Resolver:
             self.bank_ix[bank] = None
             return None
         P = self.P
+        G, cls, rep = self._pe_classes(bank, ws)
         D = self.cfg.mem_a_words if bank == "a" else self.cfg.mem_b_words
         C = self.n + 64
         keys, wid, occ = [], [], []
         for i, w in enumerate(ws):
-            m = np.broadcast_to(w.mask, (len(w.cyc), P))
-            kk, pp = np.nonzero(m)
-            addr = np.broadcast_to(w.addr, (len(w.cyc), P))[kk, pp]
-            keys.append((pp * D + addr) * C + (w.cyc[kk] + 32))
+            m = np.broadcast_to(w.mask, (len(w.cyc), P))[:, rep]
+            kk, gg = np.nonzero(m)
+            addr = np.broadcast_to(w.addr, (len(w.cyc), P))[:, rep][kk, gg]
+            keys.append((gg * D + addr) * C + (w.cyc[kk] + 32))
             wid.append(np.full(len(kk), i, np.int64))
             occ.append(w.occ[kk])
         keys = np.concatenate(keys)
         order = np.argsort(keys, kind="stable")
-        res = (keys[order], np.concatenate(wid)[order], np.concatenate(occ)[order], ws, C, D)
+        # the PEs of each class, in order: members[starts[g]:starts[g + 1]]
+        members = np.argsort(cls, kind="stable")
+        starts = np.concatenate([[0], np.cumsum(np.bincount(cls, minlength=G))])
+        res = (keys[order], np.concatenate(wid)[order], np.concatenate(occ)[order], ws, C, D, cls, rep, members,
+               starts)
         self.bank_ix[bank] = res
         return res
 
     def _mem_resolve(self, nd):
         """SRAM reads of ``nd`` that hit a write of the region (only PEs that read):
-        (k idx, pe idx, writer idx, writer occ, writers) or None."""
+        (k idx, pe idx, writer idx, writer occ, writers) or None. The search is per class
+        of PEs (:meth:`_pe_classes`), its hits then hold for every PE of the class."""
         idx = self._bank_index(nd.info["bank"])
         if idx is None:
             return None
-        keys, wid, occ, ws, C, D = idx
-        pes = np.nonzero(nd.info["pred"])[0]
+        keys, wid, occ, ws, C, D, cls, rep, members, starts = idx
+        gs = np.unique(cls[np.nonzero(nd.info["pred"])[0]])     # the classes that read (all their PEs do)
         t = nd.info["t"]
-        addr = np.broadcast_to(nd.info["addr"], (len(t), self.P))[:, pes]
-        rkey = (pes[None, :] * D + addr) * C + (t[:, None] + 32)
+        addr = np.broadcast_to(nd.info["addr"], (len(t), self.P))[:, rep[gs]]
+        rkey = (gs[None, :] * D + addr) * C + (t[:, None] + 32)
         pos = np.searchsorted(keys, rkey, side="left") - 1
         pc = np.maximum(pos, 0)
         hit = (pos >= 0) & (keys[pc] // C == rkey // C)
         if not hit.any():
             return None
         kk, jj = np.nonzero(hit)
-        return (kk, pes[jj], wid[pc[kk, jj]], occ[pc[kk, jj]], ws)
+        g = gs[jj]
+        n = starts[g + 1] - starts[g]
+        if (n == 1).all():
+            return (kk, members[starts[g]], wid[pc[kk, jj]], occ[pc[kk, jj]], ws)
+        # every PE of the hit's class
+        first = np.repeat(starts[g] - np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+        pe = members[first + np.arange(int(n.sum()))]
+        return (np.repeat(kk, n), pe, np.repeat(wid[pc[kk, jj]], n), np.repeat(occ[pc[kk, jj]], n), ws)
 
     # -- levels ------------------------------------------------------------------------------------
     def _levels(self):
