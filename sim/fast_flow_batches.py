@@ -73,6 +73,11 @@ class Batcher:
                        key=lambda nd: (nd.level, kinds[nd.kind], nd.info.get("bank", ""),
                                        nd.info.get("op", 0), bool(nd.info.get("chain"))))
         for nd in order:
+            if nd.kind == "wr":
+                # an SRAM store's data is its source's value: no rows of its own, the reads
+                # of what it writes read the source (:meth:`val_rows`)
+                nd.base = -1
+                continue
             nd.base = row
             row += nd.k
         self.order = order
@@ -152,7 +157,7 @@ class Batcher:
         # group consecutive nodes of one level and kind (allocation order)
         groups = []
         for nd in self.order:
-            if nd.k == 0 or nd.info.get("chain"):
+            if nd.k == 0 or nd.info.get("chain") or nd.kind == "wr":
                 continue
             key = (nd.level, nd.kind, nd.info.get("bank"), nd.info.get("op") if nd.kind == "mv" else None)
             if groups and groups[-1][0] == key:
@@ -188,8 +193,6 @@ class Batcher:
                     rs = cat_refs([self.ref(nd.reads["src"]) for nd in nds], P, pidx)
                     rm = cat_refs([self.ref(nd.reads["msk"]) for nd in nds], P, pidx) if op == MvOp.MASK else None
                     batches.append(("mv", op, s, e, rs, rm))
-                elif kind == "wr":
-                    batches.append(("copy", s, e, cat_refs([self.ref(nd.reads["src"]) for nd in nds], P, pidx)))
             for comp in chains_by_level.get(lvl, []):
                 batches.extend(b + (lvl,) for b in self._chain_batches(comp))
         plan.batches = [b[:5] if b[0] == "chain" else b for b in self._merge_chain_batches(batches)]
@@ -208,8 +211,20 @@ class Batcher:
         if h is None:
             return None
         kk, pp, wid, occ, ws = h
-        bases = np.array([w.node.base for w in ws], np.int64)
-        return (nd.base + kk, pp, bases[wid] + occ, pp)
+        sr, sc = np.empty_like(pp), np.empty_like(pp)
+        for i in uniq(wid):
+            sel = wid == i
+            sr[sel], sc[sel] = self.val_rows(ws[i].node, occ[sel], pp[sel])
+        return (nd.base + kk, pp, sr, sc)
+
+    def val_rows(self, node, occ, pp):
+        """``(rows, cols)`` in ``V`` of ``node``'s values at its occurrences ``occ`` on the
+        PEs ``pp``; an SRAM store's are its source's (it has no rows of its own)."""
+        if node.kind != "wr":
+            return node.base + occ, pp
+        ref = self.ref(node.reads["src"])
+        rows = ref.rows[occ] if ref.rows.ndim == 1 else ref.rows[occ, pp]
+        return rows, pp if ref.cols is None else ref.cols[occ, pp]
 
     def _merge_chain_batches(self, batches):
         """Consecutive chain batches with the same length and all-PE form -> one batch."""

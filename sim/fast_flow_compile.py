@@ -230,7 +230,7 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             ix = self._bank_index(bank)
             cls, rep, members, starts = ix[6:]
             gg_all, aa_all, cc_all, rr_all = [], [], [], []
-            for w in ws:
+            for i, w in enumerate(ws):
                 m = np.broadcast_to(w.mask, (len(w.cyc), P))[:, rep] & (w.cyc < n)[:, None]
                 kk, gg = np.nonzero(m)
                 if not len(kk):
@@ -238,28 +238,32 @@ class Compiler(NodeBuilder, Resolver, Batcher):
                 gg_all.append(gg)
                 aa_all.append(np.broadcast_to(w.addr, (len(w.cyc), P))[:, rep][kk, gg])
                 cc_all.append(w.cyc[kk])
-                rr_all.append(w.node.base + w.occ[kk])
+                rr_all.append(np.stack([np.full(len(kk), i), w.occ[kk]]))       # writer, occurrence
             if not gg_all:
                 continue
             gg = np.concatenate(gg_all)
             aa = np.concatenate(aa_all)
             cc = np.concatenate(cc_all)
-            rr = np.concatenate(rr_all)
+            rr = np.concatenate(rr_all, axis=1)
             key = gg * D + aa
             o = np.lexsort((cc, key))
-            key, rr, gg = key[o], rr[o], gg[o]
+            key, rr, gg = key[o], rr[:, o], gg[o]
             lastw = np.concatenate([key[1:] != key[:-1], [True]])
-            g, a, r = gg[lastw], key[lastw] % D, rr[lastw]
+            g, a, r = gg[lastw], key[lastw] % D, rr[:, lastw]
             cnt = starts[g + 1] - starts[g]
             if (cnt == 1).all():
                 pp = members[starts[g]]
             else:
                 first = np.repeat(starts[g] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
                 pp = members[first + np.arange(int(cnt.sum()))]
-                a, r = np.repeat(a, cnt), np.repeat(r, cnt)
+                a, r = np.repeat(a, cnt), np.repeat(r, cnt, axis=1)
                 o = np.argsort(pp * D + a)         # PE by PE, address by address (the commit's order)
-                pp, a, r = pp[o], a[o], r[o]
-            plan.final_mem.append((bank, pp, a, r, pp))
+                pp, a, r = pp[o], a[o], r[:, o]
+            vr, vc = np.empty_like(pp), np.empty_like(pp)
+            for i in uniq(r[0]):
+                sel = r[0] == i
+                vr[sel], vc[sel] = self.val_rows(ws[i].node, r[1][sel], pp[sel])
+            plan.final_mem.append((bank, pp, a, vr, vc))
         # FMAs in flight at cycle n
         plan.exit_mp = [None] * mul
         plan.exit_ap = [None] * self.add

@@ -38,8 +38,9 @@ class Plan:
                 ln = np.zeros((0, self.nr), self.ut)
             if s1_host:
                 ln = np.concatenate([st.op_lanes.reshape(1, -1), ln])
-            coord = model.geo.row if axis == "row" else model.geo.col
-            V[row0:row0 + len(ln)] = ln[:, coord]
+            # PE (r, c) hears lane r of a row beat, lane c of a column beat (Geometry.row / .col)
+            blk = V[row0:row0 + len(ln)].reshape(len(ln), self.nr, self.nr)
+            blk[:] = ln[:, :, None] if axis == "row" else ln[:, None, :]
         for row, what, i in self.pseudo:
             if what == "prod":
                 V[row] = st.mp[i].product
@@ -74,9 +75,6 @@ class Plan:
                 elif op == MvOp.MASK:
                     v = A.mask(v, _gather(V, rm, pidx))
                 V[s:e] = v
-            elif kind == "copy":
-                _, s, e, rs = b
-                V[s:e] = _gather(V, rs, pidx)
             elif kind == "chain":
                 _, pes, head, prows, rrows = b
                 nch, L = prows.shape
