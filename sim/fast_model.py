@@ -23,6 +23,8 @@ the measured speed.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import numpy as np
 
 from arch.microop import uop_fields
@@ -43,6 +45,11 @@ ENGINES = ("auto", "cycle")
 #: process-wide caches: PE geometry per nr, micro-op templates per (nr, field layout)
 _GEOMETRY: dict = {}
 _TEMPLATES: dict = {}
+
+
+#: per (configuration, microcode image, trace mode): decoded tables and issue traces
+#: (FastModel._shared; LRU)
+_SHARED: OrderedDict = OrderedDict()
 
 
 class _ProgramKey:
@@ -119,13 +126,13 @@ class FastModel:
         self.max_region_elems = max_region_elems
         self.max_instructions = max_instructions
         self._prog = None
-        self._traces: dict = {}
         self.stats: dict = {}
         #: engine statistics summed over every run of this model
         self.total_stats: dict = {"flow_cycles": 0, "cycle_engine_cycles": 0, "regions": 0, "runs": 0}
         self._pc_info = None
         self._ring_tab = None
         self._spad_tab = None
+        self._info = None         # the tables shared with the models holding the same image (_shared)
         self._spad_run = None     # the scratchpad traffic of the run in progress (_SpadRun)
 
     # -- templates ----------------------------------------------------------------------
@@ -147,6 +154,7 @@ class FastModel:
         self._ring_tab = None
         self._spad_tab = None
         self._prog = None
+        self._info = None
 
     @property
     def program_key(self) -> "_ProgramKey":
@@ -154,6 +162,22 @@ class FastModel:
         if self._prog is None:
             self._prog = _ProgramKey(self.seq.mem)
         return self._prog
+
+    def _shared(self) -> dict:
+        """The decoded tables and issue traces of the loaded image, shared by every model
+        of the configuration holding the same image (the cores of a chip running one
+        program decode and trace it once): a function of the image alone."""
+        if self._info is None:
+            key = (self.cfg, self.program_key, self.structured_trace)
+            info = _SHARED.get(key)
+            if info is None:
+                info = _SHARED[key] = {"traces": {}}
+                while len(_SHARED) > 16:
+                    _SHARED.popitem(last=False)
+            else:
+                _SHARED.move_to_end(key)
+            self._info = info
+        return self._info
 
     def clear_counters(self) -> None:
         self.counters = dict.fromkeys(self.names, 0)
@@ -164,12 +188,15 @@ class FastModel:
         Filled lazily for the addresses in ``pcs`` (the run's trace)."""
         depth = self.cfg.ucode_depth
         if self._pc_info is None:
-            tm = [None] * (depth + 1)
-            tm[depth] = self.nop      # the virtual NOP "pc" of start-latency and drain cycles
-            self._pc_info = (tm, np.zeros((depth + 1, 4), np.int64), np.full((depth + 1, 4), -1, np.int64),
-                             np.zeros(depth + 1, np.int64))
-            self._pc_done = np.zeros(depth + 1, bool)
-            self._pc_done[depth] = True
+            info = self._shared()
+            if "pc" not in info:
+                tm = [None] * (depth + 1)
+                tm[depth] = self.nop      # the virtual NOP "pc" of start-latency and drain cycles
+                done = np.zeros(depth + 1, bool)
+                done[depth] = True
+                info["pc"] = ((tm, np.zeros((depth + 1, 4), np.int64), np.full((depth + 1, 4), -1, np.int64),
+                               np.zeros(depth + 1, np.int64)), done)
+            self._pc_info, self._pc_done = info["pc"]
         if pcs is not None:
             todo = np.unique(pcs)
             todo = todo[~self._pc_done[todo]]
@@ -192,14 +219,15 @@ class FastModel:
     def _trace(self, start_pc, max_instructions):
         """(issue trace, pc per RUN cycle, offsets per RUN cycle) of a run from
         ``start_pc``: a function of the microcode and the start pc only, so cached."""
-        key = (self.program_key, start_pc, max_instructions, self.structured_trace)
-        hit = self._traces.get(key)
+        traces = self._shared()["traces"]
+        key = (start_pc, max_instructions)
+        hit = traces.get(key)
         if hit is None:
             trace = issue_trace(self.seq, start_pc, max_instructions, self.structured_trace)
             hit = (trace, *self._steps(trace))
-            if len(self._traces) >= 8:
-                self._traces.pop(next(iter(self._traces)))
-            self._traces[key] = hit
+            if len(traces) >= 8:
+                traces.pop(next(iter(traces)))
+            traces[key] = hit
         return hit
 
     def _steps(self, trace):
@@ -226,9 +254,12 @@ class FastModel:
         output; ``rout``: it goes to the ring)."""
         depth = self.cfg.ucode_depth
         if getattr(self, "_ring_tab", None) is None:     # reset by every microcode load
-            self._ring_tab = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool),
-                              np.zeros(depth + 1, bool), np.zeros(depth + 1, bool))
-            self._ring_tab[3][depth] = True            # the virtual NOP has no flags
+            info = self._shared()
+            if "ring" not in info:
+                info["ring"] = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool),
+                                np.zeros(depth + 1, bool), np.zeros(depth + 1, bool))
+                info["ring"][3][depth] = True            # the virtual NOP has no flags
+            self._ring_tab = info["ring"]
         rin, hout, rout, done = self._ring_tab
         if pcs is not None and len(pcs):
             todo = np.unique(pcs)
@@ -245,9 +276,12 @@ class FastModel:
         ``SPAD_PTR``'s pointer selection (bit 0 read, bit 1 write) and value."""
         depth = self.cfg.ucode_depth
         if self._spad_tab is None:     # reset by every microcode load
-            self._spad_tab = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool), np.zeros(depth + 1, np.int64),
-                              np.zeros(depth + 1, np.int64), np.zeros(depth + 1, bool))
-            self._spad_tab[4][depth] = True            # the virtual NOP has no flags
+            info = self._shared()
+            if "spad" not in info:
+                info["spad"] = (np.zeros(depth + 1, bool), np.zeros(depth + 1, bool), np.zeros(depth + 1, np.int64),
+                                np.zeros(depth + 1, np.int64), np.zeros(depth + 1, bool))
+                info["spad"][4][depth] = True            # the virtual NOP has no flags
+            self._spad_tab = info["spad"]
         sin, sout, sel, val, done = self._spad_tab
         if pcs is not None and len(pcs):
             todo = np.unique(pcs)
@@ -343,6 +377,7 @@ class FastModel:
                 self._ring_tab = None
                 self._spad_tab = None
                 self._prog = None
+                self._info = None
             elif cmd == Cmd.RUN:
                 trace = self._trace(arg0, self.max_instructions)[0]
                 tm, static, sel, hin = self._pc_tables(trace.pcs)
