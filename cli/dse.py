@@ -139,9 +139,12 @@ def cmd_dse(args) -> int:
     best = goal.best(results)
     if best is None:
         c = goal.constraints
+        fits = [r for r in results if r.get("status") == "ok"]
+        near = sorted(fits, key=lambda r: len(goal.constraints.violations(r)))[:3]
+        why = "; ".join(goal.constraints.violations(r)[0] for r in near) if near else \
+            f"none of them runs ({results[0]['status'] if results else 'no points'})"
         raise InputError(f"no design of the {len(results)} evaluated meets the limits (area {c.area_mm2}, power "
-                         f"{c.power_w}, throughput {c.min_throughput}); closest violations: "
-                         + "; ".join(sorted({v for r in results for v in goal.constraints.violations(r)})[:3]))
+                         f"{c.power_w}, throughput {c.min_throughput}); for example: {why}")
     print(best_table(results, goal, refs=refs))
     print(f"{ev.evaluations} evaluations ({ev.cached_at_start} results in the cache at the start), "
           f"search {args.search}, engine {engine.name}")
