@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sw.asm import Builder
+from arch.isa import SeqOp, instr_layout
+from sw.asm import AsmError, Builder
 from sw.train import _gaps
 from sw.train_host import TrainCompileError
 
@@ -83,11 +84,90 @@ def _split(cfg, per_core_ops: list) -> list:
     return out
 
 
+class _OpCode:
+    """One op assembled alone at address 0: its words, instructions issued, labels and
+    loops (:func:`_assemble_ops`)."""
+
+    __slots__ = ("words", "ins", "labels", "loops")
+
+    def __init__(self, b, ins):
+        b.halt()
+        prog = b.build()
+        self.words = prog.words()[:-1]
+        self.ins = ins
+        self.labels = set(prog.labels)
+        self.loops = {(lp.name, lp.level) for lp in prog.loops}
+
+
+def _op_code(cfg, op, cache: dict) -> _OpCode:
+    """``op`` emitted alone and assembled, once per distinct statements (``cache``: by
+    what it emits; the cores of a chip mostly emit the same ops)."""
+    b = Builder(cfg)
+    ins = op.emit(b)
+    key = (ins, tuple((it.kind, it.name, tuple((s.kind, tuple(s.fields.items()), s.ctl) for s in it.slots))
+                      for it in b._items))
+    code = cache.get(key)
+    if code is None:
+        code = cache[key] = _OpCode(b, ins)
+    return code
+
+
+def _relocate(cfg, words, delta: int) -> list:
+    """``words`` assembled at address 0, moved to address ``delta``: the targets of the
+    loops and jumps (the only absolute addresses in a word) moved with them."""
+    if not delta:
+        return list(words)
+    ctl = dict((n, f) for n, f in instr_layout(cfg)["ctl"].shape)
+    op, tg = ctl["op"], ctl["target"]
+    om, tm = (1 << op.width) - 1, ((1 << tg.width) - 1) << tg.offset
+    out = []
+    for w in words:
+        if (w >> op.offset) & om in (SeqOp.LOOP, SeqOp.JUMP):
+            t = ((w & tm) >> tg.offset) + delta
+            if t >> tg.width:             # pragma: no cover - the program is sized to fit
+                raise TrainCompileError(f"a jump or loop target {t} does not fit the microcode")
+            w = (w & ~tm) | (t << tg.offset)
+        out.append(w)
+    return out
+
+
+def _assemble_ops(cfg, ops, codes, origin: int):
+    """``(words, instructions issued)`` of ``ops`` with their gaps and a HALT at
+    ``origin`` from each op assembled alone (``codes``: their :class:`_OpCode`), the
+    same words as assembling the whole program (:func:`_build_ops`) when the ops do not
+    name each other's labels or loops; ``None`` when they might (a label in two ops, a
+    loop name at two levels)."""
+    labels, levels = set(), {}
+    for code in codes:
+        if labels & code.labels:
+            return None
+        labels |= code.labels
+        for name, lvl in code.loops:
+            if levels.setdefault(name, lvl) != lvl:
+                return None
+    nop, halt = _nop_halt(cfg)
+    words, ins = [], 0
+    for code, g in zip(codes, _gaps(cfg, ops)):
+        words += [nop] * g
+        words += _relocate(cfg, code.words, origin + len(words))
+        ins += g + code.ins
+    return words + [halt], ins
+
+
+def _nop_halt(cfg) -> tuple:
+    b = Builder(cfg)
+    b.nop()
+    b.halt()
+    return tuple(b.build().words())
+
+
 def _place_parts(cfg, per_core_ops: dict) -> tuple:
     """Split each part into programs that fit the microcode (:func:`_split`, which gives
-    their sizes), assemble them for every core (once when no op depends on the core) and
-    pad each to the longest core's size so every core has it at the same origin; one
-    image when all programs fit together, else one per program (reloaded per RUN)."""
+    their sizes), assemble them for every core and pad each to the longest core's size
+    so every core has it at the same origin; one image when all programs fit together,
+    else one per program (reloaded per RUN). Each distinct op is assembled once and
+    moved to its address on every core (:func:`_assemble_ops`; the whole program is
+    assembled when its ops could interact)."""
     c = cfg.cores
     progs, sizes = [], []
     for nm, pco in per_core_ops.items():
@@ -102,9 +182,13 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
             org = 0
             images.append([[] for _ in range(c)])
         ins, longest = set(), 0
-        shared = None if _varies(pco[0]) else _build_ops(cfg, pco[0], origin=org)
+        cache: dict = {}
         for k, ops in enumerate(pco):
-            w, n = shared or _build_ops(cfg, ops, origin=org)
+            try:
+                built = _assemble_ops(cfg, ops, [_op_code(cfg, op, cache) for op in ops], org)
+            except AsmError:
+                built = None                       # an op that does not assemble alone
+            w, n = built or _build_ops(cfg, ops, origin=org)
             images[-1][k].extend(w + [0] * (size - len(w)))
             ins.add(n)
             longest = max(longest, len(w))
