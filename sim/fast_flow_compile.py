@@ -228,7 +228,7 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             # the last write of every word, found for one PE of each class of PEs with the
             # same writes (Resolver._pe_classes), then every PE of the class
             ix = self._bank_index(bank)
-            cls, rep, members, starts = ix[6:]
+            cls, rep = ix[6:8]
             gg_all, aa_all, cc_all, rr_all = [], [], [], []
             for i, w in enumerate(ws):
                 m = np.broadcast_to(w.mask, (len(w.cyc), P))[:, rep] & (w.cyc < n)[:, None]
@@ -250,15 +250,13 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             key, rr, gg = key[o], rr[:, o], gg[o]
             lastw = np.concatenate([key[1:] != key[:-1], [True]])
             g, a, r = gg[lastw], key[lastw] % D, rr[:, lastw]
-            cnt = starts[g + 1] - starts[g]
-            if (cnt == 1).all():
-                pp = members[starts[g]]
-            else:
-                first = np.repeat(starts[g] - np.concatenate([[0], np.cumsum(cnt)[:-1]]), cnt)
-                pp = members[first + np.arange(int(cnt.sum()))]
-                a, r = np.repeat(a, cnt), np.repeat(r, cnt, axis=1)
-                o = np.argsort(pp * D + a)         # PE by PE, address by address (the commit's order)
-                pp, a, r = pp[o], a[o], r[:, o]
+            # every PE (in order) takes its class's words (in address order: sorted by key)
+            lo = np.searchsorted(g, np.arange(len(rep)))
+            hi = np.searchsorted(g, np.arange(len(rep)), side="right")
+            lens = (hi - lo)[cls]
+            idx = np.repeat(lo[cls] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
+            pp = np.repeat(np.arange(P), lens)
+            a, r = a[idx], r[:, idx]
             vr, vc = np.empty_like(pp), np.empty_like(pp)
             for i in uniq(r[0]):
                 sel = r[0] == i
