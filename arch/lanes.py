@@ -9,9 +9,11 @@ integers / bit patterns as the per-bit shifts and masks.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
-__all__ = ["pack_beats", "unpack_beats"]
+__all__ = ["pack_beats", "unpack_beats", "LaneBeats"]
 
 _UINT = {8: np.dtype("<u1"), 16: np.dtype("<u2"), 32: np.dtype("<u4"), 64: np.dtype("<u8")}
 
@@ -58,3 +60,57 @@ def unpack_beats(beats, n: int, w: int, dtype) -> np.ndarray:
     for i in range(n):
         out[:, i] = ((obj >> (i * w)) & m).astype(np.uint64)
     return out
+
+
+class LaneBeats(Sequence):
+    """A sequence of beats (ints) kept as their lanes (``[k, n]``, ``w`` bits each): the
+    ints are made when first asked for (:func:`pack_beats`), so a consumer that takes the
+    lanes (the fast model's host input) needs none. Equal to a list of the same ints."""
+
+    def __init__(self, lanes, w: int):
+        self.lanes = np.asarray(lanes)
+        if self.lanes.ndim != 2:
+            raise ValueError(f"lanes must be [beats, lanes], got shape {self.lanes.shape}")
+        self.w = w
+        self._ints = None
+
+    def ints(self) -> list:
+        if self._ints is None:
+            self._ints = pack_beats(self.lanes, self.w)
+        return self._ints
+
+    def exact_lanes(self, dtype):
+        """The lanes as ``dtype``, or None unless they are what :func:`unpack_beats` of
+        the ints gives (values of ``w`` bits, which ``dtype`` holds)."""
+        a, dt = self.lanes, np.dtype(dtype)
+        if a.dtype.kind not in "ui" or dt.kind != "u" or dt.itemsize * 8 < self.w:
+            return None
+        if a.size and (a.min() < 0 or a.max() >> self.w):
+            return None
+        return a.astype(dt, copy=False)
+
+    def __len__(self):
+        return len(self.lanes)
+
+    def __getitem__(self, i):
+        return self.ints()[i]
+
+    def __iter__(self):
+        return iter(self.ints())
+
+    def __eq__(self, other):
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    def __repr__(self):
+        return f"LaneBeats({len(self)} beats of {self.lanes.shape[1]} x {self.w} bits)"
+
+    @staticmethod
+    def concat(parts):
+        """The beats of ``parts`` one after the other: a LaneBeats when they all are, of
+        the same lanes and widths, else a list of ints."""
+        parts = list(parts)
+        if parts and all(isinstance(p, LaneBeats) and p.w == parts[0].w and p.lanes.shape[1] ==
+                         parts[0].lanes.shape[1] for p in parts):
+            dt = np.result_type(*[p.lanes for p in parts])
+            return LaneBeats(np.concatenate([p.lanes.astype(dt, copy=False) for p in parts]), parts[0].w)
+        return [b for p in parts for b in p]

@@ -17,7 +17,7 @@ import copy
 
 import numpy as np
 
-from arch.lanes import unpack_beats
+from arch.lanes import LaneBeats, unpack_beats
 from sim.core_model import Beat, RunResult
 from sim.fast_common import Counters
 
@@ -66,7 +66,10 @@ class FastRun:
         n_spad = int(np.count_nonzero(from_spad))
         from_host = ~from_ring & ~from_spad
         n_host = len(hsteps) - n_ring - n_spad
-        host_in = list(host_in)
+        lanes_in = None
+        if isinstance(host_in, LaneBeats) and not (n_ring or n_spad) and host_in.lanes.shape[1] == m.nr:
+            lanes_in = host_in.exact_lanes(cfg.fmt.np_uint)     # the lanes themselves: no ints needed
+        host_in = host_in if lanes_in is not None else list(host_in)
         ring_in = [0] * n_ring if ring_in is None else list(ring_in)
         for name, given, need, which in (("host", host_in, n_host, from_host), ("ring", ring_in, n_ring, from_ring)):
             if need > len(given):
@@ -85,7 +88,10 @@ class FastRun:
                     merged.append(host_in[hi])
                     hi += 1
             host_in = merged
-        self.lanes = unpack_beats(host_in[:len(hsteps)], m.nr, m.w, cfg.fmt.np_uint)
+        if lanes_in is not None:
+            self.lanes = np.array(lanes_in[:len(hsteps)])
+        else:
+            self.lanes = unpack_beats(host_in[:len(hsteps)], m.nr, m.w, cfg.fmt.np_uint)
         self.lane_of = np.full(len(allpcs), -1, np.int64)
         self.lane_of[hsteps] = np.arange(len(hsteps))
         #: the lanes holding ring beats, and the RUN cycle each is consumed in

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from arch.lanes import LaneBeats
 from sw.asm import Builder
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
@@ -21,7 +22,7 @@ from sw.train_ops import breakdown_lines, ops_breakdown
 from sw.train_paging import spad_image, spad_local
 from sw.train_softmax import softmax_const_items
 from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
-from sw.transfer import decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_beats_for
+from sw.transfer import decode_unload, emit_load, emit_spad_drain, emit_spad_fill, emit_unload, load_lanes_for
 
 __all__ = ["ChipSGDProgram", "ChipStepResult", "PhaseLog", "load_per_core"]
 
@@ -68,10 +69,10 @@ def load_per_core(session, cfg, items: list, name: str) -> None:
             dk = []
             for j, (reg, local) in enumerate(items[k][start:start + chunk]):
                 emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                dk += load_beats_for(cfg, local)
+                dk.append(load_lanes_for(cfg, local))
             b.halt()
             imgs.append(b.build().words())
-            data.append(dk)
+            data.append(LaneBeats.concat(dk))
         session.run(imgs, data, f"{name}{start}")
 
 

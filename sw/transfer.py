@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from arch.lanes import pack_beats, unpack_beats
+from arch.lanes import LaneBeats, pack_beats, unpack_beats
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 from arch.errors import InputError
 
-__all__ = ["emit_load", "emit_unload", "load_beats_for", "unload_beats_for", "decode_unload", "TransferError",
+__all__ = ["emit_load", "emit_unload", "load_beats_for", "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError",
            "emit_spad_fill", "emit_spad_drain"]
 
 
@@ -104,12 +104,20 @@ def unload_cost(cfg, n: int, last: bool = True) -> int:
 def load_beats_for(cfg, local: np.ndarray) -> list[int]:
     """Host beats for :func:`emit_load` of ``local`` (``(nr, nr, n)`` bit patterns): beat
     ``k*n + a`` carries PE ``(r, k)``'s word ``a`` in lane ``r``."""
+    return load_lanes_for(cfg, local).ints()
+
+
+def load_lanes_for(cfg, local: np.ndarray) -> LaneBeats:
+    """:func:`load_beats_for` as a :class:`arch.lanes.LaneBeats` (the ints made only when
+    asked for)."""
     nr, w = cfg.nr, cfg.fmt.width
-    local = np.asarray(local, dtype=np.uint64)
+    local = np.asarray(local)
+    if local.dtype.kind != "u":
+        local = local.astype(np.uint64)
     if local.shape[:2] != (nr, nr):
         raise TransferError(f"local array must be (nr, nr, n) = ({nr}, {nr}, n), got {local.shape}")
     # [k, a, r]: column k, word a, lane r
-    return pack_beats(local.transpose(1, 2, 0).reshape(-1, nr), w)
+    return LaneBeats(local.transpose(1, 2, 0).reshape(-1, nr), w)
 
 
 def unload_beats_for(cfg, local: np.ndarray) -> list[int]:
