@@ -17,7 +17,7 @@ from sim.fast_common import SRC_NZERO, SRC_ONE, SRC_ZERO, ar_columns
 from sim.fast_flow_batches import Batcher
 from sim.fast_flow_graph import Instr, Read, Ref, to2d, uniq
 from sim.fast_flow_nodes import NodeBuilder
-from sim.fast_flow_plan import Plan, plan_nbytes
+from sim.fast_flow_plan import Plan, flatten, plan_nbytes
 from sim.fast_flow_resolve import Resolver
 
 __all__ = ["Compiler"]
@@ -192,6 +192,7 @@ class Compiler(NodeBuilder, Resolver, Batcher):
         self._allocate()
         self._batches()
         self._exit()
+        flatten(plan, self.P, {"a": self.cfg.mem_a_words, "b": self.cfg.mem_b_words})
         plan.nbytes = plan_nbytes((plan.batches, plan.final_rf, plan.final_rd, plan.final_mem, plan.exit_mp,
                                plan.exit_ap, plan.hout, plan.host)) + plan.rows * self.P * self.ut.itemsize
         return plan

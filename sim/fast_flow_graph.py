@@ -118,12 +118,14 @@ class Read:
 
 class Ref:
     """Where the values of a read are in ``V``: ``rows`` [k] (all PEs read their own
-    column) or [k, P]; ``cols`` None (own column) or [k, P]."""
+    column) or [k, P]; ``cols`` None (own column) or [k, P]. A compiled plan holds the
+    [k, P] forms as ``flat`` indices into ``V.reshape(-1)`` instead
+    (:func:`sim.fast_flow_plan.flatten`)."""
 
-    __slots__ = ("rows", "cols")
+    __slots__ = ("rows", "cols", "flat")
 
-    def __init__(self, rows, cols=None):
-        self.rows, self.cols = rows, cols
+    def __init__(self, rows, cols=None, flat=None):
+        self.rows, self.cols, self.flat = rows, cols, flat
 
 
 class ResIndex:

@@ -15,7 +15,7 @@ from arch.microop import MvOp
 from sim.fast_common import AddEntry, MulEntry
 from sim.fast_flow_graph import Ref
 
-__all__ = ["Plan", "plan_nbytes"]
+__all__ = ["Plan", "plan_nbytes", "flatten"]
 
 
 class Plan:
@@ -56,11 +56,12 @@ class Plan:
                 _, bank, s, e, addr, hits = b
                 if addr.ndim == 1:          # the same address on every PE
                     V[s:e] = mem[bank][:, addr].T
-                else:
-                    V[s:e] = mem[bank][pidx, addr]
+                else:                       # flat indices into the bank (flatten)
+                    V[s:e] = mem[bank].reshape(-1)[addr]
                 if hits is not None:
-                    dr, dc, sr, sc = hits
-                    V[dr, dc] = V[sr, sc]
+                    dst, src = hits
+                    Vf = V.reshape(-1)
+                    Vf[dst] = Vf[src]
             elif kind == "prod":
                 _, s, e, ra, rb = b
                 V[s:e] = A.mul(_gather(V, ra, pidx), _gather(V, rb, pidx))
@@ -77,20 +78,21 @@ class Plan:
                 V[s:e] = v
             elif kind == "chain":
                 _, pes, head, prows, rrows = b
-                nch, L = prows.shape
+                nch, L = (prows.shape[1], prows.shape[0]) if pes is not None else prows.shape
                 if pes is None:
                     seq = np.empty((L + 1, nch, P), self.ut)
                     seq[0] = _gather(V, head, pidx)
                     seq[1:] = V[prows.T]
                     acc = A.accumulate(seq, axis=0)
                     V[rrows.T] = acc[1:]
-                else:
+                else:                       # flat indices [nch, G], [L, nch, G] (flatten)
                     G = len(pes)
+                    Vf = V.reshape(-1)
                     seq = np.empty((L + 1, nch, G), self.ut)
-                    seq[0] = V[head.rows[:, None], pes[None, :]]
-                    seq[1:] = V[prows.T[:, :, None], pes[None, None, :]]
+                    seq[0] = Vf[head.flat]
+                    seq[1:] = Vf[prows]
                     acc = A.accumulate(seq, axis=0)
-                    V[rrows.T[:, :, None], pes[None, None, :]] = acc[1:]
+                    Vf[rrows] = acc[1:]
             else:
                 raise AssertionError(kind)
         return self._commit_fn(V, st, lanes_all, lane_of, x)
@@ -103,7 +105,8 @@ class Plan:
         new_rd = [st.rd_a, st.rd_b]
         for i, ref in self.final_rd:
             new_rd[i] = np.array(_gather(V, ref, pidx)[0])
-        mem_up = [(bank, pp, aa, V[rr, cc]) for bank, pp, aa, rr, cc in self.final_mem]
+        Vf = V.reshape(-1)
+        mem_up = [(bank, mi, Vf[vi]) for bank, mi, vi in self.final_mem]
         mp = [None] * len(self.exit_mp)
         for i, e in enumerate(self.exit_mp):
             if e is not None:
@@ -117,16 +120,16 @@ class Plan:
                 ap[j] = AddEntry(valid, dst, V[vrow].copy(), wb, waddr)
         beats = []
         if self.hout is not None:
-            rows, cols, lasts = self.hout
-            beats = list(zip(pack_beats(V[rows, cols], self.w), lasts))
+            flat, lasts = self.hout
+            beats = list(zip(pack_beats(Vf[flat], self.w), lasts))
         plan = self
         s1_lanes = lanes_all[lane_of[x + self.n - 1]] if self.s1_tmpl.hin else None
 
         def commit(ctr, out):
             st.rf = new_rf
             st.rd_a, st.rd_b = new_rd
-            for bank, pp, aa, vv in mem_up:
-                (st.mem_a if bank == "a" else st.mem_b)[pp, aa] = vv
+            for bank, mi, vv in mem_up:
+                (st.mem_a if bank == "a" else st.mem_b).reshape(-1)[mi] = vv
             cols = plan.ar_cols
             if len(cols) == st.ar.shape[1]:
                 st.ar = plan.final_ar.copy()
@@ -159,13 +162,62 @@ def plan_nbytes(obj) -> int:
     if isinstance(obj, np.ndarray):
         return obj.nbytes if obj.base is None else 0
     if isinstance(obj, Ref):
-        return plan_nbytes(obj.rows) + plan_nbytes(obj.cols)
+        return plan_nbytes(obj.rows) + plan_nbytes(obj.cols) + plan_nbytes(obj.flat)
     if isinstance(obj, (tuple, list)):
         return sum(plan_nbytes(o) for o in obj)
     return 0
 
 
+def _flat_ref(ref, P, pidx):
+    """``ref`` for :func:`_gather` at run time: [k, P] rows / columns as flat indices."""
+    if ref.cols is None and ref.rows.ndim == 1:
+        return ref
+    cols = pidx if ref.cols is None else ref.cols
+    return Ref(None, None, np.ascontiguousarray(ref.rows * P + cols))
+
+
+def flatten(plan, P, depth: dict):
+    """The compiled plan's two-dimensional indices into ``V`` ([rows, PEs]) and into the
+    SRAM banks ([PEs, words]) as indices into the flattened arrays (one fancy index
+    instead of two; ``depth``: words per PE of each bank): reads of the batches, the
+    exit state, SRAM reads and their hits, the last SRAM writes, the output beats."""
+    pidx = np.arange(P)
+    out = []
+    for b in plan.batches:
+        kind = b[0]
+        if kind == "memread":
+            _, bank, s, e, addr, hits = b
+            if addr.ndim == 2:
+                addr = np.ascontiguousarray(addr + pidx * depth[bank])
+            if hits is not None:
+                dr, dc, sr, sc = hits
+                hits = (dr * P + dc, sr * P + sc)
+            b = (kind, bank, s, e, addr, hits)
+        elif kind == "prod":
+            b = (kind, b[1], b[2], _flat_ref(b[3], P, pidx), _flat_ref(b[4], P, pidx))
+        elif kind == "fma":
+            b = (kind, b[1], b[2], b[3], _flat_ref(b[4], P, pidx))
+        elif kind == "mv":
+            b = (kind, b[1], b[2], b[3], _flat_ref(b[4], P, pidx), None if b[5] is None else _flat_ref(b[5], P, pidx))
+        elif kind == "chain" and b[1] is not None:
+            _, pes, head, prows, rrows = b
+            b = (kind, pes, Ref(None, None, head.rows[:, None] * P + pes[None, :]),
+                 np.ascontiguousarray(prows.T[:, :, None] * P + pes[None, None, :]),
+                 np.ascontiguousarray(rrows.T[:, :, None] * P + pes[None, None, :]))
+        out.append(b)
+    plan.batches = out
+    plan.final_rf = [(r, _flat_ref(ref, P, pidx)) for r, ref in plan.final_rf]
+    plan.final_rd = [(i, _flat_ref(ref, P, pidx)) for i, ref in plan.final_rd]
+    plan.final_mem = [(bank, pp * depth[bank] + aa, rr * P + cc) for bank, pp, aa, rr, cc in plan.final_mem]
+    plan.exit_mp = [e if e is None or e[3] else e[:4] + (_flat_ref(e[4], P, pidx),) + e[5:] for e in plan.exit_mp]
+    if plan.hout is not None:
+        rows, cols, lasts = plan.hout
+        plan.hout = (rows * P + cols, lasts)
+
+
 def _gather(V, ref, pidx):
+    if ref.flat is not None:
+        return V.reshape(-1)[ref.flat]
     if ref.cols is None:
         if ref.rows.ndim == 1:
             return V[ref.rows]
