@@ -101,6 +101,10 @@ class Issued:
         return f"Issued(pc={self.pc}, {self.instr!r})"
 
 
+#: decoded microcode words by (layout, word), shared by every sequencer model
+_WORDS: dict = {}
+
+
 class _Decoded:
     """A microcode word split into the fields the sequencer uses (decoded once)."""
 
@@ -156,6 +160,9 @@ class SequencerModel:
         self._off_fields = [offs[f"{f}_off"][0] for f in AGU_FIELDS]
         self.mem = [0] * self.depth
         self._dec: list[_Decoded | None] = [None] * self.depth
+        #: what a word's decoding depends on besides the word (the _WORDS key)
+        self._dkey = (tuple(self._ctl.items()), self._uop_shift, self._uop_mask, tuple(self._off_fields),
+                      self.n_agus, cfg.loop_bits, cfg.spad_depth)
         self.running = False
         self.pc = 0
         self._reset_state()
@@ -178,33 +185,44 @@ class SequencerModel:
         d = self._dec[pc]
         if d is None:
             w = self.mem[pc]
-            c = self._ctl
-            d = _Decoded()
-
-            def f(name):
-                off, mask = c[name]
-                return (w >> off) & mask
-
-            d.op, d.lvl, d.agu, d.target, d.imm = f("op"), f("lvl"), f("agu"), f("target"), f("imm")
-            d.hin, d.hout, d.hlast = f("hin"), f("hout"), f("hlast")
-            d.rin, d.rout = f("rin"), f("rout")
-            d.sin = d.sout = d.spad_sel = d.spad_val = 0
-            if "sin" in c:
-                # scratchpad flags take precedence over the ring flags; they only matter
-                # with a direction (as rin / rout)
-                d.sin, d.sout = f("sin") if d.hin else 0, f("sout") if d.hout else 0
-                if d.sin:
-                    d.rin = 0
-                if d.sout:
-                    d.rout = 0
-                if d.op == SeqOp.SPAD_PTR:
-                    d.spad_sel = d.lvl & (SPAD_RD | SPAD_WR)
-                    d.spad_val = (d.imm | (d.target << self.cfg.loop_bits)) & (self.cfg.spad_depth - 1)
-            sels = tuple((off, f(f"ag_{fld}")) for fld, off in zip(AGU_FIELDS, self._off_fields))
-            d.sels = tuple((off, s - 1) for off, s in sels if 1 <= s <= self.n_agus)
-            d.uop = (w >> self._uop_shift) & self._uop_mask
-            d.ctl = w & self._ctl_mask
+            d = _WORDS.get((self._dkey, w))
+            if d is None:
+                d = self._decode_word(w)
+                if len(_WORDS) >= 1 << 16:
+                    _WORDS.clear()
+                _WORDS[(self._dkey, w)] = d
             self._dec[pc] = d
+        return d
+
+    def _decode_word(self, w: int) -> _Decoded:
+        """The fields of microcode word ``w`` (a function of the word alone: shared by
+        every sequencer of the same layout through _WORDS, and never modified)."""
+        c = self._ctl
+        d = _Decoded()
+
+        def f(name):
+            off, mask = c[name]
+            return (w >> off) & mask
+
+        d.op, d.lvl, d.agu, d.target, d.imm = f("op"), f("lvl"), f("agu"), f("target"), f("imm")
+        d.hin, d.hout, d.hlast = f("hin"), f("hout"), f("hlast")
+        d.rin, d.rout = f("rin"), f("rout")
+        d.sin = d.sout = d.spad_sel = d.spad_val = 0
+        if "sin" in c:
+            # scratchpad flags take precedence over the ring flags; they only matter
+            # with a direction (as rin / rout)
+            d.sin, d.sout = f("sin") if d.hin else 0, f("sout") if d.hout else 0
+            if d.sin:
+                d.rin = 0
+            if d.sout:
+                d.rout = 0
+            if d.op == SeqOp.SPAD_PTR:
+                d.spad_sel = d.lvl & (SPAD_RD | SPAD_WR)
+                d.spad_val = (d.imm | (d.target << self.cfg.loop_bits)) & (self.cfg.spad_depth - 1)
+        sels = tuple((off, f(f"ag_{fld}")) for fld, off in zip(AGU_FIELDS, self._off_fields))
+        d.sels = tuple((off, s - 1) for off, s in sels if 1 <= s <= self.n_agus)
+        d.uop = (w >> self._uop_shift) & self._uop_mask
+        d.ctl = w & self._ctl_mask
         return d
 
     # -- state ----------------------------------------------------------------------------
