@@ -932,6 +932,7 @@ def test_tool_timeout(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(rtl.fpga, "build", fake)
     monkeypatch.setattr(rtl.fpga, "reroute", fake)
+    monkeypatch.setattr(rtl.fpga, "reroute_source", lambda src, out: {})   # checked before the work
     assert main(["build", "--config", "tiny"]) == 1 and seen.pop() == 240 * 60
     assert main(["build", "--config", "tiny", "--timeout-min", "0.5"]) == 1 and seen.pop() == 30
     assert main(["pnr", str(tmp_path), "--out", str(tmp_path / "o"), "--timeout-min", "2"]) == 1

@@ -18,6 +18,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from arch.errors import InputError
+
 from conftest import REPLAY_SIM_PARAMS, require_sim
 from arch.config import ArchConfig
 from sw.golden_train import Float64SGD, GoldenSGD
@@ -531,7 +533,7 @@ def test_idx_reader_and_mnist_loader(tmp_path):
     (tmp_path / "short").write_bytes(struct.pack(">BBBBI", 0, 0, 8, 1, 10) + b"\x00")
     with pytest.raises(ValueError, match="need 10"):
         read_idx(tmp_path / "short")
-    with pytest.raises(FileNotFoundError, match="not downloaded"):
+    with pytest.raises(InputError, match="not downloaded"):
         load_mnist_idx(tmp_path / "nowhere")
 
 
