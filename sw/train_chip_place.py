@@ -53,17 +53,26 @@ def _reps(cfg, ops) -> list:
     return sorted({0, 1 % c, c - 1})
 
 
-def _split(cfg, per_core_ops: list) -> list:
+def _op_words(cfg, op, codes) -> int:
+    """Words of ``op`` assembled alone (through ``codes`` when it fits the microcode)."""
+    if codes is not None:
+        try:
+            return len(codes.get(op).words)
+        except AsmError:
+            pass
+    return len(_build_ops(replace_depth(cfg), [op])[0]) - 1
+
+
+def _split(cfg, per_core_ops: list, codes=None) -> list:
     """Greedy split of a part's ops into programs that fit the microcode on every core:
     ``[(i, j, words)]``, op ranges (each becomes its own chip RUN) with the program's size
     on the largest core. A program's size is the sum of its ops' words (each op assembles
     on its own), its gap NOPs and the HALT; the broadcast's size depends on the core's
     hop distance only through its folded waits (cores 0, 1 and ``c - 1`` cover every
     case)."""
-    big = replace_depth(cfg)
     reps = _reps(cfg, per_core_ops[0])
     n = len(per_core_ops[0])
-    words = [[len(_build_ops(big, [op])[0]) - 1 if (k == 0 or _varies([op])) else None
+    words = [[_op_words(cfg, op, codes) if (k == 0 or _varies([op])) else None
               for op in per_core_ops[k]] for k in reps]
     words = [[w if w is not None else words[0][i] for i, w in enumerate(row)] for row in words]
 
@@ -99,17 +108,28 @@ class _OpCode:
         self.loops = {(lp.name, lp.level) for lp in prog.loops}
 
 
-def _op_code(cfg, op, cache: dict) -> _OpCode:
-    """``op`` emitted alone and assembled, once per distinct statements (``cache``: by
-    what it emits; the cores of a chip mostly emit the same ops)."""
-    b = Builder(cfg)
-    ins = op.emit(b)
-    key = (ins, tuple((it.kind, it.name, tuple((s.kind, tuple(s.fields.items()), s.ctl) for s in it.slots))
-                      for it in b._items))
-    code = cache.get(key)
-    if code is None:
-        code = cache[key] = _OpCode(b, ins)
-    return code
+class _Codes:
+    """The :class:`_OpCode` of ops, each op emitted once and each distinct one (by the
+    statements it emits: the cores of a chip mostly emit the same ops) assembled once."""
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.by_op: dict = {}            # id(op) -> (op, code)
+        self.by_text: dict = {}
+
+    def get(self, op) -> _OpCode:
+        hit = self.by_op.get(id(op))
+        if hit is not None:
+            return hit[1]
+        b = Builder(self.cfg)
+        ins = op.emit(b)
+        key = (ins, tuple((it.kind, it.name, tuple((s.kind, tuple(s.fields.items()), s.ctl) for s in it.slots))
+                          for it in b._items))
+        code = self.by_text.get(key)
+        if code is None:
+            code = self.by_text[key] = _OpCode(b, ins)
+        self.by_op[id(op)] = (op, code)          # the op kept alive: its id stays its own
+        return code
 
 
 def _relocate(cfg, words, delta: int) -> list:
@@ -169,9 +189,10 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
     moved to its address on every core (:func:`_assemble_ops`; the whole program is
     assembled when its ops could interact)."""
     c = cfg.cores
+    codes = _Codes(cfg)
     progs, sizes = [], []
     for nm, pco in per_core_ops.items():
-        rng = _split(cfg, pco)
+        rng = _split(cfg, pco, codes)
         for q, (i, j, words) in enumerate(rng):
             progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
             sizes.append(words)
@@ -182,10 +203,9 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
             org = 0
             images.append([[] for _ in range(c)])
         ins, longest = set(), 0
-        cache: dict = {}
         for k, ops in enumerate(pco):
             try:
-                built = _assemble_ops(cfg, ops, [_op_code(cfg, op, cache) for op in ops], org)
+                built = _assemble_ops(cfg, ops, [codes.get(op) for op in ops], org)
             except AsmError:
                 built = None                       # an op that does not assemble alone
             w, n = built or _build_ops(cfg, ops, origin=org)
