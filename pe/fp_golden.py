@@ -100,8 +100,13 @@ def _binop(fmt: FPFormat, a, b, op: str) -> np.ndarray:
     y = b.view(dt)
     with np.errstate(all="ignore"):
         r = (x * y) if op == "mul" else (x + y)
-    r = np.asarray(r, dtype=dt).view(fmt.np_uint)
-    return canonicalize_nan(fmt, r)
+    r = np.array(r, dtype=dt, copy=None).view(fmt.np_uint)
+    # NaNs canonicalized in place (the result is a new array): canonicalize_nan's bits
+    ut = r.dtype.type
+    nan = (r & ut(fmt.sign_mask - 1)) > ut(fmt.inf)
+    if nan.any():
+        r[nan] = ut(fmt.qnan)
+    return r
 
 
 def mul_bits(fmt: FPFormat, a, b) -> np.ndarray:
