@@ -31,6 +31,7 @@ BENCHMARKS = {
     "power": "benchmarks.bench_power",
     "fast_model": "benchmarks.bench_fast_model",
     "kernels": "benchmarks.bench_kernels",
+    "rtl_stream": "benchmarks.bench_rtl_stream",
     "core_l": "benchmarks.bench_core_l",
     "fpga": "benchmarks.bench_fpga",
     "train": "benchmarks.bench_train",
