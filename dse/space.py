@@ -29,7 +29,10 @@ ARCH_AXES = ("nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", 
 METHOD_AXIS = "method"
 #: the compilers' mapping choices, each a categorical axis (sim.step_measure.MAPPING_OPTIONS
 #: says which method takes which; a choice that does not apply is not part of the point's key)
-MAPPING_AXES = {"out_map": ("auto", "rows", "cols"), "backward": ("auto", "fused", "separate")}
+MAPPING_AXES = {"out_map": ("auto", "rows", "cols"), "backward": ("auto", "fused", "separate"),
+                "softmax": ("auto", "array", "host"), "overlap": ("on", "off")}
+#: axis values the compilers take as another type
+_MAPPING_VALUES = {"overlap": {"on": True, "off": False}}
 #: axes without an order that matters: every value is a neighbour of every other
 CATEGORICAL = (METHOD_AXIS, "fmt", *MAPPING_AXES)
 #: every axis a space may have
@@ -204,7 +207,8 @@ def point_mapping(point: dict) -> dict:
     """The compiler's mapping choices of ``point`` that apply to its method."""
     from sim.step_measure import mapping_options
 
-    return mapping_options(*point_method(point), {k: v for k, v in point.items() if k in MAPPING_AXES})
+    chosen = mapping_options(*point_method(point), {k: v for k, v in point.items() if k in MAPPING_AXES})
+    return {k: _MAPPING_VALUES.get(k, {}).get(v, v) for k, v in chosen.items()}
 
 
 def point_config(space: Space, point: dict) -> ArchConfig:

@@ -61,6 +61,28 @@ def test_mapping_axes_apply_only_where_the_compiler_takes_them():
     assert rows["workloads"][0]["cycles"] != cols["workloads"][0]["cycles"]
 
 
+def test_softmax_and_overlap_axes():
+    """``softmax`` (SGD and batch-1 CP) and ``overlap`` (SGD) reach the compilers as the
+    values they take; minibatch GD takes neither."""
+    from dse.space import point_mapping
+
+    s = parse_space(["method=sgd,cp,mbgd:4", "softmax=array,host", "overlap=on,off"], BASE)
+    assert point_mapping({"method": "sgd", "softmax": "host", "overlap": "off"}) == {"softmax": "host",
+                                                                                    "overlap": False}
+    assert point_mapping({"method": "cp", "softmax": "array", "overlap": "off"}) == {"softmax": "array"}
+    assert point_mapping({"method": "mbgd:4", "softmax": "array", "overlap": "on"}) == {}
+    keys = {(p["method"], p["softmax"], p["overlap"]): point_key(s, p, TINY) for p in s.points()}
+    assert len({k for (m, _, _), k in keys.items() if m == "sgd"}) == 4
+    assert len({k for (m, _, _), k in keys.items() if m == "cp"}) == 2
+    assert len({k for (m, _, _), k in keys.items() if m == "mbgd:4"}) == 1
+    with pytest.raises(UsageError, match="overlap: 'maybe'"):
+        parse_space(["overlap=maybe"], BASE)
+    res = {sm: evaluate_point(BASE.to_dict(), {"method": "sgd", "softmax": sm, "out_map": "cols"}, TINY, "k")
+           for sm in ("array", "host")}
+    assert res["array"]["status"] == res["host"]["status"] == "ok"
+    assert res["array"]["workloads"][0]["cycles"] != res["host"]["workloads"][0]["cycles"]
+
+
 def test_workloads():
     w = parse_workloads("small*2,784-100-10")
     assert [x.sizes for x in w] == [(784, 500, 500, 500, 10), (784, 100, 10)] and w[0].weight == 2
