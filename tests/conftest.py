@@ -1,55 +1,36 @@
-"""Shared pytest configuration for the RTL test suites.
+"""Shared pytest configuration and fixtures.
 
-``SIM_PARAMS`` parametrizes a test over the simulators (``REPLAY_SIM_PARAMS``: Verilator
-marked ``slow``, for the long training-program replays; :func:`sim_matrix`: over
-configurations and simulators, Verilator in ``make test`` for chosen configurations
-only); :func:`require_sim` fails the test with the install instruction when a simulator
-is missing (``make test`` installs both, so a missing one is an environment defect, not
-a reason to skip). Set
-``ALLOW_MISSING_SIM=1`` to skip instead (e.g. on a machine without a C++ toolchain).
-
-Verilator builds compile their C++ at ``-O0`` here unless ``VERILATOR_OPT`` says
-otherwise: every RTL test simulates for a few seconds, while a build at Verilator's
-default ``-Os`` takes minutes (the 4-core chip: 207 s of C++ against 37 s at -O0).
+* A test parametrized over ``sim`` (``"icarus"`` or ``"verilator"``) needs that
+  simulator: :func:`_simulator_of_sim_parameter` requires it before the test runs (a
+  missing simulator fails the test with the install instruction; ``ALLOW_MISSING_SIM=1``
+  skips it instead). A test whose simulator is fixed asks for :func:`require_simulator`
+  and calls it with the name. The parameter lists (``SIM_PARAMS``, ``sim_matrix`` ...)
+  are in ``tests/simulators.py``.
+* Verilator builds compile their C++ at ``-O0`` here unless ``VERILATOR_OPT`` says
+  otherwise: every RTL test simulates for a few seconds, while a build at Verilator's
+  default ``-Os`` takes minutes (the 4-core chip: 207 s of C++ against 37 s at -O0).
 """
 
 import os
 
 import pytest
 
-from sim.harness import SimulatorMissing, find_simulator
+from simulators import SIMULATORS, require_sim
 
 os.environ.setdefault("VERILATOR_OPT", "-O0")
 
-SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
-#: replays of whole training programs: Icarus in ``make test``, Verilator ``slow`` (the
-#: same recorded phases on the same RTL; the Verilator build itself is covered by the
-#: unit-level tests' ``SIM_PARAMS``)
-REPLAY_SIM_PARAMS = ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])]
+
+@pytest.fixture(autouse=True)
+def _simulator_of_sim_parameter(request):
+    """Require the simulator a test's ``sim`` parameter names (other values: nothing)."""
+    callspec = getattr(request.node, "callspec", None)
+    sim = callspec.params.get("sim") if callspec is not None else None
+    if sim in SIMULATORS:
+        require_sim(sim)
 
 
-def sim_matrix(cases, verilator: set | frozenset, slow: set | frozenset = frozenset()) -> list:
-    """``(case, sim)`` parameters for a test over configurations and simulators: every
-    case on Icarus; on Verilator the cases in ``verilator`` in ``make test`` and the
-    others ``slow`` (``make test-all``); the cases in ``slow`` are ``slow`` on both. A
-    slow Verilator pair repeats on the second simulator what its Icarus twin checks on
-    the same RTL in ``make test``, and the Verilator build and its cocotb harness are
-    checked by the kept cases, so each test family runs on Verilator at least once.
-    (Most of a Verilator case's time is its C++ build.)"""
-    cases = list(cases)
-    unknown = (set(verilator) | set(slow)) - set(cases)
-    if unknown:
-        raise ValueError(f"sim_matrix: {sorted(unknown)} are not among the cases {cases}")
-    return [pytest.param(c, s, id=f"{c}-{s}",
-                         marks=([] if s == "icarus" else [pytest.mark.verilator])
-                         + ([pytest.mark.slow] if c in slow or (s == "verilator" and c not in verilator) else []))
-            for c in cases for s in ("icarus", "verilator")]
-
-
-def require_sim(sim: str) -> None:
-    try:
-        find_simulator(sim)
-    except SimulatorMissing as e:
-        if os.environ.get("ALLOW_MISSING_SIM", "") not in ("", "0"):
-            pytest.skip(str(e))
-        raise
+@pytest.fixture
+def require_simulator():
+    """``require_simulator("icarus")``: fail (or skip, ``ALLOW_MISSING_SIM=1``) unless
+    that simulator is installed."""
+    return require_sim

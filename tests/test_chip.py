@@ -5,7 +5,7 @@ deadlock), the fast chip model against it, and the chip RTL against the model (c
 import numpy as np
 import pytest
 
-from conftest import require_sim, sim_matrix
+from simulators import sim_matrix
 from arch.config import ArchConfig, ConfigError
 from sim.chip_model import ChipModel, RingDeadlock, RingStallError
 from sim.chip_run import ChipPhase, run_chip_session
@@ -201,7 +201,6 @@ def test_chip_rtl_matches_model(cname, sim):
     """One session on the 4-core chip: stall-free round trip, then one with rin stalls and
     credit stalls (8-beat FIFOs); every core's beats and counters equal the model's.
     With the FPGA timing the distribution stage's ring look-ahead is exercised."""
-    require_sim(sim)
     cfg = {"default": CHIP4, "fpga": CHIP4_FPGA}[cname]
     host1, ph1 = roundtrip_phases(cfg, 6, seed=11, delays=(0, 3, 16))
     host2, ph2 = roundtrip_phases(cfg, 9, seed=12, delays=(0, 0, 0))

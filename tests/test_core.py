@@ -9,7 +9,7 @@ import pytest
 
 from pe.fp_golden import mac_bits
 from arch.microop import Gate, MicroOp, PredMode, Src
-from conftest import require_sim, sim_matrix
+from simulators import sim_matrix
 from arch.config import PRESETS, ArchConfig
 from rtl.core import Core
 from sim.core_model import Beat, CoreModel
@@ -84,7 +84,6 @@ def run_core(cfg, beats, name, sim, pause_in=0.0, pause_out=0.0, seed=0):
 
 @pytest.mark.parametrize("cname,sim", sim_matrix(CONFIGS, verilator={"nr2_fp16_fan"}))
 def test_core_fill_compute_readback(cname, sim):
-    require_sim(sim)
     cfg = CONFIGS[cname]
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
@@ -115,12 +114,12 @@ def test_core_fill_compute_readback(cname, sim):
 
 
 @pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fan"])
-def test_core_counters_accumulate_and_clear(cname):
+def test_core_counters_accumulate_and_clear(require_simulator, cname):
     """Counters add up over RUNs until a CLEAR, read back to back with the headers:
     COUNTERS straight after a CLEAR (zeros, while the bank settles from the clear),
     RUN straight after a CLEAR (its counts alone), two RUNs without one (their sum);
     every beat against the core model."""
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = CONFIGS[cname]
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
@@ -233,7 +232,7 @@ FREEZE_AR_PROGRAM = _FREEZE_FILL + """
 @pytest.mark.parametrize("program", ["units", "ar"])
 @pytest.mark.parametrize("cname,board", [("nr2_fp16", None), ("nr2_fp16_fpga", None), ("nr2_fp16_fan", None),
                                          ("nr2_fp16_mul4", "ulx3s-85f"), ("nr2_fp16_fan", "ulx3s-85f")])
-def test_core_freeze_holds_units_in_flight(cname, board, program):
+def test_core_freeze_holds_units_in_flight(require_simulator, cname, board, program):
     """Bubbles with every PE unit busy (FREEZE_PROGRAM) or on stalled instructions that
     post-increment and re-stride the ARs they read through (FREEZE_AR_PROGRAM), random
     stream gaps and backpressure: the RTL's output beats equal the core model's.
@@ -247,7 +246,7 @@ def test_core_freeze_holds_units_in_flight(cname, board, program):
     from sim.core_run import run_job
     from sw.asm import assemble
 
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = CONFIGS[cname]
     platform = None
     if board is not None:
@@ -273,9 +272,9 @@ def test_core_bad_command_answers_error_beat():
     assert out == [Beat(0xF | (0x7 << 4), True), Beat(0xF | (0xF << 4), True)]
 
 
-def test_core_nr8_simulates_on_rtl():
+def test_core_nr8_simulates_on_rtl(require_simulator):
     """An 8 x 8 core (64 PEs) runs a fill/compute/readback job on Icarus, equal to the model."""
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = ArchConfig(nr=8, mem_a_words=16, mem_b_words=16, ucode_depth=256)
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")

@@ -14,7 +14,6 @@ import pytest
 # core alone (cores=1, no scratchpad), PE memories and microcode just large enough
 from benchmarks.bench_core_l import CFG as CFG_L16
 from benchmarks.bench_core_l import GEMM_SHAPE, GEMV_SHAPE
-from conftest import require_sim
 from arch.counters import counter_names
 from test_kernels import Mem, _seed, gemm_case, gemv_case, run_cases
 
@@ -34,8 +33,8 @@ def counter_diff(cfg, rtl, fast) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.verilator
-def test_core_l16_gemv_gemm_rtl():
-    require_sim("verilator")
+def test_core_l16_gemv_gemm_rtl(require_simulator):
+    require_simulator("verilator")
     seed = _seed()
     cfg = CFG_L16
     assert cfg.nr == 16 and cfg.fmt.name == "binary16"

@@ -33,7 +33,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from simulators import SIM_PARAMS
 from fast_programs import STYLES, preload, random_case, random_value
 from pe import fp_golden
 from pe.pe_model import PEModel
@@ -682,7 +682,6 @@ def _rtl_phases(cfg, seed):
 def test_fast_vs_rtl(cname, sim):
     """The RTL's output beats (results and every phase's counters) against the fast
     model's, checked beat by beat by the core testbench; the core model agrees too."""
-    require_sim(sim)
     cfg = RTL_CONFIGS[cname]
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")

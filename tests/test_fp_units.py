@@ -36,7 +36,7 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from conftest import SIM_PARAMS, require_sim
+from simulators import SIM_PARAMS
 from fp_vectors import gen_operands, new_seed, read_testfloat, sample_path, save_vectors
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
@@ -101,10 +101,6 @@ class FPLanes(wiring.Component):
                     m.d.comb += [unit.a.eq(getattr(self, p + f"a{i}")), unit.b.eq(getattr(self, p + f"b{i}")),
                                  getattr(self, p + f"o{i}").eq(unit.o)]
         return m
-
-
-def _need(sim):
-    require_sim(sim)   # a missing simulator fails (ALLOW_MISSING_SIM=1 skips), see conftest
 
 
 def run_fp(sim: str, jobs: dict, *, groups=STANDARD_GROUPS, seed=None, tag: str = "fp") -> dict:
@@ -212,7 +208,6 @@ def test_add_o_next(fmt_name, latency):
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_fp_units_random(sim, fmt_name):
     """N_VEC biased random vectors per op, a new pair every cycle in every lane."""
-    _need(sim)
     seed = _seed()
     run_fp(sim, _random_jobs(STANDARD[fmt_name, 2, 3], N_VEC, seed), seed=seed, tag="rand")
 
@@ -226,7 +221,6 @@ LATENCY_CASES += [("icarus", "binary16", 8, 8), ("icarus", "bfloat16", 2, 7), ("
 @pytest.mark.parametrize("sim,fmt_name,mul_latency,add_latency", LATENCY_CASES)
 def test_fp_units_latency(sim, fmt_name, mul_latency, add_latency):
     """Deeper pipelines: same results, ``latency`` cycles later, one op per cycle."""
-    _need(sim)
     seed = _seed()
     n = max(1000, N_VEC // 10)
     g = STANDARD.get((fmt_name, mul_latency, add_latency))
@@ -242,10 +236,10 @@ CUSTOM = [  # (exp_bits, frac_bits, vectors per op or None for exhaustive)
 ]
 
 
-def test_fp_units_custom_formats():
+def test_fp_units_custom_formats(require_simulator):
     """Other FPFormats against the exact integer reference: exhaustive (every operand
     pair) for the 4-, 6- and 8-bit formats, biased random for 11- and 64-bit ones."""
-    _need("icarus")
+    require_simulator("icarus")
     seed = _seed()
     groups, jobs = [], {}
     for E, F, n in CUSTOM:
@@ -268,10 +262,10 @@ def _testfloat(path, fmt):
     return a, b, r
 
 
-def test_testfloat_samples():
+def test_testfloat_samples(require_simulator):
     """The SoftFloat-generated sample files in tests/data (TestFloat format) through the
     RTL on Icarus, all formats and ops at once, results compared with the files."""
-    _need("icarus")
+    require_simulator("icarus")
     jobs = {}
     for name in FORMATS:
         g = STANDARD[name, 2, 3]
@@ -279,7 +273,7 @@ def test_testfloat_samples():
     run_fp("icarus", jobs, tag="tfs")
 
 
-def test_testfloat_file():
+def test_testfloat_file(require_simulator):
     """``FP_VECTORS=<testfloat_gen output> FP_OP=mul|add FP_FMT=<format>``: run it."""
     path = os.environ.get("FP_VECTORS")
     if not path:
@@ -289,14 +283,14 @@ def test_testfloat_file():
         pytest.fail(f"FP_OP must be mul or add, got {op!r}")
     fmt = get_format(os.environ.get("FP_FMT", "binary16"))
     sim = os.environ.get("SIM", "icarus").strip().lower() or "icarus"
-    _need(sim)
+    require_simulator(sim)
     g = STANDARD[fmt.name, 2, 3]
     run_fp(sim, {g: {op: _testfloat(path, fmt)}}, tag="tf")
 
 
-def test_testbench_reports_mismatches():
+def test_testbench_reports_mismatches(require_simulator):
     """The checker is not vacuous: corrupted expected results must fail, with operands."""
-    _need("icarus")
+    require_simulator("icarus")
     g = STANDARD["binary16", 2, 3]
     a, b, r = (x[:200] for x in _testfloat(sample_path("binary16", "mul"), g.fmt))
     r = r.copy()

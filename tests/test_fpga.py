@@ -10,7 +10,6 @@ import sys
 
 import pytest
 
-from conftest import require_sim
 from arch.microop import MicroOp, Src
 from arch.config import PRESETS, ArchConfig, config_from_arg
 from rtl.fpga import (DEVICES, FitError, ToolMissing, boards, check_fit, find_tool, fit_report, parse_critical_paths,
@@ -49,10 +48,10 @@ def test_frame_codec():
         decode_frames(32, raw[:-1])
 
 
-def test_uart_bridge_host_session():
+def test_uart_bridge_host_session(require_simulator):
     """CLEAR, LOAD, RUN with data in and results out, COUNTERS, a bad command: every reply
     beat through the UART (cocotb + Icarus) equals the core model's."""
-    require_sim("icarus")
+    require_simulator("icarus")
     from rtl.board import UARTCore
 
     cfg = UART_CFG

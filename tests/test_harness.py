@@ -46,22 +46,23 @@ class _FakeRunner:
         (build_dir / "build.log").write_text("log")
 
 
-@pytest.mark.parametrize("sim", ["verilator", "icarus"])
-def test_build_once_keeps_only_the_binary_and_skips_finished_builds(tmp_path, sim):
+# the parameter is not named ``sim``: a fake runner, no simulator needed (tests/conftest.py)
+@pytest.mark.parametrize("kind", ["verilator", "icarus"])
+def test_build_once_keeps_only_the_binary_and_skips_finished_builds(tmp_path, kind):
     from sim.harness import _build_once
 
     runner = _FakeRunner()
     (tmp_path / "run").mkdir()
-    _build_once(runner, sim, [tmp_path / "top.v"], "top", tmp_path, False, [])
-    _build_once(runner, sim, [tmp_path / "top.v"], "top", tmp_path, False, [])
+    _build_once(runner, kind, [tmp_path / "top.v"], "top", tmp_path, False, [])
+    _build_once(runner, kind, [tmp_path / "top.v"], "top", tmp_path, False, [])
     left = sorted(p.name for p in tmp_path.iterdir())
-    if sim == "icarus":          # cocotb's own up-to-date check decides; nothing is deleted
+    if kind == "icarus":         # cocotb's own up-to-date check decides; nothing is deleted
         assert runner.builds == 2 and "Vtop.o" in left
         return
     assert runner.builds == 1
     assert left == [".complete", "build.log", "run", "top"]
     (tmp_path / "top").unlink()  # a stamp without its binary is not a finished build
-    _build_once(runner, sim, [tmp_path / "top.v"], "top", tmp_path, False, [])
+    _build_once(runner, kind, [tmp_path / "top.v"], "top", tmp_path, False, [])
     assert runner.builds == 2 and (tmp_path / "top").is_file()
 
 
@@ -172,7 +173,7 @@ def test_rtl_source_digest_covers_the_rtl_packages(tmp_path, monkeypatch):
 def test_sim_matrix_marks():
     """Every case on Icarus in ``make test``; on Verilator only the chosen ones, the others
     ``slow``; a chosen case that does not exist is an error."""
-    from conftest import sim_matrix
+    from simulators import sim_matrix
 
     params = {p.id: {m.name for m in p.marks} for p in sim_matrix(["a", "b"], verilator={"b"})}
     assert params == {"a-icarus": set(), "a-verilator": {"verilator", "slow"},

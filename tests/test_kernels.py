@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import require_sim, sim_matrix
+from simulators import sim_matrix
 from sw.collectives import (CollectiveError, Frag, Region, cost_broadcast, cost_reduce, cost_transpose, emit_broadcast,
                              emit_reduce, emit_transpose)
 from arch.config import ArchConfig
@@ -748,7 +748,6 @@ KERNEL_RTL_PARAMS = sim_matrix(RTL_CONFIGS, verilator={"nr2_fp16"}, slow={"nr4_f
 
 @pytest.mark.parametrize("cname,sim", KERNEL_RTL_PARAMS)
 def test_all_kernels_rtl(cname, sim):
-    require_sim(sim)
     seed = _seed()
     cfg = RTL_CONFIGS[cname]
     for i, cases in enumerate(rtl_sessions(cfg, np.random.default_rng(seed))):

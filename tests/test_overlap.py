@@ -8,7 +8,6 @@ import random
 import numpy as np
 import pytest
 
-from conftest import require_sim
 from sw.collectives import Region
 from arch.config import ArchConfig
 from sw import golden
@@ -114,7 +113,6 @@ def test_rank1_lines_checks():
 @pytest.mark.parametrize("sim", ["icarus"])
 def test_rank1_lines_stretched_rtl(sim):
     """The stretched update on the RTL (every beat and counter against the model)."""
-    require_sim(sim)
     seed = random.randrange(1 << 30)
     print(f"seed {seed}")
     cfg = RTL_CONFIGS["nr2_fp16"]

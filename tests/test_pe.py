@@ -14,7 +14,7 @@ import os
 import pytest
 
 from arch.config import ArchConfig
-from conftest import require_sim, sim_matrix
+from simulators import sim_matrix
 from sim.harness import run_cocotb
 
 # name -> (config, row, col): formats, odd sizes, latencies and PE positions
@@ -61,7 +61,6 @@ BASE_SEED = int(os.environ.get("PE_SEED", "1"))
 @pytest.mark.parametrize("suite", list(SUITES))
 @pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"b32_nr2", "b16_bus"}))
 def test_pe_rtl_matches_model(cfg_name, sim, suite):
-    require_sim(sim)
     from pe_top import PETop
 
     cfg, row, col = CONFIGS[cfg_name]

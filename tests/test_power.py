@@ -189,12 +189,11 @@ def test_unknown_format_in_table(tmp_path):
         report_from_counters(cfg, _counters(cfg), tech=load_tech(p))
 
 
-def test_report_identical_from_rtl_and_fast_model_counters():
+def test_report_identical_from_rtl_and_fast_model_counters(require_simulator):
     """The same kernel run on the RTL (Icarus) and on the fast model gives the same
     counters, hence the same report."""
     import numpy as np
 
-    from conftest import require_sim
     from sw.collectives import Region
     from sim.core_run import Phase, run_session
     from sw.asm import Builder
@@ -202,7 +201,7 @@ def test_report_identical_from_rtl_and_fast_model_counters():
     from sw.layout import pack_matrix, pack_vector
     from sw.transfer import emit_load, load_beats_for
 
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = ArchConfig(nr=2, mem_a_words=128, mem_b_words=128, ucode_depth=256)
     rng = np.random.default_rng(11)
     m, n = 9, 7

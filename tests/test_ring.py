@@ -5,7 +5,7 @@ stall-free schedules, costs against the reference design's formulas, and the RTL
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from simulators import SIM_PARAMS
 from sw.ring import (RingError, all_gather_layout, beats_segment, fill_diag_program, read_diag_program,
                       segment_beats, emit_all_gather, emit_pass_along,
                       emit_reduce_scatter, golden_all_gather, golden_reduce_scatter, reduce_scatter_layout,
@@ -156,7 +156,6 @@ def test_collectives_rtl(sim, nr):
     goldens."""
     from sw.ring import emit_reduce, golden_reduce
 
-    require_sim(sim)
     from sim.chip_run import ChipPhase, run_chip_session
 
     cfg = chip(nr=nr, cores=4, words=64)     # nr = 4: 4 cores of 4 x 4 PEs (slow; nr = 2 covers the logic)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from simulators import SIM_PARAMS
 from test_train import _seed
 from sw.ring import RingError
 from sw.ring_mat import (MatBlock, golden_mat_all_gather, golden_mat_broadcast, golden_mat_reduce,
@@ -240,7 +240,6 @@ def test_mat_collectives_rtl(sim):
     from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for
     from test_chip import CHIP4
 
-    require_sim(sim)
     cfg = CHIP4
     c, W = cfg.cores, cfg.mem_a_words
     seed = _seed()

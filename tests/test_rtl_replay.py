@@ -8,7 +8,6 @@ import pytest
 from amaranth.sim import Simulator
 
 from arch.config import ArchConfig
-from conftest import require_sim
 from rtl.replay import _Pauses, lfsr_pauses
 from sim.core_model import Beat
 from sim.core_run import job_beats, run_job, run_kernel
@@ -87,7 +86,6 @@ def test_replay_session_equals_axi_and_fast(sim):
     """A kernel session (loads, GEMV, rank-1 update, unloads) through the replay harness:
     the unloaded results, every phase's counters and the cycle count are those of the
     cocotbext-axi testbench and of the fast model."""
-    require_sim(sim)
     cfg = TINY
     loads, kernels, unloads = _gemv_rank1_session(cfg, np.random.default_rng(_seed()), 6, 7)
     f_out, f_res = run_kernel(cfg, loads, kernels, unloads, backend="fast")
@@ -101,10 +99,10 @@ def test_replay_session_equals_axi_and_fast(sim):
     assert r_res[0].info["stream"] == "replay" and r_res[0].info["sim_cycles"] == a_res[0].info["sim_cycles"]
 
 
-def test_replay_with_pauses():
+def test_replay_with_pauses(require_simulator):
     """LFSR pauses on both streams: a job's beats and a kernel session's results equal the
     model's, and every counter but the two cycle counts; the pauses did stall the core."""
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = TINY
     rng = np.random.default_rng(_seed())
     words = fill_and_compute_program(cfg, 4)
@@ -134,10 +132,10 @@ def _job(cfg):
 
 
 @pytest.mark.parametrize("fault", ["data", "last", "missing", "extra"])
-def test_replay_check_fails_on_a_wrong_beat(fault):
+def test_replay_check_fails_on_a_wrong_beat(require_simulator, fault):
     """A corrupted expected beat (a data bit, ``tlast``), one beat more than the core
     sends (cycle limit) or one fewer (an extra beat): the harness's check fails."""
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = TINY
     beats, expected = _job(cfg)
     k = len(expected) // 2
@@ -173,10 +171,10 @@ def test_verilator_public_control_file():
 
 @pytest.mark.slow
 @pytest.mark.verilator
-def test_replay_4x4_session_verilator():
+def test_replay_4x4_session_verilator(require_simulator):
     """The default 4 x 4 core on Verilator: a GEMV and rank-1 session through the replay
     harness, with and without pauses, against the fast model."""
-    require_sim("verilator")
+    require_simulator("verilator")
     cfg = ArchConfig(nr=4)
     loads, kernels, unloads = _gemv_rank1_session(cfg, np.random.default_rng(_seed()), 32, 24)
     f_out, f_res = run_kernel(cfg, loads, kernels, unloads, backend="fast")

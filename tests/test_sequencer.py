@@ -18,7 +18,7 @@ import os
 import pytest
 
 from arch.config import ArchConfig
-from conftest import require_sim, sim_matrix
+from simulators import sim_matrix
 from sim.harness import run_cocotb
 
 CONFIGS = {
@@ -40,7 +40,6 @@ BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
 
 @pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"fetch_l3a2d64", "addr_l3a2d64"}))
 def test_sequencer_rtl_matches_model(cfg_name, sim):
-    require_sim(sim)
     from rtl.sequencer import Sequencer
 
     cfg = CONFIGS[cfg_name]

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import REPLAY_SIM_PARAMS, require_sim
+from simulators import REPLAY_SIM_PARAMS
 from sw.collectives import Frag, Region
 from arch.config import ArchConfig
 from sw.kernels import KernelError
@@ -163,7 +163,6 @@ RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
 
 @pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_kernel_rtl(sim):
-    require_sim(sim)
     rng = np.random.default_rng(_seed())
     for n, kind in [(10, "ties"), (7, "underflow")]:
         z, t = _case(RTL_CFG4.fmt, rng, n, kind)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import SIM_PARAMS, require_sim
+from simulators import SIM_PARAMS
 from fast_programs import preload, random_case
 from arch.config import PRESETS, ArchConfig, ConfigError
 from arch.counters import counter_names
@@ -329,7 +329,6 @@ def test_rtl_scratchpad_session(sim):
     scratchpad -> host, the read-after-write boundary cases and a loop reading back its
     own writes; every output beat and counter checked against the core model by the
     testbench, and the counters of every phase equal the fast model's."""
-    require_sim(sim)
     cfg = TINY
     rng = random.Random(7)
     phases, local = roundtrip_phases(cfg, rng, n=4)
@@ -431,13 +430,13 @@ def test_isa_doc_scratchpad_examples_assemble():
         assert assemble(disassemble(p, TINY), TINY).words() == p.words()
 
 
-def test_rtl_scratchpad_with_stalls():
+def test_rtl_scratchpad_with_stalls(require_simulator):
     """Host stream pauses stall the core (whole-core freeze): the scratchpad's read data
     and write must freeze with the PEs, so every output beat still equals the core
     model's (cycles and stall counts differ; the counter tail is not compared)."""
     from sim.core_run import run_job
 
-    require_sim("icarus")
+    require_simulator("icarus")
     cfg = TINY
     rng = random.Random(11)
     # back-to-back host beats (every stall lands next to a scratchpad access), reads of

@@ -20,7 +20,7 @@ import pytest
 
 from arch.errors import InputError
 
-from conftest import REPLAY_SIM_PARAMS, require_sim
+from simulators import REPLAY_SIM_PARAMS
 from arch.config import ArchConfig
 from sw.golden_train import Float64SGD, GoldenSGD
 from sw.mlp import MLP, MLPError
@@ -454,7 +454,6 @@ RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
 def test_sgd_rtl(sim, loss, backward):
     """``auto`` fuses layer 1 (3 x 5 on 2 x 2: the fused kernel is the faster there);
     ``separate``: GEMV^T, mask, rank-1."""
-    require_sim(sim)
     tp = _sgd_rtl(sim, RTL_CFG, MLP((6, 5, 3), loss, 0.125), backward=backward)
     assert tp.fused == [False, backward == "auto"]
     assert tp.softmax == (None if loss == "mse" else "host")     # the kernel does not fit 128 words
@@ -467,7 +466,6 @@ RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
 @pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_sgd_rtl_softmax_on_array(sim):
     """The softmax gradient computed on the array (sw/softmax.py) inside the step, on the RTL."""
-    require_sim(sim)
     tp = _sgd_rtl(sim, RTL_CFG4, MLP((6, 5, 7), "softmax_ce", 0.125))
     assert tp.softmax == "array" and tp.host_cycles() == 0
     assert "softmax" in [op.name for p in tp.programs for op in p.ops]

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import REPLAY_SIM_PARAMS, require_sim
+from simulators import REPLAY_SIM_PARAMS
 from test_ring import diag_read, diag_write
 from test_train import _eq_weights as _eq
 from test_train import _sample, _seed
@@ -261,7 +261,6 @@ def test_chip_sgd_rtl(sim):
     ``tests/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from test_chip import CHIP4
 
-    require_sim(sim)
     seed = _seed()
     tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 3), "mse", 0.125), 2, seed, "cols")
     assert len(tp.images) > 1 and tp.fused == [False, True]     # programs reloaded between RUNs
@@ -279,7 +278,6 @@ def test_chip_sgd_rtl_softmax_on_array(sim):
     """The split output layer's softmax gradient computed on core 0 (the other core waiting
     in its NOP loop), then broadcast: two steps on the chip RTL. (Verilator: slow, its own
     simulator build; Icarus runs the same logic in ``make test``.)"""
-    require_sim(sim)
     tp = _chip_rtl(sim, CHIP2_SMX, MLP((5, 6, 3), "softmax_ce", 0.125), 2, _seed(), "auto")
     assert tp.out_map == "cols" and tp.softmax == "array" and tp.host_cycles() == 0
 
@@ -323,7 +321,6 @@ def test_chip_sgd_spad_rtl(sim):
     by rows; then a 3-layer network with separate backward steps, only the middle layer
     paged. Recorded on the per-cycle model against the golden trainer, replayed on the
     RTL, the weights read back from the RTL's scratchpads and PE memories."""
-    require_sim(sim)
     seed = _seed()
     tp = _chip_rtl(sim, CHIP2_SMX, MLP((5, 9, 6), "mse", 0.125), 1, seed, "rows", backward="fused", spad=[0, 1],
                    page_rows=2)

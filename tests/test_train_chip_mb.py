@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from conftest import REPLAY_SIM_PARAMS, require_sim
+from simulators import REPLAY_SIM_PARAMS
 from test_train import _eq_weights as _eq
 from test_train_chip import check_engines_agree, check_spad_errors, check_spad_traffic
 from test_train_chip import run_and_check as chip_run_and_check
@@ -172,7 +172,6 @@ def test_chip_mbgd_rtl(sim):
     from sim.chip_run import ChipPhase, run_chip_session
     from test_chip import CHIP4
 
-    require_sim(sim)
     seed = _seed()
     for loss, out_map in (("mse", "rows"), ("softmax_ce", "cols")):
         mlp = MLP((5, 6, 3), loss, 0.125, batch=3)
@@ -248,7 +247,6 @@ def test_chip_mbgd_spad_rtl(sim):
     from sim.chip_run import ChipPhase, run_chip_session
     from test_train_chip import CHIP2_SMX
 
-    require_sim(sim)
     mlp = MLP((5, 9, 6), "mse", 0.125, batch=3)
     tp, sess, gold, _ = run_spad(CHIP2_SMX, mlp, 2, "model", _seed(), [0, 1], 2, "rows", record=True)
     assert all(len(sp.pages) > 1 for sp in tp.spad.values())

@@ -10,7 +10,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import require_sim
 from test_train_chip import check_spad_errors
 from test_train import _eq_weights as _eq
 from test_train import _seed
@@ -309,7 +308,6 @@ def test_cp_rtl(sim):
     and runs on the per-cycle model above) recorded on the per-cycle chip
     model, replayed on the chip RTL (every beat and counter compared per core); the
     weights read back from the RTL equal the golden's."""
-    require_sim(sim)
     rtl_replay(CHIP2_SMX, *run_cp(CHIP2_SMX, MLP((5, 6, 3), "mse", 0.125), 3, "model", _seed(), record=True),
                sim, "chip-cp")
 
@@ -324,7 +322,6 @@ def test_cp_rtl_groups(sim):
     storing each input into ``ain`` and the history slot in one instruction (two write
     ports, ``wr [ar3]``); a sample through the pipeline and out (7 steps), replayed on
     the chip RTL, the weights read back equal to the golden's."""
-    require_sim(sim)
     run = run_cp(CHIP4, MLP((5, 6, 4, 3), "mse", 0.125), 1, "model", _seed(), groups=[1, 2, 1], record=True)
     tp = run[0]
     assert any("[ar3]++" in ln for ln in tp.chains.lines[1])           # core 1 stores its input twice
@@ -338,7 +335,6 @@ def test_cp_spad_rtl(sim):
     group's ``W^T d`` summed over its pages), a sample through the pipeline and out,
     replayed on the chip RTL (``CHIP4``: one simulator build with the test above), the
     weights read back from the RTL's scratchpads equal to the golden's."""
-    require_sim(sim)
     run = run_cp(CHIP4, MLP((5, 6, 8, 3), "mse", 0.125), 1, "model", _seed(), groups=[1, 2, 1], record=True,
                  spad=[0, 1], page_rows=2)
     assert all(len(sp.pages) > 1 for sp in run[0].spad.values())

@@ -10,7 +10,6 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from conftest import require_sim
 from test_train import _seed
 from test_train_cp import CHIP4, rtl_replay, run_cp
 from sw.chain import Hop, Stream, schedule
@@ -167,7 +166,6 @@ def test_mbcp_spad_rtl(sim):
     """Minibatch CP with both hidden layers paged in 2-row pages on the chip RTL
     (``CHIP4``: one simulator build with the tests above; the chains run as a RUN of
     their own), the weights read back from the RTL's scratchpads equal to the golden's."""
-    require_sim(sim)
     run = run_mbcp(CHIP4, MLP((5, 6, 8, 3), "mse", 0.125, batch=3), 1, "model", _seed(), groups=[1, 2, 1],
                    record=True, spad=[0, 1], page_rows=2)
     assert all(len(sp.pages) > 1 for sp in run[0].spad.values()) and run[0].split_chains
@@ -179,7 +177,6 @@ def test_mbcp_softmax_rtl(sim):
     """Minibatch CP with the host's softmax on the chip RTL (``CHIP4``): every phase of a
     minibatch through the pipeline and out replayed (the logits out, ``G`` in, the
     output core's ``head2`` RUN), the weights read back equal to the golden's."""
-    require_sim(sim)
     run = run_mbcp(CHIP4, MLP((5, 6, 4, 3), "softmax_ce", 0.125, batch=3), 1, "model", _seed(), groups=[1, 2, 1],
                    record=True)
     assert run[0].softmax == "host"
@@ -193,7 +190,6 @@ def test_mbcp_rtl(sim):
     minibatch of 3 (a padding column) through the pipeline and out (7 steps) recorded on
     the per-cycle chip model and replayed on the chip RTL (every beat and counter
     compared per core), the weights read back equal to the golden's."""
-    require_sim(sim)
     mlp = MLP((5, 6, 4, 3), "mse", 0.125, batch=3)
     run = run_mbcp(CHIP4, mlp, 1, "model", _seed(), groups=[1, 2, 1], record=True)
     assert any("add r" in ln and "rin row" in ln for ln in run[0].chains.lines[2])      # core 2 adds core 1's partial

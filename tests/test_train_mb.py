@@ -16,7 +16,7 @@ import random
 import numpy as np
 import pytest
 
-from conftest import REPLAY_SIM_PARAMS, require_sim
+from simulators import REPLAY_SIM_PARAMS
 from arch.config import ArchConfig
 from sw.golden_train_mb import Float64MBGD, GoldenMBGD
 from sw.kernels import gemm_cost
@@ -276,7 +276,6 @@ def test_mbgd_rtl(sim):
     core model replayed on the RTL, every beat and counter compared, weights unloaded."""
     from sim.core_run import Phase, run_session
 
-    require_sim(sim)
     seed = _seed()
     cfg, mlp = RTL_CFG, MLP((5, 4, 3), "softmax_ce", 0.125, batch=3)
     rng = np.random.default_rng(seed)
