@@ -4,13 +4,10 @@ cycle) on Icarus and Verilator, for the GEMV and random-program suites."""
 from __future__ import annotations
 
 import json
-import sys
 
 from arch.config import ArchConfig
-from sim.harness import ROOT, SimulatorMissing, find_simulator, run_cocotb
-
-sys.path.insert(0, str(ROOT / "tests"))
-from pe_top import PETop  # noqa: E402  (test infrastructure, shared with tests/test_pe.py)
+from sim.harness import SimulatorMissing, find_simulator, run_cocotb
+from tests.benches.pe_top import PETop  # test infrastructure, shared with tests/pe/test_pe.py
 
 
 def run() -> dict:
@@ -23,7 +20,7 @@ def run() -> dict:
             rows.append({"simulator": sim, "suite": "-", "cycles": 0, "cycles/s": f"missing: {e}"})
             continue
         for suite, extra in (("gemv", {}), ("random", {"n_programs": 10, "cycles": 1000})):
-            res = run_cocotb(PETop(cfg, 1, 2), "pe_top_bench", "tb_pe", sim=sim, config=cfg,
+            res = run_cocotb(PETop(cfg, 1, 2), "pe_top_bench", "tests.benches.tb_pe", sim=sim, config=cfg,
                              params={"row": 1, "col": 2, "suite": suite, "seed": 7, **extra})
             stats = json.loads((res["log"].parent / "pe_stats.json").read_text())
             rows.append({"simulator": sim, "suite": suite, "cycles": stats.get("cycles"),

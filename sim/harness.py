@@ -173,8 +173,9 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
     toplevel : str
         Verilog module name to give the design.
     test_module : str
-        Importable module holding the ``@cocotb.test()`` functions (``tests/`` and the
-        project root are on its ``PYTHONPATH``).
+        Importable module holding the ``@cocotb.test()`` functions, named from the
+        project root, which is on its ``PYTHONPATH`` (``sim.tb_core``,
+        ``tests.benches.tb_pe``).
     config : ArchConfig, optional
         Passed to the test (read it with :func:`tb_config`).
     params : dict, optional
@@ -240,7 +241,7 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
             _build_once(runner, sim, [*extra, vpath], toplevel, build_dir, waves, build_args)
         build_s = time.perf_counter() - t_build
         extra_env = {
-            "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), str(ROOT), os.environ.get("PYTHONPATH", "")]),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
             "CATERPILLAR_CONFIG": config.to_json() if config is not None else "",
             "CATERPILLAR_PARAMS": json.dumps(params or {}),
             **env,

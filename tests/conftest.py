@@ -15,7 +15,7 @@ import os
 
 import pytest
 
-from simulators import SIMULATORS, require_sim
+from tests.simulators import SIMULATORS, require_sim
 
 os.environ.setdefault("VERILATOR_OPT", "-O0")
 

@@ -1,0 +1,195 @@
+"""The softmax gradient kernel (sw/softmax.py): accuracy of its golden model against
+float64, the kernel against the golden bit for bit on the per-cycle core model and the RTL,
+corner cases (ties, underflow, huge logits, padding, several passes), errors and the
+compiler's choice between the array and the host. Seeds are printed."""
+
+import random
+
+import numpy as np
+import pytest
+
+from tests.simulators import REPLAY_SIM_PARAMS
+from sw.collectives import Frag, Region
+from arch.config import ArchConfig
+from sw.kernels import KernelError
+from sim.core_run import run_kernel
+from sw.layout import pack_vector
+from sw.mlp import MLP
+from sw.softmax import (emit_softmax_grad, golden_exp, golden_softmax_grad, softmax_pen, softmax_plan,
+                        softmax_supported, softmax_table, softmax_words)
+from sw.train import TrainCompileError, compile_sgd, resolve_softmax
+
+FMTS = ["binary16", "bfloat16", "binary32"]
+
+
+def _seed():
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    return seed
+
+
+def _ulps(fmt, got, x):
+    """|got - exp(x)| in ulps of the correctly rounded exp(x) (float64 reference)."""
+    ref = np.exp(fmt.to_float(x).astype(np.float64))
+    ulp = np.spacing(ref.astype(fmt.np_dtype)).astype(np.float64)
+    return np.abs(fmt.to_float(got).astype(np.float64) - ref) / ulp
+
+
+# ======================================================================================
+# the exponential
+# ======================================================================================
+@pytest.mark.parametrize("fmt,bound", [("binary16", 1.0), ("bfloat16", 7.0), ("binary32", 1.5)])
+def test_exp_accuracy(fmt, bound):
+    """Every representable x in [x_min, 0] of binary16 / bfloat16 (a dense sample for
+    binary32): within ``bound`` ulps of exp(x); exp(0) == 1 exactly; 0 below x_min."""
+    cfg = ArchConfig(nr=4, fmt=fmt)
+    f = cfg.fmt
+    plan, tab = softmax_plan(cfg, 10), softmax_table(cfg, 10)
+    xmin = -float(f.to_float(tab[plan.index("nxmin")]))
+    if f.width == 16:
+        allx = np.arange(1 << 16, dtype=np.uint32).astype(f.np_uint)
+        with np.errstate(invalid="ignore"):          # the NaN patterns
+            xf = f.to_float(allx)
+        x = allx[np.isfinite(xf) & (xf <= 0) & (xf > xmin)]
+    else:
+        x = f.from_float(-np.geomspace(1e-30, -xmin * 0.9999, 200001)).astype(f.np_uint)
+    err = _ulps(f, golden_exp(f, plan, tab, x), x)
+    print(f"{fmt}: {len(x)} points, max {err.max():.3f} ulp at x = {f.to_float(x[err.argmax()])}")
+    assert err.max() <= bound
+    one = golden_exp(f, plan, tab, np.array([0, f.neg_zero], dtype=f.np_uint))
+    assert list(one) == [f.one, f.one]
+    below = f.from_float(np.array([xmin, xmin * 1.5, -1e4 if f.width == 16 else -1e30])).astype(f.np_uint)
+    below = np.append(below, f.np_uint.type(f.inf | f.sign_mask))
+    assert not golden_exp(f, plan, tab, below).any()
+
+
+# ======================================================================================
+# the golden softmax gradient against float64
+# ======================================================================================
+def _case(f, rng, n, kind):
+    if kind == "normal":
+        z = rng.normal(0, 4, n)
+    elif kind == "ties":
+        z = np.full(n, 3.25)
+        z[rng.integers(n)] = 5.5
+        z[rng.integers(n)] = 5.5
+    elif kind == "equal":
+        z = np.full(n, -7.0)
+    elif kind == "underflow":                 # most elements far below the maximum
+        z = rng.normal(-60, 10, n)
+        z[rng.integers(n)] = 2.0
+    elif kind == "huge":                      # near the format's largest finite values
+        big = float(f.to_float(np.array([f.max_finite], dtype=f.np_uint))[0])
+        z = rng.uniform(-big, big, n)
+    else:  # "negative"
+        z = rng.uniform(-200, -150, n)
+    t = np.zeros(n)
+    t[rng.integers(n)] = 1.0
+    return f.from_float(z).astype(f.np_uint), f.from_float(t).astype(f.np_uint)
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+@pytest.mark.parametrize("kind", ["normal", "ties", "equal", "underflow", "huge", "negative"])
+def test_golden_matches_float64(fmt, kind):
+    """softmax(z) - t to within a few ulps of 1 (absolute), for the shapes that exercise
+    one and several passes and padding."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    for nr, n in [(4, 10), (4, 3), (2, 10), (4, 17), (4, 40), (2, 2)]:
+        cfg = ArchConfig(nr=nr, fmt=fmt)
+        f = cfg.fmt
+        z, t = _case(f, rng, n, kind)
+        g = f.to_float(golden_softmax_grad(cfg, z, t)).astype(np.float64)
+        zf = f.to_float(z).astype(np.float64)
+        p = np.exp(zf - zf.max())
+        p /= p.sum()
+        want = p - f.to_float(t)
+        err = np.abs(g - want).max()
+        tol = 8 * 2.0 ** -f.frac_bits
+        assert np.isfinite(g).all() and err <= tol, (nr, n, err, tol)
+
+
+# ======================================================================================
+# the kernel against the golden, bit for bit
+# ======================================================================================
+def _run(cfg, n, z, t, backend="model", sim=None):
+    nr = cfg.nr
+    plan = softmax_plan(cfg, n)
+    w, tw = plan.words, plan.table_words
+    Z, T, G = Region("a", 0), Region("a", w), Region("b", 0)
+    KA, KB, PEN = Region("a", 2 * w), Region("b", w), Region("b", w + tw)
+    tab = np.ascontiguousarray(np.broadcast_to(softmax_table(cfg, n), (nr, nr, tw)))
+    loads = [(Z, pack_vector(z, nr, "rows")), (T, pack_vector(t, nr, "rows")), (KA, tab), (KB, tab),
+             (PEN, softmax_pen(cfg, n))]
+    info = {}
+
+    def kern(b):
+        info["k"] = emit_softmax_grad(b, cfg, n, Z, T, G, KA, KB, PEN)
+
+    outs, res = run_kernel(cfg, loads, kern, [(G, w)], backend=backend, sim=sim, name=f"softmax-{n}")
+    assert np.array_equal(outs[0], pack_vector(golden_softmax_grad(cfg, z, t), nr, "rows"))
+    c = res[0].counters
+    assert c["cycles"] == info["k"].cycles_standalone(cfg)
+    assert c["rf_conflict"] == 0 and c["mem_conflict"] == 0
+    return info["k"]
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+@pytest.mark.parametrize("nr,n", [(4, 10), (4, 3), (2, 10), (4, 17), (4, 40), (2, 2), (3, 7)])
+def test_kernel_core_model(fmt, nr, n):
+    """The per-cycle core model runs the kernel to the golden's bits, in the predicted
+    cycles, with no write conflict (so the scheduler honours the pipeline's distances)."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, fmt=fmt, mem_a_words=256, mem_b_words=256)
+    for kind in ("normal", "underflow"):
+        z, t = _case(cfg.fmt, rng, n, kind)
+        k = _run(cfg, n, z, t)
+    plan = softmax_plan(cfg, n)
+    assert k.params["passes"] == plan.passes == -(-(-(-n // nr)) // nr)
+
+
+def test_kernel_slow_fpu():
+    """Other FPU latencies: the schedule follows the configuration."""
+    cfg = ArchConfig(nr=3, mem_a_words=256, mem_b_words=256, mul_latency=4, add_latency=5)
+    rng = np.random.default_rng(_seed())
+    z, t = _case(cfg.fmt, rng, 11, "normal")
+    _run(cfg, 11, z, t)
+
+
+#: tests/test_kernels.py's nr4_fp16 configuration (the simulator build is shared)
+RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
+
+
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
+def test_kernel_rtl(sim):
+    rng = np.random.default_rng(_seed())
+    for n, kind in [(10, "ties"), (7, "underflow")]:
+        z, t = _case(RTL_CFG4.fmt, rng, n, kind)
+        _run(RTL_CFG4, n, z, t, backend="rtl", sim=sim)
+
+
+# ======================================================================================
+# errors and the compiler's choice
+# ======================================================================================
+def test_errors_and_choice():
+    cfg = ArchConfig(nr=4)
+    z, t, g, a, b_ = Region("a", 0), Region("b", 0), Region("b", 8), Region("a", 100), Region("b", 100)
+    with pytest.raises(KernelError, match="g must not be in t's bank"):
+        emit_softmax_grad(Frag(), cfg, 10, z, t, t, a, b_, a)
+    with pytest.raises(KernelError, match="one copy in bank A"):
+        emit_softmax_grad(Frag(), cfg, 10, z, t, g, b_, a, a)
+    few = ArchConfig(nr=4, n_regs=8)
+    assert "needs 10 registers" in softmax_supported(few, 40)
+    with pytest.raises(KernelError, match="n_regs = 8"):
+        softmax_plan(few, 40)
+    tiny = ArchConfig(nr=2, ucode_depth=128)
+    assert "microcode words" in softmax_supported(tiny, 3) and softmax_words(tiny, 3) > 127
+    mlp = MLP((6, 5, 3), "softmax_ce", 0.125)
+    assert resolve_softmax(tiny, mlp) == "host" and resolve_softmax(cfg, mlp) == "array"
+    assert resolve_softmax(cfg, mlp, "host") == "host"
+    assert resolve_softmax(cfg, MLP((6, 5, 3), "mse", 0.125)) is None
+    with pytest.raises(TrainCompileError, match="not possible here: .*microcode words"):
+        compile_sgd(tiny, mlp, softmax="array")
+    with pytest.raises(TrainCompileError, match="softmax must be one of auto, array, host"):
+        compile_sgd(cfg, mlp, softmax="gpu")
