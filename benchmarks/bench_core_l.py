@@ -7,7 +7,7 @@ fast model's (:class:`sim.fast_model.FastModel`, also the reference the testbenc
 every output beat against).
 
 The core is preset L's (``cores=1``, no scratchpad) with PE memories and microcode just
-large enough for the shapes (:data:`CFG`); ``tests/test_core_l.py`` runs the same
+large enough for the shapes (:data:`CFG`); ``tests/rtl/test_core_l.py`` runs the same
 configuration, so the two share one Verilator build. The C++ is compiled at
 ``BENCH_CORE_L_OPT`` (default ``-O0``, as the test suite). Build seconds are the build
 folder's lifetime (its lock file's creation to its completion stamp), so a cached build

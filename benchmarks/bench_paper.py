@@ -43,7 +43,7 @@ def run() -> dict:
 
 
 def readme_table(res: dict) -> str:
-    """The README's Table 2 block, made from a ``paper.json`` (tests/test_docs.py checks
+    """The README's Table 2 block, made from a ``paper.json`` (tests/project/test_docs.py checks
     that the README holds exactly this)."""
     head = ("| case | paper GFLOPS/W | ours, compared | ratio | ours, everything | MAC util. (paper) | "
             "memory / FPU energy |\n|---|---|---|---|---|---|---|\n")

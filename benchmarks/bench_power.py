@@ -2,7 +2,7 @@
 binary16, 45 nm (sim/tech/45nm.json), from the counters of their runs.
 
 The counters come from the cycle-exact fast model, which the test suite proves equal to
-the RTL's counters (tests/test_fast_model.py, tests/test_kernels.py); FLOPs are the
+the RTL's counters (tests/sim/test_fast_model.py, tests/sw/test_kernels.py); FLOPs are the
 kernels' mathematics (2 per useful MAC), so reduction adds are not counted as work.
 Also writes ``benchmarks/results/power_kernels.png`` (pJ/FLOP by category).
 """

@@ -4,8 +4,8 @@ utilization, ring energy per beat, and the fast chip model's speed.
 
 Every figure is from a run of the collective's programs on the fast chip model
 (:class:`sim.chip_model.ChipModel`, ``engine="fast"``), which the test suite proves equal
-to the per-cycle chip model and the chip RTL (``tests/test_ring.py``,
-``tests/test_chip.py``). Cycles are the RUN cycles of the slowest core (setup, halt,
+to the per-cycle chip model and the chip RTL (``tests/sw/test_ring.py``,
+``tests/rtl/test_chip.py``). Cycles are the RUN cycles of the slowest core (setup, halt,
 start latency and drain included); the reference design's all-gather / reduce-scatter
 cost is ``(n b - n b / c) / nr = (c - 1) m`` cycles for ``m`` beats per core.
 """

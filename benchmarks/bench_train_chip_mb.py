@@ -8,7 +8,7 @@ every layer per core; GEMMs on the panels joined by the matrix collectives of
 :mod:`sw.ring_mat`), its He-uniform initial weights (:func:`sw.train.init_weights`,
 seed :data:`WEIGHT_SEED`) loaded, and :data:`STEPS` minibatch steps run on the fast chip
 engine (:class:`sw.train_chip.ChipSession` ``"fast"``, equal to the per-cycle chip model:
-``tests/test_train_chip_mb.py``) with random inputs ``X ~ U(0, 1)`` and random classes
+``tests/sw/test_train_chip_mb.py``) with random inputs ``X ~ U(0, 1)`` and random classes
 from ``numpy.random.default_rng(INPUT_SEED)``. After every step the weights read back
 from the cores are compared bit for bit with
 :class:`sw.golden_train_chip_mb.GoldenChipMBGD` (an AssertionError on any difference)

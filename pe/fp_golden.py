@@ -27,7 +27,7 @@ For bfloat16 the subnormal range is shared with float32; there the products of t
 8-bit significands span at most 16 bits, too few to place a set bit both at the
 bfloat16 half-ulp and below the float32 quantum, so no double-rounding error is possible
 either, and sums with subnormal results are exact. The test suite checks all of this
-empirically against the exact reference and SoftFloat (``tests/test_fp_golden.py``),
+empirically against the exact reference and SoftFloat (``tests/pe/test_fp_golden.py``),
 including on purpose-built ties and subnormal results.
 
 The numpy models need the FPU not to flush subnormals (FTZ/DAZ, which some libraries

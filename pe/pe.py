@@ -217,7 +217,7 @@ class PE(wiring.Component):
         build's critical path on some seeds, docs/fpga.md, "Timing"). Bank F stays
         frozen: a read of an FMA write-back's register in its write cycle has no bypass
         (it returns the old word), so an early write would change it
-        (``tests/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
+        (``tests/rtl/test_core.py::test_core_freeze_holds_units_in_flight`` fails then).
         """
         ei = EnableInserter(enable)(self)
         if not self.cfg.exec_stage:

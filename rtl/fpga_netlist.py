@@ -92,7 +92,7 @@ def sram_reads_collision_free(design: str, extra: tuple[str, ...] = (), pe: bool
     * The sequencer (:class:`rtl.sequencer.Sequencer`): its microcode is written only
       while it reads none (the host interface takes a ``LOAD`` only between runs, the
       read enable is off until a start, and a start reads a cycle after the last write
-      at the earliest; ``tests/test_core.py::test_core_microcode_written_only_while_unread``
+      at the earliest; ``tests/rtl/test_core.py::test_core_microcode_written_only_while_unread``
       checks it cycle by cycle).
 
     The read ports must be synchronous already (``CLK_ENABLE``): true of Amaranth's

@@ -111,7 +111,7 @@ class PerfCounters(wiring.Component):
         """Cycles the sweep runs after the last counted cycle (or ``clear``): the last
         event reaches its low part at the end of the third cycle after its own, and every
         counter is visited within the ``n`` cycles after that (the sweep needs no more:
-        ``tests/test_perf_counters.py`` fails with one cycle less); its write lands
+        ``tests/rtl/test_perf_counters.py`` fails with one cycle less); its write lands
         :attr:`SWEEP_LATENCY` cycles after the visit, and ``ready`` rises the cycle after."""
         return self.n + 3
 

@@ -103,7 +103,7 @@ class Arith:
         element, the PE's operation); narrow ones with ``np.add.accumulate``, which is
         sequential and rounds every partial sum to the dtype too. Both are checked
         bit-exact against sequential :func:`pe.fp_golden.add_bits` by
-        ``tests/test_fast_model.py``.
+        ``tests/sim/test_fast_model.py``.
         """
         if self.dt is None:
             out = np.array(seq, copy=True)

@@ -8,10 +8,10 @@ stride registers) that the test preloads into both models.
 
 Three styles (picked by the seed, or forced):
 
-``random``  every micro-op drawn over the whole ISA (like ``tests/pe_programs.py``):
+``random``  every micro-op drawn over the whole ISA (like ``tests/benches/pe_programs.py``):
             predicates and segments, FMA with write-back to SRAM, moves, segmented
             drivers, gated reads, writes, AR updates; loop structure and control words
-            like ``tests/seq_programs.py`` (with ``chaos``: out-of-range levels, op codes
+            like ``tests/benches/seq_programs.py`` (with ``chaos``: out-of-range levels, op codes
             6/7, LOOPs at odd places - the sequencer model defines every word).
 ``kernel``  loop nests shaped like the kernels: accumulators (``mac r += a*b`` with
             ``c = dst``) over memory streams and broadcast operands, rank-1 updates

@@ -21,7 +21,7 @@ OS); callers log it so that a failure can be replayed.
 TestFloat files (Berkeley ``testfloat_gen`` output, one case a line: hex operand A, hex
 operand B, hex result, hex exception flags) are read by :func:`read_testfloat` and
 written by :func:`write_testfloat`. :func:`write_samples` regenerates the small sample
-files in ``tests/data/`` with softfloatpy (``python tests/fp_vectors.py``).
+files in ``tests/data/`` with softfloatpy (``python -m tests.fp_vectors``).
 """
 
 from __future__ import annotations

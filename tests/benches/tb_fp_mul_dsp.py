@@ -1,5 +1,5 @@
 """cocotb testbench of the ECP5 DSP multiplier (runs inside the simulator; see
-test_fp_mul_dsp.py).
+tests/rtl/test_fp_mul_dsp.py).
 
 The design is a :class:`test_fp_mul_dsp.MulDspPairs`: for each pair ``<tag>``, ports
 ``<tag>_a``, ``<tag>_b`` (In), ``<tag>_ref`` and ``<tag>_dsp`` (Out), all pairs under one

@@ -1,6 +1,6 @@
-"""cocotb testbench of the FP units (runs inside the simulator; see test_fp_units.py).
+"""cocotb testbench of the FP units (runs inside the simulator; see tests/pe/test_fp_units.py).
 
-The design is a :class:`test_fp_units.FPLanes`: groups of independent
+The design is a :class:`tests.pe.test_fp_units.FPLanes`: groups of independent
 :class:`~pe.fp_mul.FPMul` / :class:`~pe.fp_add.FPAdd` lanes with separate ports per lane,
 ``<group>_<op>_a<i>``, ``<group>_<op>_b<i>``, ``<group>_<op>_o<i>``. Parameters arrive
 through :func:`sim.harness.tb_params`:

@@ -1,4 +1,4 @@
-"""cocotb testbench: the PE RTL (tests/pe_top.PETop) against pe.pe_model.PEModel.
+"""cocotb testbench: the PE RTL (tests/benches/pe_top.PETop) against pe.pe_model.PEModel.
 
 Parameters (``sim.harness.tb_params``): ``row``, ``col`` (the PE's position), ``suite``
 (``directed`` | ``random`` | ``gemv``), ``seed``, ``n_programs``, ``cycles``.
@@ -120,7 +120,7 @@ async def pe_matches_model(dut):
     uop_h.value = 0
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start(start_high=False))
 
-    # with the distribution stage (tests/pe_top.PETop.lag) the PE issues a micro-op word
+    # with the distribution stage (tests/benches/pe_top.PETop.lag) the PE issues a micro-op word
     # a cycle after it is written: its outputs of model cycle ``cyc`` come then
     lag = int(cfg.dist_stage)
     n = len(whole)

@@ -1,7 +1,7 @@
 """PE RTL vs the PE reference model, every cycle, under cocotb (Icarus and Verilator).
 
 One simulator run per (simulator, configuration, suite); the testbench is
-``tests/tb_pe.py``, the design ``tests/pe_top.PETop`` (a lone PE whose buses resolve
+``tests/benches/tb_pe.py``, the design ``tests/benches/pe_top.PETop`` (a lone PE whose buses resolve
 like a 1x1 core). Random programs log their seed; a different base seed can be given with
 ``PE_SEED=<n>``, a longer random run with ``PE_RANDOM_PROGRAMS=<n>``.
 """

@@ -1,6 +1,6 @@
 """Fast pure-Python tests of the PE reference model (pe.pe_model.PEModel).
 
-Directed programs (tests/pe_programs.py) carry hand-computed expectations on bus outputs
+Directed programs (tests/benches/pe_programs.py) carry hand-computed expectations on bus outputs
 and events at exact cycles; the GEMV loop is checked against numpy; a few properties
 (two-phase bus sharing, determinism) are checked directly. Both PE timings run: the
 reference timing and the execute stage (``ArchConfig.exec_stage``: the ``*_exec``

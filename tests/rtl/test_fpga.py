@@ -353,7 +353,7 @@ def test_pe_freeze_not_in_bank_m_write_enable(preset, m_free):
     from the PE's ~1,800-load freeze net into the LUT RAMs' ``WRE``, docs/fpga.md,
     "Timing"); bank F's write enable, and bank M's without the execute stage, are
     frozen. (That the early bank-M write changes no value is checked by
-    ``tests/test_core.py::test_core_freeze_holds_units_in_flight``.)"""
+    ``tests/rtl/test_core.py::test_core_freeze_holds_units_in_flight``.)"""
     import subprocess
     import tempfile
     from pathlib import Path
@@ -1063,7 +1063,7 @@ def test_counter_bank_maps_to_block_ram():
 def test_microcode_maps_to_block_ram_without_collision_logic(preset):
     """The sequencer's microcode RAM on block RAM, with the build's declaration of its
     read collision-undefined (exact: the microcode is written only while the sequencer
-    reads none of it, ``tests/test_core.py::test_core_microcode_written_only_while_unread``):
+    reads none of it, ``tests/rtl/test_core.py::test_core_microcode_written_only_while_unread``):
     the same block RAMs, and none of Yosys's read-during-write logic (a register of the
     written word and one of the RAM's output per bit, and a multiplexer in front of the
     head's registers): two flip-flops per bit of the word fewer, and fewer LUTs."""

@@ -1,6 +1,6 @@
 """The performance counter bank against its specification, with random sources.
 
-``tests/test_core.py`` checks the counters of whole RUNs against the core model; there
+``tests/rtl/test_core.py`` checks the counters of whole RUNs against the core model; there
 no event happens outside a RUN and the host clears only between RUNs. Here the bank is
 driven directly (Amaranth's simulator) in phases of counting (``count_en`` mostly high,
 random events, some phases with every source at its largest value) and idle spells of

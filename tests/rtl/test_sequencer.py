@@ -1,9 +1,9 @@
 """Sequencer RTL vs SequencerModel under cocotb, on Icarus and Verilator.
 
-One simulator run per (simulator, configuration) runs ``tests/tb_sequencer.py``: directed
+One simulator run per (simulator, configuration) runs ``tests/benches/tb_sequencer.py``: directed
 programs (nested loops ending on one instruction, single-instruction bodies, AGU walks,
 jumps, origins at both ends of the microcode, restart while running) and random
-loop-nest programs from a seeded generator (``tests/seq_programs.py``; every third one
+loop-nest programs from a seeded generator (``tests/benches/seq_programs.py``; every third one
 with mutated control words), each under a different random stall pattern; the issued
 ``(pc, uop, hin, hout, hlast, halted)`` stream is compared cycle by cycle.
 

@@ -623,7 +623,7 @@ def test_big_gemv_fast_vs_golden():
 # ======================================================================================
 # fast model vs RTL
 # ======================================================================================
-RTL_CONFIGS = {   # the configurations of tests/test_core.py (cached RTL builds)
+RTL_CONFIGS = {   # the configurations of tests/rtl/test_core.py (cached RTL builds)
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,

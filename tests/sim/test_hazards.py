@@ -11,11 +11,11 @@
   boundary (reported at ``need - 1``, not at ``need``) is the documented distance where
   ``ArchConfig`` documents one. Also: writes overwritten or dropped by an older FMA
   write-back, loops, host input, the API and the command line.
-* Kernel audit: every case of ``tests/test_kernels.py``'s ``rtl_sessions`` (on
+* Kernel audit: every case of ``tests/sw/test_kernels.py``'s ``rtl_sessions`` (on
   test_other_latencies_model's configuration) is hazard-free when compiled for its
   timing; with the execute stage, every case whose results come out wrong on the model
   has hazards (nothing but the distances changes, so a wrong result without a stale read
-  would be a checker miss). ``python tests/test_hazards.py`` prints the execute-stage
+  would be a checker miss). ``python tests/sim/test_hazards.py`` prints the execute-stage
   audit (:func:`audit_kernels`).
 """
 
@@ -354,7 +354,7 @@ AUDIT_CFG = ArchConfig(nr=3, mem_a_words=256, mem_b_words=256, mul_latency=4, ad
 
 @functools.lru_cache(maxsize=None)
 def kernel_sessions(cfg=AUDIT_CFG, seed=0):
-    """``tests/test_kernels.py``'s RTL-session cases: a list of sessions (lists of cases)."""
+    """``tests/sw/test_kernels.py``'s RTL-session cases: a list of sessions (lists of cases)."""
     from tests.sw.test_kernels import rtl_sessions
     return rtl_sessions(cfg, np.random.default_rng(seed))
 

@@ -3,7 +3,7 @@ bit for bit, and their cost functions against the core's counters.
 
 Model runs use the cycle-accurate CoreModel for nr in {2, 3, 4} and three formats;
 RTL runs (all collectives in one session per simulator and configuration) are in
-tests/test_kernels.py's RTL session tests.
+tests/sw/test_kernels.py's RTL session tests.
 """
 
 import random

@@ -689,7 +689,7 @@ def test_kernel_errors():
 # ======================================================================================
 # RTL: every kernel and collective in one session per simulator and configuration
 # ======================================================================================
-#: nr2_fp16 and nr4_fp32 are tests/test_core.py's configurations (their simulator builds are shared)
+#: nr2_fp16 and nr4_fp32 are tests/rtl/test_core.py's configurations (their simulator builds are shared)
 RTL_CONFIGS = {
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr2_fp32": ArchConfig(nr=2, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=128),

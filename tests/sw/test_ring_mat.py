@@ -234,7 +234,7 @@ def test_errors():
 @pytest.mark.parametrize("sim", SIM_PARAMS)
 def test_mat_collectives_rtl(sim):
     """All-gather, reduce-scatter, broadcast and reduce in one chip RUN on the 4-core chip of 2 x 2
-    PEs (tests/test_chip.py's CHIP4, one simulator build): every core's beats and counters
+    PEs (tests/rtl/test_chip.py's CHIP4, one simulator build): every core's beats and counters
     equal the per-cycle chip model's; the memories read back equal the chained goldens."""
     from sim.chip_run import ChipPhase, run_chip_session
     from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for

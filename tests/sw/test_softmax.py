@@ -157,7 +157,7 @@ def test_kernel_slow_fpu():
     _run(cfg, 11, z, t)
 
 
-#: tests/test_kernels.py's nr4_fp16 configuration (the simulator build is shared)
+#: tests/sw/test_kernels.py's nr4_fp16 configuration (the simulator build is shared)
 RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
 
 

@@ -445,7 +445,7 @@ def test_bad_mlp_and_options():
 # ======================================================================================
 # RTL: a recorded host stream replayed on Icarus and Verilator
 # ======================================================================================
-#: tests/test_kernels.py's nr2_fp16 configuration (the simulator build is shared)
+#: tests/sw/test_kernels.py's nr2_fp16 configuration (the simulator build is shared)
 RTL_CFG = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
 
 
@@ -459,7 +459,7 @@ def test_sgd_rtl(sim, loss, backward):
     assert tp.softmax == (None if loss == "mse" else "host")     # the kernel does not fit 128 words
 
 
-#: tests/test_kernels.py's nr4_fp16 configuration: room for the softmax kernel
+#: tests/sw/test_kernels.py's nr4_fp16 configuration: room for the softmax kernel
 RTL_CFG4 = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256)
 
 

@@ -258,7 +258,7 @@ def test_chip_sgd_rtl(sim):
     into several chip RUNs), recorded on the per-cycle chip
     model and replayed on the RTL (every beat and counter compared per core); the weights
     read back from the RTL equal the golden trainer's. The configuration is
-    ``tests/test_chip.py``'s ``CHIP4`` (one simulator build)."""
+    ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from tests.rtl.test_chip import CHIP4
 
     seed = _seed()

@@ -167,7 +167,7 @@ def test_chip_mbgd_rtl(sim):
     columns; b = 3) on 4 cores of 2 x 2 PEs with a 128-word
     microcode, recorded on the per-cycle chip model and replayed on the RTL (every beat
     and counter of every core compared); the weights read back from the RTL equal the
-    golden trainer's. The configuration is ``tests/test_chip.py``'s ``CHIP4`` (one
+    golden trainer's. The configuration is ``tests/rtl/test_chip.py``'s ``CHIP4`` (one
     simulator build)."""
     from sim.chip_run import ChipPhase, run_chip_session
     from tests.rtl.test_chip import CHIP4

@@ -297,7 +297,7 @@ def test_chain_errors_and_schedule():
         schedule(PRESETS["tiny"], [ok])
 
 
-#: 2 cores of 2 x 2 PEs with a 256-word microcode (tests/test_train_chip.py's CHIP2_SMX: one simulator build)
+#: 2 cores of 2 x 2 PEs with a 256-word microcode (tests/sw/test_train_chip.py's CHIP2_SMX: one simulator build)
 CHIP2_SMX = replace(TINY, mem_a_words=128, mem_b_words=128, ucode_depth=256)
 
 
@@ -312,7 +312,7 @@ def test_cp_rtl(sim):
                sim, "chip-cp")
 
 
-#: 4 cores of 2 x 2 with a 512-word microcode (tests/test_train_cp_mb.py too: one simulator build)
+#: 4 cores of 2 x 2 with a 512-word microcode (tests/sw/test_train_cp_mb.py too: one simulator build)
 CHIP4 = replace(TINY, cores=4, mem_a_words=256, mem_b_words=256, ucode_depth=512)
 
 

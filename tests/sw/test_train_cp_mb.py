@@ -25,7 +25,7 @@ SIX = ArchConfig(nr=2, cores=6, mem_a_words=256, mem_b_words=256)
 
 
 def run_mbcp(cfg, mlp, n, backend, seed, groups=None, record=False, spad=None, page_rows=None):
-    """tests/test_train_cp.py's ``run_cp`` with ``n`` minibatches (golden: GoldenChipMBCP)."""
+    """tests/sw/test_train_cp.py's ``run_cp`` with ``n`` minibatches (golden: GoldenChipMBCP)."""
     assert mlp.batch > 1
     return run_cp(cfg, mlp, n, backend, seed, groups, record, spad=spad, page_rows=page_rows)
 
