@@ -36,6 +36,10 @@ class ConfigError(UsageError):
     """An architecture parameter is out of its allowed range."""
 
 
+#: the DRAM fields' defaults (left out of :meth:`ArchConfig.to_dict` when DRAM is off)
+_DRAM_DEFAULTS = {"dram_mib": 0, "dram_gbps": 25.6, "dram_latency": 80}
+
+
 def _check_int(name, value, lo, hi):
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise ConfigError(f"ArchConfig.{name} must be an integer in {lo}..{hi}, got {value!r}")
@@ -178,6 +182,18 @@ class ArchConfig:
         word is one *beat* of ``nr`` values, so it holds :attr:`spad_depth` beats.
         0 by default: a 512 KiB SRAM in every RTL simulation and FPGA build of an ad-hoc
         configuration would cost more than the rest of the core (``docs/core.md``).
+    dram_mib : int
+        MiB of external DRAM behind the core's DMA engine (0 = none, the default: no
+        ``dma`` instructions, no DRAM counters; else a power of two in 1..65536, needs a
+        scratchpad). Addresses are in beats (``nr`` values, :attr:`spad_beat_bytes`).
+    dram_gbps : float
+        DRAM bandwidth per core in GB/s (default 25.6: one 64-bit DDR4-3200 channel,
+        3200 MT/s x 8 bytes, JEDEC JESD79-4). At most one beat per cycle moves.
+    dram_latency : int
+        Cycles from a load's start to its first beat (and from a store's last beat to
+        its write response), 1..4096. Default 80: about 80 ns at 1 GHz, a DDR4 row miss
+        (tRCD + CL = 27.5 ns at DDR4-3200 CL22, JESD79-4) plus a memory controller and
+        interconnect (est.); HBM2 is similar (~100 ns, Jia et al., arXiv 1804.06826).
     """
 
     fmt: FPFormat | str = "binary16"
@@ -205,6 +221,9 @@ class ArchConfig:
     cores: int = 1
     ring_fifo_depth: int = 8
     spad_kib: int = 0
+    dram_mib: int = 0
+    dram_gbps: float = 25.6
+    dram_latency: int = 80
 
     def __post_init__(self):
         try:
@@ -272,6 +291,33 @@ class ArchConfig:
                               f"ucode_depth")
         if not isinstance(self.clock_mhz, (int, float)) or not 1 <= self.clock_mhz <= 10000:
             raise ConfigError(f"ArchConfig.clock_mhz must be a number in 1..10000, got {self.clock_mhz!r}")
+        self._check_dram()
+
+    def _check_dram(self):
+        _check_int("dram_mib", self.dram_mib, 0, 65536)
+        if self.dram_mib & (self.dram_mib - 1):
+            raise ConfigError(f"ArchConfig.dram_mib must be 0 or a power of two in 1..65536, got {self.dram_mib}")
+        _check_int("dram_latency", self.dram_latency, 1, 4096)
+        if (isinstance(self.dram_gbps, bool) or not isinstance(self.dram_gbps, (int, float))
+                or not 0.01 <= self.dram_gbps <= 100000):
+            raise ConfigError(f"ArchConfig.dram_gbps must be a number in 0.01..100000, got {self.dram_gbps!r}")
+        if not self.dram_mib:
+            return
+        if not self.spad_kib:
+            raise ConfigError(f"ArchConfig.dram_mib={self.dram_mib} needs a scratchpad (spad_kib > 0): the DMA "
+                              f"engine copies between DRAM and the scratchpad")
+        if self.dist_stage:
+            raise ConfigError("ArchConfig.dram_mib needs dist_stage=False (the DMA engine starts from the "
+                              "sequencer's issue register; with distribution stages a store would race the "
+                              "sout writes still in flight)")
+        bb = self.spad_beat_bytes
+        if self.nr * self.fmt.width % 8 or bb & (bb - 1):
+            raise ConfigError(f"ArchConfig.dram_mib needs a beat of a power of two of bytes (an AXI4 data "
+                              f"width), got nr={self.nr} x {self.fmt.width} bits")
+        if self.dram_addr_bits > self.loop_bits + self.pc_bits:
+            raise ConfigError(f"ArchConfig.dram_mib={self.dram_mib} needs {self.dram_addr_bits}-bit DRAM beat "
+                              f"addresses, more than loop_bits + pc_bits = {self.loop_bits + self.pc_bits} "
+                              f"(the immediate of 'dma dram = N'): use less DRAM or raise loop_bits / ucode_depth")
 
     # -- derived quantities ------------------------------------------------------------
     @property
@@ -408,6 +454,28 @@ class ArchConfig:
         return self.spad_depth.bit_length() - 1 if self.spad_kib else 0
 
     @property
+    def dram_depth(self) -> int:
+        """DRAM capacity in beats (0 without DRAM)."""
+        return self.dram_mib * (1 << 20) // self.spad_beat_bytes if self.dram_mib else 0
+
+    @property
+    def dram_addr_bits(self) -> int:
+        """Width of the DMA engine's DRAM beat address (0 without DRAM)."""
+        return self.dram_depth.bit_length() - 1 if self.dram_mib else 0
+
+    @property
+    def dram_page_beats(self) -> int:
+        """Beats of a 4 KiB DRAM page: a transfer must stay inside one (an AXI4 burst
+        does not cross a 4 KiB boundary)."""
+        return max(1, 4096 // self.spad_beat_bytes)
+
+    @property
+    def dram_beat_cycles(self) -> float:
+        """Cycles per beat at the DRAM bandwidth, at least 1 (the scratchpad port moves
+        one beat per cycle)."""
+        return max(1.0, self.spad_beat_bytes * self.clock_mhz / (self.dram_gbps * 1000))
+
+    @property
     def pe_sram_bytes(self) -> int:
         return (self.mem_a_words + self.mem_b_words) * self.fmt.width // 8
 
@@ -415,6 +483,10 @@ class ArchConfig:
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
         d["fmt"] = self.fmt.name
+        if not self.dram_mib:     # without DRAM its fields change nothing: the dict of before
+            for k in ("dram_mib", "dram_gbps", "dram_latency"):
+                if d[k] == _DRAM_DEFAULTS[k]:
+                    del d[k]
         return d
 
     def to_json(self) -> str:

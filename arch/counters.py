@@ -40,4 +40,8 @@ def counter_names(cfg) -> list[str]:
     names += ["ring_in_beats", "ring_out_beats"]
     if cfg.spad_kib:
         names += ["spad_rd_beats", "spad_wr_beats"]
+    if cfg.dram_mib:
+        # DMA engine: beats read from / written to DRAM, cycles it is busy, cycles the
+        # sequencer stalls on it (a dma start or wait while busy; also in stall_cycles)
+        names += ["dram_rd_beats", "dram_wr_beats", "dma_busy_cycles", "dma_stall_cycles"]
     return names

@@ -17,7 +17,7 @@ from arch.layout import StructLayout
 from arch.microop import MicroOp, uop_fields, uop_layout
 
 __all__ = ["SeqOp", "HostDir", "ctl_layout", "instr_layout", "Instruction", "AGU_FIELDS", "SPAD_RD", "SPAD_WR",
-           "spad_ptr_value"]
+           "spad_ptr_value", "DmaOp", "DMA_DRAM", "DMA_SPAD", "DMA_N_BITS"]
 
 #: micro-op offset fields an address generator can be added to, in ctl order
 AGU_FIELDS = ("ra", "rb", "wa", "wb")
@@ -34,10 +34,30 @@ class SeqOp(enum.IntEnum):
     #: read pointer (``lvl`` bit 0) and / or write pointer (``lvl`` bit 1) to
     #: ``imm | target << loop_bits`` (mod ``spad_depth``), from the next instruction on
     SPAD_PTR = 6
+    #: (cores with DRAM only; otherwise op 7 acts as ``NEXT``) set the DMA engine's DRAM
+    #: address (``lvl`` bit 0, mod ``dram_depth``) and / or scratchpad address (``lvl`` bit
+    #: 1, mod ``spad_depth``) to ``imm | target << loop_bits``, from the next instruction on
+    DMA_PTR = 7
 
 
 #: ``lvl`` bits of a ``SPAD_PTR`` instruction
 SPAD_RD, SPAD_WR = 1, 2
+
+#: ``lvl`` bits of a ``DMA_PTR`` instruction
+DMA_DRAM, DMA_SPAD = 1, 2
+
+
+class DmaOp(enum.IntEnum):
+    """The ``dma`` control field (cores with DRAM, ``cfg.dram_mib > 0``)."""
+
+    NONE = 0
+    LOAD = 1   #: start copying ``dma_n + 1`` beats DRAM -> scratchpad
+    STORE = 2  #: start copying ``dma_n + 1`` beats scratchpad -> DRAM
+    WAIT = 3   #: issue only when the DMA engine is idle
+
+
+#: width of the ``dma_n`` field: a transfer moves 1..256 beats (one AXI4 burst)
+DMA_N_BITS = 8
 
 
 class HostDir(enum.IntEnum):
@@ -47,7 +67,8 @@ class HostDir(enum.IntEnum):
 
 
 @lru_cache(maxsize=None)
-def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bool = False) -> StructLayout:
+def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bool = False,
+               dram: bool = False) -> StructLayout:
     lvl_bits = max(1, (n_loops - 1).bit_length())
     agu_bits = max(1, (n_agus - 1).bit_length())
     sel_bits = n_agus.bit_length()  # 0 = none, 1..n_agus = AGU index + 1
@@ -66,11 +87,15 @@ def ctl_layout(pc_bits: int, loop_bits: int, n_loops: int, n_agus: int, spad: bo
         # they take precedence over rin / rout
         fields["sin"] = 1
         fields["sout"] = 1
+    if dram:
+        # cores with DRAM (cfg.dram_mib > 0): a DMA start / wait (DmaOp) and its beats - 1
+        fields["dma"] = 2
+        fields["dma_n"] = DMA_N_BITS
     return StructLayout(fields)
 
 
 def _key(cfg):
-    return (cfg.pc_bits, cfg.loop_bits, cfg.n_loops, cfg.n_agus, cfg.addr_bits, cfg.sel_bits, cfg.spad_kib > 0)
+    return (cfg.pc_bits, cfg.loop_bits, cfg.n_loops, cfg.n_agus, cfg.addr_bits, cfg.sel_bits, cfg.spad_kib > 0, cfg.dram_mib > 0)
 
 
 def spad_ptr_value(imm: int, target: int, cfg) -> int:
@@ -81,9 +106,9 @@ def spad_ptr_value(imm: int, target: int, cfg) -> int:
 
 
 @lru_cache(maxsize=None)
-def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad=False) -> StructLayout:
+def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad=False, dram=False) -> StructLayout:
     return StructLayout({
-        "ctl": ctl_layout(pc_bits, loop_bits, n_loops, n_agus, spad),
+        "ctl": ctl_layout(pc_bits, loop_bits, n_loops, n_agus, spad, dram),
         "uop": uop_layout(addr_bits, sel_bits),
     })
 

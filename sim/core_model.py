@@ -24,6 +24,7 @@ from pe.pe_model import PEModel
 from arch.host import Cmd
 from arch.counters import SUMMED_EVENTS, counter_names
 from sim.seq_model import SequencerModel, SpadPointers
+from sim.dma_model import DmaEngine, Dram
 from arch.isa import HostDir, SeqOp, instr_layout
 
 __all__ = ["CoreModel", "CoreRun", "RunResult", "Beat", "pe_start_cycles"]
@@ -73,6 +74,8 @@ class CoreModel:
         #: the scratchpad (``cfg.spad_kib > 0``): ``spad_depth`` beats as ints (lane ``i``
         #: at bits ``i*width``), persistent across RUNs, 0 at reset
         self.spad = [0] * cfg.spad_depth
+        #: the external DRAM behind the DMA engine (``cfg.dram_mib > 0``), else ``None``
+        self.dram = Dram(cfg) if cfg.dram_mib else None
 
     # -- microcode -------------------------------------------------------------------
     def load(self, words, addr: int = 0) -> None:
@@ -147,7 +150,8 @@ class CoreModel:
             r.cycle()
         return r.finish()
 
-    def _end_run(self, before, cycles, n, stalls, host_in, out, ring_in, ring_out, spad=(0, 0)) -> RunResult:
+    def _end_run(self, before, cycles, n, stalls, host_in, out, ring_in, ring_out, spad=(0, 0),
+                 dma=None) -> RunResult:
         self.counters["cycles"] += cycles
         self.counters["stall_cycles"] += stalls
         self.counters["instructions"] += n
@@ -158,6 +162,11 @@ class CoreModel:
         if self.cfg.spad_kib:
             self.counters["spad_rd_beats"] += spad[0]
             self.counters["spad_wr_beats"] += spad[1]
+        if dma is not None:
+            self.counters["dram_rd_beats"] += dma.rd_beats
+            self.counters["dram_wr_beats"] += dma.wr_beats
+            self.counters["dma_busy_cycles"] += dma.busy
+            self.counters["dma_stall_cycles"] += dma.stalls
         for k in self.counters:
             self.counters[k] &= self.cmask
         delta = {k: (self.counters[k] - before[k]) & self.cmask for k in self.names}
@@ -264,6 +273,8 @@ class CoreRun:
         self.iss_sra = None
         self.iss_swa = self.op_swa = None
         self.spad_rd = self.spad_wr = 0
+        #: the DMA engine (cfg.dram_mib > 0)
+        self.dma = DmaEngine(model.cfg, model.spad, model.dram) if model.cfg.dram_mib else None
         self.stalled = False                 # the previous cycle stalled (this one is a bubble)
         # the PE side's issue register: the instruction the PEs see issued this cycle and
         # its scratchpad read address, and whether the PE side is frozen (a bubble). It is
@@ -361,16 +372,19 @@ class CoreRun:
                 return
             if h is None:                    # HALT issued: drain
                 self.iss = (0, 0, 0, 0, 0, 0)
-                self.drain -= 1
+                self.drain = max(0, self.drain - 1)
                 self.stalled = False
-                if self.drain == 0:
-                    self.done = True
+                if self.drain == 0 and (self.dma is None or self.dma.idle(self.cycles)):
+                    self.done = True     # the drain is over and no DMA transfer is outstanding
                 return
             stall = False
             if h.hin and h.rin and self.ring_src is not None and not self.ring_src.ready():
                 stall = True
             if h.hout and h.rout and self.ring_room is not None and not self.ring_room(self):
                 stall = True
+            if h.dma and self.dma is not None and not self.dma.idle(self.cycles):
+                stall = True                 # a dma start or wait while a transfer is outstanding
+                self.dma.stalls += 1
             self.stalled = stall
             if stall:
                 self.stalls += 1
@@ -378,6 +392,8 @@ class CoreRun:
                 return
             data = 0
             self.iss_sra, self.iss_swa = self.spad_ptr.step(h)
+            if self.dma is not None:
+                self.dma.issue(h, self.cycles, self.iss_sra, self.iss_swa)
             if h.sin:
                 pass                         # the beat is read from the scratchpad at the tick
             elif h.hin and h.rin:
@@ -412,4 +428,4 @@ class CoreRun:
         m = self.m
         m._last_pc = self.last_pc
         return m._end_run(self.before, self.cycles, self.n, self.stalls, self.hin_pos, self.out,
-                          self.rin_pos, self.ring_out, (self.spad_rd, self.spad_wr))
+                          self.rin_pos, self.ring_out, (self.spad_rd, self.spad_wr), self.dma)

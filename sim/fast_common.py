@@ -345,6 +345,8 @@ class Counters:
         self.ring_out = 0
         self.spad_rd = 0
         self.spad_wr = 0
+        #: the DMA counters of the run (``cfg.dram_mib > 0``: a dict of them, stalls included)
+        self.dma = None
 
     def add_ev(self, name, v):
         self.ev[name] += int(v)
@@ -368,4 +370,7 @@ class Counters:
         if cfg.spad_kib:
             d["spad_rd_beats"] = self.spad_rd
             d["spad_wr_beats"] = self.spad_wr
+        if self.dma is not None:
+            d.update(self.dma)
+            d["stall_cycles"] += self.dma["dma_stall_cycles"]
         return d

@@ -35,6 +35,8 @@ from sim.fast_common import OFF_FIELDS, Arith, Geometry, Tmpl, VecState, offset_
 from sim.fast_cycle import CycleEngine
 from sim.fast_trace import issue_trace
 from sim.seq_model import SequencerModel, spad_pointer_trace
+from sim.dma_model import Dram
+from sim.fast_dma import dma_plan
 from arch.isa import instr_layout
 
 __all__ = ["FastModel", "ENGINES"]
@@ -134,6 +136,8 @@ class FastModel:
         self._spad_tab = None
         self._info = None         # the tables shared with the models holding the same image (_shared)
         self._spad_run = None     # the scratchpad traffic of the run in progress (_SpadRun)
+        #: the external DRAM behind the DMA engine (``cfg.dram_mib > 0``), else ``None``
+        self.dram = Dram(cfg) if cfg.dram_mib else None
 
     # -- templates ----------------------------------------------------------------------
     def tmpl_of(self, uop_word: int, ctl=(0, 0, 0)) -> Tmpl:
@@ -313,12 +317,16 @@ class FastModel:
         pointer traces, and which reads depend on writes of the same run."""
         sin_f, sout_f, sel, val = self.spad_flags(trace.pcs)
         pcs = trace.pcs
-        if not len(pcs) or not (sin_f[pcs].any() or sout_f[pcs].any()):
+        dram = bool(self.cfg.dram_mib and len(pcs))
+        if not len(pcs) or not (dram or sin_f[pcs].any() or sout_f[pcs].any()):
             return None
         mask = self.cfg.spad_depth - 1
         rd = spad_pointer_trace(sin_f[pcs], (sel[pcs] & 1) != 0, val[pcs], mask)
         wr = spad_pointer_trace(sout_f[pcs], (sel[pcs] & 2) != 0, val[pcs], mask)
-        return _SpadRun(self, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr)
+        dma = dma_plan(self, trace, rd, wr, sin_f[pcs], sout_f[pcs], len(allpcs)) if dram else None
+        if dma is None and not (sin_f[pcs].any() or sout_f[pcs].any()):
+            return None
+        return _SpadRun(self, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr, dma)
 
     def _run_cycles(self, t0, t1, allpcs, offs, lanes, lane_of, ctr, out, sync=True):
         """Per-cycle engine over cycles ``[t0, t1)`` of the RUN state."""
@@ -445,9 +453,11 @@ class _SpadRun:
     :meth:`apply` writes the rest.
     """
 
-    def __init__(self, model, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr):
+    def __init__(self, model, allpcs, hsteps, hout_f, sin_f, sout_f, rd, wr, dma=None):
         pre = pe_start_cycles(model.cfg)
         self.m = model
+        #: the run's DMA transfers (sim.fast_dma.DmaPlan), moved at their cuts
+        self.dma = dma
         self.from_spad = sin_f[allpcs[hsteps]]
         r_idx = np.nonzero(self.from_spad)[0]                 # index into hsteps / lanes
         self.r_cyc = hsteps[r_idx]
@@ -470,6 +480,8 @@ class _SpadRun:
                 wi += 1
             if a in last:
                 dep.append(t)
+        if dma is not None:
+            dep += dma.cuts
         self.cuts = np.unique(np.array(dep, np.int64))
 
     def bind(self, st, lanes, out):
@@ -504,6 +516,8 @@ class _SpadRun:
         the window see it, and their lanes."""
         self.st = self.m.state
         self.apply()
+        if self.dma is not None:
+            self.dma.move(self.m, a)
         i, j = np.searchsorted(self.r_cyc, [a, b])
         if j > i:
             self.lanes[self.r_lane[i:j]] = self.st.spad[self.r_addr[i:j]]

@@ -202,6 +202,9 @@ class FastRun:
             spad.apply()
             m._spad_run = None
             ctr.spad_rd, ctr.spad_wr = self.n_spad, len(spad.w_addr)
+            if spad.dma is not None:
+                spad.dma.move(m)
+                ctr.dma = spad.dma.counters()
             if len(spad.w_addr):
                 keep = ~spad.out_is_spad
                 out = [b for b, k in zip(out, keep.tolist()) if k]
@@ -209,7 +212,8 @@ class FastRun:
             m.total_stats[k] += m.stats.get(k, 0)
         m.total_stats["runs"] += 1
         n = int(np.count_nonzero(trace.pcs != cfg.ucode_depth))   # JUMP refills are no instructions
-        ctr.cycles = len(allpcs)
+        cycles = spad.dma.cycles if spad is not None and spad.dma is not None else len(allpcs)
+        ctr.cycles = cycles
         ctr.instructions = n
         ring_out = []
         osteps = np.nonzero(hout_f[allpcs])[0]
@@ -230,4 +234,4 @@ class FastRun:
             m.counters[k] = (m.counters[k] + delta[k]) & m.cmask
         delta = {k: v & m.cmask for k, v in delta.items()}
         beats = [Beat(d, last) for d, last in out]
-        return RunResult(out=beats, cycles=len(allpcs), instructions=n, counters=delta, ring_out=ring_out)
+        return RunResult(out=beats, cycles=cycles, instructions=n, counters=delta, ring_out=ring_out)

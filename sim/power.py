@@ -15,6 +15,8 @@ Energy categories
 ``ring``     ring beats x nr lanes x width x core pitch x wire energy, plus the receive FIFO
 ``control``  microcode fetch (instruction bits, store-size scaled) + micro-op broadcast
 ``leakage``  leakage power density x block area x time, per block type (logic, SRAM)
+``dram``     (cores with DRAM only) DRAM beats read + written x nr x width / 64 x energy per
+             64-bit access (Horowitz, ISSCC 2014); in the *everything* scope only
 
 Scopes (:data:`COMPARED`, :data:`EVERYTHING`): the *compared* scope holds every energy
 the reference design counted (FPU, SRAM, scratchpad) and every energy our dataflow
@@ -56,7 +58,8 @@ _SCALARS = ("flops_per_fpu_issue", "local_sram_pj_per_16b", "local_sram_area_mm2
             "spad_area_mm2_per_512kib", "rf_pj_per_16b", "rf_area_mm2_per_16x16b", "pe_logic_area_mm2",
             "wire_pj_per_bit_mm", "ucode_pj_per_bit", "ucode_ref_bytes", "ucode_area_mm2_per_16kib",
             "uop_switching_fraction", "uop_wire_core_sides", "leakage_mw_per_mm2_logic",
-            "leakage_mw_per_mm2_sram", "local_sram_ref_bank_bytes", "local_sram_size_exponent")
+            "leakage_mw_per_mm2_sram", "local_sram_ref_bank_bytes", "local_sram_size_exponent", "dram_pj_per_64b",
+            "dma_area_mm2")
 
 
 class TechError(InputError):
@@ -89,6 +92,8 @@ class TechTable:
     leakage_mw_per_mm2_sram: float
     local_sram_ref_bank_bytes: float
     local_sram_size_exponent: float
+    dram_pj_per_64b: float
+    dma_area_mm2: float
     sources: dict = field(default_factory=dict, compare=False)
 
     def replace(self, **changes) -> "TechTable":
@@ -201,6 +206,8 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
     out["ucode"] = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
     if cfg.spad_kib:     # the off-core scratchpad, scaled linearly from the 512 KB figure
         out["spad"] = tech.spad_area_mm2_per_512kib * cfg.spad_kib / 512
+    if cfg.dram_mib:     # the DMA engine (the DRAM itself is off chip)
+        out["dma"] = tech.dma_area_mm2
     out["pe"] = sum(pe.values())
     return out
 
@@ -362,10 +369,13 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     }
     blocks = {k: v for k, v in area.items() if k != "pe"}
     total_area = n_cores * sum(blocks.values())
-    leak_mw = n_cores * (tech.leakage_mw_per_mm2_logic * sum(blocks.get(k, 0.0) for k in LOGIC_BLOCKS)
+    leak_mw = n_cores * (tech.leakage_mw_per_mm2_logic * sum(blocks.get(k, 0.0) for k in LOGIC_BLOCKS + ("dma",))
                          + tech.leakage_mw_per_mm2_sram * sum(blocks.get(k, 0.0) for k in SRAM_BLOCKS))
     energy["leakage"] = leak_mw * 1e-3 * seconds * 1e12
-    assert tuple(energy) == EVERYTHING
+    if cfg.dram_mib:     # external DRAM: every beat moved, nr * w / 64 accesses of 64 bits (not compared)
+        energy["dram"] = ((int(counters.get("dram_rd_beats", 0)) + int(counters.get("dram_wr_beats", 0)))
+                          * nr * w / 64 * tech.dram_pj_per_64b)
+    assert tuple(energy) == EVERYTHING + (("dram",) if cfg.dram_mib else ())
     total_pj = sum(energy.values())
     compared_pj = sum(energy[k] for k in COMPARED)
     gflops = flops / seconds / 1e9 if seconds else 0.0

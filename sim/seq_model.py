@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arch.isa import AGU_FIELDS, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
+from arch.isa import AGU_FIELDS, DMA_DRAM, DMA_SPAD, SPAD_RD, SPAD_WR, Instruction, SeqOp, instr_layout, uop_offset_fields
 from arch.errors import CaterpillarError, InputError
 
 __all__ = ["SequencerModel", "Issued", "ProgramError", "RunawayError", "SpadPointers", "spad_pointer_trace"]
@@ -69,18 +69,24 @@ class Issued:
     spad_sel, spad_val : int
         A ``SPAD_PTR`` instruction: which pointers it sets (bit 0 read, bit 1 write) and
         the value (mod ``spad_depth``); 0 otherwise.
+    dma, dma_n : int
+        Cores with DRAM: the :class:`~arch.isa.DmaOp` and its beats - 1; 0 otherwise.
+    dma_sel, dma_val : int
+        A ``DMA_PTR`` instruction: which addresses it sets (bit 0 DRAM, bit 1
+        scratchpad) and the value ``imm | target << loop_bits``; 0 otherwise.
     """
 
     __slots__ = ("pc", "uop", "word", "op", "hin", "hout", "hlast", "rin", "rout", "sin", "sout",
-                 "spad_sel", "spad_val", "_cfg", "_instr")
+                 "spad_sel", "spad_val", "dma", "dma_n", "dma_sel", "dma_val", "_cfg", "_instr")
 
     def __init__(self, pc, uop, word, op, hin, hout, hlast, cfg, rin=0, rout=0, sin=0, sout=0, spad_sel=0,
-                 spad_val=0):
+                 spad_val=0, dma=0, dma_n=0, dma_sel=0, dma_val=0):
         self.pc, self.uop, self.word, self.op = pc, uop, word, op
         self.hin, self.hout, self.hlast = hin, hout, hlast
         self.rin, self.rout = rin, rout
         self.sin, self.sout = sin, sout
         self.spad_sel, self.spad_val = spad_sel, spad_val
+        self.dma, self.dma_n, self.dma_sel, self.dma_val = dma, dma_n, dma_sel, dma_val
         self._cfg = cfg
         self._instr = None
 
@@ -109,7 +115,7 @@ class _Decoded:
     """A microcode word split into the fields the sequencer uses (decoded once)."""
 
     __slots__ = ("op", "lvl", "agu", "target", "imm", "hin", "hout", "hlast", "rin", "rout", "sin", "sout",
-                 "spad_sel", "spad_val", "sels", "uop", "ctl")
+                 "spad_sel", "spad_val", "dma", "dma_n", "dma_sel", "dma_val", "sels", "uop", "ctl")
 
 
 class SequencerModel:
@@ -219,6 +225,12 @@ class SequencerModel:
             if d.op == SeqOp.SPAD_PTR:
                 d.spad_sel = d.lvl & (SPAD_RD | SPAD_WR)
                 d.spad_val = (d.imm | (d.target << self.cfg.loop_bits)) & (self.cfg.spad_depth - 1)
+        d.dma = d.dma_n = d.dma_sel = d.dma_val = 0
+        if "dma" in c:
+            d.dma, d.dma_n = f("dma"), f("dma_n")
+            if d.op == SeqOp.DMA_PTR:
+                d.dma_sel = d.lvl & (DMA_DRAM | DMA_SPAD)
+                d.dma_val = d.imm | (d.target << self.cfg.loop_bits)
         sels = tuple((off, f(f"ag_{fld}")) for fld, off in zip(AGU_FIELDS, self._off_fields))
         d.sels = tuple((off, s - 1) for off, s in sels if 1 <= s <= self.n_agus)
         d.uop = (w >> self._uop_shift) & self._uop_mask
@@ -343,7 +355,8 @@ class SequencerModel:
                 if a < self.n_agus and d.lvl < self.n_loops:
                     self.stride[a][d.lvl] = d.imm & self.amask
         return Issued(pc, uop, d.ctl | (uop << self._uop_shift), op, d.hin, d.hout, d.hlast,
-                      self.cfg, d.rin, d.rout, d.sin, d.sout, d.spad_sel, d.spad_val)
+                      self.cfg, d.rin, d.rout, d.sin, d.sout, d.spad_sel, d.spad_val, d.dma, d.dma_n, d.dma_sel,
+                      d.dma_val)
 
     def _check_addr_stage_loop(self, pc: int, d: _Decoded, ends=None) -> None:
         """``cfg.addr_stage``: raise :class:`ProgramError` for the ``LOOP`` placements the

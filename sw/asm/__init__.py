@@ -52,7 +52,7 @@ from sw.asm.disasm import LOOP_NAMES  # noqa: F401
 from sw.asm.errors import Pos  # noqa: F401
 from sw.asm.lexer import Tok  # noqa: F401
 from sw.asm.operands import SEG_BITS  # noqa: F401
-from sw.asm.slots import spad  # noqa: F401
+from sw.asm.slots import dma, spad  # noqa: F401
 
 __all__ = [
     "AsmError", "Program", "LoopInfo", "Builder", "assemble", "disassemble",

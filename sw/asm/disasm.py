@@ -8,7 +8,7 @@ from arch.isa import Instruction, SeqOp
 from sw.asm.context import _ctx
 from sw.asm.errors import AsmError
 from sw.asm.fieldtext import _GROUPS, _group_text
-from sw.asm.operands import _SPAD_SEL
+from sw.asm.operands import _DMA_OPS, _DMA_SEL, _SPAD_SEL
 
 LOOP_NAMES = "ijklmnop"   # names the disassembler gives to loop levels 0..7
 
@@ -105,6 +105,12 @@ def disassemble(prog, cfg, *, origin: int | None = None, pcs: bool = True) -> st
     return "\n".join(out) + "\n"
 
 
+def _dma_ptr_ok(ins, cfg) -> bool:
+    """Whether a ``DMA_PTR``'s value is in range of every address it sets."""
+    v = (ins.target << cfg.loop_bits) | ins.imm
+    return (not ins.lvl & 1 or v < cfg.dram_depth) and (not ins.lvl & 2 or v < cfg.spad_depth)
+
+
 def _instr_text(ins, cx, level_names, loops, levels, pc) -> str:
     cfg = cx.cfg
     f = _instr_fields(ins, cx)
@@ -148,8 +154,20 @@ def _instr_text(ins, cx, level_names, loops, levels, pc) -> str:
         which = {v: k for k, v in _SPAD_SEL.items()}[ins.lvl]
         ctl = f"spad {which} = {(ins.target << cfg.loop_bits) | ins.imm}"
         claimed |= {"lvl", "target", "imm"}
+    elif op == SeqOp.DMA_PTR and cfg.dram_mib and ins.lvl in (1, 2, 3) and _dma_ptr_ok(ins, cfg):
+        which = {v: k for k, v in _DMA_SEL.items()}[ins.lvl]
+        ctl = f"dma {which} = {(ins.target << cfg.loop_bits) | ins.imm}"
+        claimed |= {"lvl", "target", "imm"}
     elif op != SeqOp.NEXT:
         raise AsmError(f"address {pc}: sequencer op {op} has no assembly form")
+    if f.get("dma") and cfg.dram_mib:
+        what = {v: k for k, v in _DMA_OPS.items()}[f["dma"]]
+        if what != "wait":
+            parts.append(f"dma {what} {f.get('dma_n', 0) + 1}")
+            claimed |= {"dma", "dma_n"}
+        elif not f.get("dma_n"):
+            parts.append("dma wait")
+            claimed.add("dma")
     rest = {k: v for k, v in f.items() if k not in claimed}
     if rest:
         parts.append("raw " + " ".join(f"{k}={v}" for k, v in rest.items()))

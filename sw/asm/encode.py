@@ -14,7 +14,7 @@ from arch.microop import Gate, MicroOp, MvOp, Src
 
 from sw.asm.context import _ctx, _Ctx
 from sw.asm.errors import AsmError, Pos
-from sw.asm.operands import _SPAD_SEL, _SRC_HELP, _src_text
+from sw.asm.operands import _DMA_SEL, _SPAD_SEL, _SRC_HELP, _src_text
 from sw.asm.program import LoopInfo, Program
 from sw.asm.slots import Slot
 from sw.asm.statements import _Item
@@ -29,6 +29,7 @@ _UNIT = {
     "hout": "the stream output (hout/rout/sout)", "hlast": "the stream output (hout/rout/sout)",
     "rin": "the stream input (hin/rin/sin)", "rout": "the stream output (hout/rout/sout)",
     "sin": "the stream input (hin/rin/sin)", "sout": "the stream output (hout/rout/sout)",
+    "dma": "the DMA engine (dma load/store/wait)",
     "ctl": "the sequencer control (one loop/agu/jump/halt/spad per instruction)",
 }
 
@@ -141,6 +142,18 @@ def _assemble_items(items: list[_Item], cfg, origin=0) -> Program:
                    [r.pos.line for r in recs])
 
 
+def _dma_ptr(rec, s, cfg) -> dict:
+    """The ctl fields of ``dma dram|spad|both = N`` (a ``DMA_PTR``)."""
+    if not cfg.dram_mib:
+        raise _serr(rec, s, "dma needs DRAM: this configuration has none (cfg.dram_mib = 0)")
+    which, v = rec.ctl[1], rec.ctl[2]
+    sel = _DMA_SEL[which]
+    for bit, depth, name in ((1, cfg.dram_depth, "DRAM"), (2, cfg.spad_depth, "scratchpad")):
+        if sel & bit and not 0 <= v < depth:
+            raise _serr(rec, s, f"dma {which}: {name} beat address {v} out of range 0..{depth - 1}")
+    return {"op": SeqOp.DMA_PTR, "lvl": sel, "imm": v & ((1 << cfg.loop_bits) - 1), "target": v >> cfg.loop_bits}
+
+
 def _serr(rec, s, msg) -> AsmError:
     """An error located at slot ``s`` of instruction ``rec``."""
     if s is None:
@@ -157,6 +170,8 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
         for k, v in s.fields.items():
             if k in ("sin", "sout") and k not in cx.widths and v:
                 raise _serr(rec, s, f"{k} needs a scratchpad: this configuration has none (cfg.spad_kib = 0)")
+            if k == "dma" and k not in cx.widths:
+                raise _serr(rec, s, "dma needs DRAM: this configuration has none (cfg.dram_mib = 0)")
             if k not in cx.widths and not v and s.kind != "raw":
                 continue     # an optional field this micro-op layout does not have, left 0
             if k not in cx.widths or k == "op":
@@ -230,6 +245,8 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
                                   f"(cfg.spad_depth beats)")
             ctl_f = {"op": SeqOp.SPAD_PTR, "lvl": _SPAD_SEL[rec.ctl[1]],
                      "imm": v & ((1 << cfg.loop_bits) - 1), "target": v >> cfg.loop_bits}
+        elif kind == "dma":
+            ctl_f = _dma_ptr(rec, s, cfg)
         for k, v in ctl_f.items():
             if k in fields:
                 o = owner[k]

@@ -153,9 +153,12 @@ def _slot_text(s: Slot) -> str:
             return f"agu g{s.ctl[1]} = {s.ctl[2]}"
         if k == "agu_stride":
             return f"agu g{s.ctl[1]} stride {s.ctl[2]} = {s.ctl[3]}"
-        if k == "spad":
-            return f"spad {s.ctl[1]} = {s.ctl[2]}"
+        if k in ("spad", "dma"):
+            return f"{k} {s.ctl[1]} = {s.ctl[2]}"
         return " ".join(str(x) for x in s.ctl)
+    if s.kind == "dma":
+        op = s.fields["dma"]
+        return "dma wait" if op == 3 else f"dma {'load' if op == 1 else 'store'} {s.fields['dma_n'] + 1}"
     if s.kind == "raw":
         return "raw " + " ".join(f"{k}={v}" for k, v in s.fields.items())
     if s.kind == "pred" and not s.fields.get("pred_mode"):

@@ -94,3 +94,7 @@ def _seg_of(mod) -> int:
 _WB_DST = {"mema": 1, "memb": 2}      # arch.microop.FmaWb.MEMA / MEMB
 
 _SPAD_SEL = {"rd": SPAD_RD, "wr": SPAD_WR, "rw": SPAD_RD | SPAD_WR}
+#: ``dma dram|spad|both = N``: the DMA engine's addresses a DMA_PTR sets (arch.isa DMA_DRAM / DMA_SPAD)
+_DMA_SEL = {"dram": 1, "spad": 2, "both": 3}
+#: ``dma load|store N`` / ``dma wait``: the ``dma`` field (arch.isa.DmaOp)
+_DMA_OPS = {"load": 1, "store": 2, "wait": 3}

@@ -11,9 +11,10 @@ from __future__ import annotations
 from arch.microop import Gate, Src
 
 from sw.asm.errors import AsmError
-from sw.asm.operands import _AGU_RE, _AR_RE, _DIRS, _GATES, _REG_RE, _SPAD_SEL, _SRC_HELP, _SRC_WORDS, _WB_DST, _seg_of
+from sw.asm.operands import (_AGU_RE, _AR_RE, _DIRS, _DMA_OPS, _DMA_SEL, _GATES, _REG_RE, _SPAD_SEL, _SRC_HELP,
+                             _SRC_WORDS, _WB_DST, _seg_of)
 from sw.asm.slots import (Slot, _ctl, _drv, _fpu, _read, _write, ar_add, ar_set, ar_stride, hin, hout, mask, mov, nop,
-                          pred, raw, relu, rin, rout, sin, sout)
+                          pred, raw, relu, rin, rout, sin, sout, dma)
 
 
 class _SlotParser:
@@ -416,6 +417,23 @@ class _SlotParser:
         self.expect("=")
         return _ctl("spad", which, self.number("a scratchpad address"))
 
+    def p_dma(self, op):
+        tok = self.peek()
+        what = self.ident("load, store, wait, dram, spad or both")
+        if what in _DMA_SEL:
+            self.expect("=")
+            return dma(what, self.number("an address"))
+        if what == "wait":
+            return dma(what)
+        if what not in _DMA_OPS:
+            raise self.err(f"dma must be load, store, wait, dram, spad or both, got {what!r}", tok)
+        tok = self.peek()
+        n = self.number("a beat count")
+        try:
+            return dma(what, n)
+        except AsmError as e:
+            raise self.err(e.msg, tok) from None
+
     def p_halt(self, op):
         return _ctl("halt")
 
@@ -447,6 +465,7 @@ _HANDLERS = {
     "hin": _SlotParser.p_host, "hout": _SlotParser.p_host,
     "rin": _SlotParser.p_host, "rout": _SlotParser.p_host,
     "sin": _SlotParser.p_host, "sout": _SlotParser.p_host, "spad": _SlotParser.p_spad,
+    "dma": _SlotParser.p_dma,
     "loop": _SlotParser.p_loop, "agu": _SlotParser.p_agu, "jump": _SlotParser.p_jump,
     "halt": _SlotParser.p_halt, "raw": _SlotParser.p_raw,
 }

@@ -13,8 +13,9 @@ from arch.microop import ArOp, MvOp, PredMode, Src
 
 from sw.asm.errors import AsmError, Pos
 from sw.asm.fieldtext import _slot_text
-from sw.asm.operands import (_AGU_RE, _AR_RE, _DIRS, _GATES, _SPAD_SEL, _WB_DST, _idx, _reg, _seg_of,
-                             _src_code)
+from arch.isa import DMA_N_BITS
+from sw.asm.operands import (_AGU_RE, _AR_RE, _DIRS, _DMA_OPS, _DMA_SEL, _GATES, _SPAD_SEL, _WB_DST, _idx, _reg,
+                             _seg_of, _src_code)
 
 
 @dataclass
@@ -240,6 +241,27 @@ def spad(which: str, value: int) -> Slot:
     if which not in _SPAD_SEL:
         raise AsmError(f"spad pointer must be rd, wr or rw, got {which!r}")
     return _ctl("spad", which, int(value))
+
+
+def dma(what: str, value: int | None = None) -> Slot:
+    """The DMA engine (cores with DRAM): ``dma("load", n)`` / ``dma("store", n)`` start a
+    copy of ``n`` beats (1..256) DRAM -> scratchpad / scratchpad -> DRAM at the engine's
+    addresses; ``dma("wait")`` issues once the engine is idle; ``dma("dram", a)``,
+    ``dma("spad", a)``, ``dma("both", a)`` set its DRAM / scratchpad / both addresses (a
+    sequencer control slot, from the next instruction on)."""
+    if what in _DMA_SEL:
+        if value is None:
+            raise AsmError(f"dma {what} needs an address: 'dma {what} = N'")
+        return _ctl("dma", what, int(value))
+    if what not in _DMA_OPS:
+        raise AsmError(f"dma must be load, store, wait, dram, spad or both, got {what!r}")
+    if what == "wait":
+        if value is not None:
+            raise AsmError("dma wait takes no operand")
+        return Slot("dma", {"dma": _DMA_OPS[what], "dma_n": 0})
+    if value is None or not 1 <= int(value) <= 1 << DMA_N_BITS:
+        raise AsmError(f"dma {what} moves 1..{1 << DMA_N_BITS} beats (one AXI4 burst), got {value!r}")
+    return Slot("dma", {"dma": _DMA_OPS[what], "dma_n": int(value) - 1})
 
 
 def raw(**fields) -> Slot:
