@@ -21,6 +21,7 @@ from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters
 from arch.counters import counter_names
 from rtl.scratchpad import Scratchpad
+from rtl.dma import DmaEngine, axi_master_members
 from rtl.sequencer import Sequencer
 from arch.isa import HostDir, instr_layout
 
@@ -102,6 +103,7 @@ class Core(wiring.Component):
             "ring_out_data": Out(cfg.nr * cfg.fmt.width), "ring_out_en": Out(1),
             "ring_out_level": In(range(cfg.ring_fifo_depth + 1)),
             "cmd_ready": Out(1),
+            **(axi_master_members(cfg) if cfg.dram_mib else {}),
         })
 
     def elaborate(self, platform):
@@ -125,8 +127,10 @@ class Core(wiring.Component):
             self.cmd_ready.eq(hif.cmd_ready),
         ]
 
-        s = SimpleNamespace(seq=seq, hif=hif, ctr=ctr)
+        s = SimpleNamespace(seq=seq, hif=hif, ctr=ctr, dma=None)
         self._issue_view(m, s)
+        if cfg.dram_mib:
+            self._dma(m, s)
         self._stall(m, s)
         self._lanes(m, s)
         self._bus_lanes(m, s)
@@ -282,8 +286,10 @@ class Core(wiring.Component):
         if not lone:
             m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en)]
         stall = Signal()
+        dma_wait = (seq.need_dma & s.dma.busy) if s.dma is not None else Const(0)
         m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
-                                            | (seq.need_rin & ~ring_ok) | (seq.need_rout & ~ring_room)))
+                                            | (seq.need_rin & ~ring_ok) | (seq.need_rout & ~ring_room)
+                                            | dma_wait))
         m.d.comb += seq.stall.eq(stall)
         head_issues = Signal()
         m.d.comb += head_issues.eq(seq.running & ~stall)
@@ -345,8 +351,16 @@ class Core(wiring.Component):
             lanes.d.sync += [s.sin_op.eq(s.sin_d), s.sout_op.eq(s.sout_d),
                              spad_waddr_op.eq(self._dly(m, seq.spad_waddr, "spad_waddr"))]
             sp = Scratchpad(cfg)
-            m.submodules.spad = EnableInserter(pe_en)(sp)
-            m.d.comb += [sp.raddr.eq(self._dly(m, seq.spad_raddr, "spad_raddr")), sp.ren.eq(s.issue_d & s.sin_d)]
+            if s.dma is None:
+                m.submodules.spad = EnableInserter(pe_en)(sp)
+                ren = s.issue_d & s.sin_d
+            else:
+                # the DMA engine's ports are never frozen: the sequencer's are gated instead
+                # (its write path already carries pe_en)
+                m.submodules.spad = sp
+                ren = s.issue_d & s.sin_d & pe_en
+                self._dma_spad(m, s.dma, sp)
+            m.d.comb += [sp.raddr.eq(self._dly(m, seq.spad_raddr, "spad_raddr")), sp.ren.eq(ren)]
         m.submodules.lanes = EnableInserter(pe_en)(lanes)
         lane_data = Signal(hw)    # the input beat on the buses in the operand stage
         if spad:
@@ -355,6 +369,30 @@ class Core(wiring.Component):
             m.d.comb += lane_data.eq(s.hin_data_op)
         vars(s).update(bubble=bubble, bubble_c=bubble_c, pe_en=pe_en, rseg_op=rseg_op, cseg_op=cseg_op,
                        spad_waddr_op=spad_waddr_op, sp=sp, lane_data=lane_data)
+
+    def _dma(self, m, s):
+        """(``cfg.dram_mib > 0``) The DMA engine (submodule ``dma``): started by the
+        sequencer's issue register, its AXI4 master port on the core's ``m_axi_*``, the
+        host interface's drain held while it is busy; ``s.dma``."""
+        seq = s.seq
+        m.submodules.dma = dma = DmaEngine(self.cfg)
+        m.d.comb += [
+            dma.start.eq(seq.dma_start), dma.store.eq(seq.dma_store), dma.n.eq(seq.dma_n),
+            dma.dram.eq(seq.dma_dram), dma.spad.eq(seq.dma_spad), s.hif.hold.eq(dma.busy),
+        ]
+        for name, port in axi_master_members(self.cfg).items():
+            if port.flow == Out:
+                m.d.comb += getattr(self, name).eq(getattr(dma, name))
+            else:
+                m.d.comb += getattr(dma, name).eq(getattr(self, name))
+        s.dma = dma
+
+    @staticmethod
+    def _dma_spad(m, dma, sp):
+        """Wire the DMA engine to the scratchpad's ``dma_*`` ports."""
+        for x in ("raddr", "ren", "waddr", "wdata", "wen"):
+            m.d.comb += getattr(sp, f"dma_{x}").eq(getattr(dma, f"spad_{x}"))
+        m.d.comb += dma.spad_rdata.eq(sp.dma_rdata)
 
     def _bus_lanes(self, m, s):
         """Build the host lanes the buses carry (``s.op_lanes``: the operand stage's;
@@ -655,5 +693,8 @@ class Core(wiring.Component):
             hif.cnt_value.eq(ctr.value),
             hif.cnt_ready.eq(ctr.ready),
         ]
+        if s.dma is not None:
+            m.d.comb += [ctr.dram_rd.eq(s.dma.rd_beat), ctr.dram_wr.eq(s.dma.wr_beat), ctr.dma_busy.eq(s.dma.busy),
+                         ctr.dma_stall.eq(s.seq.need_dma & s.dma.busy)]
         for p, pe in enumerate(s.pes):
             m.d.comb += ctr.pe_events()[p].eq(Mux(pe_en, pe.ev.as_value(), 0))

@@ -48,6 +48,9 @@ class HostInterface(wiring.Component):
         header (state START, which takes no input beat).
     halted : In(1), halt_pc : In(pc_bits)
         The sequencer issued its HALT instruction (at ``halt_pc``) this cycle.
+    hold : In(1)
+        (``cfg.dram_mib > 0`` only) The DMA engine is busy: the DRAIN state lasts until
+        it is idle (and the drain count is over).
     running : Out(1)
         RUN and DRAIN states, from the cycle after the start pulse to the done beat
         (counters count), from a flip-flop.
@@ -94,6 +97,7 @@ class HostInterface(wiring.Component):
             "host_in_beat": Out(1), "host_out_beat": Out(1), "out_push": Out(1), "out_pop": Out(1),
             "cnt_sel": Out(range(max(2, n_counters))), "cnt_value": In(cfg.counter_bits), "cnt_clear": Out(1),
             "cnt_ready": In(1),
+            **({"hold": In(1)} if cfg.dram_mib else {}),
         })
 
     def elaborate(self, platform):
@@ -271,10 +275,13 @@ class HostInterface(wiring.Component):
             r.w_en.eq(self.push_en), r.w_data.eq(self.push_data), r.w_last.eq(self.push_last),
             self.host_out_beat.eq(self.push_en),
         ]
-        with m.If(r.drain == 0):
+        done = r.drain == 0
+        if self.cfg.dram_mib:      # the RUN also waits for the DMA engine to finish
+            done = done & ~self.hold
+        with m.If(done):
             m.d.sync += r.running.eq(0)
             m.next = "DONE"
-        with m.Else():
+        with m.Elif(r.drain != 0):
             m.d.sync += r.drain.eq(r.drain - 1)
 
     def _state_counters(self, m, r):

@@ -66,6 +66,9 @@ class PerfCounters(wiring.Component):
         A beat was taken from the ring receive FIFO / sent to the next core this cycle.
     spad_rd, spad_wr : In(1)
         (``cfg.spad_kib > 0`` only) A beat was read from / written to the scratchpad.
+    dram_rd, dram_wr, dma_busy, dma_stall : In(1)
+        (``cfg.dram_mib > 0`` only) A beat came from / went to DRAM, the DMA engine is
+        busy, the sequencer stalls on it (counters ``dram_rd_beats`` ... ``dma_stall_cycles``).
     clear : In(1)
         Zero every counter (takes priority over counting).
     ready : Out(1)
@@ -80,6 +83,8 @@ class PerfCounters(wiring.Component):
 
     #: Cycles from ``sel`` to ``value``.
     READOUT_LATENCY = 2
+    #: the DMA engine's event inputs, in counter order (``cfg.dram_mib > 0``)
+    DMA_EVENTS = ("dram_rd", "dram_wr", "dma_busy", "dma_stall")
     #: Cycles from a visit of the sweep to its write landing in the memory.
     SWEEP_LATENCY = 3
 
@@ -94,6 +99,8 @@ class PerfCounters(wiring.Component):
         }
         if cfg.spad_kib:
             members.update({"spad_rd": In(1), "spad_wr": In(1)})
+        if cfg.dram_mib:
+            members.update({name: In(1) for name in self.DMA_EVENTS})
         for p in range(nr * nr):
             members[f"pe_ev{p}"] = In(EVENT_LAYOUT)
         for i in range(nr):
@@ -165,6 +172,7 @@ class PerfCounters(wiring.Component):
             parts.append([sum_of([getattr(ev, name) for ev in evs[r * nr:(r + 1) * nr]]) for r in range(nr)])
         others = [f"row_hops{r}" for r in range(nr)] + [f"col_hops{c}" for c in range(nr)]
         others += ["host_in", "host_out", "ring_in", "ring_out"] + (["spad_rd", "spad_wr"] if cfg.spad_kib else [])
+        others += list(self.DMA_EVENTS) if cfg.dram_mib else []
         parts += [[stage(getattr(self, n_), n_)] for n_ in others]
         assert len(parts) == n
         incs = [sum_of([stage(v, f"{i}_{k}", "src2") for k, v in enumerate(ps)]) for i, ps in enumerate(parts)]

@@ -32,6 +32,12 @@ class Scratchpad(wiring.Component):
     waddr : In(spad_addr_bits), wdata : In(nr * width), wen : In(1)
         Write port: ``wdata`` is written to ``waddr`` at the end of a cycle with ``wen``.
 
+    dma_raddr, dma_ren, dma_rdata, dma_waddr, dma_wdata, dma_wen
+        (``cfg.dram_mib > 0`` only) A second read and write port of the same behaviour,
+        the DMA engine's (:class:`rtl.dma.DmaEngine`): it never waits for the sequencer's
+        ports nor they for it (a program must not touch a transfer's words until its
+        ``dma wait``, ``docs/core.md``), so the memory has two ports of each kind.
+
     Latency
     -------
     Synchronous read, one cycle: ``ren`` at cycle ``t`` -> ``rdata`` valid from ``t+1``.
@@ -51,10 +57,14 @@ class Scratchpad(wiring.Component):
         self.cfg = cfg
         bw = cfg.nr * cfg.fmt.width
         ab = cfg.spad_addr_bits
-        super().__init__({
+        ports = {
             "raddr": In(ab), "ren": In(1), "rdata": Out(bw),
             "waddr": In(ab), "wdata": In(bw), "wen": In(1),
-        })
+        }
+        if cfg.dram_mib:       # the DMA engine's own read and write ports
+            ports.update({"dma_raddr": In(ab), "dma_ren": In(1), "dma_rdata": Out(bw),
+                          "dma_waddr": In(ab), "dma_wdata": In(bw), "dma_wen": In(1)})
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
@@ -66,4 +76,11 @@ class Scratchpad(wiring.Component):
             rp.addr.eq(self.raddr), rp.en.eq(self.ren), self.rdata.eq(rp.data),
             wp.addr.eq(self.waddr), wp.data.eq(self.wdata), wp.en.eq(self.wen),
         ]
+        if cfg.dram_mib:
+            dwp = mem.write_port()
+            drp = mem.read_port(transparent_for=())
+            m.d.comb += [
+                drp.addr.eq(self.dma_raddr), drp.en.eq(self.dma_ren), self.dma_rdata.eq(drp.data),
+                dwp.addr.eq(self.dma_waddr), dwp.data.eq(self.dma_wdata), dwp.en.eq(self.dma_wen),
+            ]
         return m

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 from pe.layouts import instr_layout, uop_layout
 from rtl.fpga import global_net
 from rtl.sequencer_loops import agu_next, csa_sum, fetch_scan, gt_const, head_scan, loop_state_next
-from arch.isa import SeqOp
+from arch.isa import DMA_N_BITS, DmaOp, SeqOp
 
 __all__ = ["Sequencer"]
 
@@ -89,6 +89,13 @@ class Sequencer(wiring.Component):
         are 0 after ``start``, post-increment (mod ``spad_depth``) on each ``sin`` /
         ``sout`` issued, and a ``SPAD_PTR`` sets them (``lvl`` bit 0: read, bit 1:
         write) to ``imm | target << loop_bits`` after its own increments.
+    need_dma : Out(1)
+        (``cfg.dram_mib > 0`` only) Combinational: ``running`` and the head is a DMA
+        start or wait (the core stalls it while its DMA engine is busy).
+    dma_start, dma_store, dma_n, dma_dram, dma_spad : Out
+        (``cfg.dram_mib > 0`` only) Registered: the issued instruction starts a DMA
+        transfer (a store), of ``dma_n + 1`` beats at DRAM beat ``dma_dram`` and
+        scratchpad beat ``dma_spad`` (the DMA address registers before its own update).
     pc : Out(pc_bits)
         Registered: microcode address of the issued instruction.
     halted : Out(1)
@@ -176,6 +183,8 @@ class Sequencer(wiring.Component):
             "halted": Out(1),
             **({"sin": Out(1), "sout": Out(1), "spad_raddr": Out(cfg.spad_addr_bits),
                 "spad_waddr": Out(cfg.spad_addr_bits)} if cfg.spad_kib else {}),
+            **({"need_dma": Out(1), "dma_start": Out(1), "dma_store": Out(1), "dma_n": Out(DMA_N_BITS),
+                "dma_dram": Out(cfg.dram_addr_bits), "dma_spad": Out(cfg.spad_addr_bits)} if cfg.dram_mib else {}),
         })
 
     def elaborate(self, platform):
@@ -202,8 +211,41 @@ class Sequencer(wiring.Component):
         # -- AGU state as the head's issue leaves it, and the AGU values ---------------------
         agu_next(m, cfg, s, self.uop.shape())
         self._issue(m, s)
+        if cfg.dram_mib:
+            self._dma_issue(m, s)
         self._state_loads(m, s, enable_copy)
         return m
+
+    def _dma_issue(self, m, s):
+        """(``cfg.dram_mib > 0``) ``need_dma`` (comb: the head is a DMA start or wait), the
+        DMA address registers (0 after ``start``; a start advances both by its beats, a
+        ``DMA_PTR`` sets the selected ones to ``imm | target << loop_bits``) and the
+        registered transfer of the issued instruction (``dma_start`` ... ``dma_spad``)."""
+        cfg = self.cfg
+        ctl, go = s.ctl, s.go
+        dptr = Signal(cfg.dram_addr_bits)
+        sptr = Signal(cfg.spad_addr_bits)
+        val = Signal(cfg.loop_bits + cfg.pc_bits)
+        is_start = (ctl.dma == DmaOp.LOAD) | (ctl.dma == DmaOp.STORE)
+        n1 = ctl.dma_n + 1
+        m.d.comb += [val.eq(Cat(ctl.imm, ctl.target)), self.need_dma.eq(s.live & (ctl.dma != 0))]
+        regs = [self.dma_start, self.dma_store, self.dma_n, self.dma_dram, self.dma_spad]
+        is_ptr = ctl.op == SeqOp.DMA_PTR
+        with m.If(self.start):
+            m.d.sync += [dptr.eq(0), sptr.eq(0)] + [r.eq(0) for r in regs]
+        with m.Elif(go):
+            m.d.sync += [self.dma_start.eq(is_start), self.dma_store.eq(ctl.dma == DmaOp.STORE),
+                         self.dma_n.eq(ctl.dma_n), self.dma_dram.eq(dptr), self.dma_spad.eq(sptr)]
+            with m.If(is_ptr & ctl.lvl[0]):
+                m.d.sync += dptr.eq(val)
+            with m.Elif(is_start):
+                m.d.sync += dptr.eq(dptr + n1)
+            with m.If(is_ptr & ctl.lvl[1]):
+                m.d.sync += sptr.eq(val)
+            with m.Elif(is_start):
+                m.d.sync += sptr.eq(sptr + n1)
+        with m.Else():
+            m.d.sync += self.dma_start.eq(0)
 
     def _enable_copier(self, m, platform):
         """Return ``enable_copy(name, expr, net)``, which builds a copy of a load-enable

@@ -6,7 +6,7 @@ beats (1..256, inside one 4 KiB DRAM page) DRAM -> scratchpad / scratchpad -> DR
 which both addresses have advanced by ``N``; ``dma wait`` issues only when the engine is
 idle. One transfer is outstanding at a time: a start while the engine is busy stalls like
 a wait. A start issued in cycle ``t`` keeps the engine busy in cycles ``t + 1 .. t + B``
-with ``B = transfer_cycles(cfg, N)``; a RUN ends only when its drain is over and the
+with ``B = transfer_cycles(cfg, N, store)``; a RUN ends only when its drain is over and the
 engine is idle.
 
 The scratchpad region of a transfer is *open* from its start to the next instruction that
@@ -36,13 +36,14 @@ class DramError(InputError):
     across a 4 KiB DRAM page, or racing with the program's own scratchpad accesses."""
 
 
-def transfer_cycles(cfg, n: int) -> int:
+def transfer_cycles(cfg, n: int, store: bool = False) -> int:
     """Cycles the DMA engine is busy with an ``n``-beat transfer: ``cfg.dram_latency``
     plus the beats at the DRAM bandwidth, at most one beat per cycle
-    (``ceil(n * max(1, beat bytes / bytes per cycle))``)."""
+    (``ceil(n * max(1, beat bytes / bytes per cycle))``), plus one for a store (it reads
+    its first beat from the scratchpad, a synchronous SRAM, before sending it)."""
     per = Fraction(cfg.spad_beat_bytes) * Fraction(str(cfg.clock_mhz)) / (Fraction(str(cfg.dram_gbps)) * 1000)
     data = max(n, -(-(n * per.numerator) // per.denominator))
-    return cfg.dram_latency + data
+    return cfg.dram_latency + data + int(bool(store))
 
 
 class Dram:
@@ -194,7 +195,7 @@ class DmaEngine:
         self.region.check(h.pc, rd, None)    # a sin on the start itself reads the old beat
         if t is not None:
             self.region.open = t
-            b = transfer_cycles(self.cfg, t.n)
+            b = transfer_cycles(self.cfg, t.n, t.kind == DmaOp.STORE)
             self.end = cycle + b
             self.busy += b
             self.pending = t
@@ -218,7 +219,7 @@ def dma_schedule(cfg, cycles, transfers, end_cycle: int):
             s += end + 1 - u
             u = end + 1
         if t is not None:
-            b = transfer_cycles(cfg, t.n)
+            b = transfer_cycles(cfg, t.n, t.kind == DmaOp.STORE)
             end = u + b
             busy += b
     return s, busy, max(end_cycle + s, end + 1)

@@ -1,0 +1,88 @@
+"""The DMA engine's RTL (AXI4 master, cocotbext-axi ``AxiRam`` as the DRAM, Icarus):
+DRAM -> scratchpad -> PEs -> compute -> scratchpad -> DRAM on a 2 x 2 core, the DRAM
+contents bit for bit and every counter equal to the reference and fast models', whose
+DRAM latency is set to the ``AxiRam``'s (``docs/core.md``, "The DMA engine")."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import pytest
+
+from arch.config import ArchConfig
+from arch.files import atomic_write
+from sim.core_model import Beat, CoreModel
+from sim.core_run import job_beats, split_job
+from sim.fast_model import FastModel
+from sw.asm import assemble
+from tests.sim.test_dram import PIPE
+
+#: a 2 x 2 binary16 core, 1 KiB scratchpad, 1 MiB DRAM at one beat (4 bytes) per cycle;
+#: the latency is AxiRam's (measured by test_axiram_latency)
+AXIRAM_LATENCY = 3
+CFG = ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, spad_kib=1, dram_mib=1, dram_latency=AXIRAM_LATENCY,
+                 dram_gbps=4.0)
+
+
+def run_rtl(cfg, words, dram_init, read, name):
+    """Run ``words`` on the RTL core with ``dram_init`` ``{beat address: [beats]}`` in
+    the AxiRam; the output beats, and the DRAM beats of ``read`` ``[(address, n)]``."""
+    pytest.importorskip("cocotbext.axi")
+    from rtl.core import Core
+    from sim.harness import BUILD, run_cocotb
+
+    bb = cfg.spad_beat_bytes
+    beats = job_beats(cfg, words)
+    ref = CoreModel(cfg)
+    for a, bs in dram_init.items():
+        ref.dram.write(a, bs)
+    expected = ref.process(beats)
+    tag = f"{name}-{os.getpid()}"
+    vec = BUILD / "vectors" / f"{tag}.json"
+    res = BUILD / "vectors" / f"{tag}-result.json"
+    dram = {str(a * bb): b"".join(x.to_bytes(bb, "little") for x in bs).hex() for a, bs in dram_init.items()}
+    atomic_write(vec, json.dumps({"in": beats, "n_out": len(expected), "dram": dram,
+                                  "read": [[a * bb, n * bb] for a, n in read]}))
+    run_cocotb(Core(cfg), "core_dram", "sim.tb_dram", sim="icarus", config=cfg,
+               params={"vectors": str(vec), "result": str(res)}, design_key=cfg.to_json())
+    got = json.loads(res.read_text())
+    assert not got["extra"], got["extra"]
+    out = [Beat(int(d), bool(last)) for d, last in got["out"]]
+    mem = []
+    for h in got["dram"]:
+        raw = bytes.fromhex(h)
+        mem.append([int.from_bytes(raw[i:i + bb], "little") for i in range(0, len(raw), bb)])
+    return split_job(cfg, out, "rtl-icarus"), split_job(cfg, expected, "model"), mem, ref
+
+
+def test_axiram_latency():
+    """A lone load and a lone store: the RTL's busy cycles are AXIRAM_LATENCY + beats (+ 1
+    for the store's first scratchpad read), the models' figure with ``dram_latency =
+    AXIRAM_LATENCY``; the wait right after the load stalls for all of the load's."""
+    words = assemble("dma load 5\ndma wait\ndma dram = 40\ndma store 7\nhalt\n", CFG).words()
+    rtl, model, _, _ = run_rtl(CFG, words, {0: [1, 2, 3, 4, 5]}, [(40, 7)], "dram_lat")
+    assert rtl.counters["dma_busy_cycles"] == (AXIRAM_LATENCY + 5) + (AXIRAM_LATENCY + 7 + 1)
+    assert rtl.counters["dma_stall_cycles"] == AXIRAM_LATENCY + 5
+    assert rtl.counters == model.counters
+
+
+def test_dram_pipeline_rtl():
+    """DRAM -> spad -> PEs -> x * x + x -> spad -> DRAM with a load overlapping compute:
+    DRAM bit for bit and every counter equal to the core model's and the fast model's."""
+    words = assemble(PIPE.format(src=8, dst=200, col=1, early="", late="", tail="nop"), CFG).words()
+    rng = random.Random(11)
+    data = [rng.getrandbits(32) for _ in range(8)]
+    rtl, model, mem, ref = run_rtl(CFG, words, {8: data}, [(200, 4), (8, 8)], "dram_pipe")
+    assert mem[0] == ref.dram.read(200, 4) and mem[0] != [0] * 4
+    assert mem[1] == data
+    assert [b.data for b in rtl.data] == [b.data for b in model.data]
+    assert rtl.counters == model.counters
+    fast = FastModel(CFG)
+    fast.load(words)
+    fast.dram.write(8, data)
+    r = fast.run(0, [])
+    assert fast.dram.read(200, 4) == mem[0]
+    assert {k: v for k, v in r.counters.items()} == rtl.counters
+    assert rtl.counters["dma_stall_cycles"] > 0 and rtl.counters["dram_rd_beats"] == 8
