@@ -18,6 +18,8 @@ Subcommands::
                                                           design-space search on Ray
     caterpillar train   [--data digits|mnist|npz:F|csv:F] [--hidden 64] [--method sgd|cp] [--batch B]
                                                           training on a simulated core or chip
+    caterpillar characterize [--configs S L] [--classes all] [--grid full|quick] [--json F] [--png F]
+                                                          every operation class per core kind; performance model
 
 ``--config`` takes a preset name (``default``, ``tiny``, ``small``, ...), a JSON file, or
 inline JSON such as ``'{"fmt": "binary32", "nr": 2}'``.
@@ -56,6 +58,12 @@ def _cmd_dse(args) -> int:
     return cmd_dse(args)
 
 
+def _cmd_characterize(args) -> int:
+    from cli.characterize import cmd_characterize
+
+    return cmd_characterize(args)
+
+
 def make_parser() -> Parser:
     """The ``caterpillar`` argument parser (errors raise :class:`arch.errors.UsageError`)."""
     from cli import hw, run
@@ -86,6 +94,14 @@ def make_parser() -> Parser:
                                      "propagation; fast model), beside float64 baselines")
     add_train_arguments(p, cfg_help)
     p.set_defaults(fn=_cmd_train)
+
+    p = sub.add_parser("characterize", help="run every operation class the compilers emit over a grid of shapes on "
+                                            "each core kind (fast engines); fit the performance model, report its "
+                                            "error on held-out shapes")
+    from cli.characterize import add_characterize_arguments
+
+    add_characterize_arguments(p, cfg_help)
+    p.set_defaults(fn=_cmd_characterize)
     for p in sub.choices.values():
         p.add_argument("--debug", action="store_true", default=None, help="show the traceback of an error")
     return ap
