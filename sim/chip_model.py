@@ -108,6 +108,12 @@ def ring_windows(runs, gap: int = RING_WINDOW_GAP) -> list:
     return list(zip(pts[:-1], pts[1:]))
 
 
+def _dma_plan(run):
+    """The :class:`sim.fast_dma.DmaPlan` of a :class:`sim.fast_run.FastRun` (``None``
+    without DMA instructions)."""
+    return run.spad.dma if run.spad is not None else None
+
+
 def _sum_counters(results: list[RunResult], cycles: int) -> dict:
     tot: dict = {}
     for r in results:
@@ -216,6 +222,8 @@ class ChipModel:
                 progress |= r.n != before or r.done
             if not dist:
                 progress |= push()
+            # a DMA transfer in flight will end a DMA stall: not a deadlock
+            progress |= any(r.dma is not None and r.dma.end > r.cycles for r in live)
             t += 1
             idle = 0 if progress else idle + 1
             if idle > 4 * depth + self.cfg.fpu_latency + 8:
@@ -234,9 +242,11 @@ class ChipModel:
         return ChipRunResult(res, cycles, _sum_counters(res, cycles))
 
     # -- fast engine ------------------------------------------------------------------
-    def ring_schedule(self, pcs, max_instructions: int = 1_000_000):
-        """Per core: issue cycles of its ``rin`` and of its ``rout`` instructions in a
-        stall-free run (numpy arrays), from the issue traces alone."""
+    def ring_schedule(self, pcs, max_instructions: int = 1_000_000, runs=None):
+        """Per core: issue cycles of its ``rin`` and of its ``rout`` instructions in a run
+        without ring stalls (numpy arrays), from the issue traces alone; with ``runs``
+        (the cores' :class:`sim.fast_run.FastRun`) each shifted by the DMA stalls before it
+        (cores with DRAM: a stall freezes only its core)."""
         sched = []
         for k, m in enumerate(self.cores):
             trace, allpcs, _ = m._trace(pcs[k], max_instructions)
@@ -244,16 +254,20 @@ class ChipModel:
             # the instruction clocked into the PEs at RUN cycle t issued (left the head) at
             # t - 1 (t - 2 with the distribution stage)
             lag = 1 + self.cfg.dist_delay
-            t_in = np.nonzero(rin_f[allpcs])[0] - lag
-            t_out = np.nonzero(rout_f[allpcs])[0] - lag
+            i_in, i_out = np.nonzero(rin_f[allpcs])[0], np.nonzero(rout_f[allpcs])[0]
+            t_in, t_out = i_in - lag, i_out - lag
+            dma = _dma_plan(runs[k]) if runs is not None else None
+            if dma is not None:
+                t_in, t_out = t_in + dma.shift(i_in), t_out + dma.shift(i_out)
             sched.append((t_in, t_out))
         return sched
 
-    def check_stall_free(self, pcs, max_instructions: int = 1_000_000):
+    def check_stall_free(self, pcs, max_instructions: int = 1_000_000, runs=None):
         """Raise :class:`RingStallError` unless every ``rin`` finds its beat and every
-        ``rout`` finds room without waiting (the fast engine's precondition)."""
+        ``rout`` finds room without waiting (the fast engine's precondition; ``runs``: as
+        :meth:`ring_schedule`)."""
         n, depth = self.n, self.cfg.ring_fifo_depth
-        sched = self.ring_schedule(pcs, max_instructions)
+        sched = self.ring_schedule(pcs, max_instructions, runs)
         for k in range(n):
             s = sched[k][1]                    # core k's routs
             j = (k + 1) % n
@@ -279,11 +293,16 @@ class ChipModel:
         return sched
 
     def _run_fast(self, pcs, hin, max_instructions) -> ChipRunResult:
-        sched = self.check_stall_free(pcs, max_instructions)
         runs = [m.start_run(pcs[k], hin[k], max_instructions, ring_in=None) for k, m in enumerate(self.cores)]
+        sched = self.check_stall_free(pcs, max_instructions, runs)
         limit = sum(len(s[0]) for s in sched) + 2
         rounds = 1
-        for a, b in ring_windows(runs):
+        windows = ring_windows(runs)
+        if any(d is not None and d.stalls for d in map(_dma_plan, runs)):
+            # DMA stalls move the cores' clocks apart: the windows (in each core's unstalled
+            # cycles) would no longer hold the producers of the beats consumed in them
+            windows = [(0, max(r.T for r in runs))]
+        for a, b in windows:
             rounds = max(rounds, self._window(runs, a, b, limit))
         results = [r.finish() for r in runs]
         cycles = max(r.cycles for r in results)

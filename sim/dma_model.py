@@ -210,11 +210,13 @@ def dma_schedule(cfg, cycles, transfers, end_cycle: int):
     """The DMA timing of a RUN without any other stall: ``cycles`` the nominal (unstalled)
     1-based issue cycles of the instructions with a ``dma`` field, ``transfers`` their
     :class:`Transfer` (``None`` for a wait), ``end_cycle`` the RUN's nominal length.
-    Returns ``(stall cycles, busy cycles, RUN cycles)``."""
+    Returns ``(stall cycles, busy cycles, RUN cycles, the stall of each instruction)``."""
     s = busy = 0
     end = 0
+    each = []
     for c, t in zip(cycles, transfers):
         u = c + s
+        each.append(max(0, end + 1 - u))
         if u <= end:
             s += end + 1 - u
             u = end + 1
@@ -222,4 +224,4 @@ def dma_schedule(cfg, cycles, transfers, end_cycle: int):
             b = transfer_cycles(cfg, t.n, t.kind == DmaOp.STORE)
             end = u + b
             busy += b
-    return s, busy, max(end_cycle + s, end + 1)
+    return s, busy, max(end_cycle + s, end + 1), each

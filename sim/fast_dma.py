@@ -31,13 +31,22 @@ __all__ = ["DmaPlan", "dma_plan"]
 
 class DmaPlan:
     """The transfers of one RUN: ``ops`` ``[(RUN cycle the beats move, Transfer)]``,
-    the counters (``rd_beats``, ``wr_beats``, ``busy``, ``stalls``) and the RUN's
-    ``cycles`` with the stalls and the wait for the engine at the end."""
+    the counters (``rd_beats``, ``wr_beats``, ``busy``, ``stalls``), the RUN's
+    ``cycles`` with the stalls and the wait for the engine at the end, and the stalls
+    ``stall_at`` (the unstalled RUN cycles of the DMA instructions that stall, and by how
+    much: every later instruction issues that much later)."""
 
-    def __init__(self, ops, rd_beats, wr_beats, busy, stalls, cycles):
+    def __init__(self, ops, rd_beats, wr_beats, busy, stalls, cycles, stall_at=((), ())):
         self.ops, self.rd_beats, self.wr_beats = ops, rd_beats, wr_beats
         self.busy, self.stalls, self.cycles = busy, stalls, cycles
+        self.stall_at = stall_at
         self.pos = 0
+
+    def shift(self, cycles) -> np.ndarray:
+        """The cycles the instructions at unstalled RUN cycles ``cycles`` issue later."""
+        at, n = (np.asarray(x, np.int64) for x in self.stall_at)
+        csum = np.concatenate([[0], np.cumsum(n)])
+        return csum[np.searchsorted(at, np.asarray(cycles, np.int64), side="right")]
 
     @property
     def cuts(self) -> list:
@@ -119,5 +128,6 @@ def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | No
             wr_beats += t.n
     # 1-based issue cycles without stalls: trace step j issues in RUN cycle j + pre
     # (cfg.dist_delay is 0 with DRAM)
-    stalls, busy, cycles = dma_schedule(cfg, [s + pre for s in ev_steps], ev_t, n_cycles)
-    return DmaPlan(ops, rd_beats, wr_beats, busy, stalls, cycles)
+    stalls, busy, cycles, each = dma_schedule(cfg, [s + pre for s in ev_steps], ev_t, n_cycles)
+    at = [(s + pre, x) for s, x in zip(ev_steps, each) if x]
+    return DmaPlan(ops, rd_beats, wr_beats, busy, stalls, cycles, ([a for a, _ in at], [x for _, x in at]))

@@ -165,12 +165,13 @@ class FastRun:
         sp = self.spad
         m = self.m
         stats = dict(m._flow.stats) if not self.cycle_engine else None
+        dma = (sp.dma.pos, dict(m.dram.beats)) if sp is not None and sp.dma is not None else None
         return (self.t, copy_state(m.state), copy_counters(self.ctr), len(self.out),
-                (sp.applied, sp.w_pos) if sp is not None else None, stats)
+                (sp.applied, sp.w_pos) if sp is not None else None, stats, dma)
 
     def restore(self, snap) -> None:
         """Back to a :meth:`snapshot` (the snapshot stays usable)."""
-        t, st, ctr, n_out, sp_pos, stats = snap
+        t, st, ctr, n_out, sp_pos, stats, dma = snap
         m = self.m
         self.t = t
         m.state = copy_state(st)
@@ -181,6 +182,9 @@ class FastRun:
         if self.spad is not None:
             self.spad.st = m.state
             self.spad.applied, self.spad.w_pos = sp_pos
+        if dma is not None:        # the DMA transfers moved since, and the DRAM they wrote
+            self.spad.dma.pos = dma[0]
+            m.dram.beats = dict(dma[1])
         if stats is not None:
             m._flow.stats.clear()
             m._flow.stats.update(stats)
