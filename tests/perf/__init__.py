@@ -1,0 +1,1 @@
+"""Tests of ``perf``: the characterization and the performance model."""
