@@ -26,7 +26,7 @@ CFG = ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, spad_kib=1, dram_mib=1,
                  dram_gbps=4.0)
 
 
-def run_rtl(cfg, words, dram_init, read, name):
+def run_rtl(cfg, words, dram_init, read, name, data=()):
     """Run ``words`` on the RTL core with ``dram_init`` ``{beat address: [beats]}`` in
     the AxiRam; the output beats, and the DRAM beats of ``read`` ``[(address, n)]``."""
     pytest.importorskip("cocotbext.axi")
@@ -34,7 +34,7 @@ def run_rtl(cfg, words, dram_init, read, name):
     from sim.harness import BUILD, run_cocotb
 
     bb = cfg.spad_beat_bytes
-    beats = job_beats(cfg, words)
+    beats = job_beats(cfg, words, data)
     ref = CoreModel(cfg)
     for a, bs in dram_init.items():
         ref.dram.write(a, bs)
@@ -86,3 +86,20 @@ def test_dram_pipeline_rtl():
     assert fast.dram.read(200, 4) == mem[0]
     assert {k: v for k, v in r.counters.items()} == rtl.counters
     assert rtl.counters["dma_stall_cycles"] > 0 and rtl.counters["dram_rd_beats"] == 8
+
+
+@pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("DRAM_RTL_N", "3"))))
+def test_random_dma_programs_rtl(seed):
+    """Random DMA programs (tests/sim/test_dram_random.py's generator) on the RTL: output
+    beats, every counter and the DRAM equal to the core model's."""
+    from tests.sim.test_dram_random import random_dma_program
+
+    rng = random.Random(seed)
+    text, n_hin = random_dma_program(rng, CFG.spad_depth)
+    words = assemble(text, CFG).words()
+    host = [rng.getrandbits(32) for _ in range(n_hin)]
+    init = {a: [rng.getrandbits(32)] for a in rng.sample(range(4096), 300)}
+    rtl, model, mem, ref = run_rtl(CFG, words, init, [(0, 4096)], f"dram_rand{seed}", host)
+    assert [(b.data, b.last) for b in rtl.data] == [(b.data, b.last) for b in model.data], text
+    assert rtl.counters == model.counters, text
+    assert mem[0] == ref.dram.read(0, 4096), text
