@@ -268,6 +268,14 @@ CASES: list[tuple[str, int, str]] = [
     ("dse --space nr=2,4 --cache {w}/out", 2, "--cache"), ("dse --space nr=2,4 --base nosuch", 2, "nosuch"),
     ("dse --describe abc --cache {w}/nofile.jsonl", 1, "nofile.jsonl"),
     ("dse --describe abc --cache {w}/list.json", 1, "abc"),
+    # --- characterize
+    ("characterize --configs nosuch", 2, "nosuch"), ("characterize --configs", 2, "--configs"),
+    ("characterize --configs '{{\"nr\": 0}}'", 2, "nr"), ("characterize --configs small small", 2, "twice"),
+    ("characterize --configs {w}/cfgbad.json", 2, "cfgbad.json"), ("characterize --classes bogus", 2, "bogus"),
+    ("characterize --classes ''", 2, "--classes"), ("characterize --classes gemv,", 2, "--classes"),
+    ("characterize --grid huge", 2, "--grid"), ("characterize --json {w}/out", 2, "--json"),
+    ("characterize --png {w}/missing/c.png", 2, "missing"), ("characterize --progress maybe", 2, "--progress"),
+    ("characterize --json {w}/out/c.json --png {w}/out/c.json", 2, "same file"), ("characterize extra", 2, "extra"),
 ]
 
 #: numeric options and where they are: every value in BAD_INTS / BAD_FLOATS must be refused
