@@ -469,11 +469,15 @@ class ArchConfig:
         does not cross a 4 KiB boundary)."""
         return max(1, 4096 // self.spad_beat_bytes)
 
-    @property
-    def dram_beat_cycles(self) -> float:
-        """Cycles per beat at the DRAM bandwidth, at least 1 (the scratchpad port moves
-        one beat per cycle)."""
-        return max(1.0, self.spad_beat_bytes * self.clock_mhz / (self.dram_gbps * 1000))
+    def dma_cycles(self, n: int, store: bool = False) -> int:
+        """Cycles the DMA engine is busy with an ``n``-beat transfer (``docs/core.md``,
+        "The DMA engine"): ``dram_latency`` plus the beats at the DRAM bandwidth, at most
+        one per cycle (``max(n, ceil(n * beat bytes / bytes per cycle))``, exact), plus
+        one for a store (its first scratchpad read)."""
+        from fractions import Fraction
+
+        per = Fraction(self.spad_beat_bytes) * Fraction(str(self.clock_mhz)) / (Fraction(str(self.dram_gbps)) * 1000)
+        return self.dram_latency + max(n, -(-(n * per.numerator) // per.denominator)) + int(bool(store))
 
     @property
     def pe_sram_bytes(self) -> int:

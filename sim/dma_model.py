@@ -22,7 +22,6 @@ Users: :class:`sim.core_model.CoreRun` (:class:`DmaEngine`), :class:`sim.fast_mo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from fractions import Fraction
 
 from arch.errors import InputError
 from arch.isa import DMA_DRAM, DMA_SPAD, DmaOp
@@ -40,10 +39,9 @@ def transfer_cycles(cfg, n: int, store: bool = False) -> int:
     """Cycles the DMA engine is busy with an ``n``-beat transfer: ``cfg.dram_latency``
     plus the beats at the DRAM bandwidth, at most one beat per cycle
     (``ceil(n * max(1, beat bytes / bytes per cycle))``), plus one for a store (it reads
-    its first beat from the scratchpad, a synchronous SRAM, before sending it)."""
-    per = Fraction(cfg.spad_beat_bytes) * Fraction(str(cfg.clock_mhz)) / (Fraction(str(cfg.dram_gbps)) * 1000)
-    data = max(n, -(-(n * per.numerator) // per.denominator))
-    return cfg.dram_latency + data + int(bool(store))
+    its first beat from the scratchpad, a synchronous SRAM, before sending it);
+    :meth:`arch.config.ArchConfig.dma_cycles`."""
+    return cfg.dma_cycles(n, store)
 
 
 class Dram:

@@ -7,7 +7,7 @@ import contextlib
 from sw.asm.encode import _assemble_items
 from sw.asm.errors import AsmError, _caller_pos
 from sw.asm.lexer import _tokenize
-from sw.asm.operands import _AGU_RE, _SPAD_SEL, _idx
+from sw.asm.operands import _AGU_RE, _DMA_SEL, _SPAD_SEL, _idx
 from sw.asm.program import Program
 from sw.asm.slots import Slot, _ctl
 from sw.asm.statements import _Item, _parse_slots, _parse_text
@@ -134,6 +134,13 @@ class Builder:
         if which not in _SPAD_SEL:
             raise AsmError(f"spad pointer must be rd, wr or rw, got {which!r}")
         return self._instr(slots, ("spad", which, int(value)))
+
+    def dma_ptr(self, which: str, value: int, *slots) -> int:
+        """``dma dram|spad|both = value``: set the DMA engine's DRAM / scratchpad / both
+        addresses (with ``slots`` in the same instruction, e.g. ``dma("load", n)``)."""
+        if which not in _DMA_SEL:
+            raise AsmError(f"dma address must be dram, spad or both, got {which!r}")
+        return self._instr(slots, ("dma", which, int(value)))
 
     def text(self, src: str) -> None:
         """Append assembly text (whole statements; a loop may open in one call and close
