@@ -68,18 +68,24 @@ def test_axiram_latency():
     assert rtl.counters == model.counters
 
 
-def test_dram_pipeline_rtl():
+STAGES = {"plain": {}, "fetch": {"fetch_stage": True}, "fetch_addr": {"fetch_stage": True, "addr_stage": True}}
+
+
+@pytest.mark.parametrize("stage", list(STAGES))
+def test_dram_pipeline_rtl(stage):
     """DRAM -> spad -> PEs -> x * x + x -> spad -> DRAM with a load overlapping compute:
-    DRAM bit for bit and every counter equal to the core model's and the fast model's."""
-    words = assemble(PIPE.format(src=8, dst=200, col=1, early="", late="", tail="nop"), CFG).words()
+    DRAM bit for bit and every counter equal to the core model's and the fast model's
+    (also with the sequencer's fetch and address stages)."""
+    cfg = CFG.replace(**STAGES[stage])
+    words = assemble(PIPE.format(src=8, dst=200, col=1, early="", late="", tail="nop"), cfg).words()
     rng = random.Random(11)
     data = [rng.getrandbits(32) for _ in range(8)]
-    rtl, model, mem, ref = run_rtl(CFG, words, {8: data}, [(200, 4), (8, 8)], "dram_pipe")
+    rtl, model, mem, ref = run_rtl(cfg, words, {8: data}, [(200, 4), (8, 8)], f"dram_pipe_{stage}")
     assert mem[0] == ref.dram.read(200, 4) and mem[0] != [0] * 4
     assert mem[1] == data
     assert [b.data for b in rtl.data] == [b.data for b in model.data]
     assert rtl.counters == model.counters
-    fast = FastModel(CFG)
+    fast = FastModel(cfg)
     fast.load(words)
     fast.dram.write(8, data)
     r = fast.run(0, [])
