@@ -43,6 +43,7 @@ BENCHMARKS = {
     "train_large": "benchmarks.bench_train_large",
     "paper": "benchmarks.bench_paper",
     "dse": "benchmarks.bench_dse",
+    "characterize": "benchmarks.bench_characterize",
     "step_speed": "benchmarks.bench_step_speed",
 }
 

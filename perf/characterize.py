@@ -73,8 +73,9 @@ class OpClass:
 
 # -- shapes --------------------------------------------------------------------------------
 def _dims(cfg, quick: bool) -> list[int]:
-    """Matrix dimensions of the grid: multiples of ``nr``."""
-    return [cfg.nr * k for k in ((2, 4, 8, 16) if quick else (2, 4, 8, 16, 32, 64))]
+    """Matrix dimensions of the grid: multiples of ``nr``, some with a local length
+    (``7``, ``29``) the compiler's blockings do not divide (a partial last block)."""
+    return [cfg.nr * k for k in ((2, 4, 7, 16) if quick else (2, 4, 7, 8, 16, 29, 32, 64))]
 
 
 def _odd_dims(cfg, quick: bool) -> list[int]:
@@ -123,8 +124,7 @@ def _mat_holdout(cfg, quick):
 
 
 def _gemm_grid(cfg, quick):
-    d = _dims(cfg, quick)
-    d = [d[0], d[1], d[-1]] if quick else [d[0], d[2], d[4]]
+    d = [cfg.nr * k for k in ((2, 7, 16) if quick else (2, 7, 32))]
     return [{"m": m, "n": n, "b": b} for m in d for n in d for b in _batches(cfg, quick)]
 
 
