@@ -18,7 +18,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
-from sim.harness import tb_params
+from sim.harness import tb_config, tb_params
 from sim.tb_stream import finish_stream
 
 
@@ -38,6 +38,11 @@ async def core_stream(dut):
     cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
     src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
+    cfg = tb_config()
+    if cfg.dram_mib:       # a core with DRAM: cocotbext-axi's AxiRam on its AXI4 master port (zeros)
+        from cocotbext.axi import AxiBus, AxiRam
+
+        AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=cfg.dram_mib << 20)
     if prm.get("pause_in", 0):
         src.set_pause_generator(_pauses(rng, prm["pause_in"]))
     if prm.get("pause_out", 0):
