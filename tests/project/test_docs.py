@@ -399,8 +399,8 @@ CP_S = lambda d, loss="softmax_ce", backward="auto", batch=1, sizes=(784, 500, 5
 QUOTES += [
     Quote("docs/chip.md", r"a collective alone converges in (\d+-\d+) rounds", RES + "ring.json",
           lambda d: span(r["fast-model rounds"] for r in d["rows"] if r["cores"] == 32), "{0:.0f}-{1:.0f}"),
-    Quote("docs/chip.md", r"on 32 cores:\s+(\d+-\d+) s of wall time", RES + "train_chip.json",
-          lambda d: span(s["wall_s"] for s in CHIP_SGD_S(d)["steps"]), "{0:.0f}-{1:.0f}"),
+    Quote("docs/chip.md", r"on 32 cores:\s+(\d+\.\d-\d+\.\d) s of wall time", RES + "train_chip.json",
+          lambda d: span((s["wall_s"] for s in CHIP_SGD_S(d)["steps"]), 1), "{0:.1f}-{1:.1f}"),
     Quote("docs/chip.md", r"the drain \((\d+) cycles for the SPMD collectives below\)", RES + "ring.json",
           lambda d: {r["cycles"] - r["collective slots"] for r in d["rows"]
                      if r["collective"] in ("pass-along", "all-gather", "reduce-scatter")}, lambda v: "/".join(map(str, v))),
