@@ -36,6 +36,7 @@ BENCHMARKS = {
     "fpga": "benchmarks.bench_fpga",
     "train": "benchmarks.bench_train",
     "train_mb": "benchmarks.bench_train_mb",
+    "train_mnist": "benchmarks.bench_train_mnist",
     "ring": "benchmarks.bench_ring",
     "train_chip": "benchmarks.bench_train_chip",
     "train_chip_mb": "benchmarks.bench_train_chip_mb",

