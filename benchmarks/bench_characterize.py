@@ -8,7 +8,8 @@ the fast chip engine, ring sizes 2, 4, 8 on the grid). The model
 (:class:`perf.model.PerfModel`) is fitted on the grid only; its error is measured on
 held-out shapes: matrix sides ``3 nr - 1``, ``5 nr + 1``, ``11 nr + 3``, ``23 nr - 2``,
 ``45 nr + 1`` (none a multiple of ``nr``), odd batch sizes, vector and segment lengths
-between the grid's, ring sizes 6 and 12 (between and beyond the grid's).
+between the grid's, ring sizes 6 and 12 (between and beyond the grid's). The DRAM copy
+classes run on the same kinds with 64 MiB of DRAM (kinds ``S+dram``, ``L+dram``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from perf.report import characterization_document
 
 #: the core kinds: configuration S's core and configuration L's core
 KINDS = ("S", "L")
+#: the DRAM copy classes run on the same kinds with DRAM (the presets have none)
+DRAM_MIB = 64
 
 
 def _pct(x: float) -> float:
@@ -28,6 +31,11 @@ def _pct(x: float) -> float:
 
 def run() -> dict:
     doc = characterize({k: PRESETS[k] for k in KINDS}, grid="full")
+    dram = characterize({f"{k}+dram": PRESETS[k].replace(dram_mib=DRAM_MIB) for k in KINDS},
+                        ["dram_load", "dram_store"], grid="full")
+    doc["kinds"].update(dram["kinds"])
+    doc["points"] += dram["points"]
+    doc["seconds"] = round(doc["seconds"] + dram["seconds"], 2)
     model = PerfModel.fit(doc)
     full = characterization_document(doc, model)
     rows, worst_c, worst_e, means_c, means_e = [], 0.0, 0.0, [], []

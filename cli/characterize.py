@@ -20,7 +20,8 @@ def add_characterize_arguments(p, cfg_help: str) -> None:
                         f"the reference design's configurations)")
     p.add_argument("--classes", default="all",
                    help="operation classes, comma separated (gemv, gemv_t, rank1, fused_backward, gemm, gemm_acc, "
-                        "transpose, relu, bus_broadcast, bus_reduce, spad_store, spad_load, ring_pass_along, "
+                        "transpose, relu, bus_broadcast, bus_reduce, spad_store, spad_load, dram_load, dram_store, "
+                        "ring_pass_along, "
                         "ring_broadcast, ring_all_gather, ring_reduce, ring_reduce_scatter, mat_broadcast, "
                         "mat_all_gather, mat_reduce_scatter, mat_reduce), or core, ring, all (default)")
     p.add_argument("--grid", default="full", choices=("full", "quick"),

@@ -5,7 +5,7 @@ A *core kind* is an :class:`~arch.config.ArchConfig` (its ``nr``, number format,
 scratchpad, latencies; ``cores`` is the ring size the chip-level classes default to). An
 *operation class* (:data:`CLASSES`) is one kernel or collective generator of :mod:`sw`:
 
-* single-core classes run as one RUN phase of :func:`sim.core_run.run_kernel` on the fast
+* single-core classes (DRAM copies included, on a kind with DRAM) run as one RUN phase of :func:`sim.core_run.run_kernel` on the fast
   core model (``backend="fast"``), exactly as ``benchmarks/bench_kernels.py`` measures
   them (there on the RTL): the phase's counters are the kernel's alone;
 * ring classes run on the fast chip engine (:class:`sim.chip_model.ChipModel`,
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from arch.errors import UsageError
-from sim.power import EVERYTHING, report_from_counters, scope_note
+from sim.power import report_from_counters, scope_note
 from sw.layout import local_len
 
 __all__ = ["OpClass", "CLASSES", "CORE_CLASSES", "RING_CLASSES", "GRIDS", "measure", "characterize",
@@ -326,6 +326,32 @@ def _spad_build(store):
     return build
 
 
+def _dram_fits(cfg, s):
+    return bool(cfg.dram_mib) and s["n"] <= min(cfg.spad_depth, cfg.dram_depth)
+
+
+def _dram_build(kind):
+    def build(cfg, s):
+        from sw.dram import emit_dma_copy
+
+        return lambda bb: emit_dma_copy(bb, cfg, kind, 0, 0, s["n"])
+    return build
+
+
+DRAM_N = (1, 16, 64, 256, 300, 1024, 1500, 4096)
+DRAM_N_QUICK = (1, 64, 100, 300)
+DRAM_N_ODD = (7, 100, 500, 3000)
+DRAM_N_ODD_QUICK = (20, 230)
+
+
+def _dram_grid(cfg, quick):
+    return [{"n": n} for n in (DRAM_N_QUICK if quick else DRAM_N)]
+
+
+def _dram_holdout(cfg, quick):
+    return [{"n": n} for n in (DRAM_N_ODD_QUICK if quick else DRAM_N_ODD)]
+
+
 # -- ring classes --------------------------------------------------------------------------
 def _ring_cfg(cfg, cores: int):
     return cfg if cfg.cores == cores else cfg.replace(cores=cores)
@@ -421,8 +447,6 @@ def _ring(name, unit, what, build, fits, work, lengths, odd):
 
 
 _MN = ("m", "n")
-_vec = (VEC, VEC_QUICK)
-_vodd = (VEC_ODD, VEC_ODD_QUICK)
 _rm, _rodd = (RING_M, RING_M_QUICK), (RING_M_ODD, RING_M_ODD_QUICK)
 _mk, _modd = (MAT_K, MAT_K_QUICK), (MAT_K_ODD, MAT_K_ODD_QUICK)
 
@@ -454,6 +478,10 @@ CLASSES: dict[str, OpClass] = {c.name: c for c in [
           _spad_build(True), _spad_fits, lambda cfg, s: s["n"] * cfg.nr * cfg.nr, _vec_grid, _vec_holdout),
     _core("spad_load", ("n",), "word", "emit_load(source='spad'): n words per PE from the scratchpad",
           _spad_build(False), _spad_fits, lambda cfg, s: s["n"] * cfg.nr * cfg.nr, _vec_grid, _vec_holdout),
+    _core("dram_load", ("n",), "beat", "sw.dram.emit_dma_copy('load'): n beats DRAM -> scratchpad (DMA, waited for)",
+          _dram_build("load"), _dram_fits, lambda cfg, s: s["n"], _dram_grid, _dram_holdout),
+    _core("dram_store", ("n",), "beat", "sw.dram.emit_dma_copy('store'): n beats scratchpad -> DRAM",
+          _dram_build("store"), _dram_fits, lambda cfg, s: s["n"], _dram_grid, _dram_holdout),
     _ring("ring_pass_along", "beat", "sw.ring.emit_pass_along: every core sends m beats to the next",
           _pass_build, _seg_fits(lambda s: s["m"]), lambda cfg, s: s["cores"] * s["m"], _rm, _rodd),
     _ring("ring_broadcast", "beat", "sw.ring.broadcast_lines: m beats from core 0 to every core",
@@ -544,7 +572,8 @@ def measure(cfg, cls: OpClass | str, shape: dict) -> dict:
     -------
     dict
         ``shape``, ``work``, ``cycles``, ``counters`` (:func:`aggregate_counters`),
-        ``energy_pj`` (per category of :data:`sim.power.EVERYTHING`), ``energy_total_pj``
+        ``energy_pj`` (per category of :data:`sim.power.EVERYTHING`, and ``dram`` on a
+        kind with DRAM), ``energy_total_pj``
         and, for kernels that choose a blocking, ``schedule``.
     """
     cls = CLASSES[cls] if isinstance(cls, str) else cls
@@ -556,7 +585,7 @@ def measure(cfg, cls: OpClass | str, shape: dict) -> dict:
         ctr, n_cores = _run_core(cfg, cls.build(cfg, shape))
     rep = report_from_counters(run_cfg, ctr, n_cores=n_cores)
     out = {"shape": dict(shape), "work": int(cls.work(cfg, shape)), "cycles": int(rep.cycles),
-           "counters": aggregate_counters(ctr), "energy_pj": {k: float(rep.energy_pj[k]) for k in EVERYTHING},
+           "counters": aggregate_counters(ctr), "energy_pj": {k: float(v) for k, v in rep.energy_pj.items()},
            "energy_total_pj": float(sum(rep.energy_pj.values()))}
     if cls.schedule is not None:
         out["schedule"] = cls.schedule(cfg, shape)
@@ -570,8 +599,6 @@ def point_grid(cfg, cls: OpClass, quick: bool, held_out: bool = False) -> list[d
         shapes = [s for s in shapes if cls.fits(_ring_cfg(cfg, s["cores"]), s)]
     else:
         shapes = [s for s in shapes if cls.fits(cfg, s)]
-    if cls.scope == "core" and cls.name.startswith("spad") and not cfg.spad_kib:
-        return []
     return shapes
 
 

@@ -37,8 +37,13 @@ from sw.layout import local_len
 __all__ = ["terms", "PerfModel", "ClassFit", "MODEL_FORMAT", "TARGETS", "CYCLE_TERMS"]
 
 MODEL_FORMAT = "caterpillar-perf-model/1"
-#: what the model predicts: cycles, the energy of each category, and the total energy
+#: what the model predicts: cycles, the energy of each category (and ``dram`` on a kind
+#: with DRAM), and the total energy
 TARGETS = ("cycles",) + tuple(f"energy.{k}" for k in EVERYTHING) + ("energy_total",)
+
+
+def _targets(categories) -> tuple:
+    return ("cycles",) + tuple(f"energy.{k}" for k in categories) + ("energy_total",)
 
 
 def _gemv_terms(cfg, s, trans):
@@ -119,6 +124,21 @@ def _rsv_terms(cfg, s):
             ">2*(c-3)*p": more * (c - 3) * p}
 
 
+def _dram_terms(cfg, s, store):
+    """A DMA copy (``sw.dram.emit_dma_copy``): its transfers (at most 256 beats, inside a
+    DRAM page), each a DRAM latency and its beats at the DRAM bandwidth (at most one per
+    cycle), and the instructions starting them (one per run of equal transfers)."""
+    from fractions import Fraction
+
+    from sw.dram import dma_chunks
+
+    chunks = dma_chunks(cfg, 0, s["n"])
+    per = Fraction(cfg.spad_beat_bytes) * Fraction(str(cfg.clock_mhz)) / (Fraction(str(cfg.dram_gbps)) * 1000)
+    runs = 1 + sum(1 for a, b in zip(chunks, chunks[1:]) if a != b)
+    return {"1": 1, "transfers": len(chunks), "bandwidth": sum(max(m, math.ceil(m * per)) for m in chunks),
+            "n": s["n"], "runs": runs}
+
+
 def _ring_terms(name, cfg, s):
     c, m = s["cores"], s["m"]
     if name == "ring_pass_along":
@@ -142,6 +162,7 @@ _CORE_TERMS = {
     "rank1": _rank1_terms, "fused_backward": _fused_terms, "gemm": lambda cfg, s: _gemm_terms(cfg, s, False),
     "gemm_acc": lambda cfg, s: _gemm_terms(cfg, s, True), "transpose": _transpose_terms, "relu": _vec_terms,
     "bus_broadcast": _vec_terms, "bus_reduce": _reduce_terms, "spad_store": _vec_terms, "spad_load": _vec_terms,
+    "dram_load": lambda cfg, s: _dram_terms(cfg, s, False), "dram_store": lambda cfg, s: _dram_terms(cfg, s, True),
 }
 
 
@@ -219,7 +240,7 @@ class ClassFit:
         Xc = np.array([[t[k] for k in cn] for t in tc], dtype=float)
         Xe = np.array([[t[k] for k in en] for t in te], dtype=float)
         coef = {}
-        for tg in TARGETS:
+        for tg in _targets(grid[0]["energy_pj"]):
             y = np.array([_target(p, tg) for p in grid])
             coef[tg] = [float(v) for v in _solve(Xc if tg == "cycles" else Xe, y)]
         return cls(name, cn, en, coef, len(grid))
@@ -229,8 +250,9 @@ class ClassFit:
         tc, te = terms(cfg, self.cls, shape), terms(cfg, self.cls, shape, energy=True)
         xc = np.array([tc[k] for k in self.cycle_terms], dtype=float)
         xe = np.array([te[k] for k in self.energy_terms], dtype=float)
-        val = {tg: float((xc if tg == "cycles" else xe) @ np.array(self.coef[tg])) for tg in TARGETS}
-        return {"cycles": val["cycles"], "energy_pj": {k: val[f"energy.{k}"] for k in EVERYTHING},
+        val = {tg: float((xc if tg == "cycles" else xe) @ np.array(c)) for tg, c in self.coef.items()}
+        return {"cycles": val["cycles"],
+                "energy_pj": {k.split(".", 1)[1]: v for k, v in val.items() if k.startswith("energy.")},
                 "energy_total_pj": val["energy_total"]}
 
     def to_dict(self) -> dict:
@@ -293,7 +315,7 @@ class PerfModel:
         for p in points:
             q = self.predict(kind, cls, p["shape"])
             tot = p["energy_total_pj"]
-            cats = [_rel(q["energy_pj"][k], p["energy_pj"][k]) for k in EVERYTHING if p["energy_pj"][k] >= 0.01 * tot]
+            cats = [_rel(q["energy_pj"][k], v) for k, v in p["energy_pj"].items() if v >= 0.01 * tot]
             rows.append({"shape": p["shape"], "cycles": p["cycles"], "predicted_cycles": round(q["cycles"], 2),
                          "cycles_err": _rel(q["cycles"], p["cycles"]),
                          "energy_err": _rel(q["energy_total_pj"], tot), "category_err": max(cats, default=0.0)})
