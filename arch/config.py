@@ -190,10 +190,11 @@ class ArchConfig:
         DRAM bandwidth per core in GB/s (default 25.6: one 64-bit DDR4-3200 channel,
         3200 MT/s x 8 bytes, JEDEC JESD79-4). At most one beat per cycle moves.
     dram_latency : int
-        Cycles from a load's start to its first beat (and from a store's last beat to
-        its write response), 1..4096. Default 80: about 80 ns at 1 GHz, a DDR4 row miss
+        The fixed cycles of a DMA transfer, 1..4096: an ``n``-beat transfer keeps the
+        engine busy ``dram_latency`` + ``n`` beats at ``dram_gbps`` (+ 1 for a store)
+        cycles (:meth:`dma_cycles`). Default 80: about 80 ns at 1 GHz, a DDR4 row miss
         (tRCD + CL = 27.5 ns at DDR4-3200 CL22, JESD79-4) plus a memory controller and
-        interconnect (est.); HBM2 is similar (~100 ns, Jia et al., arXiv 1804.06826).
+        interconnect (est.). cocotbext-axi's ``AxiRam`` is 3 (``docs/core.md``).
     """
 
     fmt: FPFormat | str = "binary16"
