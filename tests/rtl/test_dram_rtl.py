@@ -27,9 +27,8 @@ CFG = ArchConfig(nr=2, mem_a_words=256, mem_b_words=256, spad_kib=1, dram_mib=1,
 
 
 def run_rtl(cfg, words, dram_init, read, name, data=()):
-    """Run ``words`` on the RTL core with ``dram_init`` ``{beat address: [beats]}`` in
+    """(Icarus.) Run ``words`` on the RTL core with ``dram_init`` ``{beat address: [beats]}`` in
     the AxiRam; the output beats, and the DRAM beats of ``read`` ``[(address, n)]``."""
-    pytest.importorskip("cocotbext.axi")
     from rtl.core import Core
     from sim.harness import BUILD, run_cocotb
 
@@ -57,10 +56,11 @@ def run_rtl(cfg, words, dram_init, read, name, data=()):
     return split_job(cfg, out, "rtl-icarus"), split_job(cfg, expected, "model"), mem, ref
 
 
-def test_axiram_latency():
+def test_axiram_latency(require_simulator):
     """A lone load and a lone store: the RTL's busy cycles are AXIRAM_LATENCY + beats (+ 1
     for the store's first scratchpad read), the models' figure with ``dram_latency =
     AXIRAM_LATENCY``; the wait right after the load stalls for all of the load's."""
+    require_simulator("icarus")
     words = assemble("dma load 5\ndma wait\ndma dram = 40\ndma store 7\nhalt\n", CFG).words()
     rtl, model, _, _ = run_rtl(CFG, words, {0: [1, 2, 3, 4, 5]}, [(40, 7)], "dram_lat")
     assert rtl.counters["dma_busy_cycles"] == (AXIRAM_LATENCY + 5) + (AXIRAM_LATENCY + 7 + 1)
@@ -72,10 +72,11 @@ STAGES = {"plain": {}, "fetch": {"fetch_stage": True}, "fetch_addr": {"fetch_sta
 
 
 @pytest.mark.parametrize("stage", list(STAGES))
-def test_dram_pipeline_rtl(stage):
+def test_dram_pipeline_rtl(stage, require_simulator):
     """DRAM -> spad -> PEs -> x * x + x -> spad -> DRAM with a load overlapping compute:
     DRAM bit for bit and every counter equal to the core model's and the fast model's
     (also with the sequencer's fetch and address stages)."""
+    require_simulator("icarus")
     cfg = CFG.replace(**STAGES[stage])
     words = assemble(PIPE.format(src=8, dst=200, col=1, early="", late="", tail="nop"), cfg).words()
     rng = random.Random(11)
@@ -95,9 +96,10 @@ def test_dram_pipeline_rtl(stage):
 
 
 @pytest.mark.parametrize("seed", range(1, 1 + int(os.environ.get("DRAM_RTL_N", "3"))))
-def test_random_dma_programs_rtl(seed):
+def test_random_dma_programs_rtl(seed, require_simulator):
     """Random DMA programs (tests/sim/test_dram_random.py's generator) on the RTL: output
     beats, every counter and the DRAM equal to the core model's."""
+    require_simulator("icarus")
     from tests.sim.test_dram_random import random_dma_program
 
     rng = random.Random(seed)
@@ -111,9 +113,10 @@ def test_random_dma_programs_rtl(seed):
     assert mem[0] == ref.dram.read(0, 4096), text
 
 
-def test_run_job_rtl_with_dram():
+def test_run_job_rtl_with_dram(require_simulator):
     """sim.core_run.run_job on the RTL of a core with DRAM (sim.tb_core attaches an empty
     AxiRam): a scratchpad -> DRAM -> scratchpad round trip, equal to the model's."""
+    require_simulator("icarus")
     from sim.core_run import run_job
 
     words = assemble("spad wr = 3\nhin row | sout row\nhin row | sout row\ndma spad = 3\ndma store 2\n"
