@@ -24,6 +24,7 @@ timing (latencies, setup, drain) is assumed, it is in the fitted coefficients.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -52,7 +53,7 @@ def _gemv_terms(cfg, s, trans):
     c = gemv_cost(cfg, s["m"], s["n"], trans=trans)
     B, L, ns, nch = c["B"], c["L"], c["nstream"], c["nchain"]
     return {"1": 1, "B*Lc*ns": B * c["Lc"] * ns, "B*L*ns": B * L * ns, "B*(gap+S*P)": B * (c["gap"] + c["S"] * c["P"]),
-            "B*S*L": B * c["S"] * L, "B": B, "tail": nch - (B - 1) * L, "B*ns": B * ns, "nchain": nch, "ns": ns}
+            "B*S*L": B * c["S"] * L, "tail": nch - (B - 1) * L, "B*ns": B * ns, "nchain": nch, "ns": ns}
 
 
 def _rank1_terms(cfg, s):
@@ -77,7 +78,7 @@ def _fused_terms(cfg, s):
         + last * red(False, c["gap_last"], c["P_last"])
     return {"1": 1, "stream": full * c["Lc2"] * ns + last * c["Lc2_last"] * ns, "macs": (full * L + rem) * ns,
             "reduce": reds, "adds": S * (full * L + rem), "B": c["B"], "B*ns": c["B"] * ns, "setup": c["setup"],
-            "L": L, "ns": ns, "nchain": c["nchain"]}
+            "L": L, "ns": ns, "nchain": c["nchain"], "scalings": L * (full - 1 + (c["B"] > 1)), "rem": rem}
 
 
 def _gemm_terms(cfg, s, acc):
@@ -89,7 +90,8 @@ def _gemm_terms(cfg, s, acc):
     return {"1": 1, "blocks*nr*np*G": steps * c["G"], "blocks*nr*np*L": steps * c["L"],
             "blocks*nr*np*Li": steps * c["Li"], "latch": steps * c["Li"] * (c["Lc"] > 1), "blocks*E": blocks * c["E"],
             "blocks*L": blocks * c["L"], "blocks": blocks, "inner": c["Bi"] if c["Bi"] > 1 and c["Bc"] > 1 else 0,
-            "setup": c["setup"], "steps": steps, "nr*np": nr * np_}
+            "setup": c["setup"], "steps": steps, "nr*np": nr * np_,
+            "blocks*Li*latched": blocks * c["Li"] * (c["Lc"] > 1)}
 
 
 def _transpose_terms(cfg, s):
@@ -127,16 +129,17 @@ def _rsv_terms(cfg, s):
 def _dram_terms(cfg, s, store):
     """A DMA copy (``sw.dram.emit_dma_copy``): its transfers (at most 256 beats, inside a
     DRAM page), each a DRAM latency and its beats at the DRAM bandwidth (at most one per
-    cycle), and the instructions starting them (one per run of equal transfers)."""
+    cycle), and the instructions starting them (one per run of equal transfers, a loop
+    for a run of several)."""
     from fractions import Fraction
 
     from sw.dram import dma_chunks
 
     chunks = dma_chunks(cfg, 0, s["n"])
     per = Fraction(cfg.spad_beat_bytes) * Fraction(str(cfg.clock_mhz)) / (Fraction(str(cfg.dram_gbps)) * 1000)
-    runs = 1 + sum(1 for a, b in zip(chunks, chunks[1:]) if a != b)
+    runs = [len(list(g)) for _, g in itertools.groupby(chunks)]
     return {"1": 1, "transfers": len(chunks), "bandwidth": sum(max(m, math.ceil(m * per)) for m in chunks),
-            "n": s["n"], "runs": runs}
+            "n": s["n"], "runs": len(runs), "loops": sum(1 for r in runs if r > 1)}
 
 
 def _ring_terms(name, cfg, s):
