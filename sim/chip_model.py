@@ -45,9 +45,10 @@ import numpy as np
 from arch.config import RING_HOP_CYCLES
 from sim.core_model import CoreModel, CoreRun, RunResult
 from arch.errors import CaterpillarError
+from arch.partition import Partition
 
-__all__ = ["ChipModel", "ChipRunResult", "RingStallError", "RingDeadlock", "ENGINES", "RING_HOP_CYCLES",
-           "ring_windows"]
+__all__ = ["ChipModel", "ChipRunResult", "GroupResult", "RingStallError", "RingDeadlock", "ENGINES",
+           "RING_HOP_CYCLES", "ring_windows"]
 
 ENGINES = ("cycle", "fast")
 
@@ -71,6 +72,23 @@ class ChipRunResult:
     #: counters of the run summed over the cores (``cycles``: the chip's, the maximum)
     counters: dict = field(default_factory=dict)
     #: fast engine: rounds of the ring-data fixed point
+    rounds: int = 1
+    #: with a partition: one :class:`GroupResult` per group (``cores[k]`` is ``None`` for a
+    #: core of a failed group or in no group)
+    groups: list = field(default_factory=list)
+
+
+@dataclass
+class GroupResult:
+    """One group's part of a partitioned ``RUN``: its cores (ring order), their results,
+    its cycles (its last core's drain), counters summed over its cores, and the error that
+    stopped it (``None``: it finished)."""
+
+    members: list
+    cores: list | None
+    cycles: int
+    counters: dict
+    error: str | None = None
     rounds: int = 1
 
 
@@ -131,14 +149,23 @@ class ChipModel:
     cfg : ArchConfig
         ``cfg.cores`` cores of ``cfg.nr x cfg.nr`` PEs.
     engine : ``"cycle"`` or ``"fast"`` (see the module docstring).
+    partition : :class:`arch.partition.Partition`, optional
+        Core groups, each closed into its own ring (``docs/chip.md``, "Partitions"):
+        :meth:`run` runs one program per group, all groups started in the same cycle, and
+        reports each group apart (:attr:`ChipRunResult.groups`); a group whose program
+        deadlocks, stalls where the fast engine cannot, or is malformed is stopped and
+        reported while the others finish. Default: the whole ring, errors raised.
     """
 
-    def __init__(self, cfg, engine: str = "cycle"):
+    def __init__(self, cfg, engine: str = "cycle", partition: Partition | None = None):
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r}; allowed: {', '.join(ENGINES)}")
         self.cfg = cfg
         self.engine = engine
         self.n = cfg.cores
+        if partition is not None and partition.cores != cfg.cores:
+            raise ValueError(f"a partition of {partition.cores} cores for a chip of {cfg.cores}")
+        self.partition = partition
         if engine == "fast":
             from sim.fast_model import FastModel
 
@@ -181,19 +208,50 @@ class ChipModel:
         hin = [()] * self.n if host_in is None else [list(h) for h in host_in]
         if len(pcs) != self.n or len(hin) != self.n:
             raise ValueError(f"start_pc and host_in need one entry per core ({self.n})")
-        if self.engine == "fast":
-            return self._run_fast(pcs, hin, max_instructions)
-        return self._run_cycle(pcs, hin, max_instructions)
+        if self.partition is None:
+            return self.run_ring(list(range(self.n)), pcs, hin, max_instructions)
+        return self._run_partition(pcs, hin, max_instructions)
 
-    def _run_cycle(self, pcs, hin, max_instructions) -> ChipRunResult:
-        n, depth = self.n, self.cfg.ring_fifo_depth
+    def run_ring(self, ks, pcs, hin, max_instructions: int = 1_000_000) -> ChipRunResult:
+        """Run the cores ``ks`` (ring order: ``ks[i]`` feeds ``ks[i + 1]``, the last one
+        ``ks[0]``) as a ring of their own; ``pcs``, ``hin``: one entry per core of the
+        chip. The result's ``cores`` follow ``ks``. Raises on a deadlock, a stall the
+        fast engine cannot model, or a malformed program."""
+        if self.engine == "fast":
+            return self._run_fast(ks, pcs, hin, max_instructions)
+        return self._run_cycle(ks, pcs, hin, max_instructions)
+
+    def _run_partition(self, pcs, hin, max_instructions) -> ChipRunResult:
+        """Every group of :attr:`partition` as its own ring. The groups share no link and
+        no state (the host streams always serve), so running them one after another gives
+        what running them in the same cycles gives."""
+        res: list = [None] * self.n
+        groups = []
+        for g in range(len(self.partition.groups)):
+            ks = self.partition.members(g)
+            try:
+                rr = self.run_ring(ks, pcs, hin, max_instructions)
+            except Exception as e:           # noqa: BLE001 - any fault of a group's program stops that group
+                groups.append(GroupResult(ks, None, 0, {}, f"{type(e).__name__}: {e}"))
+                continue
+            for k, r in zip(ks, rr.cores):
+                res[k] = r
+            groups.append(GroupResult(ks, rr.cores, rr.cycles, rr.counters, None, rr.rounds))
+        ok = [g for g in groups if g.error is None]
+        cycles = max((g.cycles for g in ok), default=0)
+        tot = _sum_counters([r for r in res if r is not None], cycles)
+        return ChipRunResult(res, cycles, tot, max((g.rounds for g in ok), default=1), groups)
+
+    def _run_cycle(self, ks, pcs, hin, max_instructions) -> ChipRunResult:
+        n, depth = len(ks), self.cfg.ring_fifo_depth
         fifos = [_RingFifo() for _ in range(n)]
 
         def room(k):
             nxt = fifos[(k + 1) % n]
             return lambda run: nxt.level0 + run.rout_pending < depth
 
-        runs = [CoreRun(self.cores[k], pcs[k], hin[k], fifos[k], max_instructions, room(k)) for k in range(n)]
+        runs = [CoreRun(self.cores[c], pcs[c], hin[c], fifos[k], max_instructions, room(k))
+                for k, c in enumerate(ks)]
         dist = self.cfg.dist_stage
 
         def push():
@@ -231,25 +289,28 @@ class ChipModel:
                 for k, r in enumerate(runs):
                     if not r.done and r.head is not None:
                         what = "rin (empty FIFO)" if r.head.rin and r.head.hin else "rout (next FIFO full)"
-                        waits.append(f"core {k} at pc {r.head.pc} waits on {what}")
+                        waits.append(f"core {ks[k]} at pc {r.head.pc} waits on {what}")
                 raise RingDeadlock(f"ring deadlock at cycle {t}: " + "; ".join(waits))
         for k, f in enumerate(fifos):
             if f.q:
-                raise RingStallError(f"core {k}'s ring FIFO still holds {len(f.q)} beat(s) at the end of the run "
-                                     f"(core {(k - 1) % n} sent more beats than core {k} took)")
+                raise RingStallError(f"core {ks[k]}'s ring FIFO still holds {len(f.q)} beat(s) at the end of the "
+                                     f"run (core {ks[(k - 1) % n]} sent more beats than core {ks[k]} took)")
         res = [r.finish() for r in runs]
         cycles = max(r.cycles for r in res)
         return ChipRunResult(res, cycles, _sum_counters(res, cycles))
 
     # -- fast engine ------------------------------------------------------------------
-    def ring_schedule(self, pcs, max_instructions: int = 1_000_000, runs=None):
-        """Per core: issue cycles of its ``rin`` and of its ``rout`` instructions in a run
+    def ring_schedule(self, pcs, max_instructions: int = 1_000_000, runs=None, ks=None):
+        """Per core (of ``ks``, default every core; ``pcs`` one per core of the chip, ``runs``
+        one per core of ``ks``): issue cycles of its ``rin`` and of its ``rout`` instructions in a run
         without ring stalls (numpy arrays), from the issue traces alone; with ``runs``
         (the cores' :class:`sim.fast_run.FastRun`) each shifted by the DMA stalls before it
         (cores with DRAM: a stall freezes only its core)."""
         sched = []
-        for k, m in enumerate(self.cores):
-            trace, allpcs, _ = m._trace(pcs[k], max_instructions)
+        ks = list(range(self.n)) if ks is None else ks
+        for k, c in enumerate(ks):
+            m = self.cores[c]
+            trace, allpcs, _ = m._trace(pcs[c], max_instructions)
             rin_f, hout_f, rout_f = m.ring_flags(trace.pcs)
             # the instruction clocked into the PEs at RUN cycle t issued (left the head) at
             # t - 1 (t - 2 with the distribution stage)
@@ -262,16 +323,17 @@ class ChipModel:
             sched.append((t_in, t_out))
         return sched
 
-    def check_stall_free(self, pcs, max_instructions: int = 1_000_000, runs=None):
+    def check_stall_free(self, pcs, max_instructions: int = 1_000_000, runs=None, ks=None):
         """Raise :class:`RingStallError` unless every ``rin`` finds its beat and every
-        ``rout`` finds room without waiting (the fast engine's precondition; ``runs``: as
-        :meth:`ring_schedule`)."""
-        n, depth = self.n, self.cfg.ring_fifo_depth
-        sched = self.ring_schedule(pcs, max_instructions, runs)
-        for k in range(n):
-            s = sched[k][1]                    # core k's routs
-            j = (k + 1) % n
-            r = sched[j][0]                    # core j's rins
+        ``rout`` finds room without waiting (the fast engine's precondition; ``runs``,
+        ``ks``: as :meth:`ring_schedule`)."""
+        ks = list(range(self.n)) if ks is None else ks
+        n, depth = len(ks), self.cfg.ring_fifo_depth
+        sched = self.ring_schedule(pcs, max_instructions, runs, ks)
+        for i in range(n):
+            s = sched[i][1]                    # core k's routs
+            r = sched[(i + 1) % n][0]          # core j's rins
+            k, j = ks[i], ks[(i + 1) % n]
             if len(s) != len(r):
                 raise RingStallError(f"ring link core {k} -> core {j}: core {k} sends {len(s)} beat(s), "
                                      f"core {j} takes {len(r)}")
@@ -292,9 +354,9 @@ class ChipModel:
                         f"ring schedules; use engine='cycle')")
         return sched
 
-    def _run_fast(self, pcs, hin, max_instructions) -> ChipRunResult:
-        runs = [m.start_run(pcs[k], hin[k], max_instructions, ring_in=None) for k, m in enumerate(self.cores)]
-        sched = self.check_stall_free(pcs, max_instructions, runs)
+    def _run_fast(self, ks, pcs, hin, max_instructions) -> ChipRunResult:
+        runs = [self.cores[c].start_run(pcs[c], hin[c], max_instructions, ring_in=None) for c in ks]
+        sched = self.check_stall_free(pcs, max_instructions, runs, ks)
         limit = sum(len(s[0]) for s in sched) + 2
         rounds = 1
         windows = ring_windows(runs)
@@ -316,7 +378,7 @@ class ChipModel:
         predecessor's is run again from its state at ``a``. Only core 0 can consume a beat
         before its producer (core ``n - 1``) has run the window: the states at ``a`` are
         kept only when it does."""
-        n = self.n
+        n = len(runs)
         need = [r.ring_range(a, b) for r in runs]
         snaps = None
         if need[0][1] > len(runs[-1].ring_out_now()):

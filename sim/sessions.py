@@ -19,7 +19,7 @@ from sim.core_run import Phase, split_job
 from sim.fast_model import FastModel, core_state
 from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
 
-__all__ = ["CoreSession", "ChipSession"]
+__all__ = ["CoreSession", "ChipSession", "SharedChip", "GroupSession"]
 
 
 class CoreSession:
@@ -120,3 +120,61 @@ class ChipSession:
             return list(m.spad[base:base + n])
         w = self.cfg.fmt.width
         return pack_beats(m.state.spad[base:base + n], w)
+
+
+class GroupSession:
+    """One group of a partitioned chip (:class:`SharedChip`) as the chip a job was compiled
+    for: ``cfg.replace(cores=len(members))``, its core ``i`` the chip's core
+    ``members[i]``, its ring closed on the group (``docs/chip.md``, "Partitions"). The
+    same ``run`` / ``memory`` / ``scratchpad`` as :class:`ChipSession`, so a training
+    program compiled for that many cores drives it unchanged. :attr:`cycles` adds up the
+    cycles of its phases: the group's own timeline (groups share no link and no state,
+    so each runs its host sequence as if alone)."""
+
+    def __init__(self, chip: "SharedChip", members):
+        self.chip, self.members = chip, list(members)
+        self.cfg = chip.cfg.replace(cores=len(self.members))
+        self.loaded = [None] * len(self.members)
+        self.cycles = 0
+        self.phases = 0
+
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+        """As :meth:`ChipSession.run`, on the group's cores only."""
+        model, ks = self.chip.model, self.members
+        for i, c in enumerate(ks):
+            if self.loaded[i] is not images[i] and self.loaded[i] != images[i]:
+                model.load(images[i], 0, core=c)
+            self.loaded[i] = images[i]
+            model.cores[c].clear_counters()
+        if data is not None or active is not None:
+            data = data or [[] for _ in ks]
+            res = [model.cores[c].run(start, data[i], ring_in=()) for i, c in enumerate(ks)]
+            act = range(len(ks)) if active is None else active
+            cycles = sum(res[i].cycles for i in act)
+        else:
+            pcs = [start] * model.n
+            rr = model.run_ring(ks, pcs, [()] * model.n)
+            res, cycles = rr.cores, rr.cycles
+        self.cycles += cycles
+        self.phases += 1
+        return res, cycles
+
+    def memory(self, k: int, bank: str) -> np.ndarray:
+        return self.chip.memory(self.members[k], bank)
+
+    def scratchpad(self, k: int, base: int, n: int) -> list:
+        return self.chip.scratchpad(self.members[k], base, n)
+
+
+class SharedChip(ChipSession):
+    """A chip partitioned into core groups (:class:`arch.partition.Partition`), one job per
+    group: :meth:`group` gives the :class:`GroupSession` a job's program drives."""
+
+    def __init__(self, cfg, partition, backend: str = "fast"):
+        super().__init__(cfg, backend)
+        self.partition = partition
+        self.model.partition = partition
+        self.sessions = [GroupSession(self, partition.members(g)) for g in range(len(partition.groups))]
+
+    def group(self, g: int) -> GroupSession:
+        return self.sessions[g]
