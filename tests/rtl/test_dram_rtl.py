@@ -68,14 +68,16 @@ def test_axiram_latency(require_simulator):
     assert rtl.counters == model.counters
 
 
-STAGES = {"plain": {}, "fetch": {"fetch_stage": True}, "fetch_addr": {"fetch_stage": True, "addr_stage": True}}
+STAGES = {"plain": {}, "fetch": {"fetch_stage": True}, "fetch_addr": {"fetch_stage": True, "addr_stage": True},
+          "exec_bus": {"exec_stage": True, "bus_stage": True}}
 
 
 @pytest.mark.parametrize("stage", list(STAGES))
 def test_dram_pipeline_rtl(stage, require_simulator):
     """DRAM -> spad -> PEs -> x * x + x -> spad -> DRAM with a load overlapping compute:
     DRAM bit for bit and every counter equal to the core model's and the fast model's
-    (also with the sequencer's fetch and address stages)."""
+    (also with the sequencer's fetch and address stages, and the PE's execute and bus
+    stages)."""
     require_simulator("icarus")
     cfg = CFG.replace(**STAGES[stage])
     words = assemble(PIPE.format(src=8, dst=200, col=1, early="", late="", tail="nop"), cfg).words()
