@@ -356,7 +356,12 @@ class ChipModel:
 
     def _run_fast(self, ks, pcs, hin, max_instructions) -> ChipRunResult:
         runs = [self.cores[c].start_run(pcs[c], hin[c], max_instructions, ring_in=None) for c in ks]
-        sched = self.check_stall_free(pcs, max_instructions, runs, ks)
+        try:
+            sched = self.check_stall_free(pcs, max_instructions, runs, ks)
+        except RingStallError:
+            for c in ks:      # these runs do not go on: nor do their scratchpad plans
+                self.cores[c]._spad_run = None
+            raise
         limit = sum(len(s[0]) for s in sched) + 2
         rounds = 1
         windows = ring_windows(runs)

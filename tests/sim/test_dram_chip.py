@@ -79,3 +79,23 @@ def test_fast_engine_sees_dma_stalls_on_the_ring():
     assert r0.cores[0].counters["stall_cycles"] > r0.cores[0].counters["dma_stall_cycles"]
     with pytest.raises(RingStallError, match="core 0 would stall"):
         _chip("fast", w0, w1, data)
+
+
+def test_fast_engine_usable_after_a_ring_stall_error():
+    """After the ring check refuses a run, the models run the next program correctly."""
+    w0 = assemble(PROG.format(first=1, gap=1), CHIP).words()
+    w1 = assemble(PROG.format(first=60, gap=1), CHIP, origin=128).words()
+    data = [[1] * 64, [2] * 64]
+    chip, _ = _chip("cycle", w0, w1, data)
+    fast = ChipModel(CHIP, "fast")
+    fast.load(w0, 0, core=0)
+    fast.load(w1, 128, core=1)
+    with pytest.raises(RingStallError):
+        fast.run([0, 128])
+    ok = assemble(PROG.format(first=1, gap=1), CHIP, origin=128).words()
+    ref = ChipModel(CHIP, "cycle")
+    for m in (ref, fast):
+        m.load(w0, 0, core=0)
+        m.load(ok, 128, core=1)
+    r0, r1 = ref.run([0, 128]), fast.run([0, 128])
+    assert [c.counters for c in r1.cores] == [c.counters for c in r0.cores]
