@@ -11,4 +11,10 @@ class Cmd:
     RUN = 2
     COUNTERS = 3
     CLEAR = 4
+    #: chip configuration commands, sent to ``tdest`` :func:`rtl.chip.config_dest`
+    #: (``docs/chip.md``, "Partitions"): ``arg0`` a core, ``arg1`` a group level; each
+    #: acts on the aligned block of ``2**arg1`` cores holding core ``arg0``
+    GROUP = 5      # set the block's cores' group register to arg1 (their ring closes on the block)
+    SELECT = 6     # a broadcast (tdest all ones) reaches the block's cores only
+    STOP = 7       # reset the block's cores (memories and microcode kept)
     ERROR = 15

@@ -7,13 +7,15 @@ tests compare against.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from arch.host import Cmd
+from arch.partition import mux_sources, pred_of_level, succ_of_level, whole_level
 from rtl.core import Core
 
-__all__ = ["Chip", "dest_bits", "broadcast_dest"]
+__all__ = ["Chip", "dest_bits", "broadcast_dest", "config_dest"]
 
 
 def dest_bits(cfg) -> int:
@@ -26,6 +28,13 @@ def broadcast_dest(cfg) -> int:
     return (1 << dest_bits(cfg)) - 1
 
 
+def config_dest(cfg) -> int:
+    """The ``tdest`` value of the chip's configuration commands (``GROUP``, ``SELECT``,
+    ``STOP`` of :class:`arch.host.Cmd`): ``cfg.cores``, a code no core and not the
+    broadcast."""
+    return cfg.cores
+
+
 class Chip(wiring.Component):
     """``cfg.cores`` cores; core ``k``'s ring output feeds core ``(k + 1) mod cores``.
 
@@ -33,10 +42,14 @@ class Chip(wiring.Component):
     -----
     s_axis_tdata/tvalid/tready/tlast : host -> chip stream (``cfg.host_width`` bits)
     s_axis_tdest : In(dest_bits)
-        Core the beat is for; :func:`broadcast_dest` (all ones) sends it to every core,
-        accepted only in a cycle where every core waits for a command or a microcode
-        word (``cmd_ready``), so all cores take it in the same cycle (a broadcast
-        ``RUN`` starts them together; RUN data beats go to one core each).
+        Core the beat is for; :func:`broadcast_dest` (all ones) sends it to every core
+        selected by the last ``SELECT`` (after reset: every core), accepted only in a
+        cycle where each of them waits for a command or a microcode word
+        (``cmd_ready``), so they take it in the same cycle (a broadcast ``RUN`` starts
+        them together; RUN data beats go to one core each). :func:`config_dest` takes
+        the chip's configuration commands (always ready, no reply): ``GROUP`` writes the
+        group registers of a block of cores, ``SELECT`` the broadcast's block, ``STOP``
+        resets a block's cores (``docs/chip.md``, "Partitions").
     m_axis_tdata/tvalid/tready/tlast : chip -> host stream
     m_axis_tid : Out(dest_bits)
         Core that sent the beat. The cores' output streams are merged beat by beat,
@@ -46,7 +59,13 @@ class Chip(wiring.Component):
 
     Cycle behaviour
     ---------------
-    No register on the host paths (a core's stream timing is its own, plus the wait for
+    Each core has a group register (:mod:`arch.partition`; reset: the whole ring): its
+    ring input comes through a mux of ``len(mux_sources)`` inputs from the predecessor
+    the register names, and a beat (or a credit level) crosses a link only when both
+    cores hold the same register value, so a group's ring never delivers into another
+    group; a mismatched successor reads as a full FIFO. Configuration registers are
+    written in the cycle after their beat; a ``STOP`` holds the block's cores in reset
+    for one cycle. No register on the host paths (a core's stream timing is its own, plus the wait for
     its turn on ``m_axis``). A ring link is one cycle: a ``rout`` pushes into the next
     core's receive FIFO in its operand stage (issue + 2) and a ``rin`` there can issue one
     cycle later (``docs/chip.md``).
@@ -70,24 +89,26 @@ class Chip(wiring.Component):
         cfg = self.cfg
         n = cfg.cores
         cores = [Core(cfg) for _ in range(n)]
+        lmax = whole_level(n)
+        level = [Signal(range(lmax + 1), init=lmax, name=f"group_level{k}") for k in range(n)]
+        stop = [Signal(name=f"stop{k}") for k in range(n)]
         for k, c in enumerate(cores):
-            m.submodules[f"core{k}"] = c
-
-        # --- the ring -------------------------------------------------------------------
-        for k, c in enumerate(cores):
-            nxt = cores[(k + 1) % n]
-            m.d.comb += [
-                nxt.ring_in_data.eq(c.ring_out_data),
-                nxt.ring_in_en.eq(c.ring_out_en),
-                c.ring_out_level.eq(nxt.ring_in_level),
-            ]
+            m.submodules[f"core{k}"] = ResetInserter(stop[k])(c)
+        self._ring(m, cores, level)
+        sel_level = Signal(range(lmax + 1), init=lmax)
+        sel_first = Signal(range(n))
+        self._config(m, level, stop, sel_level, sel_first)
+        cfg_hit = self.s_axis_tdest == config_dest(cfg)
+        in_sel = [Signal(name=f"bcast_sel{k}") for k in range(n)]
+        for k in range(n):
+            m.d.comb += in_sel[k].eq((Const(k, range(n)) >> sel_level) == (sel_first >> sel_level))
 
         # --- host -> cores: tdest routing, broadcast when every core is ready -------------
         bcast = Signal()
         all_ready = Signal()
         m.d.comb += [
             bcast.eq(self.s_axis_tdest == broadcast_dest(cfg)),
-            all_ready.eq(Cat(*(c.cmd_ready for c in cores)).all()),
+            all_ready.eq(Cat(*(c.cmd_ready | ~in_sel[k] for k, c in enumerate(cores))).all()),
         ]
         sel_ready = Signal()
         for k, c in enumerate(cores):
@@ -95,11 +116,11 @@ class Chip(wiring.Component):
             m.d.comb += [
                 c.s_axis_tdata.eq(self.s_axis_tdata),
                 c.s_axis_tlast.eq(self.s_axis_tlast),
-                c.s_axis_tvalid.eq(self.s_axis_tvalid & ((hit & ~bcast) | (bcast & all_ready))),
+                c.s_axis_tvalid.eq(self.s_axis_tvalid & ((hit & ~bcast) | (bcast & all_ready & in_sel[k]))),
             ]
             with m.If(hit):
                 m.d.comb += sel_ready.eq(c.s_axis_tready)
-        m.d.comb += self.s_axis_tready.eq(((sel_ready & ~bcast) | (bcast & all_ready)))
+        m.d.comb += self.s_axis_tready.eq(((sel_ready & ~bcast) | (bcast & all_ready) | cfg_hit))
 
         # --- cores -> host: per-beat round robin, held while waiting -------------------------
         db = dest_bits(cfg)
@@ -127,8 +148,46 @@ class Chip(wiring.Component):
                     c.m_axis_tready.eq(self.m_axis_tready),
                 ]
         m.d.comb += self.m_axis_tid.eq(sel)
+        with m.If(Cat(*stop).any()):     # a stopped core's offer is void
+            m.d.sync += held.eq(0)
         with m.If(self.m_axis_tvalid & self.m_axis_tready):
             m.d.sync += [held.eq(0), ptr.eq(Mux(sel == n - 1, 0, sel + 1))]
         with m.Elif(self.m_axis_tvalid):
             m.d.sync += [held.eq(1), held_sel.eq(sel)]
         return m
+
+    def _ring(self, m, cores, level):
+        """Core ``k``'s ring input: a mux over :func:`arch.partition.mux_sources` chosen
+        by its group register; a link carries beats and credits only between cores whose
+        registers are equal."""
+        n = self.cfg.cores
+        depth = self.cfg.ring_fifo_depth
+        for k, c in enumerate(cores):
+            for lv in range(whole_level(n) + 1):
+                p, s = pred_of_level(k, lv, n), succ_of_level(k, lv, n)
+                with m.If(level[k] == lv):
+                    m.d.comb += [
+                        c.ring_in_data.eq(cores[p].ring_out_data),
+                        c.ring_in_en.eq(cores[p].ring_out_en & (level[p] == lv)),
+                        c.ring_out_level.eq(Mux(level[s] == lv, cores[s].ring_in_level, depth)),
+                    ]
+            assert len({pred_of_level(k, lv, n) for lv in range(whole_level(n) + 1)}) == len(mux_sources(k, n))
+
+    def _config(self, m, level, stop, sel_level, sel_first):
+        """The configuration commands at :func:`config_dest`: ``GROUP``, ``SELECT``,
+        ``STOP`` (``arg0`` a core, ``arg1`` a level; acting on the aligned block)."""
+        n = self.cfg.cores
+        d = self.s_axis_tdata
+        cmd, arg0, arg1 = d[0:4], d[4:20], d[20:32]
+        take = self.s_axis_tvalid & (self.s_axis_tdest == config_dest(self.cfg))
+        for k in range(n):
+            m.d.sync += stop[k].eq(0)
+        with m.If(take & (arg1 <= whole_level(n))):
+            for k in range(n):
+                in_block = (Const(k, 16) >> arg1) == (arg0 >> arg1)
+                with m.If((cmd == Cmd.GROUP) & in_block):
+                    m.d.sync += level[k].eq(arg1)
+                with m.If((cmd == Cmd.STOP) & in_block):
+                    m.d.sync += stop[k].eq(1)
+            with m.If(cmd == Cmd.SELECT):
+                m.d.sync += [sel_level.eq(arg1), sel_first.eq(arg0)]
