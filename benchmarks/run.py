@@ -46,6 +46,7 @@ BENCHMARKS = {
     "dse": "benchmarks.bench_dse",
     "characterize": "benchmarks.bench_characterize",
     "step_speed": "benchmarks.bench_step_speed",
+    "share": "benchmarks.bench_share",
 }
 
 

@@ -18,6 +18,8 @@ Subcommands::
                                                           design-space search on Ray
     caterpillar train   [--data digits|mnist|npz:F|csv:F] [--hidden 64] [--method sgd|cp] [--batch B]
                                                           training on a simulated core or chip
+    caterpillar share JOBS.json [--config S] [--slowdown 1.5] [--json F]
+                                                          several jobs at once on core groups of a chip
     caterpillar characterize [--configs S L] [--classes all] [--grid full|quick] [--json F] [--png F]
                                                           every operation class per core kind; performance model
 
@@ -58,6 +60,12 @@ def _cmd_dse(args) -> int:
     return cmd_dse(args)
 
 
+def _cmd_share(args) -> int:
+    from cli.share import cmd_share
+
+    return cmd_share(args)
+
+
 def _cmd_characterize(args) -> int:
     from cli.characterize import cmd_characterize
 
@@ -94,6 +102,13 @@ def make_parser() -> Parser:
                                      "propagation; fast model), beside float64 baselines")
     add_train_arguments(p, cfg_help)
     p.set_defaults(fn=_cmd_train)
+
+    p = sub.add_parser("share", help="several training jobs at once on disjoint core groups of one chip "
+                                     "(right-sized, buddy-packed, fast chip engine) against time sharing")
+    from cli.share import add_share_arguments
+
+    add_share_arguments(p, cfg_help)
+    p.set_defaults(fn=_cmd_share)
 
     p = sub.add_parser("characterize", help="run every operation class the compilers emit over a grid of shapes on "
                                             "each core kind (fast engines); fit the performance model, report its "
