@@ -57,7 +57,8 @@ class Allocator:
 
     def table(self) -> str:
         lines = [f"{'name':<10} {'bank':<4} {'base':>6} {'words':>6}  what"]
-        for it in sorted(self.items.values(), key=lambda i: (i.region.bank, i.region.base)):
+        uniq = {id(i): i for i in self.items.values()}.values()      # (aliases once)
+        for it in sorted(uniq, key=lambda i: (i.region.bank, i.region.base)):
             lines.append(f"{it.name:<10} {it.region.bank.upper():<4} {it.region.base:>6} {it.words:>6}  {it.what}")
         for b in ("a", "b"):
             lines.append(f"MEM {b.upper()}: {self.next[b]} of {self.depth(b)} words used")

@@ -62,6 +62,7 @@ from sw.train_chip_map import (OUT_MAPS, PanelMap, chip_shapes, column_order, pa
 from sw.train_chip_ops import _at, _chip_ops, _rs_with_rank1, fused_backward_op, page_sum_op  # noqa: F401
 from sw.train_chip_place import ChipPart, _build_ops, _place_parts  # noqa: F401
 from sw.train_chip_program import ChipSGDProgram, ChipStepResult, PhaseLog, load_per_core  # noqa: F401
+from sw.train_dram import stream_parts
 from sw.train_host import TrainCompileError, resolve_softmax
 from sw.train_paging import (SpadPanel, check_page_rows, largest, page_split, plan_panels, spad_choice,  # noqa: F401
                              spad_image, spad_local, spad_op)
@@ -98,10 +99,17 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
             al.alloc(f"W{l}", L(P[l]) * L(N[l]), f"row panel of W{l} ({P[l]} of {m} x {N[l]} (n = {n}) per core)",
                      bank=wbanks[l])
     if pages:
+        # one page buffer per bank the paged panels use (WP: the first paged layer's bank)
         ls = sorted(pages)
-        al.alloc("WP", max(pages[l] * L(N[l]) for l in ls),
-                 "page buffer of the panels in the scratchpad (" + ", ".join(
-                     f"W{l}: {pages[l] * cfg.nr} of {P[l]} rows" for l in ls) + " per page)", bank=wbanks[ls[0]])
+        for j, bk in enumerate(dict.fromkeys(wbanks[l] for l in ls)):
+            lb = [l for l in ls if wbanks[l] == bk]
+            nm = "WP" if j == 0 else f"WP_{bk}"
+            al.alloc(nm, max(pages[l] * L(N[l]) for l in lb),
+                     "page buffer of the panels in the scratchpad (" + ", ".join(
+                         f"W{l}: {pages[l] * cfg.nr} of {P[l]} rows" for l in lb) + " per page)", bank=bk)
+            if j:
+                for l in lb:
+                    al.items[f"WP{l}"] = al.items[nm]
     al.alloc("x", L(N[0]), "input sample (diag; core 0 loads it, the ring broadcasts it)", forbid={wbanks[0]})
     al.alloc("xc", L(N[0]) + 1, "cols copy of x (GEMV broadcast; rank-1 v)", forbid={wbanks[0]})
     for i in range(1, nl):
@@ -140,9 +148,10 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
         # the partial W^T d of a page after the first, added to e (the axpy streams the two
         # from different banks when it can; the fused kernel writes it out of W's bank)
         eb = al.items[f"e{acc[0]}"].region.bank
-        al.alloc("ep", max(L(N[l]) for l in acc), "W^T d partial of one page (cols), added to e page by page: "
-                 + ", ".join(f"W{l}" for l in acc), prefer=_other(eb),
-                 forbid={wbanks[acc[0]]} if any(fused[l] for l in acc) else ())
+        fb = {wbanks[l] for l in acc if fused[l]}
+        al.alloc("ep", max(L(N[l]) for l in acc) + (1 << 30 if len(fb) > 1 else 0),   # (never fits)
+                 "W^T d partial of one page (cols), added to e page by page: " + ", ".join(f"W{l}" for l in acc),
+                 prefer=_other(eb), forbid=fb if len(fb) == 1 else ())
         al.alloc("one", 1, "scalar 1 (every PE)")
     al.alloc("nlr", 1, "scalar -lr (every PE)")
     return al
@@ -167,7 +176,7 @@ def _check(cfg, mlp, P, N):
 
 
 def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | None, fused: list, spad=None,
-                  page_rows: int | None = None) -> tuple:
+                  page_rows: int | None = None, dram=None) -> tuple:
     """Where the weight panels of an SGD step live: ``(wbanks, allocator, {layer:
     SpadPanel})`` (:func:`plan_panels` with :func:`_allocate`; every layer but an output
     layer split by columns can be paged). Raises :class:`sw.train.TrainCompileError` with
@@ -186,12 +195,12 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                     f"need {sum(cfg.nr * L(P[l]) * L(N[l]) for l in pageable)} beats, and the rest must fit with a "
                     f"page buffer)" if cfg.spad_kib else "and there is no scratchpad (cfg.spad_kib = 0)"))
     return plan_panels(cfg, P, N, lambda wb, pages: _allocate(cfg, mlp, wb, P, N, out_map, softmax, fused, pages),
-                       pageable, spad, page_rows, fail)
+                       pageable, spad, page_rows, fail, dram, split_wp=True)
 
 
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
-                     page_rows: int | None = None) -> ChipSGDProgram:
+                     page_rows: int | None = None, dram=None) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -226,7 +235,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     v = float(fmt.to_float(np.array([nlr]))[0])
     if v == 0.0 or not np.isfinite(v):
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
-    wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows)
+    wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows, dram)
     pol = "a" if set(wbanks) == {"a"} else "search"
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
@@ -237,10 +246,10 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused,
                                            overlap=overlap, spad=panels) for k in range(c)]
     parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels) for k in range(c)]
-    parts, images = _place_parts(cfg, parts_ops)
+    parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
-                         "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if op.info],
+                         "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
                          "spad_layers": sorted(panels), "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()

@@ -55,6 +55,7 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _ot
                       softmax_ce_loss)
 from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place_parts, chip_shapes, plan_panels,
                            resolve_out_map, spad_op)
+from sw.train_dram import stream_parts
 from sw.train_mb import MBProgram
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
 
@@ -133,7 +134,7 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
 
 
 def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=None,
-                 page_rows: int | None = None) -> tuple:
+                 page_rows: int | None = None, dram=None) -> tuple:
     """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``
     (:func:`sw.train_chip.plan_panels` with :func:`allocate_chip_mb`; the row-panel layers
     can be paged). Raises :class:`sw.train.TrainCompileError` with the sizes when nothing
@@ -141,7 +142,7 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
     nl = mlp.n_layers
     pageable = [l for l in range(nl) if not (out_map == "cols" and l == nl - 1)]
     return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb(cfg, mlp, wb, P, N, out_map, pages),
-                       pageable, spad, page_rows, fail=lambda al: _sizes_message(cfg, mlp, al, P, N))
+                       pageable, spad, page_rows, fail=lambda al: _sizes_message(cfg, mlp, al, P, N), dram=dram)
 
 
 # ======================================================================================
@@ -540,7 +541,8 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
                 "and there is no scratchpad (cfg.spad_kib = 0)") + " (a smaller minibatch or more cores would)")
 
 
-def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None) -> ChipMBProgram:
+def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
+                      dram=None) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
@@ -571,12 +573,12 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     for n in N:
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
-    wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows)
+    wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram)
     parts_ops = {}
     names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
     for nm in names + ["predict"]:
         parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map, panels) for k in range(c)]
-    parts, images = _place_parts(cfg, parts_ops)
+    parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
     tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                        {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
                         "out_map": out_map, "spad_layers": sorted(panels),

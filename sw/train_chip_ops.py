@@ -83,7 +83,7 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
     added to ``e`` by an axpy with 1); its rows of the update (fused: the same pass);
     store the page back."""
     nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
-    WP, ln = R["WP"], L(N[l])
+    WP, ln = R.get(f"WP{l}", R.get("WP")), L(N[l])
     ops = []
     last = len(sp.pages) - 1
     for p in range(last, -1, -1):
@@ -151,12 +151,12 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
             if l in spad:
                 # page by page: load, the page's rows of z (the first page broadcasts the
                 # input from the diagonal and keeps its cols copy, the others read the copy)
-                sp, WP = spad[l], R["WP"]
+                sp, WP = spad[l], R.get(f"WP{l}", R.get("WP"))
                 for p, (r0, n) in enumerate(sp.pages):
                     w = sp.page_words(p)
                     ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
                     xi, yp = (xin if p == 0 else xc), _at(y, r0)
-                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p:
+                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p, WP=WP:
                          emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
                                    x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_"),
                          [(WP, w), (xi, L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))

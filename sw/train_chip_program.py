@@ -19,6 +19,7 @@ from sw.train_chip_map import PanelMap
 from sw.train_chip_place import ChipPart
 from sw.train_host import HOST_LATENCY_CYCLES, StepResult, host_softmax_grad, mse_loss, one_hot, softmax_ce_loss
 from sw.train_ops import breakdown_lines, ops_breakdown
+from sw.train_dram import DramPanel, dma_timeline, dram_init, dram_read, dram_traffic, dram_unload_program, tier_lines
 from sw.train_paging import spad_image, spad_local
 from sw.train_softmax import softmax_const_items
 from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
@@ -122,7 +123,17 @@ class ChipSGDProgram(PanelMap):
         return [p for n in names for p in self.parts[n]]
 
     def part_cycles(self, part: ChipPart) -> int:
-        return part.instructions + self.cfg.run_overhead
+        return part.instructions + self.cfg.run_overhead + self.part_dma(part)["stall"]
+
+    def part_dma(self, part: ChipPart) -> dict:
+        """The DMA of a chip program (:func:`sw.train_dram.dma_timeline`): stalls, busy and
+        hidden cycles, DRAM beats read and written."""
+        return dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops))
+
+    def dram_per_step(self) -> dict:
+        """The DMA of a step's chip programs summed (per core): ``stall`` (exposed
+        cycles), ``busy``, ``hidden``, ``rd`` / ``wr`` (DRAM beats)."""
+        return dram_traffic([(p.ops, _gaps(self.cfg, p.ops)) for p in self.chip_parts()], self.cfg)
 
     def host_phase_cycles(self) -> list:
         """``(name, cycles)`` of the step's host phases: the RUNs of their active cores,
@@ -170,9 +181,7 @@ class ChipSGDProgram(PanelMap):
             lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
                          f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "
                          f"{o['instructions']} instructions")
-        for l, sp in sorted(self.spad.items()):
-            lines.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(cfg.nr) - 1}: W{l} panel, "
-                         f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP")
+        lines += tier_lines(cfg, self.P, self.N, self.spad, self.dram_per_step(), self.step_cycles())
         lines += [""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)
 
@@ -276,6 +285,8 @@ class ChipSGDProgram(PanelMap):
             if r.cycles != exp:
                 raise AssertionError(f"{name}: core {k} ran {r.cycles} cycles, predicted {exp}")
             c = r.counters
+            if c.get("stall_cycles", 0) and c.get("stall_cycles") == c.get("dma_stall_cycles"):
+                c = {**c, "stall_cycles": 0}         # the DMA stalls, predicted in the cycles
             if c.get("mem_conflict") or c.get("rf_conflict") or c.get("stall_cycles"):
                 raise AssertionError(f"{name}: core {k}: {c.get('mem_conflict')} SRAM / {c.get('rf_conflict')} "
                                      f"register write conflicts, {c.get('stall_cycles')} stall cycles")
@@ -352,6 +363,10 @@ class ChipSGDProgram(PanelMap):
                  for k in range(cfg.cores)]
         load_per_core(session, cfg, items, "init")
         for l, sp in self.spad.items():
+            if isinstance(sp, DramPanel):
+                dram_init(session, cfg, sp, [spad_image(cfg, sp, pack_matrix(per[k][l], nr)) for k in range(cfg.cores)],
+                          f"init-dram-W{l}")
+                continue
             b = Builder(cfg)
             emit_spad_fill(b, cfg, sp.base, sp.beats(nr))
             b.halt()
@@ -365,6 +380,9 @@ class ChipSGDProgram(PanelMap):
         cfg = self.cfg
         out = []
         for l in range(self.mlp.n_layers):
+            if isinstance(self.spad.get(l), DramPanel):
+                out.append(([dram_unload_program(cfg, self.spad[l])] * cfg.cores, f"unload-W{l}"))
+                continue
             b = Builder(cfg)
             if l in self.spad:
                 emit_spad_drain(b, cfg, self.spad[l].base, self.spad[l].beats(cfg.nr))
@@ -393,7 +411,9 @@ class ChipSGDProgram(PanelMap):
         ``padded``: the cores' padded panels together, padding included)."""
         out = []
         for l in range(self.mlp.n_layers):
-            if l in self.spad:
+            if isinstance(self.spad.get(l), DramPanel):
+                local = [spad_local(self.cfg, self.spad[l], x) for x in dram_read(session, self.cfg, self.spad[l])]
+            elif l in self.spad:
                 sp = self.spad[l]
                 local = [spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
                          for k in range(self.cfg.cores)]

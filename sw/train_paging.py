@@ -87,7 +87,7 @@ def largest(fits, hi: int) -> int:
 
 
 def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
-                fail=None) -> tuple:
+                fail=None, dram=None, split_wp: bool = False) -> tuple:
     """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``, shared by
     SGD and minibatch GD across cores.
 
@@ -100,7 +100,10 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
     explicit choice, e.g. to test paging on small networks). Pages are row pages of at
     most ``page_rows`` rows (a multiple of ``nr``; default: as many as the buffer holds,
     the buffer taking what the PE memories have left), the bank assignment with the
-    fewest pages. Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
+    fewest pages, the paged panels in one bank; ``split_wp`` (the allocator gives each
+    bank its page buffer): when that finds nothing, a second search lets them span both. When the paged panels exceed the scratchpad and the core has DRAM, the
+    largest go to DRAM and are streamed (:func:`sw.train_dram.place_dram`; ``dram``: the
+    layers to put there, an explicit choice among the paged ones). Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
     message, with the sizes) when nothing fits."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     nl, nr = len(P), cfg.nr
@@ -117,16 +120,16 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
     check_page_rows(cfg, page_rows)
     cap = (page_rows // nr) if page_rows else max(L(p) for p in P)
     lim = (1 << cfg.loop_bits) - 2
-    for S in sets:
+    for S, split in [(S, False) for S in sets] + ([(S, True) for S in sets] if split_wp else []):
         beats = sum(nr * L(P[l]) * L(N[l]) for l in S)
-        if beats > cfg.spad_depth:
-            break                                  # more layers in the scratchpad only need more
+        if beats > cfg.spad_depth and not cfg.dram_mib:
+            continue                               # more layers in the scratchpad only need more
         best = None
 
         def per(t, S=S):                           # local rows per page with at most t per page
             return {l: max(1, min(L(P[l]), t, cap, lim // L(N[l]))) for l in S}
         for wb in cands:
-            if len({wb[l] for l in S}) != 1:
+            if len({wb[l] for l in S}) != 1 and not split:
                 continue
             if not alloc(wb, per(1)).fits():
                 continue
@@ -141,6 +144,11 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
             for l in S:
                 panels[l] = SpadPanel(at, L(P[l]), L(N[l]), page_split(L(P[l]), rows[l]))
                 at += panels[l].beats(nr)
+            if at > cfg.spad_depth or dram is not None:
+                from sw.train_dram import place_dram
+                panels = place_dram(cfg, panels, dram)   # the largest panels in DRAM, streamed
+                if panels is None:
+                    continue
             return wb, al, panels
     raise TrainCompileError(fail(alloc(cands[0], None)))
 
@@ -153,10 +161,10 @@ def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> O
     if store:
         return Op(name, "spad", lambda bl: (emit_unload(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_",
                                                         dest="spad", spad_addr=addr), n)[1],
-                  reads=[(WP, words)], writes=[], stores=False)
+                  reads=[(WP, words)], writes=[], stores=False, info={"spad": (store, WP, words, addr)})
     return Op(name, "spad", lambda bl: (emit_load(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_", source="spad",
                                                   spad_addr=addr, lanes="cols"), n)[1],
-              reads=[], writes=[(WP, words)])
+              reads=[], writes=[(WP, words)], info={"spad": (store, WP, words, addr)})
 
 
 def spad_image(cfg, panel: SpadPanel, local) -> list:

@@ -1,0 +1,327 @@
+"""The DRAM tier of the weight panels: panels too large for the PE memories and the
+scratchpad live in the core's DRAM and are streamed through a double-buffered staging
+area in the scratchpad (``docs/training.md``, "Weight panels in DRAM").
+
+A :class:`DramPanel` is a :class:`sw.train_paging.SpadPanel` whose pages sit in DRAM;
+the training compilers emit its page moves as for a scratchpad panel (``spad_op`` with
+:meth:`DramPanel.page_addr`, a virtual address past every scratchpad), and
+:func:`stream_parts` rewrites each such move to a staging slot and adds the DMA
+transfers: the first page's load at the program's start, the next page's load right
+after a page has left its slot for ``WP`` (so it runs during that page's compute), a
+``dma wait`` just before a page is read from its slot, and after a page is written
+back to its slot its store to DRAM. :func:`dma_timeline` predicts the stalls this
+costs (the engine runs one transfer at a time; a start or a wait stalls the core while
+it is busy) from the ops' issue cycles, so every part's cycles stay predicted exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from sw.asm import Builder, dma
+from sw.dram import dma_chunks, emit_dma_copy
+from sw.train_host import TrainCompileError
+from sw.train_ops import Op
+from sw.train_paging import SpadPanel, spad_op
+from sw.transfer import emit_spad_drain, emit_spad_fill
+
+__all__ = ["VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic", "dram_init",
+           "dram_read", "dram_unload_program", "tier_lines"]
+
+#: virtual scratchpad address of DRAM beat 0 in the page moves the compilers emit
+VIRT = 1 << 40
+
+
+@dataclass(frozen=True)
+class DramPanel(SpadPanel):
+    """A weight panel in the core's DRAM (``base``: its first DRAM beat), its pages
+    staged through the scratchpad slots ``stage`` (two, each ``slot`` beats)."""
+
+    stage: tuple = (0, 0)
+    slot: int = 0
+
+    def page_addr(self, nr: int, p: int) -> int:
+        return VIRT + self.dram_addr(nr, p)
+
+    def dram_addr(self, nr: int, p: int) -> int:
+        return self.base + nr * self.pages[p][0] * self.ncols
+
+
+def place_dram(cfg, panels: dict, force=None) -> dict | None:
+    """Keep the panels of ``panels`` (layer -> :class:`SpadPanel`, all in the
+    scratchpad) in the scratchpad if they fit, else move the largest to DRAM until the
+    rest and two staging slots (each the largest DRAM page) fit; ``force``: the layers to
+    put in DRAM (an explicit choice, e.g. to test streaming on small networks). None when
+    nothing fits the scratchpad; raises :class:`TrainCompileError` when the DRAM panels
+    exceed the DRAM, or for a bad ``force``."""
+    nr = cfg.nr
+    order = sorted(panels, key=lambda l: (-panels[l].words, l))
+    if force is not None:
+        dl = sorted(set(int(l) for l in force))
+        if not dl or any(l not in panels for l in dl):
+            raise TrainCompileError(f"dram layers must be a non-empty subset of the paged layers {sorted(panels)}, "
+                                    f"got {sorted(force)}")
+        if not cfg.dram_mib:
+            raise TrainCompileError("weights in DRAM need it: this configuration has none (cfg.dram_mib = 0)")
+        order = dl + [l for l in order if l not in dl]
+    for j in range(len(force) if force is not None else 0, len(order) + 1):
+        dl = set(order[:j])
+        slot = max((nr * max(n for _, n in panels[l].pages) * panels[l].ncols for l in dl), default=0)
+        spad_beats = sum(panels[l].beats(nr) for l in panels if l not in dl) + 2 * slot
+        if spad_beats > cfg.spad_depth:
+            if force is not None:
+                raise TrainCompileError(f"the scratchpad panels and two staging slots of {slot} beats need "
+                                        f"{spad_beats} beats, the scratchpad has {cfg.spad_depth}")
+            continue
+        if j and not cfg.dram_mib:
+            return None
+        out, at, dat = {}, 2 * slot, 0
+        for l in sorted(panels):
+            sp = panels[l]
+            if l in dl:
+                out[l] = DramPanel(dat, sp.lrows, sp.ncols, sp.pages, (0, slot), slot)
+                dat += sp.beats(nr)
+            else:
+                out[l] = SpadPanel(at, sp.lrows, sp.ncols, sp.pages)
+                at += sp.beats(nr)
+        if dat > cfg.dram_depth:
+            raise TrainCompileError(f"the weight panels in DRAM ({', '.join(f'W{l}' for l in sorted(dl))}) need "
+                                    f"{dat} beats per core, the DRAM has {cfg.dram_depth} (cfg.dram_mib = "
+                                    f"{cfg.dram_mib})")
+        return out
+    return None
+
+
+# ======================================================================================
+# streaming: the DMA transfers around the page moves
+# ======================================================================================
+def _pages_of(panels: dict, nr: int) -> dict:
+    """Virtual address -> (panel, page) of every DRAM page."""
+    return {sp.page_addr(nr, p): (sp, p) for sp in panels.values() if isinstance(sp, DramPanel)
+            for p in range(len(sp.pages))}
+
+
+class _Frag:
+    """DMA instructions put in front of an op: ``items`` ``(kind, dram, spad, beats)``
+    with kind ``load`` / ``store`` / ``wait``."""
+
+    def __init__(self):
+        self.items = []
+
+    def emit(self, cfg, b: Builder, tag: str) -> int:
+        n = 0
+        for i, (kind, dram, spad, beats) in enumerate(self.items):
+            if kind == "wait":
+                b.emit(dma("wait"))
+                n += 1
+            else:
+                emit_dma_copy(b, cfg, kind, dram, spad, beats, wait=False, loop=f"{tag}d{i}_")
+                n += 2 + len(dma_chunks(cfg, dram, beats))
+        return n
+
+    def offsets(self, cfg) -> list:
+        """``(instruction offset, kind, beats)`` of every start and wait."""
+        out, at = [], 0
+        for kind, dram, _spad, beats in self.items:
+            if kind == "wait":
+                out.append((at, "wait", 0))
+                at += 1
+                continue
+            at += 2
+            for m in dma_chunks(cfg, dram, beats):
+                out.append((at, kind, m))
+                at += 1
+        return out
+
+
+def _stream_one(cfg, ops: list, pages: dict) -> list:
+    """:func:`stream_parts` for one core's ops."""
+    nr = cfg.nr
+    idx = [i for i, op in enumerate(ops) if op.info.get("spad", (0, 0, 0, -1))[3] in pages]
+    if not idx:
+        return ops
+    loads = [i for i in idx if not ops[i].info["spad"][0]]
+    slot_of_load = {i: j % 2 for j, i in enumerate(loads)}
+    pre = [_Frag() for _ in range(len(ops) + 1)]
+    new = list(ops)
+    flight = None                       # (kind, slot) of the last start, until a wait
+    pending = set()                     # slots holding a page loaded but not yet moved to WP
+    page_slot = {}
+
+    def start(at, kind, slot, sp, p):
+        nonlocal flight
+        pre[at].items.append((kind, sp.dram_addr(nr, p), sp.stage[slot], nr * sp.page_words(p)))
+        flight = (kind, slot)
+        if kind == "load":
+            pending.add(slot)
+
+    if loads:
+        sp, p = pages[ops[loads[0]].info["spad"][3]]
+        start(0, "load", 0, sp, p)
+    for i in idx:
+        store, WP, words, addr = ops[i].info["spad"]
+        sp, p = pages[addr]
+        if store:
+            pref = page_slot.get(addr, 0)
+            free = [x for x in (pref, 1 - pref) if x not in pending]
+            if not free:                # pragma: no cover - a page is consumed before the next store
+                raise AssertionError(f"{ops[i].name}: no free staging slot")
+            s = free[0]
+            busy = flight is not None and flight[1] == s
+        else:
+            s = slot_of_load[i]
+            busy = flight == ("load", s)
+            pending.discard(s)
+        if busy:
+            pre[i].items.append(("wait", 0, 0, 0))
+            flight = None
+        new[i] = replace(spad_op(cfg, ops[i].name, store, WP, words, sp.stage[s]), per_core=ops[i].per_core)
+        page_slot[addr] = s
+        if store:
+            start(i + 1, "store", s, sp, p)
+        else:
+            j = loads.index(i)
+            if j + 1 < len(loads):
+                nsp, np_ = pages[ops[loads[j + 1]].info["spad"][3]]
+                start(i + 1, "load", (j + 1) % 2, nsp, np_)
+    if flight is not None or pre[len(ops)].items:
+        pre[len(ops)].items.append(("wait", 0, 0, 0))
+    out = []
+    for i, op in enumerate(new):
+        out.append(_merge(cfg, pre[i], op, f"{op.name}_") if pre[i].items else op)
+    if pre[len(ops)].items:
+        f = pre[len(ops)]
+        out.append(Op("dma_end", "dma", lambda b, f=f: f.emit(cfg, b, "dend_"), reads=[], writes=[], stores=False,
+                      info={"dma": f.offsets(cfg)}))
+    return out
+
+
+def _merge(cfg, frag: _Frag, op: Op, tag: str) -> Op:
+    """``op`` with the DMA instructions of ``frag`` in front (the op's reads come later,
+    so the NOPs computed for it before stay enough)."""
+    return replace(op, emit=lambda b, f=frag, e=op.emit: f.emit(cfg, b, tag) + e(b),
+                   info={**op.info, "dma": frag.offsets(cfg)})
+
+
+def stream_parts(cfg, parts_ops: dict, panels: dict) -> dict:
+    """``parts_ops`` (part -> per core ops) with the page moves of the DRAM panels of
+    ``panels`` rewritten to the staging slots and the DMA transfers added (module
+    docstring); unchanged without DRAM panels."""
+    pages = _pages_of(panels, cfg.nr)
+    if not pages:
+        return parts_ops
+    return {nm: [_stream_one(cfg, ops, pages) for ops in pco] for nm, pco in parts_ops.items()}
+
+
+def dma_timeline(cfg, ops: list, gaps: list) -> dict:
+    """The DMA of one program (its ops and the NOPs before each): ``stall`` (cycles the
+    core waits for the engine), ``busy`` (cycles the engine works), ``hidden`` (busy
+    cycles under issued instructions), ``tail`` (cycles the RUN's end waits for the
+    engine after the HALT's drain: 0 when the program ends with a wait), the beats read
+    and written (``rd``, ``wr``)."""
+    t, busy_to, stall, busy, rd, wr = 0, -1, 0, 0, 0, 0
+    b = Builder(cfg)
+    for op, g in zip(ops, gaps):
+        t += g
+        base, shift = t, 0
+        for off, kind, beats in op.info.get("dma", ()):
+            at = base + off + shift
+            if at <= busy_to:
+                s = busy_to + 1 - at
+                shift += s
+                stall += s
+                at += s
+            if kind != "wait":
+                d = cfg.dma_cycles(beats, kind == "store")
+                busy_to = at + d
+                busy += d
+                rd, wr = (rd + beats, wr) if kind == "load" else (rd, wr + beats)
+        t = base + op.emit(b) + shift
+    return {"stall": stall, "busy": busy, "hidden": busy - stall, "rd": rd, "wr": wr}
+
+
+def dram_traffic(programs: list, cfg) -> dict:
+    """:func:`dma_timeline` summed over ``programs`` (``(ops, gaps)`` pairs)."""
+    tot = {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0}
+    for ops, gaps in programs:
+        for k, v in dma_timeline(cfg, ops, gaps).items():
+            tot[k] += v
+    return tot
+
+
+# ======================================================================================
+# host side: weights into DRAM and back through the staging slot
+# ======================================================================================
+def _page_beats(cfg, sp: DramPanel, p: int) -> int:
+    return cfg.nr * sp.page_words(p)
+
+
+def dram_init(session, cfg, sp: DramPanel, images: list, name: str) -> None:
+    """Load a DRAM panel: per page a RUN filling staging slot 0 from the host and storing
+    it to DRAM (``images``: per core the panel's beats, :func:`sw.train_paging.spad_image`)."""
+    at = 0
+    for p in range(len(sp.pages)):
+        n = _page_beats(cfg, sp, p)
+        b = Builder(cfg)
+        emit_spad_fill(b, cfg, sp.stage[0], n)
+        emit_dma_copy(b, cfg, "store", sp.dram_addr(cfg.nr, p), sp.stage[0], n)
+        b.halt()
+        img = b.build().words()
+        session.run([img] * cfg.cores, [im[at:at + n] for im in images], f"{name}-p{p}")
+        at += n
+
+
+def dram_read(session, cfg, sp: DramPanel) -> list:
+    """Per core the beats of a DRAM panel, page by page through staging slot 0 (RUNs that
+    change only the staging slot)."""
+    out = [[] for _ in range(cfg.cores)]
+    for p in range(len(sp.pages)):
+        n = _page_beats(cfg, sp, p)
+        b = Builder(cfg)
+        emit_dma_copy(b, cfg, "load", sp.dram_addr(cfg.nr, p), sp.stage[0], n)
+        b.halt()
+        session.run([b.build().words()] * cfg.cores, None, f"read-dram-p{p}")
+        for k in range(cfg.cores):
+            out[k] += [int(x) for x in session.scratchpad(k, sp.stage[0], n)]
+    return out
+
+
+def dram_unload_program(cfg, sp: DramPanel) -> list:
+    """One program sending a DRAM panel to the host page by page (DRAM -> staging slot 0
+    -> host), ``tlast`` on the last beat."""
+    b = Builder(cfg)
+    last = len(sp.pages) - 1
+    for p in range(last + 1):
+        n = _page_beats(cfg, sp, p)
+        emit_dma_copy(b, cfg, "load", sp.dram_addr(cfg.nr, p), sp.stage[0], n, loop=f"ul{p}_")
+        emit_spad_drain(b, cfg, sp.stage[0], n, last=p == last, loop=f"ud{p}_")
+    b.halt()
+    return b.build().words()
+
+
+def tier_lines(cfg, P: list, N: list, panels: dict, traffic: dict, step_cycles: int) -> list:
+    """The describe() lines: per layer where its panel lives and why, the DRAM traffic
+    and the DMA cycles hidden and exposed per step."""
+    from sw.layout import local_len
+    nr = cfg.nr
+    out = []
+    for l in range(len(P)):
+        w = local_len(P[l], nr) * local_len(N[l], nr)
+        sp = panels.get(l)
+        if sp is None:
+            out.append(f"W{l} panel: resident in the PE memories ({w} words per PE)")
+        elif isinstance(sp, DramPanel):
+            out.append(f"W{l} panel: streamed from DRAM beats {sp.base}..{sp.base + sp.beats(nr) - 1} ({sp.beats(nr)} beats; "
+                       f"the PE memories and the scratchpad hold the rest), {len(sp.pages)} page(s) of up to "
+                       f"{max(n for _, n in sp.pages) * nr} rows through scratchpad slots {sp.stage[0]} / "
+                       f"{sp.stage[1]} ({sp.slot} beats each, double-buffered) and WP")
+        else:
+            out.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1}: W{l} panel, {len(sp.pages)} "
+                       f"page(s) of up to {max(n for _, n in sp.pages) * nr} rows through WP (paged from the "
+                       f"scratchpad: the PE memories do not hold it)")
+    if traffic and traffic["busy"]:
+        out.append(f"DRAM per step and core: {traffic['rd']} beats read, {traffic['wr']} written "
+                   f"({(traffic['rd'] + traffic['wr']) * cfg.spad_beat_bytes} bytes); DMA busy {traffic['busy']} "
+                   f"cycles, {traffic['hidden']} hidden under compute, {traffic['stall']} exposed (stalls, "
+                   f"{traffic['stall'] / max(1, step_cycles) * 100:.1f}% of the step's {step_cycles} cycles)")
+    return out
