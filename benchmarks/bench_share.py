@@ -19,14 +19,16 @@ from arch.config import ArchConfig
 from share.jobs import parse_jobs
 from share.schedule import share
 
-#: two mixes of four jobs: the small networks alone, and with the reference design's
-#: small network (which scales to the whole chip, so it bounds the makespan)
+#: two mixes of four jobs: the small networks alone (steps chosen so that each job's
+#: exclusive run is about as long, 60-75 k cycles: equal-length jobs, as in a search),
+#: and with the reference design's small network (equal steps; it scales to the whole
+#: chip, so it bounds the makespan)
 SCENARIOS = {
     "small networks": [
-        {"name": "digits", "network": "digits", "method": "sgd", "steps": 16},
-        {"name": "digits-mb", "network": "digits-wide", "method": "mbgd:8", "steps": 16},
-        {"name": "mnist", "network": "mnist-mlp", "method": "sgd", "steps": 16},
-        {"name": "mnist-mb", "network": [784, 128, 10], "method": "mbgd:4", "steps": 16},
+        {"name": "digits", "network": "digits", "method": "sgd", "steps": 64},
+        {"name": "digits-mb", "network": "digits-wide", "method": "mbgd:8", "steps": 20},
+        {"name": "mnist", "network": "mnist-mlp", "method": "sgd", "steps": 24},
+        {"name": "mnist-mb", "network": [784, 128, 10], "method": "mbgd:4", "steps": 8},
     ],
     "with the paper's small network": [
         {"name": "digits", "network": "digits", "method": "sgd", "steps": 8},

@@ -47,6 +47,7 @@ BENCHMARKS = {
     "characterize": "benchmarks.bench_characterize",
     "step_speed": "benchmarks.bench_step_speed",
     "share": "benchmarks.bench_share",
+    "tune": "benchmarks.bench_tune",
 }
 
 

@@ -20,6 +20,8 @@ Subcommands::
                                                           training on a simulated core or chip
     caterpillar share JOBS.json [--config S] [--slowdown 1.5] [--json F]
                                                           several jobs at once on core groups of a chip
+    caterpillar tune [--config S] [--hidden 64] [--trials 16] [--group-cores 4]
+                                                          learning-rate and batch search on core groups
     caterpillar characterize [--configs S L] [--classes all] [--grid full|quick] [--json F] [--png F]
                                                           every operation class per core kind; performance model
 
@@ -66,6 +68,12 @@ def _cmd_share(args) -> int:
     return cmd_share(args)
 
 
+def _cmd_tune(args) -> int:
+    from cli.tune import cmd_tune
+
+    return cmd_tune(args)
+
+
 def _cmd_characterize(args) -> int:
     from cli.characterize import cmd_characterize
 
@@ -109,6 +117,13 @@ def make_parser() -> Parser:
 
     add_share_arguments(p, cfg_help)
     p.set_defaults(fn=_cmd_share)
+
+    p = sub.add_parser("tune", help="learning-rate and batch search for one network, trials concurrent on core "
+                                    "groups of a chip (Optuna sampler and pruner) against sequential tuning")
+    from cli.tune import add_tune_arguments
+
+    add_tune_arguments(p, cfg_help)
+    p.set_defaults(fn=_cmd_tune)
 
     p = sub.add_parser("characterize", help="run every operation class the compilers emit over a grid of shapes on "
                                             "each core kind (fast engines); fit the performance model, report its "

@@ -9,7 +9,9 @@
    step (or the job's requested ``cores``).
 3. **Pack**: groups placed largest first at the lowest free aligned offset (buddy
    allocation: sizes are powers of two, so this never fragments); if they do not fit,
-   the group whose halving slows its job least is halved, repeatedly.
+   the group whose halving leaves the smallest makespan is halved, repeatedly; spare
+   cores then go to the job that finishes last (its group doubled while that shortens
+   its run and the groups fit), then to the others.
 4. **Run**: every job's program, compiled for its group's size, drives its
    :class:`sim.sessions.GroupSession` of one :class:`sim.sessions.SharedChip`; a job
    that fails (a fault of its program) is stopped and reported, the others go on.
@@ -107,6 +109,22 @@ def pack(cores: int, sizes: list[int], shrink=None) -> tuple[list[int], Partitio
         first[i] = at
         at += sizes[i]
     return sizes, Partition.of(cores, [(first[i], sizes[i]) for i in range(len(sizes))])
+
+
+def grow(cores: int, sizes: list[int], jobs, run_time) -> list[int]:
+    """Spare cores to the jobs, the one that finishes last first: double a group while
+    the groups still fit and its job's run gets shorter (requested sizes are kept)."""
+    sizes = list(sizes)
+    while True:
+        times = [run_time(i, k) for i, k in enumerate(sizes)]
+        for i in sorted(range(len(sizes)), key=lambda x: -times[x]):
+            d = sizes[i] * 2
+            t = run_time(i, d) if d <= cores and sum(sizes) + sizes[i] <= cores else None
+            if jobs[i].cores is None and t is not None and t < times[i]:
+                sizes[i] = d
+                break
+        else:
+            return sizes
 
 
 def leak_pj_per_core_cycle(cfg) -> float:
@@ -229,18 +247,25 @@ def share(cfg, jobs, *, slowdown: float = 1.5, progress=None, log=print) -> dict
 
     steps = [job_steps(j) for j in jobs]
 
+    def run_time(i, k):
+        c = profs[i].cycles(k)
+        return None if c is None else steps[i] * c
+
     def shrink(sizes):
-        """The group whose halving leaves its job the shortest run (the makespan grows least)."""
+        """The group whose halving leaves the smallest makespan (then: grows its job's run least)."""
         best = None
-        for i, (j, p) in enumerate(zip(jobs, profs)):
+        for i, j in enumerate(jobs):
             h = sizes[i] // 2
-            if j.cores is None and h >= 2 and p.cycles(h) is not None:
-                cost = steps[i] * p.cycles(h)
-                if best is None or cost < best[0]:
-                    best = (cost, i)
+            t = run_time(i, h) if j.cores is None and h >= 2 else None
+            if t is not None:
+                span = max([t] + [run_time(x, sizes[x]) for x in range(len(jobs)) if x != i])
+                key = (span, t - run_time(i, sizes[i]))
+                if best is None or key < best[0]:
+                    best = (key, i)
         return None if best is None else best[1]
 
-    granted, part = pack(n, want, shrink)
+    granted, _ = pack(n, want, shrink)
+    granted, part = pack(n, grow(n, granted, jobs, run_time))
     log("groups: " + ", ".join(f"{j.name} cores {a}..{a + k - 1}" for j, (a, k) in zip(jobs, part.groups)))
     done = [0]
 
