@@ -131,3 +131,34 @@ def test_training_job_in_group_is_bit_exact():
         outs.append((tp.weights_from_session(alone), tp.weights_from_session(sess)))
     for wa, ws in outs:
         assert all(np.array_equal(a, b) for a, b in zip(wa, ws))
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+def test_faulty_neighbour_leaves_job_bit_exact(backend):
+    """Group 0 of a 4-core chip deadlocks (stopped, reported); the SGD job of group 1
+    ends with the weights and per-step counters of its run alone, on both engines."""
+    from sim.chip_model import RingDeadlock, RingStallError
+    from sw.mlp import MLP
+    from sw.train import init_weights
+    from sw.train_chip import compile_chip_sgd
+    from tests.rtl.test_chip import _asm
+
+    chip = ArchConfig.from_dict({"preset": "chip-small"})
+    sub = chip.replace(cores=2)
+    mlp = MLP((8, 12, 3), lr=0.05)
+    shared = SharedChip(chip, Partition.of(4, [(0, 2), (2, 2)]), backend)
+    bad = shared.group(0)
+    # the cycle engine finds the deadlock, the fast engine the unfed link
+    with pytest.raises((RingDeadlock, RingStallError), match="core 0"):
+        bad.run([_asm(sub, "rin row | mov r1 = row\nhalt"), _asm(sub, "rin row | mov r1 = row\nhalt")])
+    tp = compile_chip_sgd(sub, mlp)
+    W0 = init_weights(mlp, sub.fmt, 1)
+    alone, sess = ChipSession(sub, backend), shared.group(1)
+    tp.init(alone, W0)
+    tp.init(sess, W0)
+    rng = np.random.default_rng(2)
+    for _ in range(2):
+        x, t = rng.uniform(-1, 1, mlp.n_in), np.eye(mlp.n_out)[rng.integers(mlp.n_out)]
+        ra, rs = tp.run_step(alone, x, t), tp.run_step(sess, x, t)
+        assert ra.core_counters == rs.core_counters and ra.cycles == rs.cycles
+    assert all(np.array_equal(a, b) for a, b in zip(tp.weights_from_session(alone), tp.weights_from_session(sess)))
