@@ -397,6 +397,23 @@ CP_S = lambda d, loss="softmax_ce", backward="auto", batch=1, sizes=(784, 500, 5
     d, ("cases", {"preset": preset, "backward": backward, "loss": loss, "batch": batch, "sizes": list(sizes)}))
 
 QUOTES += [
+    Quote("docs/chip.md", r"groups of 8 cores: the shared run takes (\d+\.\d+)x less time", RES + "share.json",
+          ("scenarios", "small networks", "throughput_ratio"), "{:.2f}"),
+    Quote("docs/chip.md", r"aggregate samples/s (\d+\.\d+)x\), normalized progress", RES + "share.json",
+          lambda d: d["scenarios"]["small networks"]["shared"]["samples_per_s"]
+          / d["scenarios"]["small networks"]["time_sharing"]["samples_per_s"], "{:.2f}"),
+    Quote("docs/chip.md", r"normalized progress (\d+\.\d+), at", RES + "share.json",
+          ("scenarios", "small networks", "normalized_progress"), "{:.2f}"),
+    Quote("docs/chip.md", r"at (\d+\.\d) GFLOPS/W against\s+time sharing's (\d+\.\d)", RES + "share.json",
+          lambda d: (d["scenarios"]["small networks"]["shared"]["gflops_per_w"],
+                     d["scenarios"]["small networks"]["time_sharing"]["gflops_per_w"]),
+          lambda v: (f"{v[0]:.1f}", f"{v[1]:.1f}")),
+    Quote("docs/chip.md", r"Per-job slowdowns (\d+\.\d+-\d+\.\d+):", RES + "share.json",
+          lambda d: span((j["slowdown"] for j in d["scenarios"]["small networks"]["jobs"]), 2), "{0:.2f}-{1:.2f}"),
+    Quote("docs/chip.md", r"equal steps: only (\d+\.\d+)x", RES + "share.json",
+          ("scenarios", "with the paper's small network", "throughput_ratio"), "{:.2f}"),
+    Quote("docs/chip.md", r"makespan; normalized progress (\d+\.\d+)\.", RES + "share.json",
+          ("scenarios", "with the paper's small network", "normalized_progress"), "{:.2f}"),
     Quote("docs/chip.md", r"a collective alone converges in (\d+-\d+) rounds", RES + "ring.json",
           lambda d: span(r["fast-model rounds"] for r in d["rows"] if r["cores"] == 32), "{0:.0f}-{1:.0f}"),
     Quote("docs/chip.md", r"on 32 cores:\s+(\d+\.\d-\d+\.\d) s of wall time", RES + "train_chip.json",
