@@ -101,6 +101,24 @@ def _pages_of(panels: dict, nr: int) -> dict:
             for p in range(len(sp.pages))}
 
 
+def _copy_layout(cfg, dram: int, n: int) -> tuple:
+    """The instructions :func:`sw.dram.emit_dma_copy` (no wait) issues: ``([(offset,
+    beats) of each start], count)``: the two pointers, then per run of equal transfers
+    one start, or a loop instruction and the start once per iteration."""
+    chunks = dma_chunks(cfg, dram, n)
+    starts, at, i = [], 2, 0
+    while i < len(chunks):
+        j = i
+        while j < len(chunks) and chunks[j] == chunks[i]:
+            j += 1
+        at += j - i > 1
+        for m in chunks[i:j]:
+            starts.append((at, m))
+            at += 1
+        i = j
+    return starts, at
+
+
 class _Frag:
     """DMA instructions put in front of an op: ``items`` ``(kind, dram, spad, beats)``
     with kind ``load`` / ``store`` / ``wait``."""
@@ -116,7 +134,7 @@ class _Frag:
                 n += 1
             else:
                 emit_dma_copy(b, cfg, kind, dram, spad, beats, wait=False, loop=f"{tag}d{i}_")
-                n += 2 + len(dma_chunks(cfg, dram, beats))
+                n += _copy_layout(cfg, dram, beats)[1]
         return n
 
     def offsets(self, cfg) -> list:
@@ -127,10 +145,9 @@ class _Frag:
                 out.append((at, "wait", 0))
                 at += 1
                 continue
-            at += 2
-            for m in dma_chunks(cfg, dram, beats):
-                out.append((at, kind, m))
-                at += 1
+            starts, n = _copy_layout(cfg, dram, beats)
+            out += [(at + o, kind, m) for o, m in starts]
+            at += n
         return out
 
 

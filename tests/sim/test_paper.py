@@ -82,3 +82,18 @@ def test_small_net_at_s_reproduces_the_energy_split():
     res = paper.table2([paper.Cell("small", "S", m) for m in paper.METHODS])
     split = {r["method"]: r["memory_over_fpu"] for r in res["cells"]}
     assert abs(split["sgd"] - 1.5) <= 0.3 and abs(split["cp"] - 1.0) <= 0.3 and split["mbgd"] < 1
+
+
+def test_table2_cell_off_chip_with_dram(small_chip, monkeypatch):
+    """A cell whose weights fit neither the PE memories nor the scratchpad runs with its
+    largest panels streamed from DRAM (the configuration with DRAM per core), marked
+    off-chip, with the DRAM traffic and the DMA cycles; weights bit for bit as every cell."""
+    chip = PRESETS["chip-small"]
+    monkeypatch.setattr(paper, "NETS", {"small": (64, 64, 64, 10), "large": (256, 512, 256, 10)})
+    monkeypatch.setattr(paper, "dram_config", lambda name: chip.replace(spad_kib=64, dram_mib=1))
+    r = paper.run_cell(paper.Cell("large", "S", "mbgd"))
+    assert r["status"] == "ok" and r["offchip"].startswith("DRAM 1 MiB per core")
+    assert "DRAM" in r["weights"].values() and r["dram_rd_beats"] > 0 and r["dram_wr_beats"] > 0
+    assert r["dma_busy_cycles_per_core"] == r["dma_hidden_cycles_per_core"] + r["dma_exposed_cycles_per_core"]
+    assert r["dma_stall_cycles_measured"] == r["dma_exposed_cycles_per_core"]
+    assert "off-chip: DRAM" in paper.format_table({"cells": [r], "convention": paper.convention(), "area_mm2": {}})
