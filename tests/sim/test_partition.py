@@ -34,10 +34,9 @@ def _load_phase(ch, ph, ks, n):
 
 def _group_run(engine, groups, progs, cfg=CHIP8):
     """Run the fill and ring phases of ``progs[g]`` (roundtrip phases for a group of
-    ``len`` cores) in each group of a partitioned chip; per group (result, core states)."""
+    ``len`` cores) in each group of a partitioned chip: the chip model and its result."""
     part = Partition.of(cfg.cores, groups)
     ch = ChipModel(cfg, engine, part)
-    fill_pcs, ring_hin = [], []
     for (a, s), (_, phases) in zip(groups, progs):
         fill, _ring = phases
         ks = list(range(a, a + s))
