@@ -16,7 +16,8 @@
    :class:`sim.sessions.GroupSession` of one :class:`sim.sessions.SharedChip`; a job
    that fails (a fault of its program) is stopped and reported, the others go on.
 
-Energy rule: a job is charged its cores' dynamic energy (its counters) plus the leakage
+Energy rule (:func:`sim.power.partition_energy`): a job is charged its cores' dynamic
+energy (its counters) plus the leakage
 of its ``k`` cores over its own run time; the leakage of the cores and time no job
 holds (idle cores, groups that finished early) is reported as ``idle_leakage`` and
 counted in the aggregate. Time sharing (the baseline): the jobs one after another, each
@@ -231,7 +232,7 @@ def share(cfg, jobs, *, slowdown: float = 1.5, progress=None, log=print) -> dict
     """Profile, right-size, pack and run ``jobs`` on ``cfg``; the report (JSON-ready) with
     each job's step, slowdown, samples and energy, the aggregate figures, and time
     sharing's. ``progress(done, total)``: after every step of the concurrent run."""
-    from sim.power import report_from_counters
+    from sim.power import partition_energy
 
     t0 = time.perf_counter()
     n = cfg.cores
@@ -276,7 +277,7 @@ def share(cfg, jobs, *, slowdown: float = 1.5, progress=None, log=print) -> dict
     runs = run_shared(cfg, jobs, granted, part, steps, tick)
     mhz = cfg.clock_mhz
     leak = leak_pj_per_core_cycle(cfg)
-    rows, held = [], 0
+    rows = []
     for job, p, k, (a, _), st, r in zip(jobs, profs, granted, part.groups, steps, runs):
         kx, cx = p.exclusive()
         ex_energy = p.steps[kx][1] + leak * (n - kx) * cx      # the whole chip leaks in time sharing
@@ -288,19 +289,19 @@ def share(cfg, jobs, *, slowdown: float = 1.5, progress=None, log=print) -> dict
         if "error" in r:
             row.update(error=r["error"])
         else:
-            rep = report_from_counters(cfg.replace(cores=k), r["counters"], flops=p.steps[kx][2] * st, n_cores=k)
-            e = float(sum(rep.energy_pj.values()))
-            held += k * r["cycles"]
             row.update(step_cycles=r["step_cycles"], cycles=r["cycles"], slowdown=r["step_cycles"] / cx,
-                       samples=st * job.mlp.batch, seconds=r["cycles"] / (mhz * 1e6), energy_pj=e,
-                       gflops_per_w=rep.gflops_per_w_all, error=None)
+                       samples=st * job.mlp.batch, seconds=r["cycles"] / (mhz * 1e6), error=None,
+                       _energy=(r["counters"], k, p.steps[kx][2] * st))
         rows.append(row)
     ok = [r for r in rows if r["error"] is None]
     makespan = max((r["cycles"] for r in ok), default=0)
-    idle = leak * (n * makespan - held)
+    pe = partition_energy(cfg, [r.pop("_energy") for r in ok], makespan)
+    for r, rep in zip(ok, pe["jobs"]):
+        r.update(energy_pj=float(sum(rep.energy_pj.values())), gflops_per_w=rep.gflops_per_w_all)
+    idle = pe["idle_leakage_pj"]
     samples = sum(r["samples"] for r in ok)
-    flops = sum(r["flops_per_step"] * r["steps"] for r in ok)
-    e_sh = sum(r["energy_pj"] for r in ok) + idle
+    flops = pe["flops"]
+    e_sh = pe["total_pj"]
     ts_cycles = sum(r["exclusive_step_cycles"] * r["steps"] for r in ok)
     ts_energy = sum(r["exclusive_step_energy_pj"] * r["steps"] for r in ok)
     agg = lambda cyc: samples / (cyc / (mhz * 1e6)) if cyc else 0.0   # noqa: E731

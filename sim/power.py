@@ -38,7 +38,7 @@ from arch.errors import InputError
 __all__ = ["TechTable", "TechError", "load_tech", "DEFAULT_TECH", "Report", "report_from_counters",
            "area_of_core", "sram_pj_per_access", "ucode_pj_per_bit", "plot_breakdown", "COMPARED",
            "EVERYTHING", "MEMORY", "LOGIC_BLOCKS", "SRAM_BLOCKS", "scope_note", "RUN_FORMAT", "run_record",
-           "read_run_record"]
+           "read_run_record", "partition_energy"]
 
 TECH_DIR = Path(__file__).resolve().parent / "tech"
 
@@ -501,3 +501,27 @@ def plot_breakdown(reports: dict, path, title: str | None = None) -> None:
     ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, frameon=False)
     fig.tight_layout()
     atomic_savefig(fig, path, dpi=120)
+
+
+def partition_energy(cfg, jobs, makespan: int, *, tech: TechTable = DEFAULT_TECH) -> dict:
+    """Energy of a partitioned chip (``docs/chip.md``, "Partitions") attributed per job.
+
+    ``jobs``: per job ``(counters, n_cores, flops)``, its counters summed over its group's
+    cores with ``cycles`` its own run time. Rule: a job is charged its cores' dynamic
+    energy and the leakage of its ``n_cores`` cores over its run time
+    (:func:`report_from_counters` with ``n_cores``); the chip's leakage over cores and
+    time no job holds (``cfg.cores x makespan`` minus every job's ``n_cores x cycles``:
+    idle cores, groups finished early) is ``idle_leakage_pj``, in the total. Returns
+    ``{"jobs": [Report...], "idle_leakage_pj", "total_pj", "flops", "gflops_per_w"}``."""
+    from arch.counters import counter_names
+
+    zero = {n: 0 for n in counter_names(cfg)}
+    zero["cycles"] = 1_000_000
+    leak = report_from_counters(cfg, zero, tech=tech, n_cores=1).energy_pj["leakage"] / 1e6
+    reps = [report_from_counters(cfg, c, tech=tech, flops=f, n_cores=k) for c, k, f in jobs]
+    held = sum(k * int(c["cycles"]) for c, k, _ in jobs)
+    idle = leak * max(0, cfg.cores * int(makespan) - held)
+    total = sum(sum(r.energy_pj.values()) for r in reps) + idle
+    flops = sum(int(f) for _, _, f in jobs)
+    return {"jobs": reps, "idle_leakage_pj": idle, "total_pj": total, "flops": flops,
+            "gflops_per_w": flops / total * 1e3 if total else 0.0}

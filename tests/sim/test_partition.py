@@ -161,3 +161,23 @@ def test_faulty_neighbour_leaves_job_bit_exact(backend):
         ra, rs = tp.run_step(alone, x, t), tp.run_step(sess, x, t)
         assert ra.core_counters == rs.core_counters and ra.cycles == rs.cycles
     assert all(np.array_equal(a, b) for a, b in zip(tp.weights_from_session(alone), tp.weights_from_session(sess)))
+
+
+def test_partition_energy_shares_leakage_by_cores_and_time():
+    """Jobs without activity: each is charged the leakage of its cores over its time, the
+    rest of the chip's cores x makespan is idle leakage, and they add up to the whole
+    chip's leakage over the makespan."""
+    from arch.counters import counter_names
+    from sim.power import partition_energy, report_from_counters
+
+    cfg = CHIP8
+    zero = {n: 0 for n in counter_names(cfg)}
+    jobs = [(dict(zero, cycles=1000), 4, 10), (dict(zero, cycles=400), 2, 10)]
+    pe = partition_energy(cfg, jobs, 1000)
+    whole = report_from_counters(cfg, dict(zero, cycles=1000), n_cores=8).energy_pj["leakage"]
+    per = whole / 8000
+    assert pe["jobs"][0].energy_pj["leakage"] == pytest.approx(per * 4000)
+    assert pe["jobs"][1].energy_pj["leakage"] == pytest.approx(per * 800)
+    assert pe["idle_leakage_pj"] == pytest.approx(per * (8000 - 4800))
+    dyn = sum(sum(r.energy_pj.values()) - r.energy_pj["leakage"] for r in pe["jobs"])
+    assert pe["total_pj"] == pytest.approx(whole + dyn)
