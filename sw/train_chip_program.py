@@ -128,7 +128,12 @@ class ChipSGDProgram(PanelMap):
     def part_dma(self, part: ChipPart) -> dict:
         """The DMA of a chip program (:func:`sw.train_dram.dma_timeline`): stalls, busy and
         hidden cycles, DRAM beats read and written."""
-        return dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops))
+        if not any("dma" in op.info for op in part.ops):
+            return {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0}
+        cache = self.__dict__.setdefault("_dma_cache", {})
+        if part.name not in cache:
+            cache[part.name] = dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops))
+        return cache[part.name]
 
     def dram_per_step(self) -> dict:
         """The DMA of a step's chip programs summed (per core): ``stall`` (exposed
