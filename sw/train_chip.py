@@ -193,7 +193,8 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                 f"{cfg.mem_b_words} words of {cfg.fmt}; no assignment of the weight panels to the banks fits, " + (
                     f"nor with the largest panels paged from the {cfg.spad_depth}-beat scratchpad (all row panels "
                     f"need {sum(cfg.nr * L(P[l]) * L(N[l]) for l in pageable)} beats, and the rest must fit with a "
-                    f"page buffer)" if cfg.spad_kib else "and there is no scratchpad (cfg.spad_kib = 0)"))
+                    f"page buffer)" + (f" or streamed from the {cfg.dram_mib} MiB DRAM" if cfg.dram_mib else "")
+                    if cfg.spad_kib else "and there is no scratchpad (cfg.spad_kib = 0)"))
     return plan_panels(cfg, P, N, lambda wb, pages: _allocate(cfg, mlp, wb, P, N, out_map, softmax, fused, pages),
                        pageable, spad, page_rows, fail, dram, split_wp=True)
 

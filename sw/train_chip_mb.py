@@ -537,7 +537,9 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
             f"copies and scratch: {act}), a PE has MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words} words of "
             f"{cfg.fmt}; no assignment of the weight panels to the banks fits, " + (
                 f"nor with the largest panels in the {cfg.spad_depth}-beat scratchpad (paged: {nr_beats} beats for "
-                f"all row panels, and the rest must fit with a page buffer)" if cfg.spad_kib else
+                f"all row panels, and the rest must fit with a page buffer)" + (
+                    f" or streamed from the {cfg.dram_mib} MiB DRAM (the activations alone need {act} words)"
+                    if cfg.dram_mib else "") if cfg.spad_kib else
                 "and there is no scratchpad (cfg.spad_kib = 0)") + " (a smaller minibatch or more cores would)")
 
 
