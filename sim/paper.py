@@ -202,7 +202,9 @@ def format_table(res: dict) -> str:
     for r in res["cells"]:
         st = r["status"] if r["status"] == "ok" else r["status"][:110] + ("..." if len(r["status"]) > 110 else "")
         if r.get("offchip"):
-            st += f" (off-chip: {r['offchip']})"
+            st += (f" (off-chip: {r['offchip']}; per step DRAM {r['dram_rd_beats'] + r['dram_wr_beats']} beats, "
+                   f"scratchpad {r['spad_rd_beats'] + r['spad_wr_beats']} beats, cores summed; DMA per core "
+                   f"{r['dma_hidden_cycles_per_core']} cycles hidden, {r['dma_exposed_cycles_per_core']} exposed)")
         lines.append(f"{Cell(r['net'], r['config'], r['method']).label:<30} {r['paper_gflops_w']:>6} "
                      f"{_f(r['gflops_w'], '.0f'):>6} {_f(r['ratio'], '.2f'):>6} {_f(r['gflops_w_all'], '.0f'):>6} "
                      f"{_pct(r['mac_util']):>9} {_pct(r['paper_mac_util']):>10} "
