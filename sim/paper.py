@@ -135,7 +135,7 @@ def _dram_figures(tp, ctr) -> dict:
         d = tp.dram_per_step()
         out.update({"dram_rd_beats": int(ctr.get("dram_rd_beats", 0)), "dram_wr_beats": int(ctr.get("dram_wr_beats", 0)),
                     "dma_busy_cycles_per_core": d["busy"], "dma_hidden_cycles_per_core": d["hidden"],
-                    "dma_exposed_cycles_per_core": d["stall"],
+                    "dma_exposed_cycles_per_core": d["stall"] + d["tail"], "dma_stall_cycles_per_core": d["stall"],
                     "dma_stall_cycles_measured": int(ctr.get("dma_stall_cycles", 0)) // tp.cfg.cores})
     return out
 

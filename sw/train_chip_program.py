@@ -123,13 +123,14 @@ class ChipSGDProgram(PanelMap):
         return [p for n in names for p in self.parts[n]]
 
     def part_cycles(self, part: ChipPart) -> int:
-        return part.instructions + self.cfg.run_overhead + self.part_dma(part)["stall"]
+        d = self.part_dma(part)
+        return part.instructions + self.cfg.run_overhead + d["stall"] + d["tail"]
 
     def part_dma(self, part: ChipPart) -> dict:
         """The DMA of a chip program (:func:`sw.train_dram.dma_timeline`): stalls, busy and
         hidden cycles, DRAM beats read and written."""
         if not any("dma" in op.info for op in part.ops):
-            return {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0}
+            return {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
         cache = self.__dict__.setdefault("_dma_cache", {})
         if part.name not in cache:
             cache[part.name] = dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops))

@@ -234,8 +234,9 @@ def dma_timeline(cfg, ops: list, gaps: list) -> dict:
     """The DMA of one program (its ops and the NOPs before each): ``stall`` (cycles the
     core waits for the engine), ``busy`` (cycles the engine works), ``hidden`` (busy
     cycles under issued instructions), ``tail`` (cycles the RUN's end waits for the
-    engine after the HALT's drain: 0 when the program ends with a wait), the beats read
-    and written (``rd``, ``wr``)."""
+    engine after the HALT's drain: 0 when the program ends with a wait, but a part split
+    into several programs may leave a transfer running at a program's end), the beats
+    read and written (``rd``, ``wr``)."""
     t, busy_to, stall, busy, rd, wr = 0, -1, 0, 0, 0, 0
     b = Builder(cfg)
     for op, g in zip(ops, gaps):
@@ -254,12 +255,14 @@ def dma_timeline(cfg, ops: list, gaps: list) -> dict:
                 busy += d
                 rd, wr = (rd + beats, wr) if kind == "load" else (rd, wr + beats)
         t = base + op.emit(b) + shift
-    return {"stall": stall, "busy": busy, "hidden": busy - stall, "rd": rd, "wr": wr}
+    # a transfer still running at the HALT (a part split into programs) holds the RUN's end
+    tail = max(0, busy_to + 2 - t - cfg.run_overhead)
+    return {"stall": stall, "busy": busy, "hidden": busy - stall - tail, "rd": rd, "wr": wr, "tail": tail}
 
 
 def dram_traffic(programs: list, cfg) -> dict:
     """:func:`dma_timeline` summed over ``programs`` (``(ops, gaps)`` pairs)."""
-    tot = {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0}
+    tot = {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
     for ops, gaps in programs:
         for k, v in dma_timeline(cfg, ops, gaps).items():
             tot[k] += v
@@ -339,6 +342,8 @@ def tier_lines(cfg, P: list, N: list, panels: dict, traffic: dict, step_cycles: 
     if traffic and traffic["busy"]:
         out.append(f"DRAM per step and core: {traffic['rd']} beats read, {traffic['wr']} written "
                    f"({(traffic['rd'] + traffic['wr']) * cfg.spad_beat_bytes} bytes); DMA busy {traffic['busy']} "
-                   f"cycles, {traffic['hidden']} hidden under compute, {traffic['stall']} exposed (stalls, "
-                   f"{traffic['stall'] / max(1, step_cycles) * 100:.1f}% of the step's {step_cycles} cycles)")
+                   f"cycles, {traffic['hidden']} hidden under compute, {traffic['stall'] + traffic['tail']} exposed "
+                   f"({traffic['stall']} stalls, {traffic['tail']} at RUN ends; "
+                   f"{(traffic['stall'] + traffic['tail']) / max(1, step_cycles) * 100:.1f}% of the step's "
+                   f"{step_cycles} cycles)")
     return out
