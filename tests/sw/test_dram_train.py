@@ -64,16 +64,17 @@ def test_dram_stream_fast_bit_exact_counters(method, dram):
             d["rd"], d["wr"], d["busy"], d["stall"])
 
 
-def test_dram_stream_multi_burst_pages_split_programs():
+@pytest.mark.parametrize("engine", ["fast", "model"])
+def test_dram_stream_multi_burst_pages_split_programs(engine):
     """Pages of several bursts (runs of equal bursts in a loop, split at 4 KiB DRAM
     pages) and a part split into several programs with a transfer still running at a
-    program's end: bit for bit, cycles and DMA counters as predicted (fast engine)."""
+    program's end: bit for bit, cycles and DMA counters as predicted, on both engines."""
     cfg = PRESETS["chip-small"].replace(dram_mib=1, spad_kib=16)
     mlp = MLP((32, 160, 96, 8), "softmax_ce", 0.05, batch=4)
     kw = dict(spad=[0, 1], page_rows=16)
     tp = compile_chip_mbgd(cfg, mlp, dram=[0, 1], **kw)
     assert len(tp.parts["backward"]) > 1
-    sess = ChipSession(cfg, "fast")
+    sess = ChipSession(cfg, engine)
     W0 = init_weights(mlp, cfg.fmt, 0)
     tp.init(sess, W0)
     gold = GoldenChipMBGD(cfg, mlp, W0, **kw)
