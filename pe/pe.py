@@ -3,32 +3,23 @@
 Implements ``docs/architecture.md`` (sections "The PE", "The PE micro-operation",
 "Pipeline timing and hazards", "Events"); :class:`pe.pe_model.PEModel` is the
 cycle-accurate executable reference that the cocotb tests compare this RTL with, cycle
-by cycle.
-
-The PE's stateless parts are :class:`~amaranth.lib.wiring.Component` submodules:
-``issue_dec`` (:class:`pe.pe_issue.IssueDecode`, the issue-stage decisions; absent with
-``issue_in``), ``move_fn`` (:class:`pe.pe_move.MoveFn`, the move function), ``mul`` /
-``add`` (:class:`pe.fp_mul.FPMul`, :class:`pe.fp_add.FPAdd`) and ``events``
-(:class:`pe.pe_events.EventStrobes`). Its flip-flops and memories stay in the PE's own
-module, built by :mod:`pe.pe_issue` (issue stage, address registers, operand-stage
-register), :mod:`pe.pe_regfile` (register file), :mod:`pe.pe_sram` (SRAM banks),
+by cycle. The PE's parts are built by :mod:`pe.pe_issue` (issue stage, address
+registers), :mod:`pe.pe_regfile` (register file), :mod:`pe.pe_sram` (SRAM banks),
 :mod:`pe.pe_operands` (source operands, bus drivers and receivers), :mod:`pe.pe_move`
-(move unit) and :mod:`pe.pe_fma` (FMA): the FPGA build selects a PE's flip-flops
-(``keep``, so that identical registers of different PEs are not merged) and its SRAM
-read ports (collision-undefined) by the PE's module name, and would miss them in
-submodules.
+(move unit) and :mod:`pe.pe_fma` (FMA).
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, DomainRenamer, EnableInserter, Module
+from functools import reduce
+
+from amaranth.hdl import DomainRenamer, EnableInserter, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from arch.microop import MvOp
 from pe.fp_common import CLASS_BITS
 from pe.layouts import EVENT_LAYOUT, uop_layout
-from pe.pe_events import EventStrobes
 from pe.pe_fma import fma_unit
 from pe.pe_issue import AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, AddressRegs, issue_decode, issue_stage
 from pe.pe_move import move_unit
@@ -271,10 +262,10 @@ class PE(wiring.Component):
         return m
 
     def _events(self, m, st, sram, byp, fma, mv_go, rf_conflict):
-        """The event strobes (submodule ``events``, :class:`~pe.pe_events.EventStrobes`,
-        driving ``ev``): register-file reads are counted in the operand stage (and the
-        late ``c`` read when the product reaches the adder), FMAs, moves and SRAM writes
-        in the execute stage, SRAM reads at issue."""
+        """Drive ``ev``, this cycle's event strobes (combinational): register-file reads
+        are counted in the operand stage (and the late ``c`` read when the product
+        reaches the adder), FMAs, moves and SRAM writes in the execute stage, SRAM reads
+        at issue."""
         s1 = st.s1
         rf_reads = [     # operand stage, and the late `c` read
             fma.fma_rd & names_reg(s1.fpu.a),
@@ -287,20 +278,20 @@ class PE(wiring.Component):
             sram.wa_rd & names_reg(s1.wa.src),
             sram.wb_rd & names_reg(s1.wb.src),
         ]
-        m.submodules.events = ev = EventStrobes()
+        ev = self.ev
+        wa_go, wb_go = sram.wa_go, sram.wb_go
+        fma_wb_mema, fma_wb_memb = fma.fma_wb_mema, fma.fma_wb_memb
         m.d.comb += [
             ev.fma.eq(fma.fma_go),
             ev.mv.eq(mv_go),
             ev.mem_a_rd.eq(sram.rd_a.en),
             ev.mem_b_rd.eq(sram.rd_b.en),
-            ev.wa_go.eq(sram.wa_go),
-            ev.wb_go.eq(sram.wb_go),
-            ev.wbk_a.eq(fma.fma_wb_mema),
-            ev.wbk_b.eq(fma.fma_wb_memb),
-            ev.rf_wbk.eq(fma.fma_wb),
-            ev.rf_reads.eq(Cat(*rf_reads)),
+            ev.mem_a_wr.eq(wa_go | fma_wb_mema),
+            ev.mem_b_wr.eq(wb_go | fma_wb_memb),
+            ev.mem_conflict.eq((wa_go & fma_wb_mema) | (wb_go & fma_wb_memb)),
+            ev.rf_rd.eq(reduce(lambda x, y: x + y, [r.as_unsigned() for r in rf_reads])),
+            ev.rf_wr.eq(mv_go.as_unsigned() + fma.fma_wb.as_unsigned()),
             ev.row_drv.eq(st.s1_rsel),
             ev.col_drv.eq(st.s1_csel),
             ev.rf_conflict.eq(rf_conflict),
         ]
-        m.d.comb += self.ev.eq(ev.ev)

@@ -6,15 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import reduce
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import data, wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Array, Cat, Const, Mux, Signal
+from amaranth.lib import data
 
 from arch.microop import SEG_BITS, ArOp, Gate, PredMode
 from pe.layouts import uop_layout
 
-__all__ = ["AR_SLOTS", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "IssueDecode", "AddressRegs",
-           "OperandStage", "issue_stage"]
+__all__ = ["AR_SLOTS", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "AddressRegs", "OperandStage",
+           "issue_stage"]
 
 #: Address registers a micro-op can name (its 2-bit AR indices).
 AR_SLOTS = 4
@@ -85,40 +84,6 @@ def issue_decode(m, cfg, row: int, col: int, u):
     return Cat(*(dec[name] for name, _ in ISSUE_LAYOUT))
 
 
-class IssueDecode(wiring.Component):
-    """The issue-stage decisions of PE ``(row, col)`` as a component: :func:`issue_decode`
-    of ``uop`` on ``dec``.
-
-    Parameters
-    ----------
-    cfg : arch.config.ArchConfig
-    row, col : int
-        The PE's coordinates (elaboration constants).
-
-    Attributes
-    ----------
-    uop : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
-        The micro-op issued this cycle.
-    dec : Out(ISSUE_LAYOUT)
-        The decisions about it: predicate, bus-driver selects, SRAM read enables, AR
-        update selects.
-
-    Notes
-    -----
-    Combinational (no latency, no state).
-    """
-
-    def __init__(self, cfg, row: int, col: int):
-        self.cfg, self.row, self.col = cfg, row, col
-        super().__init__({"uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)), "dec": Out(ISSUE_LAYOUT)})
-
-    def elaborate(self, platform):
-        m = Module()
-        dec = Signal(ISSUE_LAYOUT, name="issue_dec")
-        m.d.comb += [dec.eq(issue_decode(m, self.cfg, self.row, self.col, self.uop)), self.dec.eq(dec)]
-        return m
-
-
 class AddressRegs:
     """The address registers ``ar0..`` and their strides ``stride0..`` (flip-flops).
 
@@ -183,8 +148,8 @@ class OperandStage:
 def issue_stage(m, cfg, pe, ars, sram):
     """Build the issue stage (cycle ``t``) and the operand-stage register.
 
-    The issue-stage decisions come from :class:`IssueDecode` (submodule ``issue_dec``) of
-    ``pe.uop`` or, with ``pe.issue_in``, from ``pe.issue``; the SRAM read ports of ``sram`` get their address
+    The issue-stage decisions come from :func:`issue_decode` of ``pe.uop`` or, with
+    ``pe.issue_in``, from ``pe.issue``; the SRAM read ports of ``sram`` get their address
     ``AR[ar] + off`` and enable now (synchronous reads: data at ``t+1``), the address
     registers ``ars`` update at the end of ``t``, and the operand-stage register loads the
     micro-op, its predicate, bus-driver selects and SRAM addresses (valid at ``t+1``).
@@ -202,9 +167,8 @@ def issue_stage(m, cfg, pe, ars, sram):
     if pe.issue_in:
         dec = pe.issue
     else:
-        m.submodules.issue_dec = idec = IssueDecode(cfg, pe.row, pe.col)
-        m.d.comb += idec.uop.eq(u)
-        dec = idec.dec
+        dec = Signal(ISSUE_LAYOUT, name="issue_dec")
+        m.d.comb += dec.eq(issue_decode(m, cfg, pe.row, pe.col, u))
     pred, rsel, csel = dec.pred, dec.rsel, dec.csel
 
     # synchronous reads: address = (AR + off) mod depth (assignment truncates)

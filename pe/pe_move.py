@@ -6,78 +6,37 @@ from __future__ import annotations
 
 from functools import partial
 
-from amaranth.hdl import Module, Mux, Signal
-from amaranth.lib import wiring
-from amaranth.lib.wiring import In, Out
+from amaranth.hdl import Mux, Signal
 
 from arch.microop import MvOp
 from pe.fp_common import CLS_NAN, CLS_POS, is_nan, is_positive
 
-__all__ = ["MoveFn", "move_unit"]
+__all__ = ["move_unit"]
 
 
-class MoveFn(wiring.Component):
-    """The move unit's function: ``out`` = ``op`` (:class:`~arch.microop.MvOp`) applied
-    to ``src`` / ``msk`` (+0 for NOP).
-
-    Parameters
-    ----------
-    fmt : arch.formats.FloatFormat
-    op_bits : int
-        Width of the ``op`` code.
-    classes : bool
-        Take the operands' classes from the ``src_pos`` / ``src_nan`` / ``msk_pos``
-        inputs (computed apart, e.g. in flip-flops) instead of testing ``src`` / ``msk``
-        here; the result is then an AND-OR of ``src`` and a quiet NaN under two flags,
-        ``mv_keep`` / ``mv_qnan``.
-
-    Attributes
-    ----------
-    op : In(op_bits)
-    src, msk : In(fmt.width)
-    src_pos, src_nan, msk_pos : In(1)
-        With ``classes`` only: ``src`` > 0, ``src`` is a NaN, ``msk`` > 0.
-    out : Out(fmt.width)
-        MOV: ``src``; RELU: ``src`` if > 0, a quiet NaN for a NaN, else +0; MASK: ``src``
-        (a NaN made quiet) if ``msk`` > 0, else +0.
-
-    Notes
-    -----
-    Combinational (no latency, no state).
-    """
-
-    def __init__(self, fmt, op_bits: int, *, classes: bool = False):
-        self.fmt, self.classes = fmt, classes
-        super().__init__({
-            "op": In(op_bits),
-            "src": In(fmt.width),
-            "msk": In(fmt.width),
-            **({nm: In(1) for nm in ("src_pos", "src_nan", "msk_pos")} if classes else {}),
-            "out": Out(fmt.width),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        fmt, op, src, msk, out = self.fmt, self.op, self.src, self.msk, self.out
-        if self.classes:
-            # from the classes: keep the source, or make a quiet NaN (two flags, then
-            # one LUT per bit with the source's bit)
-            src_pos, src_nan, msk_pos = self.src_pos, self.src_nan, self.msk_pos
-            is_mov, is_relu, is_mask = op == MvOp.MOV, op == MvOp.RELU, op == MvOp.MASK
-            keep, qnan = Signal(name="mv_keep", attrs={"keep": 1}), Signal(name="mv_qnan", attrs={"keep": 1})
-            m.d.comb += [keep.eq(is_mov | (is_relu & src_pos) | (is_mask & msk_pos & ~src_nan)),
-                         qnan.eq((is_relu | (is_mask & msk_pos)) & src_nan)]
-            m.d.comb += out.eq(Mux(keep, src, 0) | Mux(qnan, fmt.qnan, 0))
-            return m
-        src_pos, src_nan, msk_pos = is_positive(fmt, src), is_nan(fmt, src), is_positive(fmt, msk)
-        with m.Switch(op):
-            with m.Case(MvOp.MOV):
-                m.d.comb += out.eq(src)
-            with m.Case(MvOp.RELU):
-                m.d.comb += out.eq(Mux(src_pos, src, Mux(src_nan, fmt.qnan, 0)))
-            with m.Case(MvOp.MASK):
-                m.d.comb += out.eq(Mux(msk_pos, Mux(src_nan, fmt.qnan, src), 0))
-        return m
+def move_fn(m, fmt, op, src, msk, out, classes=None):
+    """Drive ``out`` (combinational) with the move unit's result of ``op`` on ``src`` /
+    ``msk`` (+0 for NOP); ``classes``: ``(positive(src), nan_of(src), positive(msk))`` if
+    computed apart (then the result is an AND-OR of the source and a quiet NaN under two
+    flags, ``mv_keep`` / ``mv_qnan``)."""
+    if classes is not None:
+        # from the classes: keep the source, or make a quiet NaN (two flags, then
+        # one LUT per bit with the source's bit)
+        src_pos, src_nan, msk_pos = classes
+        is_mov, is_relu, is_mask = op == MvOp.MOV, op == MvOp.RELU, op == MvOp.MASK
+        keep, qnan = Signal(name="mv_keep", attrs={"keep": 1}), Signal(name="mv_qnan", attrs={"keep": 1})
+        m.d.comb += [keep.eq(is_mov | (is_relu & src_pos) | (is_mask & msk_pos & ~src_nan)),
+                     qnan.eq((is_relu | (is_mask & msk_pos)) & src_nan)]
+        m.d.comb += out.eq(Mux(keep, src, 0) | Mux(qnan, fmt.qnan, 0))
+        return
+    src_pos, src_nan, msk_pos = is_positive(fmt, src), is_nan(fmt, src), is_positive(fmt, msk)
+    with m.Switch(op):
+        with m.Case(MvOp.MOV):
+            m.d.comb += out.eq(src)
+        with m.Case(MvOp.RELU):
+            m.d.comb += out.eq(Mux(src_pos, src, Mux(src_nan, fmt.qnan, 0)))
+        with m.Case(MvOp.MASK):
+            m.d.comb += out.eq(Mux(msk_pos, Mux(src_nan, fmt.qnan, src), 0))
 
 
 def move_unit(m, cfg, pe, ops, byp):
@@ -99,9 +58,8 @@ def move_unit(m, cfg, pe, ops, byp):
     if cfg.rx_stage:
         _move_unit_rx(m, cfg, pe, ops, byp)
     else:
-        m.submodules.move_fn = fn = MoveFn(cfg.fmt, len(s1.mv.op))
-        m.d.comb += [fn.op.eq(ops.ex(s1.mv.op, "mv_op")), fn.src.eq(ops.xsrc(lambda x: x.mv.src, name="mv_src")),
-                     fn.msk.eq(ops.xsrc(lambda x: x.mv.msk, name="mv_msk")), byp.mv_val.eq(fn.out)]
+        move_fn(m, cfg.fmt, ops.ex(s1.mv.op, "mv_op"), ops.xsrc(lambda x: x.mv.src, name="mv_src"),
+                ops.xsrc(lambda x: x.mv.msk, name="mv_msk"), byp.mv_val)
     return mv_go, mv_dst
 
 
@@ -172,9 +130,7 @@ def _move_unit_rx(m, cfg, pe, ops, byp):
         return c
     classes = (cls_of(src_p, "pos", "mv_src"), cls_of(src_p, "nan", "mv_src"), cls_of(msk_p, "pos", "mv_msk"))
     mv_op = ops.pipe(ops.st.s1.mv.op, "mv_op")[-2]
-    m.submodules.move_fn = fn = MoveFn(fmt, len(mv_op), classes=True)
-    m.d.comb += [fn.op.eq(mv_op), fn.src.eq(src_x), fn.msk.eq(msk_x), fn.src_pos.eq(classes[0]),
-                 fn.src_nan.eq(classes[1]), fn.msk_pos.eq(classes[2]), mv_fn.eq(fn.out)]
+    move_fn(m, fmt, mv_op, src_x, msk_x, mv_fn, classes=classes)
     # the result's class: MOV and RELU keep the source's (a RELU of a NaN is a
     # NaN, of anything else not > 0 a zero), MASK the source's under a mask > 0
     res_on = Signal(name="mv_res_on")
