@@ -12,7 +12,7 @@ The first steps are checked bit for bit against :class:`sw.golden_train_chip_mb.
 weights. Test accuracy uses the array's own forward program after every epoch. The loss
 curves go to ``benchmarks/results/train_mnist.png``.
 
-``BENCH_MNIST_EPOCHS`` (default 2) and ``BENCH_MNIST_TRAIN`` (default all 4,000) shorten
+``BENCH_MNIST_EPOCHS`` (default 1) and ``BENCH_MNIST_TRAIN`` (default all 4,000) shorten
 the run.
 """
 
@@ -28,7 +28,7 @@ from sw.datasets import load_mnist_sample
 SIZES = (784, 500, 500, 500, 10)
 BATCH = 16
 LR = 0.1
-EPOCHS = int(os.environ.get("BENCH_MNIST_EPOCHS", "2"))
+EPOCHS = int(os.environ.get("BENCH_MNIST_EPOCHS", "1"))
 TRAIN = int(os.environ.get("BENCH_MNIST_TRAIN", "4000"))
 GOLDEN_STEPS = 3
 
@@ -39,8 +39,12 @@ def run() -> dict:
     cfg = PRESETS["S"]
     data = load_mnist_sample()
     data.x_train, data.y_train = data.x_train[:TRAIN], data.y_train[:TRAIN]
-    res = train_minibatch(cfg, SIZES, data, b=BATCH, lr=LR, epochs=EPOCHS, seed=0, golden_steps=GOLDEN_STEPS,
-                          log=lambda s: print(s, flush=True))
+    from tqdm import tqdm
+
+    with tqdm(total=EPOCHS * (len(data.x_train) // BATCH), unit="step", desc="MNIST at S", mininterval=30) as bar:
+        res = train_minibatch(cfg, SIZES, data, b=BATCH, lr=LR, epochs=EPOCHS, seed=0, golden_steps=GOLDEN_STEPS,
+                              log=lambda s: bar.write(s),
+                              progress=lambda done, total: bar.update(done - bar.n))
     try:
         plot_curves(res, RESULTS / "train_mnist.png", window=25)
     except ImportError:                      # pragma: no cover - matplotlib is installed by make tools

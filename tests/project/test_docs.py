@@ -1162,4 +1162,8 @@ QUOTES += [
     Quote("docs/power.md", r"\* \*\*The FPU costs (\S+) pJ per FLOP\*\*", TECH, _tech("fpu_pj_per_flop", "binary16")),
     Quote("docs/power.md", r"charged as two FLOPs \((\S+)\s+pJ\)", TECH,
           lambda d: d["fpu_pj_per_flop"]["binary16"]["value"] * d["flops_per_fpu_issue"]["value"], "{:.2f}"),
+    Quote("README.md", r"reaches (\S+) % test accuracy beside float64's \S+ %", RES + "train_mnist.json",
+          lambda d: d["final_test_accuracy"] * 100, "{:.1f}"),
+    Quote("README.md", r"reaches \S+ % test accuracy beside float64's (\S+) %", RES + "train_mnist.json",
+          lambda d: d["final_test_accuracy_float64"] * 100, "{:.1f}"),
 ]
