@@ -24,7 +24,7 @@ __all__ = ["ARCH_AXES", "AXES", "CATEGORICAL", "MAPPING_AXES", "METHOD_AXIS", "S
 
 #: ArchConfig fields the search may vary (the rest come from the base configuration)
 ARCH_AXES = ("nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "fmt", "mul_latency",
-             "add_latency", "clock_mhz", "ucode_depth")
+             "add_latency", "clock_mhz", "ucode_depth", "dram_mib", "dram_gbps", "dram_latency")
 #: the training method axis: ``sgd``, ``cp``, ``mbgd:B`` (minibatch GD of B), ``cp:B`` (minibatch CP)
 METHOD_AXIS = "method"
 #: the compilers' mapping choices, each a categorical axis (sim.step_measure.MAPPING_OPTIONS
@@ -38,6 +38,7 @@ CATEGORICAL = (METHOD_AXIS, "fmt", *MAPPING_AXES)
 #: every axis a space may have
 AXES = (*ARCH_AXES, METHOD_AXIS, *MAPPING_AXES)
 _INT_AXES = {"nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "mul_latency", "add_latency",
+             "dram_mib", "dram_latency",
              "ucode_depth"}
 
 

@@ -83,6 +83,21 @@ def test_softmax_and_overlap_axes():
     assert res["array"]["workloads"][0]["cycles"] != res["host"]["workloads"][0]["cycles"]
 
 
+def test_dram_axes():
+    """The DRAM fields are axes: a point's configuration carries them, and an invalid
+    value (not a power of two) is recorded as an invalid point naming the field."""
+    from dse.space import point_config
+
+    s = parse_space(["dram_mib=0,64", "dram_gbps=12.8,25.6", "dram_latency=40..80:x2"], BASE)
+    assert s.axes == {"dram_mib": (0, 64), "dram_gbps": (12.8, 25.6), "dram_latency": (40, 80)}
+    cfg = point_config(s, {"dram_mib": 64, "dram_gbps": 12.8, "dram_latency": 40})
+    assert (cfg.dram_mib, cfg.dram_gbps, cfg.dram_latency) == (64, 12.8, 40)
+    keys = {point_key(s, p, TINY) for p in s.points()}
+    assert len(keys) == s.size == 8
+    bad = evaluate_point(BASE.to_dict(), {"method": "sgd", "dram_mib": 3}, TINY, "k")
+    assert bad["status"].startswith("invalid") and "dram_mib" in bad["status"]
+
+
 def test_workloads():
     w = parse_workloads("small*2,784-100-10")
     assert [x.sizes for x in w] == [(784, 500, 500, 500, 10), (784, 100, 10)] and w[0].weight == 2
