@@ -97,6 +97,13 @@ def test_readme_table2_is_the_benchmarks():
     assert block == readme_table(res)
 
 
+def test_readme_is_short():
+    """The README stays an overview (at most 1,500 words, as `wc -w` counts them); the
+    detail lives in docs/."""
+    words = len((ROOT / "README.md").read_text().split())
+    assert words <= 1500, f"README.md has {words} words; move detail to docs/"
+
+
 # -- every measured figure a document quotes is a value of a JSON file -------------------------
 #
 # A ``Quote`` ties one figure of a document to the value it reports: the JSON file written by
