@@ -15,12 +15,11 @@ import json
 import time
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotb.triggers import RisingEdge
+from cocotbext.axi import AxiStreamFrame
 
 from sim.harness import tb_config, tb_params
-from sim.tb_stream import finish_stream
+from sim.tb_stream import finish_stream, release_reset, start_stream
 
 
 def _per_beat(v, n):
@@ -35,15 +34,8 @@ async def chip_stream(dut):
     cfg = tb_config()
     prm = tb_params()
     vec = json.loads(open(prm["vectors"]).read())
-    dut.rst.value = 1
-    dut.s_axis_tvalid.value = 0
-    dut.m_axis_tready.value = 0
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
+    src, sink = start_stream(dut)
+    await release_reset(dut)
 
     expected = [[(int(d), bool(last)) for d, last in core] for core in vec["out"]]
     t0 = time.perf_counter()

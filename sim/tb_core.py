@@ -14,12 +14,10 @@ import random
 import time
 
 import cocotb
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 
 from sim.harness import tb_config, tb_params
-from sim.tb_stream import finish_stream
+from sim.tb_stream import attach_dram, finish_stream, release_reset, start_stream
 
 
 def _pauses(rng, p):
@@ -32,25 +30,13 @@ async def core_stream(dut):
     prm = tb_params()
     vec = json.loads(open(prm["vectors"]).read())
     rng = random.Random(prm.get("seed", 0))
-    dut.rst.value = 1  # before the first clock edge: an undriven reset would make state X
-    dut.s_axis_tvalid.value = 0
-    dut.m_axis_tready.value = 0
-    cocotb.start_soon(Clock(dut.clk, 10, unit="ns").start())
-    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
-    cfg = tb_config()
-    if cfg.dram_mib:       # a core with DRAM: cocotbext-axi's AxiRam on its AXI4 master port (zeros)
-        from cocotbext.axi import AxiBus, AxiRam
-
-        AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=cfg.dram_mib << 20)
+    src, sink = start_stream(dut)
+    attach_dram(dut, tb_config())
     if prm.get("pause_in", 0):
         src.set_pause_generator(_pauses(rng, prm["pause_in"]))
     if prm.get("pause_out", 0):
         sink.set_pause_generator(_pauses(rng, prm["pause_out"]))
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 3)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
+    await release_reset(dut)
 
     expected = [(int(d), bool(last)) for d, last in vec["out"]]
     t0 = time.perf_counter()
