@@ -77,8 +77,11 @@ class Cell:
 CELLS = tuple(Cell(n, c, m) for n, c in (("small", "S"), ("large", "S"), ("large", "L")) for m in METHODS)
 
 
-def run_cell(cell: Cell, log=None) -> dict:
-    """Compile and run one cell; its row (status ``ok``) or the compiler's reason."""
+def run_cell(cell: Cell, log=None, offchip: bool = True) -> dict:
+    """Compile and run one cell; its row (status ``ok``) or the compiler's reason.
+    ``offchip``: a cell that does not fit on chip is run with a DRAM channel per core
+    (:func:`dram_config`) where the compiler can stream its weights; else it is reported
+    as not fitting."""
     from sw.mlp import MLP
     from sw.train import TrainCompileError
 
@@ -93,7 +96,7 @@ def run_cell(cell: Cell, log=None) -> dict:
     except TrainCompileError as e:
         try:                               # off-chip: the largest weight panels streamed from DRAM
             cfg = dram_config(cell.config)
-            tp = compile_method(cell.method, cfg, mlp)
+            tp = compile_method(cell.method, cfg, mlp) if offchip else None
         except TrainCompileError:
             tp = None
         if tp is None:
@@ -161,12 +164,12 @@ def convention(tech=DEFAULT_TECH) -> dict:
     }
 
 
-def table2(cells=CELLS, log=None, progress=None) -> dict:
+def table2(cells=CELLS, log=None, progress=None, offchip: bool = True) -> dict:
     """Run ``cells``; the ``caterpillar paper`` JSON (keys ``cells``, ``area_mm2``,
-    ``convention``)."""
+    ``convention``). ``offchip``: see :func:`run_cell`."""
     rows = []
     for cell in cells:
-        rows.append(run_cell(cell, log))
+        rows.append(run_cell(cell, log, offchip))
         if progress:
             progress(cell)
     area, breakdown = {}, {}

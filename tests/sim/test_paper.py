@@ -97,3 +97,6 @@ def test_table2_cell_off_chip_with_dram(small_chip, monkeypatch):
     assert r["dma_busy_cycles_per_core"] == r["dma_hidden_cycles_per_core"] + r["dma_exposed_cycles_per_core"]
     assert r["dma_stall_cycles_measured"] == r["dma_stall_cycles_per_core"] <= r["dma_exposed_cycles_per_core"]
     assert "off-chip: DRAM" in paper.format_table({"cells": [r], "convention": paper.convention(), "area_mm2": {}})
+    # the demo's on-chip table: the same cell is reported as not fitting, with the reason
+    off = paper.run_cell(paper.Cell("large", "S", "mbgd"), offchip=False)
+    assert off["status"].startswith("does not fit") and "offchip" not in off
