@@ -1173,4 +1173,8 @@ QUOTES += [
           lambda d: d["final_test_accuracy"] * 100, "{:.1f}"),
     Quote("README.md", r"reaches \S+ % test accuracy beside float64's (\S+) %", RES + "train_mnist.json",
           lambda d: d["final_test_accuracy_float64"] * 100, "{:.1f}"),
+    Quote("docs/simulators.md", r"runs at about ([\d,]+) cycles/s at `VERILATOR_OPT", RES + "rtl_stream.json",
+          lambda d: round(d["cycles_per_s"]["replay"], -3), "{:,.0f}"),
+    Quote("docs/simulators.md", r"and at\s+about ([\d,]+) cycles/s counting the memories", RES + "rtl_stream.json",
+          lambda d: round(d["checked_cycles_per_s"]["replay"], -3), "{:,.0f}"),
 ]
