@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from arch.errors import UsageError
-from cli.common import check_outputs
+from cli.common import check_outputs, write_json_png
 
 __all__ = ["add_characterize_arguments", "cmd_characterize", "parse_kinds"]
 
@@ -52,7 +52,6 @@ def parse_kinds(args: list[str]) -> dict:
 
 
 def cmd_characterize(args) -> int:
-    from arch.files import Outputs
     from cli.common import Progress
     from perf.characterize import characterize, parse_classes
     from perf.model import PerfModel
@@ -71,12 +70,5 @@ def cmd_characterize(args) -> int:
     full = characterization_document(doc, model)
     print(table(full))
     print(f"{doc['points']} points in {doc['seconds']:.1f} s")
-    with Outputs() as outs:
-        if args.json:
-            outs.write_text(args.json, json.dumps(full, indent=1) + "\n")
-        if args.png:
-            plot_characterization(full, outs.stage(args.png))
-    for name in (args.json, args.png):
-        if name:
-            print(f"wrote {name}", file=sys.stderr)
+    write_json_png(args, lambda: json.dumps(full, indent=1) + "\n", lambda path: plot_characterization(full, path))
     return 0

@@ -67,6 +67,22 @@ def check_outputs(args, *dests: str) -> None:
             check_output(v, "--" + dest.replace("_", "-") if dest != "output" else "-o/--output")
 
 
+def write_json_png(args, json_text, plot) -> None:
+    """Write ``--json`` (``json_text()``, called only when asked) and ``--png``
+    (``plot(path)``) all or nothing (:class:`arch.files.Outputs`), then name each file
+    written on stderr."""
+    from arch.files import Outputs
+
+    with Outputs() as outs:
+        if args.json:
+            outs.write_text(args.json, json_text())
+        if args.png:
+            plot(outs.stage(args.png))
+    for name in (args.json, args.png):
+        if name:
+            print(f"wrote {name}", file=sys.stderr)
+
+
 def input_path(path: str, option: str, *, directory: bool = False) -> Path:
     """An existing input file (or directory) named by ``option``; else a usage error."""
     p = Path(path)

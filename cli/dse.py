@@ -7,7 +7,7 @@ import sys
 
 from arch.errors import InputError, UsageError
 from arch.files import ROOT
-from cli.common import check_outputs, count, nonneg_int, positive_float
+from cli.common import check_outputs, count, nonneg_int, positive_float, write_json_png
 
 __all__ = ["add_dse_arguments", "cmd_dse"]
 
@@ -78,7 +78,6 @@ def _describe(args) -> int:
 
 def _references(args, workloads, engine) -> dict:
     from arch.config import PRESETS
-    from dse.evaluate import evaluate_point
 
     names = [] if args.references.strip() in ("", "none") else [n.strip() for n in args.references.split(",")]
     bad = [n for n in names if n not in PRESETS]
@@ -89,10 +88,8 @@ def _references(args, workloads, engine) -> dict:
 
 
 def cmd_dse(args) -> int:
-    from pathlib import Path
-
     from arch.config import config_from_arg
-    from arch.files import Outputs, check_output
+    from arch.files import check_output
     from cli.common import Progress
     from dse.engine import Evaluator, make_engine
     from dse.evaluate import parse_workloads
@@ -148,14 +145,10 @@ def cmd_dse(args) -> int:
     print(best_table(results, goal, refs=refs))
     print(f"{ev.evaluations} evaluations ({ev.cached_at_start} results in the cache at the start), "
           f"search {args.search}, engine {engine.name}")
-    with Outputs() as outs:
-        if args.json:
-            doc = search_document(space, workloads, goal, results, search=args.search, seed=args.seed,
-                                  evaluations=ev.evaluations, cached=ev.cached_at_start, refs=refs, engine=engine.name)
-            outs.write_text(args.json, json.dumps(doc, indent=1, default=float) + "\n")
-        if args.png:
-            plot_pareto(results, goal, outs.stage(args.png), refs=refs)
-    for name in (args.json, args.png):
-        if name:
-            print(f"wrote {name}", file=sys.stderr)
+    def doc() -> str:
+        d = search_document(space, workloads, goal, results, search=args.search, seed=args.seed,
+                            evaluations=ev.evaluations, cached=ev.cached_at_start, refs=refs, engine=engine.name)
+        return json.dumps(d, indent=1, default=float) + "\n"
+
+    write_json_png(args, doc, lambda path: plot_pareto(results, goal, path, refs=refs))
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 from arch.config import config_from_arg
 from arch.errors import InputError, UsageError
 from arch.files import Outputs, read_text
-from cli.common import Progress, check_outputs, count, input_path, nonneg_int
+from cli.common import Progress, check_outputs, count, input_path, nonneg_int, write_json_png
 
 __all__ = ["add_parsers", "read_beats"]
 
@@ -156,14 +156,7 @@ def _cmd_report(args) -> int:
     rep = report_from_counters(cfg, counters, flops=flops, n_cores=n_cores, ucode_words=ucode_words,
                                **({"tech": tech} if tech else {}))
     print(rep.table())
-    with Outputs() as outs:
-        if args.json:
-            outs.write_text(args.json, rep.to_json() + "\n")
-        if args.png:
-            plot_breakdown({src.stem: rep}, outs.stage(args.png))
-    for name in (args.json, args.png):
-        if name:
-            print(f"wrote {name}", file=sys.stderr)
+    write_json_png(args, lambda: rep.to_json() + "\n", lambda path: plot_breakdown({src.stem: rep}, path))
     return 0
 
 
@@ -192,14 +185,7 @@ def _cmd_paper(args) -> int:
 
         res = table2(cells, log=lambda s: bar.log("  " + s), progress=step)
     print(format_table(res))
-    with Outputs() as outs:
-        if args.json:
-            outs.write_text(args.json, json.dumps(res, indent=1) + "\n")
-        if args.png:
-            plot_table2(res, outs.stage(args.png))
-    for name in (args.json, args.png):
-        if name:
-            print(f"wrote {name}", file=sys.stderr)
+    write_json_png(args, lambda: json.dumps(res, indent=1) + "\n", lambda path: plot_table2(res, path))
     return 0
 
 
