@@ -26,6 +26,7 @@ from sw.golden_train import Float64SGD, GoldenSGD
 from sw.mlp import MLP, MLPError
 from sw.train import TrainCompileError, backward_costs, backward_plan, compile_sgd, init_weights, kernel_gap
 from sim.sessions import CoreSession
+from tests.sw.divergence import mismatches
 
 
 def _seed():
@@ -220,7 +221,7 @@ def test_balanced_banks_and_split_microcode():
     assert len(tp2.programs) >= 3
 
 
-def test_gaps_are_needed():
+def test_gaps_are_needed(monkeypatch):
     """Without the inter-kernel NOPs of kernel_gap the step is wrong (the hazards are real)."""
     import sw.train as T
 
@@ -228,32 +229,16 @@ def test_gaps_are_needed():
     mlp = MLP((6, 5, 3), "mse", 0.125)
     tp = compile_sgd(cfg, mlp)
     assert sum(sum(p.gaps) for p in tp.programs) > 0
-    orig = T.kernel_gap
-    T.kernel_gap = lambda cfg, a, b: 0
-    try:
-        bad = compile_sgd(cfg, mlp)
-    finally:
-        T.kernel_gap = orig
-    W0 = init_weights(mlp, cfg.fmt, 1)
-    s = CoreSession(cfg, "fast")
-    bad.init(s, W0)
-    gold = GoldenSGD(cfg, mlp, W0)
+    monkeypatch.setattr(T, "kernel_gap", lambda cfg, a, b: 0)
+    bad = compile_sgd(cfg, mlp)
+    monkeypatch.undo()
     rng = np.random.default_rng(1)
-    diff = 0
-    for _ in range(3):
-        x, t = _sample(rng, mlp)
-        try:
-            bad.run_step(s, x, t, check_cycles=False)
-        except AssertionError:
-            diff += 1
-        gold.step(x, t)
-        diff += sum(int((g != w).sum()) for g, w in zip(bad.weights_from_session(s, padded=True),
-                                                         gold.weights(padded=True)))
-    assert diff > 0
+    gold = GoldenSGD(cfg, mlp, init_weights(mlp, cfg.fmt, 1))
+    assert mismatches(bad, gold, mlp, cfg, [_sample(rng, mlp) for _ in range(3)], 1) > 0
     assert kernel_gap(cfg, tp.ops[0], tp.ops[1]) == 0     # two loads into different regions
 
 
-def test_fused_gaps_are_needed():
+def test_fused_gaps_are_needed(monkeypatch):
     """Fused backward steps: the NOP after the fused kernel (the ReLU mask reads its y,
     stored by its last instructions) and before it (it reads d) are needed; none is
     needed for its W write-backs (its reduction and moves follow the last update)."""
@@ -284,27 +269,12 @@ def test_fused_gaps_are_needed():
                 return 0
             return orig(cfg, a, b)
 
-        T.kernel_gap = gap
-        try:
-            bad = compile_sgd(cfg, mlp, backward="fused")
-        finally:
-            T.kernel_gap = orig
-        W0 = init_weights(mlp, cfg.fmt, 2)
-        s = CoreSession(cfg, "fast")
-        bad.init(s, W0)
-        gold = GoldenSGD(cfg, mlp, W0, fused=bad.fused)
+        monkeypatch.setattr(T, "kernel_gap", gap)
+        bad = compile_sgd(cfg, mlp, backward="fused")
+        monkeypatch.undo()
         rng = np.random.default_rng(2)
-        diff = 0
-        for _ in range(3):
-            x, t = _sample(rng, mlp)
-            try:
-                bad.run_step(s, x, t, check_cycles=False)
-            except AssertionError:
-                diff += 1
-            gold.step(x, t)
-            diff += sum(int((g != w).sum()) for g, w in zip(bad.weights_from_session(s, padded=True),
-                                                             gold.weights(padded=True)))
-        assert diff > 0, lim
+        gold = GoldenSGD(cfg, mlp, init_weights(mlp, cfg.fmt, 2), fused=bad.fused)
+        assert mismatches(bad, gold, mlp, cfg, [_sample(rng, mlp) for _ in range(3)], 2) > 0, lim
 
 
 @pytest.mark.parametrize("nr", [2, 4])
