@@ -43,7 +43,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from arch.config import RING_HOP_CYCLES
+from arch.hetero import HeteroConfig
 from sim.core_model import CoreModel, CoreRun, RunResult
+from sim.ring_crossing import CrossingBeats, CrossingModel, check_crossing
 from arch.errors import CaterpillarError
 from arch.partition import Partition
 
@@ -149,6 +151,10 @@ class ChipModel:
     cfg : ArchConfig
         ``cfg.cores`` cores of ``cfg.nr x cfg.nr`` PEs.
     engine : ``"cycle"`` or ``"fast"`` (see the module docstring).
+        Or a :class:`arch.hetero.HeteroConfig`: groups of cores of different kinds, each
+        core modelled with its group's configuration, and the ring links between kinds
+        through crossings (:mod:`sim.ring_crossing`; ``docs/chip.md``, "Heterogeneous
+        chips"), with the same cycle costs as the RTL in both engines.
     partition : :class:`arch.partition.Partition`, optional
         Core groups, each closed into its own ring (``docs/chip.md``, "Partitions"):
         :meth:`run` runs one program per group, all groups started in the same cycle, and
@@ -163,15 +169,19 @@ class ChipModel:
         self.cfg = cfg
         self.engine = engine
         self.n = cfg.cores
+        self.hetero = cfg if isinstance(cfg, HeteroConfig) else None
+        self.core_cfgs = cfg.core_cfgs if self.hetero else [cfg] * self.n
+        if partition is not None and self.hetero is not None:
+            raise ValueError("partitions of a heterogeneous chip are not supported")
         if partition is not None and partition.cores != cfg.cores:
             raise ValueError(f"a partition of {partition.cores} cores for a chip of {cfg.cores}")
         self.partition = partition
         if engine == "fast":
             from sim.fast_model import FastModel
 
-            self.cores = [FastModel(cfg) for _ in range(self.n)]
+            self.cores = [FastModel(c) for c in self.core_cfgs]
         else:
-            self.cores = [CoreModel(cfg) for _ in range(self.n)]
+            self.cores = [CoreModel(c) for c in self.core_cfgs]
 
     # -- microcode --------------------------------------------------------------------
     def load(self, words, addr: int = 0, core: int | None = None) -> None:
@@ -245,20 +255,28 @@ class ChipModel:
     def _run_cycle(self, ks, pcs, hin, max_instructions) -> ChipRunResult:
         n, depth = len(ks), self.cfg.ring_fifo_depth
         fifos = [_RingFifo() for _ in range(n)]
+        xings = self._crossings(ks, "cycle")
 
         def room(k):
-            nxt = fifos[(k + 1) % n]
+            nxt, x = fifos[(k + 1) % n], xings[k]
+            if x is not None:
+                return lambda run: x.level(nxt.level0) + run.rout_pending < depth
             return lambda run: nxt.level0 + run.rout_pending < depth
 
         runs = [CoreRun(self.cores[c], pcs[c], hin[c], fifos[k], max_instructions, room(k))
                 for k, c in enumerate(ks)]
-        dist = self.cfg.dist_stage
+        dist = self.core_cfgs[0].dist_stage
 
         def push():
-            """This cycle's ring pushes into the receivers' FIFOs; True if any."""
+            """This cycle's ring pushes into the receivers' FIFOs (through the
+            crossings); True if any."""
             any_ = False
             for k, r in enumerate(runs):
-                if r.pushed:
+                x = xings[k]
+                if x is not None:
+                    any_ |= x.busy or bool(r.pushed)
+                    fifos[(k + 1) % n].q.extend(x.step(r.pushed))
+                elif r.pushed:
                     fifos[(k + 1) % n].q.extend(r.pushed)
                     any_ = True
             return any_
@@ -284,13 +302,17 @@ class ChipModel:
             progress |= any(r.dma is not None and r.dma.end > r.cycles for r in live)
             t += 1
             idle = 0 if progress else idle + 1
-            if idle > 4 * depth + self.cfg.fpu_latency + 8:
+            if idle > 4 * depth + max(c.fpu_latency for c in self.core_cfgs) + 8:
                 waits = []
                 for k, r in enumerate(runs):
                     if not r.done and r.head is not None:
                         what = "rin (empty FIFO)" if r.head.rin and r.head.hin else "rout (next FIFO full)"
                         waits.append(f"core {ks[k]} at pc {r.head.pc} waits on {what}")
                 raise RingDeadlock(f"ring deadlock at cycle {t}: " + "; ".join(waits))
+        for x in xings:
+            why = x.leftover() if x is not None else None
+            if why:
+                raise RingStallError(f"end of the run: {why}")
         for k, f in enumerate(fifos):
             if f.q:
                 raise RingStallError(f"core {ks[k]}'s ring FIFO still holds {len(f.q)} beat(s) at the end of the "
@@ -314,7 +336,7 @@ class ChipModel:
             rin_f, hout_f, rout_f = m.ring_flags(trace.pcs)
             # the instruction clocked into the PEs at RUN cycle t issued (left the head) at
             # t - 1 (t - 2 with the distribution stage)
-            lag = 1 + self.cfg.dist_delay
+            lag = 1 + self.core_cfgs[c].dist_delay
             i_in, i_out = np.nonzero(rin_f[allpcs])[0], np.nonzero(rout_f[allpcs])[0]
             t_in, t_out = i_in - lag, i_out - lag
             dma = _dma_plan(runs[k]) if runs is not None else None
@@ -330,10 +352,16 @@ class ChipModel:
         ks = list(range(self.n)) if ks is None else ks
         n, depth = len(ks), self.cfg.ring_fifo_depth
         sched = self.ring_schedule(pcs, max_instructions, runs, ks)
+        xings = self._crossings(ks, "link")
         for i in range(n):
             s = sched[i][1]                    # core k's routs
             r = sched[(i + 1) % n][0]          # core j's rins
             k, j = ks[i], ks[(i + 1) % n]
+            if xings[i] is not None:
+                why = check_crossing(xings[i], s, r, depth)
+                if why:
+                    raise RingStallError(why)
+                continue
             if len(s) != len(r):
                 raise RingStallError(f"ring link core {k} -> core {j}: core {k} sends {len(s)} beat(s), "
                                      f"core {j} takes {len(r)}")
@@ -363,6 +391,10 @@ class ChipModel:
                 self.cores[c]._spad_run = None
             raise
         limit = sum(len(s[0]) for s in sched) + 2
+        # receiver k's view of its predecessor's beats (through a crossing: converted)
+        xb = self._crossings(ks, "beats")
+        self._src = [(lambda runs, k, x=x: x(runs[k - 1].ring_out_now())) if x is not None
+                     else (lambda runs, k: runs[k - 1].ring_out_now()) for x in xb]
         rounds = 1
         windows = ring_windows(runs)
         if any(d is not None and d.stalls for d in map(_dma_plan, runs)):
@@ -386,7 +418,7 @@ class ChipModel:
         n = len(runs)
         need = [r.ring_range(a, b) for r in runs]
         snaps = None
-        if need[0][1] > len(runs[-1].ring_out_now()):
+        if need[0][1] > len(self._src[0](runs, 0)):
             snaps = [r.snapshot() for r in runs]
         used = [None] * n
         dirty = set(range(n))
@@ -407,23 +439,38 @@ class ChipModel:
                 if used[k] is not None:
                     r.restore(snaps[k])
                 i, j = need[k]
-                src = runs[k - 1].ring_out_now()
+                src = self._src[k](runs, k)
                 used[k] = [src[x] if x < len(src) else None for x in range(i, j)]
                 r.fill_ring(i, [0 if v is None else v for v in used[k]])
                 r.advance(b)
                 nxt = (k + 1) % n
-                if used[nxt] is not None and not self._consumed_ok(runs, nxt, need, used):
+                if used[nxt] is not None and not self._consumed_ok(runs, nxt, need, used, self._src[nxt]):
                     dirty.add(nxt)
         return sweeps
 
     @staticmethod
-    def _consumed_ok(runs, k, need, used) -> bool:
+    def _consumed_ok(runs, k, need, used, source) -> bool:
         """Whether core ``k``'s ring beats of the window are its predecessor's (all produced)."""
         i, j = need[k]
         if i == j:
             return True
-        src = runs[k - 1].ring_out_now()
+        src = source(runs, k)
         return j <= len(src) and used[k] == src[i:j]
+
+    def _crossings(self, ks, what: str) -> list:
+        """Per position ``i`` of ``ks``: the crossing on the link ``ks[i] -> ks[i + 1]``
+        (``what``: ``"cycle"`` a :class:`CrossingModel`, ``"beats"`` a :class:`CrossingBeats`
+        for the receiver at ``i``, so the link *into* ``ks[i]``, ``"link"`` the
+        :class:`arch.hetero.Crossing`), ``None`` for a plain link."""
+        n = len(ks)
+        if self.hetero is None:
+            return [None] * n
+        if n != self.n:
+            raise ValueError("a heterogeneous chip runs as one ring")
+        if what == "beats":
+            return [None if (x := self.hetero.crossing(ks[i - 1])) is None else CrossingBeats(x) for i in range(n)]
+        links = [self.hetero.crossing(k) for k in ks]
+        return links if what == "link" else [None if x is None else CrossingModel(x) for x in links]
 
     # -- state ------------------------------------------------------------------------
     def core(self, k: int):
