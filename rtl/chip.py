@@ -15,7 +15,7 @@ from arch.host import Cmd
 from arch.partition import mux_sources, pred_of_level, succ_of_level, whole_level
 from rtl.core import Core
 
-__all__ = ["Chip", "dest_bits", "broadcast_dest", "config_dest"]
+__all__ = ["Chip", "dest_bits", "broadcast_dest", "config_dest", "route_host_in", "merge_host_out"]
 
 
 def dest_bits(cfg) -> int:
@@ -103,57 +103,8 @@ class Chip(wiring.Component):
         for k in range(n):
             m.d.comb += in_sel[k].eq((Const(k, range(n)) >> sel_level) == (sel_first >> sel_level))
 
-        # --- host -> cores: tdest routing, broadcast when every core is ready -------------
-        bcast = Signal()
-        all_ready = Signal()
-        m.d.comb += [
-            bcast.eq(self.s_axis_tdest == broadcast_dest(cfg)),
-            all_ready.eq(Cat(*(c.cmd_ready | ~in_sel[k] for k, c in enumerate(cores))).all()),
-        ]
-        sel_ready = Signal()
-        for k, c in enumerate(cores):
-            hit = self.s_axis_tdest == k
-            m.d.comb += [
-                c.s_axis_tdata.eq(self.s_axis_tdata),
-                c.s_axis_tlast.eq(self.s_axis_tlast),
-                c.s_axis_tvalid.eq(self.s_axis_tvalid & ((hit & ~bcast) | (bcast & all_ready & in_sel[k]))),
-            ]
-            with m.If(hit):
-                m.d.comb += sel_ready.eq(c.s_axis_tready)
-        m.d.comb += self.s_axis_tready.eq(((sel_ready & ~bcast) | (bcast & all_ready) | cfg_hit))
-
-        # --- cores -> host: per-beat round robin, held while waiting -------------------------
-        db = dest_bits(cfg)
-        ptr = Signal(db)          # first core to consider
-        held = Signal()           # a beat is offered and not taken: keep the choice
-        held_sel = Signal(db)
-        pick = Signal(db)
-        # rotated priority: the first valid core at or after ptr (scan written backwards so
-        # the last assignment, the nearest one, wins)
-        for off in reversed(range(n)):
-            for p in range(n):
-                k = (p + off) % n
-                with m.If((ptr == p) & cores[k].m_axis_tvalid):
-                    m.d.comb += pick.eq(k)
-        sel = Signal(db)
-        m.d.comb += sel.eq(pick)
-        with m.If(held):
-            m.d.comb += sel.eq(held_sel)
-        for k, c in enumerate(cores):
-            with m.If(sel == k):
-                m.d.comb += [
-                    self.m_axis_tdata.eq(c.m_axis_tdata),
-                    self.m_axis_tlast.eq(c.m_axis_tlast),
-                    self.m_axis_tvalid.eq(c.m_axis_tvalid),
-                    c.m_axis_tready.eq(self.m_axis_tready),
-                ]
-        m.d.comb += self.m_axis_tid.eq(sel)
-        with m.If(Cat(*stop).any()):     # a stopped core's offer is void
-            m.d.sync += held.eq(0)
-        with m.If(self.m_axis_tvalid & self.m_axis_tready):
-            m.d.sync += [held.eq(0), ptr.eq(Mux(sel == n - 1, 0, sel + 1))]
-        with m.Elif(self.m_axis_tvalid):
-            m.d.sync += [held.eq(1), held_sel.eq(sel)]
+        route_host_in(m, self, cores, in_sel, cfg_hit, broadcast_dest(cfg))
+        merge_host_out(m, self, cores, Cat(*stop).any())
         return m
 
     def _ring(self, m, cores, level):
@@ -191,3 +142,66 @@ class Chip(wiring.Component):
                     m.d.sync += stop[k].eq(1)
             with m.If(cmd == Cmd.SELECT):
                 m.d.sync += [sel_level.eq(arg1), sel_first.eq(arg0)]
+
+
+def route_host_in(m, top, cores, in_sel, extra_ready, bcast_code):
+    """Host -> cores: ``top.s_axis_*`` to core ``tdest``, or to every core with
+    ``in_sel[k]`` for ``tdest == bcast_code`` when each of them is ready for a command
+    (``cmd_ready``); ``extra_ready``: a ``tdest`` the chip itself takes (always ready).
+    A narrower core takes the low bits of ``tdata``."""
+    bcast = Signal()
+    all_ready = Signal()
+    m.d.comb += [
+        bcast.eq(top.s_axis_tdest == bcast_code),
+        all_ready.eq(Cat(*(c.cmd_ready | ~in_sel[k] for k, c in enumerate(cores))).all()),
+    ]
+    sel_ready = Signal()
+    for k, c in enumerate(cores):
+        hit = top.s_axis_tdest == k
+        m.d.comb += [
+            c.s_axis_tdata.eq(top.s_axis_tdata),
+            c.s_axis_tlast.eq(top.s_axis_tlast),
+            c.s_axis_tvalid.eq(top.s_axis_tvalid & ((hit & ~bcast) | (bcast & all_ready & in_sel[k]))),
+        ]
+        with m.If(hit):
+            m.d.comb += sel_ready.eq(c.s_axis_tready)
+    m.d.comb += top.s_axis_tready.eq(((sel_ready & ~bcast) | (bcast & all_ready) | extra_ready))
+
+
+def merge_host_out(m, top, cores, void):
+    """Cores -> host: per-beat round robin over the cores' ``m_axis`` streams onto
+    ``top.m_axis_*`` (``tid`` = core), the choice held while a beat waits for ``tready``;
+    ``void``: drop a held choice (a core was stopped). A narrower core's ``tdata`` is
+    zero-extended."""
+    n = len(cores)
+    db = len(top.m_axis_tid)
+    ptr = Signal(db)          # first core to consider
+    held = Signal()           # a beat is offered and not taken: keep the choice
+    held_sel = Signal(db)
+    pick = Signal(db)
+    # rotated priority: the first valid core at or after ptr (scan written backwards so
+    # the last assignment, the nearest one, wins)
+    for off in reversed(range(n)):
+        for p in range(n):
+            k = (p + off) % n
+            with m.If((ptr == p) & cores[k].m_axis_tvalid):
+                m.d.comb += pick.eq(k)
+    sel = Signal(db)
+    m.d.comb += sel.eq(pick)
+    with m.If(held):
+        m.d.comb += sel.eq(held_sel)
+    for k, c in enumerate(cores):
+        with m.If(sel == k):
+            m.d.comb += [
+                top.m_axis_tdata.eq(c.m_axis_tdata),
+                top.m_axis_tlast.eq(c.m_axis_tlast),
+                top.m_axis_tvalid.eq(c.m_axis_tvalid),
+                c.m_axis_tready.eq(top.m_axis_tready),
+            ]
+    m.d.comb += top.m_axis_tid.eq(sel)
+    with m.If(void):
+        m.d.sync += held.eq(0)
+    with m.If(top.m_axis_tvalid & top.m_axis_tready):
+        m.d.sync += [held.eq(0), ptr.eq(Mux(sel == n - 1, 0, sel + 1))]
+    with m.Elif(top.m_axis_tvalid):
+        m.d.sync += [held.eq(1), held_sel.eq(sel)]

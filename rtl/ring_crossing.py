@@ -1,0 +1,129 @@
+"""The ring crossing between two core kinds of a heterogeneous chip: a format converter
+per lane and a gearbox (``docs/chip.md``, "Heterogeneous chips";
+:class:`sim.ring_crossing.CrossingModel` is its model).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth.lib import fifo, wiring
+from amaranth.lib.wiring import In, Out
+
+from pe.fp_convert import FPConvert
+
+__all__ = ["RingCrossing"]
+
+
+class RingCrossing(wiring.Component):
+    """The link from a core of kind ``a`` to the next core, of kind ``b`` (an
+    :class:`arch.hetero.Crossing`), in place of the plain wires of a ring link.
+
+    Parameters
+    ----------
+    x : arch.hetero.Crossing
+
+    Ports
+    -----
+    in_data : In(nr_a * width_a), in_en : In(1)
+        The sender's ``ring_out_data`` / ``ring_out_en``: a beat pushed this cycle.
+    in_level : Out(range(depth + 1))
+        To the sender's ``ring_out_level``: the level its credit check reads, in sender
+        beats (collecting: ``out_level + pending + (1 if a beat is partly collected)``;
+        splitting: ``depth - (depth - out_level - pending) // k``; ``pending`` the
+        receiver beats held here).
+    out_data : Out(nr_b * width_b), out_en : Out(1)
+        To the receiver's ``ring_in_data`` / ``ring_in_en``: a beat pushed into its FIFO.
+    out_level : In(range(depth + 1))
+        The receiver's ``ring_in_level``.
+
+    Latency and cycle behaviour
+    ---------------------------
+    Every lane of an arriving beat is converted to ``fmt_b`` in the cycle it arrives
+    (:class:`pe.fp_convert.FPConvert`, combinational; exact when widening, round to
+    nearest even otherwise). Collecting (``nr_b = k nr_a``, ``k >= 1``): the lanes go
+    into a collection register, the first beat in the low lanes; the beat that completes
+    a receiver beat loads the output register, which pushes it into the receiver's FIFO
+    in the next cycle. Splitting (``nr_a = k nr_b``): the converted beat enters a FIFO of
+    ``ceil(depth / k)`` wide beats; from the next cycle on, its head is pushed one
+    ``nr_b``-lane slice (low lanes first) per cycle. A beat a ``rout`` sends in cycle
+    ``t`` (pushed in ``t + 2``) that completes a receiver beat, or is the first slice, is
+    therefore in the receiver's FIFO in ``t + 3`` and can be taken by a ``rin`` in
+    ``t + 4``: one cycle more than a plain link (:data:`arch.hetero.CROSSING_LATENCY`);
+    the further slices follow one per cycle.
+    """
+
+    def __init__(self, x):
+        self.x = x
+        a, b = x.a, x.b
+        depth = a.ring_fifo_depth
+        super().__init__({
+            "in_data": In(a.nr * a.fmt.width), "in_en": In(1), "in_level": Out(range(depth + 1)),
+            "out_data": Out(b.nr * b.fmt.width), "out_en": Out(1), "out_level": In(range(depth + 1)),
+        })
+
+    def _convert(self, m):
+        """The sender's lanes converted to ``fmt_b``, concatenated (``nr_a * width_b`` bits)."""
+        a, b = self.x.a, self.x.b
+        wa = a.fmt.width
+        if a.fmt == b.fmt:
+            return self.in_data
+        lanes = []
+        for i in range(a.nr):
+            cv = FPConvert(a.fmt, b.fmt)
+            m.submodules[f"conv{i}"] = cv
+            m.d.comb += cv.a.eq(self.in_data[i * wa:(i + 1) * wa])
+            lanes.append(cv.o)
+        return Cat(*lanes)
+
+    def elaborate(self, platform):
+        m = Module()
+        x = self.x
+        conv = self._convert(m)
+        if x.widen:
+            self._collect(m, conv)
+        else:
+            self._split(m, conv)
+        return m
+
+    def _collect(self, m, conv):
+        x, k = self.x, self.x.ratio
+        slice_w = x.a.nr * x.b.fmt.width
+        acc = Signal(max(1, (k - 1) * slice_w))
+        cnt = Signal(range(k))
+        out_valid = Signal()
+        out_data = Signal(len(self.out_data))
+        m.d.comb += [self.out_en.eq(out_valid), self.out_data.eq(out_data)]
+        m.d.sync += out_valid.eq(0)
+        with m.If(self.in_en):
+            if k == 1:
+                m.d.sync += [out_data.eq(conv), out_valid.eq(1)]
+            else:
+                with m.If(cnt == k - 1):
+                    m.d.sync += [out_data.eq(Cat(acc, conv)), out_valid.eq(1), cnt.eq(0)]
+                with m.Else():
+                    for j in range(k - 1):
+                        with m.If(cnt == j):
+                            m.d.sync += acc[j * slice_w:(j + 1) * slice_w].eq(conv)
+                    m.d.sync += cnt.eq(cnt + 1)
+        m.d.comb += self.in_level.eq(self.out_level + out_valid + (cnt != 0))
+
+    def _split(self, m, conv):
+        x, k = self.x, self.x.ratio
+        depth = x.a.ring_fifo_depth
+        nb = x.b.nr * x.b.fmt.width
+        q = fifo.SyncFIFO(width=len(conv), depth=-(-depth // k))
+        m.submodules.queue = q
+        sl = Signal(range(k))
+        m.d.comb += [q.w_data.eq(conv), q.w_en.eq(self.in_en)]
+        m.d.comb += [self.out_en.eq(q.r_rdy), self.out_data.eq(q.r_data.word_select(sl, nb))]
+        with m.If(q.r_rdy):
+            with m.If(sl == k - 1):
+                m.d.comb += q.r_en.eq(1)
+                m.d.sync += sl.eq(0)
+            with m.Else():
+                m.d.sync += sl.eq(sl + 1)
+        bits = (depth * 2 + 2).bit_length() + 1
+        pending = Signal(signed(bits))
+        free = Signal(signed(bits))
+        m.d.comb += [pending.eq(q.r_level * k - sl), free.eq(depth - self.out_level - pending)]
+        m.d.comb += self.in_level.eq(depth - (free >> (k.bit_length() - 1)))
