@@ -43,7 +43,8 @@ class GoldenChipMBGD(PanelMap):
     """Bit-exact model of the compiled minibatch step across ``cfg.cores`` cores
     (initial weights as global ``(m, n)`` bit patterns or floats)."""
 
-    def __init__(self, cfg, mlp: MLP, weights, out_map: str = "auto", spad=None, page_rows: int | None = None):
+    def __init__(self, cfg, mlp: MLP, weights, out_map: str = "auto", spad=None, page_rows: int | None = None,
+                 acts: str = "auto"):
         from sw.train_chip_mb import plan_chip_mb
 
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
@@ -51,7 +52,7 @@ class GoldenChipMBGD(PanelMap):
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
         #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
-        plan = plan_chip_mb(cfg, mlp, self.P, self.N, self.out_map, spad, page_rows)
+        plan = plan_chip_mb(cfg, mlp, self.P, self.N, self.out_map, spad, page_rows, acts=acts)
         self.pages = {l: sp.row_pages(self.nr) for l, sp in plan[2].items()}
         self.neg_lr = fmt.from_float(np.array([-mlp.lr / mlp.batch]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]

@@ -31,6 +31,10 @@ class Allocator:
         self.cfg = cfg
         self.next = {"a": 0, "b": 0}
         self.items: dict = {}
+        #: why no placement exists (a region whose rules exclude both banks), else None
+        self.broken: str | None = None
+        #: what the compiler records with the allocation (e.g. how activations are kept)
+        self.meta: dict = {}
 
     def depth(self, bank):
         return self.cfg.mem_a_words if bank == "a" else self.cfg.mem_b_words
@@ -40,6 +44,9 @@ class Allocator:
         (not in ``forbid``), ``prefer`` first when allowed, else the one with more room."""
         if bank is None:
             allowed = [b for b in ("a", "b") if b not in forbid]
+            if not allowed:
+                self.broken = self.broken or f"{name}: no bank allowed"
+                allowed = ["a"]
             if prefer in allowed and self.next[prefer] + words <= self.depth(prefer):
                 bank = prefer
             else:
@@ -52,7 +59,29 @@ class Allocator:
     def used(self, bank):
         return self.next[bank]
 
+    def alias(self, name: str, of: str, words: int, what: str):
+        """``name`` at ``of``'s address (a region dead while ``of`` is live, or the
+        same data); ``of`` grows to ``words`` if smaller (only for the last region
+        allocated in its bank)."""
+        it = self.items[of]
+        if words > it.words:
+            r = it.region
+            if self.next[r.bank] != r.base + it.words:
+                raise ValueError(f"alias {name}: {of} is not the last region of bank {r.bank.upper()}")
+            self.next[r.bank] = r.base + words
+            it.words = words
+        self.items[name] = Alloc(name, it.region, words, what)
+        return it.region
+
+    def arenas(self):
+        """Start regions whose lifetimes do not overlap: ``with al.arenas() as ar:``
+        allocate the first arena, ``ar.next()`` rewinds both banks to the start for the
+        next one; at the end both banks continue after the largest."""
+        return _Arenas(self)
+
     def fits(self):
+        if self.broken:
+            return False
         return all(self.next[b] <= self.depth(b) for b in ("a", "b"))
 
     def table(self) -> str:
@@ -63,3 +92,22 @@ class Allocator:
         for b in ("a", "b"):
             lines.append(f"MEM {b.upper()}: {self.next[b]} of {self.depth(b)} words used")
         return "\n".join(lines)
+
+
+class _Arenas:
+    def __init__(self, al: Allocator):
+        self.al = al
+        self.start = dict(al.next)
+        self.end = dict(al.next)
+
+    def __enter__(self):
+        return self
+
+    def next(self):
+        self.end = {b: max(self.end[b], self.al.next[b]) for b in self.end}
+        self.al.next = dict(self.start)
+
+    def __exit__(self, *exc):
+        self.next()
+        self.al.next = dict(self.end)
+        return False

@@ -55,6 +55,7 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _ot
                       softmax_ce_loss)
 from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place_parts, chip_shapes, plan_panels,
                            resolve_out_map, spad_op)
+from sw.train_chip_mb_acts import acts_lines, allocate_chip_mb_reuse, xt_spad_beats
 from sw.train_dram import stream_parts
 from sw.train_mb import MBProgram
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
@@ -134,15 +135,39 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
 
 
 def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=None,
-                 page_rows: int | None = None, dram=None) -> tuple:
-    """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``
-    (:func:`sw.train_chip.plan_panels` with :func:`allocate_chip_mb`; the row-panel layers
-    can be paged). Raises :class:`sw.train.TrainCompileError` with the sizes when nothing
-    fits."""
+                 page_rows: int | None = None, dram=None, acts: str = "auto") -> tuple:
+    """Where the weight panels and activations live: ``(wbanks, allocator, {layer:
+    SpadPanel})`` (:func:`sw.train_chip.plan_panels`; the row-panel layers can be paged).
+    ``acts``: ``"resident"`` (:func:`allocate_chip_mb`, every gathered activation kept),
+    ``"reuse"`` (:func:`sw.train_chip_mb_acts.allocate_chip_mb_reuse`: two activation
+    buffers, ``X^T`` in the scratchpad, each bank its page buffer), ``"auto"``: resident
+    when some plan fits so, else reuse (``allocator.meta["acts"]``). Raises
+    :class:`sw.train.TrainCompileError` with the sizes when nothing fits."""
+    if acts not in ("auto", "resident", "reuse"):
+        raise TrainCompileError(f"acts must be 'auto', 'resident' or 'reuse', got {acts!r}")
     nl = mlp.n_layers
     pageable = [l for l in range(nl) if not (out_map == "cols" and l == nl - 1)]
-    return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb(cfg, mlp, wb, P, N, out_map, pages),
-                       pageable, spad, page_rows, fail=lambda al: _sizes_message(cfg, mlp, al, P, N), dram=dram)
+    err = None
+    if acts != "reuse":
+        try:
+            wb, al, panels = plan_panels(
+                cfg, P, N, lambda wb, pages: allocate_chip_mb(cfg, mlp, wb, P, N, out_map, pages), pageable, spad,
+                page_rows, fail=lambda al: _sizes_message(cfg, mlp, al, P, N), dram=dram)
+            al.meta["acts"] = "resident"
+            return wb, al, panels
+        except TrainCompileError as e:
+            if acts == "resident":
+                raise
+            err = e
+
+    def fail(al):
+        msg = (f"with the activations reused (two buffers, X^T in the scratchpad) each core needs MEM A "
+               f"{al.used('a')} + MEM B {al.used('b')} words per PE with every panel resident, and no paged plan fits "
+               f"either (MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words})")
+        return f"{err}; {msg}" if err else f"{_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, ['a'] * nl, P, N, out_map), P, N)}; {msg}"
+    return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb_reuse(cfg, mlp, wb, P, N, out_map, pages),
+                       pageable, spad, page_rows, fail=fail, dram=dram, split_wp=True,
+                       reserve=xt_spad_beats(cfg, mlp, N))
 
 
 # ======================================================================================
@@ -171,7 +196,22 @@ class _CoreOps:
         self.R = {n: v.region for n, v in al.items.items()}
         self.Wn = {n: v.words for n, v in al.items.items()}
         self.nlr = Scalar(self.R["nlr"].bank, self.R["nlr"].base)
+        self.xt_spad = al.meta.get("xt_spad")
         self.ops: list = []
+
+    def wp(self, l):
+        """Layer ``l``'s page buffer."""
+        return self.R.get(f"WP{l}", self.R.get("WP"))
+
+    def seg(self, l):
+        """This core's own segment of ``A_l`` as the backward pass reads it, in the
+        gathered ``A_l`` or its copy ``S_l`` (compact allocation): ``(address, (region,
+        words))``, the second declared for the hazards (the whole region: the same on
+        every core)."""
+        L = lambda n: local_len(n, self.cfg.nr)                    # noqa: E731
+        if f"S{l}" in self.R:
+            return self.R[f"S{l}"], self.whole(f"S{l}")
+        return _at(self.R[f"A{l}"], self.own(l) * L(self.P[l - 1]) * self.Lb), self.whole(f"A{l}")
 
     def own(self, l):
         """This core's segment index in A_l (0 where only the own segment is stored)."""
@@ -198,17 +238,19 @@ class _CoreOps:
             blk = MatBlock(R[nm].bank, R[nm].base, cols, 0, rows, 0, cols)
             ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name=f"bc{nm}_"),
                                 [whole(nm)], [whole(nm)]))
+        if "XTb" in R and part != "predict":       # X^T waits in the scratchpad for W0's update
+            ops.append(spad_op(cfg, "stXT", True, R["XT"], self.Wn["XT"], self.xt_spad))
         for l in range(nl):
             W, xin = R.get(f"W{l}"), R["X"] if l == 0 else R[f"A{l}"]
             hidden = l < nl - 1
             yname = f"A{l + 1}" if hidden else "Z"
             y = _at(R[yname], own(l + 1) * L(P[l]) * Lb) if hidden else R["Z"]
             if l in spad:
-                sp, WP = spad[l], R["WP"]
+                sp, WP = spad[l], self.wp(l)
                 for p, (r0, n) in enumerate(sp.pages):
                     w = sp.page_words(p)
                     ops.append(spad_op(cfg, f"ld{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
-                    kern(f"gemm{l}_{p}", "gemm", lambda bl, l=l, n=n, p=p, xin=xin, yp=_at(y, r0 * Lb):
+                    kern(f"gemm{l}_{p}", "gemm", lambda bl, l=l, n=n, p=p, xin=xin, yp=_at(y, r0 * Lb), WP=WP:
                          emit_gemm(bl, cfg, n * nr, N[l], b, WP, xin, yp, name=f"fw{l}_{p}_"),
                          [(WP, w), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
             else:
@@ -219,6 +261,11 @@ class _CoreOps:
                 n = L(P[l]) * Lb
                 kern(f"relu{l + 1}", "relu", lambda bl, y=y, n=n, l=l: emit_relu(bl, cfg, n, y, y, name=f"re{l}_"),
                      [whole(yname)], [whole(yname)], per_core=True)
+                sn = f"S{l + 1}"
+                if sn in R and R[sn] != R[yname]:
+                    # the own segment kept for the backward pass (ReLU is idempotent: a copy)
+                    kern(f"keep{l + 1}", "relu", lambda bl, y=y, n=n, l=l, S=R[sn]:
+                         emit_relu(bl, cfg, n, y, S, name=f"ke{l}_"), [whole(yname)], [whole(sn)], per_core=True)
                 A = R[yname]
                 seg = (lambda s, A=A, l=l: MatBlock(A.bank, A.base, Lb, s * L(P[l]), L(P[l]), 0, Lb))
                 if not (split and l == nl - 2):
@@ -255,11 +302,13 @@ class _CoreOps:
         for l in range(nl - 1, -1, -1):
             W, paged = R.get(f"W{l}"), l in spad
             if l >= 1:
-                DT, EXT, E, A = R[f"DT_{_other(W.bank if W else R['WP'].bank)}"], R["EXT"], R[f"E{l}"], R[f"A{l}"]
+                DT, EXT, E, A = R[f"DT_{_other(W.bank if W else self.wp(l).bank)}"], R["EXT"], R[f"E{l}"], None
                 st = R["stage"]
                 kd = L(P[l]) * Lb
             if l == 0:
-                AT = R["XT"]
+                AT = R.get("XTb", R["XT"])
+                if "XTb" in R:
+                    self.ops.append(spad_op(cfg, "ldXT", False, AT, self.Wn["XTb"], self.xt_spad))
             else:
                 AT = R[f"AT_{_other(D.bank)}"]
             if paged:
@@ -293,13 +342,14 @@ class _CoreOps:
         of ``A_l`` on every core)."""
         cfg, P, k, R, Lb, b = self.cfg, self.P, self.k, self.R, self.Lb, self.mlp.batch
         L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
-        A, st = R[f"A{l}"], R["stage"]
+        st = R["stage"]
         ka, sp, ld = L(self.N[l]) * Lb, L(P[l - 1]), L(self.N[l])
         o = self.own(l)
-        self.kern(f"tpA{l}", "transpose", lambda bl, l=l, A=A, AT=AT, st=st, sp=sp, ld=ld, o=o:
-                  emit_transpose(bl, cfg, P[l - 1], b, _at(A, o * sp * Lb), _at(AT, o * sp), st, dst_ld=ld,
+        src, decl = self.seg(l)
+        self.kern(f"tpA{l}", "transpose", lambda bl, l=l, src=src, AT=AT, st=st, sp=sp, ld=ld, o=o:
+                  emit_transpose(bl, cfg, P[l - 1], b, src, _at(AT, o * sp), st, dst_ld=ld,
                                  name=f"ta{l}_"),
-                  [(A, ka), (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
+                  [decl, (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
         if not (self.split and l == self.mlp.n_layers - 1):
             seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
             self.ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
@@ -320,10 +370,10 @@ class _CoreOps:
         self.kern(f"tpE{l}", "transpose", lambda bl, l=l, EXT=EXT, E=E, st=st, ld=ld, sp=sp:
                   emit_transpose(bl, cfg, b, P[l - 1], _at(EXT, own(l) * sp), E, st, src_ld=ld, name=f"te{l}_"),
                   [(EXT, Lb * ld), (st, ke)], [(E, ke), (st, ke)], per_core=True)
-        oseg = _at(A, own(l) * sp * Lb)
+        oseg, decl = self.seg(l)
         self.kern(f"mask{l}", "relu_mask", lambda bl, l=l, E=E, oseg=oseg, ke=ke:
                   emit_relu_mask(bl, cfg, ke, E, oseg, E, name=f"mk{l}_"),
-                  [(E, ke), self.whole(f"A{l}")], [(E, ke)], per_core=True)
+                  [(E, ke), decl], [(E, ke)], per_core=True)
 
     def paged_backward(self, l, D, AT, DT, EXT, st) -> None:
         """Layer ``l``'s paged panel, last page first (the last paged layer's last page is
@@ -333,7 +383,7 @@ class _CoreOps:
         L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
         nr, kern, ops = cfg.nr, self.kern, self.ops
         ld = L(N[l])
-        spn, WP = spad[l], R["WP"]
+        spn, WP = spad[l], self.wp(l)
         last = len(spn.pages) - 1
         for p in range(last, -1, -1):
             r0, n = spn.pages[p]
@@ -413,6 +463,12 @@ class ChipMBProgram(ChipSGDProgram):
 
     def _title(self) -> str:
         return "minibatch GD step"
+
+    def describe(self) -> str:
+        """:meth:`ChipSGDProgram.describe` with where the activations live."""
+        lines = super().describe().split("\n")
+        at = next((i for i, ln in enumerate(lines) if ln.startswith(("W0 panel", "scratchpad beats"))), len(lines))
+        return "\n".join(lines[:at] + acts_lines(self.cfg, self.alloc, self.mlp) + lines[at:])
 
     # -- host programs ------------------------------------------------------------------
     def _host_programs(self, what: str, origin: int) -> list:
@@ -544,7 +600,7 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
 
 
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
-                      dram=None) -> ChipMBProgram:
+                      dram=None, acts: str = "auto") -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
@@ -575,7 +631,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     for n in N:
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
-    wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram)
+    wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
     parts_ops = {}
     names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
     for nm in names + ["predict"]:
@@ -583,7 +639,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
     tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                        {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
-                        "out_map": out_map, "spad_layers": sorted(panels),
+                        "out_map": out_map, "spad_layers": sorted(panels), "acts": al.meta["acts"],
                         "pages": {l: len(sp.pages) for l, sp in panels.items()}}, out_map=out_map,
                        softmax="host" if mlp.loss == "softmax_ce" else None,   # per column on the host
                        spad=panels)

@@ -47,11 +47,12 @@ class DramPanel(SpadPanel):
         return self.base + nr * self.pages[p][0] * self.ncols
 
 
-def place_dram(cfg, panels: dict, force=None) -> dict | None:
+def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:
     """Keep the panels of ``panels`` (layer -> :class:`SpadPanel`, all in the
     scratchpad) in the scratchpad if they fit, else move the largest to DRAM until the
     rest and two staging slots (each the largest DRAM page) fit; ``force``: the layers to
-    put in DRAM (an explicit choice, e.g. to test streaming on small networks). None when
+    put in DRAM (an explicit choice, e.g. to test streaming on small networks);
+    ``reserve``: beats at the scratchpad's top kept for other data. None when
     nothing fits the scratchpad; raises :class:`TrainCompileError` when the DRAM panels
     exceed the DRAM, or for a bad ``force``."""
     nr = cfg.nr
@@ -68,10 +69,11 @@ def place_dram(cfg, panels: dict, force=None) -> dict | None:
         dl = set(order[:j])
         slot = max((nr * max(n for _, n in panels[l].pages) * panels[l].ncols for l in dl), default=0)
         spad_beats = sum(panels[l].beats(nr) for l in panels if l not in dl) + 2 * slot
-        if spad_beats > cfg.spad_depth:
+        if spad_beats > cfg.spad_depth - reserve:
             if force is not None:
                 raise TrainCompileError(f"the scratchpad panels and two staging slots of {slot} beats need "
-                                        f"{spad_beats} beats, the scratchpad has {cfg.spad_depth}")
+                                        f"{spad_beats} beats, the scratchpad has {cfg.spad_depth}"
+                                        + (f" less {reserve} reserved" if reserve else ""))
             continue
         if j and not cfg.dram_mib:
             return None

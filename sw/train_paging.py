@@ -87,7 +87,7 @@ def largest(fits, hi: int) -> int:
 
 
 def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
-                fail=None, dram=None, split_wp: bool = False) -> tuple:
+                fail=None, dram=None, split_wp: bool = False, reserve: int = 0) -> tuple:
     """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``, shared by
     SGD and minibatch GD across cores.
 
@@ -103,7 +103,8 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
     fewest pages, the paged panels in one bank; ``split_wp`` (the allocator gives each
     bank its page buffer): when that finds nothing, a second search lets them span both. When the paged panels exceed the scratchpad and the core has DRAM, the
     largest go to DRAM and are streamed (:func:`sw.train_dram.place_dram`; ``dram``: the
-    layers to put there, an explicit choice among the paged ones). Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
+    layers to put there, an explicit choice among the paged ones). ``reserve``: beats at
+    the scratchpad's top kept for other data. Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
     message, with the sizes) when nothing fits."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     nl, nr = len(P), cfg.nr
@@ -122,7 +123,7 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
     lim = (1 << cfg.loop_bits) - 2
     for S, split in [(S, False) for S in sets] + ([(S, True) for S in sets] if split_wp else []):
         beats = sum(nr * L(P[l]) * L(N[l]) for l in S)
-        if beats > cfg.spad_depth and not cfg.dram_mib:
+        if beats > cfg.spad_depth - reserve and not cfg.dram_mib:
             continue                               # more layers in the scratchpad only need more
         best = None
 
@@ -144,9 +145,9 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
             for l in S:
                 panels[l] = SpadPanel(at, L(P[l]), L(N[l]), page_split(L(P[l]), rows[l]))
                 at += panels[l].beats(nr)
-            if at > cfg.spad_depth or dram is not None:
+            if at > cfg.spad_depth - reserve or dram is not None:
                 from sw.train_dram import place_dram
-                panels = place_dram(cfg, panels, dram)   # the largest panels in DRAM, streamed
+                panels = place_dram(cfg, panels, dram, reserve)   # the largest panels in DRAM, streamed
                 if panels is None:
                     continue
             return wb, al, panels
