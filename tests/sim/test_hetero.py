@@ -85,3 +85,39 @@ def test_splitting_credit_stalls_sender_not_overflow():
     a = run_hetero_session(h, phases, backend="model")
     assert [x.data for x in a[1][0].data] == host
     assert a[1][3].counters["stall_cycles"] > 0 or a[1][2].counters["stall_cycles"] > 0
+
+
+def test_power_report_mixed_chip():
+    """Per-group energy at each kind's per-event energies, summed; the crossings' energy
+    from their senders' beats; one group of one kind gives the homogeneous report."""
+    from sim.power import report_from_counters
+    from sim.power_hetero import crossing_pj_per_beat, hetero_report
+
+    for h in (MIX, MIX_FMT):
+        host, phases = roundtrip(h, 16, 2, [0, 6, 40, 50, 60])
+        ring = run_hetero_session(h, phases, backend="model")[1]
+        ctrs = [r.counters for r in ring]
+        cyc = ring[0].info["chip_cycles"]
+        rep = hetero_report(h, ctrs, cyc)
+        xs = h.crossings
+        assert [x["beats"] for x in rep.crossing_pj] == [8, 4]
+        assert rep.energy_pj["crossing"] == pytest.approx(sum(c["beats"] * crossing_pj_per_beat(x)
+                                                              for c, x in zip(rep.crossing_pj, xs)))
+        assert rep.pes == 2 * 4 + 2 * 16 and rep.area_mm2["total"] > 0 and rep.gflops_per_w_all >= 0
+        narrow = {k: sum(c.get(k, 0) for c in ctrs[:2]) for k in ctrs[0]}
+        narrow["cycles"] = cyc
+        g0 = report_from_counters(h.group_cfgs[0], narrow, n_cores=2)
+        assert rep.groups[0]["energy_pj"] == g0.energy_pj
+    # a format crossing costs its conversions
+    assert crossing_pj_per_beat(MIX_FMT.crossings[0]) > crossing_pj_per_beat(MIX.crossings[0])
+    # one kind: the homogeneous chip's figures
+    one = HeteroConfig((CoreGroup(4, NARROW),))
+    c = {"cycles": 100, "instructions": 50, "mv": 3, "mem_a_rd": 10, "mem_a_wr": 2, "mem_b_rd": 4, "mem_b_wr": 1,
+         "rf_rd": 9, "rf_wr": 7, "fma[0]": 20, "ring_out_beats": 5, "ring_in_beats": 5}
+    rep = hetero_report(one, [c] * 4, 100)
+    ref = report_from_counters(NARROW.replace(cores=4), {k: (4 * v if k != "cycles" else v) for k, v in c.items()},
+                               n_cores=4)
+    assert rep.energy_pj.pop("crossing") == 0
+    assert rep.energy_pj == pytest.approx(ref.energy_pj)
+    assert rep.area_mm2["total"] == pytest.approx(ref.area_mm2["total"])
+    assert rep.gflops_per_w_all == pytest.approx(ref.gflops_per_w_all)

@@ -1,0 +1,121 @@
+"""The power and area report of a heterogeneous chip (:class:`arch.hetero.HeteroConfig`).
+
+Every group is reported by :func:`sim.power.report_from_counters` with its own kind's
+configuration (its counters summed over its cores, the chip's cycles, its core count for
+area and leakage), so every counter is charged at its core's kind's per-event energy;
+the chip's figures are the groups' sums plus the ring crossings (``docs/power.md``,
+"Heterogeneous chips"). A homogeneous chip's report is unchanged: this module only adds.
+
+Crossing energy, per sender beat through a crossing (the sender's ``ring_out_beats``):
+
+* the gearbox register (collect register or split queue) is written and read once per
+  lane, at the ring receive FIFO's convention (:mod:`sim.power`: two register-file
+  accesses per lane, ``rf_pj_per_16b x width / 16``, at the receiver's width);
+* where the formats differ, one conversion per lane, charged as an FP add of the wider
+  format (:data:`CONVERT_PJ`; a conversion is an add's rounding step without its
+  alignment and carry-propagate adder, so this overstates it);
+* no extra wire: the hop's wire is the sender's ring beat, already in ``ring`` (a
+  collected or split beat carries the same bits over the same core pitch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from sim.power import COMPARED, DEFAULT_TECH, TechTable, report_from_counters
+
+__all__ = ["HeteroReport", "hetero_report", "CONVERT_PJ", "crossing_pj_per_beat"]
+
+#: pJ per converted lane, by the wider format's width in bits: an FP add at 45 nm,
+#: 0.4 pJ (16 bits) and 0.9 pJ (32 bits) (Horowitz, "Computing's energy problem",
+#: ISSCC 2014)
+CONVERT_PJ = {16: 0.4, 32: 0.9}
+
+
+def crossing_pj_per_beat(x, tech: TechTable = DEFAULT_TECH) -> float:
+    """Energy in pJ of one sender beat through crossing ``x`` (:class:`arch.hetero.Crossing`)."""
+    wb = x.b.fmt.width
+    pj = x.a.nr * 2 * tech.rf_pj_per_16b * wb / 16
+    if x.a.fmt != x.b.fmt:
+        wide = max(x.a.fmt.width, wb)
+        pj += x.a.nr * CONVERT_PJ[16 if wide <= 16 else 32]
+    return pj
+
+
+@dataclass
+class HeteroReport:
+    """Figures of one run of a heterogeneous chip. Energies in pJ, power in W, area in
+    mm^2; ``groups``: each group's :class:`sim.power.Report` as a dict."""
+
+    cycles: int
+    seconds: float
+    pes: int
+    cores: int
+    flops: int
+    gflops: float
+    energy_pj: dict             #: by category, summed over the groups, plus ``crossing``
+    crossing_pj: list           #: per crossing: src, dst, beats, pJ
+    watts: float
+    gflops_per_w_compared: float
+    gflops_per_w_all: float
+    area_mm2: dict              #: per group (``group0`` ...) and ``total``
+    gflops_per_mm2: float
+    groups: list = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def table(self) -> str:
+        lines = [f"cycles {self.cycles:,}; {self.cores} cores, {self.pes} PEs; GFLOPS {self.gflops:.2f}",
+                 f"GFLOPS/W compared {self.gflops_per_w_compared:.1f}, everything {self.gflops_per_w_all:.1f} "
+                 f"({self.watts:.4g} W)",
+                 f"area {self.area_mm2['total']:.3f} mm^2 ({self.gflops_per_mm2:.2f} GFLOPS/mm^2)"]
+        for k, v in self.energy_pj.items():
+            lines.append(f"  {k:<10} {v:>16.1f} pJ")
+        for i, g in enumerate(self.groups):
+            c = g["config"]
+            lines.append(f"  group {i}: {g['cores']} x {c['nr']}x{c['nr']} {c['fmt']}: "
+                         f"{sum(g['energy_pj'].values()):.1f} pJ, {g['area_mm2']['total']:.3f} mm^2")
+        return "\n".join(lines)
+
+
+def hetero_report(hcfg, core_counters: list, cycles: int, *, flops: int | None = None,
+                  tech: TechTable = DEFAULT_TECH) -> HeteroReport:
+    """The report of one run: ``core_counters[k]`` core ``k``'s counters, ``cycles`` the
+    chip's; ``flops``: the workload's FLOPs (default: two per FPU issue, summed over the
+    kinds)."""
+    if len(core_counters) != hcfg.cores:
+        raise ValueError(f"counters of {len(core_counters)} cores for a chip of {hcfg.cores}")
+    reps = []
+    k0 = 0
+    for g, cfg in zip(hcfg.groups, hcfg.group_cfgs):
+        tot: dict = {}
+        for c in core_counters[k0:k0 + g.count]:
+            for name, v in c.items():
+                tot[name] = tot.get(name, 0) + int(v)
+        tot["cycles"] = int(cycles)
+        reps.append(report_from_counters(cfg, tot, tech=tech, n_cores=g.count))
+        k0 += g.count
+    energy: dict = {}
+    for r in reps:
+        for name, v in r.energy_pj.items():
+            energy[name] = energy.get(name, 0.0) + v
+    xings = []
+    for x in hcfg.crossings:
+        beats = int(core_counters[x.src].get("ring_out_beats", 0))
+        xings.append({"src": x.src, "dst": x.dst, "beats": beats, "pj": beats * crossing_pj_per_beat(x, tech)})
+    energy["crossing"] = sum(x["pj"] for x in xings)
+    seconds = reps[0].seconds
+    if flops is None:
+        flops = sum(r.flops for r in reps)
+    total = sum(energy.values())
+    compared = sum(energy[k] for k in COMPARED)
+    area = {f"group{i}": r.area_mm2["total"] for i, r in enumerate(reps)}
+    area["total"] = sum(area.values())
+    gflops = flops / seconds / 1e9 if seconds else 0.0
+    return HeteroReport(
+        cycles=int(cycles), seconds=seconds, pes=sum(r.pes for r in reps), cores=hcfg.cores, flops=int(flops),
+        gflops=gflops, energy_pj=energy, crossing_pj=xings, watts=total * 1e-12 / seconds if seconds else 0.0,
+        gflops_per_w_compared=flops / compared * 1e3 if compared else 0.0,
+        gflops_per_w_all=flops / total * 1e3 if total else 0.0, area_mm2=area,
+        gflops_per_mm2=gflops / area["total"] if area["total"] else 0.0, groups=[r.to_dict() for r in reps])
