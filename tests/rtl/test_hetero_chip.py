@@ -8,6 +8,7 @@ import pytest
 from arch.config import ArchConfig
 from arch.hetero import Crossing
 from rtl.ring_crossing import RingCrossing
+from sim.chip_run import ChipPhase
 from sim.hetero_run import run_hetero_session
 from sim.ring_crossing import CrossingModel
 from tests.sim.test_hetero import MIX, MIX_FMT, roundtrip
@@ -71,13 +72,18 @@ def test_mixed_chip_rtl_replay(h, require_simulator):
     """2 cores of 2 x 2 PEs and 2 of 4 x 4 (binary16; ``nr+fmt``: binary32) on one ring,
     under cocotb (Icarus):
     core 0's values go round the whole ring (through the collecting crossing 1 -> 2 and
-    the splitting crossing 3 -> 0) and back to the host; every core's output beats,
-    done beats and counters equal the per-cycle chip model's."""
+    the splitting crossing 3 -> 0) and back to the host, once stall-free and once with
+    ring stalls; every core's output beats, done beats and counters equal the per-cycle
+    chip model's."""
     require_simulator("icarus")
     seed = 7
     print("seed", seed)
     host, phases = roundtrip(h, 16, seed, [0, 6, 40, 50, 60])
+    # the same trip again with receivers too early: rin waits at both crossings and the
+    # splitting crossing's credit holds its sender back (ring stalls, exact in both)
+    phases.append(ChipPhase(roundtrip(h, 16, seed, [0, 0, 2, 2, 0])[1][1].words, name="stalling"))
     model = run_hetero_session(h, phases, backend="model")
+    assert sum(r.counters["stall_cycles"] for r in model[2]) > 0
     rtl = run_hetero_session(h, phases, backend="rtl", sim="icarus", name="hetero-mix")
     assert [b.data for b in rtl[1][0].data] == host
     for pm, pr in zip(model, rtl):
