@@ -212,7 +212,9 @@ def _kind(preset: str, **changes) -> ArchConfig:
 HETERO_PRESETS: dict = {
     "hetero-tiny": HeteroConfig((CoreGroup(2, _kind("tiny")), CoreGroup(2, _kind("small")))),
     "hetero-tiny-fmt": HeteroConfig((CoreGroup(2, _kind("tiny")),
-                                     CoreGroup(2, _kind("small", fmt="binary32")))),
+                                     CoreGroup(2, _kind("small", fmt="binary32",   # small's SRAM bytes
+                                                        mem_a_words=PRESETS["small"].mem_a_words // 2,
+                                                        mem_b_words=PRESETS["small"].mem_b_words // 2)))),
     # a chip of S-like area: 16 of S's cores and 2 of L's (each L core has 16x the PEs)
     "hetero-S": HeteroConfig((CoreGroup(16, _kind("S")), CoreGroup(2, _kind("L")))),
     # a chip of L-like area: 4 of L's cores and 32 of S's
