@@ -105,7 +105,7 @@ class GoldenChipCP:
     :attr:`sw.train_cp.ChipCPProgram.fused`; None: the compiler's automatic choice)."""
 
     def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree",
-                 fused=None, spad=None, page_rows: int | None = None):
+                 fused=None, spad=None, page_rows: int | None = None, dram=None):
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
         self.reduce = reduce
         self.softmax = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce"
@@ -119,7 +119,7 @@ class GoldenChipCP:
         self.stages = cp_stage_of(self.groups, cfg.cores)
         #: layer -> row pages ``((first row, rows), ...)`` of the panels paged from the scratchpad
         self.pages = {l: sp.row_pages(cfg.nr) for l, sp in cp_spad_plan(
-            cfg, mlp, self.P, self.N, self.groups, self.fused, self.softmax, spad, page_rows).items()}
+            cfg, mlp, self.P, self.N, self.groups, self.fused, self.softmax, spad, page_rows, dram).items()}
         nl = mlp.n_layers
         self.V = 2 * (nl - 1)
         fmt, nr = self.fmt, self.nr

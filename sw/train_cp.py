@@ -72,9 +72,11 @@ from sw.train import FUSED_TOLERANCE
 from sw.train_chip_place import _build_ops
 from sw.train_cp_map import _balance, _check_groups, cp_shapes, cp_stage_of
 from sw.train_cp_ops import Kit, _kern, _length, _ring_rw, chain_streams  # noqa: F401
+from sw.train_cp_dram import head_dma, stream_head
 from sw.train_cp_program import ChipCPProgram, _kit
 from sw.train_host import TrainCompileError, resolve_softmax
 from sw.train_ops import Op
+from sw.train_dram import DramPanel
 from sw.train_paging import SpadPanel, check_page_rows, largest, page_split, spad_choice
 
 __all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
@@ -155,13 +157,18 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
             return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page)
         al, sp = alloc(), None
         if not al.fits() and l < mlp.n_layers - 1:
-            sp = _layer_pages(cfg, P, N, l, alloc)
+            try:
+                sp = _layer_pages(cfg, P, N, l, alloc)
+            except TrainCompileError:          # the panel exceeds the DRAM
+                sp = None
             if sp is not None:
                 al = alloc(sp.pages[0][1])
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
-            cache[key] = (_length(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused, sp=sp)),
+            head = stream_head(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused, sp=sp), sp)
+            d = head_dma(cfg, head)
+            cache[key] = (_length(cfg, head) + d["stall"] + d["tail"],
                           _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups), True)))
     return cache[key]
 
@@ -196,14 +203,16 @@ def _refine(cfg, mlp: MLP, g: list, plan: tuple, cache: dict) -> list:
 
 
 def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, softmax, spad=None,
-                 page_rows: int | None = None) -> dict:
+                 page_rows: int | None = None, dram=None) -> dict:
     """The hidden layers whose panels are kept in the scratchpad: ``{layer:
     SpadPanel}``, the same on every core of the layer (beats from 0 of each core's
     scratchpad). ``spad=None``: the layers whose cores' regions do not fit the PE
     memories, when the scratchpad holds their panel and the rest fits with a page buffer
     (else ``{}``: the caller reports the sizes); ``spad``: the layers to page (tests).
     Pages of at most ``page_rows`` rows (a multiple of ``nr``; default: the largest the
-    PE memories leave room for)."""
+    PE memories leave room for). A panel the scratchpad does not hold is streamed from
+    the core's DRAM (:class:`sw.train_dram.DramPanel`; ``dram``: the paged layers to
+    stream, tests)."""
     nl = mlp.n_layers
     V = 2 * (nl - 1)
     hidden = list(range(nl - 1))
@@ -219,27 +228,40 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     else:
         layers = spad_choice(cfg, spad, hidden, "the hidden layers")
     check_page_rows(cfg, page_rows)
+    dram = set() if dram is None else set(int(l) for l in dram)
+    if dram and (not dram <= set(layers)):
+        raise TrainCompileError(f"dram layers must be a non-empty subset of the paged layers {layers}, got "
+                                f"{sorted(dram)}")
+    if dram and not cfg.dram_mib:
+        raise TrainCompileError("weights in DRAM need it: this configuration has none (cfg.dram_mib = 0)")
     out = {}
     for l in layers:
-        sp = _layer_pages(cfg, P, N, l, lambda page, l=l: alloc(l, page), page_rows)
+        sp = _layer_pages(cfg, P, N, l, lambda page, l=l: alloc(l, page), page_rows, l in dram)
         if sp is None:
             return {}
         out[l] = sp
     return out
 
 
-def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = None):
+def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = None, dram: bool = False):
     """Layer ``l``'s panel paged from the scratchpad with the largest pages that fit
     (``alloc(page)``: a core's allocator with ``page`` local rows per page): a
-    :class:`sw.train_chip.SpadPanel`, or None when the scratchpad does not hold the
-    panel or not even one-row pages fit."""
+    :class:`sw.train_chip.SpadPanel`; a :class:`sw.train_dram.DramPanel` when the
+    scratchpad does not hold the panel (or ``dram``) and the core has DRAM (pages small
+    enough for two staging slots in the scratchpad); None when neither holds it or not
+    even one-row pages fit."""
+    from sw.train_dram import place_dram
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     nr, lim = cfg.nr, (1 << cfg.loop_bits) - 2
     lp, ln = L(P[l]), L(N[l])
     cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
-    if not cfg.spad_kib or nr * lp * ln > cfg.spad_depth or not alloc(1).fits():
+    to_dram = dram or nr * lp * ln > cfg.spad_depth
+    if to_dram:
+        cap = min(cap, cfg.spad_depth // (2 * nr * ln))
+    if not cfg.spad_kib or (to_dram and (not cfg.dram_mib or not cap)) or not alloc(1).fits():
         return None
-    return SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t).fits(), cap)))
+    sp = SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t).fits(), cap)))
+    return place_dram(cfg, {l: sp}, [l])[l] if to_dram else sp
 
 
 # ======================================================================================
@@ -280,8 +302,10 @@ class _StepImage:
     programs, every segment at the same origin on every core."""
 
     def __init__(self, cfg, mlp: MLP, kit, groups: list, stages: list, P: list, N: list, allocs: list, head: list,
-                 head2):
+                 head2, stalls: list | None = None):
         self.cfg, self.mlp, self.kit, self.groups, self.stages = cfg, mlp, kit, groups, stages
+        #: per core the head's predicted DMA stall cycles (its instructions are fewer by as many)
+        self.stalls = stalls or [0] * cfg.cores
         self.P, self.N, self.allocs, self.head, self.head2 = P, N, allocs, head, head2
         self.c, self.V, self.out = cfg.cores, 2 * (mlp.n_layers - 1), sum(groups) - 1
         self.streams = kit.streams(cfg, mlp, allocs, P, N, groups, None)
@@ -340,7 +364,8 @@ class _StepImage:
             segs.append(("chains", [[r] for r in ring]))
         for key, per_core_ops in segs:
             built = [_build_ops(acfg, ops, origin=org) for ops in per_core_ops]
-            n = {i for _, i in built}
+            extra = self.stalls if key == "head" else [0] * c
+            n = {i + x for (_, i), x in zip(built, extra)}
             assert len(n) == 1, f"CP {key}: cores issue different instruction counts {n}"
             ins[key if isinstance(key, str) else key[0]] = n.pop()
             place(key, [w for w, _ in built])
@@ -390,7 +415,7 @@ def _fit_message(cfg, mlp: MLP, groups: list, P: list, N: list, l: int, al) -> s
 
 
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
-                    page_rows: int | None = None) -> ChipCPProgram:
+                    page_rows: int | None = None, dram=None) -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
     the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
     ``backward``: ``"auto"``, ``"fused"`` or ``"separate"``: whether the layers
@@ -403,7 +428,9 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     the scratchpads and pages them through a page buffer (:func:`cp_spad_plan`; ``spad``
     / ``page_rows`` force it): each paged weight is loaded and stored once per step (the
     head does the page's forward rows, its part of ``W^T d`` and its update while the
-    page is in the buffer).
+    page is in the buffer). A panel larger than the scratchpad is streamed from the
+    core's DRAM through two staging slots (:mod:`sw.train_cp_dram`; ``dram``: the paged
+    layers to stream, tests).
 
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
@@ -425,7 +452,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                 + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c)
-    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows)
+    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows, dram)
 
     def page(st):
         return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
@@ -437,13 +464,17 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     head2 = ([kit.head2(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
              if smx == "host" and kit.head2 is not None else None)
     # head: every core's compute, padded to the longest
-    head = [kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx, stages[k] is not None and fused[stages[k][0]],
-                     sp=spads.get(stages[k][0]) if stages[k] else None)
+    sps = [spads.get(stages[k][0]) if stages[k] else None for k in range(c)]
+    head = [stream_head(cfg, kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx,
+                                      stages[k] is not None and fused[stages[k][0]], sp=sps[k]), sps[k])
             for k in range(c)]
-    hl = [_length(cfg, ops) for ops in head]
+    dma = [head_dma(cfg, ops) for ops in head]
+    # the head's cycles: instructions plus the DMA stalls; every core padded to the longest
+    hl = [_length(cfg, ops) + d["stall"] + d["tail"] for ops, d in zip(head, dma)]
     H = max(hl)
     head = [ops + ([_nops(cfg, "hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
-    step = _StepImage(cfg, mlp, kit, groups, stages, P, N, allocs, head, head2)
+    step = _StepImage(cfg, mlp, kit, groups, stages, P, N, allocs, head, head2,
+                      [d["stall"] + d["tail"] for d in dma])
     # the chains in every tail variant (one RUN fewer per step), or, when that does not
     # fit the microcode, once, as a third RUN
     for split in (False, True):
@@ -463,5 +494,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     return kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
                        softmax=smx, fused=fused, chains=sch, split_chains=split,
                        meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl,
-                             "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()}},
+                             "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()},
+                             "dram_layers": sorted(l for l, sp in spads.items() if isinstance(sp, DramPanel)),
+                             "head_dma": dma},
                        spad=spads)

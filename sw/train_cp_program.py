@@ -16,6 +16,8 @@ from sw.train_chip_program import PhaseLog, load_per_core
 from sw.train_cp_ops import (Kit, _allocate, _count, _head_ops, _host_programs, _ring_rw, _streams, _tail_ops,
                              _vec_ring_text)
 from sw.train_host import StepResult, mse_loss, one_hot, softmax_ce_loss, weight_bits
+from sw.train_cp_dram import cp_dram_init, cp_dram_read, cp_dram_unload, cp_tier_lines, head_dma
+from sw.train_dram import DramPanel
 from sw.train_paging import spad_image, spad_local
 from sw.train_softmax import softmax_const_items
 from sw.train_vectors import decode_diag_beats, vector_beats, vector_bits
@@ -90,6 +92,12 @@ class ChipCPProgram:
         :meth:`step_cycles`."""
         return 0
 
+    def dram_per_step(self, k: int) -> dict:
+        """Core ``k``'s DMA per step (its head's, :func:`sw.train_dram.dma_timeline`):
+        ``stall``, ``tail`` (exposed cycles), ``busy``, ``hidden``, ``rd`` / ``wr`` (DRAM
+        beats)."""
+        return self.meta.get("head_dma", [head_dma(self.cfg, [])] * self.cfg.cores)[k]
+
     def latency_steps(self) -> int:
         """Steps from a sample's input to its loss: ``L`` (forward through every group;
         the host's load is one step ahead)."""
@@ -123,10 +131,9 @@ class ChipCPProgram:
                  "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
                                                            for l, f in enumerate(self.fused) if l),
                  f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
-        for l, sp in sorted(self.spad.items()):
-            lines.append(f"  scratchpad beats 0..{sp.beats(cfg.nr) - 1} of each core of layer {l}: its W{l} panel, "
-                         f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * cfg.nr} rows through WP, "
-                         f"loaded and stored once per step")
+        lines += ["  " + ln for ln in cp_tier_lines(cfg, self.P, self.N, self.groups, self.spad,
+                                                    [self.dram_per_step(k) for k in range(cfg.cores)],
+                                                    self.stages, self.step_cycles())]
         for l in range(self.n_layers):
             k = self.cores_of(l)[0]
             lines += ["", f"core {k} (layer {l}, {len(self.cores_of(l))} core(s)):", self.allocs[k].table()]
@@ -170,7 +177,7 @@ class ChipCPProgram:
     def _run_chip(self, session, log: PhaseLog, runs=None) -> None:
         """The step's chip RUNs (head, the tail of this step's variant; ``runs``: some of
         :meth:`chip_runs`), each checked: cycles as predicted on every core, no SRAM or
-        register write conflict, no stall."""
+        register write conflict, no stall but the predicted DMA stalls."""
         cfg = self.cfg
         for what in (self.chip_runs() if runs is None else runs):
             org = self.origins[("tail", self.step_index % self.V) if what == "tail" else what]
@@ -178,7 +185,9 @@ class ChipCPProgram:
             exp = self.run_cycles(what)
             for k, r in enumerate(res):
                 ctr = r.counters
-                if r.cycles != exp or ctr.get("mem_conflict") or ctr.get("rf_conflict") or ctr.get("stall_cycles"):
+                dma = self.dram_per_step(k)["stall"] if what == "head" else 0   # the engine's, predicted
+                if (r.cycles != exp or ctr.get("mem_conflict") or ctr.get("rf_conflict")
+                        or ctr.get("stall_cycles", 0) != dma):
                     raise AssertionError(f"CP {what} RUN on core {k}: {r.cycles} cycles (predicted {exp}), "
                                          f"{ctr.get('mem_conflict')} SRAM / {ctr.get('rf_conflict')} register write "
                                          f"conflicts, {ctr.get('stall_cycles')} stall cycles")
@@ -241,7 +250,11 @@ class ChipCPProgram:
             if self.softmax == "array" and k == self.out_core:
                 items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
         load_per_core(session, cfg, items, "cp-init")
-        if self.spad:
+        dram = [self._paged(k) if isinstance(self._paged(k), DramPanel) else None for k in range(cfg.cores)]
+        if any(dram):
+            cp_dram_init(session, cfg, dram, spad, "cp-init-dram")
+            spad = [[] if dram[k] else spad[k] for k in range(cfg.cores)]
+        if any(spad):
             imgs = []
             for k in range(cfg.cores):
                 b = Builder(cfg)
@@ -260,7 +273,12 @@ class ChipCPProgram:
     def weights_from_session(self, session, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns)."""
 
+        dram = [self._paged(k) if isinstance(self._paged(k), DramPanel) else None for k in range(self.cfg.cores)]
+        beats = cp_dram_read(session, self.cfg, dram) if any(dram) else None
+
         def local(k, sp):
+            if isinstance(sp, DramPanel):
+                return spad_local(self.cfg, sp, beats[k])
             if sp is not None:
                 return spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
             reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
@@ -291,6 +309,9 @@ class ChipCPProgram:
         for k in range(cfg.cores):
             b = Builder(cfg)
             sp = self._paged(k)
+            if isinstance(sp, DramPanel):
+                imgs.append(cp_dram_unload(cfg, sp))
+                continue
             if sp is not None:
                 emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
             elif "W" in self.allocs[k].items:

@@ -1,0 +1,120 @@
+"""Continuous propagation with weight panels in DRAM: the head of a core whose panel is
+streamed (:func:`stream_head`), its weights into DRAM and back (per-core programs, as
+each core streams its own layer's panel), and the ``describe()`` lines.
+
+A hidden layer whose panel exceeds the core's scratchpad keeps it in the core's DRAM
+(:func:`sw.train_dram.place_dram`, one panel per core): the head's page moves go through
+two staging slots with the next page's transfer started as soon as a page has left its
+slot (:func:`sw.train_dram.stream_parts`), so the page loads of the head overlap the
+previous page's GEMV, transposed GEMV and update. The stalls the engine causes are
+predicted by :func:`sw.train_dram.dma_timeline`; the head RUN of every core is padded to
+the same *cycles* (instructions plus stalls), so the step's cycles stay exact.
+"""
+
+from __future__ import annotations
+
+from sw.asm import Builder
+from sw.train import _gaps
+from sw.dram import emit_dma_copy
+from sw.train_dram import DramPanel, dma_timeline, dram_unload_program, stream_parts
+from sw.transfer import emit_spad_fill
+
+__all__ = ["stream_head", "head_dma", "cp_dram_init", "cp_dram_read", "cp_dram_unload", "cp_tier_lines"]
+
+_NO_DMA = {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
+
+
+def stream_head(cfg, ops: list, sp) -> list:
+    """A core's head ops with the page moves of its DRAM panel ``sp`` streamed (unchanged
+    when ``sp`` is not a :class:`sw.train_dram.DramPanel`)."""
+    if not isinstance(sp, DramPanel):
+        return ops
+    return stream_parts(cfg, {"head": [ops]}, {0: sp})["head"][0]
+
+
+def head_dma(cfg, ops: list) -> dict:
+    """The DMA of a head (:func:`sw.train_dram.dma_timeline`)."""
+    if not any("dma" in op.info for op in ops):
+        return dict(_NO_DMA)
+    return dma_timeline(cfg, ops, _gaps(cfg, ops))
+
+
+def _page_runs(cfg, panels: list):
+    """Per page index the cores holding that page: ``[(p, {core: (panel, beats)})]``."""
+    n = max((len(sp.pages) for sp in panels if sp is not None), default=0)
+    for p in range(n):
+        yield p, {k: (sp, cfg.nr * sp.page_words(p)) for k, sp in enumerate(panels)
+                  if sp is not None and p < len(sp.pages)}
+
+
+def cp_dram_init(session, cfg, panels: list, images: list, name: str) -> None:
+    """Load the DRAM panels (``panels[k]``: core ``k``'s DramPanel or None; ``images[k]``
+    its beats, :func:`sw.train_paging.spad_image`): per page a RUN filling staging slot 0
+    of the cores that have that page from the host and storing it to DRAM."""
+    at = [0] * cfg.cores
+    for p, cores in _page_runs(cfg, panels):
+        imgs, data = [], []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            if k in cores:
+                sp, n = cores[k]
+                emit_spad_fill(b, cfg, sp.stage[0], n)
+                emit_dma_copy(b, cfg, "store", sp.dram_addr(cfg.nr, p), sp.stage[0], n)
+                data.append(images[k][at[k]:at[k] + n])
+                at[k] += n
+            else:
+                data.append([])
+            b.halt()
+            imgs.append(b.build().words())
+        session.run(imgs, data, f"{name}-p{p}")
+
+
+def cp_dram_read(session, cfg, panels: list) -> list:
+    """Per core the beats of its DRAM panel (empty for the others), page by page through
+    staging slot 0."""
+    out = [[] for _ in range(cfg.cores)]
+    for p, cores in _page_runs(cfg, panels):
+        imgs = []
+        for k in range(cfg.cores):
+            b = Builder(cfg)
+            if k in cores:
+                sp, n = cores[k]
+                emit_dma_copy(b, cfg, "load", sp.dram_addr(cfg.nr, p), sp.stage[0], n)
+            b.halt()
+            imgs.append(b.build().words())
+        session.run(imgs, None, f"cp-read-dram-p{p}")
+        for k, (sp, n) in cores.items():
+            out[k] += [int(x) for x in session.scratchpad(k, sp.stage[0], n)]
+    return out
+
+
+def cp_dram_unload(cfg, sp) -> list:
+    """The program sending a core's DRAM panel to the host."""
+    return dram_unload_program(cfg, sp)
+
+
+def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, stages: list, step: int) -> list:
+    """Per hidden layer where its panels live, and the DMA per step of one of its cores."""
+    from sw.layout import local_len
+    nr = cfg.nr
+    out = []
+    for l in range(len(P)):
+        sp = spads.get(l)
+        w = local_len(P[l], nr) * local_len(N[l], nr)
+        if sp is None:
+            out.append(f"W{l} panels: resident in the PE memories ({w} words per PE)")
+            continue
+        pages = f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * nr} rows"
+        if isinstance(sp, DramPanel):
+            k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
+            d = dma[k]
+            out.append(f"W{l} panels: streamed from each core's DRAM (beats {sp.base}..{sp.base + sp.beats(nr) - 1}: "
+                       f"the panel exceeds the {cfg.spad_depth}-beat scratchpad), {pages} through scratchpad slots "
+                       f"{sp.stage[0]} / {sp.stage[1]} ({sp.slot} beats each, double-buffered) and WP; per step and "
+                       f"core {d['rd']} DRAM beats read, {d['wr']} written, DMA busy {d['busy']} cycles, "
+                       f"{d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} exposed "
+                       f"({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)")
+        else:
+            out.append(f"W{l} panels: in each core's scratchpad (beats {sp.base}..{sp.base + sp.beats(nr) - 1}: the "
+                       f"PE memories do not hold them), {pages} through WP")
+    return out

@@ -1,0 +1,92 @@
+"""Continuous propagation with weight panels streamed from DRAM (sw/train_cp_dram.py):
+hidden layers' panels forced into each core's DRAM on a small chip, and chosen by the
+compiler when the scratchpad does not hold them; every step's output, loss and weights
+bit for bit against GoldenChipCP through filling, steady state and draining on both chip
+engines, cycles and every core's DRAM counters as predicted, describe() and errors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from arch.config import PRESETS
+from sim.sessions import ChipSession
+from sw.golden_train_cp import GoldenChipCP
+from sw.mlp import MLP
+from sw.train import TrainCompileError, init_weights
+from sw.train_cp import compile_chip_cp
+from sw.train_dram import DramPanel
+
+#: chip-small (4 cores of 4x4) with a 4 KiB scratchpad and 1 MiB of DRAM per core
+CFG = replace(PRESETS["chip-small"], spad_kib=4, dram_mib=1)
+NET = (9, 30, 24, 4)
+
+
+def _run(cfg, mlp, engine, n, kw, backward="auto"):
+    tp = compile_chip_cp(cfg, mlp, backward=backward, **kw)
+    W0 = init_weights(mlp, cfg.fmt, 3)
+    sess = ChipSession(cfg, engine)
+    tp.init(sess, W0)
+    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused,
+                        **{k: v for k, v in kw.items() if k in ("spad", "page_rows", "dram")})
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(n, mlp.n_in))
+    T = rng.integers(0, mlp.n_out, n) if mlp.loss == "softmax_ce" else rng.normal(size=(n, mlp.n_out)) * 0.5
+    L = tp.latency_steps()
+    for s in range(n + 2 * L):
+        x = X[s] if s < n else None
+        t = T[s - L] if 0 <= s - L < n else None
+        r = tp.run_step(sess, x, t)
+        g = gold.step(x, t)
+        assert np.array_equal(r.raw["out"], g["raw"]) and r.loss == g["loss"], s
+        got, want = tp.weights_from_session(sess, padded=True), gold.weights(padded=True)
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), f"step {s}: weights differ"
+        assert r.cycles == tp.step_cycles()
+        for k, c in enumerate(r.core_counters):
+            d = tp.dram_per_step(k)
+            assert (c["dram_rd_beats"], c["dram_wr_beats"], c["dma_busy_cycles"], c["dma_stall_cycles"]) == (
+                d["rd"], d["wr"], d["busy"], d["stall"]), (s, k)
+    return tp, sess, gold
+
+
+@pytest.mark.parametrize("backward", ["fused", "separate"])
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+@pytest.mark.parametrize("dram", [[1], [0, 1]])
+def test_cp_dram_fast_bit_exact(dram, loss, backward):
+    mlp = MLP(NET, loss, 0.3)
+    tp, *_ = _run(CFG, mlp, "fast", 3, dict(spad=[0, 1], page_rows=4, dram=dram), backward)
+    assert {l for l, sp in tp.spad.items() if isinstance(sp, DramPanel)} == set(dram) == set(tp.meta["dram_layers"])
+    k = tp.cores_of(dram[0])[0]
+    d = tp.dram_per_step(k)
+    sp = tp.spad[dram[0]]
+    assert d["rd"] == d["wr"] == sp.beats(CFG.nr)         # each page loaded and stored once per step
+    assert d["busy"] == d["hidden"] + d["stall"] + d["tail"] and d["hidden"] > 0
+    assert "streamed from each core's DRAM" in tp.describe()
+
+
+def test_cp_dram_cycle_engine_bit_exact():
+    mlp = MLP(NET, "softmax_ce", 0.3)
+    _run(CFG, mlp, "model", 2, dict(spad=[0, 1], page_rows=4, dram=[0, 1]))
+
+
+def test_cp_dram_chosen_when_spad_is_short():
+    """A panel larger than the scratchpad: streamed from DRAM by the compiler's choice
+    (without DRAM it does not fit)."""
+    mlp = MLP((64, 64, 8, 4), "mse", 0.05)
+    cfg = replace(PRESETS["chip-small"], mem_a_words=128, mem_b_words=128, spad_kib=2, dram_mib=1)
+    with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
+        compile_chip_cp(replace(cfg, dram_mib=0), mlp)
+    tp, *_ = _run(cfg, mlp, "fast", 2, {})
+    assert tp.meta["dram_layers"] == [0]
+    text = tp.describe()
+    assert "W0 panels: streamed from each core's DRAM" in text and "exceeds the 256-beat scratchpad" in text
+
+
+def test_cp_dram_errors():
+    mlp = MLP(NET, "mse", 0.3)
+    with pytest.raises(TrainCompileError, match="this configuration has none"):
+        compile_chip_cp(replace(CFG, dram_mib=0), mlp, spad=[1], dram=[1])
+    with pytest.raises(TrainCompileError, match="dram layers must be a non-empty subset of the paged layers"):
+        compile_chip_cp(CFG, mlp, spad=[1], dram=[0])
