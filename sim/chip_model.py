@@ -382,6 +382,10 @@ class ChipModel:
                         f"ring schedules; use engine='cycle')")
         return sched
 
+    #: an object with ``split(windows, runs)`` and ``after(cycle, runs)``: extra cuts of
+    #: the fast engine's windows and a call after each (:mod:`sim.power_trace`)
+    window_hook = None
+
     def _run_fast(self, ks, pcs, hin, max_instructions) -> ChipRunResult:
         runs = [self.cores[c].start_run(pcs[c], hin[c], max_instructions, ring_in=None) for c in ks]
         try:
@@ -401,8 +405,13 @@ class ChipModel:
             # DMA stalls move the cores' clocks apart: the windows (in each core's unstalled
             # cycles) would no longer hold the producers of the beats consumed in them
             windows = [(0, max(r.T for r in runs))]
+        hook = self.window_hook          # sim.power_trace: counters sampled at its cycles
+        if hook is not None:
+            windows = hook.split(windows, runs)
         for a, b in windows:
             rounds = max(rounds, self._window(runs, a, b, limit))
+            if hook is not None:
+                hook.after(b, runs)
         results = [r.finish() for r in runs]
         cycles = max(r.cycles for r in results)
         return ChipRunResult(results, cycles, _sum_counters(results, cycles), rounds)

@@ -35,6 +35,8 @@ class ChipPart:
     instructions: int             #: issued per RUN (the same on every core)
     image: int = 0
     origin: int = 0
+    #: every core's ops (``core_ops[k]``: core ``k``'s), for passes that rebuild the part
+    core_ops: list | None = None
 
 
 def _varies(ops) -> bool:
@@ -215,7 +217,7 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
         if longest != size:                        # pragma: no cover - the ops' sizes are additive
             raise AssertionError(f"program {sub}: {longest} words on its largest core, sized {size}")
         assert len(ins) == 1, f"program {sub}: cores issue different instruction counts {ins}"
-        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org))
+        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org, pco))
         org += size
     return parts, images
 

@@ -1,0 +1,161 @@
+"""Pauses in a compiled chip training step: the program transform behind power caps.
+
+A paused step runs the same ops as the compiled one, in the same order, with the chip
+halted between some of them while the host waits:
+
+* a chip phase (:class:`sw.train_chip_place.ChipPart`) is cut into more RUNs at op
+  boundaries (each piece ends with a HALT; :func:`sw.train_chip_place._place_parts`
+  assembles the pieces, as it does when a phase does not fit the microcode), and
+* before a RUN the host waits some cycles (:meth:`Paused.pause_of`, :meth:`Paused.host_pause`)
+  before sending it. A halted core issues nothing: the wait costs leakage only.
+
+Every op boundary of a chip phase is a RUN boundary the compilers already use (a phase
+that does not fit the microcode is split at any of them): a HALT drains the PE pipelines
+and the ring carries no beat across an op boundary, so the results are those of the
+unpaused program, bit for bit (the tests check the weights against the golden trainer).
+The RUN state a HALT ends (loop counters, AGU offsets, scratchpad pointers) is set up
+again by each op, which is why an op is the unit: a RUN cannot stop inside one.
+
+:func:`pause` builds the paused program from a compiled one (SGD or minibatch GD across
+a chip, :func:`sw.train_chip.compile_chip_sgd`, :func:`sw.train_chip_mb.compile_chip_mbgd`);
+``session.idle(cycles)`` is called for every wait when the session has it
+(:class:`sim.power_trace.TracingSession`), and the step's cycles include the waits.
+Which pauses a power cap needs is decided by :mod:`sim.power_cap`.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from sw.train_chip_place import _place_parts
+
+__all__ = ["pause", "Paused", "segments", "STEP_GROUPS"]
+
+#: the chip phases of a step, by the loss's compilation (``predict`` is never paused)
+STEP_GROUPS = ("step", "forward", "backward")
+
+
+def segments(tp) -> list:
+    """The pausable points of ``tp``'s step, in order: ``("host", what)`` for a host phase
+    and ``(group, i)`` for op ``i`` of chip phase group ``group`` (ops counted over the
+    group's parts)."""
+    out = []
+    one_run = "step" in tp.parts
+    out.append(("host", "in"))
+    groups = ["step"] if one_run else ["forward"]
+    for g in groups:
+        out += [(g, i) for i in range(len(_group_ops(tp, g)[0]))]
+    out.append(("host", "unload"))
+    if not one_run:
+        out.append(("host", "g"))
+        out += [("backward", i) for i in range(len(_group_ops(tp, "backward")[0]))]
+    return out
+
+
+def _group_ops(tp, g) -> list:
+    """Per core the ops of chip phase group ``g`` (its parts' ops, in order)."""
+    parts = tp.parts[g]
+    if any(p.core_ops is None for p in parts):
+        raise ValueError(f"phase {g}: its parts do not keep their per-core ops (compiled before ChipPart.core_ops)")
+    n = len(parts[0].core_ops)
+    return [[op for p in parts for op in p.core_ops[k]] for k in range(n)]
+
+
+class Paused:
+    """Mixin of a paused chip program (:func:`pause`): waits before RUNs, counted into
+    the step's cycles."""
+
+    #: part name -> cycles the host waits before that RUN
+    pause_of: dict = {}
+    #: host phase (``in``, ``unload``, ``g``) -> cycles the host waits before it
+    host_pause: dict = {}
+
+    def _wait(self, session, n: int) -> None:
+        if n:
+            self._waited = getattr(self, "_waited", 0) + n
+            idle = getattr(session, "idle", None)
+            if idle is not None:
+                idle(n)
+
+    def _run_part(self, session, part, name):
+        self._wait(session, self.pause_of.get(part.name, 0))
+        return super()._run_part(session, part, name)
+
+    def _run_host(self, session, what, *args, **kw):
+        self._wait(session, self.host_pause.get(what, 0))
+        if what == "g" and self.host_cycles() and hasattr(session, "idle"):
+            session.idle(self.host_cycles())          # the host's turnaround before the gradient
+        return super()._run_host(session, what, *args, **kw)
+
+    def run_step(self, session, *args, **kw):
+        self._waited = 0
+        r = super().run_step(session, *args, **kw)
+        if self._waited:
+            r.phases.append(("pause", "idle", self._waited))
+            r.cycles += self._waited
+            for pc in r.core_counters:
+                pc["cycles"] = r.cycles
+        return r
+
+    def pause_cycles(self) -> int:
+        """Cycles the host waits per step."""
+        return sum(self.pause_of.values()) + sum(self.host_pause.values())
+
+    def step_cycles(self, *args, **kw) -> int:
+        return super().step_cycles(*args, **kw) + self.pause_cycles()
+
+
+_CLASSES: dict = {}
+
+
+def _paused_class(cls):
+    if issubclass(cls, Paused):
+        return cls
+    if cls not in _CLASSES:
+        _CLASSES[cls] = type(f"Paused{cls.__name__}", (Paused, cls), {})
+    return _CLASSES[cls]
+
+
+def pause(tp, waits: dict | None = None):
+    """``tp`` with the host waiting ``waits[seg]`` cycles before segment ``seg``
+    (:func:`segments`; a wait before op ``i > 0`` of a chip phase cuts the phase into
+    another RUN there; ``waits`` may hold zeros, which cut nothing). Returns a new
+    program; ``tp`` is unchanged. The program's host phases and the prediction's
+    programs are placed as the compiler places them."""
+    waits = {k: int(v) for k, v in (waits or {}).items() if v}
+    bad = [k for k, v in waits.items() if v < 0]
+    if bad:
+        raise ValueError(f"negative waits at {bad[:3]}")
+    known = set(segments(tp))
+    unknown = [k for k in waits if k not in known]
+    if unknown:
+        raise ValueError(f"no such pause point(s) {unknown[:3]}; see sw.throttle.segments")
+    base = tp.__class__.__mro__[2] if isinstance(tp, Paused) else type(tp)
+    per_core, starts = {}, {}
+    for g, parts in tp.parts.items():
+        ops = _group_ops(tp, g)
+        cuts = sorted({0, len(ops[0])} | {i for (gg, i) in waits if gg == g and i > 0})
+        for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
+            per_core[f"{g}#{j}"] = [o[a:b] for o in ops]
+            starts[f"{g}#{j}"] = (g, a)
+    placed, images = _place_parts(tp.cfg, per_core)
+    new = copy.copy(tp)
+    new.__dict__.pop("_dma_cache", None)
+    new.parts = {g: [] for g in tp.parts}
+    pause_of = {}
+    for key, plist in placed.items():
+        g, a = starts[key]
+        i = a
+        for p in plist:
+            p.name = key if len(plist) == 1 else f"{key}.{len(new.parts[g])}"
+            if waits.get((g, i)):
+                pause_of[p.name] = waits[(g, i)]
+            new.parts[g].append(p)
+            i += len(p.ops)
+    new.images = images
+    new._place_host()
+    new.__class__ = _paused_class(base)
+    new.pause_of = pause_of
+    new.host_pause = {what: v for (h, what), v in waits.items() if h == "host"}
+    new.waits = dict(waits)
+    return new
