@@ -153,16 +153,16 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
         P, N = cp_shapes(cfg, mlp, list(groups))
         V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), _kit(mlp)
 
-        def alloc(page=None):
-            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page)
+        def alloc(page=None, hist=-1):
+            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page, **_hist_kw(hist))
         al, sp = alloc(), None
         if not al.fits() and l < mlp.n_layers - 1:
             try:
-                sp = _layer_pages(cfg, P, N, l, alloc)
+                sp = _layer_pages(cfg, P, N, l, alloc, hist_beats=_hist_beats(cfg, mlp, N, l))
             except TrainCompileError:          # the panel exceeds the DRAM
                 sp = None
             if sp is not None:
-                al = alloc(sp.pages[0][1])
+                al = alloc(sp.pages[0][1], sp.hist)
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
@@ -219,8 +219,8 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
 
     kit = _kit(mlp)
 
-    def alloc(l, page=None):
-        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page)
+    def alloc(l, page=None, hist=-1):
+        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page, **_hist_kw(hist))
     if spad is None:
         layers = [l for l in range(nl) if not alloc(l).fits()]
         if not layers or not cfg.spad_kib or nl - 1 in layers:
@@ -236,32 +236,58 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
         raise TrainCompileError("weights in DRAM need it: this configuration has none (cfg.dram_mib = 0)")
     out = {}
     for l in layers:
-        sp = _layer_pages(cfg, P, N, l, lambda page, l=l: alloc(l, page), page_rows, l in dram)
+        sp = _layer_pages(cfg, P, N, l, lambda page, hist, l=l: alloc(l, page, hist), page_rows, l in dram,
+                          _hist_beats(cfg, mlp, N, l))
         if sp is None:
             return {}
         out[l] = sp
     return out
 
 
-def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = None, dram: bool = False):
+def _hist_kw(hist: int) -> dict:
+    """The allocator's keyword for a history in the scratchpad (batch 1 only)."""
+    return {} if hist < 0 else {"hist": hist}
+
+
+def _hist_beats(cfg, mlp: MLP, N: list, l: int) -> int:
+    """Scratchpad beats of layer ``l``'s input history (batch 1; 0: it stays in the PE
+    memories)."""
+    return 0 if mlp.batch > 1 else 2 * (mlp.n_layers - 1) * cfg.nr * local_len(N[l], cfg.nr)
+
+
+def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = None, dram: bool = False,
+                 hist_beats: int = 0):
     """Layer ``l``'s panel paged from the scratchpad with the largest pages that fit
     (``alloc(page)``: a core's allocator with ``page`` local rows per page): a
     :class:`sw.train_chip.SpadPanel`; a :class:`sw.train_dram.DramPanel` when the
     scratchpad does not hold the panel (or ``dram``) and the core has DRAM (pages small
     enough for two staging slots in the scratchpad); None when neither holds it or not
-    even one-row pages fit."""
+    even one-row pages fit. ``hist_beats`` (batch 1): when even one-row pages do not fit
+    with the input history in the PE memories, the history moves to the scratchpad's top
+    (``alloc(page, hist)``: ``hist`` its first beat, -1 in the PE memories;
+    :attr:`SpadPanel.hist`)."""
     from sw.train_dram import place_dram
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     nr, lim = cfg.nr, (1 << cfg.loop_bits) - 2
     lp, ln = L(P[l]), L(N[l])
     cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
-    to_dram = dram or nr * lp * ln > cfg.spad_depth
-    if to_dram:
-        cap = min(cap, cfg.spad_depth // (2 * nr * ln))
-    if not cfg.spad_kib or (to_dram and (not cfg.dram_mib or not cap)) or not alloc(1).fits():
+    if not cfg.spad_kib:
         return None
-    sp = SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t).fits(), cap)))
-    return place_dram(cfg, {l: sp}, [l])[l] if to_dram else sp
+    hist = -1
+    if not alloc(1, -1).fits():
+        hist = cfg.spad_depth - hist_beats
+        if not hist_beats or hist < 0 or not alloc(1, hist).fits():
+            return None
+    room = cfg.spad_depth - (hist_beats if hist >= 0 else 0)
+    to_dram = dram or nr * lp * ln > room
+    if to_dram:
+        cap = min(cap, room // (2 * nr * ln))
+    if to_dram and (not cfg.dram_mib or not cap):
+        return None
+    sp = SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t, hist).fits(), cap)))
+    if to_dram:
+        sp = place_dram(cfg, {l: sp}, [l], cfg.spad_depth - room)[l]
+    return replace(sp, hist=hist)
 
 
 # ======================================================================================
@@ -456,7 +482,10 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
 
     def page(st):
         return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
-    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st))
+
+    def hist(st):
+        return _hist_kw(-1 if st is None or st[0] not in spads else spads[st[0]].hist)
+    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st), **hist(st))
               for st in stages]
     for k, al in enumerate(allocs):
         if not al.fits():

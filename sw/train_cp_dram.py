@@ -105,6 +105,10 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
             out.append(f"W{l} panels: resident in the PE memories ({w} words per PE)")
             continue
         pages = f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * nr} rows"
+        if sp.hist >= 0:
+            pages += (f"; the input history ({cfg.spad_depth - sp.hist} beats) in scratchpad beats "
+                      f"{sp.hist}..{cfg.spad_depth - 1} (the PE memories do not hold it; a store and a load per "
+                      f"step in the tail)")
         if isinstance(sp, DramPanel):
             k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
             d = dma[k]

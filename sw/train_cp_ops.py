@@ -28,12 +28,14 @@ __all__ = ["Kit", "chain_streams"]
 
 
 def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False,
-              page: int | None = None) -> Allocator:
+              page: int | None = None, hist: int = -1) -> Allocator:
     """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
     fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
     other bank, and no rows copy of ``din``). ``page``: the panel is kept in the
     scratchpad and moved through a page buffer ``WP`` of ``page`` local rows; a layer
-    ``l >= 1`` with several pages sums its ``W^T d`` through ``ep`` and the scalar 1."""
+    ``l >= 1`` with several pages sums its ``W^T d`` through ``ep`` and the scalar 1.
+    ``hist >= 0``: the input history is in the scratchpad from beat ``hist``
+    (``al.meta["hist_spad"]``), not in the PE memories."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     al = Allocator(cfg)
     if stage is None:
@@ -56,8 +58,11 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
             alloc_softmax(al, cfg, mlp.n_out, s, {"a"}, "rows", "rows, loaded per step")
         al.alloc("e", L(N[l]), f"W{l}^T d, then masked by relu'(ain) (cols; diag sent)", bank="b" if fused else "a")
     else:
-        al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols; in A when it fits: the chains "
-                 f"store the input there too)", prefer="a")
+        if hist >= 0:
+            al.meta["hist_spad"] = hist
+        else:
+            al.alloc("hist", V * L(N[l]), f"a{l} of the last {V} samples (cols; in A when it fits: the chains "
+                     f"store the input there too)", prefer="a")
         al.alloc("vnext", L(N[l]), f"a{l} of the sample whose backward pass is next (cols; rank-1 v, mask)",
                  bank="b")
         al.alloc("z", s, f"z = W ain, relu in place: this core's slice of a{l + 1} (rows; diag sent)", bank="b")
@@ -231,16 +236,20 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: boo
         return []
     R = {k: v.region for k, v in al.items.items()}
     nw = L(N[l])
-    ain, hist, vn = R["ain"], R["hist"], R["vnext"]
     D = 2 * (nl - 1 - l)
+    take_x = [_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, R["xin"], R["ain"], name="cx_"),
+                    [(R["xin"], nw)], [(R["ain"], nw)])] if l == 0 and "xin" in R and groups[0] == 1 else []
+    if "hist_spad" in al.meta:                 # the history in the scratchpad: a store and a load
+        h, step = al.meta["hist_spad"], cfg.nr * nw
+        return [spad_op(cfg, "keep_a", True, R["ain"], nw, h + (j % V) * step),
+                spad_op(cfg, "next_a", False, R["vnext"], nw, h + ((j + 1 - D) % V) * step)] + take_x
+    ain, hist, vn = R["ain"], R["hist"], R["vnext"]
     hf = Region(hist.bank, hist.base + (j % V) * nw)
     hn = Region(hist.bank, hist.base + ((j + 1 - D) % V) * nw)
     keep = [] if dual and _dual(cfg, al, stage, groups) else [
         _kern("keep_a", "copy", lambda b: emit_copy(b, cfg, nw, ain, hf, name="cp_"), [(ain, nw)], [(hf, nw)])]
     return keep + [_kern("next_a", "copy", lambda b: emit_copy(b, cfg, nw, hn, vn, name="cn_"),
-                         [(hn, nw)], [(vn, nw)])] + (
-        [_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, R["xin"], ain, name="cx_"),
-               [(R["xin"], nw)], [(ain, nw)])] if l == 0 and "xin" in R and groups[0] == 1 else [])
+                         [(hn, nw)], [(vn, nw)])] + take_x
 
 
 def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, din: str, layout: str = "cols",

@@ -263,6 +263,18 @@ class ChipCPProgram:
                 b.halt()
                 imgs.append(b.build().words())
             session.run(imgs, spad, "cp-init-spad")
+        hist = [self.allocs[k].meta.get("hist_spad") for k in range(cfg.cores)]
+        if any(h is not None for h in hist):             # the input history in the scratchpad: zeros
+            imgs, data = [], []
+            for k in range(cfg.cores):
+                b = Builder(cfg)
+                n = 0 if hist[k] is None else cfg.spad_depth - hist[k]
+                if n:
+                    emit_spad_fill(b, cfg, hist[k], n)
+                b.halt()
+                imgs.append(b.build().words())
+                data.append([0] * n)
+            session.run(imgs, data, "cp-init-hist")
         self.step_index = 0
 
     def _paged(self, k: int):

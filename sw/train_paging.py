@@ -5,7 +5,7 @@ the op moving a page (:func:`spad_op`) and a panel's scratchpad image."""
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -31,6 +31,8 @@ class SpadPanel:
     lrows: int                    #: local rows of the whole panel per PE (``L(P_l)``)
     ncols: int                    #: local columns per PE (``L(N_l)``): words of one local row
     pages: tuple                  #: ``((first local row, local rows), ...)``
+    #: CP: first scratchpad beat of the layer's input history (-1: in the PE memories)
+    hist: int = field(default=-1, kw_only=True)
 
     @property
     def words(self) -> int:

@@ -90,3 +90,26 @@ def test_cp_dram_errors():
         compile_chip_cp(replace(CFG, dram_mib=0), mlp, spad=[1], dram=[1])
     with pytest.raises(TrainCompileError, match="dram layers must be a non-empty subset of the paged layers"):
         compile_chip_cp(CFG, mlp, spad=[1], dram=[0])
+
+
+@pytest.mark.parametrize("engine", ["fast", "model"])
+@pytest.mark.parametrize("mem,net,layer,tier", [
+    ((64, 128), (64, 64, 8, 4), 0, DramPanel),        # history and DRAM staging slots in the scratchpad
+    ((32, 128), (32, 64, 16, 4), 1, None),            # history beside the scratchpad panel
+], ids=["dram", "spad"])
+def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
+    """A paged layer whose cores do not hold even one-row pages beside the input history:
+    the history goes to the scratchpad's top (a store and a load per step in the tail,
+    zeros at init), bit for bit through filling and draining, cycles as predicted."""
+    cfg = replace(PRESETS["chip-small"], mem_a_words=mem[0], mem_b_words=mem[1], spad_kib=4, dram_mib=1,
+                  ucode_depth=2048)
+    mlp = MLP(net, "mse", 0.05)
+    if engine == "model":
+        tp, *_ = _run(cfg, mlp, engine, 1, {})
+    else:
+        tp, *_ = _run(cfg, mlp, engine, 3, {})
+    sp = tp.spad[layer]
+    assert sp.hist == cfg.spad_depth - 2 * (mlp.n_layers - 1) * cfg.nr * (-(-tp.N[layer] // cfg.nr))
+    assert isinstance(sp, DramPanel) == (tier is DramPanel)
+    assert "hist_spad" in tp.allocs[tp.cores_of(layer)[0]].meta
+    assert "the input history" in tp.describe()
