@@ -21,7 +21,8 @@ MIX_FMT = HeteroConfig((CoreGroup(2, NARROW), CoreGroup(2, WIDE.replace(fmt="bin
 def roundtrip(h, values, seed, waits):
     """Core 0 sends ``values`` values (``values / nr`` beats of its kind) around the whole
     ring through both crossings; each core keeps and forwards them; core 0 takes them back
-    and returns them to the host. ``waits[k]``: nops before core k's ring loop."""
+    and returns them to the host. ``waits[k]`` (``k`` < cores): nops before core k's ring
+    loop; ``waits[-1]``: core 0's nops between sending and taking the values back."""
     rng = np.random.default_rng(seed)
     cfgs = h.core_cfgs
     nb = [values // c.nr for c in cfgs]
