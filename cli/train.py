@@ -4,6 +4,7 @@ select (:mod:`sim.train_driver`)."""
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import replace
 
 from arch.errors import UsageError
@@ -94,6 +95,9 @@ def add_train_arguments(p, cfg_help: str = "preset, JSON file or inline JSON") -
     p.add_argument("--json", help="save the results as JSON")
     p.add_argument("--png", help="save the loss curves and accuracies as a PNG plot")
     p.add_argument("--describe", action="store_true", help="print the memory map and the step's kernels")
+    from cli.power_cap import add_power_cap_arguments
+
+    add_power_cap_arguments(p, "the training step (--png: the per-window power trace instead of the loss curves)")
     add_progress_argument(p)
 
 
@@ -128,6 +132,9 @@ def check_train_args(args, cfg) -> None:
     for bad, msg in rules:
         if bad:
             raise UsageError(msg)
+    from cli.power_cap import check_power_cap_args
+
+    check_power_cap_args(args, cfg, args.method)
     check_outputs(args, "json", "png")
 
 
@@ -235,8 +242,22 @@ def cmd_train(args) -> int:
         res = _run(args, cfg, mlp, data, bar)
     for line in _summary(args, mlp, res):
         print(line)
+    cap = None
+    if args.power_cap is not None:
+        from cli.power_cap import power_cap_lines, run_power_cap
+
+        opts = {"out_map": args.out_map or "auto", "softmax": args.softmax or "auto",
+                "backward": args.backward or "auto", "overlap": not args.no_overlap}
+        cap = run_power_cap(args, cfg, mlp, "mbgd" if mlp.batch > 1 else "sgd",
+                            log=lambda m: print(m, file=sys.stderr, flush=True), options=opts)
+        res["power_cap"] = cap
+        print("\n".join(power_cap_lines(cap)))
     with Outputs() as outs:
-        if args.png:
+        if args.png and cap is not None:
+            from sim.power_cap import plot_trace
+
+            plot_trace(cap, outs.stage(args.png))
+        elif args.png:
             plot_curves(res, outs.stage(args.png), window=100 if mlp.batch == 1 else 10)
         if args.json:
             outs.write_text(args.json, json.dumps(compact(res), indent=1) + "\n")

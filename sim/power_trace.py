@@ -338,7 +338,7 @@ class TracingSession(ChipSession):
                 start_t = self.t if k in act else t0
                 r, samples, cuts = fast_core_counters(self.model.cores[k], start, data[k],
                                                       lambda T, t0=start_t: self._points(t0, T))
-                self._book(name, "host", start_t, samples, cuts)
+                self._book(name, "host" if k in act else "host-side", start_t, samples, cuts)
                 res[k] = r
                 if k in act:
                     self.t += r.cycles

@@ -29,7 +29,10 @@ import copy
 
 from sw.train_chip_place import _place_parts
 
-__all__ = ["pause", "Paused", "segments", "STEP_GROUPS"]
+__all__ = ["pause", "Paused", "segments", "STEP_GROUPS", "HOST_RUNS"]
+
+#: the host phases' RUN names in a step (:meth:`run_step`) -> their pause point
+HOST_RUNS = {"step-in": "in", "logits": "unload", "step-out": "unload", "g": "g"}
 
 #: the chip phases of a step, by the loss's compilation (``predict`` is never paused)
 STEP_GROUPS = ("step", "forward", "backward")
@@ -116,11 +119,11 @@ def _paused_class(cls):
     return _CLASSES[cls]
 
 
-def pause(tp, waits: dict | None = None):
+def pause(tp, waits: dict | None = None, cut_all: bool = False):
     """``tp`` with the host waiting ``waits[seg]`` cycles before segment ``seg``
     (:func:`segments`; a wait before op ``i > 0`` of a chip phase cuts the phase into
     another RUN there; ``waits`` may hold zeros, which cut nothing). Returns a new
-    program; ``tp`` is unchanged. The program's host phases and the prediction's
+    program; ``tp`` is unchanged. ``cut_all``: every op its own RUN, waits or not. The program's host phases and the prediction's
     programs are placed as the compiler places them."""
     waits = {k: int(v) for k, v in (waits or {}).items() if v}
     bad = [k for k, v in waits.items() if v < 0]
@@ -134,7 +137,8 @@ def pause(tp, waits: dict | None = None):
     per_core, starts = {}, {}
     for g, parts in tp.parts.items():
         ops = _group_ops(tp, g)
-        cuts = sorted({0, len(ops[0])} | {i for (gg, i) in waits if gg == g and i > 0})
+        cuts = sorted({0, len(ops[0])} | ({i for (gg, i) in waits if gg == g and i > 0}
+                                          if not cut_all or g not in STEP_GROUPS else set(range(len(ops[0])))))
         for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             per_core[f"{g}#{j}"] = [o[a:b] for o in ops]
             starts[f"{g}#{j}"] = (g, a)
@@ -142,12 +146,13 @@ def pause(tp, waits: dict | None = None):
     new = copy.copy(tp)
     new.__dict__.pop("_dma_cache", None)
     new.parts = {g: [] for g in tp.parts}
-    pause_of = {}
+    pause_of, part_seg = {}, {}
     for key, plist in placed.items():
         g, a = starts[key]
         i = a
         for p in plist:
             p.name = key if len(plist) == 1 else f"{key}.{len(new.parts[g])}"
+            part_seg[p.name] = (g, i)
             if waits.get((g, i)):
                 pause_of[p.name] = waits[(g, i)]
             new.parts[g].append(p)
@@ -157,5 +162,5 @@ def pause(tp, waits: dict | None = None):
     new.__class__ = _paused_class(base)
     new.pause_of = pause_of
     new.host_pause = {what: v for (h, what), v in waits.items() if h == "host"}
-    new.waits = dict(waits)
+    new.waits, new.cut_all, new.part_seg = dict(waits), cut_all, part_seg
     return new
