@@ -119,6 +119,6 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
                        f"{d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} exposed "
                        f"({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)")
         else:
-            out.append(f"W{l} panels: in each core's scratchpad (beats {sp.base}..{sp.base + sp.beats(nr) - 1}: the "
-                       f"PE memories do not hold them), {pages} through WP")
+            out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
+                       f"layer (the PE memories do not hold them), {pages} through WP, loaded and stored once per step")
     return out

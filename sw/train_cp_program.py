@@ -92,11 +92,13 @@ class ChipCPProgram:
         :meth:`step_cycles`."""
         return 0
 
-    def dram_per_step(self, k: int) -> dict:
+    def dram_per_step(self, k: int | None = None) -> dict:
         """Core ``k``'s DMA per step (its head's, :func:`sw.train_dram.dma_timeline`):
         ``stall``, ``tail`` (exposed cycles), ``busy``, ``hidden``, ``rd`` / ``wr`` (DRAM
-        beats)."""
-        return self.meta.get("head_dma", [head_dma(self.cfg, [])] * self.cfg.cores)[k]
+        beats); ``k=None``: the core whose engine is busiest (the cores stream different
+        panels)."""
+        per = self.meta.get("head_dma") or [head_dma(self.cfg, [])] * self.cfg.cores
+        return per[k] if k is not None else max(per, key=lambda d: (d["busy"], d["rd"]))
 
     def latency_steps(self) -> int:
         """Steps from a sample's input to its loss: ``L`` (forward through every group;

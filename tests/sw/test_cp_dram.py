@@ -68,7 +68,7 @@ def test_cp_dram_fast_bit_exact(dram, loss, backward):
 
 def test_cp_dram_cycle_engine_bit_exact():
     mlp = MLP(NET, "softmax_ce", 0.3)
-    _run(CFG, mlp, "model", 2, dict(spad=[0, 1], page_rows=4, dram=[0, 1]))
+    _run(CFG, mlp, "model", 1, dict(spad=[0, 1], page_rows=4, dram=[0, 1]))
 
 
 def test_cp_dram_chosen_when_spad_is_short():
@@ -92,11 +92,11 @@ def test_cp_dram_errors():
         compile_chip_cp(CFG, mlp, spad=[1], dram=[0])
 
 
-@pytest.mark.parametrize("engine", ["fast", "model"])
-@pytest.mark.parametrize("mem,net,layer,tier", [
-    ((64, 128), (64, 64, 8, 4), 0, DramPanel),        # history and DRAM staging slots in the scratchpad
-    ((32, 128), (32, 64, 16, 4), 1, None),            # history beside the scratchpad panel
-], ids=["dram", "spad"])
+@pytest.mark.parametrize("mem,net,layer,tier,engine", [
+    ((64, 128), (64, 64, 8, 4), 0, DramPanel, "fast"),    # history and DRAM staging slots in the scratchpad
+    ((32, 128), (32, 64, 16, 4), 1, None, "fast"),        # history beside the scratchpad panel
+    ((64, 128), (64, 64, 8, 4), 0, DramPanel, "model"),
+], ids=["dram", "spad", "dram-model"])
 def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
     """A paged layer whose cores do not hold even one-row pages beside the input history:
     the history goes to the scratchpad's top (a store and a load per step in the tail,

@@ -227,7 +227,8 @@ def test_chip_mbgd_spad_when_pe_memory_is_short():
     tp, *_ = run_spad(cfg, mlp, 2, "fast", _seed())
     assert sorted(tp.spad) == [0] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
     with pytest.raises(TrainCompileError, match="nor with the largest panels in the 256-beat scratchpad"):
-        compile_chip_mbgd(replace(cfg, spad_kib=2), mlp)
+        compile_chip_mbgd(replace(cfg, spad_kib=2), mlp, acts="resident")
+    assert compile_chip_mbgd(replace(cfg, spad_kib=2), mlp).meta["acts"] == "reuse"   # the activations reused
     check_spad_errors(compile_chip_mbgd, mlp, 3, r"\[0, 1\] \(the row-panel layers\)")
 
 
