@@ -64,6 +64,8 @@ class Arith:
         self.sign = self.ut.type(fmt.sign_mask)
         self.inf = self.ut.type(fmt.inf)
         self.zero = self.ut.type(0)
+        #: binary16: the vectorized float32 route of :func:`pe.fp_golden.f16_op`
+        self.f16 = self.dt == np.float16
         if self.dt is not None:
             fp_golden.check_subnormals()
 
@@ -83,6 +85,8 @@ class Arith:
             return self.golden.mul_bits(self.fmt, a, b)
         a = np.asarray(a, dtype=self.ut)
         b = np.asarray(b, dtype=self.ut)
+        if self.f16:
+            return self.golden.f16_op(a, b, np.multiply)
         r = np.multiply(a.view(self.dt), b.view(self.dt))
         return self.canon(np.asarray(r).view(self.ut))
 
@@ -91,6 +95,8 @@ class Arith:
             return self.golden.add_bits(self.fmt, a, b)
         a = np.asarray(a, dtype=self.ut)
         b = np.asarray(b, dtype=self.ut)
+        if self.f16:
+            return self.golden.f16_op(a, b, np.add)
         r = np.add(a.view(self.dt), b.view(self.dt))
         return self.canon(np.asarray(r).view(self.ut))
 
@@ -115,6 +121,9 @@ class Arith:
             return out
         seq = np.asarray(seq, dtype=self.ut)
         L = seq.shape[axis]
+        if L > 1 and seq.size // L >= 48 and self.f16:
+            src = np.moveaxis(seq, axis, 0)
+            return np.moveaxis(self.golden.f16_accumulate_rows(src[0], src[1:]), 0, axis)
         if L > 1 and seq.size // L >= 48:
             src = np.moveaxis(seq, axis, 0).view(self.dt)
             out = np.empty(src.shape, self.dt)

@@ -23,6 +23,7 @@ import numpy as np
 
 from arch.buses import segment_of
 from sw.collectives import tree_steps
+from pe import fp_golden
 from pe.fp_golden import add_bits, canonicalize_nan, mac_bits, mul_bits
 from sw.layout import local_len
 
@@ -140,6 +141,8 @@ def dot_chain(fmt, a, b) -> np.ndarray:
         for i in range(1, prods.shape[0]):
             acc = add_bits(fmt, prods[i], acc)
         return acc
+    if dt == np.float16:
+        return fp_golden.f16_accumulate_rows(prods[0], prods[1:])[-1]
     p = prods.view(dt)
     acc = np.array(p[0], copy=True)
     with np.errstate(all="ignore"):

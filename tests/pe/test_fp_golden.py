@@ -334,3 +334,61 @@ def test_sample_files_match_golden(name, op):
     same = (got == r) | (G.is_nan_bits(fmt, got) & G.is_nan_bits(fmt, r))
     assert same.all()
     assert (flags & ~np.uint8(0x1F)).sum() == 0 and flags.any()        # SoftFloat flag bits only
+
+
+# -- binary16 through float32 (pe.fp_golden.f16_op) ----------------------------------------
+def _np_f16(op, a, b):
+    with np.errstate(all="ignore"):
+        r = op(a.view(np.float16), b.view(np.float16)).view(np.uint16).copy()
+    r[(r & 0x7FFF) > 0x7C00] = 0x7E00
+    return r
+
+
+@pytest.mark.parametrize("op", [np.multiply, np.add])
+def test_f16_op_equals_numpy_float16(op):
+    """Every binary16 pattern against 192 others (specials, subnormals, ties, random),
+    both operand orders, equal shapes and broadcasting: the float32 route equals numpy's
+    float16 ufunc with canonical NaNs."""
+    rng = np.random.default_rng(7)
+    special = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF,
+                        0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE01, 0x3C01, 0x1400, 0x0200], np.uint16)
+    bs = np.concatenate([special, rng.integers(0, 1 << 16, 174, dtype=np.uint16)])
+    a = np.arange(1 << 16, dtype=np.uint16)
+    for b in bs:
+        bb = np.full(a.shape, b, np.uint16)
+        want = _np_f16(op, a, bb)
+        assert np.array_equal(G.f16_op(a, bb, op), want)
+        assert np.array_equal(G.f16_op(bb, a, op), _np_f16(op, bb, a))
+    got = G.f16_op(a[:, None], bs[None, :], op)
+    assert np.array_equal(got, _np_f16(op, a[:, None], bs[None, :]))
+
+
+@pytest.mark.parametrize("width", [300, 5000])
+def test_f16_accumulate_rows_is_sequential(width):
+    """Chains of binary16 sums side by side (narrow rows through float16, wide ones through
+    float32): each step equals add_bits of the previous value and the next row."""
+    rng = np.random.default_rng(width)
+    rows = np.concatenate([rng.normal(0, 1e-5, (20, width)), rng.normal(0, 1e4, (3, width))])
+    rows = BINARY16.from_float(rows).astype(np.uint16)
+    rows[5, :7] = [0x7C00, 0xFC00, 0x7E00, 0x0001, 0x8000, 0x7BFF, 0xFBFF]
+    first = BINARY16.from_float(rng.normal(0, 1, width)).astype(np.uint16)
+    got = G.f16_accumulate_rows(first, rows)
+    acc = first
+    assert np.array_equal(got[0], first)
+    for i in range(len(rows)):
+        acc = G.add_bits(BINARY16, acc, rows[i])
+        assert np.array_equal(got[i + 1], acc), i
+
+
+def test_f16_mac_is_mul_then_add():
+    """The one-pass binary16 MAC (broadcast like the rank-1 update) equals add(mul(a, b), c)
+    with numpy's float16 rounding after each step."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 1 << 16, (300, 1), dtype=np.uint16)
+    b = rng.integers(0, 1 << 16, (1, 257), dtype=np.uint16)
+    b[0, :50] = BINARY16.from_float(rng.normal(0, 1e-4, 50)).astype(np.uint16)
+    c = rng.integers(0, 1 << 16, (300, 257), dtype=np.uint16)
+    want = _np_f16(np.add, _np_f16(np.multiply, np.broadcast_to(a, c.shape).copy(),
+                                   np.broadcast_to(b, c.shape).copy()), c)
+    assert np.array_equal(G.f16_mac(a, b, c), want)
+    assert np.array_equal(G.mac_bits(BINARY16, a, b, c), want)
