@@ -316,7 +316,9 @@ class FlowRunner:
                 pts = [x] + sorted(set(cuts)) + [y]
                 for a, b in zip(pts[:-1], pts[1:]):
                     if not self._try_one(a, b):
-                        self._cycles(a, b)
+                        # no cut point inside [a, b): its loops and straight parts are
+                        # split as any region's, the per-cycle engine the last resort
+                        self._seq(a, b, clip_spans(self.spans, a, b))
                 return True
         return self._try_one(x, y)
 
