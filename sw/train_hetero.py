@@ -31,12 +31,12 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import _place, _split_ops
 from sw.train_alloc import Allocator
-from sw.train_hetero_place import Placement, PlacementError, check_placement, layer_words
+from sw.train_hetero_place import Placement, PlacementError, check_placement, layer_words  # noqa: F401
 from sw.train_host import TrainCompileError, mse_loss, weight_bits
 from sw.train_ops import Op
 from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
 
-__all__ = ["compile_hetero", "HeteroTrainProgram", "HeteroStep", "assign_cores"]
+__all__ = ["compile_hetero", "HeteroTrainProgram", "HeteroStep", "assign_cores", "check_fit"]
 
 
 def assign_cores(hcfg, mlp: MLP, placement: Placement) -> list:
@@ -199,6 +199,14 @@ class HeteroTrainProgram:
         return out
 
 
+def check_fit(hcfg, mlp: MLP, placement: Placement) -> list:
+    """The cores :func:`compile_hetero` would use (memory checked, nothing assembled);
+    raises :class:`PlacementError` or :class:`TrainCompileError` (one line)."""
+    cores = assign_cores(hcfg, mlp, placement)
+    _allocate(hcfg, mlp, cores)
+    return cores
+
+
 def _allocate(hcfg, mlp: MLP, cores: list) -> dict:
     nl = mlp.n_layers
     allocs = {}
@@ -322,5 +330,3 @@ def compile_hetero(hcfg, mlp: MLP, placement: Placement) -> HeteroTrainProgram:
         raise TrainCompileError(f"learning rate {mlp.lr} rounds to zero in {fmt}")
     return HeteroTrainProgram(hcfg, mlp, placement, cores, allocs, programs, images, phase_core, order, neg_lr)
 
-
-_ = PlacementError

@@ -1,0 +1,311 @@
+"""The scheduler of heterogeneous training: it chooses a :class:`sw.train_hetero_place.Placement`
+of an MLP's layers on the core groups of a :class:`arch.hetero.HeteroConfig` with the
+performance model (:class:`perf.model.PerfModel`), ``docs/hybrid.md``.
+
+Per layer and core kind the model predicts each phase of :mod:`sw.train_hetero`:
+
+* forward: ``gemv`` (``m x n``), ``relu`` (hidden layers), the host load of the input
+  and unload of the output;
+* backward (``l >= 1``): ``gemv_t``, the ReLU mask, the unload of ``g_{l-1}``;
+* update: ``rank1``; the load of ``g_l`` (hidden layers).
+
+Classes without a characterization of their own (the host loads and unloads, the mask,
+the loss gradient's axpy) are predicted as the ``relu`` class at the same words per PE
+(one instruction per word, an SRAM read or write per PE): a stated approximation whose
+error the check reports (:mod:`perf.hybrid_run`). A step's cycles are the sum of its
+phases' (one core at a time) plus each RUN's overhead; its energy is the phases' dynamic
+energy (the model's total less the one core's leakage it includes) plus the whole chip's
+leakage over the step (every core of every group leaks all along).
+
+Objectives: ``"energy"`` minimizes the energy per sample among the placements whose
+throughput is at least ``min_throughput`` (default: the best single-kind chip of the same
+area, :func:`same_area_chips`, predicted by the same model); ``"throughput"`` maximizes
+samples/s among those within ``energy_budget`` joules per sample. Placements whose
+forward, backward and update differ are not candidates (the compiler rejects them: the
+weight copy, ``2 m n`` words per step, never pays in this mapping). Search: exhaustive
+over ``groups ** layers`` placements when that is at most :data:`EXHAUSTIVE_MAX`, else
+greedy layer by layer (each layer on the kind with the least energy per sample, or
+the least cycles, for its objective).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from arch.errors import InputError
+from perf.model import PerfModel
+from sim.power import area_of_core, report_from_counters
+from sw.layout import local_len
+from sw.train_hetero import check_fit
+from sw.train_hetero_place import Placement, PlacementError
+from sw.train_host import TrainCompileError
+
+__all__ = ["ScheduleError", "Schedule", "layer_costs", "predict_placement", "schedule", "same_area_chips",
+           "model_for", "EXHAUSTIVE_MAX", "core_area_mm2", "leak_pj_per_cycle"]
+
+EXHAUSTIVE_MAX = 4096
+STORED_MODEL = Path(__file__).resolve().parent.parent / "benchmarks" / "results" / "characterize.json"
+_ZERO = ("instructions", "mv", "mem_a_rd", "mem_a_wr", "mem_b_rd", "mem_b_wr", "rf_rd", "rf_wr")
+
+
+class ScheduleError(InputError):
+    """No placement meets the objective's constraint, or bad scheduler input (one line)."""
+
+
+def core_area_mm2(cfg) -> float:
+    return sum(area_of_core(cfg).values())
+
+
+def leak_pj_per_cycle(cfg) -> float:
+    r = report_from_counters(cfg, dict({k: 0 for k in _ZERO}, cycles=1_000_000), n_cores=1)
+    return r.energy_pj["leakage"] / 1_000_000
+
+
+def _same_kind(a, b) -> bool:
+    da, db = a.to_dict(), b.to_dict()
+    da.pop("cores", None)
+    db.pop("cores", None)
+    return da == db
+
+
+def model_for(hcfg, model: PerfModel | None = None, grid: str = "quick") -> tuple:
+    """``(PerfModel, kind names per group)``: the given model, else the stored one
+    (``benchmarks/results/characterize.json``) when it has every group's kind, else a
+    characterization of the kinds (``grid``) on the fast engine."""
+    if model is None and STORED_MODEL.exists():
+        stored = PerfModel.from_dict(json.loads(STORED_MODEL.read_text())["model"])
+        if all(any(_same_kind(c, k) for k in stored.kinds.values()) for c in hcfg.group_cfgs):
+            model = stored
+    if model is not None:
+        names = []
+        for c in hcfg.group_cfgs:
+            hit = [n for n, k in model.kinds.items() if _same_kind(c, k) and "gemv" in model.fits[n]]
+            if not hit:
+                raise ScheduleError(f"the performance model has no kind like group kind {c.nr}x{c.nr} {c.fmt}")
+            names.append(hit[0])
+        return model, names
+    from perf.characterize import characterize
+
+    kinds = {f"g{i}": c.replace(cores=1) for i, c in enumerate(hcfg.group_cfgs)}
+    doc = characterize(kinds, ["gemv", "gemv_t", "rank1", "relu"], grid=grid, held_out=False)
+    return PerfModel.fit(doc), list(kinds)
+
+
+@dataclass
+class LayerCost:
+    """Predicted cycles and dynamic energy (pJ) of one layer's phases on one kind."""
+
+    kind: str
+    fits: bool
+    phases: dict          #: phase -> {"cycles", "dyn_pj"}
+
+    @property
+    def cycles(self) -> float:
+        return sum(p["cycles"] for p in self.phases.values())
+
+    @property
+    def dyn_pj(self) -> float:
+        return sum(p["dyn_pj"] for p in self.phases.values())
+
+
+def layer_costs(model: PerfModel, kind: str, cfg, mlp, l: int) -> LayerCost:
+    """Per phase (``forward``, ``backward``, ``update``) of layer ``l`` on ``kind``."""
+    nl = mlp.n_layers
+    m, n = mlp.shape(l)
+    L = lambda k: local_len(k, cfg.nr)                     # noqa: E731
+
+    def op(cls, **shape):
+        q = model.predict(kind, cls, shape)       # one RUN: less its overhead (HALT, start, drain)
+        return q["cycles"] - cfg.run_overhead, q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)
+
+    def vec(words):
+        return op("relu", n=words)
+
+    ph = {"forward": [op("gemv", m=m, n=n), vec(L(n)), vec(L(m))],     # gemv, load a, unload z / d
+          "backward": [], "update": [op("rank1", m=m, n=n)]}
+    if l < nl - 1:
+        ph["forward"].append(vec(L(m)))                                   # relu
+        ph["update"].append(vec(L(m)))                                   # load g
+    else:
+        ph["forward"] += [vec(L(m)), vec(L(m))]                           # load t, axpy
+    if l >= 1:
+        ph["backward"] = [op("gemv_t", m=m, n=n), vec(L(n)), vec(L(n))]  # gemv_t, mask, unload
+    runs = {"forward": 1, "backward": 0, "update": 1 if l < nl - 1 else 0}     # RUNs per phase
+    out = {}
+    for name, ops in ph.items():
+        cyc = sum(c for c, _ in ops) + runs[name] * cfg.run_overhead
+        out[name] = {"cycles": cyc, "dyn_pj": sum(e for _, e in ops)}
+    fits = L(m) * L(n) <= max(cfg.mem_a_words, cfg.mem_b_words)
+    return LayerCost(kind, fits, out)
+
+
+@dataclass
+class Prediction:
+    placement: Placement
+    cycles: float
+    energy_pj: float              #: per sample, everything (dynamic + the chip's leakage)
+    dyn_pj: float
+    leak_pj: float
+    samples_per_s: float
+    fits: bool
+    reason: str = ""
+
+    @property
+    def j_per_sample(self) -> float:
+        return self.energy_pj * 1e-12
+
+    def to_dict(self) -> dict:
+        return {"placement": self.placement.short(), "cycles": round(self.cycles, 1),
+                "energy_uj_per_sample": round(self.energy_pj * 1e-6, 4), "dynamic_uj": round(self.dyn_pj * 1e-6, 4),
+                "leakage_uj": round(self.leak_pj * 1e-6, 4), "samples_per_s": round(self.samples_per_s, 1),
+                "fits": self.fits, "reason": self.reason}
+
+
+def _chip_leak(hcfg) -> float:
+    return sum(g.count * leak_pj_per_cycle(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
+
+
+def predict_placement(hcfg, mlp, groups: list, costs: dict) -> Prediction:
+    """The model's step of the uniform placement ``groups`` (a group per layer);
+    ``costs[(l, g)]``: :func:`layer_costs`."""
+    cyc = sum(costs[(l, g)].cycles for l, g in enumerate(groups))
+    dyn = sum(costs[(l, g)].dyn_pj for l, g in enumerate(groups))
+    leak = _chip_leak(hcfg) * cyc
+    clock = hcfg.group_cfgs[0].clock_mhz * 1e6
+    pl = Placement.uniform(groups)
+    reason = ""
+    try:
+        check_fit(hcfg, mlp, pl)
+    except (PlacementError, TrainCompileError) as e:
+        reason = str(e)
+    return Prediction(pl, cyc, dyn + leak, dyn, leak, clock / cyc, not reason, reason)
+
+
+def same_area_chips(hcfg) -> list:
+    """Per group kind, the single-kind chip of (nearly) the hetero chip's area: ``(kind
+    index, cores, residual fraction)``, cores even (the ring's rule) and at least 2."""
+    total = sum(g.count * core_area_mm2(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
+    out = []
+    for i, c in enumerate(hcfg.group_cfgs):
+        a = core_area_mm2(c)
+        n = max(2, 2 * round(total / a / 2))
+        out.append((i, n, (n * a - total) / total))
+    return out
+
+
+@dataclass
+class Schedule:
+    objective: str
+    chosen: Prediction
+    candidates: list                 #: every Prediction considered
+    target: dict                     #: the constraint (min samples/s or energy budget) and where it came from
+    costs: dict                      #: (layer, group) -> LayerCost
+    kinds: list                      #: model kind per group
+    search: str
+    notes: list = field(default_factory=list)
+
+    def describe(self, hcfg, mlp) -> str:
+        lines = [f"schedule ({self.objective}) of {mlp.describe()} on {hcfg.cores} cores: placement "
+                 f"{self.chosen.placement.short()} ({self.search})"]
+        t = self.target
+        lines.append("  constraint: " + (f">= {t['min_samples_per_s']:.1f} samples/s ({t['source']})"
+                                         if "min_samples_per_s" in t else
+                                         f"<= {t['energy_budget_j']:.3e} J per sample"))
+        lines.append(f"  predicted: {self.chosen.cycles:.0f} cycles per step, {self.chosen.samples_per_s:.1f} "
+                     f"samples/s, {self.chosen.energy_pj * 1e-6:.3f} uJ per sample (everything: "
+                     f"dynamic {self.chosen.dyn_pj * 1e-6:.3f} + leakage of every core {self.chosen.leak_pj * 1e-6:.3f})")
+        lines.append("  per layer and phase, predicted cycles / dynamic uJ on each group's kind:")
+        ng = len(hcfg.groups)
+        for l in range(mlp.n_layers):
+            m, n = mlp.shape(l)
+            cells = []
+            for g in range(ng):
+                c = self.costs[(l, g)]
+                ph = " ".join(f"{k[0]} {v['cycles']:.0f}/{v['dyn_pj'] * 1e-6:.3f}" for k, v in c.phases.items()
+                              if v["cycles"])
+                mark = "*" if self.chosen.placement.layers[l].forward == g else " "
+                cells.append(f"{mark}g{g} ({hcfg.group_cfgs[g].nr}x{hcfg.group_cfgs[g].nr}"
+                             f"{'' if c.fits else ', no fit'}): {ph}")
+            lines.append(f"    layer {l} ({m} x {n}): " + " | ".join(cells))
+        lines.append("  why: " + self.why())
+        lines += [f"  note: {x}" for x in self.notes]
+        return "\n".join(lines)
+
+    def why(self) -> str:
+        ok = [p for p in self.candidates if p.fits]
+        if self.objective == "energy":
+            key = "least energy per sample"
+        else:
+            key = "most samples/s"
+        feas = [p for p in ok if self._meets(p)]
+        return (f"{key} among {len(feas)} placements meeting the constraint ({len(ok)} fit, "
+                f"{len(self.candidates)} considered)")
+
+    def _meets(self, p) -> bool:
+        t = self.target
+        if "min_samples_per_s" in t:
+            return p.samples_per_s >= t["min_samples_per_s"] * (1 - 1e-9)
+        return p.energy_pj * 1e-12 <= t["energy_budget_j"]
+
+    def to_dict(self) -> dict:
+        return {"objective": self.objective, "placement": self.chosen.placement.to_dict(),
+                "predicted": self.chosen.to_dict(), "target": self.target, "search": self.search,
+                "kinds": self.kinds, "candidates": [p.to_dict() for p in self.candidates], "notes": self.notes}
+
+
+def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "energy",
+             energy_budget: float | None = None, min_throughput: float | None = None,
+             grid: str = "quick") -> Schedule:
+    """Choose the placement (see the module docstring). ``energy_budget`` in joules per
+    sample (objective ``throughput``); ``min_throughput`` in samples/s (objective
+    ``energy``; default the best single-kind chip of the same area)."""
+    if objective not in ("energy", "throughput"):
+        raise ScheduleError(f"unknown objective {objective!r}: energy or throughput")
+    if objective == "throughput" and energy_budget is None:
+        raise ScheduleError("objective throughput needs an energy budget (joules per sample)")
+    if energy_budget is not None and not (energy_budget > 0 and math.isfinite(energy_budget)):
+        raise ScheduleError(f"energy budget must be a positive number of joules, got {energy_budget}")
+    if mlp.n_layers < 2 or mlp.loss != "mse":
+        raise ScheduleError("the heterogeneous compiler needs a hidden layer and the MSE loss")
+    model, kinds = model_for(hcfg, model, grid)
+    ng, nl = len(hcfg.groups), mlp.n_layers
+    costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l) for l in range(nl) for g in range(ng)}
+    notes = []
+    if objective == "energy":
+        if min_throughput is None:
+            best, src = 0.0, "no single-kind chip fits"
+            for g, cores, res in same_area_chips(hcfg):
+                p = predict_placement(hcfg, mlp, [g] * nl, costs)
+                if p.fits and p.samples_per_s > best:
+                    best = p.samples_per_s
+                    src = (f"the best single-kind chip of the same area: {cores} cores of group {g}'s kind "
+                           f"({res:+.1%} area), all layers on it")
+            target = {"min_samples_per_s": best, "source": src}
+        else:
+            target = {"min_samples_per_s": float(min_throughput), "source": "given"}
+    else:
+        target = {"energy_budget_j": float(energy_budget)}
+    if ng ** nl <= EXHAUSTIVE_MAX:
+        search = f"exhaustive over {ng ** nl} placements"
+        cands = [predict_placement(hcfg, mlp, list(gs), costs) for gs in itertools.product(range(ng), repeat=nl)]
+    else:
+        search = f"greedy layer by layer ({ng ** nl} placements)"
+        pick = (lambda c: c.dyn_pj + _chip_leak(hcfg) * c.cycles) if objective == "energy" else (lambda c: c.cycles)
+        gs = [min((g for g in range(ng) if costs[(l, g)].fits), key=lambda g: pick(costs[(l, g)]), default=0)
+              for l in range(nl)]
+        cands = [predict_placement(hcfg, mlp, gs, costs)]
+    s = Schedule(objective, None, cands, target, costs, kinds, search, notes)
+    feas = [p for p in cands if p.fits and s._meets(p)]
+    if not feas:
+        raise ScheduleError("no placement meets the constraint: " + (
+            f"the fastest that fits makes {max((p.samples_per_s for p in cands if p.fits), default=0):.1f} samples/s"
+            if "min_samples_per_s" in target else
+            f"the least energy that fits is {min((p.energy_pj for p in cands if p.fits), default=0) * 1e-12:.3e} J"))
+    s.chosen = (min(feas, key=lambda p: (p.energy_pj, -p.samples_per_s)) if objective == "energy"
+                else max(feas, key=lambda p: (p.samples_per_s, -p.energy_pj)))
+    return s
+
