@@ -48,6 +48,7 @@ BENCHMARKS = {
     "step_speed": "benchmarks.bench_step_speed",
     "share": "benchmarks.bench_share",
     "tune": "benchmarks.bench_tune",
+    "power_cap": "benchmarks.bench_power_cap",
 }
 
 

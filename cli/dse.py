@@ -48,6 +48,9 @@ def add_dse_arguments(p, cfg_help: str) -> None:
     p.add_argument("--json", help="save every point, the Pareto front and the best design as JSON")
     p.add_argument("--png", help="save the Pareto front (GFLOPS/W against throughput) as a PNG")
     p.add_argument("--progress", default="auto", choices=("auto", "on", "off"))
+    from cli.power_cap import add_power_cap_arguments
+
+    add_power_cap_arguments(p, "the best design's step (its first workload)")
 
 
 def _goal(args):
@@ -87,6 +90,24 @@ def _references(args, workloads, engine) -> dict:
     return dict(engine.run(tasks)) if tasks else {}
 
 
+def _power_cap(args, best: dict, wl) -> dict:
+    """The best design's step of ``wl`` under ``--power-cap`` (:func:`sim.power_cap.power_cap`)."""
+    from arch.config import ArchConfig
+    from cli.power_cap import check_power_cap_args, power_cap_lines, run_power_cap
+    from dse.space import point_mapping, point_method
+    from sw.mlp import MLP
+
+    cfg = ArchConfig.from_dict(best["config"])
+    method, batch = point_method(best["point"])
+    check_power_cap_args(args, cfg, method)
+    mlp = MLP(wl.sizes, wl.loss, wl.lr, batch=batch)
+    res = run_power_cap(args, cfg, mlp, method, log=lambda m: print(m, file=sys.stderr, flush=True),
+                        options=point_mapping(best["point"]))
+    res["design"], res["workload"] = best["key"], wl.name
+    print("\n".join([f"best design {best['key']}, {wl.name}:"] + power_cap_lines(res)))
+    return res
+
+
 def cmd_dse(args) -> int:
     from arch.config import config_from_arg
     from arch.files import check_output
@@ -100,6 +121,9 @@ def cmd_dse(args) -> int:
     goal = _goal(args)
     if args.describe:
         return _describe(args)
+    from cli.power_cap import check_power_cap_args
+
+    check_power_cap_args(args)
     base = config_from_arg(args.base)
     space = parse_space(args.space, base)
     workloads = parse_workloads(args.workloads)
@@ -145,9 +169,13 @@ def cmd_dse(args) -> int:
     print(best_table(results, goal, refs=refs))
     print(f"{ev.evaluations} evaluations ({ev.cached_at_start} results in the cache at the start), "
           f"search {args.search}, engine {engine.name}")
+    cap = _power_cap(args, best, workloads[0]) if args.power_cap is not None else None
+
     def doc() -> str:
         d = search_document(space, workloads, goal, results, search=args.search, seed=args.seed,
                             evaluations=ev.evaluations, cached=ev.cached_at_start, refs=refs, engine=engine.name)
+        if cap is not None:
+            d["power_cap"] = cap
         return json.dumps(d, indent=1, default=float) + "\n"
 
     write_json_png(args, doc, lambda path: plot_pareto(results, goal, path, refs=refs))

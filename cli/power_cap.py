@@ -52,6 +52,13 @@ def check_power_cap_args(args, cfg=None, method: str | None = None) -> None:
         raise UsageError("--power-cap schedules a chip's RUNs; the configuration has one core (try --config S)")
     if method == "cp":
         raise UsageError("--power-cap applies to SGD and minibatch GD across a chip, not --method cp")
+    if cfg is not None:
+        from sim.power_trace import leakage_watts
+
+        floor = leakage_watts(cfg, cfg.cores)
+        if args.power_cap <= floor:
+            raise UsageError(f"--power-cap {args.power_cap:g} W is at or below the chip's leakage floor of "
+                             f"{floor:.3f} W (everything leaks while halted): no schedule can meet it")
 
 
 def run_power_cap(args, cfg, mlp, method: str, log=None, options: dict | None = None) -> dict:

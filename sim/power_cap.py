@@ -149,8 +149,9 @@ def plan_capped(cfg, prof, cap, N, margin=0.01) -> dict:
     (an op, a host phase) is followed by just enough idle to bring its own mean power to
     one level (the highest level that meets the cap, by bisection): segments already
     below it get none. Then each wait is cut as far as the windows allow (pooling a hot
-    op with cool neighbours), in order. Every check is on the step repeated (the
-    periodic schedule)."""
+    op with cool neighbours), longest first. The same cutting from the naive schedule
+    (:func:`plan_naive`) is the other candidate; the shorter step wins. Every check is on
+    the step repeated (the periodic schedule)."""
     budget = _budget(cfg, cap, N, margin)
     if budget <= 0:
         raise UsageError(f"a power cap of {cap:g} W is at or below the chip's leakage floor of "
@@ -180,20 +181,38 @@ def plan_capped(cfg, prof, cap, N, margin=0.01) -> dict:
     while hi / lo > 1.002:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if _feasible(prof, at(mid), budget, N) else (lo, mid)
-    waits = at(lo)
-    for seg in [seg for seg, _, _ in prof]:          # cut each wait as far as the windows allow
-        w = waits.get(seg, 0)
-        if not w:
-            continue
-        a, b = 0, w
-        while b - a > 1:
-            m = (a + b) // 2
-            if _feasible(prof, {**waits, seg: m}, budget, N):
-                b = m
-            else:
-                a = m
-        b = 0 if _feasible(prof, {**waits, seg: 0}, budget, N) else b
-        waits[seg] = b
+    best = None
+    for start in (at(lo), plan_naive(cfg, prof, cap, N, margin)[0]):
+        waits = _shorten(prof, dict(start), budget, N)
+        if best is None or _period(prof, waits) < _period(prof, best):
+            best = waits
+    return best
+
+
+def _period(prof, waits) -> float:
+    tl = _Timeline()
+    _step_timeline(tl, prof, waits)
+    return tl.t[-1]
+
+
+def _shorten(prof, waits, budget, N, sweeps: int = 2) -> dict:
+    """Each wait cut as far as the windows allow, longest first, ``sweeps`` times."""
+    for _ in range(sweeps):
+        for seg in sorted(waits, key=lambda k: -waits[k]):
+            w = waits[seg]
+            if not w:
+                continue
+            if _feasible(prof, {**waits, seg: 0}, budget, N):
+                waits[seg] = 0
+                continue
+            a, b = 0, w
+            while b - a > 1:
+                m = (a + b) // 2
+                if _feasible(prof, {**waits, seg: m}, budget, N):
+                    b = m
+                else:
+                    a = m
+            waits[seg] = b
     return {k: v for k, v in waits.items() if v}
 
 

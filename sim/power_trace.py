@@ -244,9 +244,9 @@ def dynamic_pj(cfg, counters: dict, n_cores: int, ucode_words=None) -> float:
     """Every energy of :func:`sim.power.report_from_counters` but leakage (pJ) of ``counters``."""
     from sim.power import report_from_counters
 
-    c = dict(counters)
+    c = dict.fromkeys(counter_names(cfg), 0)
+    c.update(counters)
     c["cycles"] = 0
-    c.setdefault("instructions", 0)
     rep = report_from_counters(cfg, c, n_cores=n_cores, ucode_words=ucode_words)
     return float(sum(v for k, v in rep.energy_pj.items() if k != "leakage"))
 
