@@ -49,6 +49,7 @@ BENCHMARKS = {
     "share": "benchmarks.bench_share",
     "tune": "benchmarks.bench_tune",
     "power_cap": "benchmarks.bench_power_cap",
+    "hybrid": "benchmarks.bench_hybrid",
 }
 
 
