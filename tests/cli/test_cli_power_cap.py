@@ -46,3 +46,13 @@ def test_train_under_a_cap(tmp_path, capsys):
     assert d["window_cycles"] == 2000 and d["cap_watts"] == 0.3
     assert max(d["runs"]["capped"]["watts"]) <= 0.3 and max(d["runs"]["naive"]["watts"]) <= 0.3
     assert png.stat().st_size > 1000
+
+
+def test_dse_best_design_under_a_cap(tmp_path, capsys):
+    js = tmp_path / "d.json"
+    assert main(["dse", "--base", "chip-small", "--workloads", "24-16-10", "--space", "cores=4", "--engine", "local",
+                 "--references", "none", "--cache", str(tmp_path / "c.jsonl"), "--power-cap", "0.3",
+                 "--power-window", "2000", "--json", str(js), "--progress", "off"]) == 0
+    d = json.loads(js.read_text())["power_cap"]
+    assert d["workload"] == "24-16-10" and max(d["runs"]["capped"]["watts"]) <= 0.3
+    assert "capped schedule / naive duty cycling" in capsys.readouterr().out
