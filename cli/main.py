@@ -24,6 +24,9 @@ Subcommands::
                                                           learning-rate and batch search on core groups
     caterpillar characterize [--configs S L] [--classes all] [--grid full|quick] [--json F] [--png F]
                                                           every operation class per core kind; performance model
+    caterpillar schedule --hetero CHIP [--network 784-500-10] [--schedule energy|throughput] [--energy-budget J]
+                         [--placement P] [--describe] [--run STEPS] [--json F]
+                                                          layers' phases on a heterogeneous chip's core groups
 
 ``--config`` takes a preset name (``default``, ``tiny``, ``small``, ...), a JSON file, or
 inline JSON such as ``'{"fmt": "binary32", "nr": 2}'``.
@@ -80,6 +83,12 @@ def _cmd_characterize(args) -> int:
     return cmd_characterize(args)
 
 
+def _cmd_schedule(args) -> int:
+    from cli.schedule import cmd_schedule
+
+    return cmd_schedule(args)
+
+
 def make_parser() -> Parser:
     """The ``caterpillar`` argument parser (errors raise :class:`arch.errors.UsageError`)."""
     from cli import hw, run
@@ -132,6 +141,13 @@ def make_parser() -> Parser:
 
     add_characterize_arguments(p, cfg_help)
     p.set_defaults(fn=_cmd_characterize)
+
+    p = sub.add_parser("schedule", help="place each layer's forward, backward and update phases on the core groups "
+                                        "of a heterogeneous chip with the performance model; run the placement")
+    from cli.schedule import add_schedule_arguments
+
+    add_schedule_arguments(p)
+    p.set_defaults(fn=_cmd_schedule)
     for p in sub.choices.values():
         p.add_argument("--debug", action="store_true", default=None, help="show the traceback of an error")
     return ap
