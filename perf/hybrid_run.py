@@ -16,7 +16,20 @@ from sw.golden_train_hetero import GoldenHetero
 from sw.train_hetero import compile_hetero
 from sw.train_host import init_weights
 
-__all__ = ["run_placement", "energy_entry"]
+__all__ = ["run_placement", "energy_entry", "memory_of"]
+
+
+
+def memory_of(model):
+    """``memory(k, bank)`` of a chip model on either engine."""
+    if model.engine == "fast":
+        return lambda k, b: model.cores[k].memory(b)
+    from sim.fast_model import core_state
+
+    def mem(k, b):
+        cfg = model.core_cfgs[k]
+        return core_state(model.cores[k])["mem_a" if b == "a" else "mem_b"].reshape(cfg.nr, cfg.nr, -1)
+    return mem
 
 
 def energy_entry(rep, samples: int = 1) -> dict:
@@ -53,7 +66,7 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
         r = prog.run_step(model, x, t)
         wall = time.perf_counter() - ts
         g = gold.step(x, t)
-        got, want = prog.weights(model, padded=True), gold.weights(padded=True)
+        got, want = prog.weights(model, padded=True, memory=memory_of(model)), gold.weights(padded=True)
         bad = [l for l, (a, b) in enumerate(zip(got, want)) if not np.array_equal(a, b)]
         if bad or r.loss != g["loss"]:
             raise AssertionError(f"step {i + 1}: weights of layers {bad} (loss {r.loss} vs {g['loss']}) differ "

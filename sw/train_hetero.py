@@ -186,12 +186,15 @@ class HeteroTrainProgram:
         tf = fmt.to_float(vec["t"])
         return HeteroStep(mse_loss(d), d + tf, total, runs, ctrs)
 
-    def weights(self, model, padded: bool = False) -> list:
-        """Every layer's weights read from its core's PE memories (global bit patterns)."""
+    def weights(self, model, padded: bool = False, memory=None) -> list:
+        """Every layer's weights read from its core's PE memories (global bit patterns).
+        ``memory(k, bank)``: core ``k``'s bank as ``[nr, nr, words]`` (default: the fast
+        engine's ``model.cores[k].memory(bank)``)."""
+        memory = memory or (lambda k, b: model.cores[k].memory(b))
         out = []
         for l, k in enumerate(self.cores):
             cfg, it = self.cfg(k), self.allocs[k].items[f"W{l}"]
-            local = model.cores[k].memory(it.region.bank)[:, :, it.region.base:it.region.base + it.words]
+            local = memory(k, it.region.bank)[:, :, it.region.base:it.region.base + it.words]
             m, n = self.mlp.shape(l)
             if padded:
                 m, n = local_len(m, cfg.nr) * cfg.nr, local_len(n, cfg.nr) * cfg.nr

@@ -1,0 +1,126 @@
+"""SGD on a heterogeneous chip with a placement (sw/train_hetero.py, sw/train_hetero_place.py):
+weights bit for bit against GoldenHetero on hetero-tiny on both chip engines, cycles as
+predicted, and the placement errors (one line each)."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from arch.hetero import HETERO_PRESETS, CoreGroup, HeteroConfig
+from arch.config import PRESETS
+from perf.hybrid_run import memory_of
+from sim.chip_model import ChipModel
+from sw.golden_train_hetero import GoldenHetero
+from sw.mlp import MLP
+from sw.train_hetero import check_fit, compile_hetero
+from sw.train_hetero_place import Placement, PlacementError, placement_from_arg, weight_copy_words
+from sw.train_host import TrainCompileError, init_weights
+
+TINY = HETERO_PRESETS["hetero-tiny"]
+
+
+def _seed():
+    seed = random.randrange(1 << 30)
+    print(f"seed {seed}")
+    return seed
+
+
+def _train(hcfg, mlp, placement, engine, steps, seed):
+    rng = np.random.default_rng(seed)
+    prog = compile_hetero(hcfg, mlp, placement)
+    W0 = init_weights(mlp, hcfg.core_cfg(prog.cores[0]).fmt, seed)
+    model = ChipModel(hcfg, engine)
+    prog.init(model, W0)
+    gold = GoldenHetero(hcfg, mlp, prog.cores, W0)
+    losses, ctrs = [], []
+    for s in range(steps):
+        x, t = rng.normal(size=mlp.n_in), rng.normal(size=mlp.n_out) * 0.5
+        r = prog.run_step(model, x, t)            # checks every phase's cycles against the prediction
+        g = gold.step(x, t)
+        assert r.loss == g["loss"], f"step {s}"
+        for l, (a, b) in enumerate(zip(prog.weights(model, padded=True, memory=memory_of(model)),
+                                       gold.weights(padded=True))):
+            assert np.array_equal(a, b), f"step {s}: layer {l} differs"
+        assert r.cycles == prog.step_cycles()
+        losses.append(r.loss)
+        ctrs.append(r.counters)
+    return prog, losses, ctrs
+
+
+@pytest.mark.parametrize("groups", [[0, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 1], [0, 1, 0]])
+def test_bit_exact_on_hetero_tiny(groups):
+    mlp = MLP([12, 10, 9, 5], "mse", 0.05)
+    prog, losses, _ = _train(TINY, mlp, Placement.uniform(groups), "fast", 3, _seed())
+    assert [TINY.group_of(k) for k in prog.cores] == groups
+    assert all(np.isfinite(losses))
+
+
+def test_layers_sharing_a_core_and_an_explicit_core():
+    mlp = MLP([6, 7, 5, 3], "mse", 0.1)
+    pl = Placement.from_dict({"layers": [{"group": 1, "core": 1}, {"group": 1, "core": 1}, {"group": 0, "core": 0}]})
+    prog, _, _ = _train(TINY, mlp, pl, "fast", 2, _seed())
+    assert prog.cores == [3, 3, 0]
+
+
+def test_both_engines_agree_counter_for_counter():
+    mlp = MLP([6, 5, 3], "mse", 0.1)
+    seed = _seed()
+    _, lf, cf = _train(TINY, mlp, Placement.uniform([0, 1]), "fast", 2, seed)
+    _, lc, cc = _train(TINY, mlp, Placement.uniform([0, 1]), "cycle", 2, seed)
+    assert lf == lc
+    assert cf == cc
+
+
+def test_learns_a_regression_task():
+    rng = np.random.default_rng(0)
+    mlp = MLP([4, 8, 2], "mse", 0.05)
+    prog = compile_hetero(TINY, mlp, Placement.uniform([1, 0]))
+    model = ChipModel(TINY, "fast")
+    prog.init(model, init_weights(mlp, TINY.group_cfgs[0].fmt, 0))
+    A = rng.normal(size=(2, 4)) * 0.5
+    losses = []
+    for _ in range(60):
+        x = rng.normal(size=4)
+        losses.append(prog.run_step(model, x, A @ x).loss)
+    assert np.mean(losses[-15:]) < 0.5 * np.mean(losses[:15])
+
+
+def test_placement_forms_and_errors(tmp_path):
+    assert placement_from_arg("1,0,1") == Placement.uniform([1, 0, 1])
+    p = tmp_path / "p.json"
+    p.write_text(json.dumps({"layers": [{"forward": 0, "backward": 1, "update": 1}, 1]}))
+    pl = placement_from_arg(str(p))
+    assert pl.layers[0].backward == 1 and pl.short().startswith("{")
+    assert placement_from_arg(pl.short()) == pl
+    mlp = MLP([6, 5, 3], "mse", 0.1)
+    assert weight_copy_words(mlp, pl, 0) == 2 * 5 * 6 and weight_copy_words(mlp, pl, 1) == 0
+    bad = [
+        ("0,1,1", "placement has 3 layers, the network 2"),
+        ("0,2", "group 2 does not exist"),
+        ('{"layers": [{"group": 0, "core": 5}, 1]}', "core 5 of group 0"),
+        ('{"layers": [{"forward": 0, "backward": 1, "update": 0}, 1]}', "copied between the groups every step"),
+    ]
+    for arg, msg in bad:
+        with pytest.raises(PlacementError, match=msg) as e:
+            compile_hetero(TINY, mlp, placement_from_arg(arg))
+        assert "\n" not in str(e.value)
+    for arg, msg in [("x,y", "group numbers"), ("{bad", "bad placement JSON"), ('{"layers": []}', "a placement is"),
+                     ('{"layers": [{"forward": "a"}]}', "must be a group number"),
+                     ('{"layers": [{"what": 1}]}', "unknown field")]:
+        with pytest.raises(PlacementError, match=msg):
+            placement_from_arg(arg)
+
+
+def test_compile_errors():
+    with pytest.raises(PlacementError, match="different number formats"):
+        compile_hetero(HETERO_PRESETS["hetero-tiny-fmt"], MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 1]))
+    with pytest.raises(TrainCompileError, match="MSE only"):
+        compile_hetero(TINY, MLP([6, 5, 3], "softmax_ce", 0.1), Placement.uniform([0, 1]))
+    with pytest.raises(TrainCompileError, match="need .* words per PE"):
+        check_fit(TINY, MLP([200, 200, 3], "mse", 0.1), Placement.uniform([0, 0]))
+    one = HeteroConfig((CoreGroup(2, PRESETS["small"]),))
+    assert check_fit(one, MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 0])) == [0, 1]
