@@ -51,6 +51,7 @@ class GoldenHetero:
         d = golden.axpy(fmt, m1, pad_vector(fmt, c.nr, tb), z)
         df = fmt.to_float(d[:no])
         out = {"loss": mse_loss(df), "output": df + fmt.to_float(tb), "d": d[:no].copy()}
+        g_real = None
         for l in range(nl - 1, -1, -1):
             c = self.cfgs[l]
             neg_lr = c.fmt.from_float(np.array([-mlp.lr]))[0]

@@ -31,7 +31,7 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import _place, _split_ops
 from sw.train_alloc import Allocator
-from sw.train_hetero_place import Placement, PlacementError, check_placement, layer_words  # noqa: F401
+from sw.train_hetero_place import Placement, check_placement, layer_words
 from sw.train_host import TrainCompileError, mse_loss, weight_bits
 from sw.train_ops import Op
 from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
@@ -151,7 +151,7 @@ class HeteroTrainProgram:
 
     def run_step(self, model, x, t, check_cycles: bool = True) -> HeteroStep:
         """One SGD step on ``model`` (a :class:`sim.chip_model.ChipModel` of ``hcfg``)."""
-        mlp, nl = self.mlp, self.mlp.n_layers
+        mlp = self.mlp
         fmt = self.cfg(self.cores[0]).fmt
         vec = {"a0": vector_bits(fmt, x, mlp.n_in), "t": vector_bits(fmt, t, mlp.n_out)}
         model.clear_counters()

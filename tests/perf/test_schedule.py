@@ -1,0 +1,85 @@
+"""The scheduler (perf/schedule.py) and its check by running (perf/hybrid_run.py) on
+hetero-tiny: the chosen placement meets its constraint, the model's error against the
+fast engine, both objectives, the greedy search, and the errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from arch.hetero import HETERO_PRESETS
+from perf import schedule as sched
+from perf.hybrid_run import run_placement
+from perf.schedule import ScheduleError, same_area_chips, schedule
+from sw.mlp import MLP
+
+TINY = HETERO_PRESETS["hetero-tiny"]
+MLP4 = MLP([12, 10, 9, 5], "mse", 0.05)
+
+
+@pytest.fixture(scope="module")
+def model():
+    m, kinds = sched.model_for(TINY)
+    return m
+
+
+def test_energy_schedule_meets_the_same_area_throughput_and_runs(model):
+    s = schedule(TINY, MLP4, model)
+    assert s.search.startswith("exhaustive over 8")
+    assert len(s.candidates) == 8
+    assert s.chosen.samples_per_s >= s.target["min_samples_per_s"] * (1 - 1e-9)
+    feas = [p for p in s.candidates if p.fits and s._meets(p)]
+    assert s.chosen.energy_pj == min(p.energy_pj for p in feas)
+    text = s.describe(TINY, MLP4)
+    assert "layer 2 (5 x 9)" in text and "why:" in text
+    r = run_placement(TINY, MLP4, s.chosen.placement, steps=2, predicted=s.chosen.to_dict())
+    assert all(st["golden_bit_exact"] for st in r["steps"])
+    assert abs(r["model_cycles_err"]) < 0.08          # vector ops predicted as the relu class
+    assert abs(r["model_energy_err"]) < 0.05
+
+
+def test_every_placement_predicted_close_to_measured(model):
+    s = schedule(TINY, MLP4, model, objective="throughput", energy_budget=1.0)
+    for p in s.candidates[::3]:
+        r = run_placement(TINY, MLP4, p.placement, steps=1, predicted=p.to_dict())
+        assert abs(r["model_cycles_err"]) < 0.08, p.placement.short()
+        assert abs(r["model_energy_err"]) < 0.05, p.placement.short()
+
+
+def test_throughput_under_a_budget(model):
+    s0 = schedule(TINY, MLP4, model, objective="throughput", energy_budget=1.0)
+    assert s0.chosen.samples_per_s == max(p.samples_per_s for p in s0.candidates)
+    lo = min(p.energy_pj for p in s0.candidates) * 1e-12
+    s1 = schedule(TINY, MLP4, model, objective="throughput", energy_budget=lo * 1.000001)
+    assert s1.chosen.energy_pj * 1e-12 <= lo * 1.000001
+    with pytest.raises(ScheduleError, match="no placement meets"):
+        schedule(TINY, MLP4, model, objective="throughput", energy_budget=lo * 0.5)
+
+
+def test_greedy_search_when_large(model, monkeypatch):
+    monkeypatch.setattr(sched, "EXHAUSTIVE_MAX", 4)
+    s = schedule(TINY, MLP4, model, objective="throughput", energy_budget=1.0)
+    assert s.search.startswith("greedy") and len(s.candidates) == 1
+    best = [min(range(2), key=lambda g: s.costs[(l, g)].cycles) for l in range(3)]
+    assert [p.forward for p in s.chosen.placement.layers] == best
+
+
+def test_same_area_chips_and_errors(model):
+    rows = same_area_chips(HETERO_PRESETS["hetero-S"])
+    assert [(g, n) for g, n, _ in rows] == [(0, 28), (1, 4)]
+    assert all(abs(r) < 0.15 for _, _, r in rows)
+    with pytest.raises(ScheduleError, match="needs an energy budget"):
+        schedule(TINY, MLP4, model, objective="throughput")
+    with pytest.raises(ScheduleError, match="unknown objective"):
+        schedule(TINY, MLP4, model, objective="speed")
+    with pytest.raises(ScheduleError, match="positive number"):
+        schedule(TINY, MLP4, model, objective="throughput", energy_budget=-1)
+    with pytest.raises(ScheduleError, match="no placement meets"):
+        schedule(TINY, MLP4, model, min_throughput=1e12)
+
+
+def test_reference_network_on_hetero_s_uses_the_stored_model():
+    h = HETERO_PRESETS["hetero-S"]
+    s = schedule(h, MLP([784, 500, 500, 500, 10], "mse", 0.01))
+    assert s.kinds == ["S", "L"]                       # benchmarks/results/characterize.json
+    assert s.chosen.placement.short() == "1,1,1,1"
+    assert [p.placement.short() for p in s.candidates if p.fits] == ["1,1,1,0", "1,1,1,1"]
