@@ -167,7 +167,7 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
         return f"{err}; {msg}" if err else f"{_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, ['a'] * nl, P, N, out_map), P, N)}; {msg}"
     return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb_reuse(cfg, mlp, wb, P, N, out_map, pages),
                        pageable, spad, page_rows, fail=fail, dram=dram, split_wp=True,
-                       reserve=xt_spad_beats(cfg, mlp, N))
+                       reserve=xt_spad_beats(cfg, mlp, N), grow=True)
 
 
 # ======================================================================================

@@ -89,7 +89,7 @@ def largest(fits, hi: int) -> int:
 
 
 def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_rows: int | None = None,
-                fail=None, dram=None, split_wp: bool = False, reserve: int = 0) -> tuple:
+                fail=None, dram=None, split_wp: bool = False, reserve: int = 0, grow: bool = False) -> tuple:
     """Where the weight panels live: ``(wbanks, allocator, {layer: SpadPanel})``, shared by
     SGD and minibatch GD across cores.
 
@@ -106,7 +106,9 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
     bank its page buffer): when that finds nothing, a second search lets them span both. When the paged panels exceed the scratchpad and the core has DRAM, the
     largest go to DRAM and are streamed (:func:`sw.train_dram.place_dram`; ``dram``: the
     layers to put there, an explicit choice among the paged ones). ``reserve``: beats at
-    the scratchpad's top kept for other data. Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
+    the scratchpad's top kept for other data. ``grow``: after the common page size, each
+    layer's pages grow on their own while the buffers fit (layers of different widths
+    sharing a buffer, or in different buffers). Raises :class:`sw.train.TrainCompileError` (``fail(allocator)``: the
     message, with the sizes) when nothing fits."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     nl, nr = len(P), cfg.nr
@@ -137,6 +139,10 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
             if not alloc(wb, per(1)).fits():
                 continue
             rows = per(largest(lambda t, wb=wb: alloc(wb, per(t)).fits(), max(L(P[l]) for l in S)))
+            if grow:
+                for l in sorted(S, key=lambda l: -L(P[l]) * L(N[l])):
+                    top = max(1, min(L(P[l]), cap, lim // L(N[l])))
+                    rows[l] = largest(lambda t, wb=wb, l=l: t <= rows[l] or alloc(wb, {**rows, l: t}).fits(), top)
             npages = sum(-(-L(P[l]) // rows[l]) for l in S)
             if best is None or npages < best[0]:
                 best = (npages, wb, rows)
