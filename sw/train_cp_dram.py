@@ -105,10 +105,9 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
             out.append(f"W{l} panels: resident in the PE memories ({w} words per PE)")
             continue
         pages = f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * nr} rows"
-        if sp.hist >= 0:
-            pages += (f"; the input history ({cfg.spad_depth - sp.hist} beats) in scratchpad beats "
-                      f"{sp.hist}..{cfg.spad_depth - 1} (the PE memories do not hold it; a store and a load per "
-                      f"step in the tail)")
+        hist = (f"; the input history ({cfg.spad_depth - sp.hist} beats) in scratchpad beats {sp.hist}.."
+                f"{cfg.spad_depth - 1} (the PE memories do not hold it beside a page: a store and a load per step in "
+                f"the tail)" if sp.hist >= 0 else "")
         if isinstance(sp, DramPanel):
             k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
             d = dma[k]
@@ -117,8 +116,9 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
                        f"{sp.stage[0]} / {sp.stage[1]} ({sp.slot} beats each, double-buffered) and WP; per step and "
                        f"core {d['rd']} DRAM beats read, {d['wr']} written, DMA busy {d['busy']} cycles, "
                        f"{d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} exposed "
-                       f"({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)")
+                       f"({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + hist)
         else:
             out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
-                       f"layer (the PE memories do not hold them), {pages} through WP, loaded and stored once per step")
+                       f"layer (the PE memories do not hold them), {pages} through WP, loaded and stored once per step"
+                       + hist)
     return out
