@@ -75,7 +75,7 @@ def cmd_schedule(args) -> int:
         model, kinds = model_for(hcfg)
         costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l)
                  for l in range(mlp.n_layers) for g in range(len(hcfg.groups))}
-        pred = predict_placement(hcfg, mlp, [p.forward for p in pl.layers], costs)
+        pred = predict_placement(hcfg, mlp, [p.forward for p in pl.layers], costs, model, kinds)
         print(f"placement {pl.short()} (given): predicted {pred.cycles:.0f} cycles, {pred.samples_per_s:.1f} "
               f"samples/s, {pred.energy_pj * 1e-6:.3f} uJ per sample (everything)")
         doc["placement"], doc["predicted"] = pl.to_dict(), pred.to_dict()

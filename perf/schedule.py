@@ -39,8 +39,10 @@ from pathlib import Path
 from arch.errors import InputError
 from perf.model import PerfModel
 from sim.power import area_of_core, report_from_counters
+from sim.power_hetero import crossing_pj_per_beat
 from sw.layout import local_len
 from sw.train_hetero import check_fit
+from sw.train_hetero_ring import padded_len, ring_path, transfer_slots
 from sw.train_hetero_place import Placement, PlacementError
 from sw.train_host import TrainCompileError
 
@@ -83,7 +85,8 @@ def model_for(hcfg, model: PerfModel | None = None, grid: str = "quick") -> tupl
     if model is not None:
         names = []
         for c in hcfg.group_cfgs:
-            hit = [n for n, k in model.kinds.items() if _same_kind(c, k) and "gemv" in model.fits[n]]
+            hit = [n for n, k in model.kinds.items() if _same_kind(c, k) and "gemv" in model.fits[n]
+                   and "ring_pass_along" in model.fits[n]]
             if not hit:
                 raise ScheduleError(f"the performance model has no kind like group kind {c.nr}x{c.nr} {c.fmt}")
             names.append(hit[0])
@@ -91,7 +94,7 @@ def model_for(hcfg, model: PerfModel | None = None, grid: str = "quick") -> tupl
     from perf.characterize import characterize
 
     kinds = {f"g{i}": c.replace(cores=1) for i, c in enumerate(hcfg.group_cfgs)}
-    doc = characterize(kinds, ["gemv", "gemv_t", "rank1", "relu"], grid=grid, held_out=False)
+    doc = characterize(kinds, ["gemv", "gemv_t", "rank1", "relu", "ring_pass_along"], grid=grid, held_out=False)
     return PerfModel.fit(doc), list(kinds)
 
 
@@ -112,8 +115,11 @@ class LayerCost:
         return sum(p["dyn_pj"] for p in self.phases.values())
 
 
-def layer_costs(model: PerfModel, kind: str, cfg, mlp, l: int) -> LayerCost:
-    """Per phase (``forward``, ``backward``, ``update``) of layer ``l`` on ``kind``."""
+def layer_costs(model: PerfModel, kind: str, cfg, mlp, l: int, transfers: str = "ring") -> LayerCost:
+    """Per phase (``forward``, ``backward``, ``update``) of layer ``l`` on ``kind``; with
+    ring transfers, the vectors between layers are not loaded or unloaded by the host
+    (the transfers are priced per placement, :func:`transfer_costs`)."""
+    host = transfers == "host"
     nl = mlp.n_layers
     m, n = mlp.shape(l)
     L = lambda k: local_len(k, cfg.nr)                     # noqa: E731
@@ -125,15 +131,18 @@ def layer_costs(model: PerfModel, kind: str, cfg, mlp, l: int) -> LayerCost:
     def vec(words):
         return op("relu", n=words)
 
-    ph = {"forward": [op("gemv", m=m, n=n), vec(L(n)), vec(L(m))],     # gemv, load a, unload z / d
-          "backward": [], "update": [op("rank1", m=m, n=n)]}
+    ph = {"forward": [op("gemv", m=m, n=n)], "backward": [], "update": [op("rank1", m=m, n=n)]}
+    if l == 0 or host:
+        ph["forward"].append(vec(L(n)))                                   # load a
     if l < nl - 1:
         ph["forward"].append(vec(L(m)))                                   # relu
-        ph["update"].append(vec(L(m)))                                   # load g
+        if host:
+            ph["forward"].append(vec(L(m)))                               # unload z
+            ph["update"].append(vec(L(m)))                                # load g
     else:
-        ph["forward"] += [vec(L(m)), vec(L(m))]                           # load t, axpy
+        ph["forward"] += [vec(L(m)), vec(L(m)), vec(L(m))]                # load t, axpy, unload d
     if l >= 1:
-        ph["backward"] = [op("gemv_t", m=m, n=n), vec(L(n)), vec(L(n))]  # gemv_t, mask, unload
+        ph["backward"] = [op("gemv_t", m=m, n=n), vec(L(n))] + ([vec(L(n))] if host else [])  # gemv_t, mask, unload
     runs = {"forward": 1, "backward": 0, "update": 1 if l < nl - 1 else 0}     # RUNs per phase
     out = {}
     for name, ops in ph.items():
@@ -153,6 +162,7 @@ class Prediction:
     samples_per_s: float
     fits: bool
     reason: str = ""
+    transfers: list = field(default_factory=list)     #: ring transfers (:func:`transfer_costs`)
 
     @property
     def j_per_sample(self) -> float:
@@ -162,27 +172,65 @@ class Prediction:
         return {"placement": self.placement.short(), "cycles": round(self.cycles, 1),
                 "energy_uj_per_sample": round(self.energy_pj * 1e-6, 4), "dynamic_uj": round(self.dyn_pj * 1e-6, 4),
                 "leakage_uj": round(self.leak_pj * 1e-6, 4), "samples_per_s": round(self.samples_per_s, 1),
-                "fits": self.fits, "reason": self.reason}
+                "fits": self.fits, "reason": self.reason,
+                "transfers": [dict(x, dyn_pj=round(x["dyn_pj"], 1)) for x in self.transfers]}
 
 
 def _chip_leak(hcfg) -> float:
     return sum(g.count * leak_pj_per_cycle(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
 
 
-def predict_placement(hcfg, mlp, groups: list, costs: dict) -> Prediction:
+def transfer_costs(hcfg, mlp, cores: list, model: PerfModel, kinds: list) -> list:
+    """The ring transfers of a step whose layers are on ``cores``: per transfer its name,
+    path, cycles (the static schedule of :mod:`sw.train_hetero_ring`, exact) and dynamic
+    energy: per hop, half the ``ring_pass_along`` class of the sending kind on 2 cores
+    (a send and a receive of its beats; a relay's take-and-send is priced alike) plus
+    the crossing's energy per sender beat (:func:`sim.power_hetero.crossing_pj_per_beat`)."""
+    xing = {x.src: x for x in hcfg.crossings}
+    out = []
+    nl = mlp.n_layers
+    todo = [(f"Ta{l}", cores[l - 1], cores[l], mlp.sizes[l]) for l in range(1, nl) if cores[l] != cores[l - 1]]
+    todo += [(f"Tg{l}", cores[l + 1], cores[l], mlp.sizes[l + 1]) for l in range(nl - 2, -1, -1)
+             if cores[l] != cores[l + 1]]
+    for name, s, r, size in todo:
+        P = padded_len(hcfg, size)
+        slots = transfer_slots(hcfg, s, r, P)
+        path = ring_path(hcfg, s, r)
+        cyc = max(ts[-1] + 1 for ts in slots.values()) + max(c.run_overhead for c in hcfg.group_cfgs)
+        dyn = 0.0
+        for k in path[:-1]:
+            cfg = hcfg.core_cfg(k)
+            kind = kinds[hcfg.group_of(k)]
+            beats = P // cfg.nr
+            q = model.predict(kind, "ring_pass_along", {"cores": 2, "m": beats})
+            dyn += (q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)) / 2
+            if k in xing:
+                dyn += beats * crossing_pj_per_beat(xing[k])
+        out.append({"name": name, "path": [path[0], path[-1]], "hops": len(path) - 1, "cycles": cyc,
+                    "dyn_pj": dyn})
+    return out
+
+
+def predict_placement(hcfg, mlp, groups: list, costs: dict, model: PerfModel | None = None,
+                      kinds: list | None = None, transfers: str = "ring") -> Prediction:
     """The model's step of the uniform placement ``groups`` (a group per layer);
-    ``costs[(l, g)]``: :func:`layer_costs`."""
+    ``costs[(l, g)]``: :func:`layer_costs`; with ring transfers, ``model`` and ``kinds``
+    price them (:func:`transfer_costs`) on the cores the compiler would choose."""
     cyc = sum(costs[(l, g)].cycles for l, g in enumerate(groups))
     dyn = sum(costs[(l, g)].dyn_pj for l, g in enumerate(groups))
-    leak = _chip_leak(hcfg) * cyc
     clock = hcfg.group_cfgs[0].clock_mhz * 1e6
     pl = Placement.uniform(groups)
-    reason = ""
+    reason, xfers = "", []
     try:
-        check_fit(hcfg, mlp, pl)
+        cores = check_fit(hcfg, mlp, pl, transfers)
+        if transfers == "ring":
+            xfers = transfer_costs(hcfg, mlp, cores, model, kinds)
     except (PlacementError, TrainCompileError) as e:
         reason = str(e)
-    return Prediction(pl, cyc, dyn + leak, dyn, leak, clock / cyc, not reason, reason)
+    cyc += sum(x["cycles"] for x in xfers)
+    dyn += sum(x["dyn_pj"] for x in xfers)
+    leak = _chip_leak(hcfg) * cyc
+    return Prediction(pl, cyc, dyn + leak, dyn, leak, clock / cyc, not reason, reason, xfers)
 
 
 def same_area_chips(hcfg) -> list:
@@ -231,6 +279,9 @@ class Schedule:
                 cells.append(f"{mark}g{g} ({hcfg.group_cfgs[g].nr}x{hcfg.group_cfgs[g].nr}"
                              f"{'' if c.fits else ', no fit'}): {ph}")
             lines.append(f"    layer {l} ({m} x {n}): " + " | ".join(cells))
+        for x in self.chosen.transfers:
+            lines.append(f"    ring transfer {x['name']}: core {x['path'][0]} -> {x['path'][1]} ({x['hops']} hops): "
+                         f"{x['cycles']} cycles / {x['dyn_pj'] * 1e-6:.3f}")
         lines.append("  why: " + self.why())
         lines += [f"  note: {x}" for x in self.notes]
         return "\n".join(lines)
@@ -259,7 +310,7 @@ class Schedule:
 
 def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "energy",
              energy_budget: float | None = None, min_throughput: float | None = None,
-             grid: str = "quick") -> Schedule:
+             grid: str = "quick", transfers: str = "ring") -> Schedule:
     """Choose the placement (see the module docstring). ``energy_budget`` in joules per
     sample (objective ``throughput``); ``min_throughput`` in samples/s (objective
     ``energy``; default the best single-kind chip of the same area)."""
@@ -273,13 +324,15 @@ def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "ene
         raise ScheduleError("the heterogeneous compiler needs a hidden layer and the MSE loss")
     model, kinds = model_for(hcfg, model, grid)
     ng, nl = len(hcfg.groups), mlp.n_layers
-    costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l) for l in range(nl) for g in range(ng)}
+    costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l, transfers)
+             for l in range(nl) for g in range(ng)}
+    pp = lambda gs: predict_placement(hcfg, mlp, list(gs), costs, model, kinds, transfers)   # noqa: E731
     notes = []
     if objective == "energy":
         if min_throughput is None:
             best, src = 0.0, "no single-kind chip fits"
             for g, cores, res in same_area_chips(hcfg):
-                p = predict_placement(hcfg, mlp, [g] * nl, costs)
+                p = pp([g] * nl)
                 if p.fits and p.samples_per_s > best:
                     best = p.samples_per_s
                     src = (f"the best single-kind chip of the same area: {cores} cores of group {g}'s kind "
@@ -291,13 +344,13 @@ def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "ene
         target = {"energy_budget_j": float(energy_budget)}
     if ng ** nl <= EXHAUSTIVE_MAX:
         search = f"exhaustive over {ng ** nl} placements"
-        cands = [predict_placement(hcfg, mlp, list(gs), costs) for gs in itertools.product(range(ng), repeat=nl)]
+        cands = [pp(gs) for gs in itertools.product(range(ng), repeat=nl)]
     else:
         search = f"greedy layer by layer ({ng ** nl} placements)"
         pick = (lambda c: c.dyn_pj + _chip_leak(hcfg) * c.cycles) if objective == "energy" else (lambda c: c.cycles)
         gs = [min((g for g in range(ng) if costs[(l, g)].fits), key=lambda g: pick(costs[(l, g)]), default=0)
               for l in range(nl)]
-        cands = [predict_placement(hcfg, mlp, gs, costs)]
+        cands = [pp(gs)]
     s = Schedule(objective, None, cands, target, costs, kinds, search, notes)
     feas = [p for p in cands if p.fits and s._meets(p)]
     if not feas:

@@ -26,22 +26,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import _place, _split_ops
-from sw.train_alloc import Allocator
+from sw.train_hetero_ops import allocate, phase_ops
 from sw.train_hetero_place import Placement, check_placement, layer_words
+from sw.train_hetero_ring import padded_len, ring_path, transfer_lines, transfer_words
 from sw.train_host import TrainCompileError, mse_loss, weight_bits
-from sw.train_ops import Op
-from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
+from sw.train_vectors import decode_diag_beats, vector_beats, vector_bits
+
+TRANSFERS = ("ring", "host")
 
 __all__ = ["compile_hetero", "HeteroTrainProgram", "HeteroStep", "assign_cores", "check_fit"]
 
 
 def assign_cores(hcfg, mlp: MLP, placement: Placement) -> list:
-    """Chip core of every layer: the placement's core, else the core of its group with
-    the fewest weight words so far that still has room for this layer's (first fit)."""
+    """Chip core of every layer: the placement's core, else the previous layer's core
+    when it is in the same group and has room (a vector between two layers of one core
+    needs no transfer), else the core of its group with the fewest weight words so far
+    that has room (first fit; room: 90 % of the PE memories for the weights)."""
     check_placement(hcfg, mlp, placement)
     starts = [sum(g.count for g in hcfg.groups[:i]) for i in range(len(hcfg.groups))]
     used: dict = {}
@@ -51,12 +54,14 @@ def assign_cores(hcfg, mlp: MLP, placement: Placement) -> list:
         m, n = mlp.shape(l)
         w = layer_words(cfg, m, n) // (cfg.nr * cfg.nr)
         cap = cfg.mem_a_words + cfg.mem_b_words
+        cands = [starts[g] + i for i in range(hcfg.groups[g].count)]
+        room = [k for k in cands if used.get(k, 0) + w <= cap * 0.9]
         if p.core is not None:
             k = starts[g] + p.core
+        elif out and out[-1] in room:
+            k = out[-1]
         else:
-            cands = [starts[g] + i for i in range(hcfg.groups[g].count)]
-            fit = [k for k in cands if used.get(k, 0) + w <= cap * 0.9]
-            k = min(fit or cands, key=lambda k: (used.get(k, 0), k))
+            k = min(room or cands, key=lambda k: (used.get(k, 0), k))
         used[k] = used.get(k, 0) + w
         out.append(k)
     return out
@@ -83,6 +88,8 @@ class HeteroTrainProgram:
     phase_core: dict              #: phase name -> core
     order: list                   #: phase names of a step, in order
     neg_lr: int
+    transfers: str = "ring"       #: vectors between layers over the ring or through the host
+    rings: dict = field(default_factory=dict)   #: ring transfer -> {"origin", "cycles", "path"}
     meta: dict = field(default_factory=dict)
 
     # -- figures --------------------------------------------------------------------
@@ -90,8 +97,10 @@ class HeteroTrainProgram:
         return self.hcfg.core_cfg(k)
 
     def phase_cycles(self) -> dict:
-        """Predicted cycles of each phase: its RUNs' instructions plus each RUN's overhead."""
-        return {ph: sum(p.instructions + self.cfg(self.phase_core[ph]).run_overhead for p in self.programs[ph])
+        """Predicted cycles of each phase: its RUNs' instructions plus each RUN's overhead
+        (a ring transfer: its longest core's program plus the overhead)."""
+        return {ph: self.rings[ph]["cycles"] if ph in self.rings else
+                sum(p.instructions + self.cfg(self.phase_core[ph]).run_overhead for p in self.programs[ph])
                 for ph in self.order}
 
     def step_cycles(self) -> int:
@@ -99,7 +108,8 @@ class HeteroTrainProgram:
 
     def reloads(self) -> int:
         """Microcode reloads per step (cores whose programs need more than one image)."""
-        return sum(len(self.programs[ph]) for ph in self.order if len(self.images[self.phase_core[ph]]) > 1)
+        return sum(len(self.programs[ph]) for ph in self.order
+                   if ph in self.phase_core and len(self.images[self.phase_core[ph]]) > 1)
 
     def describe(self) -> str:
         h = self.hcfg
@@ -109,8 +119,13 @@ class HeteroTrainProgram:
                      f"layer {l} on core {k} (group {h.group_of(k)})" for l, k in enumerate(self.cores))]
         pc = self.phase_cycles()
         for ph in self.order:
-            lines.append(f"  {ph:<6} core {self.phase_core[ph]:>2}: {pc[ph]} cycles")
-        lines.append(f"  {self.step_cycles()} cycles per step (RUNs one after another; host transfers inside them)")
+            if ph in self.rings:
+                p = self.rings[ph]["path"]
+                lines.append(f"  {ph:<6} ring {p[0]:>2} -> {p[-1]:>2} ({len(p) - 1} hops): {pc[ph]} cycles")
+            else:
+                lines.append(f"  {ph:<6} core {self.phase_core[ph]:>2}: {pc[ph]} cycles")
+        lines.append(f"  {self.step_cycles()} cycles per step (RUNs one after another; vectors between layers "
+                     f"{'over the ring' if self.transfers == 'ring' else 'through the host'})")
         return "\n".join(lines)
 
     # -- host side ------------------------------------------------------------------
@@ -146,8 +161,9 @@ class HeteroTrainProgram:
                 b.halt()
                 model.load(b.build().words(), 0, core=k)
                 model.cores[k].run(0, data, ring_in=())
+        for k in self.images:
             model.load(self.images[k][0], 0, core=k)
-        self._loaded = {k: 0 for k in self.allocs}
+        self._loaded = {k: 0 for k in self.images}
 
     def run_step(self, model, x, t, check_cycles: bool = True) -> HeteroStep:
         """One SGD step on ``model`` (a :class:`sim.chip_model.ChipModel` of ``hcfg``)."""
@@ -157,6 +173,13 @@ class HeteroTrainProgram:
         model.clear_counters()
         runs, pred, total = [], self.phase_cycles(), 0
         for ph in self.order:
+            if ph in self.rings:
+                cyc = model.run(self.rings[ph]["origin"]).cycles
+                if check_cycles and cyc != pred[ph]:
+                    raise AssertionError(f"transfer {ph}: {cyc} cycles, predicted {pred[ph]}")
+                runs.append((ph, None, cyc))
+                total += cyc
+                continue
             k = self.phase_core[ph]
             cfg = self.cfg(k)
             cyc = 0
@@ -202,134 +225,94 @@ class HeteroTrainProgram:
         return out
 
 
-def check_fit(hcfg, mlp: MLP, placement: Placement) -> list:
+def check_fit(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring") -> list:
     """The cores :func:`compile_hetero` would use (memory checked, nothing assembled);
     raises :class:`PlacementError` or :class:`TrainCompileError` (one line)."""
     cores = assign_cores(hcfg, mlp, placement)
-    _allocate(hcfg, mlp, cores)
+    allocate(hcfg, mlp, cores, transfers == "ring")
     return cores
 
 
-def _allocate(hcfg, mlp: MLP, cores: list) -> dict:
-    nl = mlp.n_layers
-    allocs = {}
-    for k in sorted(set(cores)):
-        cfg = hcfg.core_cfg(k)
-        L = lambda n, cfg=cfg: local_len(n, cfg.nr)            # noqa: E731
-        al = Allocator(cfg)
-        mine = [l for l in range(nl) if cores[l] == k]
-        for l in mine:        # the weights first, the larger bank first
-            m, n = mlp.shape(l)
-            wb = "a" if al.next["a"] + L(m) * L(n) <= al.depth("a") else "b"
-            al.alloc(f"W{l}", L(m) * L(n), f"weights of layer {l} ({m} x {n})", bank=wb)
-        for l in mine:
-            m, n = mlp.shape(l)
-            f = {al.items[f"W{l}"].region.bank}
-            al.alloc(f"a{l}", L(n), f"input a{l} of layer {l} (cols, loaded)", forbid=f)
-            al.alloc(f"z{l}", L(m), f"output of layer {l} (rows)", forbid=f)
-            if l < nl - 1:
-                al.alloc(f"g{l}", L(m), f"delta at layer {l}'s output (rows, loaded)", forbid=f)
-            else:
-                zb = al.items[f"z{l}"].region.bank
-                al.alloc("t", L(m), "target (rows, loaded)", bank="b" if zb == "a" else "a")
-                al.alloc("m1", 1, "scalar -1")
-            if l >= 1:
-                al.alloc(f"e{l}", L(n), f"W{l}^T d (cols)", forbid=f)
-                al.alloc(f"dm{l}", L(n), f"e{l} * relu'(a{l}) (diag, unloaded)", forbid=f)
-        al.alloc("nlr", 1, "scalar -lr")
-        if not al.fits():
-            raise TrainCompileError(f"core {k} ({cfg.nr}x{cfg.nr}): layers {mine} need {al.next['a']} + "
-                                    f"{al.next['b']} words per PE, it has {cfg.mem_a_words} + {cfg.mem_b_words}")
-        allocs[k] = al
-    return allocs
-
-
-def _phase_ops(cfg, mlp: MLP, al: Allocator, l: int, phase: str) -> list:
-    """The ops of phase ``F`` (forward; on the output layer with its loss and backward)
-    or ``B`` (backward and update) of layer ``l`` on a core of ``cfg``."""
-    nl = mlp.n_layers
-    L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
-    R = {k: v.region for k, v in al.items.items()}
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
-    m, n = mlp.shape(l)
-    W, a, z = R[f"W{l}"], R[f"a{l}"], R[f"z{l}"]
-    wn = L(m) * L(n)
-    ops = []
-
-    def load(reg, key, words, lay):
-        ops.append(Op(f"load_{key}", "load", lambda b, k=len(ops): emit_load_vector(b, cfg, reg, words, lay, f"ld{l}_{k}_"),
-                      writes=[(reg, words)], data=key, words=words))
-
-    def unload(reg, key, words, nreal):
-        ops.append(Op(f"unload_{key}", "unload", lambda b, k=len(ops): emit_unload_diag(b, cfg, reg, words, f"ul{l}_{k}_"),
-                      reads=[(reg, words)], data=key, words=words, info={"n": nreal}))
-
-    def kern(name, kind, fn, reads, writes, fma_wb=False):
-        ops.append(Op(name, kind, lambda b: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
-                      stores=not fma_wb))
-
-    def backward(d):
-        if l >= 1:
-            e, dm = R[f"e{l}"], R[f"dm{l}"]
-            kern(f"gemv_t{l}", "gemv_t", lambda b: emit_gemv(b, cfg, m, n, W, d, e, trans=True, name=f"bw{l}_"),
-                 [(W, wn), (d, L(m))], [(e, L(n))])
-            kern(f"mask{l}", "relu_mask", lambda b: emit_relu_mask(b, cfg, L(n), e, a, dm, layout="diag",
-                                                                   name=f"mk{l}_"),
-                 [(e, L(n)), (a, L(n))], [(dm, L(n))])
-            unload(dm, f"g{l - 1}", L(n), n)
-        kern(f"rank1_{l}", "rank1", lambda b: emit_rank1(b, cfg, m, n, W, d, a, alpha=nlr, u_layout="rows",
-                                                         v_layout="cols", name=f"up{l}_"),
-             [(W, wn), (d, L(m)), (a, L(n)), (R["nlr"], 1)], [(W, wn)], fma_wb=True)
-
-    if phase == "F":
-        load(a, f"a{l}", L(n), "cols")
-        kern(f"gemv{l}", "gemv", lambda b: emit_gemv(b, cfg, m, n, W, a, z, name=f"fw{l}_"),
-             [(W, wn), (a, L(n))], [(z, L(m))])
-        if l < nl - 1:
-            kern(f"relu{l}", "relu", lambda b: emit_relu(b, cfg, L(m), z, z, name=f"re{l}_"), [(z, L(m))], [(z, L(m))])
-            unload(z, f"a{l + 1}", L(m), m)
-            return ops
-        m1 = Scalar(R["m1"].bank, R["m1"].base)
-        load(R["t"], "t", L(m), "rows")
-        kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, L(m), m1, R["t"], z, name="lg_"),
-             [(R["t"], L(m)), (z, L(m)), (R["m1"], 1)], [(z, L(m))], fma_wb=True)
-        unload(z, "d", L(m), m)
-        backward(z)
-        return ops
-    g = R[f"g{l}"]
-    load(g, f"g{l}", L(m), "rows")
-    backward(g)
-    return ops
-
-
-def compile_hetero(hcfg, mlp: MLP, placement: Placement) -> HeteroTrainProgram:
+def compile_hetero(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring") -> HeteroTrainProgram:
     """Compile batch-1 SGD of ``mlp`` on ``hcfg`` with ``placement`` (see the module
-    docstring). Raises :class:`PlacementError` or :class:`TrainCompileError` (one line)."""
+    docstring); ``transfers``: the vectors between layers over the ring (``"ring"``)
+    or through the host (``"host"``). Raises :class:`PlacementError` or
+    :class:`TrainCompileError` (one line)."""
     nl = mlp.n_layers
+    if transfers not in TRANSFERS:
+        raise TrainCompileError(f"transfers {transfers!r}: one of {', '.join(TRANSFERS)}")
     if nl < 2:
         raise TrainCompileError("a heterogeneous step needs at least one hidden layer")
     if mlp.loss != "mse":
         raise TrainCompileError(f"loss {mlp.loss!r}: the heterogeneous compiler trains with MSE only")
+    ring = transfers == "ring"
     cores = assign_cores(hcfg, mlp, placement)
-    allocs = _allocate(hcfg, mlp, cores)
-    order = [f"F{l}" for l in range(nl)] + [f"B{l}" for l in range(nl - 2, -1, -1)]
-    phase_core = {ph: cores[int(ph[1:])] for ph in order}
+    allocs = allocate(hcfg, mlp, cores, ring)
+    order = []
+    for l in range(nl):
+        if ring and l >= 1 and cores[l] != cores[l - 1]:
+            order.append(f"Ta{l}")
+        order.append(f"F{l}")
+    for l in range(nl - 2, -1, -1):
+        if ring and cores[l] != cores[l + 1]:
+            order.append(f"Tg{l}")
+        order.append(f"B{l}")
+    phase_core = {ph: cores[int(ph[1:])] for ph in order if ph[0] != "T"}
     programs, images = {}, {}
     for k, al in allocs.items():
         cfg = hcfg.core_cfg(k)
         named = []
         for ph in order:
-            if phase_core[ph] != k:
+            if phase_core.get(ph) != k:
                 continue
-            groups = _split_ops(cfg, _phase_ops(cfg, mlp, al, int(ph[1:]), ph[0]))
+            groups = _split_ops(cfg, phase_ops(cfg, mlp, al, int(ph[1:]), ph[0], ring))
             named += [(f"{ph}.{i}", ops) for i, ops in enumerate(groups)]
         progs, imgs = _place(cfg, named)
+        if ring and len(imgs) > 1:
+            raise TrainCompileError(f"core {k}: its programs need {len(imgs)} microcode images; ring transfers "
+                                    f"need them in one (use transfers='host')")
         images[k] = imgs
         for (name, _), p in zip(named, progs):
             programs.setdefault(name.split(".")[0], []).append(p)
+    rings = _ring_transfers(hcfg, mlp, cores, allocs, order, images) if ring else {}
     fmt = hcfg.core_cfg(cores[0]).fmt
     neg_lr = int(fmt.from_float(np.array([-mlp.lr]))[0])
     if fmt.to_float(np.array([neg_lr], dtype=fmt.np_uint))[0] == 0:
         raise TrainCompileError(f"learning rate {mlp.lr} rounds to zero in {fmt}")
-    return HeteroTrainProgram(hcfg, mlp, placement, cores, allocs, programs, images, phase_core, order, neg_lr)
+    return HeteroTrainProgram(hcfg, mlp, placement, cores, allocs, programs, images, phase_core, order, neg_lr,
+                              transfers=transfers, rings=rings)
 
+
+def _ring_transfers(hcfg, mlp, cores, allocs, order, images) -> dict:
+    """Assemble every ring transfer at one microcode address on every core, after the
+    longest core's phases; extend each core's image with them (in place). Returns
+    name -> {"origin", "cycles", "path"}."""
+    n = hcfg.cores
+    for k in range(n):
+        images.setdefault(k, [[]])
+    org = max(len(images[k][0]) for k in range(n))
+    full = {k: list(images[k][0]) + [0] * (org - len(images[k][0])) for k in range(n)}
+    out = {}
+    for ph in order:
+        if ph[0] != "T":
+            continue
+        l = int(ph[2:])
+        if ph[1] == "a":              # a_l: layer l-1's output to layer l's core
+            s, r, src, dst, size = cores[l - 1], cores[l], f"z{l - 1}", f"a{l}", mlp.sizes[l]
+        else:                         # g_l: layer l+1's mask to layer l's core
+            s, r, src, dst, size = cores[l + 1], cores[l], f"dm{l + 1}", f"g{l}", mlp.sizes[l + 1]
+        rs, rd = allocs[s].items[src].region, allocs[r].items[dst].region
+        lines = transfer_lines(hcfg, s, r, padded_len(hcfg, size), (rs.bank, rs.base), (rd.bank, rd.base))
+        words, cyc = transfer_words(hcfg, lines, org)
+        width = max(len(w) for w in words)
+        for k in range(n):
+            full[k] += list(words[k]) + [0] * (width - len(words[k]))
+        out[ph] = {"origin": org, "cycles": cyc, "path": ring_path(hcfg, s, r)}
+        org += width
+    for k in range(n):
+        depth = hcfg.core_cfg(k).ucode_depth
+        if len(full[k]) > depth:
+            raise TrainCompileError(f"core {k}: its phases and the ring transfers need {len(full[k])} microcode "
+                                    f"words, it holds {depth} (use transfers='host')")
+        images[k] = [full[k]]
+    return out

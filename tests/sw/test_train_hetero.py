@@ -29,13 +29,13 @@ def _seed():
     return seed
 
 
-def _train(hcfg, mlp, placement, engine, steps, seed):
+def _train(hcfg, mlp, placement, engine, steps, seed, transfers="ring"):
     rng = np.random.default_rng(seed)
-    prog = compile_hetero(hcfg, mlp, placement)
+    prog = compile_hetero(hcfg, mlp, placement, transfers=transfers)
     W0 = init_weights(mlp, hcfg.core_cfg(prog.cores[0]).fmt, seed)
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
-    gold = GoldenHetero(hcfg, mlp, prog.cores, W0)
+    gold = GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers)
     losses, ctrs = [], []
     for s in range(steps):
         x, t = rng.normal(size=mlp.n_in), rng.normal(size=mlp.n_out) * 0.5
@@ -51,28 +51,50 @@ def _train(hcfg, mlp, placement, engine, steps, seed):
     return prog, losses, ctrs
 
 
+@pytest.mark.parametrize("transfers", ["ring", "host"])
 @pytest.mark.parametrize("groups", [[0, 1, 1], [1, 0, 0], [0, 0, 0], [1, 1, 1], [0, 1, 0]])
-def test_bit_exact_on_hetero_tiny(groups):
+def test_bit_exact_on_hetero_tiny(groups, transfers):
     mlp = MLP([12, 10, 9, 5], "mse", 0.05)
-    prog, losses, _ = _train(TINY, mlp, Placement.uniform(groups), "fast", 3, _seed())
+    prog, losses, _ = _train(TINY, mlp, Placement.uniform(groups), "fast", 3, _seed(), transfers)
     assert [TINY.group_of(k) for k in prog.cores] == groups
     assert all(np.isfinite(losses))
+    # consecutive layers of one group share a core when they fit (no transfer between them)
+    assert all(a == b for a, b, ga, gb in zip(prog.cores, prog.cores[1:], groups, groups[1:]) if ga == gb)
+    rings = [ph for ph in prog.order if ph.startswith("T")]
+    assert len(rings) == (2 * sum(a != b for a, b in zip(prog.cores, prog.cores[1:])) if transfers == "ring" else 0)
 
 
-def test_layers_sharing_a_core_and_an_explicit_core():
+def test_ring_transfers_through_both_crossings():
+    """Layers on cores 0, 2, 1: a_1 crosses 2x2 -> 4x4 (collecting), a_2 goes 2 -> 3 -> 0 -> 1
+    (splitting at 3 -> 0), the deltas go back the long way round."""
+    mlp = MLP([10, 9, 7, 6], "mse", 0.05)
+    pl = Placement.from_dict({"layers": [{"group": 0, "core": 0}, {"group": 1, "core": 0}, {"group": 0, "core": 1}]})
+    prog, _, _ = _train(TINY, mlp, pl, "fast", 2, _seed())
+    assert prog.cores == [0, 2, 1]
+    paths = {ph: prog.rings[ph]["path"] for ph in prog.rings}
+    assert paths == {"Ta1": [0, 1, 2], "Ta2": [2, 3, 0, 1], "Tg1": [1, 2], "Tg0": [2, 3, 0]}
+    assert "ring  2 ->  1 (3 hops)" in prog.describe()
+
+
+@pytest.mark.parametrize("transfers", ["ring", "host"])
+def test_layers_sharing_a_core_and_an_explicit_core(transfers):
     mlp = MLP([6, 7, 5, 3], "mse", 0.1)
     pl = Placement.from_dict({"layers": [{"group": 1, "core": 1}, {"group": 1, "core": 1}, {"group": 0, "core": 0}]})
-    prog, _, _ = _train(TINY, mlp, pl, "fast", 2, _seed())
+    prog, _, _ = _train(TINY, mlp, pl, "fast", 2, _seed(), transfers)
     assert prog.cores == [3, 3, 0]
 
 
-def test_both_engines_agree_counter_for_counter():
-    mlp = MLP([6, 5, 3], "mse", 0.1)
+@pytest.mark.parametrize("transfers", ["ring", "host"])
+def test_both_engines_agree_counter_for_counter(transfers):
+    mlp = MLP([6, 5, 4, 3], "mse", 0.1)
     seed = _seed()
-    _, lf, cf = _train(TINY, mlp, Placement.uniform([0, 1]), "fast", 2, seed)
-    _, lc, cc = _train(TINY, mlp, Placement.uniform([0, 1]), "cycle", 2, seed)
+    pl = Placement.uniform([0, 1, 0])
+    _, lf, cf = _train(TINY, mlp, pl, "fast", 2, seed, transfers)
+    _, lc, cc = _train(TINY, mlp, pl, "cycle", 2, seed, transfers)
     assert lf == lc
     assert cf == cc
+    if transfers == "ring":
+        assert sum(c["ring_out_beats"] for c in cf[-1]) > 0
 
 
 def test_learns_a_regression_task():
@@ -118,9 +140,11 @@ def test_placement_forms_and_errors(tmp_path):
 def test_compile_errors():
     with pytest.raises(PlacementError, match="different number formats"):
         compile_hetero(HETERO_PRESETS["hetero-tiny-fmt"], MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 1]))
+    with pytest.raises(TrainCompileError, match="transfers 'bus'"):
+        compile_hetero(TINY, MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 1]), transfers="bus")
     with pytest.raises(TrainCompileError, match="MSE only"):
         compile_hetero(TINY, MLP([6, 5, 3], "softmax_ce", 0.1), Placement.uniform([0, 1]))
     with pytest.raises(TrainCompileError, match="need .* words per PE"):
         check_fit(TINY, MLP([200, 200, 3], "mse", 0.1), Placement.uniform([0, 0]))
     one = HeteroConfig((CoreGroup(2, PRESETS["small"]),))
-    assert check_fit(one, MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 0])) == [0, 1]
+    assert check_fit(one, MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 0])) == [0, 0]
