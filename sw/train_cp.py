@@ -287,7 +287,20 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
     sp = SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t, hist).fits(), cap)))
     if to_dram:
         sp = place_dram(cfg, {l: sp}, [l], cfg.spad_depth - room)[l]
+        if not dram:                           # the leading pages the scratchpad holds stay there
+            sp = _mixed(cfg, sp, room)
     return replace(sp, hist=hist)
+
+
+def _mixed(cfg, sp, room: int):
+    """``sp`` (all in DRAM) with its leading pages in the scratchpad after the staging
+    slots, as many as ``room`` beats hold (:class:`sw.train_dram.MixedPanel`)."""
+    from sw.train_dram import MixedPanel
+    nr, at, split = cfg.nr, 2 * sp.slot, 0
+    while split < len(sp.pages) - 1 and at + nr * sp.page_words(split) <= room:
+        at += nr * sp.page_words(split)
+        split += 1
+    return MixedPanel(0, sp.lrows, sp.ncols, sp.pages, sp.stage, sp.slot, spad_base=2 * sp.slot, split=split)
 
 
 # ======================================================================================

@@ -16,8 +16,8 @@ from __future__ import annotations
 from sw.asm import Builder
 from sw.train import _gaps
 from sw.dram import emit_dma_copy
-from sw.train_dram import DramPanel, dma_timeline, dram_unload_program, stream_parts
-from sw.transfer import emit_spad_fill
+from sw.train_dram import DramPanel, MixedPanel, dma_timeline, dram_unload_program, stream_parts
+from sw.transfer import emit_spad_drain, emit_spad_fill
 
 __all__ = ["stream_head", "head_dma", "cp_dram_init", "cp_dram_read", "cp_dram_unload", "cp_tier_lines"]
 
@@ -40,24 +40,39 @@ def head_dma(cfg, ops: list) -> dict:
 
 
 def _page_runs(cfg, panels: list):
-    """Per page index the cores holding that page: ``[(p, {core: (panel, beats)})]``."""
-    n = max((len(sp.pages) for sp in panels if sp is not None), default=0)
-    for p in range(n):
-        yield p, {k: (sp, cfg.nr * sp.page_words(p)) for k, sp in enumerate(panels)
-                  if sp is not None and p < len(sp.pages)}
+    """Per index ``j`` of a DRAM page the cores holding one: ``[(j, {core: (panel, page,
+    beats)})]``."""
+    pages = [list(sp.dram_pages()) if sp is not None else [] for sp in panels]
+    for j in range(max(len(p) for p in pages)):
+        yield j, {k: (sp, pages[k][j], cfg.nr * sp.page_words(pages[k][j])) for k, sp in enumerate(panels)
+                  if j < len(pages[k])}
+
+
+def _spad_part(sp, nr: int) -> int:
+    """Beats of the panel's pages kept in the scratchpad (a :class:`MixedPanel`)."""
+    return sp.spad_beats(nr) if isinstance(sp, MixedPanel) else 0
 
 
 def cp_dram_init(session, cfg, panels: list, images: list, name: str) -> None:
     """Load the DRAM panels (``panels[k]``: core ``k``'s DramPanel or None; ``images[k]``
     its beats, :func:`sw.train_paging.spad_image`): per page a RUN filling staging slot 0
     of the cores that have that page from the host and storing it to DRAM."""
-    at = [0] * cfg.cores
-    for p, cores in _page_runs(cfg, panels):
+    at = [0 if sp is None else _spad_part(sp, cfg.nr) for sp in panels]
+    if any(at):                                  # the pages kept in the scratchpad
+        imgs = []
+        for k, sp in enumerate(panels):
+            b = Builder(cfg)
+            if at[k]:
+                emit_spad_fill(b, cfg, sp.spad_base, at[k])
+            b.halt()
+            imgs.append(b.build().words())
+        session.run(imgs, [images[k][:at[k]] for k in range(cfg.cores)], f"{name}-spad")
+    for j, cores in _page_runs(cfg, panels):
         imgs, data = [], []
         for k in range(cfg.cores):
             b = Builder(cfg)
             if k in cores:
-                sp, n = cores[k]
+                sp, p, n = cores[k]
                 emit_spad_fill(b, cfg, sp.stage[0], n)
                 emit_dma_copy(b, cfg, "store", sp.dram_addr(cfg.nr, p), sp.stage[0], n)
                 data.append(images[k][at[k]:at[k] + n])
@@ -66,31 +81,44 @@ def cp_dram_init(session, cfg, panels: list, images: list, name: str) -> None:
                 data.append([])
             b.halt()
             imgs.append(b.build().words())
-        session.run(imgs, data, f"{name}-p{p}")
+        session.run(imgs, data, f"{name}-p{j}")
 
 
 def cp_dram_read(session, cfg, panels: list) -> list:
     """Per core the beats of its DRAM panel (empty for the others), page by page through
     staging slot 0."""
-    out = [[] for _ in range(cfg.cores)]
-    for p, cores in _page_runs(cfg, panels):
+    out = [[] if sp is None else [int(x) for x in session.scratchpad(k, sp.spad_base, _spad_part(sp, cfg.nr))]
+           if _spad_part(sp, cfg.nr) else [] for k, sp in enumerate(panels)]
+    for j, cores in _page_runs(cfg, panels):
         imgs = []
         for k in range(cfg.cores):
             b = Builder(cfg)
             if k in cores:
-                sp, n = cores[k]
+                sp, p, n = cores[k]
                 emit_dma_copy(b, cfg, "load", sp.dram_addr(cfg.nr, p), sp.stage[0], n)
             b.halt()
             imgs.append(b.build().words())
-        session.run(imgs, None, f"cp-read-dram-p{p}")
-        for k, (sp, n) in cores.items():
+        session.run(imgs, None, f"cp-read-dram-p{j}")
+        for k, (sp, p, n) in cores.items():
             out[k] += [int(x) for x in session.scratchpad(k, sp.stage[0], n)]
     return out
 
 
 def cp_dram_unload(cfg, sp) -> list:
-    """The program sending a core's DRAM panel to the host."""
-    return dram_unload_program(cfg, sp)
+    """The program sending a core's DRAM panel to the host (a :class:`MixedPanel`: its
+    scratchpad pages first)."""
+    if not isinstance(sp, MixedPanel):
+        return dram_unload_program(cfg, sp)
+    b = Builder(cfg)
+    ds = list(sp.dram_pages())
+    if sp.split:
+        emit_spad_drain(b, cfg, sp.spad_base, sp.spad_beats(cfg.nr), last=not ds, loop="us_")
+    for p in ds:
+        n = cfg.nr * sp.page_words(p)
+        emit_dma_copy(b, cfg, "load", sp.dram_addr(cfg.nr, p), sp.stage[0], n, loop=f"ul{p}_")
+        emit_spad_drain(b, cfg, sp.stage[0], n, last=p == ds[-1], loop=f"ud{p}_")
+    b.halt()
+    return b.build().words()
 
 
 def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, stages: list, step: int) -> list:
@@ -111,8 +139,12 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
         if isinstance(sp, DramPanel):
             k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
             d = dma[k]
-            out.append(f"W{l} panels: streamed from each core's DRAM (beats {sp.base}..{sp.base + sp.beats(nr) - 1}: "
-                       f"the panel exceeds the {cfg.spad_depth}-beat scratchpad), {pages} through scratchpad slots "
+            sb = _spad_part(sp, nr)
+            kept = (f"its first {sp.split} page(s) in scratchpad beats {sp.spad_base}..{sp.spad_base + sb - 1}, the "
+                    f"other {len(sp.pages) - sp.split} " if sb else "")
+            out.append(f"W{l} panels: {kept}streamed from each core's DRAM (beats {sp.base}.."
+                       f"{sp.base + sp.dram_beats(nr) - 1}: the panel exceeds the {cfg.spad_depth}-beat scratchpad), "
+                       f"{pages} through scratchpad slots "
                        f"{sp.stage[0]} / {sp.stage[1]} ({sp.slot} beats each, double-buffered) and WP; per step and "
                        f"core {d['rd']} DRAM beats read, {d['wr']} written, DMA busy {d['busy']} cycles, "
                        f"{d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} exposed "

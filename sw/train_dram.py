@@ -16,7 +16,7 @@ it is busy) from the ops' issue cycles, so every part's cycles stay predicted ex
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sw.asm import Builder, dma
 from sw.dram import dma_chunks, emit_dma_copy
@@ -25,7 +25,7 @@ from sw.train_ops import Op
 from sw.train_paging import SpadPanel, spad_op
 from sw.transfer import emit_spad_drain, emit_spad_fill
 
-__all__ = ["VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic", "dram_init",
+__all__ = ["MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic", "dram_init",
            "dram_read", "dram_unload_program", "tier_lines"]
 
 #: virtual scratchpad address of DRAM beat 0 in the page moves the compilers emit
@@ -45,6 +45,44 @@ class DramPanel(SpadPanel):
 
     def dram_addr(self, nr: int, p: int) -> int:
         return self.base + nr * self.pages[p][0] * self.ncols
+
+    def dram_pages(self) -> range:
+        """The pages in DRAM (all)."""
+        return range(len(self.pages))
+
+    def dram_beats(self, nr: int) -> int:
+        return self.beats(nr)
+
+
+@dataclass(frozen=True)
+class MixedPanel(DramPanel):
+    """A panel whose first ``split`` pages stay in the scratchpad (from beat
+    ``spad_base``, after the staging slots) and the rest in DRAM (from DRAM beat
+    ``base``): the page moves of the first ones are plain scratchpad moves, only the
+    others are streamed."""
+
+    spad_base: int = field(default=0, kw_only=True)
+    split: int = field(default=0, kw_only=True)
+
+    def _r0(self) -> int:
+        return self.pages[self.split][0] if self.split < len(self.pages) else self.lrows
+
+    def page_addr(self, nr: int, p: int) -> int:
+        if p < self.split:
+            return self.spad_base + nr * self.pages[p][0] * self.ncols
+        return VIRT + self.dram_addr(nr, p)
+
+    def dram_addr(self, nr: int, p: int) -> int:
+        return self.base + nr * (self.pages[p][0] - self._r0()) * self.ncols
+
+    def dram_pages(self) -> range:
+        return range(self.split, len(self.pages))
+
+    def spad_beats(self, nr: int) -> int:
+        return nr * self._r0() * self.ncols
+
+    def dram_beats(self, nr: int) -> int:
+        return self.beats(nr) - self.spad_beats(nr)
 
 
 def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:
@@ -100,7 +138,7 @@ def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:
 def _pages_of(panels: dict, nr: int) -> dict:
     """Virtual address -> (panel, page) of every DRAM page."""
     return {sp.page_addr(nr, p): (sp, p) for sp in panels.values() if isinstance(sp, DramPanel)
-            for p in range(len(sp.pages))}
+            for p in sp.dram_pages()}
 
 
 def _copy_layout(cfg, dram: int, n: int) -> tuple:

@@ -113,3 +113,21 @@ def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
     assert isinstance(sp, DramPanel) == (tier is DramPanel)
     assert "hist_spad" in tp.allocs[tp.cores_of(layer)[0]].meta
     assert "the input history" in tp.describe()
+
+
+@pytest.mark.parametrize("engine", ["fast"])        # the per-cycle model: as above, 2 minutes here
+def test_cp_mixed_panel(engine):
+    """A panel larger than the scratchpad: its leading pages stay in the scratchpad after
+    the staging slots, only the others are streamed from DRAM (MixedPanel); bit for
+    bit, DRAM counters = the DRAM pages only, on both engines."""
+    from sw.train_dram import MixedPanel
+
+    cfg = replace(PRESETS["chip-small"], mem_a_words=128, mem_b_words=128, spad_kib=4, dram_mib=1,
+                  ucode_depth=2048)
+    mlp = MLP((96, 96, 8, 4), "mse", 0.05)
+    tp, *_ = _run(cfg, mlp, engine, 2 if engine == "fast" else 1, {})
+    sp = tp.spad[0]
+    assert isinstance(sp, MixedPanel) and 0 < sp.split < len(sp.pages)
+    d = tp.dram_per_step(tp.cores_of(0)[0])
+    assert d["rd"] == d["wr"] == sp.dram_beats(cfg.nr) < sp.beats(cfg.nr)
+    assert f"its first {sp.split} page(s) in scratchpad beats" in tp.describe()
