@@ -2,22 +2,27 @@
 :class:`sw.train_hetero_place.Placement` names (``docs/hybrid.md``).
 
 Layer ``l`` lives on one core ``c_l`` of its group (its padded weights in that core's PE
-memories; several layers may share a core). A step is a sequence of RUNs, one core at a
-time, the vectors between layers passing through the host (the cores' host streams):
+memories; consecutive layers of one group share a core while they fit). A step is a
+sequence of RUNs, one core at a time, and between them the transfers of the vectors
+from one layer's core to the next (``transfers="ring"``, the default: one RUN on every
+core, over the ring and through its crossings, :mod:`sw.train_hetero_ring`; none between
+two layers of one core) or through the host (``"host"``: unloaded by one core, loaded
+into the next inside their phases):
 
 ```text
-F_l  (l < L-1, core c_l):   load a_l (cols); z = W a_l; z = relu(z); unload z -> a_{l+1}
-F_{L-1} (output core):      load a_{L-1}; z = W a; load t; d = z - t; unload d (the loss);
-                            e = W^T d; e = mask(e, a); unload e -> g_{L-2}; W += -lr d a^T
-B_l  (l = L-2 .. 0, c_l):   load g_l (rows); l >= 1: e = W^T g_l; e = mask(e, a_l);
-                            unload e -> g_{l-1};  W += -lr g_l a_l^T
+F_l  (l < L-1, core c_l):   [l = 0: load x (cols)]; z = W a_l; z = relu(z)      -> a_{l+1}
+F_{L-1} (output core):      z = W a; load t; d = z - t; unload d (the loss);
+                            e = W^T d; e = mask(e, a); W += -lr d a^T          -> g_{L-2}
+B_l  (l = L-2 .. 0, c_l):   l >= 1: e = W^T g_l; e = mask(e, a_l); W += -lr g_l a_l^T  -> g_{l-1}
 ```
 
 The kernels are those of the single-core compiler (:mod:`sw.train`; ``emit_gemv``,
 ``emit_relu``, ``emit_axpy``, ``emit_relu_mask``, ``emit_rank1``; the separate
-backward step) at the core kind's ``nr``: a vector leaves a core with its real length
-and enters the next one zero-padded to that core's ``nr``. :class:`GoldenHetero`
-(:mod:`sw.golden_train_hetero`) does the same operations in numpy. Loss: MSE.
+backward step) at the core kind's ``nr``, with its layouts: a vector from the ring
+arrives in the diag layout and the GEMV makes its cols copy. Over the ring a vector
+keeps its padding (zero-extended to the receiver's); through the host it leaves with
+its real length and is zero-padded to the next kind's ``nr``.
+:class:`sw.golden_train_hetero.GoldenHetero` does the same operations in numpy. Loss: MSE.
 """
 
 from __future__ import annotations
