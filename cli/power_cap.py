@@ -39,7 +39,7 @@ def add_power_cap_arguments(p, what: str) -> None:
                         f"at or below W watts in every window of --power-window cycles; reports its throughput "
                         f"against naive duty cycling (chip SGD and minibatch GD; docs/power.md)")
     p.add_argument("--power-window", type=_window, metavar="N",
-                   help=f"the power cap's window in cycles (default {DEFAULT_WINDOW:,}: 100 us at 1 GHz)")
+                   help=f"the power cap's window in cycles (default {DEFAULT_WINDOW:,}; docs/power.md says why)")
 
 
 def check_power_cap_args(args, cfg=None, method: str | None = None) -> None:

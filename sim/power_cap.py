@@ -41,12 +41,12 @@ from sw.throttle import HOST_RUNS, pause, segments
 __all__ = ["DEFAULT_WINDOW", "profile", "plan_capped", "plan_naive", "run_schedule", "power_cap",
            "check_cap_args"]
 
-#: the default window: 100,000 cycles (100 us at 1 GHz). Deployed power limiters average
-#: over 1 ms or more (e.g. RAPL's shortest time window), ten times longer; and a RUN
-#: cannot stop inside an op, so the window must hold the longest op of the step with
-#: enough idle around it (the reference design's small network at S with minibatch GD
-#: has a 12,570-cycle GEMM), which at half the uncapped power takes about 100,000 cycles.
-DEFAULT_WINDOW = 100_000
+#: the default window: 200,000 cycles (200 us at 1 GHz), shorter than the milliseconds
+#: and more over which power limiters commonly average. A RUN cannot stop inside an op, so
+#: the window must hold the step's longest op with enough idle around it: the reference
+#: design's small network at S with minibatch GD has a 13,348-cycle weight update, which
+#: at half the uncapped power needs about 101,000 cycles.
+DEFAULT_WINDOW = 200_000
 
 
 def check_cap_args(cap, window) -> None:
