@@ -128,11 +128,16 @@ def _dram_figures(tp, ctr) -> dict:
     """Per step (cores summed): DRAM and scratchpad traffic in beats, the DMA cycles the
     compiler predicted hidden and exposed (and the measured stalls), per layer where its
     weight panel lives."""
-    from sw.train_dram import DramPanel
+    from sw.train_dram import DramPanel, MixedPanel
 
     spad = getattr(tp, "spad", {}) or {}
-    out = {"weights": {f"W{l}": "DRAM" if isinstance(spad.get(l), DramPanel) else "scratchpad" if l in spad
-                       else "PE memory" for l in range(tp.mlp.n_layers)},
+
+    def tier(l):
+        sp = spad.get(l)
+        if isinstance(sp, MixedPanel) and sp.split:
+            return "scratchpad + DRAM"
+        return "DRAM" if isinstance(sp, DramPanel) else "scratchpad" if sp is not None else "PE memory"
+    out = {"weights": {f"W{l}": tier(l) for l in range(tp.mlp.n_layers)},
            "spad_rd_beats": int(ctr.get("spad_rd_beats", 0)), "spad_wr_beats": int(ctr.get("spad_wr_beats", 0))}
     if hasattr(tp, "dram_per_step") and tp.cfg.dram_mib:
         d = tp.dram_per_step()
