@@ -164,7 +164,9 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
         msg = (f"with the activations reused (two buffers, X^T in the scratchpad) each core needs MEM A "
                f"{al.used('a')} + MEM B {al.used('b')} words per PE with every panel resident, and no paged plan fits "
                f"either (MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words})")
-        return f"{err}; {msg}" if err else f"{_sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, ['a'] * nl, P, N, out_map), P, N)}; {msg}"
+        if err is None:                          # acts="reuse": the resident plan's sizes first
+            err = _sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, ["a"] * nl, P, N, out_map), P, N)
+        return f"{err}; {msg}"
     return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb_reuse(cfg, mlp, wb, P, N, out_map, pages),
                        pageable, spad, page_rows, fail=fail, dram=dram, split_wp=True,
                        reserve=xt_spad_beats(cfg, mlp, N), grow=True)
@@ -302,7 +304,7 @@ class _CoreOps:
         for l in range(nl - 1, -1, -1):
             W, paged = R.get(f"W{l}"), l in spad
             if l >= 1:
-                DT, EXT, E, A = R[f"DT_{_other(W.bank if W else self.wp(l).bank)}"], R["EXT"], R[f"E{l}"], None
+                DT, EXT, E = R[f"DT_{_other(W.bank if W else self.wp(l).bank)}"], R["EXT"], R[f"E{l}"]
                 st = R["stage"]
                 kd = L(P[l]) * Lb
             if l == 0:
@@ -318,7 +320,7 @@ class _CoreOps:
                 self.paged_backward(l, D, AT, DT if l >= 1 else None, EXT if l >= 1 else None,
                                     st if l >= 1 else None)
                 if l >= 1:
-                    self.reduce_ops(l, EXT, E, A, st)
+                    self.reduce_ops(l, EXT, E, st)
             else:
                 if l >= 1:
                     kern(f"tpD{l}", "transpose", lambda bl, l=l, D=D, DT=DT, st=st:
@@ -327,7 +329,7 @@ class _CoreOps:
                     kern(f"gemm_bw{l}", "gemm", lambda bl, l=l, DT=DT, W=W, EXT=EXT:
                          emit_gemm(bl, cfg, b, P[l], N[l], DT, W, EXT, name=f"bw{l}_"),
                          [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
-                    self.reduce_ops(l, EXT, E, A, st)
+                    self.reduce_ops(l, EXT, E, st)
                     self.at_ops(l, AT)
                 kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
                      emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
@@ -355,7 +357,7 @@ class _CoreOps:
             self.ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
                                      [(AT, ka)]))
 
-    def reduce_ops(self, l, EXT, E, A, st) -> None:
+    def reduce_ops(self, l, EXT, E, st) -> None:
         """The reduce-scatter of ``dX^T`` (not for a column-split output layer: each core
         computed its own segment), the transpose of this core's segment into ``E_l`` and
         its ReLU mask."""

@@ -179,7 +179,7 @@ def acts_lines(cfg, al: Allocator, mlp: MLP) -> list:
            + "; each core keeps its own segments S_l for the backward pass, whose scratch (A^T, dX^T, D^T, "
            "deltas) reuses the forward buffers' addresses"]
     if al.meta.get("xt_spad") is not None:
-        w = it["XT"].words
-        out.append(f"X^T ({w} words per PE) in scratchpad beats {al.meta['xt_spad']}..{al.meta['xt_spad'] + cfg.nr * w - 1}: "
-                   f"stored after its broadcast, loaded back for W0's update")
+        w, at = it["XT"].words, al.meta["xt_spad"]
+        out.append(f"X^T ({w} words per PE) in scratchpad beats {at}..{at + cfg.nr * w - 1}: stored after its "
+                   f"broadcast, loaded back for W0's update")
     return out
