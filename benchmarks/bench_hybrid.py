@@ -9,7 +9,8 @@ network, 784-500-500-500-10, all measured on the fast chip engine (``docs/hybrid
   the best mix's schedule is compiled (:func:`sw.train_hetero.compile_hetero`) and run
   (:func:`perf.hybrid_run.run_placement`): :data:`STEPS` steps, the weights after every
   step bit for bit against :class:`sw.golden_train_hetero.GoldenHetero`; the other
-  placements of that mix that fit are measured beside it (rows "not chosen").
+  placements of that mix that fit are measured beside it (rows "not chosen"). A small
+  case (hetero-tiny) also runs on the per-cycle chip engine, equal to the fast one.
 * **Single-kind chips of the same area**: ``n`` cores of S's kind and of L's kind, ``n``
   even and as close to the hybrid chip's area as it gets (``sim.power.area_of_core``; the
   residual is stated), each measured two ways: with the same compiler (every layer on
@@ -95,6 +96,24 @@ def _same_compiler(hcfg, mlp, log) -> dict:
     return {"compiler": "layers on cores (sw.train_hetero)", **{k: r[k] for k in (
         "cycles", "samples_per_s", "energy_uj_per_sample_everything", "energy_uj_per_sample_compared")},
         "golden_bit_exact": True}
+
+
+def cycle_engine_check(log) -> list:
+    """A small case on the per-cycle chip engine beside the fast one: hetero-tiny,
+    12-10-9-5, the scheduled placement and one whose vectors cross both crossings."""
+    from arch.hetero import HETERO_PRESETS
+
+    h, mlp = HETERO_PRESETS["hetero-tiny"], MLP((12, 10, 9, 5), "mse", 0.05)
+    out = []
+    for pl in (schedule(h, mlp).chosen.placement, Placement.uniform([0, 1, 0])):
+        f, c = (run_placement(h, mlp, pl, steps=STEPS, engine=e) for e in ("fast", "cycle"))
+        same = f["step_counters"] == c["step_counters"] and f["cycles"] == c["cycles"]
+        if not same:
+            raise AssertionError(f"hetero-tiny {pl.short()}: the engines differ")
+        log(f"hetero-tiny {pl.short()}: {c['cycles']} cycles on both engines, counters equal, golden bit for bit")
+        out.append({"chip": "hetero-tiny", "network": mlp.describe(), "placement": pl.short(), "cycles": c["cycles"],
+                    "ring_transfers": c["ring_transfers"], "engines_equal": True, "golden_bit_exact": True})
+    return out
 
 
 def run(log=print) -> dict:
@@ -187,12 +206,17 @@ def run(log=print) -> dict:
             + f". Large network {'-'.join(map(str, LARGE))}: not run, its 2500 x 784 layer needs "
             "7693 words per PE in one bank of an L core (4096 there) and this compiler keeps each layer in one "
             "core's PE memories (no paging, no layer split across cores).")
+    cyc_check = cycle_engine_check(log)
+    note += (" Per-cycle engine: hetero-tiny 12-10-9-5, placements "
+             + ", ".join(f"{x['placement']} ({x['cycles']} cycles, {len(x['ring_transfers'])} ring transfers)"
+                         for x in cyc_check) + ", counters and cycles equal to the fast engine's, weights bit for bit.")
     for c in cands:
         c.pop("_s", None)
         c.pop("_h", None)
     return {"title": "Heterogeneous chip with its schedule vs single-kind chips of the same area "
                      "(784-500-500-500-10, fast chip engine)",
             "note": note, "rows": rows, "candidates": cands, "hybrid": hyb, "not_chosen": others,
+            "cycle_engine_check": cyc_check,
             "single_kind": singles,
             "equal_throughput_saving": equal, "schedule": s.to_dict(), "large_network": {
                 "sizes": list(LARGE), "run": False,

@@ -35,6 +35,9 @@ def add_schedule_arguments(p) -> None:
                    help="compile the placement and run STEPS SGD steps (weights checked bit for bit against the "
                         "golden trainer; measured cycles and energy against the model's)")
     p.add_argument("--engine", default="fast", choices=("fast", "cycle"), help="chip engine for --run")
+    p.add_argument("--transfers", default="ring", choices=("ring", "host"),
+                   help="vectors between layers on different cores: over the ring through the crossings (default) "
+                        "or through the host")
     p.add_argument("--json", help="save the schedule (and the run) as JSON")
 
 
@@ -71,17 +74,17 @@ def cmd_schedule(args) -> int:
     doc = {"chip": args.hetero, "network": mlp.describe()}
     if args.placement is not None:
         pl = placement_from_arg(args.placement)
-        check_fit(hcfg, mlp, pl)
+        check_fit(hcfg, mlp, pl, args.transfers)
         model, kinds = model_for(hcfg)
-        costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l)
+        costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l, args.transfers)
                  for l in range(mlp.n_layers) for g in range(len(hcfg.groups))}
-        pred = predict_placement(hcfg, mlp, [p.forward for p in pl.layers], costs, model, kinds)
+        pred = predict_placement(hcfg, mlp, [p.forward for p in pl.layers], costs, model, kinds, args.transfers)
         print(f"placement {pl.short()} (given): predicted {pred.cycles:.0f} cycles, {pred.samples_per_s:.1f} "
               f"samples/s, {pred.energy_pj * 1e-6:.3f} uJ per sample (everything)")
         doc["placement"], doc["predicted"] = pl.to_dict(), pred.to_dict()
     else:
         s = schedule(hcfg, mlp, objective=args.schedule, energy_budget=args.energy_budget,
-                     min_throughput=args.min_throughput)
+                     min_throughput=args.min_throughput, transfers=args.transfers)
         pl, pred = s.chosen.placement, s.chosen
         print(s.describe(hcfg, mlp) if args.describe else
               f"placement {pl.short()}: predicted {pred.cycles:.0f} cycles, {pred.samples_per_s:.1f} samples/s, "
@@ -89,6 +92,7 @@ def cmd_schedule(args) -> int:
         doc["schedule"] = s.to_dict()
     if args.run:
         r = run_placement(hcfg, mlp, pl, steps=args.run, engine=args.engine, predicted=pred.to_dict(),
+                          transfers=args.transfers,
                           log=lambda m: print(m, file=sys.stderr))
         print(f"ran {args.run} step(s) on the {args.engine} engine: weights = golden bit for bit; {r['cycles']} "
               f"cycles ({r['samples_per_s']:.1f} samples/s), model {r['model_cycles_err']:+.1%}; "

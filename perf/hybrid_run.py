@@ -45,19 +45,19 @@ def energy_entry(rep, samples: int = 1) -> dict:
 
 
 def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast", weight_seed: int = 0,
-                  input_seed: int = 1, predicted: dict | None = None, log=None) -> dict:
+                  input_seed: int = 1, predicted: dict | None = None, log=None, transfers: str = "ring") -> dict:
     """Run ``steps`` SGD steps of ``placement`` on ``engine``; raises AssertionError when
     a weight differs from the golden's or the cycles from the compiler's prediction.
     ``predicted``: the scheduler's prediction (:meth:`perf.schedule.Prediction.to_dict`)
     to report the model's errors against."""
     t0 = time.perf_counter()
-    prog = compile_hetero(hcfg, mlp, placement)
+    prog = compile_hetero(hcfg, mlp, placement, transfers=transfers)
     t_compile = time.perf_counter() - t0
     fmt = hcfg.core_cfg(prog.cores[0]).fmt
     W0 = init_weights(mlp, fmt, weight_seed)
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
-    gold = GoldenHetero(hcfg, mlp, prog.cores, W0)
+    gold = GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers)
     rng = np.random.default_rng(input_seed)
     out = []
     for i in range(steps):
@@ -83,7 +83,9 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
         out.append(st)
     last = out[-1]
     clock = hcfg.group_cfgs[0].clock_mhz * 1e6
-    res = {"placement": placement.to_dict(), "cores": prog.cores, "engine": engine, "steps": out,
+    res = {"placement": placement.to_dict(), "cores": prog.cores, "engine": engine, "transfers": transfers,
+           "ring_transfers": {k: {"path": v["path"], "cycles": v["cycles"]} for k, v in prog.rings.items()},
+           "steps": out, "step_counters": r.counters,
            "cycles": last["cycles"], "samples_per_s": clock / last["cycles"],
            "energy_uj_per_sample_everything": last["energy_uj_per_sample_everything"],
            "energy_uj_per_sample_compared": last["energy_uj_per_sample_compared"],

@@ -22,10 +22,11 @@ def test_describe_and_run(tmp_path, capsys):
 
 
 def test_given_placement_on_the_cycle_engine(capsys):
-    assert main(["schedule", "--hetero", "hetero-tiny", "--network", "6-5-3", "--placement", "0,1", "--run", "1",
-                 "--engine", "cycle"]) == 0
-    text = capsys.readouterr().out
-    assert "placement 0,1 (given)" in text and "golden bit for bit" in text
+    for tr in ("ring", "host"):
+        assert main(["schedule", "--hetero", "hetero-tiny", "--network", "6-5-3", "--placement", "0,1", "--run", "1",
+                     "--engine", "cycle", "--transfers", tr]) == 0
+        text = capsys.readouterr().out
+        assert "placement 0,1 (given)" in text and "golden bit for bit" in text
 
 
 @pytest.mark.parametrize("argv, msg", [
