@@ -10,7 +10,8 @@ network, 784-500-500-500-10, all measured on the fast chip engine (``docs/hybrid
   (:func:`perf.hybrid_run.run_placement`): :data:`STEPS` steps, the weights after every
   step bit for bit against :class:`sw.golden_train_hetero.GoldenHetero`; the other
   placements of that mix that fit are measured beside it (rows "not chosen"). A small
-  case (hetero-tiny) also runs on the per-cycle chip engine, equal to the fast one.
+  case (hetero-tiny) also runs on the per-cycle chip engine, equal to the fast one, and
+  both objectives are exercised on it (``objectives_on_hetero_tiny``).
 * **Single-kind chips of the same area**: ``n`` cores of S's kind and of L's kind, ``n``
   even and as close to the hybrid chip's area as it gets (``sim.power.area_of_core``; the
   residual is stated), each measured two ways: with the same compiler (every layer on
@@ -116,6 +117,32 @@ def cycle_engine_check(log) -> list:
     return out
 
 
+def objectives_on_tiny(log) -> list:
+    """Both objectives on hetero-tiny (12-10-9-5), each choice run on the fast engine:
+    least energy at the same-area throughput and at 80 % of it; most throughput under
+    budgets between the least and the most energy of the candidates."""
+    from arch.hetero import HETERO_PRESETS
+
+    h, mlp = HETERO_PRESETS["hetero-tiny"], MLP((12, 10, 9, 5), "mse", 0.05)
+    s0 = schedule(h, mlp)
+    es = sorted(p.energy_pj for p in s0.candidates if p.fits)
+    cases = [("energy", {}), ("energy", {"min_throughput": 0.8 * s0.target["min_samples_per_s"]}),
+             ("throughput", {"energy_budget": es[0] * 1e-12 * 1.000001}),
+             ("throughput", {"energy_budget": es[len(es) // 2] * 1e-12})]
+    out = []
+    for obj, kw in cases:
+        s = schedule(h, mlp, objective=obj, **kw)
+        r = run_placement(h, mlp, s.chosen.placement, steps=STEPS, predicted=s.chosen.to_dict())
+        out.append({"objective": obj, "constraint": s.target, "placement": s.chosen.placement.short(),
+                    "predicted": s.chosen.to_dict(), "cycles": r["cycles"], "samples_per_s": r["samples_per_s"],
+                    "energy_uj_per_sample_everything": r["energy_uj_per_sample_everything"],
+                    "model_cycles_err": r["model_cycles_err"], "model_energy_err": r["model_energy_err"],
+                    "golden_bit_exact": True})
+        log(f"hetero-tiny, {obj} {kw}: {s.chosen.placement.short()}, {r['cycles']} cycles, "
+            f"{r['energy_uj_per_sample_everything']:.4f} uJ")
+    return out
+
+
 def run(log=print) -> dict:
     t0 = time.perf_counter()
     mlp = MLP(SIZES, "mse", LR)
@@ -207,6 +234,7 @@ def run(log=print) -> dict:
             "7693 words per PE in one bank of an L core (4096 there) and this compiler keeps each layer in one "
             "core's PE memories (no paging, no layer split across cores).")
     cyc_check = cycle_engine_check(log)
+    objectives = objectives_on_tiny(log)
     note += (" Per-cycle engine: hetero-tiny 12-10-9-5, placements "
              + ", ".join(f"{x['placement']} ({x['cycles']} cycles, {len(x['ring_transfers'])} ring transfers)"
                          for x in cyc_check) + ", counters and cycles equal to the fast engine's, weights bit for bit.")
@@ -216,7 +244,7 @@ def run(log=print) -> dict:
     return {"title": "Heterogeneous chip with its schedule vs single-kind chips of the same area "
                      "(784-500-500-500-10, fast chip engine)",
             "note": note, "rows": rows, "candidates": cands, "hybrid": hyb, "not_chosen": others,
-            "cycle_engine_check": cyc_check,
+            "cycle_engine_check": cyc_check, "objectives_on_hetero_tiny": objectives,
             "single_kind": singles,
             "equal_throughput_saving": equal, "schedule": s.to_dict(), "large_network": {
                 "sizes": list(LARGE), "run": False,
