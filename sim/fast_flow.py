@@ -335,14 +335,28 @@ class FlowRunner:
         # the order of their addresses) and which cycles issue which; not the addresses
         # themselves, nor the rest of the image (a plan depends on neither), so the cores
         # share the plans of their common code wherever it sits in their images
-        upcs, inv = np.unique(allpcs[x:y], return_inverse=True)
-        tm = self.m._pc_tables()[0]
-        us = [tm[p] for p in upcs.tolist()]
-        # of the address registers, only the ones the region names (Plan.ar_cols)
-        cols = ar_columns(us, st.ar.shape[1])
-        return (tuple(u.key for u in us), inv.astype(np.int32).tobytes(), offs[x:y].tobytes(), tuple(cols),
+        tkeys, inv, cols = self._code(allpcs[x:y], st.ar.shape[1])
+        return (tkeys, inv, offs[x:y].tobytes(), tuple(cols),
                 st.ar[:, cols].tobytes(), st.stride[:, cols].tobytes(), s1, st.op_hin, st.op_hout, st.op_hlast,
                 mp, ap)
+
+    def _code(self, pcs, n_ar):
+        """``(template keys, issue pattern, address registers named)`` of the
+        instructions ``pcs``: a function of the image and ``pcs`` alone, memoized per
+        image (the regions of a run and of the runs after it repeat their windows)."""
+        memo = self.m._shared().setdefault("region_code", {})
+        raw = pcs.tobytes()
+        hit = memo.get(raw)
+        if hit is None:
+            upcs, inv = np.unique(pcs, return_inverse=True)
+            tm = self.m._pc_tables()[0]
+            us = [tm[p] for p in upcs.tolist()]
+            # of the address registers, only the ones the region names (Plan.ar_cols)
+            hit = (tuple(u.key for u in us), inv.astype(np.int32).tobytes(), ar_columns(us, n_ar))
+            if len(memo) >= 1 << 16:
+                memo.clear()
+            memo[raw] = hit
+        return hit
 
     def _try_one(self, x, y) -> bool:
         allpcs, offs, lanes, lane_of, ctr, out = self.args
