@@ -64,16 +64,18 @@ def load_per_core(session, cfg, items: list, name: str) -> None:
     holds."""
     chunk = max(1, (cfg.ucode_depth - 1) // (1 + 3 * cfg.nr))
     for start in range(0, max(len(it) for it in items), chunk):
-        imgs, data = [], []
+        imgs, data, built = [], [], {}
         for k in range(cfg.cores):
-            b = Builder(cfg)
-            dk = []
-            for j, (reg, local) in enumerate(items[k][start:start + chunk]):
-                emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                dk.append(load_lanes_for(cfg, local))
-            b.halt()
-            imgs.append(b.build().words())
-            data.append(LaneBeats.concat(dk))
+            part = items[k][start:start + chunk]
+            shape = tuple((reg.bank, reg.base, local.shape[2]) for reg, local in part)
+            if shape not in built:      # cores loading the same regions share one image
+                b = Builder(cfg)
+                for j, (bank, base, n) in enumerate(shape):
+                    emit_load(b, cfg, bank, base, n, loop=f"w{j}_")
+                b.halt()
+                built[shape] = b.build().words()
+            imgs.append(built[shape])
+            data.append(LaneBeats.concat([load_lanes_for(cfg, local) for _, local in part]))
         session.run(imgs, data, f"{name}{start}")
 
 
