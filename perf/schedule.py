@@ -193,21 +193,59 @@ def transfer_costs(hcfg, mlp, cores: list, model: PerfModel, kinds: list) -> lis
     todo += [(f"Tg{l}", cores[l + 1], cores[l], mlp.sizes[l + 1]) for l in range(nl - 2, -1, -1)
              if cores[l] != cores[l + 1]]
     for name, s, r, size in todo:
-        P = padded_len(hcfg, size)
-        slots = transfer_slots(hcfg, s, r, P)
-        path = ring_path(hcfg, s, r)
-        cyc = max(ts[-1] + 1 for ts in slots.values()) + max(c.run_overhead for c in hcfg.group_cfgs)
-        dyn = 0.0
-        for k in path[:-1]:
-            cfg = hcfg.core_cfg(k)
-            kind = kinds[hcfg.group_of(k)]
-            beats = P // cfg.nr
-            q = model.predict(kind, "ring_pass_along", {"cores": 2, "m": beats})
-            dyn += (q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)) / 2
-            if k in xing:
-                dyn += beats * crossing_pj_per_beat(xing[k])
-        out.append({"name": name, "path": [path[0], path[-1]], "hops": len(path) - 1, "cycles": cyc,
-                    "dyn_pj": dyn})
+        out.append(dict(name=name, **_transfer(hcfg, s, r, size, model, kinds, xing)))
+    return out
+
+
+def _transfer(hcfg, s: int, r: int, size: int, model, kinds, xing) -> dict:
+    """One transfer of ``size`` elements from core ``s`` to core ``r`` (see
+    :func:`transfer_costs`)."""
+    P = padded_len(hcfg, size)
+    slots = transfer_slots(hcfg, s, r, P)
+    path = ring_path(hcfg, s, r)
+    cyc = max(ts[-1] + 1 for ts in slots.values()) + max(c.run_overhead for c in hcfg.group_cfgs)
+    dyn = 0.0
+    for k in path[:-1]:
+        cfg = hcfg.core_cfg(k)
+        beats = P // cfg.nr
+        q = model.predict(kinds[hcfg.group_of(k)], "ring_pass_along", {"cores": 2, "m": beats})
+        dyn += (q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)) / 2
+        if k in xing:
+            dyn += beats * crossing_pj_per_beat(xing[k])
+    return {"path": [path[0], path[-1]], "hops": len(path) - 1, "cycles": cyc, "dyn_pj": dyn}
+
+
+def weight_copy_notes(hcfg, mlp, chosen: Prediction, costs: dict, model: PerfModel, kinds: list) -> list:
+    """Per layer and other group: what running its backward and update there would save
+    in phase cost against what the weight copy (``2 m n`` words per step over the ring,
+    there and back, :func:`sw.train_hetero_place.weight_copy_words`) costs, in energy per
+    sample (dynamic plus the chip's leakage over the cycles). One line each."""
+    if not chosen.fits:
+        return []
+    cores = check_fit(hcfg, mlp, chosen.placement)
+    starts = [sum(g.count for g in hcfg.groups[:i]) for i in range(len(hcfg.groups))]
+    xing = {x.src: x for x in hcfg.crossings}
+    leak = _chip_leak(hcfg)
+    out = []
+    for l, p in enumerate(chosen.placement.layers):
+        m, n = mlp.shape(l)
+        here = costs[(l, p.forward)].phases
+        for g in range(len(hcfg.groups)):
+            if g == p.forward or not costs[(l, g)].fits:
+                continue
+            there = costs[(l, g)].phases
+
+            def cost(ph):
+                return sum(ph[k]["dyn_pj"] + leak * ph[k]["cycles"] for k in ("backward", "update"))
+
+            saved = cost(here) - cost(there)
+            go = _transfer(hcfg, cores[l], starts[g], m * n, model, kinds, xing)
+            back = _transfer(hcfg, starts[g], cores[l], m * n, model, kinds, xing)
+            copy = sum(x["dyn_pj"] + leak * x["cycles"] for x in (go, back))
+            verdict = "never pays" if saved < copy else "would pay (not compiled)"
+            out.append(f"layer {l}: backward and update on group {g} would save {saved * 1e-6:.3f} uJ per sample "
+                       f"of phase cost; its weight copy ({2 * m * n} words, {go['cycles'] + back['cycles']} cycles) "
+                       f"costs {copy * 1e-6:.3f} uJ: {verdict}")
     return out
 
 
@@ -360,5 +398,7 @@ def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "ene
             f"the least energy that fits is {min((p.energy_pj for p in cands if p.fits), default=0) * 1e-12:.3e} J"))
     s.chosen = (min(feas, key=lambda p: (p.energy_pj, -p.samples_per_s)) if objective == "energy"
                 else max(feas, key=lambda p: (p.samples_per_s, -p.energy_pj)))
+    if transfers == "ring":
+        notes += weight_copy_notes(hcfg, mlp, s.chosen, costs, model, kinds)
     return s
 

@@ -83,3 +83,11 @@ def test_reference_network_on_hetero_s_uses_the_stored_model():
     assert s.kinds == ["S", "L"]                       # benchmarks/results/characterize.json
     assert s.chosen.placement.short() == "1,1,1,1"
     assert [p.placement.short() for p in s.candidates if p.fits] == ["1,1,1,0", "1,1,1,1"]
+
+
+def test_weight_copy_is_priced_and_never_pays(model):
+    s = schedule(TINY, MLP4, model)
+    notes = [x for x in s.notes if "weight copy" in x]
+    assert len(notes) == 3 and all(x.endswith("never pays") for x in notes)
+    assert "layer 0: backward and update on group 0" in notes[0] and "(240 words" in notes[0]
+    assert "note: layer 2" in s.describe(TINY, MLP4)
