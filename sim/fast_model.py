@@ -29,6 +29,7 @@ import numpy as np
 
 from arch.microop import uop_fields
 from arch.host import Cmd
+from arch.lanes import unpack_beats
 from arch.counters import counter_names
 from sim.core_model import Beat, RunResult, pe_start_cycles
 from sim.fast_common import OFF_FIELDS, Arith, Geometry, Tmpl, VecState, offset_mask
@@ -500,16 +501,16 @@ class _SpadRun:
 
     def apply(self):
         """Write the scratchpad beats among the output beats produced so far."""
-        out, n = self.out, len(self.out)
-        w, w_out = self.w_pos, self.w_out
-        spad = self.st.spad
-        nr, wd = self.m.nr, self.m.w
-        mask = (1 << wd) - 1
-        while w < len(w_out) and w_out[w] < n:
-            d = out[w_out[w]][0]
-            spad[self.w_addr[w]] = [(d >> (i * wd)) & mask for i in range(nr)]
-            w += 1
-        self.w_pos = w
+        out, w = self.out, self.w_pos
+        e = w + int(np.searchsorted(self.w_out[w:], len(out)))     # w_out ascends
+        if e > w:
+            spad = self.st.spad
+            addr = self.w_addr[w:e]
+            # in write order: of several writes to one address the last one stays
+            last = len(addr) - 1 - np.unique(addr[::-1], return_index=True)[1]
+            beats = [out[i][0] for i in self.w_out[w:e][last].tolist()]
+            spad[addr[last]] = unpack_beats(beats, self.m.nr, self.m.w, spad.dtype)
+        self.w_pos = e
 
     def sync(self, a, b):
         """Before the engines execute cycles ``[a, b)``: the scratchpad as the reads of
