@@ -284,12 +284,37 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
         cap = min(cap, room // (2 * nr * ln))
     if to_dram and (not cfg.dram_mib or not cap):
         return None
-    sp = SpadPanel(0, lp, ln, page_split(lp, largest(lambda t: alloc(t, hist).fits(), cap)))
+    top = largest(lambda t: alloc(t, hist).fits(), cap)
+    sp = SpadPanel(0, lp, ln, page_split(lp, top))
     if to_dram:
         sp = place_dram(cfg, {l: sp}, [l], cfg.spad_depth - room)[l]
         if not dram:                           # the leading pages the scratchpad holds stay there
-            sp = _mixed(cfg, sp, room)
+            sp = _best_mixed(cfg, l, sp, room, top)
     return replace(sp, hist=hist)
+
+
+#: the page sizes tried for a panel split across the scratchpad and DRAM: smaller pages
+#: need smaller staging slots and leave more of the panel in the scratchpad, but cost
+#: per page (the moves' setup, the kernels' prologues, microcode); at most this many pages
+MIXED_MAX_PAGES = 48
+
+
+def _best_mixed(cfg, l: int, sp, room: int, top: int):
+    """The mixed panel (:func:`_mixed`) of the page size, ``top`` local rows or fewer
+    (halving), with the fewest DRAM beats plus 64 per page (at most
+    :data:`MIXED_MAX_PAGES` pages)."""
+    from sw.train_dram import place_dram
+    best, t = None, top
+    while t >= 1:
+        cand = place_dram(cfg, {l: SpadPanel(0, sp.lrows, sp.ncols, page_split(sp.lrows, t))}, [l],
+                          cfg.spad_depth - room)
+        if cand is not None and len(cand[l].pages) <= MIXED_MAX_PAGES:
+            m = _mixed(cfg, cand[l], room)
+            cost = m.dram_beats(cfg.nr) + 64 * len(m.pages)
+            if best is None or cost < best[0]:
+                best = (cost, m)
+        t //= 2
+    return best[1] if best else _mixed(cfg, sp, room)
 
 
 def _mixed(cfg, sp, room: int):
