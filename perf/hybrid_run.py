@@ -55,6 +55,8 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
     t_compile = time.perf_counter() - t0
     fmt = hcfg.core_cfg(prog.cores[0]).fmt
     W0 = init_weights(mlp, fmt, weight_seed)
+    if len({c.fmt for c in hcfg.group_cfgs}) > 1:      # kinds of several formats: the values, not the bits
+        W0 = [fmt.to_float(W) for W in W0]
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
     gold = GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers)

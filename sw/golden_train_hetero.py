@@ -13,29 +13,51 @@ from __future__ import annotations
 
 import numpy as np
 
+from pe.fp_golden import decode, round_to_format
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
+from sw.train_hetero_ring import ring_path
 from sw.train_host import mse_loss, weight_bits
 from sw.train_vectors import vector_bits
 
 __all__ = ["GoldenHetero"]
 
 
+def _convert(src, dst, bits: int) -> int:
+    """A crossing's conversion of one value (``pe.fp_convert.convert_bits``: nearest,
+    ties to even; NaN to ``dst``'s quiet NaN; infinities keep their sign)."""
+    d = decode(src, bits)
+    if d[0] == "nan":
+        return dst.qnan
+    if d[0] == "inf":
+        return dst.pack(d[1], dst.exp_max, 0)
+    _, s, m, e = d
+    return round_to_format(dst, s, m, e)
+
+
 class GoldenHetero:
     def __init__(self, hcfg, mlp: MLP, cores: list, weights, transfers: str = "ring"):
-        self.mlp, self.ring = mlp, transfers == "ring"
+        self.mlp, self.ring, self.hcfg, self.cores = mlp, transfers == "ring", hcfg, list(cores)
         self.cfgs = [hcfg.core_cfg(k) for k in cores]
         self.W = [pad_matrix(c.fmt, c.nr, W) for c, W in
                   zip(self.cfgs, (weight_bits(mlp, c.fmt, weights)[l] for l, c in enumerate(self.cfgs)))]
 
-    def _cross(self, c, real, padded):
-        """The vector as layer of kind ``c`` receives it (see the module docstring)."""
+    def _cross(self, c, real, padded, src: int, dst: int):
+        """The vector as layer ``dst`` (kind ``c``) receives it from layer ``src`` (see
+        the module docstring); over the ring every crossing on the way converts it."""
         if not self.ring or padded is None:
             return pad_vector(c.fmt, c.nr, real)
         n = -(-len(real) // c.nr) * c.nr
-        out = np.zeros(n, dtype=padded.dtype)
-        out[:min(n, len(padded))] = padded[:n]
+        s, r = self.cores[src], self.cores[dst]
+        path = ring_path(self.hcfg, s, r) if s != r else [s]
+        v = padded
+        for a, b in zip(path, path[1:]):
+            fa, fb = self.hcfg.core_cfg(a).fmt, self.hcfg.core_cfg(b).fmt
+            if fa != fb:
+                v = np.array([_convert(fa, fb, int(x)) for x in v], dtype=fb.np_uint)
+        out = np.zeros(n, dtype=c.fmt.np_uint)
+        out[:min(n, len(v))] = v[:n]
         return out
 
     def weights(self, padded: bool = False) -> list:
@@ -50,7 +72,7 @@ class GoldenHetero:
         ins, a_pad = [], None
         for l in range(nl):
             c = self.cfgs[l]
-            a = self._cross(c, a_real, a_pad if l else None)
+            a = self._cross(c, a_real, a_pad if l else None, l - 1, l)
             ins.append(a)
             z = golden.gemv(c.fmt, c.nr, self.W[l], a, "tree")
             if l < nl - 1:
@@ -68,7 +90,7 @@ class GoldenHetero:
             c = self.cfgs[l]
             neg_lr = c.fmt.from_float(np.array([-mlp.lr]))[0]
             if l < nl - 1:
-                d = self._cross(c, g_real, g_pad)
+                d = self._cross(c, g_real, g_pad, l + 1, l)
             if l >= 1:
                 e = golden.gemv_t(c.fmt, c.nr, self.W[l], d, "tree")
                 g_pad = golden.mask(c.fmt, e, ins[l])

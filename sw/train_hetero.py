@@ -45,12 +45,12 @@ TRANSFERS = ("ring", "host")
 __all__ = ["compile_hetero", "HeteroTrainProgram", "HeteroStep", "assign_cores", "check_fit"]
 
 
-def assign_cores(hcfg, mlp: MLP, placement: Placement) -> list:
+def assign_cores(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring") -> list:
     """Chip core of every layer: the placement's core, else the previous layer's core
     when it is in the same group and has room (a vector between two layers of one core
     needs no transfer), else the core of its group with the fewest weight words so far
     that has room (first fit; room: 90 % of the PE memories for the weights)."""
-    check_placement(hcfg, mlp, placement)
+    check_placement(hcfg, mlp, placement, transfers)
     starts = [sum(g.count for g in hcfg.groups[:i]) for i in range(len(hcfg.groups))]
     used: dict = {}
     out = []
@@ -146,7 +146,8 @@ class HeteroTrainProgram:
             items = []
             for l in [l for l, c in enumerate(self.cores) if c == k]:
                 items.append((al.items[f"W{l}"].region, pack_matrix(wb[l], cfg.nr)))
-            for name, v in (("nlr", self.neg_lr), ("m1", int(cfg.fmt.from_float(np.array([-1.0]))[0]))):
+            m1 = int(cfg.fmt.from_float(np.array([-1.0]))[0])
+            for name, v in (("nlr", _neg_lr(cfg.fmt, self.mlp.lr)), ("m1", m1)):
                 if name in al.items:
                     items.append((al.items[name].region, np.full((cfg.nr, cfg.nr, 1), v, dtype=cfg.fmt.np_uint)))
             per = 1 + 3 * cfg.nr
@@ -173,8 +174,8 @@ class HeteroTrainProgram:
     def run_step(self, model, x, t, check_cycles: bool = True) -> HeteroStep:
         """One SGD step on ``model`` (a :class:`sim.chip_model.ChipModel` of ``hcfg``)."""
         mlp = self.mlp
-        fmt = self.cfg(self.cores[0]).fmt
-        vec = {"a0": vector_bits(fmt, x, mlp.n_in), "t": vector_bits(fmt, t, mlp.n_out)}
+        fmt = self.cfg(self.cores[-1]).fmt          # the output core's: t, d and the loss
+        vec = {"a0": vector_bits(self.cfg(self.cores[0]).fmt, x, mlp.n_in), "t": vector_bits(fmt, t, mlp.n_out)}
         model.clear_counters()
         runs, pred, total = [], self.phase_cycles(), 0
         for ph in self.order:
@@ -233,7 +234,7 @@ class HeteroTrainProgram:
 def check_fit(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring") -> list:
     """The cores :func:`compile_hetero` would use (memory checked, nothing assembled);
     raises :class:`PlacementError` or :class:`TrainCompileError` (one line)."""
-    cores = assign_cores(hcfg, mlp, placement)
+    cores = assign_cores(hcfg, mlp, placement, transfers)
     allocate(hcfg, mlp, cores, transfers == "ring")
     return cores
 
@@ -251,7 +252,7 @@ def compile_hetero(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring"
     if mlp.loss != "mse":
         raise TrainCompileError(f"loss {mlp.loss!r}: the heterogeneous compiler trains with MSE only")
     ring = transfers == "ring"
-    cores = assign_cores(hcfg, mlp, placement)
+    cores = assign_cores(hcfg, mlp, placement, transfers)
     allocs = allocate(hcfg, mlp, cores, ring)
     order = []
     for l in range(nl):
@@ -280,12 +281,16 @@ def compile_hetero(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring"
         for (name, _), p in zip(named, progs):
             programs.setdefault(name.split(".")[0], []).append(p)
     rings = _ring_transfers(hcfg, mlp, cores, allocs, order, images) if ring else {}
-    fmt = hcfg.core_cfg(cores[0]).fmt
-    neg_lr = int(fmt.from_float(np.array([-mlp.lr]))[0])
-    if fmt.to_float(np.array([neg_lr], dtype=fmt.np_uint))[0] == 0:
-        raise TrainCompileError(f"learning rate {mlp.lr} rounds to zero in {fmt}")
+    for fmt in {hcfg.core_cfg(k).fmt for k in cores}:
+        if fmt.to_float(np.array([_neg_lr(fmt, mlp.lr)], dtype=fmt.np_uint))[0] == 0:
+            raise TrainCompileError(f"learning rate {mlp.lr} rounds to zero in {fmt}")
+    neg_lr = _neg_lr(hcfg.core_cfg(cores[0]).fmt, mlp.lr)
     return HeteroTrainProgram(hcfg, mlp, placement, cores, allocs, programs, images, phase_core, order, neg_lr,
                               transfers=transfers, rings=rings)
+
+
+def _neg_lr(fmt, lr) -> int:
+    return int(fmt.from_float(np.array([-lr]))[0])
 
 
 def _ring_transfers(hcfg, mlp, cores, allocs, order, images) -> dict:

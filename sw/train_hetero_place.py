@@ -135,9 +135,10 @@ def weight_copy_words(mlp, placement: Placement, l: int) -> int:
     return 2 * m * n
 
 
-def check_placement(hcfg, mlp, placement: Placement) -> None:
+def check_placement(hcfg, mlp, placement: Placement, transfers: str = "ring") -> None:
     """Raise :class:`PlacementError` (one line) unless ``placement`` fits ``hcfg`` and
-    ``mlp`` and is one the compiler compiles."""
+    ``mlp`` and is one the compiler compiles (``transfers="host"``: on groups of one
+    number format; over the ring the crossings convert)."""
     nl, ng = mlp.n_layers, len(hcfg.groups)
     if len(placement.layers) != nl:
         raise PlacementError(f"placement has {len(placement.layers)} layers, the network {nl}")
@@ -156,6 +157,6 @@ def check_placement(hcfg, mlp, placement: Placement) -> None:
                                  f"on one group")
     fmts = {str(c.fmt) for c in hcfg.group_cfgs}
     used = {hcfg.group_cfgs[p.forward].fmt.name for p in placement.layers}
-    if len(used) > 1:
-        raise PlacementError(f"layers on groups of different number formats ({', '.join(sorted(fmts))}): "
-                             f"not compiled (vectors between them would be converted)")
+    if len(used) > 1 and transfers == "host":
+        raise PlacementError(f"layers on groups of different number formats ({', '.join(sorted(fmts))}) with "
+                             f"host transfers: not compiled (the ring's crossings convert; the host does not)")

@@ -20,6 +20,7 @@ microcode address (cores off the path: a HALT).
 
 from __future__ import annotations
 
+from arch.hetero import CROSSING_LATENCY
 from sw.asm import Builder, assemble
 from sw.ring import _fold, _recv, _send, _setup
 
@@ -49,16 +50,17 @@ def transfer_slots(hcfg, s: int, r: int, P: int) -> dict:
     slots = {path[0]: [2 + j * p for j in range(P // nrs[0])]}
     for h in range(1, len(path)):
         a, b, prev = nrs[h - 1], nrs[h], slots[path[h - 1]]
-        if a == b:
-            avail = [t + 3 for t in prev]
+        if a == b:                                   # a plain link, or a format change only
+            lat = 3 + (CROSSING_LATENCY if hcfg.crossing(path[h - 1]) is not None else 0)
+            avail = [t + lat for t in prev]
         elif b > a:                                  # collecting k sender beats into one
             k = b // a
-            avail = [prev[(j + 1) * k - 1] + 4 for j in range(P // b)]
+            avail = [prev[(j + 1) * k - 1] + 3 + CROSSING_LATENCY for j in range(P // b)]
         else:                                        # splitting one sender beat into k
             k = a // b
             avail = []
             for j in range(P // b):
-                t = prev[j // k] + 4 + j % k
+                t = prev[j // k] + 3 + CROSSING_LATENCY + j % k
                 avail.append(max(t, avail[-1] + 1) if avail else t)
         out = []
         for t in avail:

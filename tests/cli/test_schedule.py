@@ -38,7 +38,8 @@ def test_given_placement_on_the_cycle_engine(capsys):
     (["--hetero", "hetero-tiny", "--network", "6-5-3", "--placement", "0,1,1"], "placement has 3 layers"),
     (["--hetero", "hetero-tiny", "--network", "6-5-3", "--placement",
       '{"layers": [{"forward": 0, "backward": 1, "update": 0}, 1]}'], "copied between the groups"),
-    (["--hetero", "hetero-tiny-fmt", "--network", "6-5-3", "--placement", "0,1"], "different number formats"),
+    (["--hetero", "hetero-tiny-fmt", "--network", "6-5-3", "--placement", "0,1", "--transfers", "host"],
+     "different number formats"),
     (["--hetero", "hetero-tiny", "--network", "6-5-3", "--schedule", "throughput", "--energy-budget", "1e-15"],
      "no placement meets"),
 ])

@@ -32,7 +32,10 @@ def _seed():
 def _train(hcfg, mlp, placement, engine, steps, seed, transfers="ring"):
     rng = np.random.default_rng(seed)
     prog = compile_hetero(hcfg, mlp, placement, transfers=transfers)
-    W0 = init_weights(mlp, hcfg.core_cfg(prog.cores[0]).fmt, seed)
+    fmt = hcfg.core_cfg(prog.cores[0]).fmt
+    W0 = init_weights(mlp, fmt, seed)
+    if len({c.fmt for c in hcfg.group_cfgs}) > 1:       # several formats: give the values
+        W0 = [fmt.to_float(W) for W in W0]
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
     gold = GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers)
@@ -74,6 +77,18 @@ def test_ring_transfers_through_both_crossings():
     paths = {ph: prog.rings[ph]["path"] for ph in prog.rings}
     assert paths == {"Ta1": [0, 1, 2], "Ta2": [2, 3, 0, 1], "Tg1": [1, 2], "Tg0": [2, 3, 0]}
     assert "ring  2 ->  1 (3 hops)" in prog.describe()
+
+
+@pytest.mark.parametrize("engine", ["fast", "cycle"])
+def test_formats_converted_by_the_crossings(engine):
+    """hetero-tiny-fmt: 2x2 binary16 and 4x4 binary32 cores; the vectors between layers are
+    converted at every crossing they pass (binary16 -> binary32 exactly, binary32 ->
+    binary16 rounded), each layer computes in its kind's format, bit for bit."""
+    h = HETERO_PRESETS["hetero-tiny-fmt"]
+    mlp = MLP([10, 9, 7, 6], "mse", 0.05)
+    pl = Placement.from_dict({"layers": [{"group": 0, "core": 0}, {"group": 1, "core": 0}, {"group": 0, "core": 1}]})
+    prog, _, _ = _train(h, mlp, pl, engine, 2, _seed())
+    assert [str(h.core_cfg(k).fmt) for k in prog.cores] == ["binary16", "binary32", "binary16"]
 
 
 @pytest.mark.parametrize("transfers", ["ring", "host"])
@@ -138,8 +153,9 @@ def test_placement_forms_and_errors(tmp_path):
 
 
 def test_compile_errors():
-    with pytest.raises(PlacementError, match="different number formats"):
-        compile_hetero(HETERO_PRESETS["hetero-tiny-fmt"], MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 1]))
+    with pytest.raises(PlacementError, match="different number formats .* with host transfers"):
+        compile_hetero(HETERO_PRESETS["hetero-tiny-fmt"], MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 1]),
+                       transfers="host")
     with pytest.raises(TrainCompileError, match="transfers 'bus'"):
         compile_hetero(TINY, MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 1]), transfers="bus")
     with pytest.raises(TrainCompileError, match="MSE only"):
