@@ -79,16 +79,23 @@ def test_ring_transfers_through_both_crossings():
     assert "ring  2 ->  1 (3 hops)" in prog.describe()
 
 
+SAME_NR = {"groups": [{"count": 2, "preset": "small"}, {"count": 2, "preset": "small", "fmt": "binary32"}]}
+
+
+@pytest.mark.parametrize("chip", ["hetero-tiny-fmt", "same-nr"])
 @pytest.mark.parametrize("engine", ["fast", "cycle"])
-def test_formats_converted_by_the_crossings(engine):
-    """hetero-tiny-fmt: 2x2 binary16 and 4x4 binary32 cores; the vectors between layers are
-    converted at every crossing they pass (binary16 -> binary32 exactly, binary32 ->
-    binary16 rounded), each layer computes in its kind's format, bit for bit."""
-    h = HETERO_PRESETS["hetero-tiny-fmt"]
+def test_formats_converted_by_the_crossings(engine, chip):
+    """hetero-tiny-fmt (2x2 binary16, 4x4 binary32) and a chip whose crossings change the
+    format only (4x4 binary16, 4x4 binary32: one cycle more per crossing): the vectors
+    between layers are converted at every crossing they pass (binary16 -> binary32
+    exactly, binary32 -> binary16 rounded), each layer computes in its kind's format,
+    bit for bit."""
+    h = HETERO_PRESETS[chip] if chip in HETERO_PRESETS else HeteroConfig.from_dict(SAME_NR)
     mlp = MLP([10, 9, 7, 6], "mse", 0.05)
     pl = Placement.from_dict({"layers": [{"group": 0, "core": 0}, {"group": 1, "core": 0}, {"group": 0, "core": 1}]})
     prog, _, _ = _train(h, mlp, pl, engine, 2, _seed())
     assert [str(h.core_cfg(k).fmt) for k in prog.cores] == ["binary16", "binary32", "binary16"]
+    assert len(prog.rings) == 4
 
 
 @pytest.mark.parametrize("transfers", ["ring", "host"])
