@@ -4,28 +4,34 @@ performance model (:class:`perf.model.PerfModel`), ``docs/hybrid.md``.
 
 Per layer and core kind the model predicts each phase of :mod:`sw.train_hetero`:
 
-* forward: ``gemv`` (``m x n``), ``relu`` (hidden layers), the host load of the input
-  and unload of the output;
-* backward (``l >= 1``): ``gemv_t``, the ReLU mask, the unload of ``g_{l-1}``;
-* update: ``rank1``; the load of ``g_l`` (hidden layers).
+* forward: ``gemv`` (``m x n``), ``relu`` (hidden layers), the load of ``x`` (layer 0),
+  the output layer's target load, loss gradient and unload;
+* backward (``l >= 1``): ``gemv_t``, the ReLU mask;
+* update: ``rank1``;
+* with host transfers, also the unloads and loads of the vectors between layers.
 
 Classes without a characterization of their own (the host loads and unloads, the mask,
 the loss gradient's axpy) are predicted as the ``relu`` class at the same words per PE
 (one instruction per word, an SRAM read or write per PE): a stated approximation whose
-error the check reports (:mod:`perf.hybrid_run`). A step's cycles are the sum of its
-phases' (one core at a time) plus each RUN's overhead; its energy is the phases' dynamic
-energy (the model's total less the one core's leakage it includes) plus the whole chip's
-leakage over the step (every core of every group leaks all along).
+error the check reports (:mod:`perf.hybrid_run`). With ring transfers, each placement's
+transfers are priced on the cores the compiler would choose (:func:`transfer_costs`:
+their static schedule's exact cycles; ``ring_pass_along`` per hop and the crossings'
+energy per beat). A step's cycles are the sum of its RUNs' (one core at a time) plus
+each RUN's overhead; its energy is the dynamic energy (the model's total less the one
+core's leakage it includes) plus the whole chip's leakage over the step (every core of
+every group leaks all along).
 
 Objectives: ``"energy"`` minimizes the energy per sample among the placements whose
 throughput is at least ``min_throughput`` (default: the best single-kind chip of the same
 area, :func:`same_area_chips`, predicted by the same model); ``"throughput"`` maximizes
 samples/s among those within ``energy_budget`` joules per sample. Placements whose
-forward, backward and update differ are not candidates (the compiler rejects them: the
-weight copy, ``2 m n`` words per step, never pays in this mapping). Search: exhaustive
-over ``groups ** layers`` placements when that is at most :data:`EXHAUSTIVE_MAX`, else
-greedy layer by layer (each layer on the kind with the least energy per sample, or
-the least cycles, for its objective).
+forward, backward and update differ are not candidates (the compiler rejects them);
+:func:`weight_copy_notes` prices their weight copy (``2 m n`` words per step) against
+what moving the backward and update would save, in the schedule's notes. Search:
+exhaustive over ``groups ** layers`` placements when that is at most
+:data:`EXHAUSTIVE_MAX`, else greedy layer by layer (each layer on the kind with the
+least energy per sample, or the least cycles, for its objective; transfers ignored in
+the choice, priced in the result).
 """
 
 from __future__ import annotations
