@@ -279,6 +279,20 @@ QUOTES: list[Quote] = [
 ]
 
 
+
+# docs/power.md, "Power caps": the benchmark's table
+PCAP = RES + "power_cap.json"
+_PCAP_COLS = (("cap (W)", "{:.2f}"), ("uncapped samples/s", "{:,}"), ("capped samples/s", "{:,}"),
+              ("capped: largest window (W)", "{:.2f}"), ("naive samples/s", "{:,}"),
+              ("naive: largest window (W)", "{:.2f}"), ("capped / naive", "{:.2f}"))
+QUOTES += [
+    Quote("docs/power.md", Cell("| method | window (cycles) | cap (W)", (m, f"{w:,}"), col), PCAP,
+          lambda d, m=m, w=w, col=col: next(r for r in d["rows"] if r["method"] == m
+                                            and r["window (cycles)"] == w)[col], fmt)
+    for m, w in (("SGD", 10_000), ("minibatch GD (b = 16)", 200_000))
+    for col, fmt in _PCAP_COLS
+]
+
 def test_quoted_figures_are_the_json_values():
     """Every quoted measured figure equals its JSON value as the page writes it."""
     assert quote_errors(QUOTES) == []
