@@ -291,7 +291,8 @@ QUOTES += [
                                             and r["window (cycles)"] == w)[col], fmt)
     for m, w in (("SGD", 10_000), ("minibatch GD (b = 16)", 200_000))
     for col, fmt in _PCAP_COLS
-]
+] + [Quote("docs/power.md", r"at S the leakage alone is (\S+) W", PCAP, lambda d: d["cases"][0]["leakage_watts"],
+           "{:.2f}")]
 
 def test_quoted_figures_are_the_json_values():
     """Every quoted measured figure equals its JSON value as the page writes it."""
