@@ -153,8 +153,8 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
         P, N = cp_shapes(cfg, mlp, list(groups))
         V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), _kit(mlp)
 
-        def alloc(page=None, hist=-1):
-            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page, **_hist_kw(hist))
+        def alloc(page=None, hist=-1, res=0):
+            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page, **_hist_kw(hist, res))
         al, sp = alloc(), None
         if not al.fits() and l < mlp.n_layers - 1:
             try:
@@ -162,7 +162,7 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
             except TrainCompileError:          # the panel exceeds the DRAM
                 sp = None
             if sp is not None:
-                al = alloc(sp.pages[0][1], sp.hist)
+                al = alloc(sp.pages[0][1], sp.hist, sp.res)
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
@@ -219,8 +219,8 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
 
     kit = _kit(mlp)
 
-    def alloc(l, page=None, hist=-1):
-        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page, **_hist_kw(hist))
+    def alloc(l, page=None, hist=-1, res=0):
+        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page, **_hist_kw(hist, res))
     if spad is None:
         layers = [l for l in range(nl) if not alloc(l).fits()]
         if not layers or not cfg.spad_kib or nl - 1 in layers:
@@ -236,7 +236,7 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
         raise TrainCompileError("weights in DRAM need it: this configuration has none (cfg.dram_mib = 0)")
     out = {}
     for l in layers:
-        sp = _layer_pages(cfg, P, N, l, lambda page, hist, l=l: alloc(l, page, hist), page_rows, l in dram,
+        sp = _layer_pages(cfg, P, N, l, lambda page, hist, res=0, l=l: alloc(l, page, hist, res), page_rows, l in dram,
                           _hist_beats(cfg, mlp, N, l))
         if sp is None:
             return {}
@@ -244,9 +244,10 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     return out
 
 
-def _hist_kw(hist: int) -> dict:
-    """The allocator's keyword for a history in the scratchpad (batch 1 only)."""
-    return {} if hist < 0 else {"hist": hist}
+def _hist_kw(hist: int, res: int = 0) -> dict:
+    """The allocator's keywords for a history in the scratchpad and resident rows of a
+    paged panel (batch 1 only)."""
+    return ({} if hist < 0 else {"hist": hist}) | ({"res": res} if res else {})
 
 
 def _hist_beats(cfg, mlp: MLP, N: list, l: int) -> int:
@@ -289,7 +290,7 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
     if to_dram:
         sp = place_dram(cfg, {l: sp}, [l], cfg.spad_depth - room)[l]
         if not dram:                           # the leading pages the scratchpad holds stay there
-            sp = _best_mixed(cfg, l, sp, room, top)
+            sp = _best_mixed(cfg, l, sp, room, top, alloc if hist_beats else None, hist)
     return replace(sp, hist=hist)
 
 
@@ -299,18 +300,28 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
 MIXED_MAX_PAGES = 48
 
 
-def _best_mixed(cfg, l: int, sp, room: int, top: int):
+def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1):
     """The mixed panel (:func:`_mixed`) of the page size, ``top`` local rows or fewer
     (halving), with the fewest DRAM beats plus 64 per page (at most
-    :data:`MIXED_MAX_PAGES` pages)."""
+    :data:`MIXED_MAX_PAGES` pages). ``alloc(page, hist, res)`` (batch 1): the leading
+    rows the PE memories hold beside a page buffer of that size stay resident
+    (:attr:`SpadPanel.res`), only the rest is paged."""
     from sw.train_dram import place_dram
-    best, t = None, top
+    best, t, lp = None, top, sp.lrows
     while t >= 1:
-        cand = place_dram(cfg, {l: SpadPanel(0, sp.lrows, sp.ncols, page_split(sp.lrows, t))}, [l],
-                          cfg.spad_depth - room)
-        if cand is not None and len(cand[l].pages) <= MIXED_MAX_PAGES:
-            m = _mixed(cfg, cand[l], room)
-            cost = m.dram_beats(cfg.nr) + 64 * len(m.pages)
+        res = 0
+        if alloc is not None:
+            res = largest(lambda r1, t=t: alloc(t, hist, r1 - 1).fits(), lp) - 1
+        rows = lp - res
+        part = SpadPanel(0, rows, sp.ncols, page_split(rows, min(t, rows)))
+        if cfg.nr * rows * sp.ncols <= room:       # the rest fits the scratchpad
+            cand = {l: part}
+        else:
+            cand = place_dram(cfg, {l: part}, [l], cfg.spad_depth - room)
+            cand = cand and {l: _mixed(cfg, cand[l], room)}
+        if cand and len(cand[l].pages) <= MIXED_MAX_PAGES:
+            m = replace(cand[l], res=res)
+            cost = (m.dram_beats(cfg.nr) if hasattr(m, "dram_beats") else 0) + 64 * len(m.pages)
             if best is None or cost < best[0]:
                 best = (cost, m)
         t //= 2
@@ -522,7 +533,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
         return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
 
     def hist(st):
-        return _hist_kw(-1 if st is None or st[0] not in spads else spads[st[0]].hist)
+        sp = None if st is None else spads.get(st[0])
+        return {} if sp is None else _hist_kw(sp.hist, sp.res)
     allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st), **hist(st))
               for st in stages]
     for k, al in enumerate(allocs):

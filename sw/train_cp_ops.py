@@ -28,14 +28,15 @@ __all__ = ["Kit", "chain_streams"]
 
 
 def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False,
-              page: int | None = None, hist: int = -1) -> Allocator:
+              page: int | None = None, hist: int = -1, res: int = 0) -> Allocator:
     """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
     fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
     other bank, and no rows copy of ``din``). ``page``: the panel is kept in the
     scratchpad and moved through a page buffer ``WP`` of ``page`` local rows; a layer
     ``l >= 1`` with several pages sums its ``W^T d`` through ``ep`` and the scalar 1.
     ``hist >= 0``: the input history is in the scratchpad from beat ``hist``
-    (``al.meta["hist_spad"]``), not in the PE memories."""
+    (``al.meta["hist_spad"]``), not in the PE memories. ``res``: local rows of the paged
+    panel kept resident (``WR``, before the paged rows)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     al = Allocator(cfg)
     if stage is None:
@@ -46,6 +47,9 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
     if page is None:
         al.alloc("W", L(P[l]) * L(N[l]), f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
     else:
+        if res:
+            al.alloc("WR", res * L(N[l]), f"the first {res * cfg.nr} rows of row panel {i} of W{l}, resident (the "
+                     f"other rows paged)", bank="a")
         al.alloc("WP", page * L(N[l]), f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
                  f"{page * cfg.nr} rows per page)", bank="a")
     al.alloc("ain", L(N[l]), f"a{l}: the next forward input (cols, written by the chains)", bank="b")
@@ -149,13 +153,17 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
         raise TrainCompileError("the output layer's core is not paged")
     R = {k: v.region for k, v in al.items.items()}
     s, nw = P[l] // nr, L(N[l])
-    WP, ain, z, din, vn = R["WP"], R["ain"], R["z"], R["din"], R["vnext"]
+    ain, z, din, vn = R["ain"], R["z"], R["din"], R["vnext"]
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
-    for p, (r0, n) in enumerate(sp.pages):
-        w, zp, dp = sp.page_words(p), _at(z, r0), _at(din, r0)
-        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, p)))
-        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p:
+    # (buffer, first row, rows, page or None): the resident rows first, without moves
+    parts = ([(R["WR"], 0, sp.res, None)] if sp.res else []) + [
+        (R["WP"], r0 + sp.res, n, q) for q, (r0, n) in enumerate(sp.pages)]
+    for p, (WP, r0, n, q) in enumerate(parts):
+        w, zp, dp = n * nw, _at(z, r0), _at(din, r0)
+        if q is not None:
+            ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q)))
+        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p, WP=WP:
                          emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
                          [(WP, w), (ain, nw)], [(zp, n)]))
         if l >= 1:
@@ -165,18 +173,19 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
                                              f"bu{p}_"))
             else:
                 dc = _at(R["dc"], r0)
-                ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p:
+                ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p, WP=WP:
                                  emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True, x_layout="diag", x_copy=dc,
                                            name=f"bw{p}_"),
                                  [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
             if p:
                 ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["ep"], R["e"], R["one"], f"ac{p}_"))
         if not (l >= 1 and fused):
-            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p:
+            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p, WP=WP:
                              emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr, u_layout="diag",
                                         v_layout="cols", name=f"up{p}_"),
                              [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
-        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, p)))
+        if q is not None:
+            ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, q)))
     ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
     if l >= 1:
         e = R["e"]

@@ -239,7 +239,10 @@ class ChipCPProgram:
             for k in self.cores_of(l):
                 local = pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)
                 if l in self.spad:
-                    spad[k] = spad_image(cfg, self.spad[l], local)
+                    sp = self.spad[l]
+                    spad[k] = spad_image(cfg, sp, local)
+                    if sp.res:                                 # the resident rows
+                        items[k].append((self.regions(k)["WR"], local[:, :, :sp.res * sp.ncols]))
                 else:
                     items[k].append((self.regions(k)["W"], local))
         scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0]),
@@ -247,7 +250,7 @@ class ChipCPProgram:
         for k in range(cfg.cores):
             R = self.regions(k)
             for name, it in self.allocs[k].items.items():
-                if name != "W" and not name.startswith("smx_"):
+                if name not in ("W", "WR") and not name.startswith("smx_"):
                     items[k].append((R[name], np.full((nr, nr, it.words), scalars.get(name, 0), dtype=fmt.np_uint)))
             if self.softmax == "array" and k == self.out_core:
                 items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
@@ -290,11 +293,19 @@ class ChipCPProgram:
         dram = [self._paged(k) if isinstance(self._paged(k), DramPanel) else None for k in range(self.cfg.cores)]
         beats = cp_dram_read(session, self.cfg, dram) if any(dram) else None
 
-        def local(k, sp):
+        def paged(k, sp):
             if isinstance(sp, DramPanel):
                 return spad_local(self.cfg, sp, beats[k])
+            return spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+
+        def local(k, sp):
             if sp is not None:
-                return spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
+                out = paged(k, sp)
+                if sp.res:
+                    reg = self.regions(k)["WR"]
+                    out = np.concatenate([session.memory(k, reg.bank)[:, :, reg.base:reg.base + sp.res * sp.ncols],
+                                          out], axis=2)
+                return out
             reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
             return session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
 
@@ -333,7 +344,19 @@ class ChipCPProgram:
                 emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["W"].words, loop="uw")
             b.halt()
             imgs.append(b.build().words())
-        return [(imgs, "cp-unload-W")]
+        out = [(imgs, "cp-unload-W")]
+        res = [self._paged(k) is not None and self._paged(k).res for k in range(cfg.cores)]
+        if any(res):                                   # the resident rows of the paged panels
+            imgs = []
+            for k in range(cfg.cores):
+                b = Builder(cfg)
+                if res[k]:
+                    reg = self.regions(k)["WR"]
+                    emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["WR"].words, loop="ur")
+                b.halt()
+                imgs.append(b.build().words())
+            out.append((imgs, "cp-unload-WR"))
+        return out
 
     def decode_weights(self, results, padded: bool = False) -> list:
         """Global weights from the per-core results of :meth:`unload_weights_phases`."""
@@ -343,7 +366,11 @@ class ChipCPProgram:
 
         def local(k, sp):
             if sp is not None:
-                return spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x) for x in per_core[k].data])
+                out = spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x) for x in per_core[k].data])
+                if sp.res:
+                    out = np.concatenate([decode_unload(self.cfg, results[1][k].data,
+                                                        self.allocs[k].items["WR"].words), out], axis=2)
+                return out
             return decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
 
         return self._assemble(local, padded)

@@ -33,6 +33,9 @@ class SpadPanel:
     pages: tuple                  #: ``((first local row, local rows), ...)``
     #: CP: first scratchpad beat of the layer's input history (-1: in the PE memories)
     hist: int = field(default=-1, kw_only=True)
+    #: CP: local rows of the panel resident in the PE memories before the paged ones
+    #: (``lrows`` and ``pages`` count the paged rows only)
+    res: int = field(default=0, kw_only=True)
 
     @property
     def words(self) -> int:
@@ -49,8 +52,10 @@ class SpadPanel:
         return nr * self.words
 
     def row_pages(self, nr: int) -> tuple:
-        """The pages in rows of the padded panel: ``((first row, rows), ...)``."""
-        return tuple((r0 * nr, n * nr) for r0, n in self.pages)
+        """The pages in rows of the padded panel: ``((first row, rows), ...)``, the
+        resident rows (``res``) first as a page of their own."""
+        return ((((0, self.res * nr),) if self.res else ())
+                + tuple(((r0 + self.res) * nr, n * nr) for r0, n in self.pages))
 
 
 def page_split(lrows: int, per: int) -> tuple:
@@ -178,14 +183,15 @@ def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> O
 
 def spad_image(cfg, panel: SpadPanel, local) -> list:
     """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
-    out = []
+    out, c = [], panel.ncols
     for r0, n in panel.pages:
-        out += unload_beats_for(cfg, local[:, :, r0 * panel.ncols:(r0 + n) * panel.ncols])
+        out += unload_beats_for(cfg, local[:, :, (r0 + panel.res) * c:(r0 + panel.res + n) * c])
     return out
 
 
 def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
-    """Inverse of :func:`spad_image`: the panel's ``(nr, nr, words)`` local words."""
+    """Inverse of :func:`spad_image`: the panel's ``(nr, nr, words)`` local words (of the
+    paged rows: without the resident ones)."""
     out, at = [], 0
     for _, n in panel.pages:
         w = n * panel.ncols
