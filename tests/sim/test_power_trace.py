@@ -98,3 +98,26 @@ def test_traced_steps_add_up_and_idle_leaks():
     idle = [i for i in range(len(wins)) if r.cycles <= i * 100 and (i + 1) * 100 <= r.cycles + 250]
     assert idle and all(abs(watts[i] - leak) < 1e-12 for i in idle)
     assert max(watts) > 2 * leak
+
+
+def test_scratchpad_paging_windows_equal_the_cycle_engine():
+    """A step whose weights are paged through the scratchpad (small PE memories): the
+    scratchpad beats per window too."""
+    cfg = CFG.replace(spad_kib=16, mem_a_words=256, mem_b_words=256)
+    mlp = MLP((128, 128, 10), "softmax_ce", 0.01)
+    tp = compile_method("sgd", cfg, mlp)
+    assert tp.spad
+    W0 = init_weights(mlp, cfg.fmt, 0)
+    part = tp.chip_parts()[0]
+    got = []
+    for backend in ("fast", "model"):
+        s = ChipSession(cfg, backend)
+        tp.init(s, W0)
+        for k in range(cfg.cores):
+            s.model.load(tp.images[part.image][k], 0, core=k)
+        s.model.clear_counters()
+        f = fast_window_counters if backend == "fast" else cycle_window_counters
+        got.append(f(s.model, [part.origin] * cfg.cores, [()] * cfg.cores, range(211, 10 ** 5, 211))[-2:])
+    (fs, fc), (cs, cc) = got
+    assert fc == cc and fs == cs
+    assert fs[-1]["spad_rd_beats"] > 0 and fs[-1]["spad_wr_beats"] > 0
