@@ -97,3 +97,102 @@ class GoldenHetero:
                 g_real = g_pad[:mlp.shape(l)[1]]
             self.W[l] = golden.rank1(c.fmt, c.nr, self.W[l], d, ins[l], neg_lr)
         return out
+
+
+class GoldenHeteroSplit:
+    """Golden trainer of :mod:`sw.train_hetero_split`: every layer's row panels on their
+    cores (``parts``: ``SplitTrainProgram.parts``), each at its kind's ``nr`` and format;
+    a vector between layers assembled from the panels as the ring delivers them (each
+    panel's padded segment, zero-extended to a whole number of the widest kind's beats,
+    converted at every crossing of its path); ``W^T d`` as the panels' partials added in
+    panel order (``axpy(1, sum so far, partial)``, one rounding each)."""
+
+    def __init__(self, hcfg, mlp: MLP, parts: list, weights):
+        self.hcfg, self.mlp, self.parts = hcfg, mlp, [list(p) for p in parts]
+        self.W = []
+        for l, ps in enumerate(self.parts):
+            c = hcfg.core_cfg(ps[0][0])
+            wb = weight_bits(mlp, c.fmt, weights)[l]
+            self.W.append([pad_matrix(c.fmt, c.nr, wb[r0:r0 + rows]) for _, r0, rows in ps])
+
+    def _move(self, v, s: int, r: int, n: int):
+        """``v`` (padded at ``s``) as ``r`` holds it: zero-extended to ``n`` elements,
+        converted along the ring from ``s`` to ``r``."""
+        out = np.zeros(n, dtype=v.dtype)
+        out[:min(n, len(v))] = v[:n]
+        if s == r:
+            return out
+        path = ring_path(self.hcfg, s, r)
+        for a, b in zip(path, path[1:]):
+            fa, fb = self.hcfg.core_cfg(a).fmt, self.hcfg.core_cfg(b).fmt
+            if fa != fb:
+                out = np.array([_convert(fa, fb, int(x)) for x in out], dtype=fb.np_uint)
+        return out
+
+    def _gather(self, panels, l: int, r: int):
+        """Layer ``l``'s input on core ``r`` from layer ``l - 1``'s output panels."""
+        from sw.train_hetero_ring import padded_len
+
+        c = self.hcfg.core_cfg(r)
+        n = self.mlp.shape(l)[1]
+        full = np.zeros(max(padded_len(self.hcfg, n), -(-n // c.nr) * c.nr), dtype=c.fmt.np_uint)
+        for (s, r0, rows), z in zip(self.parts[l - 1], panels):
+            P = padded_len(self.hcfg, rows)
+            full[r0:r0 + P] = self._move(z, s, r, P)
+        return full[:-(-n // c.nr) * c.nr]
+
+    def weights(self, padded: bool = False) -> list:
+        out = []
+        for l, ps in enumerate(self.parts):
+            n = self.mlp.shape(l)[1]
+            out.append(np.concatenate([W if padded else W[:rows, :n] for W, (_, _, rows) in zip(self.W[l], ps)]))
+        return out
+
+    def step(self, x, t) -> dict:
+        from sw.train_hetero_ring import padded_len
+
+        mlp, nl, h = self.mlp, self.mlp.n_layers, self.hcfg
+        ins, panels = [], None
+        for l in range(nl):
+            ps = self.parts[l]
+            c = h.core_cfg(ps[0][0])
+            if l == 0:
+                a = {k: pad_vector(c.fmt, c.nr, vector_bits(c.fmt, x, mlp.n_in)) for k, _, _ in ps}
+            else:
+                a = {k: self._gather(panels, l, k) for k, _, _ in ps}
+            ins.append(a)
+            zs = [golden.gemv(c.fmt, c.nr, W, a[k], "tree") for W, (k, _, _) in zip(self.W[l], ps)]
+            panels = [golden.relu(c.fmt, z) for z in zs] if l < nl - 1 else zs
+        (k, _, _), = self.parts[-1]
+        c = h.core_cfg(k)
+        fmt, no, z = c.fmt, mlp.n_out, zs[0]
+        m1 = fmt.from_float(np.array([-1.0]))[0]
+        tb = vector_bits(fmt, t, no)
+        d = golden.axpy(fmt, m1, pad_vector(fmt, c.nr, tb), z)
+        df = fmt.to_float(d[:no])
+        out = {"loss": mse_loss(df), "output": df + fmt.to_float(tb), "d": d[:no].copy()}
+        dm, dm_core, ds = None, None, None
+        for l in range(nl - 1, -1, -1):
+            ps = self.parts[l]
+            c = h.core_cfg(ps[0][0])
+            neg_lr = c.fmt.from_float(np.array([-mlp.lr]))[0]
+            one = c.fmt.from_float(np.array([1.0]))[0]
+            if l == nl - 1:
+                ds = [d]
+            else:
+                ds = []
+                for k, r0, rows in ps:
+                    P = padded_len(h, rows)
+                    ext = np.zeros(max(len(dm), r0 + P), dtype=dm.dtype)
+                    ext[:len(dm)] = dm
+                    ds.append(self._move(ext[r0:r0 + P], dm_core, k, -(-rows // c.nr) * c.nr))
+            if l >= 1:
+                acc = None
+                for W, g in zip(self.W[l], ds):
+                    e = golden.gemv_t(c.fmt, c.nr, W, g, "tree")
+                    acc = e if acc is None else golden.axpy(c.fmt, one, acc, e)
+                dm_core = ps[-1][0]
+                dm = golden.mask(c.fmt, acc, ins[l][dm_core])
+            self.W[l] = [golden.rank1(c.fmt, c.nr, W, g, ins[l][k], neg_lr)
+                         for W, g, (k, _, _) in zip(self.W[l], ds, ps)]
+        return out

@@ -38,6 +38,7 @@ class LayerPlace:
     backward: int
     update: int
     core: int | None = None     #: index of the core inside the group (None: first fit)
+    cores: int = 1              #: cores of the group holding row panels of the layer (from ``core``)
 
     @property
     def group(self) -> int:
@@ -47,6 +48,8 @@ class LayerPlace:
         d = {"forward": self.forward, "backward": self.backward, "update": self.update}
         if self.core is not None:
             d["core"] = self.core
+        if self.cores != 1:
+            d["cores"] = self.cores
         return d
 
 
@@ -72,7 +75,7 @@ class Placement:
                 continue
             if not isinstance(e, dict):
                 raise PlacementError(f"placement layer {i}: expected a group number or an object, got {e!r}")
-            unknown = set(e) - {"forward", "backward", "update", "core", "group"}
+            unknown = set(e) - {"forward", "backward", "update", "core", "group", "cores"}
             if unknown:
                 raise PlacementError(f"placement layer {i}: unknown field(s) {', '.join(sorted(unknown))}")
             g = e.get("group", e.get("forward"))
@@ -83,14 +86,17 @@ class Placement:
             core = e.get("core")
             if core is not None and (not isinstance(core, int) or isinstance(core, bool) or core < 0):
                 raise PlacementError(f"placement layer {i}: core must be an index >= 0, got {core!r}")
-            out.append(LayerPlace(*vals, core))
+            k = e.get("cores", 1)
+            if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+                raise PlacementError(f"placement layer {i}: cores must be a count >= 1, got {k!r}")
+            out.append(LayerPlace(*vals, core, k))
         return cls(tuple(out))
 
     def to_dict(self) -> dict:
         return {"layers": [p.to_dict() for p in self.layers]}
 
     def short(self) -> str:
-        if all(p.forward == p.backward == p.update for p in self.layers):
+        if all(p.forward == p.backward == p.update and p.cores == 1 for p in self.layers):
             return ",".join(str(p.forward) for p in self.layers)
         return json.dumps(self.to_dict())
 
