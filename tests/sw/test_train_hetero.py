@@ -171,3 +171,75 @@ def test_compile_errors():
         check_fit(TINY, MLP([200, 200, 3], "mse", 0.1), Placement.uniform([0, 0]))
     one = HeteroConfig((CoreGroup(2, PRESETS["small"]),))
     assert check_fit(one, MLP([6, 5, 3], "mse", 0.1), Placement.uniform([0, 0])) == [0, 0]
+
+
+# -- layers split across a group's cores (sw/train_hetero_split.py) ------------------------
+def _train_split(hcfg, mlp, placement, engine, steps, seed):
+    from sw.golden_train_hetero import GoldenHeteroSplit
+    from sw.train_hetero_split import compile_split
+
+    rng = np.random.default_rng(seed)
+    prog = compile_split(hcfg, mlp, placement)
+    fmt = hcfg.core_cfg(prog.parts[0][0][0]).fmt
+    W0 = init_weights(mlp, fmt, seed)
+    if len({c.fmt for c in hcfg.group_cfgs}) > 1:
+        W0 = [fmt.to_float(W) for W in W0]
+    model = ChipModel(hcfg, engine)
+    prog.init(model, W0)
+    gold = GoldenHeteroSplit(hcfg, mlp, prog.parts, W0)
+    ctrs = []
+    for s in range(steps):
+        x, t = rng.normal(size=mlp.n_in), rng.normal(size=mlp.n_out) * 0.5
+        r = prog.run_step(model, x, t)            # every section's cycles against the prediction
+        g = gold.step(x, t)
+        assert r.loss == g["loss"], f"step {s}"
+        for l, (a, b) in enumerate(zip(prog.weights(model, padded=True, memory=memory_of(model)),
+                                       gold.weights(padded=True))):
+            assert np.array_equal(a, b), f"step {s}: layer {l} differs"
+        assert r.cycles == prog.step_cycles()
+        ctrs.append(r.counters)
+    return prog, ctrs
+
+
+SPLITS = [
+    '[{"group": 1, "cores": 2}, {"group": 0, "cores": 2}, 1]',     # panels through both crossings
+    '[{"group": 0, "cores": 2}, {"group": 1, "cores": 2}, 0]',
+    '[{"group": 1, "cores": 2}, {"group": 1, "cores": 2}, 1]',     # a group's cores, the long way round
+    '[1, {"group": 0, "cores": 2}, 1]',
+    '[0, 0, 0]',
+]
+
+
+@pytest.mark.parametrize("place", SPLITS)
+@pytest.mark.parametrize("preset", ["hetero-tiny", "hetero-tiny-fmt"])
+def test_split_bit_exact_fast(preset, place):
+    mlp = MLP([12, 10, 9, 5], "mse", 0.05)
+    prog, _ = _train_split(HETERO_PRESETS[preset], mlp, Placement.from_dict(json.loads(place)), "fast", 2, _seed())
+    assert [len(p) for p in prog.parts][:2] == [json.loads(place)[i].get("cores", 1) if isinstance(
+        json.loads(place)[i], dict) else 1 for i in range(2)]
+
+
+def test_split_engines_agree():
+    mlp = MLP([12, 10, 9, 5], "mse", 0.05)
+    pl = Placement.from_dict(json.loads(SPLITS[0]))
+    seed = _seed()
+    _, fast = _train_split(HETERO_PRESETS["hetero-tiny-fmt"], mlp, pl, "fast", 1, seed)
+    _, cyc = _train_split(HETERO_PRESETS["hetero-tiny-fmt"], mlp, pl, "cycle", 1, seed)
+    assert fast == cyc
+
+
+def test_split_errors():
+    from sw.train_hetero_split import compile_split, layer_parts
+
+    mlp = MLP([12, 10, 9, 5], "mse", 0.05)
+    with pytest.raises(PlacementError, match="output layer runs on one core"):
+        compile_split(TINY, mlp, Placement.from_dict([1, 1, {"group": 1, "cores": 2}]))
+    with pytest.raises(PlacementError, match="which has 2 cores"):
+        compile_split(TINY, mlp, Placement.from_dict([{"group": 1, "core": 1, "cores": 2}, 1, 1]))
+    with pytest.raises(PlacementError, match="do not fill 2 cores"):
+        compile_split(TINY, MLP([12, 3, 9, 5], "mse", 0.05), Placement.from_dict([{"group": 1, "cores": 2}, 1, 1]))
+    with pytest.raises(PlacementError, match="cores must be a count"):
+        Placement.from_dict([{"group": 1, "cores": 0}, 1, 1])
+    with pytest.raises(PlacementError, match="needs ring transfers"):
+        layer_parts(TINY, mlp, Placement.from_dict([1, 1, 1]), transfers="host")
+    assert Placement.from_dict([{"group": 1, "cores": 2}, 1, 1]).to_dict()["layers"][0]["cores"] == 2
