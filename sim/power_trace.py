@@ -172,31 +172,33 @@ def fast_core_counters(model, start, data, points, max_instructions: int = 1_000
     return run.finish(), samples, cuts
 
 
-def cycle_window_counters(chip: ChipModel, pcs, hin, points, max_instructions: int = 1_000_000):
-    """The reference: one chip RUN on the per-cycle chip model (``engine="cycle"``),
-    every core's counters read after each clock in ``points`` and at the end (the
-    :class:`sim.core_model.CoreRun` state: PE events as they happen, instructions and
-    beats so far). Returns ``(samples, cuts)`` as :func:`fast_window_counters`."""
+def cycle_window_counters(chip: ChipModel, pcs, hin, points, max_instructions: int = 1_000_000, ks=None):
+    """The reference: one chip RUN on the per-cycle chip model (``engine="cycle"``; the
+    cores ``ks`` on their own ring, default all), every core's counters read after each
+    clock in ``points`` and at the end (the :class:`sim.core_model.CoreRun` state: PE
+    events as they happen, instructions and beats so far). Returns ``(samples, cuts,
+    results)``: as :func:`fast_window_counters`, and the cores' ``RunResult``."""
     assert chip.engine == "cycle"
     from sim.core_model import CoreRun
     from sim.chip_model import _RingFifo
 
-    n, depth = chip.n, chip.cfg.ring_fifo_depth
+    ks = list(range(chip.n)) if ks is None else list(ks)
+    n, depth = len(ks), chip.cfg.ring_fifo_depth
     fifos = [_RingFifo() for _ in range(n)]
 
-    def room(k):
-        nxt = fifos[(k + 1) % n]
+    def room(i):
+        nxt = fifos[(i + 1) % n]
         return lambda run: nxt.level0 + run.rout_pending < depth
 
-    runs = [CoreRun(chip.cores[k], pcs[k], hin[k], fifos[k], max_instructions, room(k)) for k in range(n)]
-    base = [dict(c.counters) for c in chip.cores]
+    runs = [CoreRun(chip.cores[c], pcs[c], hin[c], fifos[i], max_instructions, room(i)) for i, c in enumerate(ks)]
+    base = [dict(chip.cores[c].counters) for c in ks]
     pts = set(int(p) for p in points)
     samples, cuts = [], []
 
     def sample(t):
         tot: dict = {}
-        for k, r in enumerate(runs):
-            d = _diff(chip.cores[k].counters, base[k])
+        for i, r in enumerate(runs):
+            d = _diff(chip.cores[ks[i]].counters, base[i])
             d["instructions"] = r.n
             d["host_in_beats"], d["ring_in_beats"] = r.hin_pos, r.rin_pos
             d["host_out_beats"], d["ring_out_beats"] = len(r.out), len(r.ring_out)
@@ -227,9 +229,7 @@ def cycle_window_counters(chip: ChipModel, pcs, hin, points, max_instructions: i
             raise RuntimeError("the run does not end")
     if not cuts or cuts[-1] != t:
         sample(t)
-    for r in runs:
-        r.finish()
-    return samples, cuts
+    return samples, cuts, [r.finish() for r in runs]
 
 
 def _push(runs, fifos) -> None:
@@ -276,10 +276,14 @@ class TracingSession(ChipSession):
     bins of ``bin`` cycles from the RUN's start (:attr:`runs`: ``(name, kind, start,
     cycles, [bin counters])``; ``bin=None``: none). :meth:`idle` halts the chip for some
     cycles (the host waits). :attr:`tracing` off (the default until :meth:`begin`) runs
-    phases as a :class:`ChipSession` does, off the timeline."""
+    phases as a :class:`ChipSession` does, off the timeline. ``backend="model"``: the
+    per-cycle chip model, sampled by :func:`cycle_window_counters` (the reference)."""
 
-    def __init__(self, cfg, window: int, bin: int | None = None):
-        super().__init__(cfg, "fast")
+    #: the per-cycle reference (``backend="model"``) samples RUNs of at most this many cycles
+    MODEL_HORIZON = 1_000_000
+
+    def __init__(self, cfg, window: int, bin: int | None = None, backend: str = "fast"):
+        super().__init__(cfg, backend)
         self.window, self.bin = int(window), bin
         self.tracing = False
         self.t = 0
@@ -336,18 +340,29 @@ class TracingSession(ChipSession):
             t0 = self.t
             for k in [k for k in range(n) if k not in act] + act:
                 start_t = self.t if k in act else t0
-                r, samples, cuts = fast_core_counters(self.model.cores[k], start, data[k],
-                                                      lambda T, t0=start_t: self._points(t0, T))
+                if self.backend == "model":
+                    samples, cuts, rs = cycle_window_counters(self.model, [start] * n, data,
+                                                              self._points(start_t, self.MODEL_HORIZON), ks=[k])
+                    r = rs[0]
+                else:
+                    r, samples, cuts = fast_core_counters(self.model.cores[k], start, data[k],
+                                                          lambda T, t0=start_t: self._points(t0, T))
                 self._book(name, "host" if k in act else "host-side", start_t, samples, cuts)
                 res[k] = r
                 if k in act:
                     self.t += r.cycles
             return res, sum(res[k].cycles for k in act)
         pcs = [start] * n
-        rr, samples, cuts = fast_window_counters(self.model, pcs, [()] * n, lambda T: self._points(self.t, T))
+        if self.backend == "model":
+            samples, cuts, res = cycle_window_counters(self.model, pcs, [()] * n,
+                                                       self._points(self.t, self.MODEL_HORIZON))
+            cycles = max(r.cycles for r in res)
+        else:
+            rr, samples, cuts = fast_window_counters(self.model, pcs, [()] * n, lambda T: self._points(self.t, T))
+            res, cycles = rr.cores, rr.cycles
         self._book(name, "chip", self.t, samples, cuts)
-        self.t += rr.cycles
-        return rr.cores, rr.cycles
+        self.t += cycles
+        return res, cycles
 
     def window_list(self) -> tuple:
         """``(counters per window, lengths)`` of the timeline so far (the last window
