@@ -12,15 +12,17 @@ at. Nothing else changes: the same ops, the same results bit for bit.
 
 **Planning.** A profile run (the step with every op its own RUN, on the fast chip
 engine) gives each op's and host phase's dynamic energy in bins of ``bin`` cycles from
-its start. On that piecewise-constant power, :func:`plan_capped` walks the step in order
-and gives each op the shortest wait before it that keeps every *sliding* window of
-``N`` cycles ending in it under the cap (a wait only ever lowers a window's energy, as
-an idle cycle is the cheapest cycle); the plan is repeated over steps until the waits of
-one step equal the previous one's, so the periodic schedule holds across step
-boundaries. Ops whose windows are under the cap get no wait: low-power phases (host I/O,
-collectives, the host's turnaround) run at full speed. :func:`plan_naive` instead
-stretches every op and host phase by one factor (each followed by a wait of
-``(s - 1)`` times its length), the smallest ``s`` that meets the cap.
+its start. On that piecewise-constant power, with the step repeated (a periodic
+schedule) and every *sliding* window of ``N`` cycles checked (:func:`_feasible`),
+:func:`plan_capped` first follows every segment with just enough idle to bring its own
+mean power to one level, the highest that meets the cap: segments below it (host I/O,
+the host's turnaround, cool collectives and kernels) get none. Then it cuts each wait as
+far as the windows allow, longest first (pooling a hot op with cool neighbours in a
+window); the same cutting applied to the naive plan is the other candidate, and the
+shorter step wins. A wait only ever lowers a window's energy (an idle cycle is the
+cheapest cycle), so the searches are monotone. :func:`plan_naive` stretches every op and
+host phase by one factor (each followed by a wait of ``(s - 1)`` times its length), the
+smallest ``s`` that meets the cap.
 
 **Checking.** :func:`run_schedule` runs a schedule for some steps on the fast chip
 engine, the weights checked against the golden trainer after each, and samples the
