@@ -31,13 +31,13 @@ def _window(text: str) -> int:
     return v
 
 
-def add_power_cap_arguments(p, what: str) -> None:
+def add_power_cap_arguments(p, what: str, extra: str = "") -> None:
     from sim.power_cap import DEFAULT_WINDOW
 
     p.add_argument("--power-cap", type=_watts, metavar="W",
                    help=f"schedule {what} so that the modelled power (everything: dynamic energy and leakage) stays "
                         f"at or below W watts in every window of --power-window cycles; reports its throughput "
-                        f"against naive duty cycling (chip SGD and minibatch GD; docs/power.md)")
+                        f"against naive duty cycling (chip SGD and minibatch GD; docs/power.md){extra}")
     p.add_argument("--power-window", type=_window, metavar="N",
                    help=f"the power cap's window in cycles (default {DEFAULT_WINDOW:,}; docs/power.md says why)")
 

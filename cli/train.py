@@ -97,7 +97,8 @@ def add_train_arguments(p, cfg_help: str = "preset, JSON file or inline JSON") -
     p.add_argument("--describe", action="store_true", help="print the memory map and the step's kernels")
     from cli.power_cap import add_power_cap_arguments
 
-    add_power_cap_arguments(p, "the training step (--png: the per-window power trace instead of the loss curves)")
+    add_power_cap_arguments(p, "the training step", "; --png then draws the per-window power trace instead of "
+                                                     "the loss curves")
     add_progress_argument(p)
 
 
