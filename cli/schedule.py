@@ -58,7 +58,7 @@ def cmd_schedule(args) -> int:
     from perf.schedule import layer_costs, model_for, predict_placement, schedule
     from sw.mlp import MLP
     from sw.train_hetero import check_fit
-    from sw.train_hetero_place import placement_from_arg
+    from sw.train_hetero_place import PlacementError, placement_from_arg
 
     check_outputs(args, "json")
     if args.schedule == "throughput" and args.energy_budget is None and args.placement is None:
@@ -78,7 +78,15 @@ def cmd_schedule(args) -> int:
         model, kinds = model_for(hcfg)
         costs = {(l, g): layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l, args.transfers)
                  for l in range(mlp.n_layers) for g in range(len(hcfg.groups))}
-        pred = predict_placement(hcfg, mlp, [p.forward for p in pl.layers], costs, model, kinds, args.transfers)
+        if any(p.cores > 1 for p in pl.layers):
+            from perf.schedule_split import predict_split
+
+            pred = predict_split(hcfg, mlp, pl, model, kinds)
+            if not pred.fits:
+                raise PlacementError(pred.reason)
+        else:
+            pred = predict_placement(hcfg, mlp, [p.forward for p in pl.layers], costs, model, kinds,
+                                     args.transfers)
         print(f"placement {pl.short()} (given): predicted {pred.cycles:.0f} cycles, {pred.samples_per_s:.1f} "
               f"samples/s, {pred.energy_pj * 1e-6:.3f} uJ per sample (everything)")
         doc["placement"], doc["predicted"] = pl.to_dict(), pred.to_dict()

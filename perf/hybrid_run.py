@@ -12,8 +12,9 @@ import numpy as np
 
 from sim.chip_model import ChipModel
 from sim.power_hetero import hetero_report
-from sw.golden_train_hetero import GoldenHetero
+from sw.golden_train_hetero import GoldenHetero, GoldenHeteroSplit
 from sw.train_hetero import compile_hetero
+from sw.train_hetero_split import compile_split
 from sw.train_host import init_weights
 
 __all__ = ["run_placement", "energy_entry", "memory_of"]
@@ -51,15 +52,20 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
     ``predicted``: the scheduler's prediction (:meth:`perf.schedule.Prediction.to_dict`)
     to report the model's errors against."""
     t0 = time.perf_counter()
-    prog = compile_hetero(hcfg, mlp, placement, transfers=transfers)
+    split = any(p.cores > 1 for p in placement.layers)
+    if split:
+        prog = compile_split(hcfg, mlp, placement)
+    else:
+        prog = compile_hetero(hcfg, mlp, placement, transfers=transfers)
     t_compile = time.perf_counter() - t0
-    fmt = hcfg.core_cfg(prog.cores[0]).fmt
+    fmt = hcfg.core_cfg(prog.parts[0][0][0] if split else prog.cores[0]).fmt
     W0 = init_weights(mlp, fmt, weight_seed)
     if len({c.fmt for c in hcfg.group_cfgs}) > 1:      # kinds of several formats: the values, not the bits
         W0 = [fmt.to_float(W) for W in W0]
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
-    gold = GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers)
+    gold = (GoldenHeteroSplit(hcfg, mlp, prog.parts, W0) if split else
+            GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers))
     rng = np.random.default_rng(input_seed)
     out = []
     for i in range(steps):
@@ -86,7 +92,9 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
     last = out[-1]
     clock = hcfg.group_cfgs[0].clock_mhz * 1e6
     res = {"placement": placement.to_dict(), "cores": prog.cores, "engine": engine, "transfers": transfers,
-           "ring_transfers": {k: {"path": v["path"], "cycles": v["cycles"]} for k, v in prog.rings.items()},
+           "ring_transfers": ({x.name: {"path": sorted(x.pcs), "cycles": x.cycles} for x in prog.sections
+                               if x.kind == "ring"} if split else
+                              {k: {"path": v["path"], "cycles": v["cycles"]} for k, v in prog.rings.items()}),
            "steps": out, "step_counters": r.counters,
            "cycles": last["cycles"], "samples_per_s": clock / last["cycles"],
            "energy_uj_per_sample_everything": last["energy_uj_per_sample_everything"],

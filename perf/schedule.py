@@ -121,13 +121,16 @@ class LayerCost:
         return sum(p["dyn_pj"] for p in self.phases.values())
 
 
-def layer_costs(model: PerfModel, kind: str, cfg, mlp, l: int, transfers: str = "ring") -> LayerCost:
+def layer_costs(model: PerfModel, kind: str, cfg, mlp, l: int, transfers: str = "ring",
+                rows: int | None = None) -> LayerCost:
     """Per phase (``forward``, ``backward``, ``update``) of layer ``l`` on ``kind``; with
     ring transfers, the vectors between layers are not loaded or unloaded by the host
-    (the transfers are priced per placement, :func:`transfer_costs`)."""
+    (the transfers are priced per placement, :func:`transfer_costs`). ``rows``: a row
+    panel of the layer (:mod:`perf.schedule_split`)."""
     host = transfers == "host"
     nl = mlp.n_layers
     m, n = mlp.shape(l)
+    m = rows or m
     L = lambda k: local_len(k, cfg.nr)                     # noqa: E731
 
     def op(cls, **shape):
@@ -354,10 +357,12 @@ class Schedule:
 
 def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "energy",
              energy_budget: float | None = None, min_throughput: float | None = None,
-             grid: str = "quick", transfers: str = "ring") -> Schedule:
+             grid: str = "quick", transfers: str = "ring", splits: bool = True) -> Schedule:
     """Choose the placement (see the module docstring). ``energy_budget`` in joules per
     sample (objective ``throughput``); ``min_throughput`` in samples/s (objective
-    ``energy``; default the best single-kind chip of the same area)."""
+    ``energy``; default the best single-kind chip of the same area); ``splits``: also
+    the placements with hidden layers split across their group's cores
+    (:mod:`perf.schedule_split`; ring transfers only)."""
     if objective not in ("energy", "throughput"):
         raise ScheduleError(f"unknown objective {objective!r}: energy or throughput")
     if objective == "throughput" and energy_budget is None:
@@ -395,6 +400,12 @@ def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "ene
         gs = [min((g for g in range(ng) if costs[(l, g)].fits), key=lambda g: pick(costs[(l, g)]), default=0)
               for l in range(nl)]
         cands = [pp(gs)]
+    if splits and transfers == "ring":
+        from perf.schedule_split import predict_split, split_options
+
+        for gs in [[x.forward for x in p.placement.layers] for p in list(cands)]:
+            cands += [predict_split(hcfg, mlp, pl, model, kinds) for pl in split_options(hcfg, mlp, gs)]
+        search += f", {len(cands)} with the hidden layers' core counts"
     s = Schedule(objective, None, cands, target, costs, kinds, search, notes)
     feas = [p for p in cands if p.fits and s._meets(p)]
     if not feas:

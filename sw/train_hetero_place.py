@@ -7,7 +7,8 @@ group) its weights live. JSON::
     {"layers": [{"forward": 1, "backward": 1, "update": 1, "core": 0}, ...]}
 
 or the short form ``"1,1,0,0"`` (every phase of layer ``l`` on group ``g_l``, cores
-chosen first-fit). ``docs/hybrid.md`` describes the compiler that takes it
+chosen first-fit; ``"1:2"``: the layer's row panels on the first 2 cores of group 1,
+``"cores": 2`` in JSON, :mod:`sw.train_hetero_split`). ``docs/hybrid.md`` describes the compiler that takes it
 (:mod:`sw.train_hetero`) and the scheduler that chooses it (:mod:`perf.schedule`).
 
 Forward, backward and update of one layer on *different* groups need the weights on
@@ -96,8 +97,8 @@ class Placement:
         return {"layers": [p.to_dict() for p in self.layers]}
 
     def short(self) -> str:
-        if all(p.forward == p.backward == p.update and p.cores == 1 for p in self.layers):
-            return ",".join(str(p.forward) for p in self.layers)
+        if all(p.forward == p.backward == p.update and (p.cores == 1 or p.core in (None, 0)) for p in self.layers):
+            return ",".join(str(p.forward) + (f":{p.cores}" if p.cores > 1 else "") for p in self.layers)
         return json.dumps(self.to_dict())
 
 
@@ -106,11 +107,19 @@ def placement_from_arg(arg: str) -> Placement:
     import os
 
     s = arg.strip()
-    if s and all(c.isdigit() or c in ", " for c in s):
+    if s and all(c.isdigit() or c in ", :" for c in s):
         try:
-            return Placement.uniform([int(x) for x in s.split(",") if x.strip()])
+            out = []
+            for x in (x.strip() for x in s.split(",") if x.strip()):
+                g, _, k = x.partition(":")
+                k = int(k) if k else 1
+                if k < 1:
+                    raise ValueError
+                out.append(LayerPlace(int(g), int(g), int(g), 0 if k > 1 else None, k))
+            return Placement(tuple(out))
         except ValueError:
-            raise PlacementError(f"bad placement {arg!r}: expected group numbers like 1,1,0,0") from None
+            raise PlacementError(f"bad placement {arg!r}: expected group numbers like 1,1,0,0 (g:k: a layer on "
+                                 f"k cores of group g)") from None
     if s.startswith("{") or s.startswith("["):
         try:
             return Placement.from_dict(json.loads(s))

@@ -29,7 +29,15 @@ def test_given_placement_on_the_cycle_engine(capsys):
         assert "placement 0,1 (given)" in text and "golden bit for bit" in text
 
 
+def test_given_split_placement(capsys):
+    assert main(["schedule", "--hetero", "hetero-tiny", "--network", "12-10-9-5", "--placement", "1:2,0:2,1",
+                 "--run", "1"]) == 0
+    text = capsys.readouterr().out
+    assert "placement 1:2,0:2,1 (given)" in text and "golden bit for bit" in text
+
+
 @pytest.mark.parametrize("argv, msg", [
+    (["--hetero", "hetero-tiny", "--network", "12-10-9-5", "--placement", "1,1,1:2"], "output layer runs on one"),
     (["--hetero", "nope"], "neither a heterogeneous preset"),
     (["--hetero", "hetero-tiny", "--network", "6-x"], "expected layer sizes"),
     (["--hetero", "hetero-tiny", "--network", "6-3"], "at least an input, a hidden"),

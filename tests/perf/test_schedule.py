@@ -10,6 +10,8 @@ from arch.hetero import HETERO_PRESETS
 from perf import schedule as sched
 from perf.hybrid_run import run_placement
 from perf.schedule import ScheduleError, same_area_chips, schedule
+from perf.schedule_split import predict_split, split_options
+from sw.train_hetero_place import placement_from_arg
 from sw.mlp import MLP
 
 TINY = HETERO_PRESETS["hetero-tiny"]
@@ -25,7 +27,8 @@ def model():
 def test_energy_schedule_meets_the_same_area_throughput_and_runs(model):
     s = schedule(TINY, MLP4, model)
     assert s.search.startswith("exhaustive over 8")
-    assert len(s.candidates) == 8
+    assert len(s.candidates) == 8 + sum(len(split_options(TINY, MLP4, [p.forward for p in c.placement.layers]))
+                                        for c in s.candidates[:8])
     assert s.chosen.samples_per_s >= s.target["min_samples_per_s"] * (1 - 1e-9)
     feas = [p for p in s.candidates if p.fits and s._meets(p)]
     assert s.chosen.energy_pj == min(p.energy_pj for p in feas)
@@ -58,9 +61,10 @@ def test_throughput_under_a_budget(model):
 def test_greedy_search_when_large(model, monkeypatch):
     monkeypatch.setattr(sched, "EXHAUSTIVE_MAX", 4)
     s = schedule(TINY, MLP4, model, objective="throughput", energy_budget=1.0)
-    assert s.search.startswith("greedy") and len(s.candidates) == 1
+    assert s.search.startswith("greedy") and len(s.candidates) == 1 + len(split_options(
+        TINY, MLP4, [p.forward for p in s.candidates[0].placement.layers]))
     best = [min(range(2), key=lambda g: s.costs[(l, g)].cycles) for l in range(3)]
-    assert [p.forward for p in s.chosen.placement.layers] == best
+    assert [p.forward for p in s.candidates[0].placement.layers] == best
 
 
 def test_same_area_chips_and_errors(model):
@@ -81,8 +85,10 @@ def test_reference_network_on_hetero_s_uses_the_stored_model():
     h = HETERO_PRESETS["hetero-S"]
     s = schedule(h, MLP([784, 500, 500, 500, 10], "mse", 0.01))
     assert s.kinds == ["S", "L"]                       # benchmarks/results/characterize.json
-    assert s.chosen.placement.short() == "1,1,1,1"
-    assert [p.placement.short() for p in s.candidates if p.fits] == ["1,1,1,0", "1,1,1,1"]
+    assert s.chosen.placement.short() == "1:2,1:2,1:2,1"      # the hidden layers on both L cores
+    assert [p.placement.short() for p in s.candidates if p.fits][:2] == ["1,1,1,0", "1,1,1,1"]
+    fit = {p.placement.short() for p in s.candidates if p.fits}
+    assert "0:16,1:2,1:2,1" in fit                         # the first layer in panels on the 16 S cores
 
 
 def test_weight_copy_is_priced_and_never_pays(model):
@@ -91,3 +97,22 @@ def test_weight_copy_is_priced_and_never_pays(model):
     assert len(notes) == 3 and all(x.endswith("never pays") for x in notes)
     assert "layer 0: backward and update on group 0" in notes[0] and "(240 words" in notes[0]
     assert "note: layer 2" in s.describe(TINY, MLP4)
+
+
+@pytest.mark.parametrize("place", ["1:2,0:2,1", "0:2,1:2,0", "1:2,1:2,1", "0,1:2,1"])
+def test_split_placements_predicted_close_to_measured(model, place):
+    _, kinds = sched.model_for(TINY)
+    p = predict_split(TINY, MLP4, placement_from_arg(place), model, kinds)
+    assert p.fits and p.placement.short() == place
+    r = run_placement(TINY, MLP4, p.placement, steps=1, predicted=p.to_dict())
+    assert all(st["golden_bit_exact"] for st in r["steps"])
+    assert abs(r["model_cycles_err"]) < 0.08, r["model_cycles_err"]
+    assert abs(r["model_energy_err"]) < 0.10, r["model_energy_err"]
+
+
+def test_split_options_and_misfits(model):
+    opts = [p.short() for p in split_options(TINY, MLP4, [1, 0, 1])]
+    assert sorted(opts) == ["1,0:2,1", "1:2,0,1", "1:2,0:2,1"]
+    _, kinds = sched.model_for(TINY)
+    p = predict_split(TINY, MLP4, placement_from_arg("1,1,1:2"), model, kinds)
+    assert not p.fits and "output layer runs on one core" in p.reason

@@ -1,0 +1,161 @@
+"""The scheduler's prices of placements with layers split across a group's cores
+(:mod:`sw.train_hetero_split`, ``docs/hybrid.md``).
+
+A split placement's step is a sequence of sections (chip RUNs), each priced as follows:
+
+* a compute section: the longest of its cores' parts (:func:`perf.schedule.layer_costs`
+  at the core's panel rows; a panel copied on a core in two consecutive layers as the
+  ``relu`` class at its words) plus one RUN overhead; its dynamic energy the sum over its
+  cores;
+* a ring section: the transfer's static schedule (exact cycles) and its energy per hop
+  (:func:`perf.schedule._transfer`);
+* the reduction of ``W^T d``: per further core, a transfer of the partial and an ``axpy``
+  (the ``relu`` class at the input's words), the mask on the last core.
+
+:func:`split_options` lists the core counts tried: per group, the powers of two up to
+the group's cores and the group's cores, the same for every hidden layer of the group
+(capped where a layer's rows do not fill the panels); the output layer on one core.
+"""
+
+from __future__ import annotations
+
+import itertools
+from functools import lru_cache
+
+from sw.layout import local_len
+from sw.train_hetero_place import LayerPlace, Placement, PlacementError
+from sw.train_hetero_ring import padded_len
+from sw.train_hetero_split import _allocate, layer_parts
+from sw.train_host import TrainCompileError
+
+__all__ = ["split_options", "predict_split"]
+
+
+def _counts(n: int) -> list:
+    out, k = [], 2
+    while k < n:
+        out.append(k)
+        k *= 2
+    return out + [n] if n > 1 else []
+
+
+def _fits_k(hcfg, m: int, k: int) -> bool:
+    w = max(c.nr for c in hcfg.group_cfgs)
+    P = -(-m // (k * w)) * w
+    return (k - 1) * P < m
+
+
+def split_options(hcfg, mlp, groups: list) -> list:
+    """The split placements of the uniform placement ``groups`` (a group per layer) the
+    scheduler prices: per group used, a core count for its hidden layers."""
+    used = sorted(set(groups[:-1]))
+    opts = [[1] + _counts(hcfg.groups[g].count) for g in used]
+    out = []
+    for ks in itertools.product(*opts):
+        if all(k == 1 for k in ks):
+            continue
+        kg = dict(zip(used, ks))
+        layers = []
+        for l, g in enumerate(groups):
+            k = kg.get(g, 1) if l < mlp.n_layers - 1 else 1
+            m = mlp.shape(l)[0]
+            while k > 1 and not _fits_k(hcfg, m, k):
+                k -= 1
+            layers.append(LayerPlace(g, g, g, 0 if k > 1 else None, k))
+        pl = Placement(tuple(layers))
+        if pl not in out and any(p.cores > 1 for p in layers):
+            out.append(pl)
+    return out
+
+
+def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
+    """The model's step of a split placement (see the module docstring): a
+    :class:`perf.schedule.Prediction`."""
+    from perf.schedule import Prediction, _chip_leak, _transfer, layer_costs
+
+    clock = hcfg.group_cfgs[0].clock_mhz * 1e6
+    try:
+        parts = layer_parts(hcfg, mlp, placement)
+        _allocate(hcfg, mlp, parts)
+    except (PlacementError, TrainCompileError) as e:
+        return Prediction(placement, float("inf"), float("inf"), 0.0, 0.0, 0.0, False, str(e))
+    over = max(c.run_overhead for c in hcfg.group_cfgs)
+    xing = {x.src: x for x in hcfg.crossings}
+    nl = mlp.n_layers
+
+    @lru_cache(maxsize=None)
+    def xfer(s, r, size):
+        return _transfer(hcfg, s, r, size, model, kinds, xing)
+
+    @lru_cache(maxsize=None)
+    def cost(l, c, rows):
+        g = hcfg.group_of(c)
+        return layer_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l, "ring", rows=rows).phases
+
+    @lru_cache(maxsize=None)
+    def vec(c, words):
+        g = hcfg.group_of(c)
+        q = model.predict(kinds[g], "relu", {"n": words})
+        return q["cycles"] - hcfg.group_cfgs[g].run_overhead, q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)
+
+    cyc, dyn, xfers = 0.0, 0.0, []
+
+    def ring(name, s, r, size):
+        nonlocal cyc, dyn
+        x = xfer(s, r, size)
+        cyc += x["cycles"]
+        dyn += x["dyn_pj"]
+        xfers.append(dict(name=name, **x))
+
+    def section(parts_cost):
+        nonlocal cyc, dyn
+        cyc += max(c for c, _ in parts_cost) + over
+        dyn += sum(e for _, e in parts_cost)
+
+    def moves(l, fwd):
+        """Ring transfers into layer ``l``; per receiving core the copies' cost."""
+        copies = {}
+        srcs = parts[l - 1] if fwd else [(parts[l + 1][-1][0], r0, rows) for _, r0, rows in parts[l]]
+        dsts = parts[l] if fwd else None
+        for i, (s, r0, rows) in enumerate(srcs):
+            for r in ([c for c, _, _ in dsts] if fwd else [parts[l][i][0]]):
+                P = padded_len(hcfg, rows)
+                if s == r:
+                    c, e = vec(r, P // hcfg.core_cfg(r).nr)
+                    old = copies.get(r, (0.0, 0.0))
+                    copies[r] = (old[0] + c, old[1] + e)
+                else:
+                    ring(f"{'Ta' if fwd else 'Tg'}{l}.{s}-{r}", s, r, rows)
+        return copies
+
+    for l in range(nl):
+        copies = moves(l, True) if l >= 1 else {}
+        pc = []
+        for c, _, rows in parts[l]:
+            ph = cost(l, c, rows)
+            cc, ce = copies.get(c, (0.0, 0.0))
+            f = ph["forward"]
+            extra = ph["backward"] if l == nl - 1 else {"cycles": 0, "dyn_pj": 0}
+            upd = ph["update"] if l == nl - 1 else {"cycles": 0, "dyn_pj": 0}
+            pc.append((f["cycles"] - over + extra["cycles"] + upd["cycles"] + cc, f["dyn_pj"] + extra["dyn_pj"]
+                       + upd["dyn_pj"] + ce))
+        section(pc)
+    for l in range(nl - 2, -1, -1):
+        copies = moves(l, False)
+        k, n = len(parts[l]), mlp.shape(l)[1]
+        pc = []
+        for c, _, rows in parts[l]:
+            ph = cost(l, c, rows)
+            cc, ce = copies.get(c, (0.0, 0.0))
+            b, u = ph["backward"], ph["update"]
+            mc, me = vec(c, local_len(n, hcfg.core_cfg(c).nr)) if (l >= 1 and k > 1) else (0.0, 0.0)
+            pc.append((b["cycles"] - mc + u["cycles"] - over + cc, b["dyn_pj"] - me + u["dyn_pj"] + ce))
+        section(pc)
+        if l >= 1:
+            for j in range(1, k):
+                s, r = parts[l][j - 1][0], parts[l][j][0]
+                ring(f"R{l}.{j}", s, r, n)
+                ac, ae = vec(r, local_len(n, hcfg.core_cfg(r).nr))
+                section([(ac * (2 if j == k - 1 else 1), ae * (2 if j == k - 1 else 1))])
+    leak = _chip_leak(hcfg) * cyc
+    return Prediction(placement, cyc, dyn + leak, dyn, leak, clock / cyc, True, "", xfers)
