@@ -141,15 +141,14 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
             k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
             d = dma[k]
             sb = _spad_part(sp, nr)
-            kept = (f"its first {sp.split} page(s) in scratchpad beats {sp.spad_base}..{sp.spad_base + sb - 1}, the "
-                    f"other {len(sp.pages) - sp.split} " if sb else "")
-            out.append(f"W{l} panels: {kept}streamed from each core's DRAM (beats {sp.base}.."
-                       f"{sp.base + sp.dram_beats(nr) - 1}: the panel exceeds the {cfg.spad_depth}-beat scratchpad), "
-                       f"{pages} through scratchpad slots "
-                       f"{sp.stage[0]} / {sp.stage[1]} ({sp.slot} beats each, double-buffered) and WP; per step and "
-                       f"core {d['rd']} DRAM beats read, {d['wr']} written, DMA busy {d['busy']} cycles, "
-                       f"{d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} exposed "
-                       f"({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + hist)
+            kept = (f"the first {sp.split} in scratchpad beats {sp.spad_base}..{sp.spad_base + sb - 1}, the other "
+                    f"{len(sp.pages) - sp.split} " if sb else "")
+            out.append(f"W{l} panels: {pages} through WP, {kept}streamed from each core's DRAM (beats {sp.base}.."
+                       f"{sp.base + sp.dram_beats(nr) - 1}: the panel exceeds the {cfg.spad_depth}-beat scratchpad) "
+                       f"through scratchpad slots {sp.stage[0]} / {sp.stage[1]} ({sp.slot} beats each, "
+                       f"double-buffered); per step and core {d['rd']} DRAM beats read, {d['wr']} written, DMA busy "
+                       f"{d['busy']} cycles, {d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} "
+                       f"exposed ({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + hist)
         else:
             out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
                        f"layer (the PE memories do not hold them), {pages} through WP, loaded and stored once per step"

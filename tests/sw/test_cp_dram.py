@@ -131,7 +131,7 @@ def test_cp_mixed_panel(engine):
     assert isinstance(sp, MixedPanel) and 0 < sp.split < len(sp.pages)
     d = tp.dram_per_step(tp.cores_of(0)[0])
     assert d["rd"] == d["wr"] == sp.dram_beats(cfg.nr) < sp.beats(cfg.nr)
-    assert f"its first {sp.split} page(s) in scratchpad beats" in tp.describe()
+    assert f"the first {sp.split} in scratchpad beats" in tp.describe()
 
 
 def test_cp_resident_rows_of_a_streamed_panel():
