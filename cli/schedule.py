@@ -27,7 +27,8 @@ def add_schedule_arguments(p) -> None:
     p.add_argument("--min-throughput", type=float, metavar="S", help="samples/s (--schedule energy; default: the "
                                                                       "best single-kind chip of the same area)")
     p.add_argument("--placement", metavar="P",
-                   help="skip the search: this placement (group per layer, 1,1,0,0; or JSON / a JSON file with "
+                   help="skip the search: this placement (group per layer, 1,1,0,0; g:k puts a layer's row "
+                        "panels on k cores of group g, 1:2,1:2,1; or JSON / a JSON file with "
                         "forward/backward/update per layer)")
     p.add_argument("--describe", action="store_true",
                    help="print the placement and why: per layer, phase and group, the predicted cycles and energy")
