@@ -553,7 +553,7 @@ def _paper() -> None:
 
     _hdr("12. The reference design's Table 2 beside this model (fast chip engine, several minutes)")
     print("  (cells that fit on chip only: `caterpillar paper` also runs the large net's SGD at S off-chip, "
-          "streaming weights from DRAM, which takes about 45 CPU-minutes more)")
+          "streaming weights from DRAM, which takes about 4 CPU-minutes more)")
     res = table2(log=lambda s: print("  " + s, flush=True), offchip=False)
     print(format_table(res))
     atomic_write(OUT / "paper.json", json.dumps(res, indent=1) + "\n")

@@ -174,7 +174,7 @@ def _cmd_paper(args) -> int:
         cells = tuple(names[w] for w in want)
     check_outputs(args, "json", "png")
     print(f"running {len(cells)} Table 2 cell(s) on the fast chip engine (a small-net cell takes seconds, "
-          f"the large net at L minutes, the large net's SGD at S off-chip about 45 CPU-minutes) ...",
+          f"the large net at L minutes, the large net's SGD at S off-chip about 4 CPU-minutes) ...",
           file=sys.stderr)
     with Progress("Table 2 cells", unit="cell", mode=args.progress) as bar:
         done = []
