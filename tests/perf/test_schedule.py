@@ -116,3 +116,15 @@ def test_split_options_and_misfits(model):
     _, kinds = sched.model_for(TINY)
     p = predict_split(TINY, MLP4, placement_from_arg("1,1,1:2"), model, kinds)
     assert not p.fits and "output layer runs on one core" in p.reason
+
+
+def test_split_on_hetero_s_runs_bit_exact_and_as_predicted():
+    """The reference network's first layer in panels on hetero-S's 16 S cores (its
+    vectors through both crossings), the other hidden layers on both L cores."""
+    h = HETERO_PRESETS["hetero-S"]
+    mlp = MLP([784, 500, 500, 500, 10], "mse", 0.01)
+    m, kinds = sched.model_for(h)
+    p = predict_split(h, mlp, placement_from_arg("0:16,1:2,1:2,1"), m, kinds)
+    r = run_placement(h, mlp, p.placement, steps=1, predicted=p.to_dict())
+    assert r["steps"][0]["golden_bit_exact"] and r["cycles"] == r["steps"][0]["compiler_predicted_cycles"]
+    assert abs(r["model_cycles_err"]) < 0.08 and abs(r["model_energy_err"]) < 0.10
