@@ -294,6 +294,42 @@ QUOTES += [
 ] + [Quote("docs/power.md", r"at S the leakage alone is (\S+) W", PCAP, lambda d: d["cases"][0]["leakage_watts"],
            "{:.2f}")]
 
+# docs/hybrid.md, "Measured": the hybrid benchmark's table, the model's error, the savings
+HYB = RES + "hybrid.json"
+_HYB_COLS = (("cycles", "cycles"), ("samples/s", "samples/s"), ("uJ per sample, everything", "uJ/sample everything"),
+             ("compared", "uJ/sample compared"))
+_HYB_ROWS = (  # (the page's first cells, the JSON row's chip prefix, compiler prefix, placement or None)
+    (("hybrid 2 S + 2 L (55.55 mm2), scheduled", "`1:2,1:2,1:2,1` (split)"), "hybrid", "layers split", "1:2,1:2,1:2,1"),
+    (("hybrid 2 S + 2 L, not chosen", "`1:2,1:2,1:2,0` (split, output on S)"), "hybrid", "layers split",
+     "1:2,1:2,1:2,0"),
+    (("hybrid 2 S + 2 L, not chosen", "`1,1,1,1` (every layer on one L core)"), "hybrid", "layers on", "1,1,1,1"),
+    (("hybrid 2 S + 2 L, not chosen", "`1,1,1,0`"), "hybrid", "layers on", "1,1,1,0"),
+    (("14 x S (-6.6 % area), SGD across cores",), "14 x S", "SGD across", None),
+    (("2 x L (-13.3 % area), layers on cores",), "2 x L", "layers on", None),
+    (("2 x L (-13.3 % area), SGD across cores",), "2 x L", "SGD across", None),
+)
+
+
+def _hyb_row(d, chip, comp, pl):
+    return next(r for r in d["rows"] if r["chip"].startswith(chip) and r["compiler"].startswith(comp)
+                and (pl is None or r["placement"] == pl))
+
+
+QUOTES += [
+    Quote("docs/hybrid.md", Cell("| chip | placement | cycles", row if len(row) > 1 else row[0], col), HYB,
+          lambda d, chip=chip, comp=comp, pl=pl, key=key: _hyb_row(d, chip, comp, pl)[key], "{}")
+    for row, chip, comp, pl in _HYB_ROWS for col, key in _HYB_COLS
+] + [
+    Quote("docs/hybrid.md", r"error on the chosen placement: cycles (\S+) %, energy (\S+) %", HYB,
+          lambda d: (100 * d["hybrid"]["model_cycles_err"], 100 * d["hybrid"]["model_energy_err"]),
+          lambda v: (f"{v[0]:+.1f}", f"{v[1]:+.1f}")),
+    Quote("docs/hybrid.md", r"\*\*(\S+) % against 14 x S with SGD across cores", HYB,
+          lambda d: 100 * d["equal_throughput_saving"][0]["saving"], "{:+.1f}"),
+    Quote("docs/hybrid.md", r"\*\*(\S+) % against 2 x L with every layer on one core", HYB,
+          lambda d: 100 * d["equal_throughput_saving"][1]["saving"], "{:+.1f}"),
+]
+
+
 def test_quoted_figures_are_the_json_values():
     """Every quoted measured figure equals its JSON value as the page writes it."""
     assert quote_errors(QUOTES) == []
