@@ -8,7 +8,7 @@ A split placement's step is a sequence of sections (chip RUNs), each priced as f
   ``relu`` class at its words) plus one RUN overhead; its dynamic energy the sum over its
   cores;
 * a ring section: the transfer's static schedule (exact cycles) and its energy per hop
-  (:func:`perf.schedule._transfer`);
+  (:func:`perf.schedule._transfer`); a broadcast as a transfer to its farthest receiver;
 * the reduction of ``W^T d``: per further core, a transfer of the partial and an ``axpy``
   (the ``relu`` class at the input's words), the mask on the last core.
 
@@ -24,7 +24,7 @@ from functools import lru_cache
 
 from sw.layout import local_len
 from sw.train_hetero_place import LayerPlace, Placement, PlacementError
-from sw.train_hetero_ring import padded_len
+from sw.train_hetero_ring import farthest, padded_len
 from sw.train_hetero_split import _allocate, layer_parts
 from sw.train_host import TrainCompileError
 
@@ -118,6 +118,7 @@ def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
         srcs = parts[l - 1] if fwd else [(parts[l + 1][-1][0], r0, rows) for _, r0, rows in parts[l]]
         dsts = parts[l] if fwd else None
         for i, (s, r0, rows) in enumerate(srcs):
+            far = []
             for r in ([c for c, _, _ in dsts] if fwd else [parts[l][i][0]]):
                 P = padded_len(hcfg, rows)
                 if s == r:
@@ -125,7 +126,9 @@ def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
                     old = copies.get(r, (0.0, 0.0))
                     copies[r] = (old[0] + c, old[1] + e)
                 else:
-                    ring(f"{'Ta' if fwd else 'Tg'}{l}.{s}-{r}", s, r, rows)
+                    far.append(r)
+            if far:                      # one broadcast: the path to the farthest receiver
+                ring(f"{'Ta' if fwd else 'Tg'}{l}.{s}-{'.'.join(map(str, far))}", s, farthest(hcfg, s, far), rows)
         return copies
 
     for l in range(nl):

@@ -24,7 +24,7 @@ from arch.hetero import CROSSING_LATENCY
 from sw.asm import Builder, assemble
 from sw.ring import _fold, _recv, _send, _setup
 
-__all__ = ["ring_path", "transfer_slots", "transfer_lines", "transfer_words", "padded_len"]
+__all__ = ["ring_path", "transfer_slots", "transfer_lines", "transfer_words", "padded_len", "farthest"]
 
 RELAY = "rin row | rout row"
 
@@ -69,19 +69,29 @@ def transfer_slots(hcfg, s: int, r: int, P: int) -> dict:
     return slots
 
 
-def transfer_lines(hcfg, s: int, r: int, P: int, src: tuple, dst: tuple) -> dict:
+def farthest(hcfg, s: int, receivers) -> int:
+    """The receiver farthest from ``s`` along the ring."""
+    return max(receivers, key=lambda r: (r - s) % hcfg.cores)
+
+
+def transfer_lines(hcfg, s: int, r, P: int, src: tuple, dst) -> dict:
     """Per core of the path, its instruction texts (one per slot): ``src`` / ``dst`` the
-    sender's and the receiver's ``(bank, base)``."""
-    slots = transfer_slots(hcfg, s, r, P)
+    sender's and the receiver's ``(bank, base)``. A broadcast: ``r`` a list of receivers
+    and ``dst`` their ``(bank, base)`` in the same order; the path goes to the farthest,
+    and every other receiver on it stores each beat and passes it on in the same
+    instruction (``rin col | wr | rout col``), so the slots are those of the path."""
+    dsts = dict(zip(r, dst)) if isinstance(r, (list, tuple)) else {r: dst}
+    last = farthest(hcfg, s, dsts)
+    slots = transfer_slots(hcfg, s, last, P)
     out = {}
     for k, ts in slots.items():
         lines = ["nop"] * (ts[-1] + 1)
         if k == s:
             lines[0:2] = _setup([(1, src[1])])
             text = _send(src[0], 1)
-        elif k == r:
-            lines[0:2] = _setup([(2, dst[1])])
-            text = _recv(dst[0], 2)
+        elif k in dsts:
+            lines[0:2] = _setup([(2, dsts[k][1])])
+            text = _recv(dsts[k][0], 2, fwd=k != last)
         else:
             text = RELAY
         for t in ts:

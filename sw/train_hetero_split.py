@@ -9,8 +9,8 @@ whole input vector. A step is a sequence of chip RUNs (*sections*), each core at
 start address (a core with nothing to do runs a HALT):
 
 ```text
-Ta_l  (l >= 1)   every panel of layer l-1's output to every core of layer l (a ring
-                 transfer, sw.train_hetero_ring, or a copy on a core that is in both)
+Ta_l  (l >= 1)   every panel of layer l-1's output to every core of layer l (one ring
+                 broadcast per panel, sw.train_hetero_ring, and a copy on a core in both)
 F_l              on every core of layer l: [l = 0: load x]; z_j = W_j a; relu(z_j)
                  (the output layer, on one core: its loss, W^T d, the mask and update)
 B_l              on every core j of layer l: e_j = W_j^T g_j; W_j += -lr g_j a^T
@@ -271,11 +271,15 @@ def _plan(hcfg, mlp, parts, allocs) -> list:
     for l in range(nl):
         copies = {}
         if l >= 1:
+            bcast = {}
             for s, r, P, src, dst in _segments(hcfg, mlp, allocs, parts, l, True):
                 if s == r:
                     copies.setdefault(r, []).append((src, dst, P // hcfg.core_cfg(r).nr))
                 else:
-                    plan.append(("ring", f"Ta{l}.{s}-{r}", (s, r, P, src, dst)))
+                    bcast.setdefault((s, P, src), []).append((r, dst))
+            for (s, P, src), rd in bcast.items():    # one broadcast per panel to the cores that need it
+                rs = [r for r, _ in rd]
+                plan.append(("ring", f"Ta{l}.{s}-{'.'.join(map(str, rs))}", (s, rs, P, src, [d for _, d in rd])))
         plan.append(("compute", f"F{l}", {c: _forward_ops(hcfg.core_cfg(c), mlp, allocs[c], l, P, copies.get(c, []))
                                            for c, _, P in parts[l]}))
     for l in range(nl - 2, -1, -1):
@@ -323,7 +327,8 @@ def _assemble(hcfg, plan) -> tuple:
                 images[c] += list(prog.words())
         else:
             s, r, P, src, dst = body
-            lines = transfer_lines(hcfg, s, r, P, (src.bank, src.base), (dst.bank, dst.base))
+            dst = [(d.bank, d.base) for d in dst] if isinstance(r, list) else (dst.bank, dst.base)
+            lines = transfer_lines(hcfg, s, r, P, (src.bank, src.base), dst)
             for c, ls in lines.items():
                 cfg = hcfg.core_cfg(c)
                 pcs[c] = len(images[c])
