@@ -296,14 +296,16 @@ def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = N
 
 #: the page sizes tried for a panel split across the scratchpad and DRAM: smaller pages
 #: need smaller staging slots and leave more of the panel in the scratchpad, but cost
-#: per page (the moves' setup, the kernels' prologues, microcode); at most this many pages
+#: per page (the moves' setup, the kernels' prologues, microcode); at most this many pages,
+#: and one per :data:`UCODE_WORDS_PER_PAGE` words of microcode (the head is unrolled)
 MIXED_MAX_PAGES = 48
+UCODE_WORDS_PER_PAGE = 320
 
 
 def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1):
     """The mixed panel (:func:`_mixed`) of the page size, ``top`` local rows or fewer
     (halving), with the fewest DRAM beats plus 64 per page (at most
-    :data:`MIXED_MAX_PAGES` pages). ``alloc(page, hist, res)`` (batch 1): the leading
+    :data:`MIXED_MAX_PAGES` pages, fewer with a small microcode). ``alloc(page, hist, res)`` (batch 1): the leading
     rows the PE memories hold beside a page buffer of that size stay resident
     (:attr:`SpadPanel.res`), only the rest is paged."""
     from sw.train_dram import place_dram
@@ -319,7 +321,7 @@ def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1
         else:
             cand = place_dram(cfg, {l: part}, [l], cfg.spad_depth - room)
             cand = cand and {l: _mixed(cfg, cand[l], room)}
-        if cand and len(cand[l].pages) <= MIXED_MAX_PAGES:
+        if cand and len(cand[l].pages) <= min(MIXED_MAX_PAGES, cfg.ucode_depth // UCODE_WORDS_PER_PAGE):
             m = replace(cand[l], res=res)
             cost = (m.dram_beats(cfg.nr) if hasattr(m, "dram_beats") else 0) + 64 * len(m.pages)
             if best is None or cost < best[0]:

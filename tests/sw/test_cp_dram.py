@@ -140,7 +140,7 @@ def test_cp_resident_rows_of_a_streamed_panel():
     buffer resident (SpadPanel.res), pages the rest (scratchpad, then DRAM); bit for bit,
     DRAM counters as predicted, and the weights read back by the unload phases."""
     cfg = replace(PRESETS["chip-small"], mem_a_words=128, mem_b_words=128, spad_kib=4, dram_mib=1,
-                  ucode_depth=2048)
+                  ucode_depth=8192)
     mlp = MLP((64, 96, 64, 4), "mse", 0.05)
     tp, sess, gold = _run(cfg, mlp, "fast", 2, {})
     sp = tp.spad[0]
