@@ -59,7 +59,6 @@ def _hdr(title: str) -> None:
 def _verilog(cfg) -> None:
     from amaranth.back import verilog
 
-    from rtl.core import Core
     from rtl.tops import build_top
 
     _hdr("2. Verilog")
@@ -67,7 +66,8 @@ def _verilog(cfg) -> None:
     t = verilog.convert(comp, name=name, emit_src=False)
     atomic_write(OUT / "pe.v", t)
     print(f"PE   -> {OUT / 'pe.v'}: {len(t.splitlines()):,} lines")
-    t = verilog.convert(Core(cfg), name="caterpillar_core", emit_src=False)
+    comp, name = build_top("core", cfg)
+    t = verilog.convert(comp, name=name, emit_src=False)
     atomic_write(OUT / "core.v", t)
     print(f"core -> {OUT / 'core.v'}: {len(t.splitlines()):,} lines ({cfg.nr}x{cfg.nr} PEs, sequencer, buses, "
           f"AXI-Stream host ports)")

@@ -83,11 +83,9 @@ class UARTCore(wiring.Component):
         m = Module()
         m.submodules.core = core = self.core
         m.submodules.bridge = br = self.bridge
+        wiring.connect(m, br.o, core.s_axis)
+        wiring.connect(m, core.m_axis, br.i)
         m.d.comb += [
-            core.s_axis_tdata.eq(br.o.payload.data), core.s_axis_tlast.eq(br.o.payload.last),
-            core.s_axis_tvalid.eq(br.o.valid), br.o.ready.eq(core.s_axis_tready),
-            br.i.payload.data.eq(core.m_axis_tdata), br.i.payload.last.eq(core.m_axis_tlast),
-            br.i.valid.eq(core.m_axis_tvalid), core.m_axis_tready.eq(br.i.ready),
             br.rx.eq(self.rx), self.tx.eq(br.tx),
             self.overflow.eq(br.overflow), self.frame_error.eq(br.frame_error),
         ]
@@ -219,8 +217,8 @@ class BoardTop(Elaboratable):
         # and nothing should be added to it for a LED (a 2 x 2 build's critical path)
         beat_in = Signal(name="act_beat_in")
         beat_out = Signal(name="act_beat_out")
-        m.d.sync += [beat_in.eq(core.s_axis_tvalid & core.s_axis_tready),
-                     beat_out.eq(core.m_axis_tvalid & core.m_axis_tready)]
+        m.d.sync += [beat_in.eq(core.s_axis.valid & core.s_axis.ready),
+                     beat_out.eq(core.m_axis.valid & core.m_axis.ready)]
         act_in = Signal(range(max(2, int(f / 20))))
         act_out = Signal.like(act_in)
         with m.If(beat_in):

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 from arch.host import Cmd
 from arch.partition import mux_sources, pred_of_level, succ_of_level, whole_level
 from rtl.core import Core
+from rtl.streams import host_stream
 
 __all__ = ["Chip", "dest_bits", "broadcast_dest", "config_dest", "route_host_in", "merge_host_out"]
 
@@ -40,22 +41,27 @@ class Chip(wiring.Component):
 
     Ports
     -----
-    s_axis_tdata/tvalid/tready/tlast : host -> chip stream (``cfg.host_width`` bits)
-    s_axis_tdest : In(dest_bits)
-        Core the beat is for; :func:`broadcast_dest` (all ones) sends it to every core
-        selected by the last ``SELECT`` (after reset: every core), accepted only in a
-        cycle where each of them waits for a command or a microcode word
-        (``cmd_ready``), so they take it in the same cycle (a broadcast ``RUN`` starts
-        them together; RUN data beats go to one core each). :func:`config_dest` takes
-        the chip's configuration commands (always ready, no reply): ``GROUP`` writes the
-        group registers of a block of cores, ``SELECT`` the broadcast's block, ``STOP``
-        resets a block's cores (``docs/chip.md``, "Partitions").
-    m_axis_tdata/tvalid/tready/tlast : chip -> host stream
-    m_axis_tid : Out(dest_bits)
-        Core that sent the beat. The cores' output streams are merged beat by beat,
-        round robin (beats of different ``tid`` interleave, as AXI4-Stream allows;
-        ``tlast`` ends a core's packet). While a beat waits for ``tready`` the choice is
-        held, so ``tdata`` / ``tid`` stay stable.
+    s_axis : In(:func:`rtl.streams.host_stream` (``cfg.host_width``, ``dest=dest_bits``))
+        Host -> chip stream (AXI4-Stream ``tdata`` / ``tlast`` / ``tdest`` are
+        ``payload.data`` / ``.last`` / ``.dest``). ``dest``: the core the beat is for;
+        :func:`broadcast_dest` (all ones) sends it to every core selected by the last
+        ``SELECT`` (after reset: every core), accepted only in a cycle where each of them
+        waits for a command or a microcode word (``cmd_ready``), so they take it in the
+        same cycle (a broadcast ``RUN`` starts them together; RUN data beats go to one
+        core each). :func:`config_dest` takes the chip's configuration commands (always
+        ready, no reply): ``GROUP`` writes the group registers of a block of cores,
+        ``SELECT`` the broadcast's block, ``STOP`` resets a block's cores
+        (``docs/chip.md``, "Partitions").
+    m_axis : Out(:func:`rtl.streams.host_stream` (``cfg.host_width``, ``id=dest_bits``))
+        Chip -> host stream; ``payload.id`` (``tid``) is the core that sent the beat. The
+        cores' output streams are merged beat by beat, round robin (beats of different
+        ``id`` interleave, as AXI4-Stream allows; ``last`` ends a core's packet). While
+        a beat waits for ``ready`` the choice is held, so ``data`` / ``id`` stay stable.
+
+    As a Verilog top level (:class:`rtl.streams.AxisTop`, applied by
+    :func:`rtl.verilog.write_verilog`) the ports are ``s_axis_tdata``, ``s_axis_tvalid``,
+    ``s_axis_tready``, ``s_axis_tlast``, ``s_axis_tdest``, ``m_axis_tdata``,
+    ``m_axis_tvalid``, ``m_axis_tready``, ``m_axis_tlast``, ``m_axis_tid``.
 
     Cycle behaviour
     ---------------
@@ -77,12 +83,7 @@ class Chip(wiring.Component):
         self.cfg = cfg
         hw = cfg.host_width
         db = dest_bits(cfg)
-        super().__init__({
-            "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
-            "s_axis_tdest": In(db),
-            "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
-            "m_axis_tid": Out(db),
-        })
+        super().__init__({"s_axis": In(host_stream(hw, dest=db)), "m_axis": Out(host_stream(hw, id=db))})
 
     def elaborate(self, platform):
         m = Module()
@@ -98,7 +99,7 @@ class Chip(wiring.Component):
         sel_level = Signal(range(lmax + 1), init=lmax)
         sel_first = Signal(range(n))
         self._config(m, level, stop, sel_level, sel_first)
-        cfg_hit = self.s_axis_tdest == config_dest(cfg)
+        cfg_hit = self.s_axis.payload.dest == config_dest(cfg)
         in_sel = [Signal(name=f"bcast_sel{k}") for k in range(n)]
         for k in range(n):
             m.d.comb += in_sel[k].eq((Const(k, range(n)) >> sel_level) == (sel_first >> sel_level))
@@ -110,7 +111,10 @@ class Chip(wiring.Component):
     def _ring(self, m, cores, level):
         """Core ``k``'s ring input: a mux over :func:`arch.partition.mux_sources` chosen
         by its group register; a link carries beats and credits only between cores whose
-        registers are equal."""
+        registers are equal. The links are therefore written out member by member (the
+        :class:`rtl.streams.RingLink` fields through the mux), not with
+        ``wiring.connect``, which joins one interface to one other
+        (:class:`rtl.hetero_chip.HeteroChip`'s fixed ring uses it)."""
         n = self.cfg.cores
         depth = self.cfg.ring_fifo_depth
         for k, c in enumerate(cores):
@@ -118,9 +122,9 @@ class Chip(wiring.Component):
                 p, s = pred_of_level(k, lv, n), succ_of_level(k, lv, n)
                 with m.If(level[k] == lv):
                     m.d.comb += [
-                        c.ring_in_data.eq(cores[p].ring_out_data),
-                        c.ring_in_en.eq(cores[p].ring_out_en & (level[p] == lv)),
-                        c.ring_out_level.eq(Mux(level[s] == lv, cores[s].ring_in_level, depth)),
+                        c.ring_in.data.eq(cores[p].ring_out.data),
+                        c.ring_in.en.eq(cores[p].ring_out.en & (level[p] == lv)),
+                        c.ring_out.level.eq(Mux(level[s] == lv, cores[s].ring_in.level, depth)),
                     ]
             assert len({pred_of_level(k, lv, n) for lv in range(whole_level(n) + 1)}) == len(mux_sources(k, n))
 
@@ -128,9 +132,9 @@ class Chip(wiring.Component):
         """The configuration commands at :func:`config_dest`: ``GROUP``, ``SELECT``,
         ``STOP`` (``arg0`` a core, ``arg1`` a level; acting on the aligned block)."""
         n = self.cfg.cores
-        d = self.s_axis_tdata
+        d = self.s_axis.payload.data
         cmd, arg0, arg1 = d[0:4], d[4:20], d[20:32]
-        take = self.s_axis_tvalid & (self.s_axis_tdest == config_dest(self.cfg))
+        take = self.s_axis.valid & (self.s_axis.payload.dest == config_dest(self.cfg))
         for k in range(n):
             m.d.sync += stop[k].eq(0)
         with m.If(take & (arg1 <= whole_level(n))):
@@ -145,36 +149,38 @@ class Chip(wiring.Component):
 
 
 def route_host_in(m, top, cores, in_sel, extra_ready, bcast_code):
-    """Host -> cores: ``top.s_axis_*`` to core ``tdest``, or to every core with
-    ``in_sel[k]`` for ``tdest == bcast_code`` when each of them is ready for a command
-    (``cmd_ready``); ``extra_ready``: a ``tdest`` the chip itself takes (always ready).
-    A narrower core takes the low bits of ``tdata``."""
+    """Host -> cores: ``top.s_axis`` (payload with ``dest``) to core ``dest``, or to
+    every core with ``in_sel[k]`` for ``dest == bcast_code`` when each of them is ready
+    for a command (``cmd_ready``); ``extra_ready``: a ``dest`` the chip itself takes
+    (always ready). A narrower core takes the low bits of ``data``. A demultiplexer, so
+    written out field by field rather than with ``wiring.connect``."""
     bcast = Signal()
     all_ready = Signal()
     m.d.comb += [
-        bcast.eq(top.s_axis_tdest == bcast_code),
+        bcast.eq(top.s_axis.payload.dest == bcast_code),
         all_ready.eq(Cat(*(c.cmd_ready | ~in_sel[k] for k, c in enumerate(cores))).all()),
     ]
     sel_ready = Signal()
     for k, c in enumerate(cores):
-        hit = top.s_axis_tdest == k
+        hit = top.s_axis.payload.dest == k
         m.d.comb += [
-            c.s_axis_tdata.eq(top.s_axis_tdata),
-            c.s_axis_tlast.eq(top.s_axis_tlast),
-            c.s_axis_tvalid.eq(top.s_axis_tvalid & ((hit & ~bcast) | (bcast & all_ready & in_sel[k]))),
+            c.s_axis.payload.data.eq(top.s_axis.payload.data),
+            c.s_axis.payload.last.eq(top.s_axis.payload.last),
+            c.s_axis.valid.eq(top.s_axis.valid & ((hit & ~bcast) | (bcast & all_ready & in_sel[k]))),
         ]
         with m.If(hit):
-            m.d.comb += sel_ready.eq(c.s_axis_tready)
-    m.d.comb += top.s_axis_tready.eq(((sel_ready & ~bcast) | (bcast & all_ready) | extra_ready))
+            m.d.comb += sel_ready.eq(c.s_axis.ready)
+    m.d.comb += top.s_axis.ready.eq(((sel_ready & ~bcast) | (bcast & all_ready) | extra_ready))
 
 
 def merge_host_out(m, top, cores, void):
     """Cores -> host: per-beat round robin over the cores' ``m_axis`` streams onto
-    ``top.m_axis_*`` (``tid`` = core), the choice held while a beat waits for ``tready``;
-    ``void``: drop a held choice (a core was stopped). A narrower core's ``tdata`` is
-    zero-extended."""
+    ``top.m_axis`` (payload ``id`` = core), the choice held while a beat waits for
+    ``ready``; ``void``: drop a held choice (a core was stopped). A narrower core's
+    ``data`` is zero-extended. A multiplexer, so written out field by field rather than
+    with ``wiring.connect``."""
     n = len(cores)
-    db = len(top.m_axis_tid)
+    db = len(top.m_axis.payload.id)
     ptr = Signal(db)          # first core to consider
     held = Signal()           # a beat is offered and not taken: keep the choice
     held_sel = Signal(db)
@@ -184,7 +190,7 @@ def merge_host_out(m, top, cores, void):
     for off in reversed(range(n)):
         for p in range(n):
             k = (p + off) % n
-            with m.If((ptr == p) & cores[k].m_axis_tvalid):
+            with m.If((ptr == p) & cores[k].m_axis.valid):
                 m.d.comb += pick.eq(k)
     sel = Signal(db)
     m.d.comb += sel.eq(pick)
@@ -193,15 +199,15 @@ def merge_host_out(m, top, cores, void):
     for k, c in enumerate(cores):
         with m.If(sel == k):
             m.d.comb += [
-                top.m_axis_tdata.eq(c.m_axis_tdata),
-                top.m_axis_tlast.eq(c.m_axis_tlast),
-                top.m_axis_tvalid.eq(c.m_axis_tvalid),
-                c.m_axis_tready.eq(top.m_axis_tready),
+                top.m_axis.payload.data.eq(c.m_axis.payload.data),
+                top.m_axis.payload.last.eq(c.m_axis.payload.last),
+                top.m_axis.valid.eq(c.m_axis.valid),
+                c.m_axis.ready.eq(top.m_axis.ready),
             ]
-    m.d.comb += top.m_axis_tid.eq(sel)
+    m.d.comb += top.m_axis.payload.id.eq(sel)
     with m.If(void):
         m.d.sync += held.eq(0)
-    with m.If(top.m_axis_tvalid & top.m_axis_tready):
+    with m.If(top.m_axis.valid & top.m_axis.ready):
         m.d.sync += [held.eq(0), ptr.eq(Mux(sel == n - 1, 0, sel + 1))]
-    with m.Elif(top.m_axis_tvalid):
+    with m.Elif(top.m_axis.valid):
         m.d.sync += [held.eq(1), held_sel.eq(sel)]

@@ -23,6 +23,7 @@ from arch.counters import counter_names
 from rtl.scratchpad import Scratchpad
 from rtl.dma import DmaEngine, axi_master_members
 from rtl.sequencer import Sequencer
+from rtl.streams import host_stream, ring_link
 from arch.isa import HostDir, instr_layout
 
 __all__ = ["Core"]
@@ -37,29 +38,33 @@ class Core(wiring.Component):
 
     Ports
     -----
-    s_axis_tdata/tvalid/tready/tlast : host -> core stream (``cfg.host_width`` bits)
-    m_axis_tdata/tvalid/tready/tlast : core -> host stream
-    ring_in_data : In(nr * width), ring_in_en : In(1)
-        Ring link from the previous core: a beat pushed into this core's receive FIFO
-        (``cfg.ring_fifo_depth`` beats) at the end of the cycle; the sender never pushes
-        into a full FIFO (credit check below), so there is no ready.
-    ring_in_level : Out(range(depth + 1))
-        Beats in the receive FIFO (the previous core's credit check reads it; with
-        ``cfg.dist_stage``, net of this cycle's pop).
-
-    A lone core (``cfg.cores == 1``) is on no ring: it has no receive FIFO
-    (``ring_in_*`` unused, ``ring_in_level`` 0), a ``rin`` waits forever for a beat and a
-    ``rout`` never waits for room (its beat appears on ``ring_out_*``), as in the core
-    model without a ring.
-    ring_out_data : Out(nr * width), ring_out_en : Out(1)
-        Ring link to the next core (wired to its ``ring_in_*``): the bus values of a
-        ``rout`` instruction's operand stage, lane ``i`` = row / column bus ``i``.
+    s_axis : In(:func:`rtl.streams.host_stream` (``cfg.host_width``))
+        Host -> core stream (AXI4-Stream): ``payload.data`` / ``payload.last`` /
+        ``valid`` / ``ready`` are ``tdata`` / ``tlast`` / ``tvalid`` / ``tready``.
+    m_axis : Out(:func:`rtl.streams.host_stream` (``cfg.host_width``))
+        Core -> host stream, from the host interface's output FIFO.
+    ring_in : In(:class:`rtl.streams.RingLink` (``nr * width``, ``cfg.ring_fifo_depth``))
+        Ring link from the previous core: ``data`` / ``en`` a beat pushed into this
+        core's receive FIFO (``cfg.ring_fifo_depth`` beats) at the end of the cycle (the
+        sender never pushes into a full FIFO, so there is no ready); ``level`` (driven
+        here) the beats in the receive FIFO, which the previous core's credit check reads
+        (with ``cfg.dist_stage``, net of this cycle's pop).
+    ring_out : Out(:class:`rtl.streams.RingLink` (``nr * width``, ``cfg.ring_fifo_depth``))
+        Ring link to the next core (joined to its ``ring_in``): ``data`` / ``en`` the bus
+        values of a ``rout`` instruction's operand stage, lane ``i`` = row / column bus
+        ``i``; ``level`` the next core's receive FIFO level. A ``rout`` issues only when
+        ``ring_out.level + rout pushes in flight < depth``.
     cmd_ready : Out(1)
         The host interface takes every beat this cycle (IDLE or LOAD state), whatever
-        ``s_axis_tvalid`` does: the chip's broadcast condition.
-    ring_out_level : In(range(depth + 1))
-        The next core's ``ring_in_level``. A ``rout`` issues only when
-        ``ring_out_level + rout pushes in flight < depth``.
+        ``s_axis.valid`` does: the chip's broadcast condition.
+
+    A lone core (``cfg.cores == 1``) is on no ring: it has no receive FIFO (``ring_in``
+    unused, ``ring_in.level`` 0), a ``rin`` waits forever for a beat and a ``rout`` never
+    waits for room (its beat appears on ``ring_out``), as in the core model without a
+    ring. As a Verilog top level (:class:`rtl.streams.AxisTop`, applied by
+    :func:`rtl.verilog.write_verilog`) the ports are named ``s_axis_tdata``,
+    ``s_axis_tvalid``, ``s_axis_tready``, ``s_axis_tlast``, ``m_axis_t*``,
+    ``ring_in_data``, ``ring_in_en``, ``ring_in_level``, ``ring_out_*``.
 
     Cycle behaviour
     ---------------
@@ -85,7 +90,7 @@ class Core(wiring.Component):
     sits between the sequencer and the PE side, which then runs one cycle later: the
     freeze after a stall, the lanes, the scratchpad and the pushes all move by a cycle, a
     ``rin`` pops its beat in its issue cycle (the head's check counts a beat arriving in
-    the decision cycle) and ``ring_in_level`` is the level net of that pop, so the ring
+    the decision cycle) and ``ring_in.level`` is the level net of that pop, so the ring
     timing above holds as seen from the sequencers (``docs/core.md``, "The distribution
     stage"). The HALT's drain is one cycle longer. With ``cfg.fan_stage`` (a lone core)
     the distribution is two register levels and the PE side runs two cycles later.
@@ -96,12 +101,8 @@ class Core(wiring.Component):
         self.counter_names = counter_names(cfg)
         hw = cfg.host_width
         super().__init__({
-            "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
-            "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
-            "ring_in_data": In(cfg.nr * cfg.fmt.width), "ring_in_en": In(1),
-            "ring_in_level": Out(range(cfg.ring_fifo_depth + 1)),
-            "ring_out_data": Out(cfg.nr * cfg.fmt.width), "ring_out_en": Out(1),
-            "ring_out_level": In(range(cfg.ring_fifo_depth + 1)),
+            "s_axis": In(host_stream(hw)), "m_axis": Out(host_stream(hw)),
+            "ring_in": In(ring_link(cfg)), "ring_out": Out(ring_link(cfg)),
             "cmd_ready": Out(1),
             **(axi_master_members(cfg) if cfg.dram_mib else {}),
         })
@@ -116,10 +117,8 @@ class Core(wiring.Component):
         m.submodules.counters = ctr = PerfCounters(cfg)
 
         # --- host streams -----------------------------------------------------------
-        for name in ("s_axis_tdata", "s_axis_tvalid", "s_axis_tlast", "m_axis_tready"):
-            m.d.comb += getattr(hif, name).eq(getattr(self, name))
-        for name in ("s_axis_tready", "m_axis_tdata", "m_axis_tvalid", "m_axis_tlast"):
-            m.d.comb += getattr(self, name).eq(getattr(hif, name))
+        wiring.connect(m, wiring.flipped(self.s_axis), hif.s_axis)
+        wiring.connect(m, hif.m_axis, wiring.flipped(self.m_axis))
         m.d.comb += [
             seq.load_addr.eq(hif.load_addr), seq.load_data.eq(hif.load_data), seq.load_en.eq(hif.load_en),
             seq.start.eq(hif.start), seq.start_pc.eq(hif.start_pc),
@@ -182,7 +181,7 @@ class Core(wiring.Component):
         rin_depth = cfg.ring_fifo_depth
         # A lone core (cfg.cores == 1) is on no ring: no receive FIFO, a rin never finds a
         # beat (it stalls, as on a ring that never sends) and a rout never waits for room
-        # (its beat leaves on ring_out_*, which nothing reads), as in the core model; so
+        # (its beat leaves on ring_out, which nothing reads), as in the core model; so
         # no ring logic sits in the stall decision of the core a board carries.
         lone = cfg.cores == 1
         if lone:
@@ -258,7 +257,7 @@ class Core(wiring.Component):
         # or carry chain after the issue registers.
         def fits(flags, k=0):
             if not flags:
-                return self.ring_out_level < rin_depth - k
+                return self.ring_out.level < rin_depth - k
             return Mux(flags[0], fits(flags[1:], k + 1), fits(flags[1:], k))
         ring_room = Signal()
         m.d.comb += ring_room.eq(1 if lone else fits(to_ring))
@@ -269,7 +268,7 @@ class Core(wiring.Component):
         ring_pop = Signal()      # a beat leaves the ring receive FIFO (counted)
         rin_pop = None
         if lone:
-            m.d.comb += [ring_ok.eq(0), self.ring_in_level.eq(0)]
+            m.d.comb += [ring_ok.eq(0), self.ring_in.level.eq(0)]
         elif dist:
             rin_pop = Signal()
             m.d.comb += [
@@ -277,14 +276,14 @@ class Core(wiring.Component):
                 rx.r_en.eq(rin_pop),
                 ring_pop.eq(rin_pop),
                 # level + arriving > popping, as bit tests of the level (no adder)
-                ring_ok.eq(Mux(rin_pop, rx.level[1:].any() | (rx.level.any() & self.ring_in_en),
-                               rx.level.any() | self.ring_in_en)),
-                self.ring_in_level.eq(rx.level - rin_pop),
+                ring_ok.eq(Mux(rin_pop, rx.level[1:].any() | (rx.level.any() & self.ring_in.en),
+                               rx.level.any() | self.ring_in.en)),
+                self.ring_in.level.eq(rx.level - rin_pop),
             ]
         else:
-            m.d.comb += [ring_ok.eq(rx.r_rdy), self.ring_in_level.eq(rx.level)]
+            m.d.comb += [ring_ok.eq(rx.r_rdy), self.ring_in.level.eq(rx.level)]
         if not lone:
-            m.d.comb += [rx.w_data.eq(self.ring_in_data), rx.w_en.eq(self.ring_in_en)]
+            m.d.comb += [rx.w_data.eq(self.ring_in.data), rx.w_en.eq(self.ring_in.en)]
         stall = Signal()
         dma_wait = (seq.need_dma & s.dma.busy) if s.dma is not None else Const(0)
         m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
@@ -620,7 +619,7 @@ class Core(wiring.Component):
     def _pushes(self, m, s):
         """Build the output pushes: the host FIFO's (``hif.push_*``; in the operand
         stage, or with ``cfg.bus_stage`` / ``cfg.rx_stage`` one / two cycles later), the
-        ring's (``ring_out_*``) and the scratchpad's write; adds ``ring_push`` to ``s``."""
+        ring's (``ring_out``) and the scratchpad's write; adds ``ring_push`` to ``s``."""
         cfg = self.cfg
         nr, w = cfg.nr, cfg.fmt.width
         hif, pe_en, hout_op, rout_op, bus_lanes = s.hif, s.pe_en, s.hout_op, s.rout_op, s.bus_lanes
@@ -659,8 +658,8 @@ class Core(wiring.Component):
         m.d.comb += [
             hif.push_en.eq(push),
             hif.push_last.eq(push_last),
-            self.ring_out_en.eq(ring_push),
-            self.ring_out_data.eq(op_data),
+            self.ring_out.en.eq(ring_push),
+            self.ring_out.data.eq(op_data),
         ]
         if s.spad:
             sp = s.sp

@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 
 from rtl.chip import broadcast_dest, dest_bits, merge_host_out, route_host_in
 from rtl.core import Core
+from rtl.streams import host_stream
 from rtl.ring_crossing import RingCrossing
 
 __all__ = ["HeteroChip"]
@@ -31,19 +32,22 @@ class HeteroChip(wiring.Component):
 
     Ports
     -----
-    s_axis_tdata/tvalid/tready/tlast : host -> chip stream (``hcfg.host_width`` bits, the
-        widest kind's); a core of a narrower kind takes the low ``host_width`` bits of
-        its kind (the host writes its beats there, the upper bits are ignored)
-    s_axis_tdest : In(dest_bits)
-        Core the beat is for; :func:`rtl.chip.broadcast_dest` (all ones) sends it to
-        every core, accepted only in a cycle where each core waits for a command or a
-        microcode word (``cmd_ready``), so a broadcast ``RUN`` starts every core in the
-        same cycle. Microcode is loaded core by core (the kinds' words differ).
-    m_axis_tdata/tvalid/tready/tlast : chip -> host stream; a narrower core's beats
-        zero-extended
-    m_axis_tid : Out(dest_bits)
-        Core that sent the beat (round robin per beat, held while waiting, as
-        :class:`rtl.chip.Chip`).
+    s_axis : In(:func:`rtl.streams.host_stream` (``hcfg.host_width``, ``dest=dest_bits``))
+        Host -> chip stream, ``hcfg.host_width`` bits (the widest kind's); a core of a
+        narrower kind takes the low ``host_width`` bits of its kind (the host writes its
+        beats there, the upper bits are ignored). ``payload.dest`` (``tdest``): the core
+        the beat is for; :func:`rtl.chip.broadcast_dest` (all ones) sends it to every
+        core, accepted only in a cycle where each core waits for a command or a microcode
+        word (``cmd_ready``), so a broadcast ``RUN`` starts every core in the same cycle.
+        Microcode is loaded core by core (the kinds' words differ).
+    m_axis : Out(:func:`rtl.streams.host_stream` (``hcfg.host_width``, ``id=dest_bits``))
+        Chip -> host stream; a narrower core's beats zero-extended; ``payload.id``
+        (``tid``) the core that sent the beat (round robin per beat, held while waiting,
+        as :class:`rtl.chip.Chip`).
+
+    The ring links are joined with ``wiring.connect``: core to core, or core to
+    crossing to core. As a Verilog top level (:class:`rtl.streams.AxisTop`) the ports
+    have the AXI4-Stream names of :class:`rtl.chip.Chip`'s.
 
     Cycle behaviour
     ---------------
@@ -57,12 +61,7 @@ class HeteroChip(wiring.Component):
         self.hcfg = hcfg
         hw = hcfg.host_width
         db = dest_bits(hcfg)
-        super().__init__({
-            "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
-            "s_axis_tdest": In(db),
-            "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
-            "m_axis_tid": Out(db),
-        })
+        super().__init__({"s_axis": In(host_stream(hw, dest=db)), "m_axis": Out(host_stream(hw, id=db))})
 
     def elaborate(self, platform):
         m = Module()
@@ -75,18 +74,12 @@ class HeteroChip(wiring.Component):
             nxt = cores[(k + 1) % n]
             x = h.crossing(k)
             if x is None:
-                m.d.comb += [
-                    nxt.ring_in_data.eq(c.ring_out_data),
-                    nxt.ring_in_en.eq(c.ring_out_en),
-                    c.ring_out_level.eq(nxt.ring_in_level),
-                ]
+                wiring.connect(m, c.ring_out, nxt.ring_in)
                 continue
             xc = RingCrossing(x)
             m.submodules[f"crossing{k}"] = xc
-            m.d.comb += [
-                xc.in_data.eq(c.ring_out_data), xc.in_en.eq(c.ring_out_en), c.ring_out_level.eq(xc.in_level),
-                nxt.ring_in_data.eq(xc.out_data), nxt.ring_in_en.eq(xc.out_en), xc.out_level.eq(nxt.ring_in_level),
-            ]
+            wiring.connect(m, c.ring_out, xc.ring_in)
+            wiring.connect(m, xc.ring_out, nxt.ring_in)
         everyone = [Const(1) for _ in range(n)]
         route_host_in(m, self, cores, everyone, Const(0), broadcast_dest(h))
         merge_host_out(m, self, cores, Const(0))

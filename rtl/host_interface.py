@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In, Out
 
 from arch.host import Cmd
 from rtl.perf_counters import PerfCounters
+from rtl.streams import host_stream
 
 __all__ = ["HostInterface", "Cmd", "OUT_FIFO_DEPTH"]
 
@@ -39,8 +40,10 @@ class HostInterface(wiring.Component):
 
     Ports
     -----
-    s_axis_tdata/tvalid/tready/tlast, m_axis_tdata/tvalid/tready/tlast
-        The two streams (``tdata`` is ``cfg.host_width`` bits).
+    s_axis : In(:func:`rtl.streams.host_stream` (``cfg.host_width``)), m_axis : Out(...)
+        The two AXI4-Stream streams (``payload.data`` is ``tdata``, ``cfg.host_width``
+        bits; ``payload.last`` ``tlast``, which the input side ignores). ``m_axis`` is
+        the output FIFO's read side (no register after it).
     load_addr, load_data, load_en : Out
         Microcode write port (one word per cycle at most).
     start : Out(1), start_pc : Out(pc_bits)
@@ -62,8 +65,8 @@ class HostInterface(wiring.Component):
     out_level : Out(range(OUT_FIFO_DEPTH + 1))
         Output FIFO occupancy, for the core's room check.
     cmd_ready : Out(1)
-        In a state that takes every input beat (IDLE, LOAD): ``s_axis_tready`` is 1
-        whatever ``s_axis_tvalid`` does (a chip broadcasts beats only then).
+        In a state that takes every input beat (IDLE, LOAD): ``s_axis.ready`` is 1
+        whatever ``s_axis.valid`` does (a chip broadcasts beats only then).
     out_push, out_pop : Out(1)
         A beat enters / leaves the output FIFO this cycle (any state: RUN pushes, the done
         beat, counter and error replies; the host taking one). The core's credit counter
@@ -86,8 +89,7 @@ class HostInterface(wiring.Component):
         self.beats_per_word = -(-instr_bits // hw)
         self.beats_per_counter = -(-64 // hw)
         super().__init__({
-            "s_axis_tdata": In(hw), "s_axis_tvalid": In(1), "s_axis_tready": Out(1), "s_axis_tlast": In(1),
-            "m_axis_tdata": Out(hw), "m_axis_tvalid": Out(1), "m_axis_tready": In(1), "m_axis_tlast": Out(1),
+            "s_axis": In(host_stream(hw)), "m_axis": Out(host_stream(hw)),
             "load_addr": Out(cfg.pc_bits), "load_data": Out(instr_bits), "load_en": Out(1),
             "start": Out(1), "start_pc": Out(cfg.pc_bits), "halted": In(1), "halt_pc": In(cfg.pc_bits),
             "running": Out(1),
@@ -145,10 +147,10 @@ class HostInterface(wiring.Component):
         hw = self.cfg.host_width
         m.submodules.ofifo = ofifo = fifo.SyncFIFOBuffered(width=hw + 1, depth=OUT_FIFO_DEPTH)
         m.d.comb += [
-            self.m_axis_tdata.eq(ofifo.r_data[:hw]),
-            self.m_axis_tlast.eq(ofifo.r_data[hw]),
-            self.m_axis_tvalid.eq(ofifo.r_rdy),
-            ofifo.r_en.eq(self.m_axis_tready),
+            self.m_axis.payload.data.eq(ofifo.r_data[:hw]),
+            self.m_axis.payload.last.eq(ofifo.r_data[hw]),
+            self.m_axis.valid.eq(ofifo.r_rdy),
+            ofifo.r_en.eq(self.m_axis.ready),
             self.out_level.eq(ofifo.level),
             self.out_push.eq(ofifo.w_en & ofifo.w_rdy),
             self.out_pop.eq(ofifo.r_en & ofifo.r_rdy),
@@ -164,9 +166,9 @@ class HostInterface(wiring.Component):
         """Build the command FSM's registers (added to ``r``): the load address and word
         shifter, drain and counter-readout counters, the flip-flop outputs ``start`` /
         ``start_pc``, ``run``, ``running`` and ``cnt_clear``, and the RUN state's view of
-        the input stream (``hin_valid`` / ``hin_data`` / ``s_axis_tready``, comb)."""
+        the input stream (``hin_valid`` / ``hin_data`` / ``s_axis.ready``, comb)."""
         cfg = self.cfg
-        hdr = self.s_axis_tdata
+        hdr = self.s_axis.payload.data
         r.cmd = hdr[0:4]
         r.arg0 = hdr[4:20]
         r.arg1 = hdr[20:32]
@@ -204,10 +206,10 @@ class HostInterface(wiring.Component):
         m.d.comb += [self.running.eq(running), self.cnt_clear.eq(clear)]
         with m.If(run):
             m.d.comb += [
-                self.hin_valid.eq(self.s_axis_tvalid),
-                self.hin_data.eq(self.s_axis_tdata),
-                self.s_axis_tready.eq(self.hin_take),
-                self.host_in_beat.eq(self.hin_take & self.s_axis_tvalid),
+                self.hin_valid.eq(self.s_axis.valid),
+                self.hin_data.eq(self.s_axis.payload.data),
+                self.s_axis.ready.eq(self.hin_take),
+                self.host_in_beat.eq(self.hin_take & self.s_axis.valid),
             ]
         vars(r).update(addr=addr, remaining=remaining, chunk=chunk, word=word, drain=drain, cidx=cidx,
                        cpart=cpart, cwait=cwait, bad_cmd=bad_cmd, last_pc=last_pc, start=start,
@@ -216,8 +218,8 @@ class HostInterface(wiring.Component):
     def _state_idle(self, m, r):
         """The IDLE state's logic: take a command header and go to its state."""
         cmd, arg0, arg1 = r.cmd, r.arg0, r.arg1
-        m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
-        with m.If(self.s_axis_tvalid):
+        m.d.comb += [self.s_axis.ready.eq(1), self.cmd_ready.eq(1)]
+        with m.If(self.s_axis.valid):
             with m.Switch(cmd):
                 with m.Case(Cmd.LOAD):
                     m.d.sync += [r.addr.eq(arg0), r.remaining.eq(Cat(arg1, arg1 == 0)), r.chunk.eq(0)]
@@ -239,15 +241,15 @@ class HostInterface(wiring.Component):
         least-significant first) and write each completed word (``load_en``, comb)."""
         hw = self.cfg.host_width
         word, chunk, addr, remaining = r.word, r.chunk, r.addr, r.remaining
-        m.d.comb += [self.s_axis_tready.eq(1), self.cmd_ready.eq(1)]
-        with m.If(self.s_axis_tvalid):
+        m.d.comb += [self.s_axis.ready.eq(1), self.cmd_ready.eq(1)]
+        with m.If(self.s_axis.valid):
             # shift chunks in least-significant first
             if self.beats_per_word == 1:
-                m.d.comb += self.load_data.eq(self.s_axis_tdata[:self.instr_bits])
+                m.d.comb += self.load_data.eq(self.s_axis.payload.data[:self.instr_bits])
                 complete = Const(1)
             else:
                 full = Signal.like(word)
-                m.d.comb += full.eq(Cat(word[hw:], self.s_axis_tdata))
+                m.d.comb += full.eq(Cat(word[hw:], self.s_axis.payload.data))
                 m.d.sync += word.eq(full)
                 m.d.comb += self.load_data.eq(full[:self.instr_bits])
                 complete = chunk == self.beats_per_word - 1

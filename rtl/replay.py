@@ -85,8 +85,8 @@ class CoreReplay(wiring.Component):
         Input beats to send (``tlast`` on the last one), output beats expected, the cycle
         limit. Set before ``go``, held constant.
     pause_in, pause_out : In(9), seed_in, seed_out : In(16)
-        Pause generators (:func:`lfsr_pauses`) gating ``s_axis_tvalid`` and
-        ``m_axis_tready``: probability ``pause / 256`` per cycle, 0 = none.
+        Pause generators (:func:`lfsr_pauses`) gating the core's ``s_axis.valid`` and
+        ``m_axis.ready``: probability ``pause / 256`` per cycle, 0 = none.
     done : Out(1)
         From a flip-flop: ``n_out`` beats were taken, or the cycle limit was hit
         (``timeout``). Stays high; the capture keeps taking beats (``n_got`` counts on).
@@ -150,12 +150,12 @@ class CoreReplay(wiring.Component):
         # combinationally: the testbench writes it through the simulator)
         ptr = Signal(range(self.in_depth + 1))
         rd = in_mem.read_port(transparent_for=())
-        s_fire = core.s_axis_tvalid & core.s_axis_tready
+        s_fire = core.s_axis.valid & core.s_axis.ready
         m.d.comb += [
             rd.addr.eq(Mux(go & s_fire, ptr + 1, Mux(go, ptr, 0))),
-            core.s_axis_tdata.eq(rd.data),
-            core.s_axis_tvalid.eq(go & (ptr < n_in) & ~p_in.pause),
-            core.s_axis_tlast.eq(ptr == n_in - 1),
+            core.s_axis.payload.data.eq(rd.data),
+            core.s_axis.valid.eq(go & (ptr < n_in) & ~p_in.pause),
+            core.s_axis.payload.last.eq(ptr == n_in - 1),
             self.n_sent.eq(ptr),
         ]
         with m.If(~go):
@@ -164,10 +164,10 @@ class CoreReplay(wiring.Component):
             m.d.sync += ptr.eq(ptr + 1)
 
         wr = out_mem.write_port()
-        m_fire = core.m_axis_tvalid & core.m_axis_tready
+        m_fire = core.m_axis.valid & core.m_axis.ready
         m.d.comb += [
-            core.m_axis_tready.eq(go & ~p_out.pause),
-            wr.addr.eq(self.n_got), wr.data.eq(Cat(core.m_axis_tdata, core.m_axis_tlast)),
+            core.m_axis.ready.eq(go & ~p_out.pause),
+            wr.addr.eq(self.n_got), wr.data.eq(Cat(core.m_axis.payload.data, core.m_axis.payload.last)),
             wr.en.eq(m_fire & (self.n_got < self.out_depth)),
         ]
         rb = out_mem.read_port(domain="comb")

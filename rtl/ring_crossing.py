@@ -10,6 +10,7 @@ from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
 from pe.fp_convert import FPConvert
+from rtl.streams import RingLink
 
 __all__ = ["RingCrossing"]
 
@@ -24,17 +25,15 @@ class RingCrossing(wiring.Component):
 
     Ports
     -----
-    in_data : In(nr_a * width_a), in_en : In(1)
-        The sender's ``ring_out_data`` / ``ring_out_en``: a beat pushed this cycle.
-    in_level : Out(range(depth + 1))
-        To the sender's ``ring_out_level``: the level its credit check reads, in sender
-        beats (collecting: ``out_level + pending + (1 if a beat is partly collected)``;
-        splitting: ``depth - (depth - out_level - pending) // k``; ``pending`` the
-        receiver beats held here).
-    out_data : Out(nr_b * width_b), out_en : Out(1)
-        To the receiver's ``ring_in_data`` / ``ring_in_en``: a beat pushed into its FIFO.
-    out_level : In(range(depth + 1))
-        The receiver's ``ring_in_level``.
+    ring_in : In(:class:`rtl.streams.RingLink` (``nr_a * width_a``, ``depth``))
+        From the sender's ``ring_out`` (``wiring.connect``): ``data`` / ``en`` a beat
+        pushed this cycle; ``level`` (driven here) the level the sender's credit check
+        reads, in sender beats (collecting: ``ring_out.level + pending + (1 if a beat is
+        partly collected)``; splitting: ``depth - (depth - ring_out.level - pending) //
+        k``; ``pending`` the receiver beats held here).
+    ring_out : Out(:class:`rtl.streams.RingLink` (``nr_b * width_b``, ``depth``))
+        To the receiver's ``ring_in``: ``data`` / ``en`` a beat pushed into its FIFO;
+        ``level`` the receiver's FIFO level.
 
     Latency and cycle behaviour
     ---------------------------
@@ -57,8 +56,8 @@ class RingCrossing(wiring.Component):
         a, b = x.a, x.b
         depth = a.ring_fifo_depth
         super().__init__({
-            "in_data": In(a.nr * a.fmt.width), "in_en": In(1), "in_level": Out(range(depth + 1)),
-            "out_data": Out(b.nr * b.fmt.width), "out_en": Out(1), "out_level": In(range(depth + 1)),
+            "ring_in": In(RingLink(a.nr * a.fmt.width, depth)),
+            "ring_out": Out(RingLink(b.nr * b.fmt.width, depth)),
         })
 
     def _convert(self, m):
@@ -66,12 +65,12 @@ class RingCrossing(wiring.Component):
         a, b = self.x.a, self.x.b
         wa = a.fmt.width
         if a.fmt == b.fmt:
-            return self.in_data
+            return self.ring_in.data
         lanes = []
         for i in range(a.nr):
             cv = FPConvert(a.fmt, b.fmt)
             m.submodules[f"conv{i}"] = cv
-            m.d.comb += cv.a.eq(self.in_data[i * wa:(i + 1) * wa])
+            m.d.comb += cv.a.eq(self.ring_in.data[i * wa:(i + 1) * wa])
             lanes.append(cv.o)
         return Cat(*lanes)
 
@@ -91,10 +90,10 @@ class RingCrossing(wiring.Component):
         acc = Signal(max(1, (k - 1) * slice_w))
         cnt = Signal(range(k))
         out_valid = Signal()
-        out_data = Signal(len(self.out_data))
-        m.d.comb += [self.out_en.eq(out_valid), self.out_data.eq(out_data)]
+        out_data = Signal(len(self.ring_out.data))
+        m.d.comb += [self.ring_out.en.eq(out_valid), self.ring_out.data.eq(out_data)]
         m.d.sync += out_valid.eq(0)
-        with m.If(self.in_en):
+        with m.If(self.ring_in.en):
             if k == 1:
                 m.d.sync += [out_data.eq(conv), out_valid.eq(1)]
             else:
@@ -105,7 +104,7 @@ class RingCrossing(wiring.Component):
                         with m.If(cnt == j):
                             m.d.sync += acc[j * slice_w:(j + 1) * slice_w].eq(conv)
                     m.d.sync += cnt.eq(cnt + 1)
-        m.d.comb += self.in_level.eq(self.out_level + out_valid + (cnt != 0))
+        m.d.comb += self.ring_in.level.eq(self.ring_out.level + out_valid + (cnt != 0))
 
     def _split(self, m, conv):
         x, k = self.x, self.x.ratio
@@ -114,8 +113,8 @@ class RingCrossing(wiring.Component):
         q = fifo.SyncFIFO(width=len(conv), depth=-(-depth // k))
         m.submodules.queue = q
         sl = Signal(range(k))
-        m.d.comb += [q.w_data.eq(conv), q.w_en.eq(self.in_en)]
-        m.d.comb += [self.out_en.eq(q.r_rdy), self.out_data.eq(q.r_data.word_select(sl, nb))]
+        m.d.comb += [q.w_data.eq(conv), q.w_en.eq(self.ring_in.en)]
+        m.d.comb += [self.ring_out.en.eq(q.r_rdy), self.ring_out.data.eq(q.r_data.word_select(sl, nb))]
         with m.If(q.r_rdy):
             with m.If(sl == k - 1):
                 m.d.comb += q.r_en.eq(1)
@@ -125,5 +124,5 @@ class RingCrossing(wiring.Component):
         bits = (depth * 2 + 2).bit_length() + 1
         pending = Signal(signed(bits))
         free = Signal(signed(bits))
-        m.d.comb += [pending.eq(q.r_level * k - sl), free.eq(depth - self.out_level - pending)]
-        m.d.comb += self.in_level.eq(depth - (free >> (k.bit_length() - 1)))
+        m.d.comb += [pending.eq(q.r_level * k - sl), free.eq(depth - self.ring_out.level - pending)]
+        m.d.comb += self.ring_in.level.eq(depth - (free >> (k.bit_length() - 1)))

@@ -23,16 +23,13 @@ sets the sticky ``overflow`` flag. ``sw.uart_host`` is the host side.
 from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Signal
-from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib import fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from rtl.streams import beat_layout
 
 __all__ = ["UARTRx", "UARTTx", "UARTBridge", "beat_layout", "frame_bytes", "encode_frame",
            "decode_frames"]
-
-
-def beat_layout(width: int) -> data.StructLayout:
-    """Payload of the bridge's streams: one AXI4-Stream beat (``data``, ``last``)."""
-    return data.StructLayout({"data": width, "last": 1})
 
 
 def frame_bytes(width: int) -> int:

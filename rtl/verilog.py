@@ -52,7 +52,13 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
     once: ``build/sim/verilog/keyed/`` maps the key to the digest of its content-addressed
     file, and later calls with the same key, name and sources read that file instead of
     converting ``component`` again (a 4-core chip takes 20-40 s to convert). Only for
-    designs the key describes completely."""
+    designs the key describes completely.
+
+    A component with host streams or ring links (:class:`rtl.core.Core`,
+    :class:`rtl.chip.Chip`, ...) is converted through :class:`rtl.streams.AxisTop`, so
+    its Verilog ports have the AXI4-Stream names (``s_axis_tdata``, ``s_axis_tvalid``,
+    ``s_axis_tready``, ``s_axis_tlast``, ``s_axis_tdest``, ``m_axis_tid``, ...) that
+    cocotbext-axi and the testbenches use; no hierarchy level is added."""
     from amaranth.back import verilog
 
     keyed = None
@@ -68,7 +74,10 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
                 if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
                     component._MustUse__used = True
                 return p.read_text(), p
-    text = verilog.convert(component, name=name, ports=ports, emit_src=False, platform=platform)
+    from rtl.streams import AxisTop, has_links
+
+    top = AxisTop(component) if ports is None and has_links(component) else component
+    text = verilog.convert(top, name=name, ports=ports, emit_src=False, platform=platform)
     if path is None:
         digest = hashlib.sha256(text.encode()).hexdigest()[:16]
         path = VERILOG_DIR / f"{name}-{digest}.v"

@@ -1,5 +1,11 @@
 """Shared start and ending of the stream testbenches (:mod:`sim.tb_core`,
-:mod:`sim.tb_chip`, :mod:`sim.tb_dram`)."""
+:mod:`sim.tb_chip`, :mod:`sim.tb_dram`).
+
+The top-level port names (``s_axis_tdata``, ``s_axis_tvalid``, ``s_axis_tready``,
+``s_axis_tlast``, ``s_axis_tdest``, ``m_axis_tid`` ...) are those of
+:class:`rtl.streams.AxisTop`, through which :func:`rtl.verilog.write_verilog` converts a
+design whose host streams are ``lib.stream`` interfaces; cocotbext-axi's
+``AxiStreamBus.from_prefix`` finds them by prefix."""
 
 import json
 import time

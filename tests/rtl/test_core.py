@@ -337,16 +337,16 @@ def test_core_host_credit_register_tracks_level(cname):
             stats["cycles"] += 1
             assert stats["cycles"] < 20_000, "timeout"
             ready = rng.random() < 0.35
-            ctx.set(dut.m_axis_tready, ready)
-            ctx.set(dut.s_axis_tvalid, k < len(beats))
-            ctx.set(dut.s_axis_tdata, beats[k] if k < len(beats) else 0)
+            ctx.set(dut.m_axis.ready, ready)
+            ctx.set(dut.s_axis.valid, k < len(beats))
+            ctx.set(dut.s_axis.payload.data, beats[k] if k < len(beats) else 0)
             c, lv = ctx.get(credits), ctx.get(level)
             in_flight = sum(ctx.get(f) for f in flags)
             assert c == lv + in_flight, f"cycle {stats['cycles']}: credits {c} != level {lv} + {in_flight}"
             stats["full"] += c >= 8
-            took = k < len(beats) and ctx.get(dut.s_axis_tready)
-            if ready and ctx.get(dut.m_axis_tvalid):
-                got.append(Beat(ctx.get(dut.m_axis_tdata), bool(ctx.get(dut.m_axis_tlast))))
+            took = k < len(beats) and ctx.get(dut.s_axis.ready)
+            if ready and ctx.get(dut.m_axis.valid):
+                got.append(Beat(ctx.get(dut.m_axis.payload.data), bool(ctx.get(dut.m_axis.payload.last))))
             await ctx.tick()
             k += took
 
@@ -390,20 +390,20 @@ def test_core_microcode_written_only_while_unread(cname):
 
     async def bench(ctx):
         w_en, r_en = dut._seq._ucode_probe
-        ctx.set(dut.m_axis_tready, 1)
+        ctx.set(dut.m_axis.ready, 1)
         k = 0
         while len(got) < len(expected):
             seen["cycles"] += 1
             assert seen["cycles"] < 20_000, "timeout"
-            ctx.set(dut.s_axis_tvalid, k < len(beats))
-            ctx.set(dut.s_axis_tdata, beats[k] if k < len(beats) else 0)
+            ctx.set(dut.s_axis.valid, k < len(beats))
+            ctx.set(dut.s_axis.payload.data, beats[k] if k < len(beats) else 0)
             we, re_ = ctx.get(w_en), ctx.get(r_en)
             assert not (we and re_), f"cycle {seen['cycles']}: the microcode is written and read"
             seen["writes"] += we
             seen["reads"] += re_
-            took = k < len(beats) and ctx.get(dut.s_axis_tready)
-            if ctx.get(dut.m_axis_tvalid):
-                got.append(Beat(ctx.get(dut.m_axis_tdata), bool(ctx.get(dut.m_axis_tlast))))
+            took = k < len(beats) and ctx.get(dut.s_axis.ready)
+            if ctx.get(dut.m_axis.valid):
+                got.append(Beat(ctx.get(dut.m_axis.payload.data), bool(ctx.get(dut.m_axis.payload.last))))
             await ctx.tick()
             k += took
 
@@ -416,9 +416,9 @@ def test_core_microcode_written_only_while_unread(cname):
 @pytest.mark.parametrize("cname", ["nr2_fp16", "nr2_fp16_fpga", "nr2_fp16_fan"])
 def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
     """A lone core (``cores == 1``) is on no ring (docs/core.md): a ``rout`` issues
-    without looking at ``ring_out_level`` (held full here) and its beats leave on
-    ``ring_out_*`` as the model's ``ring_out``; a ``rin`` never issues, whatever arrives
-    on ``ring_in_*`` (nothing receives it, ``ring_in_level`` stays 0), so its run never
+    without looking at ``ring_out.level`` (held full here) and its beats leave on
+    ``ring_out`` as the model's ``ring_out``; a ``rin`` never issues, whatever arrives
+    on ``ring_in`` (nothing receives it, ``ring_in.level`` stays 0), so its run never
     ends. Amaranth's simulator, cycle by cycle."""
     from amaranth.sim import Simulator
 
@@ -453,23 +453,23 @@ def test_lone_core_rout_never_waits_and_rin_waits_forever(cname):
     depth = cfg.ring_fifo_depth
 
     async def bench(ctx):
-        ctx.set(dut.m_axis_tready, 1)
-        ctx.set(dut.ring_out_level, depth)          # the next core (if any) would be full
+        ctx.set(dut.m_axis.ready, 1)
+        ctx.set(dut.ring_out.level, depth)          # the next core (if any) would be full
         for beats, phase in ((beats_out, "out"), (beats_in, "in")):
             k, cyc = 0, 0
             limit = 2000 if phase == "out" else 400
             while cyc < limit:
                 cyc += 1
-                ctx.set(dut.s_axis_tvalid, k < len(beats))
-                ctx.set(dut.s_axis_tdata, beats[k] if k < len(beats) else 0)
-                ctx.set(dut.ring_in_en, phase == "in")   # a beat every cycle: nobody takes it
-                ctx.set(dut.ring_in_data, int(rng.integers(1 << min(62, nr * cfg.fmt.width))))
-                assert ctx.get(dut.ring_in_level) == 0
-                took = k < len(beats) and ctx.get(dut.s_axis_tready)
-                if ctx.get(dut.m_axis_tvalid):
-                    got.append(Beat(ctx.get(dut.m_axis_tdata), bool(ctx.get(dut.m_axis_tlast))))
-                if ctx.get(dut.ring_out_en):
-                    ring_got.append(ctx.get(dut.ring_out_data))
+                ctx.set(dut.s_axis.valid, k < len(beats))
+                ctx.set(dut.s_axis.payload.data, beats[k] if k < len(beats) else 0)
+                ctx.set(dut.ring_in.en, phase == "in")   # a beat every cycle: nobody takes it
+                ctx.set(dut.ring_in.data, int(rng.integers(1 << min(62, nr * cfg.fmt.width))))
+                assert ctx.get(dut.ring_in.level) == 0
+                took = k < len(beats) and ctx.get(dut.s_axis.ready)
+                if ctx.get(dut.m_axis.valid):
+                    got.append(Beat(ctx.get(dut.m_axis.payload.data), bool(ctx.get(dut.m_axis.payload.last))))
+                if ctx.get(dut.ring_out.en):
+                    ring_got.append(ctx.get(dut.ring_out.data))
                 await ctx.tick()
                 k += took
                 if phase == "out" and len(got) == len(expected):

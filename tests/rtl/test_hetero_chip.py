@@ -42,16 +42,16 @@ def test_crossing_rtl_equals_model(a, b):
         inflight = []            # beats the sender has issued, pushed 2 cycles later
         for cyc in range(400):
             lv = model.level(level_b)
-            ctx.set(dut.out_level, level_b)
-            assert ctx.get(dut.in_level) == lv, (cyc, ctx.get(dut.in_level), lv)
+            ctx.set(dut.ring_out.level, level_b)
+            assert ctx.get(dut.ring_in.level) == lv, (cyc, ctx.get(dut.ring_in.level), lv)
             # the sender: issue a rout when level + in flight < depth (and it wants to)
             if lv + len(inflight) < depth and rng.random() < 0.7:
                 inflight.append((cyc + 2, rng.getrandbits(wa)))
             push = [d for t, d in inflight if t == cyc]
             inflight = [(t, d) for t, d in inflight if t != cyc]
-            ctx.set(dut.in_en, bool(push))
-            ctx.set(dut.in_data, push[0] if push else 0)
-            got = (ctx.get(dut.out_en), ctx.get(dut.out_data))
+            ctx.set(dut.ring_in.en, bool(push))
+            ctx.set(dut.ring_in.data, push[0] if push else 0)
+            got = (ctx.get(dut.ring_out.en), ctx.get(dut.ring_out.data))
             exp = model.step(push)
             assert bool(got[0]) == bool(exp), cyc
             if exp:
