@@ -164,9 +164,9 @@ def plan_chip_mb(cfg, mlp: MLP, P: list, N: list, out_map: str = "rows", spad=No
         msg = (f"with the activations reused (two buffers, X^T in the scratchpad) each core needs MEM A "
                f"{al.used('a')} + MEM B {al.used('b')} words per PE with every panel resident, and no paged plan fits "
                f"either (MEM A {cfg.mem_a_words} + MEM B {cfg.mem_b_words})")
-        if err is None:                          # acts="reuse": the resident plan's sizes first
-            err = _sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, ["a"] * nl, P, N, out_map), P, N)
-        return f"{err}; {msg}"
+        first = err if err is not None else \
+            _sizes_message(cfg, mlp, allocate_chip_mb(cfg, mlp, ["a"] * nl, P, N, out_map), P, N)
+        return f"{first}; {msg}"          # acts="reuse": the resident plan's sizes first
     return plan_panels(cfg, P, N, lambda wb, pages: allocate_chip_mb_reuse(cfg, mlp, wb, P, N, out_map, pages),
                        pageable, spad, page_rows, fail=fail, dram=dram, split_wp=True,
                        reserve=xt_spad_beats(cfg, mlp, N), grow=True)

@@ -1203,8 +1203,6 @@ QUOTES += [
     Quote("docs/training.md", r"\(the\s+reference design: over (\d+) %\), and reaches", CHIP, ("reference", "mac_utilization"),
           lambda v: f"{num(v) * 100:.0f}"),
     Quote("docs/training.md", r"\(195\) and CP \((\d+)\) figures at S", CP, ("reference", "gflops_per_w")),
-    Quote("docs/training.md", r"on one core, whose (\d+) words per PE exceed both", LARGE,
-          lambda d: re.search(r"MEM A (\d+)", get(d, ("compile_attempts", {"preset": "L", "method": "cp"}, "error"))).group(1)),
 ]
 
 QUOTES += [
