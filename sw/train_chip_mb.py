@@ -381,7 +381,7 @@ class _CoreOps:
         """Layer ``l``'s paged panel, last page first (the last paged layer's last page is
         still in ``WP`` from the forward pass): load the page, ``l >= 1``: its part of
         ``dX^T`` (accumulated over the pages), its update, store it back."""
-        cfg, N, R, spad, Lb, b, nlr = self.cfg, self.N, self.R, self.spad, self.Lb, self.mlp.batch, self.nlr
+        cfg, N, spad, Lb, b, nlr = self.cfg, self.N, self.spad, self.Lb, self.mlp.batch, self.nlr
         L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
         nr, kern, ops = cfg.nr, self.kern, self.ops
         ld = L(N[l])
