@@ -5,7 +5,7 @@ per lane and a gearbox (``docs/chip.md``, "Heterogeneous chips";
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Module, Signal, signed
 from amaranth.lib import fifo, wiring
 from amaranth.lib.wiring import In, Out
 
