@@ -1,7 +1,7 @@
 # CATERPILLAR-style CGRA: two commands do everything on a fresh machine.
 #   make demo   - the main job (builds the venv and installs the tools it needs first)
 #   make test   - the whole test suite
-# Other targets: make bench, make synth, make verilog, make clean.
+# Other targets: make test-all, make coverage (line coverage of make test), make bench, make synth, make verilog, make clean.
 
 PYTHON ?= python3
 VENV   := .venv
@@ -11,7 +11,7 @@ STAMP  := $(VENV)/.installed
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all demo test test-all bench synth verilog tools clean distclean
+.PHONY: all demo test test-all coverage bench synth verilog tools clean distclean
 
 all: demo
 
@@ -42,6 +42,9 @@ demo: tools
 
 test: tools
 	$(VENV)/bin/pytest -n $(JOBS) -q -m "not slow" --durations=25
+
+coverage: tools
+	$(VENV)/bin/pytest -n $(JOBS) -q -m "not slow" --cov --cov-report=term --cov-report=json:build/coverage.json
 
 test-all: tools
 	$(VENV)/bin/pytest -n $(JOBS) -q
