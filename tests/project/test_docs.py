@@ -270,11 +270,11 @@ QUOTES: list[Quote] = [
           lambda d: PAPER_CELL("small", "S", "sgd")(d)["paper_mac_util"], lambda v: f">{v * 100:.0f} %"),
     Quote("README.md", r"local SRAM and scratchpads are (\d+) % of the PE", RES + "paper.json",
           lambda d: _sram_share(AREA_S(d)), lambda v: f"{v * 100:.0f}"),
-    Quote("README.md", r"scratchpads come to (\S+ / \S+) mm\^2 at S / L", RES + "paper.json",
+    Quote("README.md", r"and scratchpads (\S+ / \S+) mm\^2 at S / L", RES + "paper.json",
           lambda d: (d["area_mm2"]["S"]["ours"], d["area_mm2"]["L"]["ours"]), "{0:.1f} / {1:.1f}"),
-    Quote("README.md", r"at S / L \(paper\s+(\S+ / \S+)\)", RES + "paper.json",
+    Quote("README.md", r"at S / L \(paper (\S+ / \S+)\)", RES + "paper.json",
           lambda d: (d["area_mm2"]["S"]["paper"], d["area_mm2"]["L"]["paper"]), "{0:.1f} / {1:.1f}"),
-    Quote("README.md", r"the programs need \((\S+) mm\^2 at S\)", RES + "paper.json",
+    Quote("README.md", r"microcode stores \((\S+) mm\^2 at S\)", RES + "paper.json",
           ("area_mm2", "S", "ucode"), "{:.1f}"),
 ]
 
