@@ -16,20 +16,9 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from arch.fpformat import FPFormat
-from pe.fp_golden import decode, round_to_format
+from pe.fp_golden import convert_bits
 
 __all__ = ["convert_bits", "FPConvert"]
-
-
-def convert_bits(src: FPFormat, dst: FPFormat, bits: int) -> int:
-    """``bits`` (a ``src`` pattern) as the nearest ``dst`` value (ties to even)."""
-    d = decode(src, int(bits))
-    if d[0] == "nan":
-        return dst.qnan
-    if d[0] == "inf":
-        return dst.pack(d[1], dst.exp_max, 0)
-    _, s, m, e = d
-    return round_to_format(dst, s, m, e)
 
 
 class FPConvert(wiring.Component):

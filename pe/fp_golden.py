@@ -49,7 +49,7 @@ from arch.fpformat import FPFormat
 __all__ = [
     "mul_bits", "add_bits", "mac_bits", "canonicalize_nan", "is_nan_bits",
     "exact_mul", "exact_add", "exact_mac", "decode", "round_to_format",
-    "check_subnormals", "f16_op", "f16_mac", "f16_to_f32", "f32_to_f16_bits", "f16_accumulate_rows",
+    "check_subnormals", "f16_op", "f16_mac", "f16_to_f32", "f32_to_f16_bits", "f16_accumulate_rows", "convert_bits",
 ]
 
 _subnormals_checked = False
@@ -352,3 +352,16 @@ def exact_add(fmt: FPFormat, a: int, b: int) -> int:
 def exact_mac(fmt: FPFormat, a: int, b: int, c: int) -> int:
     """``exact_add(exact_mul(a, b), c)``: the PE's MAC (two roundings)."""
     return exact_add(fmt, exact_mul(fmt, a, b), c)
+
+
+def convert_bits(src: FPFormat, dst: FPFormat, bits: int) -> int:
+    """``bits`` (a ``src`` pattern) as the nearest ``dst`` value (ties to even; NaN to
+    ``dst``'s quiet NaN; infinities keep their sign): a ring crossing's conversion
+    (``pe.fp_convert.FPConvert`` is its hardware)."""
+    d = decode(src, int(bits))
+    if d[0] == "nan":
+        return dst.qnan
+    if d[0] == "inf":
+        return dst.pack(d[1], dst.exp_max, 0)
+    _, s, m, e = d
+    return round_to_format(dst, s, m, e)

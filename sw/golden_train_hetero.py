@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pe.fp_golden import decode, round_to_format
+from pe.fp_golden import convert_bits as _convert
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
@@ -22,18 +22,6 @@ from sw.train_host import mse_loss, weight_bits
 from sw.train_vectors import vector_bits
 
 __all__ = ["GoldenHetero"]
-
-
-def _convert(src, dst, bits: int) -> int:
-    """A crossing's conversion of one value (``pe.fp_convert.convert_bits``: nearest,
-    ties to even; NaN to ``dst``'s quiet NaN; infinities keep their sign)."""
-    d = decode(src, bits)
-    if d[0] == "nan":
-        return dst.qnan
-    if d[0] == "inf":
-        return dst.pack(d[1], dst.exp_max, 0)
-    _, s, m, e = d
-    return round_to_format(dst, s, m, e)
 
 
 class GoldenHetero:

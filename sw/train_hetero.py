@@ -34,7 +34,7 @@ import numpy as np
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import _place, _split_ops
-from sw.train_hetero_ops import allocate, phase_ops
+from sw.train_hetero_ops import allocate, load_regions, phase_ops
 from sw.train_hetero_place import Placement, check_placement, layer_words
 from sw.train_hetero_ring import padded_len, ring_path, transfer_lines, transfer_words
 from sw.train_host import TrainCompileError, mse_loss, weight_bits
@@ -136,9 +136,6 @@ class HeteroTrainProgram:
     # -- host side ------------------------------------------------------------------
     def init(self, model, weights) -> None:
         """Load every core's microcode (its first image), weights and scalars."""
-        from sw.asm import Builder
-        from sw.transfer import emit_load, load_beats_for
-
         wb = None
         for k, al in self.allocs.items():
             cfg = self.cfg(k)
@@ -150,23 +147,7 @@ class HeteroTrainProgram:
             for name, v in (("nlr", _neg_lr(cfg.fmt, self.mlp.lr)), ("m1", m1)):
                 if name in al.items:
                     items.append((al.items[name].region, np.full((cfg.nr, cfg.nr, 1), v, dtype=cfg.fmt.np_uint)))
-            per = 1 + 3 * cfg.nr
-            groups, cur = [], []
-            for it in items:
-                if cur and (len(cur) + 1) * per > cfg.ucode_depth - 1:
-                    groups.append(cur)
-                    cur = []
-                cur.append(it)
-            groups.append(cur)
-            for grp in groups:
-                b = Builder(cfg)
-                data = []
-                for j, (reg, local) in enumerate(grp):
-                    emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                    data += load_beats_for(cfg, local)
-                b.halt()
-                model.load(b.build().words(), 0, core=k)
-                model.cores[k].run(0, data, ring_in=())
+            load_regions(model, cfg, k, items)
         for k in self.images:
             model.load(self.images[k][0], 0, core=k)
         self._loaded = {k: 0 for k in self.images}

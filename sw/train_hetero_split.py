@@ -37,6 +37,7 @@ from sw.mlp import MLP
 from sw.ring import _fold
 from sw.train import _build, _gaps, _split_ops
 from sw.train_alloc import Allocator
+from sw.train_hetero_ops import load_regions
 from sw.train_hetero_place import Placement, PlacementError, check_placement
 from sw.train_hetero_ring import padded_len, transfer_lines
 from sw.train_host import TrainCompileError, mse_loss, weight_bits
@@ -374,8 +375,6 @@ class SplitTrainProgram:
         return "\n".join(lines)
 
     def init(self, model, weights) -> None:
-        from sw.transfer import emit_load, load_beats_for
-
         for c, al in self.allocs.items():
             cfg = self.hcfg.core_cfg(c)
             wb = weight_bits(self.mlp, cfg.fmt, weights)
@@ -388,23 +387,7 @@ class SplitTrainProgram:
                 if name in al.items:
                     v = int(cfg.fmt.from_float(np.array([val]))[0])
                     items.append((al.items[name].region, np.full((cfg.nr, cfg.nr, 1), v, dtype=cfg.fmt.np_uint)))
-            per = 1 + 3 * cfg.nr
-            groups, cur = [], []
-            for it in items:
-                if cur and (len(cur) + 1) * per > cfg.ucode_depth - 1:
-                    groups.append(cur)
-                    cur = []
-                cur.append(it)
-            groups.append(cur)
-            for grp in groups:
-                b = Builder(cfg)
-                data = []
-                for j, (reg, local) in enumerate(grp):
-                    emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                    data += load_beats_for(cfg, local)
-                b.halt()
-                model.load(b.build().words(), 0, core=c)
-                model.cores[c].run(0, data, ring_in=())
+            load_regions(model, cfg, c, items)
         for c in range(self.hcfg.cores):
             model.load(self.images[c], 0, core=c)
         for fmt in {self.hcfg.core_cfg(c).fmt for c in self.allocs}:
