@@ -192,16 +192,24 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
     from arch.counters import counter_names
 
     n_ctr = per * len(counter_names(cfg))
+    return split_session_output(runs, out, lambda k: cfg, lambda k: n_ctr, backend, info)
+
+
+def split_session_output(runs, out, cfg_of, n_counters_of, backend: str, info: dict) -> list:
+    """Cut each core's output beats of a replayed session (``out[k]``) into one
+    :class:`JobResult` per run and core: the run's data beats (as many as the model's
+    run ``runs[i]`` sent), the done beat, then ``n_counters_of(k)`` counter beats decoded
+    with ``cfg_of(k)``."""
     results = []
-    pos = [0] * cfg.cores
-    for i, rr in enumerate(runs):
+    pos = [0] * len(out)
+    for rr in runs:
         row = []
-        for k in range(cfg.cores):
-            nd = len(rr.cores[k].out)
+        for k in range(len(out)):
+            nd, n_ctr = len(rr.cores[k].out), n_counters_of(k)
             chunk = out[k][pos[k]:pos[k] + nd + 1 + n_ctr]
             pos[k] += nd + 1 + n_ctr
             row.append(JobResult(data=chunk[:nd], done=chunk[nd],
-                                 counters=decode_counters(cfg, [(b.data, b.last) for b in chunk[nd + 1:]]),
+                                 counters=decode_counters(cfg_of(k), [(b.data, b.last) for b in chunk[nd + 1:]]),
                                  backend=backend, info=dict(info, ring_out=rr.cores[k].ring_out,
                                                             chip_cycles=rr.cycles)))
         results.append(row)

@@ -17,10 +17,10 @@ import os
 
 from arch.host import Cmd
 from sim.chip_model import ChipModel, ChipRunResult
-from sim.chip_run import ChipPhase
+from sim.chip_run import ChipPhase, split_session_output
 from sim.core_model import Beat
 from sim.core_run import JobResult
-from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
+from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
 
 __all__ = ["run_hetero_session", "hetero_session_beats"]
 
@@ -106,19 +106,5 @@ def run_hetero_session(hcfg, phases: list[ChipPhase], *, backend: str = "model",
         out = [[Beat(int(d), bool(last)) for d, last in s] for s in got["out"]]
         info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}
         backend = f"rtl-{sim}"
-    results = []
-    pos = [0] * hcfg.cores
-    for rr in runs:
-        row = []
-        for k in range(hcfg.cores):
-            cfg = hcfg.core_cfg(k)
-            n_ctr = len(model.cores[k].counter_beats())
-            nd = len(rr.cores[k].out)
-            chunk = out[k][pos[k]:pos[k] + nd + 1 + n_ctr]
-            pos[k] += nd + 1 + n_ctr
-            row.append(JobResult(data=chunk[:nd], done=chunk[nd],
-                                 counters=decode_counters(cfg, [(b.data, b.last) for b in chunk[nd + 1:]]),
-                                 backend=backend, info=dict(info, ring_out=rr.cores[k].ring_out,
-                                                            chip_cycles=rr.cycles)))
-        results.append(row)
-    return results
+    return split_session_output(runs, out, hcfg.core_cfg, lambda k: len(model.cores[k].counter_beats()),
+                                backend, info)
