@@ -452,7 +452,7 @@ class TrainProgram:
     def init_phases(self, weights) -> list:
         """Phases (``(words, data, name)``) loading the weights (global ``(m, n)`` bit
         patterns or floats) and the scalars: split to fit the microcode."""
-        from sw.transfer import emit_load, load_beats_for
+        from sw.transfer import load_programs
 
         cfg, nr, fmt = self.cfg, self.cfg.nr, self.cfg.fmt
         items = [(self.regions[f"W{l}"], pack_matrix(W, nr))
@@ -464,25 +464,7 @@ class TrainProgram:
             items.append((self.regions[k], np.full((nr, nr, 1), v, dtype=fmt.np_uint)))
         if self.softmax == "array":
             items += softmax_const_items(cfg, self.regions, self.mlp.n_out)
-        phases, cur, size = [], [], 0
-        per = 1 + 3 * nr
-        for it in items:
-            if cur and size + per > cfg.ucode_depth - 1:
-                phases.append(cur)
-                cur, size = [], 0
-            cur.append(it)
-            size += per
-        phases.append(cur)
-        out = []
-        for i, grp in enumerate(phases):
-            b = Builder(cfg)
-            data = []
-            for j, (reg, local) in enumerate(grp):
-                emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-                data += load_beats_for(cfg, local)
-            b.halt()
-            out.append((b.build().words(), data, f"init{i}"))
-        return out
+        return [(words, data, f"init{i}") for i, (words, data) in enumerate(load_programs(cfg, items))]
 
     def init(self, session, weights) -> None:
         """Load the initial weights and the scalars into the PE memories."""

@@ -6,13 +6,12 @@ layers moved by the host (``transfers="host"``) or over the ring
 
 from __future__ import annotations
 
-from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemv, emit_relu, emit_relu_mask, emit_rank1
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.train_alloc import Allocator
 from sw.train_hetero_ring import padded_len
-from sw.transfer import emit_load, load_beats_for
+from sw.transfer import load_programs
 from sw.train_host import TrainCompileError
 from sw.train_ops import Op
 from sw.train_vectors import emit_load_vector, emit_unload_diag
@@ -157,20 +156,6 @@ def phase_ops(cfg, mlp: MLP, al: Allocator, l: int, phase: str, ring: bool) -> l
 def load_regions(model, cfg, k: int, items) -> None:
     """Load ``items`` (``(region, local words)`` pairs) into core ``k`` of ``model`` with
     as few load programs as its microcode holds (``1 + 3 nr`` words per region)."""
-    per = 1 + 3 * cfg.nr
-    groups, cur = [], []
-    for it in items:
-        if cur and (len(cur) + 1) * per > cfg.ucode_depth - 1:
-            groups.append(cur)
-            cur = []
-        cur.append(it)
-    groups.append(cur)
-    for grp in groups:
-        b = Builder(cfg)
-        data = []
-        for j, (reg, local) in enumerate(grp):
-            emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
-            data += load_beats_for(cfg, local)
-        b.halt()
-        model.load(b.build().words(), 0, core=k)
+    for words, data in load_programs(cfg, items):
+        model.load(words, 0, core=k)
         model.cores[k].run(0, data, ring_in=())

@@ -25,7 +25,7 @@ from arch.lanes import LaneBeats, pack_beats, unpack_beats
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 from arch.errors import InputError
 
-__all__ = ["emit_load", "emit_unload", "load_beats_for", "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError",
+__all__ = ["emit_load", "load_programs", "emit_unload", "load_beats_for", "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError",
            "emit_spad_fill", "emit_spad_drain"]
 
 
@@ -85,6 +85,30 @@ def emit_load(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g0", lo
         b.agu_stride(agu, f"{loop}{k}", 1)
         with b.loop(f"{loop}{k}", n):
             b.emit(src(bus), pred(sel, k), wr(bus, 0, 0, agu=agu))
+
+
+def load_programs(cfg, items) -> list[tuple[list, list]]:
+    """Programs that load ``items`` (``(region, local words)`` pairs: a region's ``bank``
+    and ``base``, its ``(nr, nr, n)`` local words) into the PE memories, as few as the
+    microcode holds (``1 + 3 nr`` words per region plus a HALT): ``(words, beats)`` each."""
+    per = 1 + 3 * cfg.nr
+    groups, cur = [], []
+    for it in items:
+        if cur and (len(cur) + 1) * per > cfg.ucode_depth - 1:
+            groups.append(cur)
+            cur = []
+        cur.append(it)
+    groups.append(cur)
+    out = []
+    for grp in groups:
+        b = Builder(cfg)
+        data = []
+        for j, (reg, local) in enumerate(grp):
+            emit_load(b, cfg, reg.bank, reg.base, local.shape[2], loop=f"w{j}_")
+            data += load_beats_for(cfg, local)
+        b.halt()
+        out.append((b.build().words(), data))
+    return out
 
 
 def load_cost(cfg, n: int) -> int:
