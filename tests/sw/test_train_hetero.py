@@ -39,10 +39,18 @@ def _train(hcfg, mlp, placement, engine, steps, seed, transfers="ring"):
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
     gold = GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers)
+    losses, ctrs = _steps(prog, gold, model, mlp, rng, steps)
+    return prog, losses, ctrs
+
+
+def _steps(prog, gold, model, mlp, rng, steps):
+    """``steps`` steps of ``prog`` on ``model`` and ``gold`` on the same random samples:
+    losses and weights equal after every step, cycles as compiled (``run_step`` checks
+    each phase's). Returns (losses, counters per step)."""
     losses, ctrs = [], []
     for s in range(steps):
         x, t = rng.normal(size=mlp.n_in), rng.normal(size=mlp.n_out) * 0.5
-        r = prog.run_step(model, x, t)            # checks every phase's cycles against the prediction
+        r = prog.run_step(model, x, t)
         g = gold.step(x, t)
         assert r.loss == g["loss"], f"step {s}"
         for l, (a, b) in enumerate(zip(prog.weights(model, padded=True, memory=memory_of(model)),
@@ -51,7 +59,7 @@ def _train(hcfg, mlp, placement, engine, steps, seed, transfers="ring"):
         assert r.cycles == prog.step_cycles()
         losses.append(r.loss)
         ctrs.append(r.counters)
-    return prog, losses, ctrs
+    return losses, ctrs
 
 
 @pytest.mark.parametrize("transfers", ["ring", "host"])
@@ -187,17 +195,7 @@ def _train_split(hcfg, mlp, placement, engine, steps, seed):
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
     gold = GoldenHeteroSplit(hcfg, mlp, prog.parts, W0)
-    ctrs = []
-    for s in range(steps):
-        x, t = rng.normal(size=mlp.n_in), rng.normal(size=mlp.n_out) * 0.5
-        r = prog.run_step(model, x, t)            # every section's cycles against the prediction
-        g = gold.step(x, t)
-        assert r.loss == g["loss"], f"step {s}"
-        for l, (a, b) in enumerate(zip(prog.weights(model, padded=True, memory=memory_of(model)),
-                                       gold.weights(padded=True))):
-            assert np.array_equal(a, b), f"step {s}: layer {l} differs"
-        assert r.cycles == prog.step_cycles()
-        ctrs.append(r.counters)
+    _, ctrs = _steps(prog, gold, model, mlp, rng, steps)
     return prog, ctrs
 
 
