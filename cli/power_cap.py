@@ -37,21 +37,21 @@ def add_power_cap_arguments(p, what: str, extra: str = "") -> None:
     p.add_argument("--power-cap", type=_watts, metavar="W",
                    help=f"schedule {what} so that the modelled power (everything: dynamic energy and leakage) stays "
                         f"at or below W watts in every window of --power-window cycles; reports its throughput "
-                        f"against naive duty cycling (chip SGD and minibatch GD; docs/power.md){extra}")
+                        f"against naive duty cycling (chip SGD, minibatch GD and CP; docs/power.md){extra}")
     p.add_argument("--power-window", type=_window, metavar="N",
                    help=f"the power cap's window in cycles (default {DEFAULT_WINDOW:,}; docs/power.md says why)")
 
 
 def check_power_cap_args(args, cfg=None, method: str | None = None) -> None:
-    """Usage errors: a window without a cap, a cap on a run the schedule does not cover."""
+    """Usage errors: a window without a cap, a cap on a run the schedule does not cover
+    (one core), a cap at or below the leakage floor. Every ``method`` of
+    :data:`sim.step_measure.METHODS` (SGD, minibatch GD, CP) is capped."""
     if args.power_window is not None and args.power_cap is None:
         raise UsageError("--power-window applies to --power-cap")
     if args.power_cap is None:
         return
     if cfg is not None and cfg.cores < 2:
         raise UsageError("--power-cap schedules a chip's RUNs; the configuration has one core (try --config S)")
-    if method == "cp":
-        raise UsageError("--power-cap applies to SGD and minibatch GD across a chip, not --method cp")
     if cfg is not None:
         from sim.power_trace import leakage_watts
 
@@ -61,13 +61,14 @@ def check_power_cap_args(args, cfg=None, method: str | None = None) -> None:
                              f"{floor:.3f} W (everything leaks while halted): no schedule can meet it")
 
 
-def run_power_cap(args, cfg, mlp, method: str, log=None, options: dict | None = None) -> dict:
+def run_power_cap(args, cfg, mlp, method: str, log=None, options: dict | None = None, tp=None) -> dict:
     """The capped and the naive schedules of one step of ``mlp`` (:func:`sim.power_cap.power_cap`),
-    compiled with the mapping ``options`` (:func:`sim.step_measure.compile_method`)."""
+    compiled with the mapping ``options`` (:func:`sim.step_measure.compile_method`) unless
+    ``tp`` (the compiled step) is given."""
     from sim.power_cap import DEFAULT_WINDOW, power_cap
     from sim.step_measure import compile_method
 
-    tp = compile_method(method, cfg, mlp, **(options or {}))
+    tp = tp if tp is not None else compile_method(method, cfg, mlp, **(options or {}))
     return power_cap(cfg, mlp, method, args.power_cap, args.power_window or DEFAULT_WINDOW, log=log, tp=tp)
 
 

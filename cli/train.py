@@ -249,8 +249,14 @@ def cmd_train(args) -> int:
 
         opts = {"out_map": args.out_map or "auto", "softmax": args.softmax or "auto",
                 "backward": args.backward or "auto", "overlap": not args.no_overlap}
-        cap = run_power_cap(args, cfg, mlp, "mbgd" if mlp.batch > 1 else "sgd",
-                            log=lambda m: print(m, file=sys.stderr, flush=True), options=opts)
+        tp = None
+        if args.method == "cp":
+            from sw.train_cp import compile_chip_cp
+
+            tp = compile_chip_cp(cfg, mlp, groups=args.groups, backward=args.backward or "auto")
+        method = "cp" if args.method == "cp" else "mbgd" if mlp.batch > 1 else "sgd"
+        cap = run_power_cap(args, cfg, mlp, method, log=lambda m: print(m, file=sys.stderr, flush=True),
+                            options=opts, tp=tp)
         res["power_cap"] = cap
         print("\n".join(power_cap_lines(cap)))
     with Outputs() as outs:

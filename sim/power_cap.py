@@ -103,7 +103,7 @@ def profile(cfg, tp, init_weights, x, t, bin: int) -> list:
             continue
         side = kind == "host-side"          # an inactive core's RUN in a host phase: no time of its own
         kind = "host" if side else kind
-        seg = ("host", HOST_RUNS[name]) if kind == "host" else prog.part_seg[name]
+        seg = prog.part_seg[name] if name in prog.part_seg else ("host", HOST_RUNS[name])
         if cur != seg:
             out.append([seg, [], 0])
             cur = seg

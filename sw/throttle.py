@@ -17,10 +17,21 @@ The RUN state a HALT ends (loop counters, AGU offsets, scratchpad pointers) is s
 again by each op, which is why an op is the unit: a RUN cannot stop inside one.
 
 :func:`pause` builds the paused program from a compiled one (SGD or minibatch GD across
-a chip, :func:`sw.train_chip.compile_chip_sgd`, :func:`sw.train_chip_mb.compile_chip_mbgd`);
+a chip, :func:`sw.train_chip.compile_chip_sgd`, :func:`sw.train_chip_mb.compile_chip_mbgd`,
+or a CP pipeline step, :func:`sw.train_cp.compile_chip_cp`, batch 1 or a minibatch);
 ``session.idle(cycles)`` is called for every wait when the session has it
 (:class:`sim.power_trace.TracingSession`), and the step's cycles include the waits.
 Which pauses a power cap needs is decided by :mod:`sim.power_cap`.
+
+**CP.** A CP step (:class:`sw.train_cp_program.ChipCPProgram`) is the host's input phase,
+the ``head`` and ``tail`` chip RUNs (and ``chains`` when split), and the output phase.
+Its pause points are those RUNs: the host waits, the chip halted, before any of them.
+The RUNs are not cut further: the cores of a CP step run different layers, each its own
+op sequence, so the cores share no op boundary, and the head and tail each sit at one
+origin of a single microcode image. The head (a layer's forward GEMV, ``W^T d`` and the
+output core's update) is the longest RUN, and it sets the shortest window a CP cap can
+be met in. Waits change only when a RUN starts: the weights equal the golden CP
+trainer's bit for bit (the tests check them).
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ import copy
 
 from sw.train_chip_place import _place_parts
 
-__all__ = ["pause", "Paused", "segments", "STEP_GROUPS", "HOST_RUNS"]
+__all__ = ["pause", "Paused", "PausedCP", "segments", "STEP_GROUPS", "HOST_RUNS"]
 
 #: the host phases' RUN names in a step (:meth:`run_step`) -> their pause point
 HOST_RUNS = {"step-in": "in", "logits": "unload", "step-out": "unload", "g": "g"}
@@ -38,10 +49,29 @@ HOST_RUNS = {"step-in": "in", "logits": "unload", "step-out": "unload", "g": "g"
 STEP_GROUPS = ("step", "forward", "backward")
 
 
+def _is_cp(tp) -> bool:
+    return hasattr(tp, "chip_runs") and hasattr(tp, "tails")
+
+
+def _cp_order(tp) -> list:
+    """A CP step's RUNs (the ``what`` of RUN ``cp-<what>``) as ``(kind, what)`` in the
+    order the step runs them: the host's input phase, the chip RUNs, the output phase;
+    a minibatch-CP step with the softmax on the host runs the head, the logits out, the
+    gradient in and the output core's ``head2`` before the tail."""
+    host = [n for n, _ in tp.host_phase_cycles()]
+    chip = [("chip", w) for w in tp.chip_runs()]
+    if "head2" in host:
+        return [("host", "in"), chip[0], ("host", "logits"), ("host", "g"), ("host", "head2"), *chip[1:]]
+    return [("host", "in"), *chip, *(("host", h) for h in host if h != "in")]
+
+
 def segments(tp) -> list:
     """The pausable points of ``tp``'s step, in order: ``("host", what)`` for a host phase
     and ``(group, i)`` for op ``i`` of chip phase group ``group`` (ops counted over the
-    group's parts)."""
+    group's parts); for a CP step, each of its RUNs: ``("host", what)`` for a host phase
+    and ``("chip", what)`` for a chip RUN (:meth:`sw.train_cp_program.ChipCPProgram.chip_runs`)."""
+    if _is_cp(tp):
+        return _cp_order(tp)
     out = []
     one_run = "step" in tp.parts
     out.append(("host", "in"))
@@ -108,15 +138,59 @@ class Paused:
         return super().step_cycles(*args, **kw) + self.pause_cycles()
 
 
+class _WaitingSession:
+    """A session whose :meth:`run` first has the program wait its pause before that RUN
+    (by the RUN's name); everything else is the session's."""
+
+    def __init__(self, session, prog):
+        self._session, self._prog = session, prog
+
+    def run(self, images, data=None, name: str = "", *args, **kw):
+        prog = self._prog
+        prog._wait(self._session, prog.pause_of.get(name, 0))
+        if name == "cp-g" and prog.host_cycles() and hasattr(self._session, "idle"):
+            self._session.idle(prog.host_cycles())          # the host's softmax turnaround
+        return self._session.run(images, data, name, *args, **kw)
+
+    def __getattr__(self, attr):
+        return getattr(self._session, attr)
+
+
+class PausedCP(Paused):
+    """Mixin of a paused CP step (:func:`pause`): :attr:`pause_of` maps a RUN's name
+    (``cp-in``, ``cp-head``, ``cp-tail``, ...) to the cycles the host waits before it;
+    :attr:`part_seg` maps every RUN's name to its pause point."""
+
+    def run_step(self, session, *args, **kw):
+        return super().run_step(_WaitingSession(session, self), *args, **kw)
+
+
 _CLASSES: dict = {}
 
 
-def _paused_class(cls):
+def _paused_class(cls, mixin=Paused):
     if issubclass(cls, Paused):
         return cls
     if cls not in _CLASSES:
-        _CLASSES[cls] = type(f"Paused{cls.__name__}", (Paused, cls), {})
+        _CLASSES[cls] = type(f"Paused{cls.__name__}", (mixin, cls), {})
     return _CLASSES[cls]
+
+
+def _base(tp):
+    """The compiled program's class of ``tp`` (paused or not)."""
+    return next(c for c in type(tp).__mro__ if not issubclass(c, Paused))
+
+
+def _pause_cp(tp, waits: dict, cut_all: bool):
+    """:func:`pause` of a CP step: waits before its RUNs, which stay as compiled."""
+    base = _base(tp)
+    new = copy.copy(tp)
+    new.__class__ = _paused_class(base, PausedCP)
+    new.pause_of = {f"cp-{what}": v for (_, what), v in waits.items()}
+    new.host_pause = {}
+    new.part_seg = {f"cp-{what}": (kind, what) for kind, what in _cp_order(tp)}
+    new.waits, new.cut_all = dict(waits), cut_all
+    return new
 
 
 def pause(tp, waits: dict | None = None, cut_all: bool = False):
@@ -124,7 +198,8 @@ def pause(tp, waits: dict | None = None, cut_all: bool = False):
     (:func:`segments`; a wait before op ``i > 0`` of a chip phase cuts the phase into
     another RUN there; ``waits`` may hold zeros, which cut nothing). Returns a new
     program; ``tp`` is unchanged. ``cut_all``: every op its own RUN, waits or not. The program's host phases and the prediction's
-    programs are placed as the compiler places them."""
+    programs are placed as the compiler places them. A CP step's pause points are its
+    RUNs, which are never cut (``cut_all`` changes nothing there)."""
     waits = {k: int(v) for k, v in (waits or {}).items() if v}
     bad = [k for k, v in waits.items() if v < 0]
     if bad:
@@ -133,7 +208,9 @@ def pause(tp, waits: dict | None = None, cut_all: bool = False):
     unknown = [k for k in waits if k not in known]
     if unknown:
         raise ValueError(f"no such pause point(s) {unknown[:3]}; see sw.throttle.segments")
-    base = tp.__class__.__mro__[2] if isinstance(tp, Paused) else type(tp)
+    if _is_cp(tp):
+        return _pause_cp(tp, waits, cut_all)
+    base = _base(tp)
     per_core, starts = {}, {}
     for g, parts in tp.parts.items():
         ops = _group_ops(tp, g)

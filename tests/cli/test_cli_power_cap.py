@@ -15,7 +15,6 @@ from cli.main import main
     (["--power-cap", "1", "--power-window", "0"], "the window must be at least 1 cycle"),
     (["--power-window", "100"], "--power-window applies to --power-cap"),
     (["--config", "tiny", "--power-cap", "1"], "configuration has one core"),
-    (["--config", "chip-small", "--method", "cp", "--power-cap", "1"], "not --method cp"),
 ])
 def test_bad_power_cap_options(argv, msg, capsys):
     assert main(["train", *argv]) == 2
@@ -28,6 +27,24 @@ def test_cap_below_leakage_is_one_line(capsys):
                  "--epochs", "1", "--power-cap", "0.01", "--progress", "off"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "leakage floor" in err[-1] and err[-1].startswith("caterpillar: error:")
+
+
+def test_cp_cap_below_leakage_is_one_line(capsys):
+    assert main(["train", "--config", "chip-small", "--method", "cp", "--hidden", "16", "--max-train", "8",
+                 "--max-test", "4", "--epochs", "1", "--power-cap", "0.01", "--progress", "off"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "leakage floor" in err[0] and err[0].startswith("caterpillar: error:")
+
+
+def test_train_cp_under_a_cap(tmp_path, capsys):
+    js = tmp_path / "r.json"
+    assert main(["train", "--config", "chip-small", "--method", "cp", "--hidden", "16", "--max-train", "16",
+                 "--max-test", "8", "--epochs", "1", "--power-cap", "0.3", "--power-window", "2000",
+                 "--progress", "off", "--json", str(js)]) == 0
+    assert "capped schedule / naive duty cycling" in capsys.readouterr().out
+    d = json.loads(js.read_text())["power_cap"]
+    assert d["method"] == "cp" and d["window_cycles"] == 2000
+    assert max(d["runs"]["capped"]["watts"]) <= 0.3 and max(d["runs"]["naive"]["watts"]) <= 0.3
 
 
 def test_dse_refuses_a_window_without_a_cap(capsys):

@@ -53,3 +53,33 @@ def test_no_waits_changes_nothing_and_bad_points_are_refused():
         pause(tp, {("backward", 0): 5})
     with pytest.raises(ValueError, match="negative"):
         pause(tp, {("host", "in"): -1})
+
+
+@pytest.mark.parametrize("b", [1, 4])
+def test_paused_cp_step_is_bit_exact(b):
+    """A CP step (batch 1 and minibatch CP) paused before each of its RUNs trains bit for
+    bit as the golden CP trainer, and counts its waits into the step's cycles."""
+    mlp = MLP((24, 16, 10), "softmax_ce", 0.01, batch=b)
+    tp = compile_method("cp", CFG, mlp)
+    segs = segments(tp)
+    assert segs[0] == ("host", "in") and segs[1] == ("chip", "head") and ("chip", "tail") in segs
+    waits = {s: 11 * (i + 1) for i, s in enumerate(segs)}
+    tq = pause(tp, waits)
+    assert isinstance(tq, Paused) and not isinstance(tp, Paused)
+    assert pause(tq, {}).step_cycles() == tp.step_cycles()
+    W0 = init_weights(mlp, CFG.fmt, 0)
+    sess = ChipSession(CFG, "fast")
+    tq.init(sess, W0)
+    gold = _golden("cp", CFG, mlp, tq, W0)
+    rng = np.random.default_rng(1)
+    for step in range(2 * tp.latency_steps() + 1):
+        x, t = _inputs(mlp, rng)
+        r = tq.run_step(sess, x, t)
+        gold.step(x, t)
+        _check_weights(tq, sess, gold, f"CP step {step}")
+    assert tq.pause_cycles() == sum(waits.values())
+    assert r.cycles == tq.step_cycles() == tp.step_cycles() + sum(waits.values())
+    assert r.host_cycles == tp.host_cycles()
+    assert ("pause", "idle", sum(waits.values())) in r.phases
+    with pytest.raises(ValueError, match="no such pause point"):
+        pause(tp, {("forward", 0): 5})
