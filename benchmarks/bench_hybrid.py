@@ -40,6 +40,7 @@ from arch.hetero import CoreGroup, HeteroConfig
 from perf.hybrid_run import energy_entry, run_placement
 from perf.schedule import ScheduleError, core_area_mm2, same_area_chips, schedule
 from sim.power import report_from_counters
+from sim.power_hetero import crossings_area_mm2
 from sim.sessions import ChipSession
 from sw.golden_train_chip import GoldenChipSGD
 from sw.mlp import MLP
@@ -185,7 +186,7 @@ def run(log=print) -> dict:
         except ScheduleError as e:
             cands.append({"mix": f"{ns} S + {nl} L", "error": str(e)})
             continue
-        area = ns * core_area_mm2(PRESETS["S"]) + nl * core_area_mm2(PRESETS["L"])
+        area = ns * core_area_mm2(PRESETS["S"]) + nl * core_area_mm2(PRESETS["L"]) + crossings_area_mm2(h)
         cands.append({"mix": f"{ns} S + {nl} L", "area_mm2": round(area, 2), "placement": s.chosen.placement.short(),
                       "predicted": s.chosen.to_dict(), "target": s.target, "_s": s, "_h": h})
         log(f"{ns} S + {nl} L: {s.chosen.placement.short()}, predicted {s.chosen.energy_pj * 1e-6:.2f} uJ, "

@@ -44,8 +44,8 @@ from pathlib import Path
 
 from arch.errors import InputError
 from perf.model import PerfModel
-from sim.power import area_of_core, report_from_counters
-from sim.power_hetero import crossing_pj_per_beat
+from sim.power import DEFAULT_TECH, area_of_core, report_from_counters
+from sim.power_hetero import crossing_pj_per_beat, crossings_area_mm2
 from sw.layout import local_len
 from sw.train_hetero import check_fit
 from sw.train_hetero_ring import padded_len, ring_path, transfer_slots
@@ -186,7 +186,11 @@ class Prediction:
 
 
 def _chip_leak(hcfg) -> float:
-    return sum(g.count * leak_pj_per_cycle(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
+    """Leakage in pJ per cycle of every core and crossing of ``hcfg`` (a crossing's area
+    leaks at the logic density, as in :func:`sim.power_hetero.hetero_report`)."""
+    x_mw = crossings_area_mm2(hcfg) * DEFAULT_TECH.leakage_mw_per_mm2_logic
+    return (sum(g.count * leak_pj_per_cycle(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
+            + x_mw * 1e-3 / (hcfg.group_cfgs[0].clock_mhz * 1e6) * 1e12)
 
 
 def transfer_costs(hcfg, mlp, cores: list, model: PerfModel, kinds: list) -> list:
@@ -282,8 +286,10 @@ def predict_placement(hcfg, mlp, groups: list, costs: dict, model: PerfModel | N
 
 def same_area_chips(hcfg) -> list:
     """Per group kind, the single-kind chip of (nearly) the hetero chip's area: ``(kind
-    index, cores, residual fraction)``, cores even (the ring's rule) and at least 2."""
-    total = sum(g.count * core_area_mm2(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
+    index, cores, residual fraction)``, cores even (the ring's rule) and at least 2. The
+    hetero chip's area includes its crossings (:func:`sim.power_hetero.crossings_area_mm2`)."""
+    total = (sum(g.count * core_area_mm2(c) for g, c in zip(hcfg.groups, hcfg.group_cfgs))
+             + crossings_area_mm2(hcfg))
     out = []
     for i, c in enumerate(hcfg.group_cfgs):
         a = core_area_mm2(c)

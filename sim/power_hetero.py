@@ -16,6 +16,22 @@ Crossing energy, per sender beat through a crossing (the sender's ``ring_out_bea
   alignment and carry-propagate adder, so this overstates it);
 * no extra wire: the hop's wire is the sender's ring beat, already in ``ring`` (a
   collected or split beat carries the same bits over the same core pitch).
+
+Crossing area (:func:`crossing_area_mm2`), from the per-block areas the cores use
+(``sim/tech/45nm.json``):
+
+* ``registers``: the state bits of :class:`rtl.ring_crossing.RingCrossing`
+  (:func:`crossing_register_bits`: the collect and output registers, or the split
+  queue's beats and pointers, and the gearbox counters) at the register file's area per
+  bit, ``rf_area_mm2_per_16x16b / 256`` (256 flip-flops with read muxes, NanGate 45 nm
+  DFF_X1);
+* ``converters``: where the formats differ, one per sender lane, each at the FPU area
+  (``fpu_area_mm2``) of the larger of the two kinds' FPUs: a fused multiply-add's area
+  for a conversion (an add's rounding step, without the multiplier, the alignment and
+  the adder), so this overstates it.
+
+The crossings' area is in the chip's ``area_mm2`` (``crossings``, and in ``total``) and
+leaks at the logic density over the chip's time (in ``leakage``).
 """
 
 from __future__ import annotations
@@ -24,7 +40,8 @@ from dataclasses import asdict, dataclass, field
 
 from sim.power import COMPARED, DEFAULT_TECH, TechTable, report_from_counters
 
-__all__ = ["HeteroReport", "hetero_report", "CONVERT_PJ", "crossing_pj_per_beat"]
+__all__ = ["HeteroReport", "hetero_report", "CONVERT_PJ", "crossing_pj_per_beat", "crossing_register_bits",
+           "crossing_area_mm2", "crossings_area_mm2"]
 
 #: pJ per converted lane, by the wider format's width in bits: an FP add at 45 nm,
 #: 0.4 pJ (16 bits) and 0.9 pJ (32 bits) (Horowitz, "Computing's energy problem",
@@ -42,6 +59,39 @@ def crossing_pj_per_beat(x, tech: TechTable = DEFAULT_TECH) -> float:
     return pj
 
 
+def crossing_register_bits(x) -> int:
+    """State bits of crossing ``x``'s RTL (:class:`rtl.ring_crossing.RingCrossing`).
+    Collecting ``k`` sender beats (``k = nr_b / nr_a``, 1 for a format change only): the
+    collect register of ``(k - 1) nr_a`` lanes, the output register of ``nr_b`` lanes
+    and its valid bit, the beat counter. Splitting (``k = nr_a / nr_b``): the queue of
+    ``ceil(depth / k)`` sender beats (``nr_a`` lanes at the receiver's width) with its
+    read and write pointers and level, the slice counter. Lanes are ``width_b`` bits
+    (converted before they are stored)."""
+    a, b, k = x.a, x.b, x.ratio
+    wb = b.fmt.width
+    count = (k - 1).bit_length()
+    if x.widen:
+        return (k - 1) * a.nr * wb + b.nr * wb + 1 + count
+    dq = -(-a.ring_fifo_depth // k)
+    return dq * a.nr * wb + 2 * (dq - 1).bit_length() + dq.bit_length() + count
+
+
+def crossing_area_mm2(x, tech: TechTable = DEFAULT_TECH) -> dict:
+    """Area in mm^2 of crossing ``x``: ``registers`` (:func:`crossing_register_bits` at
+    the register file's area per bit), ``converters`` (``nr_a`` lanes where the formats
+    differ, each at the larger kind's FPU area) and ``total``."""
+    regs = crossing_register_bits(x) * tech.rf_area_mm2_per_16x16b / 256
+    conv = 0.0
+    if x.a.fmt != x.b.fmt:
+        conv = x.a.nr * max(tech.fpu_area_mm2[x.a.fmt.name], tech.fpu_area_mm2[x.b.fmt.name])
+    return {"registers": regs, "converters": conv, "total": regs + conv}
+
+
+def crossings_area_mm2(hcfg, tech: TechTable = DEFAULT_TECH) -> float:
+    """Area in mm^2 of all the crossings of the chip ``hcfg``."""
+    return sum(crossing_area_mm2(x, tech)["total"] for x in hcfg.crossings)
+
+
 @dataclass
 class HeteroReport:
     """Figures of one run of a heterogeneous chip. Energies in pJ, power in W, area in
@@ -54,11 +104,11 @@ class HeteroReport:
     flops: int
     gflops: float
     energy_pj: dict             #: by category, summed over the groups, plus ``crossing``
-    crossing_pj: list           #: per crossing: src, dst, beats, pJ
+    crossing_pj: list           #: per crossing: src, dst, beats, pJ, area_mm2
     watts: float
     gflops_per_w_compared: float
     gflops_per_w_all: float
-    area_mm2: dict              #: per group (``group0`` ...) and ``total``
+    area_mm2: dict              #: per group (``group0`` ...), ``crossings`` and ``total``
     gflops_per_mm2: float
     groups: list = field(default_factory=list)
 
@@ -76,6 +126,11 @@ class HeteroReport:
             c = g["config"]
             lines.append(f"  group {i}: {g['cores']} x {c['nr']}x{c['nr']} {c['fmt']}: "
                          f"{sum(g['energy_pj'].values()):.1f} pJ, {g['area_mm2']['total']:.3f} mm^2")
+        if self.crossing_pj:
+            regs = sum(x["area_mm2"]["registers"] for x in self.crossing_pj)
+            conv = sum(x["area_mm2"]["converters"] for x in self.crossing_pj)
+            lines.append(f"  crossings: {len(self.crossing_pj)}: {self.energy_pj['crossing']:.1f} pJ, "
+                         f"{self.area_mm2['crossings']:.4f} mm^2 (registers {regs:.4f}, converters {conv:.4f})")
         return "\n".join(lines)
 
 
@@ -103,14 +158,18 @@ def hetero_report(hcfg, core_counters: list, cycles: int, *, flops: int | None =
     xings = []
     for x in hcfg.crossings:
         beats = int(core_counters[x.src].get("ring_out_beats", 0))
-        xings.append({"src": x.src, "dst": x.dst, "beats": beats, "pj": beats * crossing_pj_per_beat(x, tech)})
+        xings.append({"src": x.src, "dst": x.dst, "beats": beats, "pj": beats * crossing_pj_per_beat(x, tech),
+                      "area_mm2": crossing_area_mm2(x, tech)})
     energy["crossing"] = sum(x["pj"] for x in xings)
     seconds = reps[0].seconds
+    x_area = sum(x["area_mm2"]["total"] for x in xings)
+    energy["leakage"] += x_area * tech.leakage_mw_per_mm2_logic * 1e-3 * seconds * 1e12
     if flops is None:
         flops = sum(r.flops for r in reps)
     total = sum(energy.values())
     compared = sum(energy[k] for k in COMPARED)
     area = {f"group{i}": r.area_mm2["total"] for i, r in enumerate(reps)}
+    area["crossings"] = x_area
     area["total"] = sum(area.values())
     gflops = flops / seconds / 1e9 if seconds else 0.0
     return HeteroReport(

@@ -92,7 +92,8 @@ def test_power_report_mixed_chip():
     """Per-group energy at each kind's per-event energies, summed; the crossings' energy
     from their senders' beats; one group of one kind gives the homogeneous report."""
     from sim.power import report_from_counters
-    from sim.power_hetero import crossing_pj_per_beat, hetero_report
+    from sim.power import DEFAULT_TECH
+    from sim.power_hetero import crossing_area_mm2, crossing_pj_per_beat, crossing_register_bits, hetero_report
 
     for h in (MIX, MIX_FMT):
         host, phases = roundtrip(h, 16, 2, [0, 6, 40, 50, 60])
@@ -105,12 +106,29 @@ def test_power_report_mixed_chip():
         assert rep.energy_pj["crossing"] == pytest.approx(sum(c["beats"] * crossing_pj_per_beat(x)
                                                               for c, x in zip(rep.crossing_pj, xs)))
         assert rep.pes == 2 * 4 + 2 * 16 and rep.area_mm2["total"] > 0 and rep.gflops_per_w_all >= 0
+        # the crossings' area: in the total, and leaking at the logic density over the run
+        xa = [crossing_area_mm2(x) for x in xs]
+        assert [c["area_mm2"] for c in rep.crossing_pj] == xa
+        assert rep.area_mm2["crossings"] == pytest.approx(sum(a["total"] for a in xa)) and rep.area_mm2["crossings"] > 0
+        assert rep.area_mm2["total"] == pytest.approx(sum(v for k, v in rep.area_mm2.items() if k != "total"))
+        assert rep.energy_pj["leakage"] == pytest.approx(
+            sum(g["energy_pj"]["leakage"] for g in rep.groups)
+            + rep.area_mm2["crossings"] * DEFAULT_TECH.leakage_mw_per_mm2_logic * 1e-3 * rep.seconds * 1e12)
+        assert "crossings: 2:" in rep.table()
         narrow = {k: sum(c.get(k, 0) for c in ctrs[:2]) for k in ctrs[0]}
         narrow["cycles"] = cyc
         g0 = report_from_counters(h.group_cfgs[0], narrow, n_cores=2)
         assert rep.groups[0]["energy_pj"] == g0.energy_pj
-    # a format crossing costs its conversions
+    # a format crossing costs its conversions, in energy and in area (nr_a lanes at the larger FPU's area)
     assert crossing_pj_per_beat(MIX_FMT.crossings[0]) > crossing_pj_per_beat(MIX.crossings[0])
+    assert crossing_area_mm2(MIX.crossings[0])["converters"] == 0
+    x = MIX_FMT.crossings[0]
+    assert crossing_area_mm2(x)["converters"] == pytest.approx(
+        x.a.nr * max(DEFAULT_TECH.fpu_area_mm2[x.a.fmt.name], DEFAULT_TECH.fpu_area_mm2[x.b.fmt.name]))
+    # the register bits of the RTL: collecting k = 2 beats of 2 lanes into 4 (16 bits each)
+    x = MIX.crossings[0]
+    assert (x.widen, x.ratio, x.a.nr, x.b.nr) == (True, 2, 2, 4)
+    assert crossing_register_bits(x) == 2 * 16 + 4 * 16 + 1 + 1
     # one kind: the homogeneous chip's figures
     one = HeteroConfig((CoreGroup(4, NARROW),))
     c = {"cycles": 100, "instructions": 50, "mv": 3, "mem_a_rd": 10, "mem_a_wr": 2, "mem_b_rd": 4, "mem_b_wr": 1,
@@ -118,7 +136,7 @@ def test_power_report_mixed_chip():
     rep = hetero_report(one, [c] * 4, 100)
     ref = report_from_counters(NARROW.replace(cores=4), {k: (4 * v if k != "cycles" else v) for k, v in c.items()},
                                n_cores=4)
-    assert rep.energy_pj.pop("crossing") == 0
+    assert rep.energy_pj.pop("crossing") == 0 and rep.area_mm2["crossings"] == 0
     assert rep.energy_pj == pytest.approx(ref.energy_pj)
     assert rep.area_mm2["total"] == pytest.approx(ref.area_mm2["total"])
     assert rep.gflops_per_w_all == pytest.approx(ref.gflops_per_w_all)
