@@ -8,7 +8,9 @@ configuration (``ArchConfig.ucode_depth``). A cap is on the whole chip.
 
 **Mechanism** (:mod:`sw.throttle`): the host waits between RUNs while the chip is halted
 (leakage only); chip phases are cut into one RUN per op, the finest unit a RUN can stop
-at. Nothing else changes: the same ops, the same results bit for bit.
+at. Nothing else changes: the same ops, the same results bit for bit. A CP step pauses
+between its RUNs (input phase, head, tail, output phase), which are not cut: its cores
+run different layers and share no op boundary.
 
 **Planning.** A profile run (the step with every op its own RUN, on the fast chip
 engine) gives each op's and host phase's dynamic energy in bins of ``bin`` cycles from
@@ -280,10 +282,12 @@ def run_schedule(cfg, tp, waits, N, inputs, W0, golden=None, cut_all=True, min_w
 
 def power_cap(cfg, mlp, method: str, cap=None, window: int = DEFAULT_WINDOW, *, cap_fraction=None,
               bin: int | None = None, seed: int = 0, golden: bool = True, log=None, tp=None) -> dict:
-    """Train steps of ``mlp`` with ``method`` (``sgd``, ``mbgd``) on the chip ``cfg``
+    """Train steps of ``mlp`` with ``method`` (``sgd``, ``mbgd``, ``cp``) on the chip ``cfg``
     uncapped, under the capped schedule and under naive throttling, on the fast chip
     engine; ``cap`` in watts, or ``cap_fraction`` of the uncapped mean power. Returns the
-    three runs' per-window watts, step cycles, samples/s and their ratio."""
+    three runs' per-window watts, step cycles, samples/s and their ratio, and the bound
+    no schedule of pauses can beat (``bound_step_cycles``: the step's dynamic energy over
+    the cap less the leakage, the cap met on average only)."""
     from sim.step_measure import _golden, _inputs, compile_method
     from sw.train import init_weights
 
@@ -333,8 +337,12 @@ def power_cap(cfg, mlp, method: str, cap=None, window: int = DEFAULT_WINDOW, *, 
         r["samples_per_s"] = B * cfg.clock_mhz * 1e6 / r["step_cycles"]
         r["max_window_watts"] = max(r["watts"], default=0.0)
         r.pop("program", None)
+    leak = leakage_watts(cfg, cfg.cores)
+    dyn_pj = sum(e for _, pieces, _ in prof for _, e in pieces)
+    bound = dyn_pj / ((cap - leak) * 1e12 / (cfg.clock_mhz * 1e6))
     return {"cap_watts": cap, "window_cycles": N, "scope": "everything", "method": method,
-            "network": mlp.describe(), "batch": B, "leakage_watts": leakage_watts(cfg, cfg.cores),
+            "network": mlp.describe(), "batch": B, "leakage_watts": leak,
+            "bound_step_cycles": bound, "bound_samples_per_s": B * cfg.clock_mhz * 1e6 / bound,
             "runs": out, "throughput_ratio": out["capped"]["samples_per_s"] / out["naive"]["samples_per_s"]}
 
 
