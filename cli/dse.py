@@ -32,7 +32,7 @@ def add_dse_arguments(p, cfg_help: str) -> None:
     p.add_argument("--power", type=positive_float, help="average power limit (TDP) in W")
     p.add_argument("--min-throughput", type=positive_float, help="minimum training throughput, samples/s")
     p.add_argument("--search", default="heuristic", choices=("heuristic", "random", "exhaustive"))
-    p.add_argument("--budget", type=count, help="at most this many new evaluations (random: the sample size)")
+    p.add_argument("--budget", type=count, help="at most this many points measured, the cached ones included (random: the sample size)")
     p.add_argument("--seed", type=nonneg_int, default=0)
     p.add_argument("--engine", default="ray", choices=("ray", "local"),
                    help="ray (default): tasks on a Ray cluster, a local one unless --address; local: in this process")

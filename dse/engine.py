@@ -143,11 +143,17 @@ class Evaluator:
     start (a truncated last line from a killed run is ignored) and appended to as results
     arrive. ``evaluations`` counts the points this evaluator sent to the engine, ``asked``
     the distinct points a search asked for, cached or not;
-    ``on_result(result)`` is called for every new result (progress)."""
+    ``on_result(result)`` is called for every new result (progress).
+
+    ``area_limit`` (mm^2): a point whose area (the power model's, from the configuration
+    alone: :func:`dse.evaluate.config_area`) exceeds it is not measured; its result says
+    so (status ``over area``), is not cached (the cache does not depend on limits) and
+    is not an evaluation. ``screened`` counts those points."""
 
     def __init__(self, space: Space, workloads, engine, cache: Path | str | None = None, golden: bool = False,
-                 on_result=None):
+                 on_result=None, area_limit: float | None = None):
         self.space, self.workloads, self.engine, self.golden = space, list(workloads), engine, golden
+        self.area_limit, self.screened = area_limit, 0
         self.cache_path = Path(cache) if cache else None
         self.results: dict[str, dict] = {}
         self.evaluations = 0
@@ -177,12 +183,20 @@ class Evaluator:
     def evaluate(self, points) -> list[dict]:
         """The results of ``points`` (in order), evaluating the ones not cached."""
         keys = [self.key(p) for p in points]
+        for k, p in zip(keys, points):
+            if k not in self.asked and k in self.results:     # cached, maybe by a search over another space
+                self.results[k] = {**self.results[k], "point": dict(p)}
         self.asked.update(keys)
         base = self.space.base.to_dict()
         todo, seen = [], set()
         for k, p in zip(keys, points):
             if k not in self.results and k not in seen:
                 seen.add(k)
+                over = self._over_area(p)
+                if over is not None:
+                    self.results[k] = {"key": k, "point": dict(p), "status": over}
+                    self.screened += 1
+                    continue
                 todo.append((k, (base, p, self.workloads, k, self.golden)))
         for k, res in self.engine.run(todo):
             res.setdefault("point", next(p for kk, p in zip(keys, points) if kk == k))
@@ -192,6 +206,34 @@ class Evaluator:
             if self.on_result:
                 self.on_result(res)
         return [self.results[k] for k in keys]
+
+    @property
+    def spent(self) -> int:
+        """The distinct points asked for that were measured, now or in the cache (not
+        the ones over :attr:`area_limit`): what a search's budget counts."""
+        return sum(1 for k in self.asked if not str(self.results.get(k, {}).get("status", "")).startswith("over area"))
+
+    def _over_area(self, point: dict) -> str | None:
+        """The reason a point is over :attr:`area_limit` (None: within it, or not
+        decidable here, e.g. an invalid configuration, left to the engine to record)."""
+        if self.area_limit is None:
+            return None
+        from arch.config import ConfigError
+        from dse.evaluate import config_area
+        from dse.space import point_config
+
+        try:
+            area = config_area(point_config(self.space, point))
+        except (ConfigError, TypeError):
+            return None
+        if area <= self.area_limit:
+            return None
+        return f"over area: {area:.1f} > {self.area_limit:g} mm^2 (area model; not measured)"
+
+    def asked_results(self) -> list[dict]:
+        """The results of the points asked for (the cache may hold other spaces' and
+        workloads' points too)."""
+        return [self.results[k] for k in self.asked if k in self.results]
 
     def known(self, point: dict) -> dict | None:
         return self.results.get(self.key(point))

@@ -15,7 +15,7 @@ import os
 import time
 from dataclasses import dataclass
 
-__all__ = ["Workload", "WORKLOADS", "OBJECTIVES", "evaluate_point", "parse_workloads"]
+__all__ = ["Workload", "WORKLOADS", "OBJECTIVES", "config_area", "evaluate_point", "parse_workloads"]
 
 #: the reference design's networks (784 inputs, 10 classes)
 NETS = {"small": (784, 500, 500, 500, 10), "large": (784, 2500, 2000, 1500, 1000, 500, 10)}
@@ -96,7 +96,36 @@ def _workload(cfg, wl: Workload, method: str, batch: int, golden: bool, mapping:
             "energy_per_sample_j": rep.watts / samples, "ucode_words": m.ucode_words,
             "area_mm2": rep.area_mm2["total"],
             "phases": phase_cycles(m.tp, getattr(m.result, "host_cycles", 0)),
+            "pj_per_flop": dict(rep.pj_per_flop), **_memory_figures(m.tp, m.counters, cfg),
             "golden": f"{m.steps_run} step(s) bit-exact" if golden else "not checked"}
+
+
+def _memory_figures(tp, ctr, cfg) -> dict:
+    """Where each layer's weights live (PE memory, scratchpad, DRAM or both) and, with
+    DRAM, the step's DRAM beats and the cycles a core stalled on its DMA (measured)."""
+    from sw.train_dram import DramPanel, MixedPanel
+
+    spad = getattr(tp, "spad", {}) or {}
+
+    def tier(sp):
+        if isinstance(sp, MixedPanel) and sp.split:
+            return "scratchpad + DRAM"
+        return "DRAM" if isinstance(sp, DramPanel) else "scratchpad" if sp is not None else "PE memory"
+    out = {"weights": {f"W{l}": tier(spad.get(l)) for l in range(tp.mlp.n_layers)}}
+    if cfg.dram_mib:
+        out.update(dram_beats=int(ctr.get("dram_rd_beats", 0)) + int(ctr.get("dram_wr_beats", 0)),
+                   dma_stall_cycles_per_core=int(ctr.get("dma_stall_cycles", 0)) // cfg.cores)
+    return out
+
+
+def config_area(cfg) -> float:
+    """The chip's area in mm^2 as a measurement reports it (the power model's blocks of
+    every core, the microcode stores of ``ucode_depth`` words), from the configuration
+    alone."""
+    from sim.power import area_of_core
+
+    blocks = {k: v for k, v in area_of_core(cfg).items() if k != "pe"}
+    return cfg.cores * sum(blocks.values())
 
 
 def _geomean(values, weights) -> float:

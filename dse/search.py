@@ -128,7 +128,7 @@ def _climb(ev, goal: Goal, start: dict, first: int, budget) -> dict:
         moves = _ranked_moves(ev.space, cur, cur_r, goal)
         better = None
         for chunk in (moves[:first], moves[first:]):       # the guided moves, then the rest
-            if not chunk or (budget and ev.evaluations >= budget):
+            if not chunk or (budget and ev.spent >= budget):
                 continue
             res = ev.evaluate(chunk)
             cand = max(zip(chunk, res), key=lambda pr: goal.score(pr[1]))
@@ -154,14 +154,24 @@ def _start(ev, goal: Goal, rng: random.Random) -> dict:
 
 
 def critical_path_search(ev, goal: Goal, budget: int | None = None, seed: int = 0, top_k: int = 3,
-                         first: int = 3) -> list[dict]:
-    """The critical-path local search with a global step over the top ``top_k``."""
+                         first: int = 3, start: dict | None = None) -> list[dict]:
+    """The critical-path local search with a global step over the top ``top_k``.
+    ``start``: the design to climb from (a point of the space, e.g. a reference design;
+    default a random feasible one, by ``seed``). ``budget``: the most points measured
+    (:attr:`dse.engine.Evaluator.spent`: cached ones count, so that a search resumed
+    from its cache takes the same path as one never interrupted)."""
     rng = random.Random(seed)
-    start = _start(ev, goal, rng)
+    if start is not None:
+        try:
+            ev.space.index(start)
+        except (KeyError, ValueError):
+            raise UsageError(f"start {start}: not a point of the space") from None
+    else:
+        start = _start(ev, goal, rng)
     _climb(ev, goal, start, first, budget)
     done: set = set()
-    while not (budget and ev.evaluations >= budget):
-        ranked = sorted((r for r in ev.results.values() if goal.feasible(r)), key=goal.score, reverse=True)
+    while not (budget and ev.spent >= budget):
+        ranked = sorted((r for r in ev.asked_results() if goal.feasible(r)), key=goal.score, reverse=True)
         top = [r["point"] for r in ranked[:top_k]]
         todo = [p for p in top if ev.key(p) not in done]
         if not todo:
@@ -174,7 +184,7 @@ def critical_path_search(ev, goal: Goal, budget: int | None = None, seed: int = 
             for q, r in zip(nb, res):
                 if goal.score(r) > best_before:
                     _climb(ev, goal, q, first, budget)
-    return list(ev.results.values())
+    return ev.asked_results()
 
 
 SEARCHES = {"heuristic": critical_path_search, "random": random_search, "exhaustive": exhaustive}

@@ -191,6 +191,74 @@ def test_real_heuristic_on_a_small_space_matches_exhaustive(tmp_path):
     assert found["key"] == best["key"] and ev.evaluations == 0
 
 
+def test_area_limit_screens_points_without_measuring(tmp_path):
+    """With ``area_limit``, a point over it (by the power model's area of its
+    configuration, the area a measurement reports) is not measured, not cached and not
+    counted; the search never climbs to it."""
+    from dse.evaluate import config_area
+    from dse.space import point_config
+
+    r = evaluate_point(BASE.to_dict(), {"nr": 2, "method": "sgd"}, TINY, "k")
+    assert r["area_mm2"] == pytest.approx(config_area(BASE.replace(nr=2)))
+    limit = 5.0
+    over = [p for p in SYNTH.points() if config_area(point_config(SYNTH, p)) > limit]
+    assert 0 < len(over) < SYNTH.size
+    cache = tmp_path / "c.jsonl"
+    ev = Evaluator(SYNTH, TINY, LocalEngine(_landscape), cache=cache, area_limit=limit)
+    res = ev.evaluate(list(SYNTH.points()))
+    assert ev.screened == len(over) and ev.evaluations == ev.spent == SYNTH.size - len(over)
+    assert all(r["status"].startswith("over area") for r, p in zip(res, SYNTH.points()) if p in over)
+    assert len(cache.read_text().splitlines()) == ev.evaluations
+    goal = Goal("throughput", Constraints(area_mm2=limit))
+    ev2 = Evaluator(SYNTH, TINY, LocalEngine(_landscape), area_limit=limit)
+    found = goal.best(critical_path_search(ev2, goal, seed=0))
+    assert found is not None and config_area(point_config(SYNTH, found["point"])) <= limit
+
+
+def test_heuristic_from_a_given_start_and_resumed_within_its_budget(tmp_path):
+    """``start`` is the first point measured; ``budget`` counts the points measured,
+    cached ones included, so a search resumed from its cache takes the same path."""
+    goal = Goal("throughput_per_tdp", Constraints(area_mm2=60.0, power_w=40.0))
+    start = {"nr": 2, "cores": 2, "mem_a_words": 256, "clock_mhz": 500.0}
+    seen = []
+    ev = Evaluator(SYNTH, TINY, LocalEngine(_landscape), on_result=seen.append)
+    critical_path_search(ev, goal, budget=8, start=start)
+    assert seen[0]["point"] == start and 8 <= ev.spent <= 8 + 2 * 4
+    cache = tmp_path / "c.jsonl"
+    part = Evaluator(SYNTH, TINY, LocalEngine(_landscape), cache=cache)
+    part.evaluate([r["point"] for r in seen[:5]])             # a run interrupted after 5 points
+    again = Evaluator(SYNTH, TINY, LocalEngine(_landscape), cache=cache)
+    critical_path_search(again, goal, budget=8, start=start)
+    assert again.asked == ev.asked and again.evaluations == ev.evaluations - 5
+    with pytest.raises(UsageError, match="not a point of the space"):
+        critical_path_search(ev, goal, start={**start, "nr": 3})
+
+
+def test_a_measurement_says_where_the_weights_live_and_its_power_by_block():
+    r = evaluate_point(BASE.replace(dram_mib=64).to_dict(), {"method": "mbgd:4"}, TINY, "k")
+    w = r["workloads"][0]
+    assert r["status"] == "ok" and w["weights"] == {"W0": "PE memory", "W1": "PE memory"}
+    assert w["pj_per_flop"]["total"] == pytest.approx(sum(v for k, v in w["pj_per_flop"].items() if k != "total"))
+    assert w["dram_beats"] == 0 and w["dma_stall_cycles_per_core"] == 0
+
+
+def test_a_shared_cache_gives_each_search_its_own_points(tmp_path):
+    """A cache holding another workload's and another space's results: the heuristic
+    returns only the points it asked for, each as a point of its own space."""
+    cache = tmp_path / "c.jsonl"
+    other = [Workload("other", (64, 16, 10))]
+    Evaluator(SYNTH, other, LocalEngine(_landscape), cache=cache).evaluate(list(SYNTH.points())[:20])
+    Evaluator(SYNTH, TINY, LocalEngine(_landscape), cache=cache).evaluate(list(SYNTH.points())[:20])
+    sub = Space({"nr": (2, 4), "cores": (2, 4)}, BASE.replace(mem_a_words=256, clock_mhz=500.0))
+    def sub_landscape(base, point, workloads, key, golden=False):
+        full = {"mem_a_words": base["mem_a_words"], "clock_mhz": base["clock_mhz"], **point}
+        return {**_landscape(base, full, workloads, key), "point": dict(point)}
+    ev = Evaluator(sub, TINY, LocalEngine(sub_landscape), cache=cache)
+    assert ev.cached_at_start == 40
+    res = critical_path_search(ev, Goal("throughput"), seed=0)
+    assert {r["key"] for r in res} == ev.asked and all(set(r["point"]) == {"nr", "cores"} for r in res)
+
+
 # --- the Ray engine --------------------------------------------------------------------------
 
 def test_ray_search_survives_a_killed_worker(tmp_path):
