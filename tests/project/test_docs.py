@@ -284,15 +284,17 @@ QUOTES: list[Quote] = [
 PCAP = RES + "power_cap.json"
 _PCAP_COLS = (("cap (W)", "{:.2f}"), ("uncapped samples/s", "{:,}"), ("capped samples/s", "{:,}"),
               ("capped: largest window (W)", "{:.2f}"), ("naive samples/s", "{:,}"),
-              ("naive: largest window (W)", "{:.2f}"), ("capped / naive", "{:.2f}"))
+              ("naive: largest window (W)", "{:.2f}"), ("capped / naive", "{:.2f}"), ("bound samples/s", "{:,}"))
 QUOTES += [
     Quote("docs/power.md", Cell("| method | window (cycles) | cap (W)", (m, f"{w:,}"), col), PCAP,
           lambda d, m=m, w=w, col=col: next(r for r in d["rows"] if r["method"] == m
                                             and r["window (cycles)"] == w)[col], fmt)
-    for m, w in (("SGD", 10_000), ("minibatch GD (b = 16)", 200_000))
+    for m, w in (("SGD", 10_000), ("minibatch GD (b = 16)", 200_000), ("CP", 50_000))
     for col, fmt in _PCAP_COLS
 ] + [Quote("docs/power.md", r"at S the leakage alone is (\S+) W", PCAP, lambda d: d["cases"][0]["leakage_watts"],
-           "{:.2f}")]
+           "{:.2f}"),
+     Quote("docs/power.md", r"against the bound's ([\d,]+)\.", PCAP,
+           lambda d: round(next(c for c in d["cases"] if c["method"] == "cp")["bound_step_cycles"]), "{:,}")]
 
 # docs/hybrid.md, "Measured": the hybrid benchmark's table, the model's error, the savings
 HYB = RES + "hybrid.json"
