@@ -73,3 +73,14 @@ def test_dse_best_design_under_a_cap(tmp_path, capsys):
     d = json.loads(js.read_text())["power_cap"]
     assert d["workload"] == "24-16-10" and max(d["runs"]["capped"]["watts"]) <= 0.3
     assert "capped schedule / naive duty cycling" in capsys.readouterr().out
+
+
+def test_dse_cp_design_under_a_cap(tmp_path, capsys):
+    js = tmp_path / "d.json"
+    assert main(["dse", "--base", "chip-small", "--workloads", "24-16-10", "--space", "cores=4", "method=cp",
+                 "--engine", "local", "--references", "none", "--cache", str(tmp_path / "c.jsonl"), "--power-cap",
+                 "0.3", "--power-window", "2000", "--json", str(js), "--progress", "off"]) == 0
+    d = json.loads(js.read_text())["power_cap"]
+    assert d["method"] == "cp" and max(d["runs"]["capped"]["watts"]) <= 0.3
+    assert max(d["runs"]["naive"]["watts"]) <= 0.3
+    assert "capped schedule / naive duty cycling" in capsys.readouterr().out
