@@ -1,15 +1,29 @@
 """Design-space search: the critical-path heuristic against exhaustive enumeration and
-random search, on a space small enough to enumerate (288 points), over several seeds.
+random search, on a space small enough to enumerate (288 points), over several seeds;
+the reference design's small and large networks searched within configuration S's area;
+and the clock and FP latencies swept on the small network.
 
 Every point is measured for real (a compile and a fast-engine training step of the
 workload, counters through the power model) on a local Ray cluster, and cached by
 configuration hash (``build/dse/bench.jsonl``), so a rerun measures only what changed.
 The searches then run against those measurements: an evaluation is one distinct point a
 search asks for, the unit the issue's "fewer evaluations" counts.
+
+The parts (``DSE_PARTS``, comma separated; default ``small,sweep``):
+
+- ``small``: the 288-point comparison and the small network within S's area;
+- ``sweep``: the clock and FP-latency sweep;
+- ``large``: the large network within S's area (about an hour on two cores when nothing
+  is cached: every point streams weights from DRAM, about 10 CPU-minutes and 8 GB each;
+  ``build/dse/s-large.jsonl``).
+
+A part not run is carried over from the results JSON as it was, with its own run time.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import statistics
 import time
@@ -17,7 +31,7 @@ import time
 from arch.config import PRESETS
 from arch.files import ROOT
 from dse.engine import Evaluator, LocalEngine, RayEngine
-from dse.evaluate import parse_workloads
+from dse.evaluate import config_area, parse_workloads
 from dse.search import Constraints, Goal, critical_path_search, exhaustive
 from dse.space import parse_space
 
@@ -29,6 +43,7 @@ WORKLOADS = "196-64-10"
 AREA_MM2, POWER_W = 12.0, 1.0
 SEEDS = range(8)
 WITHIN = 0.02
+RESULTS = ROOT / "benchmarks" / "results"
 
 
 def _oracle(results: dict):
@@ -68,20 +83,168 @@ def s_area_search(engine) -> dict:
                     f"{best_ref['area_mm2']:.1f}, TDP {found['tdp_w']:.2f} W against {best_ref['tdp_w']:.2f} W")}
 
 
+#: the large network within S's area. It does not fit S on chip: S trains it with a DRAM
+#: channel per core (sim/paper.py, dram_config), so every point has that channel, and the
+#: area limit is S's with its DMA engines (the DRAM is off chip). Minibatch GD of 16 only:
+#: with batch 1 (SGD, CP) every weight streams from DRAM per sample, and S's SGD and CP
+#: cells of Table 2 (benchmarks/results/paper.json) reach a seventh of its minibatch GD's
+#: throughput per W.
+L_SPACE = ["nr=4,8", "cores=8,32", "spad_kib=512,2048", "method=mbgd:16"]
+L_START = {"nr": 4, "cores": 32, "spad_kib": 512, "method": "mbgd:16"}     # configuration S
+L_DRAM_MIB = 64
+L_POWER_W = 20.0
+#: the most points the search measures: each takes about 15 CPU-minutes and 8 GB, so the
+#: space is cut to 8 points, 5 of them within the area (S, and 8 cores of 4 x 4 or 8 x 8
+#: PEs with 512 or 2048 KiB of scratchpad each)
+L_BUDGET = 5
+
+
+def _brief(r: dict) -> dict:
+    """A measured point's figures and, per workload, the phase breakdown, utilization,
+    power by block and where the weights live (what `caterpillar dse --describe` shows)."""
+    out = {k: r[k] for k in ("point", "throughput_per_tdp", "throughput", "tdp_w", "area_mm2", "gflops_per_w")}
+    w = r["workloads"][0]
+    tot = max(1, sum(w["phases"].values()))
+    out.update(cycles=w["cycles"], mac_utilization=w["mac_utilization"],
+               phases={k: round(v / tot, 4) for k, v in w["phases"].items()},
+               watts_by_block={k: round(w["watts"] * v / w["pj_per_flop"]["total"], 3)
+                               for k, v in w.get("pj_per_flop", {}).items() if k != "total"},
+               **{k: w[k] for k in ("weights", "dram_beats", "dma_stall_cycles_per_core") if k in w})
+    return out
+
+
+def large_search(engine, budget: int = L_BUDGET) -> dict:
+    """The heuristic on the large network within S's area and :data:`L_POWER_W`, climbing
+    from S (whose measurement is the baseline)."""
+    t0 = time.perf_counter()
+    base = PRESETS["S"].replace(dram_mib=L_DRAM_MIB)
+    area = config_area(base)
+    space = parse_space(L_SPACE, base)
+    workloads = parse_workloads("large")
+    goal = Goal("throughput_per_tdp", Constraints(area_mm2=area, power_w=L_POWER_W))
+    new: list[dict] = []
+    ev = Evaluator(space, workloads, engine, cache=ROOT / "build" / "dse" / "s-large.jsonl", area_limit=area,
+                   on_result=new.append)
+    results = critical_path_search(ev, goal, budget=budget, start=L_START)
+    found = goal.best(results)
+    s_ref = ev.known(L_START)
+    measured = [r for r in results if not str(r.get("status", "")).startswith("over area")]
+    out = {"space": L_SPACE, "base": f"S with {L_DRAM_MIB} MiB of DRAM per core", "space_size": space.size,
+           "limits": goal.constraints.to_dict(), "budget": budget,
+           "heuristic_evaluations": ev.spent, "screened_over_area": ev.screened,
+           "points": [{"point": r["point"], "status": r["status"],
+                       **({k: r[k] for k in ("throughput_per_tdp", "tdp_w", "area_mm2")} if r["status"] == "ok"
+                          else {}), "wall_s": r.get("wall_s")} for r in measured],
+           "S": _brief(s_ref) if s_ref and s_ref["status"] == "ok" else {"status": s_ref and s_ref["status"]},
+           "S_other_methods_from_paper_json": _paper_s_large()}
+    if found is None or s_ref is None or s_ref["status"] != "ok":
+        out.update(best=None, gain_over_S_best_method=None,
+                   why="no measured design meets the limits" if found is None else "S was not measured")
+    else:
+        out.update(best=_brief(found), gain_over_S_best_method=found["throughput_per_tdp"] / s_ref["throughput_per_tdp"])
+        out["why"] = _why(out["best"], out["S"])
+    out["run_s"] = round(time.perf_counter() - t0, 1)
+    out["measured_this_run"] = len(new)           # the rest came from the cache
+    out["measure_s"] = round(sum(float(r.get("wall_s") or 0) for r in measured), 1)   # every point's own time
+    return out
+
+
+def _why(b: dict, s: dict) -> str:
+    """The winner against S, from their phase breakdowns, utilization, power and area."""
+    if b["point"] == s["point"]:
+        return "no measured design beats S: the climb from S found no better neighbour within the limits"
+    pb, ps = b["phases"], s["phases"]
+    wb, ws = b["watts_by_block"], s["watts_by_block"]
+    big = sorted(ws, key=lambda k: -(ws.get(k, 0) - wb.get(k, 0)))[:3]
+    return (f"{b['point']['cores']} cores of {b['point']['nr']}x{b['point']['nr']} with {b['point']['spad_kib']} KiB "
+            f"of scratchpad each: step {b['cycles']} cycles against S's {s['cycles']} (phases "
+            + ", ".join(f"{k} {pb[k] * 100:.0f}% vs {ps[k] * 100:.0f}%" for k in ("compute", "collectives", "memory",
+                                                                                   "host") if pb[k] or ps[k])
+            + f"), MAC utilization {b['mac_utilization'] * 100:.1f}% against {s['mac_utilization'] * 100:.1f}%, "
+            f"{b['area_mm2']:.1f} mm^2 against {s['area_mm2']:.1f}, TDP {b['tdp_w']:.2f} W against {s['tdp_w']:.2f} W "
+            "(" + ", ".join(f"{k} {wb.get(k, 0):.2f} vs {ws.get(k, 0):.2f} W" for k in big) + ")")
+
+
+def _paper_s_large() -> dict:
+    """S's large-network cells of Table 2 (benchmarks/results/paper.json, same DRAM
+    channel): throughput per W of everything, for each method."""
+    try:
+        cells = json.loads((RESULTS / "paper.json").read_text())["cells"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    clock = PRESETS["S"].clock_mhz * 1e6
+    return {c["method"]: {"throughput_per_w": round(c["batch"] / (c["cycles"] / clock) / c["watts_all"], 1),
+                          "mac_util": round(c["mac_util"], 4), "watts": round(c["watts_all"], 2)}
+            for c in cells if c["net"] == "large" and c["config"] == "S" and c.get("status") == "ok"}
+
+
+#: the clock and FP-latency sweep: the small network on the design the small-network search
+#: finds (8 cores of 8 x 8 PEs, minibatch GD of 16), one axis at a time from its defaults
+SW_BASE = {"nr": 8, "cores": 8, "method": "mbgd:16"}
+SW_AXES = {"clock_mhz": [500.0, 1000.0, 2000.0], "mul_latency": [2, 4, 6], "add_latency": [3, 5, 7]}
+
+
+def clock_latency_sweep(engine) -> dict:
+    """Each of :data:`SW_AXES` swept alone on the small network (the others at S's values)."""
+    t0 = time.perf_counter()
+    workloads = parse_workloads("small")
+    cache = ROOT / "build" / "dse" / "s-small.jsonl"
+    rows = []
+    for axis, values in SW_AXES.items():
+        space = parse_space([f"{k}={v}" for k, v in SW_BASE.items()] + [f"{axis}={','.join(map(str, values))}"],
+                            PRESETS["S"])
+        ev = Evaluator(space, workloads, engine, cache=cache)
+        pts = list(space.points())
+        for p, r in zip(pts, ev.evaluate(pts)):         # (a cached result may carry another space's point)
+            row = {"axis": axis, "value": p[axis], "status": r["status"]}
+            if r["status"] == "ok":
+                w = r["workloads"][0]
+                row.update(throughput=r["throughput"], tdp_w=r["tdp_w"], throughput_per_tdp=r["throughput_per_tdp"],
+                           area_mm2=r["area_mm2"], gflops_per_w=r["gflops_per_w"], cycles=w["cycles"],
+                           mac_utilization=w["mac_utilization"])
+            rows.append(row)
+    return {"design": SW_BASE, "base": "S", "workload": "small", "axes": SW_AXES, "rows": rows,
+            "run_s": round(time.perf_counter() - t0, 1)}
+
+
 def run() -> dict:
+    parts = [p.strip() for p in os.environ.get("DSE_PARTS", "small,sweep").split(",") if p.strip()]
+    bad = [p for p in parts if p not in ("small", "sweep", "large")]
+    if bad:
+        raise ValueError(f"DSE_PARTS: unknown part(s) {bad}; small, sweep, large")
+    try:
+        prev = json.loads((RESULTS / "dse.json").read_text())
+    except (OSError, ValueError):
+        prev = {}
+    out = dict(prev)
+    engine = RayEngine(workers=2)
+    try:
+        if "small" in parts:
+            out.update(_small(engine))
+        if "sweep" in parts:
+            out["clock_latency_sweep"] = clock_latency_sweep(engine)
+        if "large" in parts:
+            out["large_net_within_S_area"] = large_search(engine)
+    finally:
+        engine.close()
+    out["parts_run"] = parts
+    out["note"] = _note(out)
+    for k in ("benchmark", "seconds", "peak_rss_mb_process_so_far", "machine", "date"):
+        out.pop(k, None)
+    return out
+
+
+def _small(engine) -> dict:
+    t_start = time.perf_counter()
     space = parse_space(SPACE, PRESETS[BASE])
     workloads = parse_workloads(WORKLOADS)
     goal = Goal("throughput_per_tdp", Constraints(area_mm2=AREA_MM2, power_w=POWER_W))
     cache = ROOT / "build" / "dse" / "bench.jsonl"
     cache.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    engine = RayEngine(workers=2)
-    try:
-        full = Evaluator(space, workloads, engine, cache=cache)
-        every = exhaustive(full, goal)
-        s_search = s_area_search(engine)
-    finally:
-        engine.close()
+    full = Evaluator(space, workloads, engine, cache=cache)
+    every = exhaustive(full, goal)
+    s_search = s_area_search(engine)
     measure_s = time.perf_counter() - t0          # the points not in the caches yet, both searches
     table = {r["key"]: r for r in every}
     best = goal.best(every)
@@ -120,16 +283,57 @@ def run() -> dict:
         "heuristic_min_ratio": min(ratios), "heuristic_mean_evaluations": statistics.mean(heur_evals),
         "heuristic_max_evaluations": max(heur_evals),
         "measure_new_points_s": round(measure_s, 1), "new_evaluations": full.evaluations,
-        "small_net_within_S_area": s_search,
-        "note": (f"{space.size} points ({', '.join(SPACE)}) over {BASE}, workload {WORKLOADS}; objective "
-                 f"throughput per TDP (samples/s/W, everything counted) with area <= {AREA_MM2:g} mm^2 and TDP <= "
-                 f"{POWER_W:g} W ({feasible} points within the limits; optimum {opt}). Each point measured once, "
-                 f"for real, on a local Ray cluster (2 workers), cached by configuration hash; the searches ask "
-                 f"those measurements, an evaluation being a distinct point. 'random evaluations to reach 2 %': "
-                 f"points a seeded random search draws before one within {WITHIN:.0%} of the optimum. "
-                 f"Small network 784-500-500-500-10 within S's area ({S_AREA_MM2:g} mm^2 here) and {S_POWER_W:g} W: "
-                 f"the heuristic ({s_search['heuristic_evaluations']} of {s_search['space_size']} points) finds a "
-                 f"design with {s_search['gain_over_S_best_method']:.2f}x the throughput per TDP "
-                 f"of configuration S with its best method ({s_search['why']}); the large network is not searched "
-                 f"(an evaluation at S takes minutes)."),
+        "small_net_within_S_area": s_search, "small_run_s": round(time.perf_counter() - t_start, 1),
     }
+
+
+def _minutes(lg: dict) -> str:
+    """How long the large network's points took to measure (each point's own wall time,
+    on two cores shared with other work)."""
+    ws = [p["wall_s"] / 60 for p in lg.get("points", []) if p.get("wall_s") and p["status"] == "ok"]
+    return (f"{sum(ws):.0f} min of measurement ({min(ws):.0f}-{max(ws):.0f} min a point)" if ws
+            else "no point measured")
+
+
+def _note(d: dict) -> str:
+    """The SUMMARY text: every part present in ``d``."""
+    sp, opt = d["space"], " ".join(f"{k}={v}" for k, v in d["optimum"]["point"].items())
+    s_search = d["small_net_within_S_area"]
+    out = (f"{sp['size']} points ({', '.join(sp['axes'])}) over {sp['base']}, workload {d['workloads']}; objective "
+           f"throughput per TDP (samples/s/W, everything counted) with area <= {d['limits']['area_mm2']:g} mm^2 and "
+           f"TDP <= {d['limits']['power_w']:g} W ({sp['within_limits']} points within the limits; optimum {opt}). "
+           f"Each point measured once, for real, on a local Ray cluster (2 workers), cached by configuration hash; "
+           f"the searches ask those measurements, an evaluation being a distinct point. 'random evaluations to reach "
+           f"2 %': points a seeded random search draws before one within {WITHIN:.0%} of the optimum. "
+           f"Small network 784-500-500-500-10 within S's area ({S_AREA_MM2:g} mm^2 here) and {S_POWER_W:g} W: "
+           f"the heuristic ({s_search['heuristic_evaluations']} of {s_search['space_size']} points) finds a "
+           f"design with {s_search['gain_over_S_best_method']:.2f}x the throughput per TDP "
+           f"of configuration S with its best method ({s_search['why']}).")
+    lg = d.get("large_net_within_S_area")
+    if lg:
+        lim = lg["limits"]
+        out += (f" Large network 784-2500-2000-1500-1000-500-10 ({lg['base']}, as S trains it) within S's area "
+                f"({lim['area_mm2']:.1f} mm^2 with its DMA engines) and {lim['power_w']:g} W, space "
+                f"{', '.join(lg['space'])}: the heuristic, climbing from S with a budget of {lg['budget']}, "
+                f"measures {lg['heuristic_evaluations']} points ({lg['screened_over_area']} more over the area "
+                f"limit, not measured), {_minutes(lg)}. ")
+        if lg["gain_over_S_best_method"] is not None:
+            s, other = lg["S"], lg["S_other_methods_from_paper_json"]
+            out += (f"S with its best method (minibatch GD of 16: {s['throughput_per_tdp']:.0f} samples/s/W; its SGD "
+                    f"and CP cells of Table 2 reach "
+                    + " and ".join(f"{other[m]['throughput_per_w']:.0f}" for m in ("sgd", "cp") if m in other)
+                    + f"). The best design found has {lg['gain_over_S_best_method']:.2f}x S's throughput per TDP: "
+                      f"{lg['why']}.")
+        else:
+            out += f"No design found: {lg['why']}."
+    sw = d.get("clock_latency_sweep")
+    if sw:
+        out += (f" Clock and FP latencies, one at a time on the small network at "
+                f"{' '.join(f'{k}={v}' for k, v in sw['design'].items())}: "
+                + "; ".join(f"{ax} " + ", ".join(f"{r['value']:g}: {r['throughput_per_tdp']:.0f}/W "
+                                                 f"({r['tdp_w']:.1f} W, {r['area_mm2']:.1f} mm^2)"
+                                                 if r["status"] == "ok" else f"{r['value']:g}: {r['status']}"
+                                                 for r in sw["rows"] if r["axis"] == ax)
+                            for ax in sw["axes"])
+                + ".")
+    return out
