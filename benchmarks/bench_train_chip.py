@@ -108,8 +108,8 @@ def cycle_breakdown(tp, r, category=None) -> dict:
     chip_measured = sum(c for _, kind, c in r.phases if kind == "chip")
     assert chip == chip_measured, (chip, chip_measured)
     for name, kind, c in r.phases:
-        if kind == "host":
-            key = f"host phase {name}"
+        if kind in ("host", "load"):
+            key = f"host phase {name}" if kind == "host" else "microcode LOADs"
             cats[key] = cats.get(key, 0) + c
     if r.host_cycles:
         cats["host softmax turnaround (assumed)"] = r.host_cycles

@@ -20,7 +20,7 @@ from arch.host import Cmd
 from sim.chip_model import ChipModel, ChipRunResult
 from sim.core_model import Beat
 from sim.core_run import JobResult
-from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, run_beats
+from sw.host_protocol import clear_beats, counters_beats, decode_counters, load_beats, load_plan, run_beats
 
 __all__ = ["ChipPhase", "run_chip_session", "chip_session_beats", "BACKENDS"]
 
@@ -94,14 +94,13 @@ def chip_session_beats(cfg, phases, done_at=None, end_at=None, per_core=None) ->
 
     n, bc = cfg.cores, broadcast_dest(cfg)
     frames = []
+    loaded = [None] * n
     for p, ph in enumerate(phases):
         imgs = ph.images(n)
         data = ph.host_data(n)
-        if ph.load:
-            if all(i == imgs[0] for i in imgs):
-                frames.append((bc, load_beats(cfg, imgs[0], 0)))
-            else:
-                frames += [(k, load_beats(cfg, imgs[k], 0)) for k in range(n)]
+        if ph.load:             # the LOADs of the cores whose image changed (as the sessions count them)
+            frames += [(bc if k is None else k, load_beats(cfg, w, 0)) for k, w in load_plan(cfg, imgs, loaded)]
+            loaded = imgs
         frames.append((bc, clear_beats()))
         if (per_core[p] if per_core is not None else _per_core(cfg, ph)):
             for k in range(n):

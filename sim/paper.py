@@ -121,7 +121,15 @@ def run_cell(cell: Cell, log=None, offchip: bool = True) -> dict:
             "cycles": cycles, "host_cycles": r.host_cycles, "flops": flops, "gflops": rep.gflops,
             "watts_all": rep.watts, "pj_per_flop": rep.pj_per_flop, "ucode_words": words,
             "steps_run": steps, "golden": f"{steps} step(s) bit-exact", "wall_s": round(time.perf_counter() - t0, 1),
-            **_dram_figures(tp, ctr)}
+            **_reload_figures(tp, r), **_dram_figures(tp, ctr)}
+
+
+def _reload_figures(tp, r) -> dict:
+    """A step that LOADs microcode images between its RUNs: the LOADs' cycles (in
+    ``cycles``) and the words per core of the images it switches between."""
+    if not getattr(r, "load_cycles", 0):
+        return {}
+    return {"microcode_load_cycles": r.load_cycles, "microcode_reload_words_per_step": tp.reload_words_per_step()}
 
 
 def _dram_figures(tp, ctr) -> dict:

@@ -364,7 +364,11 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
         # written and read once per lane (register-file energy)
         "ring": int(counters.get("ring_out_beats", 0)) * nr * w * bus_len * tech.wire_pj_per_bit_mm
         + int(counters.get("ring_in_beats", 0)) * nr * 2 * tech.rf_pj_per_16b * scale,
-        "control": instrs * instr_bits * ucode_pj_per_bit(cfg, tech, ucode_words)
+        # microcode fetch, and the words the host's LOADs write (``ucode_wr_words``, a
+        # count the sessions report: the hardware has no counter for it) at the same
+        # per-bit access energy; the LOAD beats' host link is not modelled
+        "control": (instrs + int(counters.get("ucode_wr_words", 0))) * instr_bits
+        * ucode_pj_per_bit(cfg, tech, ucode_words)
         + uop_bit_events * tech.uop_wire_core_sides * bus_len * tech.wire_pj_per_bit_mm,
     }
     blocks = {k: v for k, v in area.items() if k != "pe"}

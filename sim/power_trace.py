@@ -328,10 +328,10 @@ class TracingSession(ChipSession):
         if not self.tracing:
             return super().run(images, data, name, start, active)
         n = self.cfg.cores
-        for k in range(n):
-            if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
-                self.model.load(images[k], 0, core=k)
-            self.loaded[k] = images[k]
+        load_cyc = self.load(images)
+        if load_cyc:            # the chip halted while the host streams the LOADs (no RUN counters)
+            self.runs.append(("load", "idle", self.t, load_cyc, []))
+            self.t += load_cyc
         self.model.clear_counters()
         if data is not None or active is not None:
             data = data or [[] for _ in range(n)]
@@ -351,7 +351,7 @@ class TracingSession(ChipSession):
                 res[k] = r
                 if k in act:
                     self.t += r.cycles
-            return res, sum(res[k].cycles for k in act)
+            return res, sum(res[k].cycles for k in act) + load_cyc
         pcs = [start] * n
         if self.backend == "model":
             samples, cuts, res = cycle_window_counters(self.model, pcs, [()] * n,
@@ -362,7 +362,7 @@ class TracingSession(ChipSession):
             res, cycles = rr.cores, rr.cycles
         self._book(name, "chip", self.t, samples, cuts)
         self.t += cycles
-        return res, cycles
+        return res, cycles + load_cyc
 
     def window_list(self) -> tuple:
         """``(counters per window, lengths)`` of the timeline so far (the last window

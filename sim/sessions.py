@@ -17,9 +17,40 @@ from sim.chip_run import ChipPhase
 from sim.core_model import CoreModel
 from sim.core_run import Phase, split_job
 from sim.fast_model import FastModel, core_state
-from sw.host_protocol import clear_beats, counters_beats, load_beats, run_beats
+from sw.host_protocol import clear_beats, counters_beats, load_beats, load_plan, load_plan_cycles, load_plan_writes, \
+    run_beats
 
 __all__ = ["CoreSession", "ChipSession", "SharedChip", "GroupSession"]
+
+
+class _Loads:
+    """The microcode LOADs of a chip session (:func:`sw.host_protocol.load_plan`): what
+    each core holds, and per phase and in total the host stream cycles and the
+    microcode words written (summed over the cores). The LOAD beats go on the host
+    stream before the phase's RUN, one per cycle, so a phase's cycles include them."""
+
+    def __init__(self, n: int):
+        self.loaded = [None] * n
+        self.last_cycles = self.last_words = 0
+        self.last_per_core = [0] * n       #: words the last LOADs wrote into each core
+        self.cycles = self.words = 0
+
+    def apply(self, cfg, images, load_core) -> int:
+        """LOAD what changed (``load_core(k, words)`` writes core ``k``); returns the cycles."""
+        plan = load_plan(cfg, images, self.loaded)
+        for k in range(len(images)):
+            if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
+                load_core(k, images[k])
+            self.loaded[k] = images[k]
+        self.last_cycles = load_plan_cycles(cfg, plan)
+        self.last_words = load_plan_writes(plan, len(images))
+        self.last_per_core = [0] * len(images)
+        for dest, w in plan:
+            for k in (range(len(images)) if dest is None else (dest,)):
+                self.last_per_core[k] += len(w)
+        self.cycles += self.last_cycles
+        self.words += self.last_words
+        return self.last_cycles
 
 
 class CoreSession:
@@ -76,21 +107,36 @@ class ChipSession:
                              f"with sim.chip_run.run_chip_session for the RTL)")
         self.cfg, self.backend, self.record = cfg, backend, record
         self.model = ChipModel(cfg, "fast" if backend == "fast" else "cycle")
-        self.loaded = [None] * cfg.cores
+        self.loads = _Loads(cfg.cores)
+        self._replayed = [None] * cfg.cores       # what a replay of the recorded phases has loaded
         self.phases: list = []
+
+    @property
+    def loaded(self) -> list:
+        """Per core the microcode image it holds (None: none yet)."""
+        return self.loads.loaded
+
+    def load(self, images) -> int:
+        """LOAD each core's image when it changed, without a RUN: the host stream cycles
+        (:func:`sw.host_protocol.load_plan`; :attr:`loads` keeps the totals)."""
+        return self.loads.apply(self.cfg, images, lambda k, w: self.model.load(w, 0, core=k))
+
+    def _load_for_run(self, images) -> tuple[int, bool]:
+        cyc = self.load(images)
+        load = any(self._replayed[k] is not images[k] and self._replayed[k] != images[k]
+                   for k in range(len(images)))
+        self._replayed = list(images)
+        return cyc, load
 
     def run(self, images, data=None, name: str = "", start: int = 0, active=None):
         """LOAD each core's image (when it changed), CLEAR, RUN from ``start``. ``data``
         (per core host beats) or ``active`` (the cores with host traffic) make it a host
         phase: the cores run one after another (only ``active`` ones count), else a chip
-        phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``."""
+        phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``: the
+        RUN's cycles plus the LOAD beats before it (``loads.last_cycles``; the microcode
+        words they write: ``loads.last_words``)."""
         n = self.cfg.cores
-        load = False
-        for k in range(n):
-            if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
-                self.model.load(images[k], 0, core=k)
-                load = True
-            self.loaded[k] = images[k]
+        load_cyc, load = self._load_for_run(images)
         self.model.clear_counters()
         host = data is not None or active is not None
         if host:
@@ -104,7 +150,7 @@ class ChipSession:
         if self.record:
             self.phases.append(ChipPhase([list(w) for w in images], [list(d) for d in data] if host else None,
                                          name, start, load))
-        return res, cycles
+        return res, cycles + load_cyc
 
     def memory(self, k: int, bank: str) -> np.ndarray:
         m = self.model.cores[k]
@@ -134,17 +180,28 @@ class GroupSession:
     def __init__(self, chip: "SharedChip", members):
         self.chip, self.members = chip, list(members)
         self.cfg = chip.cfg.replace(cores=len(self.members))
-        self.loaded = [None] * len(self.members)
+        self.loads = _Loads(len(self.members))
         self.cycles = 0
         self.phases = 0
+
+    @property
+    def loaded(self) -> list:
+        return self.loads.loaded
+
+    def load(self, images) -> int:
+        """As :meth:`ChipSession.load`, on the group's cores (a broadcast reaches the
+        group's cores only: ``SELECT``, ``docs/chip.md``); the cycles count in
+        :attr:`cycles`."""
+        model, ks = self.chip.model, self.members
+        cyc = self.loads.apply(self.cfg, images, lambda i, w: model.load(w, 0, core=ks[i]))
+        self.cycles += cyc
+        return cyc
 
     def run(self, images, data=None, name: str = "", start: int = 0, active=None):
         """As :meth:`ChipSession.run`, on the group's cores only."""
         model, ks = self.chip.model, self.members
-        for i, c in enumerate(ks):
-            if self.loaded[i] is not images[i] and self.loaded[i] != images[i]:
-                model.load(images[i], 0, core=c)
-            self.loaded[i] = images[i]
+        load_cyc = self.load(images)
+        for c in ks:
             model.cores[c].clear_counters()
         if data is not None or active is not None:
             data = data or [[] for _ in ks]
@@ -157,7 +214,7 @@ class GroupSession:
             res, cycles = rr.cores, rr.cycles
         self.cycles += cycles
         self.phases += 1
-        return res, cycles
+        return res, cycles + load_cyc
 
     def memory(self, k: int, bank: str) -> np.ndarray:
         return self.chip.memory(self.members[k], bank)

@@ -8,8 +8,8 @@ from arch.counters import counter_names
 from arch.isa import instr_layout
 from arch.errors import InputError
 
-__all__ = ["header", "load_beats", "run_beats", "counters_beats", "clear_beats", "decode_counters",
-           "ProtocolError"]
+__all__ = ["header", "load_beats", "load_beat_count", "load_plan", "load_plan_cycles", "load_plan_writes",
+           "steady_reload", "run_beats", "counters_beats", "clear_beats", "decode_counters", "ProtocolError"]
 
 
 class ProtocolError(InputError):
@@ -40,6 +40,70 @@ def load_beats(cfg, words, addr: int = 0) -> list[int]:
                 raise ProtocolError(f"microcode word {wd:#x} is wider than {bits} bits")
             out += [(wd >> (k * hw)) & ((1 << hw) - 1) for k in range(bpw)]
     return out
+
+
+def load_beat_count(cfg, n_words: int) -> int:
+    """Beats (host stream cycles, one beat per cycle) of :func:`load_beats` for
+    ``n_words`` words: one header per <=4096-word chunk, ``ceil(instr_bits /
+    host_width)`` beats per word."""
+    bpw = -(-instr_layout(cfg).size // cfg.host_width)
+    return -(-n_words // 4096) + n_words * bpw
+
+
+def _same(a, b) -> bool:
+    return a is b or (a is not None and b is not None and list(a) == list(b))
+
+
+def load_plan(cfg, images, loaded) -> list:
+    """The LOAD streams that take every core ``k`` from microcode ``loaded[k]`` (None:
+    unknown) to ``images[k]`` (loaded at address 0): ``[(dest, words)]``, ``dest`` a
+    core or None for a broadcast (``tdest`` all ones, ``docs/chip.md``). The cores share
+    one host stream, so the streams go one after another. A broadcast of an image
+    writes every core; it is used when it needs fewer beats than loading each changed
+    core on its own (the cores it overwrites with another image then load theirs)."""
+    n = len(images)
+    need = [k for k in range(n) if not _same(loaded[k], images[k])]
+    if not need:
+        return []
+    uni = [(k, list(images[k])) for k in need]
+    best, best_cost = uni, load_plan_cycles(cfg, uni)
+    groups: dict = {}
+    for k in need:
+        groups.setdefault(tuple(images[k]), []).append(k)
+    for key, ks in groups.items():
+        if len(ks) < 2:
+            continue
+        rest = [(k, list(images[k])) for k in range(n) if tuple(images[k]) != key]
+        cost = load_beat_count(cfg, len(key)) + load_plan_cycles(cfg, rest)
+        if cost < best_cost:
+            best, best_cost = [(None, list(key))] + rest, cost
+    return best
+
+
+def load_plan_cycles(cfg, plan) -> int:
+    """Host stream cycles of a :func:`load_plan` (one beat per cycle)."""
+    return sum(load_beat_count(cfg, len(w)) for _, w in plan)
+
+
+def load_plan_writes(plan, cores: int) -> int:
+    """Microcode words a :func:`load_plan` writes, summed over the cores (a broadcast
+    writes every core)."""
+    return sum(len(w) * (cores if dest is None else 1) for dest, w in plan)
+
+
+def steady_reload(cfg, runs) -> tuple[int, int]:
+    """``(host stream cycles, microcode words written summed over the cores)`` of the
+    LOADs of one step in steady state: ``runs`` are the per-core images of the step's
+    RUNs in order, and the step after it starts where this one ends (so the last RUN's
+    images are loaded when the first RUN begins)."""
+    cycles = words = 0
+    loaded = list(runs[-1]) if runs else []
+    for imgs in runs:
+        plan = load_plan(cfg, imgs, loaded)
+        cycles += load_plan_cycles(cfg, plan)
+        words += load_plan_writes(plan, len(imgs))
+        loaded = list(imgs)
+    return cycles, words
 
 
 def run_beats(pc: int = 0, data=()) -> list[int]:

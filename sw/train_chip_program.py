@@ -10,6 +10,7 @@ import numpy as np
 
 from arch.lanes import LaneBeats
 from sw.asm import Builder
+from sw.host_protocol import steady_reload
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.ring import ring_text
@@ -32,21 +33,35 @@ __all__ = ["ChipSGDProgram", "ChipStepResult", "PhaseLog", "load_per_core"]
 class ChipStepResult(StepResult):
     #: per phase: (name, "chip" or "host", cycles counted for the step)
     phases: list = field(default_factory=list)
-    #: per core: its counters summed over the step's phases (``cycles``: the step's)
+    #: per core: its counters summed over the step's phases (``cycles``: the step's;
+    #: ``ucode_wr_words``: microcode words the step's LOADs wrote, when there were any)
     core_counters: list = field(default_factory=list)
+    #: host stream cycles of the step's microcode LOADs (in ``cycles``; phases of kind "load")
+    load_cycles: int = 0
 
 
 class PhaseLog:
     """The phases of one chip step as they run: :meth:`note` each phase's per-core
-    results and counted cycles, :meth:`result` the :class:`ChipStepResult` (every core's
-    counters summed over the phases, ``cycles`` the step's)."""
+    results and the cycles the session counted for it, :meth:`result` the
+    :class:`ChipStepResult` (every core's counters summed over the phases, ``cycles``
+    the step's). With ``session``, the microcode LOADs before a phase (the session's
+    ``loads``, :class:`sim.sessions.ChipSession`) are a phase of kind ``"load"`` of
+    their own and their words a per-core count ``ucode_wr_words``."""
 
-    def __init__(self, cores: int):
+    def __init__(self, cores: int, session=None):
         self.phases: list = []
         self.per_core = [dict() for _ in range(cores)]
+        self.loads = getattr(session, "loads", None)
 
     def note(self, name, kind, res, cyc):
-        self.phases.append((name, kind, cyc))
+        """``cyc``: the cycles the session returned for the phase (its LOADs included)."""
+        lc = self.loads.last_cycles if self.loads is not None else 0
+        if lc:
+            self.phases.append((f"load {name}", "load", lc))
+            for k, w in enumerate(self.loads.last_per_core):
+                if w:
+                    self.per_core[k]["ucode_wr_words"] = self.per_core[k].get("ucode_wr_words", 0) + w
+        self.phases.append((name, kind, cyc - lc))
         for k, r in enumerate(res):
             for key, v in r.counters.items():
                 self.per_core[k][key] = self.per_core[k].get(key, 0) + v
@@ -55,7 +70,8 @@ class PhaseLog:
         cyc = sum(c for _, _, c in self.phases)
         for pc in self.per_core:
             pc["cycles"] = cyc
-        return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw, self.phases, self.per_core)
+        return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw, self.phases, self.per_core,
+                              sum(c for _, k, c in self.phases if k == "load"))
 
 
 def load_per_core(session, cfg, items: list, name: str) -> None:
@@ -159,7 +175,33 @@ class ChipSGDProgram(PanelMap):
 
     def step_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
         return (sum(self.part_cycles(p) for p in self.chip_parts()) + sum(c for _, c in self.host_phase_cycles())
-                + self.host_cycles(host_latency))
+                + self.reload_cycles() + self.host_cycles(host_latency))
+
+    def step_runs(self) -> list:
+        """Per RUN of a step, in order, the per-core microcode images it runs from."""
+        imgs = lambda what: self._host_images(what)[0]          # noqa: E731
+        part = lambda p: [self.images[p.image][k] for k in range(self.cfg.cores)]   # noqa: E731
+        if self.one_run:
+            return [imgs("in")] + [part(p) for p in self.parts["step"]] + [imgs("unload")]
+        return ([imgs("in")] + [part(p) for p in self.parts["forward"]] + [imgs("unload"), imgs("g")]
+                + [part(p) for p in self.parts["backward"]])
+
+    def _reload(self) -> tuple:
+        if "_reload_cache" not in self.__dict__:
+            self.__dict__["_reload_cache"] = steady_reload(self.cfg, self.step_runs())
+        return self.__dict__["_reload_cache"]
+
+    def reload_cycles(self) -> int:
+        """Host stream cycles of the microcode LOADs of a step (steady state: the step
+        after another, :func:`sw.host_protocol.steady_reload`); 0 when the step's
+        programs share one image."""
+        return self._reload()[0]
+
+    def _resume(self, session) -> None:
+        """Leave the cores holding the images a step ends with (after the weights'
+        loading, a prediction or a read-back), so every step reloads the same words."""
+        if hasattr(session, "load"):
+            session.load(self.step_runs()[-1])
 
     def breakdown(self) -> list:
         """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
@@ -181,10 +223,11 @@ class ChipSGDProgram(PanelMap):
                  + (f"; softmax gradient on the {'array (core 0)' if self.softmax == 'array' else 'host'}"
                     if self.softmax else ""),
                  "", self.alloc.table()]
-        if self.reload_words_per_step():
-            lines.append(f"warning: the step's programs do not fit the {cfg.ucode_depth}-word microcode together: "
-                         f"{self.reload_words_per_step()} words per core are reloaded every step between RUNs, "
-                         f"which the step's cycles do not include (a larger ArchConfig.ucode_depth avoids it)")
+        if self.reload_cycles():
+            lines.append(f"the step's programs do not fit the {cfg.ucode_depth}-word microcode together: the host "
+                         f"LOADs microcode images between RUNs every step, {self._reload()[1]} words written over "
+                         f"the cores ({self.reload_words_per_step()} words of the images a core uses), "
+                         f"{self.reload_cycles()} cycles in the step's (a larger ArchConfig.ucode_depth avoids it)")
         for o in self.meta.get("overlap", []):
             lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
                          f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "
@@ -217,10 +260,10 @@ class ChipSGDProgram(PanelMap):
                 self.host_at[w] = (len(self.images) - 1, 0)
 
     def reload_words_per_step(self) -> int:
-        """Microcode words per core loaded during every step: 0 when the step's chip and
-        host programs share one image, else at least each image the step uses once (the
-        session reloads an image whenever the next RUN needs another; the loading is not
-        in the step's cycles)."""
+        """Microcode words per core of the images a step uses: 0 when the step's chip
+        and host programs share one image, else the sum of the images' sizes (the
+        session reloads an image whenever the next RUN needs another; the cycles of
+        those LOADs are :meth:`reload_cycles`, in :meth:`step_cycles`)."""
         used = {p.image for p in self.chip_parts()} | {i for i, _ in self.host_at.values()}
         if len(used) <= 1:
             return 0
@@ -318,7 +361,7 @@ class ChipSGDProgram(PanelMap):
         vecs = {"x": self._vec(x, mlp.n_in)}
         if self.one_run:
             vecs["t"] = self._vec(t, no)
-        log = PhaseLog(cfg.cores)
+        log = PhaseLog(cfg.cores, session)
         note = log.note
 
         note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
@@ -351,6 +394,7 @@ class ChipSGDProgram(PanelMap):
         for part in self.parts["predict"]:
             self._run_part(session, part, part.name)
         res, _ = self._run_host(session, "unload", name="predict-out")
+        self._resume(session)
         return self.cfg.fmt.to_float(self._outputs(res))
 
     # -- weights ------------------------------------------------------------------------
@@ -381,6 +425,7 @@ class ChipSGDProgram(PanelMap):
             img = b.build().words()
             session.run([img] * cfg.cores, [spad_image(cfg, sp, pack_matrix(per[k][l], nr)) for k in range(cfg.cores)],
                         f"init-spad-W{l}")
+        self._resume(session)
 
     def unload_weights_phases(self) -> list:
         """Host phases unloading every weight panel: per layer ``(images, name)`` (one

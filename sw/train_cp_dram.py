@@ -16,7 +16,7 @@ from __future__ import annotations
 from sw.asm import Builder
 from sw.train import _gaps
 from sw.dram import emit_dma_copy
-from sw.train_dram import DramPanel, MixedPanel, dma_timeline, dram_unload_program, stream_parts
+from sw.train_dram import DramPanel, MixedPanel, dma_timeline, dram_unload_program, restore_microcode, stream_parts
 from sw.transfer import emit_spad_drain, emit_spad_fill
 
 __all__ = ["stream_head", "head_dma", "cp_dram_init", "cp_dram_read", "cp_dram_unload", "cp_tier_lines"]
@@ -89,6 +89,7 @@ def cp_dram_read(session, cfg, panels: list) -> list:
     staging slot 0."""
     out = [[] if sp is None else [int(x) for x in session.scratchpad(k, sp.spad_base, _spad_part(sp, cfg.nr))]
            if _spad_part(sp, cfg.nr) else [] for k, sp in enumerate(panels)]
+    held = list(getattr(session, "loaded", []))
     for j, cores in _page_runs(cfg, panels):
         imgs = []
         for k in range(cfg.cores):
@@ -101,6 +102,7 @@ def cp_dram_read(session, cfg, panels: list) -> list:
         session.run(imgs, None, f"cp-read-dram-p{j}")
         for k, (sp, p, n) in cores.items():
             out[k] += [int(x) for x in session.scratchpad(k, sp.stage[0], n)]
+    restore_microcode(session, held)
     return out
 
 

@@ -353,7 +353,7 @@ class ChipMBCPProgram(ChipCPProgram):
         if mlp.loss == "softmax_ce":
             return self._softmax_step(session, X, t)
         T = self._mat(t, mlp.n_out, self.P[-1])
-        log = PhaseLog(cfg.cores)
+        log = PhaseLog(cfg.cores, session)
         data = [[] for _ in range(cfg.cores)]
         data[0] = load_beats_for(cfg, pack_matrix(X, nr))
         data[self.out_core] = data[self.out_core] + load_beats_for(cfg, pack_matrix(T, nr))
@@ -374,13 +374,13 @@ class ChipMBCPProgram(ChipCPProgram):
 
     def _phase(self, session, what, data, log, active):
         cfg = self.cfg
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, f"cp-{what}", self.origins[what],
-                             active=active)
+        res, counted = session.run([self.image[k] for k in range(cfg.cores)], data, f"cp-{what}", self.origins[what],
+                                   active=active)
         cyc = sum(res[k].cycles for k in active)
         exp = dict(self.host_phase_cycles())[what]
         if cyc != exp:
             raise AssertionError(f"minibatch CP {what} phase: {cyc} cycles, predicted {exp}")
-        log.note(what, "host", res, cyc)
+        log.note(what, "host", res, counted)
         return res
 
     def _softmax_step(self, session, X, t):
@@ -391,7 +391,7 @@ class ChipMBCPProgram(ChipCPProgram):
         cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
         nr, b, no, o = cfg.nr, mlp.batch, mlp.n_out, self.out_core
         tf = np.zeros((no, b)) if t is None else self.targets(t)
-        log = PhaseLog(cfg.cores)
+        log = PhaseLog(cfg.cores, session)
         data = [[] for _ in range(cfg.cores)]
         data[0] = load_beats_for(cfg, pack_matrix(X, nr))
         self._phase(session, "in", data, log, [0])

@@ -167,13 +167,13 @@ class ChipCPProgram:
         RUNs, the output phase; returns the output core's result of the last."""
         cfg = self.cfg
         act = sorted({0, self.out_core})
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
-                             active=act)
-        log.note("in", "host", res, sum(res[k].cycles for k in act))
+        res, cyc = session.run([self.image[k] for k in range(cfg.cores)], data, "cp-in", self.origins["in"],
+                               active=act)
+        log.note("in", "host", res, cyc)
         self._run_chip(session, log)
-        res, _ = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
-                             active=[self.out_core])
-        log.note("out", "host", res, res[self.out_core].cycles)
+        res, cyc = session.run([self.image[k] for k in range(cfg.cores)], None, "cp-out", self.origins["out"],
+                               active=[self.out_core])
+        log.note("out", "host", res, cyc)
         return res[self.out_core]
 
     def _run_chip(self, session, log: PhaseLog, runs=None) -> None:
@@ -203,7 +203,7 @@ class ChipCPProgram:
         cfg, fmt, mlp = self.cfg, self.cfg.fmt, self.mlp
         tf, tb = self._target(t)
         xb = self._vec(x, mlp.n_in)
-        log = PhaseLog(cfg.cores)
+        log = PhaseLog(cfg.cores, session)
         data = [[] for _ in range(cfg.cores)]
         data[0] = vector_beats(cfg, xb, local_len(self.N[0], cfg.nr))
         if mlp.loss == "mse" or self.softmax == "array":
@@ -280,6 +280,8 @@ class ChipCPProgram:
                 imgs.append(b.build().words())
                 data.append([0] * n)
             session.run(imgs, data, "cp-init-hist")
+        if hasattr(session, "load"):            # the step's image, so no step starts with its LOAD
+            session.load([self.image[k] for k in range(cfg.cores)])
         self.step_index = 0
 
     def _paged(self, k: int):

@@ -25,7 +25,7 @@ from sw.train_ops import Op
 from sw.train_paging import SpadPanel, spad_op
 from sw.transfer import emit_spad_drain, emit_spad_fill
 
-__all__ = ["MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic",
+__all__ = ["restore_microcode", "MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic",
            "dram_init", "dram_read", "dram_unload_program", "tier_lines"]
 
 #: virtual scratchpad address of DRAM beat 0 in the page moves the compilers emit
@@ -335,6 +335,7 @@ def dram_read(session, cfg, sp: DramPanel) -> list:
     """Per core the beats of a DRAM panel, page by page through staging slot 0 (RUNs that
     change only the staging slot)."""
     out = [[] for _ in range(cfg.cores)]
+    held = list(getattr(session, "loaded", []))
     for p in range(len(sp.pages)):
         n = _page_beats(cfg, sp, p)
         b = Builder(cfg)
@@ -343,7 +344,15 @@ def dram_read(session, cfg, sp: DramPanel) -> list:
         session.run([b.build().words()] * cfg.cores, None, f"read-dram-p{p}")
         for k in range(cfg.cores):
             out[k] += [int(x) for x in session.scratchpad(k, sp.stage[0], n)]
+    restore_microcode(session, held)
     return out
+
+
+def restore_microcode(session, held) -> None:
+    """LOAD back the images the cores ``held`` before a read-back (the read-back's
+    cost, so the next step reloads only what a step does)."""
+    if held and all(h is not None for h in held) and hasattr(session, "load"):
+        session.load(held)
 
 
 def dram_unload_program(cfg, sp: DramPanel) -> list:

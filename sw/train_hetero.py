@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sw.host_protocol import load_beat_count
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import _place, _split_ops
@@ -104,9 +105,35 @@ class HeteroTrainProgram:
     def phase_cycles(self) -> dict:
         """Predicted cycles of each phase: its RUNs' instructions plus each RUN's overhead
         (a ring transfer: its longest core's program plus the overhead)."""
+        loads = self.load_cycles()
         return {ph: self.rings[ph]["cycles"] if ph in self.rings else
                 sum(p.instructions + self.cfg(self.phase_core[ph]).run_overhead for p in self.programs[ph])
-                for ph in self.order}
+                + loads[ph] for ph in self.order}
+
+    def _end_images(self) -> dict:
+        """Per core the image its last program of a step runs from."""
+        end = {k: 0 for k in self.images}
+        for ph in self.order:
+            if ph not in self.rings:
+                for p in self.programs[ph]:
+                    end[self.phase_core[ph]] = p.image
+        return end
+
+    def load_cycles(self) -> dict:
+        """Per phase the host stream cycles of the microcode LOADs before its RUNs, in
+        steady state (a core LOADs an image, ``tdest`` = the core, whenever its next
+        program needs another one than it holds: :func:`sw.host_protocol.load_beat_count`)."""
+        cur, out = self._end_images(), {}
+        for ph in self.order:
+            out[ph] = 0
+            if ph in self.rings:
+                continue
+            k = self.phase_core[ph]
+            for p in self.programs[ph]:
+                if cur[k] != p.image:
+                    out[ph] += load_beat_count(self.cfg(k), len(self.images[k][p.image]))
+                    cur[k] = p.image
+        return out
 
     def step_cycles(self) -> int:
         return sum(self.phase_cycles().values())
@@ -135,7 +162,7 @@ class HeteroTrainProgram:
 
     # -- host side ------------------------------------------------------------------
     def init(self, model, weights) -> None:
-        """Load every core's microcode (its first image), weights and scalars."""
+        """Load every core's weights and scalars, and the microcode image a step ends with."""
         wb = None
         for k, al in self.allocs.items():
             cfg = self.cfg(k)
@@ -148,9 +175,9 @@ class HeteroTrainProgram:
                 if name in al.items:
                     items.append((al.items[name].region, np.full((cfg.nr, cfg.nr, 1), v, dtype=cfg.fmt.np_uint)))
             load_regions(model, cfg, k, items)
+        self._loaded = self._end_images()          # as a step leaves the cores: every step LOADs the same
         for k in self.images:
-            model.load(self.images[k][0], 0, core=k)
-        self._loaded = {k: 0 for k in self.images}
+            model.load(self.images[k][self._loaded[k]], 0, core=k)
 
     def run_step(self, model, x, t, check_cycles: bool = True) -> HeteroStep:
         """One SGD step on ``model`` (a :class:`sim.chip_model.ChipModel` of ``hcfg``)."""
@@ -174,6 +201,7 @@ class HeteroTrainProgram:
                 if self._loaded[k] != p.image:
                     model.load(self.images[k][p.image], 0, core=k)
                     self._loaded[k] = p.image
+                    cyc += load_beat_count(cfg, len(self.images[k][p.image]))
                 data = []
                 for op in p.loads():
                     data += vector_beats(cfg, vec[op.data], op.words)

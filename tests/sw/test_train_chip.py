@@ -489,20 +489,52 @@ def test_chip_forward_is_the_network(cfg):
         assert np.allclose(got, want, rtol=0.02, atol=0.02 * np.abs(want).max()), (got, want)
 
 
-def test_chip_microcode_reloads_are_reported():
-    """A step whose programs do not share one microcode image reloads words every step
-    (not in its cycles): ``reload_words_per_step`` gives them and ``describe`` warns; a
-    step that fits the microcode reloads nothing."""
+def test_chip_microcode_reloads_are_counted():
+    """A step whose programs do not share one microcode image LOADs images between its
+    RUNs every step: the session counts the LOAD beats in the phases' cycles (phases of
+    kind "load"), ``step_cycles`` includes them (:meth:`reload_cycles`) and equals every
+    step's, the first too (``init`` leaves the images a step ends with), a prediction
+    between steps changes nothing; ``describe`` states them. A step that fits the
+    microcode LOADs nothing."""
+    from sw.host_protocol import load_beat_count
     from tests.rtl.test_chip import CHIP4
 
     mlp = MLP((5, 6, 3), "mse", 0.125)
     split = compile_chip_sgd(CHIP4, mlp)
     assert len(split.images) > 1 and split.reload_words_per_step() >= sum(
         max(len(x) for x in split.images[p.image]) for p in split.chip_parts()[:1])
-    assert "reloaded every step" in split.describe()
+    rc = split.reload_cycles()
+    runs = split.step_runs()
+    # at least one broadcast LOAD per RUN whose images change (the step has several)
+    assert rc >= sum(load_beat_count(CHIP4, min(len(x) for x in runs[i]))
+                     for i in range(len(runs)) if runs[i] != runs[i - 1]) > 0
+    assert split.step_cycles() == (sum(split.part_cycles(p) for p in split.chip_parts())
+                                   + sum(c for _, c in split.host_phase_cycles()) + rc)
+    assert f"{rc} cycles in the step's" in split.describe() and "LOADs" in split.describe()
+    rng = np.random.default_rng(3)
+    W0 = init_weights(mlp, CHIP4.fmt, 3)
+    sess = ChipSession(CHIP4, "fast")
+    split.init(sess, W0)
+    gold = GoldenChipSGD(CHIP4, mlp, W0, out_map=split.out_map)
+    for k in range(3):
+        if k == 2:
+            split.predict(sess, rng.uniform(0, 1, mlp.n_in))
+        x, t = rng.uniform(0, 1, mlp.n_in), rng.uniform(-1, 1, mlp.n_out)
+        r = split.run_step(sess, x, t)
+        g = gold.step(x, t)
+        assert r.loss == g["loss"]
+        assert r.cycles + r.host_cycles == split.step_cycles() and r.load_cycles == rc
+        assert sum(c for _, kind, c in r.phases if kind == "load") == rc
+        assert sum(c.get("ucode_wr_words", 0) for c in r.core_counters) == split._reload()[1] > 0
     whole = compile_chip_sgd(SMALL, mlp)
-    assert len(whole.images) == 1 and whole.reload_words_per_step() == 0
-    assert "reloaded" not in whole.describe()
+    assert len(whole.images) == 1 and whole.reload_words_per_step() == 0 and whole.reload_cycles() == 0
+    assert "LOADs" not in whole.describe()
+    sess = ChipSession(SMALL, "fast")
+    whole.init(sess, W0)
+    r = whole.run_step(sess, rng.uniform(0, 1, mlp.n_in), rng.uniform(-1, 1, mlp.n_out))
+    assert r.load_cycles == 0 and not any(kind == "load" for _, kind, _ in r.phases)
+    assert all("ucode_wr_words" not in c for c in r.core_counters)
+    assert r.cycles + r.host_cycles == whole.step_cycles()
 
 
 def test_cli_train_chip_sgd_with_panels_in_the_scratchpad(tmp_path, capsys):

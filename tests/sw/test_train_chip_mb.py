@@ -136,13 +136,15 @@ def test_chip_mbgd_learns_like_float64():
 
 def test_chip_mbgd_cycle_accounting():
     """The step's cycles are its chip RUNs plus the host phases (back to back) plus the
+    microcode LOADs between its RUNs (its programs need several images here) plus the
     softmax turnaround once per minibatch; every chip RUN issues the same instructions on
     every core; the breakdown adds up."""
     mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
     tp = compile_chip_mbgd(SMALL, mlp)
     chip = sum(tp.part_cycles(p) for p in tp.chip_parts())
     host = sum(c for _, c in tp.host_phase_cycles())
-    assert tp.step_cycles() == chip + host + HOST_LATENCY_CYCLES
+    assert len(tp.images) > 1 and tp.reload_cycles() > 0
+    assert tp.step_cycles() == chip + host + tp.reload_cycles() + HOST_LATENCY_CYCLES
     assert sum(i for _, _, i in tp.breakdown()) == chip       # ops, gaps, HALT + drain per RUN
     kinds = {k for _, k, _ in tp.breakdown()}
     assert {"gemm", "gemm_acc", "transpose", "ring", "relu", "relu_mask"} <= kinds

@@ -75,6 +75,21 @@ def test_bit_exact_on_hetero_tiny(groups, transfers):
     assert len(rings) == (2 * sum(a != b for a, b in zip(prog.cores, prog.cores[1:])) if transfers == "ring" else 0)
 
 
+def test_microcode_reloads_counted_on_hetero_tiny():
+    """With a 128-word microcode the 4 x 4 core's programs need several images: the
+    host LOADs them (one core's beats, :func:`sw.host_protocol.load_beat_count`) between
+    its RUNs every step, in the phases' cycles, predicted equal to every step's (the
+    first too: ``init`` leaves the images a step ends with)."""
+    h = HeteroConfig(tuple(CoreGroup(g.count, g.cfg.replace(ucode_depth=128)) for g in TINY.groups))
+    mlp = MLP([12, 10, 9, 5], "mse", 0.05)
+    prog, losses, _ = _train(h, mlp, Placement.uniform([0, 1, 1]), "fast", 3, _seed(), "host")
+    loads = prog.load_cycles()
+    assert prog.reloads() > 0 and sum(loads.values()) > 0 and loads["F0"] == 0
+    assert prog.step_cycles() == sum(prog.phase_cycles().values())
+    plain = compile_hetero(TINY, mlp, Placement.uniform([0, 1, 1]), transfers="host")
+    assert sum(plain.load_cycles().values()) == 0
+
+
 def test_ring_transfers_through_both_crossings():
     """Layers on cores 0, 2, 1: a_1 crosses 2x2 -> 4x4 (collecting), a_2 goes 2 -> 3 -> 0 -> 1
     (splitting at 3 -> 0), the deltas go back the long way round."""
