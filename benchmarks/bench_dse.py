@@ -113,9 +113,10 @@ def _brief(r: dict) -> dict:
     return out
 
 
-def large_search(engine, budget: int = L_BUDGET) -> dict:
+def large_search(engine, budget: int = L_BUDGET, search: bool = True) -> dict:
     """The heuristic on the large network within S's area and :data:`L_POWER_W`, climbing
-    from S (whose measurement is the baseline)."""
+    from S (whose measurement is the baseline). ``search=False`` (``DSE_LARGE_SEARCH=0``):
+    no search, the points of the space measured so far (the cache) compared with S."""
     t0 = time.perf_counter()
     base = PRESETS["S"].replace(dram_mib=L_DRAM_MIB)
     area = config_area(base)
@@ -125,13 +126,18 @@ def large_search(engine, budget: int = L_BUDGET) -> dict:
     new: list[dict] = []
     ev = Evaluator(space, workloads, engine, cache=ROOT / "build" / "dse" / "s-large.jsonl", area_limit=area,
                    on_result=new.append)
-    results = critical_path_search(ev, goal, budget=budget, start=L_START)
+    if search:
+        results = critical_path_search(ev, goal, budget=budget, start=L_START)
+    else:
+        results = ev.evaluate([p for p in space.points() if ev.key(p) in ev.results or ev.over_area(p)])
     found = goal.best(results)
     s_ref = ev.known(L_START)
     measured = [r for r in results if not str(r.get("status", "")).startswith("over area")]
     out = {"space": L_SPACE, "base": f"S with {L_DRAM_MIB} MiB of DRAM per core", "space_size": space.size,
            "limits": goal.constraints.to_dict(), "budget": budget,
-           "heuristic_evaluations": ev.spent, "screened_over_area": ev.screened,
+           "search": "heuristic from S" if search else "none: the points measured so far",
+           "heuristic_evaluations": ev.spent if search else None, "measured_points": ev.spent,
+           "screened_over_area": ev.screened,
            "points": [{"point": r["point"], "status": r["status"],
                        **({k: r[k] for k in ("throughput_per_tdp", "tdp_w", "area_mm2")} if r["status"] == "ok"
                           else {}), "wall_s": r.get("wall_s")} for r in measured],
@@ -224,7 +230,7 @@ def run() -> dict:
         if "sweep" in parts:
             out["clock_latency_sweep"] = clock_latency_sweep(engine)
         if "large" in parts:
-            out["large_net_within_S_area"] = large_search(engine)
+            out["large_net_within_S_area"] = large_search(engine, search=os.environ.get("DSE_LARGE_SEARCH") != "0")
     finally:
         engine.close()
     out["parts_run"] = parts
@@ -314,15 +320,20 @@ def _note(d: dict) -> str:
         lim = lg["limits"]
         out += (f" Large network 784-2500-2000-1500-1000-500-10 ({lg['base']}, as S trains it) within S's area "
                 f"({lim['area_mm2']:.1f} mm^2 with its DMA engines) and {lim['power_w']:g} W, space "
-                f"{', '.join(lg['space'])}: the heuristic, climbing from S with a budget of {lg['budget']}, "
-                f"measures {lg['heuristic_evaluations']} points ({lg['screened_over_area']} more over the area "
-                f"limit, not measured), {_minutes(lg)}. ")
+                f"{', '.join(lg['space'])}: "
+                + (f"the heuristic, climbing from S with a budget of {lg['budget']}, measures "
+                   f"{lg['heuristic_evaluations']} points" if lg.get("heuristic_evaluations") is not None else
+                   f"the search not run (a point takes about 15 CPU-minutes); {lg['measured_points']} points "
+                   f"measured: " + "; ".join(" ".join(f"{k}={v}" for k, v in q["point"].items()) for q in
+                                            lg["points"] if q["status"] == "ok"))
+                + f" ({lg['screened_over_area']} more over the area limit, not measured), {_minutes(lg)}. ")
         if lg["gain_over_S_best_method"] is not None:
             s, other = lg["S"], lg["S_other_methods_from_paper_json"]
             out += (f"S with its best method (minibatch GD of 16: {s['throughput_per_tdp']:.0f} samples/s/W; its SGD "
                     f"and CP cells of Table 2 reach "
                     + " and ".join(f"{other[m]['throughput_per_w']:.0f}" for m in ("sgd", "cp") if m in other)
-                    + f"). The best design found has {lg['gain_over_S_best_method']:.2f}x S's throughput per TDP: "
+                    + f"). The best design {'found' if lg.get('heuristic_evaluations') is not None else 'measured'}"
+                      f" has {lg['gain_over_S_best_method']:.2f}x S's throughput per TDP: "
                       f"{lg['why']}.")
         else:
             out += f"No design found: {lg['why']}."

@@ -192,7 +192,7 @@ class Evaluator:
         for k, p in zip(keys, points):
             if k not in self.results and k not in seen:
                 seen.add(k)
-                over = self._over_area(p)
+                over = self.over_area(p)
                 if over is not None:
                     self.results[k] = {"key": k, "point": dict(p), "status": over}
                     self.screened += 1
@@ -213,7 +213,7 @@ class Evaluator:
         the ones over :attr:`area_limit`): what a search's budget counts."""
         return sum(1 for k in self.asked if not str(self.results.get(k, {}).get("status", "")).startswith("over area"))
 
-    def _over_area(self, point: dict) -> str | None:
+    def over_area(self, point: dict) -> str | None:
         """The reason a point is over :attr:`area_limit` (None: within it, or not
         decidable here, e.g. an invalid configuration, left to the engine to record)."""
         if self.area_limit is None:

@@ -57,3 +57,27 @@ def test_parts_and_note(monkeypatch, tmp_path):
         "gain_over_S_best_method": 2.4, "why": "because"}
     note = bench_dse._note(d)
     assert "30 min of measurement (10-20 min a point)" in note and "reach 65 and 75)" in note and "2.40x S's throughput per TDP: because." in note
+
+
+def _fake(base, point, workloads, key, golden=False):
+    """A stand-in measurement: larger cores do better (fewer cores' leakage)."""
+    r = B if point["nr"] == 8 else S
+    thr = 6000.0 * (1 + point["spad_kib"] / 4096) if point["nr"] == 8 else 5000.0 * 32 / point["cores"] ** 0.5 / 5.66
+    return {**r, "key": key, "point": dict(point), "throughput": thr, "throughput_per_tdp": thr / r["tdp_w"],
+            "wall_s": 60.0}
+
+
+def test_large_search_climbs_from_S_and_resumes_from_its_cache(monkeypatch, tmp_path):
+    from dse.engine import LocalEngine
+
+    monkeypatch.setattr(bench_dse, "ROOT", tmp_path)
+    (tmp_path / "build" / "dse").mkdir(parents=True)
+    cut = bench_dse.large_search(LocalEngine(_fake), search=False)          # nothing measured yet
+    assert cut["measured_points"] == 0 and cut["best"] is None and cut["screened_over_area"] == 3
+    d = bench_dse.large_search(LocalEngine(_fake))
+    assert d["S"]["point"] == bench_dse.L_START and d["heuristic_evaluations"] == 5 and d["screened_over_area"] >= 2
+    assert d["best"]["point"] == {"nr": 8, "cores": 8, "spad_kib": 2048, "method": "mbgd:16"}
+    assert d["gain_over_S_best_method"] == pytest.approx(d["best"]["throughput_per_tdp"] / d["S"]["throughput_per_tdp"])
+    again = bench_dse.large_search(LocalEngine(_fake), search=False)        # the cache: the same points
+    assert again["measured_points"] == 5 and again["best"]["point"] == d["best"]["point"]
+    assert again["measured_this_run"] == 0
