@@ -202,7 +202,7 @@ def clock_latency_sweep(engine) -> dict:
         ev = Evaluator(space, workloads, engine, cache=cache)
         pts = list(space.points())
         for p, r in zip(pts, ev.evaluate(pts)):         # (a cached result may carry another space's point)
-            row = {"axis": axis, "value": p[axis], "status": r["status"]}
+            row = {"axis": axis, "value": p[axis], "status": r["status"], "wall_s": r.get("wall_s")}
             if r["status"] == "ok":
                 w = r["workloads"][0]
                 row.update(throughput=r["throughput"], tdp_w=r["tdp_w"], throughput_per_tdp=r["throughput_per_tdp"],
@@ -210,7 +210,10 @@ def clock_latency_sweep(engine) -> dict:
                            mac_utilization=w["mac_utilization"])
             rows.append(row)
     return {"design": SW_BASE, "base": "S", "workload": "small", "axes": SW_AXES, "rows": rows,
-            "run_s": round(time.perf_counter() - t0, 1)}
+            "run_s": round(time.perf_counter() - t0, 1),
+            # each point's own measuring time, the design at its defaults (1000 MHz, 2 and 3 cycles) once
+            "measure_s": round(sum(r["wall_s"] or 0 for r in rows
+                                   if r["axis"] == "clock_mhz" or r["value"] != SW_AXES[r["axis"]][0]), 1)}
 
 
 def run() -> dict:
@@ -340,7 +343,8 @@ def _note(d: dict) -> str:
     sw = d.get("clock_latency_sweep")
     if sw:
         out += (f" Clock and FP latencies, one at a time on the small network at "
-                f"{' '.join(f'{k}={v}' for k, v in sw['design'].items())}: "
+                f"{' '.join(f'{k}={v}' for k, v in sw['design'].items())} ({sw['measure_s'] / 60:.0f} min of "
+                f"measurement): "
                 + "; ".join(f"{ax} " + ", ".join(f"{r['value']:g}: {r['throughput_per_tdp']:.0f}/W "
                                                  f"({r['tdp_w']:.1f} W, {r['area_mm2']:.1f} mm^2)"
                                                  if r["status"] == "ok" else f"{r['value']:g}: {r['status']}"

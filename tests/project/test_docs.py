@@ -383,7 +383,25 @@ QUOTES += [
           ("small_net_within_S_area", "gain_over_S_best_method"), "{:.2f}"),
     Quote("docs/dse.md", r"MAC utilization is higher \((\S+) % against (\S+) %\)", RES + "dse.json",
           lambda d: tuple(re.findall(r"(\d+\.\d)%", d["small_net_within_S_area"]["why"])[:2]), lambda v: v),
+    Quote("docs/dse.md", r"500, 1000 and 2000 MHz give (\d+), (\d+) and (\d+) samples/s/W", RES + "dse.json",
+          lambda d: tuple(f"{r['throughput_per_tdp']:.0f}" for r in _sweep(d, "clock_mhz")), lambda v: v),
+    Quote("docs/dse.md", r"grows less than the clock \((\S+), (\S+) and (\S+) W\)", RES + "dse.json",
+          lambda d: tuple(f"{r['tdp_w']:.2f}" for r in _sweep(d, "clock_mhz")), lambda v: v),
+    Quote("docs/dse.md", r"changes the step's cycles by at most (\S+) %", RES + "dse.json",
+          lambda d: _sweep_span(d, "cycles"), "{:.1f}"),
+    Quote("docs/dse.md", r"and throughput per TDP by at most (\S+) %", RES + "dse.json",
+          lambda d: _sweep_span(d, "throughput_per_tdp"), "{:.1f}"),
 ]
+
+
+def _sweep(d, axis):
+    return [r for r in d["clock_latency_sweep"]["rows"] if r["axis"] == axis]
+
+
+def _sweep_span(d, key):
+    """The largest change of ``key`` over the FP-latency sweeps, in % of the first value."""
+    return max(100 * abs(r[key] / rows[0][key] - 1) for rows in (_sweep(d, "mul_latency"), _sweep(d, "add_latency"))
+               for r in rows)
 QUOTES += _statement_quotes() + [
     Quote("docs/power.md", r"Their mean, \*\*(\S+) pJ per FLOP\*\*", RES + "paper.json",
           ("convention", "fpu_pj_per_flop")),
