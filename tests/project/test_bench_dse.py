@@ -35,7 +35,9 @@ def test_why_names_the_phases_and_the_blocks_that_changed():
     why = bench_dse._why(bench_dse._brief(B), bench_dse._brief(S))
     assert why.startswith("8 cores of 8x8 with 2048 KiB")
     assert "memory 6% vs 30%" in why and "leakage 2.00 vs 6.00 W" in why and "106.9 mm^2 against 117.6" in why
-    assert "no measured design beats S" in bench_dse._why(bench_dse._brief(S), bench_dse._brief(S))
+    assert "is S itself" in bench_dse._why(bench_dse._brief(S), bench_dse._brief(S))
+    worse = {**bench_dse._brief(B), "throughput_per_tdp": 1.0}
+    assert "no design found beats S" in bench_dse._why(worse, bench_dse._brief(S))
 
 
 def test_parts_and_note(monkeypatch, tmp_path):
@@ -67,7 +69,7 @@ def _fake(base, point, workloads, key, golden=False):
             "wall_s": 60.0}
 
 
-def test_large_search_climbs_from_S_and_resumes_from_its_cache(monkeypatch, tmp_path):
+def test_large_search_beside_S_and_resumed_from_its_cache(monkeypatch, tmp_path):
     from dse.engine import LocalEngine
 
     monkeypatch.setattr(bench_dse, "ROOT", tmp_path)
@@ -75,9 +77,9 @@ def test_large_search_climbs_from_S_and_resumes_from_its_cache(monkeypatch, tmp_
     cut = bench_dse.large_search(LocalEngine(_fake), search=False)          # nothing measured yet
     assert cut["measured_points"] == 0 and cut["best"] is None and cut["screened_over_area"] == 3
     d = bench_dse.large_search(LocalEngine(_fake))
-    assert d["S"]["point"] == bench_dse.L_START and d["heuristic_evaluations"] == 5 and d["screened_over_area"] >= 2
+    assert d["S"]["point"] == bench_dse.L_START and d["heuristic_evaluations"] <= 5 and d["screened_over_area"] >= 2
     assert d["best"]["point"] == {"nr": 8, "cores": 8, "spad_kib": 2048, "method": "mbgd:16"}
     assert d["gain_over_S_best_method"] == pytest.approx(d["best"]["throughput_per_tdp"] / d["S"]["throughput_per_tdp"])
     again = bench_dse.large_search(LocalEngine(_fake), search=False)        # the cache: the same points
-    assert again["measured_points"] == 5 and again["best"]["point"] == d["best"]["point"]
+    assert again["measured_points"] == d["measured_points"] and again["best"]["point"] == d["best"]["point"]
     assert again["measured_this_run"] == 0
