@@ -17,20 +17,23 @@ def _pct(v):
     return "" if v is None else round(v * 100, 1)
 
 
+def table_row(r: dict) -> dict:
+    """The summary table's row of a cell of :func:`sim.paper.table2`."""
+    ok = r["status"] == "ok"
+    return {
+        "net": r["net"], "config": r["config"], "method": METHOD_NAMES[r["method"]], "batch": r["batch"],
+        "paper GFLOPS/W": r["paper_gflops_w"], "GFLOPS/W compared": round(r["gflops_w"], 1) if ok else "",
+        "ratio": round(r["ratio"], 2) if ok else "", "GFLOPS/W everything": round(r["gflops_w_all"], 1) if ok else "",
+        "GFLOPS/W at Table 1's 2.63 pJ/FLOP": round(r["gflops_w_table1_fpu"], 1) if ok else "",
+        "MAC util. %": _pct(r["mac_util"]), "paper util. %": _pct(r["paper_mac_util"]),
+        "mem/FPU energy": round(r["memory_over_fpu"], 2) if ok else "",
+        "status": r["status"] if ok else r["status"][:300],
+    }
+
+
 def run() -> dict:
     res = table2(log=print)
-    rows = []
-    for r in res["cells"]:
-        ok = r["status"] == "ok"
-        rows.append({
-            "net": r["net"], "config": r["config"], "method": METHOD_NAMES[r["method"]], "batch": r["batch"],
-            "paper GFLOPS/W": r["paper_gflops_w"], "GFLOPS/W compared": round(r["gflops_w"], 1) if ok else "",
-            "ratio": round(r["ratio"], 2) if ok else "", "GFLOPS/W everything": round(r["gflops_w_all"], 1) if ok else "",
-            "GFLOPS/W at Table 1's 2.63 pJ/FLOP": round(r["gflops_w_table1_fpu"], 1) if ok else "",
-            "MAC util. %": _pct(r["mac_util"]), "paper util. %": _pct(r["paper_mac_util"]),
-            "mem/FPU energy": round(r["memory_over_fpu"], 2) if ok else "",
-            "status": r["status"] if ok else r["status"][:300],
-        })
+    rows = [table_row(r) for r in res["cells"]]
     plot_table2(res, RESULTS / "paper.png")
     area = "; ".join(f"{k}: {v['ours']:.1f} mm^2 of PE arrays and scratchpads against the paper's {v['paper']} "
                      f"({v['ratio']:.3f}x), plus {v['ucode']:.1f} mm^2 of microcode stores "
