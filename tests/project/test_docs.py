@@ -276,6 +276,9 @@ QUOTES: list[Quote] = [
           lambda d: (d["area_mm2"]["S"]["paper"], d["area_mm2"]["L"]["paper"]), "{0:.1f} / {1:.1f}"),
     Quote("README.md", r"microcode stores \((\S+) mm\^2 at S\)", RES + "paper.json",
           ("area_mm2", "S", "ucode"), "{:.1f}"),
+    Quote("README.md", r"microcode LOADs are (\d+) % and (\d+) % of SGD's and minibatch GD's", RES + "paper.json",
+          lambda d: tuple(f"{c['microcode_load_cycles'] / c['cycles'] * 100:.0f}"
+                          for c in (PAPER_CELL("large", "S", m)(d) for m in ("sgd", "mbgd"))), lambda v: v),
 ]
 
 
@@ -975,6 +978,10 @@ QUOTES += [
           lambda d: (lambda c, s: (f"{s['cycles']:,}", str(s["host_cycles"]), f"{s['mac_utilization'] * 100:.1f}",
                                    str(c["microcode_images"]), str(c["microcode_reload_words_per_step"])))(
               PAGED_CASE(d), LAST(preset="S", sizes=PAGED_NET)(d)), lambda v: v),
+    Quote("docs/training.md", r"the host's LOADs between its RUNs are ([\d,]+) of those\s+cycles \((\d+) %\)", CHIP_MB,
+          lambda d: (lambda s: (lambda lc: (f"{lc:,}", f"{lc / (s['cycles'] + s['host_cycles']) * 100:.0f}"))(
+              sum(p["cycles"] for p in s["phases"] if p["kind"] == "load")))(LAST(preset="S", sizes=PAGED_NET)(d)),
+          lambda v: v),
     Quote("docs/training.md", r"with W1 and W2 in the scratchpad \((\d) pages", CHIP_MB,
           lambda d: {str(v) for v in PAGED_CASE(d)["spad_pages"].values()}, lambda v: "/".join(v)),
     Quote("docs/training.md", r"one 16384-word microcode image: ([\d,]+) \+ (\d+)\s+cycles, \*\*(\S+) %\*\*", LARGE,
