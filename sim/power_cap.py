@@ -98,10 +98,13 @@ def profile(cfg, tp, init_weights, x, t, bin: int) -> list:
     s.begin()
     prog.run_step(s, x, t)
     order = segments(tp)
-    out, cur = [], None
+    out, cur, lead = [], None, 0
     for name, kind, t0, T, bins in s.runs:
-        if kind == "idle":
-            out[-1][2] += T
+        if kind == "idle":          # the host's turnaround, or microcode LOADs (before the first RUN:
+            if out:                 # after the step's last segment, as the steps follow each other)
+                out[-1][2] += T
+            else:
+                lead += T
             continue
         side = kind == "host-side"          # an inactive core's RUN in a host phase: no time of its own
         kind = "host" if side else kind
@@ -113,6 +116,7 @@ def profile(cfg, tp, init_weights, x, t, bin: int) -> list:
         out[-1][1] += [(0 if side else n, dynamic_pj(cfg, b, cfg.cores)) for n, b in zip(lens, bins)]
     if [o[0] for o in out] != order:        # pragma: no cover - the step runs its segments in order
         raise AssertionError("the profile's RUNs do not follow the step's pause points")
+    out[-1][2] += lead
     return [tuple(o) for o in out]
 
 
