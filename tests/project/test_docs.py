@@ -397,6 +397,37 @@ QUOTES += [
 ]
 
 
+def _large(d, *path):
+    return get(d["large_net_within_S_area"], path)
+
+
+QUOTES += [
+    Quote("docs/dse.md", r"within S's area with its DMA engines\s+\((\S+) mm\^2\)", RES + "dse.json",
+          lambda d: _large(d, "limits", "area_mm2"), "{:.1f}"),
+    Quote("docs/dse.md", r"S with its best method, minibatch GD, reaches (\d+) samples/s/W", RES + "dse.json",
+          lambda d: _large(d, "S", "throughput_per_tdp"), "{:.0f}"),
+    Quote("docs/dse.md", r"its SGD and CP cells of Table 2 reach (\d+) and (\d+)", RES + "dse.json",
+          lambda d: tuple(f"{_large(d, 'S_other_methods_from_paper_json', m, 'throughput_per_w'):.0f}"
+                          for m in ("sgd", "cp")), lambda v: v),
+    Quote("docs/dse.md", r"The heuristic \(seed 0\) measures (\d+) points", RES + "dse.json",
+          lambda d: _large(d, "heuristic_evaluations"), "{}"),
+    Quote("docs/dse.md", r"scratchpad each, reaches (\S+)x its throughput per TDP", RES + "dse.json",
+          lambda d: _large(d, "runner_up", "throughput_per_tdp") / _large(d, "S", "throughput_per_tdp"), "{:.3f}"),
+    Quote("docs/dse.md", r"control (\S+) W against (\S+) W", RES + "dse.json",
+          lambda d: tuple(f"{_large(d, k, 'watts_by_block', 'control'):.2f}" for k in ("runner_up", "S")),
+          lambda v: v),
+    Quote("docs/dse.md", r"stalls on DMA \((\d+) against (\d+) cycles a core; memory (\d+) % of the step against "
+          r"(\d+) %\)", RES + "dse.json",
+          lambda d: tuple(str(_large(d, k, "dma_stall_cycles_per_core")) for k in ("runner_up", "S"))
+          + tuple(f"{_large(d, k, 'phases', 'memory') * 100:.0f}" for k in ("runner_up", "S")), lambda v: v),
+    Quote("docs/dse.md", r"MAC utilization falls to (\S+) % from (\S+) %", RES + "dse.json",
+          lambda d: tuple(f"{_large(d, k, 'mac_utilization') * 100:.1f}" for k in ("runner_up", "S")), lambda v: v),
+    Quote("docs/dse.md", r"\((\d+) against (\d+) samples/s at (\S+) W against (\S+) W\)", RES + "dse.json",
+          lambda d: tuple(f"{_large(d, k, 'throughput'):.0f}" for k in ("runner_up", "S"))
+          + tuple(f"{_large(d, k, 'tdp_w'):.2f}" for k in ("runner_up", "S")), lambda v: v),
+]
+
+
 def _sweep(d, axis):
     return [r for r in d["clock_latency_sweep"]["rows"] if r["axis"] == axis]
 
