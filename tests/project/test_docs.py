@@ -420,6 +420,8 @@ QUOTES += [
           r"(\d+) %\)", RES + "dse.json",
           lambda d: tuple(str(_large(d, k, "dma_stall_cycles_per_core")) for k in ("runner_up", "S"))
           + tuple(f"{_large(d, k, 'phases', 'memory') * 100:.0f}" for k in ("runner_up", "S")), lambda v: v),
+    Quote("docs/dse.md", r"takes about twice the cycles \((\d+) samples/s/W\)", RES + "dse.json",
+          lambda d: _large(d, "S_other_methods_from_paper_json", "mbgd", "throughput_per_w"), "{:.0f}"),
     Quote("docs/dse.md", r"MAC utilization falls to (\S+) % from (\S+) %", RES + "dse.json",
           lambda d: tuple(f"{_large(d, k, 'mac_utilization') * 100:.1f}" for k in ("runner_up", "S")), lambda v: v),
     Quote("docs/dse.md", r"\((\d+) against (\d+) samples/s at (\S+) W against (\S+) W\)", RES + "dse.json",
