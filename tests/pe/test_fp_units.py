@@ -36,7 +36,6 @@ from amaranth.hdl import Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tests.simulators import SIM_PARAMS
 from tests.fp_vectors import gen_operands, new_seed, read_testfloat, sample_path, save_vectors
 from pe.fp_add import FPAdd
 from pe.fp_mul import FPMul
@@ -204,8 +203,14 @@ def test_add_o_next(fmt_name, latency):
 
 
 # -- main random tests ---------------------------------------------------------------------------
-@pytest.mark.parametrize("fmt_name", FORMATS)
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+#: every format on Icarus; on Verilator binary16 in ``make test``, the others ``slow``
+#: (the same units, whose Verilator build binary16 checks)
+RANDOM_CASES = [pytest.param(sim, f, marks=([pytest.mark.verilator] if sim == "verilator" else [])
+                             + ([pytest.mark.slow] if sim == "verilator" and f != "binary16" else []))
+                for sim in SIMS for f in FORMATS]
+
+
+@pytest.mark.parametrize("sim,fmt_name", RANDOM_CASES)
 def test_fp_units_random(sim, fmt_name):
     """N_VEC biased random vectors per op, a new pair every cycle in every lane."""
     seed = _seed()
@@ -213,7 +218,7 @@ def test_fp_units_random(sim, fmt_name):
 
 
 LATENCY_CASES = [pytest.param(sim, g.fmt.name, g.mul_latency, g.add_latency,
-                              marks=[pytest.mark.verilator] if sim == "verilator" else [])
+                              marks=[pytest.mark.verilator, pytest.mark.slow] if sim == "verilator" else [])
                  for sim in SIMS for g in STANDARD_GROUPS if (g.mul_latency, g.add_latency) != (2, 3)]
 LATENCY_CASES += [("icarus", "binary16", 8, 8), ("icarus", "bfloat16", 2, 7), ("icarus", "binary32", 6, 3)]
 

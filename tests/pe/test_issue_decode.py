@@ -79,7 +79,7 @@ def _words(cfg, rng, n_random):
         yield rnd()
 
 
-@pytest.mark.parametrize("nr", [2, 4, 8])
+@pytest.mark.parametrize("nr", [2, 4, pytest.param(8, marks=pytest.mark.slow)])
 def test_issue_decode_matches_model(nr):
     cfg = ArchConfig(nr=nr)
     seed = 6100 + nr

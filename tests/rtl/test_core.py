@@ -272,8 +272,11 @@ def test_core_bad_command_answers_error_beat():
     assert out == [Beat(0xF | (0x7 << 4), True), Beat(0xF | (0xF << 4), True)]
 
 
+@pytest.mark.slow
 def test_core_nr8_simulates_on_rtl(require_simulator):
-    """An 8 x 8 core (64 PEs) runs a fill/compute/readback job on Icarus, equal to the model."""
+    """An 8 x 8 core (64 PEs) runs a fill/compute/readback job on Icarus, equal to the
+    model (``slow``: the same generator runs at 2 x 2 and 4 x 4 in ``make test``, and
+    elaborates at 16 x 16 in :func:`test_core_nr16_elaborates`)."""
     require_simulator("icarus")
     cfg = ArchConfig(nr=8, mem_a_words=16, mem_b_words=16, ucode_depth=256)
     seed = random.randrange(1 << 30)

@@ -25,7 +25,7 @@ from amaranth.hdl import EnableInserter, Module
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from tests.simulators import SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS
 from tests.fp_vectors import gen_operands, new_seed, save_vectors
 from pe.fp_mul import FPMul, mul_dsp
 from arch.fpformat import BFLOAT16, BINARY16, BINARY32, get_format
@@ -64,7 +64,7 @@ class MulDspPairs(wiring.Component):
         return m
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_mul_dsp_matches_fabric_and_golden(sim):
     seed = new_seed()
     print(f"[fp-dsp] seed {seed} (replay with FP_SEED={seed})")

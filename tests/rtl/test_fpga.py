@@ -640,13 +640,27 @@ def test_synthesis_commands_and_the_no_dff_flag(monkeypatch, capsys):
         assert seen.pop() is dff
 
 
-def test_build_no_widelut_maps_to_lut4_only(tmp_path, monkeypatch, capsys):
-    """--no-widelut reaches build(), which synthesizes with synth_ecp5 -nowidelut: the
-    netlist has no slice muxes (PFUMX, L6MUX21), which the default mapping of the same PE
-    uses, and the summary says so (a real synthesis of a small PE, about 20 s)."""
+def test_build_no_widelut_reaches_build(tmp_path, monkeypatch, capsys):
+    """--no-widelut reaches build(), whose Yosys script then synthesizes with
+    ``synth_ecp5 -dff -nowidelut`` (the synthesis itself:
+    :func:`test_build_no_widelut_maps_to_lut4_only`)."""
     import rtl.fpga
     from cli.main import main
-    from rtl.fpga import build
+
+    class Stop(Exception):
+        pass
+
+    def no_tools(*_a, **_k):
+        raise Stop
+
+    cfg = ArchConfig(nr=2, n_regs=4, mem_a_words=16, mem_b_words=16)
+    monkeypatch.setattr(rtl.fpga, "_run", no_tools)
+    for widelut, opts in ((False, "synth_ecp5 -dff -nowidelut -top"), (True, "synth_ecp5 -dff -top")):
+        with pytest.raises(Stop):
+            rtl.fpga.build(cfg, "ulx3s-85f", out_dir=tmp_path / str(widelut), top="pe", widelut=widelut,
+                           place=False, log=lambda *_: None)
+        assert opts in (tmp_path / str(widelut) / "top.ys").read_text()
+    monkeypatch.undo()
 
     seen = []
 
@@ -659,7 +673,15 @@ def test_build_no_widelut_maps_to_lut4_only(tmp_path, monkeypatch, capsys):
         assert main(["build", "--config", "tiny", *flags]) == 1
         capsys.readouterr()
         assert seen.pop() is widelut
-    monkeypatch.undo()
+
+
+@pytest.mark.slow
+def test_build_no_widelut_maps_to_lut4_only(tmp_path):
+    """build(widelut=False) synthesizes with synth_ecp5 -nowidelut: the netlist has no
+    slice muxes (PFUMX, L6MUX21), which the default mapping of the same PE uses, and the
+    summary says so (two real syntheses of a small PE)."""
+    from rtl.fpga import build
+
     cfg = ArchConfig(nr=2, n_regs=4, mem_a_words=256, mem_b_words=256)
     s = build(cfg, "ulx3s-85f", out_dir=tmp_path / "b", top="pe", widelut=False, place=False,
               log=lambda *_: None)

@@ -38,7 +38,7 @@ N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "100"))
 BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
 
 
-@pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"fetch_l3a2d64", "addr_l3a2d64"}))
+@pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"fetch_l3a2d64"}))
 def test_sequencer_rtl_matches_model(cfg_name, sim):
     from rtl.sequencer import Sequencer
 

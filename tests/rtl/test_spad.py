@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from tests.simulators import SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS
 from tests.fast_programs import preload, random_case
 from arch.config import PRESETS, ArchConfig, ConfigError
 from arch.counters import counter_names
@@ -323,7 +323,7 @@ def test_random_programs_unchanged_without_spad():
 # ======================================================================================
 # RTL
 # ======================================================================================
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_rtl_scratchpad_session(sim):
     """RTL (tiny preset) under cocotb: the round trip host -> scratchpad -> PE memory ->
     scratchpad -> host, the read-after-write boundary cases and a loop reading back its

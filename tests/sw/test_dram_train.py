@@ -64,7 +64,7 @@ def test_dram_stream_fast_bit_exact_counters(method, dram):
             d["rd"], d["wr"], d["busy"], d["stall"])
 
 
-@pytest.mark.parametrize("engine", ["fast", "model"])
+@pytest.mark.parametrize("engine", ["fast", pytest.param("model", marks=pytest.mark.slow)])
 def test_dram_stream_multi_burst_pages_split_programs(engine):
     """Pages of several bursts (runs of equal bursts in a loop, split at 4 KiB DRAM
     pages) and a part split into several programs with a transfer still running at a

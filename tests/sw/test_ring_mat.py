@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.simulators import SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS
 from tests.sw.test_train import _seed
 from sw.ring import RingError
 from sw.ring_mat import (MatBlock, golden_mat_all_gather, golden_mat_broadcast, golden_mat_reduce,
@@ -231,7 +231,7 @@ def test_errors():
 
 
 # -- RTL -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_mat_collectives_rtl(sim):
     """All-gather, reduce-scatter, broadcast and reduce in one chip RUN on the 4-core chip of 2 x 2
     PEs (tests/rtl/test_chip.py's CHIP4, one simulator build): every core's beats and counters
