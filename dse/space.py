@@ -19,8 +19,14 @@ from pathlib import Path
 from arch.config import ArchConfig, ConfigError, PRESETS
 from arch.errors import UsageError
 
-__all__ = ["ARCH_AXES", "AXES", "CATEGORICAL", "MAPPING_AXES", "METHOD_AXIS", "Space", "parse_space", "point_config",
-           "point_key", "point_mapping", "point_method"]
+__all__ = ["ARCH_AXES", "AXES", "CATEGORICAL", "MAPPING_AXES", "MEASUREMENT_VERSION", "METHOD_AXIS", "Space",
+           "parse_space", "point_config", "point_key", "point_mapping", "point_method"]
+
+#: The version of what a measurement counts, part of every point's cache key: raise it
+#: whenever the compilers, the engines or the power model change the figures of an
+#: unchanged point (e.g. microcode LOADs counted in the step's cycles), so a cache
+#: written before the change is measured again instead of read.
+MEASUREMENT_VERSION = 2
 
 #: ArchConfig fields the search may vary (the rest come from the base configuration)
 ARCH_AXES = ("nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "fmt", "mul_latency",
@@ -220,14 +226,15 @@ def point_config(space: Space, point: dict) -> ArchConfig:
 
 def point_key(space: Space, point: dict, workloads) -> str:
     """A stable hash of everything that decides a point's measurement: the full
-    configuration, the method and the workloads (not the constraints or the objective)."""
+    configuration, the method, the workloads and :data:`MEASUREMENT_VERSION` (not the
+    constraints or the objective)."""
     try:
         cfg = point_config(space, point).to_dict()
     except ConfigError:
         cfg = {**space.base.to_dict(), **{k: v for k, v in point.items() if k in ARCH_AXES}}
     doc = {"config": cfg, "method": point.get(METHOD_AXIS, "sgd"),
-           "workloads": [w.key() for w in workloads]}
+           "workloads": [w.key() for w in workloads], "measurement": MEASUREMENT_VERSION}
     mapping = point_mapping(point)
-    if mapping:                               # (absent when none applies: keys of earlier caches hold)
+    if mapping:
         doc["mapping"] = mapping
     return hashlib.sha1(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -122,6 +122,16 @@ def test_a_point_is_measured_or_its_reason_recorded():
     assert point_key(space, {"nr": 2}, TINY) != point_key(space, {"nr": 2}, big)
 
 
+def test_point_key_changes_with_the_measurement_version(monkeypatch):
+    """A cache written before a change of what a measurement counts is not read after it."""
+    import dse.space
+
+    space = parse_space(["nr=2,4"], BASE)
+    before = point_key(space, {"nr": 2}, TINY)
+    monkeypatch.setattr(dse.space, "MEASUREMENT_VERSION", dse.space.MEASUREMENT_VERSION + 1)
+    assert point_key(space, {"nr": 2}, TINY) != before
+
+
 # --- searches on a synthetic landscape (fast) ---------------------------------------------
 
 def _landscape(base, point, workloads, key, golden=False):
