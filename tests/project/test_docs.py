@@ -384,7 +384,7 @@ QUOTES += [
           ("small_net_within_S_area", "heuristic_evaluations"), "{}"),
     Quote("docs/dse.md", r"with minibatch GD, (\S+)x the throughput", RES + "dse.json",
           ("small_net_within_S_area", "gain_over_S_best_method"), "{:.2f}"),
-    Quote("docs/dse.md", r"MAC utilization is higher \((\S+) % against (\S+) %\)", RES + "dse.json",
+    Quote("docs/dse.md", r"MAC utilization is lower \((\S+) % against (\S+) %\)", RES + "dse.json",
           lambda d: tuple(re.findall(r"(\d+\.\d)%", d["small_net_within_S_area"]["why"])[:2]), lambda v: v),
     Quote("docs/dse.md", r"500, 1000 and 2000 MHz give (\d+), (\d+) and (\d+) samples/s/W", RES + "dse.json",
           lambda d: tuple(f"{r['throughput_per_tdp']:.0f}" for r in _sweep(d, "clock_mhz")), lambda v: v),
