@@ -95,7 +95,7 @@ def _workload(cfg, wl: Workload, method: str, batch: int, golden: bool, mapping:
             "gflops_per_w_all": rep.gflops_per_w_all, "mac_utilization": rep.mac_utilization,
             "energy_per_sample_j": rep.watts / samples, "ucode_words": m.ucode_words,
             "area_mm2": rep.area_mm2["total"],
-            "phases": phase_cycles(m.tp, getattr(m.result, "host_cycles", 0)),
+            "phases": phase_cycles(m.tp, getattr(m.result, "host_cycles", 0), getattr(m.result, "load_cycles", 0)),
             "pj_per_flop": dict(rep.pj_per_flop), **_memory_figures(m.tp, m.counters, cfg),
             "golden": f"{m.steps_run} step(s) bit-exact" if golden else "not checked"}
 

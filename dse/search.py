@@ -97,6 +97,8 @@ _GUIDE = {
     "memory": [("mem_a_words", 1), ("mem_b_words", 1), ("spad_kib", 1), ("cores", 1), ("nr", 1)],
     "host": [(METHOD_AXIS, 1), ("cores", -1), ("clock_mhz", 1)],
     "overhead": [("nr", -1), ("cores", -1), ("ucode_depth", 1), (METHOD_AXIS, 1)],
+    # microcode LOADs between RUNs: a microcode that holds the step, fewer images to load
+    "microcode": [("ucode_depth", 1), ("cores", -1), (METHOD_AXIS, 1)],
 }
 #: moves that shrink area and power, for a design over its limits
 _SHRINK = [("mem_a_words", -1), ("mem_b_words", -1), ("spad_kib", -1), ("cores", -1), ("nr", -1),

@@ -145,11 +145,13 @@ _PHASE_OF_KIND = {"ring": "collectives", "nop": "overhead", "halt": "overhead"}
 _MEMORY_KINDS = ("spad", "page", "transpose")
 
 
-def phase_cycles(tp, host_cycles: int = 0) -> dict:
+def phase_cycles(tp, host_cycles: int = 0, load_cycles: int = 0) -> dict:
     """The step's cycles by phase, from the compiler's breakdown (core 0's operations):
     ``compute`` (GEMV, GEMM, rank-1 and the elementwise kernels), ``collectives`` (ring),
-    ``memory`` (scratchpad paging, transposes), ``overhead`` (gaps, halts) and ``host``."""
-    out = {"compute": 0, "collectives": 0, "memory": 0, "overhead": 0, "host": int(host_cycles)}
+    ``memory`` (scratchpad paging, transposes), ``overhead`` (gaps, halts), ``host`` and
+    ``microcode`` (the host's LOADs of microcode images between RUNs, ``load_cycles``)."""
+    out = {"compute": 0, "collectives": 0, "memory": 0, "overhead": 0, "host": int(host_cycles),
+           "microcode": int(load_cycles)}
     for _op, kind, cycles in tp.breakdown():
         phase = _PHASE_OF_KIND.get(kind) or ("memory" if kind.startswith(_MEMORY_KINDS) else "compute")
         out[phase] += int(cycles)

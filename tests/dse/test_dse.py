@@ -167,6 +167,27 @@ def test_heuristic_finds_the_optimum_with_fewer_evaluations(seed):
     assert rnd.evaluations == ev.evaluations
 
 
+def test_microcode_loads_are_a_phase_the_heuristic_moves_against():
+    """A step whose programs LOAD microcode between RUNs: the LOADs are its ``microcode``
+    phase (measured), and when they bound the step the heuristic first tries a larger
+    microcode, then fewer cores (fewer images on the host stream)."""
+    from dse.search import _ranked_moves, bottleneck
+    from sim.step_measure import measure_step, phase_cycles
+    from sw.mlp import MLP
+
+    cfg = PRESETS["chip-small"].replace(ucode_depth=128)
+    m = measure_step(cfg, MLP((64, 32, 10), "softmax_ce", 0.03, batch=4), "mbgd", golden=False)
+    ph = phase_cycles(m.tp, m.result.host_cycles, m.result.load_cycles)
+    assert ph["microcode"] == m.result.load_cycles > 0
+    assert sum(ph.values()) <= m.counters["cycles"]
+    r = {"status": "ok", "workloads": [{"phases": {"compute": 10, "microcode": 90}}]}
+    assert bottleneck(r) == "microcode"
+    space = parse_space(["ucode_depth=128,256", "cores=2,4", "nr=2,4"], BASE)
+    goal = Goal("throughput_per_tdp", Constraints())
+    moves = _ranked_moves(space, {"ucode_depth": 128, "cores": 4, "nr": 2}, r, goal)
+    assert moves[0]["ucode_depth"] == 256 and moves[1]["cores"] == 2
+
+
 def test_pareto_front_is_not_dominated():
     goal = Goal("throughput", Constraints())
     res = exhaustive(Evaluator(SYNTH, TINY, LocalEngine(_landscape)), goal)
