@@ -22,19 +22,28 @@ def header(cmd: int, arg0: int = 0, arg1: int = 0) -> int:
     return (cmd & 0xF) | (arg0 << 4) | (arg1 << 20)
 
 
+#: the most words one LOAD command carries (its length field: 12 bits, 0 meaning 4096)
+LOAD_CHUNK = 4096
+
+
+def _beats_per_word(cfg) -> int:
+    return -(-instr_layout(cfg).size // cfg.host_width)
+
+
 def load_beats(cfg, words, addr: int = 0) -> list[int]:
-    """LOAD commands for microcode ``words`` (ints) at ``addr`` (split into <=4096-word chunks)."""
+    """LOAD commands for microcode ``words`` (ints) at ``addr`` (split into
+    <= :data:`LOAD_CHUNK`-word chunks)."""
     words = [int(w) for w in words]
     bits = instr_layout(cfg).size
     hw = cfg.host_width
-    bpw = -(-bits // hw)
+    bpw = _beats_per_word(cfg)
     if addr < 0 or addr + len(words) > cfg.ucode_depth:
         raise ProtocolError(f"program of {len(words)} words at {addr} does not fit the "
                             f"{cfg.ucode_depth}-word microcode memory")
     out = []
-    for start in range(0, len(words), 4096):
-        chunk = words[start:start + 4096]
-        out.append(header(Cmd.LOAD, addr + start, len(chunk) % 4096))
+    for start in range(0, len(words), LOAD_CHUNK):
+        chunk = words[start:start + LOAD_CHUNK]
+        out.append(header(Cmd.LOAD, addr + start, len(chunk) % LOAD_CHUNK))
         for wd in chunk:
             if not 0 <= wd < (1 << bits):
                 raise ProtocolError(f"microcode word {wd:#x} is wider than {bits} bits")
@@ -46,8 +55,7 @@ def load_beat_count(cfg, n_words: int) -> int:
     """Beats (host stream cycles, one beat per cycle) of :func:`load_beats` for
     ``n_words`` words: one header per <=4096-word chunk, ``ceil(instr_bits /
     host_width)`` beats per word."""
-    bpw = -(-instr_layout(cfg).size // cfg.host_width)
-    return -(-n_words // 4096) + n_words * bpw
+    return -(-n_words // LOAD_CHUNK) + n_words * _beats_per_word(cfg)
 
 
 def _same(a, b) -> bool:
