@@ -3,10 +3,16 @@
 Implements ``docs/architecture.md`` (sections "The PE", "The PE micro-operation",
 "Pipeline timing and hazards", "Events"); :class:`pe.pe_model.PEModel` is the
 cycle-accurate executable reference that the cocotb tests compare this RTL with, cycle
-by cycle. The PE's parts are built by :mod:`pe.pe_issue` (issue stage, address
-registers), :mod:`pe.pe_regfile` (register file), :mod:`pe.pe_sram` (SRAM banks),
-:mod:`pe.pe_operands` (source operands, bus drivers and receivers), :mod:`pe.pe_move`
-(move unit) and :mod:`pe.pe_fma` (FMA).
+by cycle. The PE's sub-components (submodules) are :class:`pe.pe_sram.SramBanks` (the SRAM
+banks, ``sram``), :class:`pe.pe_regfile.RegFile` (the register file, ``rf``),
+:class:`pe.pe_move.MoveFn` (the move unit's datapath, ``mv``) and the FMA's
+:class:`pe.fp_mul.FPMul` / :class:`pe.fp_add.FPAdd` (``mul`` / ``add``); the logic
+between them is built into the PE's module by :mod:`pe.pe_issue` (issue stage, address
+registers), :mod:`pe.pe_operands` (source operands, bus drivers and receivers),
+:class:`pe.pe_sram.SramPaths` (SRAM bypass, operand writes, write selects),
+:class:`pe.pe_regfile.RfReads` (register-file reads, bypass state), :mod:`pe.pe_move`
+(the move's operands) and :mod:`pe.pe_fma` (the FMA's shift registers, late ``c`` read
+and write-back decode).
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from pe.pe_fma import fma_unit
 from pe.pe_issue import AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, AddressRegs, issue_decode, issue_stage
 from pe.pe_move import move_unit
 from pe.pe_operands import Operands, names_reg
-from pe.pe_regfile import RegFile, rf_bypass
-from pe.pe_sram import SramBanks
+from pe.pe_regfile import RfReads, rf_bypass
+from pe.pe_sram import SramBanks, SramPaths
 
 __all__ = ["PE", "EVENT_LAYOUT", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "AR_SLOTS"]
 
@@ -229,9 +235,10 @@ class PE(wiring.Component):
         m = Module()
         cfg = self.cfg
         # ---- state: register file, address registers, SRAM banks ------------------------
-        rf = RegFile(m, cfg.fmt.width, self._rf_m_domain)    # (bank M's domain: see frozen())
+        rf = RfReads(cfg.fmt.width)         # the register file's reads (RegFile: rf.write)
         ars = AddressRegs(cfg)
-        sram = SramBanks(m, cfg)
+        m.submodules.sram = banks = SramBanks(cfg)
+        sram = SramPaths(cfg, banks)
         # ---- issue stage (cycle t) and the operand-stage register ------------------------
         st = issue_stage(m, cfg, self, ars, sram)
         # ---- operand stage (cycle t+1): read data, bypasses, sources, bus drivers --------
@@ -257,7 +264,8 @@ class PE(wiring.Component):
         fma = fma_unit(m, cfg, platform, self, ops, sram, rf, byp)
         # ---- write-back: SRAM write ports, register file, events -------------------------
         sram.connect_writes(m, fma, byp.fma_out)
-        rf_conflict = rf.write(m, cfg, byp, mv_go, mv_dst, fma.fma_wb, fma.fma_wb_dst)
+        # (bank M's domain: see frozen())
+        rf_conflict = rf.write(m, cfg, self._rf_m_domain, byp, mv_go, mv_dst, fma.fma_wb, fma.fma_wb_dst)
         self._events(m, st, sram, byp, fma, mv_go, rf_conflict)
         return m
 

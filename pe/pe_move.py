@@ -1,4 +1,5 @@
-"""The PE's move unit (MOV / RELU / MASK into the register file), in the execute stage or,
+"""The PE's move unit (MOV / RELU / MASK into the register file): its datapath, the
+component :class:`MoveFn`, and its operands (:func:`move_unit`), in the execute stage or,
 with the receive stage, computed in the receive stage into a register
 (``docs/architecture.md``, "The PE micro-operation", "The receive stage")."""
 
@@ -6,37 +7,82 @@ from __future__ import annotations
 
 from functools import partial
 
-from amaranth.hdl import Mux, Signal
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
 
 from arch.microop import MvOp
 from pe.fp_common import CLS_NAN, CLS_POS, is_nan, is_positive
 
-__all__ = ["move_unit"]
+__all__ = ["MoveFn", "move_unit"]
 
 
-def move_fn(m, fmt, op, src, msk, out, classes=None):
-    """Drive ``out`` (combinational) with the move unit's result of ``op`` on ``src`` /
-    ``msk`` (+0 for NOP); ``classes``: ``(positive(src), nan_of(src), positive(msk))`` if
-    computed apart (then the result is an AND-OR of the source and a quiet NaN under two
-    flags, ``mv_keep`` / ``mv_qnan``)."""
+class MoveFn(wiring.Component):
+    """The move unit's datapath (combinational): the result of ``op`` on ``src`` / ``msk``.
+
+    ``MOV``: ``src``; ``RELU``: ``src`` if ``src`` > 0, a quiet NaN if it is a NaN, else +0;
+    ``MASK``: ``src`` if ``msk`` > 0 (a quiet NaN for a NaN ``src``), else +0; ``NOP``: +0.
+
+    Parameters
+    ----------
+    fmt : pe.fp_common format
+        The word format.
+    classes : bool
+        The operands' classes come from outside (``src_pos`` / ``src_nan`` /
+        ``msk_pos``); the result is then an AND-OR of ``src`` and a quiet NaN under two
+        flags (``mv_keep`` / ``mv_qnan``, kept by synthesis), with no test of ``src`` or
+        ``msk`` here.
+
+    Attributes
+    ----------
+    op : In(2)
+        The :class:`~arch.microop.MvOp`.
+    src, msk : In(fmt.width)
+        The operands.
+    src_pos, src_nan, msk_pos : In(1)
+        Only with ``classes``: ``src`` > 0, ``src`` is a NaN, ``msk`` > 0.
+    out : Out(fmt.width)
+        The result, in the same cycle.
+    """
+
+    def __init__(self, fmt, *, classes=False):
+        self.fmt, self.classes = fmt, classes
+        w = fmt.width
+        super().__init__({"op": In(2), "src": In(w), "msk": In(w), "out": Out(w),
+                          **({"src_pos": In(1), "src_nan": In(1), "msk_pos": In(1)} if classes else {})})
+
+    def elaborate(self, platform):
+        m = Module()
+        fmt, op, src, msk, out = self.fmt, self.op, self.src, self.msk, self.out
+        if self.classes:
+            # from the classes: keep the source, or make a quiet NaN (two flags, then
+            # one LUT per bit with the source's bit)
+            src_pos, src_nan, msk_pos = self.src_pos, self.src_nan, self.msk_pos
+            is_mov, is_relu, is_mask = op == MvOp.MOV, op == MvOp.RELU, op == MvOp.MASK
+            keep, qnan = Signal(name="mv_keep", attrs={"keep": 1}), Signal(name="mv_qnan", attrs={"keep": 1})
+            m.d.comb += [keep.eq(is_mov | (is_relu & src_pos) | (is_mask & msk_pos & ~src_nan)),
+                         qnan.eq((is_relu | (is_mask & msk_pos)) & src_nan)]
+            m.d.comb += out.eq(Mux(keep, src, 0) | Mux(qnan, fmt.qnan, 0))
+            return m
+        src_pos, src_nan, msk_pos = is_positive(fmt, src), is_nan(fmt, src), is_positive(fmt, msk)
+        with m.Switch(op):
+            with m.Case(MvOp.MOV):
+                m.d.comb += out.eq(src)
+            with m.Case(MvOp.RELU):
+                m.d.comb += out.eq(Mux(src_pos, src, Mux(src_nan, fmt.qnan, 0)))
+            with m.Case(MvOp.MASK):
+                m.d.comb += out.eq(Mux(msk_pos, Mux(src_nan, fmt.qnan, src), 0))
+        return m
+
+
+def _move_fn(m, fmt, op, src, msk, out, classes=None):
+    """The :class:`MoveFn` (submodule ``mv``) of ``op`` on ``src`` / ``msk`` driving
+    ``out``; ``classes``: ``(positive(src), nan_of(src), positive(msk))`` if computed
+    apart."""
+    m.submodules.mv = mv = MoveFn(fmt, classes=classes is not None)
+    m.d.comb += [mv.op.eq(op), mv.src.eq(src), mv.msk.eq(msk), out.eq(mv.out)]
     if classes is not None:
-        # from the classes: keep the source, or make a quiet NaN (two flags, then
-        # one LUT per bit with the source's bit)
-        src_pos, src_nan, msk_pos = classes
-        is_mov, is_relu, is_mask = op == MvOp.MOV, op == MvOp.RELU, op == MvOp.MASK
-        keep, qnan = Signal(name="mv_keep", attrs={"keep": 1}), Signal(name="mv_qnan", attrs={"keep": 1})
-        m.d.comb += [keep.eq(is_mov | (is_relu & src_pos) | (is_mask & msk_pos & ~src_nan)),
-                     qnan.eq((is_relu | (is_mask & msk_pos)) & src_nan)]
-        m.d.comb += out.eq(Mux(keep, src, 0) | Mux(qnan, fmt.qnan, 0))
-        return
-    src_pos, src_nan, msk_pos = is_positive(fmt, src), is_nan(fmt, src), is_positive(fmt, msk)
-    with m.Switch(op):
-        with m.Case(MvOp.MOV):
-            m.d.comb += out.eq(src)
-        with m.Case(MvOp.RELU):
-            m.d.comb += out.eq(Mux(src_pos, src, Mux(src_nan, fmt.qnan, 0)))
-        with m.Case(MvOp.MASK):
-            m.d.comb += out.eq(Mux(msk_pos, Mux(src_nan, fmt.qnan, src), 0))
+        m.d.comb += [mv.src_pos.eq(classes[0]), mv.src_nan.eq(classes[1]), mv.msk_pos.eq(classes[2])]
 
 
 def move_unit(m, cfg, pe, ops, byp):
@@ -58,7 +104,7 @@ def move_unit(m, cfg, pe, ops, byp):
     if cfg.rx_stage:
         _move_unit_rx(m, cfg, pe, ops, byp)
     else:
-        move_fn(m, cfg.fmt, ops.ex(s1.mv.op, "mv_op"), ops.xsrc(lambda x: x.mv.src, name="mv_src"),
+        _move_fn(m, cfg.fmt, ops.ex(s1.mv.op, "mv_op"), ops.xsrc(lambda x: x.mv.src, name="mv_src"),
                 ops.xsrc(lambda x: x.mv.msk, name="mv_msk"), byp.mv_val)
     return mv_go, mv_dst
 
@@ -130,7 +176,7 @@ def _move_unit_rx(m, cfg, pe, ops, byp):
         return c
     classes = (cls_of(src_p, "pos", "mv_src"), cls_of(src_p, "nan", "mv_src"), cls_of(msk_p, "pos", "mv_msk"))
     mv_op = ops.pipe(ops.st.s1.mv.op, "mv_op")[-2]
-    move_fn(m, fmt, mv_op, src_x, msk_x, mv_fn, classes=classes)
+    _move_fn(m, fmt, mv_op, src_x, msk_x, mv_fn, classes=classes)
     # the result's class: MOV and RELU keep the source's (a RELU of a NaN is a
     # NaN, of anything else not > 0 a zero), MASK the source's under a mask > 0
     res_on = Signal(name="mv_res_on")

@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import reduce
 
 from amaranth.hdl import Const, Mux, Signal
-from amaranth.lib.memory import Memory
 
 from arch.microop import Src
 from pe.fp_common import CLASS_BITS, class_bits
@@ -32,9 +31,9 @@ class Operands:
     pe : pe.pe.PE
         The PE (its ``uop`` and bus ports).
     st : pe.pe_issue.OperandStage
-    sram : pe.pe_sram.SramBanks
-        After :meth:`~pe.pe_sram.SramBanks.read_stage`.
-    rf : pe.pe_regfile.RegFile
+    sram : pe.pe_sram.SramPaths
+        After :meth:`~pe.pe_sram.SramPaths.read_stage`.
+    rf : pe.pe_regfile.RfReads
     byp : pe.pe_regfile.RfBypass
 
     Notes
@@ -99,7 +98,7 @@ class Operands:
             rf_sel = reg & ~hit & ~hitq
             tag = Mux(byp.cur_wb & (byp.cur_wb_dst == idx), 0b11, rf.rf_tags.word_select(idx, 2))
             live += [hit, byp.byp_val, hitq, byp.mvq_val,
-                     rf_sel & tag[0] & tag[1], rf.rf_f, rf_sel & tag[0] & ~tag[1], rf.rf_m]
+                     rf_sel & tag[0] & tag[1], ("rf", "f"), rf_sel & tag[0] & ~tag[1], ("rf", "m")]
         elif regs:
             live += [~code_i[4], None]
         terms = []
@@ -115,10 +114,8 @@ class Operands:
                 continue
             if value is None:
                 value = rf.read(m, code_o[:4], name)
-            elif isinstance(value, Memory):  # a register-file bank: its word
-                port = value.read_port(domain="comb")
-                m.d.comb += port.addr.eq(code_o[:4])
-                value = port.data
+            elif isinstance(value, tuple):   # a register-file bank: its word
+                value = rf.bank(value[1], code_o[:4], name)
             terms.append(Mux(sel, value, 0))
         v = Signal(w, name=name)
         m.d.comb += v.eq(reduce(lambda x, y: x | y, terms))

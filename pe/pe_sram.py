@@ -1,53 +1,114 @@
 """The PE's SRAM banks A and B: block RAMs with one synchronous read port and one write
-port each, the SRAM bypass of the execute stage and the read-stage registers
-(``docs/architecture.md``, "The execute stage", "The read stage")."""
+port each (the component :class:`SramBanks`), and around them the SRAM bypass of the
+execute stage, the operand-stage writes and the write-port selects (the builder
+:class:`SramPaths`; ``docs/architecture.md``, "The execute stage", "The read stage")."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Mux, Signal, unsigned
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from pe.fp_common import CLASS_BITS, class_bits
 
-__all__ = ["SramBanks"]
+__all__ = ["SramBanks", "SramPaths"]
 
 
-class SramBanks:
-    """SRAM banks A and B (:class:`~amaranth.lib.memory.Memory`, submodules ``mem_a`` /
-    ``mem_b``), each with one non-transparent synchronous read port with enable (data in
-    the cycle after the read's issue) and one write port (written at the end of the
-    cycle; a read in that cycle sees the old word).
+def _read_sig(addr_bits, w):
+    return wiring.Signature({"en": In(1, init=1), "addr": In(addr_bits), "data": Out(w)})
 
-    The methods build, in this order, the read-since-reset flags (:meth:`seen`), the
-    bypass (:meth:`bypass`), the read stage (:meth:`read_stage`), the operand-stage
-    writes (:meth:`operand_writes`) and the write ports (:meth:`connect_writes`).
+
+def _write_sig(addr_bits, w):
+    return wiring.Signature({"en": In(1), "addr": In(addr_bits), "data": In(w)})
+
+
+class SramBanks(wiring.Component):
+    """SRAM banks A and B: two :class:`~amaranth.lib.memory.Memory` (submodules ``mem_a``
+    / ``mem_b``, block RAM), each with one non-transparent synchronous read port with
+    enable and one write port, the read-since-reset flags and, with ``cfg.read_stage``,
+    the read data registered next to the RAM.
+
+    Parameters
+    ----------
+    cfg : arch.config.ArchConfig
+        Word format, ``mem_a_words`` / ``mem_b_words``, ``read_stage`` / ``rx_stage``.
+
+    Attributes
+    ----------
+    rd_a, rd_b : Out(Signature(en: In(1, init=1), addr: In(abits), data: Out(w)))
+        The read ports: ``data`` is the word at ``addr`` in the cycle after a cycle with
+        ``en`` high (held otherwise); a write to ``addr`` in the read's cycle is not seen
+        (the old word).
+    wr_a, wr_b : Out(Signature(en: In(1), addr: In(abits), data: In(w)))
+        The write ports: ``data`` written at ``addr`` at the end of a cycle with ``en``.
+    rd_a_seen, rd_b_seen : Out(1)
+        Flip-flops: the bank has been read since reset (set at the end of a cycle with
+        ``en``). A block-RAM read port's output register has no reset value: until its
+        first read after reset the data read as 0 (``rd_*_seen`` | ``en`` of the read's
+        cycle gates them).
+    rd_a_q, rd_b_q : Out(w)
+        Only with ``cfg.read_stage``: ``data`` registered (one cycle later).
+    rd_a_q_cls, rd_b_q_cls : Out(CLASS_BITS)
+        Only with ``cfg.rx_stage``: :func:`~pe.fp_common.class_bits` of ``data``,
+        registered beside ``rd_*_q``.
     """
 
-    def __init__(self, m, cfg):
+    def __init__(self, cfg):
+        self.cfg = cfg
+        w = cfg.fmt.width
+        ports = {}
+        for nm, depth in (("a", cfg.mem_a_words), ("b", cfg.mem_b_words)):
+            abits = ceil_log2(depth)
+            ports[f"rd_{nm}"] = Out(_read_sig(abits, w))
+            ports[f"wr_{nm}"] = Out(_write_sig(abits, w))
+            ports[f"rd_{nm}_seen"] = Out(1)
+            if cfg.read_stage:
+                ports[f"rd_{nm}_q"] = Out(w)
+            if cfg.rx_stage:
+                ports[f"rd_{nm}_q_cls"] = Out(CLASS_BITS)
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        for nm, depth in (("a", cfg.mem_a_words), ("b", cfg.mem_b_words)):
+            m.submodules[f"mem_{nm}"] = mem = Memory(shape=unsigned(cfg.fmt.width), depth=depth, init=[])
+            rd, wr = mem.read_port(transparent_for=()), mem.write_port()
+            rd_i, wr_i = getattr(self, f"rd_{nm}"), getattr(self, f"wr_{nm}")
+            m.d.comb += [rd.en.eq(rd_i.en), rd.addr.eq(rd_i.addr), rd_i.data.eq(rd.data),
+                         wr.en.eq(wr_i.en), wr.addr.eq(wr_i.addr), wr.data.eq(wr_i.data)]
+            with m.If(rd_i.en):
+                m.d.sync += getattr(self, f"rd_{nm}_seen").eq(1)
+            if cfg.read_stage:
+                m.d.sync += getattr(self, f"rd_{nm}_q").eq(rd.data)
+            if cfg.rx_stage:
+                m.d.sync += getattr(self, f"rd_{nm}_q_cls").eq(class_bits(cfg.fmt, rd.data))
+        return m
+
+
+class SramPaths:
+    """The logic around the SRAM banks (``banks``, a :class:`SramBanks`, whose ports it
+    drives and reads): the methods build, in this order, the read-since-reset flags as
+    they are in the operand stage (:meth:`seen`), the bypass (:meth:`bypass`), the read
+    stage (:meth:`read_stage`), the operand-stage writes (:meth:`operand_writes`) and the
+    write-port selects (:meth:`connect_writes`).
+    """
+
+    def __init__(self, cfg, banks):
         self.cfg = cfg
         self.w = cfg.fmt.width
-        m.submodules.mem_a = mem_a = Memory(shape=unsigned(self.w), depth=cfg.mem_a_words, init=[])
-        m.submodules.mem_b = mem_b = Memory(shape=unsigned(self.w), depth=cfg.mem_b_words, init=[])
-        self.mem_a, self.mem_b = mem_a, mem_b
-        self.rd_a = mem_a.read_port(transparent_for=())
-        self.rd_b = mem_b.read_port(transparent_for=())
-        self.wr_a = mem_a.write_port()
-        self.wr_b = mem_b.write_port()
+        self.banks = banks
+        self.rd_a, self.rd_b = banks.rd_a, banks.rd_b
+        self.wr_a, self.wr_b = banks.wr_a, banks.wr_b
 
     def seen(self, m):
-        """``rd_*_seen``: the bank has been read since reset (a block-RAM read port's
-        output register has no reset value; until its first read after reset it reads
-        as 0, as the spec and the model say); ``rd_*_seen_op``: the same as it is in the
-        operand stage."""
-        rd_a, rd_b = self.rd_a, self.rd_b
-        rd_a_seen = Signal(name="rd_a_seen")
-        rd_b_seen = Signal(name="rd_b_seen")
-        with m.If(rd_a.en):
-            m.d.sync += rd_a_seen.eq(1)
-        with m.If(rd_b.en):
-            m.d.sync += rd_b_seen.eq(1)
-        self.rd_a_seen_op = rd_a_seen | rd_a.en     # rd_*_seen as it is in the operand stage
-        self.rd_b_seen_op = rd_b_seen | rd_b.en
+        """``rd_*_seen_op``: the bank has been read since reset, as it is in the operand
+        stage (the banks' ``rd_*_seen`` or the read port's enable now)."""
+        b = self.banks
+        self.rd_a_seen_op = b.rd_a_seen | self.rd_a.en
+        self.rd_b_seen_op = b.rd_b_seen | self.rd_b.en
 
     def bypass(self, m):
         """The operand-stage read data ``rd_*_data``: the RAM's, or with
@@ -143,7 +204,7 @@ class SramBanks:
 
     def read_stage(self, m):
         """With ``cfg.read_stage``: each bank's RAM data registered as they are (next to
-        the RAM: ``rd_q``), joining a source in the bus stage.
+        the RAM: the banks' ``rd_*_q``), joining a source in the bus stage.
 
         The bypass is decided in the operand stage from flip-flops (byp_hit / byp_word)
         and registered beside rd_q (byp_*_hit_q / byp_*_word_q), so in the bus stage each
@@ -160,16 +221,15 @@ class SramBanks:
         self.rd_eff = rd_eff = {}
         if not cfg.read_stage:
             return
-        for rd, nm in ((self.rd_a, "a"), (self.rd_b, "b")):
-            rd_q[nm] = Signal(w, name=f"rd_{nm}_q")
+        for nm in "ab":
+            rd_q[nm] = getattr(self.banks, f"rd_{nm}_q")
             hit_q = Signal(name=f"byp_{nm}_hit_q")
             word_q = Signal(w, name=f"byp_{nm}_word_q")
             rd_eff[nm] = Signal(w, name=f"rd_{nm}_eff")
-            m.d.sync += [rd_q[nm].eq(rd.data), hit_q.eq(self.byp_hit[nm]), word_q.eq(self.byp_word[nm])]
+            m.d.sync += [hit_q.eq(self.byp_hit[nm]), word_q.eq(self.byp_word[nm])]
             m.d.comb += rd_eff[nm].eq(Mux(hit_q, word_q, rd_q[nm]))
             if cfg.rx_stage:
-                rd_q_cls[nm] = Signal(CLASS_BITS, name=f"rd_{nm}_q_cls")
-                m.d.sync += rd_q_cls[nm].eq(class_bits(cfg.fmt, rd.data))
+                rd_q_cls[nm] = getattr(self.banks, f"rd_{nm}_q_cls")
 
     def operand_writes(self, ops, st):
         """The operand-stage SRAM writes (``wa`` / ``wb`` ports of the micro-op): their

@@ -6,7 +6,12 @@ memory reads collision-free.
 
 from __future__ import annotations
 
-__all__ = ["global_net", "keep_pe_ffs", "keep_enable_copies", "sram_reads_collision_free"]
+__all__ = ["global_net", "keep_pe_ffs", "keep_enable_copies", "sram_reads_collision_free", "PE_PARTS"]
+
+#: The PE's sub-components with flip-flops of the PE's own (:class:`pe.pe.PE`'s
+#: submodules: SRAM banks, register file; not its FP units, and the move unit's
+#: datapath ``mv`` has none)
+PE_PARTS = ("sram", "rf")
 
 
 def global_net(m, platform, sig, name: str):
@@ -36,18 +41,19 @@ def _modules(design: str, pattern: str) -> list[str]:
 
 def keep_pe_ffs(rtlil: str) -> str:
     """A Yosys command putting ``keep`` on the flip-flops (``$dff`` cells) of every PE
-    module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, and ``..._dist``, a PE's
-    distribution register with :attr:`~arch.config.ArchConfig.dist_stage`, ``..._vis``
-    and ``..._hen``, its copies of the buses' visibility flags and host enables with
-    :attr:`~arch.config.ArchConfig.bus_stage`,
-    and
+    module of ``rtlil`` (modules named ``... .pe_<row>_<col>``, its parts
+    ``... .pe_<row>_<col>.sram`` / ``.rf`` (:data:`PE_PARTS`), ``..._dist``, a
+    PE's distribution register with :attr:`~arch.config.ArchConfig.dist_stage`,
+    ``..._vis`` and ``..._hen``, its copies of the buses' visibility flags and host
+    enables with :attr:`~arch.config.ArchConfig.bus_stage`, and
     ``... .uop_fan_<r>_<k>``, the copies of the sequencer's micro-op register the
-    distribution registers load from; the PEs' FP units' modules are not included).
+    distribution registers load from; the PEs' FP units' modules, ``.mul`` / ``.add``,
+    are not included).
     Every PE registers the same broadcast micro-op, so without it ``opt_merge`` keeps one
     copy of each register whose input does not depend on the PE (the operand-stage
     micro-op, pipeline destinations, source selects) and that one flip-flop drives all
     PEs (docs/fpga-timing.md)."""
-    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist|_vis|_hen)?|uop_fan_\d+_\d+)")
+    mods = _modules(rtlil, r"\S*\.(?:pe_\d+_\d+(?:_dist|_vis|_hen|\.(?:%s))?|uop_fan_\d+_\d+)" % "|".join(PE_PARTS))
     if not mods:
         return "# (no PE modules: nothing to keep)"
     return "setattr -set keep 1 " + " ".join(f"{m}/t:$dff" for m in mods)
@@ -70,11 +76,11 @@ def keep_enable_copies(rtlil: str) -> str:
 def sram_reads_collision_free(design: str, extra: tuple[str, ...] = (), pe: bool = True) -> str:
     """A Yosys command declaring synchronous memory read ports of ``design`` (RTLIL or
     Verilog) collision-undefined (``COLLISION_X_MASK``): those of every PE module
-    (``... .pe_<row>_<col>``, the lone PE ``... .pe`` of the board's scan harness; with
-    ``pe``), of every performance-counter bank (``... .counters``, always), of every
+    (``... .pe_<row>_<col>``, the lone PE ``... .pe`` of the board's scan harness, and
+    their SRAM banks ``... .sram``; with ``pe``), of every performance-counter bank (``... .counters``, always), of every
     sequencer (``... .seq``: its microcode RAM, always) and of the modules named in
-    ``extra`` (e.g. a PE that is the top: its SRAM banks; the register file's reads are
-    asynchronous).
+    ``extra`` and their ``.sram`` children (e.g. a PE that is the top: its SRAM banks;
+    the register file's reads are asynchronous).
 
     Exact where it is declared: Yosys would otherwise add soft logic making a read
     during a write of the same address return the old word (the ECP5's block RAM
@@ -97,8 +103,12 @@ def sram_reads_collision_free(design: str, extra: tuple[str, ...] = (), pe: bool
 
     The read ports must be synchronous already (``CLK_ENABLE``): true of Amaranth's
     RTLIL; from Verilog, after ``memory_dff`` (:func:`rtl.synth.collision_free_prepare`)."""
-    pat = r"pe_\d+_\d+|pe|counters|seq" if pe else r"counters|seq"
-    mods = _modules(design, rf"\S*\.(?:{pat})") + list(extra)
+    import re
+
+    pat = r"(?:pe_\d+_\d+|pe)(?:\.sram)?|counters|seq" if pe else r"counters|seq"
+    mods = _modules(design, rf"\S*\.(?:{pat})")
+    for e in extra:     # the module and its SRAM banks (a lone PE's)
+        mods += [e] + _modules(design, re.escape(e) + r"\.sram")
     if not mods:
         return "# (no PE, counter or sequencer modules: no memory read ports to declare)"
     # per module: its read ports AND its synchronous cells (%i takes the top two of

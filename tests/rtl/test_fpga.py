@@ -252,13 +252,15 @@ def test_keep_pe_ffs_names_every_pe_module():
 
     from rtl.board import BoardTop
     from rtl.fpga import get_platform, keep_pe_ffs
+    from rtl.fpga_netlist import PE_PARTS
     from rtl.synth import find_yosys
 
     il = get_platform("ulx3s-85f").build(BoardTop(UART_CFG), name="top", do_build=False).files["top.il"]
     cmd = keep_pe_ffs(il)
     n = UART_CFG.nr
-    assert cmd.startswith("setattr -set keep 1 ") and cmd.count("/t:$dff") == n * n
-    assert all(f"top.ucore.core.pe_{r}_{c}/t:$dff" in cmd for r in range(n) for c in range(n))
+    parts = ("",) + tuple(f".{p}" for p in PE_PARTS)     # a PE and its sub-components
+    assert cmd.startswith("setattr -set keep 1 ") and cmd.count("/t:$dff") == n * n * len(parts)
+    assert all(f"top.ucore.core.pe_{r}_{c}{p}/t:$dff" in cmd for r in range(n) for c in range(n) for p in parts)
     assert keep_pe_ffs("module \\top\nend\n").startswith("#")
     pe = re.search(r"^module \\top\.ucore\.core\.pe_0_0$(.*?)^end$", il, re.M | re.S).group(1)
     ffs = pe.count("cell $dff ")
@@ -283,15 +285,16 @@ def test_keep_pe_ffs_names_the_distribution_tree():
 
     from rtl.board import BoardTop
     from rtl.fpga import get_platform, keep_enable_copies, keep_pe_ffs
+    from rtl.fpga_netlist import PE_PARTS
     from rtl.synth import find_yosys
 
     cfg = UART_CFG.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, nr=4)
     il = get_platform("ulx3s-85f").build(BoardTop(cfg), name="top", do_build=False).files["top.il"]
     cmd = keep_pe_ffs(il)
     core = "top.ucore.core"
-    assert cmd.count("/t:$dff") == 4 * 4 * 4 + 4 * 2
-    assert all(f"{core}.pe_{r}_{c}{k}/t:$dff" in cmd for k in ("", "_dist", "_vis", "_hen")
-               for r in range(4) for c in range(4))
+    kinds = ("", "_dist", "_vis", "_hen") + tuple(f".{p}" for p in PE_PARTS)
+    assert cmd.count("/t:$dff") == 4 * 4 * len(kinds) + 4 * 2
+    assert all(f"{core}.pe_{r}_{c}{k}/t:$dff" in cmd for k in kinds for r in range(4) for c in range(4))
     assert all(f"{core}.uop_fan_{r}_{k}/t:$dff" in cmd for r in range(4) for k in range(2))
     keep = keep_enable_copies(il)
     assert keep.startswith("setattr -mod -set keep_hierarchy 1 ")
@@ -383,7 +386,8 @@ def test_pe_freeze_not_in_bank_m_write_enable(preset, m_free):
     assert ("top/pe_en" in fan_in["m"]) == (not m_free), sorted(fan_in["m"])[:20]
     if m_free:   # no gate at all: the enable is a flip-flop's output (the cone's one cell is the port)
         cells = {n for n in fan_in["m"] if "$" in n}
-        assert len(cells) == 1 and "top/pe.rf_wm__en" in fan_in["m"], sorted(fan_in["m"])
+        # (the RegFile port rf.wm.en, named wm__en in the PE)
+        assert len(cells) == 1 and "top/pe.wm__en" in fan_in["m"], sorted(fan_in["m"])
 
 
 _TIM_EXCERPT = """\
@@ -548,7 +552,7 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     d = json.loads(out.read_text())
     prep = d["prepare"]
     assert prep.startswith("hierarchy -top caterpillar_pe; proc; opt -nosdff; memory_dff; opt_clean; setparam ")
-    assert prep.count("/t:$memrd_v2") == 1
+    assert prep.count("/t:$memrd_v2") == 2      # the PE and its SRAM banks (caterpillar_pe.sram)
     v = Path(d["verilog"])
     sel = prep.split("COLLISION_X_MASK 1'1 ", 1)[1]
     # the prepared design is clean (no register left reading a merged port's old data)
@@ -565,8 +569,9 @@ def test_synth_exec_stage_declares_sram_reads(tmp_path):
     core = UART_CFG.replace(exec_stage=True)
     text, _ = write_verilog(*build_top("core", core), design_key=core.to_json())
     cmd = collision_free_prepare(text, "caterpillar_core")
-    assert cmd.count("/t:$memrd_v2") == core.nr ** 2 + 2
-    assert all(f"caterpillar_core.pe_{r}_{c}/t:$memrd_v2" in cmd for r in range(core.nr) for c in range(core.nr))
+    assert cmd.count("/t:$memrd_v2") == 2 * core.nr ** 2 + 2
+    assert all(f"caterpillar_core.pe_{r}_{c}{p}/t:$memrd_v2" in cmd for r in range(core.nr) for c in range(core.nr)
+               for p in ("", ".sram"))
     assert "caterpillar_core.counters/t:$memrd_v2" in cmd and "caterpillar_core.seq/t:$memrd_v2" in cmd
     # without the execute stage: the counter bank's read and the microcode's
     only = collision_free_prepare(text, "caterpillar_core", pe=False)
@@ -991,8 +996,8 @@ def test_sram_reads_collision_free():
     cmd = sram_reads_collision_free(il)
     n = cfg.nr
     assert cmd.startswith("setparam -set COLLISION_X_MASK 1'1 ") and cmd.endswith("/r:CLK_ENABLE=1 %i")
-    # every PE's module, the counter bank's and the sequencer's
-    assert cmd.count("/t:$memrd_v2") == n * n + 2 and "_dist/" not in cmd and ".counters/t:$memrd_v2" in cmd
+    # every PE's module and its SRAM banks', the counter bank's and the sequencer's
+    assert cmd.count("/t:$memrd_v2") == 2 * n * n + 2 and "_dist/" not in cmd and ".counters/t:$memrd_v2" in cmd
     assert ".seq/t:$memrd_v2" in cmd and ".seq.head_en" not in cmd
     only = sram_reads_collision_free(il, pe=False)
     assert only.count("/t:$memrd_v2") == 2 and ".counters/t:$memrd_v2" in only and ".seq/t:$memrd_v2" in only
