@@ -17,8 +17,7 @@ from sw.train_hetero import compile_hetero
 from sw.train_hetero_split import compile_split
 from sw.train_host import init_weights
 
-__all__ = ["run_placement", "energy_entry", "memory_of"]
-
+__all__ = ["run_placement", "energy_entry", "memory_of", "scratchpad_of"]
 
 
 def memory_of(model):
@@ -31,6 +30,16 @@ def memory_of(model):
         cfg = model.core_cfgs[k]
         return core_state(model.cores[k])["mem_a" if b == "a" else "mem_b"].reshape(cfg.nr, cfg.nr, -1)
     return mem
+
+
+def scratchpad_of(model):
+    """``scratchpad(k, base, n)`` of a chip model on either engine: core ``k``'s beats
+    ``base ..`` as integers."""
+    if model.engine == "fast":
+        from arch.lanes import pack_beats
+
+        return lambda k, base, n: pack_beats(model.cores[k].state.spad[base:base + n], model.core_cfgs[k].fmt.width)
+    return lambda k, base, n: list(model.cores[k].spad[base:base + n])
 
 
 def energy_entry(rep, samples: int = 1) -> dict:
@@ -64,7 +73,7 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
         W0 = [fmt.to_float(W) for W in W0]
     model = ChipModel(hcfg, engine)
     prog.init(model, W0)
-    gold = (GoldenHeteroSplit(hcfg, mlp, prog.parts, W0) if split else
+    gold = (GoldenHeteroSplit(hcfg, mlp, prog.parts, W0, prog.page_rows()) if split else
             GoldenHetero(hcfg, mlp, prog.cores, W0, transfers=transfers))
     rng = np.random.default_rng(input_seed)
     out = []
@@ -74,7 +83,9 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
         r = prog.run_step(model, x, t)
         wall = time.perf_counter() - ts
         g = gold.step(x, t)
-        got, want = prog.weights(model, padded=True, memory=memory_of(model)), gold.weights(padded=True)
+        got = (prog.weights(model, padded=True, memory=memory_of(model), scratchpad=scratchpad_of(model)) if split
+               else prog.weights(model, padded=True, memory=memory_of(model)))
+        want = gold.weights(padded=True)
         bad = [l for l, (a, b) in enumerate(zip(got, want)) if not np.array_equal(a, b)]
         if bad or r.loss != g["loss"]:
             raise AssertionError(f"step {i + 1}: weights of layers {bad} (loss {r.loss} vs {g['loss']}) differ "

@@ -93,10 +93,14 @@ class GoldenHeteroSplit:
     a vector between layers assembled from the panels as the ring delivers them (each
     panel's padded segment, zero-extended to a whole number of the widest kind's beats,
     converted at every crossing of its path); ``W^T d`` as the panels' partials added in
-    panel order (``axpy(1, sum so far, partial)``, one rounding each)."""
+    panel order (``axpy(1, sum so far, partial)``, one rounding each). ``pages``: per
+    ``(layer, panel)`` paged from the scratchpad its row pages
+    (``SplitTrainProgram.page_rows``): its partial of ``W^T d`` is the pages' partials,
+    added from the last page to the first (:func:`sw.golden.gemv_t_paged`)."""
 
-    def __init__(self, hcfg, mlp: MLP, parts: list, weights):
+    def __init__(self, hcfg, mlp: MLP, parts: list, weights, pages: dict | None = None):
         self.hcfg, self.mlp, self.parts = hcfg, mlp, [list(p) for p in parts]
+        self.pages = dict(pages or {})
         self.W = []
         for l, ps in enumerate(self.parts):
             c = hcfg.core_cfg(ps[0][0])
@@ -176,8 +180,10 @@ class GoldenHeteroSplit:
                     ds.append(self._move(ext[r0:r0 + P], dm_core, k, -(-rows // c.nr) * c.nr))
             if l >= 1:
                 acc = None
-                for W, g in zip(self.W[l], ds):
-                    e = golden.gemv_t(c.fmt, c.nr, W, g, "tree")
+                for j, (W, g) in enumerate(zip(self.W[l], ds)):
+                    pg = self.pages.get((l, j))
+                    e = (golden.gemv_t_paged(c.fmt, c.nr, W, g, tuple(reversed(pg)), "tree") if pg else
+                         golden.gemv_t(c.fmt, c.nr, W, g, "tree"))
                     acc = e if acc is None else golden.axpy(c.fmt, one, acc, e)
                 dm_core = ps[-1][0]
                 dm = golden.mask(c.fmt, acc, ins[l][dm_core])

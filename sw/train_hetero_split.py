@@ -36,12 +36,14 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.ring import _fold
 from sw.train import _build, _gaps, _split_ops
-from sw.train_alloc import Allocator
+from sw.train_chip_ops import _paged_backward
 from sw.train_hetero_ops import load_regions
+from sw.train_hetero_paging import allocate, fill_spad, paged_forward_ops
 from sw.train_hetero_place import Placement, PlacementError, check_placement
 from sw.train_hetero_ring import padded_len, transfer_lines
 from sw.train_host import TrainCompileError, mse_loss, weight_bits
 from sw.train_ops import Op
+from sw.train_paging import spad_local
 from sw.train_vectors import decode_diag_beats, emit_load_vector, emit_unload_diag, vector_beats, vector_bits
 
 __all__ = ["layer_parts", "compile_split", "SplitTrainProgram"]
@@ -78,52 +80,9 @@ def layer_parts(hcfg, mlp: MLP, placement: Placement, transfers: str = "ring") -
     return out
 
 
-def _allocate(hcfg, mlp, parts) -> dict:
-    nl = mlp.n_layers
-    allocs = {}
-    for c in sorted({k for ps in parts for k, _, _ in ps}):
-        cfg = hcfg.core_cfg(c)
-        L = lambda n, cfg=cfg: local_len(n, cfg.nr)                        # noqa: E731
-        T = lambda n, cfg=cfg: max(L(n), padded_len(hcfg, n) // cfg.nr)    # noqa: E731
-        al = Allocator(cfg)
-        mine = [(l, j, P) for l in range(nl) for j, (k, _, P) in enumerate(parts[l]) if k == c]
-        for l, j, P in mine:
-            n = mlp.shape(l)[1]
-            wb = "a" if al.next["a"] + L(P) * L(n) <= al.depth("a") else "b"
-            al.alloc(f"W{l}", L(P) * L(n), f"weights of layer {l}, panel {j}", bank=wb)
-        for l, j, P in mine:
-            n = mlp.shape(l)[1]
-            f = {al.items[f"W{l}"].region.bank}
-            al.alloc(f"a{l}", L(n) if l == 0 else T(n), f"input of layer {l}", forbid=f)
-            if l >= 1:
-                al.alloc(f"c{l}", L(n) + 1, f"cols copy of a{l}", forbid=f)
-            al.alloc(f"z{l}", T(P) if l < nl - 1 else L(P), f"output panel of layer {l}", forbid=f)
-            if l == nl - 1:
-                zb = al.items[f"z{l}"].region.bank
-                al.alloc("t", L(P), "target (rows, loaded)", bank="b" if zb == "a" else "a")
-                al.alloc("m1", 1, "scalar -1")
-        for l, j, P in sorted(mine, reverse=True):
-            n = mlp.shape(l)[1]
-            f = {al.items[f"W{l}"].region.bank}
-            if l < nl - 1:
-                al.alloc(f"g{l}", T(P), f"delta panel of layer {l}", forbid=f)
-                if l >= 1:
-                    al.alloc(f"dc{l}", L(P) + 1, f"rows copy of g{l}", forbid=f)
-            if l >= 1:
-                eb = al.alloc(f"e{l}", T(n), f"W{l}^T d partial", forbid=f).bank
-                if j >= 1:
-                    al.alloc(f"er{l}", T(n), f"partial W{l}^T d from the previous core",
-                             bank="b" if eb == "a" else "a")
-                if j == len(parts[l]) - 1:
-                    al.alloc(f"dm{l}", T(n), f"e{l} * relu'(a{l}) (diag)", forbid=f)
-        al.alloc("nlr", 1, "scalar -lr")
-        al.alloc("one", 1, "scalar 1")
-        if not al.fits():
-            raise TrainCompileError(f"core {c} ({cfg.nr}x{cfg.nr}): panels {[(l, j) for l, j, _ in mine]} need "
-                                    f"{al.next['a']} + {al.next['b']} words per PE, it has {cfg.mem_a_words} + "
-                                    f"{cfg.mem_b_words}")
-        allocs[c] = al
-    return allocs
+def _allocate(hcfg, mlp, parts) -> tuple:
+    """``(allocs, spad)``: :func:`sw.train_hetero_paging.allocate`."""
+    return allocate(hcfg, mlp, parts)
 
 
 def _at(reg, words):
@@ -157,16 +116,21 @@ class _Ops:
                                                              name=f"cp{tag}_"), [(src, words)], [(dst, words)])
 
 
-def _forward_ops(cfg, mlp, al, l, P, copies) -> list:
+def _forward_ops(cfg, mlp, al, l, P, copies, sp=None) -> list:
+    """``sp``: the panel's :class:`sw.train_paging.SpadPanel` when it is paged."""
     nl, L = mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     o = _Ops(cfg, al, l)
     R = o.R
     n = mlp.shape(l)[1]
-    W, a, z = R[f"W{l}"], R[f"a{l}"], R[f"z{l}"]
+    W, a, z = R.get(f"W{l}"), R[f"a{l}"], R[f"z{l}"]
     wn = L(P) * L(n)
     for src, dst, words in copies:
         o.copy(src, dst, words, f"a{l}_{len(o.ops)}")
-    if l == 0:
+    if l == 0 and sp is not None:
+        o.load(a, "a0", L(n), "cols")
+    if sp is not None:
+        o.ops += paged_forward_ops(cfg, al, l, n, sp)
+    elif l == 0:
         o.load(a, "a0", L(n), "cols")
         o.kern(f"gemv{l}", "gemv", lambda b: emit_gemv(b, cfg, P, n, W, a, z, name=f"fw{l}_"),
                [(W, wn), (a, L(n))], [(z, L(P))])
@@ -182,21 +146,27 @@ def _forward_ops(cfg, mlp, al, l, P, copies) -> list:
     o.kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, L(P), m1, R["t"], z, name="lg_"),
            [(R["t"], L(P)), (z, L(P)), (R["m1"], 1)], [(z, L(P))], fma_wb=True)
     o.unload(z, "d", L(P), P)
-    return o.ops + _backward_ops(cfg, mlp, al, l, P, z, "rows", True, [])
+    return o.ops + _backward_ops(cfg, mlp, al, l, P, z, "rows", True, [], sp)
 
 
-def _backward_ops(cfg, mlp, al, l, P, d, dlay, last, copies) -> list:
-    """``e = W^T d`` (and the mask when the layer is on one core) and the update."""
+def _backward_ops(cfg, mlp, al, l, P, d, dlay, last, copies, sp=None) -> list:
+    """``e = W^T d`` (and the mask when the layer is on one core) and the update; a
+    paged panel (``sp``) page by page (:func:`sw.train_chip_ops._paged_backward`)."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
     o = _Ops(cfg, al, l)
     R = o.R
     n = mlp.shape(l)[1]
-    W, a = R[f"W{l}"], R[f"a{l}"]
+    W, a = R.get(f"W{l}"), R[f"a{l}"]
     v = R[f"c{l}"] if l >= 1 else a
     wn = L(P) * L(n)
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     for src, dst, words in copies:
         o.copy(src, dst, words, f"g{l}_{len(o.ops)}")
+    if sp is not None:
+        # the output layer's last page is still in WP from its forward GEMV (same section)
+        o.ops += _paged_backward(cfg, l, sp, R, None, {l: n}, d, dlay, R.get(f"dc{l}") if dlay == "diag" else None,
+                                 v, False, resident=l == mlp.n_layers - 1)
+        return o.ops + (_mask_ops(cfg, mlp, al, l) if last and l >= 1 else [])
     if l >= 1:
         e = R[f"e{l}"]
         dcopy = R.get(f"dc{l}") if dlay == "diag" else None
@@ -264,9 +234,9 @@ def _segments(hcfg, mlp, allocs, parts, l, fwd):
     return out
 
 
-def _plan(hcfg, mlp, parts, allocs) -> list:
+def _plan(hcfg, mlp, parts, allocs, spad) -> list:
     """The step's sections, in order, unassembled: ("compute", name, {core: ops}) or
-    ("ring", name, (s, r, P, src, dst))."""
+    ("ring", name, (s, r, P, src, dst)); ``spad``: per core its paged panels."""
     nl = mlp.n_layers
     plan = []
     for l in range(nl):
@@ -281,8 +251,8 @@ def _plan(hcfg, mlp, parts, allocs) -> list:
             for (s, P, src), rd in bcast.items():    # one broadcast per panel to the cores that need it
                 rs = [r for r, _ in rd]
                 plan.append(("ring", f"Ta{l}.{s}-{'.'.join(map(str, rs))}", (s, rs, P, src, [d for _, d in rd])))
-        plan.append(("compute", f"F{l}", {c: _forward_ops(hcfg.core_cfg(c), mlp, allocs[c], l, P, copies.get(c, []))
-                                           for c, _, P in parts[l]}))
+        plan.append(("compute", f"F{l}", {c: _forward_ops(hcfg.core_cfg(c), mlp, allocs[c], l, P, copies.get(c, []),
+                                                          spad[c].get(l)) for c, _, P in parts[l]}))
     for l in range(nl - 2, -1, -1):
         copies = {}
         for s, r, P, src, dst in _segments(hcfg, mlp, allocs, parts, l, False):
@@ -293,7 +263,7 @@ def _plan(hcfg, mlp, parts, allocs) -> list:
         k = len(parts[l])
         plan.append(("compute", f"B{l}", {c: _backward_ops(hcfg.core_cfg(c), mlp, allocs[c], l, P,
                                                            allocs[c].items[f"g{l}"].region, "diag", k == 1,
-                                                           copies.get(c, []))
+                                                           copies.get(c, []), spad[c].get(l))
                                           for c, _, P in parts[l]}))
         if l >= 1:
             for j in range(1, k):
@@ -353,6 +323,7 @@ class SplitTrainProgram:
     allocs: dict
     sections: list
     images: dict
+    spad: dict = field(default_factory=dict)   #: core -> {layer: SpadPanel}, the panels paged from its scratchpad
     meta: dict = field(default_factory=dict)
 
     @property
@@ -362,6 +333,12 @@ class SplitTrainProgram:
 
     def phase_cycles(self) -> dict:
         return {s.name: s.cycles for s in self.sections}
+
+    def page_rows(self) -> dict:
+        """``(layer, panel) -> ((first row, rows), ...)``: the pages of every paged panel
+        in rows of the padded panel (:class:`sw.golden_train_hetero.GoldenHeteroSplit`)."""
+        return {(l, j): self.spad[c][l].row_pages(self.hcfg.core_cfg(c).nr)
+                for l, ps in enumerate(self.parts) for j, (c, _, _) in enumerate(ps) if l in self.spad.get(c, {})}
 
     def step_cycles(self) -> int:
         return sum(s.cycles for s in self.sections)
@@ -378,16 +355,19 @@ class SplitTrainProgram:
         for c, al in self.allocs.items():
             cfg = self.hcfg.core_cfg(c)
             wb = weight_bits(self.mlp, cfg.fmt, weights)
-            items = []
+            items, paged = [], {}
             for l, ps in enumerate(self.parts):
                 for k, r0, rows in ps:
-                    if k == c:
+                    if k == c and l in self.spad.get(c, {}):
+                        paged[l] = pack_matrix(wb[l][r0:r0 + rows], cfg.nr)
+                    elif k == c:
                         items.append((al.items[f"W{l}"].region, pack_matrix(wb[l][r0:r0 + rows], cfg.nr)))
             for name, val in (("nlr", -self.mlp.lr), ("m1", -1.0), ("one", 1.0)):
                 if name in al.items:
                     v = int(cfg.fmt.from_float(np.array([val]))[0])
                     items.append((al.items[name].region, np.full((cfg.nr, cfg.nr, 1), v, dtype=cfg.fmt.np_uint)))
             load_regions(model, cfg, c, items)
+            fill_spad(model, cfg, c, self.spad.get(c, {}), paged)
         for c in range(self.hcfg.cores):
             model.load(self.images[c], 0, core=c)
         for fmt in {self.hcfg.core_cfg(c).fmt for c in self.allocs}:
@@ -431,17 +411,28 @@ class SplitTrainProgram:
         d = fmt.to_float(vec["d"])
         return HeteroStep(mse_loss(d), d + fmt.to_float(vec["t"]), total, runs, ctrs)
 
-    def weights(self, model, padded: bool = False, memory=None) -> list:
+    def weights(self, model, padded: bool = False, memory=None, scratchpad=None) -> list:
         """Every layer's weights, its panels read back and stacked (``padded``: each panel
-        with its kernel padding, as :meth:`GoldenHeteroSplit.weights`)."""
+        with its kernel padding, as :meth:`GoldenHeteroSplit.weights`). ``memory(k,
+        bank)`` and ``scratchpad(k, base, n)`` (core ``k``'s beats as integers) read a
+        core; the defaults read the fast engine's."""
+        from arch.lanes import pack_beats
+
         memory = memory or (lambda k, b: model.cores[k].memory(b))
+        scratchpad = scratchpad or (lambda k, base, n: pack_beats(model.cores[k].state.spad[base:base + n],
+                                                                   self.hcfg.core_cfg(k).fmt.width))
         out = []
         for l, ps in enumerate(self.parts):
             n = self.mlp.shape(l)[1]
             blocks = []
             for c, _, rows in ps:
-                cfg, it = self.hcfg.core_cfg(c), self.allocs[c].items[f"W{l}"]
-                local = memory(c, it.region.bank)[:, :, it.region.base:it.region.base + it.words]
+                cfg = self.hcfg.core_cfg(c)
+                sp = self.spad.get(c, {}).get(l)
+                if sp is not None:
+                    local = spad_local(cfg, sp, scratchpad(c, sp.base, sp.beats(cfg.nr)))
+                else:
+                    it = self.allocs[c].items[f"W{l}"]
+                    local = memory(c, it.region.bank)[:, :, it.region.base:it.region.base + it.words]
                 m2, n2 = (local_len(rows, cfg.nr) * cfg.nr, local_len(n, cfg.nr) * cfg.nr) if padded else (rows, n)
                 blocks.append(unpack_matrix(local, m2, n2))
             out.append(np.concatenate(blocks, axis=0))
@@ -457,6 +448,6 @@ def compile_split(hcfg, mlp: MLP, placement: Placement) -> SplitTrainProgram:
     if mlp.loss != "mse":
         raise TrainCompileError(f"loss {mlp.loss!r}: the heterogeneous compiler trains with MSE only")
     parts = layer_parts(hcfg, mlp, placement)
-    allocs = _allocate(hcfg, mlp, parts)
-    sections, images = _assemble(hcfg, _plan(hcfg, mlp, parts, allocs))
-    return SplitTrainProgram(hcfg, mlp, placement, parts, allocs, sections, images)
+    allocs, spad = _allocate(hcfg, mlp, parts)
+    sections, images = _assemble(hcfg, _plan(hcfg, mlp, parts, allocs, spad))
+    return SplitTrainProgram(hcfg, mlp, placement, parts, allocs, sections, images, spad)
