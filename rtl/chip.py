@@ -14,6 +14,7 @@ from amaranth.lib.wiring import In, Out
 from arch.host import Cmd
 from arch.partition import mux_sources, pred_of_level, succ_of_level, whole_level
 from rtl.core import Core
+from rtl.dma import AxiMaster, axi_port
 from rtl.streams import host_stream
 
 __all__ = ["Chip", "dest_bits", "broadcast_dest", "config_dest", "route_host_in", "merge_host_out"]
@@ -57,11 +58,19 @@ class Chip(wiring.Component):
         cores' output streams are merged beat by beat, round robin (beats of different
         ``id`` interleave, as AXI4-Stream allows; ``last`` ends a core's packet). While
         a beat waits for ``ready`` the choice is held, so ``data`` / ``id`` stay stable.
+    m_axi : Out(:class:`rtl.dma.AxiMaster` (cfg)).array(cfg.cores)
+        Only with DRAM (``cfg.dram_mib > 0``; without it the chip has no such member and
+        is unchanged): ``m_axi[k]`` is core ``k``'s AXI4 master port, its DMA engine's,
+        joined to the core's flat ``m_axi_*`` port by ``wiring.connect`` (wires, no
+        latency: the core's DMA timing, ``docs/core.md``, "The DMA engine"). One DRAM
+        channel per core; the ports share nothing.
 
     As a Verilog top level (:class:`rtl.streams.AxisTop`, applied by
     :func:`rtl.verilog.write_verilog`) the ports are ``s_axis_tdata``, ``s_axis_tvalid``,
     ``s_axis_tready``, ``s_axis_tlast``, ``s_axis_tdest``, ``m_axis_tdata``,
-    ``m_axis_tvalid``, ``m_axis_tready``, ``m_axis_tlast``, ``m_axis_tid``.
+    ``m_axis_tvalid``, ``m_axis_tready``, ``m_axis_tlast``, ``m_axis_tid`` and, with
+    DRAM, ``m_axi_<k>_awaddr`` ... ``m_axi_<k>_rready`` per core ``k`` (the prefix
+    ``m_axi_<k>`` for cocotbext-axi's ``AxiBus.from_prefix``).
 
     Cycle behaviour
     ---------------
@@ -83,7 +92,10 @@ class Chip(wiring.Component):
         self.cfg = cfg
         hw = cfg.host_width
         db = dest_bits(cfg)
-        super().__init__({"s_axis": In(host_stream(hw, dest=db)), "m_axis": Out(host_stream(hw, id=db))})
+        members = {"s_axis": In(host_stream(hw, dest=db)), "m_axis": Out(host_stream(hw, id=db))}
+        if cfg.dram_mib:
+            members["m_axi"] = Out(AxiMaster(cfg)).array(cfg.cores)
+        super().__init__(members)
 
     def elaborate(self, platform):
         m = Module()
@@ -95,6 +107,8 @@ class Chip(wiring.Component):
         stop = [Signal(name=f"stop{k}") for k in range(n)]
         for k, c in enumerate(cores):
             m.submodules[f"core{k}"] = ResetInserter(stop[k])(c)
+            if cfg.dram_mib:
+                wiring.connect(m, axi_port(c, cfg), wiring.flipped(self.m_axi[k]))
         self._ring(m, cores, level)
         sel_level = Signal(range(lmax + 1), init=lmax)
         sel_first = Signal(range(n))

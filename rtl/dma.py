@@ -13,27 +13,71 @@ from amaranth.lib.wiring import In, Out
 
 from arch.isa import DMA_N_BITS
 
-__all__ = ["DmaEngine", "axi_master_members"]
+__all__ = ["DmaEngine", "AxiMaster", "axi_members", "axi_master_members", "axi_port"]
+
+
+def axi_members(cfg) -> dict:
+    """The AXI4 master port's members from the master's view, unprefixed (``awid``,
+    ``awaddr`` ... ``rready``): 1-bit IDs, INCR bursts, byte addresses of
+    ``log2(dram_mib * 2^20)`` bits, data one beat (``nr * width`` bits)."""
+    aw = cfg.dram_addr_bits + (cfg.spad_beat_bytes.bit_length() - 1)
+    dw = cfg.nr * cfg.fmt.width
+    return {
+        "awid": Out(1), "awaddr": Out(aw), "awlen": Out(8), "awsize": Out(3),
+        "awburst": Out(2), "awvalid": Out(1), "awready": In(1),
+        "wdata": Out(dw), "wstrb": Out(dw // 8), "wlast": Out(1), "wvalid": Out(1),
+        "wready": In(1),
+        "bid": In(1), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+        "arid": Out(1), "araddr": Out(aw), "arlen": Out(8), "arsize": Out(3),
+        "arburst": Out(2), "arvalid": Out(1), "arready": In(1),
+        "rid": In(1), "rdata": In(dw), "rresp": In(2), "rlast": In(1), "rvalid": In(1),
+        "rready": Out(1),
+    }
 
 
 def axi_master_members(cfg, prefix: str = "m_axi") -> dict:
-    """The AXI4 master port's members (flat names ``<prefix>_awaddr`` ..., the names
-    cocotbext-axi's ``AxiBus.from_prefix`` finds): 1-bit IDs, INCR bursts, byte
-    addresses of ``log2(dram_mib * 2^20)`` bits, data one beat (``nr * width`` bits)."""
-    aw = cfg.dram_addr_bits + (cfg.spad_beat_bytes.bit_length() - 1)
-    dw = cfg.nr * cfg.fmt.width
-    p = prefix
-    return {
-        f"{p}_awid": Out(1), f"{p}_awaddr": Out(aw), f"{p}_awlen": Out(8), f"{p}_awsize": Out(3),
-        f"{p}_awburst": Out(2), f"{p}_awvalid": Out(1), f"{p}_awready": In(1),
-        f"{p}_wdata": Out(dw), f"{p}_wstrb": Out(dw // 8), f"{p}_wlast": Out(1), f"{p}_wvalid": Out(1),
-        f"{p}_wready": In(1),
-        f"{p}_bid": In(1), f"{p}_bresp": In(2), f"{p}_bvalid": In(1), f"{p}_bready": Out(1),
-        f"{p}_arid": Out(1), f"{p}_araddr": Out(aw), f"{p}_arlen": Out(8), f"{p}_arsize": Out(3),
-        f"{p}_arburst": Out(2), f"{p}_arvalid": Out(1), f"{p}_arready": In(1),
-        f"{p}_rid": In(1), f"{p}_rdata": In(dw), f"{p}_rresp": In(2), f"{p}_rlast": In(1), f"{p}_rvalid": In(1),
-        f"{p}_rready": Out(1),
-    }
+    """The AXI4 master port's members as flat ports ``<prefix>_awaddr`` ... (the names
+    cocotbext-axi's ``AxiBus.from_prefix`` finds): :func:`axi_members`, prefixed."""
+    return {f"{prefix}_{name}": member for name, member in axi_members(cfg).items()}
+
+
+class AxiMaster(wiring.Signature):
+    """The AXI4 master port of a core's DMA engine as one interface, from the master's
+    view (:func:`axi_members`: ``Out`` ``aw*`` / ``w*`` / ``bready`` / ``ar*`` /
+    ``rready``, ``In`` ``awready`` / ``wready`` / ``b*`` / ``arready`` / ``r*``).
+
+    A chip brings each core's port out as ``Out(AxiMaster(cfg))``; the core's own port
+    is flat (``m_axi_*``, :func:`axi_master_members`) and joins it through
+    :func:`axi_port` with ``wiring.connect``. As a Verilog top-level port
+    (:class:`rtl.streams.AxisTop`) member ``x`` of interface ``p`` is named ``p_x``.
+    """
+
+    def __init__(self, cfg):
+        self.addr_width = cfg.dram_addr_bits + (cfg.spad_beat_bytes.bit_length() - 1)
+        self.data_width = cfg.nr * cfg.fmt.width
+        super().__init__(axi_members(cfg))
+
+    def __eq__(self, other):
+        return isinstance(other, AxiMaster) and (self.addr_width, self.data_width) == (
+            other.addr_width, other.data_width)
+
+    def __repr__(self):
+        return f"AxiMaster(addr={self.addr_width}, data={self.data_width})"
+
+
+class _PortView:
+    """An interface object over existing signals (:func:`axi_port`)."""
+
+    def __init__(self, signature, ports: dict):
+        self.signature = signature
+        self.__dict__.update(ports)
+
+
+def axi_port(component, cfg, prefix: str = "m_axi"):
+    """``component``'s flat AXI4 master ports ``<prefix>_*`` (a :class:`rtl.core.Core`'s
+    ``m_axi_*``) as one :class:`AxiMaster` interface object, the same signals, so that
+    ``wiring.connect`` joins them to an ``AxiMaster`` port. No logic."""
+    return _PortView(AxiMaster(cfg), {name: getattr(component, f"{prefix}_{name}") for name in axi_members(cfg)})
 
 
 class DmaEngine(wiring.Component):

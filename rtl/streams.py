@@ -19,6 +19,8 @@ from amaranth import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from rtl.dma import AxiMaster
+
 __all__ = ["beat_layout", "host_stream", "RingLink", "ring_link", "AxisTop", "has_links"]
 
 
@@ -68,14 +70,16 @@ def ring_link(cfg) -> RingLink:
 def _flat_name(path, sig_members) -> str:
     """The Verilog name of a port at ``path`` of a component's signature: a host
     stream's ``valid`` / ``ready`` / payload field ``f`` -> ``<name>_tvalid`` / ``_tready``
-    / ``_t<f>``; a ring link's ``data`` -> ``<name>_data``; a plain port keeps its name;
+    / ``_t<f>``; a ring link's ``data`` -> ``<name>_data``, an AXI4 master port's
+    (:class:`rtl.dma.AxiMaster`, one per core in an array) ``awaddr`` ->
+    ``<name>_<k>_awaddr``; a plain port keeps its name;
     any other interface's ports keep Amaranth's names (``a__b``)."""
     if len(path) == 1:
         return path[0]
     member = sig_members[path[0]]
     if isinstance(member.signature, stream.Signature):
         return f"{path[0]}_t{path[-1]}"
-    if isinstance(member.signature, RingLink):
+    if isinstance(member.signature, (RingLink, AxiMaster)):
         return "_".join(map(str, path))
     return "__".join(map(str, path))
 
@@ -105,8 +109,10 @@ class AxisTop(wiring.Component):
     For each member of ``inner``'s signature: a host stream ``s`` (an
     :class:`amaranth.lib.stream.Signature`) becomes ``s_tvalid``, ``s_tready`` and
     ``s_t<field>`` per payload field (``s_axis_tdata``, ``s_axis_tlast``,
-    ``s_axis_tdest``, ``m_axis_tid``); an interface ``r`` with members ``x`` becomes
-    ``r_x`` (``ring_in_data``, ``ring_out_level``); a plain port keeps its name.
+    ``s_axis_tdest``, ``m_axis_tid``); a ring link ``r`` with members ``x`` becomes
+    ``r_x`` (``ring_in_data``, ``ring_out_level``), an array ``p`` of AXI4 master
+    ports (:class:`rtl.dma.AxiMaster`) ``p_<k>_x`` (``m_axi_0_awaddr``); a plain port
+    keeps its name.
     Directions as in ``inner``. No latency: wires only.
     """
 

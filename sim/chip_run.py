@@ -159,11 +159,16 @@ def _model_outputs(cfg, model: ChipModel, phases):
 
 
 def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = None,
-                     name: str = "chip") -> list[list[JobResult]]:
+                     name: str = "chip", dram_read=None) -> list[list[JobResult]]:
     """Run ``phases`` on a chip; per phase, per core, a :class:`~sim.core_run.JobResult`
     (``hout`` beats, done beat, counters of that phase). ``backend``: ``"model"`` (the
     per-cycle chip model), ``"fast"`` (the fast chip model) or ``"rtl"`` (cocotb, checked
-    against the per-cycle chip model)."""
+    against the per-cycle chip model; with DRAM an ``AxiRam`` per core, ``sim.tb_chip``).
+
+    ``dram_read`` (a chip with DRAM): per core a list of ``(beat address, beats)``; each
+    result's ``info["dram"]`` is then, per core, the DRAM beats of those ranges after the
+    session (integers, lane 0 in the low bits): the RTL's ``AxiRam`` contents, or the
+    model's DRAM."""
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; allowed: {', '.join(BACKENDS)}")
     phases = list(phases)
@@ -171,6 +176,8 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
     runs, streams, per, done_at, end_at, per_core = _model_outputs(cfg, model, phases)
     info: dict = {}
     out = streams
+    if dram_read is not None:
+        info["dram"] = [[model.core(k).dram.read(a, n) for a, n in rd] for k, rd in enumerate(dram_read)]
     if backend == "rtl":
         from rtl.chip import Chip
         from arch.files import atomic_write
@@ -180,18 +187,27 @@ def run_chip_session(cfg, phases, *, backend: str = "model", sim: str | None = N
         tag = f"{name}-{sim}-{os.getpid()}"
         vec = BUILD / "vectors" / f"{tag}.json"
         res = BUILD / "vectors" / f"{tag}-result.json"
+        bb = cfg.spad_beat_bytes
         atomic_write(vec, json.dumps({"in": chip_session_beats(cfg, phases, done_at, end_at, per_core),
-                                      "out": [[[b.data, b.last] for b in s] for s in streams]}))
+                                      "out": [[[b.data, b.last] for b in s] for s in streams],
+                                      "dram_read": [[[a * bb, n * bb] for a, n in rd] for rd in dram_read or ()]}))
         run_cocotb(Chip(cfg), "chip", "sim.tb_chip", sim=sim, config=cfg, design_key=cfg.to_json(),
                    params={"vectors": str(vec), "result": str(res)})
         got = json.loads(res.read_text())
         out = [[Beat(int(d), bool(last)) for d, last in s] for s in got["out"]]
         info = {"sim_cycles": got["sim_cycles"], "wall_s": got["wall_s"]}
+        if dram_read is not None:
+            info["dram"] = [[_beats(bytes.fromhex(h), bb) for h in rd] for rd in got["dram"]]
         backend = f"rtl-{sim}"
     from arch.counters import counter_names
 
     n_ctr = per * len(counter_names(cfg))
     return split_session_output(runs, out, lambda k: cfg, lambda k: n_ctr, backend, info)
+
+
+def _beats(raw: bytes, bb: int) -> list:
+    """Bytes of DRAM as beats of ``bb`` bytes (little-endian, lane 0 in the low bits)."""
+    return [int.from_bytes(raw[i:i + bb], "little") for i in range(0, len(raw), bb)]
 
 
 def split_session_output(runs, out, cfg_of, n_counters_of, backend: str, info: dict) -> list:

@@ -4,11 +4,18 @@ compared per core with the chip model.
 Parameters (``sim.harness.tb_params()``):
 
 ``vectors``  JSON ``{"in": [[tdest, [beat...]] or ["wait", core, n]...],
-             "out": [[[data, last]...] per core]}`` written by the pytest side
+             "out": [[[data, last]...] per core], "dram_read": [[[byte address, bytes]...]
+             per core]}`` written by the pytest side
              (:func:`sim.chip_run.run_chip_session`); a ``wait`` entry holds the input
              stream until ``core`` has sent ``n`` beats (a host that runs the cores one
-             after another waits for each one's done beat)
-``result``   where to write the measured per-core output beats and timing (JSON)
+             after another waits for each one's done beat); ``dram_read`` (a chip with
+             DRAM): the ranges of each core's DRAM to read back after the run
+``result``   where to write the measured per-core output beats and timing (JSON) and,
+             with DRAM, ``"dram": [[hex...] per core]``
+
+With DRAM (``cfg.dram_mib > 0``) one cocotbext-axi ``AxiRam`` of ``cfg.dram_mib`` MiB
+(zeros at the start) serves each core's AXI4 master port ``m_axi_<k>``
+(:class:`rtl.chip.Chip`); its latency is the one ``docs/core.md`` measures for a core.
 """
 
 import json
@@ -19,7 +26,7 @@ from cocotb.triggers import RisingEdge
 from cocotbext.axi import AxiStreamFrame
 
 from sim.harness import tb_config, tb_params
-from sim.tb_stream import finish_stream, release_reset, start_stream
+from sim.tb_stream import attach_dram, finish_stream, release_reset, start_stream
 
 
 def _per_beat(v, n):
@@ -35,6 +42,7 @@ async def chip_stream(dut):
     prm = tb_params()
     vec = json.loads(open(prm["vectors"]).read())
     src, sink = start_stream(dut)
+    rams = [attach_dram(dut, cfg, f"m_axi_{k}") for k in range(cfg.cores)] if cfg.dram_mib else []
     await release_reset(dut)
 
     expected = [[(int(d), bool(last)) for d, last in core] for core in vec["out"]]
@@ -63,7 +71,10 @@ async def chip_stream(dut):
         await src.send(AxiStreamFrame(beats, tdest=dest))
         await src.wait()
     await rx
-    cycles, wall, extra = await finish_stream(dut, sink, prm, got, start_time, t0)
+    reads = vec.get("dram_read") or [[] for _ in rams]
+    cycles, wall, extra = await finish_stream(
+        dut, sink, prm, got, start_time, t0,
+        more=lambda _: {"dram": [[ram.read(a, n).hex() for a, n in rd] for ram, rd in zip(rams, reads)]})
     for k, (g, e) in enumerate(zip(got, expected)):
         for i, (a, b) in enumerate(zip(g, e)):
             # a frame of the merged stream ends at a beat with tlast, whichever core sent it,

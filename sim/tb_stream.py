@@ -29,14 +29,15 @@ def start_stream(dut):
     return src, sink
 
 
-def attach_dram(dut, cfg):
-    """cocotbext-axi's ``AxiRam`` of ``cfg.dram_mib`` MiB (zeros) on the core's AXI4
-    master port ``m_axi``; None for a configuration without DRAM."""
+def attach_dram(dut, cfg, prefix: str = "m_axi"):
+    """cocotbext-axi's ``AxiRam`` of ``cfg.dram_mib`` MiB (zeros) on the AXI4 master
+    port ``<prefix>_*`` (a core's ``m_axi``; a chip's core ``k``: ``m_axi_<k>``); None for
+    a configuration without DRAM."""
     if not cfg.dram_mib:
         return None
     from cocotbext.axi import AxiBus, AxiRam
 
-    return AxiRam(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, size=cfg.dram_mib << 20)
+    return AxiRam(AxiBus.from_prefix(dut, prefix), dut.clk, dut.rst, size=cfg.dram_mib << 20)
 
 
 async def release_reset(dut):

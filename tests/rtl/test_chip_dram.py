@@ -1,0 +1,131 @@
+"""The chip's DRAM ports on the RTL (``rtl.chip.Chip`` with ``m_axi[k]``, one cocotbext-axi
+``AxiRam`` per core, ``sim/tb_chip.py``, Icarus): an SGD step with both weight panels
+streamed from each core's DRAM, replayed from its recording, every beat and counter
+equal to the chip models', the DRAM and the weights equal to the golden trainer's
+(``docs/chip.md``, "DRAM ports")."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from arch.config import ArchConfig
+from sim.chip_run import ChipPhase, run_chip_session
+from sim.sessions import ChipSession
+from sw.golden_train_chip import GoldenChipSGD
+from sw.layout import unpack_matrix
+from sw.mlp import MLP
+from sw.train import init_weights
+from sw.train_chip import compile_chip_sgd
+from sw.train_dram import DramPanel
+from sw.train_paging import spad_local
+from tests.rtl.test_dram_rtl import AXIRAM_LATENCY
+
+#: 2 cores of 2 x 2 binary16 PEs, a 1 KiB scratchpad and 1 MiB of DRAM per core at one
+#: beat (4 bytes) per cycle with AxiRam's latency, so the models' DMA timing is the RTL's
+CFG = ArchConfig(nr=2, mem_a_words=128, mem_b_words=128, ucode_depth=256, cores=2, spad_kib=1, dram_mib=1,
+                 dram_latency=AXIRAM_LATENCY, dram_gbps=4.0)
+NET = (5, 9, 6)
+#: both layers' panels in DRAM, pages of 2 local rows (3 pages for W0, 2 for W1)
+PAGED = dict(spad=[0, 1], page_rows=2, dram=[0, 1])
+
+
+def _record(seed: int):
+    """One SGD step recorded on the per-cycle chip model against the golden trainer:
+    ``(program, golden, recorded phases, step result)``."""
+    mlp = MLP(NET, "mse", 0.125)
+    tp = compile_chip_sgd(CFG, mlp, out_map="rows", **PAGED)
+    assert all(isinstance(tp.spad[l], DramPanel) for l in (0, 1))
+    W0 = init_weights(mlp, CFG.fmt, seed)
+    sess = ChipSession(CFG, "model", record=True)
+    tp.init(sess, W0)
+    gold = GoldenChipSGD(CFG, mlp, W0, out_map="rows", spad=PAGED["spad"], page_rows=PAGED["page_rows"])
+    rng = np.random.default_rng(seed)
+    x, t = rng.uniform(0, 1, NET[0]), rng.normal(size=NET[-1]) * 0.5
+    r = tp.run_step(sess, x, t)           # checks each chip RUN's cycles against the prediction
+    g = gold.step(x, t)
+    assert r.loss == g["loss"] and np.array_equal(r.output, g["output"])
+    phases = list(sess.phases)
+    got = tp.weights_from_session(sess, padded=True)       # (adds read-back RUNs to the session)
+    assert all(np.array_equal(a, b) for a, b in zip(got, gold.weights(padded=True)))
+    return tp, gold, phases, r
+
+
+def _dram_weights(tp, dram):
+    """The global padded weights of the DRAM panels, decoded from each core's DRAM beats
+    (``dram[k][l]``: core ``k``'s beats of layer ``l``'s panel)."""
+    cfg = tp.cfg
+    return [tp.join_panels(l, [unpack_matrix(spad_local(cfg, tp.spad[l], dram[k][l]), tp.P[l], tp.N[l])
+                               for k in range(cfg.cores)], padded=True)
+            for l in range(tp.mlp.n_layers)]
+
+
+def test_chip_dram_sgd_step_rtl(require_simulator):
+    """Init (weights into each core's DRAM through the scratchpad and the DMA engines), one
+    SGD step streaming every page (load, compute, store back), then the weights sent to
+    the host from DRAM: replayed on the chip RTL with an AxiRam per core. Every core's
+    output beats and counters (DRAM beats, DMA busy and stall cycles, cycles) equal the
+    per-cycle chip model's (checked beat by beat in the testbench) and the fast chip
+    engine's, phase by phase; the step's chip RUNs last the compiler's cycles; the RTL's
+    DRAM contents equal both models' and decode to the golden trainer's weights, as do
+    the weights the RTL sends back."""
+    require_simulator("icarus")
+    t0 = time.perf_counter()
+    tp, gold, phases, step = _record(3)
+    unload = tp.unload_weights_phases()
+    phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
+    ranges = [[(tp.spad[l].base, tp.spad[l].beats(CFG.nr)) for l in range(tp.mlp.n_layers)]] * CFG.cores
+    t1 = time.perf_counter()
+    rtl = run_chip_session(CFG, phases, backend="rtl", sim="icarus", name="chip-dram-sgd", dram_read=ranges)
+    t2 = time.perf_counter()
+    fast = run_chip_session(CFG, phases, backend="fast", dram_read=ranges)
+    model = run_chip_session(CFG, phases, backend="model", dram_read=ranges)
+    t3 = time.perf_counter()
+
+    for p, (pr, pf, pm) in enumerate(zip(rtl, fast, model)):
+        for k, (a, b, c) in enumerate(zip(pr, pf, pm)):
+            assert a.data == b.data == c.data, (phases[p].name, k)
+            assert a.counters == b.counters == c.counters, (phases[p].name, k)
+    names = [ph.name for ph in phases]
+    for name, kind, cyc in step.phases:          # the step's chip RUNs: the compiler's cycles
+        if kind == "chip":
+            assert max(c.counters["cycles"] for c in rtl[names.index(name)]) == cyc, name
+    moved = {k: sum(rtl[p][k].counters["dram_rd_beats"] for p, n in enumerate(names) if n.startswith("step"))
+             for k in range(CFG.cores)}
+    d = tp.dram_per_step()
+    assert all(v == d["rd"] > 0 for v in moved.values()), (moved, d)
+    assert sum(c.counters["dma_stall_cycles"] for p, n in enumerate(names) if n.startswith("step")
+               for c in rtl[p]) > 0
+
+    dram = rtl[-1][0].info["dram"]
+    assert dram == fast[-1][0].info["dram"] == model[-1][0].info["dram"]
+    want = gold.weights(padded=True)
+    assert all(np.array_equal(a, b) for a, b in zip(_dram_weights(tp, dram), want))
+    got = tp.decode_weights(rtl[-len(unload):], padded=True)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    info = rtl[-1][0].info
+    print(f"record {t1 - t0:.1f} s, RTL {t2 - t1:.1f} s ({info['sim_cycles']:.0f} cycles simulated in "
+          f"{info['wall_s']:.1f} s), models {t3 - t2:.1f} s")
+
+
+@pytest.mark.parametrize("cores", [2, 4])
+def test_chip_dram_ports(cores):
+    """The DRAM ports: with DRAM one AXI4 master per core (``m_axi_<k>_*`` at the Verilog
+    top level, the core's widths); without DRAM none, the signature unchanged."""
+    from rtl.chip import Chip
+    from rtl.dma import AxiMaster, axi_master_members
+    from rtl.streams import AxisTop
+
+    cfg = CFG.replace(cores=cores)
+    chip = Chip(cfg)
+    assert chip.signature.members["m_axi"].dimensions == (cores,)
+    assert chip.signature.members["m_axi"].signature == AxiMaster(cfg)
+    ports = AxisTop(chip).signature.members
+    for k in range(cores):
+        for name, member in axi_master_members(cfg, f"m_axi_{k}").items():
+            assert ports[name].flow == member.flow and ports[name].shape == member.shape, name
+    bare = Chip(cfg.replace(dram_mib=0, spad_kib=0))
+    assert set(bare.signature.members) == {"s_axis", "m_axis"}
+    assert all("m_axi_" not in n for n in AxisTop(bare).signature.members)
