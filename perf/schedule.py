@@ -100,7 +100,9 @@ def model_for(hcfg, model: PerfModel | None = None, grid: str = "quick") -> tupl
     from perf.characterize import characterize
 
     kinds = {f"g{i}": c.replace(cores=1) for i, c in enumerate(hcfg.group_cfgs)}
-    doc = characterize(kinds, ["gemv", "gemv_t", "rank1", "relu", "ring_pass_along"], grid=grid, held_out=False)
+    spad = ["spad_load", "spad_store"] if all(c.spad_kib for c in hcfg.group_cfgs) else []   # paged panels
+    doc = characterize(kinds, ["gemv", "gemv_t", "rank1", "relu", "ring_pass_along"] + spad, grid=grid,
+                       held_out=False)
     return PerfModel.fit(doc), list(kinds)
 
 
@@ -235,7 +237,12 @@ def weight_copy_notes(hcfg, mlp, chosen: Prediction, costs: dict, model: PerfMod
     sample (dynamic plus the chip's leakage over the cycles). One line each."""
     if not chosen.fits:
         return []
-    cores = check_fit(hcfg, mlp, chosen.placement)
+    if any(p.cores > 1 for p in chosen.placement.layers):       # a split: the layer's first panel's core
+        from sw.train_hetero_split import layer_parts
+
+        cores = [ps[0][0] for ps in layer_parts(hcfg, mlp, chosen.placement)]
+    else:
+        cores = check_fit(hcfg, mlp, chosen.placement)
     starts = [sum(g.count for g in hcfg.groups[:i]) for i in range(len(hcfg.groups))]
     xing = {x.src: x for x in hcfg.crossings}
     leak = _chip_leak(hcfg)

@@ -28,7 +28,7 @@ from sw.train_hetero_ring import farthest, padded_len
 from sw.train_hetero_split import _allocate, layer_parts
 from sw.train_host import TrainCompileError
 
-__all__ = ["split_options", "predict_split"]
+__all__ = ["split_options", "predict_split", "paging_costs"]
 
 
 def _counts(n: int) -> list:
@@ -68,6 +68,47 @@ def split_options(hcfg, mlp, groups: list) -> list:
     return out
 
 
+def paging_costs(model, kind: str, cfg, mlp, l: int, sp, resident: bool = False) -> tuple:
+    """What paging layer ``l``'s panel (:class:`sw.train_paging.SpadPanel` ``sp``) from
+    the scratchpad adds to its forward and to its backward and update: ``((cycles, pJ),
+    (cycles, pJ))``. Per page a ``spad_load`` (forward; backward, but the resident last
+    page of the output layer) and a ``spad_store`` (backward) of its words, the GEMV,
+    transposed GEMV and rank-1 classes at the page's rows less those at the panel's, and
+    per further page of a layer ``l >= 1`` an ``axpy`` of ``W^T d`` (the ``relu`` class
+    at the input's words). A kind characterized without the scratchpad classes prices
+    them as ``relu`` at the same words."""
+    nr, n = cfg.nr, mlp.shape(l)[1]
+    L = lambda k: local_len(k, nr)                      # noqa: E731
+
+    def op(cls, **shape):
+        if cls.startswith("spad") and cls not in model.fits[kind]:
+            cls = "relu"
+        q = model.predict(kind, cls, shape)
+        return q["cycles"] - cfg.run_overhead, q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)
+
+    def add(acc, x, k=1):
+        return acc[0] + k * x[0], acc[1] + k * x[1]
+
+    rows = [r * nr for _, r in sp.pages]
+    whole = sp.lrows * nr
+    fw, bw = (0.0, 0.0), (0.0, 0.0)
+    for p, r in enumerate(rows):
+        w = sp.page_words(p)
+        fw = add(add(fw, op("spad_load", n=w)), op("gemv", m=r, n=n))
+        if not (resident and p == len(rows) - 1):
+            bw = add(bw, op("spad_load", n=w))
+        bw = add(add(bw, op("spad_store", n=w)), op("rank1", m=r, n=n))
+        if l >= 1:
+            bw = add(bw, op("gemv_t", m=r, n=n))
+            if p:
+                bw = add(bw, op("relu", n=L(n)))
+    fw = add(fw, op("gemv", m=whole, n=n), -1)
+    bw = add(bw, op("rank1", m=whole, n=n), -1)
+    if l >= 1:
+        bw = add(bw, op("gemv_t", m=whole, n=n), -1)
+    return fw, bw
+
+
 def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
     """The model's step of a split placement (see the module docstring): a
     :class:`perf.schedule.Prediction`."""
@@ -76,7 +117,7 @@ def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
     clock = hcfg.group_cfgs[0].clock_mhz * 1e6
     try:
         parts = layer_parts(hcfg, mlp, placement)
-        _allocate(hcfg, mlp, parts)
+        _, spad = _allocate(hcfg, mlp, parts)
     except (PlacementError, TrainCompileError) as e:
         return Prediction(placement, float("inf"), float("inf"), 0.0, 0.0, 0.0, False, str(e))
     over = max(c.run_overhead for c in hcfg.group_cfgs)
@@ -97,6 +138,15 @@ def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
         g = hcfg.group_of(c)
         q = model.predict(kinds[g], "relu", {"n": words})
         return q["cycles"] - hcfg.group_cfgs[g].run_overhead, q["energy_total_pj"] - q["energy_pj"].get("leakage", 0.0)
+
+    @lru_cache(maxsize=None)
+    def paging(c, l):
+        """(forward, backward) extra (cycles, dynamic pJ) of a panel paged from the scratchpad."""
+        sp = spad.get(c, {}).get(l)
+        if sp is None:
+            return (0.0, 0.0), (0.0, 0.0)
+        g = hcfg.group_of(c)
+        return paging_costs(model, kinds[g], hcfg.group_cfgs[g], mlp, l, sp, resident=l == nl - 1)
 
     cyc, dyn, xfers = 0.0, 0.0, []
 
@@ -140,8 +190,11 @@ def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
             f = ph["forward"]
             extra = ph["backward"] if l == nl - 1 else {"cycles": 0, "dyn_pj": 0}
             upd = ph["update"] if l == nl - 1 else {"cycles": 0, "dyn_pj": 0}
-            pc.append((f["cycles"] - over + extra["cycles"] + upd["cycles"] + cc, f["dyn_pj"] + extra["dyn_pj"]
-                       + upd["dyn_pj"] + ce))
+            (pf, pfe), (pb, pbe) = paging(c, l)
+            if l < nl - 1:
+                pb = pbe = 0.0
+            pc.append((f["cycles"] - over + extra["cycles"] + upd["cycles"] + cc + pf + pb, f["dyn_pj"]
+                       + extra["dyn_pj"] + upd["dyn_pj"] + ce + pfe + pbe))
         section(pc)
     for l in range(nl - 2, -1, -1):
         copies = moves(l, False)
@@ -152,7 +205,8 @@ def predict_split(hcfg, mlp, placement: Placement, model, kinds: list):
             cc, ce = copies.get(c, (0.0, 0.0))
             b, u = ph["backward"], ph["update"]
             mc, me = vec(c, local_len(n, hcfg.core_cfg(c).nr)) if (l >= 1 and k > 1) else (0.0, 0.0)
-            pc.append((b["cycles"] - mc + u["cycles"] - over + cc, b["dyn_pj"] - me + u["dyn_pj"] + ce))
+            _, (pb, pbe) = paging(c, l)
+            pc.append((b["cycles"] - mc + u["cycles"] - over + cc + pb, b["dyn_pj"] - me + u["dyn_pj"] + ce + pbe))
         section(pc)
         if l >= 1:
             for j in range(1, k):

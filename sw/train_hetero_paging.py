@@ -5,8 +5,8 @@ through a page buffer, as SGD across the cores of a one-kind chip pages them
 
 :func:`allocate` gives each core its regions: every panel in the PE memories when they
 fit (bank A while it has room, else B); otherwise :func:`sw.train_paging.plan_panels`
-chooses the banks and moves the largest panels of the core to its scratchpad, one more
-at a time, until the rest fits beside a page buffer ``WP``. The ops of a paged panel are
+chooses the banks and moves the largest panels of the core that each fit its scratchpad
+there, one more at a time, until the rest fits beside a page buffer ``WP``. The ops of a paged panel are
 the single-kind compiler's: per page a :func:`sw.train_paging.spad_op` load and the
 page's rows of the forward GEMV (:func:`paged_forward_ops`); backward
 :func:`sw.train_chip_ops._paged_backward` (last page first: load, the page's part of
@@ -122,7 +122,7 @@ def allocate(hcfg, mlp: MLP, parts) -> tuple:
             _, al, panels = plan_panels(
                 cfg, Ps, Ns, lambda wb, pg, c=c, mine=mine, ls=ls: _core_alloc(
                     hcfg, mlp, parts, c, mine, dict(zip(ls, wb)), {ls[i]: r for i, r in (pg or {}).items()}),
-                list(range(len(mine))), fail=fail)
+                [i for i in range(len(mine)) if cfg.nr * L(Ps[i]) * L(Ns[i]) <= cfg.spad_depth], fail=fail)
             if any(isinstance(p, DramPanel) for p in panels.values()):
                 raise TrainCompileError(f"core {c}: its panels need DRAM streaming, which the heterogeneous "
                                         f"compiler does not compile")

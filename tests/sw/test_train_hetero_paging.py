@@ -10,6 +10,8 @@ import pytest
 
 from arch.hetero import HETERO_PRESETS, CoreGroup, HeteroConfig
 from perf.hybrid_run import run_placement
+from perf.schedule import model_for
+from perf.schedule_split import predict_split
 from sw.mlp import MLP
 from sw.train_hetero_place import placement_from_arg
 from sw.train_hetero_split import compile_split
@@ -29,8 +31,11 @@ def test_paged_bit_exact_and_cycles(chip, sizes, place, paged):
     mlp, pl = MLP(sizes, "mse", 0.05), placement_from_arg(place)
     prog = compile_split(chip, mlp, pl)
     assert {c: l for c, d in prog.spad.items() for l in d} == paged
-    r = run_placement(chip, mlp, pl, steps=2)      # raises unless bit for bit and cycles as predicted
+    pred = predict_split(chip, mlp, pl, *model_for(chip))
+    assert pred.fits
+    r = run_placement(chip, mlp, pl, steps=2, predicted=pred.to_dict())   # raises unless bit for bit, cycles
     assert r["cycles"] == prog.step_cycles()
+    assert abs(r["model_cycles_err"]) < 0.08 and abs(r["model_energy_err"]) < 0.10
     assert any(v for c in r["step_counters"] for k, v in c.items() if k.startswith("spad_rd"))
 
 
