@@ -115,53 +115,75 @@ def f16_to_f32(bits) -> np.ndarray:
     return _F16_F32.take(bits)
 
 
-def f32_to_f16_bits(f: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _f16_work(n: int) -> tuple:
+    """Scratch arrays of :func:`f32_to_f16_bits` for ``n`` values: two uint32, one bool."""
+    return np.empty(n, _U32), np.empty(n, _U32), np.empty(n, np.bool_)
+
+
+def f32_to_f16_bits(f: np.ndarray, out: np.ndarray, work: tuple | None = None) -> np.ndarray:
     """Round float32 values ``f`` to binary16, nearest even, into the uint16 bits ``out``
     (same size, flat); NaNs give ``0x7E00`` (the canonical quiet NaN), overflow infinity.
+    ``work``: scratch arrays of at least ``f.size`` values (:func:`_f16_work`), reused
+    across calls so that no temporary array is allocated.
 
     Normal results: the float32 pattern rebiased and rounded at bit 13 (the carry of a
     round-up moves into the exponent, up to infinity). Subnormal results (magnitude below
     ``2**-14``): ``|f| + 0.5`` in float32 quantizes to multiples of ``2**-24`` (the binary16
     subnormal quantum) with RNE, and its fraction bits are the binary16 pattern (``0x400``
     when it rounds up to the smallest normal)."""
-    u = f.view(_U32)
-    a = u & _U32(0x7FFFFFFF)
-    t = a >> 13
-    t &= _U32(1)
-    t += a
-    t += _BIAS_RND
-    t >>= 13
-    small = a < _U32(113 << 23)
-    if small.any():
+    n = f.size
+    a, t, m = work if work is not None else _f16_work(n)
+    a, t, m = a[:n], t[:n], m[:n]
+    u = f.reshape(-1).view(_U32)
+    np.bitwise_and(u, _U32(0x7FFFFFFF), out=a)
+    np.right_shift(a, _U32(13), out=t)
+    np.bitwise_and(t, _U32(1), out=t)
+    np.add(t, a, out=t)
+    np.add(t, _BIAS_RND, out=t)
+    np.right_shift(t, _U32(13), out=t)
+    np.less(a, _U32(113 << 23), out=m)
+    if m.any():
         s = (a.view(np.float32) + _HALF).view(_U32)
         s -= _U32(0x3F000000)
-        np.copyto(t, s, where=small)
-    u = u >> 16
-    u &= _U32(0x8000)
-    t |= u
-    big = a >= _U32(143 << 23)
-    if big.any():
-        np.copyto(t, np.where(a > _U32(0x7F800000), _U32(0x7E00), u | _U32(0x7C00)), where=big)
-    out[...] = t
+        np.copyto(t, s, where=m)
+    np.greater_equal(a, _U32(143 << 23), out=m)
+    big = m.any()
+    if big:
+        nan = a > _U32(0x7F800000)
+    np.right_shift(u, _U32(16), out=a)
+    np.bitwise_and(a, _U32(0x8000), out=a)
+    np.bitwise_or(t, a, out=t)
+    if big:
+        np.copyto(t, np.where(nan, _U32(0x7E00), a | _U32(0x7C00)), where=m)
+    np.copyto(out, t.reshape(out.shape), casting="unsafe")
     return out
 
 
 def _f16_blocks(fn, *args) -> np.ndarray:
     """``fn`` (float32 arrays -> float32 result) on binary16 bit-pattern arrays
     broadcast together, in blocks of cache size along the leading axis, each block's
-    result rounded by :func:`f32_to_f16_bits`."""
+    result rounded by :func:`f32_to_f16_bits`. An operand smaller than the result
+    (broadcast) is converted to float32 once, whole."""
     shape = np.broadcast_shapes(*(x.shape for x in args))
     shape1 = shape if len(shape) else (1,)
-    args = [x if x.shape == shape1 else np.broadcast_to(x, shape1) for x in args]
+    conv = []
+    for x in args:
+        if x.shape == shape1:
+            conv.append((x, False))
+        else:
+            x = x.reshape((1,) * (len(shape1) - x.ndim) + x.shape)
+            conv.append((np.broadcast_to(f16_to_f32(x), shape1) if x.size * 2 < np.prod(shape1) else
+                         np.broadcast_to(x, shape1), x.size * 2 < np.prod(shape1)))
     out = np.empty(shape1, np.uint16)
     n0 = shape1[0]
     inner = int(np.prod(shape1[1:], dtype=np.int64))
     per = max(1, _CHUNK // max(1, inner))
+    work = _f16_work(min(n0, per) * inner)
     with np.errstate(all="ignore"):
         for i in range(0, n0, per):
             j = min(n0, i + per)
-            f = fn(*(f16_to_f32(x[i:j]) for x in args))
-            f32_to_f16_bits(f.reshape(-1), out[i:j].reshape(-1))
+            f = fn(*(x[i:j] if done else f16_to_f32(x[i:j]) for x, done in conv))
+            f32_to_f16_bits(f, out[i:j], work)
     return out.reshape(shape)
 
 

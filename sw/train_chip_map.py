@@ -106,7 +106,11 @@ class PanelMap:
             G = np.zeros(self._gshape(l), dtype=fmt.np_uint)
             G[:m, :n] = W
             for k in range(c):
-                out[k].append(G[self._panel_index(l, k)])
+                rows, cols = self._panel_index(l, k)
+                if isinstance(cols, slice):
+                    out[k].append(G[rows, cols])
+                else:
+                    out[k].append(np.concatenate([G[rows, g] for _, g in _runs(cols)], axis=1))
         return out
 
     def join_panels(self, l, panels, padded: bool = False) -> np.ndarray:
@@ -114,6 +118,20 @@ class PanelMap:
         padding ignored): ``(m, n)``, or with ``padded`` the whole :meth:`_gshape`."""
         G = np.zeros(self._gshape(l), dtype=self.cfg.fmt.np_uint)
         for k, panel in enumerate(panels):
-            G[self._panel_index(l, k)] = panel[:self.P[l], :self.N[l]]
+            rows, cols = self._panel_index(l, k)
+            panel = panel[:self.P[l], :self.N[l]]
+            if isinstance(cols, slice):
+                G[rows, cols] = panel
+            else:
+                for p, g in _runs(cols):
+                    G[rows, g] = panel[:, p]
         m, n = self.mlp.shape(l)
         return G if padded else G[:m, :n]
+
+
+def _runs(cols: np.ndarray) -> list:
+    """``cols`` (distinct column indices) as runs of consecutive columns: ``[(positions,
+    columns)]``, two slices each (block copies instead of a fancy index per element)."""
+    brk = (np.flatnonzero(np.diff(cols) != 1) + 1).tolist()
+    starts, ends = [0] + brk, brk + [len(cols)]
+    return [(slice(s, e), slice(int(cols[s]), int(cols[s]) + e - s)) for s, e in zip(starts, ends)]
