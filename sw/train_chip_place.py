@@ -189,7 +189,9 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
     so every core has it at the same origin; one image when all programs fit together,
     else one per program (reloaded per RUN). Each distinct op is assembled once and
     moved to its address on every core (:func:`_assemble_ops`; the whole program is
-    assembled when its ops could interact)."""
+    assembled when its ops could interact); an op that assembles alike on every core
+    (not ``per_core``, not the broadcast: :func:`_varies`) is emitted for core 0 only,
+    the other cores taking its code at the same position of their ops."""
     c = cfg.cores
     codes = _Codes(cfg)
     progs, sizes = [], []
@@ -204,10 +206,14 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
         if not together or not images:
             org = 0
             images.append([[] for _ in range(c)])
-        ins, longest = set(), 0
+        ins, longest, first = set(), 0, None
         for k, ops in enumerate(pco):
             try:
-                built = _assemble_ops(cfg, ops, [codes.get(op) for op in ops], org)
+                # an op that assembles alike on every core: core 0's code (emitted once)
+                cs = [first[i] if first is not None and not _varies([op]) and op.name == pco[0][i].name
+                      else codes.get(op) for i, op in enumerate(ops)]
+                first = first or cs
+                built = _assemble_ops(cfg, ops, cs, org)
             except AsmError:
                 built = None                       # an op that does not assemble alone
             w, n = built or _build_ops(cfg, ops, origin=org)
