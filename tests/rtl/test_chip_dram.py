@@ -1,8 +1,9 @@
 """The chip's DRAM ports on the RTL (``rtl.chip.Chip`` with ``m_axi[k]``, one cocotbext-axi
 ``AxiRam`` per core, ``sim/tb_chip.py``, Icarus): an SGD step with both weight panels
-streamed from each core's DRAM, replayed from its recording, every beat and counter
-equal to the chip models', the DRAM and the weights equal to the golden trainer's
-(``docs/chip.md``, "DRAM ports")."""
+streamed from each core's DRAM, and CP steps with a hidden layer's panel streamed from
+its core's DRAM, replayed from their recordings; every beat and counter equal to the
+chip models', the DRAM and the weights equal to the golden trainer's (``docs/chip.md``,
+"DRAM ports")."""
 
 from __future__ import annotations
 
@@ -15,10 +16,12 @@ from arch.config import ArchConfig
 from sim.chip_run import ChipPhase, run_chip_session
 from sim.sessions import ChipSession
 from sw.golden_train_chip import GoldenChipSGD
+from sw.golden_train_cp import GoldenChipCP
 from sw.layout import unpack_matrix
 from sw.mlp import MLP
 from sw.train import init_weights
 from sw.train_chip import compile_chip_sgd
+from sw.train_cp import compile_chip_cp
 from sw.train_dram import DramPanel
 from sw.train_paging import spad_local
 from tests.rtl.test_dram_rtl import AXIRAM_LATENCY
@@ -30,6 +33,8 @@ CFG = ArchConfig(nr=2, mem_a_words=128, mem_b_words=128, ucode_depth=256, cores=
 NET = (5, 9, 6)
 #: both layers' panels in DRAM, pages of 2 local rows (3 pages for W0, 2 for W1)
 PAGED = dict(spad=[0, 1], page_rows=2, dram=[0, 1])
+#: CP's programs (head, tail variants, chains, host programs) need more microcode
+CFG_CP = CFG.replace(ucode_depth=512)
 
 
 def _record(seed: int):
@@ -62,6 +67,24 @@ def _dram_weights(tp, dram):
             for l in range(tp.mlp.n_layers)]
 
 
+def _replay(cfg, phases, ranges, name):
+    """``phases`` on the chip RTL (beats checked against the per-cycle model in the
+    testbench), the fast chip engine and the per-cycle model: per phase and core the same
+    output beats and counters; the three DRAM read-backs of ``ranges`` equal. Returns the
+    RTL's results and the seconds it took."""
+    t0 = time.perf_counter()
+    rtl = run_chip_session(cfg, phases, backend="rtl", sim="icarus", name=name, dram_read=ranges)
+    t1 = time.perf_counter()
+    fast = run_chip_session(cfg, phases, backend="fast", dram_read=ranges)
+    model = run_chip_session(cfg, phases, backend="model", dram_read=ranges)
+    for p, (pr, pf, pm) in enumerate(zip(rtl, fast, model)):
+        for k, (a, b, c) in enumerate(zip(pr, pf, pm)):
+            assert a.data == b.data == c.data, (phases[p].name, k)
+            assert a.counters == b.counters == c.counters, (phases[p].name, k)
+    assert rtl[-1][0].info["dram"] == fast[-1][0].info["dram"] == model[-1][0].info["dram"]
+    return rtl, t1 - t0
+
+
 def test_chip_dram_sgd_step_rtl(require_simulator):
     """Init (weights into each core's DRAM through the scratchpad and the DMA engines), one
     SGD step streaming every page (load, compute, store back), then the weights sent to
@@ -72,22 +95,12 @@ def test_chip_dram_sgd_step_rtl(require_simulator):
     DRAM contents equal both models' and decode to the golden trainer's weights, as do
     the weights the RTL sends back."""
     require_simulator("icarus")
-    t0 = time.perf_counter()
     tp, gold, phases, step = _record(3)
     unload = tp.unload_weights_phases()
     phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
     ranges = [[(tp.spad[l].base, tp.spad[l].beats(CFG.nr)) for l in range(tp.mlp.n_layers)]] * CFG.cores
-    t1 = time.perf_counter()
-    rtl = run_chip_session(CFG, phases, backend="rtl", sim="icarus", name="chip-dram-sgd", dram_read=ranges)
-    t2 = time.perf_counter()
-    fast = run_chip_session(CFG, phases, backend="fast", dram_read=ranges)
-    model = run_chip_session(CFG, phases, backend="model", dram_read=ranges)
-    t3 = time.perf_counter()
+    rtl, wall = _replay(CFG, phases, ranges, "chip-dram-sgd")
 
-    for p, (pr, pf, pm) in enumerate(zip(rtl, fast, model)):
-        for k, (a, b, c) in enumerate(zip(pr, pf, pm)):
-            assert a.data == b.data == c.data, (phases[p].name, k)
-            assert a.counters == b.counters == c.counters, (phases[p].name, k)
     names = [ph.name for ph in phases]
     for name, kind, cyc in step.phases:          # the step's chip RUNs: the compiler's cycles
         if kind == "chip":
@@ -99,15 +112,62 @@ def test_chip_dram_sgd_step_rtl(require_simulator):
     assert sum(c.counters["dma_stall_cycles"] for p, n in enumerate(names) if n.startswith("step")
                for c in rtl[p]) > 0
 
-    dram = rtl[-1][0].info["dram"]
-    assert dram == fast[-1][0].info["dram"] == model[-1][0].info["dram"]
     want = gold.weights(padded=True)
-    assert all(np.array_equal(a, b) for a, b in zip(_dram_weights(tp, dram), want))
+    assert all(np.array_equal(a, b) for a, b in zip(_dram_weights(tp, rtl[-1][0].info["dram"]), want))
     got = tp.decode_weights(rtl[-len(unload):], padded=True)
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     info = rtl[-1][0].info
-    print(f"record {t1 - t0:.1f} s, RTL {t2 - t1:.1f} s ({info['sim_cycles']:.0f} cycles simulated in "
-          f"{info['wall_s']:.1f} s), models {t3 - t2:.1f} s")
+    print(f"RTL {wall:.1f} s ({info['sim_cycles']:.0f} cycles simulated in {info['wall_s']:.1f} s)")
+
+
+def test_chip_dram_cp_steps_rtl(require_simulator):
+    """Continuous propagation on the 2 cores (one layer each), the hidden layer's panel
+    streamed from core 0's DRAM in pages of 2 rows: two samples through the pipeline and
+    out (filling, steady state, draining: 6 steps) recorded on the per-cycle model
+    against the golden trainer, replayed on the RTL. Beats and counters equal both
+    engines' per phase; each step's head streams the whole panel (DRAM counters as the
+    compiler predicts); the RTL's DRAM equals the models' and is what the RTL sends back
+    as core 0's panel, whose decoded weights are the golden trainer's."""
+    require_simulator("icarus")
+    cfg = CFG_CP
+    mlp = MLP(NET, "mse", 0.125)
+    kw = dict(spad=[0], page_rows=2, dram=[0])
+    tp = compile_chip_cp(cfg, mlp, **kw)
+    sp = tp.spad[0]
+    assert isinstance(sp, DramPanel) and sp.res == 0 and tp.cores_of(0) == [0]
+    W0 = init_weights(mlp, cfg.fmt, 3)
+    sess = ChipSession(cfg, "model", record=True)
+    tp.init(sess, W0)
+    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused, **kw)
+    rng = np.random.default_rng(5)
+    n, L = 2, tp.latency_steps()
+    X, T = rng.normal(size=(n, mlp.n_in)), rng.normal(size=(n, mlp.n_out)) * 0.5
+    for s in range(n + 2 * L):
+        r = tp.run_step(sess, X[s] if s < n else None, T[s - L] if 0 <= s - L < n else None)
+        g = gold.step(X[s] if s < n else None, T[s - L] if 0 <= s - L < n else None)
+        assert np.array_equal(r.raw["out"], g["raw"]) and r.loss == g["loss"], s
+        assert r.cycles == tp.step_cycles()
+    phases = list(sess.phases)
+    want = gold.weights(padded=True)
+    assert all(np.array_equal(a, b) for a, b in zip(tp.weights_from_session(sess, padded=True), want))
+    unload = tp.unload_weights_phases()
+    phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
+    ranges = [[(sp.base, sp.dram_beats(cfg.nr))], []]
+    rtl, wall = _replay(cfg, phases, ranges, "chip-dram-cp")
+
+    heads = [p for p, ph in enumerate(phases) if ph.name == "cp-head"]
+    d = tp.dram_per_step(0)
+    assert len(heads) == n + 2 * L and d["rd"] == d["wr"] == sp.beats(cfg.nr) and d["stall"] > 0
+    for p in heads:
+        c = rtl[p][0].counters
+        assert (c["dram_rd_beats"], c["dram_wr_beats"], c["dma_busy_cycles"], c["dma_stall_cycles"]) == (
+            d["rd"], d["wr"], d["busy"], d["stall"]), p
+        assert rtl[p][1].counters["dram_rd_beats"] == 0
+    dram = rtl[-1][0].info["dram"]
+    assert [b.data for b in rtl[-1][0].data] == dram[0][0]       # core 0 sends its panel from DRAM
+    assert all(np.array_equal(a, b) for a, b in zip(tp.decode_weights(rtl[-len(unload):], padded=True), want))
+    info = rtl[-1][0].info
+    print(f"RTL {wall:.1f} s ({info['sim_cycles']:.0f} cycles simulated in {info['wall_s']:.1f} s)")
 
 
 @pytest.mark.parametrize("cores", [2, 4])
