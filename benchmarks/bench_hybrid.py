@@ -1,6 +1,9 @@
 """Heterogeneous chips with their schedule against single-kind chips of the same area:
 energy per sample and throughput of batch-1 SGD (MSE) of the reference design's small
-network, 784-500-500-500-10, all measured on the fast chip engine (``docs/hybrid.md``).
+network, 784-500-500-500-10, and of its large one, 784-2500-2000-1500-1000-500-10
+(:func:`large_network`: the mixes of :data:`LARGE_MIXES`, panels paged from the
+scratchpad where they do not fit), all measured on the fast chip engine
+(``docs/hybrid.md``).
 
 * **Hybrid**: each candidate mix of S's 4 x 4 and L's 16 x 16 binary16 cores (the presets
   hetero-S and hetero-L and smaller mixes, :data:`MIXES`) is scheduled by
@@ -56,33 +59,13 @@ STEPS = 2
 MIXES = [(16, 2), (32, 4), (4, 2), (2, 2), (8, 2)]
 #: split placements measured beside the chosen one (the next best by predicted energy)
 NOT_CHOSEN_SPLITS = 2
+#: candidate mixes for the large network: hetero-L, mixes of L's 8 cores (the single-kind
+#: L chip's count) with a few S cores, and smaller ones where no placement fits
+LARGE_MIXES = [(32, 4), (8, 8), (4, 8), (2, 8), (2, 4), (2, 6), (4, 6)]
 
 
 def _label(pl) -> str:
     return "layers split across cores" if any(x.cores > 1 for x in pl.layers) else "layers on cores"
-
-
-def large_network_fit() -> dict:
-    """Whether the large network fits hetero-S and hetero-L with its hidden layers split
-    across every core of a group: per chip and group, the largest layer's words per PE
-    in one bank against the bank's words."""
-    from arch.hetero import HETERO_PRESETS
-    from sw.layout import local_len
-
-    out = {}
-    mlp = MLP(LARGE, "mse", LR)
-    for name in ("hetero-S", "hetero-L"):
-        h = HETERO_PRESETS[name]
-        wide = max(c.nr for c in h.group_cfgs)
-        for g, c in zip(h.groups, h.group_cfgs):
-            worst = 0
-            for l in range(mlp.n_layers - 1):
-                m, n = mlp.shape(l)
-                P = -(-m // (g.count * wide)) * wide
-                worst = max(worst, local_len(P, c.nr) * local_len(n, c.nr))
-            out[f"{name}, {g.count} x {c.nr}x{c.nr}"] = {"words_per_pe": worst, "bank_words": c.mem_a_words,
-                                                        "fits": worst <= c.mem_a_words}
-    return out
 
 
 def mix(ns: int, nl: int) -> HeteroConfig:
@@ -118,6 +101,123 @@ def _chip_sgd(preset: str, cores: int, mlp: MLP, log) -> dict:
         f"{sum(rep.energy_pj.values()) * 1e-6:.2f} uJ per sample (everything)")
     return {"compiler": "SGD across cores (sw.train_chip)", "cycles": r.cycles,
             "samples_per_s": cfg.clock_mhz * 1e6 / r.cycles, "golden_bit_exact": True, **energy_entry(rep)}
+
+
+def _row(chip, compiler, placement, r, area=None) -> dict:
+    """A table row of a measured run (``r``: :func:`run_placement`'s or :func:`_chip_sgd`'s
+    result, or one with ``error``)."""
+    row = {"chip": chip, "compiler": compiler, "placement": placement,
+           "area mm2": round(area if area is not None else r["area_mm2"], 2)}
+    if "error" in r:
+        return {**row, "cycles": "does not compile", "samples/s": "", "uJ/sample everything": "",
+                "uJ/sample compared": "", "model cycles err": "", "model energy err": ""}
+    return {**row, "cycles": r["cycles"], "samples/s": round(r["samples_per_s"]),
+            "uJ/sample everything": round(r["energy_uj_per_sample_everything"], 2),
+            "uJ/sample compared": round(r["energy_uj_per_sample_compared"], 2),
+            "model cycles err": f"{r['model_cycles_err']:+.1%}" if "model_cycles_err" in r else "",
+            "model energy err": f"{r['model_energy_err']:+.1%}" if "model_energy_err" in r else ""}
+
+
+def _savings(hyb, singles) -> tuple:
+    """Against each single-kind measurement: the saving of the hybrid's energy per sample,
+    split into the chips at most as fast as the hybrid (saving at no loss of throughput)
+    and the faster ones (the hybrid loses throughput against them)."""
+    eh, equal, faster = hyb["energy_uj_per_sample_everything"], [], []
+    for sc in singles:
+        for key in ("same_compiler", "sgd_across_cores"):
+            m = sc[key]
+            if "error" in m:
+                continue
+            e = m["energy_uj_per_sample_everything"]
+            x = {"against": f"{sc['cores']} x {sc['kind']}, {key}", "their_samples_per_s": m["samples_per_s"],
+                 "saving": (e - eh) / e, "throughput_ratio": hyb["samples_per_s"] / m["samples_per_s"]}
+            (equal if m["samples_per_s"] <= hyb["samples_per_s"] * 1.000001 else faster).append(x)
+    return equal, faster
+
+
+def large_network(log) -> dict:
+    """The large network on the :data:`LARGE_MIXES`: each scheduled (objective energy; no
+    single-kind chip of the same area fits it with every layer on one core, so the
+    constraint is any throughput); the mix with the least predicted energy per sample
+    run with its schedule, and hetero-L's schedule beside it; the single-kind chips of
+    the best mix's area with SGD across cores."""
+    mlp = MLP(LARGE, "mse", LR)
+    cands = []
+    for ns, nl in LARGE_MIXES:
+        h = mix(ns, nl)
+        t0 = time.perf_counter()
+        try:
+            s = schedule(h, mlp)
+        except ScheduleError as e:
+            cands.append({"mix": f"{ns} S + {nl} L", "error": str(e)})
+            log(f"large, {ns} S + {nl} L: {e}")
+            continue
+        area = ns * core_area_mm2(PRESETS["S"]) + nl * core_area_mm2(PRESETS["L"]) + crossings_area_mm2(h)
+        cands.append({"mix": f"{ns} S + {nl} L", "area_mm2": round(area, 2), "placement": s.chosen.placement.short(),
+                      "predicted": s.chosen.to_dict(), "search": s.search,
+                      "placements_that_fit": sum(p.fits for p in s.candidates),
+                      "schedule_s": round(time.perf_counter() - t0, 1), "_s": s, "_h": h})
+        log(f"large, {ns} S + {nl} L: {s.chosen.placement.short()}, predicted {s.chosen.energy_pj * 1e-6:.1f} uJ, "
+            f"{s.chosen.samples_per_s:.0f} samples/s ({s.search})")
+    ok = [c for c in cands if "_s" in c]
+    best = min(ok, key=lambda c: c["_s"].chosen.energy_pj)
+    h, s = best["_h"], best["_s"]
+    log(f"large, best mix {best['mix']}: {s.chosen.placement.short()}")
+    hyb = run_placement(h, mlp, s.chosen.placement, steps=STEPS, predicted=s.chosen.to_dict(), log=log)
+    rows = [_row(f"hybrid {best['mix']}", _label(s.chosen.placement) + ", scheduled", s.chosen.placement.short(), hyb)]
+    others = []
+    for c in ok:
+        if c is not best and c["mix"] == "32 S + 4 L":          # hetero-L: its S cores work in its schedule
+            log(f"large, hetero-L's schedule {c['placement']}")
+            o = run_placement(c["_h"], mlp, c["_s"].chosen.placement, steps=STEPS, predicted=c["predicted"], log=log)
+            others.append(o)
+            rows.append(_row(f"hybrid {c['mix']} (hetero-L)", _label(c["_s"].chosen.placement) + ", scheduled",
+                             c["placement"], o))
+    singles = []
+    for g, n, res in same_area_chips(h):
+        kind = "S" if g == 0 else "L"
+        cfg = PRESETS[kind]
+        one = HeteroConfig((CoreGroup(n, cfg),))
+        singles.append({"kind": kind, "cores": n, "area_mm2": round(n * core_area_mm2(cfg), 2),
+                        "area_residual": res, "same_compiler": _same_compiler(one, mlp, log),
+                        "sgd_across_cores": _chip_sgd(kind, n, mlp, log)})
+    for sc in singles:
+        for key, label in (("same_compiler", "layers on cores"), ("sgd_across_cores", "SGD across cores")):
+            rows.append(_row(f"{sc['cores']} x {sc['kind']} ({sc['area_residual']:+.1%} area)", label,
+                             "all on the kind" if key == "same_compiler" else "row panels on every core",
+                             sc[key], sc["area_mm2"]))
+    equal, faster = _savings(hyb, singles)
+    for c in cands:
+        c.pop("_s", None)
+        c.pop("_h", None)
+    return {"sizes": list(LARGE), "run": True, "best_mix": best["mix"], "placement": s.chosen.placement.short(),
+            "rows": rows, "candidates": cands,
+            "hybrid": hyb, "others": others, "single_kind": singles, "equal_throughput_saving": equal,
+            "faster_single_kind": faster, "schedule": s.to_dict()}
+
+
+def _large_note(large: dict) -> str:
+    """The note's sentences on the large network."""
+    hyb, sk = large["hybrid"], {f"{x['cores']} x {x['kind']}": x for x in large["single_kind"]}
+    tried = "; ".join(f"{c['mix']}: " + (f"{c['placement']} ({c['placements_that_fit']} placements fit, "
+                                         f"{c['search']}, {c['schedule_s']} s)" if "error" not in c else
+                                         "no placement fits") for c in large["candidates"])
+    paged = ", ".join(f"layer {p['layer']} on core {p['core']} ({p['pages']} pages)" for p in hyb["paged_panels"])
+    return (f"Large network {'-'.join(map(str, LARGE))}, scheduled on the mixes {tried}. Best: "
+            f"{large['best_mix']} with {large['placement']}: {hyb['cycles']} cycles, "
+            f"{hyb['samples_per_s']:.0f} samples/s, {hyb['energy_uj_per_sample_everything']:.1f} uJ per sample "
+            f"(model {hyb['model_cycles_err']:+.1%} cycles, {hyb['model_energy_err']:+.1%} energy); panels paged "
+            f"from the scratchpad: {paged or 'none'}. Single-kind chips of its area, SGD across cores: "
+            + "; ".join(f"{k}: " + (f"{v['sgd_across_cores']['cycles']} cycles, "
+                                    f"{v['sgd_across_cores']['energy_uj_per_sample_everything']:.1f} uJ"
+                                    if "error" not in v['sgd_across_cores'] else "does not compile")
+                        for k, v in sk.items())
+            + " (the layers-on-cores compiler fits no layer set on one core). Energy saving at no loss of "
+            "throughput: " + ("; ".join(f"{x['saving']:+.1%} against {x['against']}"
+                                        for x in large["equal_throughput_saving"]) or "none measured")
+            + "; against the faster chips (the hybrid loses throughput): "
+            + ("; ".join(f"{x['saving']:+.1%} against {x['against']} at {x['throughput_ratio']:.2f}x its samples/s"
+                         for x in large["faster_single_kind"]) or "none") + ".")
 
 
 def _same_compiler(hcfg, mlp, log) -> dict:
@@ -204,57 +304,27 @@ def run(log=print) -> dict:
         singles.append({"kind": kind, "cores": n, "area_mm2": round(n * core_area_mm2(cfg), 2),
                         "area_residual": res, "same_compiler": _same_compiler(one, mlp, log),
                         "sgd_across_cores": _chip_sgd(kind, n, mlp, log)})
-    rows = [{"chip": f"hybrid {best['mix']}", "compiler": _label(s.chosen.placement) + ", scheduled",
-             "placement": s.chosen.placement.short(), "area mm2": round(hyb["area_mm2"], 2),
-             "cycles": hyb["cycles"], "samples/s": round(hyb["samples_per_s"]),
-             "uJ/sample everything": round(hyb["energy_uj_per_sample_everything"], 2),
-             "uJ/sample compared": round(hyb["energy_uj_per_sample_compared"], 2),
-             "model cycles err": f"{hyb['model_cycles_err']:+.1%}", "model energy err": f"{hyb['model_energy_err']:+.1%}"}]
+    rows = [_row(f"hybrid {best['mix']}", _label(s.chosen.placement) + ", scheduled", s.chosen.placement.short(),
+                 hyb)]
     others = []
     split = lambda p: any(x.cores > 1 for x in p.placement.layers)       # noqa: E731
     fit = sorted((p for p in s.candidates if p.fits and p.placement != s.chosen.placement), key=lambda p: p.energy_pj)
     for p in [p for p in fit if not split(p)] + [p for p in fit if split(p)][:NOT_CHOSEN_SPLITS]:
-        if True:
-            log(f"not chosen, measured: {p.placement.short()}")
-            o = run_placement(h, mlp, p.placement, steps=STEPS, predicted=p.to_dict(), log=log)
-            others.append(o)
-            rows.append({"chip": f"hybrid {best['mix']}", "compiler": _label(p.placement) + ", not chosen",
-                         "placement": p.placement.short(), "area mm2": round(o["area_mm2"], 2),
-                         "cycles": o["cycles"], "samples/s": round(o["samples_per_s"]),
-                         "uJ/sample everything": round(o["energy_uj_per_sample_everything"], 2),
-                         "uJ/sample compared": round(o["energy_uj_per_sample_compared"], 2),
-                         "model cycles err": f"{o['model_cycles_err']:+.1%}",
-                         "model energy err": f"{o['model_energy_err']:+.1%}"})
+        log(f"not chosen, measured: {p.placement.short()}")
+        o = run_placement(h, mlp, p.placement, steps=STEPS, predicted=p.to_dict(), log=log)
+        others.append(o)
+        rows.append(_row(f"hybrid {best['mix']}", _label(p.placement) + ", not chosen", p.placement.short(), o))
     for sc in singles:
         for key, label in (("same_compiler", "layers on cores"), ("sgd_across_cores", "SGD across cores")):
-            m = sc[key]
-            row = {"chip": f"{sc['cores']} x {sc['kind']} ({sc['area_residual']:+.1%} area)", "compiler": label,
-                   "placement": "all on the kind" if key == "same_compiler" else "row panels on every core",
-                   "area mm2": sc["area_mm2"]}
-            if "error" in m:
-                row.update({"cycles": "does not compile", "samples/s": "", "uJ/sample everything": "",
-                            "uJ/sample compared": "", "model cycles err": "", "model energy err": ""})
-            else:
-                row.update({"cycles": m["cycles"], "samples/s": round(m["samples_per_s"]),
-                            "uJ/sample everything": round(m["energy_uj_per_sample_everything"], 2),
-                            "uJ/sample compared": round(m["energy_uj_per_sample_compared"], 2),
-                            "model cycles err": "", "model energy err": ""})
-            rows.append(row)
+            rows.append(_row(f"{sc['cores']} x {sc['kind']} ({sc['area_residual']:+.1%} area)", label,
+                             "all on the kind" if key == "same_compiler" else "row panels on every core",
+                             sc[key], sc["area_mm2"]))
     # the saving at equal throughput: against the single-kind chips the hybrid's throughput matches
     eh = hyb["energy_uj_per_sample_everything"]
-    equal = []
-    for sc in singles:
-        for key in ("same_compiler", "sgd_across_cores"):
-            m = sc[key]
-            if "error" not in m and m["samples_per_s"] <= hyb["samples_per_s"] * 1.000001:
-                e = m["energy_uj_per_sample_everything"]
-                equal.append({"against": f"{sc['cores']} x {sc['kind']}, {key}", "their_samples_per_s":
-                              m["samples_per_s"], "saving": (e - eh) / e})
-    faster = [f"{sc['cores']} x {sc['kind']} ({key}): {sc[key]['samples_per_s']:.0f} samples/s"
-              for sc in singles for key in ("same_compiler", "sgd_across_cores")
-              if "error" not in sc[key] and sc[key]["samples_per_s"] > hyb["samples_per_s"] * 1.000001]
+    equal, faster = _savings(hyb, singles)
     leak = hyb["steps"][-1]["energy_pj_by_category"].get("leakage", 0.0) * 1e-6
-    large = large_network_fit()
+    large = large_network(log)
+    rows += [{**r, "chip": f"large net: {r['chip']}"} for r in large["rows"]]
     note = (f"Batch-1 SGD (MSE) of {mlp.describe()}, {STEPS} steps per chip on the fast chip engine, weights bit "
             f"for bit against the golden trainers; energy per sample in the 'everything' scope (all categories, "
             f"every core's leakage all along, crossings), 'compared' (FPU + SRAM + scratchpad + buses) beside it. "
@@ -264,11 +334,8 @@ def run(log=print) -> dict:
             "Energy saving at no loss of throughput (against the single-kind chips at most as fast as the hybrid): "
             + ("; ".join(f"{x['saving']:+.1%} against {x['against']}" for x in equal) if equal else "none measured")
             + ". Single-kind chips faster than the hybrid (the hybrid loses throughput against them): "
-            + ("; ".join(faster) if faster else "none")
-            + f". Large network {'-'.join(map(str, LARGE))}: not run; split across every core of a group, its "
-            "largest panel needs " + "; ".join(f"{v['words_per_pe']} words per PE on {k} ({v['bank_words']} in a "
-                                               f"bank)" for k, v in large.items())
-            + " (no paging from the scratchpad, no layer split across groups).")
+            + ("; ".join(f"{x['against']}: {x['their_samples_per_s']:.0f} samples/s" for x in faster) if faster
+               else "none") + ". " + _large_note(large))
     cyc_check = cycle_engine_check(log)
     objectives = objectives_on_tiny(log)
     note += (" Per-cycle engine: hetero-tiny 12-10-9-5, placements "
@@ -278,12 +345,9 @@ def run(log=print) -> dict:
         c.pop("_s", None)
         c.pop("_h", None)
     return {"title": "Heterogeneous chip with its schedule vs single-kind chips of the same area "
-                     "(784-500-500-500-10, fast chip engine)",
+                     "(784-500-500-500-10 and 784-2500-2000-1500-1000-500-10, fast chip engine)",
             "note": note, "rows": rows, "candidates": cands, "hybrid": hyb, "not_chosen": others,
             "cycle_engine_check": cyc_check, "objectives_on_hetero_tiny": objectives,
             "single_kind": singles,
-            "equal_throughput_saving": equal, "schedule": s.to_dict(), "large_network": {
-                "sizes": list(LARGE), "run": any(v["fits"] for v in large.values()), "split_fit": large,
-                "why": "the largest layer's panel does not fit one bank of a core, split across every core of "
-                       "either group"},
+            "equal_throughput_saving": equal, "schedule": s.to_dict(), "large_network": large,
             "energy_convention": "everything (docs/power.md), compared beside it", "wall_s": round(time.perf_counter() - t0, 1)}

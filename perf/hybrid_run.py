@@ -111,6 +111,8 @@ def run_placement(hcfg, mlp, placement, *, steps: int = 2, engine: str = "fast",
            "energy_uj_per_sample_everything": last["energy_uj_per_sample_everything"],
            "energy_uj_per_sample_compared": last["energy_uj_per_sample_compared"],
            "area_mm2": last["area_mm2"]["total"], "compile_s": round(t_compile, 2),
+           "paged_panels": [{"layer": l, "core": c, "pages": len(sp.pages), "words_per_pe": sp.words}
+                            for c, d in sorted(getattr(prog, "spad", {}).items()) for l, sp in sorted(d.items())],
            "weight_seed": weight_seed, "input_seed": input_seed}
     if predicted:
         res["model_cycles"] = predicted["cycles"]
