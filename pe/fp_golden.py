@@ -246,9 +246,12 @@ def f16_accumulate_rows(first: np.ndarray, rows: np.ndarray, out: np.ndarray | N
                 np.add(v[i - 1], r[i - 1], out=v[i])
         return canonicalize_nan_inplace(out)
     r32 = f16_to_f32(rows).reshape(n - 1, -1)
+    work = _f16_work(flat.shape[1])
     with np.errstate(all="ignore"):
         for i in range(1, n):
-            f32_to_f16_bits(f16_to_f32(flat[i - 1]) + r32[i - 1], flat[i])
+            acc = f16_to_f32(flat[i - 1])
+            np.add(acc, r32[i - 1], out=acc)
+            f32_to_f16_bits(acc, flat[i], work)
     return out
 
 

@@ -19,6 +19,8 @@ results are global too unless stated.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from arch.buses import segment_of
@@ -54,14 +56,23 @@ def tree_combine(fmt, parts) -> np.ndarray:
     the same additions, element by element.)
     """
     v = np.stack(np.broadcast_arrays(*[bits(fmt, p) for p in parts]))
-    nr = len(v)
+    for drv, none in _tree_drivers(len(v)):
+        bus = v[drv]
+        bus[none] = 0
+        v = add_bits(fmt, bus, v)
+    return v[0]
+
+
+@functools.lru_cache(maxsize=None)
+def _tree_drivers(nr: int) -> tuple:
+    """Per step of :func:`tree_combine` on ``nr`` positions: the position whose value
+    each position's bus carries (0 where none) and the mask of positions with none."""
+    out = []
     for s in range(tree_steps(nr)):
         mod, idx, g = 1 << (s + 1), 1 << s, s + 1
         drv = np.array([next((j for j in segment_of(i, g, nr) if j % mod == idx), -1) for i in range(nr)])
-        bus = v[np.maximum(drv, 0)]
-        bus[drv < 0] = 0
-        v = add_bits(fmt, bus, v)
-    return v[0]
+        out.append((np.maximum(drv, 0), drv < 0))
+    return tuple(out)
 
 
 def seq_combine(fmt, parts, first: int, order) -> np.ndarray:
