@@ -3,8 +3,8 @@ design's large network (784-2500-2000-1500-1000-500-10, softmax_ce) on configura
 and its small network (784-500-500-500-10) on configuration S.
 
 Each case starts cold (the fast engine's compiled plans, its shared microcode tables and
-decoded words, and the compiler's caches cleared) and times, as :func:`benchmarks.bench_train_chip.measure`
-does them:
+decoded words, the compiler's caches and the golden's reduction tables cleared) and
+times, as :func:`benchmarks.bench_train_chip.measure` does them:
 
 * compile: :func:`sw.train_chip.compile_chip_sgd`;
 * weight load: the He-uniform initial weights (:func:`sw.train.init_weights`, seed
@@ -54,10 +54,12 @@ def clear_caches() -> None:
     import sim.fast_model as fast_model
     import sim.seq_model as seq_model
     import sw.asm.builder as builder
+    import sw.golden as golden
     import sw.train_chip_ops as chip_ops
     from sim.fast_flow import clear_plan_cache
 
     clear_plan_cache()
+    golden._tree_drivers.cache_clear()
     for cache in (getattr(fast_model, "_SHARED", None), getattr(seq_model, "_WORDS", None),
                   getattr(builder, "_TEXT_ITEMS", None), getattr(chip_ops, "_RS_MEMO", None)):
         if cache is not None:
