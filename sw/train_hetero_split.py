@@ -22,6 +22,8 @@ Tg_{l-1}         every panel of dm_l from layer l's last core to layer l-1's cor
 The reduction's order is the one of :func:`sw.golden.gemv_t_paged` (the partials added
 in panel order), and :class:`sw.golden_train_hetero.GoldenHeteroSplit` does the same
 operations in numpy. The output layer is on one core. Transfers go over the ring only.
+A core's panels that do not fit its PE memories are paged from its scratchpad
+(:mod:`sw.train_hetero_paging`).
 """
 
 from __future__ import annotations
