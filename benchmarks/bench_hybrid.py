@@ -190,10 +190,28 @@ def large_network(log) -> dict:
     for c in cands:
         c.pop("_s", None)
         c.pop("_h", None)
-    return {"sizes": list(LARGE), "run": True, "best_mix": best["mix"], "placement": s.chosen.placement.short(),
-            "rows": rows, "candidates": cands,
-            "hybrid": hyb, "others": others, "single_kind": singles, "equal_throughput_saving": equal,
-            "faster_single_kind": faster, "schedule": s.to_dict()}
+    return slim_large({"sizes": list(LARGE), "run": True, "best_mix": best["mix"],
+                       "placement": s.chosen.placement.short(), "rows": rows, "candidates": cands, "hybrid": hyb,
+                       "others": others, "single_kind": singles, "equal_throughput_saving": equal,
+                       "faster_single_kind": faster, "schedule": s.to_dict()})
+
+
+def slim_large(d: dict) -> dict:
+    """The large network's record without its bulk (hundreds of sections and candidates):
+    the runs without their per-section lists and counters, the predictions without their
+    transfers, the schedule's candidates only those that fit."""
+    def run(r):
+        return {**{k: v for k, v in r.items() if k not in ("step_counters", "ring_transfers")},
+                "steps": [{k: v for k, v in st.items() if k != "runs"} for st in r["steps"]]}
+
+    def pred(p):
+        return {k: v for k, v in p.items() if k != "transfers"}
+    sch = {k: v for k, v in d["schedule"].items() if k != "candidates"}
+    sch["candidates_that_fit"] = [pred(p) for p in d["schedule"]["candidates"] if p["fits"]]
+    sch["predicted"] = pred(sch["predicted"])
+    return {**d, "hybrid": run(d["hybrid"]), "others": [run(o) for o in d["others"]], "schedule": sch,
+            "candidates": [{**c, "predicted": pred(c["predicted"])} if "predicted" in c else c
+                           for c in d["candidates"]]}
 
 
 def _large_note(large: dict) -> str:

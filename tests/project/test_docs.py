@@ -309,6 +309,8 @@ _HYB_ROWS = (  # (the page's first cells, the JSON row's chip prefix, compiler p
      "1:2,1:2,1:2,0"),
     (("hybrid 2 S + 2 L, not chosen", "`1,1,1,1` (every layer on one L core)"), "hybrid", "layers on", "1,1,1,1"),
     (("hybrid 2 S + 2 L, not chosen", "`1,1,1,0`"), "hybrid", "layers on", "1,1,1,0"),
+    (("hybrid 2 S + 2 L, not chosen", "`1:2,0:2,1:2,1` (split, the second layer paged on the S cores)"), "hybrid",
+     "layers split", "1:2,0:2,1:2,1"),
     (("14 x S (-6.6 % area), SGD across cores",), "14 x S", "SGD across", None),
     (("2 x L (-13.3 % area), layers on cores",), "2 x L", "layers on", None),
     (("2 x L (-13.3 % area), SGD across cores",), "2 x L", "SGD across", None),
@@ -325,13 +327,41 @@ QUOTES += [
           lambda d, chip=chip, comp=comp, pl=pl, key=key: _hyb_row(d, chip, comp, pl)[key], "{}")
     for row, chip, comp, pl in _HYB_ROWS for col, key in _HYB_COLS
 ] + [
-    Quote("docs/hybrid.md", r"error on the chosen placement: cycles (\S+) %, energy (\S+) %", HYB,
+    Quote("docs/hybrid.md", r"error on the chosen placement: cycles (\S+) %, energy (\S+) %\. On the split", HYB,
           lambda d: (100 * d["hybrid"]["model_cycles_err"], 100 * d["hybrid"]["model_energy_err"]),
           lambda v: (f"{v[0]:+.1f}", f"{v[1]:+.1f}")),
     Quote("docs/hybrid.md", r"\*\*(\S+) % against 14 x S with SGD across cores", HYB,
           lambda d: 100 * d["equal_throughput_saving"][0]["saving"], "{:+.1f}"),
     Quote("docs/hybrid.md", r"\*\*(\S+) % against 2 x L with every layer on one core", HYB,
           lambda d: 100 * d["equal_throughput_saving"][1]["saving"], "{:+.1f}"),
+]
+
+# docs/hybrid.md, "Measured: 784-2500-...": the large network's table, errors and savings
+_HYB_LARGE_ROWS = (  # (the page's first cells, the JSON row's chip prefix, compiler prefix)
+    (("hybrid 2 S + 8 L (200.32 mm2), scheduled", "`1:8,1:8,1:8,1:8,1:8,1`"), "large net: hybrid 2 S + 8 L",
+     "layers split"),
+    (("hybrid 32 S + 4 L (hetero-L), scheduled", "`1:4,0:32,1:4,1:4,0:32,1`"), "large net: hybrid 32 S + 4 L",
+     "layers split"),
+    (("54 x S (+0.1 % area), SGD across cores",), "large net: 54 x S", "SGD across"),
+    (("8 x L (-3.7 % area), SGD across cores",), "large net: 8 x L", "SGD across"),
+)
+_LARGE = lambda d: d["large_network"]                          # noqa: E731
+QUOTES += [
+    Quote("docs/hybrid.md", Cell("| large-network chip | placement | cycles", row if len(row) > 1 else row[0], col),
+          HYB, lambda d, chip=chip, comp=comp, key=key: _hyb_row(d, chip, comp, None)[key], "{}")
+    for row, chip, comp in _HYB_LARGE_ROWS for col, key in _HYB_COLS
+] + [
+    Quote("docs/hybrid.md", r"error on the chosen placement: cycles (\S+) %, energy (\S+) %\. On hetero-L's:\n"
+          r"(\S+) % and (\S+) %", HYB,
+          lambda d: tuple(100 * r[k] for r in (_LARGE(d)["hybrid"], _LARGE(d)["others"][0])
+                          for k in ("model_cycles_err", "model_energy_err")),
+          lambda v: tuple(f"{x:+.1f}" for x in v)),
+    Quote("docs/hybrid.md", r"\*\*(\S+) % against 54 x S with SGD across cores", HYB,
+          lambda d: 100 * _LARGE(d)["equal_throughput_saving"][0]["saving"], "{:+.1f}"),
+    Quote("docs/hybrid.md", r"the hybrid loses: \*\*(\S+) %\*\*", HYB,
+          lambda d: 100 * _LARGE(d)["faster_single_kind"][0]["saving"], "{:+.1f}"),
+    Quote("docs/hybrid.md", r"at (\S+) times its samples/s", HYB,
+          lambda d: _LARGE(d)["faster_single_kind"][0]["throughput_ratio"], "{:.2f}"),
 ]
 
 
