@@ -421,6 +421,11 @@ def schedule(hcfg, mlp, model: PerfModel | None = None, *, objective: str = "ene
         search += f", {len(cands)} with the hidden layers' core counts"
     s = Schedule(objective, None, cands, target, costs, kinds, search, notes)
     feas = [p for p in cands if p.fits and s._meets(p)]
+    if not any(p.fits for p in cands):
+        most = max(cands, key=lambda p: sum(x.cores for x in p.placement.layers))    # the most cores
+        raise ScheduleError(f"no placement of {'-'.join(map(str, mlp.sizes))} fits the chip's memories and "
+                            f"scratchpads ({len(cands)} considered); with the most cores, {most.placement.short()}: "
+                            f"{most.reason}")
     if not feas:
         raise ScheduleError("no placement meets the constraint: " + (
             f"the fastest that fits makes {max((p.samples_per_s for p in cands if p.fits), default=0):.1f} samples/s"

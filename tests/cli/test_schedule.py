@@ -50,6 +50,7 @@ def test_given_split_placement(capsys):
      "different number formats"),
     (["--hetero", "hetero-tiny", "--network", "6-5-3", "--schedule", "throughput", "--energy-budget", "1e-15"],
      "no placement meets"),
+    (["--hetero", "hetero-tiny", "--network", "200-200-10"], "no placement of 200-200-10 fits the chip's memories"),
 ])
 def test_bad_input_is_one_line(argv, msg, capsys):
     assert main(["schedule"] + argv) != 0
