@@ -230,7 +230,7 @@ def _large_note(large: dict) -> str:
                                     f"{v['sgd_across_cores']['energy_uj_per_sample_everything']:.1f} uJ"
                                     if "error" not in v['sgd_across_cores'] else "does not compile")
                         for k, v in sk.items())
-            + " (the layers-on-cores compiler fits no layer set on one core). Energy saving at no loss of "
+            + " (the layers-on-cores compiler compiles it on neither). Energy saving at no loss of "
             "throughput: " + ("; ".join(f"{x['saving']:+.1%} against {x['against']}"
                                         for x in large["equal_throughput_saving"]) or "none measured")
             + "; against the faster chips (the hybrid loses throughput): "
