@@ -99,7 +99,7 @@ def chip_session_beats(cfg, phases, done_at=None, end_at=None, per_core=None) ->
         imgs = ph.images(n)
         data = ph.host_data(n)
         if ph.load:             # the LOADs of the cores whose image changed (as the sessions count them)
-            frames += [(bc if k is None else k, load_beats(cfg, w, 0)) for k, w in load_plan(cfg, imgs, loaded)]
+            frames += [(bc if k is None else k, load_beats(cfg, w, a)) for k, a, w in load_plan(cfg, imgs, loaded)]
             loaded = imgs
         frames.append((bc, clear_beats()))
         if (per_core[p] if per_core is not None else _per_core(cfg, ph)):

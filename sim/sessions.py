@@ -45,7 +45,7 @@ class _Loads:
         self.last_cycles = load_plan_cycles(cfg, plan)
         self.last_words = load_plan_writes(plan, len(images))
         self.last_per_core = [0] * len(images)
-        for dest, w in plan:
+        for dest, _, w in plan:
             for k in (range(len(images)) if dest is None else (dest,)):
                 self.last_per_core[k] += len(w)
         self.cycles += self.last_cycles

@@ -3,6 +3,8 @@ build command beat streams and decode what the core sends back."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from arch.host import Cmd
 from arch.counters import counter_names
 from arch.isa import instr_layout
@@ -62,41 +64,116 @@ def _same(a, b) -> bool:
     return a is b or (a is not None and b is not None and list(a) == list(b))
 
 
+def _runs(cfg, idx) -> tuple:
+    """The runs ``(starts, ends)`` (inclusive) of positions ``idx`` (ascending) one LOAD
+    each writes: two runs are merged across a gap of equal words when re-sending the
+    gap costs no more beats than a header; and their beats."""
+    if len(idx) == 0:
+        return idx, idx, 0
+    brk = np.flatnonzero((np.diff(idx) - 1) * _beats_per_word(cfg) > 1)
+    starts = idx[np.concatenate(([0], brk + 1))]
+    ends = idx[np.concatenate((brk, [len(idx) - 1]))]
+    lens = ends - starts + 1
+    return starts, ends, int((-(-lens // LOAD_CHUNK)).sum() + lens.sum() * _beats_per_word(cfg))
+
+
+def _diff(base, target):
+    """Positions of ``target`` (word keys, :func:`_keys`) a core holding ``base`` (word
+    keys, or None: unknown) must be written at."""
+    if base is None:
+        return np.arange(len(target))
+    m = min(len(base), len(target))
+    d = np.ones(len(target), dtype=bool)
+    d[:m] = base[:m] != target[:m]
+    return np.flatnonzero(d)
+
+
+#: per image object (by identity, the image kept alive beside it) its word keys
+_KEYS: dict = {}
+
+
+def _keys(words, limbs: int) -> np.ndarray:
+    """The image ``words`` as a 1-D array of byte keys of ``limbs`` 64-bit limbs each,
+    equal where the words are (numpy compares them elementwise)."""
+    hit = _KEYS.get((id(words), limbs))
+    if hit is not None and hit[0] is words:
+        return hit[1]
+    mask = (1 << 64) - 1
+    arr = np.array([[(int(w) >> (64 * j)) & mask for j in range(limbs)] for w in words],
+                   dtype=np.uint64).reshape(-1, limbs)
+    keys = np.ascontiguousarray(arr).view(np.dtype((np.void, 8 * limbs))).ravel()
+    if len(_KEYS) > 4096:
+        _KEYS.clear()
+    _KEYS[(id(words), limbs)] = (words, keys)
+    return keys
+
+
+def _consensus(images, keys) -> list:
+    """Per position the word most cores' images hold (positions past an image's end
+    hold nothing)."""
+    n, width = len(keys), max(len(k) for k in keys)
+    mat = np.zeros((n, width), dtype=keys[0].dtype)
+    valid = np.zeros((n, width), dtype=bool)
+    for k, a in enumerate(keys):
+        mat[k, :len(a)], valid[k, :len(a)] = a, True
+    counts = np.stack([np.where(valid[j], ((mat == mat[j]) & valid).sum(axis=0), -1) for j in range(n)])
+    holder = counts.argmax(axis=0)
+    return [int(images[holder[i]][i]) for i in range(width)]
+
+
 def load_plan(cfg, images, loaded) -> list:
-    """The LOAD streams that take every core ``k`` from microcode ``loaded[k]`` (None:
-    unknown) to ``images[k]`` (loaded at address 0): ``[(dest, words)]``, ``dest`` a
-    core or None for a broadcast (``tdest`` all ones, ``docs/chip.md``). The cores share
-    one host stream, so the streams go one after another. A broadcast of an image
-    writes every core; it is used when it needs fewer beats than loading each changed
-    core on its own (the cores it overwrites with another image then load theirs)."""
+    """The LOADs that take every core ``k`` from microcode ``loaded[k]`` (None:
+    unknown) to ``images[k]`` (from address 0): ``[(dest, addr, words)]``, ``dest`` a
+    core or None for a broadcast (``tdest`` all ones, ``docs/chip.md``). The cores
+    share one host stream, so the LOADs go one after another; the plan is the one with
+    the fewest beats of these: every changed core writes the words in which its image
+    differs from what it holds; or one image is broadcast first (one a changed core
+    takes, or the consensus image: per word the one most cores' images hold) and then
+    every core writes the words in which its image differs from it. A core writes a
+    run of words with one LOAD (a header beat); words past the end of a core's image
+    are never compared (they are not its program's)."""
     n = len(images)
     need = [k for k in range(n) if not _same(loaded[k], images[k])]
     if not need:
         return []
-    uni = [(k, list(images[k])) for k in need]
-    best, best_cost = uni, load_plan_cycles(cfg, uni)
-    groups: dict = {}
+    limbs = max(1, -(-instr_layout(cfg).size // 64))
+    tgt = [_keys(images[k], limbs) for k in range(n)]
+
+    def patches(ks, base):
+        """Per core of ``ks`` its runs from ``base(k)``, and their beats in all."""
+        runs = {k: _runs(cfg, _diff(base(k), tgt[k])) for k in ks}
+        return runs, sum(r[2] for r in runs.values())
+
+    best_head = None
+    best_runs, best_cost = patches(need, lambda k: None if loaded[k] is None else _keys(loaded[k], limbs))
+    cands = {}
     for k in need:
-        groups.setdefault(tuple(images[k]), []).append(k)
-    for key, ks in groups.items():
-        if len(ks) < 2:
+        cands.setdefault(tuple(images[k]), tgt[k])
+    if len(need) > 1:
+        cons = _consensus(images, tgt)
+        cands.setdefault(tuple(cons), _keys(cons, limbs))
+    for key, ids in cands.items():
+        head = load_beat_count(cfg, len(key))
+        if head >= best_cost:
             continue
-        rest = [(k, list(images[k])) for k in range(n) if tuple(images[k]) != key]
-        cost = load_beat_count(cfg, len(key)) + load_plan_cycles(cfg, rest)
-        if cost < best_cost:
-            best, best_cost = [(None, list(key))] + rest, cost
-    return best
+        runs, cost = patches(range(n), lambda k: ids)
+        if head + cost < best_cost:
+            best_head, best_runs, best_cost = key, runs, head + cost
+    plan = [] if best_head is None else [(None, 0, list(best_head))]
+    for k, (starts, ends, _) in best_runs.items():
+        plan += [(k, int(s), [int(x) for x in images[k][s:e + 1]]) for s, e in zip(starts, ends)]
+    return plan
 
 
 def load_plan_cycles(cfg, plan) -> int:
     """Host stream cycles of a :func:`load_plan` (one beat per cycle)."""
-    return sum(load_beat_count(cfg, len(w)) for _, w in plan)
+    return sum(load_beat_count(cfg, len(w)) for _, _, w in plan)
 
 
 def load_plan_writes(plan, cores: int) -> int:
     """Microcode words a :func:`load_plan` writes, summed over the cores (a broadcast
     writes every core)."""
-    return sum(len(w) * (cores if dest is None else 1) for dest, w in plan)
+    return sum(len(w) * (cores if dest is None else 1) for dest, _, w in plan)
 
 
 def steady_reload(cfg, runs) -> tuple[int, int]:
