@@ -153,8 +153,8 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
         P, N = cp_shapes(cfg, mlp, list(groups))
         V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), _kit(mlp)
 
-        def alloc(page=None, hist=-1, res=0):
-            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page, **_hist_kw(hist, res))
+        def alloc(page=None, hist=-1, res=0, resb=0):
+            return kit.allocate(cfg, mlp, P, N, (l, 0), V, smx, fused, page=page, **_hist_kw(hist, res, resb))
         al, sp = alloc(), None
         if not al.fits() and l < mlp.n_layers - 1:
             try:
@@ -162,7 +162,7 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
             except TrainCompileError:          # the panel exceeds the DRAM
                 sp = None
             if sp is not None:
-                al = alloc(sp.pages[0][1], sp.hist, sp.res)
+                al = alloc(sp.pages[0][1], sp.hist, sp.res, sp.resb)
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
@@ -219,8 +219,8 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
 
     kit = _kit(mlp)
 
-    def alloc(l, page=None, hist=-1, res=0):
-        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page, **_hist_kw(hist, res))
+    def alloc(l, page=None, hist=-1, res=0, resb=0):
+        return kit.allocate(cfg, mlp, P, N, (l, 0), V, softmax, fused[l], page=page, **_hist_kw(hist, res, resb))
     if spad is None:
         layers = [l for l in range(nl) if not alloc(l).fits()]
         if not layers or not cfg.spad_kib or nl - 1 in layers:
@@ -236,7 +236,7 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
         raise TrainCompileError("weights in DRAM need it: this configuration has none (cfg.dram_mib = 0)")
     out = {}
     for l in layers:
-        sp = _layer_pages(cfg, P, N, l, lambda page, hist, res=0, l=l: alloc(l, page, hist, res), page_rows, l in dram,
+        sp = _layer_pages(cfg, P, N, l, lambda page, hist, res=0, resb=0, l=l: alloc(l, page, hist, res, resb), page_rows, l in dram,
                           _hist_beats(cfg, mlp, N, l))
         if sp is None:
             return {}
@@ -244,10 +244,10 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     return out
 
 
-def _hist_kw(hist: int, res: int = 0) -> dict:
+def _hist_kw(hist: int, res: int = 0, resb: int = 0) -> dict:
     """The allocator's keywords for a history in the scratchpad and resident rows of a
-    paged panel (batch 1 only)."""
-    return ({} if hist < 0 else {"hist": hist}) | ({"res": res} if res else {})
+    paged panel, in bank A and in bank B (batch 1 only)."""
+    return ({} if hist < 0 else {"hist": hist}) | ({"res": res} if res else {}) | ({"resb": resb} if resb else {})
 
 
 def _hist_beats(cfg, mlp: MLP, N: list, l: int) -> int:
@@ -305,16 +305,18 @@ UCODE_WORDS_PER_PAGE = 320
 def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1):
     """The mixed panel (:func:`_mixed`) of the page size, ``top`` local rows or fewer
     (halving), with the fewest DRAM beats plus 64 per page (at most
-    :data:`MIXED_MAX_PAGES` pages, fewer with a small microcode). ``alloc(page, hist, res)`` (batch 1): the leading
-    rows the PE memories hold beside a page buffer of that size stay resident
-    (:attr:`SpadPanel.res`), only the rest is paged."""
+    :data:`MIXED_MAX_PAGES` pages, fewer with a small microcode). ``alloc(page, hist, res, resb)`` (batch 1):
+    the leading rows the PE memories hold beside a page buffer of that size stay resident,
+    first in bank A (:attr:`SpadPanel.res`), then in bank B (:attr:`SpadPanel.resb`),
+    only the rest is paged."""
     from sw.train_dram import place_dram
     best, t, lp = None, top, sp.lrows
     while t >= 1:
-        res = 0
+        res = resb = 0
         if alloc is not None:
             res = largest(lambda r1, t=t: alloc(t, hist, r1 - 1).fits(), lp) - 1
-        rows = lp - res
+            res, resb = _two_banks(alloc, t, hist, res, lp)
+        rows = lp - res - resb
         part = SpadPanel(0, rows, sp.ncols, page_split(rows, min(t, rows)))
         if cfg.nr * rows * sp.ncols <= room:       # the rest fits the scratchpad
             cand = {l: part}
@@ -322,12 +324,26 @@ def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1
             cand = place_dram(cfg, {l: part}, [l], cfg.spad_depth - room)
             cand = cand and {l: _mixed(cfg, cand[l], room)}
         if cand and len(cand[l].pages) <= min(MIXED_MAX_PAGES, cfg.ucode_depth // UCODE_WORDS_PER_PAGE):
-            m = replace(cand[l], res=res)
+            m = replace(cand[l], res=res, resb=resb)
             cost = (m.dram_beats(cfg.nr) if hasattr(m, "dram_beats") else 0) + 64 * len(m.pages)
             if best is None or cost < best[0]:
                 best = (cost, m)
         t //= 2
     return best[1] if best else _mixed(cfg, sp, room)
+
+
+def _two_banks(alloc, t: int, hist: int, res: int, lp: int) -> tuple:
+    """``(res, resb)``: the resident local rows in bank A and in bank B with the most in
+    all (``res``: the most bank A holds alone; rows in bank B need copies of the vectors
+    in bank A, which may take a few of its rows); at least one row left to page."""
+    best = (res, 0)
+    for r in range(res, max(0, res - 8), -1):
+        if not alloc(t, hist, r, 1).fits():
+            continue
+        rb = largest(lambda r1, r=r: r1 == 1 or alloc(t, hist, r, r1 - 1).fits(), lp - r) - 1
+        if r + rb > sum(best):
+            best = (r, rb)
+    return best
 
 
 def _mixed(cfg, sp, room: int):
@@ -536,7 +552,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
 
     def hist(st):
         sp = None if st is None else spads.get(st[0])
-        return {} if sp is None else _hist_kw(sp.hist, sp.res)
+        return {} if sp is None else _hist_kw(sp.hist, sp.res, sp.resb)
     allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st), **hist(st))
               for st in stages]
     for k, al in enumerate(allocs):

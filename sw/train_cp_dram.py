@@ -134,8 +134,10 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
         if sp is None:
             out.append(f"W{l} panels: resident in the PE memories ({w} words per PE)")
             continue
-        pages = (f"the first {sp.res * nr} rows resident in the PE memories (WR), the other rows in "
-                 if sp.res else "") + f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * nr} rows"
+        pages = ((f"the first {sp.res * nr} rows resident in the PE memories (WR"
+                  + (f" in bank A, and the next {sp.resb * nr} in bank B: WB" if sp.resb else "")
+                  + "), the other rows in " if sp.res else "")
+                 + f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * nr} rows")
         hist = (f"; the input history ({cfg.spad_depth - sp.hist} beats) in scratchpad beats {sp.hist}.."
                 f"{cfg.spad_depth - 1} (the PE memories do not hold it beside a page: a store and a load per step in "
                 f"the tail)" if sp.hist >= 0 else "")

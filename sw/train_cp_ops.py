@@ -28,7 +28,7 @@ __all__ = ["Kit", "chain_streams"]
 
 
 def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False,
-              page: int | None = None, hist: int = -1, res: int = 0) -> Allocator:
+              page: int | None = None, hist: int = -1, res: int = 0, resb: int = 0) -> Allocator:
     """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
     fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
     other bank, and no rows copy of ``din``). ``page``: the panel is kept in the
@@ -36,7 +36,12 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
     ``l >= 1`` with several pages sums its ``W^T d`` through ``ep`` and the scalar 1.
     ``hist >= 0``: the input history is in the scratchpad from beat ``hist``
     (``al.meta["hist_spad"]``), not in the PE memories. ``res``: local rows of the paged
-    panel kept resident (``WR``, before the paged rows)."""
+    panel kept resident (``WR``, before the paged rows); ``resb``: the local rows after
+    those kept resident in bank B (``WB``), whose kernels read copies of the input, the
+    history's next input and ``din`` in bank A (``ainA``, ``vnA``, ``dinA``; the GEMV and
+    the update read them in the cycles that read ``W``, so never from ``W``'s bank) and
+    write their part of ``W^T din`` into ``epA`` (and the separate step's rows copy of
+    ``din`` into ``dcA``)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     al = Allocator(cfg)
     if stage is None:
@@ -52,6 +57,16 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
                      f"other rows paged)", bank="a")
         al.alloc("WP", page * L(N[l]), f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
                  f"{page * cfg.nr} rows per page)", bank="a")
+        if resb:
+            al.alloc("WB", resb * L(N[l]), f"the next {resb * cfg.nr} rows of row panel {i} of W{l}, resident in "
+                     f"bank B", bank="b")
+            al.alloc("ainA", L(N[l]), f"a{l}: copy of ain for the rows in bank B (cols)", bank="a")
+            al.alloc("vnA", L(N[l]), f"a{l}: copy of vnext for the rows in bank B (cols)", bank="a")
+            al.alloc("dinA", s, f"copy of din for the rows in bank B (diag)", bank="a")
+            if l >= 1:
+                al.alloc("epA", L(N[l]), f"W{l}^T din partial of the rows in bank B (cols)", bank="a")
+                if not fused:
+                    al.alloc("dcA", s + 1, "rows copy of dinA (transposed-GEMV broadcast)", bank="a")
     al.alloc("ain", L(N[l]), f"a{l}: the next forward input (cols, written by the chains)", bank="b")
     if l == nl - 1:
         al.alloc("z", s, "logits z (rows); MSE: d = z - t in place", bank="b")
@@ -78,7 +93,7 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
                      bank="b" if fused else "a")
         if l == 0 and i == 0:
             al.alloc("xin", L(N[0]), "the next input sample (cols, loaded by the host)", bank="b")
-        if page is not None and l >= 1 and L(P[l]) > page:
+        if page is not None and l >= 1 and (L(P[l]) > page or res or resb):
             al.alloc("ep", L(N[l]), f"W{l}^T din partial of one page (cols), added to e page by page", bank="b")
             al.alloc("one", 1, "scalar 1 (every PE)", bank="b")
     al.alloc("nlr", 1, "scalar -lr (every PE)", bank="b")
@@ -156,36 +171,48 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
     ain, z, din, vn = R["ain"], R["z"], R["din"], R["vnext"]
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
-    # (buffer, first row, rows, page or None): the resident rows first, without moves
-    parts = ([(R["WR"], 0, sp.res, None)] if sp.res else []) + [
-        (R["WP"], r0 + sp.res, n, q) for q, (r0, n) in enumerate(sp.pages)]
-    for p, (WP, r0, n, q) in enumerate(parts):
+    # (buffer, first row, rows, page or None, in bank B): the resident rows first, without moves
+    parts = (([(R["WR"], 0, sp.res, None, False)] if sp.res else [])
+             + ([(R["WB"], sp.res, sp.resb, None, True)] if sp.resb else [])
+             + [(R["WP"], r0 + sp.lead, n, q, False) for q, (r0, n) in enumerate(sp.pages)])
+    if sp.resb:                          # the rows in bank B read copies of the vectors in bank A
+        if not sp.res:                   # pragma: no cover - the planner fills bank A first
+            raise TrainCompileError("rows resident in bank B need rows resident in bank A before them")
+        for name, src, dst, n in (("cp_ain", ain, R["ainA"], nw), ("cp_vn", vn, R["vnA"], nw),
+                                  ("cp_din", din, R["dinA"], s)):
+            ops.append(_kern(name, "copy", lambda b, src=src, dst=dst, n=n, name=name:
+                             emit_copy(b, cfg, n, src, dst, name=f"{name}_"), [(src, n)], [(dst, n)]))
+    head_vn, head_ain, head_din = vn, ain, din
+    for p, (WP, r0, n, q, alt) in enumerate(parts):
+        ain, vn, din = (R["ainA"], R["vnA"], R["dinA"]) if alt else (head_ain, head_vn, head_din)
         w, zp, dp = n * nw, _at(z, r0), _at(din, r0)
         if q is not None:
             ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q)))
-        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p, WP=WP:
+        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p, WP=WP, ain=ain:
                          emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
                          [(WP, w), (ain, nw)], [(zp, n)]))
         if l >= 1:
-            e = R["e"] if p == 0 else R["ep"]
+            e = R["e"] if p == 0 else (R["epA"] if alt else R["ep"])
             if fused:
                 ops.append(fused_backward_op(cfg, f"bwup_{p}", n * nr, N[l], WP, dp, vn, e, R["nlr"], "diag",
                                              f"bu{p}_"))
             else:
-                dc = _at(R["dc"], r0)
+                dc = _at(R["dcA"], r0) if alt else _at(R["dc"], r0)
                 ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p, WP=WP:
                                  emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True, x_layout="diag", x_copy=dc,
                                            name=f"bw{p}_"),
                                  [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
             if p:
-                ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["ep"], R["e"], R["one"], f"ac{p}_"))
+                ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["epA"] if alt else R["ep"], R["e"], R["one"],
+                                       f"ac{p}_"))
         if not (l >= 1 and fused):
-            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p, WP=WP:
+            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p, WP=WP, vn=vn:
                              emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr, u_layout="diag",
                                         v_layout="cols", name=f"up{p}_"),
                              [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
         if q is not None:
             ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, q)))
+    ain, vn, din = head_ain, head_vn, head_din
     ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
     if l >= 1:
         e = R["e"]

@@ -243,6 +243,8 @@ class ChipCPProgram:
                     spad[k] = spad_image(cfg, sp, local)
                     if sp.res:                                 # the resident rows
                         items[k].append((self.regions(k)["WR"], local[:, :, :sp.res * sp.ncols]))
+                    if sp.resb:                                # and those in bank B
+                        items[k].append((self.regions(k)["WB"], local[:, :, sp.res * sp.ncols:sp.lead * sp.ncols]))
                 else:
                     items[k].append((self.regions(k)["W"], local))
         scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0]),
@@ -250,7 +252,7 @@ class ChipCPProgram:
         for k in range(cfg.cores):
             R = self.regions(k)
             for name, it in self.allocs[k].items.items():
-                if name not in ("W", "WR") and not name.startswith("smx_"):
+                if name not in ("W", "WR", "WB") and not name.startswith("smx_"):
                     items[k].append((R[name], np.full((nr, nr, it.words), scalars.get(name, 0), dtype=fmt.np_uint)))
             if self.softmax == "array" and k == self.out_core:
                 items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
@@ -303,11 +305,12 @@ class ChipCPProgram:
         def local(k, sp):
             if sp is not None:
                 out = paged(k, sp)
-                if sp.res:
-                    reg = self.regions(k)["WR"]
-                    out = np.concatenate([session.memory(k, reg.bank)[:, :, reg.base:reg.base + sp.res * sp.ncols],
-                                          out], axis=2)
-                return out
+                lead = []
+                for name, n in (("WR", sp.res), ("WB", sp.resb)):
+                    if n:
+                        reg = self.regions(k)[name]
+                        lead.append(session.memory(k, reg.bank)[:, :, reg.base:reg.base + n * sp.ncols])
+                return np.concatenate(lead + [out], axis=2) if lead else out
             reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
             return session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
 
@@ -347,18 +350,22 @@ class ChipCPProgram:
             b.halt()
             imgs.append(b.build().words())
         out = [(imgs, "cp-unload-W")]
-        res = [self._paged(k) is not None and self._paged(k).res for k in range(cfg.cores)]
-        if any(res):                                   # the resident rows of the paged panels
+        for name in self._lead_regions():              # the resident rows of the paged panels
             imgs = []
             for k in range(cfg.cores):
                 b = Builder(cfg)
-                if res[k]:
-                    reg = self.regions(k)["WR"]
-                    emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["WR"].words, loop="ur")
+                if name in self.allocs[k].items:
+                    reg = self.regions(k)[name]
+                    emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items[name].words, loop="ur")
                 b.halt()
                 imgs.append(b.build().words())
-            out.append((imgs, "cp-unload-WR"))
+            out.append((imgs, f"cp-unload-{name}"))
         return out
+
+    def _lead_regions(self) -> list:
+        """The regions of resident rows of paged panels some core has (``WR``, ``WB``), in
+        the order of :meth:`unload_weights_phases`' phases after the first."""
+        return [n for n in ("WR", "WB") if any(n in al.items for al in self.allocs)]
 
     def decode_weights(self, results, padded: bool = False) -> list:
         """Global weights from the per-core results of :meth:`unload_weights_phases`."""
@@ -369,10 +376,9 @@ class ChipCPProgram:
         def local(k, sp):
             if sp is not None:
                 out = spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x) for x in per_core[k].data])
-                if sp.res:
-                    out = np.concatenate([decode_unload(self.cfg, results[1][k].data,
-                                                        self.allocs[k].items["WR"].words), out], axis=2)
-                return out
+                lead = [decode_unload(self.cfg, results[1 + i][k].data, self.allocs[k].items[n].words)
+                        for i, n in enumerate(self._lead_regions()) if n in self.allocs[k].items]
+                return np.concatenate(lead + [out], axis=2) if lead else out
             return decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
 
         return self._assemble(local, padded)

@@ -34,8 +34,16 @@ class SpadPanel:
     #: CP: first scratchpad beat of the layer's input history (-1: in the PE memories)
     hist: int = field(default=-1, kw_only=True)
     #: CP: local rows of the panel resident in the PE memories before the paged ones
-    #: (``lrows`` and ``pages`` count the paged rows only)
+    #: (``lrows`` and ``pages`` count the paged rows only), in the page buffer's bank
     res: int = field(default=0, kw_only=True)
+    #: CP: local rows resident in the other bank after those (``WB``; the head gives their
+    #: kernels copies of the vectors in the page buffer's bank)
+    resb: int = field(default=0, kw_only=True)
+
+    @property
+    def lead(self) -> int:
+        """Local rows resident in the PE memories (both banks), before the paged ones."""
+        return self.res + self.resb
 
     @property
     def words(self) -> int:
@@ -53,9 +61,10 @@ class SpadPanel:
 
     def row_pages(self, nr: int) -> tuple:
         """The pages in rows of the padded panel: ``((first row, rows), ...)``, the
-        resident rows (``res``) first as a page of their own."""
+        resident rows first (``res``, then ``resb``), each as a page of their own."""
         return ((((0, self.res * nr),) if self.res else ())
-                + tuple(((r0 + self.res) * nr, n * nr) for r0, n in self.pages))
+                + (((self.res * nr, self.resb * nr),) if self.resb else ())
+                + tuple(((r0 + self.lead) * nr, n * nr) for r0, n in self.pages))
 
 
 def page_split(lrows: int, per: int) -> tuple:
@@ -185,7 +194,7 @@ def spad_image(cfg, panel: SpadPanel, local) -> list:
     """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
     out, c = [], panel.ncols
     for r0, n in panel.pages:
-        out += unload_beats_for(cfg, local[:, :, (r0 + panel.res) * c:(r0 + panel.res + n) * c])
+        out += unload_beats_for(cfg, local[:, :, (r0 + panel.lead) * c:(r0 + panel.lead + n) * c])
     return out
 
 

@@ -153,3 +153,35 @@ def test_cp_resident_rows_of_a_streamed_panel():
     got = tp.decode_weights(results, padded=True)
     assert all(np.array_equal(a, b) for a, b in zip(got, gold.weights(padded=True)))
     assert f"the first {sp.res * cfg.nr} rows resident in the PE memories (WR)" in tp.describe()
+
+
+@pytest.mark.parametrize("mem,net,backward,layers,engine", [
+    ((128, 256), (64, 64, 128, 4), "fused", (0, 1), "fast"),      # layer 0's rank-1, layer 1's fused step
+    ((256, 512), (32, 64, 160, 4), "separate", (1,), "fast"),     # the transposed GEMV and the rank-1 update
+    ((128, 256), (64, 64, 128, 4), "fused", (0, 1), "model"),
+], ids=["fused", "separate", "model"])
+def test_cp_resident_rows_in_both_banks(mem, net, backward, layers, engine):
+    """A streamed panel's resident rows continue in bank B (SpadPanel.resb, region WB)
+    when bank A is full: their kernels read copies of ain, vnext and din in bank A and
+    sum their part of W^T din through epA; bit for bit (the golden's pages: WR's rows,
+    WB's, then the paged ones), cycles and DRAM counters as predicted, the weights read
+    back by the unload phases (the per-cycle model: the first three steps)."""
+    from types import SimpleNamespace
+
+    cfg = replace(PRESETS["chip-small"], mem_a_words=mem[0], mem_b_words=mem[1], spad_kib=4, dram_mib=1,
+                  ucode_depth=8192)
+    mlp = MLP(net, "softmax_ce" if engine == "model" else "mse", 0.05)
+    tp, sess, gold = _run(cfg, mlp, engine, 2 if engine == "fast" else 1, {}, backward,
+                          stop=None if engine == "fast" else 3)
+    for l in layers:
+        sp = tp.spad[l]
+        assert sp.res > 0 and sp.resb > 0 and sp.lead + sp.lrows == -(-tp.P[l] // cfg.nr)
+        assert gold.pages[l][:2] == ((0, sp.res * cfg.nr), (sp.res * cfg.nr, sp.resb * cfg.nr))
+        k = tp.cores_of(l)[0]
+        assert tp.allocs[k].items["WB"].region.bank == "b" and tp.allocs[k].items["ainA"].region.bank == "a"
+    assert "in bank B: WB" in tp.describe()
+    if engine == "fast":
+        results = [[SimpleNamespace(data=r.out) for r in sess.run(imgs, None, name, active=range(cfg.cores))[0]]
+                   for imgs, name in tp.unload_weights_phases()]
+        got = tp.decode_weights(results, padded=True)
+        assert all(np.array_equal(a, b) for a, b in zip(got, gold.weights(padded=True)))
