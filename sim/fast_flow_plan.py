@@ -55,19 +55,19 @@ class Plan:
             if kind == "memread":
                 _, bank, s, e, addr, hits = b
                 if addr.ndim == 1:          # the same address on every PE
-                    V[s:e] = mem[bank][:, addr].T
+                    V[s:e] = mem[bank].take(addr, axis=1).T
                 else:                       # flat indices into the bank (flatten)
-                    V[s:e] = mem[bank].reshape(-1)[addr]
+                    V[s:e] = mem[bank].reshape(-1).take(addr)
                 if hits is not None:
                     dst, src = hits
                     Vf = V.reshape(-1)
-                    Vf[dst] = Vf[src]
+                    Vf[dst] = Vf.take(src)
             elif kind == "prod":
                 _, s, e, ra, rb = b
                 V[s:e] = A.mul(_gather(V, ra, pidx), _gather(V, rb, pidx))
             elif kind == "fma":
                 _, s, e, prows, rc = b
-                V[s:e] = A.add(V[prows], _gather(V, rc, pidx))
+                V[s:e] = A.add(V.take(prows, axis=0), _gather(V, rc, pidx))
             elif kind == "mv":
                 _, op, s, e, rs, rm = b
                 v = _gather(V, rs, pidx)
@@ -82,15 +82,15 @@ class Plan:
                 if pes is None:
                     seq = np.empty((L + 1, nch, P), self.ut)
                     seq[0] = _gather(V, head, pidx)
-                    seq[1:] = V[prows.T]
+                    seq[1:] = V.take(prows.T, axis=0)
                     acc = A.accumulate(seq, axis=0)
                     V[rrows.T] = acc[1:]
                 else:                       # flat indices [nch, G], [L, nch, G] (flatten)
                     G = len(pes)
                     Vf = V.reshape(-1)
                     seq = np.empty((L + 1, nch, G), self.ut)
-                    seq[0] = Vf[head.flat]
-                    seq[1:] = Vf[prows]
+                    seq[0] = Vf.take(head.flat)
+                    seq[1:] = Vf.take(prows)
                     acc = A.accumulate(seq, axis=0)
                     Vf[rrows] = acc[1:]
             else:
@@ -106,7 +106,7 @@ class Plan:
         for i, ref in self.final_rd:
             new_rd[i] = np.array(_gather(V, ref, pidx)[0])
         Vf = V.reshape(-1)
-        mem_up = [(bank, mi, Vf[vi]) for bank, mi, vi in self.final_mem]
+        mem_up = [(bank, mi, Vf.take(vi)) for bank, mi, vi in self.final_mem]
         mp = [None] * len(self.exit_mp)
         for i, e in enumerate(self.exit_mp):
             if e is not None:
@@ -121,7 +121,7 @@ class Plan:
         beats = []
         if self.hout is not None:
             flat, lasts = self.hout
-            beats = list(zip(pack_beats(Vf[flat], self.w), lasts))
+            beats = list(zip(pack_beats(Vf.take(flat), self.w), lasts))
         plan = self
         s1_lanes = lanes_all[lane_of[x + self.n - 1]] if self.s1_tmpl.hin else None
 
@@ -216,10 +216,11 @@ def flatten(plan, P, depth: dict):
 
 
 def _gather(V, ref, pidx):
+    # integer index arrays: ``take`` gives fancy indexing's result, faster
     if ref.flat is not None:
-        return V.reshape(-1)[ref.flat]
+        return V.reshape(-1).take(ref.flat)
     if ref.cols is None:
         if ref.rows.ndim == 1:
-            return V[ref.rows]
+            return V.take(ref.rows, axis=0)
         return V[ref.rows, pidx]
     return V[ref.rows, ref.cols]
