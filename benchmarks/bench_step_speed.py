@@ -61,7 +61,8 @@ def clear_caches() -> None:
     clear_plan_cache()
     golden._tree_drivers.cache_clear()
     for cache in (getattr(fast_model, "_SHARED", None), getattr(seq_model, "_WORDS", None),
-                  getattr(builder, "_TEXT_ITEMS", None), getattr(chip_ops, "_RS_MEMO", None)):
+                  getattr(builder, "_TEXT_ITEMS", None), getattr(chip_ops, "_RS_MEMO", None),
+                  getattr(chip_ops, "_LINES_MEMO", None)):
         if cache is not None:
             cache.clear()
 

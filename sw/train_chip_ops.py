@@ -21,8 +21,25 @@ from sw.train_softmax import softmax_op
 __all__ = ["fused_backward_op", "page_sum_op"]
 
 
+#: ring lines and texts by their arguments (pure functions of them; the cores of a chip
+#: ask for the same ones): :func:`_memo`
+_LINES_MEMO: dict = {}
+
+
+def _memo(fn, *args, **kw):
+    """``fn(*args, **kw)``, computed once per distinct arguments (a list result handed out
+    as a copy: callers may not change the memo)."""
+    key = (fn.__name__, tuple(tuple(a) if isinstance(a, list) else a for a in args), tuple(sorted(kw.items())))
+    hit = _LINES_MEMO.get(key)
+    if hit is None:
+        if len(_LINES_MEMO) >= 256:
+            _LINES_MEMO.pop(next(iter(_LINES_MEMO)))
+        hit = _LINES_MEMO[key] = fn(*args, **kw)
+    return list(hit) if isinstance(hit, list) else hit
+
+
 def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False, kind="ring", info=None):
-    text = ring_text(cfg, lines, loop=f"{name}_")
+    text = _memo(ring_text, cfg, lines, loop=f"{name}_")
     n = len(lines)
 
     def emit(b, text=text, n=n):
@@ -170,7 +187,7 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                 kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
                      [(y, s[l])], [(y, s[l])])
                 if not (split and l == nl - 2):
-                    ops.append(_ring_op(cfg, f"ag{l + 1}", all_gather_lines(cfg, s[l], y.bank, y.base),
+                    ops.append(_ring_op(cfg, f"ag{l + 1}", _memo(all_gather_lines, cfg, s[l], y.bank, y.base),
                                         [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
             elif split:
                 ops.append(_ring_op(cfg, "reduce_z", reduce_lines(cfg, k, s[l], y.bank, y.base, 0),
@@ -205,7 +222,7 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
             if l >= 1:
                 e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
                 if not (split and l == nl - 1):
-                    ops.append(_ring_op(cfg, f"rs{l}", reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base),
+                    ops.append(_ring_op(cfg, f"rs{l}", _memo(reduce_scatter_vec_lines, cfg, s[l - 1], e.bank, e.base),
                                         [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
                 kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
                      emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
@@ -223,12 +240,12 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                                x_copy=dcopy, name=f"bw{l}_"), [(W, wn), (d, s[l])], wr)
             rest = None
             if not (split and l == nl - 1):
-                rs = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base)
+                rs = _memo(reduce_scatter_vec_lines, cfg, s[l - 1], e.bank, e.base)
                 chunk = (cfg.n_regs - 3) // 2          # the reduce-scatter's registers below the update's
                 op = None
                 if overlap and not fused[l] and chunk >= 1:
                     # in smaller chunks (other passes) only when the default ones need the update's registers
-                    rs_ov = reduce_scatter_vec_lines(cfg, s[l - 1], e.bank, e.base, chunk=chunk)
+                    rs_ov = _memo(reduce_scatter_vec_lines, cfg, s[l - 1], e.bank, e.base, chunk=chunk)
                     op, rest = _rs_with_rank1(cfg, l, rs_ov, P[l], N[l], W, d, dlay, v, R["nlr"], e, s[l - 1])
                     if op.info["instructions"] + op.info["rest_instructions"] >= \
                             len(rs) + rank1_cost(cfg, P[l], N[l], alpha=True)["instructions"]:
