@@ -39,7 +39,8 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
     panel kept resident (``WR``, before the paged rows); ``resb``: the local rows after
     those kept resident in bank B (``WB``), whose kernels read copies of the input, the
     history's next input and ``din`` in bank A (``ainA``, ``vnA``, ``dinA``; the GEMV and
-    the update read them in the cycles that read ``W``, so never from ``W``'s bank) and
+    the update read them in the cycles that read ``W``, so never from ``W``'s bank; the
+    fused backward step reads ``vnext`` from either bank, so it has no ``vnA``) and
     write their part of ``W^T din`` into ``epA`` (and the separate step's rows copy of
     ``din`` into ``dcA``)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
@@ -61,8 +62,9 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
             al.alloc("WB", resb * L(N[l]), f"the next {resb * cfg.nr} rows of row panel {i} of W{l}, resident in "
                      f"bank B", bank="b")
             al.alloc("ainA", L(N[l]), f"a{l}: copy of ain for the rows in bank B (cols)", bank="a")
-            al.alloc("vnA", L(N[l]), f"a{l}: copy of vnext for the rows in bank B (cols)", bank="a")
-            al.alloc("dinA", s, f"copy of din for the rows in bank B (diag)", bank="a")
+            if l == 0 or not fused:          # the fused kernel reads vnext from either bank
+                al.alloc("vnA", L(N[l]), f"a{l}: copy of vnext for the rows in bank B (cols)", bank="a")
+            al.alloc("dinA", s, "copy of din for the rows in bank B (diag)", bank="a")
             if l >= 1:
                 al.alloc("epA", L(N[l]), f"W{l}^T din partial of the rows in bank B (cols)", bank="a")
                 if not fused:
@@ -178,13 +180,13 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
     if sp.resb:                          # the rows in bank B read copies of the vectors in bank A
         if not sp.res:                   # pragma: no cover - the planner fills bank A first
             raise TrainCompileError("rows resident in bank B need rows resident in bank A before them")
-        for name, src, dst, n in (("cp_ain", ain, R["ainA"], nw), ("cp_vn", vn, R["vnA"], nw),
-                                  ("cp_din", din, R["dinA"], s)):
+        copies = [("cp_ain", ain, R["ainA"], nw), ("cp_din", din, R["dinA"], s)]
+        for name, src, dst, n in copies + ([("cp_vn", vn, R["vnA"], nw)] if "vnA" in R else []):
             ops.append(_kern(name, "copy", lambda b, src=src, dst=dst, n=n, name=name:
                              emit_copy(b, cfg, n, src, dst, name=f"{name}_"), [(src, n)], [(dst, n)]))
     head_vn, head_ain, head_din = vn, ain, din
     for p, (WP, r0, n, q, alt) in enumerate(parts):
-        ain, vn, din = (R["ainA"], R["vnA"], R["dinA"]) if alt else (head_ain, head_vn, head_din)
+        ain, vn, din = (R["ainA"], R.get("vnA", head_vn), R["dinA"]) if alt else (head_ain, head_vn, head_din)
         w, zp, dp = n * nw, _at(z, r0), _at(din, r0)
         if q is not None:
             ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q)))

@@ -179,6 +179,7 @@ def test_cp_resident_rows_in_both_banks(mem, net, backward, layers, engine):
         assert gold.pages[l][:2] == ((0, sp.res * cfg.nr), (sp.res * cfg.nr, sp.resb * cfg.nr))
         k = tp.cores_of(l)[0]
         assert tp.allocs[k].items["WB"].region.bank == "b" and tp.allocs[k].items["ainA"].region.bank == "a"
+        assert ("vnA" in tp.allocs[k].items) == (l == 0 or not tp.fused[l])   # the fused kernel reads v anywhere
     assert "in bank B: WB" in tp.describe()
     if engine == "fast":
         results = [[SimpleNamespace(data=r.out) for r in sess.run(imgs, None, name, active=range(cfg.cores))[0]]
