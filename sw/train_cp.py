@@ -236,8 +236,8 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
         raise TrainCompileError("weights in DRAM need it: this configuration has none (cfg.dram_mib = 0)")
     out = {}
     for l in layers:
-        sp = _layer_pages(cfg, P, N, l, lambda page, hist, res=0, resb=0, l=l: alloc(l, page, hist, res, resb), page_rows, l in dram,
-                          _hist_beats(cfg, mlp, N, l))
+        sp = _layer_pages(cfg, P, N, l, lambda page, hist, res=0, resb=0, l=l: alloc(l, page, hist, res, resb),
+                          page_rows, l in dram, _hist_beats(cfg, mlp, N, l))
         if sp is None:
             return {}
         out[l] = sp
