@@ -69,19 +69,42 @@ class CoreSession:
             raise ValueError(f"unknown backend {backend!r}; allowed: fast, model (replay the recorded "
                              f"phases with sim.core_run.run_session for the RTL)")
         self.cfg, self.backend, self.record = cfg, backend, record
-        self.loaded = None
+        self.loads = _Loads(1)
+        self.last_load_cycles = 0      #: host stream cycles of the last run's LOADs
+        self._replayed = None          #: the image a replay of the recorded phases holds
         self.phases: list = []
 
-    def run(self, words, data=(), name: str = "", start: int = 0):
-        """LOAD the microcode image ``words`` at address 0 (skipped when it is already
-        loaded), CLEAR the counters, RUN from ``start`` with the input beats ``data``,
-        read the counters: a :class:`sim.core_run.JobResult`."""
-        words = list(words)
+    @property
+    def loaded(self):
+        """The microcode image the core holds (None: none yet)."""
+        return self.loads.loaded[0]
+
+    def _load_beats(self, words) -> list:
+        """The LOADs taking the core to ``words`` (:func:`sw.host_protocol.load_plan`:
+        the words that differ), counted in :attr:`loads`; their beats."""
         beats = []
-        load = self.loaded != words
-        if load:
-            beats += load_beats(self.cfg, words, 0)
-            self.loaded = words
+        for _, addr, w in load_plan(self.cfg, [words], self.loads.loaded):
+            beats += load_beats(self.cfg, w, addr)
+        self.last_load_cycles = self.loads.apply(self.cfg, [words], lambda k, w: None)
+        return beats
+
+    def load(self, words) -> int:
+        """LOAD the image ``words`` when it changed, without a RUN: the host stream cycles."""
+        words = list(words)
+        beats = self._load_beats(words)
+        if beats:
+            self.model.process(beats)
+        return self.last_load_cycles
+
+    def run(self, words, data=(), name: str = "", start: int = 0):
+        """LOAD the microcode image ``words`` (the words that differ from the one the
+        core holds: :attr:`last_load_cycles` host stream cycles), CLEAR the counters, RUN
+        from ``start`` with the input beats ``data``, read the counters: a
+        :class:`sim.core_run.JobResult`."""
+        words = list(words)
+        load = self._replayed != words        # the replay LOADs the whole image
+        self._replayed = words
+        beats = self._load_beats(words)
         beats += clear_beats() + run_beats(start, list(data)) + counters_beats()
         out = self.model.process(beats)
         if self.record:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sw.asm import Builder
+from sw.host_protocol import steady_reload
 from sw.collectives import Region  # noqa: F401  (re-exported)
 from sw.kernels import (Scalar, elementwise_cost, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu,
                         emit_relu_mask, gemv_cost, gemv_t_rank1_cost, rank1_cost)
@@ -419,8 +420,28 @@ class TrainProgram:
         return [p.instructions + self.cfg.run_overhead for p in self.programs]
 
     def step_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
-        """Cycles of one step: its RUNs plus, for softmax, the host turnaround."""
-        return sum(self.predicted_cycles()) + self.host_cycles(host_latency)
+        """Cycles of one step: its RUNs, the microcode LOADs between them
+        (:meth:`reload_cycles`) and, for softmax, the host turnaround."""
+        return sum(self.predicted_cycles()) + self.reload_cycles() + self.host_cycles(host_latency)
+
+    def step_runs(self) -> list:
+        """Per RUN of a step, in order, the microcode image it runs from (as a list of
+        one core's images, :func:`sw.host_protocol.steady_reload`)."""
+        return [[self.images[p.image]] for p in self.programs]
+
+    def reload_cycles(self) -> int:
+        """Host stream cycles of a step's microcode LOADs in steady state (the step
+        after another; the LOADs write only the words that differ); 0 when the step's
+        programs share one image."""
+        if "_reload_cache" not in self.__dict__:
+            self.__dict__["_reload_cache"] = steady_reload(self.cfg, self.step_runs())[0]
+        return self.__dict__["_reload_cache"]
+
+    def _resume(self, session) -> None:
+        """Leave the core holding the image a step ends with (after the weights'
+        loading or a prediction), so every step LOADs the same words."""
+        if hasattr(session, "load"):
+            session.load(self.step_runs()[-1][0])
 
     def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
         return host_latency * sum(1 for o in self.ops if o.kind == "host")
@@ -470,6 +491,7 @@ class TrainProgram:
         """Load the initial weights and the scalars into the PE memories."""
         for words, data, name in self.init_phases(weights):
             session.run(words, data, name)
+        self._resume(session)
 
     def run_step(self, session, x, t, *, host_latency: int = HOST_LATENCY_CYCLES,
                  check_cycles: bool = True) -> StepResult:
@@ -485,7 +507,7 @@ class TrainProgram:
             raise ValueError(f"target must have {no} values, got shape {tf.shape}")
         if mlp.loss == "mse" or self.softmax == "array":
             vecs["t"] = self._vec(t, no)
-        raw, ctrs = {}, []
+        raw, ctrs, lc = {}, [], 0
         for i, p in enumerate(self.programs):
             data = []
             for op in p.loads():
@@ -493,6 +515,7 @@ class TrainProgram:
                     vecs["g"] = host_softmax_grad(fmt, raw["logits"], tf)
                 data += self._beats(op, vecs)
             res = session.run(self.images[p.image], data, f"step-{p.name}", p.origin)
+            lc += getattr(session, "last_load_cycles", 0)
             c = res.counters
             if check_cycles and c["cycles"] != self.predicted_cycles()[i]:
                 raise AssertionError(f"program {i}: {c['cycles']} cycles, predicted {self.predicted_cycles()[i]}")
@@ -510,8 +533,8 @@ class TrainProgram:
         else:
             z = fmt.to_float(raw["logits"])
             loss, out = softmax_ce_loss(z, tf), z
-        cyc = sum(c["cycles"] for c in ctrs)
-        return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw)
+        cyc = sum(c["cycles"] for c in ctrs) + lc
+        return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw, lc)
 
     def predict(self, session, x) -> np.ndarray:
         """The network output for input ``x`` computed on the array (forward pass only;
@@ -520,6 +543,7 @@ class TrainProgram:
         for i, p in enumerate(self.predict_programs):
             data = vector_beats(self.cfg, self._vec(x, self.mlp.n_in), p.ops[0].words) if i == 0 else []
             res = session.run(self.images[p.image], data, p.name, p.origin)
+        self._resume(session)
         return self.cfg.fmt.to_float(decode_diag_beats(self.cfg, res.data, self.mlp.n_out))
 
     # -- weights back -------------------------------------------------------------------

@@ -36,8 +36,6 @@ class ChipStepResult(StepResult):
     #: per core: its counters summed over the step's phases (``cycles``: the step's;
     #: ``ucode_wr_words``: microcode words the step's LOADs wrote, when there were any)
     core_counters: list = field(default_factory=list)
-    #: host stream cycles of the step's microcode LOADs (in ``cycles``; phases of kind "load")
-    load_cycles: int = 0
 
 
 class PhaseLog:

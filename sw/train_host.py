@@ -107,6 +107,8 @@ class StepResult:
     loss: float                   #: the sample's loss (float64, from what was unloaded)
     output: np.ndarray            #: the network output z (MSE: d + t) as floats
     counters: list                #: counters of each RUN
-    cycles: int                   #: RUN cycles of the step (sum over its RUNs)
+    cycles: int                   #: cycles of the step: its RUNs and the microcode LOADs before them
     host_cycles: int              #: assumed host turnaround cycles (softmax), 0 for MSE
     raw: dict = field(default_factory=dict)   #: unloaded bit patterns by name
+    #: host stream cycles of the step's microcode LOADs (in ``cycles``)
+    load_cycles: int = 0

@@ -269,7 +269,7 @@ class MBProgram(TrainProgram):
         tf = self.targets(T)
         if mlp.loss == "mse":
             mats["T"] = self._mat(T, no, "T")
-        raw, ctrs = {}, []
+        raw, ctrs, lc = {}, [], 0
         for i, p in enumerate(self.programs):
             data = []
             for op in p.loads():
@@ -278,6 +278,7 @@ class MBProgram(TrainProgram):
                                           for c in range(b)], axis=1)
                 data += load_beats_for(cfg, pack_matrix(mats[op.data], nr))
             res = session.run(self.images[p.image], data, f"step-{p.name}", p.origin)
+            lc += getattr(session, "last_load_cycles", 0)
             c = res.counters
             if check_cycles and c["cycles"] != self.predicted_cycles()[i]:
                 raise AssertionError(f"program {i}: {c['cycles']} cycles, predicted {self.predicted_cycles()[i]}")
@@ -298,8 +299,8 @@ class MBProgram(TrainProgram):
             z = fmt.to_float(raw["logits"])
             loss = float(np.mean([softmax_ce_loss(z[:, c], tf[:, c]) for c in range(b)]))
             out = z
-        cyc = sum(c["cycles"] for c in ctrs)
-        return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw)
+        cyc = sum(c["cycles"] for c in ctrs) + lc
+        return StepResult(loss, out, ctrs, cyc, self.host_cycles(host_latency), raw, lc)
 
     def predict(self, session, X) -> np.ndarray:
         """The network outputs (``n_out x b`` floats) for the ``n_in x b`` inputs ``X``
@@ -309,6 +310,7 @@ class MBProgram(TrainProgram):
         for i, p in enumerate(self.predict_programs):
             data = load_beats_for(cfg, pack_matrix(self._mat(X, self.mlp.n_in, "X"), nr)) if i == 0 else []
             res = session.run(self.images[p.image], data, p.name, p.origin)
+        self._resume(session)
         op = self.predict_programs[-1].unloads()[-1]
         z = unpack_matrix(decode_unload(cfg, res.data[-nr * op.words:], op.words), self.mlp.n_out, self.mlp.batch)
         return cfg.fmt.to_float(z)

@@ -24,6 +24,7 @@ from arch.errors import InputError
 from tests.simulators import REPLAY_SIM_PARAMS
 from arch.config import ArchConfig
 from sw.golden_train import Float64SGD, GoldenSGD
+from sw.host_protocol import load_beat_count
 from sw.mlp import MLP, MLPError
 from sw.train import TrainCompileError, backward_costs, backward_plan, compile_sgd, init_weights, kernel_gap
 from sim.sessions import CoreSession
@@ -69,7 +70,7 @@ def train_and_check(cfg, mlp, steps, backend, seed, **kw):
         g = gold.step(x, t)
         assert r.loss == g["loss"] and np.array_equal(r.output, g["output"]), (k, r.loss, g["loss"])
         _eq_weights(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), k)
-        assert r.cycles == sum(tp.predicted_cycles())
+        assert r.cycles == tp.step_cycles() - tp.host_cycles()     # RUNs + the LOADs between them
         losses.append(r.loss)
     return tp, sess, gold, losses
 
@@ -211,13 +212,16 @@ def test_training_reduces_loss():
 def test_balanced_banks_and_split_microcode():
     """Weights that do not fit MEM A alone go to both banks (the vectors then follow
     the kernels' bank rules); a small microcode splits the step into several programs
-    and images. Both still bit-exact."""
+    and images, and every step LOADs the images between its RUNs (counted in its cycles,
+    as :meth:`reload_cycles` predicts: only the words that differ). Both still bit-exact."""
     seed = _seed()
     cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128)
     mlp = MLP((15, 11, 6), "mse", 0.125)              # W0 48 + W1 18 words > 64
-    tp, *_ = train_and_check(cfg, mlp, 3, "fast", seed)
+    tp, sess, *_ = train_and_check(cfg, mlp, 3, "fast", seed)
     assert set(tp.wbanks) == {"a", "b"}
     assert len(tp.programs) >= 2 and len(tp.images) >= 2
+    whole = sum(load_beat_count(cfg, len(tp.images[p.image])) for p in tp.programs)
+    assert 0 < tp.reload_cycles() <= whole and sess.loads.cycles > 3 * tp.reload_cycles()
     tp2, *_ = train_and_check(replace(cfg, mem_a_words=128, ucode_depth=32), MLP((6, 5, 3), "softmax_ce", 0.125),
                               2, "fast", seed)
     assert len(tp2.programs) >= 3
