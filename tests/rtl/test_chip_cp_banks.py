@@ -1,0 +1,55 @@
+"""Continuous propagation with a paged panel's resident rows in both PE memory banks
+(``SpadPanel.resb``, region ``WB``: their kernels read copies of the vectors in bank A)
+on the chip RTL: two samples through the pipeline and out, recorded on the per-cycle
+model against the golden trainer, replayed on the RTL (Icarus); every beat and counter
+equal to the per-cycle model's, the weights unloaded from the RTL (scratchpad pages, then
+the rows in bank A, then those in bank B) equal to the golden's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sim.chip_run import ChipPhase, run_chip_session
+from sim.sessions import ChipSession
+from sw.golden_train_cp import GoldenChipCP
+from sw.mlp import MLP
+from sw.train import init_weights
+from sw.train_cp import compile_chip_cp
+from tests.rtl.test_chip_dram import CFG_CP
+
+#: 2 cores of 2 x 2 PEs (test_chip_dram's CP chip) with a larger bank B, so that layer
+#: 0's panel keeps rows resident in both banks and pages the rest
+CFG = CFG_CP.replace(mem_b_words=256)
+
+
+def test_cp_resident_rows_in_both_banks_rtl(require_simulator):
+    require_simulator("icarus")
+    mlp = MLP((24, 24, 6), "mse", 0.125)
+    tp = compile_chip_cp(CFG, mlp)
+    sp = tp.spad[0]
+    assert sp.res > 0 and sp.resb > 0 and len(sp.pages) >= 1
+    W0 = init_weights(mlp, CFG.fmt, 3)
+    sess = ChipSession(CFG, "model", record=True)
+    tp.init(sess, W0)
+    gold = GoldenChipCP(CFG, mlp, W0, groups=tp.groups, fused=tp.fused)
+    rng = np.random.default_rng(5)
+    n, L = 2, tp.latency_steps()
+    X, T = rng.normal(size=(n, mlp.n_in)), rng.normal(size=(n, mlp.n_out)) * 0.5
+    for s in range(n + 2 * L):
+        x, t = (X[s] if s < n else None), (T[s - L] if 0 <= s - L < n else None)
+        r = tp.run_step(sess, x, t)
+        g = gold.step(x, t)
+        assert np.array_equal(r.raw["out"], g["raw"]) and r.loss == g["loss"], s
+        assert r.cycles == tp.step_cycles()
+    want = gold.weights(padded=True)
+    phases = list(sess.phases)
+    unload = tp.unload_weights_phases()
+    assert [name for _, name in unload] == ["cp-unload-W", "cp-unload-WR", "cp-unload-WB"]
+    phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
+    rtl = run_chip_session(CFG, phases, backend="rtl", sim="icarus", name="chip-cp-banks")
+    model = run_chip_session(CFG, phases, backend="model")
+    for p, (pr, pm) in enumerate(zip(rtl, model)):
+        for k, (a, b) in enumerate(zip(pr, pm)):
+            assert a.data == b.data and a.counters == b.counters, (phases[p].name, k)
+    got = tp.decode_weights(rtl[-len(unload):], padded=True)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
