@@ -68,8 +68,9 @@ class PhaseLog:
         cyc = sum(c for _, _, c in self.phases)
         for pc in self.per_core:
             pc["cycles"] = cyc
-        return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw, self.phases, self.per_core,
-                              sum(c for _, k, c in self.phases if k == "load"))
+        return ChipStepResult(loss, out, list(self.per_core), cyc, host_cycles, raw,
+                              load_cycles=sum(c for _, k, c in self.phases if k == "load"),
+                              phases=self.phases, core_counters=self.per_core)
 
 
 def load_per_core(session, cfg, items: list, name: str) -> None:
