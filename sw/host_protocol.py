@@ -93,15 +93,13 @@ _KEYS: dict = {}
 
 
 def _keys(words, limbs: int) -> np.ndarray:
-    """The image ``words`` as a 1-D array of byte keys of ``limbs`` 64-bit limbs each,
-    equal where the words are (numpy compares them elementwise)."""
+    """The image ``words`` as a 1-D array of ``8 limbs``-byte keys, equal where the words
+    are (numpy compares them elementwise)."""
     hit = _KEYS.get((id(words), limbs))
     if hit is not None and hit[0] is words:
         return hit[1]
-    mask = (1 << 64) - 1
-    arr = np.array([[(int(w) >> (64 * j)) & mask for j in range(limbs)] for w in words],
-                   dtype=np.uint64).reshape(-1, limbs)
-    keys = np.ascontiguousarray(arr).view(np.dtype((np.void, 8 * limbs))).ravel()
+    raw = b"".join(int(w).to_bytes(8 * limbs, "little") for w in words)
+    keys = np.frombuffer(raw, dtype=np.dtype((np.void, 8 * limbs)))
     if len(_KEYS) > 4096:
         _KEYS.clear()
     _KEYS[(id(words), limbs)] = (words, keys)
@@ -110,15 +108,17 @@ def _keys(words, limbs: int) -> np.ndarray:
 
 def _consensus(images, keys) -> list:
     """Per position the word most cores' images hold (positions past an image's end
-    hold nothing)."""
+    hold nothing; a tie goes to the lowest core)."""
     n, width = len(keys), max(len(k) for k in keys)
-    mat = np.zeros((n, width), dtype=keys[0].dtype)
-    valid = np.zeros((n, width), dtype=bool)
+    _, ids = np.unique(np.concatenate(keys), return_inverse=True)
+    mat = np.full((n, width), -1, dtype=np.int64)
+    pos = 0
     for k, a in enumerate(keys):
-        mat[k, :len(a)], valid[k, :len(a)] = a, True
-    counts = np.stack([np.where(valid[j], ((mat == mat[j]) & valid).sum(axis=0), -1) for j in range(n)])
+        mat[k, :len(a)] = ids[pos:pos + len(a)]
+        pos += len(a)
+    counts = np.stack([np.where(mat[j] >= 0, (mat == mat[j]).sum(axis=0), -1) for j in range(n)])
     holder = counts.argmax(axis=0)
-    return [int(images[holder[i]][i]) for i in range(width)]
+    return [images[holder[i]][i] for i in range(width)]
 
 
 def load_plan(cfg, images, loaded) -> list:
@@ -129,8 +129,8 @@ def load_plan(cfg, images, loaded) -> list:
     the fewest beats of these: every changed core writes the words in which its image
     differs from what it holds; or one image is broadcast first (one a changed core
     takes, or the consensus image: per word the one most cores' images hold) and then
-    every core writes the words in which its image differs from it. A core writes a
-    run of words with one LOAD (a header beat); words past the end of a core's image
+    every core writes the words in which its image differs from it. A core writes
+    a run of words with one LOAD (a header beat); words past the end of a core's image
     are never compared (they are not its program's)."""
     n = len(images)
     need = [k for k in range(n) if not _same(loaded[k], images[k])]
@@ -146,20 +146,21 @@ def load_plan(cfg, images, loaded) -> list:
 
     best_head = None
     best_runs, best_cost = patches(need, lambda k: None if loaded[k] is None else _keys(loaded[k], limbs))
-    cands = {}
+    cands: dict = {}
     for k in need:
-        cands.setdefault(tuple(images[k]), tgt[k])
+        cands.setdefault(tgt[k].tobytes(), (images[k], tgt[k]))
     if len(need) > 1:
         cons = _consensus(images, tgt)
-        cands.setdefault(tuple(cons), _keys(cons, limbs))
-    for key, ids in cands.items():
-        head = load_beat_count(cfg, len(key))
+        ck = _keys(cons, limbs)
+        cands.setdefault(ck.tobytes(), (cons, ck))
+    for words, ids in cands.values():
+        head = load_beat_count(cfg, len(words))
         if head >= best_cost:
             continue
         runs, cost = patches(range(n), lambda k: ids)
         if head + cost < best_cost:
-            best_head, best_runs, best_cost = key, runs, head + cost
-    plan = [] if best_head is None else [(None, 0, list(best_head))]
+            best_head, best_runs, best_cost = words, runs, head + cost
+    plan = [] if best_head is None else [(None, 0, [int(x) for x in best_head])]
     for k, (starts, ends, _) in best_runs.items():
         plan += [(k, int(s), [int(x) for x in images[k][s:e + 1]]) for s, e in zip(starts, ends)]
     return plan
