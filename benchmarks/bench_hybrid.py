@@ -173,14 +173,7 @@ def large_network(log) -> dict:
             others.append(o)
             rows.append(_row(f"hybrid {c['mix']} (hetero-L)", _label(c["_s"].chosen.placement) + ", scheduled",
                              c["placement"], o))
-    singles = []
-    for g, n, res in same_area_chips(h):
-        kind = "S" if g == 0 else "L"
-        cfg = PRESETS[kind]
-        one = HeteroConfig((CoreGroup(n, cfg),))
-        singles.append({"kind": kind, "cores": n, "area_mm2": round(n * core_area_mm2(cfg), 2),
-                        "area_residual": res, "same_compiler": _same_compiler(one, mlp, log),
-                        "sgd_across_cores": _chip_sgd(kind, n, mlp, log)})
+    singles = _single_kind_chips(h, mlp, log)
     for sc in singles:
         for key, label in (("same_compiler", "layers on cores"), ("sgd_across_cores", "SGD across cores")):
             rows.append(_row(f"{sc['cores']} x {sc['kind']} ({sc['area_residual']:+.1%} area)", label,
@@ -236,6 +229,20 @@ def _large_note(large: dict) -> str:
             + "; against the faster chips (the hybrid loses throughput): "
             + ("; ".join(f"{x['saving']:+.1%} against {x['against']} at {x['throughput_ratio']:.2f}x its samples/s"
                          for x in large["faster_single_kind"]) or "none") + ".")
+
+
+def _single_kind_chips(h, mlp, log) -> list:
+    """The S-like and L-like chips of ``h``'s area (:func:`same_area_chips`), each measured
+    with the layers-on-cores compiler and with SGD across its cores."""
+    singles = []
+    for g, n, res in same_area_chips(h):
+        kind = "S" if g == 0 else "L"
+        cfg = PRESETS[kind]
+        one = HeteroConfig((CoreGroup(n, cfg),))
+        singles.append({"kind": kind, "cores": n, "area_mm2": round(n * core_area_mm2(cfg), 2),
+                        "area_residual": res, "same_compiler": _same_compiler(one, mlp, log),
+                        "sgd_across_cores": _chip_sgd(kind, n, mlp, log)})
+    return singles
 
 
 def _same_compiler(hcfg, mlp, log) -> dict:
@@ -314,14 +321,7 @@ def run(log=print) -> dict:
     h, s = best["_h"], best["_s"]
     log(f"best mix {best['mix']}:\n" + s.describe(h, mlp))
     hyb = run_placement(h, mlp, s.chosen.placement, steps=STEPS, predicted=s.chosen.to_dict(), log=log)
-    singles = []
-    for g, n, res in same_area_chips(h):
-        kind = "S" if g == 0 else "L"
-        cfg = PRESETS[kind]
-        one = HeteroConfig((CoreGroup(n, cfg),))
-        singles.append({"kind": kind, "cores": n, "area_mm2": round(n * core_area_mm2(cfg), 2),
-                        "area_residual": res, "same_compiler": _same_compiler(one, mlp, log),
-                        "sgd_across_cores": _chip_sgd(kind, n, mlp, log)})
+    singles = _single_kind_chips(h, mlp, log)
     rows = [_row(f"hybrid {best['mix']}", _label(s.chosen.placement) + ", scheduled", s.chosen.placement.short(),
                  hyb)]
     others = []
