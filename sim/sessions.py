@@ -33,11 +33,12 @@ class _Loads:
         self.loaded = [None] * n
         self.last_cycles = self.last_words = 0
         self.last_per_core = [0] * n       #: words the last LOADs wrote into each core
+        self.last_plan: list = []          #: the last LOADs (:func:`sw.host_protocol.load_plan`)
         self.cycles = self.words = 0
 
     def apply(self, cfg, images, load_core) -> int:
         """LOAD what changed (``load_core(k, words)`` writes core ``k``); returns the cycles."""
-        plan = load_plan(cfg, images, self.loaded)
+        plan = self.last_plan = load_plan(cfg, images, self.loaded)
         for k in range(len(images)):
             if self.loaded[k] is not images[k] and self.loaded[k] != images[k]:
                 load_core(k, images[k])
@@ -82,11 +83,8 @@ class CoreSession:
     def _load_beats(self, words) -> list:
         """The LOADs taking the core to ``words`` (:func:`sw.host_protocol.load_plan`:
         the words that differ), counted in :attr:`loads`; their beats."""
-        beats = []
-        for _, addr, w in load_plan(self.cfg, [words], self.loads.loaded):
-            beats += load_beats(self.cfg, w, addr)
         self.last_load_cycles = self.loads.apply(self.cfg, [words], lambda k, w: None)
-        return beats
+        return [b for _, addr, w in self.loads.last_plan for b in load_beats(self.cfg, w, addr)]
 
     def load(self, words) -> int:
         """LOAD the image ``words`` when it changed, without a RUN: the host stream cycles."""
