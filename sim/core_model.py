@@ -297,6 +297,8 @@ class CoreRun:
         # after the start and after each JUMP
         self.fill = model.cfg.fetch_delay
         self.jump_delay = model.cfg.jump_delay
+        #: an object whose ``clock(run)`` is called after every clock (:mod:`sim.movement`)
+        self.probe = getattr(model, "probe", None)
 
     @property
     def rout_pending(self) -> int:
@@ -421,6 +423,8 @@ class CoreRun:
             if not self.dist:            # the PEs see the sequencer's issue register itself
                 self.pe_iss, self.pe_sra, self.pe_swa = self.iss, self.iss_sra, self.iss_swa
                 self.pe_bubble = self.stalled
+            if self.probe is not None:
+                self.probe.clock(self)
 
     def finish(self) -> RunResult:
         """Count the run into the model's counters; the :class:`RunResult`."""

@@ -204,11 +204,13 @@ class DmaEngine:
         self.region.check(h.pc, None, wr)    # a sout on a store's start races with it
 
 
-def dma_schedule(cfg, cycles, transfers, end_cycle: int):
+def dma_schedule(cfg, cycles, transfers, end_cycle: int, spans: list | None = None):
     """The DMA timing of a RUN without any other stall: ``cycles`` the nominal (unstalled)
     1-based issue cycles of the instructions with a ``dma`` field, ``transfers`` their
     :class:`Transfer` (``None`` for a wait), ``end_cycle`` the RUN's nominal length.
-    Returns ``(stall cycles, busy cycles, RUN cycles, the stall of each instruction)``."""
+    Returns ``(stall cycles, busy cycles, RUN cycles, the stall of each instruction)``;
+    ``spans`` (a list) gets ``(u, b)`` per transfer: started in (stalled, 1-based) cycle
+    ``u``, the engine busy in cycles ``u + 1 .. u + b``."""
     s = busy = 0
     end = 0
     each = []
@@ -222,4 +224,6 @@ def dma_schedule(cfg, cycles, transfers, end_cycle: int):
             b = transfer_cycles(cfg, t.n, t.kind == DmaOp.STORE)
             end = u + b
             busy += b
+            if spans is not None:
+                spans.append((u, b))
     return s, busy, max(end_cycle + s, end + 1), each

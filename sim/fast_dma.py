@@ -128,6 +128,9 @@ def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | No
             wr_beats += t.n
     # 1-based issue cycles without stalls: trace step j issues in RUN cycle j + pre
     # (cfg.dist_delay is 0 with DRAM)
-    stalls, busy, cycles, each = dma_schedule(cfg, [s + pre for s in ev_steps], ev_t, n_cycles)
+    spans: list = []
+    stalls, busy, cycles, each = dma_schedule(cfg, [s + pre for s in ev_steps], ev_t, n_cycles, spans)
     at = [(s + pre, x) for s, x in zip(ev_steps, each) if x]
-    return DmaPlan(ops, rd_beats, wr_beats, busy, stalls, cycles, ([a for a, _ in at], [x for _, x in at]))
+    plan = DmaPlan(ops, rd_beats, wr_beats, busy, stalls, cycles, ([a for a, _ in at], [x for _, x in at]))
+    plan.spans = spans          # (start cycle, busy cycles) per transfer (dma_schedule)
+    return plan

@@ -237,5 +237,7 @@ class FastRun:
         for k in m.counters:
             m.counters[k] = (m.counters[k] + delta[k]) & m.cmask
         delta = {k: v & m.cmask for k, v in delta.items()}
+        if getattr(m, "probe", None) is not None:       # sim.movement: the run's cycles classified
+            m.probe.fast_run(self, cycles)
         beats = [Beat(d, last) for d, last in out]
         return RunResult(out=beats, cycles=cycles, instructions=n, counters=delta, ring_out=ring_out)
