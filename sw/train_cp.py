@@ -70,16 +70,17 @@ from sw.ring import ring_text
 from sw.softmax import softmax_supported
 from sw.train import FUSED_TOLERANCE
 from sw.train_chip_place import _build_ops
-from sw.train_cp_map import _balance, _check_groups, cp_shapes, cp_stage_of
+from sw.train_cp_map import _balance, _check_groups, cp_core_layers, cp_shapes, cp_stage_of
 from sw.train_cp_ops import Kit, _kern, _length, _ring_rw, chain_streams  # noqa: F401
 from sw.train_cp_dram import head_dma, stream_head
 from sw.train_cp_program import ChipCPProgram, _kit
+from sw.train_cp_shared import SharedKit, allocate_shared
 from sw.train_host import TrainCompileError, resolve_softmax
 from sw.train_ops import Op
 from sw.train_dram import DramPanel
 from sw.train_paging import SpadPanel, check_page_rows, largest, page_split, spad_choice
 
-__all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping",
+__all__ = ["compile_chip_cp", "ChipCPProgram", "cp_groups", "cp_shapes", "cp_stage_of", "cp_mapping", "cp_plan",
            "CP_HOST_PHASES"]
 
 #: host phases of a step: load (x to core 0, t to the output core), unload (d or logits)
@@ -95,6 +96,65 @@ def cp_groups(cfg, mlp: MLP, groups=None, backward: str = "auto") -> list:
 
 
 def cp_mapping(cfg, mlp: MLP, groups=None, backward: str = "auto") -> tuple:
+    """``(groups, fused)`` of :func:`cp_plan`."""
+    return cp_plan(cfg, mlp, groups, backward)[:2]
+
+
+def cp_plan(cfg, mlp: MLP, groups=None, backward: str = "auto", shared=None) -> tuple:
+    """``(groups, fused, shared, tried)``: :func:`_mapping`'s groups and fused plan for
+    the placement whose step compute (:func:`_cost`) is the shortest, ``shared`` its
+    layers on the core of the layer before (:mod:`sw.train_cp_shared`; ties: the fewest),
+    ``tried`` every placement's ``(shared, groups, fused, cost)``. ``shared`` given: that
+    placement. Else (batch 1) every layer on its own cores, and each run of consecutive
+    layers whose panels may fit one core's PE memories on one core (its cores go to the
+    other layers); given ``groups`` needing more cores than the chip has, the runs of
+    one-core layers that make them fit."""
+    L, c = mlp.n_layers, cfg.cores
+    if shared is not None:
+        shared = tuple(sorted(int(l) for l in shared))
+        if shared and mlp.batch > 1:
+            raise TrainCompileError("minibatch CP keeps each layer on its own cores: shared must be empty")
+        options = [shared]
+    elif mlp.batch > 1 or c < L:
+        options = [()]
+    elif groups is not None:
+        g = [int(x) for x in groups]
+        options = [sh for sh in [()] + _runs(cfg, mlp, g) if len(g) != L or sum(g) - len(sh) <= c] or [()]
+    else:
+        options = [()] + _runs(cfg, mlp)
+    cache: dict = {}
+    tried, err = [], None
+    for sh in options:
+        try:
+            g, f, cost = _mapping(cfg, mlp, groups, backward, sh, cache)
+        except TrainCompileError as e:
+            err = err or e
+            continue
+        tried.append((sh, g, f, cost))
+    if not tried:
+        raise err
+    tried = [t for t in tried if t[3] < 1 << 30] or tried      # the placements whose regions fit
+    sh, g, f, _ = min(tried, key=lambda t: (t[3], len(t[0])))
+    return g, f, sh, tried
+
+
+def _runs(cfg, mlp: MLP, groups=None) -> list:
+    """The placements with one run of two or more consecutive layers on one core (as
+    ``shared``: the run's layers after its first), whose panels (unpadded inputs) may
+    fit one core's PE memories; with ``groups``, only runs of one-core layers."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    words = [L(m) * L(n) for m, n in (mlp.shape(l) for l in range(mlp.n_layers))]
+    out = []
+    for a in range(mlp.n_layers - 1):
+        for b in range(a + 1, mlp.n_layers):
+            if sum(words[a:b + 1]) > cfg.mem_a_words + cfg.mem_b_words:
+                break
+            if groups is None or all(groups[l] == 1 for l in range(a, b + 1)):
+                out.append(tuple(range(a + 1, b + 1)))
+    return out
+
+
+def _mapping(cfg, mlp: MLP, groups, backward: str, shared: tuple, cache: dict) -> tuple:
     """``(groups, fused)``: cores per layer, and per layer whether its backward step is
     the fused kernel (:func:`sw.kernels.emit_gemv_t_rank1`: ``W^T d`` with the old
     weights and the update in one pass over ``W``, reading and writing each weight once
@@ -109,33 +169,33 @@ def cp_mapping(cfg, mlp: MLP, groups=None, backward: str = "auto") -> tuple:
     if backward not in ("auto", "fused", "separate"):
         raise TrainCompileError(f"unknown backward {backward!r}; allowed: auto, fused, separate")
     L = mlp.n_layers
-    given = None if groups is None else _check_groups(cfg, mlp, groups)
-    start = given or _balance(cfg, mlp)
-    cache: dict = {}
+    given = None if groups is None else _check_groups(cfg, mlp, groups, shared)
+    start = given or _balance(cfg, mlp, shared)
 
     def mapped(plan):
         plan = tuple(plan)
-        g = given or _refine(cfg, mlp, start, plan, cache)
-        return list(g), list(plan), _cost(cfg, mlp, tuple(g), plan, cache)
+        g = given or _refine(cfg, mlp, start, plan, cache, shared)
+        return list(g), list(plan), _cost(cfg, mlp, tuple(g), plan, cache, shared)
 
     sep, fus = (False,) * L, (False,) + (True,) * (L - 1)
     if mlp.batch > 1:
         if backward == "fused":
             raise TrainCompileError("minibatch CP has no fused backward step (its update is a GEMM): "
                                     "backward='auto' or 'separate'")
-        return mapped(sep)[:2]
+        return mapped(sep)
     if backward != "auto":
-        return mapped(fus if backward == "fused" else sep)[:2]
+        return mapped(fus if backward == "fused" else sep)
     gs, ps, cs = mapped(sep)
     gf, pf, cf = mapped(fus)
     if cf <= (1 + FUSED_TOLERANCE) * cs:
-        return gf, pf
+        return gf, pf, cf
     for l in range(1, L):
         trial = list(ps)
         trial[l] = True
-        if _cost(cfg, mlp, tuple(gs), tuple(trial), cache) <= cs:
-            ps = trial
-    return gs, ps
+        ct = _cost(cfg, mlp, tuple(gs), tuple(trial), cache, shared)
+        if ct <= cs:
+            ps, cs = trial, ct
+    return gs, ps, cs
 
 
 def _smx(cfg, mlp: MLP):
@@ -173,30 +233,53 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
     return cache[key]
 
 
-def _cost(cfg, mlp: MLP, groups: tuple, plan: tuple, cache: dict) -> int:
-    """The step's compute: the longest head plus the longest tail (without the chains)."""
-    hc = [_stage_cost(cfg, mlp, groups, l, plan[l], cache) for l in range(mlp.n_layers)]
+def _shared_cost(cfg, mlp: MLP, groups: tuple, layers: tuple, plan: tuple, cache: dict) -> tuple:
+    """``(head, tail)`` instructions of a core of several ``layers``
+    (:mod:`sw.train_cp_shared`; the tail without the chains); ``(2^30, 0)`` when their
+    regions do not fit its PE memories."""
+    a = layers[0]
+    key = ("shared", layers, groups[a - 1] if a else 0, tuple(plan[l] for l in layers))
+    if key not in cache:
+        P, N = cp_shapes(cfg, mlp, list(groups))
+        V, smx, kit = 2 * (mlp.n_layers - 1), _smx(cfg, mlp), SharedKit(_kit(mlp))
+        al = allocate_shared(kit, cfg, mlp, P, N, list(layers), V, smx, plan)
+        cache[key] = ((1 << 30, 0) if not al.fits() else
+                      (_length(cfg, kit.head(cfg, mlp, al, P, N, (a, 0), smx)),
+                       _length(cfg, kit.tail(cfg, mlp, al, P, N, (a, 0), 0, V, list(groups), True))))
+    return cache[key]
+
+
+def _cost(cfg, mlp: MLP, groups: tuple, plan: tuple, cache: dict, shared: tuple = ()) -> int:
+    """The step's compute: the longest head plus the longest tail (without the chains);
+    a core of several layers (``shared``) counts their ops together."""
+    runs = [[l] for l in range(mlp.n_layers) if l not in shared]
+    for l in shared:
+        next(r for r in runs if r[-1] == l - 1 or l - 1 in r).append(l)
+    hc = [_stage_cost(cfg, mlp, groups, r[0], plan[r[0]], cache) if len(r) == 1 else
+          _shared_cost(cfg, mlp, groups, tuple(r), plan, cache) for r in runs]
     return max(h for h, _ in hc) + max(t for _, t in hc)
 
 
-def _refine(cfg, mlp: MLP, g: list, plan: tuple, cache: dict) -> list:
-    """Move single cores between the hidden layers' groups while the step's compute
-    (:func:`_cost`, from the kernels' exact instruction counts) gets shorter."""
+def _refine(cfg, mlp: MLP, g: list, plan: tuple, cache: dict, shared: tuple = ()) -> list:
+    """Move single cores between the hidden layers' groups (not those sharing a core,
+    ``shared``) while the step's compute (:func:`_cost`, from the kernels' exact
+    instruction counts) gets shorter."""
     L = mlp.n_layers
     g = tuple(g)
-    best = _cost(cfg, mlp, g, plan, cache)
+    fixed = set(shared) | {l - 1 for l in shared}
+    best = _cost(cfg, mlp, g, plan, cache, shared)
     improved = True
     while improved:
         improved = False
         for a in range(L - 1):
             for b in range(L - 1):
-                if a == b or g[a] <= 1:
+                if a == b or g[a] <= 1 or a in fixed or b in fixed:
                     continue
                 cand = list(g)
                 cand[a] -= 1
                 cand[b] += 1
                 cand = tuple(cand)
-                cc = _cost(cfg, mlp, cand, plan, cache)
+                cc = _cost(cfg, mlp, cand, plan, cache, shared)
                 if cc < best:
                     g, best, improved = cand, cc, True
     return list(g)
@@ -400,7 +483,9 @@ class _StepImage:
         #: per core the head's predicted DMA stall cycles (its instructions are fewer by as many)
         self.stalls = stalls or [0] * cfg.cores
         self.P, self.N, self.allocs, self.head, self.head2 = P, N, allocs, head, head2
-        self.c, self.V, self.out = cfg.cores, 2 * (mlp.n_layers - 1), sum(groups) - 1
+        self.c, self.V = cfg.cores, 2 * (mlp.n_layers - 1)
+        self.out = next(k for k in range(self.c) if stages[k] is not None
+                        and mlp.n_layers - 1 in allocs[k].meta.get("layers", [stages[k][0]]))
         self.streams = kit.streams(cfg, mlp, allocs, P, N, groups, None)
         self.pick = min(range(3), key=lambda o: (schedule(cfg, _orders(self.streams)[o]).slots, o))
         self.rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(self.c)]
@@ -508,7 +593,7 @@ def _fit_message(cfg, mlp: MLP, groups: list, P: list, N: list, l: int, al) -> s
 
 
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
-                    page_rows: int | None = None, dram=None) -> ChipCPProgram:
+                    page_rows: int | None = None, dram=None, shared=None) -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
     the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
     ``backward``: ``"auto"``, ``"fused"`` or ``"separate"``: whether the layers
@@ -525,13 +610,17 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     core's DRAM through two staging slots (:mod:`sw.train_cp_dram`; ``dram``: the paged
     layers to stream, tests).
 
+    Consecutive layers may share one core (:mod:`sw.train_cp_shared`; ``shared``: the
+    layers on the core of the layer before, default :func:`cp_plan`'s choice by the cost
+    model, recorded in :attr:`ChipCPProgram.shared` and ``meta["placements"]``).
+
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
     the scratchpad (with the sizes), or a program that does not fit the microcode."""
     smx = _check(cfg, mlp, softmax)
     c, nr, nl = cfg.cores, cfg.nr, mlp.n_layers
-    kit = _kit(mlp)
-    groups, fused = cp_mapping(cfg, mlp, groups, backward)
+    kit = SharedKit(_kit(mlp))
+    groups, fused, shared, tried = cp_plan(cfg, mlp, groups, backward, shared)
     P, N = cp_shapes(cfg, mlp, groups)
     lim = (1 << cfg.loop_bits) - 1
     for n in N:
@@ -544,8 +633,13 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
         raise TrainCompileError(f"learning rate {mlp.lr:g}" + (f" / batch {mlp.batch}" if mlp.batch > 1 else "")
                                 + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
-    stages = cp_stage_of(groups, c)
+    stages = cp_stage_of(groups, c, shared)
     spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows, dram)
+    paged = sorted(set(spads) & ({l - 1 for l in shared} | set(shared)))
+    if paged:
+        raise TrainCompileError(f"layers {paged} share a core (shared {list(shared)}): their panels must stay in the "
+                                f"PE memories, not paged from the scratchpad")
+    multi = {k: [l for l, _ in sts] for k, sts in enumerate(cp_core_layers(groups, c, shared)) if len(sts) > 1}
 
     def page(st):
         return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
@@ -553,10 +647,15 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     def hist(st):
         sp = None if st is None else spads.get(st[0])
         return {} if sp is None else _hist_kw(sp.hist, sp.res, sp.resb)
-    allocs = [kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st), **hist(st))
-              for st in stages]
+    allocs = [allocate_shared(kit, cfg, mlp, P, N, multi[k], V, smx, fused) if k in multi else
+              kit.allocate(cfg, mlp, P, N, st, V, smx, st is not None and fused[st[0]], page=page(st), **hist(st))
+              for k, st in enumerate(stages)]
     for k, al in enumerate(allocs):
         if not al.fits():
+            if k in multi:
+                raise TrainCompileError(f"layers {multi[k]} do not fit one core of {nr}x{nr} PEs: they need MEM A "
+                                        f"{al.used('a')} + MEM B {al.used('b')} words per PE, a PE has MEM A "
+                                        f"{cfg.mem_a_words} + MEM B {cfg.mem_b_words} (share fewer layers)")
             raise TrainCompileError(_fit_message(cfg, mlp, groups, P, N, stages[k][0], al))
     head2 = ([kit.head2(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
              if smx == "host" and kit.head2 is not None else None)
@@ -589,8 +688,9 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                         f"{cfg.ucode_depth} (ArchConfig.ucode_depth)") from None
     crit = max(range(c), key=lambda k: (hl[k], -k))
     return kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
-                       softmax=smx, fused=fused, chains=sch, split_chains=split,
+                       softmax=smx, fused=fused, chains=sch, split_chains=split, shared=tuple(shared),
                        meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl,
+                             "placements": [(list(sh), g, f, cst) for sh, g, f, cst in tried],
                              "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()},
                              "dram_layers": sorted(l for l, sp in spads.items() if isinstance(sp, DramPanel)),
                              "head_dma": dma},

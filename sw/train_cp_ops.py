@@ -21,14 +21,27 @@ from sw.train_host import TrainCompileError
 from sw.train_ops import Op
 from sw.train_paging import spad_op
 from sw.train_softmax import alloc_softmax, softmax_op
-from sw.train_cp_map import cp_stage_of
+from sw.train_cp_map import cp_core_layers, cp_stage_of
 from sw.train_vectors import emit_load_vector, emit_unload_diag
 
-__all__ = ["Kit", "chain_streams"]
+__all__ = ["Kit", "chain_streams", "rname", "shared_of"]
+
+
+def rname(al, l, name: str) -> str:
+    """The name of layer ``l``'s region ``name`` in a core's allocator: as is, but for
+    the layers after the first on a core of several (``al.meta["layers"]``), ``name@l``."""
+    layers = al.meta.get("layers")
+    return name if not layers or l is None or l == layers[0] else f"{name}@{l}"
+
+
+def shared_of(allocs) -> tuple:
+    """The layers on the core of the layer before, from the cores' allocators."""
+    return tuple(sorted(l for al in allocs for l in al.meta.get("layers", ())[1:]))
 
 
 def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bool = False,
-              page: int | None = None, hist: int = -1, res: int = 0, resb: int = 0) -> Allocator:
+              page: int | None = None, hist: int = -1, res: int = 0, resb: int = 0, into=None,
+              copy_in: bool = False) -> Allocator:
     """The regions of a core of ``stage`` (``fused``: its layer's backward step is the
     fused kernel, which writes ``e`` while ``W``'s bank takes the updates: ``e`` in the
     other bank, and no rows copy of ``din``). ``page``: the panel is kept in the
@@ -42,9 +55,11 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
     the update read them in the cycles that read ``W``, so never from ``W``'s bank; the
     fused backward step reads ``vnext`` from either bank, so it has no ``vnA``) and
     write their part of ``W^T din`` into ``epA`` (and the separate step's rows copy of
-    ``din`` into ``dcA``)."""
+    ``din`` into ``dcA``). ``into``: allocate into this allocator (a core of several
+    layers, :mod:`sw.train_cp_shared`); ``copy_in``: ``ain`` is the broadcast copy of a
+    GEMV reading the previous layer's ``z`` on the same core (one word more)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
-    al = Allocator(cfg)
+    al = Allocator(cfg) if into is None else into
     if stage is None:
         return al
     l, i = stage
@@ -69,7 +84,8 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
                 al.alloc("epA", L(N[l]), f"W{l}^T din partial of the rows in bank B (cols)", bank="a")
                 if not fused:
                     al.alloc("dcA", s + 1, "rows copy of dinA (transposed-GEMV broadcast)", bank="a")
-    al.alloc("ain", L(N[l]), f"a{l}: the next forward input (cols, written by the chains)", bank="b")
+    al.alloc("ain", L(N[l]) + copy_in, f"a{l}: the forward input (cols, " + (
+        f"the GEMV's copy of z of layer {l - 1} on this core)" if copy_in else "written by the chains)"), bank="b")
     if l == nl - 1:
         al.alloc("z", s, "logits z (rows); MSE: d = z - t in place", bank="b")
         if mlp.loss == "mse":
@@ -291,7 +307,7 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: boo
 
 
 def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, din: str, layout: str = "cols",
-                  din_layout: str = "diag", ain2=None) -> list:
+                  din_layout: str = "diag", ain2=None, shared=()) -> list:
     """The chains of a step (:mod:`sw.chain`), for both CP flavours: ``x_m`` beats of
     the input from core 0 through ``G_0`` (``xin`` -> every ``ain``); per layer ``l``, a
     gather of ``seg_m(l)`` beats per core of ``G_l`` (``z``) into every ``ain`` of
@@ -299,12 +315,16 @@ def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, di
     the ring, scattered into ``G_l`` (``scatter(l, i)``: the roles of core ``i`` there,
     stored at ``din``). ``layout``: of the hops (``"mat"`` for matrix words), ``din_layout``:
     of the scatter's stores. ``ain2(k)``: a second ``(bank, base)`` core ``k`` stores its
-    input into (or None)."""
+    input into (or None). ``shared``: layers on the core of the layer before
+    (:mod:`sw.train_cp_shared`): no chains into them nor out of them to that layer."""
     c, nl = cfg.cores, mlp.n_layers
     ain2 = ain2 or (lambda k: None)
-    first = [sum(groups[:l]) for l in range(nl)]
-    R = [{k: v.region for k, v in al.items.items()} for al in allocs]
-    rb = lambda k, name: (R[k][name].bank, R[k][name].base)        # noqa: E731
+    cl = cp_core_layers(groups, c, shared)
+    first = [next(k for k, sts in enumerate(cl) if (l, 0) in sts) for l in range(nl)]
+
+    def rb(k, name, l=None):
+        r = allocs[k].items[rname(allocs[k], l, name)].region
+        return r.bank, r.base
     out = []
     if groups[0] > 1:
         hops = [Hop(0, ("send_keep",) * x_m, src=rb(0, "xin"), dst=rb(0, "ain"), layout=layout, dst2=ain2(0))]
@@ -314,6 +334,8 @@ def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, di
                             layout=layout, dst2=ain2(k)))
         out.append(Stream("x", x_m, tuple(hops)))
     for l in range(nl - 1):
+        if l + 1 in shared:
+            continue
         g, gn, seg = groups[l], groups[l + 1], seg_m(l)
         m = g * seg
         # forward: gather a_{l+1} through G_l, into every core of G_{l+1}
@@ -321,7 +343,7 @@ def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, di
         for i in range(g):
             k = first[l] + i
             roles = ("relay",) * (i * seg) + ("send",) * seg + (None,) * (m - (i + 1) * seg)
-            hops.append(Hop(k, roles, src=rb(k, "z"), layout=layout))
+            hops.append(Hop(k, roles, src=rb(k, "z", l), layout=layout))
         for i in range(gn):
             k = first[l + 1] + i
             hops.append(Hop(k, ("keep_relay" if i < gn - 1 else "keep",) * m, dst=rb(k, "ain"), layout=layout,
@@ -336,7 +358,7 @@ def chain_streams(cfg, mlp, allocs, groups, *, x_m: int, seg_m, d_m, scatter, di
             hops.append(Hop(k, ("relay",) * m, layout=layout))
             k = (k + 1) % c
         for i in range(g):
-            hops.append(Hop(first[l] + i, tuple(scatter(l, i)), dst=rb(first[l] + i, din), layout=din_layout))
+            hops.append(Hop(first[l] + i, tuple(scatter(l, i)), dst=rb(first[l] + i, din, l), layout=din_layout))
         out.append(Stream(f"d{l}", m, tuple(hops)))
     return out
 
@@ -347,7 +369,8 @@ def _streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
     also store each core's next input into its history slot ``(j + 1) mod V`` where
     :func:`_dual` allows (None: no second store)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
-    stages = cp_stage_of(groups, cfg.cores)
+    shared = shared_of(allocs)
+    stages = cp_stage_of(groups, cfg.cores, shared)
     V = 2 * (mlp.n_layers - 1)
 
     def ain2(k):
@@ -363,7 +386,7 @@ def _streams(cfg, mlp, allocs, P, N, groups, j: int | None = None) -> list:
         return roles + (None,) * (m - len(roles))
 
     return chain_streams(cfg, mlp, allocs, groups, x_m=L(N[0]), seg_m=sl, d_m=lambda l: groups[l] * sl(l),
-                         scatter=scatter, din="din", ain2=ain2)
+                         scatter=scatter, din="din", ain2=ain2, shared=shared)
 
 
 def _ring_rw(cfg, mlp, al, P, N, stage) -> tuple:
@@ -386,6 +409,8 @@ def _host_programs(cfg, allocs, P, N, out_core: int, what: str, origin: int) -> 
     for k in range(cfg.cores):
         b = Builder(cfg, origin=origin)
         R = {n: v.region for n, v in allocs[k].items.items()}
+        if k == out_core:                   # the output layer's regions (the last layer of its core)
+            R |= {n: R[rname(allocs[k], len(P) - 1, n)] for n in ("t", "z") if rname(allocs[k], len(P) - 1, n) in R}
         if what == "in" and k == 0:
             emit_load_vector(b, cfg, R["xin"], local_len(N[0], cfg.nr), "cols", "ldx")
         if what == "in" and k == out_core and "t" in R:

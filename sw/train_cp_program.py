@@ -16,6 +16,8 @@ from sw.train_chip_program import PhaseLog, load_per_core
 from sw.train_cp_ops import (Kit, _allocate, _count, _head_ops, _host_programs, _ring_rw, _streams, _tail_ops,
                              _vec_ring_text)
 from sw.train_host import StepResult, mse_loss, one_hot, softmax_ce_loss, weight_bits
+from sw.train_cp_map import cp_core_layers
+from sw.train_cp_shared import LayerView
 from sw.train_cp_dram import cp_dram_init, cp_dram_read, cp_dram_unload, cp_tier_lines, head_dma
 from sw.train_dram import DramPanel
 from sw.train_paging import spad_image, spad_local
@@ -53,6 +55,8 @@ class ChipCPProgram:
     #: layer -> :class:`sw.train_chip.SpadPanel`: the panels of the layer's cores kept in
     #: their scratchpads (:func:`sw.train_cp.cp_spad_plan`)
     spad: dict = field(default_factory=dict)
+    #: the layers on the core of the layer before (:mod:`sw.train_cp_shared`)
+    shared: tuple = ()
 
     # -- layout -------------------------------------------------------------------------
     @property
@@ -60,14 +64,26 @@ class ChipCPProgram:
         return self.mlp.n_layers
 
     @property
-    def out_core(self) -> int:
-        return sum(self.groups) - 1
+    def core_layers(self) -> list:
+        """Per core its stages ``(layer, index in its group)`` (several on a shared core)."""
+        return cp_core_layers(self.groups, self.cfg.cores, self.shared)
 
-    def regions(self, k: int) -> dict:
+    @property
+    def out_core(self) -> int:
+        return self.cores_of(self.n_layers - 1)[0]
+
+    def regions(self, k: int, l: int | None = None) -> dict:
+        """Core ``k``'s regions (``l``: layer ``l``'s, under their plain names)."""
+        if l is not None:
+            return LayerView(self.allocs[k], l).regions()
         return {n: v.region for n, v in self.allocs[k].items.items()}
 
     def cores_of(self, l: int) -> list:
-        return [k for k, st in enumerate(self.stages) if st is not None and st[0] == l]
+        return [k for k, sts in enumerate(self.core_layers) if any(st[0] == l for st in sts)]
+
+    def _index(self, k: int, l: int) -> int:
+        """Core ``k``'s index in the group of layer ``l``."""
+        return next(i for ll, i in self.core_layers[k] if ll == l)
 
     # -- figures ------------------------------------------------------------------------
     def run_cycles(self, what: str) -> int:
@@ -133,16 +149,37 @@ class ChipCPProgram:
                  "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
                                                            for l, f in enumerate(self.fused) if l),
                  f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
+        lines += self._placement_lines()
         lines += ["  " + ln for ln in cp_tier_lines(cfg, self.P, self.N, self.groups, self.spad,
                                                     [self.dram_per_step(k) for k in range(cfg.cores)],
                                                     self.stages, self.step_cycles())]
         for l in range(self.n_layers):
             k = self.cores_of(l)[0]
-            lines += ["", f"core {k} (layer {l}, {len(self.cores_of(l))} core(s)):", self.allocs[k].table()]
+            ls = [ll for ll, _ in self.core_layers[k]]
+            if len(ls) > 1 and l == ls[0]:
+                lines += ["", f"core {k} (layers {', '.join(map(str, ls))} on one core; regions of layer l > {l} "
+                          f"named name@l):", self.allocs[k].table()]
+            elif len(ls) == 1:
+                lines += ["", f"core {k} (layer {l}, {len(self.cores_of(l))} core(s)):", self.allocs[k].table()]
         lines += ["", f"critical core {self.meta['critical_core']}:"]
         lines += [f"{'op':<14} {'kind':<10} {'cycles':>7}"] + [f"{n:<14} {kd:<10} {i:>7}"
                                                                for n, kd, i in self.breakdown()]
         return "\n".join(lines)
+
+    def _placement_lines(self) -> list:
+        """Which layers share a core and why: the cost model's step compute (longest head
+        plus longest tail, without the chains) of each placement the compiler tried."""
+        tried = self.meta.get("placements") or []
+        runs = [ls for ls in ([l for l, _ in sts] for sts in self.core_layers) if len(ls) > 1]
+        name = lambda sh: "every layer on its own cores" if not sh else "layers " + "+".join(    # noqa: E731
+            str(x) for x in [sh[0] - 1] + list(sh)) + " on one core"
+        head = ("  placement: " + ("; ".join(f"layers {'+'.join(map(str, ls))} on core {self.cores_of(ls[0])[0]}"
+                                             for ls in runs) if runs else "every layer on its own cores"))
+        if len(tried) < 2:
+            return [head]
+        opts = sorted(tried, key=lambda t: (t[3], len(t[0])))
+        return [head + f", the shortest step compute of {len(tried)} placements (cost model, cycles):"] + [
+            f"    {name(sh)}: groups {g}, {'fused ' + ''.join('FT'[x] for x in f)}, {c}" for sh, g, f, c in opts]
 
     # -- running ------------------------------------------------------------------------
     def _vec(self, v, n):
@@ -237,7 +274,7 @@ class ChipCPProgram:
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=fmt.np_uint)
             G[:m, :n] = W
             for k in self.cores_of(l):
-                local = pack_matrix(G[self._panel_rows(l, self.stages[k][1])], nr)
+                local = pack_matrix(G[self._panel_rows(l, self._index(k, l))], nr)
                 if l in self.spad:
                     sp = self.spad[l]
                     spad[k] = spad_image(cfg, sp, local)
@@ -246,16 +283,17 @@ class ChipCPProgram:
                     if sp.resb:                                # and those in bank B
                         items[k].append((self.regions(k)["WB"], local[:, :, sp.res * sp.ncols:sp.lead * sp.ncols]))
                 else:
-                    items[k].append((self.regions(k)["W"], local))
+                    items[k].append((self.regions(k, l)["W"], local))
         scalars = {"nlr": self.neg_lr, "m1": int(fmt.from_float(np.array([-1.0]))[0]),
                    "one": int(fmt.from_float(np.array([1.0]))[0])}
         for k in range(cfg.cores):
             R = self.regions(k)
             for name, it in self.allocs[k].items.items():
-                if name not in ("W", "WR", "WB") and not name.startswith("smx_"):
-                    items[k].append((R[name], np.full((nr, nr, it.words), scalars.get(name, 0), dtype=fmt.np_uint)))
+                base = name.split("@")[0]
+                if base not in ("W", "WR", "WB") and not base.startswith("smx_"):
+                    items[k].append((R[name], np.full((nr, nr, it.words), scalars.get(base, 0), dtype=fmt.np_uint)))
             if self.softmax == "array" and k == self.out_core:
-                items[k] += softmax_const_items(cfg, R, self.mlp.n_out)
+                items[k] += softmax_const_items(cfg, self.regions(k, self.n_layers - 1), self.mlp.n_out)
         load_per_core(session, cfg, items, "cp-init")
         dram = [self._paged(k) if isinstance(self._paged(k), DramPanel) else None for k in range(cfg.cores)]
         if any(dram):
@@ -286,10 +324,11 @@ class ChipCPProgram:
             session.load([self.image[k] for k in range(cfg.cores)])
         self.step_index = 0
 
-    def _paged(self, k: int):
-        """Core ``k``'s :class:`sw.train_chip.SpadPanel`, or None when its panel is in PE memory."""
+    def _paged(self, k: int, l: int | None = None):
+        """Core ``k``'s :class:`sw.train_chip.SpadPanel` (of its layer ``l``), or None when
+        its panel is in PE memory."""
         st = self.stages[k]
-        return None if st is None else self.spad.get(st[0])
+        return None if st is None else self.spad.get(st[0] if l is None else l)
 
     def weights_from_session(self, session, padded: bool = False) -> list:
         """The global weights as they are in the cores' memories (bit patterns)."""
@@ -302,7 +341,7 @@ class ChipCPProgram:
                 return spad_local(self.cfg, sp, beats[k])
             return spad_local(self.cfg, sp, session.scratchpad(k, sp.base, sp.beats(self.cfg.nr)))
 
-        def local(k, sp):
+        def local(k, l, sp):
             if sp is not None:
                 out = paged(k, sp)
                 lead = []
@@ -311,7 +350,7 @@ class ChipCPProgram:
                         reg = self.regions(k)[name]
                         lead.append(session.memory(k, reg.bank)[:, :, reg.base:reg.base + n * sp.ncols])
                 return np.concatenate(lead + [out], axis=2) if lead else out
-            reg, words = self.regions(k)["W"], self.allocs[k].items["W"].words
+            reg, words = self.regions(k, l)["W"], self._w_words(k, l)
             return session.memory(k, reg.bank)[:, :, reg.base:reg.base + words]
 
         return self._assemble(local, padded)
@@ -323,11 +362,15 @@ class ChipCPProgram:
         for l in range(self.n_layers):
             G = np.zeros((self.groups[l] * self.P[l], self.N[l]), dtype=self.cfg.fmt.np_uint)
             for k in self.cores_of(l):
-                local = local_of(k, self._paged(k))
-                G[self._panel_rows(l, self.stages[k][1])] = unpack_matrix(local, self.P[l], self.N[l])
+                local = local_of(k, l, self._paged(k, l))
+                G[self._panel_rows(l, self._index(k, l))] = unpack_matrix(local, self.P[l], self.N[l])
             m, n = self.mlp.shape(l)
             out.append(G if padded else G[:m, :n])
         return out
+
+    def _w_words(self, k: int, l: int) -> int:
+        """Words per PE of core ``k``'s panel of layer ``l`` (in PE memory)."""
+        return LayerView(self.allocs[k], l).items["W"].words
 
     def unload_weights_phases(self) -> list:
         """One chip phase unloading every core's weight panel: ``[(images, name)]``;
@@ -345,8 +388,10 @@ class ChipCPProgram:
             if sp is not None:
                 emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
             elif "W" in self.allocs[k].items:
-                reg = self.regions(k)["W"]
-                emit_unload(b, cfg, reg.bank, reg.base, self.allocs[k].items["W"].words, loop="uw")
+                ls = [l for l, _ in self.core_layers[k]]
+                for l in ls:                   # every layer's panel on a shared core, first to last
+                    reg = self.regions(k, l)["W"]
+                    emit_unload(b, cfg, reg.bank, reg.base, self._w_words(k, l), loop=f"uw{l}_", last=l == ls[-1])
             b.halt()
             imgs.append(b.build().words())
         out = [(imgs, "cp-unload-W")]
@@ -373,13 +418,16 @@ class ChipCPProgram:
 
         per_core = results[0]
 
-        def local(k, sp):
+        def local(k, l, sp):
             if sp is not None:
                 out = spad_local(self.cfg, sp, [x.data if hasattr(x, "data") else int(x) for x in per_core[k].data])
                 lead = [decode_unload(self.cfg, results[1 + i][k].data, self.allocs[k].items[n].words)
                         for i, n in enumerate(self._lead_regions()) if n in self.allocs[k].items]
                 return np.concatenate(lead + [out], axis=2) if lead else out
-            return decode_unload(self.cfg, per_core[k].data, self.allocs[k].items["W"].words)
+            ls = [ll for ll, _ in self.core_layers[k]]
+            at = self.cfg.nr * sum(self._w_words(k, ll) for ll in ls[:ls.index(l)])
+            return decode_unload(self.cfg, per_core[k].data[at:at + self.cfg.nr * self._w_words(k, l)],
+                                 self._w_words(k, l))
 
         return self._assemble(local, padded)
 

@@ -40,14 +40,16 @@ def _data(rng, mlp, n):
     return X, rng.normal(size=(n, mlp.n_out)) * 0.5
 
 
-def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto", spad=None, page_rows=None):
+def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto", spad=None, page_rows=None,
+           shared=None):
     """``n`` samples (minibatch CP: minibatches) through the pipeline and out again (``n +
     2L`` steps): loss, output and every weight bit equal to the golden's
     (:class:`GoldenChipCP`, :class:`GoldenChipMBCP`) after every step; cycles as
-    predicted. ``spad`` / ``page_rows``: panels paged from the scratchpad (batch 1)."""
+    predicted. ``spad`` / ``page_rows``: panels paged from the scratchpad (batch 1);
+    ``shared``: layers on the core of the layer before."""
     rng = np.random.default_rng(seed)
     pg = {} if spad is None and page_rows is None else {"spad": spad, "page_rows": page_rows}
-    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward, **pg)
+    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward, shared=shared, **pg)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
@@ -56,7 +58,7 @@ def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto
         assert gold.groups == tp.groups
     else:
         gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused, **pg)
-        if backward == "auto":           # the golden's own choice is the compiler's
+        if backward == "auto" and shared is None:           # the golden's own choice is the compiler's
             assert (GoldenChipCP(cfg, mlp, W0, groups=groups).groups, gold.fused) == (tp.groups, tp.fused)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
     X, T = _data(rng, mlp, n)
@@ -147,6 +149,57 @@ def test_cp_engines_agree_counter_for_counter():
     _, _, _, model = run_cp(SIX, mlp, 3, "model", seed)
     for a, b in zip(fast, model):
         assert a.core_counters == b.core_counters
+
+
+@pytest.mark.parametrize("backend", ["fast", "model"])
+@pytest.mark.parametrize("sizes,loss,shared,groups", [
+    ((8, 24, 20, 6, 4, 3), "mse", None, [1, 3, 1, 1, 1]),   # the cost model's choice: layers 3+4 on one core
+    ((7, 9, 6, 5, 4), "softmax_ce", (2, 3), [3, 1, 1, 1]),   # three layers on one core, its softmax
+    ((7, 9, 6, 5, 3), "mse", (1,), [1, 1, 3, 1]),            # two hidden layers on one core
+], ids=["auto", "three-smx", "hidden"])
+def test_cp_shared_core_matches_golden(sizes, loss, shared, groups, backend):
+    """Layers on one core (sw/train_cp_shared.py) through filling, steady state and
+    draining: outputs, losses and every weight bit equal to the golden's after every
+    step, every RUN the predicted cycles."""
+    mlp = MLP(sizes, loss, 0.125 if loss == "mse" else 0.25)
+    tp, *_ = run_cp(SIX, mlp, 4, backend, _seed(), shared=shared)
+    want = shared or (4,)
+    assert tp.shared == want and tp.groups == groups
+    run = [l for l, _ in tp.core_layers[tp.cores_of(want[0])[0]]]
+    assert run == [want[0] - 1] + list(want)
+    assert not {f"a{l}" for l in want} & set(tp.chains.starts)         # no chains inside the core
+
+
+def test_cp_shared_core_engines_agree_and_cost_model():
+    """The chip engines' counters equal on a shared core; the compiler chose the
+    placement with the shortest step compute of those it tried, and says so."""
+    mlp = MLP((8, 24, 20, 6, 4, 3), "mse", 0.125)
+    seed = _seed()
+    tp, _, _, fast = run_cp(SIX, mlp, 2, "fast", seed)
+    _, _, _, model = run_cp(SIX, mlp, 2, "model", seed)
+    for a, b in zip(fast, model):
+        assert a.core_counters == b.core_counters
+    tried = {tuple(sh): (g, c) for sh, g, _, c in tp.meta["placements"]}
+    assert tried[()][0] == [1, 2, 1, 1, 1] and tried[(4,)][0] == tp.groups
+    assert min(tried.values(), key=lambda t: t[1]) == tried[(4,)] and tried[(4,)][1] < tried[()][1]
+    text = tp.describe()
+    assert "placement: layers 3+4 on core 5" in text and "every layer on its own cores: groups [1, 2, 1, 1, 1]" in text
+    assert "core 5 (layers 3, 4 on one core" in text
+    ops = [n for n, _, _ in tp.breakdown(5)]           # layer 4's head first, then layer 3's; d3 copied in the tail
+    assert ops.index("L4.gemv") < ops.index("L3.gemv") < ops.index("d3") < ops.index("chains")
+
+
+def test_cp_shared_errors():
+    mlp = MLP((7, 9, 6, 5, 3), "mse", 0.125)
+    with pytest.raises(TrainCompileError, match="layer 1 cannot share the core of layer 0"):
+        compile_chip_cp(SIX, mlp, groups=[2, 2, 1, 1], shared=(1,))
+    with pytest.raises(TrainCompileError, match="need 7 cores"):
+        compile_chip_cp(SIX, mlp, groups=[2, 3, 1, 1], shared=())
+    with pytest.raises(TrainCompileError, match="minibatch CP keeps each layer"):
+        compile_chip_cp(SIX, MLP((7, 9, 6, 5, 3), "mse", 0.125, batch=2), shared=(3,))
+    with pytest.raises(TrainCompileError, match=r"layers \[1, 2\] do not fit one core"):
+        compile_chip_cp(replace(SIX, mem_a_words=64, mem_b_words=64), MLP((7, 30, 20, 3), "mse", 0.125),
+                        shared=(2,))
 
 
 def test_cp_groups_and_describe():
