@@ -16,15 +16,18 @@ from arch.config import ArchConfig
 from sim.chip_run import ChipPhase, run_chip_session
 from sim.sessions import ChipSession
 from sw.golden_train_chip import GoldenChipSGD
+from sw.golden_train_chip_mb import GoldenChipMBGD
 from sw.golden_train_cp import GoldenChipCP
 from sw.layout import unpack_matrix
 from sw.mlp import MLP
 from sw.train import init_weights
 from sw.train_chip import compile_chip_sgd
+from sw.train_chip_mb import compile_chip_mbgd
 from sw.train_cp import compile_chip_cp
 from sw.train_dram import DramPanel
 from sw.train_paging import spad_local
 from tests.rtl.test_dram_rtl import AXIRAM_LATENCY
+from tests.simulators import SIM_PARAMS
 
 #: 2 cores of 2 x 2 binary16 PEs, a 1 KiB scratchpad and 1 MiB of DRAM per core at one
 #: beat (4 bytes) per cycle with AxiRam's latency, so the models' DMA timing is the RTL's
@@ -37,25 +40,35 @@ PAGED = dict(spad=[0, 1], page_rows=2, dram=[0, 1])
 CFG_CP = CFG.replace(ucode_depth=512)
 
 
-def _record(seed: int):
-    """One SGD step recorded on the per-cycle chip model against the golden trainer:
-    ``(program, golden, recorded phases, step result)``."""
-    mlp = MLP(NET, "mse", 0.125)
-    tp = compile_chip_sgd(CFG, mlp, out_map="rows", **PAGED)
+def _record(seed: int, batch: int = 1, steps: int = 1):
+    """``steps`` training steps recorded on the per-cycle chip model against the golden
+    trainer, both layers' panels in DRAM (``batch == 1``: SGD, else minibatch GD of
+    ``batch`` samples): ``(program, golden, recorded phases, each step's result)``."""
+    if batch == 1:
+        mlp = MLP(NET, "mse", 0.125)
+        tp = compile_chip_sgd(CFG, mlp, out_map="rows", **PAGED)
+        gold = GoldenChipSGD(CFG, mlp, init_weights(mlp, CFG.fmt, seed), out_map="rows", spad=PAGED["spad"],
+                             page_rows=PAGED["page_rows"])
+    else:
+        mlp = MLP(NET, "mse", 0.125, batch=batch)
+        tp = compile_chip_mbgd(CFG, mlp, out_map="rows", **PAGED)
+        gold = GoldenChipMBGD(CFG, mlp, init_weights(mlp, CFG.fmt, seed), out_map="rows", spad=PAGED["spad"],
+                              page_rows=PAGED["page_rows"])
     assert all(isinstance(tp.spad[l], DramPanel) for l in (0, 1))
-    W0 = init_weights(mlp, CFG.fmt, seed)
     sess = ChipSession(CFG, "model", record=True)
-    tp.init(sess, W0)
-    gold = GoldenChipSGD(CFG, mlp, W0, out_map="rows", spad=PAGED["spad"], page_rows=PAGED["page_rows"])
+    tp.init(sess, init_weights(mlp, CFG.fmt, seed))
     rng = np.random.default_rng(seed)
-    x, t = rng.uniform(0, 1, NET[0]), rng.normal(size=NET[-1]) * 0.5
-    r = tp.run_step(sess, x, t)           # checks each chip RUN's cycles against the prediction
-    g = gold.step(x, t)
-    assert r.loss == g["loss"] and np.array_equal(r.output, g["output"])
+    shape = (lambda n: (n, batch)) if batch > 1 else (lambda n: (n,))
+    results = []
+    for _ in range(steps):
+        x, t = rng.uniform(0, 1, shape(NET[0])), rng.normal(size=shape(NET[-1])) * 0.5
+        results.append(tp.run_step(sess, x, t))   # checks each chip RUN's cycles against the prediction
+        g = gold.step(x, t)
+        assert results[-1].loss == g["loss"] and np.array_equal(results[-1].output, g["output"])
     phases = list(sess.phases)
     got = tp.weights_from_session(sess, padded=True)       # (adds read-back RUNs to the session)
     assert all(np.array_equal(a, b) for a, b in zip(got, gold.weights(padded=True)))
-    return tp, gold, phases, r
+    return tp, gold, phases, results
 
 
 def _dram_weights(tp, dram):
@@ -67,13 +80,13 @@ def _dram_weights(tp, dram):
             for l in range(tp.mlp.n_layers)]
 
 
-def _replay(cfg, phases, ranges, name):
+def _replay(cfg, phases, ranges, name, sim="icarus"):
     """``phases`` on the chip RTL (beats checked against the per-cycle model in the
     testbench), the fast chip engine and the per-cycle model: per phase and core the same
     output beats and counters; the three DRAM read-backs of ``ranges`` equal. Returns the
     RTL's results and the seconds it took."""
     t0 = time.perf_counter()
-    rtl = run_chip_session(cfg, phases, backend="rtl", sim="icarus", name=name, dram_read=ranges)
+    rtl = run_chip_session(cfg, phases, backend="rtl", sim=sim, name=name, dram_read=ranges)
     t1 = time.perf_counter()
     fast = run_chip_session(cfg, phases, backend="fast", dram_read=ranges)
     model = run_chip_session(cfg, phases, backend="model", dram_read=ranges)
@@ -85,39 +98,66 @@ def _replay(cfg, phases, ranges, name):
     return rtl, t1 - t0
 
 
-def test_chip_dram_sgd_step_rtl(require_simulator):
-    """Init (weights into each core's DRAM through the scratchpad and the DMA engines), one
-    SGD step streaming every page (load, compute, store back), then the weights sent to
-    the host from DRAM: replayed on the chip RTL with an AxiRam per core. Every core's
-    output beats and counters (DRAM beats, DMA busy and stall cycles, cycles) equal the
-    per-cycle chip model's (checked beat by beat in the testbench) and the fast chip
-    engine's, phase by phase; the step's chip RUNs last the compiler's cycles; the RTL's
-    DRAM contents equal both models' and decode to the golden trainer's weights, as do
-    the weights the RTL sends back."""
-    require_simulator("icarus")
-    tp, gold, phases, step = _record(3)
+def _check_training_replay(tp, gold, phases, results, name, sim="icarus"):
+    """The recorded ``phases`` of training steps with every panel in DRAM and the weights
+    then sent to the host from DRAM, replayed on the chip RTL (:func:`_replay`): the
+    steps' chip RUNs last the compiler's cycles; every core's DRAM beats read and
+    written, DMA busy and (nonzero) stall cycles over the steps are the compiler's per
+    step times the steps; the RTL's DRAM decodes to the golden trainer's weights, as do
+    the weights the RTL sends back. Returns the replay's seconds."""
     unload = tp.unload_weights_phases()
-    phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
+    phases = phases + [ChipPhase(imgs, None, n) for imgs, n in unload]
     ranges = [[(tp.spad[l].base, tp.spad[l].beats(CFG.nr)) for l in range(tp.mlp.n_layers)]] * CFG.cores
-    rtl, wall = _replay(CFG, phases, ranges, "chip-dram-sgd")
+    rtl, wall = _replay(CFG, phases, ranges, name, sim)
 
     names = [ph.name for ph in phases]
-    for name, kind, cyc in step.phases:          # the step's chip RUNs: the compiler's cycles
-        if kind == "chip":
-            assert max(c.counters["cycles"] for c in rtl[names.index(name)]) == cyc, name
-    moved = {k: sum(rtl[p][k].counters["dram_rd_beats"] for p, n in enumerate(names) if n.startswith("step"))
-             for k in range(CFG.cores)}
+    runs = [(n, cyc) for r in results for n, kind, cyc in r.phases if kind == "chip"]
+    at = [p for p, n in enumerate(names) if n in {n for n, _ in runs}]
+    assert len(at) == len(runs) > len(results), (names, runs)
+    for p, (n, cyc) in zip(at, runs):             # the steps' chip RUNs: the compiler's cycles
+        assert names[p] == n and max(c.counters["cycles"] for c in rtl[p]) == cyc, (p, n)
+    keys = ("dram_rd_beats", "dram_wr_beats", "dma_busy_cycles", "dma_stall_cycles")
     d = tp.dram_per_step()
-    assert all(v == d["rd"] > 0 for v in moved.values()), (moved, d)
-    assert sum(c.counters["dma_stall_cycles"] for p, n in enumerate(names) if n.startswith("step")
-               for c in rtl[p]) > 0
+    dma = tuple(len(results) * d[k] for k in ("rd", "wr", "busy", "stall"))
+    assert min(dma) > 0, d
+    for k in range(CFG.cores):                    # every core's DMA over the steps: as compiled
+        got = tuple(sum(rtl[p][k].counters[c] for p, n in enumerate(names) if n.startswith("step")) for c in keys)
+        assert got == dma, (k, got, dma)
 
     want = gold.weights(padded=True)
     assert all(np.array_equal(a, b) for a, b in zip(_dram_weights(tp, rtl[-1][0].info["dram"]), want))
     got = tp.decode_weights(rtl[-len(unload):], padded=True)
     assert all(np.array_equal(a, b) for a, b in zip(got, want))
     info = rtl[-1][0].info
-    print(f"RTL {wall:.1f} s ({info['sim_cycles']:.0f} cycles simulated in {info['wall_s']:.1f} s)")
+    print(f"RTL ({sim}) {wall:.1f} s ({info['sim_cycles']:.0f} cycles simulated in {info['wall_s']:.1f} s)")
+    return wall
+
+
+@pytest.mark.parametrize("sim", SIM_PARAMS)
+def test_chip_dram_sgd_step_rtl(sim):
+    """Init (weights into each core's DRAM through the scratchpad and the DMA engines), one
+    SGD step streaming every page (load, compute, store back), then the weights sent to
+    the host from DRAM: replayed on the chip RTL with an AxiRam per core, on Icarus and
+    on Verilator. Every core's output beats and counters (DRAM beats, DMA busy and stall
+    cycles, cycles) equal the per-cycle chip model's (checked beat by beat in the
+    testbench) and the fast chip engine's, phase by phase; the step's chip RUNs last the
+    compiler's cycles; the RTL's DRAM contents equal both models' and decode to the
+    golden trainer's weights, as do the weights the RTL sends back."""
+    _check_training_replay(*_record(3), "chip-dram-sgd", sim)
+
+
+def test_chip_dram_mbgd_steps_rtl(require_simulator):
+    """Minibatch GD (batch 4) with both layers' panels streamed from each core's DRAM in
+    pages of 2 rows (each step's forward pass, backward pass and update in several chip
+    programs): two steps, the second reading the pages the first stored back, recorded
+    on the per-cycle model against the golden trainer and replayed on the chip RTL with
+    the checks of the SGD replay (beats and counters per phase and core equal both
+    engines', chip RUN cycles and DRAM reads per step as compiled, DRAM and the weights
+    sent back equal to the golden's)."""
+    require_simulator("icarus")
+    tp, gold, phases, results = _record(4, batch=4, steps=2)
+    assert tp.meta["pages"] == {0: 3, 1: 2}
+    _check_training_replay(tp, gold, phases, results, "chip-dram-mbgd")
 
 
 def test_chip_dram_cp_steps_rtl(require_simulator):
