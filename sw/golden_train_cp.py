@@ -102,7 +102,10 @@ class GoldenChipCP:
     """Bit-exact model of the compiled CP pipeline (initial weights as global ``(m, n)``
     bit patterns or floats; ``groups`` as for :func:`sw.train_cp.compile_chip_cp`;
     ``fused``: per layer, whether its backward step is the fused kernel (pass
-    :attr:`sw.train_cp.ChipCPProgram.fused`; None: the compiler's automatic choice)."""
+    :attr:`sw.train_cp.ChipCPProgram.fused`; None: the compiler's automatic choice).
+    Layers sharing a core (:mod:`sw.train_cp_shared`) do the arithmetic of their own
+    cores, so the model does not depend on the placement (``groups`` may then need more
+    cores than the chip has)."""
 
     def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree",
                  fused=None, spad=None, page_rows: int | None = None, dram=None):

@@ -107,8 +107,8 @@ def cp_plan(cfg, mlp: MLP, groups=None, backward: str = "auto", shared=None) -> 
     ``tried`` every placement's ``(shared, groups, fused, cost)``. ``shared`` given: that
     placement. Else (batch 1) every layer on its own cores, and each run of consecutive
     layers whose panels may fit one core's PE memories on one core (its cores go to the
-    other layers); given ``groups`` needing more cores than the chip has, the runs of
-    one-core layers that make them fit."""
+    other layers); given ``groups``, each layer on its own cores, or when they need more
+    cores than the chip has, the runs of one-core layers that make them fit."""
     L, c = mlp.n_layers, cfg.cores
     if shared is not None:
         shared = tuple(sorted(int(l) for l in shared))
@@ -119,7 +119,8 @@ def cp_plan(cfg, mlp: MLP, groups=None, backward: str = "auto", shared=None) -> 
         options = [()]
     elif groups is not None:
         g = [int(x) for x in groups]
-        options = [sh for sh in [()] + _runs(cfg, mlp, g) if len(g) != L or sum(g) - len(sh) <= c] or [()]
+        options = [()] if len(g) != L or sum(g) <= c else [sh for sh in _runs(cfg, mlp, g) if sum(g) - len(sh) <= c]
+        options = options or [()]
     else:
         options = [()] + _runs(cfg, mlp)
     cache: dict = {}
@@ -612,7 +613,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
 
     Consecutive layers may share one core (:mod:`sw.train_cp_shared`; ``shared``: the
     layers on the core of the layer before, default :func:`cp_plan`'s choice by the cost
-    model, recorded in :attr:`ChipCPProgram.shared` and ``meta["placements"]``).
+    model, recorded in :attr:`ChipCPProgram.shared` and ``meta["placements"]``; with
+    ``spad`` or ``dram`` given, none).
 
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
@@ -620,6 +622,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     smx = _check(cfg, mlp, softmax)
     c, nr, nl = cfg.cores, cfg.nr, mlp.n_layers
     kit = SharedKit(_kit(mlp))
+    if shared is None and (spad is not None or dram is not None):
+        shared = ()                   # an explicit page plan: every layer on its own cores
     groups, fused, shared, tried = cp_plan(cfg, mlp, groups, backward, shared)
     P, N = cp_shapes(cfg, mlp, groups)
     lim = (1 << cfg.loop_bits) - 1

@@ -297,8 +297,11 @@ def test_cp_spad_when_pe_memory_is_short():
     mlp = MLP((64, 64, 8, 4), "mse", 0.05)
     cfg = replace(SMALL, mem_a_words=128, mem_b_words=128, spad_kib=4)
     with pytest.raises(TrainCompileError, match="does not fit the CP mapping .* there is no scratchpad"):
-        compile_chip_cp(replace(cfg, spad_kib=0), mlp)
-    tp, *_ = run_cp(cfg, mlp, 2, "fast", _seed())
+        compile_chip_cp(replace(cfg, spad_kib=0), mlp, shared=())
+    # the planner's way out without a scratchpad: layers 1 and 2 on one core, W0 on three
+    tp = compile_chip_cp(replace(cfg, spad_kib=0), mlp)
+    assert (tp.groups, tp.shared, tp.spad) == ([3, 1, 1], (2,), {})
+    tp, *_ = run_cp(cfg, mlp, 2, "fast", _seed(), shared=())
     assert tp.groups == [2, 1, 1] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
     # the mapping's cost model prices the paged stage (its transfers included), not as "does not fit"
     from sw.train_cp import _stage_cost
@@ -307,7 +310,7 @@ def test_cp_spad_when_pe_memory_is_short():
     resident = _stage_cost(replace(cfg, mem_a_words=1024, mem_b_words=1024), mlp, (2, 1, 1), 0, False, {})[0]
     assert resident < paged < 1 << 30 and paged == tp.meta["head_lengths"][0]
     with pytest.raises(TrainCompileError, match="nor with the panel paged from the 256-beat scratchpad"):
-        compile_chip_cp(replace(cfg, spad_kib=2), mlp)
+        compile_chip_cp(replace(cfg, spad_kib=2), mlp, shared=())
     check_spad_errors(compile_chip_cp, mlp, 2, r"\[0, 1\] \(the hidden layers\)")
 
 
