@@ -2,15 +2,24 @@
 every cell compiled and run on the fast chip engine (weights bit for bit against the
 golden trainers), GFLOPS/W in the compared scope and with everything counted, MAC
 utilization with the host turnaround, the memory / FPU energy split, and the areas of
-configurations S and L. Also writes ``benchmarks/results/paper.png``.
+configurations S and L, and per cell the step's data movement, hidden and exposed
+(:mod:`sim.movement`), with its DRAM and scratchpad traffic. Also writes
+``benchmarks/results/paper.png``. :func:`refresh` re-runs some cells in place.
 """
 
 from __future__ import annotations
 
-from sim.paper import METHOD_NAMES, plot_table2, table2
+import json
+from pathlib import Path
+
+from arch.files import atomic_write
+from sim.movement import KINDS
+from sim.paper import METHOD_NAMES, areas, movement_share, plot_table2, run_cell, table2
 from sim.power import scope_note
 
 from benchmarks.run import RESULTS
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def _pct(v):
@@ -27,14 +36,46 @@ def table_row(r: dict) -> dict:
         "GFLOPS/W at Table 1's 2.63 pJ/FLOP": round(r["gflops_w_table1_fpu"], 1) if ok else "",
         "MAC util. %": _pct(r["mac_util"]), "paper util. %": _pct(r["paper_mac_util"]),
         "mem/FPU energy": round(r["memory_over_fpu"], 2) if ok else "",
+        **movement_columns(r),
         "status": r["status"] if ok else r["status"][:300],
     }
 
 
+#: the summary table's names of the kinds of data movement (:data:`sim.movement.KINDS`)
+KIND_NAMES = {"ring": "ring", "host": "host I/O", "spad": "scratchpad", "dma": "DRAM DMA", "ucode": "microcode LOAD"}
+
+
+def movement_columns(r: dict) -> dict:
+    """A row's data-movement columns: on the step's critical path, the cycles with data
+    movement hidden / exposed (all kinds, then per kind), the same mean over the cores,
+    and the step's DRAM and scratchpad beats (cores summed); ``""`` where the cell has
+    no such figure (not run since, or it does not fit)."""
+    mv = r.get("movement") or {}
+    crit, mean = mv.get("critical"), mv.get("mean")
+
+    def he(f):
+        return "" if f is None else f"{f['hidden']:,} / {f['exposed']:,}"
+    out = {"step cycles": f"{crit['cycles']:,}" if crit else "",
+           "data movement hidden / exposed, cycles": he(crit),
+           "hidden / exposed % of step": movement_share(r) if crit else ""}
+    for k in KINDS:
+        out[f"{KIND_NAMES[k]} h / e"] = he(crit[k]) if crit else ""
+    out["mean over cores h / e"] = "" if mean is None else f"{mean['hidden']:,.0f} / {mean['exposed']:,.0f}"
+    beats = lambda a, b: "" if a not in r else f"{r[a] + r[b]:,}"
+    out["DRAM beats"] = beats("dram_rd_beats", "dram_wr_beats")
+    out["scratchpad beats"] = beats("spad_rd_beats", "spad_wr_beats")
+    return out
+
+
 def run() -> dict:
-    res = table2(log=print)
+    return finish(table2(log=print))
+
+
+def finish(res: dict, results=RESULTS) -> dict:
+    """The benchmark's JSON from :func:`sim.paper.table2`'s: its summary rows and note;
+    writes the plot ``paper.png`` into ``results``."""
     rows = [table_row(r) for r in res["cells"]]
-    plot_table2(res, RESULTS / "paper.png")
+    plot_table2(res, results / "paper.png")
     area = "; ".join(f"{k}: {v['ours']:.1f} mm^2 of PE arrays and scratchpads against the paper's {v['paper']} "
                      f"({v['ratio']:.3f}x), plus {v['ucode']:.1f} mm^2 of microcode stores "
                      f"({res['area_breakdown_mm2'][k]['ucode_words_per_core']} words per core)"
@@ -49,15 +90,54 @@ def readme_table(res: dict) -> str:
     """The README's Table 2 block, made from a ``paper.json`` (tests/project/test_docs.py checks
     that the README holds exactly this)."""
     head = ("| case | paper GFLOPS/W | ours, compared | ratio | ours, everything | MAC util. (paper) | "
-            "memory / FPU energy |\n|---|---|---|---|---|---|---|\n")
+            "memory / FPU energy | DM hidden/exposed |\n|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in res["cells"]:
         case = f"{r['net']} net, {r['config']}, {METHOD_NAMES[r['method']]}" + (
             f" (b = {r['batch']})" if r["batch"] > 1 else "")
         paper_util = "" if r["paper_mac_util"] is None else f" ({r['paper_mac_util'] * 100:.0f} %)"
         if r["status"] != "ok":
-            lines.append(f"| {case} | {r['paper_gflops_w']} | does not fit | | | -{paper_util} | |")
+            lines.append(f"| {case} | {r['paper_gflops_w']} | does not fit | | | -{paper_util} | | - |")
             continue
         lines.append(f"| {case} | {r['paper_gflops_w']} | {r['gflops_w']:.0f} | {r['ratio']:.2f} | "
-                     f"{r['gflops_w_all']:.0f} | {r['mac_util'] * 100:.1f} %{paper_util} | {r['memory_over_fpu']:.2f} |")
+                     f"{r['gflops_w_all']:.0f} | {r['mac_util'] * 100:.1f} %{paper_util} | {r['memory_over_fpu']:.2f} | "
+                     f"{movement_share(r)} |")
     return head + "\n".join(lines) + "\n"
+
+
+def refresh(cells, results=RESULTS, readme=ROOT / "README.md", log=print) -> dict:
+    """Re-run the cells ``cells`` (:class:`sim.paper.Cell`) and put them in place of their
+    entries in ``results/paper.json`` (the other cells kept as they are; every summary
+    row rebuilt, the areas recomputed); writes ``paper.json``, ``paper.png``,
+    ``SUMMARY.md`` and the README's Table 2 block (:func:`readme_table`), each
+    atomically. Returns the new JSON."""
+    from benchmarks.run import summary
+
+    path = results / "paper.json"
+    old = json.loads(path.read_text())
+    key = lambda r: (r["net"], r["config"], r["method"])
+    where = {key(r): i for i, r in enumerate(old["cells"])}
+    cells_out = list(old["cells"])
+    for cell in cells:
+        k = (cell.net, cell.config, cell.method)
+        if k not in where:
+            raise ValueError(f"cell {k} is not in {path}")
+        cells_out[where[k]] = run_cell(cell, log)
+    area, breakdown = areas(cells_out)
+    res = finish({**{k: v for k, v in old.items() if k not in ("rows", "note")}, "cells": cells_out,
+                  "area_mm2": area, "area_breakdown_mm2": breakdown}, results)
+    res.update({k: old[k] for k in ("benchmark", "seconds", "peak_rss_mb_process_so_far", "machine", "date")
+                if k in old})
+    atomic_write(path, json.dumps(res, indent=2) + "\n")
+    atomic_write(results / "SUMMARY.md", summary(results))
+    if readme is not None:
+        update_readme(res, readme)
+    return res
+
+
+def update_readme(res: dict, readme=ROOT / "README.md") -> None:
+    """Put :func:`readme_table` of ``res`` between the README's Table 2 markers (atomically)."""
+    text = Path(readme).read_text()
+    start, end = "<!-- table2: benchmarks/results/paper.json -->\n", "<!-- /table2 -->"
+    i, j = text.index(start) + len(start), text.index(end)
+    atomic_write(readme, text[:i] + readme_table(res) + text[j:])

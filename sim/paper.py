@@ -6,8 +6,10 @@ fast chip engine session, and one training step runs with random inputs (seed
 :data:`INPUT_SEED`; CP runs until its pipeline is full and measures the next step). The
 weights read back are compared bit for bit with the golden trainer's after every step.
 Figures come from that step's counters through :func:`sim.power.report_from_counters`,
-with the host turnaround counted as idle cycles. A cell whose network does not fit is
-reported with the compiler's message.
+with the host turnaround counted as idle cycles; its data movement, hidden and exposed
+per kind, from the step's cycles classified on the engine (:mod:`sim.movement`: the
+critical path and the mean over cores, row key ``movement``). A cell whose network does
+not fit is reported with the compiler's message.
 
 Area: configurations S and L, the blocks the reference design's totals cover (PE arrays
 and scratchpads) beside its Table 2 figure, and our microcode stores separately, sized
@@ -23,11 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from arch.config import PRESETS
+from sim.movement import MovementSession
 from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, MEMORY, area_of_core, report_from_counters
 from sim.step_measure import compile_method, measure_step, ucode_words_needed
 
 __all__ = ["Cell", "CELLS", "PAPER", "PAPER_AREA_MM2", "run_cell", "table2", "convention", "format_table",
-           "plot_table2", "ucode_words_needed"]
+           "movement_share", "areas", "plot_table2", "ucode_words_needed"]
 
 NETS = {"small": (784, 500, 500, 500, 10), "large": (784, 2500, 2000, 1500, 1000, 500, 10)}
 METHODS = ("sgd", "cp", "mbgd")
@@ -105,9 +108,12 @@ def run_cell(cell: Cell, log=None, offchip: bool = True) -> dict:
         row["offchip"] = (f"DRAM {cfg.dram_mib} MiB per core ({cfg.dram_gbps:g} GB/s, {cfg.dram_latency} cycles "
                           f"latency)")
     m = measure_step(cfg, mlp, cell.method, weight_seed=WEIGHT_SEED, input_seed=INPUT_SEED, tp=tp,
-                     label=cell.label)
+                     label=cell.label, session=MovementSession(cfg, "fast"))
     r, ctr, rep, words, flops, steps = m.result, m.counters, m.report, m.ucode_words, m.flops, m.steps_run
     cycles = ctr["cycles"]
+    if m.movement["critical"]["cycles"] != cycles:
+        raise AssertionError(f"{cell.label}: the classified cycles ({m.movement['critical']['cycles']}) are not the "
+                             f"step's ({cycles})")
     alt = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores, ucode_words=words,
                                tech=DEFAULT_TECH.replace(fpu_pj_per_flop=dict(DEFAULT_TECH.fpu_pj_per_flop,
                                                                               binary16=2.63)))
@@ -121,6 +127,7 @@ def run_cell(cell: Cell, log=None, offchip: bool = True) -> dict:
             "cycles": cycles, "host_cycles": r.host_cycles, "flops": flops, "gflops": rep.gflops,
             "watts_all": rep.watts, "pj_per_flop": rep.pj_per_flop, "ucode_words": words,
             "steps_run": steps, "golden": f"{steps} step(s) bit-exact", "wall_s": round(time.perf_counter() - t0, 1),
+            "movement": {"critical": m.movement["critical"], "mean": m.movement["mean"]},
             **_reload_figures(tp, r), **_dram_figures(tp, ctr)}
 
 
@@ -185,6 +192,15 @@ def table2(cells=CELLS, log=None, progress=None, offchip: bool = True) -> dict:
         rows.append(run_cell(cell, log, offchip))
         if progress:
             progress(cell)
+    area, breakdown = areas(rows)
+    return {"title": "The reference design's Table 2 beside this model", "cells": rows, "area_mm2": area,
+            "area_breakdown_mm2": breakdown, "convention": convention(),
+            "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "loss": LOSS, "lr": LR}
+
+
+def areas(rows) -> tuple[dict, dict]:
+    """``(area_mm2, area_breakdown_mm2)`` of :func:`table2` for its cell rows ``rows``:
+    the microcode stores sized from the largest image of each configuration's cells."""
     area, breakdown = {}, {}
     for name in ("S", "L"):
         cfg = PRESETS[name]
@@ -198,9 +214,7 @@ def table2(cells=CELLS, log=None, progress=None, offchip: bool = True) -> dict:
         breakdown[name] = {**blocks, "ucode_words_per_core": words,
                            "ucode_sized_from": "largest program image of this configuration's cells"
                            if need else "ArchConfig.ucode_depth (no cell ran)"}
-    return {"title": "The reference design's Table 2 beside this model", "cells": rows, "area_mm2": area,
-            "area_breakdown_mm2": breakdown, "convention": convention(),
-            "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "loss": LOSS, "lr": LR}
+    return area, breakdown
 
 
 def _f(v, spec, none="-"):
@@ -211,10 +225,19 @@ def _pct(v):
     return "-" if v is None else f"{v * 100:.1f}%"
 
 
+def movement_share(r: dict) -> str:
+    """``"hidden/exposed %"``: a row's data-movement cycles on the critical path as
+    percentages of the step's cycles; ``"-"`` for a row without them."""
+    mv = (r.get("movement") or {}).get("critical")
+    if not mv or not mv["cycles"]:
+        return "-"
+    return f"{mv['hidden'] / mv['cycles'] * 100:.0f}/{mv['exposed'] / mv['cycles'] * 100:.0f}%"
+
+
 def format_table(res: dict) -> str:
     """The JSON of :func:`table2` as a text table."""
     lines = [f"{'case':<30} {'paper':>6} {'ours':>6} {'ratio':>6} {'all':>6} {'MAC util':>9} {'paper util':>10} "
-             f"{'mem/FPU':>8}  status"]
+             f"{'mem/FPU':>8} {'DM hid/exp %':>13}  status"]
     for r in res["cells"]:
         st = r["status"] if r["status"] == "ok" else r["status"][:110] + ("..." if len(r["status"]) > 110 else "")
         if r.get("offchip"):
@@ -224,12 +247,13 @@ def format_table(res: dict) -> str:
         lines.append(f"{Cell(r['net'], r['config'], r['method']).label:<30} {r['paper_gflops_w']:>6} "
                      f"{_f(r['gflops_w'], '.0f'):>6} {_f(r['ratio'], '.2f'):>6} {_f(r['gflops_w_all'], '.0f'):>6} "
                      f"{_pct(r['mac_util']):>9} {_pct(r['paper_mac_util']):>10} "
-                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8}  {st}")
+                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8} {movement_share(r):>13}  {st}")
     c = res["convention"]
     lines += ["", "GFLOPS/W: 'ours' = compared scope (" + " + ".join(c["compared_scope"]) + "); 'all' = everything "
               "(+ " + ", ".join(c["everything"][len(c["compared_scope"]):]) + f"); FPU {c['fpu_pj_per_flop']} pJ "
               f"per FLOP, {c['flops_per_fpu_issue']:g} FLOPs per FPU issue; MAC util. = useful MACs / (cycles x "
-              "PEs), host turnaround included.",
+              "PEs), host turnaround included; DM hid/exp = cycles of the step's critical path with data movement "
+              "beside compute / without, % of the step (sim.movement).",
               "area (PE arrays + scratchpads, the paper's blocks): " + "; ".join(
                   f"{k} {v['ours']:.1f} mm^2 (paper {v['paper']}, {v['ratio']:.3f}x) + microcode stores "
                   f"{v['ucode']:.1f} mm^2 = {v['total_with_ucode']:.1f}" for k, v in res["area_mm2"].items())]

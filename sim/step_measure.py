@@ -25,7 +25,8 @@ METHODS = ("sgd", "mbgd", "cp")
 class StepMeasure:
     """A measured step: the compiled program, the step's result, its counters summed over
     the cores (``cycles`` = the step's cycles, host turnaround included), the microcode
-    words per core, the network's FLOPs per step, the report, and the steps run."""
+    words per core, the network's FLOPs per step, the report, the steps run, and the data
+    movement of the step."""
 
     tp: object
     result: object
@@ -34,6 +35,9 @@ class StepMeasure:
     flops: int
     report: object
     steps_run: int
+    #: the measured step's data movement (:meth:`sim.movement.MovementSession.movement`;
+    #: ``None`` unless ``measure_step`` ran on such a session)
+    movement: dict | None = None
 
 
 #: the mapping choices each method's compiler takes (the rest do not apply to it)
@@ -104,18 +108,21 @@ def _sum_counters(result) -> dict:
 
 def measure_step(cfg, mlp, method: str, *, weight_seed: int = 0, input_seed: int = 1, golden: bool = True,
                  tp=None, label: str = "step", tech=None, ucode_from_program: bool = True,
-                 options: dict | None = None) -> StepMeasure:
+                 options: dict | None = None, session=None) -> StepMeasure:
     """Compile (unless ``tp`` is given) and run one step of ``mlp`` with ``method`` on
     the chip ``cfg``; ``golden``: check the weights bit for bit after every step (raises
     ``AssertionError`` on a difference). ``ucode_from_program``: size the microcode store
     (its area, leakage and fetch energy) from the program's largest image, else from
     ``cfg.ucode_depth``. ``options``: the compiler's mapping choices
-    (:func:`compile_method`). Raises ``TrainCompileError`` for a network that does not fit."""
+    (:func:`compile_method`). ``session``: the chip session to run on (default a new
+    fast :class:`sim.sessions.ChipSession`; one with ``begin_step``, e.g.
+    :class:`sim.movement.MovementSession`, is told where each step begins). Raises
+    ``TrainCompileError`` for a network that does not fit."""
     from sim.sessions import ChipSession
     from sw.train import init_weights
 
     tp = tp if tp is not None else compile_method(method, cfg, mlp, **(options or {}))
-    sess = ChipSession(cfg, "fast")
+    sess = session if session is not None else ChipSession(cfg, "fast")
     W0 = init_weights(mlp, cfg.fmt, weight_seed)
     tp.init(sess, W0)
     gold = _golden(method, cfg, mlp, tp, W0) if golden else None
@@ -123,10 +130,15 @@ def measure_step(cfg, mlp, method: str, *, weight_seed: int = 0, input_seed: int
     lat = tp.latency_steps() if method == "cp" else 0
     steps = 2 * lat + 1
     xs = [_inputs(mlp, rng) for _ in range(steps)]
+    movement = None
     for s in range(steps):
+        if hasattr(sess, "begin_step"):
+            sess.begin_step()
         x = xs[s][0]
         t = xs[s - lat][1] if s >= lat else None
         r = tp.run_step(sess, x, t)
+        if hasattr(sess, "movement"):      # before the golden check's read-back RUNs
+            movement = sess.movement(r.host_cycles)
         if gold is not None:
             gold.step(x, t)
             _check_weights(tp, sess, gold, f"{label}, step {s + 1}")
@@ -137,7 +149,7 @@ def measure_step(cfg, mlp, method: str, *, weight_seed: int = 0, input_seed: int
     kw = {"tech": tech} if tech is not None else {}
     rep = report_from_counters(cfg, ctr, flops=flops, n_cores=cfg.cores,
                                ucode_words=words if ucode_from_program else None, **kw)
-    return StepMeasure(tp, r, ctr, words, flops, rep, steps)
+    return StepMeasure(tp, r, ctr, words, flops, rep, steps, movement)
 
 
 #: the phase of a step an operation kind belongs to (:meth:`breakdown` rows' kind)
