@@ -51,6 +51,7 @@ from __future__ import annotations
 import numpy as np
 
 from sw.asm import assemble
+from arch.config import RING_HOP_CYCLES
 from arch.errors import InputError
 
 __all__ = ["RingError", "emit_pass_along", "broadcast_images", "emit_all_gather",
@@ -58,7 +59,7 @@ __all__ = ["RingError", "emit_pass_along", "broadcast_images", "emit_all_gather"
            "golden_reduce_scatter", "ag_min_stream", "fill_diag_program", "read_diag_program",
            "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
            "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
-           "reduce_scatter_vec_check", "rsv_chunk"]
+           "reduce_scatter_vec_check", "rsv_chunk", "gemv_ring_check"]
 
 def ag_min_stream(cfg) -> int:
     """All-gather segments of at least this many beats run as one continuous stream: a
@@ -429,6 +430,24 @@ def all_gather_slots(cfg, m: int) -> int:
     (``M =`` :func:`ag_min_stream`)."""
     c = cfg.cores
     return 4 + _ag_slots(cfg, m, (c - 1) * m)[-1] + 4
+
+
+def gemv_ring_check(cfg, m: int, lc: int) -> str | None:
+    """Why an all-gather of ``m``-beat segments cannot run inside the GEMV that consumes
+    it (``x_ring`` of :func:`sw.kernels.emit_gemv`, ``lc`` instructions per stream
+    step), or None. The GEMV loads beat ``j`` of the gathered input at its instruction
+    ``j lc`` (from the diagonal for the own segment, ``rin`` after it) and sends it on in
+    the same instruction (``rout col``); the next core loads it as its beat ``m + j``,
+    ``m lc`` slots later: at least the hop (:data:`arch.config.RING_HOP_CYCLES`), and the
+    ``m`` beats in flight per link (plus the pop and the pushes under way) within the
+    receive FIFO's credit."""
+    if cfg.cores < 2:
+        return f"a ring needs cores >= 2, got {cfg.cores}"
+    if m * lc < RING_HOP_CYCLES:
+        return f"{m} beats of {lc} instructions each are shorter than the ring hop ({RING_HOP_CYCLES} cycles)"
+    if m + 3 > cfg.ring_fifo_depth:
+        return f"{m}-beat segments need a receive FIFO of {m + 3} beats, it has {cfg.ring_fifo_depth}"
+    return None
 
 
 def _rsv_timing(cfg, s: int) -> tuple[int, int, int]:

@@ -59,7 +59,7 @@ from sw.train import backward_plan
 from sw.train_alloc import Allocator, _other
 from sw.train_chip_map import (OUT_MAPS, PanelMap, chip_shapes, column_order, panel_rows,  # noqa: F401
                                resolve_out_map, softmax_why_not)
-from sw.train_chip_ops import _at, _chip_ops, _rs_with_rank1, fused_backward_op, page_sum_op  # noqa: F401
+from sw.train_chip_ops import _at, _chip_ops, _rs_with_rank1, fused_backward_op, page_sum_op, ring_in_layers  # noqa: F401
 from sw.train_chip_place import ChipPart, _build_ops, _place_parts  # noqa: F401
 from sw.train_chip_program import ChipSGDProgram, ChipStepResult, PhaseLog, load_per_core  # noqa: F401
 from sw.train_dram import stream_parts
@@ -201,7 +201,7 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
 
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
-                     page_rows: int | None = None, dram=None) -> ChipSGDProgram:
+                     page_rows: int | None = None, dram=None, ag_overlap: bool = True) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -213,7 +213,10 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     :attr:`ChipSGDProgram.fused`). ``overlap``: run the first rows of each separate
     rank-1 update in the free slots of the reduce-scatter before it
     (:func:`_rs_with_rank1`; the same operations, so the same bits; recorded in
-    ``meta["overlap"]``). When no assignment of the panels to the banks fits, the largest
+    ``meta["overlap"]``). ``ag_overlap``: the all-gather of each hidden activation runs
+    inside the next layer's forward GEMV, which loads the beats from the ring as its
+    stream reaches them (:func:`sw.train_chip_ops.ring_in_layers`; the same operations,
+    the all-gather's cycles saved; the layers in ``meta["ring_in"]``). When no assignment of the panels to the banks fits, the largest
     panels are kept in the scratchpad and paged (:func:`plan_chip_sgd`; ``spad`` /
     ``page_rows`` force it): each weight of a paged panel crosses the scratchpad port
     three times per step (loaded for the forward pass, loaded and stored for the
@@ -238,20 +241,23 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
     wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows, dram)
     pol = "a" if set(wbanks) == {"a"} else "search"
+    rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels)
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels, rin)
                              for k in range(c)]
     else:
-        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels) for k in range(c)]
+        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin)
+                                for k in range(c)]
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused,
                                            overlap=overlap, spad=panels) for k in range(c)]
-    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels) for k in range(c)]
+    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin)
+                            for k in range(c)]
     parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
-                         "spad_layers": sorted(panels), "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                         "spad_layers": sorted(panels), "ring_in": rin, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
     return tp

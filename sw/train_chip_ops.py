@@ -8,17 +8,18 @@ from __future__ import annotations
 
 from sw.collectives import Region
 from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
-                        rank1_cost, rank1_lines)
+                        gemv_cost, rank1_cost, rank1_lines)
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.overlap import merge_rows
-from sw.ring import all_gather_lines, broadcast_lines, reduce_lines, reduce_scatter_vec_lines, ring_text
+from sw.ring import (all_gather_lines, broadcast_lines, gemv_ring_check, reduce_lines, reduce_scatter_vec_lines,
+                     ring_text)
 from sw.train_alloc import Allocator
 from sw.train_ops import Op, _fused_tail
 from sw.train_paging import SpadPanel, spad_op
 from sw.train_softmax import softmax_op
 
-__all__ = ["fused_backward_op", "page_sum_op"]
+__all__ = ["fused_backward_op", "page_sum_op", "ring_in_layers"]
 
 
 #: ring lines and texts by their arguments (pure functions of them; the cores of a chip
@@ -128,9 +129,25 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
     return ops
 
 
+def ring_in_layers(cfg, mlp: MLP, P: list, N: list, out_map: str, spad: dict | None = None) -> list:
+    """The layers ``l >= 1`` whose forward GEMV can take its gathered input from the ring
+    as the stream reaches it (the all-gather merged into the GEMV,
+    :func:`sw.ring.gemv_ring_check`): those whose input is gathered (all but the split
+    output layer's); a paged layer's first page does it."""
+    s, spad = [p // cfg.nr for p in P], spad or {}
+    out = []
+    for l in range(1, mlp.n_layers):
+        if out_map == "cols" and l == mlp.n_layers - 1:
+            continue
+        rows = spad[l].pages[0][1] * cfg.nr if l in spad else P[l]
+        if gemv_ring_check(cfg, s[l - 1], gemv_cost(cfg, rows, N[l])["Lc"]) is None:
+            out.append(l)
+    return out
+
+
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
               softmax: str | None = None, fused: list | None = None, overlap: bool = False,
-              spad: dict | None = None) -> list:
+              spad: dict | None = None, ring_in: list | None = None) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -145,8 +162,11 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     :class:`SpadPanel`, the panels paged through ``WP``: per page a load and the page's
     rows of the forward GEMV; backward :func:`_paged_backward` (last page first, the last
     paged layer's last page not reloaded), then the reduce-scatter and the mask (no
-    overlap: the update is done by then)."""
+    overlap: the update is done by then). ``ring_in``: the layers whose forward GEMV
+    takes its input from the ring instead of an all-gather before it
+    (:func:`ring_in_layers`; ``x_ring`` of :func:`sw.kernels.emit_gemv`)."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
+    ring_in = set(ring_in or ())
     fused = fused or [False] * nl
     spad = spad or {}
     s = [p // nr for p in P]
@@ -165,6 +185,9 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
         for l in range(nl):
             xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
             y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
+            # the all-gather of a_l runs inside this GEMV: own segment from the diagonal,
+            # the others from the ring, all but the last core's sent on as they are loaded
+            rin = (s[l - 1], (cfg.cores - 1) * s[l - 1]) if l in ring_in else None
             if l in spad:
                 # page by page: load, the page's rows of z (the first page broadcasts the
                 # input from the diagonal and keeps its cols copy, the others read the copy)
@@ -173,20 +196,24 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                     w = sp.page_words(p)
                     ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
                     xi, yp = (xin if p == 0 else xc), _at(y, r0)
-                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p, WP=WP:
+                    xr = rin if p == 0 else None
+                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p, WP=WP, xr=xr:
                          emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
-                                   x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_"),
-                         [(WP, w), (xi, L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
+                                   x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr),
+                         [(WP, w), (xi, xr[0] if xr else L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
             else:
                 W = R[f"W{l}"]
                 wn = L(P[l]) * L(N[l])
-                kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y:
-                     emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_"),
-                     [(W, wn), (xin, L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+                kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y, rin=rin:
+                     emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_",
+                               x_ring=rin),
+                     [(W, wn), (xin, rin[0] if rin else L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+            if rin:
+                next(o for o in ops if o.name in (f"gemv{l}", f"gemv{l}_0")).info["ring_in"] = l
             if l < nl - 1:
                 kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
                      [(y, s[l])], [(y, s[l])])
-                if not (split and l == nl - 2):
+                if not (split and l == nl - 2) and l + 1 not in ring_in:
                     ops.append(_ring_op(cfg, f"ag{l + 1}", _memo(all_gather_lines, cfg, s[l], y.bank, y.base),
                                         [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
             elif split:

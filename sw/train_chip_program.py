@@ -231,6 +231,9 @@ class ChipSGDProgram(PanelMap):
             lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
                          f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "
                          f"{o['instructions']} instructions")
+        for l in self.meta.get("ring_in", []):
+            lines.append(f"all-gather of a{l} inside W{l}'s forward GEMV: its beats loaded from the ring as the "
+                         f"stream reaches them, sent on as they are loaded")
         lines += tier_lines(cfg, self.P, self.N, self.spad, self.dram_per_step(), self.step_cycles())
         lines += [""] + breakdown_lines(self.breakdown())
         return "\n".join(lines)

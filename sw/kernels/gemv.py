@@ -24,6 +24,15 @@ def _gemv_blocking(cfg, nchain, nstream, S):
     return best[1]
 
 
+def _runs(n_mid: int, bounds=()) -> list:
+    """``(a, z)``: the runs of stream steps ``a .. z - 1`` (of ``1 .. n_mid``) with the same
+    kind of x load: one, or cut where the step loading beat ``j`` of ``bounds`` starts
+    (``x_ring``). The first run loops on step 0's last instruction, each further one on
+    its own first step (unrolled)."""
+    cuts = sorted({1, 1 + n_mid} | {min(max(j - 1, 1), 1 + n_mid) for j in bounds})
+    return list(zip(cuts, cuts[1:]))
+
+
 def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree") -> dict:
     """Cycle-cost model of :func:`emit_gemv` (exact instruction count and its terms).
 
@@ -59,7 +68,7 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree")
 
 def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
               reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
-              agus=("g0", "g1", "g2"), name: str = "gv") -> KernelInfo:
+              agus=("g0", "g1", "g2"), name: str = "gv", x_ring: tuple | None = None) -> KernelInfo:
     """``y = W x`` (``trans=False``) or ``y = W^T x`` (``trans=True``), ``W`` ``m x n``.
 
     Memory map: ``W`` 2D round-robin (``mp * np`` words per PE). ``x`` (length ``n``,
@@ -78,6 +87,10 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     sums are then reduced along the rows (transposed: columns) by ``reduce`` (``tree`` or
     ``seq``, :mod:`sw.collectives`); the final move of each sum to the output hides in
     the next block's first MAC instructions. Cost: :func:`gemv_cost`.
+
+    ``x_ring = (own, fwd)`` (``x`` diag): beats ``j >= own`` come from the ring (``rin col``)
+    where the first block loads them (instruction ``j * Lc``), beats ``j < fwd`` are sent
+    on as loaded (``rout col``); the same count (:func:`sw.ring.gemv_ring_check`).
     """
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
@@ -119,6 +132,12 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         """Slots loading x[s] into xr over the bus from the diagonal (and into x_copy)."""
         return [x.rd(s, agu=agu, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(xr, xdir.bus),
                 x_copy.wr(xdir.bus, s, agu=agu)]
+    own, fwd = x_ring if x_ring is not None else (nstream, 0)
+    _need(x_ring is None or (diag_x and 1 <= own), "x_ring needs x in the diag layout and own >= 1")
+
+    def x_load_ring(s, agu):      # from the diagonal or the ring; sent on if s < fwd
+        out = x_load_bus(s, agu) if s < own else ["rin col", mov(xr, xdir.bus), x_copy.wr(xdir.bus, s, agu=agu)]
+        return out + (["rout col"] if s < fwd else [])
 
     def x_load(s, agu):
         """Slots loading x[s] into xr from SRAM (x, or x_copy after the first block)."""
@@ -145,13 +164,18 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         dl = diag_x and first_block
         if nstream == 1:
             return step(0, bofs, agu0, True, None, not first_block)
-        load = x_load_bus if dl else x_load
+        load = (x_load_ring if x_ring is not None else x_load_bus) if dl else x_load
         first = step(0, bofs, agu0, True, load, not first_block)
         n_mid = nstream - 2 if dl else nstream - 1
-        if n_mid > 0:
-            f.open_loop(first[-1], f"{name}s", n_mid, LS)
-            step(1, bofs, gW, False, load, False, agu_x=gX)
-            f.close_loop()
+        last = first
+        for a, z in _runs(n_mid, (own, fwd) if dl and x_ring else ()):
+            if a > 1:
+                last = step(a, bofs, None, False, load, False)
+                a += 1
+            if z > a:
+                f.open_loop(last[-1], f"{name}s", z - a, LS)
+                step(a, bofs, gW, False, load, False, agu_x=gX)
+                f.close_loop()
         if dl:
             step(nstream - 1, bofs, None, False, None, False)
         return first
@@ -166,7 +190,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     # setup: x[0] into x0 (and into x_copy[0])
     if diag_x:
         setup = f.ins(x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(x0, xdir.bus),
-                      x_copy.wr(xdir.bus, 0))
+                      x_copy.wr(xdir.bus, 0), "rout col" if fwd > 0 else None)
     else:
         setup = f.ins(x.rd(0), mov(x0, x.src))
     first = stream(0, True)
