@@ -102,6 +102,7 @@ class _CycleProbe:
 
     def __init__(self, cfg, done):
         self.lag = 1 + cfg.dist_delay
+        self.exec_delay = cfg.exec_delay
         self.fma_keys = [f"fma[{p}]" for p in range(cfg.nr * cfg.nr)]
         self.done = done
         self.run = None
@@ -145,7 +146,7 @@ class _CycleProbe:
         masks = np.array(self.masks, np.uint8)
         fma = np.array(self.fma, np.int64)
         comp = np.zeros(T, bool)
-        d = self.lag + 1          # an FMA enters the multiplier in the operand stage, 2 clocks after its issue
+        d = self.lag + 1 + self.exec_delay     # the FMA enters the multiplier in the operand stage (+ execute stages)
         comp[:T - d] = fma[d:] > 0
         masks[comp] |= BITS["compute"]
         for s, b in self.dma_until:
@@ -203,8 +204,8 @@ class MovementSession(ChipSession):
     (the lowest-numbered of equals), in a host phase the active cores' RUNs one after
     another, the LOADs' cycles before a phase, and :meth:`add_idle` cycles."""
 
-    def __init__(self, cfg, backend: str = "fast"):
-        super().__init__(cfg, backend)
+    def __init__(self, cfg, backend: str = "fast", record: bool = False):
+        super().__init__(cfg, backend, record)
         n = cfg.cores
         self._masks: list = [None] * n
         for k, core in enumerate(self.model.cores):

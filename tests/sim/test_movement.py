@@ -61,18 +61,23 @@ HOST = """
 """
 
 
-def _program(backend, text, data=None):
-    sess = MovementSession(CFG, backend)
-    words = assemble(text, CFG).words()
-    sess.load([words] * CFG.cores)            # the LOADs before the step: not counted
+def _program(backend, text, data=None, cfg=CFG):
+    sess = MovementSession(cfg, backend)
+    words = assemble(text, cfg).words()
+    sess.load([words] * cfg.cores)            # the LOADs before the step: not counted
     sess.begin_step()
-    res, cyc = sess.run([words] * CFG.cores, data)
+    res, cyc = sess.run([words] * cfg.cores, data)
     return sess, res, cyc
 
 
+#: pipeline options that move the PE side's events away from the issue cycle
+PIPES = [{}, dict(dist_stage=True, dram_mib=0), dict(fetch_stage=True), dict(exec_stage=True, bus_stage=True)]
+
+
 @pytest.mark.parametrize("backend", ["fast", "model"])
-def test_ring_split_is_known(backend):
-    sess, res, cyc = _program(backend, RING)
+@pytest.mark.parametrize("pipe", PIPES, ids=lambda p: "+".join(p) or "default")
+def test_ring_split_is_known(backend, pipe):
+    sess, res, cyc = _program(backend, RING, cfg=CFG.replace(**pipe))
     mv = sess.movement()
     for f in mv["cores"] + [mv["critical"]]:
         assert f["ring"] == {"cycles": 8, "hidden": 4, "exposed": 4}
