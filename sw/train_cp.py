@@ -134,8 +134,9 @@ def cp_plan(cfg, mlp: MLP, groups=None, backward: str = "auto", shared=None) -> 
         tried.append((sh, g, f, cost))
     if not tried:
         raise err
-    tried = [t for t in tried if t[3] < 1 << 30] or tried      # the placements whose regions fit
-    sh, g, f, _ = min(tried, key=lambda t: (t[3], len(t[0])))
+    fit = [t for t in tried if t[3] < 1 << 30]                 # the placements whose regions fit
+    sh, g, f, _ = min(fit, key=lambda t: (t[3], len(t[0]))) if fit else tried[0]
+    tried = fit or tried
     return g, f, sh, tried
 
 

@@ -26,8 +26,10 @@ NET = (9, 30, 24, 4)
 
 def _run(cfg, mlp, engine, n, kw, backward="auto", stop=None):
     """``n`` samples through the pipeline and out (``n + 2L`` steps; ``stop``: only the
-    first ``stop`` steps), everything checked after every step."""
-    tp = compile_chip_cp(cfg, mlp, backward=backward, **kw)
+    first ``stop`` steps), everything checked after every step. Each layer on its own
+    cores unless ``kw`` says otherwise (sharing a core would relieve the memories these
+    tests fill)."""
+    tp = compile_chip_cp(cfg, mlp, backward=backward, **{"shared": (), **kw})
     W0 = init_weights(mlp, cfg.fmt, 3)
     sess = ChipSession(cfg, engine)
     tp.init(sess, W0)
@@ -75,11 +77,12 @@ def test_cp_dram_cycle_engine_bit_exact():
 
 def test_cp_dram_chosen_when_spad_is_short():
     """A panel larger than the scratchpad: streamed from DRAM by the compiler's choice
-    (without DRAM it does not fit)."""
+    (without DRAM it does not fit, unless layers 1 and 2 share a core)."""
     mlp = MLP((64, 64, 8, 4), "mse", 0.05)
     cfg = replace(PRESETS["chip-small"], mem_a_words=128, mem_b_words=128, spad_kib=2, dram_mib=1)
     with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
-        compile_chip_cp(replace(cfg, dram_mib=0), mlp)
+        compile_chip_cp(replace(cfg, dram_mib=0), mlp, shared=())
+    assert compile_chip_cp(replace(cfg, dram_mib=0), mlp).shared == (2,)
     tp, *_ = _run(cfg, mlp, "fast", 2, {})
     assert tp.meta["dram_layers"] == [0]
     text = tp.describe()
