@@ -30,9 +30,9 @@ either, and sums with subnormal results are exact. The test suite checks all of 
 empirically against the exact reference and SoftFloat (``tests/pe/test_fp_golden.py``),
 including on purpose-built ties and subnormal results.
 
-binary16 takes the same route explicitly (:func:`f16_op`, :func:`f16_mac`,
-:func:`f16_accumulate_rows`): the float32 operation, then the rounding to binary16 by
-vectorized integer operations (:func:`f32_to_f16_bits`) instead of numpy's scalar
+binary16 takes the same route in compiled code (:func:`f16_op`, :func:`f16_mac`,
+:func:`f16_accumulate_rows`, kernels of :mod:`pe.fp16_kernels`): the float32 operation,
+then the rounding to binary16 by integer operations instead of numpy's scalar
 conversion, which is slow on subnormal results. The results are numpy's ``float16``
 results on all 2**32 operand pairs of each operation.
 
@@ -49,7 +49,7 @@ from arch.fpformat import FPFormat
 __all__ = [
     "mul_bits", "add_bits", "mac_bits", "canonicalize_nan", "is_nan_bits",
     "exact_mul", "exact_add", "exact_mac", "decode", "round_to_format",
-    "check_subnormals", "f16_op", "f16_mac", "f16_to_f32", "f32_to_f16_bits", "f16_accumulate_rows", "convert_bits",
+    "check_subnormals", "f16_op", "f16_mac", "f16_accumulate_rows", "convert_bits",
 ]
 
 _subnormals_checked = False
@@ -93,137 +93,31 @@ def canonicalize_nan(fmt: FPFormat, bits) -> np.ndarray:
     return np.where(is_nan_bits(fmt, b), fmt.np_uint.type(fmt.qnan), b).astype(fmt.np_uint)
 
 
-# -- binary16 through float32 ---------------------------------------------------------------
-# numpy's float16 ufuncs convert every element to float32 and back with scalar code whose
-# float32 -> float16 rounding takes a slow branch for subnormal results (tens of ns per
-# element; the rank-1 updates of training produce many). The functions below compute the
-# same correctly rounded results (the float32 operation, then one RNE rounding to binary16,
-# as numpy does) with vectorized integer operations, in cache-sized chunks.
-_F16_F32 = None
-_CHUNK = 1 << 15
-_U32 = np.uint32
-_BIAS_RND = _U32(((15 - 127) << 23) + 0xFFF + (1 << 32))    # rebias the exponent, round half down
-_HALF = np.float32(0.5)
-_SMALL = 256                        # f16_op: operands up to this size go through numpy's float16
+# -- binary16: the compiled kernels of pe.fp16_kernels ---------------------------------------
+def _kernels():
+    """:mod:`pe.fp16_kernels`, imported on first use (numba's start-up is paid only by
+    processes that compute in binary16)."""
+    from pe import fp16_kernels
 
-
-def f16_to_f32(bits) -> np.ndarray:
-    """binary16 bit patterns (uint16) -> their float32 values (exact; NaNs stay NaNs)."""
-    global _F16_F32
-    if _F16_F32 is None:
-        _F16_F32 = np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32)
-    return _F16_F32.take(bits)
-
-
-def _f16_work(n: int) -> tuple:
-    """Scratch arrays of :func:`f32_to_f16_bits` for ``n`` values: two uint32, one bool."""
-    return np.empty(n, _U32), np.empty(n, _U32), np.empty(n, np.bool_)
-
-
-def f32_to_f16_bits(f: np.ndarray, out: np.ndarray, work: tuple | None = None) -> np.ndarray:
-    """Round float32 values ``f`` to binary16, nearest even, into the uint16 bits ``out``
-    (same size, flat); NaNs give ``0x7E00`` (the canonical quiet NaN), overflow infinity.
-    ``work``: scratch arrays of at least ``f.size`` values (:func:`_f16_work`), reused
-    across calls so that no temporary array is allocated.
-
-    Normal results: the float32 pattern rebiased and rounded at bit 13 (the carry of a
-    round-up moves into the exponent, up to infinity). Subnormal results (magnitude below
-    ``2**-14``): ``|f| + 0.5`` in float32 quantizes to multiples of ``2**-24`` (the binary16
-    subnormal quantum) with RNE, and its fraction bits are the binary16 pattern (``0x400``
-    when it rounds up to the smallest normal)."""
-    n = f.size
-    a, t, m = work if work is not None else _f16_work(n)
-    a, t, m = a[:n], t[:n], m[:n]
-    u = f.reshape(-1).view(_U32)
-    np.bitwise_and(u, _U32(0x7FFFFFFF), out=a)
-    np.right_shift(a, _U32(13), out=t)
-    np.bitwise_and(t, _U32(1), out=t)
-    np.add(t, a, out=t)
-    np.add(t, _BIAS_RND, out=t)
-    np.right_shift(t, _U32(13), out=t)
-    np.less(a, _U32(113 << 23), out=m)
-    if m.any():
-        s = (a.view(np.float32) + _HALF).view(_U32)
-        s -= _U32(0x3F000000)
-        np.copyto(t, s, where=m)
-    np.greater_equal(a, _U32(143 << 23), out=m)
-    big = m.any()
-    if big:
-        nan = a > _U32(0x7F800000)
-    np.right_shift(u, _U32(16), out=a)
-    np.bitwise_and(a, _U32(0x8000), out=a)
-    np.bitwise_or(t, a, out=t)
-    if big:
-        np.copyto(t, np.where(nan, _U32(0x7E00), a | _U32(0x7C00)), where=m)
-    np.copyto(out, t.reshape(out.shape), casting="unsafe")
-    return out
-
-
-def _f16_blocks(fn, *args) -> np.ndarray:
-    """``fn`` (float32 arrays -> float32 result) on binary16 bit-pattern arrays
-    broadcast together, in blocks of cache size along the leading axis, each block's
-    result rounded by :func:`f32_to_f16_bits`. An operand smaller than the result
-    (broadcast) is converted to float32 once, whole."""
-    shape = np.broadcast_shapes(*(x.shape for x in args))
-    shape1 = shape if len(shape) else (1,)
-    conv = []
-    for x in args:
-        if x.shape == shape1:
-            conv.append((x, False))
-        else:
-            x = x.reshape((1,) * (len(shape1) - x.ndim) + x.shape)
-            conv.append((np.broadcast_to(f16_to_f32(x), shape1) if x.size * 2 < np.prod(shape1) else
-                         np.broadcast_to(x, shape1), x.size * 2 < np.prod(shape1)))
-    out = np.empty(shape1, np.uint16)
-    n0 = shape1[0]
-    inner = int(np.prod(shape1[1:], dtype=np.int64))
-    per = max(1, _CHUNK // max(1, inner))
-    work = _f16_work(min(n0, per) * inner)
-    with np.errstate(all="ignore"):
-        for i in range(0, n0, per):
-            j = min(n0, i + per)
-            f = fn(*(x[i:j] if done else f16_to_f32(x[i:j]) for x, done in conv))
-            f32_to_f16_bits(f, out[i:j], work)
-    return out.reshape(shape)
+    return fp16_kernels
 
 
 def f16_op(a: np.ndarray, b: np.ndarray, op) -> np.ndarray:
     """``op`` (``np.multiply`` or ``np.add``) on binary16 bit-pattern arrays (broadcasting),
-    correctly rounded, NaNs canonical: exact in float32 (products of 11-bit significands
-    are; sums are rounded once more, harmlessly by Figueroa's theorem, see above), then
-    :func:`f32_to_f16_bits`. Equal to numpy's ``float16`` ufunc
+    correctly rounded, NaNs canonical: the float32 operation, then one rounding to
+    binary16 (:mod:`pe.fp16_kernels`). Equal to numpy's ``float16`` ufunc
     (``tests/pe/test_fp_golden.py``)."""
-    if a.shape == b.shape:
-        if a.size <= _SMALL:        # a few elements: one numpy float16 operation costs less
-            with np.errstate(all="ignore"):
-                return canonicalize_nan_inplace(np.asarray(op(a.view(np.float16), b.view(np.float16))).view(np.uint16))
-        if a.ndim != 1:
-            return _f16_blocks(op, a.reshape(-1), b.reshape(-1)).reshape(a.shape)
-    return _f16_blocks(op, a, b)
-
-
-def _mac32(a, b, c):
-    p = a * b
-    ph = f32_to_f16_bits(p.reshape(-1), np.empty(p.size, np.uint16))   # the product rounded to binary16
-    return f16_to_f32(ph).reshape(p.shape) + c
+    k = _kernels()
+    if op is np.multiply:
+        return k.mul(a, b)
+    if op is np.add:
+        return k.add(a, b)
+    raise ValueError(f"f16_op: op must be np.multiply or np.add, got {op!r}")
 
 
 def f16_mac(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """``add(mul(a, b), c)`` on binary16 bit patterns (broadcasting), each step rounded:
-    :func:`f16_op` twice, in one pass over cache-sized blocks."""
-    return _f16_blocks(_mac32, a, b, c)
-
-
-#: row width from which :func:`f16_accumulate_rows` adds through float32
-_ROWS_F32_MIN = 4096
-
-
-def canonicalize_nan_inplace(bits: np.ndarray) -> np.ndarray:
-    """binary16 bits with every NaN replaced by the canonical ``0x7E00``, in place."""
-    nan = (bits & np.uint16(0x7FFF)) > np.uint16(0x7C00)
-    if nan.any():
-        bits[nan] = np.uint16(0x7E00)
-    return bits
+    """``add(mul(a, b), c)`` on binary16 bit patterns (broadcasting), each step rounded."""
+    return _kernels().mac(a, b, c)
 
 
 def f16_accumulate_rows(first: np.ndarray, rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -231,28 +125,7 @@ def f16_accumulate_rows(first: np.ndarray, rows: np.ndarray, out: np.ndarray | N
     order, each sum rounded (NaNs canonical), side by side over the other axes; returns
     the ``len(rows) + 1`` successive values ``[first, first + rows[0], ...]`` (into ``out``
     when given)."""
-    n = len(rows) + 1
-    if out is None:
-        out = np.empty((n,) + first.shape, np.uint16)
-    flat = out.reshape(n, -1)
-    flat[0] = first.reshape(-1)
-    if n == 1:
-        return out
-    if flat.shape[1] < _ROWS_F32_MIN:
-        # narrow rows: numpy's float16 add costs fewer calls per row
-        v, r = flat.view(np.float16), rows.reshape(n - 1, -1).view(np.float16)
-        with np.errstate(all="ignore"):
-            for i in range(1, n):
-                np.add(v[i - 1], r[i - 1], out=v[i])
-        return canonicalize_nan_inplace(out)
-    r32 = f16_to_f32(rows).reshape(n - 1, -1)
-    work = _f16_work(flat.shape[1])
-    with np.errstate(all="ignore"):
-        for i in range(1, n):
-            acc = f16_to_f32(flat[i - 1])
-            np.add(acc, r32[i - 1], out=acc)
-            f32_to_f16_bits(acc, flat[i], work)
-    return out
+    return _kernels().accumulate_rows(first, rows, out)
 
 
 def _binop(fmt: FPFormat, a, b, op: str) -> np.ndarray:

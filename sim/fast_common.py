@@ -64,7 +64,7 @@ class Arith:
         self.sign = self.ut.type(fmt.sign_mask)
         self.inf = self.ut.type(fmt.inf)
         self.zero = self.ut.type(0)
-        #: binary16: the vectorized float32 route of :func:`pe.fp_golden.f16_op`
+        #: binary16: the compiled kernels of :func:`pe.fp_golden.f16_op` (:mod:`pe.fp16_kernels`)
         self.f16 = self.dt == np.float16
         if self.dt is not None:
             fp_golden.check_subnormals()
@@ -104,10 +104,11 @@ class Arith:
         """Running sums ``s[0], s[0]+s[1], (s[0]+s[1])+s[2], ...`` along ``axis``, each
         step rounded to the format: the PE's accumulation chain, in its order.
 
-        Wide chains (many independent accumulators side by side) are summed one step at
-        a time over all of them (``np.add`` into the next row: one rounded add per
-        element, the PE's operation); narrow ones with ``np.add.accumulate``, which is
-        sequential and rounds every partial sum to the dtype too. Both are checked
+        binary16: the compiled chains of :func:`pe.fp_golden.f16_accumulate_rows`. Other
+        formats: wide chains (many independent accumulators side by side) are summed one
+        step at a time over all of them (``np.add`` into the next row: one rounded add
+        per element, the PE's operation); narrow ones with ``np.add.accumulate``, which
+        is sequential and rounds every partial sum to the dtype too. All are checked
         bit-exact against sequential :func:`pe.fp_golden.add_bits` by
         ``tests/sim/test_fast_model.py``.
         """
@@ -121,9 +122,10 @@ class Arith:
             return out
         seq = np.asarray(seq, dtype=self.ut)
         L = seq.shape[axis]
-        if L > 1 and seq.size // L >= 48 and self.f16:
+        if self.f16:
             src = np.moveaxis(seq, axis, 0)
-            return np.moveaxis(self.golden.f16_accumulate_rows(src[0], src[1:]), 0, axis)
+            first = self.canon(np.array(src[0]))        # the chain's first value, NaN canonical too
+            return np.moveaxis(self.golden.f16_accumulate_rows(first, src[1:]), 0, axis)
         if L > 1 and seq.size // L >= 48:
             src = np.moveaxis(seq, axis, 0).view(self.dt)
             out = np.empty(src.shape, self.dt)

@@ -347,8 +347,8 @@ def _np_f16(op, a, b):
 @pytest.mark.parametrize("op", [np.multiply, np.add])
 def test_f16_op_equals_numpy_float16(op):
     """Every binary16 pattern against 192 others (specials, subnormals, ties, random),
-    both operand orders, equal shapes and broadcasting: the float32 route equals numpy's
-    float16 ufunc with canonical NaNs."""
+    both operand orders, equal shapes and broadcasting: the compiled float32 route equals
+    numpy's float16 ufunc with canonical NaNs."""
     rng = np.random.default_rng(7)
     special = np.array([0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x0400, 0x3C00, 0xBC00, 0x7BFF, 0xFBFF,
                         0x7C00, 0xFC00, 0x7E00, 0x7C01, 0xFE01, 0x3C01, 0x1400, 0x0200], np.uint16)
@@ -365,8 +365,8 @@ def test_f16_op_equals_numpy_float16(op):
 
 @pytest.mark.parametrize("width", [300, 5000])
 def test_f16_accumulate_rows_is_sequential(width):
-    """Chains of binary16 sums side by side (narrow rows through float16, wide ones through
-    float32): each step equals add_bits of the previous value and the next row."""
+    """Chains of binary16 sums side by side, narrow and wide: each step equals add_bits of
+    the previous value and the next row."""
     rng = np.random.default_rng(width)
     rows = np.concatenate([rng.normal(0, 1e-5, (20, width)), rng.normal(0, 1e4, (3, width))])
     rows = BINARY16.from_float(rows).astype(np.uint16)
@@ -381,8 +381,8 @@ def test_f16_accumulate_rows_is_sequential(width):
 
 
 def test_f16_mac_is_mul_then_add():
-    """The one-pass binary16 MAC (broadcast like the rank-1 update) equals add(mul(a, b), c)
-    with numpy's float16 rounding after each step."""
+    """The binary16 MAC (broadcast like the rank-1 update) equals add(mul(a, b), c) with
+    numpy's float16 rounding after each step."""
     rng = np.random.default_rng(3)
     a = rng.integers(0, 1 << 16, (300, 1), dtype=np.uint16)
     b = rng.integers(0, 1 << 16, (1, 257), dtype=np.uint16)
