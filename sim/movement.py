@@ -3,7 +3,7 @@ engines (``docs/simulators.md``, "Data movement: hidden and exposed").
 
 Every cycle of a step is classified, per core, by a set of bits (:data:`BITS`):
 ``compute`` (the instruction the core issues in that cycle starts an FMA in at least one
-PE, measured on the per-cycle engine from the PEs' ``fma`` events one PE clock later),
+PE; on the per-cycle engine, the PEs' ``fma`` events in its operand stage, attributed back),
 ``issue`` (it issues an instruction), and one bit per kind of data movement in progress
 (:data:`KINDS`): ``ring`` (the issued instruction takes a ring beat in or sends one out),
 ``host`` (a host stream beat in or out), ``spad`` (a scratchpad beat read by ``sin`` or
@@ -97,7 +97,7 @@ def fast_masks(run, cycles: int) -> np.ndarray:
 class _CycleProbe:
     """``CoreModel.probe`` of the per-cycle engine: each clock of a :class:`sim.core_model.CoreRun`
     classified from what the run did in it (the instruction it issued, the beats it took,
-    the PEs' ``fma`` events one PE clock later, the DMA engine's busy counter); the bits
+    the PEs' ``fma`` events of its operand stage, the DMA engine's busy counter); the bits
     of the finished run go to ``done(masks)``."""
 
     def __init__(self, cfg, done):
@@ -120,7 +120,7 @@ class _CycleProbe:
         if run.n != self.n:
             b |= BITS["issue"]
             self.n = run.n
-            uop, hin, _, hout, _, rout = run.iss
+            _, hin, _, hout, _, rout = run.iss
             if run.rin_pos != self.rin:
                 b |= BITS["ring"]
             if run.hin_pos != self.hin:
