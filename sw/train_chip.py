@@ -201,7 +201,8 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
 
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
-                     page_rows: int | None = None, dram=None, ag_overlap: bool = True) -> ChipSGDProgram:
+                     page_rows: int | None = None, dram=None, ag_overlap: bool = True,
+                     bcast_overlap: bool = True) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -216,7 +217,10 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     ``meta["overlap"]``). ``ag_overlap``: the all-gather of each hidden activation runs
     inside the next layer's forward GEMV, which loads the beats from the ring as its
     stream reaches them (:func:`sw.train_chip_ops.ring_in_layers`; the same operations,
-    the all-gather's cycles saved; the layers in ``meta["ring_in"]``). When no assignment of the panels to the banks fits, the largest
+    the all-gather's cycles saved; the layers in ``meta["ring_in"]``). ``bcast_overlap``:
+    the broadcast of ``x`` likewise inside the first layer's GEMV, each core ``3`` cycles
+    (a ring hop) after its predecessor, waiting as long at its end
+    (:func:`sw.train_chip_ops._forward_ops`; ``meta["bcast_in"]``). When no assignment of the panels to the banks fits, the largest
     panels are kept in the scratchpad and paged (:func:`plan_chip_sgd`; ``spad`` /
     ``page_rows`` force it): each weight of a paged panel crosses the scratchpad port
     three times per step (loaded for the forward pass, loaded and stored for the
@@ -242,22 +246,25 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows, dram)
     pol = "a" if set(wbanks) == {"a"} else "search"
     rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
+    bx = bool(bcast_overlap)
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels, rin)
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels, rin, bx)
                              for k in range(c)]
     else:
-        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin)
+        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin,
+                                          bcast_in=bx)
                                 for k in range(c)]
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused,
                                            overlap=overlap, spad=panels) for k in range(c)]
-    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin)
+    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin,
+                                          bcast_in=bx)
                             for k in range(c)]
     parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
-                         "spad_layers": sorted(panels), "ring_in": rin, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                         "spad_layers": sorted(panels), "ring_in": rin, "bcast_in": bx, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
     return tp

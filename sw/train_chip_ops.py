@@ -145,9 +145,82 @@ def ring_in_layers(cfg, mlp: MLP, P: list, N: list, out_map: str, spad: dict | N
     return out
 
 
+def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, spad: dict, ring_in: set,
+                 bcast_in: bool) -> list:
+    """The forward pass of core ``k`` (:func:`_chip_ops`): the broadcast of ``x``, per
+    layer the GEMV (page by page for a paged panel), the ReLU and the all-gather (or the
+    reduce of the split output layer). ``ring_in``: layers whose GEMV takes the
+    all-gather in (``x_ring``). ``bcast_in``: the broadcast of ``x`` inside the first
+    layer's GEMV (page): core ``k`` loads ``x``'s beats from the ring (core 0 from its
+    diagonal) and sends them on as it loads them (but the last core), ``3 k`` slots
+    after core 0 (the ring hop): ``bcast_x`` waits ``3 k`` slots before it,
+    ``bcast_x_sync`` ``3 (c - 1 - k)`` after it, so every core leaves it together."""
+    nr, nl, L, c = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr)), cfg.cores
+    s = [p // nr for p in P]
+    ops = []
+
+    def kern(name, kind, fn, reads, writes, fma_wb=False):
+        ops.append(Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
+                      stores=not fma_wb))
+
+    x = R["x"]
+    if not bcast_in:
+        ops.append(_ring_op(cfg, "bcast_x", broadcast_lines(cfg, k, L(N[0]), (x.bank, x.base), (x.bank, x.base)),
+                            [(x, L(N[0]))], [(x, L(N[0]))]))
+    for l in range(nl):
+        xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
+        y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
+        # the all-gather of a_l runs inside this GEMV: own segment from the diagonal,
+        # the others from the ring, all but the last core's sent on as they are loaded
+        rin = (s[l - 1], (c - 1) * s[l - 1]) if l in ring_in else None
+        if l == 0 and bcast_in:
+            rin = (L(N[0]) if k == 0 else 0, L(N[0]) if k < c - 1 else 0)
+        if l in spad:
+            # page by page: load, the page's rows of z (the first page broadcasts the
+            # input from the diagonal and keeps its cols copy, the others read the copy)
+            sp, WP = spad[l], R.get(f"WP{l}", R.get("WP"))
+            for p, (r0, n) in enumerate(sp.pages):
+                w = sp.page_words(p)
+                ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+                xi, yp = (xin if p == 0 else xc), _at(y, r0)
+                xr = rin if p == 0 else None
+                kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p, WP=WP, xr=xr:
+                     emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
+                               x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr),
+                     [(WP, w), (xi, xr[0] if xr and l else L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
+        else:
+            W = R[f"W{l}"]
+            wn = L(P[l]) * L(N[l])
+            kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y, rin=rin:
+                 emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_",
+                           x_ring=rin),
+                 [(W, wn), (xin, rin[0] if rin and l else L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+        if rin:
+            g = next(o for o in ops if o.name in (f"gemv{l}", f"gemv{l}_0"))
+            g.info["ring_in"] = l
+            if l == 0:
+                # the wait takes the GEMV's reads (the gap before it), the sync its writes
+                # as stores (the gap after it)
+                g.per_core = True
+                i = ops.index(g)
+                ops[i:i + 1] = [_ring_op(cfg, "bcast_x", ["nop"] * (3 * k), list(g.reads), [], per_core=True), g,
+                                _ring_op(cfg, "bcast_x_sync", ["nop"] * (3 * (c - 1 - k)), [], list(g.writes),
+                                         per_core=True)]
+        if l < nl - 1:
+            kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
+                 [(y, s[l])], [(y, s[l])])
+            if not (split and l == nl - 2) and l + 1 not in ring_in:
+                ops.append(_ring_op(cfg, f"ag{l + 1}", _memo(all_gather_lines, cfg, s[l], y.bank, y.base),
+                                    [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
+        elif split:
+            ops.append(_ring_op(cfg, "reduce_z", reduce_lines(cfg, k, s[l], y.bank, y.base, 0),
+                                [(y, s[l])], [(y, s[l])], fma_wb=True, per_core=True))
+    return ops
+
+
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
               softmax: str | None = None, fused: list | None = None, overlap: bool = False,
-              spad: dict | None = None, ring_in: list | None = None) -> list:
+              spad: dict | None = None, ring_in: list | None = None, bcast_in: bool = False) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -164,7 +237,8 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     paged layer's last page not reloaded), then the reduce-scatter and the mask (no
     overlap: the update is done by then). ``ring_in``: the layers whose forward GEMV
     takes its input from the ring instead of an all-gather before it
-    (:func:`ring_in_layers`; ``x_ring`` of :func:`sw.kernels.emit_gemv`)."""
+    (:func:`ring_in_layers`; ``x_ring`` of :func:`sw.kernels.emit_gemv`); ``bcast_in``:
+    the broadcast of ``x`` likewise inside the first layer's GEMV (:func:`_forward_ops`)."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     ring_in = set(ring_in or ())
     fused = fused or [False] * nl
@@ -179,46 +253,7 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                       stores=not fma_wb))
 
     if part in ("step", "forward"):
-        x = R["x"]
-        ops.append(_ring_op(cfg, "bcast_x", broadcast_lines(cfg, k, L(N[0]), (x.bank, x.base), (x.bank, x.base)),
-                            [(x, L(N[0]))], [(x, L(N[0]))]))
-        for l in range(nl):
-            xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
-            y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
-            # the all-gather of a_l runs inside this GEMV: own segment from the diagonal,
-            # the others from the ring, all but the last core's sent on as they are loaded
-            rin = (s[l - 1], (cfg.cores - 1) * s[l - 1]) if l in ring_in else None
-            if l in spad:
-                # page by page: load, the page's rows of z (the first page broadcasts the
-                # input from the diagonal and keeps its cols copy, the others read the copy)
-                sp, WP = spad[l], R.get(f"WP{l}", R.get("WP"))
-                for p, (r0, n) in enumerate(sp.pages):
-                    w = sp.page_words(p)
-                    ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
-                    xi, yp = (xin if p == 0 else xc), _at(y, r0)
-                    xr = rin if p == 0 else None
-                    kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p, WP=WP, xr=xr:
-                         emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
-                                   x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr),
-                         [(WP, w), (xi, xr[0] if xr else L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
-            else:
-                W = R[f"W{l}"]
-                wn = L(P[l]) * L(N[l])
-                kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y, rin=rin:
-                     emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_",
-                               x_ring=rin),
-                     [(W, wn), (xin, rin[0] if rin else L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
-            if rin:
-                next(o for o in ops if o.name in (f"gemv{l}", f"gemv{l}_0")).info["ring_in"] = l
-            if l < nl - 1:
-                kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
-                     [(y, s[l])], [(y, s[l])])
-                if not (split and l == nl - 2) and l + 1 not in ring_in:
-                    ops.append(_ring_op(cfg, f"ag{l + 1}", _memo(all_gather_lines, cfg, s[l], y.bank, y.base),
-                                        [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
-            elif split:
-                ops.append(_ring_op(cfg, "reduce_z", reduce_lines(cfg, k, s[l], y.bank, y.base, 0),
-                                    [(y, s[l])], [(y, s[l])], fma_wb=True, per_core=True))
+        ops += _forward_ops(cfg, mlp, R, P, N, k, split, spad, ring_in, bcast_in)
         if part == "forward":
             return ops
         if softmax == "array":

@@ -88,9 +88,9 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     ``seq``, :mod:`sw.collectives`); the final move of each sum to the output hides in
     the next block's first MAC instructions. Cost: :func:`gemv_cost`.
 
-    ``x_ring = (own, fwd)`` (``x`` diag): beats ``j >= own`` come from the ring (``rin col``)
-    where the first block loads them (instruction ``j * Lc``), beats ``j < fwd`` are sent
-    on as loaded (``rout col``); the same count (:func:`sw.ring.gemv_ring_check`).
+    ``x_ring = (own, fwd)`` (``x`` diag, not ``trans``): beats ``j >= own`` come from the
+    ring (``rin col``) where the first block loads them (instruction ``j * Lc``), beats
+    ``j < fwd`` are sent on as loaded (``rout col``); the same count (:mod:`sw.ring`).
     """
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
@@ -133,7 +133,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         return [x.rd(s, agu=agu, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(xr, xdir.bus),
                 x_copy.wr(xdir.bus, s, agu=agu)]
     own, fwd = x_ring if x_ring is not None else (nstream, 0)
-    _need(x_ring is None or (diag_x and 1 <= own), "x_ring needs x in the diag layout and own >= 1")
+    _need(x_ring is None or (diag_x and not trans and own >= 0), "x_ring needs x in the diag layout, not trans")
 
     def x_load_ring(s, agu):      # from the diagonal or the ring; sent on if s < fwd
         out = x_load_bus(s, agu) if s < own else ["rin col", mov(xr, xdir.bus), x_copy.wr(xdir.bus, s, agu=agu)]
@@ -189,8 +189,8 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
 
     # setup: x[0] into x0 (and into x_copy[0])
     if diag_x:
-        setup = f.ins(x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(x0, xdir.bus),
-                      x_copy.wr(xdir.bus, 0), "rout col" if fwd > 0 else None)
+        src = [x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0)] if own > 0 else ["rin col"]
+        setup = f.ins(*src, mov(x0, xdir.bus), x_copy.wr(xdir.bus, 0), "rout col" if fwd > 0 else None)
     else:
         setup = f.ins(x.rd(0), mov(x0, x.src))
     first = stream(0, True)

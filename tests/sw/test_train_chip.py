@@ -117,30 +117,39 @@ def test_chip_sgd_overlap(cfg, sizes, out_map, backend):
 
 @pytest.mark.parametrize("out_map", ["rows", "cols"])
 @pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
-def test_chip_sgd_ag_overlap(loss, out_map):
-    """The all-gathers inside the next layer's forward GEMV (``ag_overlap=True``, the
-    default: beats loaded from the ring as the stream reaches them) against the
-    all-gathers on their own: both bit for bit against the same golden trainer after
-    every step, the merged step on both chip engines with the same counters on every
-    core; the GEMVs issue the same instructions, so the step is shorter by at least the
-    all-gathers' slots."""
+def test_chip_sgd_collectives_in_gemvs(loss, out_map):
+    """The all-gathers inside the next layer's forward GEMV (``ag_overlap``) and the
+    broadcast of ``x`` inside the first layer's (``bcast_overlap``; both the default:
+    beats loaded from the ring as the stream reaches them) against the collectives on
+    their own, each switch alone and both: bit for bit against the same golden trainer
+    after every step, cycles as predicted, the default on both chip engines with the same
+    counters on every core. The GEMVs issue the same instructions, so the step is shorter
+    by at least the all-gathers' slots and the broadcast's beats."""
     from functools import partial
 
     mlp = MLP((20, 32, 32, 16), loss, 0.05)
     seed = _seed()
-    run = lambda ag, backend: run_and_check(SMALL, mlp, 2, backend, seed, out_map=out_map,   # noqa: E731
-                                            compile=partial(compile_chip_sgd, ag_overlap=ag))
-    seq = run(False, "fast")[0]
-    ovl, _, _, fast = run(True, "fast")
-    model = run(True, "model")[3]
+    run = lambda ag, bx, backend="fast": run_and_check(   # noqa: E731
+        SMALL, mlp, 2, backend, seed, out_map=out_map,
+        compile=partial(compile_chip_sgd, ag_overlap=ag, bcast_overlap=bx))
+    seq, ag_only, bx_only = (run(*f)[0] for f in ((False, False), (True, False), (False, True)))
+    ovl, _, _, fast = run(True, True)
+    model = run(True, True, "model")[3]
     for ra, rb in zip(fast, model):
         assert ra.core_counters == rb.core_counters and ra.phases == rb.phases
-    assert seq.meta["ring_in"] == [] and ovl.meta["ring_in"] == ([1, 2] if out_map == "rows" else [1])
+    assert seq.meta["ring_in"] == bx_only.meta["ring_in"] == [] and not seq.meta["bcast_in"]
+    assert ovl.meta["ring_in"] == ag_only.meta["ring_in"] == ([1, 2] if out_map == "rows" else [1])
+    assert ovl.meta["bcast_in"] and bx_only.meta["bcast_in"] and not ag_only.meta["bcast_in"]
     a, b = ({n: i for n, _, i in tp.breakdown()} for tp in (seq, ovl))
     ags = [f"ag{l}" for l in ovl.meta["ring_in"]]
     assert all(g in a and g not in b for g in ags)
     assert all(a[g] == b[g] for g in a if g.startswith("gemv"))
-    assert seq.step_cycles() - ovl.step_cycles() >= sum(a[g] for g in ags) > 0
+    assert (b["bcast_x"], b["bcast_x_sync"]) == (0, 3 * (SMALL.cores - 1))        # core 0's program
+    saved_bx = a["bcast_x"] - b["bcast_x_sync"]
+    assert saved_bx >= 20 // SMALL.nr
+    assert seq.step_cycles() - ovl.step_cycles() >= sum(a[g] for g in ags) + saved_bx
+    assert seq.step_cycles() > ag_only.step_cycles() > ovl.step_cycles()
+    assert seq.step_cycles() > bx_only.step_cycles() > ovl.step_cycles()
 
 
 @pytest.mark.parametrize("backend", ["fast", "model"])
@@ -286,7 +295,8 @@ def test_chip_sgd_rtl(sim):
     microcode (the programs do not fit one image: reloaded per RUN; the MSE step splits
     into several chip RUNs), recorded on the per-cycle chip
     model and replayed on the RTL (every beat and counter compared per core); the weights
-    read back from the RTL equal the golden trainer's. The configuration is
+    read back from the RTL equal the golden trainer's. The broadcast of ``x`` and the
+    all-gathers run inside the forward GEMVs (the defaults). The configuration is
     ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from tests.rtl.test_chip import CHIP4
 
@@ -296,7 +306,7 @@ def test_chip_sgd_rtl(sim):
     # separate backward steps: both reduce-scatters run with the rank-1 updates in their free slots
     tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 7, 3), "softmax_ce", 0.125), 1, seed, "rows", backward="separate")
     assert [o["layer"] for o in tp.meta["overlap"]] == [2, 1]
-    assert tp.meta["ring_in"] == [1, 2]        # both all-gathers inside the next layer's forward GEMV
+    assert tp.meta["ring_in"] == [1, 2] and tp.meta["bcast_in"]   # the collectives in the forward GEMVs
 
 
 #: 2 cores of 2 x 2 PEs with room in the microcode for the softmax kernel
