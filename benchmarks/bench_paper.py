@@ -114,15 +114,14 @@ def refresh(cells, results=RESULTS, readme=ROOT / "README.md", log=print) -> dic
     from benchmarks.run import summary
 
     path = results / "paper.json"
-    old = json.loads(path.read_text())
     key = lambda r: (r["net"], r["config"], r["method"])
-    where = {key(r): i for i, r in enumerate(old["cells"])}
-    cells_out = list(old["cells"])
+    known = {key(r) for r in json.loads(path.read_text())["cells"]}
     for cell in cells:
-        k = (cell.net, cell.config, cell.method)
-        if k not in where:
-            raise ValueError(f"cell {k} is not in {path}")
-        cells_out[where[k]] = run_cell(cell, log)
+        if (cell.net, cell.config, cell.method) not in known:
+            raise ValueError(f"cell {(cell.net, cell.config, cell.method)} is not in {path}")
+    ran = {(c.net, c.config, c.method): run_cell(c, log) for c in cells}
+    old = json.loads(path.read_text())      # read after the runs: another refresh may have written meanwhile
+    cells_out = [ran.get(key(r), r) for r in old["cells"]]
     area, breakdown = areas(cells_out)
     res = finish({**{k: v for k, v in old.items() if k not in ("rows", "note")}, "cells": cells_out,
                   "area_mm2": area, "area_breakdown_mm2": breakdown}, results)
