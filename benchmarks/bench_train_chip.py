@@ -78,8 +78,12 @@ def _category(name: str, kind: str) -> str:
     if kind == "ring+rank1":
         return "reduce-scatter with rank-1 rows in its free slots"
     if kind == "ring":
-        if name.startswith("bcast"):
+        if name.startswith("bcast_x"):
             return "broadcast x (ring)"
+        if name.startswith("bcast"):
+            return "broadcast of the output gradient (ring)"
+        if name.startswith("reduce"):
+            return "reduce of the output layer's partials (ring)"
         if name.startswith("ag"):
             return "all-gather activations (ring)"
         if name.startswith("rs"):
@@ -161,11 +165,14 @@ def setup(cfg, mlp, compile, golden, seed: int = WEIGHT_SEED) -> tuple:
     return tp, sess, golden(cfg, mlp, W0, **kw), t_compile, time.perf_counter() - t0
 
 
-def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = STEPS, log=print) -> dict:
+def measure(preset: str, sizes, loss: str, backward: str = "auto", steps: int = STEPS, log=print,
+            compile_kw: dict | None = None) -> dict:
+    """One case (``compile_kw``: more :func:`compile_chip_sgd` arguments)."""
     cfg = PRESETS[preset]
     mlp = MLP(sizes, loss, LR)
-    label = f"{preset} {mlp.describe()} (backward {backward})"
-    tp, sess, gold, t_compile, t_init = setup(cfg, mlp, partial(compile_chip_sgd, backward=backward), GoldenChipSGD)
+    label = f"{preset} {mlp.describe()} (backward {backward}{''.join(f', {k}={v}' for k, v in (compile_kw or {}).items())})"
+    tp, sess, gold, t_compile, t_init = setup(cfg, mlp, partial(compile_chip_sgd, backward=backward,
+                                                                **(compile_kw or {})), GoldenChipSGD)
     rng = np.random.default_rng(INPUT_SEED)
     flops = mlp.flops_per_step()
     macs = flops // 2
@@ -254,8 +261,26 @@ def _split(bd: dict) -> str:
     return f"{fw}/{bw}/{up}/{fu}/{ring}/{ov}/{sp}/{host}/{total - fw - bw - up - fu - ring - ov - sp - host}"
 
 
+#: the collectives of the forward pass on their own (the broadcast of x and the all-gathers
+#: before the GEMVs, not inside them), measured beside the default step at S
+APART = {"ag_overlap": False, "bcast_overlap": False}
+
+
+def _apart(case: dict) -> dict:
+    """The step of ``case`` compiled with :data:`APART`: its cycles, MAC utilization and
+    the collectives' cycles (the weights checked against the golden as in every case)."""
+    c = measure(case["preset"], tuple(case["sizes"]), case["loss"], case["backward"], compile_kw=APART)
+    last = c["steps"][-1]
+    return {"compile": APART, "cycles": last["cycles"], "predicted_cycles": last["predicted_cycles"],
+            "mac_utilization": last["mac_utilization"],
+            "collectives": {o["op"]: o["cycles"] for o in c["breakdown_per_op"] if o["kind"] == "ring"}}
+
+
 def run() -> dict:
     cases = [measure(*c) for c in CASES]
+    for c in cases:
+        if c["preset"] == "S" and c["sizes"][1] == 500 and c["backward"] == "auto":
+            c["collectives_apart"] = _apart(c)
     rows = []
     for c in cases:
         last = c["steps"][-1]

@@ -952,6 +952,11 @@ def _share(step, *keys, total=None):
     return 100 * sum(b[k]["cycles"] for k in keys) / (total or (step["cycles"] + step.get("host_cycles", 0)))
 
 
+#: the ring collectives of the default SGD step at S with nothing beside them
+RING_APART = ("broadcast x (ring)", "broadcast of the output gradient (ring)", "reduce of the output layer's partials (ring)")
+APART_S = lambda d: CASE(preset="S", sizes=SMALL_NET, loss="softmax_ce", backward="auto")(d)["collectives_apart"]
+
+
 def _within(d, kind):
     return 100 * get(d, ("cases", {"preset": "S", "sizes": SMALL_NET, "loss": "softmax_ce", "backward": "auto"},
                          "mac_utilization_within_kernels", kind, "mac_utilization"))
@@ -986,11 +991,21 @@ QUOTES += [
           CHIP, lambda d: (f"{_share(SGD_S(d), 'reduce-scatter with rank-1 rows in its free slots'):.0f}",
                            f"{SGD_S(d)['cycle_breakdown']['reduce-scatter with rank-1 rows in its free slots']['cycles']}",
                            f"{_share(SGD_S(d), 'rank-1 update'):.0f}", f"{_within(d, 'rank1'):.0f}"), lambda v: v),
-    Quote("docs/training.md", r"nothing beside them (\d+) % \(the broadcasts of x and of the gradient (\d+), the all-gathers\s+"
-                              r"(\d+) with 4-beat segments at 4 beats per 5 slots, the output layer's reduce (\d+):", CHIP,
-          lambda d: (f"{_share(SGD_S(d), 'broadcast x (ring)', 'all-gather activations (ring)', 'other ring'):.0f}",
-                     *(f"{SGD_S(d)['cycle_breakdown'][k]['cycles']}" for k in
-                       ("broadcast x (ring)", "all-gather activations (ring)", "other ring"))), lambda v: v),
+    Quote("docs/training.md", r"nothing beside them (\d+) % \(the broadcast of x's wait for the ring's latency (\d+), the\s+"
+                              r"gradient's broadcast (\d+), the output layer's reduce (\d+):", CHIP,
+          lambda d: (f"{_share(SGD_S(d), *RING_APART):.0f}",
+                     *(f"{SGD_S(d)['cycle_breakdown'][k]['cycles']}" for k in RING_APART)), lambda v: v),
+    Quote("docs/training.md", r"without the collectives inside the forward GEMVs \(`ag_overlap=False, bcast_overlap=False`,\s+"
+                              r"below\) the step took (\d+) cycles \((\S+) %\)", CHIP,
+          lambda d: (f"{APART_S(d)['cycles']}", f"{APART_S(d)['mac_utilization'] * 100:.1f}"), lambda v: v),
+    Quote("docs/training.md", r"the all-gather costs nothing: at S each of the\s+two took (\d+) cycles on its own", CHIP,
+          lambda d: (lambda c: c["ag1"] if c["ag1"] == c["ag2"] else f"{c['ag1']} and {c['ag2']}")(
+              APART_S(d)["collectives"])),
+    Quote("docs/training.md", r"The\s+broadcast of x costs the ring's latency, (\d+) cycles at S, instead of (\d+)\.", CHIP,
+          lambda d: (f"{SGD_S(d)['cycle_breakdown']['broadcast x (ring)']['cycles']}",
+                     f"{APART_S(d)['collectives']['bcast_x']}"), lambda v: v),
+    Quote("docs/training.md", r"At S the default step takes (\d+) cycles against (\d+) with both switches off", CHIP,
+          lambda d: (f"{SGD_S(d)['cycles']}", f"{APART_S(d)['cycles']}"), lambda v: v),
     Quote("docs/training.md", r"the softmax kernel (\d+) %, ReLUs, masks and gaps\s+(\d+) %, host I/O (\d+) %\.", CHIP,
           lambda d: (f"{_share(SGD_S(d), 'other (softmax)'):.0f}",
                      f"{_share(SGD_S(d), 'gaps (NOPs between ops)', 'elementwise (ReLU, mask, loss grad)'):.0f}",
@@ -1024,9 +1039,9 @@ QUOTES += [
           lambda d: LAST(preset="S", sizes=PAGED_NET)(d)["mac_utilization"] * 100, "{:.1f}"),
     Quote("docs/training.md", r"\(([\d,]+) padded weight words per PE\s+against", LARGE,
           lambda d: _weights_per_pe(get(d, ("compile_attempts", {"preset": "S", "method": "sgd"}, "error"))), "{:,}"),
-    Quote("docs/training.md", r"the host phase takes (\d+) cycles\)", CHIP,
-          lambda d: get(CASE(preset="S", sizes=SMALL_NET, loss="softmax_ce", backward="auto")(d),
-                        ("breakdown_per_op", {"op": "bcast_x"}, "cycles"))),
+    Quote("docs/training.md", r"a reduce tree \(or a shorter chain\) for the output layer's few beats\s+\((\d+) cycles at S\), "
+                              r"the output gradient's broadcast inside the output layer's transposed\s+GEMV \((\d+) cycles",
+          CHIP, lambda d: (*(f"{SGD_S(d)['cycle_breakdown'][k]['cycles']}" for k in RING_APART[1:][::-1]),), lambda v: v),
     Quote("docs/training.md", r"minibatch step, ([\d,]+) cycles in two chip RUNs", LARGE,
           lambda d: d["cases"]["mbgd_L"]["steps"][-1]["cycles"], "{:,}"),
     # minibatch GD across the cores
@@ -1111,8 +1126,7 @@ QUOTES += [
               CP_S(d, backward="separate"), CP_S(d, backward="separate")["cycle_breakdown_critical_core"]), lambda v: v),
     Quote("docs/training.md", r"\(\[SGD's breakdown\]\(#sgd-across-the-cores-of-a-chip\):\s+(\d+) % ring collectives with "
                               r"nothing beside them, the transposed GEMVs at (\d+) %\)", CHIP,
-          lambda d: (f"{_share(SGD_S(d), 'broadcast x (ring)', 'all-gather activations (ring)', 'other ring'):.0f}",
-                     f"{_within(d, 'gemv_t'):.0f}"), lambda v: v),
+          lambda d: (f"{_share(SGD_S(d), *RING_APART):.0f}", f"{_within(d, 'gemv_t'):.0f}"), lambda v: v),
     Quote("docs/training.md", r"the kernels the PEs: (\S+) %\), a ring-buffer", CP,
           lambda d: CP_S(d)["cycle_breakdown_critical_core"]["chains (ring)"]["share"] * 100, "{:.1f}"),
     Quote("docs/training.md", r"persists across RUNs: (\S+) %\)", CP,
