@@ -18,7 +18,12 @@ times, as :func:`benchmarks.bench_train_chip.measure` does them:
   any difference).
 
 ``total`` is their sum; a second step (warm: the plans compiled by the first) is timed
-too. Wall-clock seconds on the machine of the run (``machine``), and the process's CPU
+too. The binary16 arithmetic runs in numba kernels (:mod:`pe.fp16_kernels`) whose
+machine code numba caches on disk: "cold" is a fresh start of the engine with that cache
+warm, the kernels loaded before the stages are timed (like the modules' imports); what
+loading them costs a fresh process (numba's start-up included) and what compiling them
+costs the first time ever (an empty cache) are measured apart, in subprocesses
+(:func:`kernel_times`). Wall-clock seconds on the machine of the run (``machine``), and the process's CPU
 seconds beside them (the machine may be shared: each case is measured :data:`REPEATS`
 times from a cold start and the run with the least total wall time kept; the 1-minute
 load average before and after it is recorded).
@@ -27,7 +32,11 @@ load average before and after it is recorded).
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -65,6 +74,27 @@ def clear_caches() -> None:
                   getattr(chip_ops, "_LINES_MEMO", None)):
         if cache is not None:
             cache.clear()
+
+
+_KERNEL_LOAD = ("import time; w, c = time.perf_counter(), time.process_time(); import pe.fp16_kernels; "
+                "print(time.perf_counter() - w, time.process_time() - c)")
+
+
+def kernel_times() -> dict:
+    """Seconds (wall, CPU) a fresh process takes to import :mod:`pe.fp16_kernels`: with
+    numba's cache as it is (``load``: the kernels loaded from disk, numba's start-up
+    included) and with an empty cache directory (``first compile``: every kernel compiled,
+    as on a fresh checkout)."""
+    root = Path(__file__).resolve().parents[1]
+    subprocess.run([sys.executable, "-c", "import pe.fp16_kernels"], cwd=root, check=True)   # the cache filled
+    out = {}
+    with tempfile.TemporaryDirectory() as empty:
+        for key, env in (("load", {}), ("first compile", {"NUMBA_CACHE_DIR": empty})):
+            r = subprocess.run([sys.executable, "-c", _KERNEL_LOAD], cwd=root, check=True, capture_output=True,
+                               text=True, env={**os.environ, **env})
+            wall, cpu = map(float, r.stdout.split())
+            out[key] = {"wall_s": round(wall, 3), "cpu_s": round(cpu, 3)}
+    return out
 
 
 def _timed(f):
@@ -110,6 +140,9 @@ def measure(preset: str, sizes, log=print) -> dict:
 
 
 def run() -> dict:
+    import pe.fp16_kernels  # noqa: F401  (loaded before the stages are timed: see the module doc)
+
+    kernels = kernel_times()
     cases = [min((measure(p, s) for _ in range(REPEATS)), key=lambda c: c["total_wall_s"]) for p, s in CASES]
     rows = []
     for c in cases:
@@ -129,9 +162,14 @@ def run() -> dict:
             "prediction), golden check = GoldenChipSGD's step and the weights compared bit for bit; the 2nd "
             f"step's run reuses the plans the first compiled. Goal for the large network at L: {GOAL_S:g} s in "
             f"all (the row's total s). The fastest of {REPEATS} cold runs per case; load (1 min) = the machine's "
-            "1-minute load average when it started (2 cores, shared).")
+            "1-minute load average when it started (2 cores, shared). Cold = the engine's and the compiler's "
+            "caches cleared, numba's on-disk cache of the binary16 kernels warm and the kernels loaded before "
+            "timing; a fresh process takes {lw:.2f} s ({lc:.2f} s CPU) to load them (numba's start-up "
+            "included), {fw:.2f} s ({fc:.2f} s CPU) the first time ever, when it compiles them "
+            "(kernels).").format(lw=kernels["load"]["wall_s"], lc=kernels["load"]["cpu_s"],
+                                 fw=kernels["first compile"]["wall_s"], fc=kernels["first compile"]["cpu_s"])
     return {"title": "Simulation speed of one SGD step (fast chip engine, cold start)", "note": note,
-            "goal_s": GOAL_S, "rows": rows, "cases": cases}
+            "goal_s": GOAL_S, "kernels": kernels, "rows": rows, "cases": cases}
 
 
 if __name__ == "__main__":

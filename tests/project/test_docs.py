@@ -1334,3 +1334,22 @@ QUOTES += [
     Quote("docs/simulators.md", r"and at\s+about ([\d,]+) cycles/s counting the memories", RES + "rtl_stream.json",
           lambda d: round(d["checked_cycles_per_s"]["replay"], -3), "{:,.0f}"),
 ]
+
+STEP = RES + "step_speed.json"
+STEP_L = lambda d: get(d, ("cases", {"preset": "L"}))
+QUOTES += [
+    Quote("docs/simulators.md", r"In CPU seconds of the\s+process: compile (\S+), weight load (\S+), run (\S+), golden check (\S+),",
+          STEP, lambda d: tuple(STEP_L(d)["cpu_s"][k] for k in ("compile", "weight load", "run", "golden check")),
+          lambda v: tuple(f"{x:.2f}" for x in v)),
+    Quote("docs/simulators.md", r"golden check \S+, (\S+) s in all, and\s+(\S+) s of wall time", STEP,
+          lambda d: (STEP_L(d)["total_cpu_s"], STEP_L(d)["total_wall_s"]), lambda v: tuple(f"{x:.2f}" for x in v)),
+    Quote("docs/simulators.md", r"with the machine's load average at (\S+) \(2 cores", STEP,
+          lambda d: STEP_L(d)["load_average_1min"][0], "{:.2f}"),
+    Quote("docs/simulators.md", r"The goal of\s+(\S+) s is not met", STEP, ("goal_s",), "{:g}"),
+    Quote("docs/simulators.md", r"the second step runs in (\S+) s of CPU", STEP,
+          lambda d: STEP_L(d)["cpu_s"]["run, 2nd step"], "{:.2f}"),
+    Quote("docs/simulators.md", r"Loading them costs a fresh process (\S+) s of CPU", STEP,
+          ("kernels", "load", "cpu_s"), "{:.2f}"),
+    Quote("docs/simulators.md", r"an empty cache, a fresh checkout\), (\S+) s\.", STEP,
+          ("kernels", "first compile", "cpu_s"), "{:.2f}"),
+]
