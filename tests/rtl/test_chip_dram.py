@@ -1,9 +1,9 @@
 """The chip's DRAM ports on the RTL (``rtl.chip.Chip`` with ``m_axi[k]``, one cocotbext-axi
-``AxiRam`` per core, ``sim/tb_chip.py``, Icarus): an SGD step with both weight panels
-streamed from each core's DRAM, and CP steps with a hidden layer's panel streamed from
-its core's DRAM, replayed from their recordings; every beat and counter equal to the
-chip models', the DRAM and the weights equal to the golden trainer's (``docs/chip.md``,
-"DRAM ports")."""
+``AxiRam`` per core, ``sim/tb_chip.py``, Icarus): an SGD step (also on Verilator, in
+``make test-all``) and two minibatch GD steps with both weight panels streamed from each
+core's DRAM, and CP steps with a hidden layer's panel streamed from its core's DRAM,
+replayed from their recordings; every beat and counter equal to the chip models', the
+DRAM and the weights equal to the golden trainer's (``docs/chip.md``, "DRAM ports")."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from sw.train_cp import compile_chip_cp
 from sw.train_dram import DramPanel
 from sw.train_paging import spad_local
 from tests.rtl.test_dram_rtl import AXIRAM_LATENCY
-from tests.simulators import SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS
 
 #: 2 cores of 2 x 2 binary16 PEs, a 1 KiB scratchpad and 1 MiB of DRAM per core at one
 #: beat (4 bytes) per cycle with AxiRam's latency, so the models' DMA timing is the RTL's
@@ -133,12 +133,13 @@ def _check_training_replay(tp, gold, phases, results, name, sim="icarus"):
     return wall
 
 
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_chip_dram_sgd_step_rtl(sim):
     """Init (weights into each core's DRAM through the scratchpad and the DMA engines), one
     SGD step streaming every page (load, compute, store back), then the weights sent to
     the host from DRAM: replayed on the chip RTL with an AxiRam per core, on Icarus and
-    on Verilator. Every core's output beats and counters (DRAM beats, DMA busy and stall
+    on Verilator (``slow``: its cold C++ build takes most of a minute or more; the Icarus
+    twin checks the same RTL in ``make test``). Every core's output beats and counters (DRAM beats, DMA busy and stall
     cycles, cycles) equal the per-cycle chip model's (checked beat by beat in the
     testbench) and the fast chip engine's, phase by phase; the step's chip RUNs last the
     compiler's cycles; the RTL's DRAM contents equal both models' and decode to the
