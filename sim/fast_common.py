@@ -122,7 +122,7 @@ class Arith:
             return out
         seq = np.asarray(seq, dtype=self.ut)
         L = seq.shape[axis]
-        if self.f16:
+        if self.f16 and L:
             src = np.moveaxis(seq, axis, 0)
             first = self.canon(np.array(src[0]))        # the chain's first value, NaN canonical too
             return np.moveaxis(self.golden.f16_accumulate_rows(first, src[1:]), 0, axis)

@@ -168,3 +168,21 @@ def test_binary_all_pairs(op, kern):
     for hi in range(0, 1 << 16, 256):
         a = np.arange(hi, hi + 256, dtype=np.uint16)[:, None]
         assert np.array_equal(kern(a, every[None, :]), _ref(op, a, every[None, :])), hi
+
+
+def test_fast_engine_accumulate_edges():
+    """The fast engine's chains (:meth:`sim.fast_common.Arith.accumulate`) through the
+    kernels: no step, one step (its NaN canonical, as every chain value), both axes."""
+    from sim.fast_common import Arith
+
+    A = Arith(BINARY16)
+    assert A.accumulate(np.zeros((0, 3), np.uint16), 0).shape == (0, 3)
+    assert np.array_equal(A.accumulate(np.array([[0x7C01, 0x0001]], np.uint16), 0), [[0x7E00, 0x0001]])
+    seed = _seed()
+    x = _operands(np.random.default_rng(seed), 5 * 7).reshape(5, 7)
+    want = x.copy()
+    want[0] = np.where((want[0] & 0x7FFF) > 0x7C00, 0x7E00, want[0])
+    for k in range(1, 5):
+        want[k] = _ref(np.add, want[k - 1], x[k])
+    assert np.array_equal(A.accumulate(x, 0), want)
+    assert np.array_equal(A.accumulate(np.ascontiguousarray(x.T), 1), want.T)
