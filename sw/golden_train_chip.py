@@ -9,7 +9,9 @@ core's step order, the reduce-scatter adds the partials of a segment in the ring
 (``acc = p[k+1]``, then ``acc * 1 + p[k+2]``, ..., ``+ p[k]``, each rounded: the FMA
 ``add``). With the output layer split by columns (``out_map="cols"``), core ``k``
 multiplies its column panel by its own panel of the last hidden activation, the
-partials are reduced onto core 0 (``acc = p[1]``, ``+ p[2]``, ..., ``+ p[0]``), the
+partials are reduced onto core 0 (``out_reduce``, as the compiler resolves it: the
+chain ``acc = p[1]``, ``+ p[2]``, ..., ``+ p[0]``, or the stream's register
+accumulators, :func:`sw.ring.golden_reduce_stream`), the
 output gradient is the same on every core (a broadcast is a copy) and its ``W^T d`` is
 the own panel already (no reduce-scatter); a softmax gradient is then computed on core 0
 (:func:`sw.softmax.golden_softmax_grad`) unless ``softmax="host"``. The float64 reference is :class:`sw.golden_train.Float64SGD` (the algorithm
@@ -20,13 +22,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from sw.ring import golden_reduce
+from sw.ring import golden_reduce, golden_reduce_stream
 from sw import golden
 from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
 from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
-from sw.train_chip import PanelMap, chip_shapes, plan_chip_sgd, resolve_out_map, softmax_why_not
+from sw.train_chip import PanelMap, chip_shapes, plan_chip_sgd, resolve_out_map, resolve_out_reduce, softmax_why_not
 
 __all__ = ["GoldenChipSGD"]
 
@@ -39,12 +41,13 @@ class GoldenChipSGD(PanelMap):
     compiler's automatic choice)."""
 
     def __init__(self, cfg, mlp: MLP, weights, reduce: str = "tree", out_map: str = "auto", softmax: str = "auto",
-                 fused=None, spad=None, page_rows: int | None = None):
+                 fused=None, spad=None, page_rows: int | None = None, out_reduce: str = "auto"):
         self.cfg, self.mlp, self.fmt, self.nr, self.c = cfg, mlp, cfg.fmt, cfg.nr, cfg.cores
         self.reduce = reduce
         self.out_map = resolve_out_map(cfg, mlp, out_map)
         self.softmax = resolve_softmax(cfg, mlp, softmax, why_not=softmax_why_not(self.out_map))
         self.P, self.N = chip_shapes(cfg, mlp, self.out_map)
+        self.out_reduce = resolve_out_reduce(cfg, self.P[-1] // self.nr, out_reduce) if self.out_map == "cols" else None
         self.fused = [bool(f) for f in (backward_plan(cfg, mlp, shapes=list(zip(self.P, self.N))) if fused is None
                                         else fused)]
         if len(self.fused) != mlp.n_layers or self.fused[0]:
@@ -108,7 +111,8 @@ class GoldenChipSGD(PanelMap):
         for l in range(nl):
             z = [golden.gemv(fmt, nr, self.W[k][l], ins[l][k], self.reduce)[:self.P[l]] for k in range(c)]
             if self._split_cols(l):
-                z = [golden_reduce(self.cfg, z, 0)]                   # onto core 0
+                red = golden_reduce_stream if self.out_reduce == "stream" else golden_reduce
+                z = [red(self.cfg, z, 0)]                             # onto core 0
             if l < nl - 1:
                 z = [golden.relu(fmt, v) for v in z]
                 ins.append(z if self._split_cols(l + 1) else self._gather(z))

@@ -59,7 +59,8 @@ __all__ = ["RingError", "emit_pass_along", "broadcast_images", "emit_all_gather"
            "golden_reduce_scatter", "ag_min_stream", "fill_diag_program", "read_diag_program",
            "segment_beats", "beats_segment", "ring_text", "broadcast_lines", "broadcast_slots",
            "all_gather_lines", "all_gather_slots", "reduce_scatter_vec_lines", "reduce_scatter_vec_slots",
-           "reduce_scatter_vec_check", "rsv_chunk", "gemv_ring_check"]
+           "reduce_scatter_vec_check", "rsv_chunk", "gemv_ring_check", "reduce_stream_lines",
+           "reduce_stream_slots", "reduce_stream_check", "reduce_stream_accs", "golden_reduce_stream"]
 
 def ag_min_stream(cfg) -> int:
     """All-gather segments of at least this many beats run as one continuous stream: a
@@ -334,6 +335,109 @@ def reduce_slots(cfg, m: int) -> int:
     the root's last FMA (``L = fpu_latency``)."""
     c, L = cfg.cores, cfg.fpu_latency
     return 2 + 3 + (c - 2) * (L + 2) + m - 1 + L
+
+
+def reduce_stream_check(cfg, m: int) -> str | None:
+    """Why :func:`reduce_stream_lines` cannot reduce ``m`` beats on ``cfg``, or None: the
+    root needs :func:`reduce_stream_accs` registers per beat, and a core forwarding a
+    continuous stream keeps up to ``m - 2`` beats in its receive FIFO."""
+    if cfg.cores < 2:
+        return f"a ring needs cores >= 2, got {cfg.cores}"
+    if m < 1:
+        return f"a reduce needs at least one beat, got {m}"
+    if reduce_stream_accs(cfg, m) * m > cfg.n_regs:
+        return f"{m} beats need {reduce_stream_accs(cfg, m) * m} registers at the root, the PE has {cfg.n_regs}"
+    if m + 2 > cfg.ring_fifo_depth:
+        return f"{m}-beat partials need a receive FIFO of {m + 2} beats, it has {cfg.ring_fifo_depth}"
+    return None
+
+
+def reduce_stream_accs(cfg, m: int) -> int:
+    """Accumulators per beat at the root of :func:`reduce_stream_lines`: the partials of
+    one beat arrive ``max(m, 3)`` slots apart, an add's result is a source
+    ``fpu_latency - 1`` slots after its issue; at most ``c - 1``."""
+    return min(-(-(cfg.fpu_latency - 1) // max(m, RING_HOP_CYCLES)), cfg.cores - 1)
+
+
+def _stream_slot(m: int, i: int) -> int:
+    """Send slot of beat ``i`` of a core's outgoing stream (own ``m`` beats, then the
+    predecessor's stream as it arrives): continuous for ``m >= 3``."""
+    return i % m + max(m, RING_HOP_CYCLES) * (i // m)
+
+
+def reduce_stream_lines(cfg, k: int, m: int, bank: str, base: int, root: int = 0) -> list[str]:
+    """Core ``k``'s slots of a reduce of ``m`` beats (diag layout) at ``(bank, base)`` onto
+    ``root``, in place, as one stream: every other core sends its own partial and then
+    passes on (``rin col | rout col``) the stream of its predecessor, so the root takes
+    the ``c - 1`` partials one beat per slot (:func:`_stream_slot`), the nearest first,
+    and adds each into one of ``K`` register accumulators per beat
+    (:func:`reduce_stream_accs`, the first ``K`` partials moved in); it then adds the
+    accumulators into the first and that into its own partial with an FMA writing back in
+    place. Additions in the order of :func:`golden_reduce_stream`. The same number of
+    slots on every core (:func:`reduce_stream_slots`); uses ``ar1``/``ar2`` and the
+    root's registers ``r0 .. r(K m - 1)``. Stall-free when :func:`reduce_stream_check`
+    passes (it raises :class:`RingError` otherwise)."""
+    _need_chip(cfg)
+    c = cfg.cores
+    if not 0 <= root < c:
+        raise RingError(f"reduce root {root} is not a core (cores={c})")
+    if not 0 <= k < c:
+        raise RingError(f"core {k} is not a core of the chip (cores={c})")
+    why = reduce_stream_check(cfg, m)
+    if why:
+        raise RingError(f"stream reduce: {why}")
+    _check_bank(cfg, bank, base, m, "reduce")
+    F, K, n_in = cfg.fpu_latency - 1, reduce_stream_accs(cfg, m), (c - 1) * m
+    last = _stream_slot(m, n_in - 1) + RING_HOP_CYCLES          # the root's last take
+    D = max(m, F)
+    total = reduce_stream_slots(cfg, m)
+    h = (k - root - 1) % c
+    body = [""] * (total - 2)
+    if h < c - 1:
+        for i in range((h + 1) * m):
+            body[_stream_slot(m, i)] = _send(bank, 1) if i < m else "rin col | rout col"
+        return _setup([(1, base)]) + [x or "nop" for x in body]
+    for i in range(n_in):
+        a, q = divmod(i, m)
+        r = f"r{(a % K) * m + q}"
+        body[_stream_slot(m, i) + RING_HOP_CYCLES] = (f"rin col | mov {r} = col" if a < K else
+                                                     f"rin col | add {r} = col + {r}")
+    for j in range(1, K):
+        for q in range(m):
+            body[last + F + (j - 1) * D + q] = f"add r{q} = r{j * m + q} + r{q}"
+    for q in range(m):
+        body[last + F + (K - 1) * D + q] = f"rd{bank} [ar2]++ gate=pred | @diag=0 | mac mem{bank} += r{q} * 1"
+    return _setup([(2, base)]) + [x or "nop" for x in body]
+
+
+def reduce_stream_slots(cfg, m: int) -> int:
+    """Slots of :func:`reduce_stream_lines`: setup, the stream (the root's last take
+    ``(c - 2) max(m, 3) + m - 1 + 3``), ``fpu_latency - 1`` for its add, ``K - 1``
+    rounds of adding the accumulators (``max(m, fpu_latency - 1)`` apart), the ``m``
+    final FMAs."""
+    F, K = cfg.fpu_latency - 1, reduce_stream_accs(cfg, m)
+    last = _stream_slot(m, (cfg.cores - 1) * m - 1) + RING_HOP_CYCLES
+    return 2 + last + F + (K - 1) * max(m, F) + m
+
+
+def golden_reduce_stream(cfg, segments: list[np.ndarray], root: int = 0) -> np.ndarray:
+    """The root's total as :func:`reduce_stream_lines` forms it: the partials of cores
+    ``root - 1, root - 2, ..`` (mod ``c``) in turn into accumulator ``a mod K`` (the
+    first ``K`` moved in, then ``acc = fmt(p * 1 + acc)``), ``T = acc_0``, ``T =
+    fmt(acc_j * 1 + T)`` for ``j = 1 .. K - 1``, the total ``fmt(T * 1 + p[root])``."""
+    from pe.fp_golden import mac_bits
+
+    fmt, c = cfg.fmt, len(segments)
+    one = np.full(segments[0].shape, int(fmt.from_float(np.array([1.0]))[0]), dtype=segments[0].dtype)
+    K = reduce_stream_accs(cfg, -(-segments[0].size // cfg.nr))          # m beats of nr values
+    acc = [None] * K
+    for a in range(c - 1):
+        p = segments[(root - 1 - a) % c]
+        acc[a % K] = p if acc[a % K] is None else mac_bits(fmt, p, one, acc[a % K])
+    T = acc[0]
+    for j in range(1, K):
+        T = mac_bits(fmt, acc[j], one, T)
+    return mac_bits(fmt, T, one, segments[root])
 
 
 def golden_reduce(cfg, segments: list[np.ndarray], root: int = 0) -> np.ndarray:

@@ -58,7 +58,7 @@ from sw.mlp import MLP
 from sw.train import backward_plan
 from sw.train_alloc import Allocator, _other
 from sw.train_chip_map import (OUT_MAPS, PanelMap, chip_shapes, column_order, panel_rows,  # noqa: F401
-                               resolve_out_map, softmax_why_not)
+                               resolve_out_map, resolve_out_reduce, softmax_why_not)
 from sw.train_chip_ops import _at, _chip_ops, _rs_with_rank1, fused_backward_op, page_sum_op, ring_in_layers  # noqa: F401
 from sw.train_chip_place import ChipPart, _build_ops, _place_parts  # noqa: F401
 from sw.train_chip_program import ChipSGDProgram, ChipStepResult, PhaseLog, load_per_core  # noqa: F401
@@ -202,7 +202,7 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
                      page_rows: int | None = None, dram=None, ag_overlap: bool = True,
-                     bcast_overlap: bool = True) -> ChipSGDProgram:
+                     bcast_overlap: bool = True, out_reduce: str = "auto") -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -220,7 +220,10 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     the all-gather's cycles saved; the layers in ``meta["ring_in"]``). ``bcast_overlap``:
     the broadcast of ``x`` likewise inside the first layer's GEMV, each core ``3`` cycles
     (a ring hop) after its predecessor, waiting as long at its end
-    (:func:`sw.train_chip_ops._forward_ops`; ``meta["bcast_in"]``). When no assignment of the panels to the banks fits, the largest
+    (:func:`sw.train_chip_ops._forward_ops`; ``meta["bcast_in"]``). ``out_reduce``: how the
+    split output layer's partials are reduced onto core 0 (:func:`resolve_out_reduce`:
+    the chain or the stream, another order of the additions, which
+    :class:`sw.golden_train_chip.GoldenChipSGD` follows; ``meta["out_reduce"]``). When no assignment of the panels to the banks fits, the largest
     panels are kept in the scratchpad and paged (:func:`plan_chip_sgd`; ``spad`` /
     ``page_rows`` force it): each weight of a paged panel crosses the scratchpad port
     three times per step (loaded for the forward pass, loaded and stored for the
@@ -247,24 +250,24 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     pol = "a" if set(wbanks) == {"a"} else "search"
     rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
     bx = bool(bcast_overlap)
+    red = resolve_out_reduce(cfg, P[-1] // cfg.nr, out_reduce) if out_map == "cols" else None
+    kw = dict(ring_in=rin, bcast_in=bx, out_reduce=red)
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
-        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels, rin, bx)
+        parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels, **kw)
                              for k in range(c)]
     else:
-        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin,
-                                          bcast_in=bx)
+        parts_ops["forward"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, **kw)
                                 for k in range(c)]
         parts_ops["backward"] = [_chip_ops(cfg, mlp, al, P, N, k, "backward", out_map, fused=fused,
                                            overlap=overlap, spad=panels) for k in range(c)]
-    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, ring_in=rin,
-                                          bcast_in=bx)
+    parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, **kw)
                             for k in range(c)]
     parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
-                         "spad_layers": sorted(panels), "ring_in": rin, "bcast_in": bx, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                         "spad_layers": sorted(panels), "ring_in": rin, "bcast_in": bx, "out_reduce": red, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
     return tp

@@ -9,9 +9,11 @@ import numpy as np
 
 from sw.layout import local_len
 from sw.mlp import MLP
+from sw.ring import reduce_slots, reduce_stream_check, reduce_stream_slots
 from sw.train_host import TrainCompileError, weight_bits
 
-__all__ = ["panel_rows", "column_order", "OUT_MAPS", "resolve_out_map", "chip_shapes", "softmax_why_not", "PanelMap"]
+__all__ = ["panel_rows", "column_order", "OUT_MAPS", "resolve_out_map", "chip_shapes", "softmax_why_not", "PanelMap",
+           "OUT_REDUCES", "resolve_out_reduce"]
 
 
 def panel_rows(cfg, m: int) -> int:
@@ -41,6 +43,25 @@ def resolve_out_map(cfg, mlp: MLP, out_map: str = "auto") -> str:
         raise TrainCompileError("out_map='cols' needs a hidden layer (the split output layer takes each core's "
                                 "own segment of the last hidden activation); this network has none")
     return out_map
+
+
+OUT_REDUCES = ("auto", "stream", "chain")
+
+
+def resolve_out_reduce(cfg, m: int, choice: str = "auto") -> str:
+    """How the split output layer's ``m``-beat partials are reduced onto core 0:
+    ``"chain"`` (:func:`sw.ring.reduce_lines`) or ``"stream"``
+    (:func:`sw.ring.reduce_stream_lines`); ``"auto"`` takes the stream when it fits
+    (:func:`sw.ring.reduce_stream_check`) and is shorter. The two add in different
+    orders (the goldens :func:`sw.ring.golden_reduce` / ``golden_reduce_stream``)."""
+    if choice not in OUT_REDUCES:
+        raise TrainCompileError(f"out_reduce must be one of {', '.join(OUT_REDUCES)}, got {choice!r}")
+    why = reduce_stream_check(cfg, m)
+    if choice == "stream" and why:
+        raise TrainCompileError(f"out_reduce='stream': {why}")
+    if choice == "auto":
+        return "stream" if why is None and reduce_stream_slots(cfg, m) < reduce_slots(cfg, m) else "chain"
+    return choice
 
 
 def chip_shapes(cfg, mlp: MLP, out_map: str = "rows") -> tuple:

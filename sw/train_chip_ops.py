@@ -13,7 +13,7 @@ from sw.layout import local_len
 from sw.mlp import MLP
 from sw.overlap import merge_rows
 from sw.ring import (all_gather_lines, broadcast_lines, gemv_ring_check, reduce_lines, reduce_scatter_vec_lines,
-                     ring_text)
+                     reduce_stream_lines, ring_text)
 from sw.train_alloc import Allocator
 from sw.train_ops import Op, _fused_tail
 from sw.train_paging import SpadPanel, spad_op
@@ -146,7 +146,7 @@ def ring_in_layers(cfg, mlp: MLP, P: list, N: list, out_map: str, spad: dict | N
 
 
 def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, spad: dict, ring_in: set,
-                 bcast_in: bool) -> list:
+                 bcast_in: bool, out_reduce: str = "chain") -> list:
     """The forward pass of core ``k`` (:func:`_chip_ops`): the broadcast of ``x``, per
     layer the GEMV (page by page for a paged panel), the ReLU and the all-gather (or the
     reduce of the split output layer). ``ring_in``: layers whose GEMV takes the
@@ -154,7 +154,9 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
     layer's GEMV (page): core ``k`` loads ``x``'s beats from the ring (core 0 from its
     diagonal) and sends them on as it loads them (but the last core), ``3 k`` slots
     after core 0 (the ring hop): ``bcast_x`` waits ``3 k`` slots before it,
-    ``bcast_x_sync`` ``3 (c - 1 - k)`` after it, so every core leaves it together."""
+    ``bcast_x_sync`` ``3 (c - 1 - k)`` after it, so every core leaves it together.
+    ``out_reduce``: the split output layer's reduce, ``"chain"`` or ``"stream"``
+    (:func:`sw.train_chip_map.resolve_out_reduce`)."""
     nr, nl, L, c = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr)), cfg.cores
     s = [p // nr for p in P]
     ops = []
@@ -213,14 +215,16 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
                 ops.append(_ring_op(cfg, f"ag{l + 1}", _memo(all_gather_lines, cfg, s[l], y.bank, y.base),
                                     [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
         elif split:
-            ops.append(_ring_op(cfg, "reduce_z", reduce_lines(cfg, k, s[l], y.bank, y.base, 0),
+            red = reduce_stream_lines if out_reduce == "stream" else reduce_lines
+            ops.append(_ring_op(cfg, "reduce_z", red(cfg, k, s[l], y.bank, y.base, 0),
                                 [(y, s[l])], [(y, s[l])], fma_wb=True, per_core=True))
     return ops
 
 
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
               softmax: str | None = None, fused: list | None = None, overlap: bool = False,
-              spad: dict | None = None, ring_in: list | None = None, bcast_in: bool = False) -> list:
+              spad: dict | None = None, ring_in: list | None = None, bcast_in: bool = False,
+              out_reduce: str = "chain") -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -253,7 +257,7 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                       stores=not fma_wb))
 
     if part in ("step", "forward"):
-        ops += _forward_ops(cfg, mlp, R, P, N, k, split, spad, ring_in, bcast_in)
+        ops += _forward_ops(cfg, mlp, R, P, N, k, split, spad, ring_in, bcast_in, out_reduce)
         if part == "forward":
             return ops
         if softmax == "array":

@@ -2,6 +2,8 @@
 for bit, the per-cycle chip model against the fast chip model (data, cycles, counters),
 stall-free schedules, costs against the reference design's formulas, and the RTL."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -220,3 +222,36 @@ def test_reduce(cores, root, m, fmt):
         reduce_lines(cfg, 0, m, "a", 8, root=9)
     with pytest.raises(RingError, match="at least one beat"):
         reduce_lines(cfg, 0, 0, "a", 8)
+
+
+@pytest.mark.parametrize("cores,root,m,fmt", [(2, 0, 3, "binary16"), (4, 1, 1, "binary16"), (6, 3, 4, "binary32"),
+                                              (8, 0, 3, "binary16")])
+def test_reduce_stream(cores, root, m, fmt):
+    """The reduce as one stream into the root's register accumulators: the total in
+    place on the root (the other cores' partials unchanged) equal to
+    ``golden_reduce_stream``, on both chip engines with the same counters, stall-free in
+    ``reduce_stream_slots`` slots on every core; shorter than the chain for more than 2
+    cores."""
+    from sw.ring import (golden_reduce_stream, reduce_slots, reduce_stream_check, reduce_stream_lines,
+                         reduce_stream_slots)
+    from sw.ring import _emit
+
+    cfg = chip(cores=cores, fmt=fmt)
+    rng = np.random.default_rng(SEED + 17 * m + cores)
+    segs = [rand_seg(cfg, rng, m) for _ in range(cores)]
+    lines = [reduce_stream_lines(cfg, k, m, "a", 8, root) for k in range(cores)]
+    assert {len(x) for x in lines} == {reduce_stream_slots(cfg, m)}
+    ch, r = run_both(cfg, [_emit(cfg, x) for x in lines], lambda mod, k: diag_write(mod, "a", 8, segs[k]))
+    got = diag_read(ch.cores[root], "a", 8, m, cfg.nr)
+    assert np.array_equal(got, golden_reduce_stream(cfg, segs, root))
+    for k in range(cores):
+        assert r.cores[k].counters["stall_cycles"] == 0
+        if k != root:
+            assert np.array_equal(diag_read(ch.cores[k], "a", 8, m, cfg.nr), segs[k])
+    assert r.cycles == reduce_stream_slots(cfg, m) + 1 + cfg.fpu_latency + 2
+    if cores > 2:
+        assert reduce_stream_slots(cfg, m) < reduce_slots(cfg, m)
+    assert reduce_stream_check(cfg, m) is None
+    assert "registers" in reduce_stream_check(replace(cfg, n_regs=4), 5)
+    with pytest.raises(RingError, match="stream reduce: .*receive FIFO"):
+        reduce_stream_lines(replace(cfg, ring_fifo_depth=4), 0, 3, "a", 8)

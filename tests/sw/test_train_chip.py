@@ -152,6 +152,37 @@ def test_chip_sgd_collectives_in_gemvs(loss, out_map):
     assert seq.step_cycles() > bx_only.step_cycles() > ovl.step_cycles()
 
 
+@pytest.mark.parametrize("loss", ["mse", "softmax_ce"])
+def test_chip_sgd_out_reduce(loss):
+    """The split output layer's partials reduced onto core 0 as one stream into register
+    accumulators (``out_reduce="stream"``, the automatic choice when shorter) or by the
+    chain: each bit for bit against the golden trainer following the same order of
+    additions, the stream on both chip engines with the same counters, shorter; a stream
+    that does not fit, or an unknown choice, is a clear error."""
+    from functools import partial
+
+    from sw.ring import reduce_slots, reduce_stream_slots
+
+    mlp = MLP((20, 32, 32, 16), loss, 0.05)
+    seed = _seed()
+    run = lambda red, backend="fast": run_and_check(    # noqa: E731
+        SMALL, mlp, 2, backend, seed, out_map="cols", compile=partial(compile_chip_sgd, out_reduce=red),
+        golden=partial(GoldenChipSGD, out_reduce=red))
+    chain = run("chain")[0]
+    stream, _, _, fast = run("stream")
+    for ra, rb in zip(fast, run("stream", "model")[3]):
+        assert ra.core_counters == rb.core_counters and ra.phases == rb.phases
+    assert (chain.meta["out_reduce"], stream.meta["out_reduce"]) == ("chain", "stream")
+    assert compile_chip_sgd(SMALL, mlp).meta["out_reduce"] == "stream"
+    m = stream.P[-1] // SMALL.nr
+    assert chain.step_cycles() - stream.step_cycles() == reduce_slots(SMALL, m) - reduce_stream_slots(SMALL, m) > 0
+    assert compile_chip_sgd(SMALL, mlp, out_map="rows").meta["out_reduce"] is None
+    with pytest.raises(TrainCompileError, match="out_reduce='stream': .* receive FIFO"):
+        compile_chip_sgd(replace(SMALL, ring_fifo_depth=4), mlp, out_map="cols", out_reduce="stream")
+    with pytest.raises(TrainCompileError, match="out_reduce must be one of"):
+        compile_chip_sgd(SMALL, mlp, out_reduce="tree")
+
+
 @pytest.mark.parametrize("backend", ["fast", "model"])
 def test_chip_sgd_split_softmax_on_host(backend):
     """``softmax="host"`` with the split output layer: two chip phases and the turnaround."""
@@ -303,6 +334,7 @@ def test_chip_sgd_rtl(sim):
     seed = _seed()
     tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 3), "mse", 0.125), 2, seed, "cols")
     assert len(tp.images) > 1 and tp.fused == [False, True]     # programs reloaded between RUNs
+    assert tp.meta["out_reduce"] == "stream"                    # the output layer's partials as one stream
     # separate backward steps: both reduce-scatters run with the rank-1 updates in their free slots
     tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 7, 3), "softmax_ce", 0.125), 1, seed, "rows", backward="separate")
     assert [o["layer"] for o in tp.meta["overlap"]] == [2, 1]
