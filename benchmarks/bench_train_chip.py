@@ -162,6 +162,8 @@ def setup(cfg, mlp, compile, golden, seed: int = WEIGHT_SEED) -> tuple:
     t0 = time.perf_counter()
     tp.init(sess, W0)
     kw = {"fused": tp.fused} if getattr(tp, "fused", None) else {}
+    if getattr(tp, "meta", {}).get("out_reduce"):          # the order of the output layer's reduce
+        kw["out_reduce"] = tp.meta["out_reduce"]
     return tp, sess, golden(cfg, mlp, W0, **kw), t_compile, time.perf_counter() - t0
 
 
@@ -262,8 +264,9 @@ def _split(bd: dict) -> str:
 
 
 #: the collectives of the forward pass on their own (the broadcast of x and the all-gathers
-#: before the GEMVs, not inside them), measured beside the default step at S
-APART = {"ag_overlap": False, "bcast_overlap": False}
+#: before the GEMVs, not inside them; the output layer's partials reduced by the chain),
+#: measured beside the default step at S
+APART = {"ag_overlap": False, "bcast_overlap": False, "out_reduce": "chain"}
 
 
 def _apart(case: dict) -> dict:

@@ -995,8 +995,8 @@ QUOTES += [
                               r"gradient's broadcast (\d+), the output layer's reduce (\d+):", CHIP,
           lambda d: (f"{_share(SGD_S(d), *RING_APART):.0f}",
                      *(f"{SGD_S(d)['cycle_breakdown'][k]['cycles']}" for k in RING_APART)), lambda v: v),
-    Quote("docs/training.md", r"without the collectives inside the forward GEMVs \(`ag_overlap=False, bcast_overlap=False`,\s+"
-                              r"below\) the step took (\d+) cycles \((\S+) %\)", CHIP,
+    Quote("docs/training.md", r"`ag_overlap=False,\s+bcast_overlap=False, out_reduce=\"chain\"`, below\) it takes (\d+) cycles "
+                              r"\((\S+) %\)", CHIP,
           lambda d: (f"{APART_S(d)['cycles']}", f"{APART_S(d)['mac_utilization'] * 100:.1f}"), lambda v: v),
     Quote("docs/training.md", r"the all-gather costs nothing: at S each of the\s+two took (\d+) cycles on its own", CHIP,
           lambda d: (lambda c: c["ag1"] if c["ag1"] == c["ag2"] else f"{c['ag1']} and {c['ag2']}")(
@@ -1004,7 +1004,7 @@ QUOTES += [
     Quote("docs/training.md", r"The\s+broadcast of x costs the ring's latency, (\d+) cycles at S, instead of (\d+)\.", CHIP,
           lambda d: (f"{SGD_S(d)['cycle_breakdown']['broadcast x (ring)']['cycles']}",
                      f"{APART_S(d)['collectives']['bcast_x']}"), lambda v: v),
-    Quote("docs/training.md", r"At S the default step takes (\d+) cycles against (\d+) with both switches off", CHIP,
+    Quote("docs/training.md", r"At S the default step takes (\d+) cycles against (\d+) with both switches off and the", CHIP,
           lambda d: (f"{SGD_S(d)['cycles']}", f"{APART_S(d)['cycles']}"), lambda v: v),
     Quote("docs/training.md", r"the softmax kernel (\d+) %, ReLUs, masks and gaps\s+(\d+) %, host I/O (\d+) %\.", CHIP,
           lambda d: (f"{_share(SGD_S(d), 'other (softmax)'):.0f}",
@@ -1039,9 +1039,13 @@ QUOTES += [
           lambda d: LAST(preset="S", sizes=PAGED_NET)(d)["mac_utilization"] * 100, "{:.1f}"),
     Quote("docs/training.md", r"\(([\d,]+) padded weight words per PE\s+against", LARGE,
           lambda d: _weights_per_pe(get(d, ("compile_attempts", {"preset": "S", "method": "sgd"}, "error"))), "{:,}"),
-    Quote("docs/training.md", r"a reduce tree \(or a shorter chain\) for the output layer's few beats\s+\((\d+) cycles at S\), "
-                              r"the output gradient's broadcast inside the output layer's transposed\s+GEMV \((\d+) cycles",
-          CHIP, lambda d: (*(f"{SGD_S(d)['cycle_breakdown'][k]['cycles']}" for k in RING_APART[1:][::-1]),), lambda v: v),
+    Quote("docs/training.md", r"the host phase that loads x, (\d+) cycles at S, would then", CHIP,
+          lambda d: SGD_S(d)["cycle_breakdown"]["host phase in"]["cycles"]),
+    Quote("docs/training.md", r"the output gradient's broadcast inside the output layer's transposed GEMV\s+\((\d+) cycles", CHIP,
+          lambda d: SGD_S(d)["cycle_breakdown"][RING_APART[1]]["cycles"]),
+    Quote("docs/training.md", r"at S the reduce takes (\d+) cycles instead of the chain's (\d+)\.", CHIP,
+          lambda d: (f"{SGD_S(d)['cycle_breakdown'][RING_APART[2]]['cycles']}", f"{APART_S(d)['collectives']['reduce_z']}"),
+          lambda v: v),
     Quote("docs/training.md", r"minibatch step, ([\d,]+) cycles in two chip RUNs", LARGE,
           lambda d: d["cases"]["mbgd_L"]["steps"][-1]["cycles"], "{:,}"),
     # minibatch GD across the cores
