@@ -231,6 +231,11 @@ class ChipSGDProgram(PanelMap):
             lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
                          f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "
                          f"{o['instructions']} instructions")
+        if self.meta.get("bcast_in"):
+            lines.append("broadcast of x inside W0's forward GEMV: each core loads x's beats from the ring (core 0 "
+                         "from its diagonal) 3 cycles after its predecessor and sends them on")
+        if self.meta.get("out_reduce"):
+            lines.append(f"output layer's partials reduced onto core 0 by the {self.meta['out_reduce']}")
         for l in self.meta.get("ring_in", []):
             lines.append(f"all-gather of a{l} inside W{l}'s forward GEMV: its beats loaded from the ring as the "
                          f"stream reaches them, sent on as they are loaded")
