@@ -3,6 +3,8 @@ over ``W`` (:func:`emit_gemv_t_rank1`) and its cost model (:func:`gemv_t_rank1_c
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from sw.asm import fma, mac, mov, mul, rdrv
 from sw.collectives import BusDir, Frag, Region, reduce_plan, reg, step_slots
 from sw.kernels.common import KernelError, KernelInfo, Scalar, _finish, _lat, _need
@@ -14,7 +16,13 @@ def _bu_temps_ok(cfg, T: int, L: int, Lc2: int) -> bool:
     rewritten only after the late ``c`` read of its previous value: consecutive writers
     ``>= 1 + mul_latency`` instructions apart, cyclically over a row of ``Lc2``
     instructions (``A_k`` at position ``2k``)."""
-    need = 1 + cfg.mul_latency
+    return _temps_ok(1 + cfg.mul_latency, T, L, Lc2)
+
+
+@lru_cache(maxsize=None)
+def _temps_ok(need: int, T: int, L: int, Lc2: int) -> bool:
+    """:func:`_bu_temps_ok` for writers ``need`` instructions apart (memoized: the
+    compilers' cost models ask for the same shapes many times)."""
     for t in range(T):
         pos = [2 * k for k in range(L) if k % T == t]
         if pos and min([b - a for a, b in zip(pos, pos[1:])] + [pos[0] + Lc2 - pos[-1]]) < need:
