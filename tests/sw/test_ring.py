@@ -255,3 +255,17 @@ def test_reduce_stream(cores, root, m, fmt):
     assert "registers" in reduce_stream_check(replace(cfg, n_regs=4), 5)
     with pytest.raises(RingError, match="stream reduce: .*receive FIFO"):
         reduce_stream_lines(replace(cfg, ring_fifo_depth=4), 0, 3, "a", 8)
+
+
+def test_gemv_ring_check():
+    """When an all-gather can run inside the GEMV that consumes it: beat ``j`` sent at the
+    GEMV's instruction ``j Lc`` is loaded by the next core ``m Lc`` slots later (at least
+    the 3-cycle hop), with ``m`` beats waiting in the receive FIFO."""
+    from sw.ring import gemv_ring_check
+
+    cfg = chip(cores=4)
+    assert gemv_ring_check(cfg, 4, 4) is None and gemv_ring_check(cfg, 1, 3) is None
+    assert "shorter than the ring hop" in gemv_ring_check(cfg, 1, 2)
+    assert "receive FIFO of 9 beats" in gemv_ring_check(cfg, 6, 4)
+    assert gemv_ring_check(replace(cfg, ring_fifo_depth=9), 6, 4) is None
+    assert "cores >= 2" in gemv_ring_check(replace(cfg, cores=1), 4, 4)
