@@ -197,11 +197,21 @@ class _FastProbe:
         self.done(fast_masks(run, cycles))
 
 
+def _busiest(masks, cycles, length: int) -> int:
+    """The core that bounds a chip phase of ``length`` cycles: the fewest idle cycles
+    (nothing issued, moved or computed, including after its RUN ended), then the longest
+    RUN, then the lowest number. A core that waits for another (a blocked ring receive,
+    the end of the phase) is idle while it waits, so the longest RUN alone would name
+    the last core of a chain rather than the one the others wait for."""
+    idle = [int(np.count_nonzero(m[:length] == 0)) + length - min(length, len(m)) for m in masks]
+    return min(range(len(masks)), key=lambda k: (idle[k], -cycles[k], k))
+
+
 class MovementSession(ChipSession):
     """A :class:`sim.sessions.ChipSession` (``backend`` ``"fast"`` or ``"model"``) that
     classifies every cycle of the current step (since :meth:`begin_step`), per core and
-    along the step's critical path: in a chip phase the core whose RUN is the longest
-    (the lowest-numbered of equals), in a host phase the active cores' RUNs one after
+    along the step's critical path: in a chip phase the core with the fewest idle cycles
+    (:func:`_busiest`), in a host phase the active cores' RUNs one after
     another, the LOADs' cycles before a phase, and :meth:`add_idle` cycles."""
 
     def __init__(self, cfg, backend: str = "fast", record: bool = False):
@@ -261,7 +271,7 @@ class MovementSession(ChipSession):
                 self.crit += np.bincount(self._masks[k], minlength=_NB)
         else:
             length = cyc - lc
-            c = int(np.argmax([r.cycles for r in res]))
+            c = _busiest(self._masks, [r.cycles for r in res], length)
             for k in range(n):
                 self._book(k, self._masks[k], length, k == c)
         self.cycles += length

@@ -176,3 +176,16 @@ def test_engines_agree_on_training_steps(method):
     kinds = {k for _, _, m in fast for k in KINDS if m["critical"][k]["cycles"]}
     assert {"ring", "host", "spad"} <= kinds
     assert ("dma" in kinds) == method.endswith("dram")
+
+
+def test_critical_core_is_the_one_the_others_wait_for():
+    """A chip phase's critical core is the busiest, not the one whose RUN ends last: core
+    0 runs longest but mostly waits (idle cycles), core 1 moves or computes in every
+    cycle of its shorter RUN; among equally idle cores the longest RUN wins."""
+    from sim.movement import BITS, _busiest
+
+    waits = np.array([BITS["issue"]] * 2 + [0] * 8, np.uint8)                 # 10 cycles, 8 waiting
+    busy = np.array([BITS["dma"]] * 4 + [BITS["compute"] | BITS["issue"]] * 4, np.uint8)   # 8 cycles
+    assert _busiest([waits, busy], [10, 8], 10) == 1                          # 2 idle (after its end) vs 8
+    assert _busiest([busy, busy[:6]], [8, 6], 10) == 0                        # 2 vs 4 idle
+    assert _busiest([busy[:6], busy[:6]], [6, 6], 10) == 0                    # equal: the lowest number
