@@ -69,8 +69,13 @@ def add_train_arguments(p, cfg_help: str = "preset, JSON file or inline JSON") -
                    help="batch 1: the backward step of layers >= 1: W^T d and the update in one pass over W (fused), "
                         "as two kernels (separate), or the compiler's choice (auto, the default)")
     p.add_argument("--no-overlap", action="store_true",
-                   help="batch-1 SGD across a chip: run the reduce-scatters and the weight updates one after the "
-                        "other (default: the first rows of each update in its reduce-scatter's free slots)")
+                   help="batch-1 SGD across a chip: run every collective apart from compute (default: the first "
+                        "rows of each update in its reduce-scatter's free slots, the all-gathers and the broadcast "
+                        "of x inside the GEMVs)")
+    p.add_argument("--out-reduce", choices=("auto", "stream", "chain"),
+                   help="batch-1 SGD across a chip, output layer split by columns: its partials reduced onto core 0 "
+                        "as one stream or along a chain (another order of the additions; auto, the default: the "
+                        "shorter)")
     p.add_argument("--batch", type=count, default=1,
                    help="minibatch size (default 1: SGD; b > 1: minibatch GD with W -= (lr / b) sum, on one core or "
                         "across the cores of a chip configuration)")
@@ -125,6 +130,8 @@ def check_train_args(args, cfg) -> None:
         (given("out_map") and cp, "--out-map applies to SGD and minibatch GD, not --method cp"),
         (args.no_overlap and (cp or batch or not chip),
          "--no-overlap applies to batch-1 SGD across the cores of a chip configuration"),
+        (given("out_reduce") and (cp or batch or not chip),
+         "--out-reduce applies to batch-1 SGD across the cores of a chip configuration"),
         (given("backward") and batch, "--backward applies to batch 1 (SGD or CP)"),
         (given("host_latency") and cp, "--host-latency applies to SGD and minibatch GD (CP counts its host "
                                              "I/O in the step)"),
@@ -179,10 +186,11 @@ def _describe(args, cfg, mlp) -> str:
 
         return compile_mbgd(cfg, mlp).describe()
     if cfg.cores > 1:
-        from sw.train_chip import compile_chip_sgd
+        from sw.train_chip import compile_chip_sgd, overlap_options
 
         return compile_chip_sgd(cfg, mlp, out_map=args.out_map or "auto", softmax=args.softmax or "auto",
-                                backward=args.backward or "auto", overlap=not args.no_overlap).describe()
+                                backward=args.backward or "auto", out_reduce=args.out_reduce or "auto",
+                                **overlap_options(not args.no_overlap)).describe()
     from sw.train import compile_sgd
 
     return compile_sgd(cfg, mlp, softmax=args.softmax or "auto", backward=args.backward or "auto").describe()
@@ -200,7 +208,7 @@ def _run(args, cfg, mlp, data, bar) -> dict:
                                out_map=args.out_map or "auto", **common)
     return train(cfg, mlp, data, host_latency=HOST_LATENCY_CYCLES if args.host_latency is None else args.host_latency,
                  out_map=args.out_map or "auto", softmax=args.softmax or "auto", backward=args.backward or "auto",
-                 overlap=not args.no_overlap, **common)
+                 overlap=not args.no_overlap, out_reduce=args.out_reduce or "auto", **common)
 
 
 def _summary(args, mlp, res) -> list[str]:
@@ -248,7 +256,8 @@ def cmd_train(args) -> int:
         from cli.power_cap import power_cap_lines, run_power_cap
 
         opts = {"out_map": args.out_map or "auto", "softmax": args.softmax or "auto",
-                "backward": args.backward or "auto", "overlap": not args.no_overlap}
+                "backward": args.backward or "auto", "overlap": not args.no_overlap,
+                "out_reduce": args.out_reduce or "auto"}
         tp = None
         if args.method == "cp":
             from sw.train_cp import compile_chip_cp

@@ -41,7 +41,7 @@ class StepMeasure:
 
 
 #: the mapping choices each method's compiler takes (the rest do not apply to it)
-MAPPING_OPTIONS = {"sgd": ("out_map", "backward", "softmax", "overlap"), "mbgd": ("out_map",),
+MAPPING_OPTIONS = {"sgd": ("out_map", "backward", "softmax", "overlap", "out_reduce"), "mbgd": ("out_map",),
                    "cp": ("backward", "softmax")}
 
 
@@ -55,11 +55,13 @@ def compile_method(method: str, cfg, mlp, **options):
     """Compile ``mlp`` for ``method`` (:data:`METHODS`) on the chip ``cfg`` with its
     mapping ``options`` (:data:`MAPPING_OPTIONS`); raises
     :class:`sw.train.TrainCompileError` when it does not fit."""
-    from sw.train_chip import compile_chip_sgd
+    from sw.train_chip import compile_chip_sgd, overlap_options
     from sw.train_chip_mb import compile_chip_mbgd
     from sw.train_cp import compile_chip_cp
 
     opts = mapping_options(method, mlp.batch, options)
+    if method == "sgd" and "overlap" in opts:        # every collective beside compute, or none
+        opts.update(overlap_options(opts.pop("overlap")))
     return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[method](cfg, mlp, **opts)
 
 
@@ -70,7 +72,7 @@ def _golden(method: str, cfg, mlp, tp, W0):
     from sw.golden_train_cp_mb import GoldenChipMBCP
 
     if method == "sgd":
-        return GoldenChipSGD(cfg, mlp, W0, fused=tp.fused)
+        return GoldenChipSGD.for_program(tp, W0)
     if method == "cp":
         return (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if mlp.batch > 1
                 else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))

@@ -127,7 +127,8 @@ def _epoch(ep: int, acc_fn, ref_acc_fn, losses, ref_losses, n: int, data, t0: fl
 def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
           host_latency: int = HOST_LATENCY_CYCLES, golden_steps: int = 0, log=print,
           max_train: int | None = None, max_test: int | None = None, progress=None,
-          out_map: str = "auto", softmax: str = "auto", backward: str = "auto", overlap: bool = True) -> dict:
+          out_map: str = "auto", softmax: str = "auto", backward: str = "auto", overlap: bool = True,
+          out_reduce: str = "auto") -> dict:
     """Train ``mlp`` on ``data`` (:class:`sw.datasets.Dataset`) for ``epochs`` epochs.
 
     Targets: the class index for ``softmax_ce``, the one-hot vector for ``mse``.
@@ -135,7 +136,8 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     (:func:`sw.train_chip.compile_chip_sgd`, its output layer mapped by ``out_map``).
     ``softmax``: where a softmax loss's gradient is computed (:func:`sw.train.resolve_softmax`).
     ``backward``: the backward step of the layers ``l >= 1`` (:func:`sw.train.backward_plan`).
-    ``overlap`` (chip): the weight updates in the reduce-scatters' free slots
+    ``overlap`` (chip): the collectives beside compute (:func:`sw.train_chip.overlap_options`);
+    ``out_reduce`` (chip): how the split output layer's partials are reduced
     (:func:`sw.train_chip.compile_chip_sgd`). ``golden_steps``: check the weights against
     the golden trainer (:class:`GoldenSGD`, :class:`sw.golden_train_chip.GoldenChipSGD`)
     bit for bit after each of the first ``golden_steps`` steps (raises on a difference). ``progress``:
@@ -148,10 +150,11 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     chip = cfg.cores > 1
     if chip:                     # SGD across the cores of a chip (sw/train_chip.py)
         from sw.golden_train_chip import GoldenChipSGD
-        from sw.train_chip import compile_chip_sgd
+        from sw.train_chip import compile_chip_sgd, overlap_options
         from sim.sessions import ChipSession
 
-        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax, backward=backward, overlap=overlap)
+        tp = compile_chip_sgd(cfg, mlp, out_map=out_map, softmax=softmax, backward=backward, out_reduce=out_reduce,
+                              **overlap_options(overlap))
     else:
         tp = compile_sgd(cfg, mlp, softmax=softmax, backward=backward)
     log(tp.describe().split("\n\n")[0])
@@ -161,7 +164,7 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
     ref = Float64SGD(mlp, [fmt.to_float(W) for W in W0])
     gold = None
     if golden_steps:
-        gold = (GoldenChipSGD(cfg, mlp, W0, out_map=out_map, softmax=softmax, fused=tp.fused) if chip
+        gold = (GoldenChipSGD.for_program(tp, W0) if chip
                 else GoldenSGD(cfg, mlp, W0, fused=tp.fused, softmax=softmax))
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]

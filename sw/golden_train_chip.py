@@ -62,6 +62,15 @@ class GoldenChipSGD(PanelMap):
         #: W[k][l]: core k's padded panel of layer l, columns in its order
         self.W = [[pad_matrix(fmt, self.nr, panel) for panel in panels] for panels in self.core_weights(weights)]
 
+    @classmethod
+    def for_program(cls, tp, weights) -> "GoldenChipSGD":
+        """The golden of the compiled :class:`sw.train_chip.ChipSGDProgram` ``tp``: its
+        output mapping, softmax, backward plan, output reduce and scratchpad pages."""
+        g = cls(tp.cfg, tp.mlp, weights, out_map=tp.out_map, softmax=tp.softmax or "auto", fused=tp.fused,
+                out_reduce=tp.meta.get("out_reduce") or "auto")
+        g.pages = {l: sp.row_pages(g.nr) for l, sp in tp.spad.items()}
+        return g
+
     # -- helpers ------------------------------------------------------------------------
     def _bits(self, v, n):
         fmt = self.fmt

@@ -77,12 +77,25 @@ def segments(tp) -> list:
     out.append(("host", "in"))
     groups = ["step"] if one_run else ["forward"]
     for g in groups:
-        out += [(g, i) for i in range(len(_group_ops(tp, g)[0]))]
+        out += [(g, i) for i in _cut_points(_group_ops(tp, g)[0])]
     out.append(("host", "unload"))
     if not one_run:
         out.append(("host", "g"))
-        out += [("backward", i) for i in range(len(_group_ops(tp, "backward")[0]))]
+        out += [("backward", i) for i in _cut_points(_group_ops(tp, "backward")[0])]
     return out
+
+
+#: ops that run skewed over the cores with the op after (``bcast_x``: core ``k`` waits
+#: ``3 k`` slots before the first GEMV) or before them (``bcast_x_sync``: the rest of the
+#: wait, after it): a RUN cut next to them would leave the cores' instruction counts unequal
+_SKEW_HEAD, _SKEW_TAIL = ("bcast_x",), ("bcast_x_sync",)
+
+
+def _cut_points(ops) -> list:
+    """The op indices of one core's phase ``ops`` before which a RUN may start: every
+    op but the one after a skewed head and the skewed tail itself."""
+    return [i for i, op in enumerate(ops)
+            if i == 0 or (op.name not in _SKEW_TAIL and ops[i - 1].name not in _SKEW_HEAD)]
 
 
 def _group_ops(tp, g) -> list:
@@ -215,7 +228,7 @@ def pause(tp, waits: dict | None = None, cut_all: bool = False):
     for g, parts in tp.parts.items():
         ops = _group_ops(tp, g)
         cuts = sorted({0, len(ops[0])} | ({i for (gg, i) in waits if gg == g and i > 0}
-                                          if not cut_all or g not in STEP_GROUPS else set(range(len(ops[0])))))
+                                          if not cut_all or g not in STEP_GROUPS else set(_cut_points(ops[0]))))
         for j, (a, b) in enumerate(zip(cuts[:-1], cuts[1:])):
             per_core[f"{g}#{j}"] = [o[a:b] for o in ops]
             starts[f"{g}#{j}"] = (g, a)

@@ -68,7 +68,7 @@ from sw.train_paging import (SpadPanel, check_page_rows, largest, page_split, pl
                              spad_image, spad_local, spad_op)
 from sw.train_softmax import alloc_softmax
 
-__all__ = ["compile_chip_sgd", "ChipSGDProgram", "PanelMap", "PhaseLog", "panel_rows", "column_order",
+__all__ = ["compile_chip_sgd", "overlap_options", "ChipSGDProgram", "PanelMap", "PhaseLog", "panel_rows", "column_order",
            "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS",
 ]
 
@@ -197,6 +197,14 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                     if cfg.spad_kib else "and there is no scratchpad (cfg.spad_kib = 0)"))
     return plan_panels(cfg, P, N, lambda wb, pages: _allocate(cfg, mlp, wb, P, N, out_map, softmax, fused, pages),
                        pageable, spad, page_rows, fail, dram, split_wp=True)
+
+
+def overlap_options(on: bool = True) -> dict:
+    """:func:`compile_chip_sgd`'s switches that run collectives beside compute, all ``on``
+    or all off: the updates' first rows in the reduce-scatters (``overlap``), the
+    all-gathers and the broadcast of ``x`` inside the GEMVs (``ag_overlap``,
+    ``bcast_overlap``). Each keeps the bits of the step; only its cycles change."""
+    return {"overlap": on, "ag_overlap": on, "bcast_overlap": on}
 
 
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",

@@ -125,3 +125,18 @@ def test_cp_is_shown_beside_float64_cp(capsys):
     out = capsys.readouterr().out
     assert rc == 0
     assert "float64 CP with the same pipeline schedule" in out and "float64 SGD, no stale weights" in out
+
+
+def test_chip_sgd_collective_options(capsys):
+    """``--out-reduce stream`` and ``--no-overlap`` reach the compiler (``--describe``
+    names the reduce; the all-gathers and the broadcast of x run apart) and the golden
+    trainer follows the program (``--golden-steps``: bit for bit or an error)."""
+    args = ["train", "--config", "chip-tiny", "--data", "synthetic", "--hidden", "6", "--max-train", "8",
+            "--max-test", "8", "--epochs", "1", "--golden-steps", "4", "--progress", "off", "--describe"]
+    assert main(args + ["--out-reduce", "stream", "--no-overlap"]) == 0
+    out = capsys.readouterr().out
+    assert "reduced onto core 0 by the stream" in out
+    assert "broadcast of x inside" not in out
+    assert main(args + ["--out-reduce", "chain"]) == 0
+    out = capsys.readouterr().out
+    assert "reduced onto core 0 by the chain" in out and "broadcast of x inside W0's forward GEMV" in out

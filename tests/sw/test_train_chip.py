@@ -18,7 +18,7 @@ from sw.golden_train import Float64SGD
 from sw.golden_train_chip import GoldenChipSGD
 from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, backward_plan, init_weights
-from sw.train_chip import chip_shapes, column_order, compile_chip_sgd, panel_rows
+from sw.train_chip import chip_shapes, column_order, compile_chip_sgd, overlap_options, panel_rows
 from sim.sessions import ChipSession
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
@@ -525,9 +525,10 @@ def test_cli_train_chip(tmp_path, out_map):
 
 
 def test_cli_train_chip_no_overlap(tmp_path, capsys):
-    """``--no-overlap`` runs the reduce-scatters and the updates one after the other (the
-    compiler's prediction without the overlap, golden-checked); it is refused where it
-    has no meaning."""
+    """``--no-overlap`` runs every collective apart from compute: the reduce-scatters and
+    the updates one after the other, the all-gathers and the broadcast of x before the
+    GEMVs (the compiler's prediction with every overlap off, golden-checked); it is
+    refused where it has no meaning."""
     import json
 
     from cli.main import main
@@ -537,8 +538,11 @@ def test_cli_train_chip_no_overlap(tmp_path, capsys):
             "chip-tiny", "--backward", "separate", "--out-map", "rows", "--max-train", "20", "--max-test", "10"]
     assert main(args + ["--golden-steps", "5", "--json", str(js), "--no-overlap"]) == 0
     mlp = MLP((16, 9, 5, 4), "softmax_ce", 0.1)
-    seq, ovl = (compile_chip_sgd(TINY, mlp, out_map="rows", backward="separate", overlap=o) for o in (False, True))
-    assert ovl.meta["overlap"] and json.loads(js.read_text())["step"]["cycles"] == seq.step_cycles()
+    seq, ovl = (compile_chip_sgd(TINY, mlp, out_map="rows", backward="separate", **overlap_options(o))
+                for o in (False, True))
+    assert ovl.meta["overlap"] and ovl.step_cycles() < seq.step_cycles()
+    assert not seq.meta["overlap"] and not seq.meta["ring_in"] and not seq.meta["bcast_in"]
+    assert json.loads(js.read_text())["step"]["cycles"] == seq.step_cycles()
     assert main(args + ["--no-overlap", "--batch", "4"]) != 0
     assert "--no-overlap applies to batch-1 SGD" in capsys.readouterr().err
 
