@@ -295,6 +295,17 @@ def emit_reduce(cfg, m: int, root: int = 0, base: int = 0, bank: str = "a"):
     return [_emit(cfg, reduce_lines(cfg, k, m, bank, base, root)) for k in range(cfg.cores)]
 
 
+def _reduce_cores(cfg, root: int, k: int) -> int:
+    """The chip's core count, after checking that ``root`` and ``k`` are cores of it."""
+    _need_chip(cfg)
+    c = cfg.cores
+    if not 0 <= root < c:
+        raise RingError(f"reduce root {root} is not a core (cores={c})")
+    if not 0 <= k < c:
+        raise RingError(f"core {k} is not a core of the chip (cores={c})")
+    return c
+
+
 def reduce_lines(cfg, k: int, m: int, bank: str, base: int, root: int = 0) -> list[str]:
     """Core ``k``'s slots of a reduce of ``m`` beats (diag layout) at ``(bank, base)`` onto
     ``root``, in place (the other cores' segments are unchanged), as a chain from core
@@ -305,12 +316,7 @@ def reduce_lines(cfg, k: int, m: int, bank: str, base: int, root: int = 0) -> li
     back in place. One beat per slot (beats arrive on the column buses, leave on the row
     buses). Additions in the order of :func:`golden_reduce`. :func:`reduce_slots` slots
     on every core (the sum is in SRAM when they end); uses ``ar1``/``ar2`` and ``r0``."""
-    _need_chip(cfg)
-    c = cfg.cores
-    if not 0 <= root < c:
-        raise RingError(f"reduce root {root} is not a core (cores={c})")
-    if not 0 <= k < c:
-        raise RingError(f"core {k} is not a core of the chip (cores={c})")
+    c = _reduce_cores(cfg, root, k)
     if m < 1:
         raise RingError(f"a reduce needs at least one beat, got {m}")
     _check_bank(cfg, bank, base, m, "reduce")
@@ -377,12 +383,7 @@ def reduce_stream_lines(cfg, k: int, m: int, bank: str, base: int, root: int = 0
     slots on every core (:func:`reduce_stream_slots`); uses ``ar1``/``ar2`` and the
     root's registers ``r0 .. r(K m - 1)``. Stall-free when :func:`reduce_stream_check`
     passes (it raises :class:`RingError` otherwise)."""
-    _need_chip(cfg)
-    c = cfg.cores
-    if not 0 <= root < c:
-        raise RingError(f"reduce root {root} is not a core (cores={c})")
-    if not 0 <= k < c:
-        raise RingError(f"core {k} is not a core of the chip (cores={c})")
+    c = _reduce_cores(cfg, root, k)
     why = reduce_stream_check(cfg, m)
     if why:
         raise RingError(f"stream reduce: {why}")
