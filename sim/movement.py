@@ -198,20 +198,21 @@ class _FastProbe:
 
 
 def _busiest(masks, cycles, length: int) -> int:
-    """The core that bounds a chip phase of ``length`` cycles: the fewest idle cycles
-    (nothing issued, moved or computed, including after its RUN ended), then the longest
-    RUN, then the lowest number. A core that waits for another (a blocked ring receive,
-    the end of the phase) is idle while it waits, so the longest RUN alone would name
-    the last core of a chain rather than the one the others wait for."""
-    idle = [int(np.count_nonzero(m[:length] == 0)) + length - min(length, len(m)) for m in masks]
-    return min(range(len(masks)), key=lambda k: (idle[k], -cycles[k], k))
+    """The core that bounds a chip phase: the most cycles of compute or data movement
+    (then the longest RUN, then the lowest number). A core that waits for another,
+    stalled on a ring receive or issuing the NOPs that align it, does neither, so the
+    longest RUN alone (or the fewest stalls) would name a waiting core rather than the
+    one the others wait for."""
+    work = BITS["compute"] | _MOVE
+    busy = [int(np.count_nonzero(m[:length] & work)) for m in masks]
+    return min(range(len(masks)), key=lambda k: (-busy[k], -cycles[k], k))
 
 
 class MovementSession(ChipSession):
     """A :class:`sim.sessions.ChipSession` (``backend`` ``"fast"`` or ``"model"``) that
     classifies every cycle of the current step (since :meth:`begin_step`), per core and
-    along the step's critical path: in a chip phase the core with the fewest idle cycles
-    (:func:`_busiest`), in a host phase the active cores' RUNs one after
+    along the step's critical path: in a chip phase the core with the most cycles of
+    compute or data movement (:func:`_busiest`), in a host phase the active cores' RUNs one after
     another, the LOADs' cycles before a phase, and :meth:`add_idle` cycles."""
 
     def __init__(self, cfg, backend: str = "fast", record: bool = False):

@@ -179,13 +179,15 @@ def test_engines_agree_on_training_steps(method):
 
 
 def test_critical_core_is_the_one_the_others_wait_for():
-    """A chip phase's critical core is the busiest, not the one whose RUN ends last: core
-    0 runs longest but mostly waits (idle cycles), core 1 moves or computes in every
-    cycle of its shorter RUN; among equally idle cores the longest RUN wins."""
+    """A chip phase's critical core is the one with the most compute or data movement,
+    not the one whose RUN ends last nor the one that stalls least: core 0 runs longest
+    but mostly issues NOPs (aligning itself with the others), core 1 moves or computes in
+    every cycle of its shorter RUN; among equals the longest RUN, then the lowest number."""
     from sim.movement import BITS, _busiest
 
-    waits = np.array([BITS["issue"]] * 2 + [0] * 8, np.uint8)                 # 10 cycles, 8 waiting
-    busy = np.array([BITS["dma"]] * 4 + [BITS["compute"] | BITS["issue"]] * 4, np.uint8)   # 8 cycles
-    assert _busiest([waits, busy], [10, 8], 10) == 1                          # 2 idle (after its end) vs 8
-    assert _busiest([busy, busy[:6]], [8, 6], 10) == 0                        # 2 vs 4 idle
+    nops = np.array([BITS["issue"]] * 8 + [BITS["compute"] | BITS["issue"]] * 2, np.uint8)   # 10 cycles
+    busy = np.array([BITS["dma"]] * 4 + [BITS["compute"] | BITS["issue"]] * 4, np.uint8)     # 8 cycles
+    assert _busiest([nops, busy], [10, 8], 10) == 1                           # 2 against 8 busy cycles
+    assert _busiest([busy[:6], busy], [6, 8], 10) == 1                        # 6 against 8
+    assert _busiest([busy[:6], np.concatenate([busy[:6], [0, 0]])], [6, 8], 10) == 1   # equal: the longer RUN
     assert _busiest([busy[:6], busy[:6]], [6, 6], 10) == 0                    # equal: the lowest number
