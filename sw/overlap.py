@@ -20,6 +20,8 @@ the collective's) and the assembler rejects any unit both claim.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["slot_units", "can_merge", "merge_rows"]
 
 _FIRST = {
@@ -34,6 +36,7 @@ _FIRST = {
 _NEVER = ("loop", "agu", "jump", "halt", "spad", "raw", "}", "last")
 
 
+@lru_cache(maxsize=1 << 14)
 def slot_units(line: str) -> frozenset:
     """The units an instruction's text uses (``pred`` for a predicate, ``rowbus`` /
     ``colbus`` when it drives or reads a bus, ``ctl`` for anything never shared).

@@ -73,6 +73,7 @@ from sw.train_chip_place import _build_ops
 from sw.train_cp_map import _balance, _check_groups, cp_core_layers, cp_shapes, cp_stage_of
 from sw.train_cp_ops import Kit, _kern, _length, _ring_rw, chain_streams  # noqa: F401
 from sw.train_cp_dram import head_dma, stream_head
+from sw.train_cp_overlap import chains_with_gemv, is_delta
 from sw.train_cp_program import ChipCPProgram, _kit
 from sw.train_cp_shared import SharedKit, allocate_shared
 from sw.train_host import TrainCompileError, resolve_softmax
@@ -480,17 +481,24 @@ class _StepImage:
     programs, every segment at the same origin on every core."""
 
     def __init__(self, cfg, mlp: MLP, kit, groups: list, stages: list, P: list, N: list, allocs: list, head: list,
-                 head2, stalls: list | None = None):
+                 head2, stalls: list | None = None, keep=None):
         self.cfg, self.mlp, self.kit, self.groups, self.stages = cfg, mlp, kit, groups, stages
+        #: which streams the tail runs (None: all; with chain_overlap the others run in the head)
+        self.keep = keep or (lambda st: True)
         #: per core the head's predicted DMA stall cycles (its instructions are fewer by as many)
         self.stalls = stalls or [0] * cfg.cores
         self.P, self.N, self.allocs, self.head, self.head2 = P, N, allocs, head, head2
         self.c, self.V = cfg.cores, 2 * (mlp.n_layers - 1)
         self.out = next(k for k in range(self.c) if stages[k] is not None
                         and mlp.n_layers - 1 in allocs[k].meta.get("layers", [stages[k][0]]))
-        self.streams = kit.streams(cfg, mlp, allocs, P, N, groups, None)
+        self.streams = self.tail_streams(None)
         self.pick = min(range(3), key=lambda o: (schedule(cfg, _orders(self.streams)[o]).slots, o))
         self.rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(self.c)]
+
+    def tail_streams(self, j) -> list:
+        """The streams of the tail (variant ``j``; None: without the history stores)."""
+        return [st for st in self.kit.streams(self.cfg, self.mlp, self.allocs, self.P, self.N, self.groups, j)
+                if self.keep(st)]
 
     def rings(self, sch) -> list:
         """Per core the chains op of the schedule ``sch``."""
@@ -515,7 +523,7 @@ class _StepImage:
                             for ops, n in zip(pre, plen)])
             return out, sch, self.rings(sch)
         for j in range(V):
-            sch = schedule(cfg, _orders(kit.streams(cfg, mlp, allocs, P, N, groups, j))[self.pick])
+            sch = schedule(cfg, _orders(self.tail_streams(j))[self.pick])
             ring = self.rings(sch)
             pre = [kit.tail(cfg, mlp, allocs[k], P, N, stages[k], j, V, groups, True) for k in range(c)]
             plen = [_length(cfg, ops + [ring[k]]) - len(sch.lines[k]) for k, ops in enumerate(pre)]
@@ -558,6 +566,39 @@ class _StepImage:
         return image, origins, ins
 
 
+def _delta_chains(cfg, mlp: MLP, kit, allocs, stages, multi, P, N, groups, head) -> tuple:
+    """``(why not, head, schedule, rows merged)``: the heads with the delta chains first
+    (:func:`sw.train_cp_overlap.chains_with_gemv`: beside the forward GEMV's first rows on
+    a core of one layer), their :class:`sw.chain.ChainSchedule` and per core the GEMV rows
+    merged, when the longest head plus the tail's chains is shorter so (``why not`` None);
+    else the reason and the heads unchanged."""
+    sts = kit.streams(cfg, mlp, allocs, P, N, groups, None)
+    back = [st for st in sts if is_delta(st)]
+    if not back:
+        return "no delta chain", head, None, None
+
+    def slots(streams):
+        return min((schedule(cfg, o) for o in _orders(streams)), key=lambda s: s.slots)
+    sch = slots(back)
+    out, merged = [], []
+    for k, ops in enumerate(head):
+        it = allocs[k].items
+        rw = ([(v.region, v.words) for n, v in it.items() if n.split("@")[0] == "e"],
+              [(v.region, v.words) for n, v in it.items() if n.split("@")[0] == "din"])
+        gv = None
+        if stages[k] is not None and k not in multi and ops and ops[0].name == "gemv":
+            l = stages[k][0]
+            gv = (P[l], N[l], it["W"].region, it["ain"].region, it["z"].region)
+        first = chains_with_gemv(cfg, sch.lines[k], rw, gv)
+        merged.append(first[0].info.get("rows_merged", 0))
+        out.append(first + (ops[1:] if gv else ops))
+    before = max(_length(cfg, ops) for ops in head) + slots(sts).slots
+    after = max(_length(cfg, ops) for ops in out) + slots([st for st in sts if not is_delta(st)]).slots
+    if after >= before:
+        return f"not shorter ({after} against {before} cycles of head and chains)", head, None, None
+    return None, out, sch, merged
+
+
 def _check(cfg, mlp: MLP, softmax: str):
     """The checks before mapping; returns where the softmax gradient is computed."""
     if not isinstance(mlp, MLP):
@@ -595,7 +636,7 @@ def _fit_message(cfg, mlp: MLP, groups: list, P: list, N: list, l: int, al) -> s
 
 
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
-                    page_rows: int | None = None, dram=None, shared=None) -> ChipCPProgram:
+                    page_rows: int | None = None, dram=None, shared=None, chain_overlap: bool = True) -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
     the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
     ``backward``: ``"auto"``, ``"fused"`` or ``"separate"``: whether the layers
@@ -616,6 +657,11 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     layers on the core of the layer before, default :func:`cp_plan`'s choice by the cost
     model, recorded in :attr:`ChipCPProgram.shared` and ``meta["placements"]``; with
     ``spad`` or ``dram`` given, none).
+
+    ``chain_overlap`` (batch 1, no paged panel): the delta chains run at the start of the
+    next head, beside the forward GEMV (:mod:`sw.train_cp_overlap`), the activation
+    chains in the tail; False, or a minibatch or paged pipeline: every chain in the tail
+    (``meta["chain_overlap"]``).
 
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
@@ -669,13 +715,17 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     head = [stream_head(cfg, kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx,
                                       stages[k] is not None and fused[stages[k][0]], sp=sps[k]), sps[k])
             for k in range(c)]
+    ov = "off" if not chain_overlap else "minibatch" if mlp.batch > 1 else "paged panels" if spads else None
+    dsch = merged = None
+    if ov is None:
+        ov, head, dsch, merged = _delta_chains(cfg, mlp, kit, allocs, stages, multi, P, N, groups, head)
     dma = [head_dma(cfg, ops) for ops in head]
     # the head's cycles: instructions plus the DMA stalls; every core padded to the longest
     hl = [_length(cfg, ops) + d["stall"] + d["tail"] for ops, d in zip(head, dma)]
     H = max(hl)
     head = [ops + ([_nops(cfg, "hpad", H - n)] if H - n else []) for ops, n in zip(head, hl)]
     step = _StepImage(cfg, mlp, kit, groups, stages, P, N, allocs, head, head2,
-                      [d["stall"] + d["tail"] for d in dma])
+                      [d["stall"] + d["tail"] for d in dma], keep=None if ov else (lambda st: not is_delta(st)))
     # the chains in every tail variant (one RUN fewer per step), or, when that does not
     # fit the microcode, once, as a third RUN
     for split in (False, True):
@@ -698,5 +748,6 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                              "placements": [(list(sh), g, f, cst) for sh, g, f, cst in tried],
                              "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()},
                              "dram_layers": sorted(l for l, sp in spads.items() if isinstance(sp, DramPanel)),
-                             "head_dma": dma},
+                             "head_dma": dma, "chain_overlap": ov is None, "chain_overlap_off": ov,
+                             "head_chains": dsch, "rows_merged": merged},
                        spad=spads)

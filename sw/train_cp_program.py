@@ -148,7 +148,8 @@ class ChipCPProgram:
                  + (f"; softmax gradient on the array (output core {self.out_core})" if self.softmax else ""),
                  "  backward step per layer: " + ", ".join(f"{l} {'fused' if f else 'separate'}"
                                                            for l, f in enumerate(self.fused) if l),
-                 f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words"]
+                 f"  microcode per core: {max(len(w) for w in self.image)} of {cfg.ucode_depth} words",
+                 "  " + self._chains_line()]
         lines += self._placement_lines()
         lines += ["  " + ln for ln in cp_tier_lines(cfg, self.P, self.N, self.groups, self.spad,
                                                     [self.dram_per_step(k) for k in range(cfg.cores)],
@@ -165,6 +166,20 @@ class ChipCPProgram:
         lines += [f"{'op':<14} {'kind':<10} {'cycles':>7}"] + [f"{n:<14} {kd:<10} {i:>7}"
                                                                for n, kd, i in self.breakdown()]
         return "\n".join(lines)
+
+    def _chains_line(self) -> str:
+        """Where the chains run: the schedule chosen (``compile_chip_cp(chain_overlap=)``)."""
+        sch = self.meta.get("head_chains")
+        if sch is None:
+            why = self.meta.get("chain_overlap_off") or "off"
+            return f"chains: every chain in the tail, after every core's kernels (chain_overlap: {why})"
+        rows = {}
+        for k, n in enumerate(self.meta["rows_merged"]):
+            if self.stages[k] is not None:
+                rows.setdefault(self.stages[k][0], set()).add(n)
+        per = ", ".join(f"layer {l} {'/'.join(map(str, sorted(v)))}" for l, v in sorted(rows.items()))
+        return (f"chains: the deltas' at the head's start ({sch.slots} slots) beside the forward GEMV's first "
+                f"local rows ({per}), the activations' in the tail ({self.chains.slots} slots) (chain_overlap)")
 
     def _placement_lines(self) -> list:
         """Which layers share a core and why: the cost model's step compute (longest head

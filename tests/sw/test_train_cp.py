@@ -119,7 +119,7 @@ def test_cp_backward_separate_and_fused(cfg, sizes, loss):
 
 def test_cp_backward_auto_choice():
     """``auto`` fuses every layer when the step gets at most FUSED_TOLERANCE longer
-    (configuration S: 7101 against 7091 cycles, with one core moved between the groups),
+    (configuration S: no longer, with one core moved between the groups),
     else only where the step does not get longer (chip-small's 64-64-64-10: the
     10-output layer is +15 % fused and on the critical path, separate; the middle layer
     is off it, fused)."""
@@ -133,7 +133,7 @@ def test_cp_backward_auto_choice():
     assert f == [False, True, True, True] and fs == [False] * 4
     tf, ts = (compile_chip_cp(S, big, backward=b) for b in ("auto", "separate"))
     assert tf.groups == g and tf.fused == f and ts.groups == gs
-    assert ts.step_cycles() <= tf.step_cycles() <= (1 + FUSED_TOLERANCE) * ts.step_cycles()
+    assert tf.step_cycles() <= (1 + FUSED_TOLERANCE) * ts.step_cycles()
     small = MLP((64, 64, 64, 10), "softmax_ce", 0.01)
     a, s, fz = (compile_chip_cp(SMALL, small, backward=b) for b in ("auto", "separate", "fused"))
     assert fz.step_cycles() > s.step_cycles()       # the compute (heads + tails) grows by more than the tolerance
