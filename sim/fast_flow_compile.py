@@ -119,6 +119,23 @@ class Compiler(NodeBuilder, Resolver, Batcher):
 
     # -- compile ---------------------------------------------------------------------------
     def compile(self) -> Plan:
+        try:
+            return self._compile()
+        finally:
+            self._release()
+
+    def _release(self):
+        """Break the references between the compile-time structures (nodes and their
+        reads, instructions and their bus reads, the compiler's own closures), so that
+        reference counting frees them when compilation ends, not the cyclic collector."""
+        for nd in getattr(self, "nodes", ()) + getattr(self, "pseudo", []):
+            nd.deps = nd.reads = nd.info = None
+        for I in getattr(self, "instrs", []) + [getattr(self, "s1", None)]:
+            if I is not None:
+                I.bus = None
+        self.__dict__.clear()
+
+    def _compile(self) -> Plan:
         st = self.st
         n = self.n
         x = self.x
@@ -203,6 +220,31 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             return I.addr[f]
         return self.addr_of(f)[I.t]
 
+    def _final_mem_by_class(self, bank, ws, cls, lo, hi, a, r) -> bool:
+        """The last SRAM writes of at most 32 classes of PEs whose values all sit in the PE's own
+        column of ``V`` in rows that do not depend on the PE: per class, its words ``a`` and
+        the rows (the plan writes ``mem[pes][:, a] = V[rows][:, pes].T``, no index per PE
+        and word). False (nothing added) otherwise."""
+        G = len(lo)
+        if G > 32:
+            return False
+        rows = np.empty(len(a), np.int64)
+        for i in uniq(r[0]):
+            nd = ws[i].node
+            sel = r[0] == i
+            if nd.kind != "wr":
+                rows[sel] = nd.base + r[1][sel]
+                continue
+            ref = self.ref(nd.reads["src"])
+            if ref.rows.ndim != 1 or ref.cols is not None:
+                return False
+            rows[sel] = ref.rows[r[1][sel]]
+        for j in range(G):
+            if hi[j] > lo[j]:
+                pes = None if G == 1 else np.nonzero(cls == j)[0]
+                self.plan.final_mem.append(("class", bank, pes, a[lo[j]:hi[j]], rows[lo[j]:hi[j]]))
+        return True
+
     # -- exit state ------------------------------------------------------------------------------------
     def _exit(self):
         plan = self.plan
@@ -254,6 +296,8 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             # every PE (in order) takes its class's words (in address order: sorted by key)
             lo = np.searchsorted(g, np.arange(len(rep)))
             hi = np.searchsorted(g, np.arange(len(rep)), side="right")
+            if self._final_mem_by_class(bank, ws, cls, lo, hi, a, r):
+                continue
             lens = (hi - lo)[cls]
             idx = np.repeat(lo[cls] - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens) + np.arange(int(lens.sum()))
             pp = np.repeat(np.arange(P), lens)
@@ -262,7 +306,7 @@ class Compiler(NodeBuilder, Resolver, Batcher):
             for i in uniq(r[0]):
                 sel = r[0] == i
                 vr[sel], vc[sel] = self.val_rows(ws[i].node, r[1][sel], pp[sel])
-            plan.final_mem.append((bank, pp, a, vr, vc))
+            plan.final_mem.append(("flat", bank, pp, a, vr, vc))
         # FMAs in flight at cycle n
         plan.exit_mp = [None] * mul
         plan.exit_ap = [None] * self.add

@@ -106,7 +106,8 @@ class Plan:
         for i, ref in self.final_rd:
             new_rd[i] = np.array(_gather(V, ref, pidx)[0])
         Vf = V.reshape(-1)
-        mem_up = [(bank, mi, Vf.take(vi)) for bank, mi, vi in self.final_mem]
+        mem_up = [(bank, pes, mi, (V.take(vi, axis=0) if pes is None else V[vi[:, None], pes]).T)
+                  if kind == "class" else (bank, None, mi, Vf.take(vi)) for kind, bank, pes, mi, vi in self.final_mem]
         mp = [None] * len(self.exit_mp)
         for i, e in enumerate(self.exit_mp):
             if e is not None:
@@ -128,8 +129,14 @@ class Plan:
         def commit(ctr, out):
             st.rf = new_rf
             st.rd_a, st.rd_b = new_rd
-            for bank, mi, vv in mem_up:
-                (st.mem_a if bank == "a" else st.mem_b).reshape(-1)[mi] = vv
+            for bank, pes, mi, vv in mem_up:
+                mem = st.mem_a if bank == "a" else st.mem_b
+                if vv.ndim == 1:            # flat indices (flatten)
+                    mem.reshape(-1)[mi] = vv
+                elif pes is None:           # every PE: words mi <- rows of V
+                    mem[:, mi] = vv
+                else:
+                    mem[pes[:, None], mi] = vv
             cols = plan.ar_cols
             if len(cols) == st.ar.shape[1]:
                 st.ar = plan.final_ar.copy()
@@ -208,7 +215,8 @@ def flatten(plan, P, depth: dict):
     plan.batches = out
     plan.final_rf = [(r, _flat_ref(ref, P, pidx)) for r, ref in plan.final_rf]
     plan.final_rd = [(i, _flat_ref(ref, P, pidx)) for i, ref in plan.final_rd]
-    plan.final_mem = [(bank, pp * depth[bank] + aa, rr * P + cc) for bank, pp, aa, rr, cc in plan.final_mem]
+    plan.final_mem = [e if e[0] == "class" else ("flat", e[1], None, e[2] * depth[e[1]] + e[3], e[4] * P + e[5])
+                      for e in plan.final_mem]
     plan.exit_mp = [e if e is None or e[3] else e[:4] + (_flat_ref(e[4], P, pidx),) + e[5:] for e in plan.exit_mp]
     if plan.hout is not None:
         rows, cols, lasts = plan.hout

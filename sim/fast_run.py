@@ -19,7 +19,7 @@ import numpy as np
 
 from arch.lanes import LaneBeats, unpack_beats
 from sim.core_model import Beat, RunResult
-from sim.fast_common import Counters
+from sim.fast_common import Counters, gc_paused
 
 __all__ = ["FastRun", "copy_state", "copy_counters"]
 
@@ -50,6 +50,7 @@ class FastRun:
     ``ring_in=None``: the ring input beats are given later, per window
     (:meth:`fill_ring`; zeros until then)."""
 
+    @gc_paused
     def __init__(self, model, start_pc: int = 0, host_in=(), max_instructions: int = 1_000_000, ring_in=()):
         m = self.m = model
         cfg = m.cfg
@@ -125,6 +126,7 @@ class FastRun:
             m._flow.begin(trace, allpcs, offs, self.lanes, self.lane_of, self.ctr, self.out)
 
     # -- windows ---------------------------------------------------------------------------
+    @gc_paused
     def advance(self, b: int) -> None:
         """Execute the run's cycles up to ``b`` (at most its end)."""
         a, b = self.t, min(b, self.T)
@@ -190,6 +192,7 @@ class FastRun:
             m._flow.stats.update(stats)
 
     # -- the end ---------------------------------------------------------------------------
+    @gc_paused
     def finish(self) -> RunResult:
         """The run's result (after :meth:`advance` to its end), as :meth:`FastModel.run`."""
         m, cfg = self.m, self.m.cfg
