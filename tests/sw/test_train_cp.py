@@ -41,15 +41,16 @@ def _data(rng, mlp, n):
 
 
 def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto", spad=None, page_rows=None,
-           shared=None):
+           shared=None, **kw):
     """``n`` samples (minibatch CP: minibatches) through the pipeline and out again (``n +
     2L`` steps): loss, output and every weight bit equal to the golden's
     (:class:`GoldenChipCP`, :class:`GoldenChipMBCP`) after every step; cycles as
     predicted. ``spad`` / ``page_rows``: panels paged from the scratchpad (batch 1);
-    ``shared``: layers on the core of the layer before."""
+    ``shared``: layers on the core of the layer before; ``kw``: more of
+    :func:`compile_chip_cp`'s options."""
     rng = np.random.default_rng(seed)
     pg = {} if spad is None and page_rows is None else {"spad": spad, "page_rows": page_rows}
-    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward, shared=shared, **pg)
+    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward, shared=shared, **pg, **kw)
     W0 = init_weights(mlp, cfg.fmt, seed)
     sess = ChipSession(cfg, backend, record=record)
     tp.init(sess, W0)
