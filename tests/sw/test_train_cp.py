@@ -377,10 +377,13 @@ CHIP4 = replace(TINY, cores=4, mem_a_words=256, mem_b_words=256, ucode_depth=512
 def test_cp_rtl_groups(sim):
     """Groups [1, 2, 1] on 4 cores: a gather and a reduce over two cores, and the chains
     storing each input into ``ain`` and the history slot in one instruction (two write
-    ports, ``wr [ar3]``); a sample through the pipeline and out (7 steps), replayed on
-    the chip RTL, the weights read back equal to the golden's."""
+    ports, ``wr [ar3]``); the delta chains at the head's start with GEMV rows in their
+    free slots on every core (``chain_overlap``); a sample through the pipeline and out
+    (7 steps), replayed on the chip RTL, the weights read back equal to the golden's."""
     run = run_cp(CHIP4, MLP((5, 6, 4, 3), "mse", 0.125), 1, "model", _seed(), groups=[1, 2, 1], record=True)
     tp = run[0]
+    assert tp.meta["chain_overlap"] and min(tp.meta["rows_merged"]) > 0
+    assert all(ops[0].kind == "ring+gemv" for ops in tp.head) and "d0" in tp.meta["head_chains"].starts
     assert any("[ar3]++" in ln for ln in tp.chains.lines[1])           # core 1 stores its input twice
     assert all(op.name != "keep_a" for op in tp.tails[0][1])          # no copy ain -> hist on core 1
     rtl_replay(CHIP4, *run, sim, "chip-cp4")
