@@ -73,7 +73,7 @@ def _category(name: str, kind: str) -> str:
     if kind == "axpy" and name.startswith("acc"):
         return "W^T d page accumulation (axpy)"
     return {**KERNEL_CATEGORIES, "gemm": "GEMM (forward W A; backward D^T W)", "gemm_acc": "GEMM update W += D A^T",
-            "transpose": "transposes (history, D)", "ring": "chains (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
+            "transpose": "transposes (history, D)", "ring": "chains (ring)", "ring+gemv": "delta chains with forward GEMV rows (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
             "axpy": "elementwise", "softmax": "softmax kernel", "spad": "scratchpad page load/store", "halt": "HALT + start latency + drain"}.get(
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 
@@ -143,7 +143,8 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 
         "spad_pages": {str(k): v for k, v in tp.meta.get("pages", {}).items()},
         "microcode_words_per_core": max(len(w) for w in tp.image),
         "runs": {"head": tp.run_cycles("head"), "tail": tp.run_cycles("tail"), "chains": tp.chains.slots,
-                 "chains_run": tp.run_cycles("chains") if tp.split_chains else None, "host": host},
+                 "chains_run": tp.run_cycles("chains") if tp.split_chains else None, "host": host,
+                 "head_chains": tp.meta["head_chains"].slots if tp.meta.get("head_chains") else None},
         "critical_core": crit, "critical_core_layer": tp.stages[crit][0],
         "cycle_breakdown_critical_core": {k: {"cycles": v, "share": round(v / total, 4)} for k, v in bd.items()},
         "compile_s": round(t_compile, 2), "steps": out_steps,

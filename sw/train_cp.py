@@ -27,6 +27,8 @@ for batch 1:
 
 ``head`` (the same program every step)::
 
+    chains d_l of the step before  with the GEMV's first rows in their free slots
+                                   (chain_overlap, :mod:`sw.train_cp_overlap`)
     z = W_l ain                    emit_gemv (ain: the input received last step, cols)
     hidden: z = relu(z)            emit_relu (the slice of a_{l+1} this core sends)
     l >= 1: e = W_l^T din          emit_gemv(trans): a partial of W^T d over the group
@@ -39,7 +41,8 @@ history slot they read and write)::
     W += -lr din hist[b]^T         emit_rank1 (din: this core's slice of d_l, diag)
     hist[f] = ain                  emit_copy (the input is needed again 2 (L-1-l) steps later)
     (NOPs so every core starts the chains in the same cycle)
-    chains                         x to G_0; a_{l+1} G_l -> G_{l+1}; d_l G_{l+1} -> G_l
+    chains                         x to G_0; a_{l+1} G_l -> G_{l+1} (chain_overlap=False:
+                                   d_l G_{l+1} -> G_l too)
 
 The host loads ``x(s)`` into core 0 (``xin``) and the output core's target, and after the
 tail unloads the output core's ``d`` (MSE) or logits (softmax) for the loss: host
