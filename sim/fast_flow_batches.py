@@ -119,11 +119,16 @@ class Batcher:
         if len(res) == 1:
             _, wid, occ = res[0]
             return bases[wid] + np.where(wid >= 0, occ, 0)
-        k = len(res[0][1])
-        rows = np.empty((k, self.P), np.int64)
-        for pes, wid, occ in res:
-            rows[:, pes] = (bases[wid] + np.where(wid >= 0, occ, 0))[:, None]
-        return rows
+        # the rows of each group of PEs, then one gather for every PE (the same rows in
+        # every group: one row per read, the PE's own column)
+        vals = np.empty((len(res), len(res[0][1])), np.int64)
+        gid = np.empty(self.P, np.int64)
+        for g, (pes, wid, occ) in enumerate(res):
+            vals[g] = bases[wid] + np.where(wid >= 0, occ, 0)
+            gid[pes] = g
+        if (vals == vals[:1]).all():
+            return vals[0]
+        return np.ascontiguousarray(vals.T.take(gid, axis=1))
 
     def bus_ref(self, I, axis, k=None):
         P = self.P

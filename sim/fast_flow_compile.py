@@ -221,28 +221,43 @@ class Compiler(NodeBuilder, Resolver, Batcher):
         return self.addr_of(f)[I.t]
 
     def _final_mem_by_class(self, bank, ws, cls, lo, hi, a, r) -> bool:
-        """The last SRAM writes of at most 32 classes of PEs whose values all sit in the PE's own
-        column of ``V`` in rows that do not depend on the PE: per class, its words ``a`` and
-        the rows (the plan writes ``mem[pes][:, a] = V[rows][:, pes].T``, no index per PE
-        and word). False (nothing added) otherwise."""
+        """The last SRAM writes of at most 32 classes of PEs, per class: its words and,
+        for values in the PE's own column of ``V`` in rows that do not depend on the PE,
+        the rows (the plan writes ``mem[pes][:, words] = V[rows][:, pes].T``), otherwise
+        flat indices into ``V`` [words, pes of the class]. False (nothing added) for more
+        classes."""
         G = len(lo)
         if G > 32:
             return False
-        rows = np.empty(len(a), np.int64)
+        P = self.P
+        rows = np.full(len(a), -1, np.int64)          # -1: a value that depends on the PE
+        per_pe = []
         for i in uniq(r[0]):
             nd = ws[i].node
-            sel = r[0] == i
+            sel = np.nonzero(r[0] == i)[0]
             if nd.kind != "wr":
                 rows[sel] = nd.base + r[1][sel]
                 continue
             ref = self.ref(nd.reads["src"])
-            if ref.rows.ndim != 1 or ref.cols is not None:
-                return False
-            rows[sel] = ref.rows[r[1][sel]]
+            if ref.rows.ndim == 1 and ref.cols is None:
+                rows[sel] = ref.rows[r[1][sel]]
+            else:
+                per_pe.append((ref, sel))
         for j in range(G):
-            if hi[j] > lo[j]:
-                pes = None if G == 1 else np.nonzero(cls == j)[0]
-                self.plan.final_mem.append(("class", bank, pes, a[lo[j]:hi[j]], rows[lo[j]:hi[j]]))
+            if hi[j] <= lo[j]:
+                continue
+            pes = None if G == 1 else np.nonzero(cls == j)[0]
+            pj = self.pidx if pes is None else pes
+            u = rows[lo[j]:hi[j]] >= 0
+            if u.any():
+                self.plan.final_mem.append(("class", bank, pes, a[lo[j]:hi[j]][u], rows[lo[j]:hi[j]][u]))
+            for ref, sel in per_pe:
+                sel = sel[(sel >= lo[j]) & (sel < hi[j])]
+                if len(sel):
+                    occ = r[1][sel]
+                    R = ref.rows[occ][:, pj] if ref.rows.ndim == 2 else ref.rows[occ][:, None]
+                    Cc = pj[None, :] if ref.cols is None else ref.cols[occ][:, pj]
+                    self.plan.final_mem.append(("class", bank, pes, a[sel], np.ascontiguousarray(R * P + Cc)))
         return True
 
     # -- exit state ------------------------------------------------------------------------------------

@@ -106,7 +106,10 @@ class Plan:
         for i, ref in self.final_rd:
             new_rd[i] = np.array(_gather(V, ref, pidx)[0])
         Vf = V.reshape(-1)
-        mem_up = [(bank, pes, mi, (V.take(vi, axis=0) if pes is None else V[vi[:, None], pes]).T)
+        # "class": words mi of the PEs pes (None: all) from rows vi of V (the PE's own
+        # column) or from flat indices vi [words, pes]; "flat": flat indices into the bank
+        mem_up = [(bank, pes, mi, (Vf.take(vi) if vi.ndim == 2 else V.take(vi, axis=0) if pes is None
+                                   else V[vi[:, None], pes]).T)
                   if kind == "class" else (bank, None, mi, Vf.take(vi)) for kind, bank, pes, mi, vi in self.final_mem]
         mp = [None] * len(self.exit_mp)
         for i, e in enumerate(self.exit_mp):

@@ -75,8 +75,8 @@ class Resolver:
             if nd.kind == "mr":
                 hits = self._mem_resolve(nd)
                 nd.info["hits"] = hits
-                if hits is not None:
-                    nd.deps |= {w.node for w in hits[4]}
+                if hits is not None:        # the writers hit (not every writer of the bank)
+                    nd.deps |= {hits[4][w].node for w in uniq(hits[2])}
 
     def _read_deps(self, rd):
         if rd.kind in ("rf", "rd"):
