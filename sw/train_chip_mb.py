@@ -46,7 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.collectives import emit_transpose
+from sw.ring import RingError
 from sw.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
+from sw.ring_mat_gemm import gemm_ring_check, gemm_ring_frag
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -181,17 +183,59 @@ def _issued(res) -> int:
     return res.instructions if hasattr(res, "instructions") else res.count()
 
 
+def _emit_frag(frag):
+    return lambda b, f=frag: (b.text(f.text), f.slots)[1]
+
+
 def _ring_op(name, frag, reads, writes, fma_wb=False):
-    return Op(name, "ring", lambda b, f=frag: (b.text(f.text), f.slots)[1], reads=reads, writes=writes,
-              fma_wb=fma_wb, stores=not fma_wb, per_core=True)
+    return Op(name, "ring", _emit_frag(frag), reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb,
+              per_core=True)
+
+
+def ring_gemm(cfg, k: int, l: int, P: list, N: list, b: int, W, X, Y):
+    """Core ``k``'s forward GEMM of layer ``l`` with its input from the ring
+    (:func:`sw.ring_mat_gemm.gemm_ring_frag`): ``X`` broadcast from core 0 (``l = 0``),
+    else ``A_l``'s segment ``s`` from core ``s``."""
+    origins = [0] if l == 0 else list(range(cfg.cores))
+    return gemm_ring_frag(cfg, k, P[l], N[l], b, W, X, Y, origins, name=f"fr{l}_")
+
+
+def ring_fw_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str, spad: dict,
+                   ag_overlap: bool = True, bcast_overlap: bool = True) -> dict:
+    """The layers whose forward GEMM takes its input from the ring (layer 0: the
+    broadcast of ``X`` if ``bcast_overlap``; ``l >= 1``: the all-gather of ``A_l`` if
+    ``ag_overlap``), and why each other layer keeps the collective before its GEMM:
+    ``{layer: None or reason}``. A paged panel keeps it (its pages re-read the gathered
+    input), as does the split output layer (its input is not gathered)."""
+    R, nl = {n: v.region for n, v in al.items.items()}, mlp.n_layers
+    out = {}
+    for l in range(nl):
+        if out_map == "cols" and l == nl - 1:
+            continue
+        if not (bcast_overlap if l == 0 else ag_overlap):
+            out[l] = "switched off"
+        elif l in spad:
+            out[l] = "paged panel (its pages re-read the gathered input)"
+        else:
+            X = R["X"] if l == 0 else R[f"A{l}"]
+            out[l] = gemm_ring_check(cfg, R[f"W{l}"], X, X)
+            if out[l] is None:
+                try:
+                    Y = R[f"A{l + 1}"] if l < nl - 1 else R["Z"]
+                    ring_gemm(cfg, 0, l, P, N, mlp.batch, R[f"W{l}"], X, Y)
+                except RingError as e:
+                    out[l] = str(e)
+    return out
 
 
 class _CoreOps:
     """The ops of core ``k`` as :func:`chip_mb_ops` builds them (:attr:`ops`, in order),
     with the region lookups they share."""
 
-    def __init__(self, cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, out_map: str, spad: dict | None):
+    def __init__(self, cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, out_map: str, spad: dict | None,
+                 ring_fw=()):
         self.cfg, self.mlp, self.P, self.N, self.k = cfg, mlp, P, N, k
+        self.ring_fw = set(ring_fw)
         self.split = out_map == "cols"
         self.spad = spad or {}
         self.Lb = local_len(mlp.batch, cfg.nr)
@@ -234,7 +278,7 @@ class _CoreOps:
         L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
         nl, b, nr, Lb, split = self.mlp.n_layers, self.mlp.batch, cfg.nr, self.Lb, self.split
         kern, whole, own, ops = self.kern, self.whole, self.own, self.ops
-        names = ["X"] if part == "predict" else ["X", "XT"]
+        names = ([] if 0 in self.ring_fw else ["X"]) + ([] if part == "predict" else ["XT"])
         for nm in names:
             rows, cols = (L(N[0]), Lb) if nm == "X" else (Lb, L(N[0]))
             blk = MatBlock(R[nm].bank, R[nm].base, cols, 0, rows, 0, cols)
@@ -255,6 +299,10 @@ class _CoreOps:
                     kern(f"gemm{l}_{p}", "gemm", lambda bl, l=l, n=n, p=p, xin=xin, yp=_at(y, r0 * Lb), WP=WP:
                          emit_gemm(bl, cfg, n * nr, N[l], b, WP, xin, yp, name=f"fw{l}_{p}_"),
                          [(WP, w), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
+            elif l in self.ring_fw:
+                # the broadcast of X (l = 0) or the all-gather of A_l inside the GEMM
+                ops.append(Op(f"gemm{l}", "gemm", _emit_frag(ring_gemm(cfg, k, l, P, N, b, W, xin, y)),
+                              reads=[whole(f"W{l}"), (xin, L(N[l]) * Lb)], writes=[whole(yname)], per_core=True))
             else:
                 kern(f"gemm{l}", "gemm", lambda bl, l=l, W=W, xin=xin, y=y:
                      emit_gemm(bl, cfg, P[l], N[l], b, W, xin, y, name=f"fw{l}_"),
@@ -270,7 +318,7 @@ class _CoreOps:
                          emit_relu(bl, cfg, n, y, S, name=f"ke{l}_"), [whole(yname)], [whole(sn)], per_core=True)
                 A = R[yname]
                 seg = (lambda s, A=A, l=l: MatBlock(A.bank, A.base, Lb, s * L(P[l]), L(P[l]), 0, Lb))
-                if not (split and l == nl - 2):
+                if not (split and l == nl - 2) and l + 1 not in self.ring_fw:
                     ops.append(_ring_op(f"ag{l + 1}", mat_all_gather(cfg, k, seg, name=f"ag{l + 1}_"),
                                         [whole(yname)], [whole(yname)]))
             elif split:
@@ -407,7 +455,7 @@ class _CoreOps:
 
 
 def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
-                spad: dict | None = None) -> list:
+                spad: dict | None = None, ring_fw=()) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
     ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
@@ -418,8 +466,10 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
     :class:`sw.train_chip.SpadPanel`, the panels paged through ``WP``: per page a load,
     the page's rows of the forward GEMM; in the backward pass ``A^T`` first, then per page
     from the last to the first a load (not for the last paged layer's last page, still in
-    ``WP``), its part of ``dX^T`` (accumulated over the pages), its update and a store."""
-    c = _CoreOps(cfg, mlp, al, P, N, k, out_map, spad)
+    ``WP``), its part of ``dX^T`` (accumulated over the pages), its update and a store.
+    ``ring_fw``: the layers whose forward GEMM takes its input from the ring
+    (:func:`ring_fw_layers`), without the collective before it."""
+    c = _CoreOps(cfg, mlp, al, P, N, k, out_map, spad, ring_fw)
     if part in ("step", "forward", "predict"):
         c.forward(part)
         if part in ("forward", "predict"):
@@ -470,7 +520,15 @@ class ChipMBProgram(ChipSGDProgram):
         """:meth:`ChipSGDProgram.describe` with where the activations live."""
         lines = super().describe().split("\n")
         at = next((i for i, ln in enumerate(lines) if ln.startswith(("W0 panel", "scratchpad beats"))), len(lines))
-        return "\n".join(lines[:at] + acts_lines(self.cfg, self.alloc, self.mlp) + lines[at:])
+        return "\n".join(lines[:at] + acts_lines(self.cfg, self.alloc, self.mlp) + self._schedule_lines() + lines[at:])
+
+    def _schedule_lines(self) -> list:
+        """Which forward collectives run inside the GEMMs, and why the others do not."""
+        rfw, why = self.meta.get("ring_fw", []), self.meta.get("ring_fw_why", {})
+        name = lambda l: "broadcast of X" if l == 0 else f"all-gather of A{l}"      # noqa: E731
+        out = [f"forward collectives inside the GEMMs: {', '.join(f'{name(l)} in W{l} A' for l in rfw) or 'none'}"]
+        out += [f"  {name(l)} before the GEMM of W{l}: {w}" for l, w in sorted(why.items())]
+        return out
 
     # -- host programs ------------------------------------------------------------------
     def _host_programs(self, what: str, origin: int) -> list:
@@ -605,13 +663,20 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
 
 
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
-                      dram=None, acts: str = "auto") -> ChipMBProgram:
+                      dram=None, acts: str = "auto", overlap: bool = True, ag_overlap: bool = True,
+                      bcast_overlap: bool = True) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
     docstring). The weight panels go to bank A when everything fits so, else to the
     first assignment of panels to banks that fits, else the largest panels go to the
     scratchpad and are paged (:func:`plan_chip_mb`; ``spad`` / ``page_rows`` force it).
+    ``ag_overlap``: the all-gather of each hidden activation runs inside the GEMM that
+    reads it, ``bcast_overlap``: the broadcast of ``X`` inside the first layer's GEMM
+    (:func:`ring_fw_layers`, :mod:`sw.ring_mat_gemm`; the same operations in the same
+    order, so the same bits; ``meta["ring_fw"]``). ``overlap`` (the third key of
+    :func:`sw.train_chip.overlap_options`) switches nothing in minibatch GD yet: its
+    backward collectives run between the kernels either way.
 
     Raises :class:`sw.train.TrainCompileError` when the panels and activations do not
     fit the PE memories (with the sizes), a program does not fit the microcode,
@@ -637,16 +702,32 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
     wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
-    parts_ops = {}
-    names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
-    for nm in names + ["predict"]:
-        parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map, panels) for k in range(c)]
-    parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
-    tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                       {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
-                        "out_map": out_map, "spad_layers": sorted(panels), "acts": al.meta["acts"],
-                        "pages": {l: len(sp.pages) for l, sp in panels.items()}}, out_map=out_map,
-                       softmax="host" if mlp.loss == "softmax_ce" else None,   # per column on the host
-                       spad=panels)
-    tp._place_host()
+    why = ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap)
+    rfw = sorted(l for l, w in why.items() if w is None)
+
+    def build(rfw):
+        parts_ops = {}
+        names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
+        for nm in names + ["predict"]:          # predict: the old schedule, the shorter text
+            parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map, panels, rfw if nm != "predict" else ())
+                             for k in range(c)]
+        parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
+        tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
+                           {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
+                            "out_map": out_map, "spad_layers": sorted(panels), "acts": al.meta["acts"],
+                            "pages": {l: len(sp.pages) for l, sp in panels.items()}, "ring_fw": rfw,
+                            "ring_fw_why": {l: w for l, w in why.items() if w is not None}}, out_map=out_map,
+                           softmax="host" if mlp.loss == "softmax_ce" else None,   # per column on the host
+                           spad=panels)
+        tp._place_host()
+        return tp
+
+    tp = build(rfw)
+    if rfw and tp.reload_cycles():
+        # the longer text costs microcode reloads: keep the schedule with the fewer cycles
+        alt = build([])
+        if alt.step_cycles() <= tp.step_cycles():
+            alt.meta["ring_fw_why"].update({l: f"the longer program's microcode reloads ({tp.step_cycles()} cycles "
+                                               f"per step, {alt.step_cycles()} without)" for l in rfw})
+            tp = alt
     return tp

@@ -1,0 +1,172 @@
+"""Minibatch GD across cores with the forward collectives inside the GEMMs
+(sw/ring_mat_gemm.py): the broadcast of X and the all-gathers of the hidden activations
+taken off the ring by the GEMMs that read them. Weights bit for bit against
+GoldenChipMBGD and the old schedule, both chip engines counter for counter, fewer
+cycles, the switch, the describe() text, paged layers kept on the old schedule, and
+mutations of the fragment (a wrong operand, a beat taken before it arrives) caught."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+
+import numpy as np
+import pytest
+
+from arch.config import PRESETS
+from sim.chip_model import RingStallError
+from sim.sessions import ChipSession
+from sw import ring_mat_gemm
+from sw.golden_train_chip_mb import GoldenChipMBGD
+from sw.mlp import MLP
+from sw.collectives import Region
+from sw.ring import RingError
+from sw.ring_mat_gemm import gemm_ring_frag, gemm_ring_plan
+from sw.train import init_weights
+from sw.train_chip import overlap_options
+from sw.train_chip_mb import compile_chip_mbgd
+from tests.sw.test_train import _eq_weights as _eq
+from tests.sw.test_train import _seed
+from tests.sw.test_train_chip import run_and_check as chip_run_and_check
+from tests.sw.test_train_chip_mb import _batch
+
+TINY = PRESETS["chip-tiny"]
+#: chip-small (4 cores of 4 x 4) with a microcode that holds the step's programs (no reloads)
+SMALL = PRESETS["chip-small"].replace(ucode_depth=4096)
+
+
+def _run(cfg, mlp, steps, backend, seed, out_map="auto", **kw):
+    return chip_run_and_check(cfg, mlp, steps, backend, seed, compile=partial(compile_chip_mbgd, **kw),
+                              golden=partial(GoldenChipMBGD, **{k: v for k, v in kw.items() if k in
+                                                                ("spad", "page_rows", "acts")}),
+                              sample=_batch, out_map=out_map)
+
+
+@pytest.mark.parametrize("loss,out_map,acts", [("mse", "rows", "resident"), ("softmax_ce", "cols", "resident"),
+                                               ("softmax_ce", "rows", "reuse")])
+def test_mb_overlap_matches_golden_and_old_schedule(loss, out_map, acts):
+    """Three steps on 4 cores of 4 x 4 (full panels: every core's segment non-zero, so a
+    beat from the wrong core or in the wrong order shows), weights bit for bit against
+    the golden after every step and equal to the old schedule's, cycles as predicted
+    and fewer."""
+    cfg = replace(SMALL, spad_kib=4)
+    mlp = MLP((20, 32, 32, 16), loss, 0.05, batch=8)
+    seed = _seed()
+    tp, sess, gold, _ = _run(cfg, mlp, 3, "fast", seed, out_map, acts=acts)
+    old, osess, *_ = _run(cfg, mlp, 3, "fast", seed, out_map, acts=acts, **overlap_options(False))
+    hidden = [1, 2] if out_map == "rows" else [1]
+    assert tp.meta["ring_fw"] == [0] + hidden and old.meta["ring_fw"] == []
+    _eq(tp.weights_from_session(sess, padded=True), old.weights_from_session(osess, padded=True), "old schedule")
+    assert tp.step_cycles() < old.step_cycles()
+    ops = {op for op, _, _ in tp.breakdown()}
+    moved = {"bcast_X"} | {f"ag{l}" for l in hidden}
+    assert not moved & ops and "bcast_XT" in ops
+    assert moved <= {op for op, _, _ in old.breakdown()}
+
+
+def test_mb_overlap_engines_agree():
+    """The fast chip engine and the per-cycle chip model, two steps with a broadcast and
+    an all-gather inside the GEMMs: the same counters on every core."""
+    mlp, seed = MLP((12, 20, 10, 6), "mse", 0.05, batch=4), _seed()
+    a = _run(SMALL, mlp, 2, "fast", seed, "rows")
+    b = _run(SMALL, mlp, 2, "model", seed, "rows")
+    assert a[0].meta["ring_fw"] == [0, 1, 2]
+    for ra, rb in zip(a[3], b[3]):
+        assert ra.core_counters == rb.core_counters and ra.phases == rb.phases
+
+
+def test_mb_overlap_paged_layers_keep_the_old_schedule():
+    """A paged panel's pages re-read the gathered input, so its GEMM keeps the collective
+    before it; the other layers take theirs off the ring; describe() says which."""
+    cfg = replace(SMALL, spad_kib=4)
+    mlp = MLP((20, 32, 32, 16), "mse", 0.05, batch=8)
+    tp, *_ = _run(cfg, mlp, 2, "fast", _seed(), "rows", spad=[1], page_rows=4)
+    assert tp.meta["ring_fw"] == [0, 2] and "paged" in tp.meta["ring_fw_why"][1]
+    text = tp.describe()
+    assert "forward collectives inside the GEMMs: broadcast of X in W0 A, all-gather of A2 in W2 A" in text
+    assert "all-gather of A1 before the GEMM of W1: paged panel" in text
+    off = compile_chip_mbgd(cfg, mlp, out_map="rows", ag_overlap=False)
+    assert off.meta["ring_fw"] == [0] and off.meta["ring_fw_why"] == {1: "switched off", 2: "switched off"}
+    assert "forward collectives inside the GEMMs: none" in compile_chip_mbgd(
+        cfg, mlp, out_map="rows", **overlap_options(False)).describe()
+
+
+def test_mb_overlap_falls_back_when_reloads_cost_more():
+    """With chip-small's 1024-word microcode the longer forward text of this net adds
+    microcode reloads worth more than the collectives: the compiler keeps the old
+    schedule and says why."""
+    mlp = MLP((20, 32, 32, 16), "mse", 0.05, batch=8)
+    tp = compile_chip_mbgd(PRESETS["chip-small"], mlp, out_map="rows")
+    assert tp.meta["ring_fw"] == [] and "microcode reloads" in tp.meta["ring_fw_why"][0]
+    assert "forward collectives inside the GEMMs: none" in tp.describe()
+    assert tp.step_cycles() == compile_chip_mbgd(PRESETS["chip-small"], mlp, out_map="rows",
+                                                 **overlap_options(False)).step_cycles()
+
+
+def test_mb_overlap_plan_and_errors():
+    """The blocking: accumulators and ``xr`` within the registers, every MAC slot used when
+    ``Li Lc`` covers the accumulator reuse distance; the fragment's errors."""
+    cfg = PRESETS["S"]
+    pl = gemm_ring_plan(cfg, 16, 16, 4, list(range(32)))
+    assert pl["Li"] * pl["Lc"] + 1 <= cfg.n_regs and pl["p"] == pl["Li"]
+    assert pl["macs"] == 4 * 4 * 512                    # the GEMM's MACs per PE
+    W, X = Region("a", 0), Region("b", 0)
+    with pytest.raises(RingError, match="different banks"):
+        gemm_ring_frag(cfg, 0, 16, 512, 16, W, Region("a", 100), Region("b", 900), list(range(32)))
+    with pytest.raises(RingError, match="do not split"):
+        gemm_ring_frag(cfg, 0, 16, 500, 16, W, X, Region("b", 900), list(range(32)))
+    with pytest.raises(RingError, match="core 40"):
+        gemm_ring_frag(cfg, 40, 16, 512, 16, W, X, Region("b", 900), list(range(32)))
+
+
+def _mutated(monkeypatch, fn):
+    orig = ring_mat_gemm._pass_ring
+    monkeypatch.setattr(ring_mat_gemm, "_pass_ring", lambda *a: [fn(t) for t in orig(*a)])
+
+
+@pytest.mark.parametrize("what", ["operand", "timing"])
+def test_mb_overlap_mutations_are_caught(monkeypatch, what):
+    """A wrong overlap fails the checks: the first product taken with ``W`` for ``X``
+    (weights differ from the golden's), or the stream scheduled with a 2-slot ring hop
+    (beats taken before they arrive: the fast engine refuses the stalling schedule)."""
+    if what == "operand":
+        _mutated(monkeypatch, lambda t: t.replace("= row * col", "= row * row"))
+    else:
+        monkeypatch.setattr(ring_mat_gemm, "HOP", 2)
+    mlp = MLP((12, 20, 10, 6), "mse", 0.05, batch=4)
+    with pytest.raises(AssertionError if what == "operand" else RingStallError):
+        _run(SMALL, mlp, 1, "fast", _seed(), "rows")
+
+
+def test_mb_overlap_step_one_engine_direct():
+    """The switch reaches the compiler through ``overlap_options`` and both schedules run
+    from the same initial weights to the same weights (fast engine, MSE, 2 cores)."""
+    mlp = MLP((7, 9, 4, 3), "mse", 0.05, batch=4)
+    seed = _seed()
+    W0 = init_weights(mlp, TINY.fmt, seed)
+    rng = np.random.default_rng(seed)
+    X, T = _batch(rng, mlp)
+    outs = []
+    for on in (True, False):
+        tp = compile_chip_mbgd(TINY, mlp, out_map="rows", **overlap_options(on))
+        sess = ChipSession(TINY, "fast")
+        tp.init(sess, W0)
+        tp.run_step(sess, X, T)
+        outs.append((tp.meta["ring_fw"], tp.weights_from_session(sess, padded=True)))
+    assert outs[0][0] == [0, 1, 2] and outs[1][0] == []
+    _eq(outs[0][1], outs[1][1], "on vs off")
+
+
+@pytest.mark.parametrize("acts", ["resident", "reuse"])
+def test_mb_overlap_with_panels_in_dram(acts):
+    """W0 paged from the scratchpad and W1 streamed from DRAM keep the old schedule; W2's
+    GEMM takes the all-gather of A2 off the ring: three steps bit for bit on the fast
+    engine, every core's DRAM counters as predicted (``test_mb_acts``'s check)."""
+    from tests.sw.test_mb_acts import CFG, NET, PAGED
+    from tests.sw.test_mb_acts import _run as run_dram
+
+    mlp = MLP(NET, "softmax_ce", 0.05, batch=4)
+    tp, _ = run_dram(CFG.replace(ucode_depth=4096), mlp, "fast", 3,
+                     dict(out_map="rows", acts=acts, dram=[1], **PAGED), dict(out_map="rows", acts=acts, **PAGED))
+    assert tp.meta["ring_fw"] == [2] and sorted(tp.meta["ring_fw_why"]) == [0, 1] and tp.meta["acts"] == acts
+    assert "streamed from DRAM" in tp.describe()
