@@ -101,10 +101,11 @@ class Batcher:
                 batch, off, k = rd.batch
                 if "rows" not in batch:
                     batch["rows"] = self._res_rows(rd.kind, rd.a, batch["ix"], batch["res"])
-                r = Ref(batch["rows"][off:off + k])
+                r = Ref(self._group_rows(*batch["rows"], off, off + k))
             else:
-                r = Ref(self._res_rows(rd.kind, rd.a, self.rf_ix[rd.a] if rd.kind == "rf" else self.rd_ix[rd.a],
-                                       rd.res))
+                vals, gid = self._res_rows(rd.kind, rd.a, self.rf_ix[rd.a] if rd.kind == "rf" else self.rd_ix[rd.a],
+                                           rd.res)
+                r = Ref(self._group_rows(vals, gid, 0, vals.shape[1]))
         elif rd.kind == "bus":
             I, axis = rd.a
             r = self.bus_ref(I, axis)
@@ -114,21 +115,26 @@ class Batcher:
         return r
 
     def _res_rows(self, kind, a, ix, res):
+        """The rows in ``V`` of resolved register / read-port reads: ``(vals, gid)``, the
+        rows of each group of PEs [groups, reads] and the group of each PE."""
         init = self.plan.rf_row0 + a if kind == "rf" else self.plan.rd_row + a
         bases = np.array([w.node.base for w in ix.writers] + [init], np.int64)
-        if len(res) == 1:
-            _, wid, occ = res[0]
-            return bases[wid] + np.where(wid >= 0, occ, 0)
-        # the rows of each group of PEs, then one gather for every PE (the same rows in
-        # every group: one row per read, the PE's own column)
         vals = np.empty((len(res), len(res[0][1])), np.int64)
-        gid = np.empty(self.P, np.int64)
+        gid = np.zeros(self.P, np.int64)
         for g, (pes, wid, occ) in enumerate(res):
             vals[g] = bases[wid] + np.where(wid >= 0, occ, 0)
-            gid[pes] = g
-        if (vals == vals[:1]).all():
-            return vals[0]
-        return np.ascontiguousarray(vals.T.take(gid, axis=1))
+            if pes is not None:
+                gid[pes] = g
+        return vals, gid
+
+    @staticmethod
+    def _group_rows(vals, gid, i, j):
+        """Rows of the reads ``i .. j - 1`` (:meth:`_res_rows`): [j - i] when every group
+        of PEs reads the same rows (the PE's own column), otherwise [j - i, P]."""
+        v = vals[:, i:j]
+        if len(v) == 1 or (v == v[:1]).all():
+            return v[0]
+        return v.T.take(gid, axis=1)
 
     def bus_ref(self, I, axis, k=None):
         P = self.P
@@ -141,6 +147,13 @@ class Batcher:
             return Ref(np.full(k, self.const_row[0], np.int64))
         _, drv, frm = b
         dref = self.ref(drv)
+        if dref.rows.ndim == 1 and dref.cols is None and dref.cmap is None:
+            # the driver's values in one row per read: PE p hears column frm[p] of it
+            if (frm < 0).any():
+                rows = np.broadcast_to(dref.rows[:, None], (len(dref.rows), P))
+                return Ref(np.ascontiguousarray(np.where(frm[None, :] < 0, self.const_row[0], rows)),
+                           np.ascontiguousarray(np.broadcast_to(np.maximum(frm, 0), rows.shape)))   # col 0: +0
+            return Ref(dref.rows, cmap=np.asarray(frm, np.int64))
         R, C = to2d(dref, P, self.pidx)
         fc = np.maximum(frm, 0)
         rows = R[:, fc]
@@ -208,8 +221,7 @@ class Batcher:
             return self.ref(nd.reads["c"]) if k else Ref(np.zeros(0, np.int64))
         if "cap_node" in nd.info:
             return Ref(np.full(k, nd.info["cap_node"].base, np.int64))
-        r = self.ref(nd.info["cap"])
-        return Ref(r.rows[:k], None if r.cols is None else r.cols[:k])
+        return self.ref(nd.info["cap"]).head(0, k)
 
     def _hits(self, nd):
         h = nd.info["hits"]
@@ -229,6 +241,8 @@ class Batcher:
             return node.base + occ, pp
         ref = self.ref(node.reads["src"])
         rows = ref.rows[occ] if ref.rows.ndim == 1 else ref.rows[occ, pp]
+        if ref.cmap is not None:
+            return rows, ref.cmap[pp]
         return rows, pp if ref.cols is None else ref.cols[occ, pp]
 
     def _merge_chain_batches(self, batches):
@@ -237,7 +251,8 @@ class Batcher:
         for b in batches:
             if (b[0] == "chain" and out and out[-1][0] == "chain" and b[5] == out[-1][5] and b[1] is None
                     and out[-1][1] is None and b[3].shape[1] == out[-1][3].shape[1] and b[2].cols is None
-                    and out[-1][2].cols is None and b[2].rows.ndim == 1 and out[-1][2].rows.ndim == 1):
+                    and out[-1][2].cols is None and b[2].rows.ndim == 1 and out[-1][2].rows.ndim == 1
+                    and b[2].cmap is None and out[-1][2].cmap is None):
                 p = out[-1]
                 out[-1] = ("chain", None, Ref(np.concatenate([p[2].rows, b[2].rows])),
                            np.concatenate([p[3], b[3]]), np.concatenate([p[4], b[4]]), b[5])

@@ -239,7 +239,7 @@ class Compiler(NodeBuilder, Resolver, Batcher):
                 rows[sel] = nd.base + r[1][sel]
                 continue
             ref = self.ref(nd.reads["src"])
-            if ref.rows.ndim == 1 and ref.cols is None:
+            if ref.rows.ndim == 1 and ref.cols is None and ref.cmap is None:
                 rows[sel] = ref.rows[r[1][sel]]
             else:
                 per_pe.append((ref, sel))
@@ -256,7 +256,8 @@ class Compiler(NodeBuilder, Resolver, Batcher):
                 if len(sel):
                     occ = r[1][sel]
                     R = ref.rows[occ][:, pj] if ref.rows.ndim == 2 else ref.rows[occ][:, None]
-                    Cc = pj[None, :] if ref.cols is None else ref.cols[occ][:, pj]
+                    Cc = ref.cmap[pj][None, :] if ref.cmap is not None else pj[None, :] if ref.cols is None \
+                        else ref.cols[occ][:, pj]
                     self.plan.final_mem.append(("class", bank, pes, a[sel], np.ascontiguousarray(R * P + Cc)))
         return True
 
@@ -347,8 +348,7 @@ class Compiler(NodeBuilder, Resolver, Batcher):
                     elif "cap_node" in nd.info:
                         c = Ref(np.array([nd.info["cap_node"].base]))
                     else:
-                        r = self.ref(nd.info["cap"])
-                        c = Ref(r.rows[k:k + 1], None if r.cols is None else r.cols[k:k + 1])
+                        c = self.ref(nd.info["cap"]).head(k, k + 1)
                     plan.exit_mp[n - 1 - sk] = (nd.info["pred"], nd.info["dst"], nd.info["prod"].base + k, c_rf, c,
                                                 nd.info["wbk"], wa)
                 elif sk + lat >= n:

@@ -118,14 +118,19 @@ class Read:
 
 class Ref:
     """Where the values of a read are in ``V``: ``rows`` [k] (all PEs read their own
-    column) or [k, P]; ``cols`` None (own column) or [k, P]. A compiled plan holds the
-    [k, P] forms as ``flat`` indices into ``V.reshape(-1)`` instead
-    (:func:`sim.fast_flow_plan.flatten`)."""
+    column) or [k, P]; ``cols`` None (own column) or [k, P]; or ``rows`` [k] and
+    ``cmap`` [P]: PE ``p`` reads column ``cmap[p]`` of every row (a bus driven from
+    values in one row per read). A compiled plan holds the [k, P] forms as ``flat``
+    indices into ``V.reshape(-1)`` instead (:func:`sim.fast_flow_plan.flatten`)."""
 
-    __slots__ = ("rows", "cols", "flat")
+    __slots__ = ("rows", "cols", "flat", "cmap")
 
-    def __init__(self, rows, cols=None, flat=None):
-        self.rows, self.cols, self.flat = rows, cols, flat
+    def __init__(self, rows, cols=None, flat=None, cmap=None):
+        self.rows, self.cols, self.flat, self.cmap = rows, cols, flat, cmap
+
+    def head(self, i, j):
+        """The reads ``i .. j - 1``."""
+        return Ref(self.rows[i:j], None if self.cols is None else self.cols[i:j], None, self.cmap)
 
 
 class ResIndex:
@@ -180,6 +185,8 @@ class ResIndex:
 def to2d(ref, P, pidx):
     """The rows and columns of ``ref`` as two arrays [k, P]."""
     rows = ref.rows if ref.rows.ndim == 2 else np.broadcast_to(ref.rows[:, None], (len(ref.rows), P))
+    if ref.cmap is not None:
+        return rows, np.broadcast_to(ref.cmap, rows.shape)
     cols = ref.cols if ref.cols is not None else np.broadcast_to(pidx, rows.shape)
     return rows, cols
 
@@ -192,8 +199,12 @@ def cat_refs(refs, P, pidx):
     if len(refs) == 1:
         return refs[0]
     if all(r.cols is None and r.rows.ndim == 1 for r in refs):
-        return Ref(np.concatenate([r.rows for r in refs]))
-    if all(r.cols is None for r in refs):
+        cm = refs[0].cmap
+        if all(r.cmap is None for r in refs):
+            return Ref(np.concatenate([r.rows for r in refs]))
+        if cm is not None and all(r.cmap is not None and np.array_equal(r.cmap, cm) for r in refs):
+            return Ref(np.concatenate([r.rows for r in refs]), cmap=cm)
+    if all(r.cols is None and r.cmap is None for r in refs):
         return Ref(np.concatenate([r.rows if r.rows.ndim == 2 else np.broadcast_to(r.rows[:, None], (len(r.rows), P))
                                    for r in refs]))
     rc = [to2d(r, P, pidx) for r in refs]

@@ -172,7 +172,7 @@ def plan_nbytes(obj) -> int:
     if isinstance(obj, np.ndarray):
         return obj.nbytes if obj.base is None else 0
     if isinstance(obj, Ref):
-        return plan_nbytes(obj.rows) + plan_nbytes(obj.cols) + plan_nbytes(obj.flat)
+        return plan_nbytes(obj.rows) + plan_nbytes(obj.cols) + plan_nbytes(obj.flat) + plan_nbytes(obj.cmap)
     if isinstance(obj, (tuple, list)):
         return sum(plan_nbytes(o) for o in obj)
     return 0
@@ -181,7 +181,7 @@ def plan_nbytes(obj) -> int:
 def _flat_ref(ref, P, pidx):
     """``ref`` for :func:`_gather` at run time: [k, P] rows / columns as flat indices."""
     if ref.cols is None and ref.rows.ndim == 1:
-        return ref
+        return ref          # own columns, or a column map (cmap): gathered by rows
     cols = pidx if ref.cols is None else ref.cols
     return Ref(None, None, np.ascontiguousarray(ref.rows * P + cols))
 
@@ -230,6 +230,8 @@ def _gather(V, ref, pidx):
     # integer index arrays: ``take`` gives fancy indexing's result, faster
     if ref.flat is not None:
         return V.reshape(-1).take(ref.flat)
+    if ref.cmap is not None:
+        return V.take(ref.rows, axis=0).take(ref.cmap, axis=1)
     if ref.cols is None:
         if ref.rows.ndim == 1:
             return V.take(ref.rows, axis=0)
