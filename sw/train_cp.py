@@ -669,6 +669,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
     the scratchpad (with the sizes), or a program that does not fit the microcode."""
+    given = dict(groups=groups, softmax=softmax, backward=backward, spad=spad, page_rows=page_rows, dram=dram,
+                 shared=shared)
     smx = _check(cfg, mlp, softmax)
     c, nr, nl = cfg.cores, cfg.nr, mlp.n_layers
     kit = SharedKit(_kit(mlp))
@@ -741,6 +743,10 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                 used = len(step.layout(replace(cfg, ucode_depth=1 << 16), tails, ring)[0][0])
                 if used <= cfg.ucode_depth:  # pragma: no cover - another assembler error
                     raise
+                if ov is None:           # the straight-line GEMV rows cost microcode: every chain in the tail
+                    tp = compile_chip_cp(cfg, mlp, **given, chain_overlap=False)
+                    tp.meta["chain_overlap_off"] = f"microcode ({used} words per core with it)"
+                    return tp
                 raise TrainCompileError(f"the CP step's programs need {used} microcode words per core (head, {V} "
                                         f"tail variants, the chains, host programs), the core holds "
                                         f"{cfg.ucode_depth} (ArchConfig.ucode_depth)") from None

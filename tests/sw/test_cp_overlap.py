@@ -58,11 +58,16 @@ def test_cp_chain_overlap_shared_core():
 
 
 def test_cp_chain_overlap_fallbacks():
-    """Minibatch CP and paged panels keep every chain in the tail, and say why."""
+    """Minibatch CP, paged panels and a step whose straight-line GEMV rows do not fit
+    the microcode (chip-small with 256 words, where every chain in the tail fits) keep
+    every chain in the tail, and say why."""
     mb = compile_chip_cp(SIX, MLP((7, 9, 6, 3), "mse", 0.125, batch=2))
     assert not mb.meta["chain_overlap"] and "(chain_overlap: minibatch)" in mb.describe()
     pg = compile_chip_cp(replace(SIX, spad_kib=1), MLP((7, 9, 6, 3), "mse", 0.125), spad=[0], page_rows=4)
     assert not pg.meta["chain_overlap"] and "(chain_overlap: paged panels)" in pg.describe()
+    uc = compile_chip_cp(replace(SMALL, ucode_depth=256), MLP((64, 64, 64, 10), "mse", 0.125))
+    assert not uc.meta["chain_overlap"] and "(chain_overlap: microcode (" in uc.describe()
+    assert max(len(w) for w in uc.image) <= 256
 
 
 def test_gemv_lines_are_emit_gemvs_rows():
