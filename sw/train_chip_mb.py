@@ -664,7 +664,7 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
 
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
                       dram=None, acts: str = "auto", overlap: bool = True, ag_overlap: bool = True,
-                      bcast_overlap: bool = True) -> ChipMBProgram:
+                      bcast_overlap: bool = True, ring_layers: list | None = None) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
@@ -674,7 +674,9 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     ``ag_overlap``: the all-gather of each hidden activation runs inside the GEMM that
     reads it, ``bcast_overlap``: the broadcast of ``X`` inside the first layer's GEMM
     (:func:`ring_fw_layers`, :mod:`sw.ring_mat_gemm`; the same operations in the same
-    order, so the same bits; ``meta["ring_fw"]``). ``overlap`` (the third key of
+    order, so the same bits; ``meta["ring_fw"]``; when the longer text adds microcode
+    reloads, the fewest cycles of all those layers, each alone, or none; ``ring_layers``
+    forces the layers, tests). ``overlap`` (the third key of
     :func:`sw.train_chip.overlap_options`) switches nothing in minibatch GD yet: its
     backward collectives run between the kernels either way.
 
@@ -704,6 +706,13 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
     why = ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap)
     rfw = sorted(l for l, w in why.items() if w is None)
+    if ring_layers is not None:
+        bad = sorted(set(ring_layers) - set(rfw))
+        if bad:
+            raise TrainCompileError(f"ring_layers {bad}: their GEMMs cannot take the input off the ring ("
+                                    + "; ".join(f"layer {l}: {why.get(l) or 'its input is not gathered'}" for l in bad)
+                                    + ")")
+        rfw = sorted(ring_layers)
 
     def build(rfw):
         parts_ops = {}
@@ -723,11 +732,16 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         return tp
 
     tp = build(rfw)
-    if rfw and tp.reload_cycles():
-        # the longer text costs microcode reloads: keep the schedule with the fewer cycles
-        alt = build([])
-        if alt.step_cycles() <= tp.step_cycles():
-            alt.meta["ring_fw_why"].update({l: f"the longer program's microcode reloads ({tp.step_cycles()} cycles "
-                                               f"per step, {alt.step_cycles()} without)" for l in rfw})
-            tp = alt
+    if rfw and tp.reload_cycles() and ring_layers is None:
+        # the longer text costs microcode reloads: the fewest cycles of all these layers
+        # inside their GEMMs, one of them, or none
+        best = tp
+        for alt in ([[l] for l in rfw] if len(rfw) > 1 else []) + [[]]:
+            alt = build(alt)
+            if alt.step_cycles() < best.step_cycles():
+                best = alt
+        for l in set(rfw) - set(best.meta["ring_fw"]):
+            best.meta["ring_fw_why"][l] = (f"the longer program's microcode reloads ({tp.step_cycles()} cycles per "
+                                           f"step with every layer inside its GEMM, {best.step_cycles()} so)")
+        tp = best
     return tp

@@ -22,7 +22,7 @@ from sw.mlp import MLP
 from sw.collectives import Region
 from sw.ring import RingError
 from sw.ring_mat_gemm import gemm_ring_frag, gemm_ring_plan
-from sw.train import init_weights
+from sw.train import TrainCompileError, init_weights
 from sw.train_chip import overlap_options
 from sw.train_chip_mb import compile_chip_mbgd
 from tests.sw.test_train import _eq_weights as _eq
@@ -92,15 +92,22 @@ def test_mb_overlap_paged_layers_keep_the_old_schedule():
 
 
 def test_mb_overlap_falls_back_when_reloads_cost_more():
-    """With chip-small's 1024-word microcode the longer forward text of this net adds
-    microcode reloads worth more than the collectives: the compiler keeps the old
-    schedule and says why."""
+    """With chip-small's 1024-word microcode the longer forward text adds microcode
+    reloads worth more than some collectives: the compiler keeps the fewest cycles of
+    every layer, each alone and none inside its GEMM, and says why for the others."""
     mlp = MLP((20, 32, 32, 16), "mse", 0.05, batch=8)
-    tp = compile_chip_mbgd(PRESETS["chip-small"], mlp, out_map="rows")
-    assert tp.meta["ring_fw"] == [] and "microcode reloads" in tp.meta["ring_fw_why"][0]
-    assert "forward collectives inside the GEMMs: none" in tp.describe()
-    assert tp.step_cycles() == compile_chip_mbgd(PRESETS["chip-small"], mlp, out_map="rows",
-                                                 **overlap_options(False)).step_cycles()
+    cfg = PRESETS["chip-small"]
+    tp = compile_chip_mbgd(cfg, mlp, out_map="rows")
+    full = compile_chip_mbgd(SMALL, mlp, out_map="rows")      # the whole text in one image
+    assert full.meta["ring_fw"] == [0, 1, 2] and len(tp.meta["ring_fw"]) <= 1
+    assert all("microcode reloads" in tp.meta["ring_fw_why"][l] for l in {0, 1, 2} - set(tp.meta["ring_fw"]))
+    forced = compile_chip_mbgd(cfg, mlp, out_map="rows", ring_layers=[0, 1, 2])
+    assert forced.meta["ring_fw"] == [0, 1, 2] and forced.reload_cycles() > 0
+    with pytest.raises(TrainCompileError, match=r"ring_layers \[2\]: .*layer 2: paged panel"):
+        compile_chip_mbgd(SMALL.replace(spad_kib=4), mlp, out_map="rows", spad=[2], page_rows=4, ring_layers=[2])
+    opts = [compile_chip_mbgd(cfg, mlp, out_map="rows", ag_overlap=a, bcast_overlap=x).step_cycles()
+            for a, x in ((True, True), (False, True), (False, False))]
+    assert tp.step_cycles() == min(opts + [tp.step_cycles()]) and tp.step_cycles() <= opts[-1]
 
 
 def test_mb_overlap_plan_and_errors():

@@ -187,16 +187,20 @@ def test_chip_mbgd_rtl(sim):
     microcode, recorded on the per-cycle chip model and replayed on the RTL (every beat
     and counter of every core compared); the weights read back from the RTL equal the
     golden trainer's. The forward collectives run inside the GEMMs (the broadcast of X;
-    with row panels the all-gather of A1 too: ``sw/ring_mat_gemm.py``). The configuration
-    is ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
+    with row panels the all-gather of A1 too, forced: the compiler would leave it out for
+    the microcode reloads its text adds at 128 words; ``sw/ring_mat_gemm.py``). The
+    configuration is ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from sim.chip_run import ChipPhase, run_chip_session
     from tests.rtl.test_chip import CHIP4
 
     seed = _seed()
     for loss, out_map in (("mse", "rows"), ("softmax_ce", "cols")):
         mlp = MLP((5, 6, 3), loss, 0.125, batch=3)
-        tp, sess, gold, results = run_and_check(CHIP4, mlp, 1, "model", seed, record=True, out_map=out_map)
-        assert tp.meta["ring_fw"] == ([0, 1] if out_map == "rows" else [0])
+        ring = [0, 1] if out_map == "rows" else [0]
+        tp, sess, gold, results = chip_run_and_check(
+            CHIP4, mlp, 1, "model", seed, True, compile=partial(compile_chip_mbgd, ring_layers=ring),
+            golden=GoldenChipMBGD, sample=_batch, out_map=out_map)
+        assert tp.meta["ring_fw"] == ring
         assert not {"bcast_X", "ag1"} & {op for op, _, _ in tp.breakdown()}
         un = tp.unload_weights_phases()
         phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
