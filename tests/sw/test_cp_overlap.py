@@ -41,22 +41,6 @@ def test_cp_chain_overlap_matches_golden_on_both_engines(cfg, sizes, loss):
     assert "every chain in the tail, after every core's kernels (chain_overlap: off)" in off.describe()
 
 
-def test_cp_chain_overlap_shared_core():
-    """Layers 3 + 4 on one core (the planner's choice): the delta chains pass it at the
-    head's start without GEMV rows (its head runs two layers), bit for bit on both
-    engines with equal counters."""
-    mlp = MLP((8, 24, 20, 6, 4, 3), "mse", 0.125)
-    seed = _seed()
-    tp, _, _, fast = run_cp(SIX, mlp, 1, "fast", seed)
-    _, _, _, model = run_cp(SIX, mlp, 1, "model", seed)
-    for a, b in zip(fast, model):
-        assert a.core_counters == b.core_counters
-    k = tp.cores_of(4)[0]
-    assert tp.shared == (4,) and tp.meta["chain_overlap"]
-    assert tp.meta["rows_merged"][k] == 0 and tp.head[k][0].name == "chains_d"
-    assert max(tp.meta["rows_merged"]) > 0
-
-
 def test_cp_chain_overlap_fallbacks():
     """Minibatch CP, paged panels and a step whose straight-line GEMV rows do not fit
     the microcode (chip-small with 256 words, where every chain in the tail fits) keep
@@ -111,9 +95,10 @@ def _gemv_on_r0(monkeypatch):
 def test_cp_chain_overlap_mutations_fail(monkeypatch, mutate, match, backend):
     """Beats taken a slot early: the fast engine's ring-stall error, the per-cycle
     engine's stall (the RUN check); GEMV rows on the chains' register: the weights
-    differ from the golden's."""
+    differ from the golden's (six samples: with three, about one seed in 40 hides it
+    behind the ReLUs)."""
     from sim.chip_model import RingStallError
 
     mutate(monkeypatch)
     with pytest.raises((AssertionError, RingStallError), match=match):
-        run_cp(SIX, MLP((7, 9, 6, 3), "mse", 0.125), 3, backend, _seed())
+        run_cp(SIX, MLP((7, 9, 6, 3), "mse", 0.125), 6, backend, _seed())

@@ -173,13 +173,18 @@ def test_cp_shared_core_matches_golden(sizes, loss, shared, groups, backend):
 
 def test_cp_shared_core_engines_agree_and_cost_model():
     """The chip engines' counters equal on a shared core; the compiler chose the
-    placement with the shortest step compute of those it tried, and says so."""
+    placement with the shortest step compute of those it tried, and says so; the delta
+    chains pass the shared core at the head's start without GEMV rows (its head runs two
+    layers), beside GEMV rows on the others."""
     mlp = MLP((8, 24, 20, 6, 4, 3), "mse", 0.125)
     seed = _seed()
     tp, _, _, fast = run_cp(SIX, mlp, 2, "fast", seed)
     _, _, _, model = run_cp(SIX, mlp, 2, "model", seed)
     for a, b in zip(fast, model):
         assert a.core_counters == b.core_counters
+    k = tp.cores_of(4)[0]
+    assert tp.meta["chain_overlap"] and max(tp.meta["rows_merged"]) > 0
+    assert tp.meta["rows_merged"][k] == 0 and tp.head[k][0].name == "chains_d"
     tried = {tuple(sh): (g, c) for sh, g, _, c in tp.meta["placements"]}
     assert tried[()][0] == [1, 2, 1, 1, 1] and tried[(4,)][0] == tp.groups
     assert min(tried.values(), key=lambda t: t[1]) == tried[(4,)] and tried[(4,)][1] < tried[()][1]
