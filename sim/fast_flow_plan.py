@@ -31,13 +31,18 @@ class Plan:
         V[self.rd_row + 1] = st.rd_b
         for row, val in self.consts:
             V[row] = val
-        for row0, axis, steps, s1_host in self.host:
+        direct = getattr(self, "host_direct", ())
+        lanes = []
+        for i, (row0, axis, steps, s1_host) in enumerate(self.host):
             if steps is not None and len(steps):
                 ln = lanes_all[lane_of[x + steps]]
             else:
                 ln = np.zeros((0, self.nr), self.ut)
             if s1_host:
                 ln = np.concatenate([st.op_lanes.reshape(1, -1), ln])
+            lanes.append(ln)
+            if i in direct:         # read by the exit's SRAM writes alone, from the lanes
+                continue
             # PE (r, c) hears lane r of a row beat, lane c of a column beat (Geometry.row / .col)
             blk = V[row0:row0 + len(ln)].reshape(len(ln), self.nr, self.nr)
             blk[:] = ln[:, :, None] if axis == "row" else ln[:, None, :]
@@ -95,9 +100,26 @@ class Plan:
                     Vf[rrows] = acc[1:]
             else:
                 raise AssertionError(kind)
-        return self._commit_fn(V, st, lanes_all, lane_of, x)
+        return self._commit_fn(V, st, lanes_all, lane_of, x, lanes)
 
-    def _commit_fn(self, V, st, lanes_all, lane_of, x):
+    def _mem_values(self, V, lanes):
+        """The values of the exit's SRAM writes (see :meth:`_commit_fn`)."""
+        Vf = V.reshape(-1)
+        out = []
+        for kind, bank, pes, mi, vi in self.final_mem:
+            if kind == "flat":
+                v = Vf.take(vi)
+            elif kind == "lanes":       # vi = (host block, positions in it, each PE's lane)
+                blk, pos, lane = vi
+                v = lanes[blk][pos].take(lane, axis=1).T
+            elif isinstance(vi, slice):     # consecutive rows: a view of V
+                v = (V[vi] if pes is None else V[vi][:, pes]).T
+            else:
+                v = (Vf.take(vi) if vi.ndim == 2 else V.take(vi, axis=0) if pes is None else V[vi[:, None], pes]).T
+            out.append((bank, pes, mi, v))
+        return out
+
+    def _commit_fn(self, V, st, lanes_all, lane_of, x, lanes=()):
         pidx = self.pidx
         new_rf = st.rf.copy()
         for r, ref in self.final_rf:
@@ -107,10 +129,9 @@ class Plan:
             new_rd[i] = np.array(_gather(V, ref, pidx)[0])
         Vf = V.reshape(-1)
         # "class": words mi of the PEs pes (None: all) from rows vi of V (the PE's own
-        # column) or from flat indices vi [words, pes]; "flat": flat indices into the bank
-        mem_up = [(bank, pes, mi, (Vf.take(vi) if vi.ndim == 2 else V.take(vi, axis=0) if pes is None
-                                   else V[vi[:, None], pes]).T)
-                  if kind == "class" else (bank, None, mi, Vf.take(vi)) for kind, bank, pes, mi, vi in self.final_mem]
+        # column) or from flat indices vi [words, pes]; "lanes": from a host block's lanes;
+        # "flat": flat indices into the bank
+        mem_up = self._mem_values(V, lanes)
         mp = [None] * len(self.exit_mp)
         for i, e in enumerate(self.exit_mp):
             if e is not None:
@@ -139,7 +160,7 @@ class Plan:
                 elif pes is None:           # every PE: words mi <- rows of V
                     mem[:, mi] = vv
                 else:
-                    mem[pes[:, None], mi] = vv
+                    mem[pes if isinstance(mi, slice) else pes[:, None], mi] = vv
             cols = plan.ar_cols
             if len(cols) == st.ar.shape[1]:
                 st.ar = plan.final_ar.copy()
@@ -224,6 +245,49 @@ def flatten(plan, P, depth: dict):
     if plan.hout is not None:
         rows, cols, lasts = plan.hout
         plan.hout = (rows * P + cols, lasts)
+    _host_direct(plan)
+    plan.final_mem = [(kind, bank, pes, _as_slice(mi), _as_slice(vi) if kind == "class" else
+                       (vi[0], _as_slice(vi[1]), vi[2]) if kind == "lanes" else vi)
+                      for kind, bank, pes, mi, vi in plan.final_mem]
+
+
+def _as_slice(a):
+    """``a`` (an index array) as a slice when it is consecutive ints (cheaper indexing)."""
+    if isinstance(a, np.ndarray) and a.ndim == 1 and len(a) > 1 and int(a[-1]) - int(a[0]) == len(a) - 1 \
+            and (np.diff(a) == 1).all():
+        return slice(int(a[0]), int(a[-1]) + 1)
+    return a
+
+
+def _host_direct(plan):
+    """A region that only moves host beats into SRAM (no batches; the exit reads nothing
+    of ``V`` but its SRAM writes): the writes of host values take them from the host
+    block's lanes ("lanes": block, positions in it, the lane each PE hears), and a block
+    no other write reads is not spread over ``V`` (:attr:`Plan.host_direct`)."""
+    plan.host_direct = ()
+    if plan.batches or plan.final_rf or plan.final_rd or plan.hout is not None or \
+            any(e is not None for e in plan.exit_mp + plan.exit_ap):
+        return
+    nr, P = plan.nr, plan.P
+    blocks = [(row0, row0 + (len(steps) if steps is not None else 0) + int(s1_host), axis)
+              for row0, axis, steps, s1_host in plan.host]
+    used, out = set(), []
+    for e in plan.final_mem:
+        kind, bank, pes, mi, vi = e
+        if kind == "class" and vi.ndim == 1 and len(vi):
+            lo, hi = int(vi.min()), int(vi.max())
+            hit = [i for i, (a, b, _) in enumerate(blocks) if a <= lo and hi < b]
+            if hit:
+                a, _, axis = blocks[hit[0]]
+                pp = plan.pidx if pes is None else pes
+                # PE (r, c) hears lane r of a row beat, lane c of a column beat
+                out.append(("lanes", bank, pes, mi, (hit[0], vi - a, pp // nr if axis == "row" else pp % nr)))
+                continue
+        rows = vi if kind == "class" and vi.ndim == 1 else vi // P      # flat indices: their rows
+        used |= {i for i, (a, b, _) in enumerate(blocks) if ((rows >= a) & (rows < b)).any()}
+        out.append(e)
+    plan.final_mem = out
+    plan.host_direct = tuple(i for i in range(len(blocks)) if i not in used)
 
 
 def _gather(V, ref, pidx):
