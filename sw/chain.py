@@ -64,6 +64,7 @@ texts of equal length, to be folded into loops by :func:`sw.ring.ring_text`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from sw.ring import RingError, _join
 from arch.config import RING_HOP_CYCLES as RING_HOP
@@ -197,8 +198,10 @@ def _vec_text(r: str, pr: str, sb, db, db2=None) -> tuple:
     return f"rin col | rd{sb} [ar1]++ gate=pred | @diag=0 | add r0 = col + mem{sb}", "rdrv r0 @diag=0 | rout row"
 
 
+@lru_cache(maxsize=256)
 def _hop_texts(cfg, st: Stream) -> list:
-    """Per hop: ``(take offset, send offset, {slot offset: text}, setup texts)``."""
+    """Per hop: ``(take offset, send offset, {slot offset: text}, setup texts)`` (cached:
+    the compiler schedules the same streams in several orders; callers do not modify it)."""
     mat = st.hops[0].layout == "mat"
     nr = cfg.nr
     # an add's sum is sent L - 1 slots after the add; a matrix add sends a word once all

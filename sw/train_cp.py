@@ -61,6 +61,7 @@ scratchpad port twice per step.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import numpy as np
@@ -472,8 +473,15 @@ def _ring_op(lines, reads, writes, text: str) -> Op:
     return Op("chains", "ring", emit, reads=reads, writes=writes, stores=True)
 
 
+#: chains of at most this many streams are scheduled in every order (else three orders)
+ALL_ORDERS = 5
+
+
 def _orders(sts) -> list:
-    """The stream orders the chains' scheduler is tried with."""
+    """The stream orders the chains' scheduler is tried with: every one for a few
+    streams (:data:`ALL_ORDERS`), else as given, reversed and the longest paths first."""
+    if len(sts) <= ALL_ORDERS:
+        return [list(p) for p in itertools.permutations(sts)]
     return [list(sts), sts[::-1], sorted(sts, key=lambda st: -len(st.hops))]
 
 
@@ -495,7 +503,8 @@ class _StepImage:
         self.out = next(k for k in range(self.c) if stages[k] is not None
                         and mlp.n_layers - 1 in allocs[k].meta.get("layers", [stages[k][0]]))
         self.streams = self.tail_streams(None)
-        self.pick = min(range(3), key=lambda o: (schedule(cfg, _orders(self.streams)[o]).slots, o))
+        orders = _orders(self.streams)
+        self.pick = min(range(len(orders)), key=lambda o: (schedule(cfg, orders[o]).slots, o))
         self.rw = [kit.ring_rw(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(self.c)]
 
     def tail_streams(self, j) -> list:
