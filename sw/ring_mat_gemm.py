@@ -40,7 +40,7 @@ from sw.layout import local_len
 from sw.ring import RingError
 from sw.ring_mat import RingFrag, _fold_text
 
-__all__ = ["gemm_ring_plan", "gemm_ring_frag", "gemm_ring_check"]
+__all__ = ["gemm_ring_plan", "gemm_ring_frag", "gemm_ring_check", "gemm_ring_update_plan", "gemm_ring_update_frag"]
 
 HOP = RING_HOP_CYCLES
 
@@ -98,45 +98,64 @@ def gemm_ring_check(cfg, W, X, Y) -> str | None:
     return None
 
 
+def _prologue(cfg, k: int, W, X, Y) -> tuple:
+    """``(nr, cores)`` once the operands and the core are checked (:class:`RingError`)."""
+    why = gemm_ring_check(cfg, W, X, Y)
+    if why:
+        raise RingError(why)
+    if not 0 <= k < cfg.cores:
+        raise RingError(f"core {k} is not a core of the chip (cores={cfg.cores})")
+    return cfg.nr, cfg.cores
+
+
 def _add(cfg, r: int, d: int) -> str:
     d &= (1 << cfg.addr_bits) - 1
     return f"ar{r} += {d}" if d else "nop"
 
 
+def _stream(cfg, ring: list, t0: int, h: int, beats: int, pl: dict, ldw: int, banks, first: bool) -> None:
+    """Place into ``ring`` the slot texts of one segment's ``beats`` on the core ``h`` hops
+    from its origin, beat ``j`` at ``t0 + j p``: the beat's way in and on, its ``Li``
+    MACs (``first``: the segment starts every chain, ``mul``); ``ldw``: the local words
+    per row of the left operand (its ``Li`` rows are read at ``ar1 + ii ldw``)."""
+    nr, c = cfg.nr, cfg.cores
+    Li, Lc, p = pl["Li"], pl["Lc"], pl["p"]
+    wb, xb = banks
+    xr = f"r{Li * Lc}"
+    for j in range(beats):
+        jr, rest = divmod(j, nr * Lc)
+        q, cc = divmod(rest, Lc)
+        end = rest == nr * Lc - 1                 # the last beat of a local row of X
+        one = first and jr == 0 and q == 0
+        if h == 0:
+            head = (f"rd{xb} [ar2{f' + {cc}' if cc else ''}]{'++' if end else ''} gate=cdrv | "
+                    f"cdrv mem{xb} @row={q} | rout col")
+        else:
+            head = "rin col | rout col" if h < c - 1 else "rin col"
+        for ii in range(Li):
+            a = ii * ldw
+            w = (f"rd{wb} [ar1{f' + {a}' if a else ''}]{'++' if end and ii == Li - 1 else ''} "
+                 f"gate=rdrv | rdrv mem{wb} @col={q}")
+            acc, src = f"r{ii * Lc + cc}", "col" if ii == 0 else xr
+            fma = f"mul {acc} = row * {src}" if one else f"mac {acc} += row * {src}"
+            txt = f"{w} | {fma}"
+            if ii == 0:
+                txt = f"{head} | {txt}" + (f" | mov {xr} = col" if Li > 1 else "")
+            t = t0 + j * p + ii
+            if ring[t] != "nop":                     # pragma: no cover - a schedule bug
+                raise AssertionError(f"two beats in slot {t}")
+            ring[t] = txt
+
+
 def _pass_ring(cfg, k: int, origins: list, pl: dict, Ln: int, banks) -> list:
     """Core ``k``'s slot texts of one pass's stream (every pass issues the same ones:
     the address registers carry the pass's bases)."""
-    nr, c = cfg.nr, cfg.cores
-    Li, Lc, p, beats = pl["Li"], pl["Lc"], pl["p"], pl["beats"]
-    wb, xb = banks
-    xr = f"r{Li * Lc}"
+    beats, p = pl["beats"], pl["p"]
     T = _starts(cfg, origins, beats, p)
     ring = ["nop"] * _ring_len(cfg, origins, beats, p)
     for s, o in enumerate(origins):
-        h = (k - o) % c
-        for j in range(beats):
-            jr, rest = divmod(j, nr * Lc)
-            q, cc = divmod(rest, Lc)
-            end = rest == nr * Lc - 1                 # the last beat of a local row of X
-            first = s == 0 and jr == 0 and q == 0
-            if h == 0:
-                head = (f"rd{xb} [ar2{f' + {cc}' if cc else ''}]{'++' if end else ''} gate=cdrv | "
-                        f"cdrv mem{xb} @row={q} | rout col")
-            else:
-                head = "rin col | rout col" if h < c - 1 else "rin col"
-            t0 = T[s] + HOP * h + j * p
-            for ii in range(Li):
-                a = ii * Ln
-                w = (f"rd{wb} [ar1{f' + {a}' if a else ''}]{'++' if end and ii == Li - 1 else ''} "
-                     f"gate=rdrv | rdrv mem{wb} @col={q}")
-                acc, src = f"r{ii * Lc + cc}", "col" if ii == 0 else xr
-                fma = f"mul {acc} = row * {src}" if first else f"mac {acc} += row * {src}"
-                txt = f"{w} | {fma}"
-                if ii == 0:
-                    txt = f"{head} | {txt}" + (f" | mov {xr} = col" if Li > 1 else "")
-                if ring[t0 + ii] != "nop":             # pragma: no cover - a schedule bug
-                    raise AssertionError(f"two beats in slot {t0 + ii} of core {k}")
-                ring[t0 + ii] = txt
+        h = (k - o) % cfg.cores
+        _stream(cfg, ring, T[s] + HOP * h, h, beats, pl, Ln, banks, s == 0)
     return ring
 
 
@@ -148,12 +167,7 @@ def gemm_ring_frag(cfg, k: int, m: int, n: int, bsz: int, W, X, Y, origins: list
     bsz``) is written on every core. Every core issues the same number of slots
     (:func:`gemm_ring_plan`). Raises :class:`sw.ring.RingError` for operands
     :func:`gemm_ring_check` rejects or a text longer than the microcode."""
-    why = gemm_ring_check(cfg, W, X, Y)
-    if why:
-        raise RingError(why)
-    nr, c = cfg.nr, cfg.cores
-    if not 0 <= k < c:
-        raise RingError(f"core {k} is not a core of the chip (cores={c})")
+    nr, c = _prologue(cfg, k, W, X, Y)
     Ln, Lb = local_len(n, nr), local_len(bsz, nr)
     if Ln % len(origins):
         raise RingError(f"{Ln} local rows of X do not split into {len(origins)} equal segments")
@@ -180,4 +194,81 @@ def gemm_ring_frag(cfg, k: int, m: int, n: int, bsz: int, W, X, Y, origins: list
     assert len(lines) == pl["slots"], (len(lines), pl)
     pass_len = len(ring) + F + L + 3
     per = sorted({p, Lc * p, nr * Lc * p, sr * nr * Lc * p, 2 * sr * nr * Lc * p, pass_len, pl["Bc"] * pass_len})
+    return RingFrag(_fold_text(cfg, lines, per, name), len(lines))
+
+
+# -- the update: Y += alpha W X, X's column blocks from their owners -----------------------
+def gemm_ring_update_plan(cfg, m: int, n: int, bsz: int, seg_cols: int) -> dict:
+    """The blocking of :func:`gemm_ring_update_frag` with the fewest slots: ``Li``
+    (divides ``ceil(m / nr)``), ``Lc`` (divides ``seg_cols``, so a pass's columns have one
+    owner), ``p``, the passes in order (``(bi, bc, origin)``, column blocks outer), each
+    pass's start at its origin and the slots."""
+    nr, A, c = cfg.nr, cfg.acc_reuse_distance, cfg.cores
+    mp, Ln, F = local_len(m, nr), local_len(n, nr), cfg.fpu_latency - 1
+    bp = local_len(bsz, nr)
+    best = None
+    for li in (d for d in range(1, mp + 1) if mp % d == 0):
+        for lc in (d for d in range(1, seg_cols + 1) if seg_cols % d == 0):
+            if li * lc + (li > 1) + 1 > cfg.n_regs:
+                continue
+            p = max(li, -(-A // lc))
+            beats = Ln * lc * nr
+            blk = beats * p + F + li * lc + 3
+            passes = [(bi, bc, bc * lc // seg_cols) for bc in range(bp // lc) for bi in range(mp // li)]
+            S = [0]
+            for (_, _, o0), (_, _, o1) in zip(passes, passes[1:]):
+                S.append(S[-1] + blk + HOP * ((o1 - o0) % c))
+            slots = 7 + li * lc + max(S[t] + HOP * h for t in range(len(passes)) for h in range(c)) + blk
+            if best is None or (slots, mp // li) < (best["slots"], best["Bi"]):
+                best = {"Li": li, "Lc": lc, "p": p, "beats": beats, "block": blk, "passes": passes, "S": S,
+                        "slots": slots, "Bi": mp // li}
+    if best is None:
+        raise RingError(f"no GEMM blocking of {mp} x {seg_cols}-column passes fits {cfg.n_regs} registers")
+    return best
+
+
+def gemm_ring_update_frag(cfg, k: int, m: int, n: int, bsz: int, W, X, Y, alpha, seg_cols: int,
+                          name: str = "gu") -> RingFrag:
+    """Core ``k``'s ``Y += alpha (W X)`` (``W`` ``m x n`` and ``Y`` ``m x bsz`` in its SRAM,
+    ``alpha`` a :class:`sw.kernels.Scalar`) with ``X`` (``n x bsz``) arriving over the
+    ring: core ``s`` holds its local columns ``s seg_cols ..`` (an all-gather of column
+    blocks, as ``A^T``'s for the minibatch update). Each pass (``Li x Lc`` outputs, its
+    columns one core's) is a broadcast from that core; the passes follow each other at
+    their origin as soon as it has written the previous one back (``fpu_latency - 1``
+    slots, the ``Li Lc`` FMAs ``Y = alpha acc + Y`` in place, 3 address steps), each core
+    taking a beat one ring hop after its predecessor. Every output is the chain of
+    :func:`sw.kernels.emit_gemm` (``accumulate=True``): the same bits."""
+    nr, c = _prologue(cfg, k, W, X, Y)
+    Ln, LN = local_len(n, nr), local_len(bsz, nr)
+    if seg_cols * c != LN:
+        raise RingError(f"{LN} local columns of X are not {c} segments of {seg_cols}")
+    pl = gemm_ring_update_plan(cfg, m, n, bsz, seg_cols)
+    Li, Lc, L, F = pl["Li"], pl["Lc"], pl["Li"] * pl["Lc"], cfg.fpu_latency - 1
+    ra, yb, ab = f"r{L + 1}", Y.bank, alpha.region.bank
+    passes, S = pl["passes"], pl["S"]
+    lines = ["nop"] * pl["slots"]
+    # the accumulators start at -0, so every product is a mac (-0 + x = x: mul's bits)
+    # and the passes have the same text
+    lines[:7 + L] = ["stride ar1 = 1", f"stride ar2 = {LN}", f"ar3 = {alpha.region.base}",
+                     f"rd{ab} [ar3] | mov {ra} = mem{ab}", f"ar1 = {W.base}", f"ar3 = {Y.base}",
+                     f"ar2 = {X.base + k * seg_cols}"] + [f"mov r{i} = -0" for i in range(L)]
+    for t, (bi, bc, o) in enumerate(passes):
+        h = (k - o) % c
+        t0 = 7 + L + S[t] + HOP * h
+        _stream(cfg, lines, t0, h, pl["beats"], pl, Ln, (W.bank, X.bank), False)
+        wb = t0 + pl["beats"] * pl["p"] + F
+        for i in range(Li):
+            for cc in range(Lc):
+                off, a = i * LN + cc, i * Lc + cc
+                lines[wb + a] = f"rd{yb} [ar3{f' + {off}' if off else ''}] | mac mem{yb} += {ra} * r{a}"
+                if a:
+                    lines[wb + a] += f" | mov r{a - 1} = -0"
+        lines[wb + L] = f"mov r{L - 1} = -0"
+        if t + 1 < len(passes):
+            nbi, nbc, no = passes[t + 1]
+            lines[wb + L] += " | " + _add(cfg, 1, (nbi - bi) * Li * Ln - Ln) if (nbi - bi) * Li * Ln != Ln else ""
+            lines[wb + L + 1] = _add(cfg, 3, (nbi - bi) * Li * LN + (nbc - bc) * Lc)
+            if h == 0 and no == o:
+                lines[wb + L + 2] = _add(cfg, 2, (nbc - bc) * Lc - Ln * LN)
+    per = sorted({pl["p"], Lc * pl["p"], nr * Lc * pl["p"], pl["block"], 2 * pl["block"]})
     return RingFrag(_fold_text(cfg, lines, per, name), len(lines))

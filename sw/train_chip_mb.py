@@ -46,9 +46,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sw.collectives import emit_transpose
-from sw.ring import RingError
 from sw.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
-from sw.ring_mat_gemm import gemm_ring_check, gemm_ring_frag
+from sw.train_chip_mb_ring import cheapest, ring_fw_layers, ring_gemm, ring_up_layers, ring_update
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
 from sw.layout import local_len, pack_matrix, unpack_matrix
@@ -192,50 +191,14 @@ def _ring_op(name, frag, reads, writes, fma_wb=False):
               per_core=True)
 
 
-def ring_gemm(cfg, k: int, l: int, P: list, N: list, b: int, W, X, Y):
-    """Core ``k``'s forward GEMM of layer ``l`` with its input from the ring
-    (:func:`sw.ring_mat_gemm.gemm_ring_frag`): ``X`` broadcast from core 0 (``l = 0``),
-    else ``A_l``'s segment ``s`` from core ``s``."""
-    origins = [0] if l == 0 else list(range(cfg.cores))
-    return gemm_ring_frag(cfg, k, P[l], N[l], b, W, X, Y, origins, name=f"fr{l}_")
-
-
-def ring_fw_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str, spad: dict,
-                   ag_overlap: bool = True, bcast_overlap: bool = True) -> dict:
-    """The layers whose forward GEMM takes its input from the ring (layer 0: the
-    broadcast of ``X`` if ``bcast_overlap``; ``l >= 1``: the all-gather of ``A_l`` if
-    ``ag_overlap``), and why each other layer keeps the collective before its GEMM:
-    ``{layer: None or reason}``. A paged panel keeps it (its pages re-read the gathered
-    input), as does the split output layer (its input is not gathered)."""
-    R, nl = {n: v.region for n, v in al.items.items()}, mlp.n_layers
-    out = {}
-    for l in range(nl):
-        if out_map == "cols" and l == nl - 1:
-            continue
-        if not (bcast_overlap if l == 0 else ag_overlap):
-            out[l] = "switched off"
-        elif l in spad:
-            out[l] = "paged panel (its pages re-read the gathered input)"
-        else:
-            X = R["X"] if l == 0 else R[f"A{l}"]
-            out[l] = gemm_ring_check(cfg, R[f"W{l}"], X, X)
-            if out[l] is None:
-                try:
-                    Y = R[f"A{l + 1}"] if l < nl - 1 else R["Z"]
-                    ring_gemm(cfg, 0, l, P, N, mlp.batch, R[f"W{l}"], X, Y)
-                except RingError as e:
-                    out[l] = str(e)
-    return out
-
-
 class _CoreOps:
     """The ops of core ``k`` as :func:`chip_mb_ops` builds them (:attr:`ops`, in order),
     with the region lookups they share."""
 
     def __init__(self, cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, out_map: str, spad: dict | None,
-                 ring_fw=()):
+                 ring_fw=(), ring_up=()):
         self.cfg, self.mlp, self.P, self.N, self.k = cfg, mlp, P, N, k
-        self.ring_fw = set(ring_fw)
+        self.ring_fw, self.ring_up = set(ring_fw), set(ring_up)
         self.split = out_map == "cols"
         self.spad = spad or {}
         self.Lb = local_len(mlp.batch, cfg.nr)
@@ -379,6 +342,14 @@ class _CoreOps:
                          [(DT, kd), whole(f"W{l}")], [(EXT, Lb * L(N[l]))])
                     self.reduce_ops(l, EXT, E, st)
                     self.at_ops(l, AT)
+                if l in self.ring_up:
+                    # the all-gather of A^T's column blocks inside the update
+                    fr = ring_update(cfg, k, l, P, N, b, D, AT, W, nlr)
+                    self.ops.append(Op(f"update{l}", "gemm_acc", _emit_frag(fr), reads=[
+                        (D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], writes=[whole(f"W{l}")],
+                        fma_wb=True, stores=False, wb_tail=3, per_core=True))
+                    D = R[f"E{l}"]
+                    continue
                 kern(f"update{l}", "gemm_acc", lambda bl, l=l, D=D, AT=AT, W=W:
                      emit_gemm(bl, cfg, P[l], b, N[l], D, AT, W, accumulate=True, alpha=nlr, name=f"up{l}_"),
                      [(D, L(P[l]) * Lb), (AT, Lb * L(N[l])), whole(f"W{l}"), whole("nlr")], [whole(f"W{l}")],
@@ -400,7 +371,7 @@ class _CoreOps:
                   emit_transpose(bl, cfg, P[l - 1], b, src, _at(AT, o * sp), st, dst_ld=ld,
                                  name=f"ta{l}_"),
                   [decl, (st, sp * Lb)], [(AT, ka), (st, sp * Lb)], per_core=True)
-        if not (self.split and l == self.mlp.n_layers - 1):
+        if not (self.split and l == self.mlp.n_layers - 1) and l not in self.ring_up:
             seg = (lambda s, AT=AT, ld=ld, sp=sp: MatBlock(AT.bank, AT.base, ld, 0, Lb, s * sp, sp))
             self.ops.append(_ring_op(f"agT{l}", mat_all_gather(cfg, k, seg, name=f"agT{l}_"), [(AT, ka)],
                                      [(AT, ka)]))
@@ -455,7 +426,7 @@ class _CoreOps:
 
 
 def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
-                spad: dict | None = None, ring_fw=()) -> list:
+                spad: dict | None = None, ring_fw=(), ring_up=()) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits), ``"backward"`` (softmax: from the loaded gradient),
     ``"predict"`` (forward without ``X^T``). Regions that differ per core (the own
@@ -468,8 +439,9 @@ def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: st
     from the last to the first a load (not for the last paged layer's last page, still in
     ``WP``), its part of ``dX^T`` (accumulated over the pages), its update and a store.
     ``ring_fw``: the layers whose forward GEMM takes its input from the ring
-    (:func:`ring_fw_layers`), without the collective before it."""
-    c = _CoreOps(cfg, mlp, al, P, N, k, out_map, spad, ring_fw)
+    (:func:`ring_fw_layers`), without the collective before it; ``ring_up``: the layers
+    whose update takes the all-gather of ``A^T``'s blocks off the ring (:func:`ring_up_layers`)."""
+    c = _CoreOps(cfg, mlp, al, P, N, k, out_map, spad, ring_fw, ring_up)
     if part in ("step", "forward", "predict"):
         c.forward(part)
         if part in ("forward", "predict"):
@@ -528,6 +500,10 @@ class ChipMBProgram(ChipSGDProgram):
         name = lambda l: "broadcast of X" if l == 0 else f"all-gather of A{l}"      # noqa: E731
         out = [f"forward collectives inside the GEMMs: {', '.join(f'{name(l)} in W{l} A' for l in rfw) or 'none'}"]
         out += [f"  {name(l)} before the GEMM of W{l}: {w}" for l, w in sorted(why.items())]
+        up, uw = self.meta.get("ring_up", []), self.meta.get("ring_up_why", {})
+        out.append("backward collectives inside the GEMMs: " + (", ".join(
+            f"all-gather of A{l}^T in the update of W{l}" for l in up) or "none"))
+        out += [f"  all-gather of A{l}^T before the update of W{l}: {w}" for l, w in sorted(uw.items())]
         return out
 
     # -- host programs ------------------------------------------------------------------
@@ -664,7 +640,8 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
 
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
                       dram=None, acts: str = "auto", overlap: bool = True, ag_overlap: bool = True,
-                      bcast_overlap: bool = True, ring_layers: list | None = None) -> ChipMBProgram:
+                      bcast_overlap: bool = True, ring_layers: list | None = None,
+                      ring_updates: list | None = None) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
@@ -676,7 +653,9 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     (:func:`ring_fw_layers`, :mod:`sw.ring_mat_gemm`; the same operations in the same
     order, so the same bits; ``meta["ring_fw"]``; when the longer text adds microcode
     reloads, the fewest cycles of all those layers, each alone, or none; ``ring_layers``
-    forces the layers, tests). ``overlap`` (the third key of
+    forces the layers, tests). ``ag_overlap`` also runs the all-gather of ``A_l^T``'s
+    column blocks inside layer ``l``'s update (:func:`ring_up_layers`,
+    ``meta["ring_up"]``; ``ring_updates`` forces the layers). ``overlap`` (the third key of
     :func:`sw.train_chip.overlap_options`) switches nothing in minibatch GD yet: its
     backward collectives run between the kernels either way.
 
@@ -704,44 +683,36 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
     wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
-    why = ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap)
-    rfw = sorted(l for l, w in why.items() if w is None)
-    if ring_layers is not None:
-        bad = sorted(set(ring_layers) - set(rfw))
+    why = {"f": ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap),
+           "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap)}
+    items = []
+    for t, forced in (("f", ring_layers), ("u", ring_updates)):
+        ok = sorted(l for l, w in why[t].items() if w is None)
+        bad = sorted(set(forced or ()) - set(ok))
         if bad:
-            raise TrainCompileError(f"ring_layers {bad}: their GEMMs cannot take the input off the ring ("
-                                    + "; ".join(f"layer {l}: {why.get(l) or 'its input is not gathered'}" for l in bad)
-                                    + ")")
-        rfw = sorted(ring_layers)
+            raise TrainCompileError(f"{'ring_layers' if t == 'f' else 'ring_updates'} {bad}: cannot take their "
+                                    f"input off the ring (" + "; ".join(
+                                        f"layer {l}: {why[t].get(l) or 'its input is not gathered'}" for l in bad) + ")")
+        items += [(t, l) for l in (ok if forced is None else sorted(forced))]
 
-    def build(rfw):
+    def build(items):
+        fw, up = (sorted(l for t, l in items if t == x) for x in ("f", "u"))
         parts_ops = {}
         names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
         for nm in names + ["predict"]:          # predict: the old schedule, the shorter text
-            parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map, panels, rfw if nm != "predict" else ())
-                             for k in range(c)]
+            parts_ops[nm] = [chip_mb_ops(cfg, mlp, al, P, N, k, nm, out_map, panels, fw if nm != "predict" else (),
+                                         up) for k in range(c)]
         parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
         tp = ChipMBProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                            {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
                             "out_map": out_map, "spad_layers": sorted(panels), "acts": al.meta["acts"],
-                            "pages": {l: len(sp.pages) for l, sp in panels.items()}, "ring_fw": rfw,
-                            "ring_fw_why": {l: w for l, w in why.items() if w is not None}}, out_map=out_map,
+                            "pages": {l: len(sp.pages) for l, sp in panels.items()}, "ring_fw": fw, "ring_up": up,
+                            "ring_fw_why": {l: w for l, w in why["f"].items() if w is not None},
+                            "ring_up_why": {l: w for l, w in why["u"].items() if w is not None}}, out_map=out_map,
                            softmax="host" if mlp.loss == "softmax_ce" else None,   # per column on the host
                            spad=panels)
         tp._place_host()
         return tp
 
-    tp = build(rfw)
-    if rfw and tp.reload_cycles() and ring_layers is None:
-        # the longer text costs microcode reloads: the fewest cycles of all these layers
-        # inside their GEMMs, one of them, or none
-        best = tp
-        for alt in ([[l] for l in rfw] if len(rfw) > 1 else []) + [[]]:
-            alt = build(alt)
-            if alt.step_cycles() < best.step_cycles():
-                best = alt
-        for l in set(rfw) - set(best.meta["ring_fw"]):
-            best.meta["ring_fw_why"][l] = (f"the longer program's microcode reloads ({tp.step_cycles()} cycles per "
-                                           f"step with every layer inside its GEMM, {best.step_cycles()} so)")
-        tp = best
-    return tp
+    forced = ring_layers is not None or ring_updates is not None
+    return cheapest(build, items, forced)

@@ -21,7 +21,7 @@ from sw.golden_train_chip_mb import GoldenChipMBGD
 from sw.mlp import MLP
 from sw.collectives import Region
 from sw.ring import RingError
-from sw.ring_mat_gemm import gemm_ring_frag, gemm_ring_plan
+from sw.ring_mat_gemm import gemm_ring_frag, gemm_ring_plan, gemm_ring_update_plan
 from sw.train import TrainCompileError, init_weights
 from sw.train_chip import overlap_options
 from sw.train_chip_mb import compile_chip_mbgd
@@ -56,10 +56,11 @@ def test_mb_overlap_matches_golden_and_old_schedule(loss, out_map, acts):
     old, osess, *_ = _run(cfg, mlp, 3, "fast", seed, out_map, acts=acts, **overlap_options(False))
     hidden = [1, 2] if out_map == "rows" else [1]
     assert tp.meta["ring_fw"] == [0] + hidden and old.meta["ring_fw"] == []
+    assert tp.meta["ring_up"] == hidden and old.meta["ring_up"] == []
     _eq(tp.weights_from_session(sess, padded=True), old.weights_from_session(osess, padded=True), "old schedule")
     assert tp.step_cycles() < old.step_cycles()
     ops = {op for op, _, _ in tp.breakdown()}
-    moved = {"bcast_X"} | {f"ag{l}" for l in hidden}
+    moved = {"bcast_X"} | {f"ag{l}" for l in hidden} | {f"agT{l}" for l in hidden}
     assert not moved & ops and "bcast_XT" in ops
     assert moved <= {op for op, _, _ in old.breakdown()}
 
@@ -70,7 +71,7 @@ def test_mb_overlap_engines_agree():
     mlp, seed = MLP((12, 20, 10, 6), "mse", 0.05, batch=4), _seed()
     a = _run(SMALL, mlp, 2, "fast", seed, "rows")
     b = _run(SMALL, mlp, 2, "model", seed, "rows")
-    assert a[0].meta["ring_fw"] == [0, 1, 2]
+    assert a[0].meta["ring_fw"] == [0, 1, 2] and a[0].meta["ring_up"] == [1, 2]
     for ra, rb in zip(a[3], b[3]):
         assert ra.core_counters == rb.core_counters and ra.phases == rb.phases
 
@@ -82,32 +83,36 @@ def test_mb_overlap_paged_layers_keep_the_old_schedule():
     mlp = MLP((20, 32, 32, 16), "mse", 0.05, batch=8)
     tp, *_ = _run(cfg, mlp, 2, "fast", _seed(), "rows", spad=[1], page_rows=4)
     assert tp.meta["ring_fw"] == [0, 2] and "paged" in tp.meta["ring_fw_why"][1]
+    assert tp.meta["ring_up"] == [2] and "paged" in tp.meta["ring_up_why"][1]
     text = tp.describe()
     assert "forward collectives inside the GEMMs: broadcast of X in W0 A, all-gather of A2 in W2 A" in text
     assert "all-gather of A1 before the GEMM of W1: paged panel" in text
+    assert "backward collectives inside the GEMMs: all-gather of A2^T in the update of W2" in text
     off = compile_chip_mbgd(cfg, mlp, out_map="rows", ag_overlap=False)
     assert off.meta["ring_fw"] == [0] and off.meta["ring_fw_why"] == {1: "switched off", 2: "switched off"}
+    assert off.meta["ring_up"] == [] and off.meta["ring_up_why"] == {1: "switched off", 2: "switched off"}
     assert "forward collectives inside the GEMMs: none" in compile_chip_mbgd(
         cfg, mlp, out_map="rows", **overlap_options(False)).describe()
 
 
 def test_mb_overlap_falls_back_when_reloads_cost_more():
-    """With chip-small's 1024-word microcode the longer forward text adds microcode
-    reloads worth more than some collectives: the compiler keeps the fewest cycles of
-    every layer, each alone and none inside its GEMM, and says why for the others."""
+    """With chip-small's 1024-word microcode the longer text adds microcode reloads worth
+    more than some collectives: the compiler keeps the fewest cycles of every collective
+    inside its GEMM, the forward and the update ones apart, each alone and none, and says
+    why for the others; ``ring_layers`` / ``ring_updates`` force a choice."""
     mlp = MLP((20, 32, 32, 16), "mse", 0.05, batch=8)
     cfg = PRESETS["chip-small"]
     tp = compile_chip_mbgd(cfg, mlp, out_map="rows")
     full = compile_chip_mbgd(SMALL, mlp, out_map="rows")      # the whole text in one image
-    assert full.meta["ring_fw"] == [0, 1, 2] and len(tp.meta["ring_fw"]) <= 1
+    assert full.meta["ring_fw"] == [0, 1, 2] and full.meta["ring_up"] == [1, 2] and full.reload_cycles() == 0
+    assert tp.reload_cycles() > 0 and len(tp.meta["ring_fw"] + tp.meta["ring_up"]) < 5
     assert all("microcode reloads" in tp.meta["ring_fw_why"][l] for l in {0, 1, 2} - set(tp.meta["ring_fw"]))
-    forced = compile_chip_mbgd(cfg, mlp, out_map="rows", ring_layers=[0, 1, 2])
+    assert all("microcode reloads" in tp.meta["ring_up_why"][l] for l in {1, 2} - set(tp.meta["ring_up"]))
+    forced = compile_chip_mbgd(cfg, mlp, out_map="rows", ring_layers=[0, 1, 2], ring_updates=[])
     assert forced.meta["ring_fw"] == [0, 1, 2] and forced.reload_cycles() > 0
     with pytest.raises(TrainCompileError, match=r"ring_layers \[2\]: .*layer 2: paged panel"):
         compile_chip_mbgd(SMALL.replace(spad_kib=4), mlp, out_map="rows", spad=[2], page_rows=4, ring_layers=[2])
-    opts = [compile_chip_mbgd(cfg, mlp, out_map="rows", ag_overlap=a, bcast_overlap=x).step_cycles()
-            for a, x in ((True, True), (False, True), (False, False))]
-    assert tp.step_cycles() == min(opts + [tp.step_cycles()]) and tp.step_cycles() <= opts[-1]
+    assert tp.step_cycles() <= compile_chip_mbgd(cfg, mlp, out_map="rows", **overlap_options(False)).step_cycles()
 
 
 def test_mb_overlap_plan_and_errors():
@@ -117,6 +122,9 @@ def test_mb_overlap_plan_and_errors():
     pl = gemm_ring_plan(cfg, 16, 16, 4, list(range(32)))
     assert pl["Li"] * pl["Lc"] + 1 <= cfg.n_regs and pl["p"] == pl["Li"]
     assert pl["macs"] == 4 * 4 * 512                    # the GEMM's MACs per PE
+    up = gemm_ring_update_plan(cfg, 16, 16, 512, 4)     # W += D A^T: 16 x 512 per core, b = 16
+    assert up["Li"] * up["Lc"] + 2 <= cfg.n_regs and up["p"] == up["Li"] and len(up["passes"]) == 512 // 4 // up["Lc"]
+    assert [o for _, _, o in up["passes"]] == sorted(o for _, _, o in up["passes"])   # one owner after another
     W, X = Region("a", 0), Region("b", 0)
     with pytest.raises(RingError, match="different banks"):
         gemm_ring_frag(cfg, 0, 16, 512, 16, W, Region("a", 100), Region("b", 900), list(range(32)))
@@ -131,17 +139,23 @@ def _mutated(monkeypatch, fn):
     monkeypatch.setattr(ring_mat_gemm, "_pass_ring", lambda *a: [fn(t) for t in orig(*a)])
 
 
-@pytest.mark.parametrize("what", ["operand", "timing"])
+@pytest.mark.parametrize("what", ["operand", "timing", "update"])
 def test_mb_overlap_mutations_are_caught(monkeypatch, what):
     """A wrong overlap fails the checks: the first product taken with ``W`` for ``X``
-    (weights differ from the golden's), or the stream scheduled with a 2-slot ring hop
-    (beats taken before they arrive: the fast engine refuses the stalling schedule)."""
+    (weights differ from the golden's), the stream scheduled with a 2-slot ring hop
+    (beats taken before they arrive: the fast engine refuses the stalling schedule), or
+    an update accumulator not reset between passes (weights differ)."""
     if what == "operand":
         _mutated(monkeypatch, lambda t: t.replace("= row * col", "= row * row"))
+    elif what == "update":
+        fold = ring_mat_gemm._fold_text
+        drop = lambda t: " | ".join(x for x in t.split(" | ") if x != "mov r0 = -0") or "nop"     # noqa: E731
+        monkeypatch.setattr(ring_mat_gemm, "_fold_text", lambda cfg, lines, per, name: fold(
+            cfg, [drop(t) if name.startswith("ur") else t for t in lines], per, name))
     else:
         monkeypatch.setattr(ring_mat_gemm, "HOP", 2)
     mlp = MLP((12, 20, 10, 6), "mse", 0.05, batch=4)
-    with pytest.raises(AssertionError if what == "operand" else RingStallError):
+    with pytest.raises(RingStallError if what == "timing" else AssertionError):
         _run(SMALL, mlp, 1, "fast", _seed(), "rows")
 
 
@@ -176,4 +190,5 @@ def test_mb_overlap_with_panels_in_dram(acts):
     tp, _ = run_dram(CFG.replace(ucode_depth=4096), mlp, "fast", 3,
                      dict(out_map="rows", acts=acts, dram=[1], **PAGED), dict(out_map="rows", acts=acts, **PAGED))
     assert tp.meta["ring_fw"] == [2] and sorted(tp.meta["ring_fw_why"]) == [0, 1] and tp.meta["acts"] == acts
+    assert tp.meta["ring_up"] == [2]
     assert "streamed from DRAM" in tp.describe()

@@ -89,7 +89,8 @@ def test_chip_mbgd_out_map_choice():
     ops = {op for op, _, _ in cols.breakdown()}
     assert {"reduce_Z", "bcast_G"} <= ops and not {"ag2", "rs2", "agT2"} & ops
     rops = {op for op, _, _ in rows.breakdown()}
-    assert {"rs2", "agT2"} <= rops and ("ag2" in rops) != (2 in rows.meta["ring_fw"])   # or inside gemm2
+    assert "rs2" in rops and ("ag2" in rops) != (2 in rows.meta["ring_fw"])         # or inside gemm2
+    assert ("agT2" in rops) != (2 in rows.meta["ring_up"])                             # or inside update2
     assert cols.out_cores == 1 and rows.out_cores == 2
 
 
@@ -186,10 +187,11 @@ def test_chip_mbgd_rtl(sim):
     columns; b = 3) on 4 cores of 2 x 2 PEs with a 128-word
     microcode, recorded on the per-cycle chip model and replayed on the RTL (every beat
     and counter of every core compared); the weights read back from the RTL equal the
-    golden trainer's. The forward collectives run inside the GEMMs (the broadcast of X;
-    with row panels the all-gather of A1 too, forced: the compiler would leave it out for
-    the microcode reloads its text adds at 128 words; ``sw/ring_mat_gemm.py``). The
-    configuration is ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
+    golden trainer's. The collectives run inside the GEMMs (the broadcast of X; with row
+    panels the all-gather of A1 too, forced: the compiler would leave it out for the
+    microcode reloads its text adds at 128 words, and the all-gather of A1^T's blocks
+    inside W1's update; ``sw/ring_mat_gemm.py``). The configuration is
+    ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from sim.chip_run import ChipPhase, run_chip_session
     from tests.rtl.test_chip import CHIP4
 
@@ -200,8 +202,8 @@ def test_chip_mbgd_rtl(sim):
         tp, sess, gold, results = chip_run_and_check(
             CHIP4, mlp, 1, "model", seed, True, compile=partial(compile_chip_mbgd, ring_layers=ring),
             golden=GoldenChipMBGD, sample=_batch, out_map=out_map)
-        assert tp.meta["ring_fw"] == ring
-        assert not {"bcast_X", "ag1"} & {op for op, _, _ in tp.breakdown()}
+        assert tp.meta["ring_fw"] == ring and tp.meta["ring_up"] == ([1] if out_map == "rows" else [])
+        assert not {"bcast_X", "ag1", "agT1"} & {op for op, _, _ in tp.breakdown()}
         un = tp.unload_weights_phases()
         phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
         res = run_chip_session(CHIP4, phases, backend="rtl", sim=sim, name=f"chip-mbgd-{loss}")

@@ -1,0 +1,109 @@
+"""Which collectives of a minibatch step across cores run inside the GEMMs that read
+their data (:mod:`sw.ring_mat_gemm`), for :func:`sw.train_chip_mb.compile_chip_mbgd`:
+the layers whose forward GEMM takes its input off the ring, those whose update takes
+``A^T``'s column blocks off it, why the others do not, and the choice when the longer
+text costs microcode reloads (``docs/training.md``, "Minibatch GD across the cores of a
+chip")."""
+
+from __future__ import annotations
+
+from sw.kernels import Scalar
+from sw.layout import local_len
+from sw.mlp import MLP
+from sw.ring import RingError
+from sw.ring_mat_gemm import gemm_ring_check, gemm_ring_frag, gemm_ring_update_frag
+from sw.train import Allocator, _other
+
+__all__ = ["ring_gemm", "ring_update", "ring_fw_layers", "ring_up_layers", "cheapest"]
+
+
+def ring_gemm(cfg, k: int, l: int, P: list, N: list, b: int, W, X, Y):
+    """Core ``k``'s forward GEMM of layer ``l`` with its input from the ring
+    (:func:`sw.ring_mat_gemm.gemm_ring_frag`): ``X`` broadcast from core 0 (``l = 0``),
+    else ``A_l``'s segment ``s`` from core ``s``."""
+    origins = [0] if l == 0 else list(range(cfg.cores))
+    return gemm_ring_frag(cfg, k, P[l], N[l], b, W, X, Y, origins, name=f"fr{l}_")
+
+
+def ring_fw_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str, spad: dict,
+                   ag_overlap: bool = True, bcast_overlap: bool = True) -> dict:
+    """The layers whose forward GEMM takes its input from the ring (layer 0: the
+    broadcast of ``X`` if ``bcast_overlap``; ``l >= 1``: the all-gather of ``A_l`` if
+    ``ag_overlap``), and why each other layer keeps the collective before its GEMM:
+    ``{layer: None or reason}``. A paged panel keeps it (its pages re-read the gathered
+    input), as does the split output layer (its input is not gathered)."""
+    R, nl = {n: v.region for n, v in al.items.items()}, mlp.n_layers
+    out = {}
+    for l in range(nl):
+        if out_map == "cols" and l == nl - 1:
+            continue
+        if not (bcast_overlap if l == 0 else ag_overlap):
+            out[l] = "switched off"
+        elif l in spad:
+            out[l] = "paged panel (its pages re-read the gathered input)"
+        else:
+            X = R["X"] if l == 0 else R[f"A{l}"]
+            out[l] = gemm_ring_check(cfg, R[f"W{l}"], X, X)
+            if out[l] is None:
+                try:
+                    Y = R[f"A{l + 1}"] if l < nl - 1 else R["Z"]
+                    ring_gemm(cfg, 0, l, P, N, mlp.batch, R[f"W{l}"], X, Y)
+                except RingError as e:
+                    out[l] = str(e)
+    return out
+
+
+def ring_update(cfg, k: int, l: int, P: list, N: list, b: int, D, AT, W, nlr):
+    """Core ``k``'s update of layer ``l``, ``W += (-lr/b) D A^T``, with ``A^T``'s column
+    blocks taken off the ring (:func:`sw.ring_mat_gemm.gemm_ring_update_frag`)."""
+    return gemm_ring_update_frag(cfg, k, P[l], b, N[l], D, AT, W, nlr, local_len(P[l - 1], cfg.nr),
+                                 name=f"ur{l}_")
+
+
+def ring_up_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str, spad: dict,
+                   ag_overlap: bool = True) -> dict:
+    """The layers ``l >= 1`` whose update takes the all-gather of ``A_l^T``'s column blocks
+    off the ring (if ``ag_overlap``), and why each other one keeps it before the update:
+    ``{layer: None or reason}`` (a paged panel keeps it: its pages re-read ``A^T``; the
+    split output layer's ``A^T`` is not gathered)."""
+    R, nl = {n: v.region for n, v in al.items.items()}, mlp.n_layers
+    out = {}
+    for l in range(1, nl):
+        if out_map == "cols" and l == nl - 1:
+            continue
+        if not ag_overlap:
+            out[l] = "switched off"
+        elif l in spad:
+            out[l] = "paged panel (its pages re-read A^T)"
+        else:
+            D = R[f"E{l + 1}"] if l < nl - 1 else R.get("G", R["Z"])
+            AT = R[f"AT_{_other(D.bank)}"]
+            try:
+                nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+                ring_update(cfg, 0, l, P, N, mlp.batch, D, AT, R[f"W{l}"], nlr)
+                out[l] = None
+            except RingError as e:
+                out[l] = str(e)
+    return out
+
+
+def cheapest(build, items: list, forced: bool):
+    """``build(items)``; when its longer text costs microcode reloads (and nothing is
+    forced), the fewest cycles of it, the forward and the update items apart, each item
+    alone, and none; the reason recorded for the items left out."""
+    tp = build(items)
+    if not items or forced or not tp.reload_cycles():
+        return tp
+    best = tp
+    groups = [[it for it in items if it[0] == t] for t in ("f", "u")]
+    alts = [g for g in groups if 0 < len(g) < len(items)] + ([[it] for it in items] if len(items) > 1 else []) + [[]]
+    for alt in alts:
+        alt = build(alt)
+        if alt.step_cycles() < best.step_cycles():
+            best = alt
+    for t, l in items:
+        if l not in best.meta["ring_fw" if t == "f" else "ring_up"]:
+            best.meta["ring_fw_why" if t == "f" else "ring_up_why"][l] = (
+                f"the longer program's microcode reloads ({tp.step_cycles()} cycles per step with every collective "
+                f"inside its GEMM, {best.step_cycles()} so)")
+    return best
