@@ -16,6 +16,8 @@ from sim.fast_flow_graph import FlowFail, ResIndex, group_columns, uniq
 
 __all__ = ["Resolver"]
 
+_ONE_CLASS, _NO_CLASS = np.zeros(1, np.int64), np.zeros(0, np.int64)
+
 
 class Resolver:
     """Resolution of reads, dependency levels and accumulation chains of a region
@@ -71,12 +73,43 @@ class Resolver:
                 nd.deps |= self._read_deps(nd.info["cap"])
         # SRAM reads
         self.bank_ix = {}
-        for nd in self.nodes:
-            if nd.kind == "mr":
-                hits = self._mem_resolve(nd)
-                nd.info["hits"] = hits
-                if hits is not None:        # the writers hit (not every writer of the bank)
-                    nd.deps |= {hits[4][w].node for w in uniq(hits[2])}
+        readers = [nd for nd in self.nodes if nd.kind == "mr"]
+        hits_of = self._mem_resolve_uniform(readers)
+        for nd in readers:
+            hits = hits_of[nd] if nd in hits_of else self._mem_resolve(nd)
+            nd.info["hits"] = hits
+            if hits is not None:        # the writers hit (not every writer of the bank)
+                nd.deps |= {hits[4][w].node for w in uniq(hits[2])}
+
+    def _mem_resolve_uniform(self, readers) -> dict:
+        """:meth:`_mem_resolve` of the SRAM reads of a bank whose PEs form one class and
+        that read one address per occurrence on every PE, all at once (one search)."""
+        out = {}
+        for bank in ("a", "b"):
+            idx = self._bank_index(bank)
+            nds = [nd for nd in readers if nd.info["bank"] == bank and nd.info["addr"].shape[1] == 1
+                   and nd.info["pred"].any()]
+            if not nds or idx is None or len(idx[7]) != 1:
+                continue
+            keys, wid, occ, ws, C, D, cls, rep, members, starts = idx
+            rkey = np.concatenate([nd.info["addr"][:, 0] * C + (nd.info["t"] + 32) for nd in nds])
+            pos = np.searchsorted(keys, rkey, side="left") - 1
+            pc = np.maximum(pos, 0)
+            hit = (pos >= 0) & (keys[pc] // C == rkey // C)
+            lens = [len(nd.info["t"]) for nd in nds]
+            ends = np.cumsum(lens)
+            nhit = np.bincount(np.repeat(np.arange(len(nds)), lens)[hit], minlength=len(nds))
+            P = len(members)
+            for i, nd in enumerate(nds):
+                if not nhit[i]:
+                    out[nd] = None
+                    continue
+                a = ends[i] - lens[i]
+                kk = np.nonzero(hit[a:ends[i]])[0]
+                w, o = wid[pc[a + kk]], occ[pc[a + kk]]
+                # every PE of the class (as _mem_resolve)
+                out[nd] = (np.repeat(kk, P), np.tile(members, len(kk)), np.repeat(w, P), np.repeat(o, P), ws)
+        return out
 
     def _read_deps(self, rd):
         if rd.kind in ("rf", "rd"):
@@ -147,9 +180,14 @@ class Resolver:
         if idx is None:
             return None
         keys, wid, occ, ws, C, D, cls, rep, members, starts = idx
-        gs = np.unique(cls[np.nonzero(nd.info["pred"])[0]])     # the classes that read (all their PEs do)
+        pred = nd.info["pred"]
+        if len(rep) == 1:
+            gs = _ONE_CLASS if pred.any() else _NO_CLASS
+        else:
+            gs = np.unique(cls[np.nonzero(pred)[0]])     # the classes that read (all their PEs do)
         t = nd.info["t"]
-        addr = np.broadcast_to(nd.info["addr"], (len(t), self.P))[:, rep[gs]]
+        addr = nd.info["addr"]
+        addr = addr if addr.shape[1] == 1 and len(gs) == 1 else np.broadcast_to(addr, (len(t), self.P))[:, rep[gs]]
         rkey = (gs[None, :] * D + addr) * C + (t[:, None] + 32)
         pos = np.searchsorted(keys, rkey, side="left") - 1
         pc = np.maximum(pos, 0)

@@ -139,7 +139,7 @@ def _plan(seq, lvl, start, end, armed_stale):
         return items
 
     plan = walk(lvl, start, end)
-    del walk        # the recursive closure refers to itself: freed now, not by the cyclic collector
+    walk = None     # the recursive closure refers to itself: freed now, not by the cyclic collector
     if plan is None:
         return None, None
     # stale armed levels ending inside the body must be re-armed before their end
