@@ -74,42 +74,12 @@ class Resolver:
         # SRAM reads
         self.bank_ix = {}
         readers = [nd for nd in self.nodes if nd.kind == "mr"]
-        hits_of = self._mem_resolve_uniform(readers)
+        hits_of = self._mem_resolve(readers)
         for nd in readers:
-            hits = hits_of[nd] if nd in hits_of else self._mem_resolve(nd)
+            hits = hits_of[nd]
             nd.info["hits"] = hits
             if hits is not None:        # the writers hit (not every writer of the bank)
                 nd.deps |= {hits[4][w].node for w in uniq(hits[2])}
-
-    def _mem_resolve_uniform(self, readers) -> dict:
-        """:meth:`_mem_resolve` of the SRAM reads of a bank whose PEs form one class and
-        that read one address per occurrence on every PE, all at once (one search)."""
-        out = {}
-        for bank in ("a", "b"):
-            idx = self._bank_index(bank)
-            nds = [nd for nd in readers if nd.info["bank"] == bank and nd.info["addr"].shape[1] == 1
-                   and nd.info["pred"].any()]
-            if not nds or idx is None or len(idx[7]) != 1:
-                continue
-            keys, wid, occ, ws, C, D, cls, rep, members, starts = idx
-            rkey = np.concatenate([nd.info["addr"][:, 0] * C + (nd.info["t"] + 32) for nd in nds])
-            pos = np.searchsorted(keys, rkey, side="left") - 1
-            pc = np.maximum(pos, 0)
-            hit = (pos >= 0) & (keys[pc] // C == rkey // C)
-            lens = [len(nd.info["t"]) for nd in nds]
-            ends = np.cumsum(lens)
-            nhit = np.bincount(np.repeat(np.arange(len(nds)), lens)[hit], minlength=len(nds))
-            P = len(members)
-            for i, nd in enumerate(nds):
-                if not nhit[i]:
-                    out[nd] = None
-                    continue
-                a = ends[i] - lens[i]
-                kk = np.nonzero(hit[a:ends[i]])[0]
-                w, o = wid[pc[a + kk]], occ[pc[a + kk]]
-                # every PE of the class (as _mem_resolve)
-                out[nd] = (np.repeat(kk, P), np.tile(members, len(kk)), np.repeat(w, P), np.repeat(o, P), ws)
-        return out
 
     def _read_deps(self, rd):
         if rd.kind in ("rf", "rd"):
@@ -172,28 +142,53 @@ class Resolver:
         self.bank_ix[bank] = res
         return res
 
-    def _mem_resolve(self, nd):
-        """SRAM reads of ``nd`` that hit a write of the region (only PEs that read):
-        (k idx, pe idx, writer idx, writer occ, writers) or None. The search is per class
-        of PEs (:meth:`_pe_classes`), its hits then hold for every PE of the class."""
-        idx = self._bank_index(nd.info["bank"])
-        if idx is None:
-            return None
+    def _mem_resolve(self, readers) -> dict:
+        """Per SRAM read node: its reads that hit a write of the region (only PEs that
+        read), (k idx, pe idx, writer idx, writer occ, writers), or None. The search is per
+        class of PEs (:meth:`_pe_classes`), its hits then hold for every PE of the class;
+        one search for all the reads of a bank."""
+        out = {}
+        for bank in ("a", "b"):
+            nds = [nd for nd in readers if nd.info["bank"] == bank]
+            idx = self._bank_index(bank) if nds else None
+            if idx is None:
+                out.update(dict.fromkeys(nds, None))
+                continue
+            keys, wid, occ, ws, C, D, cls, rep, members, starts = idx
+            classes, rk, shapes = {}, [], []
+            for nd in nds:
+                pred = nd.info["pred"]
+                if len(rep) == 1:
+                    gs = _ONE_CLASS if pred.any() else _NO_CLASS
+                else:       # the classes that read (all their PEs do)
+                    gs = classes.get(id(pred))
+                    if gs is None:
+                        gs = classes[id(pred)] = np.unique(cls[np.nonzero(pred)[0]])
+                t, addr = nd.info["t"], nd.info["addr"]
+                if addr.shape[1] != 1 or len(gs) != 1:
+                    addr = np.broadcast_to(addr, (len(t), self.P))[:, rep[gs]]
+                r = (gs[None, :] * D + addr) * C + (t[:, None] + 32)
+                rk.append(r.reshape(-1))
+                shapes.append((gs, r.shape))
+            rkey = np.concatenate(rk)
+            pos = np.searchsorted(keys, rkey, side="left") - 1
+            pc = np.maximum(pos, 0)
+            hit = (pos >= 0) & (keys[pc] // C == rkey // C)
+            lens = [len(r) for r in rk]
+            nhit = np.bincount(np.repeat(np.arange(len(nds)), lens)[hit], minlength=len(nds))
+            a = 0
+            for i, nd in enumerate(nds):
+                b = a + lens[i]
+                gs, shape = shapes[i]
+                out[nd] = self._mem_hits(gs, hit[a:b].reshape(shape), pc[a:b].reshape(shape), idx) if nhit[i] \
+                    else None
+                a = b
+        return out
+
+    @staticmethod
+    def _mem_hits(gs, hit, pc, idx):
+        """The hits of one read node (:meth:`_mem_resolve`): ``hit`` and ``pc`` [k, classes]."""
         keys, wid, occ, ws, C, D, cls, rep, members, starts = idx
-        pred = nd.info["pred"]
-        if len(rep) == 1:
-            gs = _ONE_CLASS if pred.any() else _NO_CLASS
-        else:
-            gs = np.unique(cls[np.nonzero(pred)[0]])     # the classes that read (all their PEs do)
-        t = nd.info["t"]
-        addr = nd.info["addr"]
-        addr = addr if addr.shape[1] == 1 and len(gs) == 1 else np.broadcast_to(addr, (len(t), self.P))[:, rep[gs]]
-        rkey = (gs[None, :] * D + addr) * C + (t[:, None] + 32)
-        pos = np.searchsorted(keys, rkey, side="left") - 1
-        pc = np.maximum(pos, 0)
-        hit = (pos >= 0) & (keys[pc] // C == rkey // C)
-        if not hit.any():
-            return None
         kk, jj = np.nonzero(hit)
         g = gs[jj]
         n = starts[g + 1] - starts[g]

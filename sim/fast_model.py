@@ -209,14 +209,22 @@ class FastModel:
                 tm, static, sel, hin = self._pc_info
                 am = (1 << self.cfg.addr_bits) - 1
                 fpos = {self._off_pos[f][0]: i for i, f in enumerate(OFF_FIELDS)}
+                mem, by_word, rows = self.seq.mem, {}, []
                 for pc in todo.tolist():
-                    d = self.seq._decode(pc)
-                    tm[pc] = self.tmpl_of(d.uop, (d.hin, d.hout, d.hlast))
-                    for i, f in enumerate(OFF_FIELDS):
-                        static[pc, i] = (d.uop >> self._off_pos[f][0]) & am
-                    for off, a in d.sels:
-                        sel[pc, fpos[off]] = a
-                    hin[pc] = d.hin
+                    w = mem[pc]
+                    r = by_word.get(w)          # the same word at several addresses: decoded once
+                    if r is None:
+                        d = self.seq._decode(pc)
+                        sr = [-1] * len(OFF_FIELDS)
+                        for off, a in d.sels:
+                            sr[fpos[off]] = a
+                        r = by_word[w] = (self.tmpl_of(d.uop, (d.hin, d.hout, d.hlast)),
+                                          [(d.uop >> self._off_pos[f][0]) & am for f in OFF_FIELDS], sr, d.hin)
+                    tm[pc] = r[0]
+                    rows.append(r)
+                static[todo] = [r[1] for r in rows]
+                sel[todo] = [r[2] for r in rows]
+                hin[todo] = [r[3] for r in rows]
                 self._pc_done[todo] = True
         return self._pc_info
 

@@ -255,7 +255,8 @@ def issue_trace(seq, start_pc: int, max_instructions: int = 1_000_000, structure
             # straight code: the plain instructions from pc on that no armed loop ends at
             # fall through with the AGUs unchanged (SequencerModel.step), issued at once
             q, lim = pc + 1, min(depth, pc + max_instructions - (b.n - bubbles))
-            while q < lim and seq._decode(q).op in _PLAIN and not seq._ends.get(q):
+            dec, ends = seq._dec, seq._ends
+            while q < lim and (dec[q] or seq._decode(q)).op in _PLAIN and not ends.get(q):
                 q += 1
             b.block(np.arange(pc, q, dtype=np.int64), np.broadcast_to(np.array(seq.agu, np.int64), (q - pc, n_agus)))
             seq.pc = q % depth
