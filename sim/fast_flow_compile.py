@@ -65,10 +65,12 @@ class Compiler(NodeBuilder, Resolver, Batcher):
         final_stride = st.stride.copy()
         steps = np.arange(n)
         pred_any = pred_tab.any(axis=1)
+        # per template and field (ra, rb, wa, wb): the AR it post-increments (-1: none)
+        inc_ar = np.array([[u.ra_ar if u.ra_inc else -1, u.rb_ar if u.rb_inc else -1,
+                            u.wa_ar if u.wa_inc else -1, u.wb_ar if u.wb_inc else -1] for u in tmpls],
+                          np.int64).reshape(len(tmpls), 4)
         for i in range(self.n_ar):
-            inc = np.array([bool((u.ra_inc and u.ra_ar == i) or (u.rb_inc and u.rb_ar == i)
-                                 or (u.wa_inc and u.wa_ar == i) or (u.wb_inc and u.wb_ar == i))
-                            for u in tmpls], bool)
+            inc = (inc_ar == i).any(axis=1)
             is_set = (op == ArOp.SET) & (idx == i)
             is_add = (op == ArOp.ADD) & (idx == i)
             is_str = (op == ArOp.STRIDE) & (idx == i)
