@@ -141,3 +141,36 @@ def test_plans_shared_across_addresses_and_unnamed_registers():
     assert np.array_equal(m1.state.mem_b, m0.state.mem_b) and np.array_equal(m1.state.rf, m0.state.rf)
     if free:
         assert (m1.state.ar[:, free[0]] == 5).all()
+
+
+def test_chip_phase_regions_compile_whole_and_free(chip_step):
+    """The chip phase of an SGD step (a fresh plan cache) runs every region at loop level,
+    each core's straight and loop parts grouped into regions that compile whole (an SRAM
+    read depends only on the writes it hits: no false cycle through the bank's other
+    writers), and compiling leaves no reference cycles of the compiler behind (its
+    structures are freed by reference counting, not by the cyclic collector)."""
+    import gc
+
+    from sim.fast_flow import clear_plan_cache
+
+    ch, pc, entry, ring_in, ref, final = chip_step
+    for k, m in enumerate(ch.cores):
+        m.state = copy_state(entry[k])
+    clear_plan_cache()
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        res = ch.run(pc)
+        gc.collect()
+        left = [o for o in gc.garbage if type(o).__module__.startswith("sim.fast_flow")
+                or getattr(getattr(o, "__code__", None), "co_filename", "").endswith(("fast_flow_compile.py",
+                                                                                     "fast_trace.py"))]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert not left, f"{len(left)} compile-time objects in reference cycles, e.g. {left[0]!r}"
+    for k, m in enumerate(ch.cores):
+        assert m._flow.stats["fallbacks"] == 0 and m._flow.stats["cycle_engine_cycles"] == 0, (k, m._flow.stats)
+        _same(m, final[k], res.cores[k], ref[k])
