@@ -69,9 +69,10 @@ def add_train_arguments(p, cfg_help: str = "preset, JSON file or inline JSON") -
                    help="batch 1: the backward step of layers >= 1: W^T d and the update in one pass over W (fused), "
                         "as two kernels (separate), or the compiler's choice (auto, the default)")
     p.add_argument("--no-overlap", action="store_true",
-                   help="batch-1 SGD across a chip: run every collective apart from compute (default: the first "
-                        "rows of each update in its reduce-scatter's free slots, the all-gathers and the broadcast "
-                        "of x inside the GEMVs)")
+                   help="across a chip: run every collective apart from compute (default: SGD and minibatch GD "
+                        "take the all-gathers and the broadcast of x inside the GEMVs / GEMMs and the first rows of "
+                        "each update into its reduce-scatter's free slots; CP runs the delta chains beside the "
+                        "next forward GEMV)")
     p.add_argument("--out-reduce", choices=("auto", "stream", "chain"),
                    help="batch-1 SGD across a chip, output layer split by columns: its partials reduced onto core 0 "
                         "as one stream or along a chain (another order of the additions; auto, the default: the "
@@ -128,8 +129,7 @@ def check_train_args(args, cfg) -> None:
                                                    "the softmax on the host)"),
         (given("out_map") and not chip, f"--out-map applies to chip configurations; {where} has one core"),
         (given("out_map") and cp, "--out-map applies to SGD and minibatch GD, not --method cp"),
-        (args.no_overlap and (cp or batch or not chip),
-         "--no-overlap applies to batch-1 SGD across the cores of a chip configuration"),
+        (args.no_overlap and not chip, f"--no-overlap applies to chip configurations; {where} has one core"),
         (given("out_reduce") and (cp or batch or not chip),
          "--out-reduce applies to batch-1 SGD across the cores of a chip configuration"),
         (given("backward") and batch, "--backward applies to batch 1 (SGD or CP)"),
@@ -176,12 +176,15 @@ def _describe(args, cfg, mlp) -> str:
     if args.method == "cp":
         from sw.train_cp import compile_chip_cp
 
-        return compile_chip_cp(cfg, mlp, groups=args.groups, backward=args.backward or "auto").describe()
+        return compile_chip_cp(cfg, mlp, groups=args.groups, backward=args.backward or "auto",
+                               chain_overlap=not args.no_overlap).describe()
     if args.batch > 1:
         if cfg.cores > 1:
+            from sw.train_chip import overlap_options
             from sw.train_chip_mb import compile_chip_mbgd
 
-            return compile_chip_mbgd(cfg, mlp, out_map=args.out_map or "auto").describe()
+            return compile_chip_mbgd(cfg, mlp, out_map=args.out_map or "auto",
+                                     **overlap_options(not args.no_overlap)).describe()
         from sw.train_mb import compile_mbgd
 
         return compile_mbgd(cfg, mlp).describe()
@@ -202,10 +205,11 @@ def _run(args, cfg, mlp, data, bar) -> dict:
     common = dict(epochs=args.epochs, seed=args.seed, backend=args.model, golden_steps=args.golden_steps,
                   log=bar.log, progress=bar)
     if args.method == "cp":
-        return train_cp(cfg, mlp, data, groups=args.groups, backward=args.backward or "auto", **common)
+        return train_cp(cfg, mlp, data, groups=args.groups, backward=args.backward or "auto",
+                        overlap=not args.no_overlap, **common)
     if args.batch > 1:
         return train_minibatch(cfg, mlp.sizes, data, b=mlp.batch, lr=args.lr, loss=args.loss,
-                               out_map=args.out_map or "auto", **common)
+                               out_map=args.out_map or "auto", overlap=not args.no_overlap, **common)
     return train(cfg, mlp, data, host_latency=HOST_LATENCY_CYCLES if args.host_latency is None else args.host_latency,
                  out_map=args.out_map or "auto", softmax=args.softmax or "auto", backward=args.backward or "auto",
                  overlap=not args.no_overlap, out_reduce=args.out_reduce or "auto", **common)
@@ -262,7 +266,8 @@ def cmd_train(args) -> int:
         if args.method == "cp":
             from sw.train_cp import compile_chip_cp
 
-            tp = compile_chip_cp(cfg, mlp, groups=args.groups, backward=args.backward or "auto")
+            tp = compile_chip_cp(cfg, mlp, groups=args.groups, backward=args.backward or "auto",
+                                 chain_overlap=not args.no_overlap)
         method = "cp" if args.method == "cp" else "mbgd" if mlp.batch > 1 else "sgd"
         cap = run_power_cap(args, cfg, mlp, method, log=lambda m: print(m, file=sys.stderr, flush=True),
                             options=opts, tp=tp)

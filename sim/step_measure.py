@@ -41,8 +41,8 @@ class StepMeasure:
 
 
 #: the mapping choices each method's compiler takes (the rest do not apply to it)
-MAPPING_OPTIONS = {"sgd": ("out_map", "backward", "softmax", "overlap", "out_reduce"), "mbgd": ("out_map",),
-                   "cp": ("backward", "softmax")}
+MAPPING_OPTIONS = {"sgd": ("out_map", "backward", "softmax", "overlap", "out_reduce"), "mbgd": ("out_map", "overlap"),
+                   "cp": ("backward", "softmax", "overlap")}
 
 
 def mapping_options(method: str, batch: int, options: dict) -> dict:
@@ -60,8 +60,9 @@ def compile_method(method: str, cfg, mlp, **options):
     from sw.train_cp import compile_chip_cp
 
     opts = mapping_options(method, mlp.batch, options)
-    if method == "sgd" and "overlap" in opts:        # every collective beside compute, or none
-        opts.update(overlap_options(opts.pop("overlap")))
+    if "overlap" in opts:                            # every collective beside compute, or none
+        on = opts.pop("overlap")
+        opts.update({"chain_overlap": on} if method == "cp" else overlap_options(on))
     return {"sgd": compile_chip_sgd, "cp": compile_chip_cp, "mbgd": compile_chip_mbgd}[method](cfg, mlp, **opts)
 
 

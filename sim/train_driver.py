@@ -217,9 +217,10 @@ def train(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str =
 
 def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: str = "fast",
              golden_steps: int = 0, log=print, max_train: int | None = None, max_test: int | None = None,
-             progress=None, groups=None, backward: str = "auto") -> dict:
+             progress=None, groups=None, backward: str = "auto", overlap: bool = True) -> dict:
     """Continuous propagation of ``mlp`` across the cores of a chip configuration
-    (:func:`sw.train_cp.compile_chip_cp`; ``groups``, ``backward`` as there) on ``data``
+    (:func:`sw.train_cp.compile_chip_cp`; ``groups``, ``backward`` as there; ``overlap``:
+    its ``chain_overlap``) on ``data``
     for ``epochs`` epochs, beside two float64 baselines from the same initial weights: CP
     with the same pipeline schedule (:class:`sw.golden_train_cp.Float64CP`,
     :class:`sw.golden_train_cp_mb.Float64MBCP`), stepped with the array's inputs and
@@ -249,7 +250,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
     if data.n_in != mlp.n_in or data.n_classes != mlp.n_out:
         raise InputError(f"the data set has {data.n_in} inputs and {data.n_classes} classes, the network "
                          f"{mlp.n_in} inputs and {mlp.n_out} outputs")
-    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward)
+    tp = compile_chip_cp(cfg, mlp, groups=groups, backward=backward, chain_overlap=overlap)
     log(tp.describe().split("\n\n")[0])
     W0 = init_weights(mlp, fmt, seed)
     sess = ChipSession(cfg, backend)
@@ -422,12 +423,14 @@ def _accuracy(pred, x, y, b, n_in):
 
 def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs: int = 10, seed: int = 0,
                     golden_steps: int = 20, log=print, max_steps: int | None = None, progress=None,
-                    loss: str = "softmax_ce", backend: str = "fast", out_map: str = "auto") -> dict:
+                    loss: str = "softmax_ce", backend: str = "fast", out_map: str = "auto",
+                    overlap: bool = True) -> dict:
     """Minibatch GD of ``MLP(sizes, loss, lr, batch=b)`` on ``data`` (default:
     scikit-learn's digits, :func:`sw.datasets.load_digits`; targets: the class for
     ``softmax_ce``, its one-hot column for ``mse``): on one core, or across the cores of
     a chip configuration (:func:`sw.train_chip_mb.compile_chip_mbgd`, its output layer
-    mapped by ``out_map``), on the fast
+    mapped by ``out_map``; ``overlap``: the collectives beside compute,
+    :func:`sw.train_chip.overlap_options`), on the fast
     engine (``backend="fast"``) or the reference / per-cycle one (``"model"``). The
     first ``golden_steps`` steps are checked bit for bit against the golden trainer;
     float64 minibatch GD runs on the same batches (the last partial batch of each epoch
@@ -448,9 +451,11 @@ def train_minibatch(cfg, sizes, data=None, b: int = 16, lr: float = 0.1, epochs:
     if chip:
         from sw.golden_train_chip_mb import GoldenChipMBGD
         from sim.sessions import ChipSession
+        from sw.train_chip import overlap_options
         from sw.train_chip_mb import compile_chip_mbgd
 
-        tp, sess = compile_chip_mbgd(cfg, mlp, out_map=out_map), ChipSession(cfg, backend)
+        tp = compile_chip_mbgd(cfg, mlp, out_map=out_map, **overlap_options(overlap))
+        sess = ChipSession(cfg, backend)
         gold = GoldenChipMBGD(cfg, mlp, W0, out_map=out_map)
     else:
         tp, sess, gold = compile_mbgd(cfg, mlp), CoreSession(cfg, backend), GoldenMBGD(cfg, mlp, W0)

@@ -203,10 +203,11 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
 
 
 def overlap_options(on: bool = True) -> dict:
-    """:func:`compile_chip_sgd`'s switches that run collectives beside compute, all ``on``
-    or all off: the updates' first rows in the reduce-scatters (``overlap``), the
-    all-gathers and the broadcast of ``x`` inside the GEMVs (``ag_overlap``,
-    ``bcast_overlap``). Each keeps the bits of the step; only its cycles change."""
+    """:func:`compile_chip_sgd`'s (and :func:`sw.train_chip_mb.compile_chip_mbgd`'s)
+    switches that run collectives beside compute, all ``on`` or all off: the updates'
+    first rows in the reduce-scatters (``overlap``), the all-gathers and the broadcast of
+    ``x`` inside the GEMVs / GEMMs (``ag_overlap``, ``bcast_overlap``). Each keeps the
+    bits of the step; only its cycles change. (CP's one switch is ``chain_overlap``.)"""
     return {"overlap": on, "ag_overlap": on, "bcast_overlap": on}
 
 

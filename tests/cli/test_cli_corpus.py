@@ -215,7 +215,6 @@ CASES: list[tuple[str, int, str]] = [
     (f"{T} --out-map rows", 2, "--out-map"), (f"{T} --config chip-tiny --method cp --out-map cols", 2, "--out-map"),
     (f"{T} --method cp", 2, "--method cp"), (f"{T} --groups 1,1", 2, "--groups"), (f"{T} --groups 0", 2, "--groups"),
     (f"{T} --batch 4 --backward fused", 2, "--backward"), (f"{T} --no-overlap", 2, "--no-overlap"),
-    (f"{T} --config chip-tiny --no-overlap --batch 4", 2, "--no-overlap"),
     (f"{T} --out-reduce stream", 2, "--out-reduce"), (f"{T} --config chip-tiny --method cp --out-reduce chain", 2,
                                                        "--out-reduce"),
     (f"{T} --config chip-tiny --out-reduce tree", 2, "--out-reduce"),

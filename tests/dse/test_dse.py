@@ -62,19 +62,21 @@ def test_mapping_axes_apply_only_where_the_compiler_takes_them():
 
 
 def test_softmax_and_overlap_axes():
-    """``softmax`` (SGD and batch-1 CP) and ``overlap`` (SGD) reach the compilers as the
-    values they take; minibatch GD takes neither."""
+    """``softmax`` (SGD and batch-1 CP) and ``overlap`` (every method but minibatch CP)
+    reach the compilers as the values they take; minibatch GD takes no softmax."""
     from dse.space import point_mapping
 
     s = parse_space(["method=sgd,cp,mbgd:4", "softmax=array,host", "overlap=on,off"], BASE)
     assert point_mapping({"method": "sgd", "softmax": "host", "overlap": "off"}) == {"softmax": "host",
                                                                                     "overlap": False}
-    assert point_mapping({"method": "cp", "softmax": "array", "overlap": "off"}) == {"softmax": "array"}
-    assert point_mapping({"method": "mbgd:4", "softmax": "array", "overlap": "on"}) == {}
+    assert point_mapping({"method": "cp", "softmax": "array", "overlap": "off"}) == {"softmax": "array",
+                                                                                   "overlap": False}
+    assert point_mapping({"method": "mbgd:4", "softmax": "array", "overlap": "on"}) == {"overlap": True}
+    assert point_mapping({"method": "cp:4", "softmax": "array", "overlap": "on"}) == {}
     keys = {(p["method"], p["softmax"], p["overlap"]): point_key(s, p, TINY) for p in s.points()}
     assert len({k for (m, _, _), k in keys.items() if m == "sgd"}) == 4
-    assert len({k for (m, _, _), k in keys.items() if m == "cp"}) == 2
-    assert len({k for (m, _, _), k in keys.items() if m == "mbgd:4"}) == 1
+    assert len({k for (m, _, _), k in keys.items() if m == "cp"}) == 4
+    assert len({k for (m, _, _), k in keys.items() if m == "mbgd:4"}) == 2
     with pytest.raises(UsageError, match="overlap: 'maybe'"):
         parse_space(["overlap=maybe"], BASE)
     res = {sm: evaluate_point(BASE.to_dict(), {"method": "sgd", "softmax": sm, "out_map": "cols"}, TINY, "k")

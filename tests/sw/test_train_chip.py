@@ -527,8 +527,8 @@ def test_cli_train_chip(tmp_path, out_map):
 def test_cli_train_chip_no_overlap(tmp_path, capsys):
     """``--no-overlap`` runs every collective apart from compute: the reduce-scatters and
     the updates one after the other, the all-gathers and the broadcast of x before the
-    GEMVs (the compiler's prediction with every overlap off, golden-checked); it is
-    refused where it has no meaning."""
+    GEMVs (the compiler's prediction with every overlap off, golden-checked); minibatch GD
+    and CP compile with their collectives apart too; it is refused on one core."""
     import json
 
     from cli.main import main
@@ -543,8 +543,16 @@ def test_cli_train_chip_no_overlap(tmp_path, capsys):
     assert ovl.meta["overlap"] and ovl.step_cycles() < seq.step_cycles()
     assert not seq.meta["overlap"] and not seq.meta["ring_in"] and not seq.meta["bcast_in"]
     assert json.loads(js.read_text())["step"]["cycles"] == seq.step_cycles()
-    assert main(args + ["--no-overlap", "--batch", "4"]) != 0
-    assert "--no-overlap applies to batch-1 SGD" in capsys.readouterr().err
+    capsys.readouterr()
+    short = ["--max-train", "8", "--describe", "--progress", "off"]
+    base = ["train", "--data", "synthetic", "--hidden", "9,5", "--epochs", "1", "--lr", "0.1", "--config",
+            "chip-tiny", "--max-test", "4", "--golden-steps", "2"] + short
+    assert main(base + ["--no-overlap", "--batch", "4"]) == 0
+    assert "forward collectives inside the GEMMs: none" in capsys.readouterr().out
+    assert main(base[:4] + ["9"] + base[5:] + ["--method", "cp", "--no-overlap"]) == 0
+    assert "chains: every chain in the tail, after every core's kernels (chain_overlap: off)" in capsys.readouterr().out
+    assert main(["train", "--data", "synthetic", "--hidden", "9", "--no-overlap"]) != 0
+    assert "--no-overlap applies to chip configurations" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("cfg", [SMALL, replace(SMALL, cores=6)], ids=["4cores", "6cores"])
