@@ -112,10 +112,13 @@ class Plan:
             elif kind == "lanes":       # vi = (host block, positions in it, each PE's lane)
                 blk, pos, lane = vi
                 v = lanes[blk][pos].take(lane, axis=1).T
-            elif isinstance(vi, slice):     # consecutive rows: a view of V
+            elif isinstance(vi, slice):     # evenly spaced rows: a view of V
                 v = (V[vi] if pes is None else V[vi][:, pes]).T
+            elif vi.ndim == 2:
+                v = Vf.take(vi).T
             else:
-                v = (Vf.take(vi) if vi.ndim == 2 else V.take(vi, axis=0) if pes is None else V[vi[:, None], pes]).T
+                v = (V.take(vi, axis=0) if pes is None else V[vi, pes] if isinstance(pes, slice)
+                     else V[vi[:, None], pes]).T
             out.append((bank, pes, mi, v))
         return out
 
@@ -159,8 +162,8 @@ class Plan:
                     mem.reshape(-1)[mi] = vv
                 elif pes is None:           # every PE: words mi <- rows of V
                     mem[:, mi] = vv
-                else:
-                    mem[pes if isinstance(mi, slice) else pes[:, None], mi] = vv
+                else:                       # pes, mi: index arrays or slices
+                    mem[pes if isinstance(mi, slice) or isinstance(pes, slice) else pes[:, None], mi] = vv
             cols = plan.ar_cols
             if len(cols) == st.ar.shape[1]:
                 st.ar = plan.final_ar.copy()
@@ -246,16 +249,18 @@ def flatten(plan, P, depth: dict):
         rows, cols, lasts = plan.hout
         plan.hout = (rows * P + cols, lasts)
     _host_direct(plan)
-    plan.final_mem = [(kind, bank, pes, _as_slice(mi), _as_slice(vi) if kind == "class" else
+    plan.final_mem = [(kind, bank, _as_slice(pes), _as_slice(mi), _as_slice(vi) if kind == "class" else
                        (vi[0], _as_slice(vi[1]), vi[2]) if kind == "lanes" else vi)
                       for kind, bank, pes, mi, vi in plan.final_mem]
 
 
 def _as_slice(a):
-    """``a`` (an index array) as a slice when it is consecutive ints (cheaper indexing)."""
-    if isinstance(a, np.ndarray) and a.ndim == 1 and len(a) > 1 and int(a[-1]) - int(a[0]) == len(a) - 1 \
-            and (np.diff(a) == 1).all():
-        return slice(int(a[0]), int(a[-1]) + 1)
+    """``a`` (an index array) as a slice when it is evenly spaced increasing ints (basic
+    indexing: views and strided copies instead of gathers and scatters)."""
+    if isinstance(a, np.ndarray) and a.ndim == 1 and len(a) > 1:
+        d = int(a[1]) - int(a[0])
+        if d > 0 and int(a[-1]) - int(a[0]) == d * (len(a) - 1) and (np.diff(a) == d).all():
+            return slice(int(a[0]), int(a[-1]) + 1, d)
     return a
 
 
