@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
 from pathlib import Path
@@ -183,3 +184,18 @@ class Outputs:
                 os.replace(tmp, path)
         finally:
             self.discard()
+
+
+@contextlib.contextmanager
+def locked(path: Path | str):
+    """Hold an exclusive ``flock`` on ``path`` (created if missing) for the ``with`` block:
+    processes that would produce the same file (parallel pytest workers converting or
+    building one design) take turns, and the later ones find the result."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -13,7 +13,7 @@ import hashlib
 import inspect
 from pathlib import Path
 
-from arch.files import ROOT, atomic_write
+from arch.files import ROOT, atomic_write, locked
 
 __all__ = ["RTL_PACKAGES", "rtl_source_digest", "write_verilog", "VERILOG_DIR"]
 
@@ -59,8 +59,6 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
     its Verilog ports have the AXI4-Stream names (``s_axis_tdata``, ``s_axis_tvalid``,
     ``s_axis_tready``, ``s_axis_tlast``, ``s_axis_tdest``, ``m_axis_tid``, ...) that
     cocotbext-axi and the testbenches use; no hierarchy level is added."""
-    from amaranth.back import verilog
-
     keyed = None
     if design_key is not None and path is None and ports is None:
         cls_src = inspect.getsourcefile(type(component))
@@ -68,12 +66,29 @@ def write_verilog(component, name: str, path: Path | str | None = None, ports=No
         h = hashlib.sha256(f"{name}\n{design_key}\n{plat}\n{rtl_source_digest()}\n".encode())
         h.update(Path(cls_src).read_bytes() if cls_src else b"")
         keyed = VERILOG_DIR / "keyed" / f"{name}-{h.hexdigest()[:16]}"
-        if keyed.exists():
-            p = VERILOG_DIR / f"{name}-{keyed.read_text().strip()}.v"
-            if p.exists():
-                if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
-                    component._MustUse__used = True
-                return p.read_text(), p
+        hit = _keyed_verilog(keyed, name, component)
+        if hit is not None:
+            return hit
+        with locked(keyed.with_name(keyed.name + ".lock")):   # one process converts, the others wait and read
+            hit = _keyed_verilog(keyed, name, component)
+            return hit if hit is not None else _convert(component, name, None, None, platform, keyed)
+    return _convert(component, name, path, ports, platform, keyed)
+
+
+def _keyed_verilog(keyed: Path, name: str, component) -> tuple[str, Path] | None:
+    """The Verilog a design key maps to, if converted already."""
+    if keyed.exists():
+        p = VERILOG_DIR / f"{name}-{keyed.read_text().strip()}.v"
+        if p.exists():
+            if hasattr(component, "_MustUse__used"):   # not elaborated: no UnusedElaboratable warning
+                component._MustUse__used = True
+            return p.read_text(), p
+    return None
+
+
+def _convert(component, name: str, path, ports, platform, keyed: Path | None) -> tuple[str, Path]:
+    from amaranth.back import verilog
+
     from rtl.streams import AxisTop, has_links
 
     top = AxisTop(component) if ports is None and has_links(component) else component

@@ -24,8 +24,6 @@ a Verilator test (the 4-core chip: 37 s at -O0 against 207 s at -Os).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -36,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from arch.files import ROOT, atomic_write
+from arch.files import ROOT, atomic_write, locked
 from rtl.verilog import write_verilog
 from arch.errors import ToolError
 
@@ -237,7 +235,7 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
         # older than the build products, so an unchanged design is never rebuilt.
         build_dir.mkdir(parents=True, exist_ok=True)
         t_build = time.perf_counter()
-        with _locked(build_dir / ".lock"):  # parallel pytest workers may share a design
+        with locked(build_dir / ".lock"):  # parallel pytest workers may share a design
             _build_once(runner, sim, [*extra, vpath], toplevel, build_dir, waves, build_args)
         build_s = time.perf_counter() - t_build
         extra_env = {
@@ -330,16 +328,6 @@ def _build_once(runner, sim: str, sources: list[Path], toplevel: str, build_dir:
             if f.name not in _VERILATOR_KEEP and f.name != toplevel and f.is_file():
                 f.unlink()
         stamp.write_text(toplevel + "\n")
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _tail(path: Path, n: int = 60) -> str:

@@ -205,8 +205,9 @@ def test_add_o_next(fmt_name, latency):
 # -- main random tests ---------------------------------------------------------------------------
 #: every format on Icarus; on Verilator binary16 in ``make test``, the others ``slow``
 #: (the same units, whose Verilator build binary16 checks)
-RANDOM_CASES = [pytest.param(sim, f, marks=([pytest.mark.verilator] if sim == "verilator" else [])
-                             + ([pytest.mark.slow] if sim == "verilator" and f != "binary16" else []))
+# Verilator slow: the PE-level Verilator run (tests/pe/test_pe.py, b16_bus) builds the
+# same units, and the Icarus cases check their results here
+RANDOM_CASES = [pytest.param(sim, f, marks=[pytest.mark.verilator, pytest.mark.slow] if sim == "verilator" else [])
                 for sim in SIMS for f in FORMATS]
 
 

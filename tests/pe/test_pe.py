@@ -58,8 +58,26 @@ SUITES = {
 BASE_SEED = int(os.environ.get("PE_SEED", "1"))
 
 
-@pytest.mark.parametrize("suite", list(SUITES))
-@pytest.mark.parametrize("cfg_name,sim", sim_matrix(CONFIGS, verilator={"b16_bus"}))
+#: (configuration, suite) pairs in make test-all only: the GEMV suite of the configurations
+#: between no pipeline stage (b16_nr4) and every stage (b16_dist), whose directed and
+#: random suites run in make test. Verilator runs in make test-all: it repeats what
+#: Icarus checks on the same RTL, and make test builds the PEs with Verilator inside a
+#: core (tests/rtl/test_core.py, nr2_fp16_fan)
+SLOW_SUITES = {("b16_exec", "gemv"), ("b16_bus", "gemv"), ("b16_read", "gemv"), ("b16_rx", "gemv")}
+
+
+def _pe_cases():
+    out = []
+    for suite in SUITES:
+        for p in sim_matrix(CONFIGS, verilator=set()):
+            cfg_name, sim = p.values
+            slow = (cfg_name, suite) in SLOW_SUITES and not any(m.name == "slow" for m in p.marks)
+            out.append(pytest.param(cfg_name, sim, suite, id=f"{cfg_name}-{sim}-{suite}",
+                                    marks=[*p.marks, *([pytest.mark.slow] if slow else [])]))
+    return out
+
+
+@pytest.mark.parametrize("cfg_name,sim,suite", _pe_cases())
 def test_pe_rtl_matches_model(cfg_name, sim, suite):
     from tests.benches.pe_top import PETop
 

@@ -13,6 +13,7 @@ from sim.core_model import Beat
 from sim.core_run import job_beats, run_job, run_kernel
 from sim.fast_model import FastModel
 from sim.replay_run import run_replay
+from tests.simulators import REPLAY_SIM_PARAMS
 from sw.collectives import Region
 from sw.kernels import Scalar, emit_gemv, emit_rank1
 from sw.layout import local_len, pack_matrix, pack_vector
@@ -81,7 +82,7 @@ def test_pause_generator_is_lfsr_pauses():
     assert 50 < sum(got[0][0]) < 100 and not any(got[3][0]) and all(got[2][0])
 
 
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_replay_session_equals_axi_and_fast(sim):
     """A kernel session (loads, GEMV, rank-1 update, unloads) through the replay harness:
     the unloaded results, every phase's counters and the cycle count are those of the

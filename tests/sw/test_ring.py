@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.simulators import SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS
 from sw.ring import (RingError, all_gather_layout, beats_segment, fill_diag_program, read_diag_program,
                       segment_beats, emit_all_gather, emit_pass_along,
                       emit_reduce_scatter, golden_all_gather, golden_reduce_scatter, reduce_scatter_layout,
@@ -151,7 +151,7 @@ def test_errors():
 
 # -- RTL -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("nr", [2, pytest.param(4, marks=pytest.mark.slow)])
-@pytest.mark.parametrize("sim", SIM_PARAMS)
+@pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_collectives_rtl(sim, nr):
     """All-gather, reduce-scatter, then a reduce to core 2, on the 4-core chip RTL: every
     core's beats and counters equal the chip model's; the results read back equal the
