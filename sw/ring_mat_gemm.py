@@ -270,5 +270,5 @@ def gemm_ring_update_frag(cfg, k: int, m: int, n: int, bsz: int, W, X, Y, alpha,
             lines[wb + L + 1] = _add(cfg, 3, (nbi - bi) * Li * LN + (nbc - bc) * Lc)
             if h == 0 and no == o:
                 lines[wb + L + 2] = _add(cfg, 2, (nbc - bc) * Lc - Ln * LN)
-    per = sorted({pl["p"], Lc * pl["p"], nr * Lc * pl["p"], pl["block"], 2 * pl["block"]})
+    per = sorted({pl["p"], Lc * pl["p"], nr * Lc * pl["p"], pl["block"], 2 * pl["block"], pl["Bi"] * pl["block"]})
     return RingFrag(_fold_text(cfg, lines, per, name), len(lines))

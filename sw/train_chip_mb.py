@@ -684,16 +684,18 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
     wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
     why = {"f": ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap),
-           "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap)}
+           "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, words := {})}
     items = []
     for t, forced in (("f", ring_layers), ("u", ring_updates)):
         ok = sorted(l for l, w in why[t].items() if w is None)
-        bad = sorted(set(forced or ()) - set(ok))
+        bad = sorted(l for l in set(forced or ()) - set(ok) if not str(why[t].get(l)).startswith("no faster"))
         if bad:
             raise TrainCompileError(f"{'ring_layers' if t == 'f' else 'ring_updates'} {bad}: cannot take their "
                                     f"input off the ring (" + "; ".join(
                                         f"layer {l}: {why[t].get(l) or 'its input is not gathered'}" for l in bad) + ")")
         items += [(t, l) for l in (ok if forced is None else sorted(forced))]
+        for l in forced or ():
+            why[t][l] = None
 
     def build(items):
         fw, up = (sorted(l for t, l in items if t == x) for x in ("f", "u"))
@@ -715,4 +717,4 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         return tp
 
     forced = ring_layers is not None or ring_updates is not None
-    return cheapest(build, items, forced)
+    return cheapest(build, items, forced, words, cfg.ucode_depth)

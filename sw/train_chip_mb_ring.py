@@ -7,10 +7,11 @@ chip")."""
 
 from __future__ import annotations
 
-from sw.kernels import Scalar
+from sw.kernels import Scalar, gemm_cost
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.ring import RingError
+from sw.ring_mat import mat_all_gather_slots, mat_broadcast_slots
 from sw.ring_mat_gemm import gemm_ring_check, gemm_ring_frag, gemm_ring_update_frag
 from sw.train import Allocator, _other
 
@@ -47,10 +48,20 @@ def ring_fw_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str,
             if out[l] is None:
                 try:
                     Y = R[f"A{l + 1}"] if l < nl - 1 else R["Z"]
-                    ring_gemm(cfg, 0, l, P, N, mlp.batch, R[f"W{l}"], X, Y)
+                    fr = ring_gemm(cfg, 0, l, P, N, mlp.batch, R[f"W{l}"], X, Y)
+                    Lb, Ln = local_len(mlp.batch, cfg.nr), local_len(N[l], cfg.nr)
+                    m = Ln * Lb * cfg.nr if l == 0 else local_len(P[l - 1], cfg.nr) * Lb * cfg.nr
+                    old = gemm_cost(cfg, P[l], N[l], mlp.batch)["instructions"] + (
+                        mat_broadcast_slots(cfg, m) if l == 0 else mat_all_gather_slots(cfg, m))
+                    out[l] = _slower(fr.slots, old)
                 except RingError as e:
                     out[l] = str(e)
     return out
+
+
+def _slower(new: int, old: int) -> str | None:
+    """None if the ring GEMM's ``new`` slots beat the collective and the GEMM's ``old``."""
+    return None if new < old else f"no faster ({new} slots inside the GEMM, {old} for the collective and the GEMM)"
 
 
 def ring_update(cfg, k: int, l: int, P: list, N: list, b: int, D, AT, W, nlr):
@@ -61,11 +72,12 @@ def ring_update(cfg, k: int, l: int, P: list, N: list, b: int, D, AT, W, nlr):
 
 
 def ring_up_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str, spad: dict,
-                   ag_overlap: bool = True) -> dict:
+                   ag_overlap: bool = True, words: dict | None = None) -> dict:
     """The layers ``l >= 1`` whose update takes the all-gather of ``A_l^T``'s column blocks
     off the ring (if ``ag_overlap``), and why each other one keeps it before the update:
     ``{layer: None or reason}`` (a paged panel keeps it: its pages re-read ``A^T``; the
-    split output layer's ``A^T`` is not gathered)."""
+    split output layer's ``A^T`` is not gathered). ``words``: filled with each layer's
+    fragment's microcode words (core 0's)."""
     R, nl = {n: v.region for n, v in al.items.items()}, mlp.n_layers
     out = {}
     for l in range(1, nl):
@@ -80,30 +92,48 @@ def ring_up_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str,
             AT = R[f"AT_{_other(D.bank)}"]
             try:
                 nlr = Scalar(R["nlr"].bank, R["nlr"].base)
-                ring_update(cfg, 0, l, P, N, mlp.batch, D, AT, R[f"W{l}"], nlr)
-                out[l] = None
+                fr = ring_update(cfg, 0, l, P, N, mlp.batch, D, AT, R[f"W{l}"], nlr)
+                if words is not None:
+                    words[("u", l)] = fr.words
+                m = local_len(mlp.batch, cfg.nr) * local_len(P[l - 1], cfg.nr) * cfg.nr
+                old = gemm_cost(cfg, P[l], mlp.batch, N[l], alpha=True)["instructions"] + mat_all_gather_slots(cfg, m)
+                out[l] = _slower(fr.slots, old)
             except RingError as e:
                 out[l] = str(e)
     return out
 
 
-def cheapest(build, items: list, forced: bool):
-    """``build(items)``; when its longer text costs microcode reloads (and nothing is
-    forced), the fewest cycles of it, the forward and the update items apart, each item
-    alone, and none; the reason recorded for the items left out."""
-    tp = build(items)
-    if not items or forced or not tp.reload_cycles():
-        return tp
+def cheapest(build, items: list, forced: bool, words: dict | None = None, depth: int = 0):
+    """``build(items)``; unless something is forced: the update items (``("u", l)``) only
+    if their fragments' ``words`` fit the ``depth``-word microcode beside the program
+    without them, and when the longer text costs microcode reloads, the fewest cycles of
+    it, the forward and the update items apart, each item alone, and none; the reason
+    recorded for the items left out."""
+    up = [it for it in items if it[0] == "u"]
+    tp, left = None, {}
+    if not forced and up and len(up) < len(items) and words is not None:
+        tp = build([it for it in items if it[0] == "f"])
+        used = max(len(w) for w in tp.images[0]) if len(tp.images) == 1 else depth
+        need = sum(words.get(it, 0) for it in up)
+        if used + need > depth:
+            left = {it: f"the updates' texts ({need} words) do not fit the {depth - used} microcode words the rest "
+                        f"leaves" for it in up}
+            items = [it for it in items if it[0] == "f"]
+        else:
+            tp = None
+    tp = tp or build(items)
     best = tp
-    groups = [[it for it in items if it[0] == t] for t in ("f", "u")]
-    alts = [g for g in groups if 0 < len(g) < len(items)] + ([[it] for it in items] if len(items) > 1 else []) + [[]]
-    for alt in alts:
-        alt = build(alt)
-        if alt.step_cycles() < best.step_cycles():
-            best = alt
-    for t, l in items:
-        if l not in best.meta["ring_fw" if t == "f" else "ring_up"]:
-            best.meta["ring_fw_why" if t == "f" else "ring_up_why"][l] = (
-                f"the longer program's microcode reloads ({tp.step_cycles()} cycles per step with every collective "
-                f"inside its GEMM, {best.step_cycles()} so)")
+    if items and not forced and tp.reload_cycles():
+        groups = [[it for it in items if it[0] == t] for t in ("f", "u")]
+        alts = [g for g in groups if 0 < len(g) < len(items)] + ([[it] for it in items] if len(items) > 1 else []) + [[]]
+        for alt in alts:
+            alt = build(alt)
+            if alt.step_cycles() < best.step_cycles():
+                best = alt
+        for t, l in items:
+            if l not in best.meta["ring_fw" if t == "f" else "ring_up"]:
+                left[(t, l)] = (f"the longer program's microcode reloads ({tp.step_cycles()} cycles per step with every "
+                                f"collective inside its GEMM, {best.step_cycles()} so)")
+    for (t, l), why in left.items():
+        best.meta["ring_fw_why" if t == "f" else "ring_up_why"][l] = why
     return best

@@ -200,8 +200,8 @@ def test_chip_mbgd_rtl(sim):
         mlp = MLP((5, 6, 3), loss, 0.125, batch=3)
         ring = [0, 1] if out_map == "rows" else [0]
         tp, sess, gold, results = chip_run_and_check(
-            CHIP4, mlp, 1, "model", seed, True, compile=partial(compile_chip_mbgd, ring_layers=ring),
-            golden=GoldenChipMBGD, sample=_batch, out_map=out_map)
+            CHIP4, mlp, 1, "model", seed, True, golden=GoldenChipMBGD, sample=_batch, out_map=out_map,
+            compile=partial(compile_chip_mbgd, ring_layers=ring, ring_updates=ring[1:]))
         assert tp.meta["ring_fw"] == ring and tp.meta["ring_up"] == ([1] if out_map == "rows" else [])
         assert not {"bcast_X", "ag1", "agT1"} & {op for op, _, _ in tp.breakdown()}
         un = tp.unload_weights_phases()
