@@ -116,8 +116,9 @@ def cheapest(build, items: list, forced: bool, words: dict | None = None, depth:
         used = max(len(w) for w in tp.images[0]) if len(tp.images) == 1 else depth
         need = sum(words.get(it, 0) for it in up)
         if used + need > depth:
-            left = {it: f"the updates' texts ({need} words) do not fit the {depth - used} microcode words the rest "
-                        f"leaves" for it in up}
+            room = (f"the {depth - used} microcode words the rest leaves" if len(tp.images) == 1 else
+                    "the microcode: the rest takes several images already")
+            left = {it: f"the updates' texts ({need} words) do not fit {room}" for it in up}
             items = [it for it in items if it[0] == "f"]
         else:
             tp = None
