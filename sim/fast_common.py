@@ -19,12 +19,10 @@
 
 from __future__ import annotations
 
-import functools
-import gc
-
 import numpy as np
 
 from arch.buses import segment_len, segment_of
+from arch.gc_pause import gc_paused
 from arch.microop import ArOp, FmaWb, Gate, MvOp, PredMode, Src, uop_fields
 from arch.counters import SUMMED_EVENTS, counter_names
 
@@ -35,23 +33,6 @@ OFF_FIELDS = ("ra_off", "rb_off", "wa_off", "wb_off")
 
 SRC_MEMA, SRC_MEMB, SRC_ROW, SRC_COL = int(Src.MEMA), int(Src.MEMB), int(Src.ROW), int(Src.COL)
 SRC_ZERO, SRC_NZERO, SRC_ONE = int(Src.ZERO), int(Src.NZERO), int(Src.ONE)
-
-
-def gc_paused(f):
-    """``f`` with Python's cyclic garbage collector paused while it runs (and resumed
-    after, if it was on). The engine allocates many short-lived containers (a region's
-    value nodes and reads, freed by reference counting), which would otherwise trigger
-    collections that walk every object of the process, again and again."""
-    @functools.wraps(f)
-    def run(*args, **kwargs):
-        if not gc.isenabled():
-            return f(*args, **kwargs)
-        gc.disable()
-        try:
-            return f(*args, **kwargs)
-        finally:
-            gc.enable()
-    return run
 
 
 def offset_mask(cfg) -> int:

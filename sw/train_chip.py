@@ -51,10 +51,9 @@ turnaround. :class:`sw.golden_train_chip.GoldenChipSGD` is the bit-exact model.
 
 from __future__ import annotations
 
-import functools
-import gc
-
 import numpy as np
+
+from arch.gc_pause import gc_paused
 
 from sw.layout import local_len
 from sw.mlp import MLP
@@ -211,23 +210,7 @@ def overlap_options(on: bool = True) -> dict:
     return {"overlap": on, "ag_overlap": on, "bcast_overlap": on}
 
 
-def _gc_paused(f):
-    """``f`` with Python's cyclic garbage collector paused while it runs: compiling
-    allocates many short-lived containers, which the collector would otherwise promote
-    and walk with the whole heap, again and again (a fifth of a compile)."""
-    @functools.wraps(f)
-    def run(*args, **kwargs):
-        if not gc.isenabled():
-            return f(*args, **kwargs)
-        gc.disable()
-        try:
-            return f(*args, **kwargs)
-        finally:
-            gc.enable()
-    return run
-
-
-@_gc_paused
+@gc_paused
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
                      page_rows: int | None = None, dram=None, ag_overlap: bool = True,
