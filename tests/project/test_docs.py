@@ -593,7 +593,7 @@ QUOTES += [
           RING_S("all-gather", "reference (c-1)m")),
     Quote("docs/chip.md", r"\(the input to the (\d+) cores of the first group", RES + "train_cp.json",
           lambda d: CP_S(d)["groups"][0]),
-    Quote("docs/chip.md", r"unidirectional ring\) take (\d+) cycles of the tail RUN", RES + "train_cp.json",
+    Quote("docs/chip.md", r"activation gathers\) take (\d+) cycles of the tail RUN", RES + "train_cp.json",
           lambda d: CP_S(d)["runs"]["chains"]),
 ]
 
@@ -1076,18 +1076,17 @@ QUOTES += [
           lambda d: MBS(16)(d)["mac_utilization"] * 100, "{:.0f}"),
     Quote("docs/training.md", r"where the (\d+) \+ (\d+) cycles of `b = 16` go", CHIP_MB,
           lambda d: (str(MBS(16)(d)["cycles"]), str(MBS(16)(d)["host_cycles"])), lambda v: v),
-    Quote("docs/training.md", r"GEMMs (\d+) %, the reduce-scatters of `dX\^T` (\d+) %", CHIP_MB,
+    Quote("docs/training.md", r"GEMMs (\d+) % \(the broadcast of `X` and the all-gathers of\s+`A` and of `A\^T`'s column "
+                              r"blocks run inside them\), the reduce-scatters of `dX\^T` (\d+) %", CHIP_MB,
           lambda d: (f"{_share(MBS(16)(d), 'GEMM forward W A', 'GEMM backward D^T W', 'GEMM update D A^T'):.0f}",
                      f"{_share(MBS(16)(d), 'reduce-scatter dX^T (ring)'):.0f}"), lambda v: v),
-    Quote("docs/training.md", r"column blocks (\d+) %, the broadcasts of `X`, `X\^T` and the gradient (\d+) %, host I/O "
-                              r"(\d+) %", CHIP_MB,
-          lambda d: (f"{_share(MBS(16)(d), 'all-gather activations (ring)'):.0f}",
-                     f"{_share(MBS(16)(d), 'broadcast X, X^T (ring)'):.0f}",
+    Quote("docs/training.md", r"the broadcasts of `X\^T` and the\s+gradient (\d+) %, host I/O (\d+) %", CHIP_MB,
+          lambda d: (f"{_share(MBS(16)(d), 'broadcast X, X^T (ring)'):.0f}",
                      f"{_share(MBS(16)(d), 'host phase in', 'host phase logits', 'host phase g'):.0f}"), lambda v: v),
     Quote("docs/training.md", r"transposes (\d+) %, the split output layer's reduce (\S+) %, the\s+softmax turnaround (\d+) %",
           CHIP_MB, lambda d: (f"{_share(MBS(16)(d), 'transposes'):.0f}", f"{_share(MBS(16)(d), 'other ring'):.1f}",
                               f"{_share(MBS(16)(d), 'host softmax turnaround (assumed)'):.0f}"), lambda v: v),
-    Quote("docs/training.md", r"broadcasts of `X`, `X\^T`: (\d+) %\)", CHIP_MB,
+    Quote("docs/training.md", r"broadcast of `X\^T`: (\d+) %\)", CHIP_MB,
           lambda d: _share(MBS(16)(d), "host phase in", "host phase logits", "host phase g", "broadcast X, X^T (ring)"),
           "{:.0f}"),
     # continuous propagation
@@ -1108,20 +1107,21 @@ QUOTES += [
     Quote("docs/training.md", r"On chip-small, 64-64-64-10 with the softmax takes (\d+)\s+cycles \((\S+) %\)", CP,
           lambda d: (lambda s: (str(s["cycles"]), f"{s['mac_utilization'] * 100:.1f}"))(
               CP_S(d, preset="chip-small", sizes=(64, 64, 64, 10))["steps"][-1]), lambda v: v),
-    Quote("docs/training.md", r"The fused backward step costs (\d+) cycles per step \((\S+) %\)", CP,
-          lambda d: (lambda f, s: (str(f - s), f"{(f - s) / f * 100:.2f}"))(
+    Quote("docs/training.md", r"The fused backward step saves (\d+) cycles per step \((\S+) %\)", CP,
+          lambda d: (lambda f, s: (str(s - f), f"{(s - f) / f * 100:.2f}"))(
               CP_S(d)["steps"][-1]["cycles"], CP_S(d, backward="separate")["steps"][-1]["cycles"]), lambda v: v),
     Quote("docs/training.md", r"Where the (\d+)\s+cycles go on the critical core \(a core of layer (\d), a (\d+) x (\d+)\s+panel",
           CP, lambda d: (lambda c: (str(c["steps"][-1]["cycles"]), str(c["critical_core_layer"]),
                                     str(c["panel_rows"][c["critical_core_layer"]]),
                                     str(c["panel_cols"][c["critical_core_layer"]])))(CP_S(d)), lambda v: v),
-    Quote("docs/training.md", r"GEMV (\d+) %, rank-1 update (\d+) % \(with the padding: 500 rows\s+over (\d+) cores is (\d+) "
-                              r"per core\), chains (\S+) %,\s+the history copy (\S+) %, host I/O (\S+) %", CP,
-          lambda d: (lambda c, b: (f"{b['GEMV W x (forward)']['share'] * 100:.0f}", f"{b['rank-1 update']['share'] * 100:.0f}",
-                                   str(c["groups"][0]), str(c["panel_rows"][0]),
-                                   f"{b['chains (ring)']['share'] * 100:.1f}", f"{b['history copies']['share'] * 100:.1f}",
-                                   f"{b['host phases (x, t in; output out)']['share'] * 100:.1f}"))(
-              CP_S(d), CP_S(d)["cycle_breakdown_critical_core"]), lambda v: v),
+    Quote("docs/training.md", r"panel\): the fused `W\^T d` and update (\d+) %, the forward GEMV (\d+) %, the delta "
+                              r"chains with\s+the GEMV's first rows merged (\d+) %,\s+the activation chains (\S+) %, "
+                              r"the history copy (\S+) %, host I/O (\S+) %", CP,
+          lambda d: (lambda b: tuple(f"{b[k]['share'] * 100:{f}}" for k, f in (
+              ("W^T d + update, fused (backward)", ".0f"), ("GEMV W x (forward)", ".0f"),
+              ("delta chains with forward GEMV rows (ring)", ".0f"), ("chains (ring)", ".1f"),
+              ("history copies", ".1f"), ("host phases (x, t in; output out)", ".1f"))))(
+              CP_S(d)["cycle_breakdown_critical_core"]), lambda v: v),
     Quote("docs/training.md", r"one\s+of layer (\d) \((\d+) x (\d+): GEMV (\d+) %, GEMV\^T (\d+) %, rank-1 (\d+) %\)", CP,
           lambda d: (lambda c, b: (str(c["critical_core_layer"]), str(c["panel_rows"][c["critical_core_layer"]]),
                                    str(c["panel_cols"][c["critical_core_layer"]]),
