@@ -1,7 +1,8 @@
 """cocotb testbench: the PE RTL (tests/benches/pe_top.PETop) against pe.pe_model.PEModel.
 
 Parameters (``sim.harness.tb_params``): ``row``, ``col`` (the PE's position), ``suite``
-(``directed`` | ``random`` | ``gemv``), ``seed``, ``n_programs``, ``cycles``.
+(``directed`` | ``random`` | ``gemv``), ``seed``, ``n_programs``, ``first`` (the first random
+program's index), ``cycles``.
 
 The program of the suite runs first on the model (precomputing the expected outputs of
 every cycle), followed by :func:`pe_programs.state_dump`, which drives every register,
@@ -35,8 +36,8 @@ def suite_programs(cfg, prm) -> list[pp.Program]:
     if suite == "directed":
         return pp.directed_programs(cfg, row, col)
     if suite == "random":
-        n, cycles = int(prm.get("n_programs", 20)), int(prm.get("cycles", 300))
-        return [pp.random_program(cfg, row, col, seed * 1000 + k, n_cycles=cycles) for k in range(n)]
+        n, cycles, first = int(prm.get("n_programs", 20)), int(prm.get("cycles", 300)), int(prm.get("first", 0))
+        return [pp.random_program(cfg, row, col, seed * 1000 + k, n_cycles=cycles) for k in range(first, first + n)]
     if suite == "gemv":
         ra = cfg.acc_reuse_distance
         out = []

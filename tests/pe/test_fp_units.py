@@ -221,7 +221,8 @@ def test_fp_units_random(sim, fmt_name):
 LATENCY_CASES = [pytest.param(sim, g.fmt.name, g.mul_latency, g.add_latency,
                               marks=[pytest.mark.verilator, pytest.mark.slow] if sim == "verilator" else [])
                  for sim in SIMS for g in STANDARD_GROUPS if (g.mul_latency, g.add_latency) != (2, 3)]
-LATENCY_CASES += [("icarus", "binary16", 8, 8), ("icarus", "bfloat16", 2, 7), ("icarus", "binary32", 6, 3)]
+LATENCY_CASES += [pytest.param("icarus", "binary16", 8, 8, marks=pytest.mark.slow),   # deeper than 3-5: test-all
+                  ("icarus", "bfloat16", 2, 7), ("icarus", "binary32", 6, 3)]
 
 
 @pytest.mark.parametrize("sim,fmt_name,mul_latency,add_latency", LATENCY_CASES)

@@ -50,20 +50,25 @@ CONFIGS = {
                             dist_stage=True, mul_latency=4, add_latency=5, mem_a_words=128,
                             mem_b_words=128), 2, 1),
 }
+N_RANDOM = int(os.environ.get("PE_RANDOM_PROGRAMS", "10"))
 SUITES = {
     "directed": {},
-    "random": {"n_programs": int(os.environ.get("PE_RANDOM_PROGRAMS", "20")), "cycles": 300},
+    "random": {"n_programs": N_RANDOM, "cycles": 300},
+    # make test-all: 20 random programs more per configuration (the next seeds)
+    "random_more": {"suite": "random", "n_programs": 20, "first": N_RANDOM, "cycles": 300},
     "gemv": {},
 }
 BASE_SEED = int(os.environ.get("PE_SEED", "1"))
 
 
-#: (configuration, suite) pairs in make test-all only: the GEMV suite of the configurations
-#: between no pipeline stage (b16_nr4) and every stage (b16_dist), whose directed and
-#: random suites run in make test. Verilator runs in make test-all: it repeats what
+#: (configuration, suite) pairs in make test-all only: the second batch of random programs,
+#: and the GEMV suite of the configurations between no pipeline stage (b16_nr4) and every
+#: stage (b16_dist) and of the latencies' (their directed and random suites run in make
+#: test). Verilator runs in make test-all: it repeats what
 #: Icarus checks on the same RTL, and make test builds the PEs with Verilator inside a
 #: core (tests/rtl/test_core.py, nr2_fp16_fan)
-SLOW_SUITES = {("b16_exec", "gemv"), ("b16_bus", "gemv"), ("b16_read", "gemv"), ("b16_rx", "gemv")}
+SLOW_SUITES = {("b16_exec", "gemv"), ("b16_bus", "gemv"), ("b16_read", "gemv"), ("b16_rx", "gemv"),
+               ("b16_lat", "gemv"), *((c, "random_more") for c in CONFIGS)}
 
 
 def _pe_cases():

@@ -739,12 +739,12 @@ def test_all_kernels_model_session(cname):
 
 
 #: every configuration on both simulators; in ``make test`` every one on Icarus (Verilator
-#: ``slow``: the same RTL, whose Verilator build the core and PE tests check), but not the
-#: 4 x 4 binary32 core (``slow`` on both):
-#: its RTL runs random programs against the fast model in ``test_fast_vs_rtl`` and the
-#: fill/compute/readback job in ``test_core``, and its kernel sessions run on the model
-#: (``test_all_kernels_model_session``), as the 4 x 4 binary16 core's do on both
-KERNEL_RTL_PARAMS = sim_matrix(RTL_CONFIGS, verilator=set(), slow={"nr4_fp32"})
+#: ``slow``: the same RTL, whose Verilator build the sequencer test checks), but not the
+#: binary32 cores (``slow`` on both):
+#: their RTL runs random programs against the fast model in ``test_fast_vs_rtl`` and the
+#: fill/compute/readback job in ``test_core``, and their kernel sessions run on the model
+#: (``test_all_kernels_model_session``), as the binary16 cores' do on both
+KERNEL_RTL_PARAMS = sim_matrix(RTL_CONFIGS, verilator=set(), slow={"nr4_fp32", "nr2_fp32"})
 
 
 @pytest.mark.parametrize("cname,sim", KERNEL_RTL_PARAMS)

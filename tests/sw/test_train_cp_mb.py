@@ -180,10 +180,14 @@ def test_mbcp_softmax_rtl(sim):
     run = run_mbcp(CHIP4, MLP((5, 6, 4, 3), "softmax_ce", 0.125, batch=3), 1, "model", _seed(), groups=[1, 2, 1],
                    record=True)
     assert run[0].softmax == "host"
+    assert any("add r" in ln and "rin row" in ln for ln in run[0].chains.lines[2])      # core 2 adds core 1's partial
     rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
 
 
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+#: make test-all: test_mbcp_softmax_rtl replays the same chains (the same groups and sizes)
+#: and the host's softmax in make test
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
 def test_mbcp_rtl(sim):
     """Groups [1, 2, 1] on 4 cores of 2 x 2: a matrix gather into two cores, the deltas
     reduced over them (a transposing matrix add, one beat per slot), the scatter; a
