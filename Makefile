@@ -41,7 +41,7 @@ demo: tools
 	$(VENV)/bin/caterpillar demo
 
 test: tools
-	$(VENV)/bin/pytest -n $(JOBS) -q -m "not slow" --durations=25
+	$(VENV)/bin/pytest -n $(JOBS) --dist worksteal -q -m "not slow" --durations=25
 
 coverage: tools
 	$(VENV)/bin/pytest -n $(JOBS) -q -m "not slow" --cov --cov-report=term --cov-report=json:build/coverage.json
