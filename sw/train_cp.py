@@ -229,7 +229,7 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
             except TrainCompileError:          # the panel exceeds the DRAM
                 sp = None
             if sp is not None:
-                al = alloc(sp.pages[0][1], sp.hist, sp.res, sp.resb)
+                al = alloc(sp.pages[0][1] if sp.pages else 0, sp.hist, sp.res, sp.resb)
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
@@ -327,7 +327,7 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     out = {}
     for l in layers:
         sp = _layer_pages(cfg, P, N, l, lambda page, hist, res=0, resb=0, l=l: alloc(l, page, hist, res, resb),
-                          page_rows, l in dram, _hist_beats(cfg, mlp, N, l))
+                          page_rows, l in dram, _hist_beats(cfg, mlp, N, l), choose=spad is None)
         if sp is None:
             return {}
         out[l] = sp
@@ -342,33 +342,75 @@ def _hist_kw(hist: int, res: int = 0, resb: int = 0) -> dict:
 
 def _hist_beats(cfg, mlp: MLP, N: list, l: int) -> int:
     """Scratchpad beats of layer ``l``'s input history (batch 1; 0: it stays in the PE
-    memories)."""
-    return 0 if mlp.batch > 1 else 2 * (mlp.n_layers - 1) * cfg.nr * local_len(N[l], cfg.nr)
+    memories): one beat per local word of each of its ``2 (L - 1)`` inputs
+    (:func:`sw.train_paging.spad_vector_op`)."""
+    return 0 if mlp.batch > 1 else 2 * (mlp.n_layers - 1) * local_len(N[l], cfg.nr)
 
 
 def _layer_pages(cfg, P: list, N: list, l: int, alloc, page_rows: int | None = None, dram: bool = False,
-                 hist_beats: int = 0):
+                 hist_beats: int = 0, choose: bool = True):
     """Layer ``l``'s panel paged from the scratchpad with the largest pages that fit
     (``alloc(page)``: a core's allocator with ``page`` local rows per page): a
     :class:`sw.train_chip.SpadPanel`; a :class:`sw.train_dram.DramPanel` when the
     scratchpad does not hold the panel (or ``dram``) and the core has DRAM (pages small
     enough for two staging slots in the scratchpad); None when neither holds it or not
-    even one-row pages fit. ``hist_beats`` (batch 1): when even one-row pages do not fit
-    with the input history in the PE memories, the history moves to the scratchpad's top
-    (``alloc(page, hist)``: ``hist`` its first beat, -1 in the PE memories;
-    :attr:`SpadPanel.hist`)."""
+    even one-row pages fit. ``hist_beats`` (batch 1): the input history may move to the
+    scratchpad's top (``alloc(page, hist)``: ``hist`` its first beat, -1 in the PE
+    memories; :attr:`SpadPanel.hist`), which frees its words for resident rows, up to
+    the whole panel (no page left, :func:`_all_resident`). Of the placements that fit,
+    the one moving the fewest words per step (:func:`_move_cost`); with ``page_rows`` or
+    ``dram`` given, or not ``choose`` (the layers to page given), the history moves only
+    when even one-row pages do not fit beside it."""
+    if not cfg.spad_kib:
+        return None
+    hists = [-1] if alloc(1, -1).fits() else []
+    top = cfg.spad_depth - hist_beats
+    free = choose and page_rows is None and not dram
+    if hist_beats and top >= 0 and (not hists or free) and alloc(1, top).fits():
+        hists.append(top)
+    cands = [sp for h in hists for sp in (_pages_with(cfg, P, N, l, alloc, page_rows, dram, hist_beats, h),
+                                          None if h < 0 or not free else
+                                          _all_resident(cfg, P, N, l, alloc, h)) if sp is not None]
+    return min(cands, key=lambda sp: _move_cost(cfg, sp)) if cands else None
+
+
+def _move_cost(cfg, sp) -> int:
+    """Cycles a panel placement spends moving words per step, as the planner ranks them:
+    its paged rows through the scratchpad port (``nr`` beats per local word, each way),
+    the DRAM beats of its streamed pages, 64 per page (setup, prologues), and its input
+    history's store and load (a beat per local word) when the history is in the
+    scratchpad."""
+    nr = cfg.nr
+    cost = 2 * nr * sp.words + 64 * len(sp.pages)
+    if hasattr(sp, "dram_beats"):
+        cost += sp.dram_beats(nr)
+    return cost + (2 * sp.ncols if sp.hist >= 0 else 0)
+
+
+def _all_resident(cfg, P: list, N: list, l: int, alloc, hist: int):
+    """Every row of layer ``l``'s panel resident in the PE memories, in bank A (``WR``)
+    and bank B (``WB``), with the input history in the scratchpad from beat ``hist``: a
+    :class:`SpadPanel` with no page (nothing of the panel in the scratchpad), or None
+    when the rows do not fit both banks."""
+    lp, ln = local_len(P[l], cfg.nr), local_len(N[l], cfg.nr)
+    if alloc(0, hist, lp).fits():
+        return SpadPanel(0, 0, ln, (), hist=hist, res=lp)
+    ra = next((r for r in range(lp - 1, 0, -1) if alloc(0, hist, r, 1).fits()), 0)
+    for r in range(ra, max(0, ra - 8), -1):            # bank B's rows read copies that bank A holds
+        if alloc(0, hist, r, lp - r).fits():
+            return SpadPanel(0, 0, ln, (), hist=hist, res=r, resb=lp - r)
+    return None
+
+
+def _pages_with(cfg, P: list, N: list, l: int, alloc, page_rows: int | None, dram: bool, hist_beats: int,
+                hist: int):
+    """:func:`_layer_pages`'s panel with the input history at ``hist`` (-1: in the PE
+    memories), or None."""
     from sw.train_dram import place_dram
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     nr, lim = cfg.nr, (1 << cfg.loop_bits) - 2
     lp, ln = L(P[l]), L(N[l])
     cap = max(1, min(lp, page_rows // nr if page_rows else lp, lim // ln))
-    if not cfg.spad_kib:
-        return None
-    hist = -1
-    if not alloc(1, -1).fits():
-        hist = cfg.spad_depth - hist_beats
-        if not hist_beats or hist < 0 or not alloc(1, hist).fits():
-            return None
     room = cfg.spad_depth - (hist_beats if hist >= 0 else 0)
     to_dram = dram or nr * lp * ln > room
     if to_dram:
@@ -394,7 +436,7 @@ UCODE_WORDS_PER_PAGE = 320
 
 def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1):
     """The mixed panel (:func:`_mixed`) of the page size, ``top`` local rows or fewer
-    (halving), with the fewest DRAM beats plus 64 per page (at most
+    (halving), that moves the fewest words per step (:func:`_move_cost`; at most
     :data:`MIXED_MAX_PAGES` pages, fewer with a small microcode). ``alloc(page, hist, res, resb)`` (batch 1):
     the leading rows the PE memories hold beside a page buffer of that size stay resident,
     first in bank A (:attr:`SpadPanel.res`), then in bank B (:attr:`SpadPanel.resb`),
@@ -415,7 +457,7 @@ def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1
             cand = cand and {l: _mixed(cfg, cand[l], room)}
         if cand and len(cand[l].pages) <= min(MIXED_MAX_PAGES, cfg.ucode_depth // UCODE_WORDS_PER_PAGE):
             m = replace(cand[l], res=res, resb=resb)
-            cost = (m.dram_beats(cfg.nr) if hasattr(m, "dram_beats") else 0) + 64 * len(m.pages)
+            cost = _move_cost(cfg, m)
             if best is None or cost < best[0]:
                 best = (cost, m)
         t //= 2
@@ -707,7 +749,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     multi = {k: [l for l, _ in sts] for k, sts in enumerate(cp_core_layers(groups, c, shared)) if len(sts) > 1}
 
     def page(st):
-        return None if st is None or st[0] not in spads else spads[st[0]].pages[0][1]
+        sp = None if st is None else spads.get(st[0])
+        return None if sp is None else sp.pages[0][1] if sp.pages else 0
 
     def hist(st):
         sp = None if st is None else spads.get(st[0])

@@ -134,13 +134,17 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
         if sp is None:
             out.append(f"W{l} panels: resident in the PE memories ({w} words per PE)")
             continue
+        hist = (f"; the input history ({cfg.spad_depth - sp.hist} beats) in scratchpad beats {sp.hist}.."
+                f"{cfg.spad_depth - 1} (a store and a load per step in the tail)" if sp.hist >= 0 else "")
+        if not sp.pages:
+            out.append(f"W{l} panels: resident in the PE memories, the first {sp.res * nr} rows in bank A (WR)"
+                       + (f" and the other {sp.resb * nr} in bank B (WB)" if sp.resb else "") + hist
+                       + ", which leaves them room")
+            continue
         pages = ((f"the first {sp.res * nr} rows resident in the PE memories (WR"
                   + (f" in bank A, and the next {sp.resb * nr} in bank B: WB" if sp.resb else "")
                   + "), the other rows in " if sp.res else "")
                  + f"{len(sp.pages)} page(s) of up to {max(n for _, n in sp.pages) * nr} rows")
-        hist = (f"; the input history ({cfg.spad_depth - sp.hist} beats) in scratchpad beats {sp.hist}.."
-                f"{cfg.spad_depth - 1} (the PE memories do not hold it beside a page: a store and a load per step in "
-                f"the tail)" if sp.hist >= 0 else "")
         if isinstance(sp, DramPanel):
             k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
             d = dma[k]

@@ -19,7 +19,7 @@ from sw.train_alloc import Allocator
 from sw.train_chip_ops import _at, fused_backward_op, page_sum_op
 from sw.train_host import TrainCompileError
 from sw.train_ops import Op
-from sw.train_paging import spad_op
+from sw.train_paging import spad_op, spad_vector_op
 from sw.train_softmax import alloc_softmax, softmax_op
 from sw.train_cp_map import cp_core_layers, cp_stage_of
 from sw.train_vectors import emit_load_vector, emit_unload_diag
@@ -69,10 +69,11 @@ def _allocate(cfg, mlp: MLP, P: list, N: list, stage, V: int, softmax, fused: bo
         al.alloc("W", L(P[l]) * L(N[l]), f"row panel {i} of W{l} ({P[l]} x {N[l]})", bank="a")
     else:
         if res:
-            al.alloc("WR", res * L(N[l]), f"the first {res * cfg.nr} rows of row panel {i} of W{l}, resident (the "
-                     f"other rows paged)", bank="a")
-        al.alloc("WP", page * L(N[l]), f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
-                 f"{page * cfg.nr} rows per page)", bank="a")
+            al.alloc("WR", res * L(N[l]), f"the first {res * cfg.nr} rows of row panel {i} of W{l}, resident" + (
+                     " (the other rows paged)" if page else ""), bank="a")
+        if page:
+            al.alloc("WP", page * L(N[l]), f"page buffer of row panel {i} of W{l} ({P[l]} x {N[l]}, in the scratchpad; "
+                     f"{page * cfg.nr} rows per page)", bank="a")
         if resb:
             al.alloc("WB", resb * L(N[l]), f"the next {resb * cfg.nr} rows of row panel {i} of W{l}, resident in "
                      f"bank B", bank="b")
@@ -294,9 +295,9 @@ def _tail_ops(cfg, mlp, al, P, N, stage, j: int, V: int, groups: list, dual: boo
     take_x = [_kern("take_x", "copy", lambda b: emit_copy(b, cfg, nw, R["xin"], R["ain"], name="cx_"),
                     [(R["xin"], nw)], [(R["ain"], nw)])] if l == 0 and "xin" in R and groups[0] == 1 else []
     if "hist_spad" in al.meta:                 # the history in the scratchpad: a store and a load
-        h, step = al.meta["hist_spad"], cfg.nr * nw
-        return [spad_op(cfg, "keep_a", True, R["ain"], nw, h + (j % V) * step),
-                spad_op(cfg, "next_a", False, R["vnext"], nw, h + ((j + 1 - D) % V) * step)] + take_x
+        h = al.meta["hist_spad"]
+        return [spad_vector_op(cfg, "keep_a", True, R["ain"], nw, h + (j % V) * nw),
+                spad_vector_op(cfg, "next_a", False, R["vnext"], nw, h + ((j + 1 - D) % V) * nw)] + take_x
     ain, hist, vn = R["ain"], R["hist"], R["vnext"]
     hf = Region(hist.bank, hist.base + (j % V) * nw)
     hn = Region(hist.bank, hist.base + ((j + 1 - D) % V) * nw)

@@ -401,7 +401,8 @@ class ChipCPProgram:
                 imgs.append(cp_dram_unload(cfg, sp))
                 continue
             if sp is not None:
-                emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
+                if sp.pages:                   # (none: every row resident, unloaded below)
+                    emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
             elif "W" in self.allocs[k].items:
                 ls = [l for l, _ in self.core_layers[k]]
                 for l in ls:                   # every layer's panel on a shared core, first to last

@@ -13,10 +13,11 @@ from sw.collectives import Region
 from sw.layout import local_len
 from sw.train_host import TrainCompileError
 from sw.train_ops import Op
-from sw.transfer import decode_unload, emit_load, emit_unload, load_cost, unload_beats_for
+from sw.transfer import (decode_unload, emit_load, emit_spad_vector, emit_unload, load_cost, spad_vector_cost,
+                         unload_beats_for)
 
 __all__ = ["SpadPanel", "page_split", "spad_choice", "check_page_rows", "largest", "plan_panels", "spad_op",
-           "spad_image", "spad_local"]
+           "spad_image", "spad_local", "spad_vector_op"]
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,16 @@ def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> O
               reads=[], writes=[(WP, words)], info={"spad": (store, WP, words, addr)})
 
 
+def spad_vector_op(cfg, name: str, store: bool, R: Region, words: int, addr: int) -> Op:
+    """Move a ``"cols"`` vector ``R`` (``words`` per PE) between the PE memories and
+    scratchpad beats ``addr ..`` (:func:`sw.transfer.emit_spad_vector`: one beat per
+    word, PE row 0's copy stored, every row written by a load)."""
+    return Op(name, "spad", lambda bl: (emit_spad_vector(bl, cfg, R.bank, R.base, words, store, addr,
+                                                         loop=f"{name}_"), spad_vector_cost(words))[1],
+              reads=[(R, words)] if store else [], writes=[] if store else [(R, words)],
+              **({"stores": False} if store else {}))
+
+
 def spad_image(cfg, panel: SpadPanel, local) -> list:
     """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
     out, c = [], panel.ncols
@@ -201,6 +212,8 @@ def spad_image(cfg, panel: SpadPanel, local) -> list:
 def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
     """Inverse of :func:`spad_image`: the panel's ``(nr, nr, words)`` local words (of the
     paged rows: without the resident ones)."""
+    if not panel.pages:                     # every row resident (CP, the history in the scratchpad)
+        return np.zeros((cfg.nr, cfg.nr, 0), dtype=cfg.fmt.np_uint)
     out, at = [], 0
     for _, n in panel.pages:
         w = n * panel.ncols

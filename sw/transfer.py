@@ -25,7 +25,7 @@ from arch.lanes import LaneBeats, pack_beats, unpack_beats
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 from arch.errors import InputError
 
-__all__ = ["emit_load", "load_programs", "emit_unload", "load_beats_for", "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError",
+__all__ = ["emit_load", "emit_spad_vector", "spad_vector_cost", "load_programs", "emit_unload", "load_beats_for", "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError",
            "emit_spad_fill", "emit_spad_drain"]
 
 
@@ -190,6 +190,33 @@ def emit_unload(b: Builder, cfg, bank: str, base: int, n: int, agu: str = "g1", 
             with b.loop(f"{loop}{k}", n):
                 b.emit(rd(0, 0, agu=agu, gate="cdrv"), cdrv(src, row=k),
                        hout("col", last=last and k == cfg.nr - 1))
+
+
+def emit_spad_vector(b: Builder, cfg, bank: str, base: int, n: int, store: bool, spad_addr: int,
+                     agu: str = "g1", loop: str = "vfer") -> None:
+    """Move a vector in the ``"cols"`` layout (``n`` words per PE, the same in every PE
+    row) between ``bank[base:base+n]`` and scratchpad beats ``spad_addr ..
+    spad_addr + n - 1``: a store sends PE row 0's words (lane ``c`` from PE ``(0, c)``
+    over column bus ``c``); a load writes each beat's lane ``c`` into every PE of
+    column ``c`` (no predicate). ``nr`` times fewer beats than :func:`emit_unload` /
+    :func:`emit_load` of the same region. Issues :func:`spad_vector_cost` instructions."""
+    _check(cfg, bank, base, n)
+    _check_spad(cfg, spad_addr, n)
+    b.spad("wr" if store else "rd", spad_addr)
+    b.agu_base(agu, base)
+    b.agu_stride(agu, loop, 1)
+    with b.loop(loop, n):
+        if store:
+            rd = rda if bank == "a" else rdb
+            b.emit(rd(0, 0, agu=agu, gate="cdrv"), cdrv("mema" if bank == "a" else "memb", row=0), sout("col"))
+        else:
+            b.emit(sin("col"), (wra if bank == "a" else wrb)("col", 0, 0, agu=agu))
+
+
+def spad_vector_cost(n: int) -> int:
+    """Instructions issued by :func:`emit_spad_vector`: the pointer, the AGU base and
+    stride, the loop instruction and ``n`` moves."""
+    return n + 4
 
 
 def decode_unload(cfg, beats, n: int) -> np.ndarray:

@@ -1,9 +1,11 @@
-"""Continuous propagation with a paged panel's resident rows in both PE memory banks
-(``SpadPanel.resb``, region ``WB``: their kernels read copies of the vectors in bank A)
-on the chip RTL: two samples through the pipeline and out, recorded on the per-cycle
-model against the golden trainer, replayed on the RTL (Icarus); every beat and counter
-equal to the per-cycle model's, the weights unloaded from the RTL (scratchpad pages, then
-the rows in bank A, then those in bank B) equal to the golden's."""
+"""Continuous propagation with a panel resident in both PE memory banks (``SpadPanel.res``
+and ``resb``, regions ``WR`` and ``WB``: the rows in bank B read copies of the vectors in
+bank A) beside its input history in the scratchpad (one beat per word, stored from PE row
+0 and loaded into every row, :func:`sw.transfer.emit_spad_vector`) on the chip RTL: two
+samples through the pipeline and out, recorded on the per-cycle model against the golden
+trainer, replayed on the RTL (Icarus); every beat and counter equal to the per-cycle
+model's, the weights unloaded from the RTL (the rows in bank A, then those in bank B)
+equal to the golden's."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from sw.train_cp import compile_chip_cp
 from tests.rtl.test_chip_dram import CFG_CP
 
 #: 2 cores of 2 x 2 PEs (test_chip_dram's CP chip) with a larger bank B, so that layer
-#: 0's panel keeps rows resident in both banks and pages the rest
+#: 0's panel fits both banks once its input history is in the scratchpad
 CFG = CFG_CP.replace(mem_b_words=256)
 
 
@@ -27,7 +29,7 @@ def test_cp_resident_rows_in_both_banks_rtl(require_simulator):
     mlp = MLP((24, 24, 6), "mse", 0.125)
     tp = compile_chip_cp(CFG, mlp)
     sp = tp.spad[0]
-    assert sp.res > 0 and sp.resb > 0 and len(sp.pages) >= 1
+    assert sp.res > 0 and sp.resb > 0 and not sp.pages and sp.hist >= 0
     W0 = init_weights(mlp, CFG.fmt, 3)
     sess = ChipSession(CFG, "model", record=True)
     tp.init(sess, W0)

@@ -18,6 +18,7 @@ from sw.mlp import MLP
 from sw.train import TrainCompileError, init_weights
 from sw.train_cp import compile_chip_cp
 from sw.train_dram import DramPanel
+from sw.train_paging import SpadPanel
 
 #: chip-small (4 cores of 4x4) with a 4 KiB scratchpad and 1 MiB of DRAM per core
 CFG = replace(PRESETS["chip-small"], spad_kib=4, dram_mib=1)
@@ -77,12 +78,13 @@ def test_cp_dram_cycle_engine_bit_exact():
 
 def test_cp_dram_chosen_when_spad_is_short():
     """A panel larger than the scratchpad: streamed from DRAM by the compiler's choice
-    (without DRAM it does not fit, unless layers 1 and 2 share a core)."""
-    mlp = MLP((64, 64, 8, 4), "mse", 0.05)
+    (without DRAM it does not fit, by any placement)."""
+    mlp = MLP((96, 64, 8, 4), "mse", 0.05)
     cfg = replace(PRESETS["chip-small"], mem_a_words=128, mem_b_words=128, spad_kib=2, dram_mib=1)
     with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
         compile_chip_cp(replace(cfg, dram_mib=0), mlp, shared=())
-    assert compile_chip_cp(replace(cfg, dram_mib=0), mlp).shared == (2,)
+    with pytest.raises(TrainCompileError, match="does not fit the CP mapping"):
+        compile_chip_cp(replace(cfg, dram_mib=0), mlp)
     tp, *_ = _run(cfg, mlp, "fast", 2, {})
     assert tp.meta["dram_layers"] == [0]
     text = tp.describe()
@@ -99,13 +101,16 @@ def test_cp_dram_errors():
 
 
 @pytest.mark.parametrize("mem,net,layer,tier,engine", [
-    ((64, 128), (64, 64, 8, 4), 0, DramPanel, "fast"),    # history and DRAM staging slots in the scratchpad
-    ((32, 128), (32, 64, 16, 4), 1, None, "fast"),        # history beside the scratchpad panel
-], ids=["dram", "spad"])
+    ((64, 128), (64, 80, 8, 4), 0, DramPanel, "fast"),    # history and DRAM staging slots in the scratchpad
+    ((32, 128), (32, 64, 16, 4), 1, SpadPanel, "fast"),   # history beside the scratchpad panel
+    ((32, 128), (32, 64, 16, 4), 0, None, "fast"),        # history in the scratchpad, every row resident
+], ids=["dram", "spad", "resident"])
 def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
-    """A paged layer whose cores do not hold even one-row pages beside the input history:
-    the history goes to the scratchpad's top (a store and a load per step in the tail,
-    zeros at init), bit for bit through filling and draining, cycles as predicted."""
+    """A layer whose cores do not hold its panel beside the input history: the history
+    goes to the scratchpad's top (one beat per word, a store and a load per step in the
+    tail, zeros at init) when that moves fewer words than paging the rows it frees,
+    bit for bit through filling and draining, cycles as predicted. With the history
+    there, the panel may fit both banks whole (no page: ``tier`` None)."""
     cfg = replace(PRESETS["chip-small"], mem_a_words=mem[0], mem_b_words=mem[1], spad_kib=4, dram_mib=1,
                   ucode_depth=2048)
     mlp = MLP(net, "mse", 0.05)
@@ -114,8 +119,13 @@ def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
     else:
         tp, *_ = _run(cfg, mlp, engine, 3, {})
     sp = tp.spad[layer]
-    assert sp.hist == cfg.spad_depth - 2 * (mlp.n_layers - 1) * cfg.nr * (-(-tp.N[layer] // cfg.nr))
+    assert sp.hist == cfg.spad_depth - 2 * (mlp.n_layers - 1) * (-(-tp.N[layer] // cfg.nr))
     assert isinstance(sp, DramPanel) == (tier is DramPanel)
+    assert bool(sp.pages) == (tier is not None)
+    if tier is None:                     # the whole panel in WR and WB: nothing of it in the scratchpad
+        assert sp.lead == -(-tp.P[layer] // cfg.nr) and sp.res and sp.resb
+        assert "WP" not in tp.allocs[tp.cores_of(layer)[0]].items
+        assert "resident in the PE memories, the first" in tp.describe()
     assert "hist_spad" in tp.allocs[tp.cores_of(layer)[0]].meta
     assert "the input history" in tp.describe()
 
@@ -129,7 +139,7 @@ def test_cp_mixed_panel(engine):
 
     cfg = replace(PRESETS["chip-small"], mem_a_words=128, mem_b_words=128, spad_kib=4, dram_mib=1,
                   ucode_depth=2048)
-    mlp = MLP((96, 96, 8, 4), "mse", 0.05)
+    mlp = MLP((128, 96, 8, 4), "mse", 0.05)
     tp, *_ = _run(cfg, mlp, engine, 2 if engine == "fast" else 1, {})
     sp = tp.spad[0]
     assert isinstance(sp, MixedPanel) and 0 < sp.split < len(sp.pages)
@@ -183,7 +193,8 @@ def test_cp_resident_rows_in_both_banks(mem, net, backward, layers, engine):
         k = tp.cores_of(l)[0]
         assert tp.allocs[k].items["WB"].region.bank == "b" and tp.allocs[k].items["ainA"].region.bank == "a"
         assert ("vnA" in tp.allocs[k].items) == (l == 0 or not tp.fused[l])   # the fused kernel reads v anywhere
-    assert "in bank B: WB" in tp.describe()
+        line = next(ln for ln in tp.describe().splitlines() if ln.strip().startswith(f"W{l} panels:"))
+        assert ("in bank B: WB" if sp.pages else "in bank B (WB)") in line
     if engine == "fast":
         results = [[SimpleNamespace(data=r.out) for r in sess.run(imgs, None, name, active=range(cfg.cores))[0]]
                    for imgs, name in tp.unload_weights_phases()]

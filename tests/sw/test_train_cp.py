@@ -297,9 +297,10 @@ def test_cp_spad_matches_golden(spad, page_rows, loss, backward):
 
 
 def test_cp_spad_when_pe_memory_is_short():
-    """A hidden layer's cores short of PE memory: the compiler pages its panels by itself
-    (the golden follows the same plan); without a scratchpad, or with too small a one,
-    it fails with the sizes; explicit choices are checked."""
+    """A hidden layer's cores short of PE memory: the compiler moves the layer's input
+    history to the scratchpad by itself, which leaves the PE memories room for the whole
+    panel (the golden follows the same plan); without a scratchpad, or with too small a
+    one for a larger panel, it fails with the sizes; explicit choices are checked."""
     mlp = MLP((64, 64, 8, 4), "mse", 0.05)
     cfg = replace(SMALL, mem_a_words=128, mem_b_words=128, spad_kib=4)
     with pytest.raises(TrainCompileError, match="does not fit the CP mapping .* there is no scratchpad"):
@@ -308,15 +309,17 @@ def test_cp_spad_when_pe_memory_is_short():
     tp = compile_chip_cp(replace(cfg, spad_kib=0), mlp)
     assert (tp.groups, tp.shared, tp.spad) == ([3, 1, 1], (2,), {})
     tp, *_ = run_cp(cfg, mlp, 2, "fast", _seed(), shared=())
-    assert tp.groups == [2, 1, 1] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 2}
-    # the mapping's cost model prices the paged stage (its transfers included), not as "does not fit"
+    assert tp.groups == [2, 1, 1] and tp.meta["spad_layers"] == [0] and tp.meta["pages"] == {0: 0}
+    assert tp.spad[0].hist >= 0 and tp.spad[0].lead == 8 and "hist_spad" in tp.allocs[0].meta
+    # the mapping's cost model prices the stage with its history in the scratchpad (the
+    # tail's moves included), not as "does not fit"
     from sw.train_cp import _stage_cost
 
-    paged = _stage_cost(cfg, mlp, (2, 1, 1), 0, False, {})[0]
-    resident = _stage_cost(replace(cfg, mem_a_words=1024, mem_b_words=1024), mlp, (2, 1, 1), 0, False, {})[0]
-    assert resident < paged < 1 << 30 and paged == tp.meta["head_lengths"][0]
+    head, tail = _stage_cost(cfg, mlp, (2, 1, 1), 0, False, {})
+    assert head == tp.meta["head_lengths"][0] and tail > _stage_cost(
+        replace(cfg, mem_a_words=1024, mem_b_words=1024), mlp, (2, 1, 1), 0, False, {})[1]
     with pytest.raises(TrainCompileError, match="nor with the panel paged from the 256-beat scratchpad"):
-        compile_chip_cp(replace(cfg, spad_kib=2), mlp, shared=())
+        compile_chip_cp(replace(cfg, spad_kib=2), MLP((80, 64, 8, 4), "mse", 0.05), shared=())
     check_spad_errors(compile_chip_cp, mlp, 2, r"\[0, 1\] \(the hidden layers\)")
 
 
@@ -476,9 +479,9 @@ def test_cli_train_cp(tmp_path):
 
 def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
     """``caterpillar train --method cp --describe`` on a chip whose PE memories do not
-    hold a hidden layer's panels: the compiler pages them from the scratchpads, the
-    steps are golden-checked (the golden follows the same plan), the description names
-    the scratchpad."""
+    hold a hidden layer's panels beside its input history: the compiler moves the history
+    to the scratchpads (or pages the panels from there), the steps are golden-checked
+    (the golden follows the same plan), the description names the scratchpad."""
     import json
 
     from cli.main import main
@@ -489,7 +492,7 @@ def test_cli_train_cp_with_panels_in_the_scratchpad(tmp_path, capsys):
                "--config", cfg, "--golden-steps", "3", "--max-train", "12", "--max-test", "8", "--json", str(js),
                "--describe"])
     out = capsys.readouterr().out
-    assert rc == 0 and "scratchpad beats 0.." in out and "loaded and stored once per step" in out
+    assert rc == 0 and "in scratchpad beats" in out and "W1 panels: resident in the PE memories, the first" in out
     assert json.loads(js.read_text())["golden_checked_steps"] == 3
 
 

@@ -128,3 +128,35 @@ def test_spad_page_roundtrip_in_unload_order(backend, exec_stage):
     assert r2.counters["cycles"] >= 4 * (load_cost(cfg, n) + 1)
     with pytest.raises(TransferError, match="lanes must be 'rows' or 'cols'"):
         emit_load(Builder(cfg), cfg, "a", 0, n, source="spad", lanes="diag")
+
+
+@pytest.mark.parametrize("backend", ["model", "fast"])
+def test_spad_vector_roundtrip(backend):
+    """A ``"cols"`` vector (the same words in every PE row) stored to the scratchpad from
+    PE row 0, one beat per word, and loaded back into every row of another region; the
+    other rows' copies are never read; :func:`spad_vector_cost` instructions each way."""
+    from sim.core_run import Phase, run_session
+    from sw.transfer import emit_spad_vector, spad_vector_cost
+
+    cfg = ArchConfig(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256, spad_kib=1)
+    rng = np.random.default_rng(11)
+    n = 5
+    loc = rng.integers(0, 1 << 16, size=(4, 4, n), dtype=np.uint64)
+    vec = np.broadcast_to(loc[:1], loc.shape).copy()            # row 0's words in every row
+    garbage = loc.copy()
+    garbage[0] = vec[0]                                          # rows 1.. differ: a store must not read them
+    b1 = Builder(cfg)
+    emit_load(b1, cfg, "a", 3, n)
+    b1.halt()
+    b2 = Builder(cfg)
+    emit_spad_vector(b2, cfg, "a", 3, n, True, 40)
+    emit_spad_vector(b2, cfg, "b", 10, n, False, 40, loop="v2")
+    b2.halt()
+    b3 = Builder(cfg)
+    emit_unload(b3, cfg, "b", 10, n)
+    b3.halt()
+    r1, r2, r3 = run_session(cfg, [Phase(b1.build().words(), load_beats_for(cfg, garbage)),
+                                   Phase(b2.build().words()), Phase(b3.build().words())], backend=backend)
+    assert (decode_unload(cfg, r3.data, n) == vec).all()
+    assert r2.counters["spad_rd_beats"] == r2.counters["spad_wr_beats"] == n
+    assert r2.counters["instructions"] == 2 * spad_vector_cost(n) + 1          # and the halt
