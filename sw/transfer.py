@@ -25,8 +25,8 @@ from arch.lanes import LaneBeats, pack_beats, unpack_beats
 from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
 from arch.errors import InputError
 
-__all__ = ["emit_load", "emit_spad_vector", "spad_vector_cost", "load_programs", "emit_unload", "load_beats_for", "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError",
-           "emit_spad_fill", "emit_spad_drain"]
+__all__ = ["emit_load", "emit_spad_vector", "spad_vector_cost", "load_programs", "emit_unload", "load_beats_for",
+           "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError", "emit_spad_fill", "emit_spad_drain"]
 
 
 class TransferError(InputError):
