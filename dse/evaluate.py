@@ -103,15 +103,10 @@ def _workload(cfg, wl: Workload, method: str, batch: int, golden: bool, mapping:
 def _memory_figures(tp, ctr, cfg) -> dict:
     """Where each layer's weights live (PE memory, scratchpad, DRAM or both) and, with
     DRAM, the step's DRAM beats and the cycles a core stalled on its DMA (measured)."""
-    from sw.train_dram import DramPanel, MixedPanel
+    from sw.train_dram import panel_tier
 
     spad = getattr(tp, "spad", {}) or {}
-
-    def tier(sp):
-        if isinstance(sp, MixedPanel) and sp.split:
-            return "scratchpad + DRAM"
-        return "DRAM" if isinstance(sp, DramPanel) else "scratchpad" if sp is not None else "PE memory"
-    out = {"weights": {f"W{l}": tier(spad.get(l)) for l in range(tp.mlp.n_layers)}}
+    out = {"weights": {f"W{l}": panel_tier(spad.get(l)) for l in range(tp.mlp.n_layers)}}
     if cfg.dram_mib:
         out.update(dram_beats=int(ctr.get("dram_rd_beats", 0)) + int(ctr.get("dram_wr_beats", 0)),
                    dma_stall_cycles_per_core=int(ctr.get("dma_stall_cycles", 0)) // cfg.cores)

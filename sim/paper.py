@@ -143,16 +143,10 @@ def _dram_figures(tp, ctr) -> dict:
     """Per step (cores summed): DRAM and scratchpad traffic in beats, the DMA cycles the
     compiler predicted hidden and exposed (and the measured stalls), per layer where its
     weight panel lives."""
-    from sw.train_dram import DramPanel, MixedPanel
+    from sw.train_dram import panel_tier
 
     spad = getattr(tp, "spad", {}) or {}
-
-    def tier(l):
-        sp = spad.get(l)
-        if isinstance(sp, MixedPanel) and sp.split:
-            return "scratchpad + DRAM"
-        return "DRAM" if isinstance(sp, DramPanel) else "scratchpad" if sp is not None else "PE memory"
-    out = {"weights": {f"W{l}": tier(l) for l in range(tp.mlp.n_layers)},
+    out = {"weights": {f"W{l}": panel_tier(spad.get(l)) for l in range(tp.mlp.n_layers)},
            "spad_rd_beats": int(ctr.get("spad_rd_beats", 0)), "spad_wr_beats": int(ctr.get("spad_wr_beats", 0))}
     if hasattr(tp, "dram_per_step") and tp.cfg.dram_mib:
         d = tp.dram_per_step()

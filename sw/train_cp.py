@@ -415,10 +415,13 @@ def _pages_with(cfg, P: list, N: list, l: int, alloc, page_rows: int | None, dra
     to_dram = dram or nr * lp * ln > room
     if to_dram:
         cap = min(cap, room // (2 * nr * ln))
-    if to_dram and (not cfg.dram_mib or not cap):
+    if to_dram and (not cap or not (cfg.dram_mib or (hist_beats and not dram))):
         return None
     top = largest(lambda t: alloc(t, hist).fits(), cap)
     sp = SpadPanel(0, lp, ln, page_split(lp, top))
+    if to_dram and not cfg.dram_mib:           # no DRAM: the rows the PE memories hold resident, the rest paged
+        sp = _best_mixed(cfg, l, sp, room, top, alloc, hist, dram_ok=False)
+        return None if sp is None else replace(sp, hist=hist)
     if to_dram:
         sp = place_dram(cfg, {l: sp}, [l], cfg.spad_depth - room)[l]
         if not dram:                           # the leading pages the scratchpad holds stay there
@@ -434,13 +437,14 @@ MIXED_MAX_PAGES = 48
 UCODE_WORDS_PER_PAGE = 320
 
 
-def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1):
+def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1, dram_ok: bool = True):
     """The mixed panel (:func:`_mixed`) of the page size, ``top`` local rows or fewer
     (halving), that moves the fewest words per step (:func:`_move_cost`; at most
     :data:`MIXED_MAX_PAGES` pages, fewer with a small microcode). ``alloc(page, hist, res, resb)`` (batch 1):
     the leading rows the PE memories hold beside a page buffer of that size stay resident,
     first in bank A (:attr:`SpadPanel.res`), then in bank B (:attr:`SpadPanel.resb`),
-    only the rest is paged."""
+    only the rest is paged. ``dram_ok`` False (no DRAM): only placements whose paged rows
+    the scratchpad holds, None when there is none."""
     from sw.train_dram import place_dram
     best, t, lp = None, top, sp.lrows
     while t >= 1:
@@ -452,6 +456,8 @@ def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1
         part = SpadPanel(0, rows, sp.ncols, page_split(rows, min(t, rows)))
         if cfg.nr * rows * sp.ncols <= room:       # the rest fits the scratchpad
             cand = {l: part}
+        elif not dram_ok:
+            cand = None
         else:
             cand = place_dram(cfg, {l: part}, [l], cfg.spad_depth - room)
             cand = cand and {l: _mixed(cfg, cand[l], room)}
@@ -461,7 +467,7 @@ def _best_mixed(cfg, l: int, sp, room: int, top: int, alloc=None, hist: int = -1
             if best is None or cost < best[0]:
                 best = (cost, m)
         t //= 2
-    return best[1] if best else _mixed(cfg, sp, room)
+    return best[1] if best else _mixed(cfg, sp, room) if dram_ok else None
 
 
 def _two_banks(alloc, t: int, hist: int, res: int, lp: int) -> tuple:

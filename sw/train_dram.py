@@ -25,7 +25,7 @@ from sw.train_ops import Op
 from sw.train_paging import SpadPanel, spad_op
 from sw.transfer import emit_spad_drain, emit_spad_fill
 
-__all__ = ["restore_microcode", "MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic",
+__all__ = ["panel_tier", "restore_microcode", "MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic",
            "dram_init", "dram_read", "dram_unload_program", "tier_lines"]
 
 #: virtual scratchpad address of DRAM beat 0 in the page moves the compilers emit
@@ -83,6 +83,17 @@ class MixedPanel(DramPanel):
 
     def dram_beats(self, nr: int) -> int:
         return self.beats(nr) - self.spad_beats(nr)
+
+
+def panel_tier(sp) -> str:
+    """Where a layer's weights live, for tables: ``"PE memory"`` (``sp`` None, or a
+    panel with no page), else the tiers of its pages (``"scratchpad"``, ``"DRAM"``,
+    ``"scratchpad + DRAM"``), after ``"PE memory + "`` when some rows stay resident."""
+    if sp is None or not sp.pages:
+        return "PE memory"
+    t = ("scratchpad + DRAM" if isinstance(sp, MixedPanel) and sp.split else
+         "DRAM" if isinstance(sp, DramPanel) else "scratchpad")
+    return "PE memory + " + t if sp.lead else t
 
 
 def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:

@@ -93,7 +93,7 @@ def test_table2_cell_off_chip_with_dram(small_chip, monkeypatch):
     monkeypatch.setattr(paper, "dram_config", lambda name: chip.replace(spad_kib=64, dram_mib=1))
     r = paper.run_cell(paper.Cell("large", "S", "mbgd"))
     assert r["status"] == "ok" and r["offchip"].startswith("DRAM 1 MiB per core")
-    assert "DRAM" in r["weights"].values() and r["dram_rd_beats"] > 0 and r["dram_wr_beats"] > 0
+    assert any(v.endswith("DRAM") for v in r["weights"].values()) and r["dram_rd_beats"] > 0 and r["dram_wr_beats"] > 0
     assert r["dma_busy_cycles_per_core"] == r["dma_hidden_cycles_per_core"] + r["dma_exposed_cycles_per_core"]
     assert r["dma_stall_cycles_measured"] == r["dma_stall_cycles_per_core"] <= r["dma_exposed_cycles_per_core"]
     assert "off-chip: DRAM" in paper.format_table({"cells": [r], "convention": paper.convention(), "area_mm2": {}})

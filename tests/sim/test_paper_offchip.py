@@ -15,6 +15,6 @@ def test_table2_cp_cell_off_chip_with_dram(monkeypatch):
     monkeypatch.setattr(paper, "dram_config", lambda name: chip.replace(spad_kib=4, dram_mib=1, ucode_depth=4096))
     r = paper.run_cell(paper.Cell("large", "S", "cp"))
     assert r["status"] == "ok" and r["offchip"].startswith("DRAM 1 MiB per core")
-    assert {"DRAM", "scratchpad + DRAM"} & set(r["weights"].values())
+    assert any(v.endswith("DRAM") for v in r["weights"].values())
     assert r["dram_rd_beats"] > 0 and r["dram_wr_beats"] > 0
     assert r["dma_busy_cycles_per_core"] == r["dma_hidden_cycles_per_core"] + r["dma_exposed_cycles_per_core"]

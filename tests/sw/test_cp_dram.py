@@ -17,7 +17,7 @@ from sw.golden_train_cp import GoldenChipCP
 from sw.mlp import MLP
 from sw.train import TrainCompileError, init_weights
 from sw.train_cp import compile_chip_cp
-from sw.train_dram import DramPanel
+from sw.train_dram import DramPanel, panel_tier
 from sw.train_paging import SpadPanel
 
 #: chip-small (4 cores of 4x4) with a 4 KiB scratchpad and 1 MiB of DRAM per core
@@ -122,6 +122,12 @@ def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
     assert sp.hist == cfg.spad_depth - 2 * (mlp.n_layers - 1) * (-(-tp.N[layer] // cfg.nr))
     assert isinstance(sp, DramPanel) == (tier is DramPanel)
     assert bool(sp.pages) == (tier is not None)
+    label = panel_tier(sp)                  # Table 2's "weights" column
+    if tier is None:
+        assert label == "PE memory"
+    else:
+        assert label.endswith("DRAM" if tier is DramPanel else "scratchpad")
+        assert label.startswith("PE memory + ") == bool(sp.lead)
     if tier is None:                     # the whole panel in WR and WB: nothing of it in the scratchpad
         assert sp.lead == -(-tp.P[layer] // cfg.nr) and sp.res and sp.resb
         assert "WP" not in tp.allocs[tp.cores_of(layer)[0]].items
