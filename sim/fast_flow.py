@@ -118,6 +118,10 @@ def state_diff(a, b, P):
 # -----------------------------------------------------------------------------------------
 #: compiled plans per configuration (process-wide, LRU)
 _PLANS: dict = {}
+#: bytes of plans kept per configuration: a minibatch GD step of the small network at S
+#: runs about 450 plans of about 1.4 MB each, so a smaller cache evicts every plan before
+#: the next step reuses it (and recompiles them all, 3x the step's time)
+PLAN_CACHE_BYTES = 1 << 31
 #: bytes of the plans in each cache of _PLANS (by id)
 _PLAN_BYTES: dict = {}
 
@@ -169,7 +173,7 @@ class FlowRunner:
     it rejects."""
 
     def __init__(self, model, max_elems: int = 1 << 22, cut=None, cache_size: int = 1 << 16, verify: bool = False,
-                 cache_bytes: int = 1 << 29):
+                 cache_bytes: int = PLAN_CACHE_BYTES):
         self.m = model
         self.max_elems = max_elems
         self.cut = cut          # tests: optional callable(x, y) -> list of cut points
