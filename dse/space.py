@@ -25,9 +25,10 @@ __all__ = ["ARCH_AXES", "AXES", "CATEGORICAL", "MAPPING_AXES", "MEASUREMENT_VERS
 #: The version of what a measurement counts, part of every point's cache key: raise it
 #: whenever the compilers, the engines or the power model change the figures of an
 #: unchanged point (e.g. how the microcode LOADs between a step's RUNs are planned, the
-#: compilers' collectives inside their GEMVs and GEMMs, CP's layers sharing a core), so a cache
-#: written before the change is measured again instead of read.
-MEASUREMENT_VERSION = 6
+#: compilers' collectives inside their GEMVs and GEMMs, CP's layers sharing a core, CP's
+#: input history in the scratchpad), so a cache written before the change is measured
+#: again instead of read.
+MEASUREMENT_VERSION = 7
 
 #: ArchConfig fields the search may vary (the rest come from the base configuration)
 ARCH_AXES = ("nr", "cores", "mem_a_words", "mem_b_words", "spad_kib", "n_regs", "fmt", "mul_latency",
