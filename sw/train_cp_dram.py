@@ -159,6 +159,6 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
                        f"exposed ({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + hist)
         else:
             out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
-                       f"layer (the PE memories do not hold them), {pages} through WP, loaded and stored once per step"
+                       f"layer (the PE memories do not hold them{' all' if sp.lead else ''}), {pages} through WP, loaded and stored once per step"
                        + hist)
     return out
