@@ -158,7 +158,8 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
                        f"{d['busy']} cycles, {d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} "
                        f"exposed ({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + hist)
         else:
+            held = " all" if sp.lead else ""
             out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
-                       f"layer (the PE memories do not hold them{' all' if sp.lead else ''}), {pages} through WP, loaded and stored once per step"
-                       + hist)
+                       f"layer (the PE memories do not hold them{held}), {pages} through WP, loaded and stored once "
+                       f"per step" + hist)
     return out
