@@ -4,12 +4,14 @@ bank A) beside its input history in the scratchpad (one beat per word, stored fr
 0 and loaded into every row, :func:`sw.transfer.emit_spad_vector`) on the chip RTL: two
 samples through the pipeline and out, recorded on the per-cycle model against the golden
 trainer, replayed on the RTL (Icarus); every beat and counter equal to the per-cycle
-model's, the weights unloaded from the RTL (the rows in bank A, then those in bank B)
-equal to the golden's."""
+model's, the weights unloaded from the RTL (the scratchpad pages, the rows in bank A,
+then those in bank B) equal to the golden's. The same with the layer paged by request
+(its history in the PE memories, one page from the scratchpad) in make test-all."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from sim.chip_run import ChipPhase, run_chip_session
 from sim.sessions import ChipSession
@@ -24,16 +26,24 @@ from tests.rtl.test_chip_dram import CFG_CP
 CFG = CFG_CP.replace(mem_b_words=256)
 
 
-def test_cp_resident_rows_in_both_banks_rtl(require_simulator):
+@pytest.mark.parametrize("forced", [
+    {},
+    # layer 0 paged by request: the history stays in the PE memories, rows resident in both
+    # banks and one page from the scratchpad (make test-all: the pages' moves are replayed
+    # by test_chip_dram's CP sessions, the bank-B rows by the case above)
+    pytest.param({"spad": [0]}, marks=pytest.mark.slow),
+], ids=["resident", "paged"])
+def test_cp_resident_rows_in_both_banks_rtl(require_simulator, forced):
     require_simulator("icarus")
     mlp = MLP((24, 24, 6), "mse", 0.125)
-    tp = compile_chip_cp(CFG, mlp)
+    tp = compile_chip_cp(CFG, mlp, **forced)
     sp = tp.spad[0]
-    assert sp.res > 0 and sp.resb > 0 and not sp.pages and sp.hist >= 0
+    assert sp.res > 0 and sp.resb > 0
+    assert (not sp.pages and sp.hist >= 0) if not forced else (len(sp.pages) >= 1 and sp.hist < 0)
     W0 = init_weights(mlp, CFG.fmt, 3)
     sess = ChipSession(CFG, "model", record=True)
     tp.init(sess, W0)
-    gold = GoldenChipCP(CFG, mlp, W0, groups=tp.groups, fused=tp.fused)
+    gold = GoldenChipCP(CFG, mlp, W0, groups=tp.groups, fused=tp.fused, **forced)
     rng = np.random.default_rng(5)
     n, L = 2, tp.latency_steps()
     X, T = rng.normal(size=(n, mlp.n_in)), rng.normal(size=(n, mlp.n_out)) * 0.5
@@ -48,7 +58,8 @@ def test_cp_resident_rows_in_both_banks_rtl(require_simulator):
     unload = tp.unload_weights_phases()
     assert [name for _, name in unload] == ["cp-unload-W", "cp-unload-WR", "cp-unload-WB"]
     phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
-    rtl = run_chip_session(CFG, phases, backend="rtl", sim="icarus", name="chip-cp-banks")
+    rtl = run_chip_session(CFG, phases, backend="rtl", sim="icarus",
+                           name="chip-cp-banks-paged" if forced else "chip-cp-banks")
     model = run_chip_session(CFG, phases, backend="model")
     for p, (pr, pm) in enumerate(zip(rtl, model)):
         for k, (a, b) in enumerate(zip(pr, pm)):
