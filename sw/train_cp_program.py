@@ -400,10 +400,9 @@ class ChipCPProgram:
             if isinstance(sp, DramPanel):
                 imgs.append(cp_dram_unload(cfg, sp))
                 continue
-            if sp is not None:
-                if sp.pages:                   # (none: every row resident, unloaded below)
-                    emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
-            elif "W" in self.allocs[k].items:
+            if sp is not None and sp.pages:    # (no page: every row resident, unloaded below)
+                emit_spad_drain(b, cfg, sp.base, sp.beats(cfg.nr))
+            elif sp is None and "W" in self.allocs[k].items:
                 ls = [l for l, _ in self.core_layers[k]]
                 for l in ls:                   # every layer's panel on a shared core, first to last
                     reg = self.regions(k, l)["W"]

@@ -25,8 +25,8 @@ from sw.train_ops import Op
 from sw.train_paging import SpadPanel, spad_op
 from sw.transfer import emit_spad_drain, emit_spad_fill
 
-__all__ = ["panel_tier", "restore_microcode", "MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts", "dma_timeline", "dram_traffic",
-           "dram_init", "dram_read", "dram_unload_program", "tier_lines"]
+__all__ = ["panel_tier", "restore_microcode", "MixedPanel", "VIRT", "DramPanel", "place_dram", "stream_parts",
+           "dma_timeline", "dram_traffic", "dram_init", "dram_read", "dram_unload_program", "tier_lines"]
 
 #: virtual scratchpad address of DRAM beat 0 in the page moves the compilers emit
 VIRT = 1 << 40

@@ -197,8 +197,7 @@ def spad_vector_op(cfg, name: str, store: bool, R: Region, words: int, addr: int
     word, PE row 0's copy stored, every row written by a load)."""
     return Op(name, "spad", lambda bl: (emit_spad_vector(bl, cfg, R.bank, R.base, words, store, addr,
                                                          loop=f"{name}_"), spad_vector_cost(words))[1],
-              reads=[(R, words)] if store else [], writes=[] if store else [(R, words)],
-              **({"stores": False} if store else {}))
+              reads=[(R, words)] if store else [], writes=[] if store else [(R, words)], stores=not store)
 
 
 def spad_image(cfg, panel: SpadPanel, local) -> list:
