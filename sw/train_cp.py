@@ -51,10 +51,11 @@ vectors 0): during the first ``2L - 1`` steps, and when it is drained with zero 
 the stages work on zero vectors, whose updates add signed zeros (exactly what the golden
 trainer does; the weights' values do not change).
 
-A hidden layer whose cores do not fit the PE memories keeps its panels in their
-scratchpads (:func:`cp_spad_plan`): the head works page by page (load, the page's
+A hidden layer whose cores do not fit the PE memories moves its input history to their
+scratchpads, or keeps part of its panels there, whichever moves fewer words per step
+(:func:`sw.train_cp_pages.cp_spad_plan`): the head works page by page (load, the page's
 forward rows, its part of ``W^T d``, its update, store), so each paged weight crosses the
-scratchpad port twice per step.
+scratchpad port twice per step, and the tail stores and loads one history input.
 
 :class:`sw.golden_train_cp.GoldenChipCP` is the bit-exact model of the pipeline.
 """
