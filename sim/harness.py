@@ -242,6 +242,10 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
             "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
             "CATERPILLAR_CONFIG": config.to_json() if config is not None else "",
             "CATERPILLAR_PARAMS": json.dumps(params or {}),
+            # pytest's assertion rewriting (cocotb's default: every module imported)
+            # for the testbenches only: rewriting numpy, numba and the models as well
+            # recompiles hundreds of modules in every simulator process (about 10 s)
+            "COCOTB_REWRITE_ASSERTION_FILES": os.environ.get("COCOTB_REWRITE_ASSERTION_FILES", "tb_*.py"),
             **env,
         }
         test_dir = build_dir / "run" / f"{testcase or 'all'}-{hashlib.sha256(extra_env['CATERPILLAR_PARAMS'].encode()).hexdigest()[:8]}-{os.getpid()}"
