@@ -37,17 +37,6 @@ def test_verilog_of_the_chip(tmp_path, capsys):
     assert "cores >= 2" in capsys.readouterr().err
 
 
-def test_synth_ecp5_smoke(tmp_path, capsys):
-    """A small PE maps its SRAM to block RAM and its multiplier to a DSP block."""
-    out = tmp_path / "s.json"
-    assert main(["synth", "--config", '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512}',
-                 "--target", "ecp5", "--json", str(out)]) == 0
-    s = json.loads(out.read_text())["summary"]
-    assert s["DP16KD (block RAM)"] >= 2
-    assert s["MULT18X18D (DSP)"] == 1
-    assert s["LUT4"] > 1000
-
-
 def test_run_and_report(tmp_path, capsys):
     prog = tmp_path / "p.s"
     prog.write_text("loop i 20 {\n    fma r0 = r1 * r2 + r0\n}\nhalt\n")

@@ -17,7 +17,7 @@ reused (``run_cocotb``'s ``design_key``: the groups).
 
 Environment:
 
-* ``FP_NVEC``: vectors per op for the main tests (default 100000);
+* ``FP_NVEC``: vectors per op for the main tests (default 40000);
 * ``FP_SEED``: replay a seed;
 * ``FP_VECTORS=<file> FP_OP=mul|add FP_FMT=binary16|bfloat16|binary32``: run a Berkeley
   TestFloat ``testfloat_gen`` file through the RTL (``test_testfloat_file``); ``SIM``
@@ -45,7 +45,7 @@ from sim.harness import run_cocotb
 FORMATS = ("binary16", "bfloat16", "binary32")
 SIMS = ("icarus", "verilator")
 OPS = ("mul", "add")
-N_VEC = int(os.environ.get("FP_NVEC", "100000"))
+N_VEC = int(os.environ.get("FP_NVEC", "40000"))
 
 
 @dataclass(frozen=True)

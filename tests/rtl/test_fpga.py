@@ -487,16 +487,46 @@ def test_fit_check_names_resource_and_overflow():
         fit_report(res, "XC7A35T")
 
 
-def test_synth_fit_error_from_cli(tmp_path, capsys, monkeypatch):
-    """A real (tiny) PE synthesis checked against a made-up part too small for it: exit 1,
-    an error naming each overflowing resource and by how much; the JSON is still
-    written, with fits = false."""
+def test_synth_pe_smoke(tmp_path, capsys, monkeypatch):
+    """`caterpillar synth` of a small PE (the default top) for ECP5 (about 20 s): it fits the
+    smallest ECP5, with block RAM for the SRAMs, one DSP, the register file in LUT RAM
+    (2 banks x 9 read ports x 4 DPR16X4 for 16-bit words); the summary names them. The same
+    synthesis checked against a made-up part too small for it: exit 1, an error naming each
+    overflowing resource and by how much; the JSON is still written, with fits = false."""
+    import copy
+
+    import rtl.synth
     from cli.main import main
+
+    real, done = rtl.synth.synthesize_top, {}
+
+    def once(*a, **k):                   # one synthesis for both devices
+        if "res" not in done:
+            done["res"] = real(*a, **k)
+        return copy.deepcopy(done["res"])
+
+    monkeypatch.setattr(rtl.synth, "synthesize_top", once)
+
+    out = tmp_path / "pe.json"
+    cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512}'
+    assert main(["synth", "--config", cfg, "--target", "ecp5", "--device", "LFE5U-12F",
+                 "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    r, s = d["resources"], d["summary"]
+    assert d["fits"] is True and d["device"] == "LFE5U-12F"
+    assert r["MULT18X18D"] == 1 and r["DP16KD"] == 2
+    assert s["DP16KD (block RAM)"] == 2 and s["MULT18X18D (DSP)"] == 1 and s["LUT4"] > 1000
+    assert r["LUTRAM (DPR16X4)"] == 2 * 9 * 4
+    assert 1500 < r["LUT4"] < 5000
+    # elaborated for ECP5 as a build is: the multiplier is the instance with its own
+    # product register (pe/fp_mul.py, dsp="ecp5")
+    from pathlib import Path
+    assert 'REG_OUTPUT_CLK("CLK0")' in Path(d["verilog"]).read_text().replace(" ", "")
 
     monkeypatch.setitem(DEVICES, "TEST-1K", {"family": "ecp5", "LUT4": 1000, "FF": 100000, "DP16KD": 1,
                                              "MULT18X18D": 8})
+    capsys.readouterr()
     out = tmp_path / "s.json"
-    cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512}'
     assert main(["synth", "--config", cfg, "--target", "ecp5", "--device", "TEST-1K", "--json", str(out)]) == 1
     err = capsys.readouterr().err
     d = json.loads(out.read_text())
@@ -508,28 +538,10 @@ def test_synth_fit_error_from_cli(tmp_path, capsys, monkeypatch):
     assert "MULT18X18D" not in err and "FF:" not in err
 
 
-def test_synth_pe_smoke(tmp_path):
-    """A small PE synthesizes for ECP5 (about 20 s) and fits the smallest ECP5: block RAM
-    for the SRAMs, one DSP, the register file in LUT RAM (2 banks x 9 read ports x 4
-    DPR16X4 for 16-bit words)."""
-    from cli.main import main
-
-    out = tmp_path / "pe.json"
-    cfg = '{"preset": "tiny", "mem_a_words": 512, "mem_b_words": 512}'
-    assert main(["synth", "--top", "pe", "--config", cfg, "--target", "ecp5", "--device", "LFE5U-12F",
-                 "--json", str(out)]) == 0
-    d = json.loads(out.read_text())
-    r = d["resources"]
-    assert d["fits"] is True and d["device"] == "LFE5U-12F"
-    assert r["MULT18X18D"] == 1 and r["DP16KD"] == 2
-    assert r["LUTRAM (DPR16X4)"] == 2 * 9 * 4
-    assert 1500 < r["LUT4"] < 5000
-    # elaborated for ECP5 as a build is: the multiplier is the instance with its own
-    # product register (pe/fp_mul.py, dsp="ecp5")
-    from pathlib import Path
-    assert 'REG_OUTPUT_CLK("CLK0")' in Path(d["verilog"]).read_text().replace(" ", "")
-
-
+#: make test-all: make test checks the same command and its block-RAM mapping without
+#: the two syntheses (test_sram_reads_collision_free) and `caterpillar synth` of a PE
+#: (test_synth_pe_smoke)
+@pytest.mark.slow
 def test_synth_exec_stage_declares_sram_reads(tmp_path):
     """`caterpillar synth` of an execute-stage PE declares its SRAM reads
     collision-undefined as the build does (exact there: the PE's SRAM bypass supplies

@@ -55,7 +55,10 @@ def _mbgd_params() -> list:
         for loss in ("mse", "softmax_ce"):
             for backend in ("fast", "model"):
                 for out_map in ("rows", "cols"):
-                    slow = backend == "model" and name.startswith("small") and (name, loss) != ("small-3layer-b5", "mse")
+                    # the per-cycle engine of the small nets: one case in make test (its
+                    # counters against the fast engine's: test_chip_mbgd_spad_engines_agree)
+                    slow = backend == "model" and name.startswith("small") and (
+                        (name, loss, out_map) != ("small-3layer-b5", "mse", "cols"))
                     out.append(pytest.param(*case, loss, backend, out_map, id=f"{name}-{loss}-{backend}-{out_map}",
                                             marks=[pytest.mark.slow] if slow else []))
     return out

@@ -94,8 +94,14 @@ def test_mbcp_learns_like_float64_minibatch_gd():
     assert last < 1.5 * np.mean(f64[-10:]) + 1e-3, (last, np.mean(f64[-10:]))
 
 
-@pytest.mark.parametrize("backend", ["fast", "model"])
-@pytest.mark.parametrize("cfg,sizes,b", [(TINY, (6, 5, 3), 3), (SMALL, (9, 14, 7, 4), 5), (SIX, (7, 9, 6, 3), 3)])
+#: the per-cycle engine on the small chip in make test-all (its counters against the fast
+#: engine's: test_mbcp_engines_agree_counter_for_counter; on the tiny and six-core chips
+#: in make test)
+@pytest.mark.parametrize("cfg,sizes,b,backend", [
+    pytest.param(cfg, sizes, b, backend, id=f"cfg{k}-sizes{k}-{b}-{backend}",
+                 marks=[pytest.mark.slow] if (k, backend) == (1, "model") else [])
+    for backend in ("fast", "model")
+    for k, (cfg, sizes, b) in enumerate([(TINY, (6, 5, 3), 3), (SMALL, (9, 14, 7, 4), 5), (SIX, (7, 9, 6, 3), 3)])])
 def test_mbcp_softmax_on_host(cfg, sizes, b, backend):
     """Minibatch CP with the softmax loss: the head RUN, the output core's logits out,
     the host's ``G = fmt(softmax(z) - t)`` per column in, the output core's ``head2`` RUN
