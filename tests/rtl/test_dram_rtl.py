@@ -72,7 +72,8 @@ STAGES = {"plain": {}, "fetch": {"fetch_stage": True}, "fetch_addr": {"fetch_sta
           "exec_bus": {"exec_stage": True, "bus_stage": True}}
 
 
-@pytest.mark.parametrize("stage", list(STAGES))
+#: the fetch stage alone in make test-all: fetch_addr runs it with the address stage
+@pytest.mark.parametrize("stage", [pytest.param(s, marks=pytest.mark.slow) if s == "fetch" else s for s in STAGES])
 def test_dram_pipeline_rtl(stage, require_simulator):
     """DRAM -> spad -> PEs -> x * x + x -> spad -> DRAM with a load overlapping compute:
     DRAM bit for bit and every counter equal to the core model's and the fast model's
