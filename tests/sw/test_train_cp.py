@@ -80,14 +80,21 @@ def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto
     return tp, sess, gold, results
 
 
-@pytest.mark.parametrize("backend", ["fast", "model"])
-@pytest.mark.parametrize("cfg,sizes,loss,groups", [
-    (TINY, (6, 5, 3), "mse", None),                   # one core per layer: the delta chain is the wrap-around
-    (TINY, (5, 7, 4), "softmax_ce", None),            # the softmax kernel on the output core
-    (SMALL, (9, 14, 7, 4), "softmax_ce", None),       # a 2-core group: gather, reduce, scatter
-    (SIX, (7, 9, 6, 3), "mse", None),                 # groups [2, 3, 1]: x chain, 3-core reduce
-    (SIX, (5, 6, 3), "mse", [1, 1]),                  # four idle cores relaying the deltas
-], ids=["tiny-mse", "tiny-smx", "small-smx", "six-mse", "six-idle"])
+_CP_CASES = {
+    "tiny-mse": (TINY, (6, 5, 3), "mse", None),                 # one core per layer: the delta chain is the wrap-around
+    "tiny-smx": (TINY, (5, 7, 4), "softmax_ce", None),          # the softmax kernel on the output core
+    "small-smx": (SMALL, (9, 14, 7, 4), "softmax_ce", None),    # a 2-core group: gather, reduce, scatter
+    "six-mse": (SIX, (7, 9, 6, 3), "mse", None),                # groups [2, 3, 1]: x chain, 3-core reduce
+    "six-idle": (SIX, (5, 6, 3), "mse", [1, 1]),                # four idle cores relaying the deltas
+}
+
+
+#: the per-cycle engine of small-smx in make test-all (its counters equal the fast
+#: engine's on the six-core chip in test_cp_engines_agree_counter_for_counter)
+@pytest.mark.parametrize("cfg,sizes,loss,groups,backend", [
+    pytest.param(*case, backend, id=f"{name}-{backend}",
+                 marks=[pytest.mark.slow] if (name, backend) == ("small-smx", "model") else [])
+    for backend in ("fast", "model") for name, case in _CP_CASES.items()])
 def test_cp_matches_golden(cfg, sizes, loss, groups, backend):
     mlp = MLP(sizes, loss, 0.125 if loss == "mse" else 0.25)
     tp, *_ = run_cp(cfg, mlp, 5, backend, _seed(), groups)
@@ -152,12 +159,19 @@ def test_cp_engines_agree_counter_for_counter():
         assert a.core_counters == b.core_counters
 
 
-@pytest.mark.parametrize("backend", ["fast", "model"])
-@pytest.mark.parametrize("sizes,loss,shared,groups", [
-    ((8, 24, 20, 6, 4, 3), "mse", None, [1, 3, 1, 1, 1]),   # the cost model's choice: layers 3+4 on one core
-    ((7, 9, 6, 5, 4), "softmax_ce", (2, 3), [3, 1, 1, 1]),   # three layers on one core, its softmax
-    ((7, 9, 6, 5, 3), "mse", (1,), [1, 1, 3, 1]),            # two hidden layers on one core
-], ids=["auto", "three-smx", "hidden"])
+_SHARED_CASES = {
+    "auto": ((8, 24, 20, 6, 4, 3), "mse", None, [1, 3, 1, 1, 1]),   # the cost model's choice: layers 3+4 on one core
+    "three-smx": ((7, 9, 6, 5, 4), "softmax_ce", (2, 3), [3, 1, 1, 1]),   # three layers on one core, its softmax
+    "hidden": ((7, 9, 6, 5, 3), "mse", (1,), [1, 1, 3, 1]),            # two hidden layers on one core
+}
+
+
+#: the per-cycle engine on "hidden" in make test, on the others in make test-all (the
+#: engines' counters agree in test_cp_shared_core_engines_agree_and_cost_model)
+@pytest.mark.parametrize("sizes,loss,shared,groups,backend", [
+    pytest.param(*case, backend, id=f"{name}-{backend}",
+                 marks=[pytest.mark.slow] if backend == "model" and name != "hidden" else [])
+    for backend in ("fast", "model") for name, case in _SHARED_CASES.items()])
 def test_cp_shared_core_matches_golden(sizes, loss, shared, groups, backend):
     """Layers on one core (sw/train_cp_shared.py) through filling, steady state and
     draining: outputs, losses and every weight bit equal to the golden's after every
