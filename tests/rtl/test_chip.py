@@ -203,11 +203,13 @@ def test_fast_engine_needs_only_as_many_rounds_as_hops():
 #: the Verilator build and harness are checked at core level in ``make test``)
 @pytest.mark.parametrize("cname,sim", sim_matrix(["default", "fpga"], verilator=set()))
 def test_chip_rtl_matches_model(cname, sim):
-    """One session on the 4-core chip (with the FPGA timing, the 2-core chip): stall-free
-    round trip, then one with rin stalls and credit stalls (8-beat FIFOs); every core's
-    beats and counters equal the model's. With the FPGA timing the distribution stage's
-    ring look-ahead is exercised."""
-    cfg = {"default": CHIP4, "fpga": CHIP2_FPGA}[cname]
+    """One session on the 4-core chip of the CP replays (with the FPGA timing, the 2-core
+    chip of this module): stall-free round trip, then one with rin stalls and credit
+    stalls (8-beat FIFOs); every core's beats and counters equal the model's. With the
+    FPGA timing the distribution stage's ring look-ahead is exercised."""
+    from tests.sw.test_train_cp import CHIP4 as CHIP4_CP     # the CP replays' chip: one conversion for both
+
+    cfg = {"default": CHIP4_CP, "fpga": CHIP2_FPGA}[cname]
     host1, ph1 = roundtrip_phases(cfg, 6, seed=11, delays=(0, 3, 16))
     host2, ph2 = roundtrip_phases(cfg, 9, seed=12, delays=(0, 0, 0))
     host3, ph3 = roundtrip_phases(cfg, 9, seed=13, delays=(0, 25, 0))

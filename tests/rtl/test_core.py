@@ -277,8 +277,7 @@ def test_core_bad_command_answers_error_beat():
 @pytest.mark.slow
 def test_core_nr8_simulates_on_rtl(require_simulator):
     """An 8 x 8 core (64 PEs) runs a fill/compute/readback job on Icarus, equal to the
-    model (``slow``: the same generator runs at 2 x 2 and 4 x 4 in ``make test``, and
-    elaborates at 16 x 16 in :func:`test_core_nr16_elaborates`)."""
+    model (``slow``: the same generator runs at 2 x 2 and 4 x 4 in ``make test``)."""
     require_simulator("icarus")
     cfg = ArchConfig(nr=8, mem_a_words=16, mem_b_words=16, ucode_depth=256)
     seed = random.randrange(1 << 30)
@@ -289,8 +288,11 @@ def test_core_nr8_simulates_on_rtl(require_simulator):
     run_core(cfg, clear_beats() + load_beats(cfg, words) + run_beats(0, data), "nr8", "icarus")
 
 
+@pytest.mark.slow
 def test_core_nr16_elaborates():
-    """A 16 x 16 core (the reference design's config-L core) elaborates: 256 PEs, 32 buses."""
+    """A 16 x 16 core (the reference design's config-L core) elaborates: 256 PEs, 32 buses
+    (``slow``: the generator, the same for every ``nr``, elaborates and simulates at
+    2 x 2 and 4 x 4 in ``make test``)."""
     from amaranth.hdl import Fragment
 
     cfg = ArchConfig(nr=16, mem_a_words=16, mem_b_words=16, ucode_depth=64)
@@ -303,8 +305,8 @@ def test_core_nr16_elaborates():
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["binary16", "binary32"])
 def test_core_nr16_converts_to_netlist(fmt):
-    """Full RTLIL conversion of a 16 x 16 core (3-5 minutes each; elaboration is covered
-    by test_core_nr16_elaborates in the default suite)."""
+    """Full RTLIL conversion of a 16 x 16 core (3-5 minutes each; its elaboration alone:
+    test_core_nr16_elaborates)."""
     from amaranth.back import rtlil
 
     cfg = ArchConfig(nr=16, fmt=fmt, mem_a_words=16, mem_b_words=16, ucode_depth=64)
