@@ -6,12 +6,12 @@ import random
 import pytest
 
 from arch.config import ArchConfig
-from arch.hetero import Crossing
+from arch.hetero import CoreGroup, Crossing, HeteroConfig
 from rtl.ring_crossing import RingCrossing
 from sim.chip_run import ChipPhase
 from sim.hetero_run import run_hetero_session
 from sim.ring_crossing import CrossingModel
-from tests.sim.test_hetero import MIX, MIX_FMT, roundtrip
+from tests.sim.test_hetero import MIX_FMT, NARROW, WIDE, roundtrip
 
 N2 = ArchConfig(nr=2, cores=2)
 N4 = ArchConfig(nr=4, cores=2)
@@ -67,21 +67,28 @@ def test_crossing_rtl_equals_model(a, b):
     sim.run()
 
 
-@pytest.mark.parametrize("h", [MIX, pytest.param(MIX_FMT, marks=pytest.mark.slow)], ids=["nr", "nr+fmt"])
-def test_mixed_chip_rtl_replay(h, require_simulator):
-    """2 cores of 2 x 2 PEs and 2 of 4 x 4 (binary16; ``nr+fmt``: binary32) on one ring,
-    under cocotb (Icarus):
-    core 0's values go round the whole ring (through the collecting crossing 1 -> 2 and
-    the splitting crossing 3 -> 0) and back to the host, once stall-free and once with
-    ring stalls; every core's output beats, done beats and counters equal the per-cycle
-    chip model's."""
+#: ``nr``: a 2 x 2 core and a 4 x 4 core (binary16), both crossings at half the design of
+#: ``MIX``; ``nr+fmt`` (make test-all): 2 cores of each kind, the 4 x 4 ones in binary32
+MIX2 = HeteroConfig((CoreGroup(1, NARROW), CoreGroup(1, WIDE)))
+HETERO_RTL = {"nr": (MIX2, [0, 6, 60], [0, 0, 0], [8, 4]), "nr+fmt": (MIX_FMT, [0, 6, 40, 50, 60], [0, 0, 2, 2, 0],
+                                                                     [8, 8, 4, 4])}
+
+
+@pytest.mark.parametrize("name", ["nr", pytest.param("nr+fmt", marks=pytest.mark.slow)])
+def test_mixed_chip_rtl_replay(name, require_simulator):
+    """Cores of 2 x 2 PEs and of 4 x 4 (binary16; ``nr+fmt``: binary32) on one ring, under
+    cocotb (Icarus): core 0's values go round the whole ring (through the collecting
+    crossing from the last 2 x 2 core and the splitting crossing back to core 0) and back
+    to the host, once stall-free and once with ring stalls; every core's output beats,
+    done beats and counters equal the per-cycle chip model's."""
     require_simulator("icarus")
+    h, waits, early, out_beats = HETERO_RTL[name]
     seed = 7
     print("seed", seed)
-    host, phases = roundtrip(h, 16, seed, [0, 6, 40, 50, 60])
-    # the same trip again with receivers too early: rin waits at both crossings and the
+    host, phases = roundtrip(h, 16, seed, waits)
+    # the same trip again with receivers too early: rin waits at the crossings and the
     # splitting crossing's credit holds its sender back (ring stalls, exact in both)
-    phases.append(ChipPhase(roundtrip(h, 16, seed, [0, 0, 2, 2, 0])[1][1].words, name="stalling"))
+    phases.append(ChipPhase(roundtrip(h, 16, seed, early)[1][1].words, name="stalling"))
     model = run_hetero_session(h, phases, backend="model")
     assert sum(r.counters["stall_cycles"] for r in model[2]) > 0
     rtl = run_hetero_session(h, phases, backend="rtl", sim="icarus", name="hetero-mix")
@@ -90,4 +97,4 @@ def test_mixed_chip_rtl_replay(h, require_simulator):
         for k, (a, b) in enumerate(zip(pm, pr)):
             assert a.data == b.data and a.done == b.done, k
             assert a.counters == b.counters, k
-    assert [r.counters["ring_out_beats"] for r in rtl[1]] == [8, 8, 4, 4]
+    assert [r.counters["ring_out_beats"] for r in rtl[1]] == out_beats

@@ -34,7 +34,7 @@ CONFIGS = {
     "addr_l3a2d64": ArchConfig(n_loops=3, n_agus=2, ucode_depth=64, nr=2, mem_a_words=256,
                                mem_b_words=512, loop_bits=12, fetch_stage=True, addr_stage=True),
 }
-N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "100"))
+N_RANDOM = int(os.environ.get("SEQ_RANDOM_PROGRAMS", "50"))
 BASE_SEED = int(os.environ.get("SEQ_SEED", "1"))
 
 

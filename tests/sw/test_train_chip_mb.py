@@ -269,6 +269,10 @@ def test_chip_mbgd_spad_engines_agree():
     check_engines_agree(partial(run_spad, spad=[0], page_rows=4), MLP((12, 40, 6), "softmax_ce", 0.05, batch=4))
 
 
+#: make test-all: paged panels run on the chip RTL in make test with SGD on the same chip
+#: (test_chip_sgd_spad_rtl) and with CP (test_cp_spad_rtl); minibatch GD's paging is
+#: bit-exact on both engines (test_chip_mbgd_spad_matches_golden, ..._engines_agree)
+@pytest.mark.slow
 @pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_chip_mbgd_spad_rtl(sim):
     """Paged panels on the RTL: 2 cores of 2 x 2 PEs with a 256-beat scratchpad

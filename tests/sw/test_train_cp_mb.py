@@ -178,7 +178,10 @@ def test_mbcp_spad_rtl(sim):
     rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
 
 
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+#: make test-all: test_mbcp_spad_rtl replays minibatch CP's chains on the same chip in make
+#: test, and the host's softmax phases are bit-exact on both engines (test_mbcp_softmax_on_host)
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
 def test_mbcp_softmax_rtl(sim):
     """Minibatch CP with the host's softmax on the chip RTL (``CHIP4``): every phase of a
     minibatch through the pipeline and out replayed (the logits out, ``G`` in, the
