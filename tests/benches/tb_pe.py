@@ -1,7 +1,8 @@
 """cocotb testbench: the PE RTL (tests/benches/pe_top.PETop) against pe.pe_model.PEModel.
 
 Parameters (``sim.harness.tb_params``): ``row``, ``col`` (the PE's position), ``suite``
-(``directed`` | ``random`` | ``gemv``), ``seed``, ``n_programs``, ``first`` (the first random
+(``directed`` | ``random`` | ``gemv``, or several joined by ``+``, run back to back, each
+with its parameters in ``parts``), ``seed``, ``n_programs``, ``first`` (the first random
 program's index), ``cycles``.
 
 The program of the suite runs first on the model (precomputing the expected outputs of
@@ -32,6 +33,9 @@ from sim.harness import tb_config, tb_params
 
 def suite_programs(cfg, prm) -> list[pp.Program]:
     row, col, suite = prm["row"], prm["col"], prm["suite"]
+    if "+" in suite:        # several suites in one run, each with its own parameters (``parts``)
+        return [p for part in suite.split("+")
+                for p in suite_programs(cfg, {**prm, **prm.get("parts", {}).get(part, {}), "suite": part})]
     seed = int(prm.get("seed", 1))
     if suite == "directed":
         return pp.directed_programs(cfg, row, col)

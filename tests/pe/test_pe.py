@@ -1,8 +1,8 @@
 """PE RTL vs the PE reference model, every cycle, under cocotb (Icarus and Verilator).
 
-One simulator run per (simulator, configuration, suite); the testbench is
-``tests/benches/tb_pe.py``, the design ``tests/benches/pe_top.PETop`` (a lone PE whose buses resolve
-like a 1x1 core). Random programs log their seed; a different base seed can be given with
+One simulator run per (simulator, configuration) for the suites of ``make test``, and one
+per slow suite; the testbench is ``tests/benches/tb_pe.py``, the design
+``tests/benches/pe_top.PETop`` (a lone PE whose buses resolve like a 1x1 core). Random programs log their seed; a different base seed can be given with
 ``PE_SEED=<n>``, a longer random run with ``PE_RANDOM_PROGRAMS=<n>``.
 """
 
@@ -72,13 +72,18 @@ SLOW_SUITES = {("b16_exec", "gemv"), ("b16_bus", "gemv"), ("b16_read", "gemv"), 
 
 
 def _pe_cases():
+    """Per configuration and simulator, one run of the suites of ``make test`` (directed,
+    random and, outside :data:`SLOW_SUITES`, GEMV: one simulator start and one model
+    import), and one run per suite of :data:`SLOW_SUITES` (``slow``)."""
     out = []
-    for suite in SUITES:
-        for p in sim_matrix(CONFIGS, verilator=set()):
-            cfg_name, sim = p.values
-            slow = (cfg_name, suite) in SLOW_SUITES and not any(m.name == "slow" for m in p.marks)
-            out.append(pytest.param(cfg_name, sim, suite, id=f"{cfg_name}-{sim}-{suite}",
-                                    marks=[*p.marks, *([pytest.mark.slow] if slow else [])]))
+    for p in sim_matrix(CONFIGS, verilator=set()):
+        cfg_name, sim = p.values
+        fast = "+".join(s for s in SUITES if s != "random_more" and (cfg_name, s) not in SLOW_SUITES)
+        out.append(pytest.param(cfg_name, sim, fast, id=f"{cfg_name}-{sim}-{fast}", marks=p.marks))
+        for suite in SUITES:
+            if (cfg_name, suite) in SLOW_SUITES:
+                out.append(pytest.param(cfg_name, sim, suite, id=f"{cfg_name}-{sim}-{suite}",
+                                        marks=[*p.marks, pytest.mark.slow]))
     return out
 
 
@@ -88,7 +93,8 @@ def test_pe_rtl_matches_model(cfg_name, sim, suite):
 
     cfg, row, col = CONFIGS[cfg_name]
     seed = BASE_SEED + sorted(CONFIGS).index(cfg_name)
-    params = {"row": row, "col": col, "suite": suite, "seed": seed, **SUITES[suite]}
+    params = {"row": row, "col": col, "suite": suite, "seed": seed,
+              **({"parts": {s: SUITES[s] for s in suite.split("+")}} if "+" in suite else SUITES[suite])}
     print(f"PE ({row}, {col}) {cfg_name} suite={suite} seed={seed}")
     res = run_cocotb(PETop(cfg, row, col), f"pe_top_{cfg_name}", "tests.benches.tb_pe", sim=sim, config=cfg,
                      params=params, design_key=f"{cfg.to_json()} {row} {col}")
