@@ -244,7 +244,7 @@ def run_cocotb(component, toplevel: str, test_module: str, *, sim: str | None = 
             "CATERPILLAR_PARAMS": json.dumps(params or {}),
             # pytest's assertion rewriting (cocotb's default: every module imported)
             # for the testbenches only: rewriting numpy, numba and the models as well
-            # recompiles hundreds of modules in every simulator process (about 10 s)
+            # recompiles hundreds of modules in every simulator process (about 8 s)
             "COCOTB_REWRITE_ASSERTION_FILES": os.environ.get("COCOTB_REWRITE_ASSERTION_FILES", "tb_*.py"),
             **env,
         }

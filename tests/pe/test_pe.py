@@ -2,8 +2,9 @@
 
 One simulator run per (simulator, configuration) for the suites of ``make test``, and one
 per slow suite; the testbench is ``tests/benches/tb_pe.py``, the design
-``tests/benches/pe_top.PETop`` (a lone PE whose buses resolve like a 1x1 core). Random programs log their seed; a different base seed can be given with
-``PE_SEED=<n>``, a longer random run with ``PE_RANDOM_PROGRAMS=<n>``.
+``tests/benches/pe_top.PETop`` (a lone PE whose buses resolve like a 1x1 core). Random
+programs log their seed; a different base seed can be given with ``PE_SEED=<n>``, a
+longer random run with ``PE_RANDOM_PROGRAMS=<n>``.
 """
 
 from __future__ import annotations

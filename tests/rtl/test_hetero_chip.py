@@ -70,8 +70,11 @@ def test_crossing_rtl_equals_model(a, b):
 #: ``nr``: a 2 x 2 core and a 4 x 4 core (binary16), both crossings at half the design of
 #: ``MIX``; ``nr+fmt`` (make test-all): 2 cores of each kind, the 4 x 4 ones in binary32
 MIX2 = HeteroConfig((CoreGroup(1, NARROW), CoreGroup(1, WIDE)))
-HETERO_RTL = {"nr": (MIX2, [0, 6, 60], [0, 0, 0], [8, 4]), "nr+fmt": (MIX_FMT, [0, 6, 40, 50, 60], [0, 0, 2, 2, 0],
-                                                                     [8, 8, 4, 4])}
+#: name -> (chip, waits of the stall-free trip, of the stalling trip, ring_out_beats per core)
+HETERO_RTL = {
+    "nr": (MIX2, [0, 6, 60], [0, 0, 0], [8, 4]),
+    "nr+fmt": (MIX_FMT, [0, 6, 40, 50, 60], [0, 0, 2, 2, 0], [8, 8, 4, 4]),
+}
 
 
 @pytest.mark.parametrize("name", ["nr", pytest.param("nr+fmt", marks=pytest.mark.slow)])
