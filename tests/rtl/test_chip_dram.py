@@ -149,7 +149,8 @@ def test_chip_dram_sgd_step_rtl(sim):
 
 #: make test-all: the chip's DRAM port, DMA engine and double-buffered pages run on the RTL
 #: in make test in test_chip_dram_sgd_step_rtl; minibatch GD's streaming (the same
-#: instructions) is bit-exact on the per-cycle and fast engines in tests/sw/test_dram_train.py
+#: instructions) is bit-exact on the per-cycle and fast engines in make test
+#: (tests/sw/test_dram_train.py)
 @pytest.mark.slow
 def test_chip_dram_mbgd_steps_rtl(require_simulator):
     """Minibatch GD (batch 4) with both layers' panels streamed from each core's DRAM in
@@ -165,7 +166,8 @@ def test_chip_dram_mbgd_steps_rtl(require_simulator):
     _check_training_replay(tp, gold, phases, results, "chip-dram-mbgd")
 
 
-#: make test-all: as test_chip_dram_mbgd_steps_rtl (CP's streamed heads: tests/sw/test_cp_dram.py)
+#: make test-all: as test_chip_dram_mbgd_steps_rtl (CP's streamed heads on both engines:
+#: tests/sw/test_cp_dram.py)
 @pytest.mark.slow
 def test_chip_dram_cp_steps_rtl(require_simulator):
     """Continuous propagation on the 2 cores (one layer each), the hidden layer's panel

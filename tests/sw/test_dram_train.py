@@ -91,9 +91,7 @@ def test_dram_stream_multi_burst_pages_split_programs(engine):
         assert (c["dram_rd_beats"], c["dram_wr_beats"], c["dma_stall_cycles"]) == (d["rd"], d["wr"], d["stall"])
 
 
-#: minibatch GD in make test-all: tests/rtl/test_chip_dram.py records the same streaming on
-#: the per-cycle engine against the golden trainer and replays it on the RTL in make test
-@pytest.mark.parametrize("method", ["sgd", pytest.param("mbgd", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("method", ["sgd", "mbgd"])
 def test_dram_stream_cycle_engine_bit_exact(method):
     """The per-cycle chip model, two steps, both paged panels in DRAM: weights = golden,
     counters as predicted."""
