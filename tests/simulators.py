@@ -19,7 +19,7 @@ import pytest
 
 from sim.harness import SIMULATORS, SimulatorMissing, find_simulator
 
-__all__ = ["SIMULATORS", "SIM_PARAMS", "REPLAY_SIM_PARAMS", "sim_matrix", "require_sim"]
+__all__ = ["SIMULATORS", "SIM_PARAMS", "REPLAY_SIM_PARAMS", "sim_matrix", "engine_matrix", "require_sim"]
 
 SIM_PARAMS = ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)]
 #: Icarus in ``make test``, Verilator ``slow``: replays of whole training programs and
@@ -45,6 +45,20 @@ def sim_matrix(cases, verilator: set | frozenset, slow: set | frozenset = frozen
                          marks=([] if s == "icarus" else [pytest.mark.verilator])
                          + ([pytest.mark.slow] if c in slow or (s == "verilator" and c not in verilator) else []))
             for c in cases for s in ("icarus", "verilator")]
+
+
+def engine_matrix(cases: dict, slow_model=frozenset()) -> list:
+    """``(*case, backend)`` parameters for a test over named cases and the two chip
+    engines (``fast``, then ``model``), with ids ``<name>-<backend>``; the per-cycle
+    engine (``model``) of the cases named in ``slow_model`` is ``slow``: a fast-engine
+    twin stays in ``make test``, and an engines-agree test or an RTL replay runs the
+    per-cycle engine on the same path."""
+    unknown = set(slow_model) - set(cases)
+    if unknown:
+        raise ValueError(f"engine_matrix: {sorted(unknown)} are not among the cases {list(cases)}")
+    return [pytest.param(*case, backend, id=f"{name}-{backend}",
+                         marks=[pytest.mark.slow] if backend == "model" and name in slow_model else [])
+            for backend in ("fast", "model") for name, case in cases.items()]
 
 
 def require_sim(sim: str) -> None:

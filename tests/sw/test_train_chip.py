@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.simulators import REPLAY_SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS, engine_matrix
 from tests.sw.test_ring import diag_read, diag_write
 from tests.sw.test_train import _eq_weights as _eq
 from tests.sw.test_train import _sample, _seed
@@ -92,13 +92,10 @@ def test_chip_sgd_backward_steps(backward, out_map, loss):
 
 #: the per-cycle engine on the tiny chip in make test; on the small ones in make test-all
 #: (their fast runs stay, and the engines' counters agree in test_chip_sgd_spad_engines_agree)
-@pytest.mark.parametrize("cfg,sizes,out_map,backend", [
-    pytest.param(cfg, sizes, out_map, backend, id=f"{name}-{backend}",
-                 marks=[pytest.mark.slow] if backend == "model" and name != "tiny-rows" else [])
-    for backend in ("fast", "model")
-    for name, (cfg, sizes, out_map) in {"tiny-rows": (TINY, (7, 9, 4, 3), "rows"),
-                                        "small-cols": (SMALL, (20, 32, 32, 16), "cols"),
-                                        "small-8regs-rows": (replace(SMALL, n_regs=8), (20, 48, 48, 16), "rows")}.items()])
+@pytest.mark.parametrize("cfg,sizes,out_map,backend", engine_matrix(
+    {"tiny-rows": (TINY, (7, 9, 4, 3), "rows"), "small-cols": (SMALL, (20, 32, 32, 16), "cols"),
+     "small-8regs-rows": (replace(SMALL, n_regs=8), (20, 48, 48, 16), "rows")},
+    slow_model={"small-cols", "small-8regs-rows"}))
 def test_chip_sgd_overlap(cfg, sizes, out_map, backend):
     """The reduce-scatters with the rank-1 updates in their free slots
     (``overlap=True``, the default) against the ops one after the other: both bit for bit

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.simulators import engine_matrix
 from tests.sw.test_train_chip import check_spad_errors
 from tests.sw.test_train import _eq_weights as _eq
 from tests.sw.test_train import _seed
@@ -91,10 +92,7 @@ _CP_CASES = {
 
 #: the per-cycle engine of small-smx in make test-all (its counters equal the fast
 #: engine's on the six-core chip in test_cp_engines_agree_counter_for_counter)
-@pytest.mark.parametrize("cfg,sizes,loss,groups,backend", [
-    pytest.param(*case, backend, id=f"{name}-{backend}",
-                 marks=[pytest.mark.slow] if (name, backend) == ("small-smx", "model") else [])
-    for backend in ("fast", "model") for name, case in _CP_CASES.items()])
+@pytest.mark.parametrize("cfg,sizes,loss,groups,backend", engine_matrix(_CP_CASES, slow_model={"small-smx"}))
 def test_cp_matches_golden(cfg, sizes, loss, groups, backend):
     mlp = MLP(sizes, loss, 0.125 if loss == "mse" else 0.25)
     tp, *_ = run_cp(cfg, mlp, 5, backend, _seed(), groups)
@@ -176,10 +174,8 @@ _SHARED_CASES = {
 
 #: the per-cycle engine on "hidden" in make test, on the others in make test-all (the
 #: engines' counters agree in test_cp_shared_core_engines_agree_and_cost_model)
-@pytest.mark.parametrize("sizes,loss,shared,groups,backend", [
-    pytest.param(*case, backend, id=f"{name}-{backend}",
-                 marks=[pytest.mark.slow] if backend == "model" and name != "hidden" else [])
-    for backend in ("fast", "model") for name, case in _SHARED_CASES.items()])
+@pytest.mark.parametrize("sizes,loss,shared,groups,backend",
+                         engine_matrix(_SHARED_CASES, slow_model={"auto", "three-smx"}))
 def test_cp_shared_core_matches_golden(sizes, loss, shared, groups, backend):
     """Layers on one core (sw/train_cp_shared.py) through filling, steady state and
     draining: outputs, losses and every weight bit equal to the golden's after every

@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from tests.simulators import engine_matrix
 from tests.sw.test_train import _seed
 from tests.sw.test_train_cp import CHIP4, rtl_replay, run_cp
 from sw.chain import Hop, Stream, schedule
@@ -97,11 +98,9 @@ def test_mbcp_learns_like_float64_minibatch_gd():
 #: the per-cycle engine on the small chip in make test-all (its counters against the fast
 #: engine's: test_mbcp_engines_agree_counter_for_counter; on the tiny and six-core chips
 #: in make test)
-@pytest.mark.parametrize("cfg,sizes,b,backend", [
-    pytest.param(cfg, sizes, b, backend, id=f"cfg{k}-sizes{k}-{b}-{backend}",
-                 marks=[pytest.mark.slow] if (k, backend) == (1, "model") else [])
-    for backend in ("fast", "model")
-    for k, (cfg, sizes, b) in enumerate([(TINY, (6, 5, 3), 3), (SMALL, (9, 14, 7, 4), 5), (SIX, (7, 9, 6, 3), 3)])])
+@pytest.mark.parametrize("cfg,sizes,b,backend", engine_matrix(
+    {"cfg0-sizes0-3": (TINY, (6, 5, 3), 3), "cfg1-sizes1-5": (SMALL, (9, 14, 7, 4), 5),
+     "cfg2-sizes2-3": (SIX, (7, 9, 6, 3), 3)}, slow_model={"cfg1-sizes1-5"}))
 def test_mbcp_softmax_on_host(cfg, sizes, b, backend):
     """Minibatch CP with the softmax loss: the head RUN, the output core's logits out,
     the host's ``G = fmt(softmax(z) - t)`` per column in, the output core's ``head2`` RUN
