@@ -79,7 +79,7 @@ def _pe_cases():
     out = []
     for p in sim_matrix(CONFIGS, verilator=set()):
         cfg_name, sim = p.values
-        fast = "+".join(s for s in SUITES if s != "random_more" and (cfg_name, s) not in SLOW_SUITES)
+        fast = "+".join(s for s in SUITES if (cfg_name, s) not in SLOW_SUITES)
         out.append(pytest.param(cfg_name, sim, fast, id=f"{cfg_name}-{sim}-{fast}", marks=p.marks))
         for suite in SUITES:
             if (cfg_name, suite) in SLOW_SUITES:
