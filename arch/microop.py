@@ -135,6 +135,9 @@ def uop_layout(addr_bits: int, sel_bits: int) -> StructLayout:
         "wa": wr,
         "wb": wr,
         "ar": StructLayout({"op": 2, "idx": ari, "imm": addr_bits}),
+        # 1: the predicate selects the PEs of the SRAM operand writes (wa, wb) only; the
+        # FMA, the move and the address-register updates run in every PE
+        "wp": StructLayout({"en": 1}),
     })
 
 

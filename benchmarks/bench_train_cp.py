@@ -90,7 +90,7 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 
     W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
     tp.init(sess, W0)
     gold = (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if batch > 1
-            else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))
+            else GoldenChipCP.for_program(tp, W0))
     rng = np.random.default_rng(INPUT_SEED)
     L = tp.latency_steps()
     n = 2 * L + steps

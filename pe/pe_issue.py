@@ -18,20 +18,22 @@ __all__ = ["AR_SLOTS", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "AddressRegs
 #: Address registers a micro-op can name (its 2-bit AR indices).
 AR_SLOTS = 4
 
-#: A PE's issue-stage decisions about the micro-op it issues: ``pred``, its predicate;
+#: A PE's issue-stage decisions about the micro-op it issues: ``pred``, its predicate for
+#: the FMA, the move and the AR updates (always true with ``wp.en``); ``wpred``, for its
+#: SRAM writes (and a read gated by ``PRED``);
 #: ``rsel`` / ``csel``, it drives its row / column bus; ``ra_en`` / ``rb_en``, it reads SRAM
 #: bank A / B (the read's enable and its gate); per address register ``i`` (bit ``i``,
 #: applied only under the predicate): ``ar_inc``, a port post-increments it by its stride;
 #: ``ar_add``, ``AR += imm``; ``ar_set``, ``AR = imm``; ``ar_stride``, ``STRIDE = imm``.
 #: Each is a function of the micro-op and of the PE's coordinates only
 #: (:func:`issue_decode`).
-ISSUE_LAYOUT = data.StructLayout({"pred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "rb_en": 1,
+ISSUE_LAYOUT = data.StructLayout({"pred": 1, "wpred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "rb_en": 1,
                                   "ar_inc": AR_SLOTS, "ar_add": AR_SLOTS, "ar_set": AR_SLOTS,
                                   "ar_stride": AR_SLOTS})
 
 #: :func:`issue_decode` of the all-zero micro-op (a NOP: every PE's predicate holds,
 #: nothing is driven, read or updated), for registers that hold a decoded NOP after reset.
-ISSUE_NOP = {"pred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
+ISSUE_NOP = {"pred": 1, "wpred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
              "ar_inc": 0, "ar_add": 0, "ar_set": 0, "ar_stride": 0}
 
 
@@ -75,7 +77,7 @@ def issue_decode(m, cfg, row: int, col: int, u):
         return Cat(*(f(i) for i in range(AR_SLOTS)))
 
     ports = (u.ra, u.rb, u.wa, u.wb)
-    dec = {"pred": pred, "rsel": rsel, "csel": csel,
+    dec = {"pred": pred | u.wp.en, "wpred": pred, "rsel": rsel, "csel": csel,
            "ra_en": u.ra.en & gate_ok(u.ra.gate), "rb_en": u.rb.en & gate_ok(u.rb.gate),
            "ar_inc": per_ar(lambda i: reduce(lambda x, y: x | y, [p.inc & (p.ar == i) for p in ports])),
            "ar_add": per_ar(lambda i: (u.ar.op == ArOp.ADD) & (u.ar.idx == i)),
@@ -136,7 +138,8 @@ class OperandStage:
 
     dec: object             #: issue-stage decisions (:data:`ISSUE_LAYOUT`), this cycle
     s1: Signal              #: the micro-op in the operand stage
-    s1_pred: Signal         #: its predicate
+    s1_pred: Signal         #: its predicate (FMA, move)
+    s1_wpred: Signal        #: its SRAM writes' predicate
     s1_rsel: Signal         #: it drives the row bus
     s1_csel: Signal         #: it drives the column bus
     s1_wa_addr: Signal      #: its SRAM write addresses (A, B)
@@ -183,6 +186,7 @@ def issue_stage(m, cfg, pe, ars, sram):
     # ---- operand stage register ------------------------------------------------------
     s1 = Signal(uop_layout(cfg.addr_bits, cfg.sel_bits), name="s1")
     s1_pred = Signal(name="s1_pred")
+    s1_wpred = Signal(name="s1_wpred")
     s1_rsel = Signal(name="s1_rsel")
     s1_csel = Signal(name="s1_csel")
     s1_wa_addr = Signal.like(wr_a.addr, name="s1_wa_addr")
@@ -194,9 +198,10 @@ def issue_stage(m, cfg, pe, ars, sram):
         s1_rb_addr.eq(rd_b.addr),
         s1.eq(u),
         s1_pred.eq(pred),
+        s1_wpred.eq(dec.wpred),
         s1_rsel.eq(rsel),
         s1_csel.eq(csel),
         s1_wa_addr.eq(ars.value(m, u.wa.ar) + u.wa.off),
         s1_wb_addr.eq(ars.value(m, u.wb.ar) + u.wb.off),
     ]
-    return OperandStage(dec, s1, s1_pred, s1_rsel, s1_csel, s1_wa_addr, s1_wb_addr, s1_ra_addr, s1_rb_addr)
+    return OperandStage(dec, s1, s1_pred, s1_wpred, s1_rsel, s1_csel, s1_wa_addr, s1_wb_addr, s1_ra_addr, s1_rb_addr)

@@ -166,6 +166,7 @@ class PEModel:
         # operand stage: the micro-op issued last cycle and what was decided at its issue
         self._s1 = decode_uop(0, self.ab, self.sb)
         self._s1_pred = False
+        self._s1_wpred = False
         self._s1_wa_addr = 0
         self._s1_wb_addr = 0
         self._s1_ra_addr = 0
@@ -336,7 +337,7 @@ class PEModel:
         u = self._as_decoded(uop)
         row_in &= self.wmask
         col_in &= self.wmask
-        s, p1 = self._s1, self._s1_pred
+        s, p1, pw = self._s1, self._s1_pred, self._s1_wpred
         rf_rd = 0
         self._set_bypass()
 
@@ -370,10 +371,10 @@ class PEModel:
                 rf_rd += s.mv_msk < 16
 
         wa = wb = None
-        if s.wa_en and p1:
+        if s.wa_en and pw:
             wa = (self._s1_wa_addr, self._src(s.wa_src, row_in, col_in))
             rf_rd += s.wa_src < 16
-        if s.wb_en and p1:
+        if s.wb_en and pw:
             wb = (self._s1_wb_addr, self._src(s.wb_src, row_in, col_in))
             rf_rd += s.wb_src < 16
         x = _Exec(mul_in, mv, wa, wb)
@@ -410,7 +411,8 @@ class PEModel:
             wbk_mem = None
 
         # ---- issue stage of the new micro-op -------------------------------------------
-        pred = self.predicate(u)
+        pred = self.predicate(u)             # the SRAM writes' (and read gate PRED's) selection
+        xpred = pred or bool(u.wp_en)        # the FMA's, the move's and the AR updates'
         ra = bool(u.ra_en) and self._gate(u.ra_gate, u, pred)
         rb = bool(u.rb_en) and self._gate(u.rb_gate, u, pred)
         amask = self.amask
@@ -453,12 +455,12 @@ class PEModel:
         if wbk is not None and wbk[0] < self.n_regs:
             self.rf[wbk[0]] = wbk[1]
         # address registers (predicated; AR values before this micro-op were used above)
-        if pred:
+        if xpred:
             self._update_ars(u)
         # pipelines
         self._ap = [new_add] + self._ap[:-1]
         self._mp = [new_mul] + self._mp[:-1]
-        self._s1, self._s1_pred = u, pred
+        self._s1, self._s1_pred, self._s1_wpred = u, xpred, pred
         self._s1_wa_addr, self._s1_wb_addr = wa_addr, wb_addr
         self._s1_ra_addr, self._s1_rb_addr = ra_addr, rb_addr
         self.cycle += 1

@@ -238,9 +238,9 @@ class SramPaths:
         ``wa_addr`` ...; the per-stage copies in ``wa_st`` / ``wa_ast`` ...), and they are
         written at the end of the execute stage unless the FMA write-back displaces them
         (:meth:`connect_writes`)."""
-        s1, s1_pred = st.s1, st.s1_pred
-        self.wa_rd = wa_rd = s1.wa.en & s1_pred      # the write's source is read (operand stage)
-        self.wb_rd = wb_rd = s1.wb.en & s1_pred
+        s1, s1_wpred = st.s1, st.s1_wpred
+        self.wa_rd = wa_rd = s1.wa.en & s1_wpred     # the write's source is read (operand stage)
+        self.wb_rd = wb_rd = s1.wb.en & s1_wpred
         self.wa_val = ops.xsrc(lambda x: x.wa.src, name="wa_val")
         self.wb_val = ops.xsrc(lambda x: x.wb.src, name="wb_val")
         self.wa_st = wa_st = ops.pipe(wa_rd, "wa_go")

@@ -193,6 +193,11 @@ class Tmpl:
             pred = seg(row, g) == k
         else:
             pred = seg(diag, g) == k
+        #: the SRAM writes' selection (the predicate); with ``wp_en`` the rest of the
+        #: micro-op (FMA, move, AR updates: ``pred``) runs in every PE
+        self.wpred = pred
+        if self.wp_en:
+            pred = np.ones(P, bool)
         self.pred = pred
         self.pred_all = bool(pred.all())
         self.pred_any = bool(pred.any())
@@ -208,7 +213,7 @@ class Tmpl:
         self.cdrv = driver(self.cdrv_en, self.cdrv_diag, self.cdrv_k, self.cdrv_seg, row)
 
         def gate(g_):
-            return {Gate.ALL: np.ones(P, bool), Gate.PRED: pred, Gate.RDRV: self.rdrv,
+            return {Gate.ALL: np.ones(P, bool), Gate.PRED: self.wpred, Gate.RDRV: self.rdrv,
                     Gate.CDRV: self.cdrv}[g_]
 
         self.ra_do = gate(self.ra_gate) if self.ra_en else np.zeros(P, bool)
@@ -223,8 +228,8 @@ class Tmpl:
         self.n_rb = int(self.rb_do.sum())
         self.fma_on = bool(self.fpu_en) and self.pred_any
         self.mv_on = self.mv_op != MvOp.NOP and self.pred_any
-        self.wa_on = bool(self.wa_en) and self.pred_any
-        self.wb_on = bool(self.wb_en) and self.pred_any
+        self.wa_on = bool(self.wa_en) and bool(self.wpred.any())
+        self.wb_on = bool(self.wb_en) and bool(self.wpred.any())
         self.wbk = self.fpu_wb if self.fpu_wb in (FmaWb.MEMA, FmaWb.MEMB) else FmaWb.RF
         self.c_rf = self.fpu_c < 16
         self.ar_on = self.pred_any and (self.ar_op != ArOp.NOP or self.ra_inc or self.rb_inc or self.wa_inc

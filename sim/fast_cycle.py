@@ -232,12 +232,13 @@ class CycleEngine:
                 rf_rd += n * (s.mv_msk < 16)
             mv = (p1, s.mv_dst, mv_val)
         wa = wb = None
-        if s.wa_en and p1.any():
-            wa = (p1, st.s1_addr[2], np.array(self.src(st, s.wa_src, row_in, col_in), copy=True))
-            rf_rd += int(p1.sum()) * (s.wa_src < 16)
-        if s.wb_en and p1.any():
-            wb = (p1, st.s1_addr[3], np.array(self.src(st, s.wb_src, row_in, col_in), copy=True))
-            rf_rd += int(p1.sum()) * (s.wb_src < 16)
+        pw = s.wpred if s.wp_en else p1            # the SRAM writes' PEs (a write predicate)
+        if s.wa_en and pw.any():
+            wa = (pw, st.s1_addr[2], np.array(self.src(st, s.wa_src, row_in, col_in), copy=True))
+            rf_rd += int(pw.sum()) * (s.wa_src < 16)
+        if s.wb_en and pw.any():
+            wb = (pw, st.s1_addr[3], np.array(self.src(st, s.wb_src, row_in, col_in), copy=True))
+            rf_rd += int(pw.sum()) * (s.wb_src < 16)
         return new_mul, mv, wa, wb, rf_rd
 
     def _count_events(self, ev, ra, rb, rf_rd, mv, wa, wb, wbk_rf, wbk_a, wbk_b):

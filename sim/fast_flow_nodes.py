@@ -134,11 +134,13 @@ class NodeBuilder:
             if u.mv_dst < self.n_regs:
                 self.rf_w[u.mv_dst].append(Writes(mv, s, 0, pred))
             self.nodes.append(mv)
+        wmask = u.wpred if u.wp_en else pred              # the SRAM writes' PEs (a write predicate)
+        nw = int(wmask.sum())
         for bank, en, srcf, ai in (("a", u.wa_en, u.wa_src, 2), ("b", u.wb_en, u.wb_src, 3)):
-            if en:
-                wn = Node("wr", k_op, s=s, pred=pred, waddr=self._addr(I, ai)[:k_op])
+            if en and nw:
+                wn = Node("wr", k_op, s=s, pred=wmask, waddr=self._addr(I, ai)[:k_op])
                 wn.reads["src"] = self._src(srcf, I, s)
-                ev["rf_rd"] += k_op * npred * (srcf < 16)
+                ev["rf_rd"] += k_op * nw * (srcf < 16)
                 self.nodes.append(wn)
                 tl.wr_nodes[bank].append(wn)
 

@@ -76,7 +76,7 @@ def _golden(method: str, cfg, mlp, tp, W0):
         return GoldenChipSGD.for_program(tp, W0)
     if method == "cp":
         return (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if mlp.batch > 1
-                else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))
+                else GoldenChipCP.for_program(tp, W0))
     return GoldenChipMBGD(cfg, mlp, W0)
 
 

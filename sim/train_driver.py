@@ -263,7 +263,7 @@ def train_cp(cfg, mlp: MLP, data, *, epochs: int = 5, seed: int = 0, backend: st
     gold = None
     if golden_steps:
         gold = (GoldenChipMBCP(cfg, mlp, W0, groups=tp.groups) if b > 1
-                else GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused))
+                else GoldenChipCP.for_program(tp, W0))
     xtr, ytr = data.x_train[:max_train], data.y_train[:max_train]
     xte, yte = data.x_test[:max_test], data.y_test[:max_test]
     rng = np.random.default_rng(seed)

@@ -105,10 +105,17 @@ class GoldenChipCP:
     :attr:`sw.train_cp.ChipCPProgram.fused`; None: the compiler's automatic choice).
     Layers sharing a core (:mod:`sw.train_cp_shared`) do the arithmetic of their own
     cores, so the model does not depend on the placement (``groups`` may then need more
-    cores than the chip has)."""
+    cores than the chip has). ``spad``, ``page_rows``, ``dram`` and ``hide`` as given to
+    the compiler (``hide``: its ``chain_overlap``)."""
+
+    @classmethod
+    def for_program(cls, tp, weights) -> "GoldenChipCP":
+        """The model of a program compiled with the automatic page plan
+        (:func:`sw.train_cp.compile_chip_cp` without ``spad`` / ``page_rows`` / ``dram``)."""
+        return cls(tp.cfg, tp.mlp, weights, groups=tp.groups, fused=tp.fused, hide=tp.meta.get("hide_pages", True))
 
     def __init__(self, cfg, mlp: MLP, weights, groups=None, softmax: str = "auto", reduce: str = "tree",
-                 fused=None, spad=None, page_rows: int | None = None, dram=None):
+                 fused=None, spad=None, page_rows: int | None = None, dram=None, hide: bool = True):
         self.cfg, self.mlp, self.fmt, self.nr = cfg, mlp, cfg.fmt, cfg.nr
         self.reduce = reduce
         self.softmax = resolve_softmax(cfg, mlp, "array" if softmax == "auto" and mlp.loss == "softmax_ce"
@@ -122,7 +129,7 @@ class GoldenChipCP:
         self.stages = cp_stage_of(self.groups, cfg.cores)
         #: layer -> row pages ``((first row, rows), ...)`` of the panels paged from the scratchpad
         self.pages = {l: sp.row_pages(cfg.nr) for l, sp in cp_spad_plan(
-            cfg, mlp, self.P, self.N, self.groups, self.fused, self.softmax, spad, page_rows, dram).items()}
+            cfg, mlp, self.P, self.N, self.groups, self.fused, self.softmax, spad, page_rows, dram, hide).items()}
         nl = mlp.n_layers
         self.V = 2 * (nl - 1)
         fmt, nr = self.fmt, self.nr

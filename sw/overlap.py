@@ -48,8 +48,13 @@ def slot_units(line: str) -> frozenset:
         if not s or s == "nop":
             continue
         if s.startswith("@"):
-            units.add("pred")
             s = s.split(None, 1)[1] if " " in s else ""
+            if s == "writes" or s.startswith("writes "):
+                # a write predicate gates both SRAM write ports, nothing else
+                units.update(("wpred", "wa", "wb"))
+                s = s[len("writes"):].strip()
+            else:
+                units.add("pred")
             if not s:
                 continue
         words = s.replace("=", " ").replace("[", " ").replace("]", " ").split()
@@ -75,7 +80,11 @@ def slot_units(line: str) -> frozenset:
 def can_merge(a: str, b: str) -> bool:
     """Whether instructions ``a`` and ``b`` can be one instruction doing both: no unit in
     common (a bus counts as a unit: one driver and its readers per instruction), no
-    control slot, and no predicate (it would apply to the other's work too)."""
+    control slot, and no predicate (it would apply to the other's work too). A write
+    predicate (``@row=k writes``) claims both SRAM write ports, so it merges with work
+    that writes no SRAM operand (an FMA's write-back to SRAM is not gated by it, but it
+    would land in a later instruction's write port: callers merge such lines only with
+    kernels without SRAM write-backs)."""
     ua, ub = slot_units(a), slot_units(b)
     if "ctl" in ua or "ctl" in ub or "pred" in ua or "pred" in ub:
         return False

@@ -516,7 +516,10 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     ``chain_overlap`` (batch 1, no paged panel): the delta chains run at the start of the
     next head, beside the forward GEMV (:mod:`sw.train_cp_overlap`), the activation
     chains in the tail; False, or a minibatch or paged pipeline: every chain in the tail
-    (``meta["chain_overlap"]``).
+    (``meta["chain_overlap"]``). It also moves the pages of a panel paged beside resident
+    rows inside their forward GEMV (batch 1, :mod:`sw.train_cp_hide`;
+    ``meta["hide_pages"]``, which :meth:`GoldenChipCP.for_program` follows: the sums of
+    ``W^T d`` are added pages first).
 
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
@@ -542,7 +545,7 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                 + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c, shared)
-    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows, dram)
+    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows, dram, hide=chain_overlap)
     paged = sorted(set(spads) & ({l - 1 for l in shared} | set(shared)))
     if paged:
         raise TrainCompileError(f"layers {paged} share a core (shared {list(shared)}): their panels must stay in the "
@@ -611,5 +614,5 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                              "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()},
                              "dram_layers": sorted(l for l, sp in spads.items() if isinstance(sp, DramPanel)),
                              "head_dma": dma, "chain_overlap": ov is None, "chain_overlap_off": ov,
-                             "head_chains": dsch, "rows_merged": merged},
+                             "head_chains": dsch, "rows_merged": merged, "hide_pages": chain_overlap},
                        spad=spads)

@@ -179,7 +179,8 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
     ``ep``, added by an axpy with 1); its rows of the update ``W += -lr din vnext^T``
     (fused: with ``W^T din`` in one pass); store it back. Then the ReLU of ``z`` and the
     mask of ``e``. The same operations on every row as :func:`_head_ops`, whose kernels
-    work row by row but for ``W^T din``'s sum."""
+    work row by row but for ``W^T din``'s sum. With ``sp.hide`` the pages come first,
+    their moves inside the resident rows' forward GEMV (:mod:`sw.train_cp_hide`)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     nr = cfg.nr
     l, _ = stage
@@ -188,7 +189,6 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
     R = {k: v.region for k, v in al.items.items()}
     s, nw = P[l] // nr, L(N[l])
     ain, z, din, vn = R["ain"], R["z"], R["din"], R["vnext"]
-    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
     # (buffer, first row, rows, page or None, in bank B): the resident rows first, without moves
     parts = (([(R["WR"], 0, sp.res, None, False)] if sp.res else [])
@@ -201,43 +201,60 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
         for name, src, dst, n in copies + ([("cp_vn", vn, R["vnA"], nw)] if "vnA" in R else []):
             ops.append(_kern(name, "copy", lambda b, src=src, dst=dst, n=n, name=name:
                              emit_copy(b, cfg, n, src, dst, name=f"{name}_"), [(src, n)], [(dst, n)]))
-    head_vn, head_ain, head_din = vn, ain, din
-    for p, (WP, r0, n, q, alt) in enumerate(parts):
-        ain, vn, din = (R["ainA"], R.get("vnA", head_vn), R["dinA"]) if alt else (head_ain, head_vn, head_din)
-        w, zp, dp = n * nw, _at(z, r0), _at(din, r0)
-        if q is not None:
-            ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q)))
-        ops.append(_kern(f"gemv_{p}", "gemv", lambda b, n=n, zp=zp, p=p, WP=WP, ain=ain:
-                         emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
-                         [(WP, w), (ain, nw)], [(zp, n)]))
-        if l >= 1:
-            e = R["e"] if p == 0 else (R["epA"] if alt else R["ep"])
-            if fused:
-                ops.append(fused_backward_op(cfg, f"bwup_{p}", n * nr, N[l], WP, dp, vn, e, R["nlr"], "diag",
-                                             f"bu{p}_"))
-            else:
-                dc = _at(R["dcA"], r0) if alt else _at(R["dc"], r0)
-                ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b, n=n, dp=dp, e=e, dc=dc, p=p, WP=WP:
-                                 emit_gemv(b, cfg, n * nr, N[l], WP, dp, e, trans=True, x_layout="diag", x_copy=dc,
-                                           name=f"bw{p}_"),
-                                 [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
-            if p:
-                ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["epA"] if alt else R["ep"], R["e"], R["one"],
-                                       f"ac{p}_"))
-        if not (l >= 1 and fused):
-            ops.append(_kern(f"rank1_{p}", "rank1", lambda b, n=n, dp=dp, p=p, WP=WP, vn=vn:
-                             emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr, u_layout="diag",
-                                        v_layout="cols", name=f"up{p}_"),
-                             [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
-        if q is not None:
-            ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, q)))
-    ain, vn, din = head_ain, head_vn, head_din
+    if sp.hide:
+        from sw.train_cp_hide import hidden_pages_head
+        ops += hidden_pages_head(cfg, R, N[l], sp, parts,
+                                 lambda p, part, **kw: _part_ops(cfg, R, P, N, l, fused, sp, p, part, **kw))
+    else:
+        for p, part in enumerate(parts):
+            ops += _part_ops(cfg, R, P, N, l, fused, sp, p, part)
     ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
     if l >= 1:
         e = R["e"]
         ops.append(_kern("mask", "relu_mask", lambda b: emit_relu_mask(b, cfg, nw, e, vn, e, layout="diag",
                                                                         name="mk_"),
                          [(e, nw), (vn, nw)], [(e, nw)]))
+    return ops
+
+
+def _part_ops(cfg, R, P, N, l, fused: bool, sp, p: int, part: tuple, forward: bool = True,
+              moves: bool = True) -> list:
+    """The ops of part ``p`` of a paged head (:func:`_paged_head`; ``part = (buffer,
+    first local row, local rows, page or None, in bank B)``): a page's load, its rows of
+    ``z = W ain`` (``forward``), its part of ``e = W^T din`` (``l >= 1``; part 0 into
+    ``e``, the others into ``ep``, added by an axpy with 1), its rows of the update, a
+    page's store (``moves``: the load and the store)."""
+    L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
+    nr = cfg.nr
+    nw = L(N[l])
+    WP, r0, n, q, alt = part
+    ain, vn, din = (R["ainA"], R.get("vnA", R["vnext"]), R["dinA"]) if alt else (R["ain"], R["vnext"], R["din"])
+    w, zp, dp = n * nw, _at(R["z"], r0), _at(din, r0)
+    nlr = Scalar(R["nlr"].bank, R["nlr"].base)
+    ops = []
+    if q is not None and moves:
+        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q)))
+    if forward:
+        ops.append(_kern(f"gemv_{p}", "gemv", lambda b: emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
+                         [(WP, w), (ain, nw)], [(zp, n)]))
+    if l >= 1:
+        e = R["e"] if p == 0 else (R["epA"] if alt else R["ep"])
+        if fused:
+            ops.append(fused_backward_op(cfg, f"bwup_{p}", n * nr, N[l], WP, dp, vn, e, R["nlr"], "diag", f"bu{p}_"))
+        else:
+            dc = _at(R["dcA"], r0) if alt else _at(R["dc"], r0)
+            ops.append(_kern(f"gemv_t_{p}", "gemv_t", lambda b: emit_gemv(
+                b, cfg, n * nr, N[l], WP, dp, e, trans=True, x_layout="diag", x_copy=dc, name=f"bw{p}_"),
+                [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
+        if p:
+            ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["epA"] if alt else R["ep"], R["e"], R["one"], f"ac{p}_"))
+    if not (l >= 1 and fused):
+        ops.append(_kern(f"rank1_{p}", "rank1", lambda b: emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr,
+                                                                     u_layout="diag", v_layout="cols",
+                                                                     name=f"up{p}_"),
+                         [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
+    if q is not None and moves:
+        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, q)))
     return ops
 
 

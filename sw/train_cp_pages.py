@@ -18,7 +18,7 @@ __all__ = ["cp_spad_plan", "MIXED_MAX_PAGES", "UCODE_WORDS_PER_PAGE"]
 
 
 def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, softmax, spad=None,
-                 page_rows: int | None = None, dram=None) -> dict:
+                 page_rows: int | None = None, dram=None, hide: bool = True) -> dict:
     """The hidden layers whose panels are kept in the scratchpad: ``{layer:
     SpadPanel}``, the same on every core of the layer (beats from 0 of each core's
     scratchpad). ``spad=None``: the layers whose cores' regions do not fit the PE
@@ -27,7 +27,9 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     Pages of at most ``page_rows`` rows (a multiple of ``nr``; default: the largest the
     PE memories leave room for). A panel the scratchpad does not hold is streamed from
     the core's DRAM (:class:`sw.train_dram.DramPanel`; ``dram``: the paged layers to
-    stream, tests)."""
+    stream, tests). ``hide`` (batch 1): a panel paged from the scratchpad beside rows
+    resident in the PE memories has its page moves inside their forward GEMV
+    (:attr:`SpadPanel.hide`, :mod:`sw.train_cp_hide`)."""
     nl = mlp.n_layers
     V = 2 * (nl - 1)
     hidden = list(range(nl - 1))
@@ -55,6 +57,8 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
                           page_rows, l in dram, _hist_beats(cfg, mlp, N, l), choose=spad is None)
         if sp is None:
             return {}
+        if hide and mlp.batch == 1 and type(sp) is SpadPanel and sp.pages and sp.res:
+            sp = replace(sp, hide=True)
         out[l] = sp
     return out
 

@@ -40,6 +40,9 @@ class SpadPanel:
     #: CP: local rows resident in the other bank after those (``WB``; the head gives their
     #: kernels copies of the vectors in the page buffer's bank)
     resb: int = field(default=0, kw_only=True)
+    #: CP: the pages are visited before the resident rows, their loads and stores inside
+    #: the resident rows' forward GEMV (:mod:`sw.train_cp_hide`)
+    hide: bool = field(default=False, kw_only=True)
 
     @property
     def lead(self) -> int:
@@ -61,11 +64,13 @@ class SpadPanel:
         return nr * self.words
 
     def row_pages(self, nr: int) -> tuple:
-        """The pages in rows of the padded panel: ``((first row, rows), ...)``, the
-        resident rows first (``res``, then ``resb``), each as a page of their own."""
-        return ((((0, self.res * nr),) if self.res else ())
-                + (((self.res * nr, self.resb * nr),) if self.resb else ())
-                + tuple(((r0 + self.lead) * nr, n * nr) for r0, n in self.pages))
+        """The pages in rows of the padded panel, in the order the head visits them:
+        ``((first row, rows), ...)``, the resident rows (``res``, then ``resb``) each as a
+        page of their own, first (after the pages with ``hide``)."""
+        res = ((((0, self.res * nr),) if self.res else ())
+               + (((self.res * nr, self.resb * nr),) if self.resb else ()))
+        pages = tuple(((r0 + self.lead) * nr, n * nr) for r0, n in self.pages)
+        return pages + res if self.hide else res + pages
 
 
 def page_split(lrows: int, per: int) -> tuple:

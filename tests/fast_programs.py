@@ -153,7 +153,7 @@ class _Gen:
             mode = r.randrange(1, 4)
             seg = r.choice([0, 0, 0, 1, 2])
             k = r.randrange(min(1 << seg, self.kmax)) if seg else r.randrange(self.nr if r.random() < 0.9 else self.kmax)
-            f.update(pred_mode=mode, pred_seg=seg, pred_k=k)
+            f.update(pred_mode=mode, pred_seg=seg, pred_k=k, wp_en=int(r.random() < 0.25))
 
     def driver(self, f, d, src=None):
         r = self.rng

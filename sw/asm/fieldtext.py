@@ -50,7 +50,9 @@ def _group_text(g, f, cx) -> tuple[str | None, set]:
             return None, set()
         name = {PredMode.COL: "col", PredMode.ROW: "row", PredMode.DIAG: "diag"}[mode]
         seg = f.get("pred_seg", 0)
-        return f"@{name}{_mod_text(seg)}={f.get('pred_k', 0)}", {"pred_mode", "pred_k", "pred_seg"}
+        wr = " writes" if f.get("wp_en") else ""
+        return (f"@{name}{_mod_text(seg)}={f.get('pred_k', 0)}{wr}",
+                {"pred_mode", "pred_k", "pred_seg"} | ({"wp_en"} if wr else set()))
     if g == "fpu":
         if not f.get("fpu_en"):
             return None, set()

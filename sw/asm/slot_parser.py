@@ -280,7 +280,11 @@ class _SlotParser:
             raise self.err(f"unknown predicate @{name} (@all, @col=k, @row=k, @diag=k)", tok)
         mod = self.modulus()
         self.expect("=")
-        return pred(name, self.number(), mod)
+        k = self.number()
+        writes = self.at("writes")
+        if writes:
+            self.next()
+        return pred(name, k, mod, writes=writes)
 
     def p_nop(self, op):
         return nop()

@@ -45,15 +45,18 @@ def nop() -> Slot:
     return Slot("nop")
 
 
-def pred(mode: str = "all", k: int = 0, mod: int | None = None) -> Slot:
+def pred(mode: str = "all", k: int = 0, mod: int | None = None, writes: bool = False) -> Slot:
     """Predicate: ``pred("col", 1)`` = ``@col=1``; ``pred("col", 1, mod=2)`` = ``@col%2=1``
-    (the odd columns). Modes ``all``, ``col``, ``row``, ``diag``."""
+    (the odd columns). Modes ``all``, ``col``, ``row``, ``diag``. ``writes``: a write
+    predicate, ``@row=1 writes`` (it selects the PEs of the SRAM writes only; the FMA, the
+    move and the address-register updates run in every PE)."""
     modes = {"all": PredMode.ALL, "col": PredMode.COL, "row": PredMode.ROW, "diag": PredMode.DIAG}
     if mode not in modes:
         raise AsmError(f"unknown predicate {mode!r} (all, col, row, diag)")
     if mode == "all" and mod is not None:
         raise AsmError("@all takes no index modulus")
-    return Slot("pred", {"pred_mode": modes[mode], "pred_k": int(k), "pred_seg": _seg_of(mod)})
+    wp = {"wp_en": 1} if writes else {}
+    return Slot("pred", {"pred_mode": modes[mode], "pred_k": int(k), "pred_seg": _seg_of(mod)} | wp)
 
 
 def _fpu(kind, dst, a, b, c) -> Slot:

@@ -41,6 +41,7 @@ an RF ``c``, a displaced SRAM write: the old value in the write cycle).
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import dataclass, field
 
@@ -288,34 +289,37 @@ def _pred_true(cfg, row, col, mode, k):
 
 def _p_predicates(cfg, row, col) -> Program:
     """Every predicate mode and k: move, FMA, SRAM write and AR update are predicated;
-    drivers and ALL-gated reads are not."""
+    drivers and ALL-gated reads are not. As a write predicate (``wp_en``) it gates the
+    SRAM writes only."""
     b = Builder(cfg, row, col, "predicates")
     one, two = b.f(1.0), b.f(2.0)
     fixed = cfg.n_ar - 1        # stays 0; AR0 post-increments (when there are two ARs)
     inc = dict(ra_inc=1, ra_ar=0) if cfg.n_ar > 1 else {}
     b.op(ar_op=ArOp.STRIDE, ar_idx=0, ar_imm=1)
     ar0 = 0
-    for mode in PredMode:
-        for k in range(1 << cfg.sel_bits):
-            p = dict(pred_mode=mode, pred_k=k)
-            on = _pred_true(cfg, row, col, mode, k)
-            b.set_reg(3, 0)
-            b.write_a(20, 0, ar=fixed)
-            b.write_b(20, 0, ar=fixed)
-            b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=3, **p)
-            b.show(3, one if on else 0)
-            b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3, **p)
-            b.nops(cfg.fpu_latency - 1)
-            b.show(3, two if on else 0)
-            # SRAM writes (addressed off AR1 = 0) and an AR0 post-increment
-            b.op(wa_en=1, wa_ar=fixed, wa_off=20, wa_src=Src.ONE, wb_en=1, wb_ar=fixed,
-                 wb_off=20, wb_src=Src.ONE, **inc, **p)
-            ar0 += 1 if on and inc else 0
-            b.wait_sram()
-            b.show(Src.MEMA, one if on else 0, ra_en=1, ra_ar=fixed, ra_off=20)
-            b.show(Src.MEMB, one if on else 0, rb_en=1, rb_ar=fixed, rb_off=20)
-            # a driver is independent of the predicate
-            b.show(Src.ONE, one, **p)
+    for mode, k, wp in itertools.product(PredMode, range(1 << cfg.sel_bits), (0, 1)):
+        if wp and mode == PredMode.ALL and k:
+            continue
+        p = dict(pred_mode=mode, pred_k=k, wp_en=wp)
+        on = _pred_true(cfg, row, col, mode, k)
+        on_x = on or wp                 # the FMA, move and AR update
+        b.set_reg(3, 0)
+        b.write_a(20, 0, ar=fixed)
+        b.write_b(20, 0, ar=fixed)
+        b.op(mv_op=MvOp.MOV, mv_src=Src.ONE, mv_dst=3, **p)
+        b.show(3, one if on_x else 0)
+        b.op(fpu_en=1, fpu_a=Src.ONE, fpu_b=Src.ONE, fpu_c=Src.ONE, fpu_dst=3, **p)
+        b.nops(cfg.fpu_latency - 1)
+        b.show(3, two if on_x else 0)
+        # SRAM writes (addressed off AR1 = 0) and an AR0 post-increment
+        b.op(wa_en=1, wa_ar=fixed, wa_off=20, wa_src=Src.ONE, wb_en=1, wb_ar=fixed,
+             wb_off=20, wb_src=Src.ONE, **inc, **p)
+        ar0 += 1 if on_x and inc else 0
+        b.wait_sram()
+        b.show(Src.MEMA, one if on else 0, ra_en=1, ra_ar=fixed, ra_off=20)
+        b.show(Src.MEMB, one if on else 0, rb_en=1, rb_ar=fixed, rb_off=20)
+        # a driver is independent of the predicate
+        b.show(Src.ONE, one, **p)
     # AR0 advanced once per true predicate: write a marker through AR0, read it absolute
     if inc:
         marker = b.f(5.0)
@@ -989,7 +993,8 @@ def random_program(cfg, row: int, col: int, seed: int, n_cycles: int = 300,
             mode = rng.randrange(4)
             coord = {1: col, 2: row, 3: (col - row) % cfg.nr}.get(mode, 0)
             seg = rng.choice([0, 0, 0, 1, 2])
-            f.update(pred_mode=mode, pred_seg=seg, pred_k=k_for(coord % (1 << seg) if seg else coord))
+            f.update(pred_mode=mode, pred_seg=seg, pred_k=k_for(coord % (1 << seg) if seg else coord),
+                     wp_en=int(rng.random() < 0.25))
         if rng.random() < 0.6:
             f.update(fpu_en=1, fpu_a=rng.choice(srcs), fpu_b=rng.choice(srcs),
                      fpu_c=rng.choice(srcs), fpu_dst=rng.randrange(cfg.n_regs),

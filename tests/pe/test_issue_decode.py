@@ -33,7 +33,8 @@ def _model_decode(pe: PEModel, word: int) -> dict:
     def per_ar(f):      # the AR updates of PEModel._update_ars, one bit per AR
         return sum(int(bool(f(i))) << i for i in range(AR_SLOTS))
 
-    return {"pred": int(pred), "rsel": int(pe.row_driver(u)), "csel": int(pe.col_driver(u)),
+    return {"pred": int(pred or bool(u.wp_en)), "wpred": int(pred),
+            "rsel": int(pe.row_driver(u)), "csel": int(pe.col_driver(u)),
             "ra_en": int(bool(u.ra_en) and pe._gate(u.ra_gate, u, pred)),
             "rb_en": int(bool(u.rb_en) and pe._gate(u.rb_gate, u, pred)),
             "ar_inc": per_ar(lambda i: pe.post_increments(u, i)),
@@ -59,8 +60,8 @@ def _words(cfg, rng, n_random):
         return int.from_bytes(rng.bytes((total + 7) // 8), "little") & ((1 << total) - 1)
 
     kmax = 1 << fields["pred_k"][1]
-    for mode, seg, k in itertools.product(PredMode, range(1 << SEG_BITS), range(kmax)):
-        yield put(rnd(), pred_mode=mode, pred_seg=seg, pred_k=k)
+    for mode, seg, k, wp in itertools.product(PredMode, range(1 << SEG_BITS), range(kmax), (0, 1)):
+        yield put(rnd(), pred_mode=mode, pred_seg=seg, pred_k=k, wp_en=wp)
     for bus in ("rdrv", "cdrv"):
         for en, seg, diag, k in itertools.product((0, 1), range(1 << SEG_BITS), (0, 1),
                                                   range(1 << fields[f"{bus}_k"][1])):
