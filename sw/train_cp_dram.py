@@ -161,5 +161,7 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
             held = " all" if sp.lead else ""
             out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
                        f"layer (the PE memories do not hold them{held}), {pages} through WP, loaded and stored once "
-                       f"per step" + hist)
+                       f"per step" + (", the pages before the resident rows, each load and store inside straight-line "
+                                      "blocks of the resident rows' forward GEMV (the loads under a write predicate)"
+                                      if sp.hide else "") + hist)
     return out

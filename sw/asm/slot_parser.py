@@ -275,6 +275,8 @@ class _SlotParser:
         tok = self.peek()
         name = self.ident("all, col=k, row=k or diag=k")
         if name == "all":
+            if self.at("writes"):
+                raise self.err("@all writes selects every PE: drop 'writes'", self.peek())
             return pred("all")
         if name not in ("col", "row", "diag"):
             raise self.err(f"unknown predicate @{name} (@all, @col=k, @row=k, @diag=k)", tok)

@@ -5,8 +5,11 @@ bank A) beside its input history in the scratchpad (one beat per word, stored fr
 samples through the pipeline and out, recorded on the per-cycle model against the golden
 trainer, replayed on the RTL (Icarus); every beat and counter equal to the per-cycle
 model's, the weights unloaded from the RTL (the scratchpad pages, the rows in bank A,
-then those in bank B) equal to the golden's. The same with the layer paged by request
-(its history in the PE memories, one page from the scratchpad) in make test-all."""
+then those in bank B) equal to the golden's. The panel's other rows are paged from the
+scratchpad, their loads and stores inside the resident rows' forward GEMV
+(:mod:`sw.train_cp_hide`, the loads under a write predicate). The same with every row
+resident, and with the layer paged by request (its history in the PE memories, one page
+from the scratchpad), in make test-all."""
 
 from __future__ import annotations
 
@@ -26,24 +29,36 @@ from tests.rtl.test_chip_dram import CFG_CP
 CFG = CFG_CP.replace(mem_b_words=256)
 
 
-@pytest.mark.parametrize("forced", [
-    {},
+#: 128 + 256 words per PE and no DRAM: layer 0 of a 40-24-6 network keeps 2 + 8 local rows
+#: resident and its history in the scratchpad, and pages the other 2 rows
+CFG_HIDE = CFG.replace(dram_mib=0, ucode_depth=1024)
+
+
+@pytest.mark.parametrize("cfg,sizes,forced", [
+    # the pages' moves inside the resident rows' forward GEMV (sw/train_cp_hide.py: loads
+    # under a write predicate), rows resident in both banks, the history in the scratchpad
+    (CFG_HIDE, (40, 24, 6), {}),
+    # every row resident (make test-all: the case above has rows in both banks and the
+    # history in the scratchpad)
+    pytest.param(CFG, (24, 24, 6), {}, marks=pytest.mark.slow),
     # layer 0 paged by request: the history stays in the PE memories, rows resident in both
-    # banks and one page from the scratchpad (make test-all: the pages' moves are replayed
-    # by test_chip_dram's CP sessions, the bank-B rows by the case above)
-    pytest.param({"spad": [0]}, marks=pytest.mark.slow),
-], ids=["resident", "paged"])
-def test_cp_resident_rows_in_both_banks_rtl(require_simulator, forced):
+    # banks and one page from the scratchpad (make test-all: the first case moves pages)
+    pytest.param(CFG, (24, 24, 6), {"spad": [0]}, marks=pytest.mark.slow),
+], ids=["hidden", "resident", "paged"])
+def test_cp_resident_rows_in_both_banks_rtl(require_simulator, cfg, sizes, forced):
     require_simulator("icarus")
-    mlp = MLP((24, 24, 6), "mse", 0.125)
-    tp = compile_chip_cp(CFG, mlp, **forced)
+    mlp = MLP(sizes, "mse", 0.125)
+    tp = compile_chip_cp(cfg, mlp, **forced)
     sp = tp.spad[0]
     assert sp.res > 0 and sp.resb > 0
-    assert (not sp.pages and sp.hist >= 0) if not forced else (len(sp.pages) >= 1 and sp.hist < 0)
-    W0 = init_weights(mlp, CFG.fmt, 3)
-    sess = ChipSession(CFG, "model", record=True)
+    if forced:
+        assert len(sp.pages) >= 1 and sp.hist < 0
+    else:
+        assert sp.hist >= 0 and bool(sp.pages) == sp.hide
+    W0 = init_weights(mlp, cfg.fmt, 3)
+    sess = ChipSession(cfg, "model", record=True)
     tp.init(sess, W0)
-    gold = GoldenChipCP(CFG, mlp, W0, groups=tp.groups, fused=tp.fused, **forced)
+    gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused, **forced)
     rng = np.random.default_rng(5)
     n, L = 2, tp.latency_steps()
     X, T = rng.normal(size=(n, mlp.n_in)), rng.normal(size=(n, mlp.n_out)) * 0.5
@@ -58,9 +73,9 @@ def test_cp_resident_rows_in_both_banks_rtl(require_simulator, forced):
     unload = tp.unload_weights_phases()
     assert [name for _, name in unload] == ["cp-unload-W", "cp-unload-WR", "cp-unload-WB"]
     phases += [ChipPhase(imgs, None, name) for imgs, name in unload]
-    rtl = run_chip_session(CFG, phases, backend="rtl", sim="icarus",
-                           name="chip-cp-banks-paged" if forced else "chip-cp-banks")
-    model = run_chip_session(CFG, phases, backend="model")
+    rtl = run_chip_session(cfg, phases, backend="rtl", sim="icarus",
+                           name="chip-cp-banks-" + ("paged" if forced else "hidden" if sp.pages else "resident"))
+    model = run_chip_session(cfg, phases, backend="model")
     for p, (pr, pm) in enumerate(zip(rtl, model)):
         for k, (a, b) in enumerate(zip(pr, pm)):
             assert a.data == b.data and a.counters == b.counters, (phases[p].name, k)

@@ -45,6 +45,10 @@ FORMS = [
     ("@row=3", U(pred_mode=PredMode.ROW, pred_k=3)),
     ("@diag=1", U(pred_mode=PredMode.DIAG, pred_k=1)),
     ("@col=1 mov r1 = r2", U(pred_mode=PredMode.COL, pred_k=1, mv_op=MvOp.MOV, mv_src=2, mv_dst=1)),
+    ("@row=3 writes | wra [ar0] = r1 | mov r2 = r3",
+     U(pred_mode=PredMode.ROW, pred_k=3, wp_en=1, wa_en=1, wa_src=1, mv_op=MvOp.MOV, mv_src=3, mv_dst=2)),
+    ("@diag=2 writes wrb [ar1 + 2] = r4", U(pred_mode=PredMode.DIAG, pred_k=2, wp_en=1, wb_en=1, wb_ar=1, wb_off=2,
+                                            wb_src=4)),
     ("fma r0 = mema * r3 + r0 | rda [ar0]",
      U(fpu_en=1, fpu_a=Src.MEMA, fpu_b=3, fpu_c=0, fpu_dst=0, ra_en=1)),
     ("mac r2 += r1 * r3", U(fpu_en=1, fpu_a=1, fpu_b=3, fpu_c=2, fpu_dst=2)),
@@ -405,7 +409,7 @@ def _random_slots(rng, cfg):
     if rng.random() < 0.3:
         mod = rng.choice([None, None, 2, 4]) if HAS_SEG else None
         k = rng.randrange(min(cfg.nr, mod or cfg.nr))
-        slots.append(asm.pred(rng.choice(["col", "row", "diag"]), k, mod=mod))
+        slots.append(asm.pred(rng.choice(["col", "row", "diag"]), k, mod=mod, writes=rng.random() < 0.3))
     if rng.random() < 0.2:
         if "rowbus" in have and rng.random() < 0.5:
             slots.append(asm.hout("row", last=rng.random() < 0.5))
@@ -644,6 +648,7 @@ ERRORS = [
     ("wrb [ar0 - 4096] = r1", 1, r"offset -4096 is outside SRAM bank B"),
     ("ar0 = 4096", 1, r"address-register immediate 4096 out of range -4095..4095"),
     ("@col=4", 1, r"predicate index 4 out of range 0..3 for a 4x4 core"),
+    ("@all writes | wra [ar0] = r1", 1, r"@all writes selects every PE: drop 'writes'"),
     ("rdrv r1 @diag=5", 1, r"row-bus driver index 5 out of range 0..3"),
     ("rda [ar0 + g4]", 1, r"address generator g4 does not exist"),
     ("raw hin=3", 1, r"hin=3 is not a host direction"),

@@ -59,7 +59,7 @@ def run_cp(cfg, mlp, n, backend, seed, groups=None, record=False, backward="auto
         gold = GoldenChipMBCP(cfg, mlp, W0, groups=groups, **pg)
         assert gold.groups == tp.groups
     else:
-        gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused, **pg)
+        gold = GoldenChipCP(cfg, mlp, W0, groups=tp.groups, fused=tp.fused, **pg, hide=kw.get("chain_overlap", True))
         if backward == "auto" and shared is None:           # the golden's own choice is the compiler's
             assert (GoldenChipCP(cfg, mlp, W0, groups=groups).groups, gold.fused) == (tp.groups, tp.fused)
     _eq(tp.weights_from_session(sess, padded=True), gold.weights(padded=True), "init")
