@@ -261,7 +261,7 @@ QUOTES: list[Quote] = [
           lambda d: span(r["ratio cold"] for r in FAST_KERNELS(d)), "{0:.0f}-{1:.0f}"),
     Quote("README.md", r"of a kernel, (\d+-\d+)x\s+with its plans cached", RES + "fast_model.json",
           lambda d: span(r["ratio warm"] for r in FAST_KERNELS(d)), "{0:.0f}-{1:.0f}"),
-    Quote("docs/training.md", r"\*\*([\d,]+) cycles per step,\s+(\S+) % MAC utilization\*\* \(with the\s+histories",
+    Quote("docs/training.md", r"\*\*([\d,]+) cycles per\s+step,\s+(\S+) % MAC utilization\*\* \([\d,]+ of [\d,]+\s+microcode",
           RES + "paper.json", lambda d: (lambda c: (f"{c['cycles']:,}", f"{c['mac_util'] * 100:.1f}"))(
               PAPER_CELL("large", "L", "cp")(d)), lambda v: v),
     Quote("README.md", r"compared-scope figure is (\S+)x of the paper's", RES + "paper.json",
