@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from arch.isa import SeqOp, instr_layout
+from arch.isa import Instruction, SeqOp, instr_layout
+from arch.microop import MicroOp
 from sw.asm import AsmError, Builder
 from sw.train import _gaps
 from sw.train_host import TrainCompileError
@@ -37,6 +38,8 @@ class ChipPart:
     origin: int = 0
     #: every core's ops (``core_ops[k]``: core ``k``'s), for passes that rebuild the part
     core_ops: list | None = None
+    #: the ops followed by an alignment JUMP (:func:`_assemble_aligned`), by index
+    jumps: tuple = ()
 
 
 def _varies(ops) -> bool:
@@ -65,22 +68,24 @@ def _op_words(cfg, op, codes) -> int:
     return len(_build_ops(replace_depth(cfg), [op])[0]) - 1
 
 
-def _split(cfg, per_core_ops: list, codes=None) -> list:
+def _split(cfg, per_core_ops: list, codes=None, aligned: bool = False) -> list:
     """Greedy split of a part's ops into programs that fit the microcode on every core:
     ``[(i, j, words)]``, op ranges (each becomes its own chip RUN) with the program's size
     on the largest core. A program's size is the sum of its ops' words (each op assembles
     on its own), its gap NOPs and the HALT; the broadcast's size depends on the core's
     hop distance only through its folded waits (cores 0, 1 and ``c - 1`` cover every
-    case)."""
+    case). ``aligned``: every op at the same address on every core (:func:`_slots`), the
+    size the sum of their slots."""
     reps = _reps(cfg, per_core_ops[0])
     n = len(per_core_ops[0])
     words = [[_op_words(cfg, op, codes) if (k == 0 or _varies([op])) else None
               for op in per_core_ops[k]] for k in reps]
     words = [[w if w is not None else words[0][i] for i, w in enumerate(row)] for row in words]
+    slots = _slots(words)
 
     def size(i, j):
         gaps = sum(_gaps(cfg, per_core_ops[0][i:j]))
-        return max(sum(row[i:j]) for row in words) + gaps + 1
+        return (sum(slots[i:j]) if aligned else max(sum(row[i:j]) for row in words)) + gaps + 1
 
     out, i = [], 0
     while i < n:
@@ -93,6 +98,12 @@ def _split(cfg, per_core_ops: list, codes=None) -> list:
         out.append((i, j, size(i, j)))
         i = j
     return out
+
+
+def _slots(words: list) -> list:
+    """Per op, its words in an aligned program (``words[k][i]``: op ``i``'s words on core
+    ``k``): the longest core's, plus a JUMP over the padding when the cores' differ."""
+    return [max(col) + (len(set(col)) > 1) for col in zip(*words)]
 
 
 class _OpCode:
@@ -159,14 +170,8 @@ def _assemble_ops(cfg, ops, codes, origin: int):
     same words as assembling the whole program (:func:`_build_ops`) when the ops do not
     name each other's labels or loops; ``None`` when they might (a label in two ops, a
     loop name at two levels)."""
-    labels, levels = set(), {}
-    for code in codes:
-        if labels & code.labels:
-            return None
-        labels |= code.labels
-        for name, lvl in code.loops:
-            if levels.setdefault(name, lvl) != lvl:
-                return None
+    if _interact(codes):
+        return None
     nop, halt = _nop_halt(cfg)
     words, ins = [], 0
     for code, g in zip(codes, _gaps(cfg, ops)):
@@ -176,6 +181,55 @@ def _assemble_ops(cfg, ops, codes, origin: int):
     return words + [halt], ins
 
 
+def _interact(codes) -> bool:
+    """Whether ops (their :class:`_OpCode`) might name each other's labels or loops: a
+    label in two ops, or a loop name at two levels."""
+    labels, levels = set(), {}
+    for code in codes:
+        if labels & code.labels:
+            return True
+        labels |= code.labels
+        for name, lvl in code.loops:
+            if levels.setdefault(name, lvl) != lvl:
+                return True
+    return False
+
+
+def _assemble_aligned(cfg, per_core_ops: list, per_core_codes: list, origin: int):
+    """``(per core (words, instructions issued), the ops followed by a JUMP)``: every
+    core's words and instructions of its ops (``per_core_ops[k]``, their
+    :class:`_OpCode` ``per_core_codes[k]``) with each op at the same address on every core:
+    an op whose words differ in number between the cores is followed, on every core, by a
+    JUMP to the end of its slot, the longest core's words plus the JUMP, the shorter cores'
+    padded (words never executed); ``None`` when the ops might name each other's labels or
+    loops (:func:`_assemble_ops`)."""
+    if any(_interact(codes) for codes in per_core_codes):
+        return None
+    nop, halt = _nop_halt(cfg)
+    c = len(per_core_ops)
+    lens = [[len(code.words) for code in codes] for codes in per_core_codes]
+    slots = _slots(lens)
+    words = [[] for _ in range(c)]
+    ins = [0] * c
+    jumps = []
+    for i, g in enumerate(_gaps(cfg, per_core_ops[0])):
+        jump = len({row[i] for row in lens}) > 1
+        if jump:
+            jumps.append(i)
+        for k in range(c):
+            code = per_core_codes[k][i]
+            w = words[k]
+            w += [nop] * g
+            at = origin + len(w)
+            w += _relocate(cfg, code.words, at)
+            ins[k] += g + code.ins
+            if jump:
+                w.append(Instruction(MicroOp(), op=SeqOp.JUMP, target=at + slots[i]).encode(cfg))
+                w += [nop] * (at + slots[i] - origin - len(w))
+                ins[k] += 1
+    return [(w + [halt], n) for w, n in zip(words, ins)], tuple(jumps)
+
+
 def _nop_halt(cfg) -> tuple:
     b = Builder(cfg)
     b.nop()
@@ -183,7 +237,7 @@ def _nop_halt(cfg) -> tuple:
     return tuple(b.build().words())
 
 
-def _place_parts(cfg, per_core_ops: dict) -> tuple:
+def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
     """Split each part into programs that fit the microcode (:func:`_split`, which gives
     their sizes), assemble them for every core and pad each to the longest core's size
     so every core has it at the same origin; one image when all programs fit together,
@@ -191,39 +245,56 @@ def _place_parts(cfg, per_core_ops: dict) -> tuple:
     moved to its address on every core (:func:`_assemble_ops`; the whole program is
     assembled when its ops could interact); an op that assembles alike on every core
     (not ``per_core``, not the broadcast: :func:`_varies`) is emitted for core 0 only,
-    the other cores taking its code at the same position of their ops."""
+    the other cores taking its code at the same position of their ops. When the programs
+    are reloaded (they do not fit together) and ``align``, each op sits at the same address
+    on every core (:func:`_assemble_aligned`)."""
     c = cfg.cores
     codes = _Codes(cfg)
-    progs, sizes = [], []
-    for nm, pco in per_core_ops.items():
-        rng = _split(cfg, pco, codes)
-        for q, (i, j, words) in enumerate(rng):
-            progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
-            sizes.append(words)
+
+    def split(aligned):
+        progs, sizes = [], []
+        for nm, pco in per_core_ops.items():
+            rng = _split(cfg, pco, codes, aligned)
+            for q, (i, j, words) in enumerate(rng):
+                progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
+                sizes.append(words)
+        return progs, sizes
+    progs, sizes = split(False)
     together = sum(sizes) <= cfg.ucode_depth
+    if not together and align:
+        progs, sizes = split(True)
     parts, images, org = {}, [], 0
     for (nm, sub, pco), size in zip(progs, sizes):
         if not together or not images:
             org = 0
             images.append([[] for _ in range(c)])
         ins, longest, first = set(), 0, None
+        built = []
         for k, ops in enumerate(pco):
             try:
                 # an op that assembles alike on every core: core 0's code (emitted once)
                 cs = [first[i] if first is not None and not _varies([op]) and op.name == pco[0][i].name
                       else codes.get(op) for i, op in enumerate(ops)]
                 first = first or cs
-                built = _assemble_ops(cfg, ops, cs, org)
+                built.append(cs)
             except AsmError:
                 built = None                       # an op that does not assemble alone
-            w, n = built or _build_ops(cfg, ops, origin=org)
+                break
+        # reloaded programs: every op at the same address on every core, so that the LOADs
+        # broadcast the words the cores share and patch only the ops that differ
+        # (sw.host_protocol.load_plan)
+        al = _assemble_aligned(cfg, pco, built, org) if built and not together and align else None
+        jumps = al[1] if al else ()
+        for k, ops in enumerate(pco):
+            b = al[0][k] if al else (_assemble_ops(cfg, ops, built[k], org) if built else None)
+            w, n = b or _build_ops(cfg, ops, origin=org)
             images[-1][k].extend(w + [0] * (size - len(w)))
             ins.add(n)
             longest = max(longest, len(w))
-        if longest != size:                        # pragma: no cover - the ops' sizes are additive
+        if longest > size or (longest != size and not al):   # pragma: no cover - the ops' sizes are additive
             raise AssertionError(f"program {sub}: {longest} words on its largest core, sized {size}")
         assert len(ins) == 1, f"program {sub}: cores issue different instruction counts {ins}"
-        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org, pco))
+        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org, pco, jumps))
         org += size
     return parts, images
 

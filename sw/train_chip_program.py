@@ -204,7 +204,7 @@ class ChipSGDProgram(PanelMap):
 
     def breakdown(self) -> list:
         """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
-        return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops)) for p in self.chip_parts()])
+        return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops), p.jumps) for p in self.chip_parts()])
 
     def _title(self) -> str:
         return "SGD step"

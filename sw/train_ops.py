@@ -91,14 +91,18 @@ def _fused_tail(cfg, m: int, n: int) -> int:
 
 def ops_breakdown(cfg, programs) -> list:
     """``(op name, kind, instructions)`` of every op and gap of ``programs`` (``(ops,
-    gaps)`` pairs, one per RUN), each RUN ending with its HALT and drain."""
+    gaps)`` pairs, or ``(ops, gaps, jumps)`` with the indices of the ops an alignment JUMP
+    follows, one per RUN), each RUN ending with its HALT and drain."""
     out = []
-    for ops, gaps in programs:
+    for ops, gaps, *rest in programs:
+        jumps = set(rest[0]) if rest else set()
         b = Builder(cfg)
-        for op, g in zip(ops, gaps):
+        for i, (op, g) in enumerate(zip(ops, gaps)):
             if g:
                 out.append(("gap", "nop", g))
             out.append((op.name, op.kind, op.emit(b)))
+            if i in jumps:
+                out.append(("align", "jump", 1))
         out.append(("halt+drain", "halt", cfg.run_overhead))
     return out
 

@@ -339,3 +339,29 @@ def test_chip_mbgd_exec_stage():
     the golden."""
     cfg = PRESETS["chip-small"].replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=3), 2, "fast", _seed())
+
+
+def test_chip_mbgd_reloaded_programs_aligned(monkeypatch):
+    """Programs reloaded between RUNs (they do not fit the microcode together) hold every
+    op at the same address on every core, an alignment JUMP after the ops whose length
+    differs between cores (``sw.train_chip_place._assemble_aligned``): the LOADs broadcast
+    the shared words and patch the rest, fewer cycles than with each core's ops packed;
+    bit for bit against the golden on both engines, counter for counter; the JUMPs are in
+    the breakdown and the step's cycles."""
+    import sw.train_chip_mb as tcm
+
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
+    tp = compile_chip_mbgd(SMALL, mlp)
+    parts = tp.chip_parts()
+    assert len(tp.images) > 1 and any(p.jumps for p in parts)
+    assert sum(1 for row in tp.breakdown() if row == ("align", "jump", 1)) == sum(len(p.jumps) for p in parts)
+    with monkeypatch.context() as m:
+        m.setattr(tcm, "_place_parts", partial(tcm._place_parts, align=False))
+        packed = compile_chip_mbgd(SMALL, mlp)
+    assert not any(p.jumps for p in packed.chip_parts())
+
+    def shared(prog):                    # words that every core holds alike, over the images
+        return sum(len(set(ws)) == 1 for img in prog.images for ws in zip(*img))
+    assert shared(tp) > 2 * shared(packed)
+    assert tp.reload_cycles() < packed.reload_cycles()
+    check_engines_agree(run_and_check, mlp)
