@@ -336,6 +336,13 @@ class ArchConfig:
         return max(1, (self.nr - 1).bit_length())
 
     @property
+    def uop_key(self) -> tuple:
+        """The arguments of :func:`arch.microop.uop_layout` for this configuration:
+        ``(addr_bits, sel_bits, write predicate)``; cores with a scratchpad have the write
+        predicate (``wp.en``, their page loads' gate), the others not."""
+        return (self.addr_bits, self.sel_bits, self.spad_kib > 0)
+
+    @property
     def fpu_latency(self) -> int:
         """Cycles from micro-op issue to the FMA result being in the RF (micro-ops issued
         ``fpu_latency - 1`` cycles after the FMA or later read it)."""

@@ -109,7 +109,7 @@ def spad_ptr_value(imm: int, target: int, cfg) -> int:
 def _instr_layout(pc_bits, loop_bits, n_loops, n_agus, addr_bits, sel_bits, spad=False, dram=False) -> StructLayout:
     return StructLayout({
         "ctl": ctl_layout(pc_bits, loop_bits, n_loops, n_agus, spad, dram),
-        "uop": uop_layout(addr_bits, sel_bits),
+        "uop": uop_layout(addr_bits, sel_bits, spad),
     })
 
 
@@ -158,13 +158,13 @@ class Instruction:
             if not lo <= v < (1 << width):
                 raise ValueError(f"sequencer field {name}={v} does not fit in {width} bits")
             word |= (v & ((1 << width) - 1)) << off
-        return word | (self.uop.encode(cfg.addr_bits, cfg.sel_bits) << uop_off)
+        return word | (self.uop.encode(*cfg.uop_key) << uop_off)
 
     @classmethod
     def decode(cls, word: int, cfg) -> "Instruction":
         lay = instr_layout(cfg)
         ctl = {n: (word >> f.offset) & ((1 << f.width) - 1) for n, f in lay["ctl"].shape}
-        uop = MicroOp.decode(word >> lay["uop"].offset, cfg.addr_bits, cfg.sel_bits)
+        uop = MicroOp.decode(word >> lay["uop"].offset, *cfg.uop_key)
         return cls(uop, **ctl)
 
     def __eq__(self, other):
@@ -182,4 +182,4 @@ def instr_bits(cfg) -> int:
 
 def uop_offset_fields(cfg):
     """(name, offset, width) of the micro-op's SRAM offset fields inside the uop word."""
-    return {n: (o, w) for n, o, w in uop_fields(cfg.addr_bits, cfg.sel_bits) if n.endswith("_off")}
+    return {n: (o, w) for n, o, w in uop_fields(*cfg.uop_key) if n.endswith("_off")}

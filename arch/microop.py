@@ -113,10 +113,11 @@ class Gate(enum.IntEnum):
 
 
 @lru_cache(maxsize=None)
-def uop_layout(addr_bits: int, sel_bits: int) -> StructLayout:
-    """The micro-op :class:`~arch.layout.StructLayout` for given field widths.
+def uop_layout(addr_bits: int, sel_bits: int, wp: bool = False) -> StructLayout:
+    """The micro-op :class:`~arch.layout.StructLayout` for given field widths; ``wp``: with
+    the write predicate (cores with a scratchpad).
 
-    Use ``uop_layout(cfg.addr_bits, cfg.sel_bits)``.
+    Use ``uop_layout(*cfg.uop_key)``.
     """
     src = SRC_BITS
     rfi = RF_INDEX_BITS
@@ -137,26 +138,26 @@ def uop_layout(addr_bits: int, sel_bits: int) -> StructLayout:
         "ar": StructLayout({"op": 2, "idx": ari, "imm": addr_bits}),
         # 1: the predicate selects the PEs of the SRAM operand writes (wa, wb) only; the
         # FMA, the move and the address-register updates run in every PE
-        "wp": StructLayout({"en": 1}),
+        **({"wp": StructLayout({"en": 1})} if wp else {}),
     })
 
 
 @lru_cache(maxsize=None)
-def uop_fields(addr_bits: int, sel_bits: int) -> tuple[tuple[str, int, int], ...]:
+def uop_fields(addr_bits: int, sel_bits: int, wp: bool = False) -> tuple[tuple[str, int, int], ...]:
     """Flat field table ``(name, offset, width)``; names are ``group_field``."""
     out = []
-    for gname, gfield in uop_layout(addr_bits, sel_bits):
+    for gname, gfield in uop_layout(addr_bits, sel_bits, wp):
         for fname, ffield in gfield.shape:
             out.append((f"{gname}_{fname}", gfield.offset + ffield.offset, ffield.width))
     return tuple(out)
 
 
 @lru_cache(maxsize=None)
-def _field_ranges(addr_bits: int, sel_bits: int) -> dict:
+def _field_ranges(addr_bits: int, sel_bits: int, wp: bool = False) -> dict:
     """``name -> (index in uop_fields, offset, width, lowest value)`` (offsets and
     immediates are signed)."""
     return {name: (i, off, width, -(1 << (width - 1)) if name.endswith(("_off", "_imm")) else 0)
-            for i, (name, off, width) in enumerate(uop_fields(addr_bits, sel_bits))}
+            for i, (name, off, width) in enumerate(uop_fields(addr_bits, sel_bits, wp))}
 
 
 class MicroOp:
@@ -181,8 +182,8 @@ class MicroOp:
         m.f.update({k: int(v) for k, v in fields.items()})
         return m
 
-    def encode(self, addr_bits: int, sel_bits: int) -> int:
-        table = _field_ranges(addr_bits, sel_bits)
+    def encode(self, addr_bits: int, sel_bits: int, wp: bool = False) -> int:
+        table = _field_ranges(addr_bits, sel_bits, wp)
         unknown = set(self.f) - table.keys()
         if unknown:
             raise ValueError(f"unknown micro-op field(s) {sorted(unknown)}")
@@ -197,8 +198,8 @@ class MicroOp:
         return word
 
     @classmethod
-    def decode(cls, word: int, addr_bits: int, sel_bits: int) -> "MicroOp":
-        return cls(**{n: (word >> off) & ((1 << w) - 1) for n, off, w in uop_fields(addr_bits, sel_bits)})
+    def decode(cls, word: int, addr_bits: int, sel_bits: int, wp: bool = False) -> "MicroOp":
+        return cls(**{n: (word >> off) & ((1 << w) - 1) for n, off, w in uop_fields(addr_bits, sel_bits, wp)})
 
     def __eq__(self, other):
         return isinstance(other, MicroOp) and {k: v for k, v in self.f.items() if v} == {

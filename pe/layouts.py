@@ -25,9 +25,9 @@ def to_amaranth(layout: StructLayout) -> data.StructLayout:
                               for n, f in layout})
 
 
-def uop_layout(addr_bits: int, sel_bits: int) -> data.StructLayout:
+def uop_layout(addr_bits: int, sel_bits: int, wp: bool = False) -> data.StructLayout:
     """The PE micro-op word (:func:`arch.microop.uop_layout`) as an Amaranth layout."""
-    return to_amaranth(microop.uop_layout(addr_bits, sel_bits))
+    return to_amaranth(microop.uop_layout(addr_bits, sel_bits, wp))
 
 
 def instr_layout(cfg) -> data.StructLayout:

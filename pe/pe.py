@@ -27,13 +27,15 @@ from arch.microop import MvOp
 from pe.fp_common import CLASS_BITS
 from pe.layouts import EVENT_LAYOUT, uop_layout
 from pe.pe_fma import fma_unit
-from pe.pe_issue import AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, AddressRegs, issue_decode, issue_stage
+from pe.pe_issue import (AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, AddressRegs, issue_decode, issue_layout, issue_nop,
+                         issue_stage)
 from pe.pe_move import move_unit
 from pe.pe_operands import Operands, names_reg
 from pe.pe_regfile import RfReads, rf_bypass
 from pe.pe_sram import SramBanks, SramPaths
 
-__all__ = ["PE", "EVENT_LAYOUT", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "AR_SLOTS"]
+__all__ = ["PE", "EVENT_LAYOUT", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "issue_layout", "issue_nop",
+           "AR_SLOTS"]
 
 
 class PE(wiring.Component):
@@ -55,9 +57,9 @@ class PE(wiring.Component):
 
     Attributes
     ----------
-    uop : In(uop_layout(cfg.addr_bits, cfg.sel_bits))
+    uop : In(uop_layout(*cfg.uop_key))
         Micro-op issued this cycle (all-zero = NOP).
-    issue : In(ISSUE_LAYOUT)
+    issue : In(issue_layout(cfg.uop_key[2]))
         With ``issue_in`` only: :func:`issue_decode` of ``uop`` for this PE, this cycle.
     row_in, col_in : In(fmt.width)
         Resolved value of this PE's row / column bus this cycle (the core muxes the single
@@ -187,8 +189,8 @@ class PE(wiring.Component):
         self._rf_m_domain = "sync"      # bank M's write port (see frozen())
         w = cfg.fmt.width
         super().__init__({
-            **({"issue": In(ISSUE_LAYOUT)} if issue_in else {}),
-            "uop": In(uop_layout(cfg.addr_bits, cfg.sel_bits)),
+            **({"issue": In(issue_layout(cfg.uop_key[2]))} if issue_in else {}),
+            "uop": In(uop_layout(*cfg.uop_key)),
             "row_in": In(w),
             "col_in": In(w),
             "row_out": Out(w),

@@ -20,21 +20,30 @@ AR_SLOTS = 4
 
 #: A PE's issue-stage decisions about the micro-op it issues: ``pred``, its predicate for
 #: the FMA, the move and the AR updates (always true with ``wp.en``); ``wpred``, for its
-#: SRAM writes (and a read gated by ``PRED``);
-#: ``rsel`` / ``csel``, it drives its row / column bus; ``ra_en`` / ``rb_en``, it reads SRAM
+#: SRAM writes (and a read gated by ``PRED``; only in the layout of cores with the write
+#: predicate, :func:`issue_layout`); ``rsel`` / ``csel``, it drives its row / column bus; ``ra_en`` / ``rb_en``, it reads SRAM
 #: bank A / B (the read's enable and its gate); per address register ``i`` (bit ``i``,
 #: applied only under the predicate): ``ar_inc``, a port post-increments it by its stride;
 #: ``ar_add``, ``AR += imm``; ``ar_set``, ``AR = imm``; ``ar_stride``, ``STRIDE = imm``.
 #: Each is a function of the micro-op and of the PE's coordinates only
 #: (:func:`issue_decode`).
-ISSUE_LAYOUT = data.StructLayout({"pred": 1, "wpred": 1, "rsel": 1, "csel": 1, "ra_en": 1, "rb_en": 1,
-                                  "ar_inc": AR_SLOTS, "ar_add": AR_SLOTS, "ar_set": AR_SLOTS,
-                                  "ar_stride": AR_SLOTS})
+def issue_layout(wp: bool) -> data.StructLayout:
+    """The issue-stage decisions' layout; ``wp``: of a core with the write predicate
+    (``cfg.uop_key[2]``)."""
+    return data.StructLayout({"pred": 1, **({"wpred": 1} if wp else {}), "rsel": 1, "csel": 1, "ra_en": 1,
+                              "rb_en": 1, "ar_inc": AR_SLOTS, "ar_add": AR_SLOTS, "ar_set": AR_SLOTS,
+                              "ar_stride": AR_SLOTS})
 
-#: :func:`issue_decode` of the all-zero micro-op (a NOP: every PE's predicate holds,
-#: nothing is driven, read or updated), for registers that hold a decoded NOP after reset.
-ISSUE_NOP = {"pred": 1, "wpred": 1, "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
-             "ar_inc": 0, "ar_add": 0, "ar_set": 0, "ar_stride": 0}
+
+def issue_nop(wp: bool) -> dict:
+    """:func:`issue_decode` of the all-zero micro-op (a NOP: every PE's predicate holds,
+    nothing is driven, read or updated), for registers that hold a decoded NOP after reset."""
+    return {"pred": 1, **({"wpred": 1} if wp else {}), "rsel": 0, "csel": 0, "ra_en": 0, "rb_en": 0,
+            "ar_inc": 0, "ar_add": 0, "ar_set": 0, "ar_stride": 0}
+
+
+#: the decisions of a core without the write predicate, and their NOP
+ISSUE_LAYOUT, ISSUE_NOP = issue_layout(False), issue_nop(False)
 
 
 def issue_decode(m, cfg, row: int, col: int, u):
@@ -77,13 +86,14 @@ def issue_decode(m, cfg, row: int, col: int, u):
         return Cat(*(f(i) for i in range(AR_SLOTS)))
 
     ports = (u.ra, u.rb, u.wa, u.wb)
-    dec = {"pred": pred | u.wp.en, "wpred": pred, "rsel": rsel, "csel": csel,
+    wp = cfg.uop_key[2]
+    dec = {"pred": (pred | u.wp.en) if wp else pred, "wpred": pred, "rsel": rsel, "csel": csel,
            "ra_en": u.ra.en & gate_ok(u.ra.gate), "rb_en": u.rb.en & gate_ok(u.rb.gate),
            "ar_inc": per_ar(lambda i: reduce(lambda x, y: x | y, [p.inc & (p.ar == i) for p in ports])),
            "ar_add": per_ar(lambda i: (u.ar.op == ArOp.ADD) & (u.ar.idx == i)),
            "ar_set": per_ar(lambda i: (u.ar.op == ArOp.SET) & (u.ar.idx == i)),
            "ar_stride": per_ar(lambda i: (u.ar.op == ArOp.STRIDE) & (u.ar.idx == i))}
-    return Cat(*(dec[name] for name, _ in ISSUE_LAYOUT))
+    return Cat(*(dec[name] for name, _ in issue_layout(wp)))
 
 
 class AddressRegs:
@@ -170,7 +180,7 @@ def issue_stage(m, cfg, pe, ars, sram):
     if pe.issue_in:
         dec = pe.issue
     else:
-        dec = Signal(ISSUE_LAYOUT, name="issue_dec")
+        dec = Signal(issue_layout(cfg.uop_key[2]), name="issue_dec")
         m.d.comb += dec.eq(issue_decode(m, cfg, pe.row, pe.col, u))
     pred, rsel, csel = dec.pred, dec.rsel, dec.csel
 
@@ -184,9 +194,10 @@ def issue_stage(m, cfg, pe, ars, sram):
     ars.update(m, dec, u)
 
     # ---- operand stage register ------------------------------------------------------
-    s1 = Signal(uop_layout(cfg.addr_bits, cfg.sel_bits), name="s1")
+    s1 = Signal(uop_layout(*cfg.uop_key), name="s1")
     s1_pred = Signal(name="s1_pred")
-    s1_wpred = Signal(name="s1_wpred")
+    # the SRAM writes' predicate: the predicate itself without the write predicate
+    s1_wpred = Signal(name="s1_wpred") if cfg.uop_key[2] else s1_pred
     s1_rsel = Signal(name="s1_rsel")
     s1_csel = Signal(name="s1_csel")
     s1_wa_addr = Signal.like(wr_a.addr, name="s1_wa_addr")
@@ -198,7 +209,7 @@ def issue_stage(m, cfg, pe, ars, sram):
         s1_rb_addr.eq(rd_b.addr),
         s1.eq(u),
         s1_pred.eq(pred),
-        s1_wpred.eq(dec.wpred),
+        *([s1_wpred.eq(dec.wpred)] if cfg.uop_key[2] else []),
         s1_rsel.eq(rsel),
         s1_csel.eq(csel),
         s1_wa_addr.eq(ars.value(m, u.wa.ar) + u.wa.off),

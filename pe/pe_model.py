@@ -77,17 +77,19 @@ NO_EVENTS = PEEvents()
 class DecodedUop:
     """A micro-op as plain attributes (flat ``group_field`` names, unsigned values)."""
 
-    __slots__ = tuple(n for n, _, _ in uop_fields(16, 4)) + ("word",)
+    __slots__ = tuple(n for n, _, _ in uop_fields(16, 4, True)) + ("word",)
 
     def __repr__(self):
         return repr(MicroOp(**{n: getattr(self, n) for n in self.__slots__ if n != "word"}))
 
 
 @lru_cache(maxsize=1 << 16)
-def decode_uop(word: int, addr_bits: int, sel_bits: int) -> DecodedUop:
-    """Decode an integer micro-op word (cached: programs repeat their words)."""
+def decode_uop(word: int, addr_bits: int, sel_bits: int, wp: bool = False) -> DecodedUop:
+    """Decode an integer micro-op word (cached: programs repeat their words); ``wp``: the
+    layout has the write predicate (else ``wp_en`` is 0)."""
     d = DecodedUop()
-    for name, off, width in uop_fields(addr_bits, sel_bits):
+    d.wp_en = 0
+    for name, off, width in uop_fields(addr_bits, sel_bits, wp):
         setattr(d, name, (word >> off) & ((1 << width) - 1))
     d.word = word
     return d
@@ -146,6 +148,7 @@ class PEModel:
         self.n_ar = cfg.n_ar
         self.ab = cfg.addr_bits
         self.sb = cfg.sel_bits
+        self.wp = cfg.spad_kib > 0
         self.amask = (1 << cfg.addr_bits) - 1
         self.diag = (col - row) % cfg.nr
         self.wmask = (1 << fmt.width) - 1
@@ -164,7 +167,7 @@ class PEModel:
         self.stride = [0] * self.n_ar
         self.cycle = 0
         # operand stage: the micro-op issued last cycle and what was decided at its issue
-        self._s1 = decode_uop(0, self.ab, self.sb)
+        self._s1 = decode_uop(0, self.ab, self.sb, self.wp)
         self._s1_pred = False
         self._s1_wpred = False
         self._s1_wa_addr = 0
@@ -521,8 +524,8 @@ class PEModel:
         if isinstance(uop, DecodedUop):
             return uop
         if isinstance(uop, MicroOp):
-            uop = uop.encode(self.ab, self.sb)
-        return decode_uop(int(uop), self.ab, self.sb)
+            uop = uop.encode(self.ab, self.sb, self.wp)
+        return decode_uop(int(uop), self.ab, self.sb, self.wp)
 
     # -- convenience ----------------------------------------------------------------------
     def step(self, uop, ext_row: int = 0, ext_col: int = 0):

@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from noc.broadcast_bus import BroadcastBus, visibility, vis_port_bits
 from pe.fp_common import CLASS_BITS, class_bits
-from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
+from pe.pe import PE, issue_decode, issue_layout, issue_nop
 from rtl.host_interface import OUT_FIFO_DEPTH, HostInterface
 from rtl.perf_counters import PerfCounters
 from arch.counters import counter_names
@@ -581,9 +581,10 @@ class Core(wiring.Component):
                     # enables, AR update selects) decoded from the micro-op the copy loads,
                     # so that they come from flip-flops (the read enables drive the block
                     # RAMs' and the bypass registers' clock enables); loaded every cycle
-                    # like the copy, so they are always issue_decode(uop_pe) (ISSUE_NOP
+                    # like the copy, so they are always issue_decode(uop_pe) (issue_nop
                     # at power-up, as for uop 0)
-                    issue_pe = Signal(ISSUE_LAYOUT, name="issue", reset_less=True, init=ISSUE_NOP)
+                    wp = cfg.uop_key[2]
+                    issue_pe = Signal(issue_layout(wp), name="issue", reset_less=True, init=issue_nop(wp))
                     pd.d.sync += issue_pe.eq(issue_decode(pd, cfg, r, c, uop_f))
                     m.d.comb += pe.issue.eq(issue_pe)
                     m.submodules[f"pe_{r}_{c}_dist"] = pd

@@ -65,13 +65,13 @@ class Sequencer(wiring.Component):
     issue : Out(1)
         Registered: the outputs below carry an instruction issued to the PEs this cycle.
         When 0 they are all zero (a NOP micro-op).
-    uop : Out(uop_layout(addr_bits, sel_bits))
+    uop : Out(uop_layout(*cfg.uop_key))
         Registered: the issued micro-op with AGU ``k-1``'s value added to ``ra.off`` /
         ``rb.off`` / ``wa.off`` / ``wb.off`` when ``ag_ra`` / ... = ``k`` (mod
         ``2^addr_bits``); all-zero (a NOP) when ``issue`` is 0, except in the cycle after
         a stall, when it holds the stalled head's micro-op (the core freezes its PE side
         in that cycle, so it is never executed; no stall decision drives its bits).
-    uop_next : Out(uop_layout(addr_bits, sel_bits))
+    uop_next : Out(uop_layout(*cfg.uop_key))
         Combinational: the value ``uop`` takes at the end of this cycle (``uop`` is this
         signal registered with its reset), for copies of the register elsewhere (the
         core's distribution tree, ``cfg.dist_stage``).
@@ -172,8 +172,8 @@ class Sequencer(wiring.Component):
             "need_rin": Out(1),
             "need_rout": Out(1),
             "issue": Out(1),
-            "uop": Out(uop_layout(cfg.addr_bits, cfg.sel_bits)),
-            "uop_next": Out(uop_layout(cfg.addr_bits, cfg.sel_bits)),
+            "uop": Out(uop_layout(*cfg.uop_key)),
+            "uop_next": Out(uop_layout(*cfg.uop_key)),
             "hin": Out(2),
             "hout": Out(2),
             "hlast": Out(1),

@@ -128,7 +128,7 @@ class CoreModel:
         return rows, cols
 
     def _field(self, name):
-        for n, off, width in uop_fields(self.cfg.addr_bits, self.cfg.sel_bits):
+        for n, off, width in uop_fields(*self.cfg.uop_key):
             if n == name:
                 return lambda word, off=off, mask=(1 << width) - 1: (int(word) >> off) & mask
         raise KeyError(name)

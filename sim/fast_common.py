@@ -38,7 +38,7 @@ SRC_ZERO, SRC_NZERO, SRC_ONE = int(Src.ZERO), int(Src.NZERO), int(Src.ONE)
 def offset_mask(cfg) -> int:
     """Mask of the four offset fields inside a micro-op word."""
     m = 0
-    for name, off, width in uop_fields(cfg.addr_bits, cfg.sel_bits):
+    for name, off, width in uop_fields(*cfg.uop_key):
         if name in OFF_FIELDS:
             m |= ((1 << width) - 1) << off
     return m
@@ -175,6 +175,7 @@ class Tmpl:
 
     def __init__(self, geo, fields: dict, key: int, ctl=(0, 0, 0)):
         self.key = key
+        self.wp_en = 0                   # cores without the write predicate
         self.__dict__.update(fields)
         nr = geo.nr
         P = nr * nr

@@ -117,10 +117,10 @@ class FastModel:
         self.instr_bits = instr_layout(cfg).size
         self.geo = _GEOMETRY.setdefault(cfg.nr, Geometry(cfg.nr)) if cfg.nr not in _GEOMETRY else _GEOMETRY[cfg.nr]
         self.arith = Arith(cfg.fmt)
-        self._fields = uop_fields(cfg.addr_bits, cfg.sel_bits)
+        self._fields = uop_fields(*cfg.uop_key)
         self._offmask = offset_mask(cfg)
         self._off_pos = {n: (o, w) for n, o, w in self._fields if n in OFF_FIELDS}
-        self._tmpl_cache: dict = _TEMPLATES.setdefault((cfg.nr, cfg.addr_bits, cfg.sel_bits), {})
+        self._tmpl_cache: dict = _TEMPLATES.setdefault((cfg.nr,) + cfg.uop_key, {})
         self.nop = self.tmpl_of(0)
         self.state = VecState(cfg, self.nop)
         self.cycle_engine = CycleEngine(cfg, self.arith, self.geo)

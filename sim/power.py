@@ -344,7 +344,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     rf_acc = int(counters["rf_rd"]) + int(counters["rf_wr"])
     bus_hops = sum(int(v) for k, v in counters.items() if k.startswith(("row_hops[", "col_hops[")))
     instr_bits = instr_layout(cfg).size
-    uop_bits = uop_layout(cfg.addr_bits, cfg.sel_bits).size
+    uop_bits = uop_layout(*cfg.uop_key).size
     instrs = int(counters["instructions"])
     # micro-op broadcast: if the run counted toggled micro-op bits use them, else assume
     # a fraction of the bits switch

@@ -150,13 +150,13 @@ class ChipSGDProgram(PanelMap):
             return {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
         cache = self.__dict__.setdefault("_dma_cache", {})
         if part.name not in cache:
-            cache[part.name] = dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops))
+            cache[part.name] = dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops), part.jumps)
         return cache[part.name]
 
     def dram_per_step(self) -> dict:
         """The DMA of a step's chip programs summed (per core): ``stall`` (exposed
         cycles), ``busy``, ``hidden``, ``rd`` / ``wr`` (DRAM beats)."""
-        return dram_traffic([(p.ops, _gaps(self.cfg, p.ops)) for p in self.chip_parts()], self.cfg)
+        return dram_traffic([(p.ops, _gaps(self.cfg, p.ops), p.jumps) for p in self.chip_parts()], self.cfg)
 
     def host_phase_cycles(self) -> list:
         """``(name, cycles)`` of the step's host phases: the RUNs of their active cores,

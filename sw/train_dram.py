@@ -281,8 +281,9 @@ def stream_parts(cfg, parts_ops: dict, panels: dict) -> dict:
     return {nm: [_stream_one(cfg, ops, pages) for ops in pco] for nm, pco in parts_ops.items()}
 
 
-def dma_timeline(cfg, ops: list, gaps: list) -> dict:
-    """The DMA of one program (its ops and the NOPs before each): ``stall`` (cycles the
+def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
+    """The DMA of one program (its ops, the NOPs before each and the alignment JUMPs after
+    the ops ``jumps`` names, :class:`sw.train_chip_place.ChipPart`): ``stall`` (cycles the
     core waits for the engine), ``busy`` (cycles the engine works), ``hidden`` (busy
     cycles under issued instructions), ``tail`` (cycles the RUN's end waits for the
     engine after the HALT's drain: 0 when the program ends with a wait, but a part split
@@ -290,7 +291,8 @@ def dma_timeline(cfg, ops: list, gaps: list) -> dict:
     read and written (``rd``, ``wr``)."""
     t, busy_to, stall, busy, rd, wr = 0, -1, 0, 0, 0, 0
     b = Builder(cfg)
-    for op, g in zip(ops, gaps):
+    jumps = set(jumps)
+    for i, (op, g) in enumerate(zip(ops, gaps)):
         t += g
         base, shift = t, 0
         for off, kind, beats in op.info.get("dma", ()):
@@ -305,17 +307,18 @@ def dma_timeline(cfg, ops: list, gaps: list) -> dict:
                 busy_to = at + d
                 busy += d
                 rd, wr = (rd + beats, wr) if kind == "load" else (rd, wr + beats)
-        t = base + op.emit(b) + shift
+        t = base + op.emit(b) + shift + (i in jumps)
     # a transfer still running at the HALT (a part split into programs) holds the RUN's end
     tail = max(0, busy_to + 2 - t - cfg.run_overhead)
     return {"stall": stall, "busy": busy, "hidden": busy - stall - tail, "rd": rd, "wr": wr, "tail": tail}
 
 
 def dram_traffic(programs: list, cfg) -> dict:
-    """:func:`dma_timeline` summed over ``programs`` (``(ops, gaps)`` pairs)."""
+    """:func:`dma_timeline` summed over ``programs`` (``(ops, gaps)`` or ``(ops, gaps,
+    jumps)``)."""
     tot = {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
-    for ops, gaps in programs:
-        for k, v in dma_timeline(cfg, ops, gaps).items():
+    for ops, gaps, *jumps in programs:
+        for k, v in dma_timeline(cfg, ops, gaps, *jumps).items():
             tot[k] += v
     return tot
 

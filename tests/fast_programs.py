@@ -153,7 +153,9 @@ class _Gen:
             mode = r.randrange(1, 4)
             seg = r.choice([0, 0, 0, 1, 2])
             k = r.randrange(min(1 << seg, self.kmax)) if seg else r.randrange(self.nr if r.random() < 0.9 else self.kmax)
-            f.update(pred_mode=mode, pred_seg=seg, pred_k=k, wp_en=int(r.random() < 0.25))
+            f.update(pred_mode=mode, pred_seg=seg, pred_k=k)
+            if self.cfg.uop_key[2] and r.random() < 0.25:
+                f["wp_en"] = 1
 
     def driver(self, f, d, src=None):
         r = self.rng

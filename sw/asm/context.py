@@ -11,7 +11,7 @@ from arch.microop import uop_fields
 class _Ctx:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.uop = {n: w for n, _, w in uop_fields(cfg.addr_bits, cfg.sel_bits)}
+        self.uop = {n: w for n, _, w in uop_fields(*cfg.uop_key)}
         lay = instr_layout(cfg)
         self.ctl = {n: f.width for n, f in lay["ctl"].shape}
         self.signed = {n for n in self.uop if n.endswith("_off") or n == "ar_imm"} | {"imm"}

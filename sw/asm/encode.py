@@ -170,6 +170,9 @@ def _encode_rec(rec, cx, labels, by_name, loops, origin, n) -> Instruction:
         for k, v in s.fields.items():
             if k in ("sin", "sout") and k not in cx.widths and v:
                 raise _serr(rec, s, f"{k} needs a scratchpad: this configuration has none (cfg.spad_kib = 0)")
+            if k == "wp_en" and k not in cx.widths and v:
+                raise _serr(rec, s, "a write predicate ('writes') needs a scratchpad: this configuration has none "
+                                    "(cfg.spad_kib = 0)")
             if k == "dma" and k not in cx.widths:
                 raise _serr(rec, s, "dma needs DRAM: this configuration has none (cfg.dram_mib = 0)")
             if k not in cx.widths and not v and s.kind != "raw":

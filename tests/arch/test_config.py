@@ -142,12 +142,12 @@ def test_formats():
 def test_microop_encode_decode_roundtrip(cfg):
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
-    fields = uop_fields(cfg.addr_bits, cfg.sel_bits)
-    assert sum(w for _, _, w in fields) == uop_layout(cfg.addr_bits, cfg.sel_bits).size
+    fields = uop_fields(*cfg.uop_key)
+    assert sum(w for _, _, w in fields) == uop_layout(*cfg.uop_key).size
     for _ in range(200):
         m = MicroOp(**{n: rng.randrange(1 << w) for n, _, w in fields})
-        word = m.encode(cfg.addr_bits, cfg.sel_bits)
-        assert MicroOp.decode(word, cfg.addr_bits, cfg.sel_bits) == m, f"seed {seed}"
+        word = m.encode(*cfg.uop_key)
+        assert MicroOp.decode(word, *cfg.uop_key) == m, f"seed {seed}"
 
 
 def test_microop_errors():

@@ -92,6 +92,7 @@ class Builder:
     def __init__(self, cfg, row: int, col: int, name: str, *, clear_ars: bool = True):
         self.cfg, self.row, self.col, self.name = cfg, row, col, name
         self.ab, self.sb = cfg.addr_bits, cfg.sel_bits
+        self.key = cfg.uop_key
         self.fmt = cfg.fmt
         self.uops: list[int] = []
         self.row_ins: list[int] = [0]
@@ -123,7 +124,7 @@ class Builder:
         t = self.t
         if fields.get("mv_op", MvOp.NOP) != MvOp.NOP:
             self._mv_t[fields.get("mv_dst", 0)] = t
-        self.uops.append(MicroOp(**fields).encode(self.ab, self.sb))
+        self.uops.append(MicroOp(**fields).encode(*self.key))
         while len(self.row_ins) < t + 2:
             self.row_ins.append(0)
             self.col_ins.append(0)
@@ -297,10 +298,11 @@ def _p_predicates(cfg, row, col) -> Program:
     inc = dict(ra_inc=1, ra_ar=0) if cfg.n_ar > 1 else {}
     b.op(ar_op=ArOp.STRIDE, ar_idx=0, ar_imm=1)
     ar0 = 0
-    for mode, k, wp in itertools.product(PredMode, range(1 << cfg.sel_bits), (0, 1)):
+    wps = (0, 1) if cfg.uop_key[2] else (0,)
+    for mode, k, wp in itertools.product(PredMode, range(1 << cfg.sel_bits), wps):
         if wp and mode == PredMode.ALL and k:
             continue
-        p = dict(pred_mode=mode, pred_k=k, wp_en=wp)
+        p = dict(pred_mode=mode, pred_k=k, **({"wp_en": wp} if wp else {}))
         on = _pred_true(cfg, row, col, mode, k)
         on_x = on or wp                 # the FMA, move and AR update
         b.set_reg(3, 0)
@@ -993,8 +995,9 @@ def random_program(cfg, row: int, col: int, seed: int, n_cycles: int = 300,
             mode = rng.randrange(4)
             coord = {1: col, 2: row, 3: (col - row) % cfg.nr}.get(mode, 0)
             seg = rng.choice([0, 0, 0, 1, 2])
-            f.update(pred_mode=mode, pred_seg=seg, pred_k=k_for(coord % (1 << seg) if seg else coord),
-                     wp_en=int(rng.random() < 0.25))
+            f.update(pred_mode=mode, pred_seg=seg, pred_k=k_for(coord % (1 << seg) if seg else coord))
+            if cfg.uop_key[2] and rng.random() < 0.25:
+                f["wp_en"] = 1
         if rng.random() < 0.6:
             f.update(fpu_en=1, fpu_a=rng.choice(srcs), fpu_b=rng.choice(srcs),
                      fpu_c=rng.choice(srcs), fpu_dst=rng.randrange(cfg.n_regs),

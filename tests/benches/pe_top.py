@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from pe.fp_common import class_bits
 from pe.layouts import EVENT_LAYOUT, uop_layout
-from pe.pe import ISSUE_LAYOUT, ISSUE_NOP, PE, issue_decode
+from pe.pe import PE, issue_decode, issue_layout, issue_nop
 
 __all__ = ["PETop", "obs_fields"]
 
@@ -63,7 +63,7 @@ class PETop(wiring.Component):
         #: cycles from writing a micro-op word to its issue (1 with ``cfg.dist_stage``)
         self.lag = int(cfg.dist_stage)
         w = cfg.fmt.width
-        self._uop_layout = uop_layout(cfg.addr_bits, cfg.sel_bits)
+        self._uop_layout = uop_layout(*cfg.uop_key)
         super().__init__({
             "uop": In(self._uop_layout.size),
             "ext_row_in": In(w),
@@ -86,7 +86,8 @@ class PETop(wiring.Component):
             # issue decode beside it, loaded in every cycle
             u_next = Signal(self._uop_layout, name="uop_next")
             u_reg = Signal(self._uop_layout, name="uop_dist")
-            issue = Signal(ISSUE_LAYOUT, name="issue_dist", init=ISSUE_NOP)
+            wp = cfg.uop_key[2]
+            issue = Signal(issue_layout(wp), name="issue_dist", init=issue_nop(wp))
             m.d.comb += u_next.as_value().eq(self.uop)
             m.d.sync += [u_reg.eq(u_next), issue.eq(issue_decode(m, cfg, self.row, self.col, u_next))]
             m.d.comb += pe.issue.eq(issue)

@@ -28,7 +28,7 @@ def random_uop(rng: random.Random, cfg) -> MicroOp:
     """A micro-op with uniformly random bits (the sequencer treats it as opaque)."""
     lay = instr_layout(cfg)
     word = rng.getrandbits(lay["uop"].shape.size)
-    return MicroOp.decode(word, cfg.addr_bits, cfg.sel_bits)
+    return MicroOp.decode(word, *cfg.uop_key)
 
 
 def _ctl_rand(rng, cfg, ins_ctl):

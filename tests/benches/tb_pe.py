@@ -109,7 +109,7 @@ async def pe_matches_model(dut):
     errors = []
 
     def uop_at(cyc):
-        return MicroOp.decode(whole.uops[cyc], cfg.addr_bits, cfg.sel_bits) if cyc >= 0 else None
+        return MicroOp.decode(whole.uops[cyc], *cfg.uop_key) if cyc >= 0 else None
 
     def report(cyc, field, want, got):
         # the micro-ops in flight: issued now, in the operand stage and, with the execute

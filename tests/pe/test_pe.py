@@ -19,8 +19,9 @@ from tests.simulators import sim_matrix
 from sim.harness import run_cocotb
 
 # name -> (config, row, col): formats, odd sizes, latencies and PE positions
+#: b16_nr4 and b16_dist: cores with a scratchpad, so their micro-op has the write predicate
 CONFIGS = {
-    "b16_nr4": (ArchConfig(nr=4, mem_a_words=256, mem_b_words=256), 1, 2),
+    "b16_nr4": (ArchConfig(nr=4, mem_a_words=256, mem_b_words=256, spad_kib=4), 1, 2),
     "b32_nr2": (ArchConfig(fmt="binary32", nr=2, mem_a_words=256, mem_b_words=128), 0, 0),
     "bf16_nr4": (ArchConfig(fmt="bfloat16", nr=4, n_regs=14, n_ar=3, mem_a_words=128,
                             mem_b_words=256), 3, 0),
@@ -49,7 +50,7 @@ CONFIGS = {
     # register beside the micro-op's)
     "b16_dist": (ArchConfig(nr=4, exec_stage=True, bus_stage=True, rx_stage=True, read_stage=True,
                             dist_stage=True, mul_latency=4, add_latency=5, mem_a_words=128,
-                            mem_b_words=128), 2, 1),
+                            mem_b_words=128, spad_kib=4), 2, 1),
 }
 N_RANDOM = int(os.environ.get("PE_RANDOM_PROGRAMS", "10"))
 SUITES = {

@@ -47,13 +47,14 @@ from sim.fast_trace import issue_trace
 from sim.seq_model import ProgramError, SequencerModel
 from arch.isa import Instruction, SeqOp
 
+#: nr2_fp16 and nr3_bf16_dist have a scratchpad, so their micro-op has the write predicate
 CONFIGS = {
-    "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3),
+    "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, n_regs=12, n_ar=3, spad_kib=1),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256, mul_latency=3,
                            add_latency=4),
     # the distribution stage alone: the loop-level engine runs, one cycle later
     "nr3_bf16_dist": ArchConfig(nr=3, fmt="bfloat16", mem_a_words=32, mem_b_words=64, ucode_depth=128,
-                                dist_stage=True),
+                                dist_stage=True, spad_kib=1),
     # the FPGA timing (execute, bus, distribution, fetch and read stages): the per-cycle engine runs every cycle
     # two distribution levels (fan stage) with the execute and bus stages, no read stage
     "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,

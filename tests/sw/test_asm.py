@@ -45,10 +45,6 @@ FORMS = [
     ("@row=3", U(pred_mode=PredMode.ROW, pred_k=3)),
     ("@diag=1", U(pred_mode=PredMode.DIAG, pred_k=1)),
     ("@col=1 mov r1 = r2", U(pred_mode=PredMode.COL, pred_k=1, mv_op=MvOp.MOV, mv_src=2, mv_dst=1)),
-    ("@row=3 writes | wra [ar0] = r1 | mov r2 = r3",
-     U(pred_mode=PredMode.ROW, pred_k=3, wp_en=1, wa_en=1, wa_src=1, mv_op=MvOp.MOV, mv_src=3, mv_dst=2)),
-    ("@diag=2 writes wrb [ar1 + 2] = r4", U(pred_mode=PredMode.DIAG, pred_k=2, wp_en=1, wb_en=1, wb_ar=1, wb_off=2,
-                                            wb_src=4)),
     ("fma r0 = mema * r3 + r0 | rda [ar0]",
      U(fpu_en=1, fpu_a=Src.MEMA, fpu_b=3, fpu_c=0, fpu_dst=0, ra_en=1)),
     ("mac r2 += r1 * r3", U(fpu_en=1, fpu_a=1, fpu_b=3, fpu_c=2, fpu_dst=2)),
@@ -104,6 +100,27 @@ FORMS = [
                          fpu_en=1, fpu_a=Src.MEMB, fpu_b=Src.ONE, fpu_c=Src.NZERO, fpu_dst=2,
                          pred_mode=PredMode.ROW, pred_k=1), hin=HostDir.ROW)),
 ]
+
+
+#: a core with a scratchpad: its micro-op has the write predicate
+WP_CFG = ArchConfig(spad_kib=4)
+WP_FORMS = [
+    ("@row=3 writes | wra [ar0] = r1 | mov r2 = r3",
+     U(pred_mode=PredMode.ROW, pred_k=3, wp_en=1, wa_en=1, wa_src=1, mv_op=MvOp.MOV, mv_src=3, mv_dst=2)),
+    ("@diag=2 writes wrb [ar1 + 2] = r4", U(pred_mode=PredMode.DIAG, pred_k=2, wp_en=1, wb_en=1, wb_ar=1, wb_off=2,
+                                            wb_src=4)),
+]
+
+
+@pytest.mark.parametrize("text,want", WP_FORMS, ids=[f[0] for f in WP_FORMS])
+def test_write_predicate_forms(text, want):
+    """The write predicate on a core with a scratchpad (round trip included); a core
+    without one has no such field, and says so."""
+    assert assemble(text + "\nhalt", WP_CFG)[0] == want
+    prog = assemble(text + "\nhalt", WP_CFG)
+    assert assemble(disassemble(prog, WP_CFG), WP_CFG) == prog
+    with pytest.raises(AsmError, match=r"a write predicate \('writes'\) needs a scratchpad"):
+        assemble(text + "\nhalt", CFG)
 
 
 @pytest.mark.parametrize("text,want", FORMS, ids=[f[0] for f in FORMS])
@@ -409,7 +426,8 @@ def _random_slots(rng, cfg):
     if rng.random() < 0.3:
         mod = rng.choice([None, None, 2, 4]) if HAS_SEG else None
         k = rng.randrange(min(cfg.nr, mod or cfg.nr))
-        slots.append(asm.pred(rng.choice(["col", "row", "diag"]), k, mod=mod, writes=rng.random() < 0.3))
+        slots.append(asm.pred(rng.choice(["col", "row", "diag"]), k, mod=mod,
+                              writes=cfg.uop_key[2] and rng.random() < 0.3))
     if rng.random() < 0.2:
         if "rowbus" in have and rng.random() < 0.5:
             slots.append(asm.hout("row", last=rng.random() < 0.5))
@@ -465,8 +483,8 @@ def random_builder_program(cfg, seed):
     return b.build()
 
 
-@pytest.mark.parametrize("cfg", [CFG, SMALL, ArchConfig(nr=3, n_loops=8, n_agus=7, fmt="binary32")],
-                         ids=["default", "small", "nr3_l8_a7"])
+@pytest.mark.parametrize("cfg", [CFG, SMALL, ArchConfig(nr=3, n_loops=8, n_agus=7, fmt="binary32", spad_kib=4)],
+                         ids=["default", "small", "nr3_l8_a7_spad"])
 def test_random_programs_round_trip(cfg):
     seed0 = 1234
     print(f"seed base {seed0}")
