@@ -98,8 +98,10 @@ def test_chip_mbgd_out_map_choice():
 
 
 def test_chip_mbgd_engines_agree_counter_for_counter():
-    """The fast chip engine and the per-cycle chip model: same counters on every core."""
-    check_engines_agree(run_and_check, MLP((12, 10, 6), "softmax_ce", 0.05, batch=4))
+    """The fast chip engine and the per-cycle chip model: same counters on every core;
+    the programs are reloaded between RUNs, aligned (the LOADs and the alignment JUMPs of
+    test_chip_mbgd_reloaded_programs_aligned on both engines)."""
+    check_engines_agree(run_and_check, MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8))
 
 
 def test_chip_mbgd_binary32_and_more_cores():
@@ -346,8 +348,8 @@ def test_chip_mbgd_reloaded_programs_aligned(monkeypatch):
     op at the same address on every core, an alignment JUMP after the ops whose length
     differs between cores (``sw.train_chip_place._assemble_aligned``): the LOADs broadcast
     the shared words and patch the rest, fewer cycles than with each core's ops packed;
-    bit for bit against the golden on both engines, counter for counter; the JUMPs are in
-    the breakdown and the step's cycles."""
+    the JUMPs are in the breakdown and the step's cycles (bit for bit against the golden on
+    both engines, counter for counter: test_chip_mbgd_engines_agree_counter_for_counter)."""
     import sw.train_chip_mb as tcm
 
     mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
@@ -364,4 +366,3 @@ def test_chip_mbgd_reloaded_programs_aligned(monkeypatch):
         return sum(len(set(ws)) == 1 for img in prog.images for ws in zip(*img))
     assert shared(tp) > 2 * shared(packed)
     assert tp.reload_cycles() < packed.reload_cycles()
-    check_engines_agree(run_and_check, mlp)
