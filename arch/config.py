@@ -365,7 +365,8 @@ class ArchConfig:
         """Cycles without an issue after each ``JUMP`` issues (0; 1 with
         :attr:`fetch_stage`: the jump is resolved at the head and the head refills from
         its target; 2 with :attr:`addr_stage` too: the target goes through the address
-        register first). No compiler emits ``JUMP``; hand-written programs pay it."""
+        register first). Hand-written programs pay it; the compilers emit ``JUMP`` only
+        where it is 0 (the alignment of reloaded chip programs, :mod:`sw.train_chip_place`)."""
         return self.fetch_delay
 
     @property

@@ -246,8 +246,9 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
     assembled when its ops could interact); an op that assembles alike on every core
     (not ``per_core``, not the broadcast: :func:`_varies`) is emitted for core 0 only,
     the other cores taking its code at the same position of their ops. When the programs
-    are reloaded (they do not fit together) and ``align``, each op sits at the same address
-    on every core (:func:`_assemble_aligned`)."""
+    are reloaded (they do not fit together), ``align`` and a ``JUMP`` costs no bubble
+    (``cfg.jump_delay`` 0), each op sits at the same address on every core
+    (:func:`_assemble_aligned`)."""
     c = cfg.cores
     codes = _Codes(cfg)
 
@@ -261,7 +262,8 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
         return progs, sizes
     progs, sizes = split(False)
     together = sum(sizes) <= cfg.ucode_depth
-    if not together and align:
+    align = align and not together and not cfg.jump_delay       # a JUMP costs no bubble
+    if align:
         progs, sizes = split(True)
     parts, images, org = {}, [], 0
     for (nm, sub, pco), size in zip(progs, sizes):
@@ -283,7 +285,7 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
         # reloaded programs: every op at the same address on every core, so that the LOADs
         # broadcast the words the cores share and patch only the ops that differ
         # (sw.host_protocol.load_plan)
-        al = _assemble_aligned(cfg, pco, built, org) if built and not together and align else None
+        al = _assemble_aligned(cfg, pco, built, org) if built and align else None
         jumps = al[1] if al else ()
         for k, ops in enumerate(pco):
             b = al[0][k] if al else (_assemble_ops(cfg, ops, built[k], org) if built else None)
