@@ -32,6 +32,7 @@ from sw.overlap import merge_rows
 from sw.ring import ring_text
 from sw.train_cp_overlap import _at, gemv_lines
 from sw.train_ops import Op
+from sw.train_paging import spad_op
 
 __all__ = ["hidden_pages_head", "move_lines"]
 
@@ -86,10 +87,11 @@ class _Blocks:
                   reads=[(W, n * self.nw), (self.x, self.nw)], writes=[(y, n)], stores=True)
 
 
-def _hosted(cfg, name: str, pools: list, moves: list, ptr: str, rw: tuple) -> Op:
+def _hosted(cfg, name: str, pools: list, moves: list, ptr: str, rw: tuple):
     """One page move (``moves``, after the pointer setting ``ptr``) inside as few forward
     blocks as hold it, taken from the first pool with rows left (``pools``): a
-    straight-line op; ``rw``: the move's ``(reads, writes)``."""
+    straight-line op (None when no pool has rows left); ``rw``: the move's ``(reads,
+    writes)``."""
     prim, reads, writes = [], list(rw[0]), list(rw[1])
     for pool in pools:
         while True:
@@ -104,6 +106,8 @@ def _hosted(cfg, name: str, pools: list, moves: list, ptr: str, rw: tuple) -> Op
             writes += blk[2]
         if prim and len(merge_rows(prim, [moves])[0]) == len(prim):
             break
+    if not prim:
+        return None
     merged = merge_rows(prim, [moves])[0]
     lines = [ptr] + merged
     text = ring_text(cfg, lines, loop=f"{name}_")
@@ -111,7 +115,7 @@ def _hosted(cfg, name: str, pools: list, moves: list, ptr: str, rw: tuple) -> Op
     def emit(b, text=text, n=len(lines)):
         b.text(text)
         return n
-    return Op(name, "spad+gemv" if prim else "spad", emit, reads=reads, writes=writes, stores=True,
+    return Op(name, "spad+gemv", emit, reads=reads, writes=writes, stores=True,
               info={"issues": len(lines), "hosted": len(moves) - (len(merged) - len(prim))})
 
 
@@ -132,11 +136,14 @@ def hidden_pages_head(cfg, R: dict, n_in: int, sp, parts: list, part_ops) -> lis
     for p, pt in enumerate(pages):
         WP, _, n, q, _ = pt
         w, addr = n * nw, sp.page_addr(nr, q)
-        ops.append(_hosted(cfg, f"ld{p}", load_pools, move_lines(cfg, WP, w, False), f"spad rd = {addr}",
-                           ([], [(WP, w)])))
-        ops += part_ops(p, pt, moves=False)
-        ops.append(_hosted(cfg, f"st{p}", store_pools, move_lines(cfg, WP, w, True), f"spad wr = {addr}",
-                           ([(WP, w)], [])))
+        for store, pools in ((False, load_pools), (True, store_pools)):
+            if store:
+                ops += part_ops(p, pt, moves=False)
+            name = f"{'st' if store else 'ld'}{p}"
+            rw = ([(WP, w)], []) if store else ([], [(WP, w)])
+            # no forward rows left to host it: the move's loop (sw.train_paging.spad_op)
+            ops.append(_hosted(cfg, name, pools, move_lines(cfg, WP, w, store), f"spad {'wr' if store else 'rd'} = "
+                               f"{addr}", rw) or spad_op(cfg, name, store, WP, w, addr))
     for i, pt in enumerate(resident):
         rest = blocks[pt[4]].rest(f"fwr{i}")
         if rest is not None:
