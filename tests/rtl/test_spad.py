@@ -65,11 +65,14 @@ def test_config_errors_name_field_and_range(kw, needle):
 
 def test_layout_unchanged_without_scratchpad():
     """Configurations without a scratchpad keep the instruction layout bit for bit; with
-    one the control field gains the two flags."""
+    one the control field gains the two flags and the micro-op the write predicate
+    (``wp.en``, last, so the other fields keep their places)."""
     a, b = ArchConfig(nr=2), ArchConfig(nr=2, spad_kib=2)
     names_a = [n for n, _ in instr_layout(a)["ctl"].shape]
     assert "sin" not in names_a and "sin" in [n for n, _ in instr_layout(b)["ctl"].shape]
-    assert instr_layout(b).size == instr_layout(a).size + 2
+    ua, ub = ([n for n, _ in instr_layout(c)["uop"].shape] for c in (a, b))
+    assert ub == ua + ["wp"]
+    assert instr_layout(b).size == instr_layout(a).size + 3
     assert "spad_rd_beats" not in counter_names(a)
     assert counter_names(b)[-2:] == ["spad_rd_beats", "spad_wr_beats"]
 
