@@ -93,22 +93,18 @@ def _hosted(cfg, name: str, pools: list, moves: list, ptr: str, rw: tuple):
     straight-line op (None when no pool has rows left); ``rw``: the move's ``(reads,
     writes)``."""
     prim, reads, writes = [], list(rw[0]), list(rw[1])
+    merged = list(moves)
     for pool in pools:
-        while True:
-            merged, _ = merge_rows(prim, [moves])
-            if prim and len(merged) == len(prim):
-                break
+        while len(merged) > len(prim):         # moves left past the blocks' end
             blk = pool.take()
             if blk is None:
                 break
             prim += blk[0]
             reads += blk[1] + [(pool.x, pool.nw)]
             writes += blk[2]
-        if prim and len(merge_rows(prim, [moves])[0]) == len(prim):
-            break
+            merged = merge_rows(prim, [moves])[0]
     if not prim:
         return None
-    merged = merge_rows(prim, [moves])[0]
     lines = [ptr] + merged
     text = ring_text(cfg, lines, loop=f"{name}_")
 
