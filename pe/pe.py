@@ -27,15 +27,13 @@ from arch.microop import MvOp
 from pe.fp_common import CLASS_BITS
 from pe.layouts import EVENT_LAYOUT, uop_layout
 from pe.pe_fma import fma_unit
-from pe.pe_issue import (AR_SLOTS, ISSUE_LAYOUT, ISSUE_NOP, AddressRegs, issue_decode, issue_layout, issue_nop,
-                         issue_stage)
+from pe.pe_issue import AR_SLOTS, AddressRegs, issue_decode, issue_layout, issue_nop, issue_stage
 from pe.pe_move import move_unit
 from pe.pe_operands import Operands, names_reg
 from pe.pe_regfile import RfReads, rf_bypass
 from pe.pe_sram import SramBanks, SramPaths
 
-__all__ = ["PE", "EVENT_LAYOUT", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "issue_layout", "issue_nop",
-           "AR_SLOTS"]
+__all__ = ["PE", "EVENT_LAYOUT", "issue_decode", "issue_layout", "issue_nop", "AR_SLOTS"]
 
 
 class PE(wiring.Component):

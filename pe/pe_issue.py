@@ -12,7 +12,7 @@ from amaranth.lib import data
 from arch.microop import SEG_BITS, ArOp, Gate, PredMode
 from pe.layouts import uop_layout
 
-__all__ = ["AR_SLOTS", "ISSUE_LAYOUT", "ISSUE_NOP", "issue_decode", "AddressRegs", "OperandStage",
+__all__ = ["AR_SLOTS", "issue_layout", "issue_nop", "issue_decode", "AddressRegs", "OperandStage",
            "issue_stage"]
 
 #: Address registers a micro-op can name (its 2-bit AR indices).
@@ -42,14 +42,11 @@ def issue_nop(wp: bool) -> dict:
             "ar_inc": 0, "ar_add": 0, "ar_set": 0, "ar_stride": 0}
 
 
-#: the decisions of a core without the write predicate, and their NOP
-ISSUE_LAYOUT, ISSUE_NOP = issue_layout(False), issue_nop(False)
-
 
 def issue_decode(m, cfg, row: int, col: int, u):
-    """The issue-stage decisions (:data:`ISSUE_LAYOUT`) of PE ``(row, col)`` about
+    """The issue-stage decisions (:func:`issue_layout`) of PE ``(row, col)`` about
     micro-op ``u``: combinational logic added to module ``m``; returns a value of
-    :data:`ISSUE_LAYOUT`'s shape. The predicate selects by column, row or diagonal
+    :func:`issue_layout`'s shape. The predicate selects by column, row or diagonal
     offset, modulo ``2**seg`` when segmented; a bus driver is the PE at offset ``k`` of
     its (segment of the) row / column, or on diagonal ``k``; an SRAM read is made if
     enabled and its gate (:class:`~arch.microop.Gate`) holds; an AR is post-incremented
@@ -146,7 +143,7 @@ class OperandStage:
     """The operand-stage register: the micro-op issued last cycle and what its issue
     decided (``dec`` is the issue stage's decisions, of the micro-op issued now)."""
 
-    dec: object             #: issue-stage decisions (:data:`ISSUE_LAYOUT`), this cycle
+    dec: object             #: issue-stage decisions (:func:`issue_layout`), this cycle
     s1: Signal              #: the micro-op in the operand stage
     s1_pred: Signal         #: its predicate (FMA, move)
     s1_wpred: Signal        #: its SRAM writes' predicate
