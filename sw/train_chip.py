@@ -51,9 +51,12 @@ turnaround. :class:`sw.golden_train_chip.GoldenChipSGD` is the bit-exact model.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from arch.gc_pause import gc_paused
+from sw.kernels import page_load_why_not
 
 from sw.layout import local_len
 from sw.mlp import MLP
@@ -201,6 +204,18 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                        pageable, spad, page_rows, fail, dram, split_wp=True)
 
 
+def page_overlap_why_not(cfg, sp, n_in: int) -> str | None:
+    """Why the forward GEMVs of the paged panel ``sp`` (``n_in`` inputs) cannot load the
+    next page as they stream (:func:`compile_chip_sgd`'s ``page_overlap``), or None."""
+    if len(sp.pages) < 2:
+        return "one page"
+    if sp.lead:
+        return "resident rows"
+    if any(n != 1 for _, n in sp.pages):
+        return "pages of more than one local row"
+    return page_load_why_not(cfg, cfg.nr, n_in)
+
+
 def overlap_options(on: bool = True) -> dict:
     """:func:`compile_chip_sgd`'s (and :func:`sw.train_chip_mb.compile_chip_mbgd`'s)
     switches that run collectives beside compute, all ``on`` or all off: the updates'
@@ -214,7 +229,8 @@ def overlap_options(on: bool = True) -> dict:
 def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto",
                      backward: str = "auto", overlap: bool = True, spad=None,
                      page_rows: int | None = None, dram=None, ag_overlap: bool = True,
-                     bcast_overlap: bool = True, out_reduce: str = "auto") -> ChipSGDProgram:
+                     bcast_overlap: bool = True, out_reduce: str = "auto",
+                     page_overlap: bool = True) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -239,7 +255,10 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     panels are kept in the scratchpad and paged (:func:`plan_chip_sgd`; ``spad`` /
     ``page_rows`` force it): each weight of a paged panel crosses the scratchpad port
     three times per step (loaded for the forward pass, loaded and stored for the
-    backward pass).
+    backward pass). ``page_overlap``: a paged panel whose pages are one local row per PE
+    (:func:`page_overlap_why_not`) is stored in word order, and each page's forward GEMV
+    loads the next page in place as it streams (:func:`sw.train_chip_ops._paged_forward`;
+    the same operations, so the same bits; the panels in ``meta["page_overlap"]``).
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
     and the scratchpad (with the sizes), a program does not fit the microcode, ``-lr`` is not
@@ -259,6 +278,9 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     if v == 0.0 or not np.isfinite(v):
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
     wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows, dram)
+    if page_overlap:
+        panels = {l: replace(sp, order="words") if page_overlap_why_not(cfg, sp, N[l]) is None else sp
+                  for l, sp in panels.items()}
     pol = "a" if set(wbanks) == {"a"} else "search"
     rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
     bx = bool(bcast_overlap)
@@ -279,7 +301,8 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
-                         "spad_layers": sorted(panels), "ring_in": rin, "bcast_in": bx, "out_reduce": red, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                         "spad_layers": sorted(panels),
+                         "page_overlap": sorted(l for l, sp in panels.items() if sp.order == "words"), "ring_in": rin, "bcast_in": bx, "out_reduce": red, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
     return tp

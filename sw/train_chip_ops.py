@@ -7,7 +7,7 @@ page's ``W^T d`` accumulation)."""
 from __future__ import annotations
 
 from sw.collectives import Region
-from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
+from sw.kernels import (Scalar, emit_axpy, emit_gemv, page_load_why_not, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
                         gemv_cost, rank1_cost, rank1_lines)
 from sw.layout import local_len
 from sw.mlp import MLP
@@ -108,7 +108,7 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
         r0, n = sp.pages[p]
         w, dp = sp.page_words(p), _at(d, r0)
         if not (resident and p == last):
-            ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
+            ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.order))
         if l >= 1:
             e = R[f"e{l}"] if p == last else R["ep"]
             if fused:
@@ -125,7 +125,7 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
                 ops.append(page_sum_op(cfg, f"acc{l}_{p}", ln, R["ep"], R[f"e{l}"], R["one"], f"ac{l}_{p}_"))
         if not (l >= 1 and fused):
             ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))
-        ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p)))
+        ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p), sp.order))
     return ops
 
 
@@ -143,6 +143,40 @@ def ring_in_layers(cfg, mlp: MLP, P: list, N: list, out_map: str, spad: dict | N
         if gemv_ring_check(cfg, s[l - 1], gemv_cost(cfg, rows, N[l])["Lc"]) is None:
             out.append(l)
     return out
+
+
+def _paged_forward(cfg, l: int, sp: "SpadPanel", WP, n_in: int, xin, xc, y, rin) -> list:
+    """Layer ``l``'s forward GEMV page by page (:func:`_forward_ops`): each page's load,
+    then its rows of ``z`` (the first page broadcasts the input from the diagonal and
+    keeps its cols copy, the others read the copy). With ``sp.order == "words"`` a
+    page's GEMV loads the next page in place as it streams
+    (:func:`sw.kernels.emit_gemv`'s ``page_load``, where :func:`page_load_why_not`
+    allows it): one op, whose ``info["spad"]`` is that load's and ``info["respad"]``
+    rebuilds it for another scratchpad address (:func:`sw.train_dram.stream_parts`)."""
+    nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
+    ops, loaded = [], False
+    for p, (r0, n) in enumerate(sp.pages):
+        w = sp.page_words(p)
+        if not loaded:
+            ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.order))
+        xi, yp = (xin if p == 0 else xc), _at(y, r0)
+        xr = rin if p == 0 else None
+        reads = [(WP, w), (xi, xr[0] if xr and l else L(n_in))]
+        writes = [(yp, n)] + ([(xc, L(n_in) + 1)] if p == 0 else [])
+        loaded = (sp.order == "words" and p + 1 < len(sp.pages) and sp.page_words(p + 1) == w
+                  and page_load_why_not(cfg, n * nr, n_in, x_ring=xr, diag_x=p == 0) is None)
+
+        def op(addr, p=p, n=n, xi=xi, yp=yp, xr=xr, reads=reads, writes=writes, load=loaded):
+            def emit(b):
+                return emit_gemv(b, cfg, n * nr, n_in, WP, xi, yp, x_layout="diag" if p == 0 else None,
+                                 x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr,
+                                 page_load=addr if load else None).instructions
+            if not load:
+                return Op(f"gemv{l}_{p}", "gemv", emit, reads=reads, writes=writes)
+            return Op(f"gemv{l}_{p}+lf{p + 1}", "gemv+spad", emit, reads=reads, writes=writes + [(WP, w)],
+                      info={"spad": (False, WP, w, addr), "order": sp.order, "respad": op})
+        ops.append(op(sp.page_addr(nr, p + 1) if loaded else None))
+    return ops
 
 
 def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, spad: dict, ring_in: set,
@@ -178,18 +212,7 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
         if l == 0 and bcast_in:
             rin = (L(N[0]) if k == 0 else 0, L(N[0]) if k < c - 1 else 0)
         if l in spad:
-            # page by page: load, the page's rows of z (the first page broadcasts the
-            # input from the diagonal and keeps its cols copy, the others read the copy)
-            sp, WP = spad[l], R.get(f"WP{l}", R.get("WP"))
-            for p, (r0, n) in enumerate(sp.pages):
-                w = sp.page_words(p)
-                ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
-                xi, yp = (xin if p == 0 else xc), _at(y, r0)
-                xr = rin if p == 0 else None
-                kern(f"gemv{l}_{p}", "gemv", lambda b, l=l, n=n, xi=xi, xc=xc, yp=yp, p=p, WP=WP, xr=xr:
-                     emit_gemv(b, cfg, n * nr, N[l], WP, xi, yp, x_layout="diag" if p == 0 else None,
-                               x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr),
-                     [(WP, w), (xi, xr[0] if xr and l else L(N[l]))], [(yp, n)] + ([(xc, L(N[l]) + 1)] if p == 0 else []))
+            ops += _paged_forward(cfg, l, spad[l], R.get(f"WP{l}", R.get("WP")), N[l], xin, xc, y, rin)
         else:
             W = R[f"W{l}"]
             wn = L(P[l]) * L(N[l])

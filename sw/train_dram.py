@@ -7,7 +7,8 @@ the training compilers emit its page moves as for a scratchpad panel (``spad_op`
 :meth:`DramPanel.page_addr`, a virtual address past every scratchpad), and
 :func:`stream_parts` rewrites each such move to a staging slot and adds the DMA
 transfers: the first page's load at the program's start, the next page's load right
-after a page has left its slot for ``WP`` (so it runs during that page's compute), a
+after a page has left its slot for ``WP`` (so it runs during that page's compute; right
+before, when the next page's move runs inside a GEMV, ``info["respad"]``), a
 ``dma wait`` just before a page is read from its slot, and after a page is written
 back to its slot its store to DRAM. :func:`dma_timeline` predicts the stalls this
 costs (the engine runs one transfer at a time; a start or a wait stalls the core while
@@ -130,10 +131,10 @@ def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:
         for l in sorted(panels):
             sp = panels[l]
             if l in dl:
-                out[l] = DramPanel(dat, sp.lrows, sp.ncols, sp.pages, (0, slot), slot)
+                out[l] = DramPanel(dat, sp.lrows, sp.ncols, sp.pages, (0, slot), slot, order=sp.order)
                 dat += sp.beats(nr)
             else:
-                out[l] = SpadPanel(at, sp.lrows, sp.ncols, sp.pages)
+                out[l] = SpadPanel(at, sp.lrows, sp.ncols, sp.pages, order=sp.order)
                 at += sp.beats(nr)
         if dat > cfg.dram_depth:
             raise TrainCompileError(f"the weight panels in DRAM ({', '.join(f'W{l}' for l in sorted(dl))}) need "
@@ -243,7 +244,10 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
         if busy:
             pre[i].items.append(("wait", 0, 0, 0))
             flight = None
-        new[i] = replace(spad_op(cfg, ops[i].name, store, WP, words, sp.stage[s]), per_core=ops[i].per_core)
+        remake = ops[i].info.get("respad")
+        new[i] = replace(remake(sp.stage[s]) if remake else
+                         spad_op(cfg, ops[i].name, store, WP, words, sp.stage[s], ops[i].info.get("order", "rows")),
+                         per_core=ops[i].per_core)
         page_slot[addr] = s
         if store:
             start(i + 1, "store", s, sp, p)
@@ -251,7 +255,10 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
             j = loads.index(i)
             if j + 1 < len(loads):
                 nsp, np_ = pages[ops[loads[j + 1]].info["spad"][3]]
-                start(i + 1, "load", (j + 1) % 2, nsp, np_)
+                # a load inside a GEMV (``respad``) takes its page while the op before it
+                # runs: that page's transfer starts before that op, once the slot is free
+                early = "respad" in ops[loads[j + 1]].info and (j + 1) % 2 not in pending
+                start(i if early else i + 1, "load", (j + 1) % 2, nsp, np_)
     if flight is not None or pre[len(ops)].items:
         pre[len(ops)].items.append(("wait", 0, 0, 0))
     out = []

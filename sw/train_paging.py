@@ -13,8 +13,8 @@ from sw.collectives import Region
 from sw.layout import local_len
 from sw.train_host import TrainCompileError
 from sw.train_ops import Op
-from sw.transfer import (decode_unload, emit_load, emit_spad_vector, emit_unload, load_cost, spad_vector_cost,
-                         unload_beats_for)
+from sw.transfer import (decode_page, decode_unload, emit_load, emit_page_move, emit_spad_vector, emit_unload,
+                         load_cost, page_beats_for, page_move_cost, spad_vector_cost, unload_beats_for)
 
 __all__ = ["SpadPanel", "page_split", "spad_choice", "check_page_rows", "largest", "plan_panels", "spad_op",
            "spad_image", "spad_local", "spad_vector_op"]
@@ -26,7 +26,9 @@ class SpadPanel:
     buffer in row pages (:func:`plan_panels`). The panel's local words
     (``lrows x ncols`` per PE, the 2D round-robin layout) are stored page after page in
     the beat order of :func:`sw.transfer.emit_unload` (a page unloaded to the scratchpad
-    loads back unchanged with ``emit_load(..., lanes="cols")``)."""
+    loads back unchanged with ``emit_load(..., lanes="cols")``), or with ``order="words"``
+    in the word order of :func:`sw.transfer.emit_page_move` (the order in which a GEMV
+    loads the next page while it streams the current one)."""
 
     base: int                     #: first scratchpad beat
     lrows: int                    #: local rows of the whole panel per PE (``L(P_l)``)
@@ -43,6 +45,9 @@ class SpadPanel:
     #: CP: the pages are visited before the resident rows, their loads and stores inside
     #: the resident rows' forward GEMV (:mod:`sw.train_cp_hide`)
     hide: bool = field(default=False, kw_only=True)
+    #: the beat order of the pages: ``"rows"`` (:func:`sw.transfer.emit_unload`'s) or
+    #: ``"words"`` (:func:`sw.transfer.emit_page_move`'s)
+    order: str = field(default="rows", kw_only=True)
 
     @property
     def lead(self) -> int:
@@ -182,10 +187,16 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
     raise TrainCompileError(fail(alloc(cands[0], None)))
 
 
-def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int) -> Op:
+def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int, order: str = "rows") -> Op:
     """Move a page between the scratchpad (beats ``addr ..``) and the page buffer ``WP``
     (``words`` per PE): :func:`sw.transfer.emit_load` with ``lanes="cols"`` /
-    :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word."""
+    :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word; with
+    ``order="words"`` :func:`sw.transfer.emit_page_move` (:attr:`SpadPanel.order`)."""
+    if order == "words":
+        return Op(name, "spad", lambda bl: (emit_page_move(bl, cfg, WP.bank, WP.base, words, store, addr,
+                                                           loop=f"{name}_"), page_move_cost(cfg, words))[1],
+                  reads=[(WP, words)] if store else [], writes=[] if store else [(WP, words)],
+                  stores=not store, info={"spad": (store, WP, words, addr), "order": order})
     n = load_cost(cfg, words) + 1
     if store:
         return Op(name, "spad", lambda bl: (emit_unload(bl, cfg, WP.bank, WP.base, words, loop=f"{name}_",
@@ -208,8 +219,9 @@ def spad_vector_op(cfg, name: str, store: bool, R: Region, words: int, addr: int
 def spad_image(cfg, panel: SpadPanel, local) -> list:
     """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
     out, c = [], panel.ncols
+    beats = page_beats_for if panel.order == "words" else unload_beats_for
     for r0, n in panel.pages:
-        out += unload_beats_for(cfg, local[:, :, (r0 + panel.lead) * c:(r0 + panel.lead + n) * c])
+        out += beats(cfg, local[:, :, (r0 + panel.lead) * c:(r0 + panel.lead + n) * c])
     return out
 
 
@@ -219,8 +231,9 @@ def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
     if not panel.pages:                     # every row resident (CP, the history in the scratchpad)
         return np.zeros((cfg.nr, cfg.nr, 0), dtype=cfg.fmt.np_uint)
     out, at = [], 0
+    decode = decode_page if panel.order == "words" else decode_unload
     for _, n in panel.pages:
         w = n * panel.ncols
-        out.append(decode_unload(cfg, beats[at:at + cfg.nr * w], w))
+        out.append(decode(cfg, beats[at:at + cfg.nr * w], w))
         at += cfg.nr * w
     return np.concatenate(out, axis=2)

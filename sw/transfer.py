@@ -22,11 +22,12 @@ from __future__ import annotations
 import numpy as np
 
 from arch.lanes import LaneBeats, pack_beats, unpack_beats
-from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, sin, sout, wra, wrb
+from sw.asm import Builder, cdrv, hin, hout, pred, rda, rdb, rdrv, sin, sout, wra, wrb
 from arch.errors import InputError
 
 __all__ = ["emit_load", "emit_spad_vector", "spad_vector_cost", "load_programs", "emit_unload", "load_beats_for",
-           "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError", "emit_spad_fill", "emit_spad_drain"]
+           "load_lanes_for", "unload_beats_for", "decode_unload", "TransferError", "emit_spad_fill", "emit_spad_drain",
+           "emit_page_move", "page_move_cost", "page_beats_for", "decode_page"]
 
 
 class TransferError(InputError):
@@ -217,6 +218,56 @@ def spad_vector_cost(n: int) -> int:
     """Instructions issued by :func:`emit_spad_vector`: the pointer, the AGU base and
     stride, the loop instruction and ``n`` moves."""
     return n + 4
+
+
+def emit_page_move(b: Builder, cfg, bank: str, base: int, n: int, store: bool, spad_addr: int, agu: str = "g1",
+                   loop: str = "pfer") -> None:
+    """Move ``n`` words per PE between ``bank[base:base+n]`` and the scratchpad beats
+    ``spad_addr .. spad_addr + nr*n - 1`` in word order (:func:`page_beats_for`): beat
+    ``nr*a + k`` carries PE column ``k``'s word ``a``, lane ``i`` over row bus ``i`` from /
+    to PE ``(i, k)`` (a store: ``rdrv @col=k``, ``sout row``; a load: ``sin row``,
+    ``@col=k``). A GEMV reading the words in this order can load the next page in place
+    as it goes (:func:`sw.kernels.emit_gemv`, ``page_load``). Issues
+    :func:`page_move_cost` instructions."""
+    _check(cfg, bank, base, n)
+    _check_spad(cfg, spad_addr, cfg.nr * n)
+    src = "mema" if bank == "a" else "memb"
+    rd, wr = (rda, wra) if bank == "a" else (rdb, wrb)
+    b.spad("wr" if store else "rd", spad_addr)
+    b.agu_base(agu, base)
+    b.agu_stride(agu, loop, 1)
+    with b.loop(loop, n):
+        for k in range(cfg.nr):
+            if store:
+                b.emit(rd(0, 0, agu=agu, gate="rdrv"), rdrv(src, col=k), sout("row"))
+            else:
+                b.emit(sin("row"), pred("col", k), wr("row", 0, 0, agu=agu))
+
+
+def page_move_cost(cfg, n: int) -> int:
+    """Instructions issued by :func:`emit_page_move`: the pointer, the AGU base and
+    stride, the loop instruction and ``nr * n`` moves."""
+    return 4 + cfg.nr * n
+
+
+def page_beats_for(cfg, local: np.ndarray) -> list[int]:
+    """The beats of :func:`emit_page_move` for ``local`` (``(nr, nr, n)`` bit patterns):
+    beat ``nr*a + k`` carries PE ``(i, k)``'s word ``a`` in lane ``i``."""
+    nr, w = cfg.nr, cfg.fmt.width
+    local = np.asarray(local, dtype=np.uint64)
+    if local.shape[:2] != (nr, nr):
+        raise TransferError(f"local array must be (nr, nr, n) = ({nr}, {nr}, n), got {local.shape}")
+    # [a, k, i]: word a, column k, lane i
+    return pack_beats(local.transpose(2, 1, 0).reshape(-1, nr), w)
+
+
+def decode_page(cfg, beats, n: int) -> np.ndarray:
+    """``nr * n`` beats of :func:`page_beats_for` -> ``(nr, nr, n)`` bit patterns."""
+    nr, w = cfg.nr, cfg.fmt.width
+    data = [b.data if hasattr(b, "data") else (b[0] if isinstance(b, (tuple, list)) else int(b)) for b in beats]
+    if len(data) != nr * n:
+        raise TransferError(f"expected {nr * n} beats, got {len(data)}")
+    return np.ascontiguousarray(unpack_beats(data, nr, w, cfg.fmt.np_uint).reshape(n, nr, nr).transpose(2, 1, 0))
 
 
 def decode_unload(cfg, beats, n: int) -> np.ndarray:

@@ -3,7 +3,7 @@ cost model (:func:`gemv_cost`)."""
 
 from __future__ import annotations
 
-from sw.asm import mac, mov, mul
+from sw.asm import mac, mov, mul, pred, sin, spad
 from sw.collectives import BusDir, Frag, Region, reduce_plan, reg, step_slots
 from sw.kernels.common import KernelInfo, _finish, _lat, _need
 from sw.layout import local_len
@@ -33,7 +33,29 @@ def _runs(n_mid: int, bounds=()) -> list:
     return list(zip(cuts, cuts[1:]))
 
 
-def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree") -> dict:
+def page_load_why_not(cfg, m: int, n: int, trans: bool = False, x_ring=None, diag_x: bool = False) -> str | None:
+    """Why :func:`emit_gemv` cannot load the next page of ``W`` in place as it streams
+    (``page_load``), or None: it needs one local output per PE (one chain, every stream
+    step reading one word of ``W``), at least ``nr`` instructions per stream step (the
+    ``nr`` beats of a word), the forward GEMV, no input from the ring (its ``rin`` is
+    the stream input the scratchpad's ``sin`` needs) and, with ``x`` in the diagonal
+    layout, a stream step longer than ``nr`` (the copy of ``x`` is written in every PE by
+    the step's last instruction, which a beat's write predicate would gate)."""
+    if trans:
+        return "the transposed GEMV reads several words of W per stream step"
+    if x_ring is not None:
+        return "the input comes from the ring (one stream input per instruction)"
+    c = gemv_cost(cfg, m, n)
+    if diag_x and c["Lc"] <= cfg.nr:
+        return "x's copy is written in every PE by the step's last instruction, which a beat would predicate"
+    if c["nchain"] != 1:
+        return f"{c['nchain']} local rows per PE (one is needed)"
+    if c["Lc"] < cfg.nr:
+        return f"{c['Lc']} instructions per stream step, fewer than the {cfg.nr} beats of a word"
+    return None
+
+
+def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree", page_load: bool = False) -> dict:
     """Cycle-cost model of :func:`emit_gemv` (exact instruction count and its terms).
 
     With ``nchain`` = local outputs per PE (``ceil(m/nr)``, transposed ``ceil(n/nr)``),
@@ -50,6 +72,9 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree")
     block is too short for the FMA latency, the reduction steps; the moves of each block's
     sums to the output hide in the next block's first MAC instructions, only the last
     block's are an epilogue).
+
+    ``page_load``: ``1 + nr - min(nr, gap)`` more (the scratchpad pointer, and the last
+    word's ``nr`` beats after the stream, which cover the gap).
     """
     nr = cfg.nr
     mp, np_ = local_len(m, nr), local_len(n, nr)
@@ -61,6 +86,8 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree")
     P = max(L, F)
     gap0 = max(0, F - Lc)
     ins = 1 + B * (Lc * nstream + gap0 + S * P) + (nchain - (B - 1) * L)
+    if page_load:
+        ins += 1 + nr - min(nr, gap0)
     return {"instructions": ins, "B": B, "L": L, "Lc": Lc, "P": P, "S": S, "gap": gap0,
             "nchain": nchain, "nstream": nstream, "mac_cycles": B * Lc * nstream,
             "reduce_cycles": B * S * P}
@@ -68,7 +95,8 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree")
 
 def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
               reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
-              agus=("g0", "g1", "g2"), name: str = "gv", x_ring: tuple | None = None) -> KernelInfo:
+              agus=("g0", "g1", "g2"), name: str = "gv", x_ring: tuple | None = None,
+              page_load: int | None = None) -> KernelInfo:
     """``y = W x`` (``trans=False``) or ``y = W^T x`` (``trans=True``), ``W`` ``m x n``.
 
     Memory map: ``W`` 2D round-robin (``mp * np`` words per PE). ``x`` (length ``n``,
@@ -91,6 +119,14 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     ``x_ring = (own, fwd)`` (``x`` diag, not ``trans``): beats ``j >= own`` come from the
     ring (``rin col``) where the first block loads them (instruction ``j * Lc``), beats
     ``j < fwd`` are sent on as loaded (``rout col``); the same count (:mod:`sw.ring`).
+
+    ``page_load`` (a scratchpad beat address; :func:`page_load_why_not` says when it
+    applies): while streaming, ``W``'s region is overwritten in place with the next page,
+    ``nr * m * n / nr^2`` beats from that address in :func:`sw.transfer.emit_page_move`'s
+    word order: stream step ``s >= 1`` writes word ``s - 1`` (read one step before), beat
+    ``k`` in its instruction ``k`` (``sin row | @col=k writes``: the write predicate
+    leaves the MAC in every PE), the last word after the stream, in the instructions
+    that wait for the last MAC.
     """
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
@@ -134,6 +170,13 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
                 x_copy.wr(xdir.bus, s, agu=agu)]
     own, fwd = x_ring if x_ring is not None else (nstream, 0)
     _need(x_ring is None or (diag_x and not trans and own >= 0), "x_ring needs x in the diag layout, not trans")
+    if page_load is not None:
+        why = page_load_why_not(cfg, m, n, trans, x_ring, diag_x)
+        _need(why is None, f"page_load: {why}")
+
+    def page_beat(k, word, agu):
+        """Beat ``k`` of the next page's ``word``: into PE column ``k``'s ``W`` word."""
+        return [sin("row"), pred("col", k, writes=True), W.wr("row", word, agu=agu)]
 
     def x_load_ring(s, agu):      # from the diagonal or the ring; sent on if s < fwd
         out = x_load_bus(s, agu) if s < own else ["rin col", mov(xr, xdir.bus), x_copy.wr(xdir.bus, s, agu=agu)]
@@ -155,6 +198,8 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
                     sl += [root.drive(rdir, reg(k)), y.wr(rdir.bus, k, agu=gY)]
             if k == Lc - 1 and load is not None:
                 sl += load(s + 1, agu_x)
+            if page_load is not None and s >= 1 and k < nr:
+                sl += page_beat(k, s - 1 + bofs, agu_w)
             ins.append(f.ins(*sl))
         return ins
 
@@ -180,13 +225,15 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
             step(nstream - 1, bofs, None, False, None, False)
         return first
 
-    def reduce_section():
-        ins = f.nops(gap0)
+    def reduce_section(gap=gap0):
+        ins = f.nops(gap)
         for st in steps:
             for k in range(P):
                 ins.append(f.ins(*step_slots(rdir, st, k)) if k < L else f.ins())
         return ins
 
+    if page_load is not None:
+        f.ins(spad("rd", page_load))
     # setup: x[0] into x0 (and into x_copy[0])
     if diag_x:
         src = [x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0)] if own > 0 else ["rin col"]
@@ -198,7 +245,12 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     f.attach(("agu_stride", gW, LS, sstride), [setup] + first[:-1])
     f.attach(("agu_base", gX, 0), [setup] + first[:-1])
     f.attach(("agu_stride", gX, LS, 1), [setup] + first[:-1])
-    red = reduce_section()
+    if page_load is not None:               # the last word's beats (B == 1), in the gap
+        for k in range(nr):
+            f.ins(*page_beat(k, nstream - 1, None))
+        red = reduce_section(max(0, gap0 - nr))
+    else:
+        red = reduce_section()
     if B > 1:
         _need(len(red) >= 5, "internal: no room for the block-loop controls")
         for c in (("agu_stride", gW, LB, L * kstride), ("agu_stride", gX, LB, 0),
@@ -212,7 +264,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     for k in range(last_real):
         f.ins(root.drive(rdir, reg(k)), y.wr(rdir.bus, (B - 1) * L + k))
     _finish(b, f)
-    cost = gemv_cost(cfg, m, n, trans=trans, reduce=reduce)
+    cost = gemv_cost(cfg, m, n, trans=trans, reduce=reduce, page_load=page_load is not None)
     assert f.count() == cost["instructions"], (f.count(), cost)
     return KernelInfo("gemv_t" if trans else "gemv", f.count(), m * n,
                       {k: cost[k] for k in ("B", "L", "Lc", "P", "S", "gap")} | {"reduce": reduce})
