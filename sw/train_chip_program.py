@@ -246,12 +246,16 @@ class ChipSGDProgram(PanelMap):
     # -- host programs ------------------------------------------------------------------
     def _place_host(self) -> None:
         """Put the host-phase programs into the microcode image after the chip programs
-        when they fit (no reload between phases), else into images of their own."""
+        when they fit (no reload between phases); else into an image of their own at the
+        top of the microcode, below them the words of the first (else the last) chip
+        image (so a switch between the two LOADs only the words the host programs cover),
+        or, when both are shorter, each into an image of its own."""
         cfg = self.cfg
         phases = ("in", "in_x", "unload") + (("g",) if self.softmax == "host" else ())
         progs = {w: self._host_programs(w, 0) for w in phases}
         sizes = {w: max(len(x) for x in p) for w, p in progs.items()}
         used = max(len(x) for x in self.images[-1])
+        top = cfg.ucode_depth - sum(sizes.values())
         self.host_at = {}
         if len(self.images) == 1 and used + sum(sizes.values()) <= cfg.ucode_depth:
             org = used
@@ -261,6 +265,16 @@ class ChipSGDProgram(PanelMap):
                     self.images[0][k].extend(ws[k] + [0] * (sizes[w] - len(ws[k])))
                 self.host_at[w] = (0, org)
                 org += sizes[w]
+        elif top >= 0 and any(all(len(x) >= top for x in im) for im in (self.images[0], self.images[-1])):
+            base = next(im for im in (self.images[0], self.images[-1]) if all(len(x) >= top for x in im))
+            img, org = [list(x[:top]) for x in base], top
+            for w in phases:
+                ws = self._host_programs(w, org)
+                for k in range(cfg.cores):
+                    img[k].extend(ws[k] + [0] * (sizes[w] - len(ws[k])))
+                self.host_at[w] = (len(self.images), org)
+                org += sizes[w]
+            self.images.append(img)
         else:
             for w in phases:
                 self.images.append(progs[w])

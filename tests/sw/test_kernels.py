@@ -829,3 +829,63 @@ def test_gemv_t_rank1_cost_and_energy_events():
     sep = gemv_cost(cfg, 256, 256, trans=True)["instructions"] + rank1_cost(cfg, 256, 256)["instructions"]
     assert fused <= 1.01 * sep, (fused, sep)
 
+
+
+@pytest.mark.parametrize("backend", ["model", "fast"])
+@pytest.mark.parametrize("nr,m,n,x_layout", [(4, 4, 37, None), (4, 3, 9, None), (2, 2, 21, "diag"), (3, 3, 14, None)],
+                         ids=["nr4", "nr4_pad", "nr2_diag", "nr3"])
+def test_gemv_page_load_model(nr, m, n, x_layout, backend):
+    """``emit_gemv(..., page_load=addr)``: the sums are the plain GEMV's, bit for bit,
+    ``W``'s region ends holding the next page (the scratchpad's beats from ``addr`` in
+    :func:`sw.transfer.emit_page_move`'s word order), and the kernel issues
+    ``gemv_cost(page_load=True)`` instructions (the plain count plus the pointer and the
+    last word's beats beyond the FMA gap)."""
+    from sim.core_run import Phase, run_session
+    from sw.transfer import decode_unload, emit_load, emit_spad_fill, emit_unload, load_beats_for, page_beats_for
+
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256, ucode_depth=256, spad_kib=1)
+    fmt, nw = cfg.fmt, local_len(n, nr)
+    W0, W1, xg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n,))
+    W, x, xc, y = Region("a", 3), Region("b", 0), Region("b", 100), Region("b", 200)
+    xl = x_layout or "cols"
+    b1 = Builder(cfg)
+    emit_load(b1, cfg, "a", W.base, nw, loop="w")
+    emit_load(b1, cfg, "b", x.base, nw, loop="x")
+    emit_spad_fill(b1, cfg, 40, nr * nw)
+    b1.halt()
+    data = (load_beats_for(cfg, pack_matrix(W0, nr)) + load_beats_for(cfg, pack_vector(xg, nr, xl))
+            + page_beats_for(cfg, pack_matrix(W1, nr)))
+    b2 = Builder(cfg)
+    info = emit_gemv(b2, cfg, m, n, W, x, y, x_layout=x_layout, x_copy=xc if x_layout else None, page_load=40)
+    b2.halt()
+    b3 = Builder(cfg)
+    emit_unload(b3, cfg, "b", y.base, 1, loop="y")
+    emit_unload(b3, cfg, "a", W.base, nw, loop="v")
+    b3.halt()
+    _, r2, r3 = run_session(cfg, [Phase(b1.build().words(), data), Phase(b2.build().words()),
+                                  Phase(b3.build().words())], backend=backend)
+    _eq(unpack_vector(decode_unload(cfg, r3.data[:nr], 1), m, "rows"), golden.gemv(fmt, nr, W0, xg, "tree"), "y")
+    _eq(decode_unload(cfg, r3.data[nr:], nw), pack_matrix(W1, nr), "next page")
+    assert info.instructions == gemv_cost(cfg, m, n, page_load=True)["instructions"] == r2.counters["instructions"] - 1
+    c = gemv_cost(cfg, m, n)
+    assert info.instructions == c["instructions"] + 1 + nr - min(nr, c["gap"])
+    assert r2.counters["spad_rd_beats"] == nr * nw
+
+
+def test_page_load_why_not():
+    """Where a GEMV cannot load the next page as it streams, the reason (and
+    ``emit_gemv`` refuses)."""
+    from sw.kernels import page_load_why_not
+
+    cfg4 = ArchConfig(nr=4, spad_kib=1)
+    assert page_load_why_not(cfg4, 4, 40) is None
+    assert "transposed" in page_load_why_not(cfg4, 4, 40, trans=True)
+    assert "ring" in page_load_why_not(cfg4, 4, 40, x_ring=(1, 0))
+    assert "2 local rows" in page_load_why_not(cfg4, 8, 40)
+    assert "copy" in page_load_why_not(cfg4, 4, 40, diag_x=True)
+    assert page_load_why_not(ArchConfig(nr=2, spad_kib=1), 2, 40, diag_x=True) is None
+    assert "fewer than the 8 beats" in page_load_why_not(ArchConfig(nr=8, spad_kib=1), 8, 40)
+    with pytest.raises(KernelError, match="page_load: 2 local rows"):
+        emit_gemv(Builder(cfg4), cfg4, 8, 40, Region("a", 0), Region("b", 0), Region("b", 100), page_load=0)

@@ -7,7 +7,7 @@ import pytest
 
 from arch.config import ArchConfig
 from sim.core_run import run_job
-from sw.asm import Builder
+from sw.asm import Builder, hout, sin
 from sw.layout import pack_matrix, pack_vector, unpack_matrix, unpack_vector
 from sw.transfer import TransferError, decode_unload, emit_load, emit_unload, load_beats_for
 
@@ -160,3 +160,40 @@ def test_spad_vector_roundtrip(backend):
     assert (decode_unload(cfg, r3.data, n) == vec).all()
     assert r2.counters["spad_rd_beats"] == r2.counters["spad_wr_beats"] == n
     assert r2.counters["instructions"] == 2 * spad_vector_cost(n) + 1          # and the halt
+
+
+@pytest.mark.parametrize("backend", ["model", "fast"])
+def test_spad_page_roundtrip_in_word_order(backend):
+    """The word-order page moves (:func:`emit_page_move`, the SGD pages a GEMV loads as it
+    streams): a scratchpad filled with :func:`page_beats_for` loads as the local words,
+    stores back the same beats (:func:`decode_page` inverts them), and each way issues
+    :func:`page_move_cost` instructions; with ``nr = 3`` (not a power of two) too."""
+    from sim.core_run import Phase, run_session
+    from sw.transfer import decode_page, emit_page_move, emit_spad_fill, page_beats_for, page_move_cost
+
+    for nr, n in ((4, 7), (3, 5)):
+        cfg = ArchConfig(nr=nr, mem_a_words=64, mem_b_words=64, ucode_depth=256, spad_kib=1)
+        loc = np.random.default_rng(nr).integers(0, 1 << 16, size=(nr, nr, n), dtype=np.uint64)
+        beats = page_beats_for(cfg, loc)
+        assert (decode_page(cfg, beats, n) == loc).all()
+        b1 = Builder(cfg)
+        emit_spad_fill(b1, cfg, 20, nr * n)
+        b1.halt()
+        b2 = Builder(cfg)
+        emit_page_move(b2, cfg, "b", 5, n, False, 20)                # spad 20 -> B
+        emit_page_move(b2, cfg, "b", 5, n, True, 100, loop="p2")     # B -> spad 100
+        b2.halt()
+        b3 = Builder(cfg)
+        emit_unload(b3, cfg, "b", 5, n)
+        b3.halt()
+        b4 = Builder(cfg)
+        b4.spad("rd", 100)
+        with b4.loop("d", nr * n):
+            b4.emit(sin("row"), hout("row"))
+        b4.halt()
+        r1, r2, r3, r4 = run_session(cfg, [Phase(b1.build().words(), beats), Phase(b2.build().words()),
+                                           Phase(b3.build().words()), Phase(b4.build().words())], backend=backend)
+        assert (decode_unload(cfg, r3.data, n) == loc).all()
+        assert [int(getattr(x, "data", x)) for x in r4.data] == beats
+        assert r2.counters["instructions"] == 2 * page_move_cost(cfg, n) + 1          # and the halt
+        assert r2.counters["spad_rd_beats"] == r2.counters["spad_wr_beats"] == nr * n
