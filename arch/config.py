@@ -195,6 +195,11 @@ class ArchConfig:
         cycles (:meth:`dma_cycles`). Default 80: about 80 ns at 1 GHz, a DDR4 row miss
         (tRCD + CL = 27.5 ns at DDR4-3200 CL22, JESD79-4) plus a memory controller and
         interconnect (est.). cocotbext-axi's ``AxiRam`` is 3 (``docs/core.md``).
+    dma_queue : int
+        Transfers the DMA engine holds, 1..64: the one it moves and those waiting in its
+        descriptor queue behind it, done one after another. A ``dma load`` / ``dma
+        store`` stalls only while ``dma_queue`` transfers are outstanding (a ``dma wait``
+        until none is). Default 1: one transfer at a time.
     """
 
     fmt: FPFormat | str = "binary16"
@@ -225,6 +230,7 @@ class ArchConfig:
     dram_mib: int = 0
     dram_gbps: float = 25.6
     dram_latency: int = 80
+    dma_queue: int = 1
 
     def __post_init__(self):
         try:
@@ -299,6 +305,7 @@ class ArchConfig:
         if self.dram_mib & (self.dram_mib - 1):
             raise ConfigError(f"ArchConfig.dram_mib must be 0 or a power of two in 1..65536, got {self.dram_mib}")
         _check_int("dram_latency", self.dram_latency, 1, 4096)
+        _check_int("dma_queue", self.dma_queue, 1, 64)
         if (isinstance(self.dram_gbps, bool) or not isinstance(self.dram_gbps, (int, float))
                 or not 0.01 <= self.dram_gbps <= 100000):
             raise ConfigError(f"ArchConfig.dram_gbps must be a number in 0.01..100000, got {self.dram_gbps!r}")
@@ -500,6 +507,8 @@ class ArchConfig:
             for k in ("dram_mib", "dram_gbps", "dram_latency"):
                 if d[k] == _DRAM_DEFAULTS[k]:
                     del d[k]
+        if d["dma_queue"] == 1:   # one transfer at a time: the dict of before
+            del d["dma_queue"]
         return d
 
     def to_json(self) -> str:

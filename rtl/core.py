@@ -285,7 +285,7 @@ class Core(wiring.Component):
         if not lone:
             m.d.comb += [rx.w_data.eq(self.ring_in.data), rx.w_en.eq(self.ring_in.en)]
         stall = Signal()
-        dma_wait = (seq.need_dma & s.dma.busy) if s.dma is not None else Const(0)
+        dma_wait = (seq.need_dma & Mux(seq.dma_waits, s.dma.busy, s.dma.full)) if s.dma is not None else Const(0)
         m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
                                             | (seq.need_rin & ~ring_ok) | (seq.need_rout & ~ring_room)
                                             | dma_wait))
@@ -695,6 +695,6 @@ class Core(wiring.Component):
         ]
         if s.dma is not None:
             m.d.comb += [ctr.dram_rd.eq(s.dma.rd_beat), ctr.dram_wr.eq(s.dma.wr_beat), ctr.dma_busy.eq(s.dma.busy),
-                         ctr.dma_stall.eq(s.seq.need_dma & s.dma.busy)]
+                         ctr.dma_stall.eq(s.seq.need_dma & Mux(s.seq.dma_waits, s.dma.busy, s.dma.full))]
         for p, pe in enumerate(s.pes):
             m.d.comb += ctr.pe_events()[p].eq(Mux(pe_en, pe.ev.as_value(), 0))

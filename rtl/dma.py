@@ -7,8 +7,9 @@ Specified in ``docs/core.md`` ("The DMA engine"); the models are
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import wiring
+from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from arch.isa import DMA_N_BITS
@@ -81,18 +82,24 @@ def axi_port(component, cfg, prefix: str = "m_axi"):
 
 
 class DmaEngine(wiring.Component):
-    """One transfer at a time between DRAM (AXI4, one burst per transfer) and the
-    scratchpad (its own read and write port).
+    """Transfers between DRAM (AXI4, one burst per transfer) and the scratchpad (its own
+    read and write port), one after another; ``cfg.dma_queue - 1`` more wait in a
+    descriptor queue (:class:`amaranth.lib.fifo.SyncFIFO`) behind the one it moves.
 
     Ports
     -----
     start : In(1), store : In(1), n : In(8), dram : In(dram_addr_bits), spad : In(spad_addr_bits)
         A transfer of ``n + 1`` beats (a store with ``store``) at DRAM beat ``dram`` and
-        scratchpad beat ``spad``, taken in a cycle with ``start`` (only while idle: the
-        core stalls every DMA start and wait while ``busy``).
+        scratchpad beat ``spad``, taken in a cycle with ``start``: latched when the
+        engine is idle and nothing is queued, else queued (the core stalls a DMA start
+        while ``full``, so the queue has room).
     busy : Out(1)
-        Combinational: ``start`` or a transfer in progress. The core stalls DMA starts and
+        Combinational: ``start``, a transfer in progress or one queued. The core stalls DMA
         waits on it, the host interface's drain waits for it, the counters count it.
+    full : Out(1)
+        Combinational: ``cfg.dma_queue`` transfers outstanding (``start``, the one in
+        progress, the queued ones). The core stalls DMA starts on it (``busy`` when
+        ``dma_queue`` is 1).
     rd_beat, wr_beat : Out(1)
         A beat arrived from DRAM (R handshake) / went to DRAM (W handshake) this cycle.
     spad_raddr, spad_ren, spad_rdata, spad_waddr, spad_wdata, spad_wen
@@ -104,7 +111,8 @@ class DmaEngine(wiring.Component):
     ``start`` in cycle ``t`` latches the transfer; from ``t + 1`` a load drives ``AR``
     (one INCR burst of ``n + 1`` beats, ``arsize`` = the beat) until ``arready``, then
     takes every ``R`` beat (``rready`` always high) and writes it to the scratchpad in
-    its cycle; it is idle after the ``rlast`` beat's cycle. A store drives ``AW`` until
+    its cycle; it is idle after the ``rlast`` beat's cycle (and takes the next queued
+    transfer in the cycle after, as a ``start`` would be taken). A store drives ``AW`` until
     ``awready`` and, from ``t + 1``, streams the beats: the scratchpad read port's output
     register is the ``W`` data register (a beat is read whenever ``W`` is empty or taken,
     so the beats go out one per cycle while ``wready`` is high); it is idle after the
@@ -118,7 +126,7 @@ class DmaEngine(wiring.Component):
         ab = cfg.spad_addr_bits
         super().__init__({
             "start": In(1), "store": In(1), "n": In(DMA_N_BITS), "dram": In(cfg.dram_addr_bits), "spad": In(ab),
-            "busy": Out(1), "rd_beat": Out(1), "wr_beat": Out(1),
+            "busy": Out(1), "full": Out(1), "rd_beat": Out(1), "wr_beat": Out(1),
             "spad_raddr": Out(ab), "spad_ren": Out(1), "spad_rdata": In(bw),
             "spad_waddr": Out(ab), "spad_wdata": Out(bw), "spad_wen": Out(1),
             **axi_master_members(cfg),
@@ -142,8 +150,32 @@ class DmaEngine(wiring.Component):
         aw_done = Signal()
         state = Signal(range(5))                   # IDLE, AR, R, AW_W, B
         IDLE, AR, R, AW_W, B = range(5)
+        # the transfer taken in an idle cycle: a start, or the queue's oldest
+        take = Signal()
+        d_store, d_n = Signal(), Signal(DMA_N_BITS)
+        d_dram, d_spad = Signal(cfg.dram_addr_bits), Signal(cfg.spad_addr_bits)
+        idle = state == IDLE
+        if cfg.dma_queue > 1:
+            m.submodules.queue = q = SyncFIFO(width=1 + DMA_N_BITS + cfg.dram_addr_bits + cfg.spad_addr_bits,
+                                              depth=cfg.dma_queue - 1)
+            pop = idle & q.r_rdy
+            m.d.comb += [
+                q.w_data.eq(Cat(self.store, self.n, self.dram, self.spad)),
+                q.w_en.eq(self.start & ~(idle & ~q.r_rdy)),
+                q.r_en.eq(pop),
+                take.eq(pop | (idle & self.start)),
+                Cat(d_store, d_n, d_dram, d_spad).eq(Mux(pop, q.r_data, q.w_data)),
+                self.busy.eq(self.start | ~idle | q.r_rdy),
+                self.full.eq((self.start + ~idle + q.level) >= cfg.dma_queue),
+            ]
+        else:
+            m.d.comb += [
+                take.eq(idle & self.start),
+                Cat(d_store, d_n, d_dram, d_spad).eq(Cat(self.store, self.n, self.dram, self.spad)),
+                self.busy.eq(self.start | ~idle),
+                self.full.eq(self.busy),
+            ]
         m.d.comb += [
-            self.busy.eq(self.start | (state != IDLE)),
             a("awid").eq(0), a("arid").eq(0), a("awburst").eq(1), a("arburst").eq(1),
             a("awsize").eq(shift), a("arsize").eq(shift), a("awlen").eq(n), a("arlen").eq(n),
             a("awaddr").eq(addr), a("araddr").eq(addr), a("wstrb").eq(-1),
@@ -155,10 +187,10 @@ class DmaEngine(wiring.Component):
         ]
         with m.Switch(state):
             with m.Case(IDLE):
-                with m.If(self.start):
-                    m.d.sync += [n.eq(self.n), spad.eq(self.spad), addr.eq(self.dram << shift), k.eq(0),
+                with m.If(take):
+                    m.d.sync += [n.eq(d_n), spad.eq(d_spad), addr.eq(d_dram << shift), k.eq(0),
                                  w_done.eq(0), wvalid.eq(0), aw_done.eq(0), state.eq(AR)]
-                    with m.If(self.store):
+                    with m.If(d_store):
                         m.d.sync += state.eq(AW_W)
             with m.Case(AR):
                 with m.If(a("arready")):

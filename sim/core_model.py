@@ -384,8 +384,8 @@ class CoreRun:
                 stall = True
             if h.hout and h.rout and self.ring_room is not None and not self.ring_room(self):
                 stall = True
-            if h.dma and self.dma is not None and not self.dma.idle(self.cycles):
-                stall = True                 # a dma start or wait while a transfer is outstanding
+            if h.dma and self.dma is not None and not self.dma.can_issue(h, self.cycles):
+                stall = True                 # a dma wait while a transfer is outstanding, a start on a full queue
                 self.dma.stalls += 1
             self.stalled = stall
             if stall:

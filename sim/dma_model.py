@@ -4,14 +4,18 @@ Specified in ``docs/core.md`` ("The DMA engine"). In short: ``DMA_PTR`` sets the
 DRAM and scratchpad beat addresses; ``dma load N`` / ``dma store N`` start a copy of ``N``
 beats (1..256, inside one 4 KiB DRAM page) DRAM -> scratchpad / scratchpad -> DRAM, after
 which both addresses have advanced by ``N``; ``dma wait`` issues only when the engine is
-idle. One transfer is outstanding at a time: a start while the engine is busy stalls like
-a wait. A start issued in cycle ``t`` keeps the engine busy in cycles ``t + 1 .. t + B``
-with ``B = transfer_cycles(cfg, N, store)``; a RUN ends only when its drain is over and the
-engine is idle.
+idle. The engine holds ``Q = cfg.dma_queue`` transfers (the one it moves and those queued
+behind it) and does them one after another: a start while ``Q`` are outstanding stalls
+until the oldest is done (``Q = 1``: one transfer at a time, a start while the engine is
+busy stalls like a wait). A start issued in cycle ``t`` keeps the engine busy in cycles
+``u + 1 .. u + B`` with ``u = max(t, the end of the transfer before it)`` and ``B =
+transfer_cycles(cfg, N, store)``; a RUN ends only when its drain is over and the engine
+is idle.
 
-The scratchpad region of a transfer is *open* from its start to the next instruction that
-starts or waits (or the RUN's end): a ``sin`` or ``sout`` of the region of an open load,
-or a ``sout`` of the region of an open store, raises :class:`DramError` (the RTL's result
+The scratchpad region of a transfer is *open* from its start to the next ``dma wait``, or
+to the start ``Q`` starts after it (which issues only once the transfer is done), or the
+RUN's end: a ``sin`` or ``sout`` of the region of an open load, or a ``sout`` of the
+region of an open store, raises :class:`DramError` (the RTL's result
 would depend on the DRAM's timing). So the data a transfer moves does not depend on when
 its beats move, and the models may copy a transfer's beats at any time in its window.
 
@@ -135,17 +139,29 @@ def check_transfer(cfg, t: Transfer) -> None:
 
 
 class RegionCheck:
-    """The open transfer's scratchpad region (module docstring) and the race check."""
+    """The open transfers' scratchpad regions (module docstring) and the race check: a
+    wait closes every region, a start the region of the transfer ``queue`` starts
+    before it (it issues only once that one is done)."""
 
-    def __init__(self):
-        self.open: Transfer | None = None
+    def __init__(self, queue: int = 1):
+        self.queue = queue
+        self.opened: list[Transfer] = []
+
+    def issue(self, dma: int) -> None:
+        """A DMA instruction (``dma``: the :class:`~arch.isa.DmaOp`) issues."""
+        if dma == DmaOp.WAIT:
+            self.opened = []
+        elif dma in (DmaOp.LOAD, DmaOp.STORE):
+            self.opened = self.opened[len(self.opened) - self.queue + 1:] if self.queue > 1 else []
 
     def check(self, pc: int, rd, wr) -> None:
         """An instruction at ``pc`` reads scratchpad beat ``rd`` / writes ``wr`` (``None``:
         no access)."""
-        t = self.open
-        if t is None:
-            return
+        for t in self.opened:
+            self._check(t, pc, rd, wr)
+
+    @staticmethod
+    def _check(t: Transfer, pc: int, rd, wr) -> None:
         if wr is not None and t.overlaps(wr):
             raise DramError(f"sout at pc {pc} writes scratchpad beat {wr} of the dma "
                             f"{'load' if t.kind == DmaOp.LOAD else 'store'} started at pc {t.pc} "
@@ -164,39 +180,47 @@ def copy_transfer(t: Transfer, spad, dram: Dram) -> None:
 
 
 class DmaEngine:
-    """The DMA engine in :class:`sim.core_model.CoreRun`: busy until cycle :attr:`end`
-    (1-based RUN cycles), its transfer's beats moved when it turns idle."""
+    """The DMA engine in :class:`sim.core_model.CoreRun`: its outstanding transfers
+    (at most ``cfg.dma_queue``, done one after another), each busy until its end cycle
+    (1-based RUN cycles), their beats moved when they finish."""
 
     def __init__(self, cfg, spad, dram: Dram):
         self.cfg, self.spad, self.dram = cfg, spad, dram
         self.ptrs = DmaPointers(cfg)
-        self.region = RegionCheck()
-        self.end = 0
-        self.pending: Transfer | None = None
+        self.region = RegionCheck(cfg.dma_queue)
+        self.queue: list = []                #: (Transfer, end cycle), oldest first
+        self.end = 0                         #: the last transfer's end cycle
         self.rd_beats = self.wr_beats = self.busy = self.stalls = 0
 
+    def _retire(self, cycle: int) -> None:
+        while self.queue and cycle > self.queue[0][1]:
+            copy_transfer(self.queue.pop(0)[0], self.spad, self.dram)
+
     def idle(self, cycle: int) -> bool:
-        """Whether the engine is idle in ``cycle`` (moving the beats of a transfer that
-        has just finished)."""
-        if cycle <= self.end:
-            return False
-        if self.pending is not None:
-            copy_transfer(self.pending, self.spad, self.dram)
-            self.pending = None
-        return True
+        """Whether no transfer is outstanding in ``cycle`` (moving the beats of those
+        that have finished)."""
+        self._retire(cycle)
+        return not self.queue
+
+    def can_issue(self, h, cycle: int) -> bool:
+        """Whether the head ``h``'s DMA start or wait issues in ``cycle``: a wait once no
+        transfer is outstanding, a start while fewer than ``cfg.dma_queue`` are."""
+        self._retire(cycle)
+        return len(self.queue) < (1 if h.dma == DmaOp.WAIT else self.cfg.dma_queue)
 
     def issue(self, h, cycle: int, rd, wr) -> None:
         """The head ``h`` issues in ``cycle`` (reading scratchpad beat ``rd``, writing ``wr``)."""
         if h.dma:
-            self.region.open = None          # a start or wait issues only when idle
+            self.region.issue(h.dma)
         t = self.ptrs.step(h)
         self.region.check(h.pc, rd, None)    # a sin on the start itself reads the old beat
         if t is not None:
-            self.region.open = t
+            self.region.opened.append(t)
             b = transfer_cycles(self.cfg, t.n, t.kind == DmaOp.STORE)
-            self.end = cycle + b
+            # the engine takes it when the transfers before it are done
+            self.end = max(cycle, self.end) + b
             self.busy += b
-            self.pending = t
+            self.queue.append((t, self.end))
             if t.kind == DmaOp.LOAD:
                 self.rd_beats += t.n
             else:
@@ -212,18 +236,23 @@ def dma_schedule(cfg, cycles, transfers, end_cycle: int, spans: list | None = No
     ``spans`` (a list) gets ``(u, b)`` per transfer: started in (stalled, 1-based) cycle
     ``u``, the engine busy in cycles ``u + 1 .. u + b``."""
     s = busy = 0
-    end = 0
+    q = cfg.dma_queue
+    ends = [0]                              # end cycle of every transfer so far (after a 0)
     each = []
     for c, t in zip(cycles, transfers):
         u = c + s
-        each.append(max(0, end + 1 - u))
-        if u <= end:
-            s += end + 1 - u
-            u = end + 1
+        # a wait issues once the last transfer is done, a start once the one dma_queue
+        # transfers before it is
+        need = ends[-1] if t is None else (ends[-q] if len(ends) > q else 0)
+        each.append(max(0, need + 1 - u))
+        if u <= need:
+            s += need + 1 - u
+            u = need + 1
         if t is not None:
             b = transfer_cycles(cfg, t.n, t.kind == DmaOp.STORE)
-            end = u + b
+            u = max(u, ends[-1])            # the engine takes it once the one before is done
+            ends.append(u + b)
             busy += b
             if spans is not None:
                 spans.append((u, b))
-    return s, busy, max(end_cycle + s, end + 1), each
+    return s, busy, max(end_cycle + s, ends[-1] + 1), each

@@ -74,7 +74,7 @@ def _race_check(t, s, c, pcs, rd, wr, sin_t, sout_t) -> None:
     """The ``sin`` / ``sout`` of trace steps ``[s, c)`` against transfer ``t`` started at
     step ``s`` (sins from ``s + 1``; a sin on the start reads the old beat)."""
     rc = RegionCheck()
-    rc.open = t
+    rc.opened = [t]
     lo, hi = t.spad, t.spad + t.n
     w = np.nonzero(sout_t[s:c])[0] + s
     bad_w = w[(wr[w] >= lo) & (wr[w] < hi)]
@@ -88,6 +88,17 @@ def _race_check(t, s, c, pcs, rd, wr, sin_t, sout_t) -> None:
     if len(bad_w):
         i = int(bad_w[0])
         rc.check(int(pcs[i]), None, int(wr[i]))
+
+
+def _closes(cfg, ev_steps, ev_t, k: int, end: int) -> int:
+    """The trace step at which the region of the transfer started by DMA event ``k``
+    closes: the next wait, or the start ``cfg.dma_queue`` starts later (``end``: none)."""
+    starts = 0
+    for j in range(k + 1, len(ev_steps)):
+        starts += ev_t[j] is not None
+        if ev_t[j] is None or starts == cfg.dma_queue:
+            return ev_steps[j]
+    return end
 
 
 def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | None:
@@ -119,8 +130,7 @@ def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | No
     for k, (s, t) in enumerate(zip(ev_steps, ev_t)):
         if t is None:
             continue
-        c = ev_steps[k + 1] if k + 1 < len(ev_steps) else len(pcs)
-        _race_check(t, s, c, pcs, rd, wr, sin_t, sout_t)
+        _race_check(t, s, _closes(cfg, ev_steps, ev_t, k, len(pcs)), pcs, rd, wr, sin_t, sout_t)
         ops.append((s + pre + 2, t))
         if t.kind == DmaOp.LOAD:
             rd_beats += t.n

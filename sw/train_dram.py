@@ -296,7 +296,9 @@ def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
     engine after the HALT's drain: 0 when the program ends with a wait, but a part split
     into several programs may leave a transfer running at a program's end), the beats
     read and written (``rd``, ``wr``)."""
-    t, busy_to, stall, busy, rd, wr = 0, -1, 0, 0, 0, 0
+    t, stall, busy, rd, wr = 0, 0, 0, 0, 0
+    ends = [-1]                         # the transfers' last busy cycles (after a -1)
+    q = cfg.dma_queue
     b = Builder(cfg)
     jumps = set(jumps)
     for i, (op, g) in enumerate(zip(ops, gaps)):
@@ -304,19 +306,22 @@ def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
         base, shift = t, 0
         for off, kind, beats in op.info.get("dma", ()):
             at = base + off + shift
-            if at <= busy_to:
-                s = busy_to + 1 - at
+            # a wait issues once the engine is idle, a start once the transfer dma_queue
+            # starts before it is done (sim.dma_model.dma_schedule)
+            need = ends[-1] if kind == "wait" else (ends[-q] if len(ends) > q else -1)
+            if at <= need:
+                s = need + 1 - at
                 shift += s
                 stall += s
                 at += s
             if kind != "wait":
                 d = cfg.dma_cycles(beats, kind == "store")
-                busy_to = at + d
+                ends.append(max(at, ends[-1]) + d)
                 busy += d
                 rd, wr = (rd + beats, wr) if kind == "load" else (rd, wr + beats)
         t = base + op.emit(b) + shift + (i in jumps)
     # a transfer still running at the HALT (a part split into programs) holds the RUN's end
-    tail = max(0, busy_to + 2 - t - cfg.run_overhead)
+    tail = max(0, ends[-1] + 2 - t - cfg.run_overhead)
     return {"stall": stall, "busy": busy, "hidden": busy - stall - tail, "rd": rd, "wr": wr, "tail": tail}
 
 

@@ -130,6 +130,53 @@ def test_timing_of_a_wait():
         assert r.cycles == max(plain.run(0, []).cycles - 1, 1 + b + 2), type(m)     # a store: b + 1
 
 
+def test_timing_of_a_queue():
+    """``dma_queue = Q``: starts issue back to back while fewer than ``Q`` transfers are
+    outstanding, the engine does them one after another (each from the end of the one
+    before), the next start waits for the oldest; a wait for all of them; the models
+    agree on every counter, and with ``Q = 1`` each start after the first stalls for
+    the whole transfer before it."""
+    text = "dma load 4\ndma load 4\ndma load 4\ndma load 4\ndma load 4\n" + "nop\n" * 30 + "dma wait\nhalt\n"
+    for q in (1, 2, 5):
+        cfg = BASE.replace(dram_latency=5, dram_gbps=4.0, dma_queue=q)
+        b = transfer_cycles(cfg, 4)
+        res = []
+        for m in _models(cfg):
+            m.load(assemble(text, cfg).words())
+            res.append(m.run(0, []))
+        assert all(r.counters == res[0].counters and r.cycles == res[0].cycles for r in res), q
+        c = res[0].counters
+        assert c["dma_busy_cycles"] == 5 * b and c["dram_rd_beats"] == 20
+        # start k issues at u_k = max(u_(k-1) + 1, end_(k-q) + 1), the engine ends it at
+        # end_k = max(u_k, end_(k-1)) + b; the wait after 30 nops, once end_4 is over
+        u, end = [0], [b]
+        for k in range(1, 5):
+            u.append(max(u[-1] + 1, end[k - q] + 1 if k >= q else 0))
+            end.append(max(u[-1], end[-1]) + b)
+        stall_starts = u[-1] - 4
+        stall_wait = max(0, end[-1] + 1 - (u[-1] + 31))
+        assert c["dma_stall_cycles"] == stall_starts + stall_wait, (q, c["dma_stall_cycles"], u, end)
+    assert stall_starts == 0 and stall_wait > 0                   # q = 5: every start at once
+
+
+def test_queue_keeps_regions_open():
+    """With ``dma_queue = 2`` a load's region stays open over the next start (it may not
+    be done), and closes at the start after that (which waits for it) or at a wait; with
+    one transfer at a time the next start closes it. Every model raises alike."""
+    first = "dma spad = 100\ndma load 4\ndma spad = 200\ndma load 4\n"
+    read = "spad rd = 101\nsin row | hout row last\nhalt\n"
+    for q, mid, bad in ((1, "", False), (2, "", True), (2, "dma spad = 300\ndma load 4\n", False),
+                        (2, "dma wait\n", False)):
+        cfg = BASE.replace(dma_queue=q)
+        for m in _models(cfg):
+            m.load(assemble(first + mid + read, cfg).words())
+            if bad:
+                with pytest.raises(DramError, match="reads scratchpad beat 101 of the dma load"):
+                    m.run(0, [])
+            else:
+                m.run(0, [])
+
+
 def test_dram_contents_bit_exact():
     cfg = BASE
     words = assemble("dma dram = 1000\ndma spad = 40\ndma load 16\ndma both = 40\ndma dram = 2000 | dma wait\n"

@@ -74,7 +74,8 @@ def random_dma_program(rng, depth: int = 512):
 @pytest.mark.parametrize("i", range(N_RANDOM))
 def test_random_dma_programs(i):
     rng = random.Random(SEED * 1000 + i)
-    cfg = BASE.replace(dram_latency=rng.randrange(1, 40), dram_gbps=rng.choice([0.5, 1.0, 2.5, 4.0, 16.0]))
+    cfg = BASE.replace(dram_latency=rng.randrange(1, 40), dram_gbps=rng.choice([0.5, 1.0, 2.5, 4.0, 16.0]),
+                       dma_queue=rng.choice([1, 1, 2, 3, 8]))
     text, n_hin = random_dma_program(rng)
     words = assemble(text, cfg).words()
     host = [rng.getrandbits(32) for _ in range(n_hin)]
