@@ -285,7 +285,7 @@ class Core(wiring.Component):
         if not lone:
             m.d.comb += [rx.w_data.eq(self.ring_in.data), rx.w_en.eq(self.ring_in.en)]
         stall = Signal()
-        dma_wait = (seq.need_dma & Mux(seq.dma_waits, s.dma.busy, s.dma.full)) if s.dma is not None else Const(0)
+        dma_wait = s.dma_hold if s.dma is not None else Const(0)
         m.d.comb += stall.eq(seq.running & ((seq.need_hin & ~hif.hin_valid) | (seq.need_hout & ~room)
                                             | (seq.need_rin & ~ring_ok) | (seq.need_rout & ~ring_room)
                                             | dma_wait))
@@ -372,9 +372,13 @@ class Core(wiring.Component):
     def _dma(self, m, s):
         """(``cfg.dram_mib > 0``) The DMA engine (submodule ``dma``): started by the
         sequencer's issue register, its AXI4 master port on the core's ``m_axi_*``, the
-        host interface's drain held while it is busy; ``s.dma``."""
+        host interface's drain held while it is busy; ``s.dma``, and ``s.dma_hold``: the
+        head is a DMA start while its queue is full, or a ``dma wait K`` while more than
+        ``K`` transfers are outstanding."""
         seq = s.seq
         m.submodules.dma = dma = DmaEngine(self.cfg)
+        s.dma_hold = Signal()
+        m.d.comb += s.dma_hold.eq(seq.need_dma & Mux(seq.dma_waits, dma.count > seq.dma_keep, dma.full))
         m.d.comb += [
             dma.start.eq(seq.dma_start), dma.store.eq(seq.dma_store), dma.n.eq(seq.dma_n),
             dma.dram.eq(seq.dma_dram), dma.spad.eq(seq.dma_spad), s.hif.hold.eq(dma.busy),
@@ -695,6 +699,6 @@ class Core(wiring.Component):
         ]
         if s.dma is not None:
             m.d.comb += [ctr.dram_rd.eq(s.dma.rd_beat), ctr.dram_wr.eq(s.dma.wr_beat), ctr.dma_busy.eq(s.dma.busy),
-                         ctr.dma_stall.eq(s.seq.need_dma & Mux(s.seq.dma_waits, s.dma.busy, s.dma.full))]
+                         ctr.dma_stall.eq(s.dma_hold)]
         for p, pe in enumerate(s.pes):
             m.d.comb += ctr.pe_events()[p].eq(Mux(pe_en, pe.ev.as_value(), 0))

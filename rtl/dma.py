@@ -96,10 +96,10 @@ class DmaEngine(wiring.Component):
     busy : Out(1)
         Combinational: ``start``, a transfer in progress or one queued. The core stalls DMA
         waits on it, the host interface's drain waits for it, the counters count it.
-    full : Out(1)
-        Combinational: ``cfg.dma_queue`` transfers outstanding (``start``, the one in
-        progress, the queued ones). The core stalls DMA starts on it (``busy`` when
-        ``dma_queue`` is 1).
+    count : Out(range(dma_queue + 2)), full : Out(1)
+        Combinational: the transfers outstanding (``start``, the one in progress, the
+        queued ones); ``full``: ``cfg.dma_queue`` of them. The core stalls a DMA start
+        on ``full``, a ``dma wait K`` while ``count > K``.
     rd_beat, wr_beat : Out(1)
         A beat arrived from DRAM (R handshake) / went to DRAM (W handshake) this cycle.
     spad_raddr, spad_ren, spad_rdata, spad_waddr, spad_wdata, spad_wen
@@ -126,7 +126,8 @@ class DmaEngine(wiring.Component):
         ab = cfg.spad_addr_bits
         super().__init__({
             "start": In(1), "store": In(1), "n": In(DMA_N_BITS), "dram": In(cfg.dram_addr_bits), "spad": In(ab),
-            "busy": Out(1), "full": Out(1), "rd_beat": Out(1), "wr_beat": Out(1),
+            "busy": Out(1), "count": Out(range(cfg.dma_queue + 2)), "full": Out(1), "rd_beat": Out(1),
+            "wr_beat": Out(1),
             "spad_raddr": Out(ab), "spad_ren": Out(1), "spad_rdata": In(bw),
             "spad_waddr": Out(ab), "spad_wdata": Out(bw), "spad_wen": Out(1),
             **axi_master_members(cfg),
@@ -166,15 +167,16 @@ class DmaEngine(wiring.Component):
                 take.eq(pop | (idle & self.start)),
                 Cat(d_store, d_n, d_dram, d_spad).eq(Mux(pop, q.r_data, q.w_data)),
                 self.busy.eq(self.start | ~idle | q.r_rdy),
-                self.full.eq((self.start + ~idle + q.level) >= cfg.dma_queue),
+                self.count.eq(self.start + ~idle + q.level),
             ]
         else:
             m.d.comb += [
                 take.eq(idle & self.start),
                 Cat(d_store, d_n, d_dram, d_spad).eq(Cat(self.store, self.n, self.dram, self.spad)),
                 self.busy.eq(self.start | ~idle),
-                self.full.eq(self.busy),
+                self.count.eq(self.start + ~idle),
             ]
+        m.d.comb += self.full.eq(self.count >= cfg.dma_queue)
         m.d.comb += [
             a("awid").eq(0), a("arid").eq(0), a("awburst").eq(1), a("arburst").eq(1),
             a("awsize").eq(shift), a("arsize").eq(shift), a("awlen").eq(n), a("arlen").eq(n),

@@ -89,10 +89,11 @@ class Sequencer(wiring.Component):
         are 0 after ``start``, post-increment (mod ``spad_depth``) on each ``sin`` /
         ``sout`` issued, and a ``SPAD_PTR`` sets them (``lvl`` bit 0: read, bit 1:
         write) to ``imm | target << loop_bits`` after its own increments.
-    need_dma, dma_waits : Out(1)
+    need_dma, dma_waits : Out(1), dma_keep : Out(8)
         (``cfg.dram_mib > 0`` only) Combinational: ``running`` and the head is a DMA
-        start or wait (the core stalls a wait while its DMA engine is busy, a start while
-        its queue is full); ``dma_waits``: the head is a wait.
+        start or wait (the core stalls a start while its DMA engine's queue is full, a
+        wait while more than ``dma_keep`` transfers are outstanding); ``dma_waits``: the
+        head is a wait; ``dma_keep``: its ``dma_n`` field (``dma wait K``).
     dma_start, dma_store, dma_n, dma_dram, dma_spad : Out
         (``cfg.dram_mib > 0`` only) Registered: the issued instruction starts a DMA
         transfer (a store), of ``dma_n + 1`` beats at DRAM beat ``dma_dram`` and
@@ -184,7 +185,7 @@ class Sequencer(wiring.Component):
             "halted": Out(1),
             **({"sin": Out(1), "sout": Out(1), "spad_raddr": Out(cfg.spad_addr_bits),
                 "spad_waddr": Out(cfg.spad_addr_bits)} if cfg.spad_kib else {}),
-            **({"need_dma": Out(1), "dma_waits": Out(1), "dma_start": Out(1), "dma_store": Out(1), "dma_n": Out(DMA_N_BITS),
+            **({"need_dma": Out(1), "dma_waits": Out(1), "dma_keep": Out(DMA_N_BITS), "dma_start": Out(1), "dma_store": Out(1), "dma_n": Out(DMA_N_BITS),
                 "dma_dram": Out(cfg.dram_addr_bits), "dma_spad": Out(cfg.spad_addr_bits)} if cfg.dram_mib else {}),
         })
 
@@ -230,7 +231,7 @@ class Sequencer(wiring.Component):
         is_start = (ctl.dma == DmaOp.LOAD) | (ctl.dma == DmaOp.STORE)
         n1 = ctl.dma_n + 1
         m.d.comb += [val.eq(Cat(ctl.imm, ctl.target)), self.need_dma.eq(s.live & (ctl.dma != 0)),
-                     self.dma_waits.eq(s.live & (ctl.dma == DmaOp.WAIT))]
+                     self.dma_waits.eq(s.live & (ctl.dma == DmaOp.WAIT)), self.dma_keep.eq(ctl.dma_n)]
         regs = [self.dma_start, self.dma_store, self.dma_n, self.dma_dram, self.dma_spad]
         is_ptr = ctl.op == SeqOp.DMA_PTR
         with m.If(self.start):

@@ -4,7 +4,7 @@ Specified in ``docs/core.md`` ("The DMA engine"). In short: ``DMA_PTR`` sets the
 DRAM and scratchpad beat addresses; ``dma load N`` / ``dma store N`` start a copy of ``N``
 beats (1..256, inside one 4 KiB DRAM page) DRAM -> scratchpad / scratchpad -> DRAM, after
 which both addresses have advanced by ``N``; ``dma wait`` issues only when the engine is
-idle. The engine holds ``Q = cfg.dma_queue`` transfers (the one it moves and those queued
+idle, ``dma wait K`` once at most the ``K`` latest transfers are outstanding. The engine holds ``Q = cfg.dma_queue`` transfers (the one it moves and those queued
 behind it) and does them one after another: a start while ``Q`` are outstanding stalls
 until the oldest is done (``Q = 1``: one transfer at a time, a start while the engine is
 busy stalls like a wait). A start issued in cycle ``t`` keeps the engine busy in cycles
@@ -12,7 +12,8 @@ busy stalls like a wait). A start issued in cycle ``t`` keeps the engine busy in
 transfer_cycles(cfg, N, store)``; a RUN ends only when its drain is over and the engine
 is idle.
 
-The scratchpad region of a transfer is *open* from its start to the next ``dma wait``, or
+The scratchpad region of a transfer is *open* from its start to the next ``dma wait`` that
+does not keep it outstanding, or
 to the start ``Q`` starts after it (which issues only once the transfer is done), or the
 RUN's end: a ``sin`` or ``sout`` of the region of an open load, or a ``sout`` of the
 region of an open store, raises :class:`DramError` (the RTL's result
@@ -140,17 +141,19 @@ def check_transfer(cfg, t: Transfer) -> None:
 
 class RegionCheck:
     """The open transfers' scratchpad regions (module docstring) and the race check: a
-    wait closes every region, a start the region of the transfer ``queue`` starts
-    before it (it issues only once that one is done)."""
+    wait closes the regions of all but the transfers it keeps outstanding, a start the
+    region of the transfer ``queue`` starts before it (it issues only once that one is
+    done)."""
 
     def __init__(self, queue: int = 1):
         self.queue = queue
         self.opened: list[Transfer] = []
 
-    def issue(self, dma: int) -> None:
-        """A DMA instruction (``dma``: the :class:`~arch.isa.DmaOp`) issues."""
+    def issue(self, dma: int, keep: int = 0) -> None:
+        """A DMA instruction (``dma``: the :class:`~arch.isa.DmaOp`; a wait keeping the
+        ``keep`` latest transfers outstanding) issues."""
         if dma == DmaOp.WAIT:
-            self.opened = []
+            self.opened = self.opened[len(self.opened) - keep:] if keep else []
         elif dma in (DmaOp.LOAD, DmaOp.STORE):
             self.opened = self.opened[len(self.opened) - self.queue + 1:] if self.queue > 1 else []
 
@@ -203,15 +206,18 @@ class DmaEngine:
         return not self.queue
 
     def can_issue(self, h, cycle: int) -> bool:
-        """Whether the head ``h``'s DMA start or wait issues in ``cycle``: a wait once no
-        transfer is outstanding, a start while fewer than ``cfg.dma_queue`` are."""
+        """Whether the head ``h``'s DMA start or wait issues in ``cycle``: a wait once at
+        most ``h.dma_n`` transfers are outstanding, a start while fewer than
+        ``cfg.dma_queue`` are."""
         self._retire(cycle)
-        return len(self.queue) < (1 if h.dma == DmaOp.WAIT else self.cfg.dma_queue)
+        if h.dma == DmaOp.WAIT:
+            return len(self.queue) <= h.dma_n
+        return len(self.queue) < self.cfg.dma_queue
 
     def issue(self, h, cycle: int, rd, wr) -> None:
         """The head ``h`` issues in ``cycle`` (reading scratchpad beat ``rd``, writing ``wr``)."""
         if h.dma:
-            self.region.issue(h.dma)
+            self.region.issue(h.dma, h.dma_n)
         t = self.ptrs.step(h)
         self.region.check(h.pc, rd, None)    # a sin on the start itself reads the old beat
         if t is not None:
@@ -228,22 +234,27 @@ class DmaEngine:
         self.region.check(h.pc, None, wr)    # a sout on a store's start races with it
 
 
-def dma_schedule(cfg, cycles, transfers, end_cycle: int, spans: list | None = None):
+def dma_schedule(cfg, cycles, transfers, end_cycle: int, spans: list | None = None, keeps=None):
     """The DMA timing of a RUN without any other stall: ``cycles`` the nominal (unstalled)
     1-based issue cycles of the instructions with a ``dma`` field, ``transfers`` their
     :class:`Transfer` (``None`` for a wait), ``end_cycle`` the RUN's nominal length.
     Returns ``(stall cycles, busy cycles, RUN cycles, the stall of each instruction)``;
     ``spans`` (a list) gets ``(u, b)`` per transfer: started in (stalled, 1-based) cycle
-    ``u``, the engine busy in cycles ``u + 1 .. u + b``."""
+    ``u``, the engine busy in cycles ``u + 1 .. u + b``; ``keeps``: per instruction the
+    transfers a wait keeps outstanding (``dma wait N``; None: 0 for every wait)."""
     s = busy = 0
     q = cfg.dma_queue
     ends = [0]                              # end cycle of every transfer so far (after a 0)
     each = []
-    for c, t in zip(cycles, transfers):
+    for i, (c, t) in enumerate(zip(cycles, transfers)):
         u = c + s
-        # a wait issues once the last transfer is done, a start once the one dma_queue
-        # transfers before it is
-        need = ends[-1] if t is None else (ends[-q] if len(ends) > q else 0)
+        # a wait issues once all but the ``keep`` latest transfers are done, a start once
+        # the one dma_queue transfers before it is
+        if t is None:
+            keep = keeps[i] if keeps is not None else 0
+            need = ends[-1 - keep] if len(ends) > 1 + keep else 0
+        else:
+            need = ends[-q] if len(ends) > q else 0
         each.append(max(0, need + 1 - u))
         if u <= need:
             s += need + 1 - u

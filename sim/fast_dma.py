@@ -90,13 +90,18 @@ def _race_check(t, s, c, pcs, rd, wr, sin_t, sout_t) -> None:
         rc.check(int(pcs[i]), None, int(wr[i]))
 
 
-def _closes(cfg, ev_steps, ev_t, k: int, end: int) -> int:
+def _closes(cfg, ev_steps, ev_t, keeps, k: int, end: int) -> int:
     """The trace step at which the region of the transfer started by DMA event ``k``
-    closes: the next wait, or the start ``cfg.dma_queue`` starts later (``end``: none)."""
+    closes: the next wait that does not keep it outstanding (fewer starts after it than
+    the wait keeps), or the start ``cfg.dma_queue`` starts later (``end``: none)."""
     starts = 0
     for j in range(k + 1, len(ev_steps)):
-        starts += ev_t[j] is not None
-        if ev_t[j] is None or starts == cfg.dma_queue:
+        if ev_t[j] is None:
+            if starts >= keeps[j]:
+                return ev_steps[j]
+            continue
+        starts += 1
+        if starts == cfg.dma_queue:
             return ev_steps[j]
     return end
 
@@ -116,7 +121,7 @@ def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | No
     if not idx:
         return None
     ptrs = DmaPointers(cfg)
-    ev_steps, ev_t = [], []
+    ev_steps, ev_t, keeps = [], [], []
     for i in idx:
         pc = int(pcs[i])
         d = dec[pc]
@@ -124,13 +129,14 @@ def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | No
         if d.dma:
             ev_steps.append(i)
             ev_t.append(t)
+            keeps.append(d.dma_n if t is None else 0)
     pre = pe_start_cycles(cfg)
     ops = []
     rd_beats = wr_beats = 0
     for k, (s, t) in enumerate(zip(ev_steps, ev_t)):
         if t is None:
             continue
-        _race_check(t, s, _closes(cfg, ev_steps, ev_t, k, len(pcs)), pcs, rd, wr, sin_t, sout_t)
+        _race_check(t, s, _closes(cfg, ev_steps, ev_t, keeps, k, len(pcs)), pcs, rd, wr, sin_t, sout_t)
         ops.append((s + pre + 2, t))
         if t.kind == DmaOp.LOAD:
             rd_beats += t.n
@@ -139,7 +145,7 @@ def dma_plan(model, trace, rd, wr, sin_t, sout_t, n_cycles: int) -> DmaPlan | No
     # 1-based issue cycles without stalls: trace step j issues in RUN cycle j + pre
     # (cfg.dist_delay is 0 with DRAM)
     spans: list = []
-    stalls, busy, cycles, each = dma_schedule(cfg, [s + pre for s in ev_steps], ev_t, n_cycles, spans)
+    stalls, busy, cycles, each = dma_schedule(cfg, [s + pre for s in ev_steps], ev_t, n_cycles, spans, keeps)
     at = [(s + pre, x) for s, x in zip(ev_steps, each) if x]
     plan = DmaPlan(ops, rd_beats, wr_beats, busy, stalls, cycles, ([a for a, _ in at], [x for _, x in at]))
     plan.spans = spans          # (start cycle, busy cycles) per transfer (dma_schedule)

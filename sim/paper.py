@@ -53,13 +53,20 @@ PAPER_AREA_MM2 = {"S": 103.2, "L": 178.9}
 #: off-chip memory for the cells that do not fit on chip (the reference design runs them
 #: from off-chip memory): the configuration with a DRAM channel per core
 #: (:class:`arch.config.ArchConfig` defaults: 25.6 GB/s, one 64-bit DDR4-3200 channel;
-#: 80 cycles latency), 64 MiB each; the configuration itself is unchanged
+#: 80 cycles latency), 64 MiB each, and a DMA queue; the rest of the configuration is
+#: unchanged
 DRAM_MIB = 64
+#: transfers each core's DMA engine holds (``ArchConfig.dma_queue``): a page of the
+#: large net's DRAM panel is 10 transfers of 256 beats (one AXI4 burst each), so 16 lets
+#: a page's starts issue at once and move while the core computes; the queue is 16
+#: descriptors of 50 bits, under 100 bytes of registers per core
+DMA_QUEUE = 16
 
 
 def dram_config(name: str):
-    """Configuration ``name`` with :data:`DRAM_MIB` MiB of DRAM per core."""
-    return PRESETS[name].replace(dram_mib=DRAM_MIB)
+    """Configuration ``name`` with :data:`DRAM_MIB` MiB of DRAM per core and a DMA
+    engine holding :data:`DMA_QUEUE` transfers."""
+    return PRESETS[name].replace(dram_mib=DRAM_MIB, dma_queue=DMA_QUEUE)
 
 
 @dataclass(frozen=True)

@@ -173,7 +173,8 @@ def _copy_layout(cfg, dram: int, n: int) -> tuple:
 
 class _Frag:
     """DMA instructions put in front of an op: ``items`` ``(kind, dram, spad, beats)``
-    with kind ``load`` / ``store`` / ``wait``."""
+    with kind ``load`` / ``store`` / ``wait`` (a wait's ``beats``: the transfers it keeps
+    outstanding, ``dma wait K``)."""
 
     def __init__(self):
         self.items = []
@@ -182,7 +183,7 @@ class _Frag:
         n = 0
         for i, (kind, dram, spad, beats) in enumerate(self.items):
             if kind == "wait":
-                b.emit(dma("wait"))
+                b.emit(dma("wait", beats))       # keeping ``beats`` transfers outstanding
                 n += 1
             else:
                 emit_dma_copy(b, cfg, kind, dram, spad, beats, wait=False, loop=f"{tag}d{i}_")
@@ -194,7 +195,7 @@ class _Frag:
         out, at = [], 0
         for kind, dram, _spad, beats in self.items:
             if kind == "wait":
-                out.append((at, "wait", 0))
+                out.append((at, "wait", beats))
                 at += 1
                 continue
             starts, n = _copy_layout(cfg, dram, beats)
@@ -213,16 +214,31 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
     slot_of_load = {i: j % 2 for j, i in enumerate(loads)}
     pre = [_Frag() for _ in range(len(ops) + 1)]
     new = list(ops)
-    flight = None                       # (kind, slot) of the last start, until a wait
+    # (kind, slot, transfers) of the page copies started and maybe not done (a copy is
+    # sw.dram.dma_chunks' transfers; every start waits for the transfer cfg.dma_queue
+    # starts before it)
+    opened: list = []
     pending = set()                     # slots holding a page loaded but not yet moved to WP
     page_slot = {}
 
     def start(at, kind, slot, sp, p):
-        nonlocal flight
-        pre[at].items.append((kind, sp.dram_addr(nr, p), sp.stage[slot], nr * sp.page_words(p)))
-        flight = (kind, slot)
+        nonlocal opened
+        dram, beats = sp.dram_addr(nr, p), nr * sp.page_words(p)
+        pre[at].items.append((kind, dram, sp.stage[slot], beats))
+        opened.append((kind, slot, len(dma_chunks(cfg, dram, beats))))
+        while sum(x[2] for x in opened[1:]) >= cfg.dma_queue:
+            opened.pop(0)
         if kind == "load":
             pending.add(slot)
+
+    def wait_for(i, hit):
+        """Before op ``i``: a wait for the latest open copy ``hit`` takes (and those
+        before it), keeping the later copies' transfers outstanding."""
+        nonlocal opened
+        js = [j for j, x in enumerate(opened) if hit(*x[:2])]
+        if js:
+            pre[i].items.append(("wait", 0, 0, sum(x[2] for x in opened[js[-1] + 1:])))
+            opened = opened[js[-1] + 1:]
 
     if loads:
         sp, p = pages[ops[loads[0]].info["spad"][3]]
@@ -236,14 +252,11 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
             if not free:                # pragma: no cover - a page is consumed before the next store
                 raise AssertionError(f"{ops[i].name}: no free staging slot")
             s = free[0]
-            busy = flight is not None and flight[1] == s
+            wait_for(i, lambda kind, slot, s=s: slot == s)                     # its sout writes the slot
         else:
             s = slot_of_load[i]
-            busy = flight == ("load", s)
+            wait_for(i, lambda kind, slot, s=s: kind == "load" and slot == s)  # its sin reads it
             pending.discard(s)
-        if busy:
-            pre[i].items.append(("wait", 0, 0, 0))
-            flight = None
         remake = ops[i].info.get("respad")
         new[i] = replace(remake(sp.stage[s]) if remake else
                          spad_op(cfg, ops[i].name, store, WP, words, sp.stage[s], ops[i].info.get("order", "rows")),
@@ -259,7 +272,7 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
                 # runs: that page's transfer starts before that op, once the slot is free
                 early = "respad" in ops[loads[j + 1]].info and (j + 1) % 2 not in pending
                 start(i if early else i + 1, "load", (j + 1) % 2, nsp, np_)
-    if flight is not None or pre[len(ops)].items:
+    if opened or pre[len(ops)].items:
         pre[len(ops)].items.append(("wait", 0, 0, 0))
     out = []
     for i, op in enumerate(new):
@@ -308,7 +321,10 @@ def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
             at = base + off + shift
             # a wait issues once the engine is idle, a start once the transfer dma_queue
             # starts before it is done (sim.dma_model.dma_schedule)
-            need = ends[-1] if kind == "wait" else (ends[-q] if len(ends) > q else -1)
+            if kind == "wait":               # keeping ``beats`` transfers outstanding
+                need = ends[-1 - beats] if len(ends) > 1 + beats else -1
+            else:
+                need = ends[-q] if len(ends) > q else -1
             if at <= need:
                 s = need + 1 - at
                 shift += s

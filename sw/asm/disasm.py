@@ -165,9 +165,9 @@ def _instr_text(ins, cx, level_names, loops, levels, pc) -> str:
         if what != "wait":
             parts.append(f"dma {what} {f.get('dma_n', 0) + 1}")
             claimed |= {"dma", "dma_n"}
-        elif not f.get("dma_n"):
-            parts.append("dma wait")
-            claimed.add("dma")
+        else:
+            parts.append(f"dma wait {f['dma_n']}" if f.get("dma_n") else "dma wait")
+            claimed |= {"dma", "dma_n"}
     rest = {k: v for k, v in f.items() if k not in claimed}
     if rest:
         parts.append("raw " + " ".join(f"{k}={v}" for k, v in rest.items()))

@@ -430,7 +430,14 @@ class _SlotParser:
             self.expect("=")
             return dma(what, self.number("an address"))
         if what == "wait":
-            return dma(what)
+            tok = self.peek()
+            if tok is None or tok in ("|", "{"):
+                return dma(what)
+            n = self.number("the transfers kept outstanding")
+            try:
+                return dma(what, n)
+            except AsmError as e:
+                raise self.err(e.msg, tok) from None
         if what not in _DMA_OPS:
             raise self.err(f"dma must be load, store, wait, dram, spad or both, got {what!r}", tok)
         tok = self.peek()

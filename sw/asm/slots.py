@@ -249,7 +249,8 @@ def spad(which: str, value: int) -> Slot:
 def dma(what: str, value: int | None = None) -> Slot:
     """The DMA engine (cores with DRAM): ``dma("load", n)`` / ``dma("store", n)`` start a
     copy of ``n`` beats (1..256) DRAM -> scratchpad / scratchpad -> DRAM at the engine's
-    addresses; ``dma("wait")`` issues once the engine is idle; ``dma("dram", a)``,
+    addresses; ``dma("wait")`` issues once the engine is idle, ``dma("wait", k)`` once
+    at most the ``k`` (0..255) latest transfers are outstanding; ``dma("dram", a)``,
     ``dma("spad", a)``, ``dma("both", a)`` set its DRAM / scratchpad / both addresses (a
     sequencer control slot, from the next instruction on)."""
     if what in _DMA_SEL:
@@ -259,9 +260,9 @@ def dma(what: str, value: int | None = None) -> Slot:
     if what not in _DMA_OPS:
         raise AsmError(f"dma must be load, store, wait, dram, spad or both, got {what!r}")
     if what == "wait":
-        if value is not None:
-            raise AsmError("dma wait takes no operand")
-        return Slot("dma", {"dma": _DMA_OPS[what], "dma_n": 0})
+        if value is not None and not 0 <= int(value) < 1 << DMA_N_BITS:
+            raise AsmError(f"dma wait keeps 0..{(1 << DMA_N_BITS) - 1} transfers outstanding, got {value!r}")
+        return Slot("dma", {"dma": _DMA_OPS[what], "dma_n": int(value or 0)})
     if value is None or not 1 <= int(value) <= 1 << DMA_N_BITS:
         raise AsmError(f"dma {what} moves 1..{1 << DMA_N_BITS} beats (one AXI4 burst), got {value!r}")
     return Slot("dma", {"dma": _DMA_OPS[what], "dma_n": int(value) - 1})

@@ -27,12 +27,14 @@ from sw.train_cp import compile_chip_cp
 from sw.train_dram import DramPanel
 from sw.train_paging import spad_local
 from tests.rtl.test_dram_rtl import AXIRAM_LATENCY
+from sim.paper import DMA_QUEUE
 from tests.simulators import REPLAY_SIM_PARAMS
 
 #: 2 cores of 2 x 2 binary16 PEs, a 1 KiB scratchpad and 1 MiB of DRAM per core at one
-#: beat (4 bytes) per cycle with AxiRam's latency, so the models' DMA timing is the RTL's
+#: beat (4 bytes) per cycle with AxiRam's latency, so the models' DMA timing is the RTL's;
+#: the DMA queue of the Table 2 cells run off chip (sim.paper.DMA_QUEUE)
 CFG = ArchConfig(nr=2, mem_a_words=128, mem_b_words=128, ucode_depth=256, cores=2, spad_kib=1, dram_mib=1,
-                 dram_latency=AXIRAM_LATENCY, dram_gbps=4.0)
+                 dram_latency=AXIRAM_LATENCY, dram_gbps=4.0, dma_queue=DMA_QUEUE)
 NET = (5, 9, 6)
 #: both layers' panels in DRAM, pages of 2 local rows (3 pages for W0, 2 for W1)
 PAGED = dict(spad=[0, 1], page_rows=2, dram=[0, 1])

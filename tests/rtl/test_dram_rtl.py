@@ -118,8 +118,9 @@ def test_random_dma_programs_rtl(seed, require_simulator):
 
 def test_dma_queue_rtl(require_simulator):
     """``dma_queue = 3`` (a descriptor queue of 2 behind the transfer in progress): five
-    loads and a store issued back to back (the fourth waits for the first), compute
-    while they move, a wait; then random DMA programs. Every counter, the output beats
+    loads and a store issued back to back (the fourth waits for the first), a ``dma
+    wait 3`` (for the third load), compute while the rest move, a wait; then a random
+    DMA program. Every counter, the output beats
     and the DRAM equal to the core model's (and the fast model's), and fewer stalls than
     with one transfer at a time."""
     require_simulator("icarus")
@@ -127,7 +128,7 @@ def test_dma_queue_rtl(require_simulator):
 
     cfg = CFG.replace(dma_queue=3)
     text = ("dma spad = 100\n" + "dma load 8\n" * 5 + "dma spad = 20\ndma dram = 500\ndma store 6\n"
-            + "nop\n" * 12 + "dma wait\nspad rd = 100\n" + "sin row | hout row\n" * 39 + "sin row | hout row last\nhalt\n")
+            + "dma wait 3\n" + "nop\n" * 12 + "dma wait\nspad rd = 100\n" + "sin row | hout row\n" * 39 + "sin row | hout row last\nhalt\n")
     init = {0: [random.Random(5).getrandbits(32) for _ in range(40)]}
     rtl, model, mem, ref = run_rtl(cfg, assemble(text, cfg).words(), init, [(500, 6)], "dma_queue")
     assert [b.data for b in rtl.data] == [b.data for b in model.data] == init[0]

@@ -227,6 +227,8 @@ def test_counters_and_config():
     for kw, msg in [({"dram_mib": 3}, "dram_mib must be 0 or a power of two"),
                     ({"dram_mib": 1, "spad_kib": 0}, "needs a scratchpad"),
                     ({"dram_latency": 0}, "dram_latency must be an integer"),
+                    ({"dma_queue": 0}, "dma_queue must be an integer"),
+                    ({"dma_queue": 65}, "dma_queue must be an integer"),
                     ({"dram_gbps": 0}, "dram_gbps must be a number"),
                     ({"dram_mib": 1, "nr": 3}, "power of two of bytes"),
                     ({"dram_mib": 1, "dist_stage": True}, "dist_stage=False"),
@@ -240,6 +242,7 @@ def test_counters_and_config():
 @pytest.mark.parametrize("src", [
     "dma load 1\ndma store 256\ndma wait\nhalt\n",
     "dma dram = 262143\ndma spad = 511\ndma both = 17 | dma load 3\nsin row | dma wait\nhalt\n",
+    "dma load 2\ndma wait 1 | sin row\ndma wait 255\ndma wait | nop\nhalt\n",
 ])
 def test_asm_round_trip(src):
     p = assemble(src, BASE)
@@ -251,7 +254,8 @@ def test_asm_round_trip(src):
 @pytest.mark.parametrize("src,msg", [
     ("dma load 0\nhalt\n", "moves 1..256 beats"),
     ("dma store 257\nhalt\n", "moves 1..256 beats"),
-    ("dma wait 3\nhalt\n", "unexpected .3."),
+    ("dma wait 256\nhalt\n", "keeps 0..255 transfers outstanding"),
+    ("dma wait -1\nhalt\n", "keeps 0..255"),
     ("dma fetch 3\nhalt\n", "dma must be load, store, wait"),
     ("dma dram = 262144\nhalt\n", "DRAM beat address 262144 out of range"),
     ("dma spad = 512\nhalt\n", "scratchpad beat address 512 out of range"),

@@ -65,6 +65,9 @@ def random_dma_program(rng, depth: int = 512):
             lines.append("dma wait")
             open_ = False
             hin = _filler(rng, lines, depth, hin)
+        elif rng.random() < 0.5:                     # keeps the latest transfers open
+            lines.append(f"dma wait {rng.randrange(1, 3)}")
+            hin = _filler(rng, lines, half, hin)
     if rng.random() < 0.5 and not open_:
         lines.append(f"spad rd = {half + 44}\nsin row | hout row")
     lines.append("halt")
