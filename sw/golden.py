@@ -195,6 +195,17 @@ def gemv_t(fmt, nr, W, x, reduce="tree") -> np.ndarray:
     return out.T.reshape(-1)[:n]
 
 
+def gemv_t_reversed(fmt, nr, W, x, reduce="tree") -> np.ndarray:
+    """``W^T x`` with each PE's chain over its local rows last to first, then the
+    reduction down the PE columns: :func:`gemv_t` of ``W`` (padded) with its local rows
+    in reverse order (SGD's paged backward with pages of one local row, last page
+    first: ``ep = x_r W_r``, then ``ep = x_r W_r + ep``, then the reduction)."""
+    Wp, xp = _pad2(fmt, W, nr), _pad1(fmt, x, nr)
+    mp = Wp.shape[0] // nr
+    Wr = Wp.reshape(mp, nr, -1)[::-1].reshape(mp * nr, -1)
+    return gemv_t(fmt, nr, Wr, xp.reshape(mp, nr)[::-1].reshape(-1), reduce)[:np.asarray(W).shape[1]]
+
+
 def gemv_t_paged(fmt, nr, W, x, pages, reduce="tree") -> np.ndarray:
     """``W^T x`` of a panel paged through a buffer, as the training compilers compute it:
     :func:`gemv_t` of each page of rows (``pages``: ``(first row, rows)`` in the order the

@@ -29,6 +29,7 @@ from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
 from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
 from sw.train_chip import PanelMap, chip_shapes, plan_chip_sgd, resolve_out_map, resolve_out_reduce, softmax_why_not
+from sw.train_chip_ops import paged_accumulate
 
 __all__ = ["GoldenChipSGD"]
 
@@ -56,6 +57,8 @@ class GoldenChipSGD(PanelMap):
         #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
         plan = plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused, spad, page_rows)
         self.pages = {l: sp.row_pages(self.nr) for l, sp in plan[2].items()}
+        #: the paged layers whose W^T d is accumulated row by row and reduced once
+        self.accumulated = {l for l, sp in plan[2].items() if l and paged_accumulate(sp, self.fused[l])}
         fmt = self.fmt
         self.neg_lr = fmt.from_float(np.array([-mlp.lr]))[0]
         self.m1 = fmt.from_float(np.array([-1.0]))[0]
@@ -69,6 +72,7 @@ class GoldenChipSGD(PanelMap):
         g = cls(tp.cfg, tp.mlp, weights, out_map=tp.out_map, softmax=tp.softmax or "auto", fused=tp.fused,
                 out_reduce=tp.meta.get("out_reduce") or "auto")
         g.pages = {l: sp.row_pages(g.nr) for l, sp in tp.spad.items()}
+        g.accumulated = {l for l, sp in tp.spad.items() if l and paged_accumulate(sp, g.fused[l])}
         return g
 
     # -- helpers ------------------------------------------------------------------------
@@ -91,7 +95,11 @@ class GoldenChipSGD(PanelMap):
 
     def _gemv_t(self, l, W, d):
         """``W^T d`` of a panel as the core computes it: in one kernel, or page by page
-        from the last page to the first (:func:`sw.golden.gemv_t_paged`)."""
+        from the last page to the first (:func:`sw.golden.gemv_t_paged`), or with pages
+        of one local row each PE's chain over its rows last to first, then the reduction
+        (:func:`sw.train_chip_ops.paged_accumulate`, :func:`sw.golden.gemv_t_reversed`)."""
+        if l in self.accumulated:
+            return golden.gemv_t_reversed(self.fmt, self.nr, W, d, self.reduce)[:self.N[l]]
         pages = reversed(self.pages.get(l, ((0, W.shape[0]),)))
         return golden.gemv_t_paged(self.fmt, self.nr, W, d, tuple(pages), self.reduce)[:self.N[l]]
 

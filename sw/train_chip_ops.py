@@ -6,7 +6,7 @@ page's ``W^T d`` accumulation)."""
 
 from __future__ import annotations
 
-from sw.collectives import Region
+from sw.collectives import Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
 from sw.kernels import (Scalar, emit_axpy, emit_gemv, page_load_why_not, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
                         gemv_cost, rank1_cost, rank1_lines)
 from sw.layout import local_len
@@ -92,24 +92,55 @@ def page_sum_op(cfg, name: str, words: int, ep: Region, e: Region, one: Region, 
               reads=[(ep, words), (e, words), (one, 1)], writes=[(e, words)], fma_wb=True, stores=False)
 
 
+def paged_accumulate(sp: "SpadPanel", fused: bool) -> bool:
+    """Whether the paged panel ``sp``'s ``W^T d`` (the separate backward step, not
+    ``fused``) is accumulated in every PE across its pages, one row at a time, and
+    reduced down the PE columns once (:func:`_paged_backward`): pages of one local row."""
+    return not fused and not sp.lead and len(sp.pages) > 1 and all(n == 1 for _, n in sp.pages)
+
+
+def _accumulate_op(cfg, name: str, first: bool, words: int, WP, dr: Region, ep) -> Op:
+    """``ep = d_r * W_p`` (``first``) or ``ep = d_r * W_p + ep``
+    (:func:`sw.kernels.emit_axpy`): one local row's products of ``W^T d``, ``d_r`` the PE's
+    element of ``d`` at ``dr``."""
+    alpha = Scalar(dr.bank, dr.base)
+    return Op(name, "axpy", lambda b: emit_axpy(b, cfg, words, alpha, WP, ep, name=f"{name}_",
+                                                accumulate=not first).instructions,
+              reads=[(WP, words), (dr, 1)] + ([] if first else [(ep, words)]), writes=[(ep, words)], fma_wb=True,
+              stores=False)
+
+
 def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, fused: bool,
-                    resident: bool = False) -> list:
+                    resident: bool = False, accumulate: bool = False) -> list:
     """Ops of layer ``l``'s backward step with its panel in the scratchpad, page by page
     from the last page to the first: load the page into ``WP`` (not the last page when
     ``resident``: the forward pass left it there); ``l >= 1``: its part of ``e = W_l^T d``
     (the old weights; the first page visited into ``e``, each further one into ``ep`` and
     added to ``e`` by an axpy with 1); its rows of the update (fused: the same pass);
-    store the page back."""
+    store the page back. ``accumulate`` (:func:`paged_accumulate`): instead, ``d`` in the
+    rows layout first (``dcopy``, broadcast from the diagonal), every page's products
+    ``d_r W_p`` accumulated in ``ep`` (each PE's chain over its local rows, last to
+    first), and after the last page one reduction of ``ep`` down the PE columns into
+    ``e`` (:func:`sw.golden.gemv_t` of the panel with its local rows reversed)."""
     nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
     WP, ln = R.get(f"WP{l}", R.get("WP")), L(N[l])
     ops = []
     last = len(sp.pages) - 1
+    acc = accumulate and l >= 1
+    drows = d
+    if acc and dlay == "diag":
+        drows, lr = dcopy, sp.lrows
+        ops.append(Op(f"bcd{l}", "bcast", lambda b: (emit_broadcast(b, cfg, "row", lr, d, dcopy, name=f"bd{l}_"),
+                                                     cost_broadcast(cfg, lr, "row").instructions)[1],
+                      reads=[(d, lr)], writes=[(dcopy, lr)]))
     for p in range(last, -1, -1):
         r0, n = sp.pages[p]
         w, dp = sp.page_words(p), _at(d, r0)
         if not (resident and p == last):
             ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.order))
-        if l >= 1:
+        if acc:
+            ops.append(_accumulate_op(cfg, f"acc{l}_{p}", p == last, w, WP, _at(drows, r0), R["ep"]))
+        elif l >= 1:
             e = R[f"e{l}"] if p == last else R["ep"]
             if fused:
                 ops.append(fused_backward_op(cfg, f"bwup{l}_{p}", n * nr, N[l], WP, dp, v, e, R["nlr"], dlay,
@@ -126,6 +157,12 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
         if not (l >= 1 and fused):
             ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))
         ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p), sp.order))
+    if acc:
+        e, ep = R[f"e{l}"], R["ep"]
+        ops.append(Op(f"red{l}", "reduce", lambda b: (emit_reduce(b, cfg, "col", ln, ep, e, dst_layout="cols",
+                                                                  name=f"re{l}_"),
+                                                      cost_reduce(cfg, ln, "tree", "col").instructions)[1],
+                      reads=[(ep, ln)], writes=[(e, ln)]))
     return ops
 
 
@@ -307,7 +344,8 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
         v = R["xc"] if l == 0 else R[f"c{l}"]
         if l in spad:
             # the last paged layer's last page is still in WP from the forward pass
-            ops += _paged_backward(cfg, l, spad[l], R, P, N, d, dlay, dcopy, v, fused[l], resident=l == max(spad))
+            ops += _paged_backward(cfg, l, spad[l], R, P, N, d, dlay, dcopy, v, fused[l], resident=l == max(spad),
+                                   accumulate=paged_accumulate(spad[l], fused[l]))
             if l >= 1:
                 e, a, dm = R[f"e{l}"], R[f"a{l}"], R[f"dm{l}"]
                 if not (split and l == nl - 1):

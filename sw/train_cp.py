@@ -599,7 +599,9 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                 used = len(step.layout(replace(cfg, ucode_depth=1 << 16), tails, ring)[0][0])
                 if used <= cfg.ucode_depth:  # pragma: no cover - another assembler error
                     raise
-                if ov is None:           # the straight-line GEMV rows cost microcode: every chain in the tail
+                # the straight-line GEMV rows (the chains', the hidden pages' hosts) cost
+                # microcode: every chain in the tail, every page move in its loop
+                if chain_overlap and (ov is None or any(sp.hide for sp in spads.values())):
                     tp = compile_chip_cp(cfg, mlp, **given, chain_overlap=False)
                     tp.meta["chain_overlap_off"] = f"microcode ({used} words per core with it)"
                     return tp

@@ -120,22 +120,26 @@ def _load_scalar(f, cfg, alpha: Scalar, r, pr):
 
 
 def emit_axpy(b, cfg, n: int, alpha: Scalar, x: Region, y: Region, *, layout: str | None = None,
-              agu: str = "g0", name: str = "axpy") -> KernelInfo:
+              agu: str = "g0", name: str = "axpy", accumulate: bool = True) -> KernelInfo:
     """``y[i] = alpha * x[i] + y[i]`` (``mac``: the product rounded, then the sum) for the
     ``n`` local words; the FMA writes ``y`` back in place. One element per instruction
     when ``x`` and ``y`` are in different banks, else two; plus one instruction loading
-    ``alpha``."""
+    ``alpha``. ``accumulate=False``: ``y[i] = alpha * x[i]`` (``mul``; ``y`` not read),
+    in the same instructions."""
     pr, gate = _ew_common(cfg, n, {"x": x, "y": y}, layout)
     x, y = x.bind(cfg), y.bind(cfg)
     k = 1 if x.bank != y.bank else 2
     f = Frag()
     _load_scalar(f, cfg, alpha, "r2", pr)
 
+    op = mac if accumulate else mul
+
     def elem(i, agu_):
         if k == 1:
-            return [[x.rd(i, agu=agu_, gate=gate), y.rd(i, agu=agu_, gate=gate), mac(y.src, "r2", x.src)] + pr]
+            return [[x.rd(i, agu=agu_, gate=gate), y.rd(i, agu=agu_, gate=gate, read=accumulate),
+                     op(y.src, "r2", x.src)] + pr]
         return [[x.rd(i, agu=agu_, gate=gate), mov("r1", x.src)] + pr,
-                [y.rd(i, agu=agu_, gate=gate), mac(y.src, "r2", "r1")] + pr]
+                [y.rd(i, agu=agu_, gate=gate, read=accumulate), op(y.src, "r2", "r1")] + pr]
 
     _stream(f, n, k, elem, [("agu_base", agu, 0), ("agu_stride", agu, 0, 1)], 0, name)
     _finish(b, f)

@@ -889,3 +889,36 @@ def test_page_load_why_not():
     assert "fewer than the 8 beats" in page_load_why_not(ArchConfig(nr=8, spad_kib=1), 8, 40)
     with pytest.raises(KernelError, match="page_load: 2 local rows"):
         emit_gemv(Builder(cfg4), cfg4, 8, 40, Region("a", 0), Region("b", 0), Region("b", 100), page_load=0)
+
+
+@pytest.mark.parametrize("ep_bank", ["a", "b"], ids=["same_bank", "other_bank"])
+def test_paged_accumulate_matches_gemv_t_reversed(ep_bank):
+    """SGD's backward over pages of one local row (:func:`sw.train_chip_ops.paged_accumulate`):
+    ``d`` broadcast to the rows layout, ``ep = d_r W_r`` (``emit_axpy(accumulate=False)``)
+    for the last local row, ``ep = d_r W_r + ep`` for the others, last to first, then the
+    tree reduction down the PE columns into the cols layout: bit for bit
+    :func:`sw.golden.gemv_t_reversed` (signed zeros and subnormals included), and not
+    the ascending chain of :func:`sw.golden.gemv_t`."""
+    from sw.collectives import emit_broadcast, emit_reduce
+
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = _cfg(4, "binary16", 256)
+    fmt, nr, m, n = cfg.fmt, 4, 12, 22
+    ml, nl = local_len(m, nr), local_len(n, nr)
+    W, d = rand_bits(fmt, rng, (m, n), special=0.2), rand_bits(fmt, rng, (m,), special=0.2)
+    WA, D, DC, EP, E = Region("a", 0), Region("b", 0), Region("b", 10), Region(ep_bank, 100), Region("b", 50)
+    ks = [lambda b: emit_broadcast(b, cfg, "row", ml, D, DC, name="bd")]
+    for i, r in enumerate(reversed(range(ml))):
+        ks.append(lambda b, i=i, r=r: emit_axpy(b, cfg, nl, Scalar("b", DC.base + r), Region("a", r * nl), EP,
+                                                name=f"ax{i}", accumulate=i > 0))
+    ks.append(lambda b: emit_reduce(b, cfg, "col", nl, EP, E, dst_layout="cols", name="re"))
+    outs, _ = run_kernel(cfg, [(WA, pack_matrix(W, nr)), (D, pack_vector(d, nr, "diag"))], ks, [(E, nl)])
+    want = golden.gemv_t_reversed(fmt, nr, W, d)
+    for w in range(nr):
+        _eq(unpack_vector(outs[0], n, "cols", which=w), want, f"copy {w}")
+    # the order shows: 1 + 2^-11 + 2^-11 is 1 ascending (ties to even), 1 + 2^-10 descending
+    W3 = fmt.from_float(np.array([[1.0], [0.0], [0.0], [0.0], [2.0 ** -11], [0], [0], [0], [2.0 ** -11], [0], [0], [0]]))
+    one = fmt.from_float(np.ones(12))
+    assert fmt.to_float(golden.gemv_t(fmt, nr, W3, one))[0] == 1.0
+    assert fmt.to_float(golden.gemv_t_reversed(fmt, nr, W3, one))[0] == 1.0 + 2.0 ** -10

@@ -469,6 +469,14 @@ def test_chip_sgd_spad_matches_golden(spad, page_rows, loss, out_map, backward):
         assert all(n * cfg.nr <= page_rows for sp in tp.spad.values() for _, n in sp.pages)
     assert ("ep" in tp.alloc.items) == any(len(sp.pages) > 1 for l, sp in tp.spad.items() if l >= 1)
     check_spad_traffic(tp, res[-1])
+    from sw.train_chip_ops import paged_accumulate
+
+    # pages of one local row, separate step: W^T d accumulated row by row, reduced once
+    names = [n for n, _, _ in tp.breakdown()]
+    acc = [l for l, sp in tp.spad.items() if l and paged_accumulate(sp, tp.fused[l])]
+    assert [l for l in tp.spad if f"red{l}" in names] == acc
+    if spad == [0, 1, 2] and backward == "separate" and out_map == "rows":
+        assert acc == [1, 2] if len(tp.spad[2].pages) > 1 else acc == [1]
     assert all(o["layer"] not in tp.spad for o in tp.meta["overlap"])     # paged: updated before the reduce-scatter
     x = np.random.default_rng(1).uniform(-1, 1, mlp.n_in)
     assert np.array_equal(tp.predict(sess, x), gold.predict(x), equal_nan=True)     # lr 0.3 may diverge
@@ -541,7 +549,8 @@ def test_chip_sgd_page_overlap(case):
         assert sum(c[key] for c in res[-1].core_counters) == sum(c[key] for c in res0[-1].core_counters), key
     loads = dict((n, c) for n, _, c in tp0.breakdown())
     hidden = sum(loads[f"lf{n.split('_')[0][4:]}_{n.split('+lf')[1]}"] - 1 - cfg.nr for n in merged)
-    assert res0[-1].cycles - res[-1].cycles >= hidden
+    # (without the microcode LOADs: the longer programs may not fit the microcode together)
+    assert (res0[-1].cycles - res0[-1].load_cycles) - (res[-1].cycles - res[-1].load_cycles) >= hidden
     b = run_and_check(cfg, mlp, 2, "model", seed, compile=partial(compile_chip_sgd, **kw),
                       golden=partial(GoldenChipSGD, **kw))[3]
     for ra, rb in zip(res, b):
