@@ -222,7 +222,6 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
     page_slot = {}
 
     def start(at, kind, slot, sp, p):
-        nonlocal opened
         dram, beats = sp.dram_addr(nr, p), nr * sp.page_words(p)
         pre[at].items.append((kind, dram, sp.stage[slot], beats))
         opened.append((kind, slot, len(dma_chunks(cfg, dram, beats))))
