@@ -59,15 +59,21 @@ def test_gemv_t_rank1_cost_and_energy_events():
 
 
 
-@pytest.mark.parametrize("backend", ["model", "fast"])
-@pytest.mark.parametrize("nr,m,n,x_layout", [(4, 4, 37, None), (4, 3, 9, None), (2, 2, 21, "diag"), (3, 3, 14, None)],
-                         ids=["nr4", "nr4_pad", "nr2_diag", "nr3"])
-def test_gemv_page_load_model(nr, m, n, x_layout, backend):
+PAGE_LOAD = {"nr4": (4, 4, 37, None), "nr4_pad": (4, 3, 9, None), "nr2_diag": (2, 2, 21, "diag"),
+             "nr3": (3, 3, 14, None)}
+
+
+@pytest.mark.parametrize("backend,case", [(b, c) for b in ("model", "fast") for c in PAGE_LOAD] + [("rtl", "nr4")])
+def test_gemv_page_load_model(backend, case, request):
     """``emit_gemv(..., page_load=addr)``: the sums are the plain GEMV's, bit for bit,
     ``W``'s region ends holding the next page (the scratchpad's beats from ``addr`` in
     :func:`sw.transfer.emit_page_move`'s word order), and the kernel issues
     ``gemv_cost(page_load=True)`` instructions (the plain count plus the pointer and the
-    last word's beats beyond the FMA gap)."""
+    last word's beats beyond the FMA gap). ``rtl``: the core RTL on Icarus at ``nr = 4``
+    (every output beat and counter checked against the core model)."""
+    nr, m, n, x_layout = PAGE_LOAD[case]
+    if backend == "rtl":
+        request.getfixturevalue("require_simulator")("icarus")
     from sim.core_run import Phase, run_session
     from sw.transfer import decode_unload, emit_load, emit_spad_fill, emit_unload, load_beats_for, page_beats_for
 
@@ -93,7 +99,8 @@ def test_gemv_page_load_model(nr, m, n, x_layout, backend):
     emit_unload(b3, cfg, "a", W.base, nw, loop="v")
     b3.halt()
     _, r2, r3 = run_session(cfg, [Phase(b1.build().words(), data), Phase(b2.build().words()),
-                                  Phase(b3.build().words())], backend=backend)
+                                  Phase(b3.build().words())], backend=backend,
+                            **({"sim": "icarus", "name": "gemv_page_load"} if backend == "rtl" else {}))
     _eq(unpack_vector(decode_unload(cfg, r3.data[:nr], 1), m, "rows"), golden.gemv(fmt, nr, W0, xg, "tree"), "y")
     _eq(decode_unload(cfg, r3.data[nr:], nw), pack_matrix(W1, nr), "next page")
     assert info.instructions == gemv_cost(cfg, m, n, page_load=True)["instructions"] == r2.counters["instructions"] - 1
