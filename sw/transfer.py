@@ -261,23 +261,28 @@ def page_beats_for(cfg, local: np.ndarray) -> list[int]:
     return pack_beats(local.transpose(2, 1, 0).reshape(-1, nr), w)
 
 
-def decode_page(cfg, beats, n: int) -> np.ndarray:
-    """``nr * n`` beats of :func:`page_beats_for` -> ``(nr, nr, n)`` bit patterns."""
-    nr, w = cfg.nr, cfg.fmt.width
+def _lanes(cfg, beats, n: int) -> np.ndarray:
+    """``nr * n`` beats (ints, beat objects with ``data`` or ``(data, last)`` pairs) ->
+    their ``(nr * n, nr)`` lanes."""
+    nr = cfg.nr
     data = [b.data if hasattr(b, "data") else (b[0] if isinstance(b, (tuple, list)) else int(b)) for b in beats]
     if len(data) != nr * n:
         raise TransferError(f"expected {nr * n} beats, got {len(data)}")
-    return np.ascontiguousarray(unpack_beats(data, nr, w, cfg.fmt.np_uint).reshape(n, nr, nr).transpose(2, 1, 0))
+    return unpack_beats(data, nr, cfg.fmt.width, cfg.fmt.np_uint)
+
+
+def decode_page(cfg, beats, n: int) -> np.ndarray:
+    """``nr * n`` beats of :func:`page_beats_for` -> ``(nr, nr, n)`` bit patterns."""
+    nr = cfg.nr
+    # beat nr*a + k, lane i -> PE (i, k), word a
+    return np.ascontiguousarray(_lanes(cfg, beats, n).reshape(n, nr, nr).transpose(2, 1, 0))
 
 
 def decode_unload(cfg, beats, n: int) -> np.ndarray:
     """``nr * n`` beats of :func:`emit_unload` -> ``(nr, nr, n)`` bit patterns."""
-    nr, w = cfg.nr, cfg.fmt.width
-    data = [b.data if hasattr(b, "data") else (b[0] if isinstance(b, (tuple, list)) else int(b)) for b in beats]
-    if len(data) != nr * n:
-        raise TransferError(f"expected {nr * n} beats, got {len(data)}")
+    nr = cfg.nr
     # beat k*n + a, lane c -> PE (k, c), word a
-    return np.ascontiguousarray(unpack_beats(data, nr, w, cfg.fmt.np_uint).reshape(nr, n, nr).transpose(0, 2, 1))
+    return np.ascontiguousarray(_lanes(cfg, beats, n).reshape(nr, n, nr).transpose(0, 2, 1))
 
 
 def _chunks(cfg, n):
