@@ -58,8 +58,8 @@ PAPER_AREA_MM2 = {"S": 103.2, "L": 178.9}
 DRAM_MIB = 64
 #: transfers each core's DMA engine holds (``ArchConfig.dma_queue``): a page of the
 #: large net's DRAM panel is 10 transfers of 256 beats (one AXI4 burst each), so 16 lets
-#: a page's starts issue at once and move while the core computes; the queue is 16
-#: descriptors of 50 bits, under 100 bytes of registers per core
+#: a page's starts issue at once and move while the core computes; the queue holds 15
+#: descriptors of under 50 bits beside the transfer in progress, under 100 bytes per core
 DMA_QUEUE = 16
 
 
