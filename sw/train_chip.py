@@ -57,7 +57,6 @@ import numpy as np
 
 from arch.gc_pause import gc_paused
 from sw.kernels import page_load_why_not
-
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.train import backward_plan
@@ -207,12 +206,8 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
 def page_overlap_why_not(cfg, sp, n_in: int) -> str | None:
     """Why the forward GEMVs of the paged panel ``sp`` (``n_in`` inputs) cannot load the
     next page as they stream (:func:`compile_chip_sgd`'s ``page_overlap``), or None."""
-    if len(sp.pages) < 2:
-        return "one page"
-    if sp.lead:
-        return "resident rows"
-    if any(n != 1 for _, n in sp.pages):
-        return "pages of more than one local row"
+    if not sp.one_row_pages:
+        return "not several pages of one local row each (SpadPanel.one_row_pages)"
     return page_load_why_not(cfg, cfg.nr, n_in)
 
 
@@ -302,7 +297,9 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
                          "spad_layers": sorted(panels),
-                         "page_overlap": sorted(l for l, sp in panels.items() if sp.order == "words"), "ring_in": rin, "bcast_in": bx, "out_reduce": red, "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                         "page_overlap": sorted(l for l, sp in panels.items() if sp.order == "words"),
+                         "ring_in": rin, "bcast_in": bx, "out_reduce": red,
+                         "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
     return tp

@@ -7,8 +7,8 @@ page's ``W^T d`` accumulation)."""
 from __future__ import annotations
 
 from sw.collectives import Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
-from sw.kernels import (Scalar, emit_axpy, emit_gemv, page_load_why_not, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
-                        gemv_cost, rank1_cost, rank1_lines)
+from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
+                        gemv_cost, page_load_why_not, rank1_cost, rank1_lines)
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.overlap import merge_rows
@@ -96,7 +96,7 @@ def paged_accumulate(sp: "SpadPanel", fused: bool) -> bool:
     """Whether the paged panel ``sp``'s ``W^T d`` (the separate backward step, not
     ``fused``) is accumulated in every PE across its pages, one row at a time, and
     reduced down the PE columns once (:func:`_paged_backward`): pages of one local row."""
-    return not fused and not sp.lead and len(sp.pages) > 1 and all(n == 1 for _, n in sp.pages)
+    return not fused and sp.one_row_pages
 
 
 def _accumulate_op(cfg, name: str, first: bool, words: int, WP, dr: Region, ep) -> Op:
@@ -121,7 +121,7 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
     rows layout first (``dcopy``, broadcast from the diagonal), every page's products
     ``d_r W_p`` accumulated in ``ep`` (each PE's chain over its local rows, last to
     first), and after the last page one reduction of ``ep`` down the PE columns into
-    ``e`` (:func:`sw.golden.gemv_t` of the panel with its local rows reversed)."""
+    ``e`` (:func:`sw.golden.gemv_t_reversed`)."""
     nr, L = cfg.nr, (lambda x: local_len(x, cfg.nr))
     WP, ln = R.get(f"WP{l}", R.get("WP")), L(N[l])
     ops = []

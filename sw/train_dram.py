@@ -11,8 +11,9 @@ after a page has left its slot for ``WP`` (so it runs during that page's compute
 before, when the next page's move runs inside a GEMV, ``info["respad"]``), a
 ``dma wait`` just before a page is read from its slot, and after a page is written
 back to its slot its store to DRAM. :func:`dma_timeline` predicts the stalls this
-costs (the engine runs one transfer at a time; a start or a wait stalls the core while
-it is busy) from the ops' issue cycles, so every part's cycles stay predicted exactly.
+costs (the engine runs its transfers one after another; a start stalls the core while
+``cfg.dma_queue`` are outstanding, a ``dma wait K`` while more than ``K`` are) from the
+ops' issue cycles, so every part's cycles stay predicted exactly.
 """
 
 from __future__ import annotations

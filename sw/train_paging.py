@@ -50,6 +50,12 @@ class SpadPanel:
     order: str = field(default="rows", kw_only=True)
 
     @property
+    def one_row_pages(self) -> bool:
+        """Several pages, one local row per PE each, no resident rows: the page shape
+        SGD's page overlap and one-row accumulation take."""
+        return len(self.pages) > 1 and not self.lead and all(n == 1 for _, n in self.pages)
+
+    @property
     def lead(self) -> int:
         """Local rows resident in the PE memories (both banks), before the paged ones."""
         return self.res + self.resb
