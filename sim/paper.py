@@ -30,7 +30,7 @@ from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, MEMORY, area_of_core, 
 from sim.step_measure import compile_method, measure_step, ucode_words_needed
 
 __all__ = ["Cell", "CELLS", "PAPER", "PAPER_AREA_MM2", "run_cell", "table2", "convention", "format_table",
-           "movement_share", "areas", "plot_table2", "ucode_words_needed"]
+           "movement_share", "schedule_bound", "areas", "plot_table2", "ucode_words_needed"]
 
 NETS = {"small": (784, 500, 500, 500, 10), "large": (784, 2500, 2000, 1500, 1000, 500, 10)}
 METHODS = ("sgd", "cp", "mbgd")
@@ -235,10 +235,48 @@ def movement_share(r: dict) -> str:
     return f"{mv['hidden'] / mv['cycles'] * 100:.0f}/{mv['exposed'] / mv['cycles'] * 100:.0f}%"
 
 
+#: the resources of a core that serve one event per cycle, as :func:`schedule_bound` names
+#: them, and the movement kinds (:data:`sim.movement.KINDS`) that occupy each: the host
+#: port carries host I/O and microcode LOADs
+RESOURCES = {"FPU issue": (), "scratchpad port": ("spad",), "DRAM DMA": ("dma",), "host port": ("host", "ucode"),
+             "ring port": ("ring",)}
+
+
+def schedule_bound(r: dict) -> dict | None:
+    """The MAC utilization a cell's schedule cannot exceed, from its step's counters on
+    the critical core (``r["movement"]["critical"]``), or None for a cell without them.
+
+    A core issues one instruction per cycle, its scratchpad port moves one beat per
+    cycle, its DMA engine does one transfer at a time and the host port streams one beat
+    per cycle; so the step lasts at least as long as the busiest of these resources is
+    busy (:data:`RESOURCES`; ``FPU issue`` = the cycles whose instruction starts an FMA in
+    some PE). No reordering of the same instructions and transfers (FMAs, page moves, DMA
+    copies, LOADs) beats ``mac_util x cycles / busiest``: ``bound``, the resource
+    ``binding``, its ``busy`` cycles. ``hidden``: the utilization with every exposed
+    data-movement cycle removed and nothing else changed (:mod:`sim.movement`), which the
+    bound caps when a resource, not the FPU issue, binds. ``fpu_efficiency``: useful MACs
+    per PE and FPU-issue cycle (the part of ``bound`` that padding, reductions, the softmax
+    and other partial-array work take when the FPU issue binds)."""
+    crit = (r.get("movement") or {}).get("critical")
+    if not crit or r.get("mac_util") is None:
+        return None
+    busy = {name: crit["compute"] if not kinds else sum(crit[k]["cycles"] for k in kinds)
+            for name, kinds in RESOURCES.items()}
+    binding = max(busy, key=busy.get)
+    u, cyc = r["mac_util"], crit["cycles"]
+    return {"bound": u * cyc / busy[binding], "binding": binding, "busy": busy,
+            "hidden": u * cyc / (cyc - crit["exposed"]), "fpu_efficiency": u * cyc / crit["compute"]}
+
+
+def _bound(r: dict) -> str:
+    b = schedule_bound(r)
+    return "-" if b is None else f"{b['bound'] * 100:.1f}% {b['binding']}"
+
+
 def format_table(res: dict) -> str:
     """The JSON of :func:`table2` as a text table."""
     lines = [f"{'case':<30} {'paper':>6} {'ours':>6} {'ratio':>6} {'all':>6} {'MAC util':>9} {'paper util':>10} "
-             f"{'mem/FPU':>8} {'DM hid/exp %':>13}  status"]
+             f"{'mem/FPU':>8} {'DM hid/exp %':>13} {'util bound':>24}  status"]
     for r in res["cells"]:
         st = r["status"] if r["status"] == "ok" else r["status"][:110] + ("..." if len(r["status"]) > 110 else "")
         if r.get("offchip"):
@@ -248,13 +286,15 @@ def format_table(res: dict) -> str:
         lines.append(f"{Cell(r['net'], r['config'], r['method']).label:<30} {r['paper_gflops_w']:>6} "
                      f"{_f(r['gflops_w'], '.0f'):>6} {_f(r['ratio'], '.2f'):>6} {_f(r['gflops_w_all'], '.0f'):>6} "
                      f"{_pct(r['mac_util']):>9} {_pct(r['paper_mac_util']):>10} "
-                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8} {movement_share(r):>13}  {st}")
+                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8} {movement_share(r):>13} {_bound(r):>24}  {st}")
     c = res["convention"]
     lines += ["", "GFLOPS/W: 'ours' = compared scope (" + " + ".join(c["compared_scope"]) + "); 'all' = everything "
               "(+ " + ", ".join(c["everything"][len(c["compared_scope"]):]) + f"); FPU {c['fpu_pj_per_flop']} pJ "
               f"per FLOP, {c['flops_per_fpu_issue']:g} FLOPs per FPU issue; MAC util. = useful MACs / (cycles x "
               "PEs), host turnaround included; DM hid/exp = cycles of the step's critical path with data movement "
-              "beside compute / without, % of the step (sim.movement).",
+              "beside compute / without, % of the step (sim.movement); util bound = the MAC util. the step's "
+              "instructions and transfers allow, from the busiest resource of its critical core "
+              "(sim.paper.schedule_bound).",
               "area (PE arrays + scratchpads, the paper's blocks): " + "; ".join(
                   f"{k} {v['ours']:.1f} mm^2 (paper {v['paper']}, {v['ratio']:.3f}x) + microcode stores "
                   f"{v['ucode']:.1f} mm^2 = {v['total_with_ucode']:.1f}" for k, v in res["area_mm2"].items())]

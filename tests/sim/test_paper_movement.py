@@ -48,6 +48,40 @@ def test_cells_carry_their_data_movement(small_chip):
     assert tr["DRAM DMA h / e"] == f"{off['movement']['critical']['dma']['hidden']:,} / " \
                                    f"{off['movement']['critical']['dma']['exposed']:,}"
     assert "%" in paper.format_table({"cells": rows, "convention": paper.convention(), "area_mm2": {}})
+    for r in rows + [off]:
+        _check_bound(r)
+    assert paper.schedule_bound(off)["busy"]["DRAM DMA"] == off["movement"]["critical"]["dma"]["cycles"]
+
+
+def _check_bound(row):
+    """The bound lies between the measured utilization and 1, is the busiest resource's,
+    and the utilization with the exposed movement removed is at least the measured."""
+    b = paper.schedule_bound(row)
+    crit, u = row["movement"]["critical"], row["mac_util"]
+    assert u <= b["bound"] <= 1 and u <= b["hidden"]
+    assert b["busy"]["FPU issue"] == crit["compute"] and b["fpu_efficiency"] <= 1
+    assert b["busy"]["host port"] == crit["host"]["cycles"] + crit["ucode"]["cycles"] > 0
+    assert b["busy"][b["binding"]] == max(b["busy"].values()) <= crit["cycles"]
+    assert b["bound"] == pytest.approx(u * crit["cycles"] / max(b["busy"].values()))
+    tr = table_row(row)
+    assert tr["util. bound % (busiest resource)"] == f"{b['bound'] * 100:.1f} ({b['binding']})"
+
+
+def test_schedule_bound_names_the_busiest_resource():
+    def kind(c, h=0):
+        return {"cycles": c, "hidden": h, "exposed": c - h}
+    crit = {"cycles": 1000, "compute": 300, "hidden": 100, "exposed": 600, "compute_only": 200, "other": 100,
+            "ring": kind(50), "host": kind(20), "spad": kind(700, 100), "dma": kind(400), "ucode": kind(0)}
+    row = {"mac_util": 0.2, "movement": {"critical": crit}}
+    b = paper.schedule_bound(row)
+    assert b["binding"] == "scratchpad port" and b["bound"] == pytest.approx(0.2 * 1000 / 700)
+    assert b["hidden"] == pytest.approx(0.2 * 1000 / 400) and b["fpu_efficiency"] == pytest.approx(0.2 * 1000 / 300)
+    crit["ucode"] = kind(800)                       # LOADs and host I/O share the host port
+    assert paper.schedule_bound(row)["binding"] == "host port"
+    assert paper.schedule_bound(row)["busy"]["host port"] == 820
+    assert paper.schedule_bound({"mac_util": None, "movement": {"critical": crit}}) is None
+    assert paper.schedule_bound({"mac_util": 0.2}) is None
+    assert bench_paper.bound_columns({"mac_util": None})["util. bound % (busiest resource)"] == ""
 
 
 def test_rows_without_the_figures_show_dashes(small_chip):
