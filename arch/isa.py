@@ -17,7 +17,7 @@ from arch.layout import StructLayout
 from arch.microop import MicroOp, uop_fields, uop_layout
 
 __all__ = ["SeqOp", "HostDir", "ctl_layout", "instr_layout", "Instruction", "AGU_FIELDS", "SPAD_RD", "SPAD_WR",
-           "spad_ptr_value", "DmaOp", "DMA_DRAM", "DMA_SPAD", "DMA_N_BITS"]
+           "spad_ptr_value", "DmaOp", "DMA_DRAM", "DMA_SPAD", "DMA_N_BITS", "dma_descriptor_bits"]
 
 #: micro-op offset fields an address generator can be added to, in ctl order
 AGU_FIELDS = ("ra", "rb", "wa", "wb")
@@ -58,6 +58,13 @@ class DmaOp(enum.IntEnum):
 
 #: width of the ``dma_n`` field: a transfer moves 1..256 beats (one AXI4 burst)
 DMA_N_BITS = 8
+
+
+def dma_descriptor_bits(cfg) -> int:
+    """Bits of one transfer the DMA engine queues (``cfg.dma_queue > 1``): load or
+    store, ``dma_n``, the DRAM and the scratchpad beat addresses (``rtl.dma.DmaEngine``'s
+    descriptor FIFO, and its area in :func:`sim.power.area_of_core`)."""
+    return 1 + DMA_N_BITS + cfg.dram_addr_bits + cfg.spad_addr_bits
 
 
 class HostDir(enum.IntEnum):

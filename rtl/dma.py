@@ -12,7 +12,7 @@ from amaranth.lib import wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
-from arch.isa import DMA_N_BITS
+from arch.isa import DMA_N_BITS, dma_descriptor_bits
 
 __all__ = ["DmaEngine", "AxiMaster", "axi_members", "axi_master_members", "axi_port"]
 
@@ -157,8 +157,7 @@ class DmaEngine(wiring.Component):
         d_dram, d_spad = Signal(cfg.dram_addr_bits), Signal(cfg.spad_addr_bits)
         idle = state == IDLE
         if cfg.dma_queue > 1:
-            m.submodules.queue = q = SyncFIFO(width=1 + DMA_N_BITS + cfg.dram_addr_bits + cfg.spad_addr_bits,
-                                              depth=cfg.dma_queue - 1)
+            m.submodules.queue = q = SyncFIFO(width=dma_descriptor_bits(cfg), depth=cfg.dma_queue - 1)
             pop = idle & q.r_rdy
             m.d.comb += [
                 q.w_data.eq(Cat(self.store, self.n, self.dram, self.spad)),

@@ -56,11 +56,14 @@ PAPER_AREA_MM2 = {"S": 103.2, "L": 178.9}
 #: 80 cycles latency), 64 MiB each, and a DMA queue; the rest of the configuration is
 #: unchanged
 DRAM_MIB = 64
-#: transfers each core's DMA engine holds (``ArchConfig.dma_queue``): a page of the
-#: large net's DRAM panel is 10 transfers of 256 beats (one AXI4 burst each), so 16 lets
-#: a page's starts issue at once and move while the core computes; the queue holds 15
-#: descriptors of under 50 bits beside the transfer in progress, under 100 bytes per core
-DMA_QUEUE = 16
+#: transfers each core's DMA engine holds (``ArchConfig.dma_queue``): a page copy is one
+#: start per transfer of at most 256 beats (one AXI4 burst), and a start stalls the core
+#: while the queue is full; the large net's DRAM pages are 10 transfers (SGD, minibatch
+#: GD) and up to 49 (CP's 12,500-beat pages), so 64 lets a page's starts issue at once
+#: behind the copy in progress and move while the core computes; the queue is 63
+#: descriptors of 48 bits beside the transfer in progress, 0.014 mm^2 of flip-flops per
+#: core (:func:`sim.power.area_of_core`)
+DMA_QUEUE = 64
 
 
 def dram_config(name: str):

@@ -192,8 +192,11 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
 
     ``ucode_words``: the microcode store's size in instructions (default
     ``cfg.ucode_depth``; pass the words a program needs to size the store from it).
+    ``dma`` (a core with DRAM): the engine, plus its ``dma_queue - 1`` queued
+    descriptors (:func:`arch.isa.dma_descriptor_bits` each) at the register file's area
+    per bit.
     """
-    from arch.isa import instr_layout
+    from arch.isa import dma_descriptor_bits, instr_layout
 
     w = cfg.fmt.width
     pe = {"fpu": _fmt_entry(tech, "fpu_area_mm2", cfg.fmt.name),
@@ -206,8 +209,8 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
     out["ucode"] = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
     if cfg.spad_kib:     # the off-core scratchpad, scaled linearly from the 512 KB figure
         out["spad"] = tech.spad_area_mm2_per_512kib * cfg.spad_kib / 512
-    if cfg.dram_mib:     # the DMA engine (the DRAM itself is off chip)
-        out["dma"] = tech.dma_area_mm2
+    if cfg.dram_mib:     # the DMA engine (the DRAM itself is off chip) and its descriptor queue, flip-flops
+        out["dma"] = tech.dma_area_mm2 + (cfg.dma_queue - 1) * dma_descriptor_bits(cfg) * tech.rf_area_mm2_per_16x16b / 256
     out["pe"] = sum(pe.values())
     return out
 

@@ -277,6 +277,7 @@ def test_asm_needs_dram():
 def test_power_charges_dram():
     """DRAM energy = beats x nr x width / 64 x the 64-bit access energy (Horowitz, 45 nm),
     in the everything scope only; the DMA engine's area is a logic block."""
+    from arch.isa import dma_descriptor_bits
     from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, area_of_core, report_from_counters
 
     cfg = BASE
@@ -289,7 +290,11 @@ def test_power_charges_dram():
     assert rep.energy_pj["dram"] == pytest.approx(beats * 2 * 16 / 64 * 1950.0)
     assert DEFAULT_TECH.dram_pj_per_64b == 1950.0 and "Horowitz" in DEFAULT_TECH.sources["dram_pj_per_64b"]
     assert "dram" not in COMPARED and "dram" not in EVERYTHING
-    assert area_of_core(cfg)["dma"] == DEFAULT_TECH.dma_area_mm2
+    assert cfg.dma_queue == 1 and area_of_core(cfg)["dma"] == DEFAULT_TECH.dma_area_mm2
+    # a queue of Q transfers adds Q - 1 descriptors of flip-flops (1 + 8 + 18 + 9 bits here)
+    assert dma_descriptor_bits(cfg) == 1 + 8 + cfg.dram_addr_bits + cfg.spad_addr_bits == 36
+    q16 = area_of_core(cfg.replace(dma_queue=16))["dma"]
+    assert q16 == pytest.approx(DEFAULT_TECH.dma_area_mm2 + 15 * 36 * DEFAULT_TECH.rf_area_mm2_per_16x16b / 256)
     off = cfg.replace(dram_mib=0)
     assert "dma" not in area_of_core(off)
     assert "dram" not in report_from_counters(off, {k: v for k, v in r.counters.items()
