@@ -237,6 +237,12 @@ def quote_errors(quotes, root: Path = ROOT) -> list[str]:
 
 # helpers for values that several quotes share
 
+def schedule_bound(cell: dict) -> dict:
+    """:func:`sim.paper.schedule_bound` (imported when a quote needs it)."""
+    from sim.paper import schedule_bound as bound
+    return bound(cell)
+
+
 def span(values, nd: int = 0) -> tuple:
     """(min, max) of some values, for a quoted range."""
     vs = [num(v) for v in values]
@@ -279,11 +285,45 @@ QUOTES: list[Quote] = [
           lambda d: (d["area_mm2"]["S"]["paper"], d["area_mm2"]["L"]["paper"]), "{0:.1f} / {1:.1f}"),
     Quote("README.md", r"microcode stores \((\S+) mm\^2 at S\)", RES + "paper.json",
           ("area_mm2", "S", "ucode"), "{:.1f}"),
-    Quote("README.md", r"microcode LOADs are (\d+) % and (\d+) % of SGD's and minibatch GD's", RES + "paper.json",
-          lambda d: tuple(f"{c['microcode_load_cycles'] / c['cycles'] * 100:.0f}"
-                          for c in (PAPER_CELL("large", "S", m)(d) for m in ("sgd", "mbgd"))), lambda v: v),
+    Quote("README.md", r"cap SGD and CP at (\S+ % and \S+) %", RES + "paper.json",
+          lambda d: tuple(schedule_bound(PAPER_CELL("large", "S", m)(d))["bound"] * 100 for m in ("sgd", "cp")),
+          "{0:.1f} % and {1:.1f}"),
+    Quote("README.md", r"issue caps every cell at (\d+-\d+) %", RES + "paper.json",
+          lambda d: span(b["bound"] * 100 for b in map(schedule_bound, d["cells"]) if b["binding"] == "FPU issue"),
+          "{0:.0f}-{1:.0f}"),
 ]
 
+
+
+# docs/simulators.md, "The bound on a cell's utilization": each Table 2 cell's MAC
+# utilization and its bound from paper.json
+_BOUND_ROWS = {f"{n} net, {c}, {name}": (n, c, m) for n, c in (("small", "S"), ("large", "S"), ("large", "L"))
+               for m, name in (("sgd", "SGD"), ("cp", "CP"), ("mbgd", "minibatch GD"))}
+QUOTES += [q for row, (n, c, m) in _BOUND_ROWS.items() for q in (
+    Quote("docs/simulators.md", Cell("| cell | MAC util. | bound (busiest resource)", row, "MAC util."),
+          RES + "paper.json", lambda d, n=n, c=c, m=m: PAPER_CELL(n, c, m)(d)["mac_util"] * 100, "{:.1f} %"),
+    Quote("docs/simulators.md", Cell("| cell | MAC util. | bound (busiest resource)", row, "bound (busiest resource)"),
+          RES + "paper.json", lambda d, n=n, c=c, m=m: schedule_bound(PAPER_CELL(n, c, m)(d)),
+          lambda b: f"{b['bound'] * 100:.1f} % ({b['binding']})"))]
+
+
+# docs/training.md, CP of the large network at S: the Table 2 cell
+_LCP = PAPER_CELL("large", "S", "cp")
+QUOTES += [
+    Quote("docs/training.md", r"64-transfer DMA queue of the off-chip cells: \*\*([\d,]+) cycles", RES + "paper.json",
+          lambda d: _LCP(d)["cycles"], "{:,}"),
+    Quote("docs/training.md", r"cycles\s+per step, (\S+) %\*\* \(with a 16-transfer", RES + "paper.json",
+          lambda d: _LCP(d)["mac_util"] * 100, "{:.1f}"),
+    Quote("docs/training.md", r"they issue at once\s+and ([\d,]+) stall it", RES + "paper.json",
+          lambda d: _LCP(d)["dma_stall_cycles_per_core"], "{:,}"),
+    Quote("docs/training.md", r"of its DMA engine's ([\d,]+) busy cycles", RES + "paper.json",
+          lambda d: _LCP(d)["dma_busy_cycles_per_core"], "{:,}"),
+    Quote("docs/training.md", r"and out \(([\d,]+ cycles, \d+) % of the step\)", RES + "paper.json",
+          lambda d: (_LCP(d)["movement"]["critical"]["spad"]["cycles"],
+                     _LCP(d)["movement"]["critical"]["spad"]["cycles"] / _LCP(d)["cycles"] * 100), "{0:,} cycles, {1:.0f}"),
+    Quote("docs/training.md", r"bounds the cell at (\S+) %", RES + "paper.json",
+          lambda d: schedule_bound(_LCP(d))["bound"] * 100, "{:.1f}"),
+]
 
 
 # docs/power.md, "Power caps": the benchmark's table
