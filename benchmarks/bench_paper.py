@@ -96,9 +96,9 @@ def finish(res: dict, results=RESULTS) -> dict:
             "the host turnaround included. Util. bound: the step's counters on the critical core give each "
             "resource's busy cycles (FPU issue = cycles whose instruction starts an FMA; scratchpad port, DMA "
             "engine, host port = host I/O + microcode LOADs, ring port); the step lasts at least as long as the "
-            "busiest is busy, so no reordering of the same instructions and transfers beats util. x cycles / its busy cycles (sim.paper.schedule_bound). Util. if "
-            "movement hidden: every exposed data-movement cycle removed, which the bound caps. Area: " + area
-            + ". Plot: paper.png.")
+            "busiest is busy, so no reordering of the same instructions and transfers beats util. x cycles / its "
+            "busy cycles (sim.paper.schedule_bound). Util. if movement hidden: every exposed data-movement cycle "
+            "removed, which the bound caps. Area: " + area + ". Plot: paper.png.")
     return {"title": "The reference design's Table 2 beside this model (fast chip engine)", "note": note,
             "rows": rows, **res}
 

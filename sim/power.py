@@ -209,8 +209,9 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
     out["ucode"] = tech.ucode_area_mm2_per_16kib * ucode_bits / (16384 * 8)
     if cfg.spad_kib:     # the off-core scratchpad, scaled linearly from the 512 KB figure
         out["spad"] = tech.spad_area_mm2_per_512kib * cfg.spad_kib / 512
-    if cfg.dram_mib:     # the DMA engine (the DRAM itself is off chip) and its descriptor queue, flip-flops
-        out["dma"] = tech.dma_area_mm2 + (cfg.dma_queue - 1) * dma_descriptor_bits(cfg) * tech.rf_area_mm2_per_16x16b / 256
+    if cfg.dram_mib:     # the DMA engine (the DRAM itself is off chip) and its queue's flip-flops
+        queue_bits = (cfg.dma_queue - 1) * dma_descriptor_bits(cfg)
+        out["dma"] = tech.dma_area_mm2 + queue_bits * tech.rf_area_mm2_per_16x16b / 256
     out["pe"] = sum(pe.values())
     return out
 
