@@ -58,6 +58,10 @@ def _holds(stream, beats):
     return any(d[i:i + len(beats)] == beats for i in range(len(d) - len(beats) + 1))
 
 
+#: make test-all: make test checks a group's isolation from a deadlocked one on the chip RTL
+#: (test_chip_rtl_two_groups_one_faulty) and the chip SGD step on the RTL alone
+#: (tests/sw/test_train_chip.py::test_chip_sgd_rtl)
+@pytest.mark.slow
 @pytest.mark.parametrize("sim", ["icarus"])
 def test_chip_rtl_sgd_job_beside_faulty_group(sim):
     """An SGD step of a small network compiled for 2 cores, and the read-back of its

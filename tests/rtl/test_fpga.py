@@ -1098,9 +1098,12 @@ def test_counter_bank_maps_to_block_ram():
     assert stats[False]["TRELLIS_FF"] > stats[True]["TRELLIS_FF"], stats
 
 
-#: the default preset in make test-all: the same microcode RAM and build declaration as the
-#: FPGA preset's, which make test checks
-@pytest.mark.parametrize("preset", [pytest.param("default", marks=pytest.mark.slow), "fpga"])
+#: make test-all (both presets): make test checks the build's declaration of the microcode
+#: read collision-undefined (test_sram_reads_collision_free: the sequencer's read port is
+#: in the command) and that Yosys then maps such a memory onto block RAM without its
+#: read-during-write logic (the same test, on a PE-named memory)
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["default", "fpga"])
 def test_microcode_maps_to_block_ram_without_collision_logic(preset):
     """The sequencer's microcode RAM on block RAM, with the build's declaration of its
     read collision-undefined (exact: the microcode is written only while the sequencer

@@ -82,6 +82,10 @@ def test_pause_generator_is_lfsr_pauses():
     assert 50 < sum(got[0][0]) < 100 and not any(got[3][0]) and all(got[2][0])
 
 
+#: make test-all: make test runs a kernel session through the replay harness against the
+#: fast model and a job against the cocotbext-axi testbench, both with pauses
+#: (test_replay_with_pauses)
+@pytest.mark.slow
 @pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_replay_session_equals_axi_and_fast(sim):
     """A kernel session (loads, GEMV, rank-1 update, unloads) through the replay harness:

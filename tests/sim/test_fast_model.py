@@ -358,9 +358,9 @@ def test_issue_trace_addr_stage_undefined_loop_inside_a_plan():
 # random programs: core model vs per-cycle engine vs loop-level engine
 # ======================================================================================
 CHUNKS = [(name, c) for name in CONFIGS for c in range(-(-N_RANDOM // CHUNK))]
-#: chunks of ``make test`` per configuration (the first 100 seeds); the others, the next
+#: chunks of ``make test`` per configuration (the first 50 seeds); the others, the next
 #: seeds of the same generator, in ``make test-all``
-FAST_CHUNKS = 2
+FAST_CHUNKS = 1
 
 
 @pytest.mark.parametrize("cname,chunk", [pytest.param(n, c, id=f"{n}-{c}",

@@ -63,7 +63,10 @@ PAGE_LOAD = {"nr4": (4, 4, 37, None), "nr4_pad": (4, 3, 9, None), "nr2_diag": (2
              "nr3": (3, 3, 14, None)}
 
 
-@pytest.mark.parametrize("backend,case", [(b, c) for b in ("model", "fast") for c in PAGE_LOAD] + [("rtl", "nr4")])
+#: the RTL case in make test-all: make test replays GEMVs with a page load inside on the
+#: chip RTL (tests/sw/test_train_chip.py::test_chip_sgd_spad_rtl, ``gemv0_1+lf2``)
+@pytest.mark.parametrize("backend,case", [(b, c) for b in ("model", "fast") for c in PAGE_LOAD]
+                         + [pytest.param("rtl", "nr4", marks=pytest.mark.slow)])
 def test_gemv_page_load_model(backend, case, request):
     """``emit_gemv(..., page_load=addr)``: the sums are the plain GEMV's, bit for bit,
     ``W``'s region ends holding the next page (the scratchpad's beats from ``addr`` in

@@ -57,6 +57,10 @@ def test_mb_reuse_fast_bit_exact(loss, dram):
     assert tp.meta["acts"] == "reuse" and "XTb" in tp.alloc.items
 
 
+#: make test-all: make test runs the same reuse programs bit-exact on the fast engine
+#: (test_mb_reuse_fast_bit_exact) and the per-cycle engine on minibatch GD's DRAM paging
+#: (tests/sw/test_dram_train.py::test_dram_stream_cycle_engine_bit_exact[mbgd])
+@pytest.mark.slow
 def test_mb_reuse_cycle_engine_bit_exact():
     """The per-cycle chip model, two steps, both paged panels in DRAM."""
     mlp = MLP(NET, "softmax_ce", 0.05, batch=4)

@@ -166,7 +166,14 @@ def test_mbcp_spad_matches_golden(spad, page_rows):
             assert (ctr["spad_rd_beats"], ctr["spad_wr_beats"]) == (beats, beats), k
 
 
-@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
+#: make test-all, with the other minibatch CP replays below: make test runs CP's paged
+#: panels and chains on the chip RTL (tests/sw/test_train_cp.py::test_cp_spad_rtl,
+#: test_cp_rtl_groups) and the matrix collectives minibatch CP's chains are made of
+#: (tests/sw/test_ring_mat.py::test_mat_collectives_rtl); minibatch CP's programs run
+#: counter for counter on both engines (test_mbcp_engines_agree_counter_for_counter) and
+#: its paged ones bit-exact against the golden (test_mbcp_spad_matches_golden)
+@pytest.mark.slow
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
 def test_mbcp_spad_rtl(sim):
     """Minibatch CP with both hidden layers paged in 2-row pages on the chip RTL
     (``CHIP4``: one simulator build with the tests above; the chains run as a RUN of
@@ -177,8 +184,8 @@ def test_mbcp_spad_rtl(sim):
     rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
 
 
-#: make test-all: test_mbcp_spad_rtl replays minibatch CP's chains on the same chip in make
-#: test, and the host's softmax phases are bit-exact on both engines (test_mbcp_softmax_on_host)
+#: make test-all (see test_mbcp_spad_rtl); the host's softmax phases are bit-exact on both
+#: engines in make test (test_mbcp_softmax_on_host)
 @pytest.mark.slow
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
 def test_mbcp_softmax_rtl(sim):
@@ -192,8 +199,8 @@ def test_mbcp_softmax_rtl(sim):
     rtl_replay(CHIP4, *run, sim, "chip-mbcp4")
 
 
-#: make test-all: test_mbcp_softmax_rtl replays the same chains (the same groups and sizes)
-#: and the host's softmax in make test
+#: make test-all (see test_mbcp_spad_rtl): test_mbcp_softmax_rtl replays the same chains
+#: (the same groups and sizes) and the host's softmax
 @pytest.mark.slow
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.verilator)])
 def test_mbcp_rtl(sim):
