@@ -156,14 +156,15 @@ def measure_step(cfg, mlp, method: str, *, weight_seed: int = 0, input_seed: int
 
 
 #: the phase of a step an operation kind belongs to (:meth:`breakdown` rows' kind)
-_PHASE_OF_KIND = {"ring": "collectives", "nop": "overhead", "halt": "overhead"}
+_PHASE_OF_KIND = {"ring": "collectives", "nop": "overhead", "halt": "overhead", "jump": "overhead"}
 _MEMORY_KINDS = ("spad", "page", "transpose")
 
 
 def phase_cycles(tp, host_cycles: int = 0, load_cycles: int = 0) -> dict:
     """The step's cycles by phase, from the compiler's breakdown (core 0's operations):
     ``compute`` (GEMV, GEMM, rank-1 and the elementwise kernels), ``collectives`` (ring),
-    ``memory`` (scratchpad paging, transposes), ``overhead`` (gaps, halts), ``host`` and
+    ``memory`` (scratchpad paging, transposes), ``overhead`` (gaps, halts, the JUMPs of
+    aligned and resident programs), ``host`` and
     ``microcode`` (the host's LOADs of microcode images between RUNs, ``load_cycles``)."""
     out = {"compute": 0, "collectives": 0, "memory": 0, "overhead": 0, "host": int(host_cycles),
            "microcode": int(load_cycles)}

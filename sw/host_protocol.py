@@ -128,16 +128,19 @@ def load_plan(cfg, images, loaded) -> list:
     share one host stream, so the LOADs go one after another; the plan is the one with
     the fewest beats of these: every changed core writes the words in which its image
     differs from what it holds; or one image is broadcast first (one a changed core
-    takes, or the consensus image: per word the one most cores' images hold) and then
-    every core writes the words in which its image differs from it. A core writes
-    a run of words with one LOAD (a header beat); words past the end of a core's image
-    are never compared (they are not its program's)."""
+    takes, or the consensus image: per word the one most cores' images hold), over the
+    span of addresses some core must change when every core's contents are known (else
+    from address 0), and then every core writes the words in which its image differs
+    from what it then holds. A core writes a run of words with one LOAD (a header beat);
+    words past the end of a core's image are never compared (they are not its
+    program's)."""
     n = len(images)
     need = [k for k in range(n) if not _same(loaded[k], images[k])]
     if not need:
         return []
     limbs = max(1, -(-instr_layout(cfg).size // 64))
     tgt = [_keys(images[k], limbs) for k in range(n)]
+    held = [None if loaded[k] is None else _keys(loaded[k], limbs) for k in range(n)]
 
     def patches(ks, base):
         """Per core of ``ks`` its runs from ``base(k)``, and their beats in all."""
@@ -145,7 +148,7 @@ def load_plan(cfg, images, loaded) -> list:
         return runs, sum(r[2] for r in runs.values())
 
     best_head = None
-    best_runs, best_cost = patches(need, lambda k: None if loaded[k] is None else _keys(loaded[k], limbs))
+    best_runs, best_cost = patches(need, lambda k: held[k])
     cands: dict = {}
     for k in need:
         cands.setdefault(tgt[k].tobytes(), (images[k], tgt[k]))
@@ -153,17 +156,41 @@ def load_plan(cfg, images, loaded) -> list:
         cons = _consensus(images, tgt)
         ck = _keys(cons, limbs)
         cands.setdefault(ck.tobytes(), (cons, ck))
+    lo, hi = _span(best_runs) if all(h is not None for h in held) else (0, None)
     for words, ids in cands.values():
-        head = load_beat_count(cfg, len(words))
-        if head >= best_cost:
+        ids = ids[lo:hi]
+        head = load_beat_count(cfg, len(ids))
+        if head >= best_cost or not len(ids):
             continue
-        runs, cost = patches(range(n), lambda k: ids)
+        runs, cost = patches(range(n), lambda k: _overlay(held[k], ids, lo))
         if head + cost < best_cost:
-            best_head, best_runs, best_cost = words, runs, head + cost
-    plan = [] if best_head is None else [(None, 0, [int(x) for x in best_head])]
+            best_head, best_runs, best_cost = words[lo:lo + len(ids)], runs, head + cost
+    plan = [] if best_head is None else [(None, lo, [int(x) for x in best_head])]
     for k, (starts, ends, _) in best_runs.items():
         plan += [(k, int(s), [int(x) for x in images[k][s:e + 1]]) for s, e in zip(starts, ends)]
     return plan
+
+
+def _span(runs: dict) -> tuple:
+    """``(lo, hi)``: the addresses from the first to past the last word the cores'
+    ``runs`` (:func:`_runs` per core) write."""
+    st = [int(r[0][0]) for r in runs.values() if len(r[0])]
+    en = [int(r[1][-1]) + 1 for r in runs.values() if len(r[1])]
+    return (min(st), max(en)) if st else (0, 0)
+
+
+def _overlay(held, ids, lo: int):
+    """Word keys a core holds after a broadcast of ``ids`` at address ``lo``: ``held``
+    with them written over (None: unknown, so only a broadcast from address 0 is known;
+    ``held`` itself when it ends before ``lo``: the words between are unknown, so from its
+    end every word is compared as different, :func:`_diff`)."""
+    if held is None:
+        return ids if lo == 0 else None
+    if len(held) < lo:
+        return held
+    out = held.copy() if len(held) >= lo + len(ids) else np.concatenate([held[:lo], ids])
+    out[lo:lo + len(ids)] = ids
+    return out
 
 
 def load_plan_cycles(cfg, plan) -> int:

@@ -9,10 +9,16 @@ from dataclasses import dataclass
 from arch.isa import Instruction, SeqOp, instr_layout
 from arch.microop import MicroOp
 from sw.asm import AsmError, Builder
+from sw.host_protocol import steady_reload
 from sw.train import _gaps
 from sw.train_host import TrainCompileError
 
 __all__ = ["ChipPart"]
+
+#: the largest share of the microcode the resident region may take (:func:`_resident`),
+#: tried first; then half of it, then none, the placement whose step LOADs the fewest
+#: beats kept (:func:`_place_parts`)
+RESIDENT_SHARE = 0.75
 
 
 def _build_ops(cfg, ops, origin=0):
@@ -40,6 +46,9 @@ class ChipPart:
     core_ops: list | None = None
     #: the ops followed by an alignment JUMP (:func:`_assemble_aligned`), by index
     jumps: tuple = ()
+    #: the ops that run in the resident region (:func:`_resident`), by index: a JUMP to
+    #: the op's code there, and the JUMP back after it, one instruction each
+    calls: tuple = ()
 
 
 def _varies(ops) -> bool:
@@ -68,20 +77,24 @@ def _op_words(cfg, op, codes) -> int:
     return len(_build_ops(replace_depth(cfg), [op])[0]) - 1
 
 
-def _split(cfg, per_core_ops: list, codes=None, aligned: bool = False) -> list:
+def _split(cfg, per_core_ops: list, codes=None, aligned: bool = False, calls=frozenset(),
+           depth: int | None = None) -> list:
     """Greedy split of a part's ops into programs that fit the microcode on every core:
     ``[(i, j, words)]``, op ranges (each becomes its own chip RUN) with the program's size
     on the largest core. A program's size is the sum of its ops' words (each op assembles
     on its own), its gap NOPs and the HALT; the broadcast's size depends on the core's
     hop distance only through its folded waits (cores 0, 1 and ``c - 1`` cover every
     case). ``aligned``: every op at the same address on every core (:func:`_slots`), the
-    size the sum of their slots."""
+    size the sum of their slots; an op of ``calls`` (indices, :func:`_resident`) takes
+    one word, its JUMP. ``depth``: the words the programs may take (default the
+    microcode's)."""
+    depth = cfg.ucode_depth if depth is None else depth
     reps = _reps(cfg, per_core_ops[0])
     n = len(per_core_ops[0])
     words = [[_op_words(cfg, op, codes) if (k == 0 or _varies([op])) else None
               for op in per_core_ops[k]] for k in reps]
     words = [[w if w is not None else words[0][i] for i, w in enumerate(row)] for row in words]
-    slots = _slots(words)
+    slots = [1 if i in calls else w for i, w in enumerate(_slots(words))]
 
     def size(i, j):
         gaps = sum(_gaps(cfg, per_core_ops[0][i:j]))
@@ -90,10 +103,11 @@ def _split(cfg, per_core_ops: list, codes=None, aligned: bool = False) -> list:
     out, i = [], 0
     while i < n:
         j = i + 1
-        if size(i, j) > cfg.ucode_depth:
+        if size(i, j) > depth:
             raise TrainCompileError(f"{per_core_ops[0][i].name} alone needs {size(i, j)} microcode words; the "
-                                    f"core holds {cfg.ucode_depth} (ArchConfig.ucode_depth)")
-        while j < n and size(i, j + 1) <= cfg.ucode_depth:
+                                    f"core holds {depth} (ArchConfig.ucode_depth"
+                                    f"{'' if depth == cfg.ucode_depth else ' less the resident region'})")
+        while j < n and size(i, j + 1) <= depth:
             j += 1
         out.append((i, j, size(i, j)))
         i = j
@@ -195,25 +209,32 @@ def _interact(codes) -> bool:
     return False
 
 
-def _assemble_aligned(cfg, per_core_ops: list, per_core_codes: list, origin: int):
-    """``(per core (words, instructions issued), the ops followed by a JUMP)``: every
-    core's words and instructions of its ops (``per_core_ops[k]``, their
+def _jump(cfg, target: int) -> int:
+    return Instruction(MicroOp(), op=SeqOp.JUMP, target=target).encode(cfg)
+
+
+def _assemble_aligned(cfg, per_core_ops: list, per_core_codes: list, origin: int, calls: dict | None = None):
+    """``(per core (words, instructions issued), the ops followed by a JUMP, the resident
+    code)``: every core's words and instructions of its ops (``per_core_ops[k]``, their
     :class:`_OpCode` ``per_core_codes[k]``) with each op at the same address on every core:
     an op whose words differ in number between the cores is followed, on every core, by a
     JUMP to the end of its slot, the longest core's words plus the JUMP, the shorter cores'
     padded (words never executed); ``None`` when the ops might name each other's labels or
-    loops (:func:`_assemble_ops`)."""
+    loops (:func:`_assemble_ops`). An op of ``calls`` (index -> its slot's address in the
+    resident region, :func:`_resident`) is a JUMP to that slot; the resident code is
+    ``{slot address: per core the op's words there and the JUMP back}``."""
     if any(_interact(codes) for codes in per_core_codes):
         return None
+    calls = calls or {}
     nop, halt = _nop_halt(cfg)
     c = len(per_core_ops)
     lens = [[len(code.words) for code in codes] for codes in per_core_codes]
     slots = _slots(lens)
     words = [[] for _ in range(c)]
     ins = [0] * c
-    jumps = []
+    jumps, fills = [], {}
     for i, g in enumerate(_gaps(cfg, per_core_ops[0])):
-        jump = len({row[i] for row in lens}) > 1
+        jump = i not in calls and len({row[i] for row in lens}) > 1
         if jump:
             jumps.append(i)
         for k in range(c):
@@ -221,13 +242,19 @@ def _assemble_aligned(cfg, per_core_ops: list, per_core_codes: list, origin: int
             w = words[k]
             w += [nop] * g
             at = origin + len(w)
-            w += _relocate(cfg, code.words, at)
             ins[k] += g + code.ins
+            if i in calls:          # the op runs at its slot and jumps back
+                slot = calls[i]
+                w.append(_jump(cfg, slot))
+                fills.setdefault(slot, []).append(_relocate(cfg, code.words, slot) + [_jump(cfg, at + 1)])
+                ins[k] += 2
+                continue
+            w += _relocate(cfg, code.words, at)
             if jump:
-                w.append(Instruction(MicroOp(), op=SeqOp.JUMP, target=at + slots[i]).encode(cfg))
+                w.append(_jump(cfg, at + slots[i]))
                 w += [nop] * (at + slots[i] - origin - len(w))
                 ins[k] += 1
-    return [(w + [halt], n) for w, n in zip(words, ins)], tuple(jumps)
+    return [(w + [halt], n) for w, n in zip(words, ins)], tuple(jumps), fills
 
 
 def _nop_halt(cfg) -> tuple:
@@ -237,7 +264,7 @@ def _nop_halt(cfg) -> tuple:
     return tuple(b.build().words())
 
 
-def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
+def _place_parts(cfg, per_core_ops: dict, align: bool = True, resident: bool = True) -> tuple:
     """Split each part into programs that fit the microcode (:func:`_split`, which gives
     their sizes), assemble them for every core and pad each to the longest core's size
     so every core has it at the same origin; one image when all programs fit together,
@@ -248,27 +275,62 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
     the other cores taking its code at the same position of their ops. When the programs
     are reloaded (they do not fit together), ``align`` and a ``JUMP`` costs no bubble
     (``cfg.jump_delay`` 0), each op sits at the same address on every core
-    (:func:`_assemble_aligned`)."""
-    c = cfg.cores
+    (:func:`_assemble_aligned`), and with ``resident`` the ops whose code is mostly the
+    core's own run from the resident region at the bottom of the microcode
+    (:func:`_resident`), which every image holds unchanged."""
     codes = _Codes(cfg)
 
-    def split(aligned):
+    def split(aligned, calls=None, depth=None):
         progs, sizes = [], []
         for nm, pco in per_core_ops.items():
-            rng = _split(cfg, pco, codes, aligned)
+            cl = (calls or {}).get(nm, {})
+            rng = _split(cfg, pco, codes, aligned, frozenset(cl), depth)
             for q, (i, j, words) in enumerate(rng):
-                progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco]))
+                progs.append((nm, f"{nm}{q}" if len(rng) > 1 else nm, [ops[i:j] for ops in pco],
+                              {x - i: a for x, a in cl.items() if i <= x < j}))
                 sizes.append(words)
         return progs, sizes
     progs, sizes = split(False)
     together = sum(sizes) <= cfg.ucode_depth
     align = align and not together and not cfg.jump_delay       # a JUMP costs no bubble
-    if align:
-        progs, sizes = split(True)
-    parts, images, org = {}, [], 0
-    for (nm, sub, pco), size in zip(progs, sizes):
+    if not align:
+        return _place_programs(cfg, progs, sizes, codes, together, align, 0)
+    best = None
+    for share in ((RESIDENT_SHARE, RESIDENT_SHARE / 2) if resident else ()) + (0,):
+        calls, base = _resident(cfg, per_core_ops, codes, share)
+        if share and not calls:
+            continue
+        try:
+            progs, sizes = split(True, calls, cfg.ucode_depth - base)
+        except TrainCompileError:
+            continue                       # an op does not fit beside the resident region
+        placed = _place_programs(cfg, progs, sizes, codes, together, align, base)
+        if placed is None:                 # a called op's program could not be aligned
+            continue
+        cost = _reload_beats(cfg, placed)
+        if best is None or cost < best[0]:
+            best = (cost, placed)
+    return best[1]
+
+
+def _reload_beats(cfg, placed) -> int:
+    """Host stream cycles of the LOADs of the programs of ``placed`` (:func:`_place_programs`)
+    run one after another, then again from the first (the predictions' programs left out):
+    what a placement costs a step in steady state."""
+    parts, images = placed
+    runs = [images[p.image] for nm, ps in parts.items() if nm != "predict" for p in ps]
+    return steady_reload(cfg, runs)[0]
+
+
+def _place_programs(cfg, progs, sizes, codes, together: bool, align: bool, base: int):
+    """Assemble the programs of :func:`_place_parts` into images (from address ``base``,
+    above the resident region); ``None`` when a program with called ops cannot be
+    aligned."""
+    c = cfg.cores
+    parts, images, org, fills = {}, [], base, {}
+    for (nm, sub, pco, calls), size in zip(progs, sizes):
         if not together or not images:
-            org = 0
+            org = base
             images.append([[] for _ in range(c)])
         ins, longest, first = set(), 0, None
         built = []
@@ -285,8 +347,11 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
         # reloaded programs: every op at the same address on every core, so that the LOADs
         # broadcast the words the cores share and patch only the ops that differ
         # (sw.host_protocol.load_plan)
-        al = _assemble_aligned(cfg, pco, built, org) if built and align else None
+        al = _assemble_aligned(cfg, pco, built, org, calls) if built and align else None
+        if calls and al is None:
+            return None
         jumps = al[1] if al else ()
+        fills.update(al[2] if al else {})
         for k, ops in enumerate(pco):
             b = al[0][k] if al else (_assemble_ops(cfg, ops, built[k], org) if built else None)
             w, n = b or _build_ops(cfg, ops, origin=org)
@@ -296,9 +361,66 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True) -> tuple:
         if longest > size or (longest != size and not al):   # pragma: no cover - the ops' sizes are additive
             raise AssertionError(f"program {sub}: {longest} words on its largest core, sized {size}")
         assert len(ins) == 1, f"program {sub}: cores issue different instruction counts {ins}"
-        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org, pco, jumps))
+        parts.setdefault(nm, []).append(ChipPart(sub, pco[0], ins.pop(), len(images) - 1, org, pco, jumps,
+                                                 tuple(sorted(calls))))
         org += size
+    if base:
+        low = _resident_words(cfg, fills, base)
+        images = [[low[k] + w for k, w in enumerate(img)] for img in images]
     return parts, images
+
+
+def _resident(cfg, per_core_ops: dict, codes, share: float = RESIDENT_SHARE) -> tuple:
+    """``({part: {op index: slot address}}, words)``: the resident region, at the bottom
+    of the microcode of reloaded programs, for the ops whose code is mostly the core's own
+    (at least half its words differ from core 0's on some core: the ring collectives, whose
+    addresses follow the core's place on the ring). Loaded once, it is never reloaded: a
+    step's LOADs broadcast the words the cores share and patch only what differs
+    (:func:`sw.host_protocol.load_plan`), and these ops would be patched into every core
+    at every step. Each op runs at its slot (the longest core's words and a JUMP back) from
+    a JUMP in its program, two instructions more; the slots take at most ``share`` of
+    the microcode, the ops with the most such words first."""
+    cand = []
+    for nm, pco in per_core_ops.items():
+        for i in range(len(pco[0])):
+            if not _varies([pco[0][i]]):
+                continue
+            try:
+                cs = [codes.get(ops[i]) for ops in pco]
+            except AsmError:
+                continue
+            own = max(_differ(cs[0].words, x.words) for x in cs)
+            if 2 * own >= len(cs[0].words) > 0:
+                cand.append((own, nm, i, max(len(x.words) for x in cs) + 1))
+    chosen, words = set(), 0
+    for own, nm, i, size in sorted(cand, key=lambda t: -t[0]):
+        if words + size <= cfg.ucode_depth * share:
+            chosen.add((nm, i))
+            words += size
+    calls, at = {}, 0
+    for own, nm, i, size in cand:                  # slots in program order
+        if (nm, i) in chosen:
+            calls.setdefault(nm, {})[i] = at
+            at += size
+    return calls, at
+
+
+def _differ(a: list, b: list) -> int:
+    """Words at which ``b`` differs from ``a`` (the longer's extra words included)."""
+    return sum(x != y for x, y in zip(a, b)) + abs(len(a) - len(b))
+
+
+def _resident_words(cfg, fills: dict, size: int) -> list:
+    """Per core the resident region's ``size`` words from :func:`_assemble_aligned`'s
+    resident code (NOPs between the slots)."""
+    nop, _ = _nop_halt(cfg)
+    out = None
+    for at, per_core in sorted(fills.items()):
+        if out is None:
+            out = [[nop] * size for _ in per_core]
+        for k, w in enumerate(per_core):
+            out[k][at:at + len(w)] = w
+    return out
 
 
 def replace_depth(cfg):

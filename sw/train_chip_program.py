@@ -150,13 +150,13 @@ class ChipSGDProgram(PanelMap):
             return {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
         cache = self.__dict__.setdefault("_dma_cache", {})
         if part.name not in cache:
-            cache[part.name] = dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops), part.jumps)
+            cache[part.name] = dma_timeline(self.cfg, part.ops, _gaps(self.cfg, part.ops), part.jumps, part.calls)
         return cache[part.name]
 
     def dram_per_step(self) -> dict:
         """The DMA of a step's chip programs summed (per core): ``stall`` (exposed
         cycles), ``busy``, ``hidden``, ``rd`` / ``wr`` (DRAM beats)."""
-        return dram_traffic([(p.ops, _gaps(self.cfg, p.ops), p.jumps) for p in self.chip_parts()], self.cfg)
+        return dram_traffic([(p.ops, _gaps(self.cfg, p.ops), p.jumps, p.calls) for p in self.chip_parts()], self.cfg)
 
     def host_phase_cycles(self) -> list:
         """``(name, cycles)`` of the step's host phases: the RUNs of their active cores,
@@ -204,7 +204,7 @@ class ChipSGDProgram(PanelMap):
 
     def breakdown(self) -> list:
         """``(op, kind, instructions)`` of the chip phases of a step (core 0)."""
-        return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops), p.jumps) for p in self.chip_parts()])
+        return ops_breakdown(self.cfg, [(p.ops, _gaps(self.cfg, p.ops), p.jumps, p.calls) for p in self.chip_parts()])
 
     def _title(self) -> str:
         return "SGD step"
@@ -249,7 +249,8 @@ class ChipSGDProgram(PanelMap):
         when they fit (no reload between phases); else into an image of their own at the
         top of the microcode, below them the words of the first (else the last) chip
         image (so a switch between the two LOADs only the words the host programs cover),
-        or, when both are shorter, each into an image of its own."""
+        or, when both are shorter, each into an image of its own (above the resident region
+        of reloaded programs, :meth:`_resident_base`)."""
         cfg = self.cfg
         phases = ("in", "in_x", "unload") + (("g",) if self.softmax == "host" else ())
         progs = {w: self._host_programs(w, 0) for w in phases}
@@ -265,7 +266,8 @@ class ChipSGDProgram(PanelMap):
                     self.images[0][k].extend(ws[k] + [0] * (sizes[w] - len(ws[k])))
                 self.host_at[w] = (0, org)
                 org += sizes[w]
-        elif top >= 0 and any(all(len(x) >= top for x in im) for im in (self.images[0], self.images[-1])):
+        elif top >= (low := self._resident_base()) and any(all(len(x) >= top for x in im)
+                                                          for im in (self.images[0], self.images[-1])):
             base = next(im for im in (self.images[0], self.images[-1]) if all(len(x) >= top for x in im))
             img, org = [list(x[:top]) for x in base], top
             for w in phases:
@@ -275,10 +277,16 @@ class ChipSGDProgram(PanelMap):
                 self.host_at[w] = (len(self.images), org)
                 org += sizes[w]
             self.images.append(img)
-        else:
+        else:                  # above the resident region (:func:`sw.train_chip_place._resident`)
             for w in phases:
-                self.images.append(progs[w])
-                self.host_at[w] = (len(self.images) - 1, 0)
+                ws = progs[w] if not low else self._host_programs(w, low)
+                self.images.append([self.images[0][k][:low] + ws[k] for k in range(cfg.cores)])
+                self.host_at[w] = (len(self.images) - 1, low)
+
+    def _resident_base(self) -> int:
+        """Where the programs of the reloaded images begin: above the resident region that
+        every image holds unchanged (0 without one)."""
+        return min((p.origin for ps in self.parts.values() for p in ps), default=0) if len(self.images) > 1 else 0
 
     def reload_words_per_step(self) -> int:
         """Microcode words per core of the images a step uses: 0 when the step's chip

@@ -301,9 +301,10 @@ def stream_parts(cfg, parts_ops: dict, panels: dict) -> dict:
     return {nm: [_stream_one(cfg, ops, pages) for ops in pco] for nm, pco in parts_ops.items()}
 
 
-def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
-    """The DMA of one program (its ops, the NOPs before each and the alignment JUMPs after
-    the ops ``jumps`` names, :class:`sw.train_chip_place.ChipPart`): ``stall`` (cycles the
+def dma_timeline(cfg, ops: list, gaps: list, jumps=(), calls=()) -> dict:
+    """The DMA of one program (its ops, the NOPs before each, the alignment JUMPs after
+    the ops ``jumps`` names and the JUMPs to and from the resident region around those
+    ``calls`` names, :class:`sw.train_chip_place.ChipPart`): ``stall`` (cycles the
     core waits for the engine), ``busy`` (cycles the engine works), ``hidden`` (busy
     cycles under issued instructions), ``tail`` (cycles the RUN's end waits for the
     engine after the HALT's drain: 0 when the program ends with a wait, but a part split
@@ -313,9 +314,9 @@ def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
     ends = [-1]                         # the transfers' last busy cycles (after a -1)
     q = cfg.dma_queue
     b = Builder(cfg)
-    jumps = set(jumps)
+    jumps, calls = set(jumps), set(calls)
     for i, (op, g) in enumerate(zip(ops, gaps)):
-        t += g
+        t += g + (i in calls)
         base, shift = t, 0
         for off, kind, beats in op.info.get("dma", ()):
             at = base + off + shift
@@ -335,7 +336,7 @@ def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
                 ends.append(max(at, ends[-1]) + d)
                 busy += d
                 rd, wr = (rd + beats, wr) if kind == "load" else (rd, wr + beats)
-        t = base + op.emit(b) + shift + (i in jumps)
+        t = base + op.emit(b) + shift + (i in jumps) + (i in calls)
     # a transfer still running at the HALT (a part split into programs) holds the RUN's end
     tail = max(0, ends[-1] + 2 - t - cfg.run_overhead)
     return {"stall": stall, "busy": busy, "hidden": busy - stall - tail, "rd": rd, "wr": wr, "tail": tail}
@@ -343,7 +344,7 @@ def dma_timeline(cfg, ops: list, gaps: list, jumps=()) -> dict:
 
 def dram_traffic(programs: list, cfg) -> dict:
     """:func:`dma_timeline` summed over ``programs`` (``(ops, gaps)`` or ``(ops, gaps,
-    jumps)``)."""
+    jumps[, calls])``)."""
     tot = {"stall": 0, "busy": 0, "hidden": 0, "rd": 0, "wr": 0, "tail": 0}
     for ops, gaps, *jumps in programs:
         for k, v in dma_timeline(cfg, ops, gaps, *jumps).items():

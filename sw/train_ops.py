@@ -91,16 +91,23 @@ def _fused_tail(cfg, m: int, n: int) -> int:
 
 def ops_breakdown(cfg, programs) -> list:
     """``(op name, kind, instructions)`` of every op and gap of ``programs`` (``(ops,
-    gaps)`` pairs, or ``(ops, gaps, jumps)`` with the indices of the ops an alignment JUMP
-    follows, one per RUN), each RUN ending with its HALT and drain."""
+    gaps)`` pairs, or ``(ops, gaps, jumps[, calls])`` with the indices of the ops an
+    alignment JUMP follows and of those run in the resident region, a JUMP there and one
+    back, :class:`sw.train_chip_place.ChipPart`; one per RUN), each RUN ending with its
+    HALT and drain."""
     out = []
     for ops, gaps, *rest in programs:
         jumps = set(rest[0]) if rest else set()
+        calls = set(rest[1]) if len(rest) > 1 else set()
         b = Builder(cfg)
         for i, (op, g) in enumerate(zip(ops, gaps)):
             if g:
                 out.append(("gap", "nop", g))
+            if i in calls:
+                out.append(("call", "jump", 1))
             out.append((op.name, op.kind, op.emit(b)))
+            if i in calls:
+                out.append(("return", "jump", 1))
             if i in jumps:
                 out.append(("align", "jump", 1))
         out.append(("halt+drain", "halt", cfg.run_overhead))

@@ -103,6 +103,27 @@ def test_load_plan_consensus_broadcast():
     assert all(m == i for m, i in zip(_apply(plan, [None] * n), imgs))
 
 
+def test_load_plan_broadcasts_only_the_span_that_changes():
+    """Every core holds its own words at the bottom (a resident region, the same in
+    every image) and a shared program above: a new program is broadcast from the first
+    address that changes, the resident words never rewritten; a core whose old image ends
+    below that address gets its words too, for fewer beats than core by core."""
+    cfg, n = CHIP4, CHIP4.cores
+    own = [_img(30, 20 + k) for k in range(n)]
+    old, new = _img(80, 30), _img(70, 31)
+    new[:5] = old[:5]                                   # the programs' first words agree
+    plan = load_plan(cfg, [own[k] + new for k in range(n)], [own[k] + old for k in range(n)])
+    assert plan == [(None, 35, new[5:])]
+    assert load_plan_cycles(cfg, plan) == load_beat_count(cfg, 65)
+    # core 2 held only part of its resident words: it writes from where its image ended
+    held = [own[k] + old for k in range(n)]
+    held[2] = own[2][:20]
+    plan = load_plan(cfg, [own[k] + new for k in range(n)], held)
+    assert plan[0][0] is None and load_plan_cycles(cfg, plan) < n * load_beat_count(cfg, 65)
+    mem = _apply(plan, held)
+    assert all(mem[k][:100] == own[k] + new for k in range(n))
+
+
 def test_load_plan_random_images_end_up_loaded():
     """Random images with shared and private stretches, random starting contents: every
     core holds its image after the plan, and the plan never costs more than loading

@@ -195,8 +195,9 @@ def test_chip_mbgd_rtl(sim):
     golden trainer's. The collectives run inside the GEMMs (the broadcast of X; with row
     panels the all-gather of A1 too, forced: the compiler would leave it out for the
     microcode reloads its text adds at 128 words, and the all-gather of A1^T's blocks
-    inside W1's update; ``sw/ring_mat_gemm.py``). The configuration is
-    ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
+    inside W1's update; ``sw/ring_mat_gemm.py``); the softmax step's programs are
+    reloaded with their collectives in the resident region (a JUMP there and back). The
+    configuration is ``tests/rtl/test_chip.py``'s ``CHIP4`` (one simulator build)."""
     from sim.chip_run import ChipPhase, run_chip_session
     from tests.rtl.test_chip import CHIP4
 
@@ -209,6 +210,8 @@ def test_chip_mbgd_rtl(sim):
             compile=partial(compile_chip_mbgd, ring_layers=ring, ring_updates=ring[1:]))
         assert tp.meta["ring_fw"] == ring and tp.meta["ring_up"] == ([1] if out_map == "rows" else [])
         assert not {"bcast_X", "ag1", "agT1"} & {op for op, _, _ in tp.breakdown()}
+        # the softmax program's collectives run in the resident region (reloaded programs)
+        assert any(p.calls for p in tp.chip_parts()) == (loss == "softmax_ce")
         un = tp.unload_weights_phases()
         phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
         res = run_chip_session(CHIP4, phases, backend="rtl", sim=sim, name=f"chip-mbgd-{loss}")
@@ -344,25 +347,38 @@ def test_chip_mbgd_exec_stage():
 
 
 def test_chip_mbgd_reloaded_programs_aligned(monkeypatch):
-    """Programs reloaded between RUNs (they do not fit the microcode together) hold every
-    op at the same address on every core, an alignment JUMP after the ops whose length
-    differs between cores (``sw.train_chip_place._assemble_aligned``): the LOADs broadcast
-    the shared words and patch the rest, fewer cycles than with each core's ops packed;
-    the JUMPs are in the breakdown and the step's cycles (bit for bit against the golden on
-    both engines, counter for counter: test_chip_mbgd_engines_agree_counter_for_counter)."""
+    """Programs reloaded between RUNs (they do not fit the microcode together), placed
+    three ways: each core's ops packed; every op at the same address on every core, an
+    alignment JUMP after the ops whose length differs between cores
+    (``sw.train_chip_place._assemble_aligned``); and, the compiler's choice, aligned with
+    the ring collectives (mostly each core's own words) in the resident region at the
+    bottom of the microcode, which every image holds unchanged, run through a JUMP there
+    and one back (``sw.train_chip_place._resident``). The LOADs broadcast the shared
+    words and patch the rest: each placement LOADs fewer beats a step than the one
+    before, and the JUMPs are in the breakdown and the step's cycles (bit for bit against
+    the golden on both engines, counter for counter:
+    test_chip_mbgd_engines_agree_counter_for_counter)."""
     import sw.train_chip_mb as tcm
 
     mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
     tp = compile_chip_mbgd(SMALL, mlp)
     parts = tp.chip_parts()
-    assert len(tp.images) > 1 and any(p.jumps for p in parts)
-    assert sum(1 for row in tp.breakdown() if row == ("align", "jump", 1)) == sum(len(p.jumps) for p in parts)
+    base = min(p.origin for p in parts)
+    assert len(tp.images) > 1 and base > 0 and any(p.calls for p in parts)
+    assert all(img[k][:base] == tp.images[0][k][:base] for img in tp.images for k in range(SMALL.cores))
+    assert len({tuple(tp.images[0][k][:base]) for k in range(SMALL.cores)}) > 1      # each core's own code
+    rows = tp.breakdown()
+    assert rows.count(("call", "jump", 1)) == rows.count(("return", "jump", 1)) == sum(len(p.calls) for p in parts)
+    assert rows.count(("align", "jump", 1)) == sum(len(p.jumps) for p in parts)
     with monkeypatch.context() as m:
+        m.setattr(tcm, "_place_parts", partial(tcm._place_parts, resident=False))
+        aligned = compile_chip_mbgd(SMALL, mlp)
         m.setattr(tcm, "_place_parts", partial(tcm._place_parts, align=False))
         packed = compile_chip_mbgd(SMALL, mlp)
-    assert not any(p.jumps for p in packed.chip_parts())
+    assert any(p.jumps for p in aligned.chip_parts()) and not any(p.calls for p in aligned.chip_parts())
+    assert not any(p.jumps or p.calls for p in packed.chip_parts())
 
     def shared(prog):                    # words that every core holds alike, over the images
         return sum(len(set(ws)) == 1 for img in prog.images for ws in zip(*img))
-    assert shared(tp) > 2 * shared(packed)
-    assert tp.reload_cycles() < packed.reload_cycles()
+    assert shared(aligned) > 2 * shared(packed)
+    assert tp.reload_cycles() < aligned.reload_cycles() < packed.reload_cycles()
