@@ -290,13 +290,15 @@ class ChipSGDProgram(PanelMap):
 
     def reload_words_per_step(self) -> int:
         """Microcode words per core of the images a step uses: 0 when the step's chip
-        and host programs share one image, else the sum of the images' sizes (the
-        session reloads an image whenever the next RUN needs another; the cycles of
-        those LOADs are :meth:`reload_cycles`, in :meth:`step_cycles`)."""
+        and host programs share one image, else the sum of the images' sizes, the
+        resident region that every image holds counted once (the session reloads an
+        image whenever the next RUN needs another; the cycles of those LOADs are
+        :meth:`reload_cycles`, in :meth:`step_cycles`)."""
         used = {p.image for p in self.chip_parts()} | {i for i, _ in self.host_at.values()}
         if len(used) <= 1:
             return 0
-        return sum(max(len(x) for x in self.images[i]) for i in used)
+        low = self._resident_base()
+        return low + sum(max(len(x) for x in self.images[i]) - low for i in used)
 
     def _host_images(self, what: str) -> tuple:
         """``(per-core images, start pc)`` of a host phase."""
