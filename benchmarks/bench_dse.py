@@ -34,6 +34,7 @@ from dse.engine import Evaluator, LocalEngine, RayEngine
 from dse.evaluate import config_area, parse_workloads
 from dse.search import Constraints, Goal, critical_path_search, exhaustive
 from dse.space import parse_space
+from sim.paper import dram_config
 
 SPACE = ["nr=2,4,8", "cores=2,4,8,16", "mem_a_words=512,1024,2048,4096", "method=sgd,cp,mbgd:16",
          "fmt=binary16,bfloat16"]
@@ -84,14 +85,14 @@ def s_area_search(engine) -> dict:
 
 
 #: the large network within S's area. It does not fit S on chip: S trains it with a DRAM
-#: channel per core (sim/paper.py, dram_config), so every point has that channel, and the
-#: area limit is S's with its DMA engines (the DRAM is off chip). Minibatch GD of 16 only:
+#: channel per core and the DMA queue of Table 2's off-chip cells (sim/paper.py,
+#: dram_config), so every point has them, and the area limit is S's with its DMA engines
+#: (the DRAM is off chip). Minibatch GD of 16 only:
 #: with batch 1 (SGD, CP) the weights page through the scratchpads and DRAM for every
 #: sample, and S's SGD and CP cells of Table 2 (benchmarks/results/paper.json) reach a
 #: seventh of its minibatch GD's throughput per W.
 L_SPACE = ["nr=4,8", "cores=8,32", "spad_kib=512,2048", "method=mbgd:16"]
 L_START = {"nr": 4, "cores": 32, "spad_kib": 512, "method": "mbgd:16"}     # configuration S, the baseline
-L_DRAM_MIB = 64
 L_POWER_W = 20.0
 #: the most points the search measures: each takes about 15 CPU-minutes and 8 GB, so the
 #: space is cut to 8 points, 5 of them within the area (S, and 8 cores of 4 x 4 or 8 x 8
@@ -121,7 +122,7 @@ def large_search(engine, budget: int = L_BUDGET, search: bool = True, seed: int 
     ``search=False`` (``DSE_LARGE_SEARCH=0``): no search, the points of the space measured
     so far (the cache) compared with S."""
     t0 = time.perf_counter()
-    base = PRESETS["S"].replace(dram_mib=L_DRAM_MIB)
+    base = dram_config("S")
     area = config_area(base)
     space = parse_space(L_SPACE, base)
     workloads = parse_workloads("large")
@@ -139,7 +140,7 @@ def large_search(engine, budget: int = L_BUDGET, search: bool = True, seed: int 
         results += [r for r in ev.evaluate([L_START]) if r not in results]
     s_ref = ev.known(L_START)
     measured = [r for r in results if not str(r.get("status", "")).startswith("over area")]
-    out = {"space": L_SPACE, "base": f"S with {L_DRAM_MIB} MiB of DRAM per core", "space_size": space.size,
+    out = {"space": L_SPACE, "base": f"S with {base.dram_mib} MiB of DRAM per core and a {base.dma_queue}-transfer DMA queue", "space_size": space.size,
            "limits": goal.constraints.to_dict(), "budget": budget,
            "search": f"heuristic, seed {seed}" if search else "none: the points measured so far",
            "heuristic_evaluations": asked if search else None, "measured_points": ev.spent,

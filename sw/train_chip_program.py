@@ -227,6 +227,11 @@ class ChipSGDProgram(PanelMap):
                          f"LOADs microcode images between RUNs every step, {self._reload()[1]} words written over "
                          f"the cores ({self.reload_words_per_step()} words of the images a core uses), "
                          f"{self.reload_cycles()} cycles in the step's (a larger ArchConfig.ucode_depth avoids it)")
+            if self._resident_base():
+                calls = sorted({op.name for p in self.chip_parts() for i, op in enumerate(p.ops) if i in p.calls})
+                lines.append(f"resident region: microcode words 0..{self._resident_base() - 1}, loaded once, every "
+                             f"image holds it: {', '.join(calls)} (mostly each core's own code) run there, a JUMP "
+                             f"there and one back")
         for o in self.meta.get("overlap", []):
             lines.append(f"reduce-scatter of W{o['layer']}^T d ({o['ring_slots']} slots) with {o['rows_merged']} of "
                          f"the {o['rows']} local rows of W{o['layer']}'s update in its free slots: "

@@ -370,6 +370,7 @@ def test_chip_mbgd_reloaded_programs_aligned(monkeypatch):
     rows = tp.breakdown()
     assert rows.count(("call", "jump", 1)) == rows.count(("return", "jump", 1)) == sum(len(p.calls) for p in parts)
     assert rows.count(("align", "jump", 1)) == sum(len(p.jumps) for p in parts)
+    assert f"resident region: microcode words 0..{base - 1}, loaded once" in tp.describe()
     with monkeypatch.context() as m:
         m.setattr(tcm, "_place_parts", partial(tcm._place_parts, resident=False))
         aligned = compile_chip_mbgd(SMALL, mlp)
