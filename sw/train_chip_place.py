@@ -303,6 +303,8 @@ def _place_parts(cfg, per_core_ops: dict, align: bool = True, resident: bool = T
         try:
             progs, sizes = split(True, calls, cfg.ucode_depth - base)
         except TrainCompileError:
+            if not share:                  # an op does not fit the microcode at all
+                raise
             continue                       # an op does not fit beside the resident region
         placed = _place_programs(cfg, progs, sizes, codes, together, align, base)
         if placed is None:                 # a called op's program could not be aligned

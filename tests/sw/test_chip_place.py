@@ -48,3 +48,31 @@ def test_relocate_moves_loop_and_jump_targets_only():
         return b.build().words()
 
     assert _relocate(cfg, prog(0), 37) == prog(37)
+
+
+def test_resident_region_chosen_by_its_loads_and_errors_stay_clear(monkeypatch):
+    """The compiler keeps the placement whose step LOADs the fewest beats, the resident
+    region's or the one without it (here with the region, at two microcode sizes); a
+    region so large that an op has no room beside it is not taken; a program that cannot
+    fit the microcode fails with one line."""
+    from functools import partial
+
+    import sw.train_chip_mb as tcm
+    from sw.ring import RingError
+    from sw.train import TrainCompileError
+
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=8)
+    for depth in (256, 1024):
+        cfg = PRESETS["chip-small"].replace(ucode_depth=depth)
+        tp = compile_chip_mbgd(cfg, mlp)
+        with monkeypatch.context() as m:
+            m.setattr(tcm, "_place_parts", partial(tcm._place_parts, resident=False))
+            plain = compile_chip_mbgd(cfg, mlp)
+        assert any(p.calls for p in tp.chip_parts()) and tp.reload_cycles() < plain.reload_cycles()
+    monkeypatch.setattr(place, "RESIDENT_SHARE", 1.0)        # every candidate, whatever room it leaves
+    tp = compile_chip_mbgd(PRESETS["chip-small"].replace(ucode_depth=256), mlp)
+    assert tp.chip_parts()
+    for depth in (32, 64):
+        with pytest.raises((TrainCompileError, RingError), match=r"needs \d+ microcode words") as e:
+            compile_chip_mbgd(PRESETS["chip-small"].replace(ucode_depth=depth), mlp)
+        assert "\n" not in str(e.value)
