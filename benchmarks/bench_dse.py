@@ -300,7 +300,6 @@ def _small(engine) -> dict:
                      "random evaluations to reach 2 %": rnd_to_target,
                      "heuristic best": " ".join(f"{k}={v}" for k, v in found["point"].items())})
     ratios = [r["heuristic / optimum"] for r in rows]
-    opt = " ".join(f"{k}={v}" for k, v in best["point"].items())
     return {
         "title": "Design-space search: critical-path heuristic vs exhaustive and random (real measurements)",
         "rows": rows,
