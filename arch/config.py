@@ -553,8 +553,10 @@ PRESETS: dict[str, ArchConfig] = {
     "chip-small": ArchConfig(nr=4, mem_a_words=1024, mem_b_words=1024, cores=4, spad_kib=2),
     # configuration S: 2 x 16 cores of 4 x 4 PEs = 512 PEs, 512 KiB scratchpad per core
     "S": ArchConfig(nr=4, cores=32, spad_kib=512, ucode_depth=4096),
-    # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs
-    "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384),
+    # configuration L: 2 x 4 cores of 16 x 16 PEs = 2048 PEs; a 24-beat ring receive FIFO
+    # (charged in the area model) holds a 20-beat segment of an SGD all-gather run inside
+    # the GEMV that consumes it (sw.ring.gemv_ring_check)
+    "L": ArchConfig(nr=16, cores=8, spad_kib=512, ucode_depth=16384, ring_fifo_depth=24),
     # the default core with the FPGA timing (docs/fpga.md, "Timing"): the execute, bus, receive
     # and read stages keep SRAM and register-file reads, bus crossings and the block RAMs'
     # clock-to-output in cycles of their own; the two distribution levels carry the micro-op

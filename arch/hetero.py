@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from arch.config import PRESETS, ArchConfig, ConfigError
 
 __all__ = ["CoreGroup", "HeteroConfig", "Crossing", "SHARED_FIELDS", "HETERO_PRESETS", "CROSSING_LATENCY",
-           "hetero_from_arg"]
+           "hetero_from_arg", "mix_kind"]
 
 #: fields every group must share: they are the chip's (one clock, one ring protocol, one
 #: DRAM system, one host counter format)
@@ -201,8 +201,12 @@ class HeteroConfig:
         return cls(tuple(groups))
 
 
-def _kind(preset: str, **changes) -> ArchConfig:
-    return PRESETS[preset].replace(cores=1, **changes)
+def mix_kind(preset: str, **changes) -> ArchConfig:
+    """Preset ``preset``'s core kind for a heterogeneous chip (one core). The ring's
+    receive FIFO depth is the chip's, shared by every group, so a kind gets the default
+    depth: the L preset's deeper FIFO serves its own SGD all-gathers, which the mixed
+    chips' compilers (layers placed on groups) do not run."""
+    return PRESETS[preset].replace(cores=1, ring_fifo_depth=ArchConfig.ring_fifo_depth, **changes)
 
 
 #: presets: ``hetero-tiny`` (2 cores of preset ``tiny``'s 2 x 2 kind and 2 of ``small``'s
@@ -210,15 +214,15 @@ def _kind(preset: str, **changes) -> ArchConfig:
 #: cores in binary32, a format crossing too), and S / L mixes of the reference design's kinds
 #: (``S``'s 4 x 4 cores beside ``L``'s 16 x 16 ones)
 HETERO_PRESETS: dict = {
-    "hetero-tiny": HeteroConfig((CoreGroup(2, _kind("tiny")), CoreGroup(2, _kind("small")))),
-    "hetero-tiny-fmt": HeteroConfig((CoreGroup(2, _kind("tiny")),
-                                     CoreGroup(2, _kind("small", fmt="binary32",   # small's SRAM bytes
+    "hetero-tiny": HeteroConfig((CoreGroup(2, mix_kind("tiny")), CoreGroup(2, mix_kind("small")))),
+    "hetero-tiny-fmt": HeteroConfig((CoreGroup(2, mix_kind("tiny")),
+                                     CoreGroup(2, mix_kind("small", fmt="binary32",   # small's SRAM bytes
                                                         mem_a_words=PRESETS["small"].mem_a_words // 2,
                                                         mem_b_words=PRESETS["small"].mem_b_words // 2)))),
     # a chip of S-like area: 16 of S's cores and 2 of L's (each L core has 16x the PEs)
-    "hetero-S": HeteroConfig((CoreGroup(16, _kind("S")), CoreGroup(2, _kind("L")))),
+    "hetero-S": HeteroConfig((CoreGroup(16, mix_kind("S")), CoreGroup(2, mix_kind("L")))),
     # a chip of L-like area: 4 of L's cores and 32 of S's
-    "hetero-L": HeteroConfig((CoreGroup(32, _kind("S")), CoreGroup(4, _kind("L")))),
+    "hetero-L": HeteroConfig((CoreGroup(32, mix_kind("S")), CoreGroup(4, mix_kind("L")))),
 }
 
 

@@ -39,7 +39,7 @@ import time
 import numpy as np
 
 from arch.config import PRESETS
-from arch.hetero import CoreGroup, HeteroConfig
+from arch.hetero import CoreGroup, HeteroConfig, mix_kind
 from perf.hybrid_run import energy_entry, run_placement
 from perf.schedule import ScheduleError, core_area_mm2, same_area_chips, schedule
 from sim.power import report_from_counters
@@ -69,7 +69,12 @@ def _label(pl) -> str:
 
 
 def mix(ns: int, nl: int) -> HeteroConfig:
-    return HeteroConfig((CoreGroup(ns, PRESETS["S"]), CoreGroup(nl, PRESETS["L"])))
+    return HeteroConfig((CoreGroup(ns, mix_kind("S")), CoreGroup(nl, mix_kind("L"))))
+
+
+def mix_area(h: HeteroConfig) -> float:
+    """A mix's area: its cores (each kind with the chip's ring FIFO) and crossings."""
+    return sum(g.count * core_area_mm2(c) for g, c in zip(h.groups, h.group_cfgs)) + crossings_area_mm2(h)
 
 
 def _chip_sgd(preset: str, cores: int, mlp: MLP, log) -> dict:
@@ -152,7 +157,7 @@ def large_network(log) -> dict:
             cands.append({"mix": f"{ns} S + {nl} L", "error": str(e)})
             log(f"large, {ns} S + {nl} L: {e}")
             continue
-        area = ns * core_area_mm2(PRESETS["S"]) + nl * core_area_mm2(PRESETS["L"]) + crossings_area_mm2(h)
+        area = mix_area(h)
         cands.append({"mix": f"{ns} S + {nl} L", "area_mm2": round(area, 2), "placement": s.chosen.placement.short(),
                       "predicted": s.chosen.to_dict(), "search": s.search,
                       "placements_that_fit": sum(p.fits for p in s.candidates),
@@ -311,7 +316,7 @@ def run(log=print) -> dict:
         except ScheduleError as e:
             cands.append({"mix": f"{ns} S + {nl} L", "error": str(e)})
             continue
-        area = ns * core_area_mm2(PRESETS["S"]) + nl * core_area_mm2(PRESETS["L"]) + crossings_area_mm2(h)
+        area = mix_area(h)
         cands.append({"mix": f"{ns} S + {nl} L", "area_mm2": round(area, 2), "placement": s.chosen.placement.short(),
                       "predicted": s.chosen.to_dict(), "target": s.target, "_s": s, "_h": h})
         log(f"{ns} S + {nl} L: {s.chosen.placement.short()}, predicted {s.chosen.energy_pj * 1e-6:.2f} uJ, "

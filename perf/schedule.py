@@ -44,7 +44,7 @@ from pathlib import Path
 
 from arch.errors import InputError
 from perf.model import PerfModel
-from sim.power import DEFAULT_TECH, area_of_core, report_from_counters
+from sim.power import DEFAULT_TECH, core_area, report_from_counters
 from sim.power_hetero import crossing_pj_per_beat, crossings_area_mm2
 from sw.layout import local_len
 from sw.train_hetero import check_fit
@@ -65,7 +65,7 @@ class ScheduleError(InputError):
 
 
 def core_area_mm2(cfg) -> float:
-    return sum(area_of_core(cfg).values())
+    return core_area(cfg)
 
 
 def leak_pj_per_cycle(cfg) -> float:

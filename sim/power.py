@@ -36,7 +36,7 @@ from pathlib import Path
 from arch.errors import InputError
 
 __all__ = ["TechTable", "TechError", "load_tech", "DEFAULT_TECH", "Report", "report_from_counters",
-           "area_of_core", "sram_pj_per_access", "ucode_pj_per_bit", "plot_breakdown", "COMPARED",
+           "area_of_core", "core_area", "sram_pj_per_access", "ucode_pj_per_bit", "plot_breakdown", "COMPARED",
            "EVERYTHING", "MEMORY", "LOGIC_BLOCKS", "SRAM_BLOCKS", "scope_note", "RUN_FORMAT", "run_record",
            "read_run_record", "partition_energy"]
 
@@ -50,7 +50,7 @@ EVERYTHING = COMPARED + ("rf", "ring", "control", "leakage")
 #: the categories the reference design's "memory energy" covers (its Table 1 memories)
 MEMORY = ("sram", "spad")
 #: area blocks that leak at the logic density, and those at the SRAM density
-LOGIC_BLOCKS = ("fpu", "rf", "pe_logic")
+LOGIC_BLOCKS = ("fpu", "rf", "pe_logic", "dma", "ring")
 SRAM_BLOCKS = ("sram", "spad", "ucode")
 
 _PER_FORMAT = ("fpu_pj_per_flop", "fpu_area_mm2")
@@ -194,7 +194,10 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
     ``cfg.ucode_depth``; pass the words a program needs to size the store from it).
     ``dma`` (a core with DRAM): the engine, plus its ``dma_queue - 1`` queued
     descriptors (:func:`arch.isa.dma_descriptor_bits` each) at the register file's area
-    per bit.
+    per bit. ``ring`` (a core of a chip): the receive FIFO, ``ring_fifo_depth`` beats of
+    ``nr`` lanes, at the register file's area per bit (the links are wires).
+    ``pe`` is one PE's area, not a block: the core is the sum of the other entries
+    (:func:`core_area`).
     """
     from arch.isa import dma_descriptor_bits, instr_layout
 
@@ -212,8 +215,16 @@ def area_of_core(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = 
     if cfg.dram_mib:     # the DMA engine (the DRAM itself is off chip) and its queue's flip-flops
         queue_bits = (cfg.dma_queue - 1) * dma_descriptor_bits(cfg)
         out["dma"] = tech.dma_area_mm2 + queue_bits * tech.rf_area_mm2_per_16x16b / 256
+    if cfg.cores > 1:
+        fifo_bits = cfg.ring_fifo_depth * cfg.nr * w
+        out["ring"] = fifo_bits * tech.rf_area_mm2_per_16x16b / 256
     out["pe"] = sum(pe.values())
     return out
+
+
+def core_area(cfg, tech: TechTable = DEFAULT_TECH, ucode_words: int | None = None) -> float:
+    """One core's area in mm^2: the blocks of :func:`area_of_core` (not its ``pe``)."""
+    return sum(v for k, v in area_of_core(cfg, tech, ucode_words).items() if k != "pe")
 
 
 @dataclass
@@ -377,7 +388,7 @@ def report_from_counters(cfg, counters: dict, *, tech: TechTable = DEFAULT_TECH,
     }
     blocks = {k: v for k, v in area.items() if k != "pe"}
     total_area = n_cores * sum(blocks.values())
-    leak_mw = n_cores * (tech.leakage_mw_per_mm2_logic * sum(blocks.get(k, 0.0) for k in LOGIC_BLOCKS + ("dma",))
+    leak_mw = n_cores * (tech.leakage_mw_per_mm2_logic * sum(blocks.get(k, 0.0) for k in LOGIC_BLOCKS)
                          + tech.leakage_mw_per_mm2_sram * sum(blocks.get(k, 0.0) for k in SRAM_BLOCKS))
     energy["leakage"] = leak_mw * 1e-3 * seconds * 1e12
     if cfg.dram_mib:     # external DRAM: every beat moved, nr * w / 64 accesses of 64 bits (not compared)

@@ -36,7 +36,8 @@ from arch.config import RING_HOP_CYCLES
 from sw.ring import RingError
 from sw.ring_mat import MatBlock, RingFrag, _copy, _fold_text, _need, _periods
 
-__all__ = ["mat_broadcast_t", "mat_broadcast_t_slots", "golden_mat_broadcast_t", "T_SETUP_SLOTS"]
+__all__ = ["mat_broadcast_t", "mat_broadcast_t_slots", "golden_mat_broadcast_t", "broadcast_t_why_not",
+           "T_SETUP_SLOTS"]
 
 #: setup slots: ``ar1 = ..``, ``stride ar1 = ..`` (and on the root ``ar2`` likewise)
 T_SETUP_SLOTS = 4
@@ -53,10 +54,23 @@ def _t_words(src: MatBlock, dst: MatBlock) -> list[int]:
     return [dst.base + (dst.r0 + cc) * dst.ld + dst.c0 + r for r in range(src.nrows) for cc in range(src.ncols)]
 
 
+def broadcast_t_why_not(cfg) -> str | None:
+    """Why the chip ``cfg`` cannot run :func:`mat_broadcast_t`, or None."""
+    if cfg.cores < 2:
+        return f"ring collectives need a chip (cfg.cores >= 2), got cores={cfg.cores}"
+    if cfg.n_ar < 3:
+        return f"a transposed broadcast uses address registers ar1 and ar2: n_ar={cfg.n_ar} is too few"
+    if not cfg.spad_kib:
+        return ("a transposed broadcast needs a write predicate on the root, which only cores with a scratchpad "
+                "have (spad_kib > 0)")
+    return None
+
+
 def _check(cfg, src: MatBlock, dst: MatBlock, root: int) -> int:
     c = _need(cfg, 0)
-    if cfg.n_ar < 3:
-        raise RingError(f"a transposed broadcast uses address registers ar1 and ar2: n_ar={cfg.n_ar} is too few")
+    why = broadcast_t_why_not(cfg)
+    if why:
+        raise RingError(why)
     if not 0 <= root < c:
         raise RingError(f"transposed broadcast root {root} is not a core (cores={c})")
     src.check(cfg, "transposed broadcast source")
@@ -64,9 +78,6 @@ def _check(cfg, src: MatBlock, dst: MatBlock, root: int) -> int:
     if dst.shape != (src.ncols, src.nrows):
         raise RingError(f"transposed broadcast: destination {dst.shape[0]} x {dst.shape[1]} local words is not the "
                         f"transpose of the source's {src.shape[0]} x {src.shape[1]}")
-    if not cfg.spad_kib:
-        raise RingError("a transposed broadcast needs a write predicate on the root, which only cores with a "
-                        "scratchpad have (spad_kib > 0)")
     if src.bank == dst.bank and set(src.words()) & set(_t_words(src, dst)):
         raise RingError("transposed broadcast: the destination overlaps the source")
     return c

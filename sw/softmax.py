@@ -18,8 +18,10 @@ Numerics (every operation is a PE FMA ``fmt(fmt(a * b) + c)``, an exact select `
 or a move; constants come from a table in both SRAM banks, :func:`softmax_table`):
 
 1. ``m = max z`` exactly: per pair ``d = b - a``, ``max = mask(b if d) + (a - mask(a if
-   d))``; over the passes, then along the row bus (columns in order), then along the
-   column bus (rows in order).
+   d))``; over the passes, then along the row bus (the columns), then along the column
+   bus (the rows); along a bus of four or more PEs as two interleaved chains (even and
+   odd positions, then the two combined) when the registers allow, so their latencies
+   overlap.
 2. ``x = z - m``; ``exp(x)`` by Cody-Waite range reduction: ``n = (x log2e + M) - M``
    (``M = 1.5 * 2^(p-1)`` rounds to an integer), ``r = (x - n ln2_hi) - n ln2_lo``
    (``ln2_hi`` short enough that ``n ln2_hi`` is exact; bfloat16 splits ``ln2`` in three
@@ -72,7 +74,9 @@ class SoftmaxPlan:
     ``passes``: registers per PE holding elements (``ceil(ceil(n / nr) / nr)``);
     ``group``: passes whose exponentials run interleaved; ``K``: bits of ``2^n``;
     ``degree``: of the exponential's polynomial; ``newton``: reciprocal iterations;
-    ``names``: constant name -> word of the table.
+    ``names``: constant name -> word of the table; ``max_chains``: the maximum along a
+    bus of four or more PEs runs as two interleaved chains (2, when the registers allow:
+    :func:`_bus_max_order`) or one.
     """
 
     n: int
@@ -85,6 +89,7 @@ class SoftmaxPlan:
     newton: int
     names: tuple
     ln2_parts: int = 2
+    max_chains: int = 1
 
     def index(self, name: str) -> int:
         return self.names.index(name)
@@ -98,6 +103,20 @@ class SoftmaxPlan:
 _FIXED_REGS = 2
 #: extra registers per pass while its exponential runs
 _EXP_REGS = 5
+#: free registers two interleaved maximum chains take (two sets of three temporaries, a
+#: bus value and a running maximum each, the row maximum)
+_TWO_CHAIN_REGS = 10
+
+
+def _bus_max_order(count: int, chains: int) -> tuple:
+    """How the maximum of ``count`` values along a bus (indices in bus order) is formed:
+    ``(chain 0, chain 1)``, each a running maximum over its indices in order, then the
+    two combined; one chain (``chain 1`` empty) below four values or with ``chains ==
+    1``. The maximum is exact, so the order changes only its latency: the two chains'
+    FMA latencies overlap."""
+    if chains < 2 or count < 4:
+        return tuple(range(count)), ()
+    return tuple(range(0, count, 2)), tuple(range(1, count, 2))
 
 
 def _exp_bits(fmt) -> int:
@@ -180,7 +199,8 @@ def softmax_plan(cfg, n: int) -> SoftmaxPlan:
     names += [f"c{k}" for k in range(2, d + 1)]
     for i in range(K):
         names += [f"th{i}", f"nth{i}", f"f{i}", f"p2{i}"]
-    return SoftmaxPlan(n, cfg.nr, words, passes, group, K, d, _newton_iters(fmt, n), tuple(names), parts)
+    chains = 2 if cfg.n_regs - _FIXED_REGS - passes >= _TWO_CHAIN_REGS else 1
+    return SoftmaxPlan(n, cfg.nr, words, passes, group, K, d, _newton_iters(fmt, n), tuple(names), parts, chains)
 
 
 def _round_bits(fmt, x: float, mode: str = "nearest") -> int:
@@ -397,30 +417,49 @@ class _Ops:
 
     def vmax(self, a_, b_):
         """a_ = max(a_, b_) exactly (registers)."""
-        M1, (T1, T2, T3) = self.M1, self.free[:3]
-        self.c1("fma", T1, a_, M1, b_, [a_, M1], late=b_)                 # d = b - a
-        self.mv(T2, mask(T2, b_, T1), [b_, T1])                           # b if d
-        self.mv(T3, mask(T3, a_, T1), [a_, T1])                           # a if d
-        self.c1("fma", T3, T3, M1, a_, [T3, M1], late=a_)                 # a - (a if d)
-        self.c1("add", a_, T2, None, T3, [T2], late=T3)
+        self.vmax_pairs([(a_, b_, self.free[:3])])
+
+    def vmax_pairs(self, pairs):
+        """``a = max(a, b)`` exactly for each ``(a, b, (T1, T2, T3))`` of ``pairs`` (its own
+        temporaries), their operations interleaved so their latencies overlap."""
+        M1 = self.M1
+        steps = (lambda a_, b_, T: self.c1("fma", T[0], a_, M1, b_, [a_, M1], late=b_),      # d = b - a
+                 lambda a_, b_, T: self.mv(T[1], mask(T[1], b_, T[0]), [b_, T[0]]),         # b if d
+                 lambda a_, b_, T: self.mv(T[2], mask(T[2], a_, T[0]), [a_, T[0]]),         # a if d
+                 lambda a_, b_, T: self.c1("fma", T[2], T[2], M1, a_, [T[2], M1], late=a_),  # a - (a if d)
+                 lambda a_, b_, T: self.c1("add", a_, T[1], None, T[2], [T[1]], late=T[2]))
+        for st in steps:
+            for a_, b_, T in pairs:
+                st(a_, b_, T)
 
     def bus_reduce(self, src_reg, acc, direction, count, combine):
         """acc = combine over the ``count`` first PEs of the row (column) bus of their
-        ``src_reg`` (first copied from PE 0 of the bus)."""
+        ``src_reg``: a sum in bus order, a maximum in :func:`_bus_max_order`'s (the second
+        chain in ``free[5:10]``)."""
         B = self.free[3]
         drv = (lambda k: rdrv(src_reg, col=k)) if direction == "row" else (lambda k: cdrv(src_reg, row=k))
         unit = "rdrv" if direction == "row" else "cdrv"
-        self.mv(B, mov(B, direction), [], [drv(0)], [unit], drv=[src_reg])
+
+        def take(dst, k):
+            self.mv(dst, mov(dst, direction), [], [drv(k)], [unit], drv=[src_reg])
         if combine == "max":
-            self.mv(acc, mov(acc, B), [B])
-            for k in range(1, count):
-                self.mv(B, mov(B, direction), [], [drv(k)], [unit], drv=[src_reg])
-                self.vmax(acc, B)
-        else:
-            self.mv(acc, mov(acc, B), [B])
-            for k in range(1, count):
-                self.S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, drv=[src_reg], late=acc,
-                          dst=acc)
+            c0, c1 = _bus_max_order(count, self.plan.max_chains)
+            chains = [(acc, B, self.free[:3], c0)] + ([(self.free[9], self.free[8], self.free[5:8], c1)] if c1 else [])
+            for a_, b_, _, idx in chains:
+                take(b_, idx[0])
+                self.mv(a_, mov(a_, b_), [b_])
+            for j in range(1, len(c0)):
+                live = [ch for ch in chains if j < len(ch[3])]
+                for a_, b_, _, idx in live:
+                    take(b_, idx[j])
+                self.vmax_pairs([(a_, b_, T) for a_, b_, T, _ in live])
+            if c1:
+                self.vmax(acc, self.free[9])
+            return
+        take(B, 0)
+        self.mv(acc, mov(acc, B), [B])
+        for k in range(1, count):
+            self.S.op([drv(k), add(acc, direction, acc)], units={"fma", unit}, drv=[src_reg], late=acc, dst=acc)
 
 
 # ======================================================================================
@@ -609,6 +648,19 @@ def _vmax(fmt, m1, a, b):
     return add_bits(fmt, g_mask(fmt, b, d), keep)
 
 
+def _golden_bus_max(fmt, m1, vals: list, chains: int):
+    """The maximum of ``vals`` (in bus order) as :meth:`_Ops.bus_reduce` forms it."""
+    c0, c1 = _bus_max_order(len(vals), chains)
+    out = []
+    for idx in (c0, c1):
+        if idx:
+            m = vals[idx[0]]
+            for k in idx[1:]:
+                m = _vmax(fmt, m1, m, vals[k])
+            out.append(m)
+    return out[0] if len(out) == 1 else _vmax(fmt, m1, out[0], out[1])
+
+
 def golden_exp(fmt, plan: SoftmaxPlan, table, x) -> np.ndarray:
     """The kernel's ``exp(x)`` (bit patterns in, bit patterns out), the same operations."""
     C = lambda nm: _c(fmt, table, plan, nm)  # noqa: E731
@@ -662,12 +714,8 @@ def golden_softmax_grad(cfg, z, t) -> np.ndarray:
     acc = E[:, :, 0]
     for q in range(1, P):
         acc = _vmax(fmt, m1, acc, E[:, :, q])
-    mrow = acc[:, 0]
-    for k in range(1, ncols):
-        mrow = _vmax(fmt, m1, mrow, acc[:, k])
-    m = mrow[0]
-    for k in range(1, nrows):
-        m = _vmax(fmt, m1, m, mrow[k])
+    mrow = _golden_bus_max(fmt, m1, [acc[:, k] for k in range(ncols)], plan.max_chains)
+    m = _golden_bus_max(fmt, m1, [mrow[k] for k in range(nrows)], plan.max_chains)
     X = mac_bits(fmt, m, m1, E)
     e = golden_exp(fmt, plan, table, X)
     s = e[:, :, 0]

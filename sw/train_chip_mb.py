@@ -47,6 +47,7 @@ import numpy as np
 
 from sw.collectives import emit_transpose
 from sw.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat_reduce_scatter
+from sw.ring_mat_t import mat_broadcast_t
 from sw.train_chip_mb_ring import cheapest, ring_fw_layers, ring_gemm, ring_up_layers, ring_update
 from sw.asm import Builder
 from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
@@ -56,7 +57,7 @@ from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _ot
                       softmax_ce_loss)
 from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place_parts, chip_shapes, plan_panels,
                            resolve_out_map, spad_op)
-from sw.train_chip_mb_acts import acts_lines, allocate_chip_mb_reuse, xt_spad_beats
+from sw.train_chip_mb_acts import acts_lines, allocate_chip_mb_reuse, xt_from_host, xt_source, xt_spad_beats
 from sw.train_dram import stream_parts
 from sw.train_mb import MBProgram
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
@@ -117,7 +118,7 @@ def allocate_chip_mb(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str
         e = al.alloc(f"E{i}", L(P[i - 1]) * Lb, f"delta panel of A{i}: (W{i}^T D{i + 1}) * relu'(A{i}) "
                      f"({P[i - 1]} x {b})", forbid={a.bank})
         dbank[i - 1] = e.bank
-    al.alloc("XT", Lb * L(N[0]), f"X^T ({b} x {N[0]}; core 0 loads it, the ring broadcasts it)",
+    al.alloc("XT", Lb * L(N[0]), f"X^T ({b} x {N[0]}; {xt_source(cfg)})",
              forbid={dbank[0]})
     need: dict = {}
     for l in range(1, nl):
@@ -242,9 +243,15 @@ class _CoreOps:
         nl, b, nr, Lb, split = self.mlp.n_layers, self.mlp.batch, cfg.nr, self.Lb, self.split
         kern, whole, own, ops = self.kern, self.whole, self.own, self.ops
         names = ([] if 0 in self.ring_fw else ["X"]) + ([] if part == "predict" else ["XT"])
+        blks = {nm: MatBlock(R[nm].bank, R[nm].base, cols, 0, rows, 0, cols)
+                for nm, (rows, cols) in (("X", (L(N[0]), Lb)), ("XT", (Lb, L(N[0]))))}
         for nm in names:
-            rows, cols = (L(N[0]), Lb) if nm == "X" else (Lb, L(N[0]))
-            blk = MatBlock(R[nm].bank, R[nm].base, cols, 0, rows, 0, cols)
+            if nm == "XT" and not xt_from_host(cfg):
+                # X^T: the transpose of core 0's X, made by the ring on the way
+                frag = mat_broadcast_t(cfg, k, blks["X"], blks["XT"], root=0, name="bcXT_")
+                ops.append(_ring_op("bcast_XT", frag, [whole("X")], [whole("XT")]))
+                continue
+            blk = blks[nm]
             ops.append(_ring_op(f"bcast_{nm}", mat_broadcast(cfg, k, blk, blk, root=0, name=f"bc{nm}_"),
                                 [whole(nm)], [whole(nm)]))
         if "XTb" in R and part != "predict":       # X^T waits in the scratchpad for W0's update
@@ -477,7 +484,7 @@ class ChipMBProgram(ChipSGDProgram):
         cfg = self.cfg
         run = cfg.run_overhead
         K, kz = self.out_cores, self._words("Z")
-        x = load_cost(cfg, self._words("X")) + load_cost(cfg, self._words("XT"))
+        x = load_cost(cfg, self._words("X")) + (load_cost(cfg, self._words("XT")) if xt_from_host(cfg) else 0)
         out = K * (unload_cost(cfg, kz) + run)
         if self.mlp.loss == "mse":
             t = load_cost(cfg, kz)
@@ -518,7 +525,7 @@ class ChipMBProgram(ChipSGDProgram):
             out = k < self.out_cores
             loads = []
             if what in ("in", "in_x") and k == 0:
-                loads += ["X"] + (["XT"] if what == "in" else [])
+                loads += ["X"] + (["XT"] if what == "in" and xt_from_host(cfg) else [])
             if what == "in" and out and self.mlp.loss == "mse":
                 loads.append("T")
             if what == "g" and out:
@@ -547,7 +554,7 @@ class ChipMBProgram(ChipSGDProgram):
         for k in self._active(what):
             if what in ("in", "in_x") and k == 0:
                 data[k] += load_beats_for(cfg, pack_matrix(mats["X"], nr))
-                if what == "in":
+                if what == "in" and xt_from_host(cfg):
                     data[k] += load_beats_for(cfg, pack_matrix(mats["X"].T, nr))
             if what == "in" and self.mlp.loss == "mse":
                 data[k] += load_beats_for(cfg, pack_matrix(self._panel_m(mats["T"], k), nr))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from sw.layout import local_len
 from sw.mlp import MLP
+from sw.ring_mat_t import broadcast_t_why_not
 from sw.train import Allocator, _other
 
 __all__ = ["allocate_chip_mb_reuse", "xt_spad_beats", "acts_lines"]
@@ -62,6 +63,19 @@ def _weights(al: Allocator, cfg, mlp: MLP, wbanks: list, P: list, N: list, cols:
             al.items[f"WP{l}"] = al.items[nm]
 
 
+def xt_from_host(cfg) -> bool:
+    """The host loads ``X^T`` into core 0 beside ``X`` (a chip without the transposed
+    broadcast, :func:`sw.ring_mat_t.broadcast_t_why_not`); else the ring transposes
+    core 0's ``X`` as it broadcasts it."""
+    return broadcast_t_why_not(cfg) is not None
+
+
+def xt_source(cfg) -> str:
+    """Where ``X^T`` comes from, for the allocation's descriptions."""
+    return ("core 0 loads it, the ring broadcasts it" if xt_from_host(cfg)
+            else "the ring transposes core 0's X as it broadcasts it")
+
+
 def _forward_arena(al: Allocator, cfg, mlp: MLP, wbanks: list, N: list, cols: bool, xt_words: int) -> None:
     """``ACT0`` / ``ACT1`` and the gathered matrices at their addresses."""
     L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
@@ -82,7 +96,7 @@ def _forward_arena(al: Allocator, cfg, mlp: MLP, wbanks: list, N: list, cols: bo
             al.alias(names[l], f"ACT{j}", L(N[l]) * Lb, f"{names[l]} gathered ({N[l]} x {b}) in ACT{j}")
     if xt_words:
         if "ACT1" in al.items:
-            al.alias("XT", "ACT1", xt_words, f"X^T ({b} x {N[0]}; core 0 loads it, the ring broadcasts it, "
+            al.alias("XT", "ACT1", xt_words, f"X^T ({b} x {N[0]}; {xt_source(cfg)}, "
                      f"stored to the scratchpad) in ACT1 before A1")
         else:
             al.alloc("XT", xt_words, f"X^T ({b} x {N[0]}; broadcast, stored to the scratchpad)")
@@ -133,7 +147,7 @@ def allocate_chip_mb_reuse(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_ma
         ar.next()
         _backward_arena(al, cfg, mlp, wbanks, P, N, dbank, xt_words if xb else 0)
     if not xb:
-        al.alloc("XT", xt_words, f"X^T ({b} x {N[0]}; core 0 loads it, the ring broadcasts it)", forbid={dbank[0]})
+        al.alloc("XT", xt_words, f"X^T ({b} x {N[0]}; {xt_source(cfg)})", forbid={dbank[0]})
     return al
 
 

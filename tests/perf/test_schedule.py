@@ -69,7 +69,7 @@ def test_greedy_search_when_large(model, monkeypatch):
 
 def test_same_area_chips_and_errors(model):
     rows = same_area_chips(HETERO_PRESETS["hetero-S"])
-    assert [(g, n) for g, n, _ in rows] == [(0, 28), (1, 4)]
+    assert [(g, n) for g, n, _ in rows] == [(0, 30), (1, 4)]
     assert all(abs(r) < 0.15 for _, _, r in rows)
     with pytest.raises(ScheduleError, match="needs an energy budget"):
         schedule(TINY, MLP4, model, objective="throughput")

@@ -7,7 +7,7 @@ import pytest
 
 from arch.config import PRESETS, ArchConfig
 from arch.counters import counter_names
-from sim.power import (DEFAULT_TECH, EVERYTHING, LOGIC_BLOCKS, SRAM_BLOCKS, TechError, area_of_core,
+from sim.power import (DEFAULT_TECH, EVERYTHING, LOGIC_BLOCKS, SRAM_BLOCKS, TechError, area_of_core, core_area,
                        load_tech, read_run_record, report_from_counters, run_record)
 
 
@@ -83,7 +83,8 @@ def test_leakage_is_area_times_density_times_time():
     c = _counters(cfg, cycles=2000, fma=0)
     rep = report_from_counters(cfg, c, n_cores=cfg.cores)
     a = area_of_core(cfg)
-    mw = cfg.cores * (19.9 * sum(a[k] for k in LOGIC_BLOCKS) + 45.8 * sum(a.get(k, 0) for k in SRAM_BLOCKS))
+    assert a["ring"] > 0 and "ring" in LOGIC_BLOCKS          # the ring's receive FIFO: flip-flops
+    mw = cfg.cores * (19.9 * sum(a.get(k, 0) for k in LOGIC_BLOCKS) + 45.8 * sum(a.get(k, 0) for k in SRAM_BLOCKS))
     assert rep.energy_pj["leakage"] == pytest.approx(mw * 1e-3 * 2e-6 * 1e12)
     # twice the time, twice the leakage; zero density, zero leakage
     assert report_from_counters(cfg, dict(c, cycles=4000), n_cores=cfg.cores).energy_pj["leakage"] == \
@@ -116,6 +117,20 @@ def test_area_reproduces_the_reference_design():
     assert big["ucode"] == pytest.approx(2 * small["ucode"])
     with pytest.raises(ValueError, match="ucode_words"):
         area_of_core(ArchConfig(), ucode_words=0)
+
+
+def test_ring_fifo_area_grows_with_its_depth():
+    """A chip core's ring receive FIFO: depth x nr lanes x width flip-flops at the
+    register file's area per bit; a lone core has none; a core's area is its blocks (not
+    the one-PE ``pe`` entry)."""
+    cfg = PRESETS["S"]
+    a8, a24 = area_of_core(cfg)["ring"], area_of_core(cfg.replace(ring_fifo_depth=24))["ring"]
+    assert a8 == pytest.approx(8 * 4 * 16 * DEFAULT_TECH.rf_area_mm2_per_16x16b / 256)
+    assert a24 == pytest.approx(3 * a8)
+    assert "ring" not in area_of_core(cfg.replace(cores=1))
+    assert core_area(cfg) == pytest.approx(sum(v for k, v in area_of_core(cfg).items() if k != "pe"))
+    assert core_area(PRESETS["L"]) - core_area(PRESETS["L"].replace(ring_fifo_depth=8)) == pytest.approx(
+        (24 - 8) * 16 * 16 * DEFAULT_TECH.rf_area_mm2_per_16x16b / 256)
 
 
 def test_control_energy_grows_with_the_microcode_store():

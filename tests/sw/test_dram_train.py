@@ -71,7 +71,7 @@ def test_dram_stream_multi_burst_pages_split_programs(engine):
     program's end: bit for bit, cycles and DMA counters as predicted, on both engines."""
     cfg = PRESETS["chip-small"].replace(dram_mib=1, spad_kib=16)
     mlp = MLP((32, 160, 96, 8), "softmax_ce", 0.05, batch=4)
-    kw = dict(spad=[0, 1], page_rows=16)
+    kw = dict(spad=[0, 1], page_rows=8)
     tp = compile_chip_mbgd(cfg, mlp, dram=[0, 1], **kw)
     assert len(tp.parts["backward"]) > 1
     sess = ChipSession(cfg, engine)

@@ -15,8 +15,8 @@ from sw.kernels import KernelError
 from sim.core_run import run_kernel
 from sw.layout import pack_vector
 from sw.mlp import MLP
-from sw.softmax import (emit_softmax_grad, golden_exp, golden_softmax_grad, softmax_pen, softmax_plan,
-                        softmax_supported, softmax_table, softmax_words)
+from sw.softmax import (_bus_max_order, emit_softmax_grad, golden_exp, golden_softmax_grad, softmax_pen,
+                        softmax_plan, softmax_size, softmax_supported, softmax_table, softmax_words)
 from sw.train import TrainCompileError, compile_sgd, resolve_softmax
 
 FMTS = ["binary16", "bfloat16", "binary32"]
@@ -147,6 +147,27 @@ def test_kernel_core_model(fmt, nr, n):
         k = _run(cfg, n, z, t)
     plan = softmax_plan(cfg, n)
     assert k.params["passes"] == plan.passes == -(-(-(-n // nr)) // nr)
+
+
+def test_maximum_chains():
+    """Two interleaved maximum chains along a bus of four or more PEs where the registers
+    allow (shorter than one chain), one otherwise; the golden follows the plan's order,
+    and the kernel matches it on the core model with signed zeros and ties as the
+    largest logits (the two orders could differ only in such bits)."""
+    assert _bus_max_order(3, 2) == ((0, 1, 2), ())
+    assert _bus_max_order(5, 2) == ((0, 2, 4), (1, 3)) and _bus_max_order(5, 1) == ((0, 1, 2, 3, 4), ())
+    cfg = ArchConfig(nr=4, mem_a_words=256, mem_b_words=256)
+    one = ArchConfig(nr=4, mem_a_words=256, mem_b_words=256, n_regs=12)
+    assert softmax_plan(cfg, 10).max_chains == 2 and softmax_plan(one, 10).max_chains == 1
+    assert softmax_plan(ArchConfig(nr=4, n_regs=12), 40).max_chains == 1       # 3 passes leave 7 free
+    wide = ArchConfig(nr=16)
+    assert softmax_size(wide, 10)[1] + 60 < softmax_size(wide.replace(n_regs=11), 10)[1]      # 10 rows: 399 < 464
+    f = cfg.fmt
+    for c in (cfg, one):
+        for zs in ([0.0, -0.0, -1.0, -0.0, 0.0, -3.0, -0.0, -2.0, 0.0, -0.0], [2.0] * 5 + [-0.0] * 5):
+            z = f.from_float(np.array(zs)).astype(f.np_uint)
+            t = f.from_float(np.eye(10)[3]).astype(f.np_uint)
+            _run(c, 10, z, t)
 
 
 def test_kernel_slow_fpu():
