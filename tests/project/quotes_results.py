@@ -29,7 +29,7 @@ QUOTES: list[Quote] = [
           lambda d: PAPER_CELL("small", "S", "sgd")(d)["paper_mac_util"], lambda v: f">{v * 100:.0f} %"),
     Quote("README.md", r"local SRAM and scratchpads are (\d+) % of the PE", RES + "paper.json",
           lambda d: _sram_share(AREA_S(d)), lambda v: f"{v * 100:.0f}"),
-    Quote("README.md", r"and scratchpads (\S+ / \S+) mm\^2 at S / L", RES + "paper.json",
+    Quote("README.md", r"scratchpads and ring FIFOs (\S+ / \S+) mm\^2 at S / L", RES + "paper.json",
           lambda d: (d["area_mm2"]["S"]["ours"], d["area_mm2"]["L"]["ours"]), "{0:.1f} / {1:.1f}"),
     Quote("README.md", r"at S / L \(paper (\S+ / \S+)\)", RES + "paper.json",
           lambda d: (d["area_mm2"]["S"]["paper"], d["area_mm2"]["L"]["paper"]), "{0:.1f} / {1:.1f}"),
@@ -97,16 +97,16 @@ HYB = RES + "hybrid.json"
 _HYB_COLS = (("cycles", "cycles"), ("samples/s", "samples/s"), ("uJ per sample, everything", "uJ/sample everything"),
              ("compared", "uJ/sample compared"))
 _HYB_ROWS = (  # (the page's first cells, the JSON row's chip prefix, compiler prefix, placement or None)
-    (("hybrid 2 S + 2 L (55.57 mm2), scheduled", "`1:2,1:2,1:2,1` (split)"), "hybrid", "layers split", "1:2,1:2,1:2,1"),
+    (("hybrid 2 S + 2 L (55.6 mm2), scheduled", "`1:2,1:2,1:2,1` (split)"), "hybrid", "layers split", "1:2,1:2,1:2,1"),
     (("hybrid 2 S + 2 L, not chosen", "`1:2,1:2,1:2,0` (split, output on S)"), "hybrid", "layers split",
      "1:2,1:2,1:2,0"),
     (("hybrid 2 S + 2 L, not chosen", "`1,1,1,1` (every layer on one L core)"), "hybrid", "layers on", "1,1,1,1"),
     (("hybrid 2 S + 2 L, not chosen", "`1,1,1,0`"), "hybrid", "layers on", "1,1,1,0"),
     (("hybrid 2 S + 2 L, not chosen", "`1:2,0:2,1:2,1` (split, the second layer paged on the S cores)"), "hybrid",
      "layers split", "1:2,0:2,1:2,1"),
-    (("14 x S (-6.6 % area), SGD across cores",), "14 x S", "SGD across", None),
-    (("2 x L (-13.3 % area), layers on cores",), "2 x L", "layers on", None),
-    (("2 x L (-13.3 % area), SGD across cores",), "2 x L", "SGD across", None),
+    (("16 x S (+5.1 % area), SGD across cores",), "16 x S", "SGD across", None),
+    (("2 x L (-13.1 % area), layers on cores",), "2 x L", "layers on", None),
+    (("2 x L (-13.1 % area), SGD across cores",), "2 x L", "SGD across", None),
 )
 
 
@@ -123,7 +123,7 @@ QUOTES += [
     Quote("docs/hybrid.md", r"error on the chosen placement: cycles (\S+) %, energy (\S+) %\. On the split", HYB,
           lambda d: (100 * d["hybrid"]["model_cycles_err"], 100 * d["hybrid"]["model_energy_err"]),
           lambda v: (f"{v[0]:+.1f}", f"{v[1]:+.1f}")),
-    Quote("docs/hybrid.md", r"\*\*(\S+) % against 14 x S with SGD across cores", HYB,
+    Quote("docs/hybrid.md", r"\*\*(\S+) % against 16 x S with SGD across cores", HYB,
           lambda d: 100 * d["equal_throughput_saving"][0]["saving"], "{:+.1f}"),
     Quote("docs/hybrid.md", r"\*\*(\S+) % against 2 x L with every layer on one core", HYB,
           lambda d: 100 * d["equal_throughput_saving"][1]["saving"], "{:+.1f}"),
@@ -131,12 +131,12 @@ QUOTES += [
 
 # docs/hybrid.md, "Measured: 784-2500-...": the large network's table, errors and savings
 _HYB_LARGE_ROWS = (  # (the page's first cells, the JSON row's chip prefix, compiler prefix)
-    (("hybrid 2 S + 8 L (200.38 mm2), scheduled", "`1:8,1:8,1:8,1:8,1:8,1`"), "large net: hybrid 2 S + 8 L",
+    (("hybrid 2 S + 8 L (200.47 mm2), scheduled", "`1:8,1:8,1:8,1:8,1:8,1`"), "large net: hybrid 2 S + 8 L",
      "layers split"),
     (("hybrid 32 S + 4 L (hetero-L), scheduled", "`1:4,0:32,1:4,1:4,0:32,1`"), "large net: hybrid 32 S + 4 L",
      "layers split"),
-    (("54 x S (+0.1 % area), SGD across cores",), "large net: 54 x S", "SGD across"),
-    (("8 x L (-3.7 % area), SGD across cores",), "large net: 8 x L", "SGD across"),
+    (("54 x S (-1.6 % area), SGD across cores",), "large net: 54 x S", "SGD across"),
+    (("8 x L (-3.6 % area), SGD across cores",), "large net: 8 x L", "SGD across"),
 )
 _LARGE = lambda d: d["large_network"]                          # noqa: E731
 QUOTES += [
@@ -284,7 +284,7 @@ QUOTES += _statement_quotes() + [
                      d["fpu_area_mm2"]["binary16"]["value"], d["local_sram_area_mm2_per_16kib"]["value"],
                      d["rf_area_mm2_per_16x16b"]["value"], d["pe_logic_area_mm2"]["value"]),
           "{0:.4f} - {1} - {2} - {3} = {4}"),
-    Quote("docs/power.md", r"arrays and scratchpads come to (\S+ / \S+) mm\^2 at S / L", RES + "paper.json",
+    Quote("docs/power.md", r"and ring FIFOs come to (\S+ / \S+) mm\^2 at S / L", RES + "paper.json",
           lambda d: (d["area_mm2"]["S"]["ours"], d["area_mm2"]["L"]["ours"]), "{0:.1f} / {1:.1f}"),
     Quote("docs/power.md", r"with the (\S+)-word store", RES + "paper.json",
           ("area_breakdown_mm2", "S", "ucode_words_per_core"), "{:,}"),
