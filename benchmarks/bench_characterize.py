@@ -1,7 +1,9 @@
 """Offline characterization of every operation class on the reference design's two core
 kinds, and the performance model's error on held-out shapes (docs/perf.md).
 
-The kinds are the cores of configurations S (4 x 4 PEs) and L (16 x 16 PEs), binary16.
+The kinds are the cores of configurations S (4 x 4 PEs) and L (16 x 16 PEs), binary16, as
+a heterogeneous chip holds them (:func:`arch.hetero.mix_kind`: the chip's ring FIFO depth,
+which the hybrid scheduler's chips have).
 Every point is a run on the fast engines (:func:`perf.characterize.measure`: single-core
 classes on the fast core model through :func:`sim.core_run.run_kernel`, ring classes on
 the fast chip engine, ring sizes 2, 4, 8 on the grid). The model
@@ -14,7 +16,7 @@ classes run on the same kinds with 64 MiB of DRAM (kinds ``S+dram``, ``L+dram``)
 
 from __future__ import annotations
 
-from arch.config import PRESETS
+from arch.hetero import mix_kind
 from perf.characterize import characterize
 from perf.model import PerfModel
 from perf.report import characterization_document
@@ -30,8 +32,8 @@ def _pct(x: float) -> float:
 
 
 def run() -> dict:
-    doc = characterize({k: PRESETS[k] for k in KINDS}, grid="full")
-    dram = characterize({f"{k}+dram": PRESETS[k].replace(dram_mib=DRAM_MIB) for k in KINDS},
+    doc = characterize({k: mix_kind(k) for k in KINDS}, grid="full")
+    dram = characterize({f"{k}+dram": mix_kind(k, dram_mib=DRAM_MIB) for k in KINDS},
                         ["dram_load", "dram_store"], grid="full")
     doc["kinds"].update(dram["kinds"])
     doc["points"] += dram["points"]
