@@ -23,6 +23,7 @@ from sw.mlp import MLP
 from sw.train import HOST_LATENCY_CYCLES, TrainCompileError, init_weights
 from sim.sessions import ChipSession
 from sw.train_chip_mb import compile_chip_mbgd
+from sw.transfer import load_cost
 
 TINY, SMALL = PRESETS["chip-tiny"], PRESETS["chip-small"]
 
@@ -107,6 +108,23 @@ def test_chip_mbgd_engines_agree_counter_for_counter():
 def test_chip_mbgd_binary32_and_more_cores():
     cfg = replace(SMALL, fmt="binary32", cores=6)
     run_and_check(cfg, MLP((9, 30, 7), "mse", 0.05, batch=6), 2, "fast", _seed())
+
+
+def test_chip_mbgd_x_t_from_the_ring_or_the_host():
+    """With a scratchpad (a write predicate for the root) the ring transposes core 0's X
+    into every core's X^T and the host loads X only; without one, the host loads X^T
+    too and a plain broadcast sends it: both bit for bit against the same golden, the
+    host phase ``in`` longer by X^T's load cost."""
+    mlp = MLP((20, 30, 17, 5), "softmax_ce", 0.05, batch=6)
+    plain = replace(SMALL, spad_kib=0)
+    seed = _seed()
+    in_cycles = {}
+    for cfg, host in ((SMALL, False), (plain, True)):
+        tp = compile_chip_mbgd(cfg, mlp)
+        assert ("core 0 loads it" in tp.alloc.items["XT"].what) is host
+        in_cycles[host] = dict(tp.host_phase_cycles())["in"]
+        run_and_check(cfg, mlp, 2, "fast", seed)       # the run's cycles = the prediction
+    assert in_cycles[True] - in_cycles[False] == load_cost(SMALL, tp._words("XT"))
 
 
 def test_chip_mbgd_batch_1_and_odd_shapes():
