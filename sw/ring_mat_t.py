@@ -66,8 +66,8 @@ def broadcast_t_why_not(cfg) -> str | None:
     return None
 
 
-def _check(cfg, src: MatBlock, dst: MatBlock, root: int) -> int:
-    c = _need(cfg, 0)
+def _check(cfg, k: int, src: MatBlock, dst: MatBlock, root: int) -> int:
+    c = _need(cfg, k)
     why = broadcast_t_why_not(cfg)
     if why:
         raise RingError(why)
@@ -106,7 +106,7 @@ def mat_broadcast_t(cfg, k: int, src: MatBlock, dst: MatBlock, root: int = 0, na
     ``src.ncols x src.nrows`` local words, not overlapping ``src``). The core ``h`` hops
     after the root takes beat ``j`` in slot ``4 + 3 h + j``, the root its own in ``4 +
     3 c + j``. :func:`mat_broadcast_t_slots` slots."""
-    c = _check(cfg, src, dst, root)
+    c = _check(cfg, k, src, dst, root)
     nr, mask = cfg.nr, (1 << cfg.addr_bits) - 1
     m = src.beats(nr)
     total = mat_broadcast_t_slots(cfg, m)

@@ -80,5 +80,7 @@ def test_errors():
         mat_broadcast_t(ArchConfig(nr=2, cores=2, mem_a_words=256, mem_b_words=256), 0, ok_s, ok_d)
     with pytest.raises(RingError, match="ar1 and ar2"):
         mat_broadcast_t(ArchConfig(nr=2, cores=2, spad_kib=1, n_ar=2), 0, ok_s, ok_d)
+    with pytest.raises(RingError, match="core 4 is not a core"):
+        mat_broadcast_t(SMALL, 4, ok_s, ok_d)
     with pytest.raises(RingError, match="root 5"):
         mat_broadcast_t(SMALL, 0, ok_s, ok_d, root=5)
