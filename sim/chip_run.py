@@ -34,6 +34,10 @@ class ChipPhase:
     ``words``: one microcode image for every core, or a list with one image per core
     (loaded at address 0 unless ``load`` is False). ``data``: per core, host beats for its
     ``hin`` instructions (then the cores run one after another and must not use the ring).
+    ``run_data``: per core, host beats its ``hin`` instructions consume in a chip RUN (the
+    cores start together; on the chip the host sends each core's beats as a frame of its
+    own right behind the broadcast RUN, so a program takes them from one core, which
+    the stream serves as fast as it asks).
     """
 
     words: list
@@ -41,6 +45,7 @@ class ChipPhase:
     name: str = ""
     start: int = 0
     load: bool = True
+    run_data: list | None = None
 
     def images(self, n):
         w = self.words
@@ -77,6 +82,8 @@ def _host_traffic(cfg, images, start) -> tuple[int, int]:
 
 
 def _per_core(cfg, ph) -> bool:
+    if ph.run_data is not None:
+        return False
     n = cfg.cores
     n_in, n_out = _host_traffic(cfg, ph.images(n), ph.start)
     return bool(any(ph.host_data(n))) or n_in > 0 or n_out > 1
@@ -108,7 +115,10 @@ def chip_session_beats(cfg, phases, done_at=None, end_at=None, per_core=None) ->
                 if done_at is not None:
                     frames.append(("wait", k, done_at[p][k]))
         else:
-            frames.append((bc, run_beats(ph.start)))
+            more = [(k, [int(b) for b in d]) for k, d in enumerate(ph.run_data or ()) if len(d)]
+            # a chip RUN's host beats follow its broadcast RUN at once (no idle beat)
+            frames.append((bc, run_beats(ph.start), True) if more else (bc, run_beats(ph.start)))
+            frames += more
         frames.append((bc, counters_beats()))
         if end_at is not None:
             frames += [("wait", k, end_at[p][k]) for k in range(n)]
@@ -145,7 +155,7 @@ def _model_outputs(cfg, model: ChipModel, phases):
             cyc = max(r.cycles for r in res)
             rr = ChipRunResult(res, cyc, {})
         else:
-            rr = model.run(ph.start)
+            rr = model.run(ph.start, host_in=ph.run_data)
         runs.append(rr)
         for k in range(n):
             m = model.cores[k]

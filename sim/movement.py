@@ -252,10 +252,10 @@ class MovementSession(ChipSession):
         if crit:
             self.crit += h
 
-    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None, run_data=None):
         n = self.cfg.cores
         self._masks = [None] * n
-        res, cyc = super().run(images, data, name, start, active)
+        res, cyc = super().run(images, data, name, start, active, run_data)
         lc = self.loads.last_cycles
         if lc:
             self._book_loads()

@@ -324,9 +324,9 @@ class TracingSession(ChipSession):
         T = cuts[-1]
         self.runs.append((name, kind, t0, T, [bins[j] for j in range(-(-T // self.bin))] if self.bin else []))
 
-    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None, run_data=None):
         if not self.tracing:
-            return super().run(images, data, name, start, active)
+            return super().run(images, data, name, start, active, run_data)
         n = self.cfg.cores
         load_cyc = self.load(images)
         if load_cyc:            # the chip halted while the host streams the LOADs (no RUN counters)
@@ -353,12 +353,13 @@ class TracingSession(ChipSession):
                     self.t += r.cycles
             return res, sum(res[k].cycles for k in act) + load_cyc
         pcs = [start] * n
+        hin = [()] * n if run_data is None else [list(d) for d in run_data]
         if self.backend == "model":
-            samples, cuts, res = cycle_window_counters(self.model, pcs, [()] * n,
+            samples, cuts, res = cycle_window_counters(self.model, pcs, hin,
                                                        self._points(self.t, self.MODEL_HORIZON))
             cycles = max(r.cycles for r in res)
         else:
-            rr, samples, cuts = fast_window_counters(self.model, pcs, [()] * n, lambda T: self._points(self.t, T))
+            rr, samples, cuts = fast_window_counters(self.model, pcs, hin, lambda T: self._points(self.t, T))
             res, cycles = rr.cores, rr.cycles
         self._book(name, "chip", self.t, samples, cuts)
         self.t += cycles

@@ -149,11 +149,12 @@ class ChipSession:
         self._replayed = list(images)
         return cyc, load
 
-    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None, run_data=None):
         """LOAD each core's image (when it changed), CLEAR, RUN from ``start``. ``data``
         (per core host beats) or ``active`` (the cores with host traffic) make it a host
         phase: the cores run one after another (only ``active`` ones count), else a chip
-        phase (one broadcast RUN). Returns ``(per-core RunResults, cycles counted)``: the
+        phase (one broadcast RUN; ``run_data``: per core the host beats its ``hin``
+        instructions consume, :class:`sim.chip_run.ChipPhase`). Returns ``(per-core RunResults, cycles counted)``: the
         RUN's cycles plus the LOAD beats before it (``loads.last_cycles``; the microcode
         words they write: ``loads.last_words``)."""
         n = self.cfg.cores
@@ -166,11 +167,12 @@ class ChipSession:
             act = range(n) if active is None else active
             cycles = sum(res[k].cycles for k in act)
         else:
-            rr = self.model.run(start)
+            rr = self.model.run(start, host_in=run_data)
             res, cycles = rr.cores, rr.cycles
         if self.record:
             self.phases.append(ChipPhase([list(w) for w in images], [list(d) for d in data] if host else None,
-                                         name, start, load))
+                                         name, start, load,
+                                         None if host or run_data is None else [list(d) for d in run_data]))
         return res, cycles + load_cyc
 
     def memory(self, k: int, bank: str) -> np.ndarray:
@@ -218,7 +220,7 @@ class GroupSession:
         self.cycles += cyc
         return cyc
 
-    def run(self, images, data=None, name: str = "", start: int = 0, active=None):
+    def run(self, images, data=None, name: str = "", start: int = 0, active=None, run_data=None):
         """As :meth:`ChipSession.run`, on the group's cores only."""
         model, ks = self.chip.model, self.members
         load_cyc = self.load(images)
@@ -231,7 +233,10 @@ class GroupSession:
             cycles = sum(res[i].cycles for i in act)
         else:
             pcs = [start] * model.n
-            rr = model.run_ring(ks, pcs, [()] * model.n)
+            hin = [()] * model.n
+            for i, c in enumerate(ks):
+                hin[c] = list(run_data[i]) if run_data is not None else ()
+            rr = model.run_ring(ks, pcs, hin)
             res, cycles = rr.cores, rr.cycles
         self.cycles += cycles
         self.phases += 1

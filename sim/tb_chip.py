@@ -3,12 +3,14 @@ compared per core with the chip model.
 
 Parameters (``sim.harness.tb_params()``):
 
-``vectors``  JSON ``{"in": [[tdest, [beat...]] or ["wait", core, n]...],
+``vectors``  JSON ``{"in": [[tdest, [beat...](, follow)] or ["wait", core, n]...],
              "out": [[[data, last]...] per core], "dram_read": [[[byte address, bytes]...]
              per core]}`` written by the pytest side
              (:func:`sim.chip_run.run_chip_session`); a ``wait`` entry holds the input
              stream until ``core`` has sent ``n`` beats (a host that runs the cores one
-             after another waits for each one's done beat); ``dram_read`` (a chip with
+             after another waits for each one's done beat); ``follow`` true: the next
+             frame is queued at once, so it starts in the cycle after this one's last
+             beat (a chip RUN's host beats); ``dram_read`` (a chip with
              DRAM): the ranges of each core's DRAM to read back after the run
 ``result``   where to write the measured per-core output beats and timing (JSON) and,
              with DRAM, ``"dram": [[hex...] per core]``
@@ -67,9 +69,10 @@ async def chip_stream(dut):
             while len(got[core]) < n:
                 await RisingEdge(dut.clk)
             continue
-        dest, beats = entry
+        dest, beats, *follow = entry
         await src.send(AxiStreamFrame(beats, tdest=dest))
-        await src.wait()
+        if not (follow and follow[0]):        # else the next frame follows with no idle beat
+            await src.wait()
     await rx
     reads = vec.get("dram_read") or [[] for _ in rams]
     cycles, wall, extra = await finish_stream(

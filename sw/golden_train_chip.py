@@ -28,7 +28,8 @@ from sw.golden_train import pad_matrix, pad_vector
 from sw.mlp import MLP
 from sw.softmax import golden_softmax_grad
 from sw.train import backward_plan, host_softmax_grad, mse_loss, one_hot, resolve_softmax, softmax_ce_loss
-from sw.train_chip import PanelMap, chip_shapes, plan_chip_sgd, resolve_out_map, resolve_out_reduce, softmax_why_not
+from sw.train_chip import (PanelMap, chip_shapes, host_in_applies, plan_chip_sgd, resolve_out_map, resolve_out_reduce,
+                           softmax_why_not)
 from sw.train_chip_ops import paged_accumulate
 
 __all__ = ["GoldenChipSGD"]
@@ -55,7 +56,8 @@ class GoldenChipSGD(PanelMap):
             raise ValueError(f"fused must have {mlp.n_layers} flags, the first False (layer 0 has no W^T d), "
                              f"got {fused}")
         #: layer -> row pages ``((first row, rows), ...)`` of the panels in the scratchpad
-        plan = plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused, spad, page_rows)
+        plan = plan_chip_sgd(cfg, mlp, self.P, self.N, self.out_map, self.softmax, self.fused, spad, page_rows,
+                             host_in=host_in_applies(mlp, self.softmax, self.P))
         self.pages = {l: sp.row_pages(self.nr) for l, sp in plan[2].items()}
         #: the paged layers whose W^T d is accumulated row by row and reduced once
         self.accumulated = {l for l, sp in plan[2].items() if l and paged_accumulate(sp, self.fused[l])}

@@ -35,8 +35,11 @@ or a move; constants come from a table in both SRAM banks, :func:`softmax_table`
    ``x_min = -43.3``) exponentials below ``1.6e-19`` are flushed.
 3. ``s = sum exp(x)`` (over the passes, then the row bus, then the column bus), so
    ``1 <= s <= n``; ``y = 1 / s`` by Newton's iteration ``y += y (1 - s y)`` from the
-   seed ``2 / (n + 1)``, with as many iterations as take the seed's relative error
-   ``(n - 1) / (n + 1)`` below half an ulp, plus one.
+   linear seed ``y0 = a + b s`` (``b = -8 / (n^2 + 6 n + 1)``, ``a = -(n + 1) b``: the
+   line whose relative error ``1 - s y0`` equioscillates on ``[1, n]``, at most
+   ``1 - 8 n / (n^2 + 6 n + 1)``, about half for ``n = 10``; the constant ``2 / (n + 1)``,
+   ``b = 0``, where its rounded constants do better), with as many iterations as take
+   that error (of the rounded constants, plus a few ulps) below half an ulp, plus one.
 4. ``g = exp(x) y - t``, written to ``g`` by FMA write-backs through the row bus.
 
 Every PE of a row computes the same values (SIMD), so ``g`` lands in the rows layout.
@@ -134,8 +137,36 @@ def _degree(fmt) -> int:
     return d
 
 
+def _line_error(fmt, a: float, b: float, n: int) -> float:
+    """The largest relative error ``1 - s (a + b s)`` on ``[1, n]`` of the seed line with
+    its constants rounded to ``fmt`` (at the ends and the vertex), plus, for a line
+    (``b != 0``), two ulps of ``s y0`` for the rounding of ``b s`` and of the sum (a
+    constant seed is exact)."""
+    a, b = (float(fmt.to_float(np.array([_round_bits(fmt, v)], dtype=fmt.np_uint))[0]) for v in (a, b))
+    pts = [1.0, float(n)] + ([-a / (2 * b)] if b and 1 <= -a / (2 * b) <= n else [])
+    e = max(abs(1 - s * (a + b * s)) for s in pts)
+    return e + (2 * 2.0 ** -(fmt.precision - 1) * (1 + e) if b else 0.0)
+
+
+def _seed_line(fmt, n: int) -> tuple:
+    """``(a, b)`` of the reciprocal's seed ``y0 = a + b s`` for ``s`` in ``[1, n]``: the
+    line whose relative error ``1 - s y0`` takes its extremes, equal in size, at ``s = 1``,
+    ``(n + 1) / 2`` and ``n``, or the constant ``2 / (n + 1)`` (``b = 0``) where that
+    one's rounded constants do worse (large ``n`` in a short format)."""
+    b = -8.0 / (n * n + 6 * n + 1)
+    line, const = (-(n + 1) * b, b), (2.0 / (n + 1), 0.0)
+    return min(line, const, key=lambda ab: _line_error(fmt, *ab, n))
+
+
+def _seed_error(fmt, n: int) -> float:
+    """The error bound of :func:`_seed_line`'s seed (:func:`_line_error`)."""
+    return _line_error(fmt, *_seed_line(fmt, n), n)
+
+
 def _newton_iters(fmt, n: int) -> int:
-    e0 = (n - 1) / (n + 1)
+    e0 = _seed_error(fmt, n)
+    if not e0 < 1:
+        raise KernelError(f"internal: the reciprocal's seed for {n} elements does not converge in {fmt}")
     k = 0
     while e0 ** (2 ** k) > 2.0 ** -(fmt.precision + 1):
         k += 1
@@ -195,7 +226,7 @@ def softmax_plan(cfg, n: int) -> SoftmaxPlan:
     group = max(1, min(passes, (cfg.n_regs - _FIXED_REGS - passes) // _EXP_REGS))
     K, d = _exp_bits(fmt), _degree(fmt)
     parts = len(_ln2_split(fmt, K))
-    names = ["m1", "log2e", "magic", "nmagic", "nxmin", "seed"] + [f"nln2_{j}" for j in range(parts)]
+    names = ["m1", "log2e", "magic", "nmagic", "nxmin", "sa", "sb"] + [f"nln2_{j}" for j in range(parts)]
     names += [f"c{k}" for k in range(2, d + 1)]
     for i in range(K):
         names += [f"th{i}", f"nth{i}", f"f{i}", f"p2{i}"]
@@ -236,7 +267,8 @@ def softmax_table(cfg, n: int) -> np.ndarray:
     fmt = cfg.fmt
     p = softmax_plan(cfg, n)
     magic = 1.5 * 2.0 ** (fmt.precision - 1)
-    vals = {"m1": -1.0, "log2e": 1 / math.log(2), "magic": magic, "nmagic": -magic, "seed": 2.0 / (n + 1)}
+    sa, sb = _seed_line(fmt, n)
+    vals = {"m1": -1.0, "log2e": 1 / math.log(2), "magic": magic, "nmagic": -magic, "sa": sa, "sb": sb}
     for j, v in enumerate(_ln2_split(fmt, p.K)):
         vals[f"nln2_{j}"] = -v
     for k in range(2, p.degree + 1):
@@ -569,8 +601,7 @@ def _reciprocal_of_sum(o: _Ops, ncols: int, nrows: int) -> str:
     o.bus_reduce(S_row, ACC, "col", nrows, "sum")            # ACC = s in every PE
     NS, Y, TT = free[2], free[3], free[4]
     o.c1("mul", NS, ACC, M1, None, [ACC, M1])                 # -s
-    sl, src, u = o.const("seed")
-    o.mv(Y, mov(Y, src), [], [sl], [u])
+    o.c1("fma", Y, "K", ACC, "K2", [ACC], cname="sb", cname2="sa")      # y0 = b s + a
     for _ in range(o.plan.newton):
         o.c1("fma", TT, NS, Y, "1", [NS, Y])                  # 1 - s y
         o.c1("fma", Y, Y, TT, Y, [Y, TT], late=Y)             # y + y (1 - s y)
@@ -728,7 +759,7 @@ def golden_softmax_grad(cfg, z, t) -> np.ndarray:
     for k in range(1, nrows):
         tot = add_bits(fmt, srow[k], tot)
     ns = mul_bits(fmt, tot, m1)
-    y = _c(fmt, table, plan, "seed")
+    y = mac_bits(fmt, _c(fmt, table, plan, "sb"), tot, _c(fmt, table, plan, "sa"))
     one = fmt.np_uint.type(fmt.one)
     for _ in range(plan.newton):
         tt = mac_bits(fmt, ns, y, one)

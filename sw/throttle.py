@@ -74,11 +74,14 @@ def segments(tp) -> list:
         return _cp_order(tp)
     out = []
     one_run = "step" in tp.parts
-    out.append(("host", "in"))
+    io = not getattr(tp, "host_in", False)          # else the chip programs take and send the host data
+    if io:
+        out.append(("host", "in"))
     groups = ["step"] if one_run else ["forward"]
     for g in groups:
         out += [(g, i) for i in _cut_points(_group_ops(tp, g)[0])]
-    out.append(("host", "unload"))
+    if io:
+        out.append(("host", "unload"))
     if not one_run:
         out.append(("host", "g"))
         out += [("backward", i) for i in _cut_points(_group_ops(tp, "backward")[0])]
@@ -123,9 +126,9 @@ class Paused:
             if idle is not None:
                 idle(n)
 
-    def _run_part(self, session, part, name):
+    def _run_part(self, session, part, name, data=None):
         self._wait(session, self.pause_of.get(part.name, 0))
-        return super()._run_part(session, part, name)
+        return super()._run_part(session, part, name, data)
 
     def _run_host(self, session, what, *args, **kw):
         self._wait(session, self.host_pause.get(what, 0))

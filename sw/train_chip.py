@@ -72,7 +72,7 @@ from sw.train_paging import (SpadPanel, check_page_rows, largest, page_split, pl
                              spad_image, spad_local, spad_op)
 from sw.train_softmax import alloc_softmax
 
-__all__ = ["compile_chip_sgd", "overlap_options", "ChipSGDProgram", "PanelMap", "PhaseLog", "panel_rows", "column_order",
+__all__ = ["compile_chip_sgd", "host_in_applies", "overlap_options", "ChipSGDProgram", "PanelMap", "PhaseLog", "panel_rows", "column_order",
            "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS",
 ]
 
@@ -81,13 +81,16 @@ __all__ = ["compile_chip_sgd", "overlap_options", "ChipSGDProgram", "PanelMap", 
 # memory allocation (the same on every core)
 # ======================================================================================
 def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "rows",
-              softmax: str | None = None, fused: list | None = None, pages: dict | None = None) -> Allocator:
+              softmax: str | None = None, fused: list | None = None, pages: dict | None = None,
+              host_in: bool = False) -> Allocator:
     """The regions of every core (the same on all); ``fused[l]``: layer ``l``'s backward
     step is the fused kernel (``e_l`` out of ``W_l``'s bank, which takes its updates; no
     rows copy of its ``d``). ``pages``: layer -> local rows per page of the panels kept in
     the scratchpad (:func:`plan_panels`): they share one page buffer ``WP`` in their
     common bank instead of panel regions; a paged layer ``l >= 1`` accumulates its
-    ``W^T d`` page by page through ``ep`` (the next page's partial) and the scalar 1."""
+    ``W^T d`` page by page through ``ep`` (the next page's partial) and the scalar 1.
+    ``host_in`` with layer 0 resident: no ``x`` region (the first GEMV takes ``x`` from
+    the host stream and keeps only its cols copy ``xc``)."""
     c, L = cfg.cores, (lambda n: local_len(n, cfg.nr))
     nl = mlp.n_layers
     fused = fused or [False] * nl
@@ -114,13 +117,14 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
             if j:
                 for l in lb:
                     al.items[f"WP{l}"] = al.items[nm]
-    al.alloc("x", L(N[0]), "input sample (diag; core 0 loads it, the ring broadcasts it)", forbid={wbanks[0]})
+    if not (host_in and 0 not in pages):
+        al.alloc("x", L(N[0]), "input sample (diag; core 0 loads it, the ring broadcasts it)", forbid={wbanks[0]})
     al.alloc("xc", L(N[0]) + 1, "cols copy of x (GEMV broadcast; rank-1 v)", forbid={wbanks[0]})
     for i in range(1, nl):
-        al.alloc(f"a{i}", segs[i] * s[i - 1], f"a{i}: own panel relu(z) (rows) at 0" + (
+        al.alloc(f"a{i}", segs[i] * s[i - 1], f"a{i}: own panel z, the pre-activation (rows) at 0" + (
                  ", then the all-gather (diag, step order)" if segs[i] > 1 else " (not gathered: the output layer "
                  "is split by columns)"), forbid={wbanks[i]})
-        al.alloc(f"c{i}", L(N[i]) + 1, f"cols copy of a{i} (GEMV broadcast; rank-1 v)", forbid={wbanks[i]})
+        al.alloc(f"c{i}", L(N[i]) + 1, f"cols copy of relu(a{i}) (GEMV broadcast; rank-1 v)", forbid={wbanks[i]})
     al.alloc("z", s[nl - 1], "output partial z (rows), reduced onto core 0 (diag); MSE: d = z - t in place, "
              "broadcast from core 0" if split else "output panel z (rows); MSE: d = z - t in place",
              forbid={wbanks[nl - 1]})
@@ -138,11 +142,26 @@ def _allocate(cfg, mlp: MLP, wbanks: list, P: list, N: list, out_map: str = "row
     if split:
         al.alloc("dz", s[nl - 1] + 1, "rows copy of the broadcast output gradient (transposed-GEMV broadcast)",
                  forbid={wbanks[nl - 1]})
+    # e_i lives from layer i's transposed GEMV to its mask, so the e's that prefer a bank
+    # share one region there (the mask reads e_i and a_i: one instruction per element
+    # when they are in different banks); a fused layer's e_i keeps a region of its own
+    ewords = {i: segs[i] * s[i - 1] for i in range(1, nl)}
+    epref = {i: _other(al.items[f"a{i}"].region.bank) for i in range(1, nl)}
+    shared = {i for i in ewords if not fused[i]}
+    pool = {}                                   # preferred bank -> the region its e's share
     for i in range(nl - 1, 0, -1):
-        ab = al.items[f"a{i}"].region.bank
-        al.alloc(f"e{i}", segs[i] * s[i - 1], f"W{i}^T d partial (cols), reduce-scattered in place: own panel at 0"
-                 if segs[i] > 1 else f"W{i}^T d (cols): the own panel (the split output layer needs no reduce-scatter)",
-                 prefer=_other(ab), forbid={wbanks[i]} if fused[i] else ())
+        what = (f"W{i}^T d partial (cols), reduce-scattered in place: own panel at 0" if segs[i] > 1 else
+                f"W{i}^T d (cols): the own panel (the split output layer needs no reduce-scatter)")
+        if i in shared and epref[i] in pool:
+            al.alias(f"e{i}", pool[epref[i]], ewords[i], what + f" (in {pool[epref[i]]}'s words)")
+        elif i in shared:
+            share = [j for j in sorted(shared) if epref[j] == epref[i]]
+            al.alloc(f"e{i}", max(ewords[j] for j in share), what + (
+                     " (its words shared with " + ", ".join(f"e{j}" for j in share if j != i) + ")"
+                     if len(share) > 1 else ""), prefer=epref[i])
+            pool[epref[i]] = f"e{i}"
+        else:
+            al.alloc(f"e{i}", ewords[i], what, prefer=epref[i], forbid={wbanks[i]})
         al.alloc(f"dm{i}", s[i - 1], f"delta panel of layer {i}: e{i} * relu'(a{i}) (diag)", forbid={wbanks[i - 1]})
         if i + 1 < nl and not fused[i]:
             al.alloc(f"dc{i + 1}", s[i] + 1, f"rows copy of dm{i + 1} (transposed-GEMV broadcast)",
@@ -179,11 +198,21 @@ def _check(cfg, mlp, P, N):
             raise TrainCompileError(f"a {n}-wide layer input exceeds the loop trip-count range ({lim})")
 
 
+def host_in_applies(mlp: MLP, softmax: str | None, P: list, host_in: bool = True, bcast_overlap: bool = True) -> bool:
+    """Whether a step takes its host input in its first RUN (:func:`compile_chip_sgd`'s
+    ``host_in``), layer 0's residence aside: only with the broadcast of ``x`` inside the
+    first GEMV and where core 0 takes all of it, ``x`` and the target when the step has
+    one (the host stream serves one core at a time while the cores run)."""
+    one_run = mlp.loss == "mse" or softmax == "array"
+    return bool(host_in) and bool(bcast_overlap) and (not one_run or local_len(mlp.n_out, P[-1]) == 1)
+
+
 def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | None, fused: list, spad=None,
-                  page_rows: int | None = None, dram=None) -> tuple:
+                  page_rows: int | None = None, dram=None, host_in: bool = False) -> tuple:
     """Where the weight panels of an SGD step live: ``(wbanks, allocator, {layer:
     SpadPanel})`` (:func:`plan_panels` with :func:`_allocate`; every layer but an output
-    layer split by columns can be paged). Raises :class:`sw.train.TrainCompileError` with
+    layer split by columns can be paged; ``host_in``: :func:`host_in_applies`, no ``x``
+    region when layer 0 is resident). Raises :class:`sw.train.TrainCompileError` with
     the sizes when nothing fits."""
     nl = mlp.n_layers
     pageable = [l for l in range(nl) if not (out_map == "cols" and l == nl - 1)]
@@ -199,7 +228,8 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                     f"need {sum(cfg.nr * L(P[l]) * L(N[l]) for l in pageable)} beats, and the rest must fit with a "
                     f"page buffer)" + (f" or streamed from the {cfg.dram_mib} MiB DRAM" if cfg.dram_mib else "")
                     if cfg.spad_kib else "and there is no scratchpad (cfg.spad_kib = 0)"))
-    return plan_panels(cfg, P, N, lambda wb, pages: _allocate(cfg, mlp, wb, P, N, out_map, softmax, fused, pages),
+    return plan_panels(cfg, P, N, lambda wb, pages: _allocate(cfg, mlp, wb, P, N, out_map, softmax, fused, pages,
+                                                              host_in),
                        pageable, spad, page_rows, fail, dram, split_wp=True)
 
 
@@ -225,7 +255,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                      backward: str = "auto", overlap: bool = True, spad=None,
                      page_rows: int | None = None, dram=None, ag_overlap: bool = True,
                      bcast_overlap: bool = True, out_reduce: str = "auto",
-                     page_overlap: bool = True) -> ChipSGDProgram:
+                     page_overlap: bool = True, host_in: bool = True) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -254,6 +284,11 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     (:func:`page_overlap_why_not`) is stored in word order, and each page's forward GEMV
     loads the next page in place as it streams (:func:`sw.train_chip_ops._paged_forward`;
     the same operations, so the same bits; the panels in ``meta["page_overlap"]``).
+    ``host_in`` (with ``bcast_overlap``, layer 0 resident in the PE memories, the target
+    on core 0 alone): the step's first chip program takes its host input itself, core 0
+    loading ``x``'s beats from the host stream as its first GEMV broadcasts them and the
+    target panel before it, so no host phase precedes the step
+    (:func:`sw.train_chip_ops._chip_ops`; ``meta["host_in"]``).
 
     Raises :class:`sw.train.TrainCompileError` when the panels do not fit the PE memories
     and the scratchpad (with the sizes), a program does not fit the microcode, ``-lr`` is not
@@ -272,15 +307,17 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     v = float(fmt.to_float(np.array([nlr]))[0])
     if v == 0.0 or not np.isfinite(v):
         raise TrainCompileError(f"learning rate {mlp.lr:g} is {'zero' if v == 0 else 'not finite'} in {fmt}")
-    wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows, dram)
+    hx = host_in_applies(mlp, smx, P, host_in, bcast_overlap)
+    wbanks, al, panels = plan_chip_sgd(cfg, mlp, P, N, out_map, smx, fused, spad, page_rows, dram, hx)
     if page_overlap:
         panels = {l: replace(sp, order="words") if page_overlap_why_not(cfg, sp, N[l]) is None else sp
                   for l, sp in panels.items()}
     pol = "a" if set(wbanks) == {"a"} else "search"
     rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
     bx = bool(bcast_overlap)
+    hx = hx and 0 not in panels
     red = resolve_out_reduce(cfg, P[-1] // cfg.nr, out_reduce) if out_map == "cols" else None
-    kw = dict(ring_in=rin, bcast_in=bx, out_reduce=red)
+    kw = dict(ring_in=rin, bcast_in=bx, out_reduce=red, host_in=hx)
     parts_ops = {}
     if mlp.loss == "mse" or smx == "array":
         parts_ops["step"] = [_chip_ops(cfg, mlp, al, P, N, k, "step", out_map, smx, fused, overlap, panels, **kw)
@@ -298,7 +335,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
                          "spad_layers": sorted(panels),
                          "page_overlap": sorted(l for l, sp in panels.items() if sp.order == "words"),
-                         "ring_in": rin, "bcast_in": bx, "out_reduce": red,
+                         "ring_in": rin, "bcast_in": bx, "out_reduce": red, "host_in": hx,
                          "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()

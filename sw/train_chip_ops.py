@@ -7,7 +7,7 @@ page's ``W^T d`` accumulation)."""
 from __future__ import annotations
 
 from sw.collectives import Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
-from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu, emit_relu_mask,
+from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu_mask,
                         gemv_cost, page_load_why_not, rank1_cost, rank1_lines)
 from sw.layout import local_len
 from sw.mlp import MLP
@@ -18,6 +18,7 @@ from sw.train_alloc import Allocator
 from sw.train_ops import Op, _fused_tail
 from sw.train_paging import SpadPanel, spad_op
 from sw.train_softmax import softmax_op
+from sw.train_vectors import emit_load_vector, emit_unload_diag
 
 __all__ = ["fused_backward_op", "page_sum_op", "ring_in_layers"]
 
@@ -49,6 +50,34 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False, kind
 
     return Op(name, kind, emit, reads=reads, writes=writes, fma_wb=fma_wb, stores=not fma_wb, per_core=per_core,
               info=info or {})
+
+
+def host_target_op(cfg, t: Region, n: int, out: bool) -> Op:
+    """The target panel ``t`` (``n`` local words, ``rows`` layout) from the host stream,
+    one beat per word (:func:`sw.train_vectors.emit_load_vector`) on an output core
+    (``out``); as many NOPs elsewhere, so every core issues the same instructions."""
+    def emit(b):
+        if out:
+            return emit_load_vector(b, cfg, t, n, "rows", "ldt")
+        for _ in range(n):
+            b.nop()
+        return n
+
+    return Op("in_t", "load", emit, writes=[(t, n)], per_core=True, data="t", words=n, info={"host_in": "t"})
+
+
+def host_out_op(cfg, z: Region, n: int, out: bool) -> Op:
+    """The output panel ``z`` (``n`` local words, diag) to the host stream on an output
+    core (``out``; :func:`sw.train_vectors.emit_unload_diag`), one beat per word; as many
+    NOPs elsewhere."""
+    def emit(b):
+        if out:
+            return emit_unload_diag(b, cfg, z, n, "ulz")
+        for _ in range(n):
+            b.nop()
+        return n
+
+    return Op("out_z", "unload", emit, reads=[(z, n)], per_core=True, data="z", words=n)
 
 
 def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0, tag=""):
@@ -207,7 +236,7 @@ def _paged_forward(cfg, l: int, sp: "SpadPanel", WP, n_in: int, xin, xc, y, rin)
             def emit(b):
                 return emit_gemv(b, cfg, n * nr, n_in, WP, xi, yp, x_layout="diag" if p == 0 else None,
                                  x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr,
-                                 page_load=addr if load else None).instructions
+                                 page_load=addr if load else None, x_relu=p == 0 and l > 0).instructions
             if not load:
                 return Op(f"gemv{l}_{p}", "gemv", emit, reads=reads, writes=writes)
             return Op(f"gemv{l}_{p}+lf{p + 1}", "gemv+spad", emit, reads=reads, writes=writes + [(WP, w)],
@@ -217,17 +246,24 @@ def _paged_forward(cfg, l: int, sp: "SpadPanel", WP, n_in: int, xin, xc, y, rin)
 
 
 def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, spad: dict, ring_in: set,
-                 bcast_in: bool, out_reduce: str = "chain") -> list:
+                 bcast_in: bool, out_reduce: str = "chain", host_in: bool = False) -> list:
     """The forward pass of core ``k`` (:func:`_chip_ops`): the broadcast of ``x``, per
-    layer the GEMV (page by page for a paged panel), the ReLU and the all-gather (or the
-    reduce of the split output layer). ``ring_in``: layers whose GEMV takes the
+    layer the GEMV (page by page for a paged panel) and the all-gather (or the reduce of
+    the split output layer). A hidden layer's output stays a pre-activation ``z`` in
+    SRAM: the next layer's GEMV applies the ReLU as it loads its input (``x_relu`` of
+    :func:`sw.kernels.emit_gemv`), so its cols copy (the rank-1 update's ``v``) holds
+    ``relu(z)``, and the backward mask reads ``z`` (``z > 0`` exactly when ``relu(z) >
+    0``). ``ring_in``: layers whose GEMV takes the
     all-gather in (``x_ring``). ``bcast_in``: the broadcast of ``x`` inside the first
     layer's GEMV (page): core ``k`` loads ``x``'s beats from the ring (core 0 from its
     diagonal) and sends them on as it loads them (but the last core), ``3 k`` slots
     after core 0 (the ring hop): ``bcast_x`` waits ``3 k`` slots before it,
     ``bcast_x_sync`` ``3 (c - 1 - k)`` after it, so every core leaves it together.
     ``out_reduce``: the split output layer's reduce, ``"chain"`` or ``"stream"``
-    (:func:`sw.train_chip_map.resolve_out_reduce`)."""
+    (:func:`sw.train_chip_map.resolve_out_reduce`). ``host_in`` (with ``bcast_in``, layer 0
+    resident): core 0 takes ``x``'s beats from the host stream instead of its diagonal
+    (``x_host`` of :func:`sw.kernels.emit_gemv`) as its first GEMV loads them and sends
+    them on."""
     nr, nl, L, c = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr)), cfg.cores
     s = [p // nr for p in P]
     ops = []
@@ -236,12 +272,12 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
         ops.append(Op(name, kind, lambda b, fn=fn: fn(b).instructions, reads=reads, writes=writes, fma_wb=fma_wb,
                       stores=not fma_wb))
 
-    x = R["x"]
+    x = R.get("x")
     if not bcast_in:
         ops.append(_ring_op(cfg, "bcast_x", broadcast_lines(cfg, k, L(N[0]), (x.bank, x.base), (x.bank, x.base)),
                             [(x, L(N[0]))], [(x, L(N[0]))]))
     for l in range(nl):
-        xin, xc = (R["x"], R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
+        xin, xc = (x, R["xc"]) if l == 0 else (R[f"a{l}"], R[f"c{l}"])
         y = R[f"a{l + 1}"] if l < nl - 1 else R["z"]
         # the all-gather of a_l runs inside this GEMV: own segment from the diagonal,
         # the others from the ring, all but the last core's sent on as they are loaded
@@ -253,10 +289,14 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
         else:
             W = R[f"W{l}"]
             wn = L(P[l]) * L(N[l])
-            kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y, rin=rin:
-                 emit_gemv(b, cfg, P[l], N[l], W, xin, y, x_layout="diag", x_copy=xc, name=f"fw{l}_",
-                           x_ring=rin),
-                 [(W, wn), (xin, rin[0] if rin and l else L(N[l]))], [(y, s[l]), (xc, L(N[l]) + 1)])
+            xh = l == 0 and host_in and k == 0            # x from the host stream, not the diagonal
+            kern(f"gemv{l}", "gemv", lambda b, l=l, W=W, xin=xin, xc=xc, y=y, rin=rin, xh=xh:
+                 emit_gemv(b, cfg, P[l], N[l], W, None if xh else xin, y, x_layout="diag", x_copy=xc,
+                           name=f"fw{l}_", x_ring=rin, x_relu=l > 0, x_host=xh),
+                 [(W, wn)] + ([] if l == 0 and host_in else [(xin, rin[0] if rin and l else L(N[l]))]),
+                 [(y, s[l]), (xc, L(N[l]) + 1)])
+            if xh:
+                ops[-1].info["host_in"] = "x"
         if rin:
             g = next(o for o in ops if o.name in (f"gemv{l}", f"gemv{l}_0"))
             g.info["ring_in"] = l
@@ -269,8 +309,6 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
                                 _ring_op(cfg, "bcast_x_sync", ["nop"] * (3 * (c - 1 - k)), [], list(g.writes),
                                          per_core=True)]
         if l < nl - 1:
-            kern(f"relu{l + 1}", "relu", lambda b, y=y, l=l: emit_relu(b, cfg, s[l], y, y, name=f"re{l}_"),
-                 [(y, s[l])], [(y, s[l])])
             if not (split and l == nl - 2) and l + 1 not in ring_in:
                 ops.append(_ring_op(cfg, f"ag{l + 1}", _memo(all_gather_lines, cfg, s[l], y.bank, y.base),
                                     [(y, cfg.cores * s[l])], [(y, cfg.cores * s[l])]))
@@ -284,7 +322,7 @@ def _forward_ops(cfg, mlp: MLP, R: dict, P: list, N: list, k: int, split: bool, 
 def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
               softmax: str | None = None, fused: list | None = None, overlap: bool = False,
               spad: dict | None = None, ring_in: list | None = None, bcast_in: bool = False,
-              out_reduce: str = "chain") -> list:
+              out_reduce: str = "chain", host_in: bool = False) -> list:
     """Ops of core ``k``: ``part`` = ``"step"`` (MSE: the whole step), ``"forward"``
     (softmax: up to the logits; also the predict pass), ``"backward"`` (softmax: from
     the loaded gradient). ``out_map="cols"``: the output layer is split by columns
@@ -302,7 +340,12 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
     overlap: the update is done by then). ``ring_in``: the layers whose forward GEMV
     takes its input from the ring instead of an all-gather before it
     (:func:`ring_in_layers`; ``x_ring`` of :func:`sw.kernels.emit_gemv`); ``bcast_in``:
-    the broadcast of ``x`` likewise inside the first layer's GEMV (:func:`_forward_ops`)."""
+    the broadcast of ``x`` likewise inside the first layer's GEMV (:func:`_forward_ops`);
+    ``host_in``: the step takes its host input itself, ``x`` in core 0's first GEMV
+    (:func:`_forward_ops`) and, in a ``"step"`` part, first the target panel on core 0,
+    the only output core (:func:`host_target_op`); and sends its output itself, the
+    output panels (the logits, or MSE's ``d``) as soon as they are final
+    (:func:`host_out_op`)."""
     nr, nl, L = cfg.nr, mlp.n_layers, (lambda n: local_len(n, cfg.nr))
     ring_in = set(ring_in or ())
     fused = fused or [False] * nl
@@ -317,10 +360,15 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                       stores=not fma_wb))
 
     if part in ("step", "forward"):
-        ops += _forward_ops(cfg, mlp, R, P, N, k, split, spad, ring_in, bcast_in, out_reduce)
+        if host_in and part == "step":
+            ops.append(host_target_op(cfg, R["t"], s[nl - 1], k < local_len(mlp.n_out, P[-1])))
+        ops += _forward_ops(cfg, mlp, R, P, N, k, split, spad, ring_in, bcast_in, out_reduce, host_in)
+        out = host_out_op(cfg, R["z"], s[nl - 1], k < local_len(mlp.n_out, P[-1])) if host_in else None
         if part == "forward":
-            return ops
+            return ops + ([out] if out else [])
         if softmax == "array":
+            if out:
+                ops.append(out)                        # the logits
             ops.append(softmax_op(cfg, R, al, mlp.n_out, R["z"], z_layout="diag", core=k))
             d, dlay, dcopy = R["g"], "rows", None
         else:
@@ -328,6 +376,8 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
             z, so = R["z"], s[nl - 1]
             kern("loss_grad", "axpy", lambda b: emit_axpy(b, cfg, so, m1, R["t"], z, name="lg_"),
                  [(R["t"], so), (z, so), (R["m1"], 1)], [(z, so)], fma_wb=True)
+            if out:
+                ops.append(out)                        # d = z - t
             d, dlay, dcopy = z, "rows", None
     else:
         d, dlay, dcopy = R["g"], "rows", None
@@ -381,13 +431,18 @@ def _chip_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str,
                     ops.append(op)
                 else:
                     ops.append(_ring_op(cfg, f"rs{l}", rs, [(e, L(N[l]))], [(e, s[l - 1])], fma_wb=True))
-            kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
-                 emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
-                 [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+            # the update (or its rows left from the reduce-scatter) before the mask: it
+            # does not read e_l, so it needs no wait for the reduce-scatter's last adds,
+            # and the mask's store is what the next transposed GEMV waits for
             if rest is not None:
                 if rest:
                     ops.append(rest)
-                continue
+            elif not fused[l]:
+                ops.append(_rank1_op(cfg, l, P[l], N[l], W, d, dlay, v, R["nlr"]))
+            kern(f"mask{l}", "relu_mask", lambda b, l=l, e=e, a=a, dm=dm:
+                 emit_relu_mask(b, cfg, s[l - 1], e, a, dm, layout="diag", name=f"mk{l}_"),
+                 [(e, s[l - 1]), (a, s[l - 1])], [(dm, s[l - 1])])
+            continue
         if not fused[l]:
             ops.append(_rank1_op(cfg, l, P[l], N[l], W, d, dlay, v, R["nlr"]))
     return ops

@@ -130,6 +130,13 @@ class ChipSGDProgram(PanelMap):
         return local_len(self.mlp.n_out, self.P[-1])
 
     @property
+    def host_in(self) -> bool:
+        """Whether the step's chip programs take the host input and send the output
+        themselves (``x`` in core 0's first GEMV, the target before it, the output panels
+        as soon as they are final): no ``in`` and no ``unload`` host phase."""
+        return bool(self.meta.get("host_in"))
+
+    @property
     def one_run(self) -> bool:
         """Whether the step is one chip phase (MSE, or the softmax on the array)."""
         return self.mlp.loss == "mse" or self.softmax == "array"
@@ -165,9 +172,12 @@ class ChipSGDProgram(PanelMap):
         run = cfg.run_overhead
         so, K = self.P[-1] // cfg.nr, self.out_cores
         xin = local_len(self.N[0], cfg.nr) + 2            # address-register setup, one beat per word
+        g = [("g", K * (so + run))]
+        if self.host_in:
+            return [] if self.one_run else g
         if self.one_run:
             return [("in", xin + K * (so + run)), ("d" if self.mlp.loss == "mse" else "logits", K * (so + run))]
-        return [("in", xin + run), ("logits", K * (so + run)), ("g", K * (so + run))]
+        return [("in", xin + run), ("logits", K * (so + run))] + g
 
     def host_cycles(self, host_latency: int = HOST_LATENCY_CYCLES) -> int:
         return host_latency if self.softmax == "host" else 0
@@ -180,9 +190,10 @@ class ChipSGDProgram(PanelMap):
         """Per RUN of a step, in order, the per-core microcode images it runs from."""
         imgs = lambda what: self._host_images(what)[0]          # noqa: E731
         part = lambda p: [self.images[p.image][k] for k in range(self.cfg.cores)]   # noqa: E731
+        pin, pout = ([], []) if self.host_in else ([imgs("in")], [imgs("unload")])
         if self.one_run:
-            return [imgs("in")] + [part(p) for p in self.parts["step"]] + [imgs("unload")]
-        return ([imgs("in")] + [part(p) for p in self.parts["forward"]] + [imgs("unload"), imgs("g")]
+            return pin + [part(p) for p in self.parts["step"]] + pout
+        return (pin + [part(p) for p in self.parts["forward"]] + pout + [imgs("g")]
                 + [part(p) for p in self.parts["backward"]])
 
     def _reload(self) -> tuple:
@@ -216,8 +227,9 @@ class ChipSGDProgram(PanelMap):
                  f"{'split by columns, reduced onto core 0' if self.out_map == 'cols' else 'by row panels'}); "
                  f"weights in bank(s) {', '.join(b.upper() for b in self.wbanks)}; "
                  f"{self.step_cycles()} cycles per step (chip phases "
-                 f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; host phases "
-                 f"{', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
+                 f"{', '.join(str(self.part_cycles(p)) for p in self.chip_parts())}; "
+                 + (f"host phases {', '.join(f'{n} {c}' for n, c in self.host_phase_cycles())}"
+                    if self.host_phase_cycles() else "no host phase")
                  + (f"; host turnaround {self.host_cycles()}" if self.host_cycles() else "") + ")"
                  + (f"; softmax gradient on the {'array (core 0)' if self.softmax == 'array' else 'host'}"
                     if self.softmax else ""),
@@ -238,7 +250,13 @@ class ChipSGDProgram(PanelMap):
                          f"{o['instructions']} instructions")
         if self.meta.get("bcast_in"):
             lines.append("broadcast of x inside W0's forward GEMV: each core loads x's beats from the ring (core 0 "
-                         "from its diagonal) 3 cycles after its predecessor and sends them on")
+                         f"from {'the host stream' if self.host_in else 'its diagonal'}) 3 cycles after its "
+                         "predecessor and sends them on")
+        if self.host_in:
+            lines.append("host input and output inside the chip programs: core 0 takes the target"
+                         * (self.one_run) + (" and " if self.one_run else "core 0 takes ")
+                         + "x from the host stream as the step needs them, the output cores send the "
+                         + ("d panels" if self.mlp.loss == "mse" else "logits") + " as soon as they are final")
         if self.meta.get("out_reduce"):
             lines.append(f"output layer's partials reduced onto core 0 by the {self.meta['out_reduce']}")
         for l in self.meta.get("ring_in", []):
@@ -257,7 +275,11 @@ class ChipSGDProgram(PanelMap):
         or, when both are shorter, each into an image of its own (above the resident region
         of reloaded programs, :meth:`_resident_base`)."""
         cfg = self.cfg
-        phases = ("in", "in_x", "unload") + (("g",) if self.softmax == "host" else ())
+        phases = ((() if self.host_in else ("in", "in_x", "unload"))
+                  + (("g",) if self.softmax == "host" else ()))
+        if not phases:
+            self.host_at = {}
+            return
         progs = {w: self._host_programs(w, 0) for w in phases}
         sizes = {w: max(len(x) for x in p) for w, p in progs.items()}
         used = max(len(x) for x in self.images[-1])
@@ -364,9 +386,35 @@ class ChipSGDProgram(PanelMap):
         imgs, org = self._host_images(what)
         return session.run(imgs, data, name, org, active=self._active(what))
 
-    def _run_part(self, session, part: ChipPart, name):
+    def _in_data(self, vecs, part: ChipPart) -> list | None:
+        """Per core the host beats a chip program takes (:attr:`host_in`): core 0's, for
+        its ops marked ``info["host_in"]`` in order (``"t"``: the target panel, ``"x"``:
+        the sample); None when it takes none."""
+        cfg = self.cfg
+        so = self.P[-1] // cfg.nr
+        beats = {"t": lambda: vector_beats(cfg, self._panel(vecs["t"], 0), so),
+                 "x": lambda: vector_beats(cfg, vecs["x"], local_len(self.N[0], cfg.nr))}
+        want = [op.info["host_in"] for op in part.ops if op.info.get("host_in")]
+        if not want:
+            return None
+        return [[b for w in want for b in beats[w]()]] + [[] for _ in range(cfg.cores - 1)]
+
+    def _run_chip(self, session, parts, vecs, note=None) -> list:
+        """Run the chip programs ``parts`` in order, each with the host beats it takes
+        (:meth:`_in_data`); ``note(name, kind, res, cycles)`` each. Returns per core the
+        host beats they sent."""
+        out = [[] for _ in range(self.cfg.cores)]
+        for part in parts:
+            res, cyc = self._run_part(session, part, part.name, self._in_data(vecs, part))
+            if note is not None:
+                note(part.name, "chip", res, cyc)
+            for k, r in enumerate(res):
+                out[k] += list(r.out)
+        return out
+
+    def _run_part(self, session, part: ChipPart, name, data=None):
         imgs = [self.images[part.image][k] for k in range(self.cfg.cores)]
-        res, cyc = session.run(imgs, None, name, part.origin)
+        res, cyc = session.run(imgs, None, name, part.origin, run_data=data)
         exp = self.part_cycles(part)
         for k, r in enumerate(res):
             if r.cycles != exp:
@@ -380,8 +428,10 @@ class ChipSGDProgram(PanelMap):
         return res, cyc
 
     def _outputs(self, res) -> np.ndarray:
+        """The output vector from the output cores' beats (``res``: per core a RunResult
+        or a list of beats)."""
         cfg = self.cfg
-        vals = [decode_diag_beats(cfg, res[k].out, self.P[-1]) for k in range(self.out_cores)]
+        vals = [decode_diag_beats(cfg, getattr(res[k], "out", res[k]), self.P[-1]) for k in range(self.out_cores)]
         return np.concatenate(vals)[:self.mlp.n_out]
 
     # -- steps --------------------------------------------------------------------------
@@ -400,23 +450,24 @@ class ChipSGDProgram(PanelMap):
         log = PhaseLog(cfg.cores, session)
         note = log.note
 
-        note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
+        if not self.host_in:
+            note("in", "host", *self._run_host(session, "in", vecs, "step-in"))
         raw = {}
         if self.one_run:
-            for part in self.parts["step"]:
-                note(part.name, "chip", *self._run_part(session, part, part.name))
-            res, cyc = self._run_host(session, "unload", name="step-out")
+            sent = self._run_chip(session, self.parts["step"], vecs, note)
             what = "d" if mlp.loss == "mse" else "logits"
-            note(what, "host", res, cyc)
-            raw[what] = self._outputs(res)
+            if not self.host_in:
+                sent, cyc = self._run_host(session, "unload", name="step-out")
+                note(what, "host", sent, cyc)
+            raw[what] = self._outputs(sent)
             v = fmt.to_float(raw[what])
             loss, out = (mse_loss(v), v + tf) if mlp.loss == "mse" else (softmax_ce_loss(v, tf), v)
         else:
-            for part in self.parts["forward"]:
-                note(part.name, "chip", *self._run_part(session, part, part.name))
-            res, cyc = self._run_host(session, "unload", name="logits")
-            note("logits", "host", res, cyc)
-            raw["logits"] = self._outputs(res)
+            sent = self._run_chip(session, self.parts["forward"], vecs, note)
+            if not self.host_in:
+                sent, cyc = self._run_host(session, "unload", name="logits")
+                note("logits", "host", sent, cyc)
+            raw["logits"] = self._outputs(sent)
             vecs["g"] = host_softmax_grad(fmt, raw["logits"], tf)
             note("g", "host", *self._run_host(session, "g", vecs, "g"))
             for part in self.parts["backward"]:
@@ -426,12 +477,14 @@ class ChipSGDProgram(PanelMap):
         return log.result(loss, out, self.host_cycles(host_latency), raw)
 
     def predict(self, session, x) -> np.ndarray:
-        self._run_host(session, "in_x", {"x": self._vec(x, self.mlp.n_in)}, "predict-in")
-        for part in self.parts["predict"]:
-            self._run_part(session, part, part.name)
-        res, _ = self._run_host(session, "unload", name="predict-out")
+        vecs = {"x": self._vec(x, self.mlp.n_in)}
+        if not self.host_in:
+            self._run_host(session, "in_x", vecs, "predict-in")
+        sent = self._run_chip(session, self.parts["predict"], vecs)
+        if not self.host_in:
+            sent, _ = self._run_host(session, "unload", name="predict-out")
         self._resume(session)
-        return self.cfg.fmt.to_float(self._outputs(res))
+        return self.cfg.fmt.to_float(self._outputs(sent))
 
     # -- weights ------------------------------------------------------------------------
     def init(self, session, weights) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from arch.isa import Instruction
 from sw.asm import Builder
 from sw.kernels import gemv_t_rank1_cost
 
@@ -61,7 +62,10 @@ def kernel_gap(cfg, a: Op, b: Op) -> int:
     * ``a`` stores (a store issued at ``t`` is readable from ``t +
       cfg.sram_read_distance``, ``t + 2`` but with the receive stage; conservatively
       ``a``'s last instruction): ``sram_read_distance - 1`` NOPs when ``b`` reads an
-      overlapping region (the fused kernel's ``y`` moves are its last instructions).
+      overlapping region (the fused kernel's ``y`` moves are its last instructions);
+      none when that distance is 2 and ``b``'s first instruction reads no word ``a``'s
+      last one stores (:func:`_edge_words`: both at fixed addresses; e.g. a GEMV's last
+      output word and the next GEMV's first input word).
     * Otherwise none: no kernel leaves register writes in flight (their last FMAs are
       read by their own final instructions).
     """
@@ -75,9 +79,41 @@ def kernel_gap(cfg, a: Op, b: Op) -> int:
         banks = {wr.bank for wr, _ in wb}
         if need and (hit(wb) or any(r.bank in banks for r, _ in b.store_regions())):
             gap = need
-    if hit(a.store_regions()):
-        gap = max(gap, cfg.sram_read_distance - 1)
+    if hit(a.store_regions()) and gap < cfg.sram_read_distance - 1:
+        d = cfg.sram_read_distance - 1
+        ea, eb = (_edge_words(cfg, a, last=True), _edge_words(cfg, b, last=False)) if d == 1 else (None, None)
+        gap = d if ea is None or eb is None or ea[1] & eb[0] else gap
     return gap
+
+
+def _edge_words(cfg, op: Op, last: bool):
+    """``(reads, stores)`` of ``op``'s first (``last``: last) instruction, each a set of
+    ``(bank, address)``; None when the op's code differs between cores (``per_core``, the
+    broadcast's waits), it has no instruction, or one of those accesses is not at a fixed
+    address (an address register other than AR 0, which the kernels keep at 0, an
+    increment or an AGU). A loop's last instruction is the op's last issued one."""
+    cache = op.info.setdefault("_edge_words", {})
+    if last in cache:
+        return cache[last]
+    out = None
+    if op.emit is not None and not (op.per_core or op.name.startswith("bcast")):
+        b = Builder(cfg)
+        if op.emit(b):
+            b.halt()
+            words = b.build().words()
+            ins = Instruction.decode(words[-2 if last else 0], cfg)
+            u = ins.uop
+            acc = {}
+            for port in ("ra", "rb", "wa", "wb"):
+                if not getattr(u, f"{port}_en"):
+                    continue
+                if getattr(u, f"{port}_ar") or getattr(u, f"{port}_inc") or getattr(ins, f"ag_{port}"):
+                    break
+                acc.setdefault(port[0], set()).add((port[1], getattr(u, f"{port}_off")))
+            else:
+                out = (acc.get("r", set()), acc.get("w", set()))
+    cache[last] = out
+    return out
 
 
 def _fused_tail(cfg, m: int, n: int) -> int:

@@ -3,7 +3,7 @@ cost model (:func:`gemv_cost`)."""
 
 from __future__ import annotations
 
-from sw.asm import mac, mov, mul, pred, sin, spad
+from sw.asm import mac, mov, mul, pred, relu, sin, spad
 from sw.collectives import BusDir, Frag, Region, reduce_plan, reg, step_slots
 from sw.kernels.common import KernelInfo, _finish, _lat, _need
 from sw.layout import local_len
@@ -96,7 +96,7 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree",
 def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
               reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
               agus=("g0", "g1", "g2"), name: str = "gv", x_ring: tuple | None = None,
-              page_load: int | None = None) -> KernelInfo:
+              page_load: int | None = None, x_relu: bool = False, x_host: bool = False) -> KernelInfo:
     """``y = W x`` (``trans=False``) or ``y = W^T x`` (``trans=True``), ``W`` ``m x n``.
 
     Memory map: ``W`` 2D round-robin (``mp * np`` words per PE). ``x`` (length ``n``,
@@ -127,6 +127,20 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     ``k`` in its instruction ``k`` (``sin row | @col=k writes``: the write predicate
     leaves the MAC in every PE), the last word after the stream, in the instructions
     that wait for the last MAC.
+
+    ``x_relu`` (``x`` diag, not ``trans``): the GEMV computes ``W relu(x)``, ``x`` being a
+    pre-activation (the previous layer's GEMV output, its ReLU not applied): every PE
+    takes ``relu`` of the bus word as it loads it (the move unit's ReLU in place of its
+    move) and writes that register to ``x_copy`` one stream step later, in the next load's
+    instruction (``x_copy`` thus holds ``relu(x)``); beats sent on over the ring stay
+    raw, the next core applying the ReLU itself. The same instruction count.
+
+    ``x_host`` (``x_layout="diag"``, not ``trans``): the beats the diagonal would drive
+    (all, or with ``x_ring`` those below ``own``) come from the host stream instead
+    (``hin col``: lane ``q`` on column bus ``q``, the word of diagonal PE ``(q, q)``,
+    :func:`sw.train_vectors.vector_beats`) where the first block loads them, so the host
+    input of a step rides in its first GEMV; ``x`` may be None (only ``x_copy`` keeps
+    the sample). The same instruction count.
     """
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
@@ -147,11 +161,16 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         _need(x_copy.bank != W.bank, "x_copy must not be in W's bank")
         x_copy.check(cfg, nstream + 1, "x_copy")
         x_copy = x_copy.bind(cfg)
-    _need(x.bank != W.bank, "x must not be in W's bank (both are read by every MAC instruction)")
+    _need(not x_host or (diag_x and not trans), "x_host needs x in the diag layout, not trans")
+    # x is read unless every beat of it comes from the host or the ring
+    if not diag_x or (not x_host and (x_ring is None or x_ring[0] > 0)):
+        _need(x is not None, "x is needed unless its beats come from the host (x_host) or the ring")
+        _need(x.bank != W.bank, "x must not be in W's bank (both are read by every MAC instruction)")
+        x.check(cfg, nstream, "x")
     W.check(cfg, mp * np_, "W")
-    x.check(cfg, nstream, "x")
     y.check(cfg, nchain, "y")
-    W, x, y = W.bind(cfg), x.bind(cfg), y.bind(cfg)
+    W, y = W.bind(cfg), y.bind(cfg)
+    x = x.bind(cfg) if x is not None else None
     xs = x_copy if diag_x else x                   # where blocks >= 1 read x
     gW, gX, gY = agus
     steps, root = reduce_plan(cfg, reduce)
@@ -164,12 +183,25 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     LS, LB = 1, 0                                  # loop levels: stream loops, block loop
     f = Frag()
 
+    def own_src(s, agu):
+        """Slots putting x[s] on the buses: from the diagonal, or from the host stream."""
+        return ["hin col"] if x_host else [x.rd(s, agu=agu, gate=xdir.gate), xdir.drive(x.src, diag=0)]
+
     def x_load_bus(s, agu):
-        """Slots loading x[s] into xr over the bus from the diagonal (and into x_copy)."""
-        return [x.rd(s, agu=agu, gate=xdir.gate), xdir.drive(x.src, diag=0), mov(xr, xdir.bus),
-                x_copy.wr(xdir.bus, s, agu=agu)]
+        """Slots loading x[s] into xr over the bus from the diagonal or the host (and into
+        x_copy)."""
+        return [*own_src(s, agu), take(xr, xdir.bus), *copy_slots(s, xdir.bus, agu)]
     own, fwd = x_ring if x_ring is not None else (nstream, 0)
     _need(x_ring is None or (diag_x and not trans and own >= 0), "x_ring needs x in the diag layout, not trans")
+    _need(not x_relu or (diag_x and not trans), "x_relu needs x in the diag layout, not trans")
+    take = relu if x_relu else mov                 # how a loaded x word enters its register
+
+    def copy_slots(s, bus_word, agu):
+        """The x_copy write of the load of ``x[s]``: the bus word as it is loaded, or with
+        ``x_relu`` the register loaded one step earlier (``x[s - 1]``; ``x[0]`` from ``x0``)."""
+        if not x_relu:
+            return [x_copy.wr(bus_word, s, agu=agu)]
+        return [x_copy.wr(x0 if s == 1 else xr, s - 1, agu=agu)]
     if page_load is not None:
         why = page_load_why_not(cfg, m, n, trans, x_ring, diag_x)
         _need(why is None, f"page_load: {why}")
@@ -179,15 +211,16 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         return [sin("row"), pred("col", k, writes=True), W.wr("row", word, agu=agu)]
 
     def x_load_ring(s, agu):      # from the diagonal or the ring; sent on if s < fwd
-        out = x_load_bus(s, agu) if s < own else ["rin col", mov(xr, xdir.bus), x_copy.wr(xdir.bus, s, agu=agu)]
+        out = x_load_bus(s, agu) if s < own else ["rin col", take(xr, xdir.bus), *copy_slots(s, xdir.bus, agu)]
         return out + (["rout col"] if s < fwd else [])
 
     def x_load(s, agu):
         """Slots loading x[s] into xr from SRAM (x, or x_copy after the first block)."""
         return [xs.rd(s, agu=agu), mov(xr, xs.src)]
 
-    def step(s, bofs, agu_w, start, load, moves, agu_x=None):
-        """One stream step: the L MACs of stream index s (plus NOPs up to Lc)."""
+    def step(s, bofs, agu_w, start, load, moves, agu_x=None, last_copy=False):
+        """One stream step: the L MACs of stream index s (plus NOPs up to Lc);
+        ``last_copy``: the last x_copy write of an ``x_relu`` first block (no load)."""
         ins = []
         for k in range(Lc):
             sl = []
@@ -198,6 +231,8 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
                     sl += [root.drive(rdir, reg(k)), y.wr(rdir.bus, k, agu=gY)]
             if k == Lc - 1 and load is not None:
                 sl += load(s + 1, agu_x)
+            if k == Lc - 1 and last_copy:
+                sl += copy_slots(s + 1, None, None)
             if page_load is not None and s >= 1 and k < nr:
                 sl += page_beat(k, s - 1 + bofs, agu_w)
             ins.append(f.ins(*sl))
@@ -208,7 +243,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         agu0 = None if first_block else gW
         dl = diag_x and first_block
         if nstream == 1:
-            return step(0, bofs, agu0, True, None, not first_block)
+            return step(0, bofs, agu0, True, None, not first_block, last_copy=dl and x_relu)
         load = (x_load_ring if x_ring is not None else x_load_bus) if dl else x_load
         first = step(0, bofs, agu0, True, load, not first_block)
         n_mid = nstream - 2 if dl else nstream - 1
@@ -222,7 +257,7 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
                 step(a, bofs, gW, False, load, False, agu_x=gX)
                 f.close_loop()
         if dl:
-            step(nstream - 1, bofs, None, False, None, False)
+            step(nstream - 1, bofs, None, False, None, False, last_copy=x_relu)
         return first
 
     def reduce_section(gap=gap0):
@@ -236,8 +271,9 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
         f.ins(spad("rd", page_load))
     # setup: x[0] into x0 (and into x_copy[0])
     if diag_x:
-        src = [x.rd(0, gate=xdir.gate), xdir.drive(x.src, diag=0)] if own > 0 else ["rin col"]
-        setup = f.ins(*src, mov(x0, xdir.bus), x_copy.wr(xdir.bus, 0), "rout col" if fwd > 0 else None)
+        src = own_src(0, None) if own > 0 else ["rin col"]
+        setup = f.ins(*src, take(x0, xdir.bus), None if x_relu else x_copy.wr(xdir.bus, 0),
+                      "rout col" if fwd > 0 else None)
     else:
         setup = f.ins(x.rd(0), mov(x0, x.src))
     first = stream(0, True)

@@ -23,7 +23,7 @@ def chip_step():
     """A chip-small softmax SGD step up to its chip phase: (session, start pc, per-core
     entry states, per-core ring input beats of the fixed point, per-core results)."""
     mlp = MLP((64, 64, 64, 10), "softmax_ce", 0.01)
-    tp = compile_chip_sgd(CFG, mlp)
+    tp = compile_chip_sgd(CFG, mlp, host_in=False)      # the chip phase takes no host beat
     sess = ChipSession(CFG, "fast")
     tp.init(sess, init_weights(mlp, CFG.fmt, 0))
     rng = np.random.default_rng(5)

@@ -16,9 +16,9 @@ from sw.train import init_weights
 CFG = PRESETS["chip-small"]
 
 
-def _sessions(method, b):
+def _sessions(method, b, tp=None):
     mlp = MLP((24, 16, 10), "softmax_ce", 0.01, batch=b)
-    tp = compile_method(method, CFG, mlp)
+    tp = tp or compile_method(method, CFG, mlp)
     W0 = init_weights(mlp, CFG.fmt, 0)
     out = []
     for backend in ("fast", "model"):
@@ -40,6 +40,10 @@ def test_chip_phase_windows_equal_the_cycle_engine(method, b, every):
     part = tp.chip_parts()[0]
     images = [tp.images[part.image][k] for k in range(CFG.cores)]
     pcs, hin = [part.origin] * CFG.cores, [()] * CFG.cores
+    if getattr(tp, "host_in", False):       # the step's first RUN takes x and t from the host
+        vecs = {"x": tp._vec(np.linspace(0, 1, 24), 24), "t": tp._vec(np.eye(10)[2], 10)}
+        hin = tp._in_data(vecs, part)
+        assert hin[0]
     pts = range(every, 10 ** 5, every)
     _load(fast, images)
     rr, got, cuts = fast_window_counters(fast.model, pcs, hin, pts)
@@ -53,8 +57,12 @@ def test_chip_phase_windows_equal_the_cycle_engine(method, b, every):
 
 def test_host_phase_windows_equal_the_cycle_engine():
     """Host input and output beats: the step's input phase and the logits' unload, every
-    core at once (no ring traffic), sampled every 5 cycles."""
-    mlp, tp, (fast, ref) = _sessions("sgd", 1)
+    core at once (no ring traffic), sampled every 5 cycles (a step compiled with its host
+    phases: ``host_in=False``)."""
+    from sw.train_chip import compile_chip_sgd
+
+    tp = compile_chip_sgd(CFG, MLP((24, 16, 10), "softmax_ce", 0.01), host_in=False)
+    mlp, tp, (fast, ref) = _sessions("sgd", 1, tp)
     rng = np.random.default_rng(3)
     vecs = {"x": tp._vec(rng.uniform(0, 1, 24), 24), "t": tp._vec(np.eye(10)[2], 10)}
     for what in ("in", "unload"):

@@ -94,7 +94,9 @@ def _eq(got, want, what):
 # ======================================================================================
 # cases
 # ======================================================================================
-def gemv_case(cfg, rng, mem, m, n, *, trans, reduce, x_layout):
+def gemv_case(cfg, rng, mem, m, n, *, trans, reduce, x_layout, x_relu=False):
+    """``x_relu``: ``y = W relu(x)``, the ReLU taken as the diagonal x is loaded (``x``
+    random bits: about half negative, some NaN-free)."""
     fmt, nr = cfg.fmt, cfg.nr
     mp, np_ = local_len(m, nr), local_len(n, nr)
     nx, ny = (m, n) if trans else (n, m)
@@ -102,7 +104,8 @@ def gemv_case(cfg, rng, mem, m, n, *, trans, reduce, x_layout):
     xl = ("rows" if trans else "cols") if x_layout != "diag" else "diag"
     W, x, y = mem("a", mp * np_), mem("b", local_len(nx, nr)), mem("b", local_len(ny, nr))
     xc = mem("b", local_len(nx, nr) + 1) if x_layout == "diag" else None
-    want = (golden.gemv_t if trans else golden.gemv)(fmt, nr, Wg, xg, reduce)
+    xe = golden.relu(fmt, xg) if x_relu else xg          # the x the product sees
+    want = (golden.gemv_t if trans else golden.gemv)(fmt, nr, Wg, xe, reduce)
     ylay = "cols" if trans else "rows"
     c = gemv_cost(cfg, m, n, trans=trans, reduce=reduce)
     B, L, nstream, S = c["B"], c["L"], c["nstream"], c["S"]
@@ -114,13 +117,14 @@ def gemv_case(cfg, rng, mem, m, n, *, trans, reduce, x_layout):
             _eq(unpack_vector(outs[0], ny, ylay, which=w), want, f"y copy {w}")
         _eq(outs[1], pack_matrix(Wg, nr), "W unchanged")
         if x_layout == "diag":
-            _eq(outs[2][:, :, :local_len(nx, nr)], pack_vector(xg, nr, "rows" if trans else "cols"), "x copy")
+            _eq(outs[2][:, :, :local_len(nx, nr)], pack_vector(xe, nr, "rows" if trans else "cols"), "x copy")
+        _eq(outs[3], pack_vector(xg, nr, xl), "x unchanged")
 
-    return Case(f"gemv{'_t' if trans else ''}-{reduce}-{x_layout}-{m}x{n}",
+    return Case(f"gemv{'_t' if trans else ''}-{reduce}-{x_layout}{'-relu' if x_relu else ''}-{m}x{n}",
                 [(W, pack_matrix(Wg, nr)), (x, pack_vector(xg, nr, xl))],
                 lambda b: emit_gemv(b, cfg, m, n, W, x, y, trans=trans, reduce=reduce, x_layout=x_layout,
-                                    x_copy=xc),
-                [(y, local_len(ny, nr)), (W, mp * np_)] + ([(xc, local_len(nx, nr))] if xc else []),
+                                    x_copy=xc, x_relu=x_relu),
+                [(y, local_len(ny, nr)), (W, mp * np_), (xc or x, local_len(nx, nr)), (x, local_len(nx, nr))],
                 check, c["instructions"], fma)
 
 
@@ -614,6 +618,22 @@ def test_other_latencies_model(exec_stage):
     run_cases(cfg, [rank1_case(cfg, rng, Mem(cfg), 4, 40, alpha=0.5, u_layout="rows", v_layout="diag")])
 
 
+@pytest.mark.parametrize("m,n", [(20, 4), (7, 1), (40, 9), (3, 13)])
+def test_gemv_x_relu(m, n):
+    """``y = W relu(x)`` with the ReLU taken as x is loaded from the diagonal: output and
+    cols copy bit for bit against the golden, in :func:`gemv_cost`'s instructions; one
+    and several blocks, a single stream step (the copy in the last instruction of the
+    only step), the base timing and a longer adder."""
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    for cfg in (ArchConfig(nr=4, mem_a_words=256, mem_b_words=256),
+                ArchConfig(nr=3, mem_a_words=256, mem_b_words=256, mul_latency=4, add_latency=5)):
+        run_cases(cfg, [gemv_case(cfg, rng, Mem(cfg), m, n, trans=False, reduce="tree", x_layout="diag",
+                                  x_relu=True)])
+    with pytest.raises(KernelError, match="x_relu needs x in the diag layout"):
+        emit_gemv(Frag(), cfg, 4, 4, Region("a", 0), Region("b", 10), Region("b", 0), x_relu=True)
+
+
 # ======================================================================================
 # cost formulas, utilization, errors (no simulation)
 # ======================================================================================
@@ -726,6 +746,7 @@ def rtl_sessions(cfg, rng):
         transpose_case(cfg, rng, mem2, 5, 3, banks="abb"),
         transpose_case(cfg, rng, mem2, 1, 2, banks="baa"),
         gemv_t_rank1_case(cfg, rng, mem2, 5, 7),
+        gemv_case(cfg, rng, mem2, 7, 5, trans=False, reduce="tree", x_layout="diag", x_relu=True),
     ]]
 
 

@@ -244,11 +244,51 @@ def test_gaps_are_needed(monkeypatch):
     assert kernel_gap(cfg, tp.ops[0], tp.ops[1]) == 0     # two loads into different regions
 
 
+def test_store_read_gap_only_on_the_stored_word():
+    """A GEMV after a GEMV that wrote its input: no NOP when the first GEMV's last
+    instruction stores an output word the second's first instruction does not read (its
+    last of two local rows, the other reads word 0), one when it is that word (one local
+    row), one when an op's code differs between cores (``per_core``: conservative), and
+    one when the read's address is not fixed (an AGU). The chip trainers' bit-exact tests
+    run the steps these gaps give on both engines and the RTL."""
+    from sw.asm import mov
+    from sw.collectives import Region
+    from sw.kernels import emit_gemv, emit_relu
+    from sw.train_ops import Op, _edge_words
+
+    cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64)
+    x, xc, y, yc, z = (Region("b", 10 * i) for i in range(5))
+
+    def gemv(name, m, n, W, xin, xcopy, out):
+        return Op(name, "gemv", lambda b: emit_gemv(b, cfg, m, n, W, xin, out, x_layout="diag",
+                                                    x_copy=xcopy).instructions,
+                  reads=[(W, 8), (xin, 2)], writes=[(out, 2), (xcopy, 3)])
+
+    two = gemv("g1", 4, 2, Region("a", 0), x, xc, y)          # 2 local rows: stores y[1] last
+    one = gemv("g1", 2, 2, Region("a", 0), x, xc, y)          # 1 local row: stores y[0] last
+    nxt = gemv("g2", 2, 4, Region("a", 20), y, yc, z)         # reads y[0] first
+    assert _edge_words(cfg, two, last=True)[1] == {("b", y.base + 1)}
+    assert ("b", y.base) in _edge_words(cfg, nxt, last=False)[0]
+    assert kernel_gap(cfg, two, nxt) == 0 and kernel_gap(cfg, one, nxt) == 1
+    assert kernel_gap(cfg, Op("g1", "gemv", two.emit, two.reads, two.writes, per_core=True), nxt) == 1
+    relu = Op("re", "relu", lambda b: emit_relu(b, cfg, 2, y, y).instructions, reads=[(y, 2)], writes=[(y, 2)])
+    assert kernel_gap(cfg, two, relu) == 0 and kernel_gap(cfg, one, relu) == 1     # it reads y[0] first
+    yb = y.bind(cfg)
+
+    def agu_read(b):                                   # y[1] through an AGU: its address is not fixed
+        b.emit(yb.rd(1, agu="g0"), mov("r1", yb.src))
+        return 1
+    assert _edge_words(cfg, Op("a", "x", agu_read), last=False) is None
+    assert kernel_gap(cfg, two, Op("a", "x", agu_read, reads=[(y, 2)])) == 1
+
+
 def test_fused_gaps_are_needed(monkeypatch):
-    """Fused backward steps: the NOP after the fused kernel (the ReLU mask reads its y,
-    stored by its last instructions) and before it (it reads d) are needed; none is
-    needed for its W write-backs (its reduction and moves follow the last update)."""
+    """Fused backward steps: the NOPs before the fused kernel (it reads d) are needed
+    after an FMA writing d; none after it (its last instruction stores y's last word, which the ReLU mask's first does
+    not read) nor for its W write-backs (its reduction and moves follow the last
+    update)."""
     import sw.train as T
+    from sw.train_ops import _edge_words
 
     cfg = ArchConfig(nr=2, mem_a_words=64, mem_b_words=64)
     mlp = MLP((6, 5, 4, 3), "mse", 0.125)
@@ -258,8 +298,12 @@ def test_fused_gaps_are_needed(monkeypatch):
     gaps = [g for p in tp.programs for g in p.gaps]
     for i, o in enumerate(ops):
         if o.kind == "gemv_t_rank1":
-            assert ops[i + 1].kind == "relu_mask" and gaps[i + 1] == 1
-            assert gaps[i] >= 1                                   # after the axpy / the mask that wrote d
+            # the mask's first instruction reads a, the kernel's last stores y's last word
+            assert ops[i + 1].kind == "relu_mask" and gaps[i + 1] == 0
+            assert not _edge_words(cfg, o, last=True)[1] & _edge_words(cfg, ops[i + 1], last=False)[0]
+            # before it: after the loss gradient's FMA write-backs of d, their latency; after
+            # a mask storing d none (its last store is d's last word, the kernel first reads -lr)
+            assert gaps[i] == (cfg.fpu_latency - 1 if ops[i - 1].fma_wb else 0)
             assert o.wb_tail >= cfg.fpu_latency - 1
             W = o.wb[0]
             reader = T.Op("r", "gemv", reads=[W])

@@ -337,10 +337,12 @@ def test_chip_sgd_rtl(sim):
     tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 3), "mse", 0.125), 2, seed, "cols")
     assert len(tp.images) > 1 and tp.fused == [False, True]     # programs reloaded between RUNs
     assert tp.meta["out_reduce"] == "stream"                    # the output layer's partials as one stream
+    assert tp.host_in and "in" not in dict(tp.host_phase_cycles())   # x and t in the step's first RUN
     # separate backward steps: both reduce-scatters run with the rank-1 updates in their free slots
     tp = _chip_rtl(sim, CHIP4, MLP((5, 6, 7, 3), "softmax_ce", 0.125), 1, seed, "rows", backward="separate")
     assert [o["layer"] for o in tp.meta["overlap"]] == [2, 1]
     assert tp.meta["ring_in"] == [1, 2] and tp.meta["bcast_in"]   # the collectives in the forward GEMVs
+    assert tp.host_in                                             # x in the forward RUN
 
 
 #: 2 cores of 2 x 2 PEs with room in the microcode for the softmax kernel
@@ -645,7 +647,7 @@ def test_chip_microcode_reloads_are_counted():
     from tests.rtl.test_chip import CHIP4
 
     mlp = MLP((5, 6, 3), "mse", 0.125)
-    split = compile_chip_sgd(CHIP4, mlp)
+    split = compile_chip_sgd(CHIP4, mlp, host_in=False)       # with host programs, in an image of their own
     assert len(split.images) > 1 and split.reload_words_per_step() >= sum(
         max(len(x) for x in split.images[p.image]) for p in split.chip_parts()[:1])
     rc = split.reload_cycles()
@@ -716,3 +718,58 @@ def test_chip_sgd_exec_stage(out_map, rx):
     cfg = SMALL.replace(exec_stage=True, bus_stage=True, dist_stage=True, fetch_stage=True, addr_stage=True,
                         read_stage=True, rx_stage=rx)
     run_and_check(cfg, MLP((20, 30, 17, 5), "softmax_ce", 0.05), 2, "fast", _seed(), out_map=out_map)
+
+
+@pytest.mark.parametrize("loss,out_map", [("softmax_ce", "cols"), ("softmax_ce", "rows"), ("mse", "cols"),
+                                          ("mse", "rows")])
+@pytest.mark.parametrize("backend", ["fast", "model"])
+def test_chip_sgd_host_io_in_the_step(loss, out_map, backend):
+    """``host_in`` (the default): core 0 takes the target and ``x`` from the host stream
+    in the step's first RUN (``x`` as its first GEMV broadcasts it) and the output cores
+    send the logits (MSE: ``d``) as soon as they are final, so the step has no host
+    phase but the host softmax's gradient; the same losses, outputs and weights as the
+    step compiled with its host phases, bit for bit, on both chip engines. The chip
+    programs grow by the target's and the output's words (one instruction per local
+    word, and at most one NOP), the step shrinks by the host phases. MSE by rows has two
+    output cores: the host stream cannot feed two cores while they run, so it keeps
+    its host phases."""
+    seed = _seed()
+    mlp = MLP((20, 30, 17, 5), loss, 0.05)
+    runs = {h: run_and_check(SMALL, mlp, 2, backend, seed, out_map=out_map,
+                             compile=lambda c, m, out_map, h=h: compile_chip_sgd(c, m, out_map=out_map, host_in=h))
+            for h in (True, False)}
+    on, off = runs[True][0], runs[False][0]
+    for a, b in zip(runs[True][3], runs[False][3]):
+        assert a.loss == b.loss and np.array_equal(a.output, b.output)
+    _eq(on.weights_from_session(runs[True][1], padded=True), off.weights_from_session(runs[False][1], padded=True),
+        "host_in on / off")
+    chip = lambda tp: sum(tp.part_cycles(p) for p in tp.chip_parts())     # noqa: E731
+    so = on.P[-1] // SMALL.nr
+    if loss == "mse" and out_map == "rows":
+        assert not on.host_in and on.step_cycles() == off.step_cycles()
+        return
+    assert on.host_in and not off.host_in and "x" not in on.regions
+    assert [n for n, _ in on.host_phase_cycles()] == (["g"] if on.softmax == "host" else [])
+    grow = chip(on) - chip(off)
+    assert (so if on.one_run else 0) + so <= grow <= (so if on.one_run else 0) + so + 1
+    assert on.step_cycles() == off.step_cycles() - sum(c for n, c in off.host_phase_cycles() if n != "g") + grow
+    assert on.step_cycles() < off.step_cycles()
+
+
+def test_large_net_at_l_shares_the_transposed_gemv_partials():
+    """At L the W^T d partials of layers 2, 3 and 4 share one region of bank A (each lives
+    from its transposed GEMV to its mask), so every mask reads ``e`` and ``a`` from
+    different banks (one instruction per element; layer 5's e is the fused kernel's, out
+    of W5's bank A, beside a5); a hidden layer's output stays a
+    pre-activation, its ReLU taken by the next GEMV's input load (no ReLU kernel)."""
+    from sim.paper import NETS
+
+    cfg = PRESETS["L"]
+    tp = compile_chip_sgd(cfg, MLP(NETS["large"], "softmax_ce", 0.01))
+    R = tp.regions
+    assert R["e2"] == R["e3"] == R["e4"] and R["e2"].bank == "a"
+    assert all(R[f"e{l}"].bank != R[f"a{l}"].bank for l in range(1, 5))
+    kinds = {k for _, k, _ in tp.breakdown()}
+    assert "relu" not in kinds and "relu_mask" in kinds
+    masks = {n: c for n, k, c in tp.breakdown() if k == "relu_mask"}
+    assert [masks[f"mask{l}"] for l in range(1, 5)] == [tp.P[l - 1] // cfg.nr + 1 for l in range(1, 5)]

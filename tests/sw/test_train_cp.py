@@ -144,11 +144,11 @@ def test_cp_backward_auto_choice_at_s():
 
 def test_cp_backward_auto_choice():
     """``auto`` fuses a layer only where the step does not get more than FUSED_TOLERANCE
-    longer (chip-small's 64-64-64-10: the 10-output layer is +15 % fused and on the
-    critical path, separate; the middle layer is off it, fused)."""
+    longer (chip-small's 32-64-64-10: fusing the 10-output layer too makes the step 5.3 %
+    longer, so it stays separate; the middle layer is off the critical path, fused)."""
     from sw.train_cp import cp_mapping
 
-    small = MLP((64, 64, 64, 10), "softmax_ce", 0.01)
+    small = MLP((32, 64, 64, 10), "softmax_ce", 0.01)
     a, s, fz = (compile_chip_cp(SMALL, small, backward=b) for b in ("auto", "separate", "fused"))
     assert fz.step_cycles() > s.step_cycles()       # the compute (heads + tails) grows by more than the tolerance
     assert a.fused == [False, True, False] and a.step_cycles() == s.step_cycles()
