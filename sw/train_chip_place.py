@@ -11,6 +11,7 @@ from arch.microop import MicroOp
 from sw.asm import AsmError, Builder
 from sw.host_protocol import steady_reload
 from sw.train import _gaps
+from sw.train_ops import note_edge_words
 from sw.train_host import TrainCompileError
 
 __all__ = ["ChipPart"]
@@ -150,6 +151,7 @@ class _Codes:
             return hit[1]
         b = Builder(self.cfg)
         ins = op.emit(b)
+        note_edge_words(op, b._items)
         key = (ins, tuple((it.kind, it.name, tuple((s.kind, tuple(s.fields.items()), s.ctl) for s in it.slots))
                           for it in b._items))
         code = self.by_text.get(key)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from arch.isa import Instruction
 from sw.asm import Builder
 from sw.kernels import gemv_t_rank1_cost
 
@@ -91,29 +90,42 @@ def _edge_words(cfg, op: Op, last: bool):
     ``(bank, address)``; None when the op's code differs between cores (``per_core``, the
     broadcast's waits), it has no instruction, or one of those accesses is not at a fixed
     address (an address register other than AR 0, which the kernels keep at 0, an
-    increment or an AGU). A loop's last instruction is the op's last issued one."""
-    cache = op.info.setdefault("_edge_words", {})
-    if last in cache:
-        return cache[last]
-    out = None
-    if op.emit is not None and not (op.per_core or op.name.startswith("bcast")):
-        b = Builder(cfg)
-        if op.emit(b):
-            b.halt()
-            words = b.build().words()
-            ins = Instruction.decode(words[-2 if last else 0], cfg)
-            u = ins.uop
-            acc = {}
-            for port in ("ra", "rb", "wa", "wb"):
-                if not getattr(u, f"{port}_en"):
-                    continue
-                if getattr(u, f"{port}_ar") or getattr(u, f"{port}_inc") or getattr(ins, f"ag_{port}"):
-                    break
-                acc.setdefault(port[0], set()).add((port[1], getattr(u, f"{port}_off")))
-            else:
-                out = (acc.get("r", set()), acc.get("w", set()))
-    cache[last] = out
-    return out
+    increment or an AGU). A loop's last instruction is the op's last issued one. Read
+    from the builder's statements (both ends at once, kept in ``op.info``), not encoded."""
+    cache = op.info.get("_edge_words")
+    if cache is None:
+        if op.emit is not None and not (op.per_core or op.name.startswith("bcast")):
+            b = Builder(cfg)
+            op.emit(b)
+            note_edge_words(op, b._items)
+        cache = op.info.setdefault("_edge_words", {False: None, True: None})
+    return cache[last]
+
+
+def note_edge_words(op: Op, items) -> None:
+    """Keep :func:`_edge_words` of ``op`` from the statements its ``emit`` gave (a caller
+    that emits the op anyway saves the second emit)."""
+    if "_edge_words" in op.info:
+        return
+    cache = op.info["_edge_words"] = {False: None, True: None}
+    ins = [it for it in items if it.kind == "instr"]
+    if ins and not (op.per_core or op.name.startswith("bcast")):
+        cache[False], cache[True] = _slot_words(ins[0].slots), _slot_words(ins[-1].slots)
+
+
+def _slot_words(slots):
+    """``(reads, stores)`` of one instruction's slots (see :func:`_edge_words`), or None."""
+    f = {}
+    for sl in slots:
+        f.update(sl.fields)
+    acc = {"r": set(), "w": set()}
+    for port in ("ra", "rb", "wa", "wb"):
+        if not f.get(f"{port}_en"):
+            continue
+        if f.get(f"{port}_ar") or f.get(f"{port}_inc") or f.get(f"ag_{port}"):
+            return None
+        acc[port[0]].add((port[1], f.get(f"{port}_off", 0)))
+    return acc["r"], acc["w"]
 
 
 def _fused_tail(cfg, m: int, n: int) -> int:
