@@ -91,6 +91,8 @@ def _category(name: str, kind: str) -> str:
         return "other ring"
     if kind == "spad":
         return "scratchpad page load/store"
+    if kind in ("load", "unload"):
+        return "host I/O inside the step (target in, outputs out)"
     if kind == "axpy" and name.startswith("acc"):
         return "W^T d page accumulation (axpy)"
     ew = "elementwise (ReLU, mask, loss grad)"

@@ -245,8 +245,10 @@ def overlap_options(on: bool = True) -> dict:
     """:func:`compile_chip_sgd`'s (and :func:`sw.train_chip_mb.compile_chip_mbgd`'s)
     switches that run collectives beside compute, all ``on`` or all off: the updates'
     first rows in the reduce-scatters (``overlap``), the all-gathers and the broadcast of
-    ``x`` inside the GEMVs / GEMMs (``ag_overlap``, ``bcast_overlap``). Each keeps the
-    bits of the step; only its cycles change. (CP's one switch is ``chain_overlap``.)"""
+    ``x`` inside the GEMVs / GEMMs (``ag_overlap``, ``bcast_overlap``; for SGD the host
+    input and output inside the step's programs go with the broadcast, ``host_in``). Each
+    keeps the bits of the step; only its cycles change. (CP's one switch is
+    ``chain_overlap``.)"""
     return {"overlap": on, "ag_overlap": on, "bcast_overlap": on}
 
 

@@ -253,10 +253,10 @@ class ChipSGDProgram(PanelMap):
                          f"from {'the host stream' if self.host_in else 'its diagonal'}) 3 cycles after its "
                          "predecessor and sends them on")
         if self.host_in:
-            lines.append("host input and output inside the chip programs: core 0 takes the target"
-                         * (self.one_run) + (" and " if self.one_run else "core 0 takes ")
-                         + "x from the host stream as the step needs them, the output cores send the "
-                         + ("d panels" if self.mlp.loss == "mse" else "logits") + " as soon as they are final")
+            takes = "the target and x" if self.one_run else "x"
+            sends = "d panels" if self.mlp.loss == "mse" else "logits"
+            lines.append(f"host input and output inside the chip programs: core 0 takes {takes} from the host "
+                         f"stream as the step needs them, the output cores send the {sends} as soon as they are final")
         if self.meta.get("out_reduce"):
             lines.append(f"output layer's partials reduced onto core 0 by the {self.meta['out_reduce']}")
         for l in self.meta.get("ring_in", []):

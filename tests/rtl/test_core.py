@@ -84,8 +84,8 @@ def run_core(cfg, beats, name, sim, pause_in=0.0, pause_out=0.0, seed=0):
 
 #: Verilator in make test-all: the same RTL as the Icarus cases; make test builds and runs
 #: a Verilator design through the same harness in tests/rtl/test_sequencer.py. nr4_fp32 in
-#: make test-all too: tests/sim/test_fast_model.py::test_fast_vs_rtl[nr4_fp32-icarus] runs
-#: host fills and programs on the same core's RTL in make test
+#: make test-all too: tests/sim/test_fast_model.py::test_fast_vs_rtl[nr2_fp32-icarus] runs
+#: host fills and programs on a binary32 core's RTL in make test (at 2 x 2)
 @pytest.mark.parametrize("cname,sim", sim_matrix(CONFIGS, verilator=set(), slow={"nr4_fp32"}))
 def test_core_fill_compute_readback(cname, sim):
     cfg = CONFIGS[cname]

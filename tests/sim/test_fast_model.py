@@ -632,6 +632,7 @@ def test_big_gemv_fast_vs_golden():
 RTL_CONFIGS = {   # the configurations of tests/rtl/test_core.py (cached RTL builds)
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
+    "nr2_fp32": ArchConfig(nr=2, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
                                 bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
     "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
@@ -686,8 +687,11 @@ def _rtl_phases(cfg, seed):
 #: slow: nr4_fp16_fan, the longest (in make test, the RTL of its segmented buses at nr = 4
 #: is checked against the fast model beat by beat by tests/rtl/test_core.py's
 #: test_core_segmented_bus_transfers[nr4_fp16_fpga], and its pipeline stages by the
-#: nr2_fp16_fan and nr2_fp16_fpga cases here)
-FAST_VS_RTL = [pytest.param(c, marks=pytest.mark.slow) if c == "nr4_fp16_fan" else c for c in RTL_CONFIGS]
+#: nr2_fp16_fan and nr2_fp16_fpga cases here); nr4_fp32 (in make test the binary32 core's
+#: RTL runs the same programs at nr = 2, nr2_fp32, a quarter of the PEs, and nr = 4 runs
+#: them in binary16, nr4_fp16 cases above and in tests/rtl/test_core.py)
+FAST_VS_RTL = [pytest.param(c, marks=pytest.mark.slow) if c in ("nr4_fp16_fan", "nr4_fp32") else c
+               for c in RTL_CONFIGS]
 
 
 @pytest.mark.parametrize("sim", SIM_PARAMS[:1])

@@ -762,12 +762,13 @@ def test_all_kernels_model_session(cname):
 #: every configuration on both simulators; in ``make test`` on Icarus (Verilator ``slow``:
 #: the same RTL, whose Verilator build the sequencer test checks), but for
 #: * the binary32 cores (``slow`` on both): their RTL runs random programs against the fast
-#:   model in ``test_fast_vs_rtl`` and the fill/compute/readback job in ``test_core``, and
-#:   their kernel sessions run on the model (``test_all_kernels_model_session``), as the
-#:   binary16 cores' do on both;
-#: * nr2_fp16: the same kernels run with the base timing at 4 x 4 (nr4_fp16) and at 2 x 2
-#:   with the execute stage (nr2_fp16_exec)
-KERNEL_RTL_PARAMS = sim_matrix(RTL_CONFIGS, verilator=set(), slow={"nr4_fp32", "nr2_fp32", "nr2_fp16"})
+#:   model in ``test_fast_vs_rtl`` (nr2_fp32), and their kernel sessions run on the model
+#:   (``test_all_kernels_model_session``), as the binary16 cores' do on both;
+#: * nr4_fp16: the same kernels run on the RTL with the base timing at 2 x 2 (nr2_fp16, a
+#:   quarter of the PEs) and with the execute stage (nr2_fp16_exec); the 4 x 4 core's
+#:   segmented buses (two tree levels) are checked on its RTL by tests/rtl/test_core.py's
+#:   test_core_segmented_bus_transfers, the sessions at 4 x 4 on the model here
+KERNEL_RTL_PARAMS = sim_matrix(RTL_CONFIGS, verilator=set(), slow={"nr4_fp32", "nr2_fp32", "nr4_fp16"})
 
 
 @pytest.mark.parametrize("cname,sim", KERNEL_RTL_PARAMS)
