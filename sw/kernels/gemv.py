@@ -203,7 +203,8 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
             return [x_copy.wr(bus_word, s, agu=agu)]
         return [x_copy.wr(x0 if s == 1 else xr, s - 1, agu=agu)]
     if page_load is not None:
-        why = page_load_why_not(cfg, m, n, trans, x_ring, diag_x)
+        why = page_load_why_not(cfg, m, n, trans, x_ring, diag_x) or (
+            "x comes from the host stream (one stream input per instruction)" if x_host else None)
         _need(why is None, f"page_load: {why}")
 
     def page_beat(k, word, agu):

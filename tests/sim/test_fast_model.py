@@ -633,11 +633,11 @@ RTL_CONFIGS = {   # the configurations of tests/rtl/test_core.py (cached RTL bui
     "nr2_fp16": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     "nr4_fp32": ArchConfig(nr=4, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=256),
     "nr2_fp32": ArchConfig(nr=2, fmt="binary32", mem_a_words=64, mem_b_words=64, ucode_depth=128),
+    # test_core's two FPGA timings (one build each for both files): one distribution
+    # level, and preset fpga (two levels, the receive, address and read stages)
     "nr2_fp16_fpga": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                                bus_stage=True, dist_stage=True, fetch_stage=True, read_stage=True, mul_latency=4, add_latency=5),
-    "nr2_fp16_fan": ArchConfig(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128, exec_stage=True,
-                               bus_stage=True, dist_stage=True, fan_stage=True, fetch_stage=True, mul_latency=4,
-                               add_latency=5),
+                                bus_stage=True, dist_stage=True, fetch_stage=True, mul_latency=4, add_latency=5),
+    "nr2_fp16_fan": PRESETS["fpga"].replace(nr=2, mem_a_words=64, mem_b_words=64, ucode_depth=128),
     # preset fpga at nr = 4, the board's array: segmented buses (segments of 2 PEs) with
     # the bus stage's per-receiver visibility registers, which nr = 2 cannot tell apart
     "nr4_fp16_fan": PRESETS["fpga"].replace(nr=4, mem_a_words=64, mem_b_words=64, ucode_depth=256),

@@ -632,6 +632,10 @@ def test_gemv_x_relu(m, n):
                                   x_relu=True)])
     with pytest.raises(KernelError, match="x_relu needs x in the diag layout"):
         emit_gemv(Frag(), cfg, 4, 4, Region("a", 0), Region("b", 10), Region("b", 0), x_relu=True)
+    with pytest.raises(KernelError, match="x_host needs x in the diag layout"):
+        emit_gemv(Frag(), cfg, 4, 4, Region("a", 0), None, Region("b", 0), x_host=True)
+    with pytest.raises(KernelError, match="x is needed unless"):
+        emit_gemv(Frag(), cfg, 4, 4, Region("a", 0), None, Region("b", 0), x_layout="diag", x_copy=Region("b", 20))
 
 
 # ======================================================================================
