@@ -61,6 +61,24 @@ def engine_matrix(cases: dict, slow_model=frozenset()) -> list:
             for backend in ("fast", "model") for name, case in cases.items()]
 
 
+def golden_matrix(cases: dict, model_kept: tuple) -> list:
+    """``(*case, loss, backend, out_map)`` parameters of a chip trainer's golden test:
+    every named case, loss, chip engine and output mapping, ids
+    ``<name>-<loss>-<backend>-<out_map>``; the per-cycle engine (``model``, many times
+    slower than the fast one) of the cases whose name starts with ``small`` is ``slow``
+    but for the one ``(name, loss, out_map)`` in ``model_kept`` (the fast-engine twins
+    stay, and the trainer's engines-agree test runs the per-cycle engine)."""
+    out = []
+    for name, case in cases.items():
+        for loss in ("mse", "softmax_ce"):
+            for backend in ("fast", "model"):
+                for out_map in ("rows", "cols"):
+                    slow = backend == "model" and name.startswith("small") and (name, loss, out_map) != model_kept
+                    out.append(pytest.param(*case, loss, backend, out_map, id=f"{name}-{loss}-{backend}-{out_map}",
+                                            marks=[pytest.mark.slow] if slow else []))
+    return out
+
+
 def require_sim(sim: str) -> None:
     """Fail (``ALLOW_MISSING_SIM=1``: skip) unless simulator ``sim`` is installed."""
     try:

@@ -9,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.simulators import REPLAY_SIM_PARAMS, engine_matrix
+from tests.simulators import REPLAY_SIM_PARAMS, engine_matrix, golden_matrix
 from tests.sw.test_ring import diag_read, diag_write
 from tests.sw.test_train import _eq_weights as _eq
 from tests.sw.test_train import _sample, _seed
@@ -52,26 +52,15 @@ def run_and_check(cfg, mlp, steps, backend, seed, record=False, *, compile=compi
     return tp, sess, gold, results
 
 
-def _sgd_params() -> list:
-    """Every net, loss, engine and output mapping; the per-cycle engine of the small nets
-    in one case in make test (the softmax on the array over full panels; the engines'
-    counters agree in test_chip_sgd_engines_agree_counter_for_counter, and the chip RTL
-    replays run the per-cycle engine), the others in make test-all."""
-    nets = {"tiny-2layer": (TINY, (5, 6, 3)), "tiny-3layer": (TINY, (7, 9, 4, 3)),
-            "small-3layer": (SMALL, (20, 30, 17, 5)), "small-full-panels": (SMALL, (20, 32, 32, 16))}
-    out = []
-    for name, case in nets.items():
-        for loss in ("mse", "softmax_ce"):
-            for backend in ("fast", "model"):
-                for out_map in ("rows", "cols"):
-                    slow = backend == "model" and name.startswith("small") and (
-                        (name, loss, out_map) != ("small-full-panels", "softmax_ce", "cols"))
-                    out.append(pytest.param(*case, loss, backend, out_map, id=f"{name}-{loss}-{backend}-{out_map}",
-                                            marks=[pytest.mark.slow] if slow else []))
-    return out
+_SGD_NETS = {"tiny-2layer": (TINY, (5, 6, 3)), "tiny-3layer": (TINY, (7, 9, 4, 3)),
+             "small-3layer": (SMALL, (20, 30, 17, 5)), "small-full-panels": (SMALL, (20, 32, 32, 16))}
 
 
-@pytest.mark.parametrize("cfg,sizes,loss,backend,out_map", _sgd_params())
+#: the per-cycle engine of the small nets: the softmax on the array over full panels in
+#: make test (the engines' counters agree in test_chip_sgd_engines_agree_counter_for_counter,
+#: and the chip RTL replays run the per-cycle engine), the others in make test-all
+@pytest.mark.parametrize("cfg,sizes,loss,backend,out_map",
+                         golden_matrix(_SGD_NETS, ("small-full-panels", "softmax_ce", "cols")))
 def test_chip_sgd_matches_golden(cfg, sizes, loss, backend, out_map):
     """Both mappings of the output layer (row panels; split by columns, reduced onto core
     0). ``small-full-panels``: every core holds real rows, so every reduction adds

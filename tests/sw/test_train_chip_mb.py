@@ -11,7 +11,7 @@ from functools import partial
 import numpy as np
 import pytest
 
-from tests.simulators import REPLAY_SIM_PARAMS
+from tests.simulators import REPLAY_SIM_PARAMS, golden_matrix
 from tests.sw.test_train import _eq_weights as _eq
 from tests.sw.test_train_chip import check_engines_agree, check_spad_errors, check_spad_traffic
 from tests.sw.test_train_chip import run_and_check as chip_run_and_check
@@ -45,27 +45,12 @@ _MBGD_CASES = {"tiny-2layer-b3": (TINY, (5, 6, 3), 3), "tiny-3layer-b4": (TINY, 
                "small-3layer-b5": (SMALL, (20, 30, 17, 5), 5), "small-full-panels-b8": (SMALL, (20, 32, 32, 16), 8)}
 
 
-def _mbgd_params() -> list:
-    """Every case, loss, engine and output mapping; on the per-cycle model (many times
-    slower than the fast engine, which ``tests/sim/test_fast_model.py`` holds equal to
-    it) the small-chip cases run in ``make test`` with the MSE loss of the 3-layer case
-    only, the others ``slow`` (their fast-engine twins and the tiny cases' model runs
-    cover the same compiler paths)."""
-    out = []
-    for name, case in _MBGD_CASES.items():
-        for loss in ("mse", "softmax_ce"):
-            for backend in ("fast", "model"):
-                for out_map in ("rows", "cols"):
-                    # the per-cycle engine of the small nets: one case in make test (its
-                    # counters against the fast engine's: test_chip_mbgd_spad_engines_agree)
-                    slow = backend == "model" and name.startswith("small") and (
-                        (name, loss, out_map) != ("small-3layer-b5", "mse", "cols"))
-                    out.append(pytest.param(*case, loss, backend, out_map, id=f"{name}-{loss}-{backend}-{out_map}",
-                                            marks=[pytest.mark.slow] if slow else []))
-    return out
-
-
-@pytest.mark.parametrize("cfg,sizes,b,loss,backend,out_map", _mbgd_params())
+#: the per-cycle engine of the small-chip cases: the MSE loss of the 3-layer case in make
+#: test (the counters against the fast engine's: test_chip_mbgd_spad_engines_agree), the
+#: others in make test-all (their fast-engine twins and the tiny cases' model runs cover
+#: the same compiler paths)
+@pytest.mark.parametrize("cfg,sizes,b,loss,backend,out_map",
+                         golden_matrix(_MBGD_CASES, ("small-3layer-b5", "mse", "cols")))
 def test_chip_mbgd_matches_golden(cfg, sizes, b, loss, backend, out_map):
     """Both mappings of the output layer (row panels; split by columns, reduced onto
     core 0). ``small-full-panels``: every core holds real rows of every layer, so every
