@@ -52,32 +52,32 @@ def _ring_op(cfg, name, lines, reads, writes, fma_wb=False, per_core=False, kind
               info=info or {})
 
 
-def host_target_op(cfg, t: Region, n: int, out: bool) -> Op:
-    """The target panel ``t`` (``n`` local words, ``rows`` layout) from the host stream,
-    one beat per word (:func:`sw.train_vectors.emit_load_vector`) on an output core
-    (``out``); as many NOPs elsewhere, so every core issues the same instructions."""
+def _host_io_op(name: str, kind: str, n: int, out: bool, emit_io, **kw) -> Op:
+    """An op of ``n`` instructions moving ``n`` host beats (``emit_io(builder)``) on a
+    core with host traffic (``out``), as many NOPs elsewhere, so every core issues the
+    same instructions."""
     def emit(b):
         if out:
-            return emit_load_vector(b, cfg, t, n, "rows", "ldt")
+            return emit_io(b)
         for _ in range(n):
             b.nop()
         return n
 
-    return Op("in_t", "load", emit, writes=[(t, n)], per_core=True, data="t", words=n, info={"host_in": "t"})
+    return Op(name, kind, emit, per_core=True, words=n, **kw)
+
+
+def host_target_op(cfg, t: Region, n: int, out: bool) -> Op:
+    """The target panel ``t`` (``n`` local words, ``rows`` layout) from the host stream on
+    an output core (``out``), one beat per word (:func:`sw.train_vectors.emit_load_vector`)."""
+    return _host_io_op("in_t", "load", n, out, lambda b: emit_load_vector(b, cfg, t, n, "rows", "ldt"),
+                       writes=[(t, n)], data="t", info={"host_in": "t"})
 
 
 def host_out_op(cfg, z: Region, n: int, out: bool) -> Op:
     """The output panel ``z`` (``n`` local words, diag) to the host stream on an output
-    core (``out``; :func:`sw.train_vectors.emit_unload_diag`), one beat per word; as many
-    NOPs elsewhere."""
-    def emit(b):
-        if out:
-            return emit_unload_diag(b, cfg, z, n, "ulz")
-        for _ in range(n):
-            b.nop()
-        return n
-
-    return Op("out_z", "unload", emit, reads=[(z, n)], per_core=True, data="z", words=n)
+    core (``out``), one beat per word (:func:`sw.train_vectors.emit_unload_diag`)."""
+    return _host_io_op("out_z", "unload", n, out, lambda b: emit_unload_diag(b, cfg, z, n, "ulz"),
+                       reads=[(z, n)], data="z")
 
 
 def _rank1_op(cfg, l, m, n, W, d, dlay, v, nlr, row0=0, tag=""):
