@@ -72,9 +72,8 @@ from sw.train_paging import (SpadPanel, check_page_rows, largest, page_split, pl
                              spad_image, spad_local, spad_op)
 from sw.train_softmax import alloc_softmax
 
-__all__ = ["compile_chip_sgd", "host_in_applies", "overlap_options", "ChipSGDProgram", "PanelMap", "PhaseLog", "panel_rows", "column_order",
-           "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS",
-]
+__all__ = ["compile_chip_sgd", "host_in_applies", "overlap_options", "ChipSGDProgram", "PanelMap", "PhaseLog",
+           "panel_rows", "column_order", "ChipStepResult", "chip_shapes", "resolve_out_map", "OUT_MAPS"]
 
 
 # ======================================================================================
