@@ -220,7 +220,7 @@ QUOTES += [
                      f"{APART_S(d)['collectives']['bcast_x']}"), lambda v: v),
     Quote("docs/training.md", r"At S the default step takes (\d+) cycles against (\d+) with both switches off and the", CHIP,
           lambda d: (f"{SGD_S(d)['cycles']}", f"{APART_S(d)['cycles']}"), lambda v: v),
-    Quote("docs/training.md", r"the softmax kernel (\d+) %, ReLUs, masks and gaps\s+(\d+) %, host I/O (\d+) %\.", CHIP,
+    Quote("docs/training.md", r"the softmax kernel (\d+) %, masks and gaps\s+(\d+) %, host I/O (\d+) %\.", CHIP,
           lambda d: (f"{_share(SGD_S(d), 'other (softmax)'):.0f}",
                      f"{_share(SGD_S(d), 'gaps (NOPs between ops)', 'elementwise (ReLU, mask, loss grad)'):.0f}",
                      f"{_share(SGD_S(d), *(k for k in SGD_S(d)['cycle_breakdown'] if k.startswith('host'))):.0f}"),
