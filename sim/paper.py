@@ -25,12 +25,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from arch.config import PRESETS
+from sim.arch_bound import architecture_bound
 from sim.movement import MovementSession
 from sim.power import COMPARED, DEFAULT_TECH, EVERYTHING, MEMORY, area_of_core, report_from_counters
 from sim.step_measure import compile_method, measure_step, ucode_words_needed
 
 __all__ = ["Cell", "CELLS", "PAPER", "PAPER_AREA_MM2", "run_cell", "table2", "convention", "format_table",
-           "movement_share", "schedule_bound", "areas", "plot_table2", "ucode_words_needed"]
+           "movement_share", "schedule_bound", "arch_bound_of", "areas", "plot_table2", "ucode_words_needed"]
 
 NETS = {"small": (784, 500, 500, 500, 10), "large": (784, 2500, 2000, 1500, 1000, 500, 10)}
 METHODS = ("sgd", "cp", "mbgd")
@@ -138,7 +139,19 @@ def run_cell(cell: Cell, log=None, offchip: bool = True) -> dict:
             "watts_all": rep.watts, "pj_per_flop": rep.pj_per_flop, "ucode_words": words,
             "steps_run": steps, "golden": f"{steps} step(s) bit-exact", "wall_s": round(time.perf_counter() - t0, 1),
             "movement": {"critical": m.movement["critical"], "mean": m.movement["mean"]},
-            **_reload_figures(tp, r), **_dram_figures(tp, ctr)}
+            **_reload_figures(tp, r), **_dram_figures(tp, ctr), **arch_bound_of(row, cfg)}
+
+
+def arch_bound_of(row: dict, cfg=None) -> dict:
+    """``{"arch_bound": ...}``: the cell of ``row`` under :func:`sim.arch_bound.architecture_bound`
+    on ``cfg`` (default: the row's configuration, with DRAM if it ran off-chip), its
+    ``port_words_needed`` for the paper's utilization where the paper gives one."""
+    if cfg is None:
+        cfg = dram_config(row["config"]) if row.get("offchip") else PRESETS[row["config"]]
+    b = architecture_bound(cfg, NETS[row["net"]], row["method"], row["batch"], row.get("paper_mac_util"))
+    return {"arch_bound": {k: b[k] for k in ("bound", "binding", "cycles", "loads", "stores", "dram_words")
+                           if k in b} | ({"port_words_needed": b["port_words_needed"]}
+                                         if "port_words_needed" in b else {})}
 
 
 def _reload_figures(tp, r) -> dict:
@@ -276,10 +289,15 @@ def _bound(r: dict) -> str:
     return "-" if b is None else f"{b['bound'] * 100:.1f}% {b['binding']}"
 
 
+def _arch(r: dict) -> str:
+    b = r.get("arch_bound")
+    return "-" if b is None else f"{b['bound'] * 100:.1f}% {b['binding']}"
+
+
 def format_table(res: dict) -> str:
     """The JSON of :func:`table2` as a text table."""
     lines = [f"{'case':<30} {'paper':>6} {'ours':>6} {'ratio':>6} {'all':>6} {'MAC util':>9} {'paper util':>10} "
-             f"{'mem/FPU':>8} {'DM hid/exp %':>13} {'util bound':>24}  status"]
+             f"{'mem/FPU':>8} {'DM hid/exp %':>13} {'util bound':>24} {'arch bound':>24}  status"]
     for r in res["cells"]:
         st = r["status"] if r["status"] == "ok" else r["status"][:110] + ("..." if len(r["status"]) > 110 else "")
         if r.get("offchip"):
@@ -289,7 +307,7 @@ def format_table(res: dict) -> str:
         lines.append(f"{Cell(r['net'], r['config'], r['method']).label:<30} {r['paper_gflops_w']:>6} "
                      f"{_f(r['gflops_w'], '.0f'):>6} {_f(r['ratio'], '.2f'):>6} {_f(r['gflops_w_all'], '.0f'):>6} "
                      f"{_pct(r['mac_util']):>9} {_pct(r['paper_mac_util']):>10} "
-                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8} {movement_share(r):>13} {_bound(r):>24}  {st}")
+                     f"{_f(r.get('memory_over_fpu'), '.2f'):>8} {movement_share(r):>13} {_bound(r):>24} {_arch(r):>24}  {st}")
     c = res["convention"]
     lines += ["", "GFLOPS/W: 'ours' = compared scope (" + " + ".join(c["compared_scope"]) + "); 'all' = everything "
               "(+ " + ", ".join(c["everything"][len(c["compared_scope"]):]) + f"); FPU {c['fpu_pj_per_flop']} pJ "
@@ -297,7 +315,9 @@ def format_table(res: dict) -> str:
               "PEs), host turnaround included; DM hid/exp = cycles of the step's critical path with data movement "
               "beside compute / without, % of the step (sim.movement); util bound = the MAC util. the step's "
               "instructions and transfers allow, from the busiest resource of its critical core "
-              "(sim.paper.schedule_bound).",
+              "(sim.paper.schedule_bound); arch bound = the MAC util. no schedule of the method passes on the "
+              "configuration, from its PE memories, scratchpad and DRAM capacities and port widths "
+              "(sim.arch_bound).",
               "area (PE arrays + scratchpads, the paper's blocks): " + "; ".join(
                   f"{k} {v['ours']:.1f} mm^2 (paper {v['paper']}, {v['ratio']:.3f}x) + microcode stores "
                   f"{v['ucode']:.1f} mm^2 = {v['total_with_ucode']:.1f}" for k, v in res["area_mm2"].items())]

@@ -38,9 +38,16 @@ QUOTES: list[Quote] = [
     Quote("README.md", r"cap SGD and CP at (\S+ % and \S+) %", RES + "paper.json",
           lambda d: tuple(schedule_bound(PAPER_CELL("large", "S", m)(d))["bound"] * 100 for m in ("sgd", "cp")),
           "{0:.1f} % and {1:.1f}"),
-    Quote("README.md", r"issue caps every cell at (\d+-\d+) %", RES + "paper.json",
+    Quote("README.md", r"issue every other cell at (\d+-\d+) %", RES + "paper.json",
           lambda d: span(b["bound"] * 100 for b in map(schedule_bound, d["cells"]) if b["binding"] == "FPU issue"),
           "{0:.0f}-{1:.0f}"),
+    Quote("README.md", r"caps only the large net's\s+SGD at S, at (\S+) %", RES + "paper.json",
+          lambda d: PAPER_CELL("large", "S", "sgd")(d)["arch_bound"]["bound"] * 100, "{:.1f}"),
+    Quote("docs/simulators.md", r"its SGD is capped at\s+\*\*(\S+) %\*\*", RES + "paper.json",
+          lambda d: PAPER_CELL("large", "S", "sgd")(d)["arch_bound"]["bound"] * 100, "{:.1f}"),
+    Quote("docs/simulators.md", r"need a port of at least (\S+ and \S+) values a cycle", RES + "paper.json",
+          lambda d: tuple(PAPER_CELL("large", "S", m)(d)["arch_bound"]["port_words_needed"] for m in ("sgd", "cp")),
+          "{0:.1f} and {1:.1f}"),
 ]
 
 

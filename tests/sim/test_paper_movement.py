@@ -65,6 +65,9 @@ def _check_bound(row):
     assert b["bound"] == pytest.approx(u * crit["cycles"] / max(b["busy"].values()))
     tr = table_row(row)
     assert tr["util. bound % (busiest resource)"] == f"{b['bound'] * 100:.1f} ({b['binding']})"
+    # no schedule passes the architecture's ceiling, this one's included
+    a = row["arch_bound"]
+    assert b["bound"] <= a["bound"] + 1e-9 and tr["arch. bound % (binding)"] == f"{a['bound'] * 100:.1f} ({a['binding']})"
 
 
 def test_schedule_bound_names_the_busiest_resource():
