@@ -46,7 +46,12 @@ MAPPING_OPTIONS = {"sgd": ("out_map", "backward", "softmax", "overlap", "out_red
 
 
 def mapping_options(method: str, batch: int, options: dict) -> dict:
-    """The mapping ``options`` that apply to ``method`` with minibatch ``batch``."""
+    """The mapping ``options`` that apply to ``method`` with minibatch ``batch``; a name
+    no method takes (:data:`MAPPING_OPTIONS`) is a ValueError."""
+    known = {k for names in MAPPING_OPTIONS.values() for k in names}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValueError(f"unknown mapping option {unknown[0]!r} (known: {', '.join(sorted(known))})")
     keep = MAPPING_OPTIONS[method] if not (method == "cp" and batch > 1) else ()
     return {k: v for k, v in options.items() if k in keep}
 
