@@ -44,7 +44,7 @@ from __future__ import annotations
 from sw.collectives import Region
 from sw.kernels.common import KernelError, KernelInfo, Scalar, _finish  # noqa: F401 (_finish: for sw.softmax)
 from sw.kernels.elementwise import elementwise_cost, emit_axpy, emit_copy, emit_relu, emit_relu_mask, emit_scale
-from sw.kernels.gemm import emit_gemm, gemm_cost
+from sw.kernels.gemm import emit_gemm, gemm_cost, gemm_page_load_why_not
 from sw.kernels.gemv import emit_gemv, gemv_cost, page_load_why_not
 from sw.kernels.gemv_t_rank1 import emit_gemv_t_rank1, gemv_t_rank1_cost
 from sw.kernels.rank1 import emit_rank1, rank1_cost, rank1_lines
@@ -52,5 +52,5 @@ from sw.kernels.rank1 import emit_rank1, rank1_cost, rank1_lines
 __all__ = [
     "KernelError", "KernelInfo", "Scalar", "Region",
     "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "rank1_lines", "emit_gemm", "emit_relu", "emit_copy", "emit_relu_mask", "emit_axpy", "emit_scale",
-    "gemv_cost", "page_load_why_not", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost",
+    "gemv_cost", "page_load_why_not", "gemm_page_load_why_not", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost",
 ]

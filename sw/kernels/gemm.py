@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sw.asm import add, cdrv, mac, mov, mul, rdrv
+from sw.asm import add, cdrv, mac, mov, mul, pred, rdrv, sin, spad
 from sw.collectives import Frag, Region, reg
 from sw.kernels.common import KernelError, KernelInfo, Scalar, _finish, _lat, _need
 from sw.layout import local_len
@@ -13,8 +13,27 @@ def _divisors(k):
     return [d for d in range(1, k + 1) if k % d == 0]
 
 
+def gemm_page_load_why_not(cfg, m: int, n: int, bsz: int, *, accumulate: bool = False) -> str | None:
+    """Why :func:`emit_gemm` cannot load the next page of ``W`` in place as it runs
+    (``page_load``), or None. It needs blocks of one local row of ``W`` and every local
+    column of ``X`` (``Li = 1``, ``Lc = ceil(bsz / nr)``: each ``W`` word is read once,
+    in address order, into a register), at least 3 columns (an instruction per word that
+    neither reads the row bus nor comes before that read), the plain form (the
+    accumulating one writes ``Y`` in the cycles a beat would take) and the register
+    file for the block."""
+    nr = cfg.nr
+    bp = local_len(bsz, nr)
+    if accumulate:
+        return "the accumulating form writes Y back where the beats would go"
+    if bp < 3:
+        return f"{bp} local column(s) of X per PE: a word's group has no free row-bus slot after its read (3 needed)"
+    if bp + 1 > cfg.n_regs:
+        return f"a block of 1 x {bp} accumulators needs more than {cfg.n_regs} registers"
+    return None
+
+
 def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | None = None, *,
-              alpha: bool = False) -> dict:
+              alpha: bool = False, page_load: bool = False) -> dict:
     """Exact instruction count of :func:`emit_gemm` for block ``Li x Lc`` (default: the
     block it chooses). With ``G = max(L, acc_reuse_distance)`` instructions per ``j``
     (``L = Li * Lc`` accumulators), ``E = L + max(0, fpu_latency - 1 - G)`` store
@@ -25,11 +44,15 @@ def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | No
     where ``setup`` is one instruction per AGU control (3 bases plus the strides of the
     loop levels in use) plus the outer block loop's instruction. ``alpha``: the kernel
     keeps a scale factor in a register (accumulating form), one register fewer for the
-    block.
+    block. ``page_load``: the block ``1 x ceil(bsz/nr)`` and one instruction more (the
+    scratchpad pointer), :func:`emit_gemm`'s ``page_load``.
     """
     nr = cfg.nr
     mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
     F, A = _lat(cfg)
+    if page_load:
+        c = gemm_cost(cfg, m, n, bsz, 1, bp, alpha=alpha)
+        return {**c, "instructions": c["instructions"] + 1, "setup": c["setup"] + 1}
     if Li is None or Lc is None:
         best = None
         for li in _divisors(mp):
@@ -58,7 +81,8 @@ def gemm_cost(cfg, m: int, n: int, bsz: int, Li: int | None = None, Lc: int | No
 
 def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region, *,
               accumulate: bool = False, alpha: Scalar | None = None,
-              block: tuple | None = None, agus=("g0", "g1", "g2"), name: str = "mm") -> KernelInfo:
+              block: tuple | None = None, agus=("g0", "g1", "g2"), name: str = "mm",
+              page_load: int | None = None) -> KernelInfo:
     """``Y = W X`` (``W`` ``m x n``, ``X`` ``n x bsz``: a minibatch of ``bsz`` column
     vectors; ``Y`` ``m x bsz``), all 2D round-robin. ``W`` and ``X`` in different banks;
     ``Y`` anywhere (not overlapping them).
@@ -81,6 +105,16 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
     re-reads it for every use). One MAC per instruction; a block ends with ``E`` store
     instructions. ``block=(Li, Lc)`` forces a blocking (``Li`` divides ``ceil(m/nr)``,
     ``Lc`` divides ``ceil(bsz/nr)``); the default minimizes :func:`gemm_cost`.
+
+    ``page_load`` (a scratchpad beat address; :func:`gemm_page_load_why_not` says when
+    it applies): ``W``'s region is overwritten in place with the next page, ``nr * mp *
+    np`` beats from that address in :func:`sw.transfer.emit_page_move`'s word order
+    (beat ``nr a + k``: PE column ``k``'s word ``a``, lane ``i`` over row bus ``i``). The
+    blocks are one local row (``Li = 1``, ``Lc = ceil(bsz/nr)``), so the words are read
+    in address order, each once, into a register; the group of ``j`` with ``k = j mod
+    nr`` writes beat ``nr a + k`` of the word it uses (``sin row | @col=k writes``, in its
+    second instruction: the first one of a block reads the row bus, the last one the
+    next word). The same MACs; one instruction more (the scratchpad pointer).
     """
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
@@ -94,9 +128,14 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
     for R, nw, what in ((W, mp * np_, "W"), (X, np_ * bp, "X")):
         _need(not (R.bank == Y.bank and R.base < Y.base + mp * bp and Y.base < R.base + nw),
               f"Y overlaps {what}")
+    if page_load is not None:
+        why = gemm_page_load_why_not(cfg, m, n, bsz, accumulate=accumulate)
+        _need(why is None, f"page_load: {why}")
+        _need(block is None or tuple(block) == (1, bp), f"page_load needs the block 1 x {bp}, got {block}")
+        block = (1, bp)
     W, X, Y = W.bind(cfg), X.bind(cfg), Y.bind(cfg)
     use_alpha = alpha is not None
-    cost = gemm_cost(cfg, m, n, bsz, *(block or (None, None)), alpha=use_alpha)
+    cost = gemm_cost(cfg, m, n, bsz, *(block or (None, None)), alpha=use_alpha, page_load=page_load is not None)
     Li, Lc, L, G, E, Bi, Bc = (cost[k] for k in ("Li", "Lc", "L", "G", "E", "Bi", "Bc"))
     _need(mp % Li == 0 and bp % Lc == 0, f"block {Li} x {Lc} does not divide the local {mp} x {bp} outputs")
     _need(L + (Li if Lc > 1 else 0) + use_alpha <= cfg.n_regs,
@@ -131,6 +170,9 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
                     # latch W[i, j+1] for the next group (this MAC still reads the old value)
                     sl += [W.rd(i * np_ + nxt_jj, agu=gW, gate="rdrv"), rdrv(W.src, col=nxt_k),
                            mov(wreg(i), "row")]
+                if page_load is not None and c == 1:
+                    # the next page's word over the one latched: PE column k's beat
+                    sl += [sin("row"), pred("col", k, writes=True), W.wr("row", i * np_ + jj, agu=gW)]
             ins.append(f.ins(*sl))
         return ins
 
@@ -159,6 +201,8 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
         ctls += [("agu_stride", gW, LI, Li * np_), ("agu_stride", gX, LI, 0), ("agu_stride", gY, LI, Li * bp)]
     if Bc > 1:
         ctls += [("agu_stride", gW, LC, 0), ("agu_stride", gX, LC, Lc), ("agu_stride", gY, LC, Lc)]
+    if page_load is not None:
+        f.ins(spad("rd", page_load))
     for c in ctls:
         f.ins().ctl = c
     if use_alpha:

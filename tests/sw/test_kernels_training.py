@@ -129,6 +129,76 @@ def test_page_load_why_not():
         emit_gemv(Builder(cfg4), cfg4, 8, 40, Region("a", 0), Region("b", 0), Region("b", 100), page_load=0)
 
 
+#: (nr, m, n, bsz): one local row, several (one block each), padding in every dimension
+GEMM_PAGE_LOAD = {"nr4": (4, 4, 23, 16), "nr4_rows": (4, 12, 9, 12), "nr3_pad": (3, 7, 10, 8),
+                  "nr2": (2, 4, 5, 6)}
+
+
+@pytest.mark.parametrize("backend,case", [(b, c) for b in ("model", "fast") for c in GEMM_PAGE_LOAD]
+                         + [pytest.param("rtl", "nr3_pad", marks=pytest.mark.slow)])
+def test_gemm_page_load_model(backend, case, request):
+    """``emit_gemm(..., page_load=addr)``: ``Y`` is the plain GEMM's, bit for bit, ``W``'s
+    region ends holding the next page (the scratchpad's beats from ``addr`` in
+    :func:`sw.transfer.emit_page_move`'s word order), and the kernel issues
+    ``gemm_cost(page_load=True)`` instructions: those of the block ``1 x ceil(bsz/nr)``
+    plus the pointer."""
+    nr, m, n, bsz = GEMM_PAGE_LOAD[case]
+    if backend == "rtl":
+        request.getfixturevalue("require_simulator")("icarus")
+    from sim.core_run import Phase, run_session
+    from sw.kernels import emit_gemm, gemm_cost
+    from sw.transfer import decode_unload, emit_load, emit_spad_fill, emit_unload, load_beats_for, page_beats_for
+
+    seed = _seed()
+    rng = np.random.default_rng(seed)
+    cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256, ucode_depth=256, spad_kib=1)
+    fmt = cfg.fmt
+    mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
+    W0, W1, Xg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n, bsz))
+    W, X, Y = Region("a", 3), Region("b", 0), Region("b", 120)
+    b1 = Builder(cfg)
+    emit_load(b1, cfg, "a", W.base, mp * np_, loop="w")
+    emit_load(b1, cfg, "b", X.base, np_ * bp, loop="x")
+    emit_spad_fill(b1, cfg, 40, nr * mp * np_)
+    b1.halt()
+    data = (load_beats_for(cfg, pack_matrix(W0, nr)) + load_beats_for(cfg, pack_matrix(Xg, nr))
+            + page_beats_for(cfg, pack_matrix(W1, nr)))
+    b2 = Builder(cfg)
+    info = emit_gemm(b2, cfg, m, n, bsz, W, X, Y, page_load=40)
+    b2.halt()
+    b3 = Builder(cfg)
+    emit_unload(b3, cfg, "b", Y.base, mp * bp, loop="y")
+    emit_unload(b3, cfg, "a", W.base, mp * np_, loop="v")
+    b3.halt()
+    _, r2, r3 = run_session(cfg, [Phase(b1.build().words(), data), Phase(b2.build().words()),
+                                  Phase(b3.build().words())], backend=backend,
+                            **({"sim": "icarus", "name": "gemm_page_load"} if backend == "rtl" else {}))
+    ny = nr * mp * bp
+    _eq(decode_unload(cfg, r3.data[:ny], mp * bp), pack_matrix(golden.gemm(fmt, nr, W0, Xg), nr), "Y")
+    _eq(decode_unload(cfg, r3.data[ny:], mp * np_), pack_matrix(W1, nr), "next page")
+    assert info.instructions == gemm_cost(cfg, m, n, bsz, page_load=True)["instructions"] \
+        == gemm_cost(cfg, m, n, bsz, 1, bp)["instructions"] + 1 == r2.counters["instructions"] - 1
+    assert (info.params["Li"], info.params["Lc"]) == (1, bp)
+    assert r2.counters["spad_rd_beats"] == nr * mp * np_
+
+
+def test_gemm_page_load_why_not():
+    """Where a GEMM cannot load the next page as it runs, the reason (and ``emit_gemm``
+    refuses)."""
+    from sw.kernels import emit_gemm, gemm_page_load_why_not
+
+    cfg4 = ArchConfig(nr=4, spad_kib=1)
+    assert gemm_page_load_why_not(cfg4, 8, 40, 16) is None
+    assert "2 local column(s)" in gemm_page_load_why_not(cfg4, 8, 40, 8)
+    assert "accumulating" in gemm_page_load_why_not(cfg4, 8, 40, 16, accumulate=True)
+    assert "registers" in gemm_page_load_why_not(ArchConfig(nr=2, n_regs=8, spad_kib=1), 4, 4, 16)
+    with pytest.raises(KernelError, match="page_load: 2 local column"):
+        emit_gemm(Builder(cfg4), cfg4, 8, 40, 8, Region("a", 0), Region("b", 0), Region("b", 500), page_load=0)
+    with pytest.raises(KernelError, match="page_load needs the block 1 x 4"):
+        emit_gemm(Builder(cfg4), cfg4, 8, 40, 16, Region("a", 0), Region("b", 0), Region("b", 500), page_load=0,
+                  block=(2, 4))
+
+
 @pytest.mark.parametrize("ep_bank", ["a", "b"], ids=["same_bank", "other_bank"])
 def test_paged_accumulate_matches_gemv_t_reversed(ep_bank):
     """SGD's backward over pages of one local row (:func:`sw.train_chip_ops.paged_accumulate`):
