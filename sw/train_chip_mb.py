@@ -41,7 +41,7 @@ turnaround is counted as :data:`sw.train.HOST_LATENCY_CYCLES` once per minibatch
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -50,7 +50,7 @@ from sw.ring_mat import MatBlock, mat_all_gather, mat_broadcast, mat_reduce, mat
 from sw.ring_mat_t import mat_broadcast_t
 from sw.train_chip_mb_ring import cheapest, ring_fw_layers, ring_gemm, ring_up_layers, ring_update
 from sw.asm import Builder
-from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask
+from sw.kernels import Scalar, emit_axpy, emit_gemm, emit_relu, emit_relu_mask, gemm_page_load_why_not
 from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
@@ -62,7 +62,7 @@ from sw.train_dram import stream_parts
 from sw.train_mb import MBProgram
 from sw.transfer import decode_unload, emit_load, emit_unload, load_beats_for, load_cost, unload_cost
 
-__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb"]
+__all__ = ["compile_chip_mbgd", "ChipMBProgram", "allocate_chip_mb", "mb_page_overlap_why_not"]
 
 
 # ======================================================================================
@@ -240,7 +240,7 @@ class _CoreOps:
         reduction of a column-split output layer's partial products."""
         cfg, P, N, k, R, spad = self.cfg, self.P, self.N, self.k, self.R, self.spad
         L = lambda n: local_len(n, cfg.nr)                    # noqa: E731
-        nl, b, nr, Lb, split = self.mlp.n_layers, self.mlp.batch, cfg.nr, self.Lb, self.split
+        nl, b, Lb, split = self.mlp.n_layers, self.mlp.batch, self.Lb, self.split
         kern, whole, own, ops = self.kern, self.whole, self.own, self.ops
         names = ([] if 0 in self.ring_fw else ["X"]) + ([] if part == "predict" else ["XT"])
         blks = {nm: MatBlock(R[nm].bank, R[nm].base, cols, 0, rows, 0, cols)
@@ -262,13 +262,7 @@ class _CoreOps:
             yname = f"A{l + 1}" if hidden else "Z"
             y = _at(R[yname], own(l + 1) * L(P[l]) * Lb) if hidden else R["Z"]
             if l in spad:
-                sp, WP = spad[l], self.wp(l)
-                for p, (r0, n) in enumerate(sp.pages):
-                    w = sp.page_words(p)
-                    ops.append(spad_op(cfg, f"ld{l}_{p}", False, WP, w, sp.page_addr(nr, p)))
-                    kern(f"gemm{l}_{p}", "gemm", lambda bl, l=l, n=n, p=p, xin=xin, yp=_at(y, r0 * Lb), WP=WP:
-                         emit_gemm(bl, cfg, n * nr, N[l], b, WP, xin, yp, name=f"fw{l}_{p}_"),
-                         [(WP, w), (xin, L(N[l]) * Lb)], [whole(yname)], per_core=hidden)
+                self.paged_forward(l, xin, y, yname, hidden)
             elif l in self.ring_fw:
                 # the broadcast of X (l = 0) or the all-gather of A_l inside the GEMM
                 ops.append(Op(f"gemm{l}", "gemm", _emit_frag(ring_gemm(cfg, k, l, P, N, b, W, xin, y)),
@@ -296,6 +290,33 @@ class _CoreOps:
                 blk = MatBlock(Z.bank, Z.base, Lb, 0, L(P[l]), 0, Lb)
                 ops.append(_ring_op("reduce_Z", mat_reduce(cfg, k, blk, root=0, name="rz_"), [whole("Z")],
                                     [whole("Z")], fma_wb=True))
+
+    def paged_forward(self, l, xin, y, yname, hidden) -> None:
+        """Layer ``l``'s forward GEMM page by page: each page's load, then its rows of
+        the output. With ``order == "words"`` a page's GEMM loads the next page in place
+        as it runs (:func:`sw.kernels.emit_gemm`'s ``page_load``): one op, whose
+        ``info["spad"]`` is that load's and ``info["respad"]`` rebuilds it for another
+        scratchpad address (:func:`sw.train_dram.stream_parts`)."""
+        cfg, N, b, Lb, nr = self.cfg, self.N, self.mlp.batch, self.Lb, self.cfg.nr
+        sp, WP = self.spad[l], self.wp(l)
+        reads_x = (xin, local_len(N[l], nr) * Lb)
+        loaded = False
+        for p, (r0, n) in enumerate(sp.pages):
+            w = sp.page_words(p)
+            if not loaded:
+                self.ops.append(spad_op(cfg, f"ld{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.order))
+            loaded = sp.order == "words" and p + 1 < len(sp.pages) and sp.page_words(p + 1) == w
+
+            def op(addr, p=p, n=n, yp=_at(y, r0 * Lb), w=w, load=loaded):
+                def emit(bl):
+                    return emit_gemm(bl, cfg, n * nr, N[l], b, WP, xin, yp, name=f"fw{l}_{p}_",
+                                     page_load=addr if load else None).instructions
+                kw = dict(reads=[(WP, w), reads_x], writes=[self.whole(yname)], stores=True, per_core=hidden)
+                if not load:
+                    return Op(f"gemm{l}_{p}", "gemm", emit, **kw)
+                return Op(f"gemm{l}_{p}+ld{p + 1}", "gemm+spad", emit, **(kw | {"writes": kw["writes"] + [(WP, w)]}),
+                          info={"spad": (False, WP, w, addr), "order": sp.order, "respad": op})
+            self.ops.append(op(sp.page_addr(nr, p + 1) if loaded else None))
 
     def loss_grad(self):
         """MSE: ``D = Z - T`` in place (an axpy with -1); returns ``D``'s region."""
@@ -417,7 +438,7 @@ class _CoreOps:
             r0, n = spn.pages[p]
             w, Dp, kp, acc = spn.page_words(p), _at(D, r0 * Lb), n * Lb, p != last
             if not (l == max(spad) and p == last):
-                ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p)))
+                ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, spn.page_addr(nr, p), spn.order))
             if l >= 1:
                 kern(f"tpD{l}_{p}", "transpose", lambda bl, n=n, Dp=Dp, DT=DT, st=st, l=l, p=p:
                      emit_transpose(bl, cfg, n * nr, b, Dp, DT, st, name=f"td{l}_{p}_"),
@@ -429,7 +450,7 @@ class _CoreOps:
             kern(f"update{l}_{p}", "gemm_acc", lambda bl, n=n, Dp=Dp, AT=AT, l=l, p=p:
                  emit_gemm(bl, cfg, n * nr, b, N[l], Dp, AT, WP, accumulate=True, alpha=nlr, name=f"up{l}_{p}_"),
                  [(Dp, kp), (AT, Lb * L(N[l])), (WP, w), self.whole("nlr")], [(WP, w)], fma_wb=True)
-            ops.append(spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p)))
+            ops.append(spad_op(cfg, f"st{l}_{p}", True, WP, w, spn.page_addr(nr, p), spn.order))
 
 
 def chip_mb_ops(cfg, mlp: MLP, al: Allocator, P: list, N: list, k: int, part: str, out_map: str = "rows",
@@ -645,10 +666,18 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
                 "and there is no scratchpad (cfg.spad_kib = 0)") + " (a smaller minibatch or more cores would)")
 
 
+def mb_page_overlap_why_not(cfg, sp, n_in: int, bsz: int) -> str | None:
+    """Why the forward GEMMs of a paged panel ``sp`` (``n_in`` columns) cannot load its
+    next page as they run (:func:`compile_chip_mbgd`'s ``page_overlap``), or None."""
+    if len(sp.pages) < 2:
+        return "one page: no next page to load"
+    return gemm_page_load_why_not(cfg, sp.pages[0][1] * cfg.nr, n_in, bsz)
+
+
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
                       dram=None, acts: str = "auto", overlap: bool = True, ag_overlap: bool = True,
                       bcast_overlap: bool = True, ring_layers: list | None = None,
-                      ring_updates: list | None = None) -> ChipMBProgram:
+                      ring_updates: list | None = None, page_overlap: bool = True) -> ChipMBProgram:
     """Compile minibatch GD of ``mlp`` (``mlp.batch`` samples per step, ``W -= (lr / b)
     sum over the batch``) across the ``cfg.cores`` cores (row panels of every layer per
     core, the output layer by rows or columns, :func:`resolve_out_map`; see the module
@@ -664,7 +693,11 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
     column blocks inside layer ``l``'s update (:func:`ring_up_layers`,
     ``meta["ring_up"]``; ``ring_updates`` forces the layers). ``overlap`` (the third key of
     :func:`sw.train_chip.overlap_options`) switches nothing in minibatch GD yet: its
-    backward collectives run between the kernels either way.
+    backward collectives run between the kernels either way. ``page_overlap``: a paged
+    panel of several pages whose GEMMs can load the next page in place
+    (:func:`mb_page_overlap_why_not`) is stored in word order, and each page's forward
+    GEMM but the last loads the next page as it runs (the same operations, so the same
+    bits; the panels in ``meta["page_overlap"]``).
 
     Raises :class:`sw.train.TrainCompileError` when the panels and activations do not
     fit the PE memories (with the sizes), a program does not fit the microcode,
@@ -690,6 +723,9 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         if local_len(n, nr) * local_len(b, nr) + 3 >= lim:
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
     wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
+    if page_overlap:
+        panels = {l: replace(sp, order="words") if mb_page_overlap_why_not(cfg, sp, N[l], b) is None else sp
+                  for l, sp in panels.items()}
     why = {"f": ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap),
            "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, words := {})}
     items = []
@@ -716,6 +752,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
                            {"lr_stored": v * b, "neg_lr_over_b": v, "policy": "a" if set(wbanks) == {"a"} else "search",
                             "out_map": out_map, "spad_layers": sorted(panels), "acts": al.meta["acts"],
                             "pages": {l: len(sp.pages) for l, sp in panels.items()}, "ring_fw": fw, "ring_up": up,
+                            "page_overlap": sorted(l for l, sp in panels.items() if sp.order == "words"),
                             "ring_fw_why": {l: w for l, w in why["f"].items() if w is not None},
                             "ring_up_why": {l: w for l, w in why["u"].items() if w is not None}}, out_map=out_map,
                            softmax="host" if mlp.loss == "softmax_ce" else None,   # per column on the host

@@ -135,13 +135,14 @@ GEMM_PAGE_LOAD = {"nr4": (4, 4, 23, 16), "nr4_rows": (4, 12, 9, 12), "nr3_pad": 
 
 
 @pytest.mark.parametrize("backend,case", [(b, c) for b in ("model", "fast") for c in GEMM_PAGE_LOAD]
-                         + [pytest.param("rtl", "nr3_pad", marks=pytest.mark.slow)])
+                         + [("rtl", "nr3_pad")])
 def test_gemm_page_load_model(backend, case, request):
     """``emit_gemm(..., page_load=addr)``: ``Y`` is the plain GEMM's, bit for bit, ``W``'s
     region ends holding the next page (the scratchpad's beats from ``addr`` in
     :func:`sw.transfer.emit_page_move`'s word order), and the kernel issues
     ``gemm_cost(page_load=True)`` instructions: those of the block ``1 x ceil(bsz/nr)``
-    plus the pointer."""
+    plus the pointer. ``rtl``: the core RTL on Icarus (every output beat and counter
+    checked against the core model)."""
     nr, m, n, bsz = GEMM_PAGE_LOAD[case]
     if backend == "rtl":
         request.getfixturevalue("require_simulator")("icarus")

@@ -277,23 +277,63 @@ def test_chip_mbgd_spad_engines_agree():
     check_engines_agree(partial(run_spad, spad=[0], page_rows=4), MLP((12, 40, 6), "softmax_ce", 0.05, batch=4))
 
 
-#: make test-all: paged panels run on the chip RTL in make test with SGD on the same chip
-#: (test_chip_sgd_spad_rtl) and with CP (test_cp_spad_rtl); minibatch GD's paging is
-#: bit-exact on both engines (test_chip_mbgd_spad_matches_golden, ..._engines_agree)
-@pytest.mark.slow
+@pytest.mark.parametrize("loss,out_map", [("mse", "rows"), ("softmax_ce", "cols")])
+def test_chip_mbgd_page_overlap(loss, out_map):
+    """``page_overlap``: a paged panel whose GEMMs can (at least 3 local columns of the
+    minibatch) is stored in word order, and each page's forward GEMM but the last loads
+    the next page in place as it runs (blocks of one local row). Bit for bit against the
+    golden trainer, the same scratchpad traffic and FMAs, fewer cycles by the hidden
+    loads (each costs the GEMM the blocking and the pointer), on both chip engines
+    counter for counter; a minibatch of 2 local columns keeps the row order."""
+    cfg = replace(SMALL, spad_kib=4)
+    mlp = MLP((20, 32, 24, 16), loss, 0.05, batch=12)
+    seed = _seed()
+    spad = [0, 1] if out_map == "rows" else [0]
+    runs = {on: chip_run_and_check(cfg, mlp, 2, "fast", seed, compile=partial(
+        compile_chip_mbgd, spad=spad, page_rows=4, page_overlap=on), golden=partial(
+        GoldenChipMBGD, spad=spad, page_rows=4), sample=_batch, out_map=out_map) for on in (True, False)}
+    (tp, _, _, res), (tp0, _, _, res0) = runs[True], runs[False]
+    assert tp.meta["page_overlap"] == spad and tp0.meta["page_overlap"] == []
+    assert {sp.order for sp in tp.spad.values()} == {"words"} and {sp.order for sp in tp0.spad.values()} == {"rows"}
+    names = [n for n, _, _ in tp.breakdown()]
+    pages = {l: len(sp.pages) for l, sp in tp.spad.items()}
+    assert [n for n in names if n.startswith("ld")] == [f"ld{l}_0" for l in spad]
+    assert [n for n in names if "+ld" in n] == [f"gemm{l}_{p}+ld{p + 1}" for l in spad for p in range(pages[l] - 1)]
+    for key in ("spad_rd_beats", "spad_wr_beats", "fma[0]"):
+        assert sum(c[key] for c in res[-1].core_counters) == sum(c[key] for c in res0[-1].core_counters), key
+    check_spad_traffic(tp, res[-1])
+    cyc0 = dict((n, c) for n, _, c in tp0.breakdown())
+    cyc = dict((n, c) for n, _, c in tp.breakdown())
+    for l in spad:
+        for p in range(pages[l] - 1):
+            # the load's op is gone; the GEMM took at most a few instructions more
+            assert 0 <= cyc[f"gemm{l}_{p}+ld{p + 1}"] - cyc0[f"gemm{l}_{p}"] <= 12
+    hidden = sum(cyc0[f"ld{l}_{p}"] for l in spad for p in range(1, pages[l]))
+    assert res0[-1].cycles - res[-1].cycles >= hidden - 12 * sum(pages.values())
+    b = chip_run_and_check(cfg, mlp, 2, "model", seed, compile=partial(compile_chip_mbgd, spad=spad, page_rows=4),
+                           golden=partial(GoldenChipMBGD, spad=spad, page_rows=4), sample=_batch,
+                           out_map=out_map)[3]
+    for ra, rb in zip(res, b):
+        assert ra.core_counters == rb.core_counters
+    small_b = compile_chip_mbgd(cfg, MLP((20, 32, 24, 16), loss, 0.05, batch=8), spad=spad, page_rows=4,
+                                out_map=out_map)
+    assert small_b.meta["page_overlap"] == [] and "words" not in {sp.order for sp in small_b.spad.values()}
+
+
 @pytest.mark.parametrize("sim", REPLAY_SIM_PARAMS)
 def test_chip_mbgd_spad_rtl(sim):
     """Paged panels on the RTL: 2 cores of 2 x 2 PEs with a 256-beat scratchpad
     (``test_train_chip``'s ``CHIP2_SMX``, one simulator build), both layers in the
-    scratchpad in pages of 2 rows; recorded on the per-cycle model against the golden
+    scratchpad in pages of 2 rows, each page's forward GEMM loading the next (a minibatch
+    of 6: 3 local columns); recorded on the per-cycle model against the golden
     trainer, replayed on the RTL (every beat and counter compared), the weights read back
     from the RTL's scratchpads equal the golden trainer's."""
     from sim.chip_run import ChipPhase, run_chip_session
     from tests.sw.test_train_chip import CHIP2_SMX
 
-    mlp = MLP((5, 9, 6), "mse", 0.125, batch=3)
+    mlp = MLP((5, 9, 6), "mse", 0.125, batch=6)
     tp, sess, gold, _ = run_spad(CHIP2_SMX, mlp, 2, "model", _seed(), [0, 1], 2, "rows", record=True)
-    assert all(len(sp.pages) > 1 for sp in tp.spad.values())
+    assert all(len(sp.pages) > 1 for sp in tp.spad.values()) and tp.meta["page_overlap"] == [0, 1]
     un = tp.unload_weights_phases()
     phases = sess.phases + [ChipPhase(imgs, None, name) for imgs, name in un]
     res = run_chip_session(CHIP2_SMX, phases, backend="rtl", sim=sim, name="chip-mbgd-spad")
