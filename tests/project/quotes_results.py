@@ -20,6 +20,12 @@ QUOTES: list[Quote] = [
     Quote("docs/training.md", r"\*\*([\d,]+) cycles per\s+step,\s+(\S+) % MAC utilization\*\* \([\d,]+ of [\d,]+\s+microcode",
           RES + "paper.json", lambda d: (lambda c: (f"{c['cycles']:,}", f"{c['mac_util'] * 100:.1f}"))(
               PAPER_CELL("large", "L", "cp")(d)), lambda v: v),
+    Quote("docs/training.md", r"predicted \*\*([\d,]+) cycles per step\*\* \(the 1000-cycle host turnaround "
+          r"included\), \*\*(\S+)\s+% MAC utilization\*\*", RES + "paper.json",
+          lambda d: (lambda c: (f"{c['cycles']:,}", f"{c['mac_util'] * 100:.1f}"))(PAPER_CELL("large", "S", "mbgd")(d)),
+          lambda v: v),
+    Quote("docs/training.md", r"microcode, so the host LOADs images between RUNs every step: ([\d,]+) cycles",
+          RES + "paper.json", lambda d: f"{PAPER_CELL('large', 'S', 'mbgd')(d)['microcode_load_cycles']:,}"),
     Quote("README.md", r"compared-scope figure is (\S+)x of the paper's", RES + "paper.json",
           lambda d: span((c["ratio"] for c in PAPER_OK(d)), 2), "{0:.2f}-{1:.2f}"),
     Quote("README.md", r"at S their MAC utilization\s+\((\d+-\d+) %\)", RES + "paper.json",
