@@ -666,12 +666,13 @@ def _sizes_message(cfg, mlp, al, P, N) -> str:
                 "and there is no scratchpad (cfg.spad_kib = 0)") + " (a smaller minibatch or more cores would)")
 
 
-def mb_page_overlap_why_not(cfg, sp, n_in: int, bsz: int) -> str | None:
-    """Why the forward GEMMs of a paged panel ``sp`` (``n_in`` columns) cannot load its
-    next page as they run (:func:`compile_chip_mbgd`'s ``page_overlap``), or None."""
+def mb_page_overlap_why_not(cfg, sp, bsz: int) -> str | None:
+    """Why the forward GEMMs of a paged panel ``sp`` cannot load its next page as they
+    run with a minibatch of ``bsz`` (:func:`compile_chip_mbgd`'s ``page_overlap``), or
+    None."""
     if len(sp.pages) < 2:
         return "one page: no next page to load"
-    return gemm_page_load_why_not(cfg, sp.pages[0][1] * cfg.nr, n_in, bsz)
+    return gemm_page_load_why_not(cfg, bsz)
 
 
 def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows: int | None = None,
@@ -724,7 +725,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
             raise TrainCompileError(f"a {n} x {b} activation exceeds the loop trip-count range ({lim})")
     wbanks, al, panels = plan_chip_mb(cfg, mlp, P, N, out_map, spad, page_rows, dram, acts)
     if page_overlap:
-        panels = {l: replace(sp, order="words") if mb_page_overlap_why_not(cfg, sp, N[l], b) is None else sp
+        panels = {l: replace(sp, order="words") if mb_page_overlap_why_not(cfg, sp, b) is None else sp
                   for l, sp in panels.items()}
     why = {"f": ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap),
            "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, words := {})}

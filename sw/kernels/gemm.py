@@ -13,10 +13,10 @@ def _divisors(k):
     return [d for d in range(1, k + 1) if k % d == 0]
 
 
-def gemm_page_load_why_not(cfg, m: int, n: int, bsz: int, *, accumulate: bool = False) -> str | None:
+def gemm_page_load_why_not(cfg, bsz: int, *, accumulate: bool = False) -> str | None:
     """Why :func:`emit_gemm` cannot load the next page of ``W`` in place as it runs
-    (``page_load``), or None. It needs blocks of one local row of ``W`` and every local
-    column of ``X`` (``Li = 1``, ``Lc = ceil(bsz / nr)``: each ``W`` word is read once,
+    (``page_load``) with a minibatch of ``bsz``, or None. It needs blocks of one local
+    row of ``W`` and every local column of ``X`` (``Li = 1``, ``Lc = ceil(bsz / nr)``: each ``W`` word is read once,
     in address order, into a register), at least 3 columns (an instruction per word that
     neither reads the row bus nor comes before that read), the plain form (the
     accumulating one writes ``Y`` in the cycles a beat would take) and the register
@@ -129,7 +129,7 @@ def emit_gemm(b, cfg, m: int, n: int, bsz: int, W: Region, X: Region, Y: Region,
         _need(not (R.bank == Y.bank and R.base < Y.base + mp * bp and Y.base < R.base + nw),
               f"Y overlaps {what}")
     if page_load is not None:
-        why = gemm_page_load_why_not(cfg, m, n, bsz, accumulate=accumulate)
+        why = gemm_page_load_why_not(cfg, bsz, accumulate=accumulate)
         _need(why is None, f"page_load: {why}")
         _need(block is None or tuple(block) == (1, bp), f"page_load needs the block 1 x {bp}, got {block}")
         block = (1, bp)

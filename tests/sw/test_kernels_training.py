@@ -189,10 +189,10 @@ def test_gemm_page_load_why_not():
     from sw.kernels import emit_gemm, gemm_page_load_why_not
 
     cfg4 = ArchConfig(nr=4, spad_kib=1)
-    assert gemm_page_load_why_not(cfg4, 8, 40, 16) is None
-    assert "2 local column(s)" in gemm_page_load_why_not(cfg4, 8, 40, 8)
-    assert "accumulating" in gemm_page_load_why_not(cfg4, 8, 40, 16, accumulate=True)
-    assert "registers" in gemm_page_load_why_not(ArchConfig(nr=2, n_regs=8, spad_kib=1), 4, 4, 16)
+    assert gemm_page_load_why_not(cfg4, 16) is None
+    assert "2 local column(s)" in gemm_page_load_why_not(cfg4, 8)
+    assert "accumulating" in gemm_page_load_why_not(cfg4, 16, accumulate=True)
+    assert "registers" in gemm_page_load_why_not(ArchConfig(nr=2, n_regs=8, spad_kib=1), 16)
     with pytest.raises(KernelError, match="page_load: 2 local column"):
         emit_gemm(Builder(cfg4), cfg4, 8, 40, 8, Region("a", 0), Region("b", 0), Region("b", 500), page_load=0)
     with pytest.raises(KernelError, match="page_load needs the block 1 x 4"):
