@@ -149,22 +149,18 @@ def test_chip_dram_sgd_step_rtl(sim):
     _check_training_replay(*_record(3), "chip-dram-sgd", sim)
 
 
-#: make test-all: the chip's DRAM port, DMA engine and double-buffered pages run on the RTL
-#: in make test in test_chip_dram_sgd_step_rtl; minibatch GD's streaming (the same
-#: instructions) is bit-exact on the per-cycle and fast engines in make test
-#: (tests/sw/test_dram_train.py)
-@pytest.mark.slow
 def test_chip_dram_mbgd_steps_rtl(require_simulator):
-    """Minibatch GD (batch 4) with both layers' panels streamed from each core's DRAM in
-    pages of 2 rows (each step's forward pass, backward pass and update in several chip
-    programs): two steps, the second reading the pages the first stored back, recorded
+    """Minibatch GD (batch 6) with both layers' panels streamed from each core's DRAM in
+    pages of 2 rows, each page's forward GEMM loading the next from its staging slot
+    (each step's forward pass, backward pass and update in several chip programs): two
+    steps, the second reading the pages the first stored back, recorded
     on the per-cycle model against the golden trainer and replayed on the chip RTL with
     the checks of the SGD replay (beats and counters per phase and core equal both
     engines', chip RUN cycles and DRAM reads per step as compiled, DRAM and the weights
     sent back equal to the golden's)."""
     require_simulator("icarus")
-    tp, gold, phases, results = _record(4, batch=4, steps=2)
-    assert tp.meta["pages"] == {0: 3, 1: 2}
+    tp, gold, phases, results = _record(4, batch=6, steps=2)
+    assert tp.meta["pages"] == {0: 3, 1: 2} and tp.meta["page_overlap"] == [0, 1]
     _check_training_replay(tp, gold, phases, results, "chip-dram-mbgd")
 
 

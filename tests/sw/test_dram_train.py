@@ -24,10 +24,16 @@ NET = (16, 48, 32, 8)
 PAGED = dict(spad=[0, 1], page_rows=4)
 
 
+#: minibatch GD's batches: 4 (2 local columns: the pages in row order), 12 (3: each page's
+#: forward GEMM loads the next, page_overlap)
+MB_BATCH = {"mbgd": 4, "mbgd12": 12}
+
+
 def _compile(method, dram, cfg=CFG, **kw):
     if method == "sgd":
         return compile_chip_sgd(cfg, MLP(NET, "softmax_ce", 0.05), dram=dram, **{**PAGED, **kw})
-    return compile_chip_mbgd(cfg, MLP(NET, "softmax_ce", 0.05, batch=4), dram=dram, **{**PAGED, **kw})
+    return compile_chip_mbgd(cfg, MLP(NET, "softmax_ce", 0.05, batch=MB_BATCH[method]), dram=dram,
+                             **{**PAGED, **kw})
 
 
 def _run(method, dram, engine, steps):
@@ -49,13 +55,17 @@ def _run(method, dram, engine, steps):
     return tp, r
 
 
-@pytest.mark.parametrize("method", ["sgd", "mbgd"])
-@pytest.mark.parametrize("dram", [[1], [0, 1]])
+@pytest.mark.parametrize("method,dram", [(m, d) for m in ("sgd", "mbgd") for d in ([1], [0, 1])]
+                         + [("mbgd12", [1]), ("mbgd12", [0, 1])])
 def test_dram_stream_fast_bit_exact_counters(method, dram):
     """Fast chip engine, three steps: weights = golden bit for bit; every core's DRAM
     beats, DMA busy and stall cycles equal the compiler's prediction (the run's cycles
-    are checked against the prediction inside run_step)."""
+    are checked against the prediction inside run_step). ``mbgd12``: the DRAM pages
+    loaded inside the forward GEMMs."""
     tp, r = _run(method, dram, "fast", 3)
+    if method.startswith("mbgd"):
+        assert tp.meta["page_overlap"] == ([0, 1] if method == "mbgd12" else [])
+        assert any("+ld" in n for n, _, _ in tp.breakdown()) == (method == "mbgd12")
     assert {l for l, sp in tp.spad.items() if isinstance(sp, DramPanel)} == set(dram)
     d = tp.dram_per_step()
     assert d["rd"] > 0 and d["wr"] > 0
@@ -91,7 +101,7 @@ def test_dram_stream_multi_burst_pages_split_programs(engine):
         assert (c["dram_rd_beats"], c["dram_wr_beats"], c["dma_stall_cycles"]) == (d["rd"], d["wr"], d["stall"])
 
 
-@pytest.mark.parametrize("method", ["sgd", "mbgd"])
+@pytest.mark.parametrize("method", ["sgd", "mbgd", "mbgd12"])
 def test_dram_stream_cycle_engine_bit_exact(method):
     """The per-cycle chip model, two steps, both paged panels in DRAM: weights = golden,
     counters as predicted."""
