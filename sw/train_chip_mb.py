@@ -728,7 +728,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         panels = {l: replace(sp, order="words") if mb_page_overlap_why_not(cfg, sp, b) is None else sp
                   for l, sp in panels.items()}
     why = {"f": ring_fw_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, bcast_overlap),
-           "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, words := {})}
+           "u": ring_up_layers(cfg, mlp, al, P, N, out_map, panels, ag_overlap, words := {}, gains := {})}
     items = []
     for t, forced in (("f", ring_layers), ("u", ring_updates)):
         ok = sorted(l for l, w in why[t].items() if w is None)
@@ -762,4 +762,4 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         return tp
 
     forced = ring_layers is not None or ring_updates is not None
-    return cheapest(build, items, forced, words, cfg.ucode_depth)
+    return cheapest(build, items, forced, words, cfg.ucode_depth, gains)

@@ -7,6 +7,8 @@ chip")."""
 
 from __future__ import annotations
 
+import itertools
+
 from sw.kernels import Scalar, gemm_cost
 from sw.layout import local_len
 from sw.mlp import MLP
@@ -72,12 +74,13 @@ def ring_update(cfg, k: int, l: int, P: list, N: list, b: int, D, AT, W, nlr):
 
 
 def ring_up_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str, spad: dict,
-                   ag_overlap: bool = True, words: dict | None = None) -> dict:
+                   ag_overlap: bool = True, words: dict | None = None, gains: dict | None = None) -> dict:
     """The layers ``l >= 1`` whose update takes the all-gather of ``A_l^T``'s column blocks
     off the ring (if ``ag_overlap``), and why each other one keeps it before the update:
     ``{layer: None or reason}`` (a paged panel keeps it: its pages re-read ``A^T``; the
     split output layer's ``A^T`` is not gathered). ``words``: filled with each layer's
-    fragment's microcode words (core 0's)."""
+    fragment's microcode words (core 0's); ``gains``: with ``(slots it saves against the
+    collective and the update apart, its most words on any core)``."""
     R, nl = {n: v.region for n, v in al.items.items()}, mlp.n_layers
     out = {}
     for l in range(1, nl):
@@ -97,18 +100,41 @@ def ring_up_layers(cfg, mlp: MLP, al: Allocator, P: list, N: list, out_map: str,
                     words[("u", l)] = fr.words
                 m = local_len(mlp.batch, cfg.nr) * local_len(P[l - 1], cfg.nr) * cfg.nr
                 old = gemm_cost(cfg, P[l], mlp.batch, N[l], alpha=True)["instructions"] + mat_all_gather_slots(cfg, m)
+                if gains is not None:
+                    most = max(ring_update(cfg, k, l, P, N, mlp.batch, D, AT, R[f"W{l}"], nlr).words
+                               for k in range(cfg.cores))
+                    gains[("u", l)] = (old - fr.slots, most)
                 out[l] = _slower(fr.slots, old)
             except RingError as e:
                 out[l] = str(e)
     return out
 
 
-def cheapest(build, items: list, forced: bool, words: dict | None = None, depth: int = 0):
+def _fitting(up: list, gains: dict, room: int) -> list:
+    """The update items of ``up`` whose fragments fit ``room`` microcode words together
+    on every core with the most slots saved (``gains``: ``(slots saved, most words on
+    a core)``; every subset of up to 12 items, else the most slots per word first)."""
+    gain = {it: gains.get(it, (0, room + 1)) for it in up}
+    if len(up) > 12:
+        out, left = [], room
+        for it in sorted(up, key=lambda it: -gain[it][0] / max(1, gain[it][1])):
+            if gain[it][1] <= left:
+                out.append(it)
+                left -= gain[it][1]
+        return out
+    subsets = (c for r in range(len(up) + 1) for c in itertools.combinations(up, r))
+    fits = (c for c in subsets if sum(gain[it][1] for it in c) <= room)
+    return list(max(fits, key=lambda c: sum(gain[it][0] for it in c)))
+
+
+def cheapest(build, items: list, forced: bool, words: dict | None = None, depth: int = 0,
+             gains: dict | None = None):
     """``build(items)``; unless something is forced: the update items (``("u", l)``) only
     if their fragments' ``words`` fit the ``depth``-word microcode beside the program
-    without them, and when the longer text costs microcode reloads, the fewest cycles of
-    it, the forward and the update items apart, each item alone, and none; the reason
-    recorded for the items left out."""
+    without them (when they do not all fit, those that fit together on every core with
+    the most slots saved, ``gains``, if that program is faster), and when the longer text
+    costs microcode reloads, the fewest cycles of it, the forward and the update items
+    apart, each item alone, and none; the reason recorded for the items left out."""
     up = [it for it in items if it[0] == "u"]
     tp, left = None, {}
     if not forced and up and len(up) < len(items) and words is not None:
@@ -118,8 +144,16 @@ def cheapest(build, items: list, forced: bool, words: dict | None = None, depth:
         if used + need > depth:
             room = (f"the {depth - used} microcode words the rest leaves" if len(tp.images) == 1 else
                     "the microcode: the rest takes several images already")
-            left = {it: f"the updates' texts ({need} words) do not fit {room}" for it in up}
-            items = [it for it in items if it[0] == "f"]
+            keep = _fitting(up, gains or {}, depth - used) if len(tp.images) == 1 else []
+            if keep:
+                alt = build([it for it in items if it[0] == "f" or it in keep])
+                if alt.reload_cycles() or alt.step_cycles() >= tp.step_cycles():
+                    keep = []
+                else:
+                    tp = alt
+            kept = f" (layers {[l for _, l in keep]} fit, with the most slots saved)" if keep else ""
+            left = {it: f"the updates' texts ({need} words) do not fit {room}{kept}" for it in up if it not in keep}
+            items = [it for it in items if it[0] == "f" or it in keep]
         else:
             tp = None
     tp = tp or build(items)

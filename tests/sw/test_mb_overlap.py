@@ -196,3 +196,53 @@ def test_mb_overlap_with_panels_in_dram(acts):
     assert tp.meta["ring_fw"] == [2] and sorted(tp.meta["ring_fw_why"]) == [0, 1] and tp.meta["acts"] == acts
     assert tp.meta["ring_up"] == [2]
     assert "streamed from DRAM" in tp.describe()
+
+
+class _Built:
+    """A stand-in for a compiled program in :func:`sw.train_chip_mb_ring.cheapest`: one
+    image per core of ``base + words`` of the items, the cycles ``base_cycles`` minus
+    the items' savings, microcode reloads when an image exceeds the depth."""
+
+    def __init__(self, items, words, saved, depth=100):
+        self.items = items
+        self.images = [[[0] * (40 + sum(words.get(it, 0) for it in items))]]
+        self.over = len(self.images[0][0]) > depth
+        self.cycles = 1000 - sum(saved.get(it, 0) for it in items) + (500 if self.over else 0)
+        self.meta = {"ring_fw": [l for t, l in items if t == "f"], "ring_up": [l for t, l in items if t == "u"],
+                     "ring_fw_why": {}, "ring_up_why": {}}
+
+    def reload_cycles(self):
+        return 500 if self.over else 0
+
+    def step_cycles(self):
+        return self.cycles
+
+
+def test_mb_overlap_keeps_the_updates_that_fit():
+    """When the updates' fragments do not all fit the microcode beside the rest, the
+    compiler keeps those that fit together on every core with the most slots saved (if
+    that program is faster), and says why for the others; a kept set that would reload
+    the microcode or run slower is dropped."""
+    from sw.train_chip_mb_ring import _fitting, cheapest
+
+    items = [("f", 0), ("u", 1), ("u", 2), ("u", 3)]
+    core0 = {("u", 1): 30, ("u", 2): 20, ("u", 3): 25}               # core 0's words: all fit by them
+    gains = {("u", 1): (50, 40), ("u", 2): (30, 25), ("u", 3): (28, 30)}   # (slots saved, most words on a core)
+    saved = {it: g[0] for it, g in gains.items()}
+    assert _fitting([("u", 1), ("u", 2), ("u", 3)], gains, 60) == [("u", 2), ("u", 3)]   # 58 beats 50
+    assert _fitting([("u", 1), ("u", 2)], gains, 20) == []
+    words = {("u", 1): 40, ("u", 2): 25, ("u", 3): 30}
+    tp = cheapest(lambda its: _Built(its, words, saved), items, False, words, 100, gains)
+    assert tp.meta["ring_up"] == [2, 3] and tp.step_cycles() == 1000 - 58
+    assert "layers [2, 3] fit" in tp.meta["ring_up_why"][1]
+    # every update fits by core 0's words: all are built, and the reload fallback decides
+    tp = cheapest(lambda its: _Built(its, words, saved, 200), items, False, core0, 200, gains)
+    assert tp.meta["ring_up"] == [1, 2, 3] and tp.meta["ring_up_why"] == {}
+    # the kept set's real images exceed the microcode (reloads): none
+    big = {("u", 1): 40, ("u", 2): 45, ("u", 3): 50}
+    tp = cheapest(lambda its: _Built(its, big, saved), items, False, words, 100, gains)
+    assert tp.meta["ring_up"] == [] and tp.reload_cycles() == 0
+    # the kept set runs slower than none (its fragments cost more than they save): none
+    slow = {it: -5 for it in saved}
+    tp = cheapest(lambda its: _Built(its, words, slow), items, False, words, 100, gains)
+    assert tp.meta["ring_up"] == [] and set(tp.meta["ring_up_why"]) == {1, 2, 3}
