@@ -24,6 +24,8 @@ QUOTES: list[Quote] = [
           r"included\), \*\*(\S+)\s+% MAC utilization\*\*", RES + "paper.json",
           lambda d: (lambda c: (f"{c['cycles']:,}", f"{c['mac_util'] * 100:.1f}"))(PAPER_CELL("large", "S", "mbgd")(d)),
           lambda v: v),
+    Quote("docs/training.md", r"large network's W2 and W4 of its four: ([\d,]+) cycles a step", RES + "paper.json",
+          lambda d: f"{PAPER_CELL('large', 'L', 'mbgd')(d)['cycles']:,}"),
     Quote("docs/training.md", r"microcode, so the host LOADs images between RUNs every step: ([\d,]+) cycles",
           RES + "paper.json", lambda d: f"{PAPER_CELL('large', 'S', 'mbgd')(d)['microcode_load_cycles']:,}"),
     Quote("README.md", r"compared-scope figure is (\S+)x of the paper's", RES + "paper.json",
