@@ -21,16 +21,18 @@ How many words must move, per step and core, with ``W`` the core's share of the 
 layer 0, and ``C`` the capacity of the tier (every word of every PE memory, then the
 scratchpad too, given to weights; nothing for activations, buffers or padding):
 
-- **SGD and minibatch GD** (each weight is read forward, read and written backward).
+- Every weight is updated once a step, so one that is ever outside the tier is stored
+  at least once a step.
+- **SGD and minibatch GD** (each weight is read forward, read backward, updated).
   Between the output layer's forward pass and its backward pass every weight waits for
-  its next use, so at least ``W - C`` are outside the tier then and are loaded again.
-  Layer 0's update can fuse with the next step's forward pass (page by page: its input
-  is the next sample), but every other layer's update and its next forward use are
-  apart: while layer 0 is worked on, every other weight waits between the two, updated,
-  so at least ``W' - C`` are outside then, each stored and loaded again. Loads at least
-  ``(W - C) + (W' - C)``, stores ``W' - C`` (each term at least 0).
-- **CP**: every weight is used and updated every step, so one that is ever outside the
-  tier is loaded and stored at least once a step, and at every moment at least
+  its next use, so at least ``W - C`` are outside the tier then: each is loaded again
+  and stored. Layer 0's update can fuse with the next step's forward pass (page by page:
+  its input is the next sample), and any layer's update may wait until its next forward
+  use, but between the backward pass's reads of a layer ``l >= 1`` (which layer 0's
+  update needs) and its next forward use lies layer 0's work: then every weight of the
+  layers ``l >= 1`` waits, at least ``W' - C`` outside, each loaded once more. Loads at
+  least ``(W - C) + (W' - C)``, stores ``W - C`` (each term at least 0).
+- **CP**: every weight is used and updated every step, and at every moment at least
   ``W - C`` are outside: loads and stores at least ``W - C`` each.
 
 The bound is ``MACs / (PEs x max(FPU cycles, load cycles, store cycles, DRAM cycles))``
@@ -60,7 +62,7 @@ def _moves(method: str, W: float, W1: float, cap: float) -> tuple[float, float]:
     step and core (module docstring); ``W`` the core's weights, ``W1`` those of layers 1
     and up."""
     out, out1 = max(0.0, W - cap), max(0.0, W1 - cap)
-    return (out, out) if method == "cp" else (out + out1, out1)
+    return (out, out) if method == "cp" else (out + out1, out)
 
 
 def architecture_bound(cfg, sizes, method: str, batch: int = 1, paper_util: float | None = None) -> dict:
