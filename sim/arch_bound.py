@@ -25,13 +25,15 @@ scratchpad too, given to weights; nothing for activations, buffers or padding):
   at least once a step.
 - **SGD and minibatch GD** (each weight is read forward, read backward, updated).
   Between the output layer's forward pass and its backward pass every weight waits for
-  its next use, so at least ``W - C`` are outside the tier then: each is loaded again
-  and stored. Layer 0's update can fuse with the next step's forward pass (page by page:
+  its next use (with a softmax, whose gradient needs every logit; an elementwise loss
+  lets the output layer's pages through both passes at once, so its weights do not
+  count), so at least ``W - C`` are outside the tier then: each is loaded again and
+  stored. Layer 0's update can fuse with the next step's forward pass (page by page:
   its input is the next sample), and any layer's update may wait until its next forward
   use, but between the backward pass's reads of a layer ``l >= 1`` (which layer 0's
   update needs) and its next forward use lies layer 0's work: then every weight of the
   layers ``l >= 1`` waits, at least ``W' - C`` outside, each loaded once more. Loads at
-  least ``(W - C) + (W' - C)``, stores ``W - C`` (each term at least 0).
+  least ``(W - C) + (W' - C)``, stores the larger of the two terms (each at least 0).
 - **CP**: every weight is used and updated every step, and at every moment at least
   ``W - C`` are outside: loads and stores at least ``W - C`` each.
 
@@ -57,17 +59,24 @@ def step_macs(sizes, method: str, batch: int = 1) -> int:
     return batch * (2 * sum(w) + sum(w[1:]))
 
 
-def _moves(method: str, W: float, W1: float, cap: float) -> tuple[float, float]:
+def _moves(method: str, W: float, W1: float, Wt: float, cap: float) -> tuple[float, float]:
     """``(loads, stores)``: words that must enter and leave a tier of ``cap`` words per
     step and core (module docstring); ``W`` the core's weights, ``W1`` those of layers 1
-    and up."""
-    out, out1 = max(0.0, W - cap), max(0.0, W1 - cap)
-    return (out, out) if method == "cp" else (out + out1, out)
+    and up, ``Wt`` those waiting at the turn from the forward to the backward pass."""
+    if method == "cp":
+        out = max(0.0, W - cap)
+        return out, out
+    turn, out1 = max(0.0, Wt - cap), max(0.0, W1 - cap)
+    return turn + out1, max(turn, out1)
 
 
-def architecture_bound(cfg, sizes, method: str, batch: int = 1, paper_util: float | None = None) -> dict:
+def architecture_bound(cfg, sizes, method: str, batch: int = 1, paper_util: float | None = None,
+                       loss: str = "softmax_ce") -> dict:
     """The ceiling on MAC utilization of any schedule of one training step of the MLP
-    with layer widths ``sizes`` on ``cfg`` (module docstring).
+    with layer widths ``sizes`` on ``cfg`` (module docstring). ``loss``: with
+    ``"softmax_ce"`` the output gradient needs every logit, so every weight waits at the
+    turn from the forward to the backward pass; with ``"mse"`` it is elementwise, so the
+    output layer may do both passes page by page and only the others wait.
 
     Returns ``bound`` (a fraction), ``binding`` (``"FPU"``, ``"scratchpad loads"``,
     ``"scratchpad stores"`` or ``"DRAM"``), ``cycles`` per resource (per core and step),
@@ -78,18 +87,21 @@ def architecture_bound(cfg, sizes, method: str, batch: int = 1, paper_util: floa
     step_macs(sizes, method, batch)                  # checks the method
     w = [a * b for a, b in zip(sizes[:-1], sizes[1:])]
     cores, pes = cfg.cores, cfg.cores * cfg.nr * cfg.nr
+    if loss not in ("softmax_ce", "mse"):
+        raise ValueError(f"unknown loss {loss!r} (softmax_ce, mse)")
     W, W1 = sum(w) / cores, sum(w[1:]) / cores
+    Wt = W if loss == "softmax_ce" else W - w[-1] / cores
     pe_words = cfg.nr * cfg.nr * (cfg.mem_a_words + cfg.mem_b_words)
     spad_words = cfg.spad_depth * cfg.nr
     dram_words = cfg.dram_depth * cfg.nr
     host = cfg.host_width / cfg.fmt.width / cores    # the core's share of a host stream, values a cycle
     macs = step_macs(sizes, method, batch)
     fpu = macs / pes
-    loads, stores = _moves(method, W, W1, pe_words)
+    loads, stores = _moves(method, W, W1, Wt, pe_words)
     if loads and not spad_words:
         raise ValueError(f"the weights ({W:,.0f} words per core) do not fit the PE memories ({pe_words:,} words) "
                          "and the configuration has no scratchpad")
-    dl, ds = _moves(method, W, W1, pe_words + spad_words)
+    dl, ds = _moves(method, W, W1, Wt, pe_words + spad_words)
     if dl and not dram_words:
         raise ValueError(f"the weights ({W:,.0f} words per core) do not fit the PE memories and the scratchpad "
                          f"({pe_words + spad_words:,} words) and the configuration has no DRAM")

@@ -148,7 +148,7 @@ def arch_bound_of(row: dict, cfg=None) -> dict:
     ``port_words_needed`` for the paper's utilization where the paper gives one."""
     if cfg is None:
         cfg = dram_config(row["config"]) if row.get("offchip") else PRESETS[row["config"]]
-    b = architecture_bound(cfg, NETS[row["net"]], row["method"], row["batch"], row.get("paper_mac_util"))
+    b = architecture_bound(cfg, NETS[row["net"]], row["method"], row["batch"], row.get("paper_mac_util"), LOSS)
     return {"arch_bound": {k: b[k] for k in ("bound", "binding", "cycles", "loads", "stores", "dram_words")
                            if k in b} | ({"port_words_needed": b["port_words_needed"]}
                                          if "port_words_needed" in b else {})}

@@ -49,6 +49,19 @@ def test_paged_weights_hand_counted():
     assert mb["loads"] == big["loads"] and mb["cycles"]["FPU"] == 8 * big["cycles"]["FPU"]
 
 
+def test_an_elementwise_loss_lets_the_output_layer_through():
+    """With MSE the output layer's weights need not wait at the turn of the passes: the
+    loads drop by its share, the stores stay those of the wait during layer 0."""
+    cfg = PRESETS["chip-tiny"].replace(mem_a_words=16, mem_b_words=16, spad_kib=2)
+    # per core W0 = 256, W1 = 128, W2 = 512 (the output layer): W = 896, W' = 640, C = 128
+    smx = architecture_bound(cfg, (32, 16, 16, 64), "sgd")
+    mse = architecture_bound(cfg, (32, 16, 16, 64), "sgd", loss="mse")
+    assert (smx["loads"], smx["stores"]) == (768 + 512, 768)
+    assert (mse["loads"], mse["stores"]) == (256 + 512, 512)
+    with pytest.raises(ValueError, match="unknown loss 'hinge'"):
+        architecture_bound(cfg, (32, 16, 16, 64), "sgd", loss="hinge")
+
+
 def test_dram_tier_and_errors():
     cfg = PRESETS["chip-tiny"].replace(mem_a_words=16, mem_b_words=16, spad_kib=1)   # 512 words of scratchpad
     with pytest.raises(ValueError, match=r"do not fit the PE memories and the scratchpad \(640 words\) and the "
