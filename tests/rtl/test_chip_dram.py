@@ -1,7 +1,8 @@
+# amaranth: UnusedElaboratable=no
 """The chip's DRAM ports on the RTL (``rtl.chip.Chip`` with ``m_axi[k]``, one cocotbext-axi
 ``AxiRam`` per core, ``sim/tb_chip.py``, Icarus): an SGD step (also on Verilator, in
 ``make test-all``) and two minibatch GD steps with both weight panels streamed from each
-core's DRAM, and CP steps with a hidden layer's panel streamed from its core's DRAM,
+core's DRAM (each page's forward GEMM loading the next from its staging slot), and CP steps with a hidden layer's panel streamed from its core's DRAM,
 replayed from their recordings; every beat and counter equal to the chip models', the
 DRAM and the weights equal to the golden trainer's (``docs/chip.md``, "DRAM ports")."""
 
