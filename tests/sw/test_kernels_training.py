@@ -59,6 +59,40 @@ def test_gemv_t_rank1_cost_and_energy_events():
 
 
 
+def _run_page_load(cfg, backend, name, W, W0, W1, operand, out, out_words, emit):
+    """A kernel loading the next page of ``W`` in place, on ``backend``: ``W0`` (``m x n``)
+    into ``W``'s region (bank a), ``operand`` (``(region, local array)``, bank b), the
+    next page ``W1`` into the scratchpad from beat 40 in word order; then ``emit(builder)``
+    (the kernel, ``page_load=40``); then ``out`` (``out_words`` per PE) and ``W``'s region
+    unloaded. Returns ``(kernel info, the kernel phase's result, out's local words,
+    W's local words)``."""
+    from sim.core_run import Phase, run_session
+    from sw.transfer import decode_unload, emit_load, emit_spad_fill, emit_unload, load_beats_for, page_beats_for
+
+    nr = cfg.nr
+    nw = pack_matrix(W0, nr).shape[2]
+    region, local = operand
+    b1 = Builder(cfg)
+    emit_load(b1, cfg, "a", W.base, nw, loop="w")
+    emit_load(b1, cfg, "b", region.base, local.shape[2], loop="x")
+    emit_spad_fill(b1, cfg, 40, nr * nw)
+    b1.halt()
+    data = load_beats_for(cfg, pack_matrix(W0, nr)) + load_beats_for(cfg, local) + page_beats_for(
+        cfg, pack_matrix(W1, nr))
+    b2 = Builder(cfg)
+    info = emit(b2)
+    b2.halt()
+    b3 = Builder(cfg)
+    emit_unload(b3, cfg, "b", out.base, out_words, loop="y")
+    emit_unload(b3, cfg, "a", W.base, nw, loop="v")
+    b3.halt()
+    _, r2, r3 = run_session(cfg, [Phase(b1.build().words(), data), Phase(b2.build().words()),
+                                  Phase(b3.build().words())], backend=backend,
+                            **({"sim": "icarus", "name": name} if backend == "rtl" else {}))
+    no = nr * out_words
+    return info, r2, decode_unload(cfg, r3.data[:no], out_words), decode_unload(cfg, r3.data[no:], nw)
+
+
 PAGE_LOAD = {"nr4": (4, 4, 37, None), "nr4_pad": (4, 3, 9, None), "nr2_diag": (2, 2, 21, "diag"),
              "nr3": (3, 3, 14, None)}
 
@@ -77,35 +111,18 @@ def test_gemv_page_load_model(backend, case, request):
     nr, m, n, x_layout = PAGE_LOAD[case]
     if backend == "rtl":
         request.getfixturevalue("require_simulator")("icarus")
-    from sim.core_run import Phase, run_session
-    from sw.transfer import decode_unload, emit_load, emit_spad_fill, emit_unload, load_beats_for, page_beats_for
-
     seed = _seed()
     rng = np.random.default_rng(seed)
     cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256, ucode_depth=256, spad_kib=1)
-    fmt, nw = cfg.fmt, local_len(n, nr)
+    fmt = cfg.fmt
     W0, W1, xg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n,))
     W, x, xc, y = Region("a", 3), Region("b", 0), Region("b", 100), Region("b", 200)
-    xl = x_layout or "cols"
-    b1 = Builder(cfg)
-    emit_load(b1, cfg, "a", W.base, nw, loop="w")
-    emit_load(b1, cfg, "b", x.base, nw, loop="x")
-    emit_spad_fill(b1, cfg, 40, nr * nw)
-    b1.halt()
-    data = (load_beats_for(cfg, pack_matrix(W0, nr)) + load_beats_for(cfg, pack_vector(xg, nr, xl))
-            + page_beats_for(cfg, pack_matrix(W1, nr)))
-    b2 = Builder(cfg)
-    info = emit_gemv(b2, cfg, m, n, W, x, y, x_layout=x_layout, x_copy=xc if x_layout else None, page_load=40)
-    b2.halt()
-    b3 = Builder(cfg)
-    emit_unload(b3, cfg, "b", y.base, 1, loop="y")
-    emit_unload(b3, cfg, "a", W.base, nw, loop="v")
-    b3.halt()
-    _, r2, r3 = run_session(cfg, [Phase(b1.build().words(), data), Phase(b2.build().words()),
-                                  Phase(b3.build().words())], backend=backend,
-                            **({"sim": "icarus", "name": "gemv_page_load"} if backend == "rtl" else {}))
-    _eq(unpack_vector(decode_unload(cfg, r3.data[:nr], 1), m, "rows"), golden.gemv(fmt, nr, W0, xg, "tree"), "y")
-    _eq(decode_unload(cfg, r3.data[nr:], nw), pack_matrix(W1, nr), "next page")
+    info, r2, yl, Wl = _run_page_load(
+        cfg, backend, "gemv_page_load", W, W0, W1, (x, pack_vector(xg, nr, x_layout or "cols")), y, 1,
+        lambda b: emit_gemv(b, cfg, m, n, W, x, y, x_layout=x_layout, x_copy=xc if x_layout else None, page_load=40))
+    nw = local_len(n, nr)
+    _eq(unpack_vector(yl, m, "rows"), golden.gemv(fmt, nr, W0, xg, "tree"), "y")
+    _eq(Wl, pack_matrix(W1, nr), "next page")
     assert info.instructions == gemv_cost(cfg, m, n, page_load=True)["instructions"] == r2.counters["instructions"] - 1
     c = gemv_cost(cfg, m, n)
     assert info.instructions == c["instructions"] + 1 + nr - min(nr, c["gap"])
@@ -146,9 +163,7 @@ def test_gemm_page_load_model(backend, case, request):
     nr, m, n, bsz = GEMM_PAGE_LOAD[case]
     if backend == "rtl":
         request.getfixturevalue("require_simulator")("icarus")
-    from sim.core_run import Phase, run_session
     from sw.kernels import emit_gemm, gemm_cost
-    from sw.transfer import decode_unload, emit_load, emit_spad_fill, emit_unload, load_beats_for, page_beats_for
 
     seed = _seed()
     rng = np.random.default_rng(seed)
@@ -157,26 +172,10 @@ def test_gemm_page_load_model(backend, case, request):
     mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
     W0, W1, Xg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n, bsz))
     W, X, Y = Region("a", 3), Region("b", 0), Region("b", 120)
-    b1 = Builder(cfg)
-    emit_load(b1, cfg, "a", W.base, mp * np_, loop="w")
-    emit_load(b1, cfg, "b", X.base, np_ * bp, loop="x")
-    emit_spad_fill(b1, cfg, 40, nr * mp * np_)
-    b1.halt()
-    data = (load_beats_for(cfg, pack_matrix(W0, nr)) + load_beats_for(cfg, pack_matrix(Xg, nr))
-            + page_beats_for(cfg, pack_matrix(W1, nr)))
-    b2 = Builder(cfg)
-    info = emit_gemm(b2, cfg, m, n, bsz, W, X, Y, page_load=40)
-    b2.halt()
-    b3 = Builder(cfg)
-    emit_unload(b3, cfg, "b", Y.base, mp * bp, loop="y")
-    emit_unload(b3, cfg, "a", W.base, mp * np_, loop="v")
-    b3.halt()
-    _, r2, r3 = run_session(cfg, [Phase(b1.build().words(), data), Phase(b2.build().words()),
-                                  Phase(b3.build().words())], backend=backend,
-                            **({"sim": "icarus", "name": "gemm_page_load"} if backend == "rtl" else {}))
-    ny = nr * mp * bp
-    _eq(decode_unload(cfg, r3.data[:ny], mp * bp), pack_matrix(golden.gemm(fmt, nr, W0, Xg), nr), "Y")
-    _eq(decode_unload(cfg, r3.data[ny:], mp * np_), pack_matrix(W1, nr), "next page")
+    info, r2, Yl, Wl = _run_page_load(cfg, backend, "gemm_page_load", W, W0, W1, (X, pack_matrix(Xg, nr)), Y,
+                                      mp * bp, lambda b: emit_gemm(b, cfg, m, n, bsz, W, X, Y, page_load=40))
+    _eq(Yl, pack_matrix(golden.gemm(fmt, nr, W0, Xg), nr), "Y")
+    _eq(Wl, pack_matrix(W1, nr), "next page")
     assert info.instructions == gemm_cost(cfg, m, n, bsz, page_load=True)["instructions"] \
         == gemm_cost(cfg, m, n, bsz, 1, bp)["instructions"] + 1 == r2.counters["instructions"] - 1
     assert (info.params["Li"], info.params["Lc"]) == (1, bp)
