@@ -59,6 +59,16 @@ def test_gemv_t_rank1_cost_and_energy_events():
 
 
 
+def _page_load_case(request, backend, nr, m, n):
+    """The setup of a page-load kernel test: the simulator for ``rtl``, the seeded
+    generator, the core's configuration, the current and the next page (``m x n``)."""
+    if backend == "rtl":
+        request.getfixturevalue("require_simulator")("icarus")
+    rng = np.random.default_rng(_seed())
+    cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256, ucode_depth=256, spad_kib=1)
+    return cfg, rng, rand_bits(cfg.fmt, rng, (m, n)), rand_bits(cfg.fmt, rng, (m, n))
+
+
 def _run_page_load(cfg, backend, name, W, W0, W1, operand, out, out_words, emit):
     """A kernel loading the next page of ``W`` in place, on ``backend``: ``W0`` (``m x n``)
     into ``W``'s region (bank a), ``operand`` (``(region, local array)``, bank b), the
@@ -109,13 +119,9 @@ def test_gemv_page_load_model(backend, case, request):
     last word's beats beyond the FMA gap). ``rtl``: the core RTL on Icarus at ``nr = 4``
     (every output beat and counter checked against the core model)."""
     nr, m, n, x_layout = PAGE_LOAD[case]
-    if backend == "rtl":
-        request.getfixturevalue("require_simulator")("icarus")
-    seed = _seed()
-    rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256, ucode_depth=256, spad_kib=1)
+    cfg, rng, W0, W1 = _page_load_case(request, backend, nr, m, n)
     fmt = cfg.fmt
-    W0, W1, xg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n,))
+    xg = rand_bits(fmt, rng, (n,))
     W, x, xc, y = Region("a", 3), Region("b", 0), Region("b", 100), Region("b", 200)
     info, r2, yl, Wl = _run_page_load(
         cfg, backend, "gemv_page_load", W, W0, W1, (x, pack_vector(xg, nr, x_layout or "cols")), y, 1,
@@ -161,16 +167,12 @@ def test_gemm_page_load_model(backend, case, request):
     plus the pointer. ``rtl``: the core RTL on Icarus (every output beat and counter
     checked against the core model)."""
     nr, m, n, bsz = GEMM_PAGE_LOAD[case]
-    if backend == "rtl":
-        request.getfixturevalue("require_simulator")("icarus")
     from sw.kernels import emit_gemm, gemm_cost
 
-    seed = _seed()
-    rng = np.random.default_rng(seed)
-    cfg = ArchConfig(nr=nr, mem_a_words=256, mem_b_words=256, ucode_depth=256, spad_kib=1)
+    cfg, rng, W0, W1 = _page_load_case(request, backend, nr, m, n)
     fmt = cfg.fmt
     mp, np_, bp = local_len(m, nr), local_len(n, nr), local_len(bsz, nr)
-    W0, W1, Xg = rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (m, n)), rand_bits(fmt, rng, (n, bsz))
+    Xg = rand_bits(fmt, rng, (n, bsz))
     W, X, Y = Region("a", 3), Region("b", 0), Region("b", 120)
     info, r2, Yl, Wl = _run_page_load(cfg, backend, "gemm_page_load", W, W0, W1, (X, pack_matrix(Xg, nr)), Y,
                                       mp * bp, lambda b: emit_gemm(b, cfg, m, n, bsz, W, X, Y, page_load=40))
