@@ -122,7 +122,8 @@ def reg(i: int) -> str:
 @dataclass
 class _Ins:
     slots: list = field(default_factory=list)
-    ctl: tuple | None = None        # ("agu_base", agu, v) | ("agu_stride", agu, level, v) | ("loop", name, n, level)
+    #: ("agu_base", agu, v) | ("agu_stride", agu, level, v) | ("loop", name, n, level) | ("spad", rd|wr, v)
+    ctl: tuple | None = None
 
 
 class Frag:
@@ -212,6 +213,8 @@ class Frag:
                 open_cms.append(cm)
             elif ctl[0] == "halt":
                 b.halt(*it.slots)
+            elif ctl[0] == "spad":
+                b.spad(ctl[1], ctl[2], *it.slots)
             else:  # pragma: no cover - internal
                 raise CollectiveError(f"unknown control {ctl}")
         if open_cms:

@@ -45,9 +45,18 @@ class SpadPanel:
     #: CP: the pages are visited before the resident rows, their loads and stores inside
     #: the resident rows' forward GEMV (:mod:`sw.train_cp_hide`)
     hide: bool = field(default=False, kw_only=True)
-    #: the beat order of the pages: ``"rows"`` (:func:`sw.transfer.emit_unload`'s) or
-    #: ``"words"`` (:func:`sw.transfer.emit_page_move`'s)
+    #: the beat order of the pages: ``"rows"`` (:func:`sw.transfer.emit_unload`'s),
+    #: ``"words"`` (:func:`sw.transfer.emit_page_move`'s, over the row buses), or
+    #: ``"alt"``: the pages alternate between ``"words"`` (even pages) and ``"cwords"``
+    #: (odd pages: ``emit_page_move``'s order over the column buses), so one page can be
+    #: stored while the next one is loaded (:func:`sw.kernels.emit_rank1_swap`)
     order: str = field(default="rows", kw_only=True)
+
+    def page_order(self, p: int) -> str:
+        """The beat order of page ``p``: ``"rows"``, ``"words"`` or ``"cwords"``."""
+        if self.order == "alt":
+            return "cwords" if p % 2 else "words"
+        return self.order
 
     @property
     def one_row_pages(self) -> bool:
@@ -197,10 +206,12 @@ def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int, orde
     """Move a page between the scratchpad (beats ``addr ..``) and the page buffer ``WP``
     (``words`` per PE): :func:`sw.transfer.emit_load` with ``lanes="cols"`` /
     :func:`sw.transfer.emit_unload` to the scratchpad, ``nr`` beats per word; with
-    ``order="words"`` :func:`sw.transfer.emit_page_move` (:attr:`SpadPanel.order`)."""
-    if order == "words":
+    ``order="words"`` / ``"cwords"`` :func:`sw.transfer.emit_page_move` over the row /
+    column buses (:meth:`SpadPanel.page_order`)."""
+    if order in ("words", "cwords"):
+        bus = "row" if order == "words" else "col"
         return Op(name, "spad", lambda bl: (emit_page_move(bl, cfg, WP.bank, WP.base, words, store, addr,
-                                                           loop=f"{name}_"), page_move_cost(cfg, words))[1],
+                                                           loop=f"{name}_", bus=bus), page_move_cost(cfg, words))[1],
                   reads=[(WP, words)] if store else [], writes=[] if store else [(WP, words)],
                   stores=not store, info={"spad": (store, WP, words, addr), "order": order})
     n = load_cost(cfg, words) + 1
@@ -225,10 +236,16 @@ def spad_vector_op(cfg, name: str, store: bool, R: Region, words: int, addr: int
 def spad_image(cfg, panel: SpadPanel, local) -> list:
     """The scratchpad beats of a panel (``(nr, nr, words)`` local words), page by page."""
     out, c = [], panel.ncols
-    beats = page_beats_for if panel.order == "words" else unload_beats_for
-    for r0, n in panel.pages:
-        out += beats(cfg, local[:, :, (r0 + panel.lead) * c:(r0 + panel.lead + n) * c])
+    for p, (r0, n) in enumerate(panel.pages):
+        out += _page_beats(cfg, panel.page_order(p), local[:, :, (r0 + panel.lead) * c:(r0 + panel.lead + n) * c])
     return out
+
+
+def _page_beats(cfg, order: str, local) -> list:
+    """The beats of one page's ``local`` words in beat order ``order``."""
+    if order == "rows":
+        return unload_beats_for(cfg, local)
+    return page_beats_for(cfg, local, "row" if order == "words" else "col")
 
 
 def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
@@ -237,9 +254,10 @@ def spad_local(cfg, panel: SpadPanel, beats) -> np.ndarray:
     if not panel.pages:                     # every row resident (CP, the history in the scratchpad)
         return np.zeros((cfg.nr, cfg.nr, 0), dtype=cfg.fmt.np_uint)
     out, at = [], 0
-    decode = decode_page if panel.order == "words" else decode_unload
-    for _, n in panel.pages:
-        w = n * panel.ncols
-        out.append(decode(cfg, beats[at:at + cfg.nr * w], w))
+    for p, (_, n) in enumerate(panel.pages):
+        w, order = n * panel.ncols, panel.page_order(p)
+        part = beats[at:at + cfg.nr * w]
+        out.append(decode_unload(cfg, part, w) if order == "rows" else
+                   decode_page(cfg, part, w, "row" if order == "words" else "col"))
         at += cfg.nr * w
     return np.concatenate(out, axis=2)

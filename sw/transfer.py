@@ -221,27 +221,32 @@ def spad_vector_cost(n: int) -> int:
 
 
 def emit_page_move(b: Builder, cfg, bank: str, base: int, n: int, store: bool, spad_addr: int, agu: str = "g1",
-                   loop: str = "pfer") -> None:
+                   loop: str = "pfer", bus: str = "row") -> None:
     """Move ``n`` words per PE between ``bank[base:base+n]`` and the scratchpad beats
     ``spad_addr .. spad_addr + nr*n - 1`` in word order (:func:`page_beats_for`): beat
     ``nr*a + k`` carries PE column ``k``'s word ``a``, lane ``i`` over row bus ``i`` from /
     to PE ``(i, k)`` (a store: ``rdrv @col=k``, ``sout row``; a load: ``sin row``,
-    ``@col=k``). A GEMV reading the words in this order can load the next page in place
-    as it goes (:func:`sw.kernels.emit_gemv`, ``page_load``). Issues
-    :func:`page_move_cost` instructions."""
+    ``@col=k``). ``bus="col"``: over the column buses (beat ``nr*a + k``: PE row ``k``'s
+    word ``a``, lane ``c`` from / to PE ``(k, c)``). A GEMV reading the words in this order
+    can load the next page in place as it goes (:func:`sw.kernels.emit_gemv`,
+    ``page_load``). Issues :func:`page_move_cost` instructions."""
     _check(cfg, bank, base, n)
     _check_spad(cfg, spad_addr, cfg.nr * n)
+    if bus not in ("row", "col"):
+        raise TransferError(f"bus must be 'row' or 'col', got {bus!r}")
     src = "mema" if bank == "a" else "memb"
     rd, wr = (rda, wra) if bank == "a" else (rdb, wrb)
+    sel = "col" if bus == "row" else "row"
+    drv = rdrv if bus == "row" else cdrv
     b.spad("wr" if store else "rd", spad_addr)
     b.agu_base(agu, base)
     b.agu_stride(agu, loop, 1)
     with b.loop(loop, n):
         for k in range(cfg.nr):
             if store:
-                b.emit(rd(0, 0, agu=agu, gate="rdrv"), rdrv(src, col=k), sout("row"))
+                b.emit(rd(0, 0, agu=agu, gate=f"{bus[0]}drv"), drv(src, **{sel: k}), sout(bus))
             else:
-                b.emit(sin("row"), pred("col", k), wr("row", 0, 0, agu=agu))
+                b.emit(sin(bus), pred(sel, k), wr(bus, 0, 0, agu=agu))
 
 
 def page_move_cost(cfg, n: int) -> int:
@@ -250,15 +255,17 @@ def page_move_cost(cfg, n: int) -> int:
     return 4 + cfg.nr * n
 
 
-def page_beats_for(cfg, local: np.ndarray) -> list[int]:
+def page_beats_for(cfg, local: np.ndarray, bus: str = "row") -> list[int]:
     """The beats of :func:`emit_page_move` for ``local`` (``(nr, nr, n)`` bit patterns):
-    beat ``nr*a + k`` carries PE ``(i, k)``'s word ``a`` in lane ``i``."""
+    beat ``nr*a + k`` carries PE ``(i, k)``'s word ``a`` in lane ``i`` (``bus="col"``: PE
+    ``(k, i)``'s)."""
     nr, w = cfg.nr, cfg.fmt.width
     local = np.asarray(local, dtype=np.uint64)
     if local.shape[:2] != (nr, nr):
         raise TransferError(f"local array must be (nr, nr, n) = ({nr}, {nr}, n), got {local.shape}")
-    # [a, k, i]: word a, column k, lane i
-    return pack_beats(local.transpose(2, 1, 0).reshape(-1, nr), w)
+    # [a, k, i]: word a, column k (row k over the column buses), lane i
+    return pack_beats(local.transpose(2, 1, 0).reshape(-1, nr) if bus == "row" else
+                      local.transpose(2, 0, 1).reshape(-1, nr), w)
 
 
 def _lanes(cfg, beats, n: int) -> np.ndarray:
@@ -271,11 +278,13 @@ def _lanes(cfg, beats, n: int) -> np.ndarray:
     return unpack_beats(data, nr, cfg.fmt.width, cfg.fmt.np_uint)
 
 
-def decode_page(cfg, beats, n: int) -> np.ndarray:
-    """``nr * n`` beats of :func:`page_beats_for` -> ``(nr, nr, n)`` bit patterns."""
+def decode_page(cfg, beats, n: int, bus: str = "row") -> np.ndarray:
+    """``nr * n`` beats of :func:`page_beats_for` (with ``bus``) -> ``(nr, nr, n)`` bit
+    patterns."""
     nr = cfg.nr
-    # beat nr*a + k, lane i -> PE (i, k), word a
-    return np.ascontiguousarray(_lanes(cfg, beats, n).reshape(n, nr, nr).transpose(2, 1, 0))
+    # beat nr*a + k, lane i -> PE (i, k) (bus "col": PE (k, i)), word a
+    lanes = _lanes(cfg, beats, n).reshape(n, nr, nr)
+    return np.ascontiguousarray(lanes.transpose(2, 1, 0) if bus == "row" else lanes.transpose(1, 2, 0))
 
 
 def decode_unload(cfg, beats, n: int) -> np.ndarray:

@@ -17,6 +17,8 @@ Kernels:
   register, ``W`` streamed from SRAM, partial sums reduced along the buses by the tree
   (or sequential) reduction of :mod:`sw.collectives`;
 * :func:`emit_rank1` ``W += alpha u v^T`` with the FMA writing back into SRAM in place;
+  :func:`emit_rank1_swap` the same update stored to the scratchpad as it is computed,
+  the next page loaded in its place;
 * :func:`emit_gemm` ``Y = W X`` for a minibatch ``X`` (``n x b``): a sequence of rank-1
   updates of register-resident blocks of ``Y``, ``W`` and ``X`` elements broadcast over
   the row and column buses; ``accumulate=True``: ``Y += alpha W X`` (the minibatch
@@ -35,6 +37,7 @@ on the core model or the RTL (used by the tests and the benchmark).
 
 Modules: :mod:`~sw.kernels.common` (errors, scalars, :class:`KernelInfo`),
 :mod:`~sw.kernels.gemv`, :mod:`~sw.kernels.gemv_t_rank1`, :mod:`~sw.kernels.rank1`,
+:mod:`~sw.kernels.rank1_swap`,
 :mod:`~sw.kernels.gemm` and :mod:`~sw.kernels.elementwise` (each kernel with its cost
 model).
 """
@@ -48,9 +51,11 @@ from sw.kernels.gemm import emit_gemm, gemm_cost, gemm_page_load_why_not
 from sw.kernels.gemv import emit_gemv, gemv_cost, page_load_why_not
 from sw.kernels.gemv_t_rank1 import emit_gemv_t_rank1, gemv_t_rank1_cost
 from sw.kernels.rank1 import emit_rank1, rank1_cost, rank1_lines
+from sw.kernels.rank1_swap import emit_rank1_swap, rank1_swap_cost, rank1_swap_why_not
 
 __all__ = [
     "KernelError", "KernelInfo", "Scalar", "Region",
     "emit_gemv", "emit_gemv_t_rank1", "emit_rank1", "rank1_lines", "emit_gemm", "emit_relu", "emit_copy", "emit_relu_mask", "emit_axpy", "emit_scale",
+    "emit_rank1_swap", "rank1_swap_cost", "rank1_swap_why_not",
     "gemv_cost", "page_load_why_not", "gemm_page_load_why_not", "gemv_t_rank1_cost", "rank1_cost", "gemm_cost", "elementwise_cost",
 ]
