@@ -79,7 +79,7 @@ from sw.train_cp_map import _balance, _check_groups, cp_core_layers, cp_shapes, 
 from sw.train_cp_ops import Kit, _kern, _length, _ring_rw, chain_streams  # noqa: F401
 from sw.train_cp_dram import head_dma, stream_head
 from sw.train_cp_overlap import chains_with_gemv, is_delta
-from sw.train_cp_pages import _hist_beats, _hist_kw, _layer_pages, cp_spad_plan
+from sw.train_cp_pages import _hist_beats, _hist_kw, _layer_pages, cp_spad_plan, page_moves
 from sw.train_cp_program import ChipCPProgram, _kit
 from sw.train_cp_shared import SharedKit, allocate_shared
 from sw.train_host import TrainCompileError, resolve_softmax
@@ -226,7 +226,8 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
         al, sp = alloc(), None
         if not al.fits() and l < mlp.n_layers - 1:
             try:
-                sp = _layer_pages(cfg, P, N, l, alloc, hist_beats=_hist_beats(cfg, mlp, N, l))
+                sp = page_moves(mlp, _layer_pages(cfg, P, N, l, alloc, hist_beats=_hist_beats(cfg, mlp, N, l)),
+                                fused, hide=False)
             except TrainCompileError:          # the panel exceeds the DRAM
                 sp = None
             if sp is not None:
@@ -234,11 +235,29 @@ def _stage_cost(cfg, mlp: MLP, groups: tuple, l: int, fused: bool, cache: dict) 
         if not al.fits():
             cache[key] = (1 << 30, 0)
         else:
-            head = stream_head(cfg, kit.head(cfg, mlp, al, P, N, (l, 0), smx, fused, sp=sp), sp)
-            d = head_dma(cfg, head)
-            cache[key] = (_length(cfg, head) + d["stall"] + d["tail"],
+            sp = _swap_or_not(cfg, mlp, kit, al, P, N, (l, 0), smx, fused, sp)
+            cache[key] = (_head_cycles(cfg, mlp, kit, al, P, N, (l, 0), smx, fused, sp),
                           _length(cfg, kit.tail(cfg, mlp, al, P, N, (l, 0), 0, V, list(groups), True)))
     return cache[key]
+
+
+def _head_cycles(cfg, mlp: MLP, kit, al, P: list, N: list, stage, smx, fused: bool, sp) -> int:
+    """Cycles of a core's head: its instructions and the DMA's stalls."""
+    head = stream_head(cfg, kit.head(cfg, mlp, al, P, N, stage, smx, fused, sp=sp), sp)
+    d = head_dma(cfg, head)
+    return _length(cfg, head) + d["stall"] + d["tail"]
+
+
+def _swap_or_not(cfg, mlp: MLP, kit, al, P: list, N: list, stage, smx, fused: bool, sp):
+    """``sp`` with the updates' page swaps (``order="alt"``, :func:`sw.train_cp_pages.page_moves`)
+    when they shorten the head, else with its pages moved by their own loops: a panel
+    streamed from DRAM may wait for the engine longer once the swaps shorten the page
+    period (the next page's transfer starts once the page before has left its slot)."""
+    if sp is None or sp.order != "alt":
+        return sp
+    plain = replace(sp, order="rows")
+    swapped = _head_cycles(cfg, mlp, kit, al, P, N, stage, smx, fused, sp)
+    return sp if swapped <= _head_cycles(cfg, mlp, kit, al, P, N, stage, smx, fused, plain) else plain
 
 
 def _shared_cost(cfg, mlp: MLP, groups: tuple, layers: tuple, plan: tuple, cache: dict) -> tuple:
@@ -491,7 +510,8 @@ def _fit_message(cfg, mlp: MLP, groups: list, P: list, N: list, l: int, al) -> s
 
 
 def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward: str = "auto", spad=None,
-                    page_rows: int | None = None, dram=None, shared=None, chain_overlap: bool = True) -> ChipCPProgram:
+                    page_rows: int | None = None, dram=None, shared=None, chain_overlap: bool = True,
+                    page_swap: bool = True, hide_pages: bool | None = None) -> ChipCPProgram:
     """Compile a continuous-propagation pipeline step of ``mlp`` across the chip (see
     the module docstring). ``groups``: cores per layer (default :func:`cp_groups`).
     ``backward``: ``"auto"``, ``"fused"`` or ``"separate"``: whether the layers
@@ -519,13 +539,18 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
     (``meta["chain_overlap"]``). It also moves the pages of a panel paged beside resident
     rows inside their forward GEMV (batch 1, :mod:`sw.train_cp_hide`;
     ``meta["hide_pages"]``, which :meth:`GoldenChipCP.for_program` follows: the sums of
-    ``W^T d`` are added pages first).
+    ``W^T d`` are added pages first). ``page_swap`` (batch 1): the other paged panels of
+    a separate update store each page as its update computes it while the next page
+    loads in its place (:func:`sw.train_cp_pages.page_moves`, ``meta["page_swap"]``; the
+    cost model choosing the mapping assumes it). Where both apply, the step is compiled
+    both ways and the shorter kept (``meta["hide_or_swap"]``: the step cycles of each;
+    ``hide_pages`` False: the swaps, True: the GEMV, when both apply).
 
     Raises :class:`sw.train.TrainCompileError` for a network the pipeline cannot take
     (fewer cores than layers, no hidden layer), panels that do not fit a PE's memory nor
     the scratchpad (with the sizes), or a program that does not fit the microcode."""
     given = dict(groups=groups, softmax=softmax, backward=backward, spad=spad, page_rows=page_rows, dram=dram,
-                 shared=shared)
+                 shared=shared, page_swap=page_swap, hide_pages=hide_pages)
     smx = _check(cfg, mlp, softmax)
     c, nr, nl = cfg.cores, cfg.nr, mlp.n_layers
     kit = SharedKit(_kit(mlp))
@@ -545,7 +570,8 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                 + f" is {'zero' if v == 0 else 'not finite'} in {fmt}")
     V = 2 * (nl - 1)
     stages = cp_stage_of(groups, c, shared)
-    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows, dram, hide=chain_overlap)
+    hide = chain_overlap if hide_pages is None else hide_pages and chain_overlap
+    spads = cp_spad_plan(cfg, mlp, P, N, groups, fused, smx, spad, page_rows, dram, hide=hide, swap=page_swap)
     paged = sorted(set(spads) & ({l - 1 for l in shared} | set(shared)))
     if paged:
         raise TrainCompileError(f"layers {paged} share a core (shared {list(shared)}): their panels must stay in the "
@@ -571,6 +597,9 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
             raise TrainCompileError(_fit_message(cfg, mlp, groups, P, N, stages[k][0], al))
     head2 = ([kit.head2(cfg, mlp, allocs[k], P, N, stages[k]) for k in range(c)]
              if smx == "host" and kit.head2 is not None else None)
+    for l, sp in list(spads.items()):        # the swaps only where they shorten the head
+        k = next(k for k, st in enumerate(stages) if st is not None and st[0] == l)
+        spads[l] = _swap_or_not(cfg, mlp, kit, allocs[k], P, N, stages[k], smx, fused[l], sp)
     # head: every core's compute, padded to the longest
     sps = [spads.get(stages[k][0]) if stages[k] else None for k in range(c)]
     head = [stream_head(cfg, kit.head(cfg, mlp, allocs[k], P, N, stages[k], smx,
@@ -609,12 +638,20 @@ def compile_chip_cp(cfg, mlp: MLP, groups=None, softmax: str = "auto", backward:
                                         f"tail variants, the chains, host programs), the core holds "
                                         f"{cfg.ucode_depth} (ArchConfig.ucode_depth)") from None
     crit = max(range(c), key=lambda k: (hl[k], -k))
-    return kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
+    tp = kit.program(cfg, mlp, groups, stages, P, N, V, allocs, head, tails, image, origins, ins, int(nlr),
                        softmax=smx, fused=fused, chains=sch, split_chains=split, shared=tuple(shared),
                        meta={"lr_stored": -v, "critical_core": crit, "head_lengths": hl,
                              "placements": [(list(sh), g, f, cst) for sh, g, f, cst in tried],
                              "spad_layers": sorted(spads), "pages": {l: len(sp.pages) for l, sp in spads.items()},
                              "dram_layers": sorted(l for l, sp in spads.items() if isinstance(sp, DramPanel)),
                              "head_dma": dma, "chain_overlap": ov is None, "chain_overlap_off": ov,
-                             "head_chains": dsch, "rows_merged": merged, "hide_pages": chain_overlap},
+                             "head_chains": dsch, "rows_merged": merged, "hide_pages": hide,
+                             "page_swap": sorted(l for l, sp in spads.items() if sp.order == "alt")},
                        spad=spads)
+    if hide_pages is None and page_swap and any(sp.hide and not fused[l] for l, sp in spads.items()):
+        # the pages moved inside the resident rows' GEMV, or stored and loaded by the updates
+        alt = compile_chip_cp(cfg, mlp, **{**given, "hide_pages": False}, chain_overlap=chain_overlap)
+        tp.meta["hide_or_swap"] = alt.meta["hide_or_swap"] = {"hide": tp.step_cycles(), "swap": alt.step_cycles()}
+        if alt.step_cycles() < tp.step_cycles():
+            return alt
+    return tp

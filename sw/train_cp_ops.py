@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from sw.asm import Builder
 from sw.chain import Hop, Stream
 from sw.collectives import Region
-from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
+from sw.kernels import (Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask,
+                        rank1_swap_why_not)
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.ring import ring_text
@@ -19,7 +20,7 @@ from sw.train_alloc import Allocator
 from sw.train_chip_ops import _at, fused_backward_op, page_sum_op
 from sw.train_host import TrainCompileError
 from sw.train_ops import Op
-from sw.train_paging import spad_op, spad_vector_op
+from sw.train_paging import rank1_swap_op, spad_op, spad_vector_op, swap_next
 from sw.train_softmax import alloc_softmax, softmax_op
 from sw.train_cp_map import cp_core_layers, cp_stage_of
 from sw.train_vectors import emit_load_vector, emit_unload_diag
@@ -206,8 +207,9 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
         ops += hidden_pages_head(cfg, R, N[l], sp, parts,
                                  lambda p, part, **kw: _part_ops(cfg, R, P, N, l, fused, sp, p, part, **kw))
     else:
+        swaps = {} if l >= 1 and fused else swap_next(cfg, sp)
         for p, part in enumerate(parts):
-            ops += _part_ops(cfg, R, P, N, l, fused, sp, p, part)
+            ops += _part_ops(cfg, R, P, N, l, fused, sp, p, part, swaps=swaps)
     ops.append(_kern("relu", "relu", lambda b: emit_relu(b, cfg, s, z, z, name="re_"), [(z, s)], [(z, s)]))
     if l >= 1:
         e = R["e"]
@@ -218,12 +220,16 @@ def _paged_head(cfg, mlp, al, P, N, stage, fused: bool, sp) -> list:
 
 
 def _part_ops(cfg, R, P, N, l, fused: bool, sp, p: int, part: tuple, forward: bool = True,
-              moves: bool = True) -> list:
+              moves: bool = True, swaps: dict | None = None) -> list:
     """The ops of part ``p`` of a paged head (:func:`_paged_head`; ``part = (buffer,
     first local row, local rows, page or None, in bank B)``): a page's load, its rows of
     ``z = W ain`` (``forward``), its part of ``e = W^T din`` (``l >= 1``; part 0 into
     ``e``, the others into ``ep``, added by an axpy with 1), its rows of the update, a
-    page's store (``moves``: the load and the store)."""
+    page's store (``moves``: the load and the store). Pages in alternating bus orders
+    (``sp.order == "alt"``, a separate update) store the updated page as the update
+    computes it, and the pages in ``swaps`` (:func:`sw.train_paging.swap_next`) load the
+    next page in its place (:func:`sw.train_paging.rank1_swap_op`; that page then has no
+    load of its own)."""
     L = lambda n: local_len(n, cfg.nr)                 # noqa: E731
     nr = cfg.nr
     nw = L(N[l])
@@ -232,8 +238,10 @@ def _part_ops(cfg, R, P, N, l, fused: bool, sp, p: int, part: tuple, forward: bo
     w, zp, dp = n * nw, _at(R["z"], r0), _at(din, r0)
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
-    if q is not None and moves:
-        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q)))
+    swap = (q is not None and moves and swaps is not None and sp.order == "alt" and not (l >= 1 and fused)
+            and rank1_swap_why_not(cfg, n * nr) is None)
+    if q is not None and moves and not (swap and q - 1 in swaps):
+        ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q), sp.page_order(q)))
     if forward:
         ops.append(_kern(f"gemv_{p}", "gemv", lambda b: emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
                          [(WP, w), (ain, nw)], [(zp, n)]))
@@ -248,13 +256,19 @@ def _part_ops(cfg, R, P, N, l, fused: bool, sp, p: int, part: tuple, forward: bo
                 [(WP, w), (dp, n)], [(e, nw), (dc, n + 1)]))
         if p:
             ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["epA"] if alt else R["ep"], R["e"], R["one"], f"ac{p}_"))
+    if swap:
+        nq = swaps.get(q)
+        load = None if nq is None else (sp.pages[nq][1], sp.page_addr(nr, nq), sp.page_order(nq))
+        ops.append(rank1_swap_op(cfg, f"rs_{p}", n * nr, N[l], WP, dp, vn, R["nlr"],
+                                 (sp.page_addr(nr, q), sp.page_order(q)), load))
+        return ops
     if not (l >= 1 and fused):
         ops.append(_kern(f"rank1_{p}", "rank1", lambda b: emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr,
                                                                      u_layout="diag", v_layout="cols",
                                                                      name=f"up{p}_"),
                          [(WP, w), (dp, n), (vn, nw), (R["nlr"], 1)], [(WP, w)], fma_wb=True))
     if q is not None and moves:
-        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, q)))
+        ops.append(spad_op(cfg, f"st_{p}", True, WP, w, sp.page_addr(nr, q), sp.page_order(q)))
     return ops
 
 

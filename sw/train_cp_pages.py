@@ -14,11 +14,11 @@ from sw.train_cp_program import _kit
 from sw.train_host import TrainCompileError
 from sw.train_paging import SpadPanel, check_page_rows, largest, page_split, spad_choice
 
-__all__ = ["cp_spad_plan", "MIXED_MAX_PAGES", "UCODE_WORDS_PER_PAGE"]
+__all__ = ["cp_spad_plan", "page_moves", "MIXED_MAX_PAGES", "UCODE_WORDS_PER_PAGE"]
 
 
 def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, softmax, spad=None,
-                 page_rows: int | None = None, dram=None, hide: bool = True) -> dict:
+                 page_rows: int | None = None, dram=None, hide: bool = True, swap: bool = True) -> dict:
     """The hidden layers whose panels are kept in the scratchpad: ``{layer:
     SpadPanel}``, the same on every core of the layer (beats from 0 of each core's
     scratchpad). ``spad=None``: the layers whose cores' regions do not fit the PE
@@ -29,7 +29,9 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
     the core's DRAM (:class:`sw.train_dram.DramPanel`; ``dram``: the paged layers to
     stream, tests). ``hide`` (batch 1): a panel paged from the scratchpad beside rows
     resident in the PE memories has its page moves inside their forward GEMV
-    (:attr:`SpadPanel.hide`, :mod:`sw.train_cp_hide`)."""
+    (:attr:`SpadPanel.hide`, :mod:`sw.train_cp_hide`); ``swap`` (batch 1): the other
+    paged panels of a separate update store each page as the update computes it and load
+    the next one in its place (:func:`page_moves`)."""
     nl = mlp.n_layers
     V = 2 * (nl - 1)
     hidden = list(range(nl - 1))
@@ -57,10 +59,22 @@ def cp_spad_plan(cfg, mlp: MLP, P: list, N: list, groups: list, fused: list, sof
                           page_rows, l in dram, _hist_beats(cfg, mlp, N, l), choose=spad is None)
         if sp is None:
             return {}
-        if hide and mlp.batch == 1 and type(sp) is SpadPanel and sp.pages and sp.res:
-            sp = replace(sp, hide=True)
-        out[l] = sp
+        out[l] = page_moves(mlp, sp, fused[l], hide, swap)
     return out
+
+
+def page_moves(mlp: MLP, sp, fused: bool, hide: bool = True, swap: bool = True):
+    """How the head moves the pages of ``sp`` (batch 1; unchanged otherwise):
+    ``hide``: a panel paged from the scratchpad beside rows resident in the PE memories
+    moves its pages inside their forward GEMV (:attr:`SpadPanel.hide`); else ``swap``:
+    a panel of a separate update (layer 0, or not ``fused``) has its pages in
+    alternating bus orders (``order="alt"``), so that each page's update stores it while
+    it loads the next page (:func:`sw.train_paging.rank1_swap_op`)."""
+    if mlp.batch > 1 or sp is None or not sp.pages:
+        return sp
+    if hide and type(sp) is SpadPanel and sp.res:
+        return replace(sp, hide=True)
+    return replace(sp, order="alt") if swap and not fused else sp
 
 
 def _hist_kw(hist: int, res: int = 0, resb: int = 0) -> dict:

@@ -205,14 +205,22 @@ class _Frag:
         return out
 
 
+def _moves(op: Op) -> list:
+    """The page moves of an op: ``(store, buffer, words, scratchpad beat)`` each (a
+    :func:`sw.train_paging.rank1_swap_op` has a store and maybe a load)."""
+    if "swap" in op.info:
+        return [m[:4] for m in op.info["swap"]]
+    return [op.info["spad"]] if "spad" in op.info else []
+
+
 def _stream_one(cfg, ops: list, pages: dict) -> list:
     """:func:`stream_parts` for one core's ops."""
     nr = cfg.nr
-    idx = [i for i, op in enumerate(ops) if op.info.get("spad", (0, 0, 0, -1))[3] in pages]
+    idx = [i for i, op in enumerate(ops) if any(mv[3] in pages for mv in _moves(op))]
     if not idx:
         return ops
-    loads = [i for i in idx if not ops[i].info["spad"][0]]
-    slot_of_load = {i: j % 2 for j, i in enumerate(loads)}
+    loads = [(i, mv[3]) for i in idx for mv in _moves(ops[i]) if not mv[0] and mv[3] in pages]
+    slot_of_load = {ld: j % 2 for j, ld in enumerate(loads)}
     pre = [_Frag() for _ in range(len(ops) + 1)]
     new = list(ops)
     # (kind, slot, transfers) of the page copies started and maybe not done (a copy is
@@ -241,37 +249,40 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
             opened = opened[js[-1] + 1:]
 
     if loads:
-        sp, p = pages[ops[loads[0]].info["spad"][3]]
+        sp, p = pages[loads[0][1]]
         start(0, "load", 0, sp, p)
     for i in idx:
-        store, WP, words, addr = ops[i].info["spad"]
-        sp, p = pages[addr]
-        if store:
-            pref = page_slot.get(addr, 0)
-            free = [x for x in (pref, 1 - pref) if x not in pending]
-            if not free:                # pragma: no cover - a page is consumed before the next store
-                raise AssertionError(f"{ops[i].name}: no free staging slot")
-            s = free[0]
-            wait_for(i, lambda kind, slot, s=s: slot == s)                     # its sout writes the slot
-        else:
-            s = slot_of_load[i]
-            wait_for(i, lambda kind, slot, s=s: kind == "load" and slot == s)  # its sin reads it
-            pending.discard(s)
-        remake = ops[i].info.get("respad")
-        new[i] = replace(remake(sp.stage[s]) if remake else
-                         spad_op(cfg, ops[i].name, store, WP, words, sp.stage[s], ops[i].info.get("order", "rows")),
-                         per_core=ops[i].per_core)
-        page_slot[addr] = s
-        if store:
-            start(i + 1, "store", s, sp, p)
-        else:
-            j = loads.index(i)
-            if j + 1 < len(loads):
-                nsp, np_ = pages[ops[loads[j + 1]].info["spad"][3]]
-                # a load inside a GEMV (``respad``) takes its page while the op before it
-                # runs: that page's transfer starts before that op, once the slot is free
-                early = "respad" in ops[loads[j + 1]].info and (j + 1) % 2 not in pending
-                start(i if early else i + 1, "load", (j + 1) % 2, nsp, np_)
+        at = {}                          # scratchpad beat of each DRAM page moved -> its slot's
+        after = []                       # the copies started after the op
+        for store, WP, words, addr in _moves(ops[i]):
+            if addr not in pages:
+                continue
+            sp, p = pages[addr]
+            if store:
+                pref = page_slot.get(addr, 0)
+                free = [x for x in (pref, 1 - pref) if x not in pending]
+                if not free:            # pragma: no cover - a page is consumed before the next store
+                    raise AssertionError(f"{ops[i].name}: no free staging slot")
+                s = free[0]
+                wait_for(i, lambda kind, slot, s=s: slot == s)                     # its sout writes the slot
+                after.append((i + 1, "store", s, sp, p))
+            else:
+                s = slot_of_load[(i, addr)]
+                wait_for(i, lambda kind, slot, s=s: kind == "load" and slot == s)  # its sin reads it
+                pending.discard(s)
+                j = loads.index((i, addr))
+                if j + 1 < len(loads):
+                    ni, naddr = loads[j + 1]
+                    nsp, np_ = pages[naddr]
+                    # a load inside a GEMV (``respad``) takes its page while the op before it
+                    # runs: that page's transfer starts before that op, once the slot is free
+                    early = "respad" in ops[ni].info and (j + 1) % 2 not in pending
+                    after.append((i if early else i + 1, "load", (j + 1) % 2, nsp, np_))
+            at[addr] = sp.stage[s]
+            page_slot[addr] = s
+        for x in after:
+            start(*x)
+        new[i] = replace(_restaged(cfg, ops[i], at), per_core=ops[i].per_core)
     if opened or pre[len(ops)].items:
         pre[len(ops)].items.append(("wait", 0, 0, 0))
     out = []
@@ -282,6 +293,18 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
         out.append(Op("dma_end", "dma", lambda b, f=f: f.emit(cfg, b, "dend_"), reads=[], writes=[], stores=False,
                       info={"dma": f.offsets(cfg)}))
     return out
+
+
+def _restaged(cfg, op: Op, at: dict) -> Op:
+    """``op`` with its page moves at the staging slots ``at`` (scratchpad beat -> slot
+    beat) instead."""
+    if "swap" in op.info:
+        out, *ld = [m[3] for m in op.info["swap"]]
+        return op.info["reswap"](at.get(out, out), at.get(ld[0], ld[0]) if ld else None)
+    store, WP, words, addr = op.info["spad"]
+    remake = op.info.get("respad")
+    return remake(at[addr]) if remake else spad_op(cfg, op.name, store, WP, words, at[addr],
+                                                     op.info.get("order", "rows"))
 
 
 def _merge(cfg, frag: _Frag, op: Op, tag: str) -> Op:

@@ -152,9 +152,6 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
                         W.wr(in_bus, 0, agu=gI) if agu else W.wr(in_bus, a - 1)]
         return out
 
-    def shape(a: int) -> tuple:
-        return tuple(tuple(k for k, _ in ev) for ev in events(a))
-
     lag_max = (F + nr) // nr
     a = 0
     while a < its:
@@ -166,10 +163,11 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
         while peel[-1] + 1 < row_end and (peel[-1] + 1 < lag_max or peel[-1] + 1 >= w
                                           or nr * len(peel) < 4):   # room for 3 bases and the loop
             peel.append(peel[-1] + 1)
+        # the rest of the row is uniform: every event but the loads is there from
+        # iteration lag_max on, and the loads end at a row's first iteration (the next
+        # page is whole rows)
         body_from = peel[-1] + 1
-        body_to = body_from
-        while body_to < row_end and shape(body_to) == shape(body_from):
-            body_to += 1
+        body_to = row_end if body_from < w else body_from
         ins = [f.ins(*slots(ev, x, False)) for x in peel for ev in events(x)]
         if body_to > body_from:
             for c in (("agu_base", gA, body_from), ("agu_base", gV, body_from - i * np_),

@@ -100,12 +100,13 @@ def test_cp_dram_errors():
         compile_chip_cp(CFG, mlp, spad=[1], dram=[0])
 
 
-@pytest.mark.parametrize("mem,net,layer,tier,engine", [
-    ((64, 128), (64, 80, 8, 4), 0, DramPanel, "fast"),    # history and DRAM staging slots in the scratchpad
-    ((32, 128), (32, 64, 16, 4), 1, SpadPanel, "fast"),   # history beside the scratchpad panel
-    ((32, 128), (32, 64, 16, 4), 0, None, "fast"),        # history in the scratchpad, every row resident
+@pytest.mark.parametrize("mem,net,layer,tier,engine,kw", [
+    ((64, 128), (64, 80, 8, 4), 0, DramPanel, "fast", {}),    # history and DRAM staging slots in the scratchpad
+    # history beside the scratchpad panel (the cost model's own choice pages layer 0, on one core)
+    ((32, 128), (32, 64, 16, 4), 1, SpadPanel, "fast", {"groups": [2, 1, 1], "backward": "fused"}),
+    ((32, 128), (32, 64, 16, 4), 0, None, "fast", {"groups": [2, 1, 1]}),   # history in the scratchpad, every row resident
 ], ids=["dram", "spad", "resident"])
-def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
+def test_cp_history_in_scratchpad(mem, net, layer, tier, engine, kw):
     """A layer whose cores do not hold its panel beside the input history: the history
     goes to the scratchpad's top (one beat per word, a store and a load per step in the
     tail, zeros at init) when that moves fewer words than paging the rows it frees,
@@ -114,10 +115,8 @@ def test_cp_history_in_scratchpad(mem, net, layer, tier, engine):
     cfg = replace(PRESETS["chip-small"], mem_a_words=mem[0], mem_b_words=mem[1], spad_kib=4, dram_mib=1,
                   ucode_depth=2048)
     mlp = MLP(net, "mse", 0.05)
-    if engine == "model":
-        tp, *_ = _run(cfg, mlp, engine, 1, {})
-    else:
-        tp, *_ = _run(cfg, mlp, engine, 3, {})
+    kw = dict(kw)
+    tp, *_ = _run(cfg, mlp, engine, 1 if engine == "model" else 3, kw, kw.pop("backward", "auto"))
     sp = tp.spad[layer]
     assert sp.hist == cfg.spad_depth - 2 * (mlp.n_layers - 1) * (-(-tp.N[layer] // cfg.nr))
     assert isinstance(sp, DramPanel) == (tier is DramPanel)
