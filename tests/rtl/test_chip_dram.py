@@ -165,12 +165,12 @@ def test_chip_dram_mbgd_steps_rtl(require_simulator):
     _check_training_replay(tp, gold, phases, results, "chip-dram-mbgd")
 
 
-#: make test-all: as test_chip_dram_mbgd_steps_rtl (CP's streamed heads on both engines:
-#: tests/sw/test_cp_dram.py)
-@pytest.mark.slow
+#: (CP's streamed heads on both engines: tests/sw/test_cp_dram.py)
 def test_chip_dram_cp_steps_rtl(require_simulator):
     """Continuous propagation on the 2 cores (one layer each), the hidden layer's panel
-    streamed from core 0's DRAM in pages of 2 rows: two samples through the pipeline and
+    streamed from core 0's DRAM in pages of 2 rows, each page's update storing it to its
+    staging slot while it loads the next page from the other (``page_swap``, the pages in
+    alternating bus orders): two samples through the pipeline and
     out (filling, steady state, draining: 6 steps) recorded on the per-cycle model
     against the golden trainer, replayed on the RTL. Beats and counters equal both
     engines' per phase; each step's head streams the whole panel (DRAM counters as the
@@ -183,6 +183,8 @@ def test_chip_dram_cp_steps_rtl(require_simulator):
     tp = compile_chip_cp(cfg, mlp, **kw)
     sp = tp.spad[0]
     assert isinstance(sp, DramPanel) and sp.res == 0 and tp.cores_of(0) == [0]
+    assert tp.meta["page_swap"] == [0] and sp.order == "alt"
+    assert sum(op.kind == "spad+rank1" for op in tp.head[0]) == len(sp.pages)
     W0 = init_weights(mlp, cfg.fmt, 3)
     sess = ChipSession(cfg, "model", record=True)
     tp.init(sess, W0)
