@@ -156,12 +156,19 @@ def cp_tier_lines(cfg, P: list, N: list, groups: list, spads: dict, dma: list, s
                        f"through scratchpad slots {sp.stage[0]} / {sp.stage[1]} ({sp.slot} beats each, "
                        f"double-buffered); per step and core {d['rd']} DRAM beats read, {d['wr']} written, DMA busy "
                        f"{d['busy']} cycles, {d['hidden']} hidden under the head's compute, {d['stall'] + d['tail']} "
-                       f"exposed ({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + hist)
+                       f"exposed ({(d['stall'] + d['tail']) / max(1, step) * 100:.1f}% of the step)" + _swaps(sp)
+                       + hist)
         else:
             held = " all" if sp.lead else ""
             out.append(f"W{l} panels: scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1} of each core of the "
                        f"layer (the PE memories do not hold them{held}), {pages} through WP, loaded and stored once "
                        f"per step" + (", the pages before the resident rows, each load and store inside straight-line "
                                       "blocks of the resident rows' forward GEMV (the loads under a write predicate)"
-                                      if sp.hide else "") + hist)
+                                      if sp.hide else "") + _swaps(sp) + hist)
     return out
+
+
+def _swaps(sp) -> str:
+    """The tier line's words on the page swaps (``sp.order == "alt"``)."""
+    return ("; each page's update stores it as it computes it while the next page loads in its place (pages in "
+            "alternating bus orders)" if sp.order == "alt" else "")

@@ -339,6 +339,8 @@ def test_cp_page_swap(backend):
         assert [a.core_counters[k]["spad_rd_beats"] for a in r_on] == [b.core_counters[k]["spad_rd_beats"]
                                                                        for b in r_off]
     assert on.step_cycles() < 0.75 * off.step_cycles()
+    assert "while the next page loads in its place" in on.describe()
+    assert "while the next page loads in its place" not in off.describe()
 
 
 def test_cp_spad_when_pe_memory_is_short():
