@@ -256,7 +256,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                      backward: str = "auto", overlap: bool = True, spad=None,
                      page_rows: int | None = None, dram=None, ag_overlap: bool = True,
                      bcast_overlap: bool = True, out_reduce: str = "auto",
-                     page_overlap: bool = True, host_in: bool = True) -> ChipSGDProgram:
+                     page_overlap: bool = True, host_in: bool = True, page_swap: bool = True) -> ChipSGDProgram:
     """Compile batch-1 SGD of ``mlp`` across the ``cfg.cores`` cores (row panels of every
     layer per core, the output layer by rows or columns, :func:`resolve_out_map`; see the
     module docstring). The weight panels go to bank A when everything fits so, else to
@@ -285,6 +285,11 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     (:func:`page_overlap_why_not`) is stored in word order, and each page's forward GEMV
     loads the next page in place as it streams (:func:`sw.train_chip_ops._paged_forward`;
     the same operations, so the same bits; the panels in ``meta["page_overlap"]``).
+    ``page_swap`` (those panels, a separate update): the pages alternate the two bus
+    orders, and each backward update stores its page as it computes it while it loads the
+    page visited next (:func:`sw.train_paging.rank1_swap_op`; ``meta["page_swap"]``); the
+    step is also compiled without, and the shorter kept (``meta["swap_or_not"]``: a
+    panel streamed from DRAM may wait longer for the engine).
     ``host_in`` (with ``bcast_overlap``, layer 0 resident in the PE memories, the target
     on core 0 alone): the step's first chip program takes its host input itself, core 0
     loading ``x``'s beats from the host stream as its first GEMV broadcasts them and the
@@ -313,6 +318,9 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     if page_overlap:
         panels = {l: replace(sp, order="words") if page_overlap_why_not(cfg, sp, N[l]) is None else sp
                   for l, sp in panels.items()}
+    if page_swap:                      # the backward updates store their pages and load the next
+        panels = {l: replace(sp, order="alt") if sp.order == "words" and not (l >= 1 and fused[l]) else sp
+                  for l, sp in panels.items()}
     pol = "a" if set(wbanks) == {"a"} else "search"
     rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
     bx = bool(bcast_overlap)
@@ -335,9 +343,16 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                         {"lr_stored": -v, "policy": pol, "out_map": out_map,
                          "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
                          "spad_layers": sorted(panels),
-                         "page_overlap": sorted(l for l, sp in panels.items() if sp.order == "words"),
+                         "page_overlap": sorted(l for l, sp in panels.items() if sp.order in ("words", "alt")),
+                         "page_swap": sorted(l for l, sp in panels.items() if sp.order == "alt"),
                          "ring_in": rin, "bcast_in": bx, "out_reduce": red, "host_in": hx,
                          "pages": {l: len(sp.pages) for l, sp in panels.items()}},
                         out_map=out_map, softmax=smx, fused=fused, spad=panels)
     tp._place_host()
+    if tp.meta["page_swap"]:           # the swaps shorten the page moves, but may wait longer for DRAM
+        off = compile_chip_sgd(cfg, mlp, out_map, softmax, backward, overlap, spad, page_rows, dram, ag_overlap,
+                               bcast_overlap, out_reduce, page_overlap, host_in, page_swap=False)
+        tp.meta["swap_or_not"] = off.meta["swap_or_not"] = {"swap": tp.step_cycles(), "not": off.step_cycles()}
+        if off.step_cycles() < tp.step_cycles():
+            return off
     return tp

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sw.collectives import Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
 from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu_mask,
-                        gemv_cost, page_load_why_not, rank1_cost, rank1_lines)
+                        gemv_cost, page_load_why_not, rank1_cost, rank1_lines, rank1_swap_why_not)
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.overlap import merge_rows
@@ -16,7 +16,7 @@ from sw.ring import (all_gather_lines, broadcast_lines, gemv_ring_check, reduce_
                      reduce_stream_lines, ring_text)
 from sw.train_alloc import Allocator
 from sw.train_ops import Op, _fused_tail
-from sw.train_paging import SpadPanel, spad_op
+from sw.train_paging import BUS, SpadPanel, rank1_swap_op, spad_op, swap_next
 from sw.train_softmax import softmax_op
 from sw.train_vectors import emit_load_vector, emit_unload_diag
 
@@ -162,11 +162,14 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
         ops.append(Op(f"bcd{l}", "bcast", lambda b: (emit_broadcast(b, cfg, "row", lr, d, dcopy, name=f"bd{l}_"),
                                                      cost_broadcast(cfg, lr, "row").instructions)[1],
                       reads=[(d, lr)], writes=[(dcopy, lr)]))
+    # pages in alternating bus orders, the update separate: each page's update stores it
+    # while it loads the page visited next (sw.train_paging.rank1_swap_op)
+    swaps = {} if l >= 1 and fused else swap_next(cfg, sp, -1)
     for p in range(last, -1, -1):
         r0, n = sp.pages[p]
         w, dp = sp.page_words(p), _at(d, r0)
-        if not (resident and p == last):
-            ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.order))
+        if not (resident and p == last) and p + 1 not in swaps:
+            ops.append(spad_op(cfg, f"lb{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.page_order(p)))
         if acc:
             ops.append(_accumulate_op(cfg, f"acc{l}_{p}", p == last, w, WP, _at(drows, r0), R["ep"]))
         elif l >= 1:
@@ -183,9 +186,15 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
                               reads=[(WP, w), (dp, n)], writes=[(e, ln)] + ([(dc, n + 1)] if dc is not None else [])))
             if p != last:
                 ops.append(page_sum_op(cfg, f"acc{l}_{p}", ln, R["ep"], R[f"e{l}"], R["one"], f"ac{l}_{p}_"))
+        if sp.order == "alt" and not (l >= 1 and fused) and rank1_swap_why_not(cfg, n * nr) is None:
+            q = swaps.get(p)
+            load = None if q is None else (sp.pages[q][1], sp.page_addr(nr, q), sp.page_order(q))
+            ops.append(rank1_swap_op(cfg, f"rs{l}_{p}", n * nr, N[l], WP, dp, v, R["nlr"],
+                                     (sp.page_addr(nr, p), sp.page_order(p)), load, u_layout=dlay))
+            continue
         if not (l >= 1 and fused):
             ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))
-        ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p), sp.order))
+        ops.append(spad_op(cfg, f"sb{l}_{p}", True, WP, w, sp.page_addr(nr, p), sp.page_order(p)))
     if acc:
         e, ep = R[f"e{l}"], R["ep"]
         ops.append(Op(f"red{l}", "reduce", lambda b: (emit_reduce(b, cfg, "col", ln, ep, e, dst_layout="cols",
@@ -224,23 +233,25 @@ def _paged_forward(cfg, l: int, sp: "SpadPanel", WP, n_in: int, xin, xc, y, rin)
     for p, (r0, n) in enumerate(sp.pages):
         w = sp.page_words(p)
         if not loaded:
-            ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.order))
+            ops.append(spad_op(cfg, f"lf{l}_{p}", False, WP, w, sp.page_addr(nr, p), sp.page_order(p)))
         xi, yp = (xin if p == 0 else xc), _at(y, r0)
         xr = rin if p == 0 else None
         reads = [(WP, w), (xi, xr[0] if xr and l else L(n_in))]
         writes = [(yp, n)] + ([(xc, L(n_in) + 1)] if p == 0 else [])
-        loaded = (sp.order == "words" and p + 1 < len(sp.pages) and sp.page_words(p + 1) == w
+        loaded = (sp.order in ("words", "alt") and p + 1 < len(sp.pages) and sp.page_words(p + 1) == w
                   and page_load_why_not(cfg, n * nr, n_in, x_ring=xr, diag_x=p == 0) is None)
+        nxt = sp.page_order(p + 1) if loaded else None
 
-        def op(addr, p=p, n=n, xi=xi, yp=yp, xr=xr, reads=reads, writes=writes, load=loaded):
+        def op(addr, p=p, n=n, xi=xi, yp=yp, xr=xr, reads=reads, writes=writes, load=loaded, nxt=nxt):
             def emit(b):
                 return emit_gemv(b, cfg, n * nr, n_in, WP, xi, yp, x_layout="diag" if p == 0 else None,
                                  x_copy=xc if p == 0 else None, name=f"fw{l}_{p}_", x_ring=xr,
-                                 page_load=addr if load else None, x_relu=p == 0 and l > 0).instructions
+                                 page_load=addr if load else None, x_relu=p == 0 and l > 0,
+                                 page_bus=BUS.get(nxt, "row")).instructions
             if not load:
                 return Op(f"gemv{l}_{p}", "gemv", emit, reads=reads, writes=writes)
             return Op(f"gemv{l}_{p}+lf{p + 1}", "gemv+spad", emit, reads=reads, writes=writes + [(WP, w)],
-                      info={"spad": (False, WP, w, addr), "order": sp.order, "respad": op})
+                      info={"spad": (False, WP, w, addr), "order": nxt, "respad": op})
         ops.append(op(sp.page_addr(nr, p + 1) if loaded else None))
     return ops
 

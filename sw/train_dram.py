@@ -454,9 +454,12 @@ def tier_lines(cfg, P: list, N: list, panels: dict, traffic: dict, step_cycles: 
             out.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1}: W{l} panel, {len(sp.pages)} "
                        f"page(s) of up to {max(n for _, n in sp.pages) * nr} rows through WP (paged from the "
                        f"scratchpad: the PE memories do not hold it)")
-        if sp is not None and sp.order == "words":
+        if sp is not None and sp.order in ("words", "alt"):
             out[-1] += ("; in word order: a page's forward kernel loads the next page in place as it runs, where "
                         "it can")
+        if sp is not None and sp.order == "alt":
+            out[-1] += ("; the pages alternate the row and the column buses' orders, and each backward update "
+                        "stores its page as it computes it while the next page loads in its place")
     if traffic and traffic["busy"]:
         out.append(f"DRAM per step and core: {traffic['rd']} beats read, {traffic['wr']} written "
                    f"({(traffic['rd'] + traffic['wr']) * cfg.spad_beat_bytes} bytes); DMA busy {traffic['busy']} "

@@ -17,10 +17,10 @@ from sw.transfer import (decode_page, decode_unload, emit_load, emit_page_move, 
                          load_cost, page_beats_for, page_move_cost, spad_vector_cost, unload_beats_for)
 
 __all__ = ["SpadPanel", "page_split", "spad_choice", "check_page_rows", "largest", "plan_panels", "spad_op",
-           "spad_image", "spad_local", "spad_vector_op", "swap_next", "rank1_swap_op"]
+           "spad_image", "spad_local", "spad_vector_op", "swap_next", "rank1_swap_op", "BUS"]
 
 #: the bus of each word order (:func:`sw.transfer.emit_page_move`)
-_BUS = {"words": "row", "cwords": "col"}
+BUS = {"words": "row", "cwords": "col"}
 
 
 @dataclass(frozen=True)
@@ -227,21 +227,21 @@ def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int, orde
               reads=[], writes=[(WP, words)], info={"spad": (store, WP, words, addr)})
 
 
-def swap_next(cfg, sp: SpadPanel) -> dict:
-    """``{page q: page q + 1}`` for the pages of ``sp`` (``order="alt"``) whose update
-    stores them while it loads the next one (:func:`rank1_swap_op`): the next page is no
-    larger, and the kernel has registers for the page's rows
-    (:func:`sw.kernels.rank1_swap_why_not`)."""
+def swap_next(cfg, sp: SpadPanel, step: int = 1) -> dict:
+    """``{page q: page q + step}`` for the pages of ``sp`` (``order="alt"``) whose update
+    stores them while it loads the next page visited (:func:`rank1_swap_op`; ``step=-1``:
+    the pages visited last to first): the next page is no larger, and the kernel has
+    registers for the page's rows (:func:`sw.kernels.rank1_swap_why_not`)."""
     from sw.kernels import rank1_swap_why_not
     if sp.order != "alt":
         return {}
-    return {q: q + 1 for q in range(len(sp.pages) - 1)
-            if rank1_swap_why_not(cfg, sp.pages[q][1] * cfg.nr, sp.pages[q + 1][1]) is None}
+    return {q: q + step for q in range(len(sp.pages)) if 0 <= q + step < len(sp.pages)
+            and rank1_swap_why_not(cfg, sp.pages[q][1] * cfg.nr, sp.pages[q + step][1]) is None}
 
 
 def rank1_swap_op(cfg, name: str, m: int, n: int, WP: Region, u: Region, v: Region, nlr: Region, out: tuple,
-                  load: tuple | None = None) -> Op:
-    """The update ``W += nlr u v^T`` of a page of ``m`` rows (``u`` diag, ``v`` cols) that
+                  load: tuple | None = None, u_layout: str = "diag") -> Op:
+    """The update ``W += nlr u v^T`` of a page of ``m`` rows (``u`` in ``u_layout``, ``v`` cols) that
     stores it to the scratchpad as it runs and loads the next page in its place
     (:func:`sw.kernels.emit_rank1_swap`): ``out = (addr, order)``, ``load = (local rows,
     addr, order)`` or None. ``info["swap"]``: its moves as :func:`spad_op`'s ``info["spad"]``
@@ -253,11 +253,11 @@ def rank1_swap_op(cfg, name: str, m: int, n: int, WP: Region, u: Region, v: Regi
     w, wi = mp * nw, (load[0] * nw if load else 0)
 
     def make(out_addr: int, in_addr: int | None = None) -> Op:
-        ld = None if load is None else (load[0], _BUS[load[2]], load[1] if in_addr is None else in_addr)
+        ld = None if load is None else (load[0], BUS[load[2]], load[1] if in_addr is None else in_addr)
         moves = [(True, WP, w, out_addr, out[1])] + ([(False, WP, wi, ld[2], load[2])] if ld else [])
         return Op(name, "spad+rank1", lambda b: emit_rank1_swap(
-            b, cfg, m, n, WP, u, v, Scalar(nlr.bank, nlr.base), out_bus=_BUS[out[1]], out_addr=out_addr, load=ld,
-            name=f"{name}_").instructions,
+            b, cfg, m, n, WP, u, v, Scalar(nlr.bank, nlr.base), out_bus=BUS[out[1]], out_addr=out_addr, load=ld,
+            u_layout=u_layout, name=f"{name}_").instructions,
             reads=[(WP, w), (u, mp), (v, nw), (nlr, 1)], writes=[(WP, wi)] if ld else [], stores=ld is not None,
             info={"swap": moves, "reswap": make})
     return make(out[0])

@@ -96,7 +96,8 @@ def gemv_cost(cfg, m: int, n: int, *, trans: bool = False, reduce: str = "tree",
 def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans: bool = False,
               reduce: str = "tree", x_layout: str | None = None, x_copy: Region | None = None,
               agus=("g0", "g1", "g2"), name: str = "gv", x_ring: tuple | None = None,
-              page_load: int | None = None, x_relu: bool = False, x_host: bool = False) -> KernelInfo:
+              page_load: int | None = None, x_relu: bool = False, x_host: bool = False,
+              page_bus: str = "row") -> KernelInfo:
     """``y = W x`` (``trans=False``) or ``y = W^T x`` (``trans=True``), ``W`` ``m x n``.
 
     Memory map: ``W`` 2D round-robin (``mp * np`` words per PE). ``x`` (length ``n``,
@@ -126,7 +127,8 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
     word order: stream step ``s >= 1`` writes word ``s - 1`` (read one step before), beat
     ``k`` in its instruction ``k`` (``sin row | @col=k writes``: the write predicate
     leaves the MAC in every PE), the last word after the stream, in the instructions
-    that wait for the last MAC.
+    that wait for the last MAC. ``page_bus="col"``: the next page in ``emit_page_move``'s
+    order over the column buses (``sin col | @row=k writes``).
 
     ``x_relu`` (``x`` diag, not ``trans``): the GEMV computes ``W relu(x)``, ``x`` being a
     pre-activation (the previous layer's GEMV output, its ReLU not applied): every PE
@@ -207,9 +209,13 @@ def emit_gemv(b, cfg, m: int, n: int, W: Region, x: Region, y: Region, *, trans:
             "x comes from the host stream (one stream input per instruction)" if x_host else None)
         _need(why is None, f"page_load: {why}")
 
+    _need(page_bus in ("row", "col"), f"page_bus must be 'row' or 'col', got {page_bus!r}")
+
     def page_beat(k, word, agu):
-        """Beat ``k`` of the next page's ``word``: into PE column ``k``'s ``W`` word."""
-        return [sin("row"), pred("col", k, writes=True), W.wr("row", word, agu=agu)]
+        """Beat ``k`` of the next page's ``word``: into PE column ``k``'s ``W`` word (row k's
+        over the column buses)."""
+        return [sin(page_bus), pred("col" if page_bus == "row" else "row", k, writes=True),
+                W.wr(page_bus, word, agu=agu)]
 
     def x_load_ring(s, agu):      # from the diagonal or the ring; sent on if s < fwd
         out = x_load_bus(s, agu) if s < own else ["rin col", take(xr, xdir.bus), *copy_slots(s, xdir.bus, agu)]

@@ -69,10 +69,10 @@ def _page_load_case(request, backend, nr, m, n):
     return cfg, rng, rand_bits(cfg.fmt, rng, (m, n)), rand_bits(cfg.fmt, rng, (m, n))
 
 
-def _run_page_load(cfg, backend, name, W, W0, W1, operand, out, out_words, emit):
+def _run_page_load(cfg, backend, name, W, W0, W1, operand, out, out_words, emit, bus="row"):
     """A kernel loading the next page of ``W`` in place, on ``backend``: ``W0`` (``m x n``)
     into ``W``'s region (bank a), ``operand`` (``(region, local array)``, bank b), the
-    next page ``W1`` into the scratchpad from beat 40 in word order; then ``emit(builder)``
+    next page ``W1`` into the scratchpad from beat 40 in word order (over ``bus``); then ``emit(builder)``
     (the kernel, ``page_load=40``); then ``out`` (``out_words`` per PE) and ``W``'s region
     unloaded. Returns ``(kernel info, the kernel phase's result, out's local words,
     W's local words)``."""
@@ -88,7 +88,7 @@ def _run_page_load(cfg, backend, name, W, W0, W1, operand, out, out_words, emit)
     emit_spad_fill(b1, cfg, 40, nr * nw)
     b1.halt()
     data = load_beats_for(cfg, pack_matrix(W0, nr)) + load_beats_for(cfg, local) + page_beats_for(
-        cfg, pack_matrix(W1, nr))
+        cfg, pack_matrix(W1, nr), bus)
     b2 = Builder(cfg)
     info = emit(b2)
     b2.halt()
@@ -103,8 +103,10 @@ def _run_page_load(cfg, backend, name, W, W0, W1, operand, out, out_words, emit)
     return info, r2, decode_unload(cfg, r3.data[:no], out_words), decode_unload(cfg, r3.data[no:], nw)
 
 
-PAGE_LOAD = {"nr4": (4, 4, 37, None), "nr4_pad": (4, 3, 9, None), "nr2_diag": (2, 2, 21, "diag"),
-             "nr3": (3, 3, 14, None)}
+#: (nr, m, n, x layout, the next page's bus)
+PAGE_LOAD = {"nr4": (4, 4, 37, None, "row"), "nr4_pad": (4, 3, 9, None, "row"), "nr2_diag": (2, 2, 21, "diag", "row"),
+             "nr3": (3, 3, 14, None, "row"), "nr4_col": (4, 4, 37, None, "col"),
+             "nr2_diag_col": (2, 2, 21, "diag", "col")}
 
 
 #: the RTL case in make test-all: make test replays GEMVs with a page load inside on the
@@ -114,18 +116,19 @@ PAGE_LOAD = {"nr4": (4, 4, 37, None), "nr4_pad": (4, 3, 9, None), "nr2_diag": (2
 def test_gemv_page_load_model(backend, case, request):
     """``emit_gemv(..., page_load=addr)``: the sums are the plain GEMV's, bit for bit,
     ``W``'s region ends holding the next page (the scratchpad's beats from ``addr`` in
-    :func:`sw.transfer.emit_page_move`'s word order), and the kernel issues
-    ``gemv_cost(page_load=True)`` instructions (the plain count plus the pointer and the
+    :func:`sw.transfer.emit_page_move`'s word order, over the row or the column buses),
+    and the kernel issues ``gemv_cost(page_load=True)`` instructions (the plain count plus the pointer and the
     last word's beats beyond the FMA gap). ``rtl``: the core RTL on Icarus at ``nr = 4``
     (every output beat and counter checked against the core model)."""
-    nr, m, n, x_layout = PAGE_LOAD[case]
+    nr, m, n, x_layout, bus = PAGE_LOAD[case]
     cfg, rng, W0, W1 = _page_load_case(request, backend, nr, m, n)
     fmt = cfg.fmt
     xg = rand_bits(fmt, rng, (n,))
     W, x, xc, y = Region("a", 3), Region("b", 0), Region("b", 100), Region("b", 200)
     info, r2, yl, Wl = _run_page_load(
         cfg, backend, "gemv_page_load", W, W0, W1, (x, pack_vector(xg, nr, x_layout or "cols")), y, 1,
-        lambda b: emit_gemv(b, cfg, m, n, W, x, y, x_layout=x_layout, x_copy=xc if x_layout else None, page_load=40))
+        lambda b: emit_gemv(b, cfg, m, n, W, x, y, x_layout=x_layout, x_copy=xc if x_layout else None, page_load=40,
+                            page_bus=bus), bus)
     nw = local_len(n, nr)
     _eq(unpack_vector(yl, m, "rows"), golden.gemv(fmt, nr, W0, xg, "tree"), "y")
     _eq(Wl, pack_matrix(W1, nr), "next page")

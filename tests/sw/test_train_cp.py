@@ -447,12 +447,14 @@ def test_cp_rtl_groups(sim):
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=[pytest.mark.verilator, pytest.mark.slow])])
 def test_cp_spad_rtl(sim):
     """Both hidden layers' panels paged from the scratchpads in 2-row pages (the 2-core
-    group's ``W^T d`` summed over its pages), a sample through the pipeline and out,
+    group's ``W^T d`` summed over its pages; layer 0's updates swap its pages), a sample
+    through the pipeline and out,
     replayed on the chip RTL (``CHIP4``: one simulator build with the test above), the
     weights read back from the RTL's scratchpads equal to the golden's."""
     run = run_cp(CHIP4, MLP((5, 6, 8, 3), "mse", 0.125), 1, "model", _seed(), groups=[1, 2, 1], record=True,
                  spad=[0, 1], page_rows=2)
     assert all(len(sp.pages) > 1 for sp in run[0].spad.values())
+    assert run[0].meta["page_swap"] == [0]          # layer 0's updates swap its pages, layer 1's are fused
     rtl_replay(CHIP4, *run, sim, "chip-cp4")
 
 
