@@ -50,6 +50,7 @@ def _record(seed: int, batch: int = 1, steps: int = 1):
     if batch == 1:
         mlp = MLP(NET, "mse", 0.125)
         tp = compile_chip_sgd(CFG, mlp, out_map="rows", **PAGED)
+        assert tp.meta["page_swap"] == [0, 1]     # the backward updates swap the pages through the staging slots
         gold = GoldenChipSGD(CFG, mlp, init_weights(mlp, CFG.fmt, seed), out_map="rows", spad=PAGED["spad"],
                              page_rows=PAGED["page_rows"])
     else:
