@@ -232,6 +232,22 @@ def plan_chip_sgd(cfg, mlp: MLP, P: list, N: list, out_map: str, softmax: str | 
                        pageable, spad, page_rows, fail, dram, split_wp=True)
 
 
+def fewer_slots_if_shorter(build, panels: dict):
+    """``build(panels)`` (a step's program from its panels), and when a DRAM panel has
+    more than two staging slots (:func:`sw.train_dram.place_dram`), the same ops staged
+    through its first two, if that step is shorter: a page's transfer started further
+    ahead may hold up, in the engine's queue, a store the next slot waits for.
+    ``meta["dram_slots"]``: the step cycles with each number of slots."""
+    tp = build(panels)
+    many = {l: sp for l, sp in panels.items() if len(getattr(sp, "stage", ())) > 2}
+    if not many:
+        return tp
+    two = build({l: replace(sp, stage=sp.stage[:2]) if l in many else sp for l, sp in panels.items()})
+    k = max(len(sp.stage) for sp in many.values())
+    tp.meta["dram_slots"] = two.meta["dram_slots"] = {k: tp.step_cycles(), 2: two.step_cycles()}
+    return two if two.step_cycles() < tp.step_cycles() else tp
+
+
 def page_overlap_why_not(cfg, sp, n_in: int) -> str | None:
     """Why the forward GEMVs of the paged panel ``sp`` (``n_in`` inputs) cannot load the
     next page as they stream (:func:`compile_chip_sgd`'s ``page_overlap``), or None."""
@@ -285,7 +301,8 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     (:func:`page_overlap_why_not`) is stored in word order, and each page's forward GEMV
     loads the next page in place as it streams (:func:`sw.train_chip_ops._paged_forward`;
     the same operations, so the same bits; the panels in ``meta["page_overlap"]``).
-    ``page_swap`` (those panels, a separate update): the pages alternate the two bus
+    ``page_swap`` (a panel of several pages and a separate update, unless
+    ``page_overlap`` is off where it applies): the pages alternate the two bus
     orders, and each backward update stores its page as it computes it while it loads the
     page visited next (:func:`sw.train_paging.rank1_swap_op`; ``meta["page_swap"]``); the
     step is also compiled without, and the shorter kept (``meta["swap_or_not"]``: a
@@ -319,8 +336,9 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
         panels = {l: replace(sp, order="words") if page_overlap_why_not(cfg, sp, N[l]) is None else sp
                   for l, sp in panels.items()}
     if page_swap:                      # the backward updates store their pages and load the next
-        panels = {l: replace(sp, order="alt") if sp.order == "words" and not (l >= 1 and fused[l]) else sp
-                  for l, sp in panels.items()}
+        panels = {l: replace(sp, order="alt") if len(sp.pages) > 1 and not (l >= 1 and fused[l]) and (
+            sp.order == "words" or page_overlap_why_not(cfg, sp, N[l]) is not None) else sp
+            for l, sp in panels.items()}
     pol = "a" if set(wbanks) == {"a"} else "search"
     rin = ring_in_layers(cfg, mlp, P, N, out_map, panels) if ag_overlap else []
     bx = bool(bcast_overlap)
@@ -338,17 +356,21 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                                            overlap=overlap, spad=panels) for k in range(c)]
     parts_ops["predict"] = [_chip_ops(cfg, mlp, al, P, N, k, "forward", out_map, spad=panels, **kw)
                             for k in range(c)]
-    parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
-    tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
-                        {"lr_stored": -v, "policy": pol, "out_map": out_map,
-                         "overlap": [op.info for ops in parts_ops.values() for op in ops[0] if "rows_merged" in op.info],
-                         "spad_layers": sorted(panels),
-                         "page_overlap": sorted(l for l, sp in panels.items() if sp.order in ("words", "alt")),
-                         "page_swap": sorted(l for l, sp in panels.items() if sp.order == "alt"),
-                         "ring_in": rin, "bcast_in": bx, "out_reduce": red, "host_in": hx,
-                         "pages": {l: len(sp.pages) for l, sp in panels.items()}},
-                        out_map=out_map, softmax=smx, fused=fused, spad=panels)
-    tp._place_host()
+    def build(panels):
+        parts, images = _place_parts(cfg, stream_parts(cfg, parts_ops, panels))
+        tp = ChipSGDProgram(cfg, mlp, wbanks, al, P, N, parts, images, int(nlr),
+                            {"lr_stored": -v, "policy": pol, "out_map": out_map,
+                             "overlap": [op.info for ops in parts_ops.values() for op in ops[0]
+                                         if "rows_merged" in op.info],
+                             "spad_layers": sorted(panels),
+                             "page_overlap": sorted(l for l, sp in panels.items() if sp.order in ("words", "alt")),
+                             "page_swap": sorted(l for l, sp in panels.items() if sp.order == "alt"),
+                             "ring_in": rin, "bcast_in": bx, "out_reduce": red, "host_in": hx,
+                             "pages": {l: len(sp.pages) for l, sp in panels.items()}},
+                            out_map=out_map, softmax=smx, fused=fused, spad=panels)
+        tp._place_host()
+        return tp
+    tp = fewer_slots_if_shorter(build, panels)
     if tp.meta["page_swap"]:           # the swaps shorten the page moves, but may wait longer for DRAM
         off = compile_chip_sgd(cfg, mlp, out_map, softmax, backward, overlap, spad, page_rows, dram, ag_overlap,
                                bcast_overlap, out_reduce, page_overlap, host_in, page_swap=False)

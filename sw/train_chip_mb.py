@@ -55,8 +55,8 @@ from sw.layout import local_len, pack_matrix, unpack_matrix
 from sw.mlp import MLP
 from sw.train import (HOST_LATENCY_CYCLES, Allocator, Op, TrainCompileError, _other, host_softmax_grad, mse_loss,
                       softmax_ce_loss)
-from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place_parts, chip_shapes, plan_panels,
-                           resolve_out_map, spad_op)
+from sw.train_chip import (ChipSGDProgram, ChipStepResult, PhaseLog, _at, _place_parts, chip_shapes,
+                           fewer_slots_if_shorter, plan_panels, resolve_out_map, spad_op)
 from sw.train_chip_mb_acts import acts_lines, allocate_chip_mb_reuse, xt_from_host, xt_source, xt_spad_beats
 from sw.train_dram import stream_parts
 from sw.train_mb import MBProgram
@@ -741,7 +741,7 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         for l in forced or ():
             why[t][l] = None
 
-    def build(items):
+    def build(items, panels=panels):
         fw, up = (sorted(l for t, l in items if t == x) for x in ("f", "u"))
         parts_ops = {}
         names = ["step"] if mlp.loss == "mse" else ["forward", "backward"]
@@ -762,4 +762,6 @@ def compile_chip_mbgd(cfg, mlp: MLP, out_map: str = "auto", spad=None, page_rows
         return tp
 
     forced = ring_layers is not None or ring_updates is not None
-    return cheapest(build, items, forced, words, cfg.ucode_depth, gains)
+    tp = cheapest(build, items, forced, words, cfg.ucode_depth, gains)
+    chosen = [("f", l) for l in tp.meta["ring_fw"]] + [("u", l) for l in tp.meta["ring_up"]]
+    return fewer_slots_if_shorter(lambda pn: tp if pn is panels else build(chosen, pn), panels)

@@ -98,12 +98,14 @@ def panel_tier(sp) -> str:
     return "PE memory + " + t if sp.lead else t
 
 
-def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:
+def place_dram(cfg, panels: dict, force=None, reserve: int = 0, max_slots: int = 2) -> dict | None:
     """Keep the panels of ``panels`` (layer -> :class:`SpadPanel`, all in the
     scratchpad) in the scratchpad if they fit, else move the largest to DRAM until the
     rest and two staging slots (each the largest DRAM page) fit; ``force``: the layers to
     put in DRAM (an explicit choice, e.g. to test streaming on small networks);
-    ``reserve``: beats at the scratchpad's top kept for other data. None when
+    ``reserve``: beats at the scratchpad's top kept for other data. Up to ``max_slots``
+    staging slots where the scratchpad has room for more after the panels it keeps (the
+    pages' transfers then start further ahead, :func:`stream_parts`). None when
     nothing fits the scratchpad; raises :class:`TrainCompileError` when the DRAM panels
     exceed the DRAM, or for a bad ``force``."""
     nr = cfg.nr
@@ -128,11 +130,13 @@ def place_dram(cfg, panels: dict, force=None, reserve: int = 0) -> dict | None:
             continue
         if j and not cfg.dram_mib:
             return None
+        extra = 0 if not slot else max(0, min(max_slots - 2, (cfg.spad_depth - reserve - spad_beats) // slot))
+        stage = (0, slot) + tuple(spad_beats + i * slot for i in range(extra))
         out, at, dat = {}, 2 * slot, 0
         for l in sorted(panels):
             sp = panels[l]
             if l in dl:
-                out[l] = DramPanel(dat, sp.lrows, sp.ncols, sp.pages, (0, slot), slot, order=sp.order)
+                out[l] = DramPanel(dat, sp.lrows, sp.ncols, sp.pages, stage, slot, order=sp.order)
                 dat += sp.beats(nr)
             else:
                 out[l] = SpadPanel(at, sp.lrows, sp.ncols, sp.pages, order=sp.order)
@@ -220,7 +224,8 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
     if not idx:
         return ops
     loads = [(i, mv[3]) for i in idx for mv in _moves(ops[i]) if not mv[0] and mv[3] in pages]
-    slot_of_load = {ld: j % 2 for j, ld in enumerate(loads)}
+    K = min(len(sp.stage) for sp, _ in pages.values())     # staging slots: K - 1 loads ahead
+    slot_of_load = {ld: j % K for j, ld in enumerate(loads)}
     pre = [_Frag() for _ in range(len(ops) + 1)]
     new = list(ops)
     # (kind, slot, transfers) of the page copies started and maybe not done (a copy is
@@ -248,9 +253,9 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
             pre[i].items.append(("wait", 0, 0, sum(x[2] for x in opened[js[-1] + 1:])))
             opened = opened[js[-1] + 1:]
 
-    if loads:
-        sp, p = pages[loads[0][1]]
-        start(0, "load", 0, sp, p)
+    for j, (_, addr) in enumerate(loads[:K - 1]):
+        sp, p = pages[addr]
+        start(0, "load", j, sp, p)
     for i in idx:
         at = {}                          # scratchpad beat of each DRAM page moved -> its slot's
         after = []                       # the copies started after the op
@@ -260,7 +265,7 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
             sp, p = pages[addr]
             if store:
                 pref = page_slot.get(addr, 0)
-                free = [x for x in (pref, 1 - pref) if x not in pending]
+                free = [x for x in [pref] + [x for x in range(K) if x != pref] if x not in pending]
                 if not free:            # pragma: no cover - a page is consumed before the next store
                     raise AssertionError(f"{ops[i].name}: no free staging slot")
                 s = free[0]
@@ -270,14 +275,14 @@ def _stream_one(cfg, ops: list, pages: dict) -> list:
                 s = slot_of_load[(i, addr)]
                 wait_for(i, lambda kind, slot, s=s: kind == "load" and slot == s)  # its sin reads it
                 pending.discard(s)
-                j = loads.index((i, addr))
-                if j + 1 < len(loads):
-                    ni, naddr = loads[j + 1]
+                j = loads.index((i, addr)) + K - 1          # the load whose slot this one frees
+                if j < len(loads):
+                    ni, naddr = loads[j]
                     nsp, np_ = pages[naddr]
                     # a load inside a GEMV (``respad``) takes its page while the op before it
                     # runs: that page's transfer starts before that op, once the slot is free
-                    early = "respad" in ops[ni].info and (j + 1) % 2 not in pending
-                    after.append((i if early else i + 1, "load", (j + 1) % 2, nsp, np_))
+                    early = "respad" in ops[ni].info and j % K not in pending
+                    after.append((i if early else i + 1, "load", j % K, nsp, np_))
             at[addr] = sp.stage[s]
             page_slot[addr] = s
         for x in after:
@@ -448,8 +453,10 @@ def tier_lines(cfg, P: list, N: list, panels: dict, traffic: dict, step_cycles: 
         elif isinstance(sp, DramPanel):
             out.append(f"W{l} panel: streamed from DRAM beats {sp.base}..{sp.base + sp.beats(nr) - 1} ({sp.beats(nr)} beats; "
                        f"the PE memories and the scratchpad hold the rest), {len(sp.pages)} page(s) of up to "
-                       f"{max(n for _, n in sp.pages) * nr} rows through scratchpad slots {sp.stage[0]} / "
-                       f"{sp.stage[1]} ({sp.slot} beats each, double-buffered) and WP")
+                       f"{max(n for _, n in sp.pages) * nr} rows through scratchpad slots "
+                       f"{' / '.join(map(str, sp.stage))} ({sp.slot} beats each, "
+                       + ("double-buffered" if len(sp.stage) == 2 else f"{len(sp.stage) - 1} pages ahead")
+                       + ") and WP")
         else:
             out.append(f"scratchpad beats {sp.base}..{sp.base + sp.beats(nr) - 1}: W{l} panel, {len(sp.pages)} "
                        f"page(s) of up to {max(n for _, n in sp.pages) * nr} rows through WP (paged from the "

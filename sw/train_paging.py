@@ -19,6 +19,10 @@ from sw.transfer import (decode_page, decode_unload, emit_load, emit_page_move, 
 __all__ = ["SpadPanel", "page_split", "spad_choice", "check_page_rows", "largest", "plan_panels", "spad_op",
            "spad_image", "spad_local", "spad_vector_op", "swap_next", "rank1_swap_op", "BUS"]
 
+#: staging slots of the DRAM pages of SGD and minibatch GD, where the scratchpad has room
+#: (:func:`sw.train_dram.place_dram`): the loads start up to three pages ahead
+DRAM_SLOTS = 4
+
 #: the bus of each word order (:func:`sw.transfer.emit_page_move`)
 BUS = {"words": "row", "cwords": "col"}
 
@@ -198,7 +202,8 @@ def plan_panels(cfg, P: list, N: list, alloc, pageable: list, spad=None, page_ro
                 at += panels[l].beats(nr)
             if at > cfg.spad_depth - reserve or dram is not None:
                 from sw.train_dram import place_dram
-                panels = place_dram(cfg, panels, dram, reserve)   # the largest panels in DRAM, streamed
+                # the largest panels in DRAM, streamed
+                panels = place_dram(cfg, panels, dram, reserve, max_slots=DRAM_SLOTS)
                 if panels is None:
                     continue
             return wb, al, panels

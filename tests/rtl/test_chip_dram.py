@@ -59,6 +59,7 @@ def _record(seed: int, batch: int = 1, steps: int = 1):
         gold = GoldenChipMBGD(CFG, mlp, init_weights(mlp, CFG.fmt, seed), out_map="rows", spad=PAGED["spad"],
                               page_rows=PAGED["page_rows"])
     assert all(isinstance(tp.spad[l], DramPanel) for l in (0, 1))
+    assert all(len(tp.spad[l].stage) == 4 for l in (0, 1))      # four staging slots: loads three pages ahead
     sess = ChipSession(CFG, "model", record=True)
     tp.init(sess, init_weights(mlp, CFG.fmt, seed))
     rng = np.random.default_rng(seed)

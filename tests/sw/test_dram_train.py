@@ -125,9 +125,11 @@ def test_dram_traffic_is_the_pages():
 
 
 def test_dram_describe():
-    text = _compile("mbgd", [1]).describe()
+    tp = _compile("mbgd", [1])
+    text = tp.describe()
     assert "W1 panel: streamed from DRAM beats 0.." in text
-    assert "double-buffered" in text
+    k = len(tp.spad[1].stage)          # staging slots: the scratchpad's room after its panels
+    assert k >= 2 and ("double-buffered" if k == 2 else f"{k - 1} pages ahead") in text
     assert "scratchpad beats" in text and "W0 panel, 3 page(s)" in text
     assert "W2 panel: resident in the PE memories" in text
     assert "DRAM per step and core:" in text and "hidden under compute" in text and "exposed" in text
@@ -155,3 +157,28 @@ def test_dram_too_small_one_line():
         place_dram(cfg, {0: big}, force=[0])
     msg = str(e.value)
     assert "\n" not in msg and f"{big.beats(cfg.nr)} beats per core, the DRAM has {cfg.dram_depth}" in msg
+
+
+@pytest.mark.parametrize("method", ["sgd", "mbgd"])
+def test_dram_staging_slots_ahead(method, monkeypatch):
+    """Where the scratchpad has room after its panels, the DRAM pages get more than two
+    staging slots (``sw.train_paging.DRAM_SLOTS``), so each page's transfer starts up to
+    ``slots - 1`` pages ahead; the compiler keeps them when the step is shorter than
+    through two (``meta["dram_slots"]``), and either way moves every page once each way
+    (the same DRAM traffic as with two slots planned). Bit for bit on the fast engine
+    (``_run``); here SGD keeps four slots and minibatch GD two."""
+    import sw.train_paging as tpg
+
+    tp = _compile(method, [0, 1])
+    slots = tp.meta["dram_slots"]
+    assert sorted(slots) == [2, tpg.DRAM_SLOTS] and tp.step_cycles() == min(slots.values())
+    k = min(slots, key=lambda n: (slots[n], n))
+    assert all(len(sp.stage) == k and len(set(sp.stage)) == k for sp in tp.spad.values())
+    assert k == (tpg.DRAM_SLOTS if method == "sgd" else 2)
+    monkeypatch.setattr(tpg, "DRAM_SLOTS", 2)
+    two = _compile(method, [0, 1])
+    assert "dram_slots" not in two.meta and two.step_cycles() == slots[2]
+    d, d2 = tp.dram_per_step(), two.dram_per_step()
+    assert (d["rd"], d["wr"]) == (d2["rd"], d2["wr"])
+    monkeypatch.undo()
+    _run(method, [0, 1], "fast", 2)
