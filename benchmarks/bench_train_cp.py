@@ -47,7 +47,7 @@ INPUT_SEED = 1
 STEPS = 2
 LR = 0.01
 
-#: (preset, sizes, loss, backward, batch): the compiler's choice, the separate backward
+#: (preset, sizes, loss, backward, batch[, page swaps]): the compiler's choice, the separate backward
 #: step (transposed GEMV + rank-1, each reading W) for comparison, and minibatch CP
 #: (MSE; b = 8 is the largest minibatch whose input history fits layer 0's PE memories at S)
 CASES = [
@@ -59,8 +59,10 @@ CASES = [
     ("chip-small", (64, 64, 64, 10), "softmax_ce", "auto", 1),
     ("chip-small", (64, 64, 64, 10), "mse", "auto", 8),
     # weights that do not fit the PE memories at S: every hidden layer's panels paged from the
-    # scratchpads (bench_train_chip and bench_train_chip_mb run the same network)
+    # scratchpads (bench_train_chip and bench_train_chip_mb run the same network), with the
+    # updates' page swaps and without (each page's moves in their own loops)
     ("S", (784, 1500, 1500, 1500, 10), "softmax_ce", "auto", 1),
+    ("S", (784, 1500, 1500, 1500, 10), "softmax_ce", "auto", 1, False),
 ]
 
 #: the reference design's CP figure for its small network on config S
@@ -78,13 +80,14 @@ def _category(name: str, kind: str) -> str:
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 
 
-def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 1, steps: int = STEPS,
-            log=print) -> dict:
+def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 1, page_swap: bool = True,
+            steps: int = STEPS, log=print) -> dict:
     cfg = PRESETS[preset]
     mlp = MLP(sizes, loss, LR, batch=batch)
-    label = f"{preset} {mlp.describe()} ({'minibatch ' if batch > 1 else ''}CP, backward {backward})"
+    label = (f"{preset} {mlp.describe()} ({'minibatch ' if batch > 1 else ''}CP, backward {backward}"
+             + ("" if page_swap else ", no page swaps") + ")")
     t0 = time.perf_counter()
-    tp = compile_chip_cp(cfg, mlp, backward=backward)
+    tp = compile_chip_cp(cfg, mlp, backward=backward, page_swap=page_swap)
     t_compile = time.perf_counter() - t0
     sess = ChipSession(cfg, "fast")
     W0 = init_weights(mlp, cfg.fmt, WEIGHT_SEED)
@@ -137,7 +140,8 @@ def measure(preset: str, sizes, loss: str, backward: str = "auto", batch: int = 
     total = tp.step_cycles()
     return {
         "preset": preset, "config": cfg.to_dict(), "network": mlp.describe(), "sizes": list(sizes), "loss": loss,
-        "lr": LR, "batch": batch, "backward": backward, "fused": tp.fused, "split_chains": tp.split_chains, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
+        "lr": LR, "batch": batch, "backward": backward, "page_swap": page_swap,
+        "page_swap_layers": tp.meta.get("page_swap", []), "fused": tp.fused, "split_chains": tp.split_chains, "weight_seed": WEIGHT_SEED, "input_seed": INPUT_SEED, "cores": cfg.cores, "pes": pes,
         "groups": tp.groups, "panel_rows": tp.P, "panel_cols": tp.N, "tail_variants": tp.V,
         "spad_layers": tp.meta.get("spad_layers", []),
         "spad_pages": {str(k): v for k, v in tp.meta.get("pages", {}).items()},
@@ -171,6 +175,7 @@ def run() -> dict:
             "area mm^2": round(p["area_mm2"]["total"], 1), "GFLOPS/mm^2": round(p["gflops_per_mm2"], 2),
             "GFLOPS/W compared scope": round(p["gflops_per_w_compared"], 1),
             "weights in scratchpad (pages)": ", ".join(f"W{k} ({v})" for k, v in c["spad_pages"].items()) or "-",
+            "page swaps": ", ".join(f"W{k}" for k in c["page_swap_layers"]) or ("-" if c["page_swap"] else "off"),
         })
     return {"title": "Continuous propagation across the cores (steady state, fast chip engine, weights = golden "
                      "bit for bit)", "rows": rows, "cases": cases, "reference": REFERENCE}

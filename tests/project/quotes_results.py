@@ -341,8 +341,9 @@ RING_S = lambda name, key, m=64: (lambda d: get(d, ("rows", {"cores": 32, "colle
                                                              "m (beats/core)": m}, key)))
 CHIP_SGD_S = lambda d: get(d, ("cases", {"preset": "S", "backward": "auto", "loss": "softmax_ce",
                                         "sizes": [784, 500, 500, 500, 10]}))
-CP_S = lambda d, loss="softmax_ce", backward="auto", batch=1, sizes=(784, 500, 500, 500, 10), preset="S": get(
-    d, ("cases", {"preset": preset, "backward": backward, "loss": loss, "batch": batch, "sizes": list(sizes)}))
+CP_S = lambda d, loss="softmax_ce", backward="auto", batch=1, sizes=(784, 500, 500, 500, 10), preset="S", swap=True: get(
+    d, ("cases", {"preset": preset, "backward": backward, "loss": loss, "batch": batch, "sizes": list(sizes),
+                  "page_swap": swap}))
 
 QUOTES += [
     Quote("docs/chip.md", r"groups of 8 cores: the shared run takes (\d+\.\d+)x less time", RES + "share.json",
