@@ -74,6 +74,11 @@ KERNEL_CATEGORIES = {"gemv": "GEMV W x (forward)", "gemv_t": "GEMV^T W^T d (back
                      "gemv_t_rank1": "W^T d + update, fused (backward)"}
 
 
+#: the category of a page's update that stores it and loads the next page
+#: (:func:`sw.train_paging.rank1_swap_op`), counted with the scratchpad moves
+SWAP = "page swap: update, store and the next page's load (scratchpad)"
+
+
 def _category(name: str, kind: str) -> str:
     if kind == "ring+rank1":
         return "reduce-scatter with rank-1 rows in its free slots"
@@ -91,6 +96,8 @@ def _category(name: str, kind: str) -> str:
         return "other ring"
     if kind == "spad":
         return "scratchpad page load/store"
+    if kind == "spad+rank1":
+        return SWAP
     if kind in ("load", "unload"):
         return "host I/O inside the step (target in, outputs out)"
     if kind == "axpy" and name.startswith("acc"):
@@ -260,7 +267,8 @@ def _split(bd: dict) -> str:
     host = sum(v["cycles"] for k, v in bd.items() if k.startswith("host phase"))
     fw, bw, up, fu, ov, sp = (g("GEMV W x (forward)"), g("GEMV^T W^T d (backward)"), g("rank-1 update"),
                               g("W^T d + update, fused (backward)"),
-                              g("reduce-scatter with rank-1 rows in its free slots"), g("scratchpad page load/store"))
+                              g("reduce-scatter with rank-1 rows in its free slots"),
+                              g("scratchpad page load/store") + g(SWAP))
     total = sum(v["cycles"] for k, v in bd.items() if not k.startswith("host softmax"))
     return f"{fw}/{bw}/{up}/{fu}/{ring}/{ov}/{sp}/{host}/{total - fw - bw - up - fu - ring - ov - sp - host}"
 

@@ -76,7 +76,8 @@ def _category(name: str, kind: str) -> str:
         return "W^T d page accumulation (axpy)"
     return {**KERNEL_CATEGORIES, "gemm": "GEMM (forward W A; backward D^T W)", "gemm_acc": "GEMM update W += D A^T",
             "transpose": "transposes (history, D)", "ring": "chains (ring)", "ring+gemv": "delta chains with forward GEMV rows (ring)", "copy": "history copies", "relu": "elementwise", "relu_mask": "elementwise",
-            "axpy": "elementwise", "softmax": "softmax kernel", "spad": "scratchpad page load/store", "halt": "HALT + start latency + drain"}.get(
+            "axpy": "elementwise", "softmax": "softmax kernel", "spad": "scratchpad page load/store",
+            "spad+rank1": "page swap: update, store and the next page's load (scratchpad)", "halt": "HALT + start latency + drain"}.get(
         kind, "NOPs (gaps, alignment)" if kind == "nop" else f"other ({kind})")
 
 

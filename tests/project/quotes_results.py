@@ -24,6 +24,13 @@ QUOTES: list[Quote] = [
           r"included\), \*\*(\S+)\s+% MAC utilization\*\*", RES + "paper.json",
           lambda d: (lambda c: (f"{c['cycles']:,}", f"{c['mac_util'] * 100:.1f}"))(PAPER_CELL("large", "S", "mbgd")(d)),
           lambda v: v),
+    Quote("docs/training.md", r"its pages loaded three ahead, below\): \*\*([\d,]+) cycles per step, (\S+) % MAC\s+"
+          r"utilization\*\*; what is left on the critical core is mostly the scratchpad port \(([\d,]+)\s+cycles, "
+          r"([\d,]+) of them exposed[\s\S]*?the DMA's stalls \(([\d,]+)\) and the microcode reloads \(([\d,]+)\)",
+          RES + "paper.json", lambda d: (lambda c: (
+              f"{c['cycles']:,}", f"{c['mac_util'] * 100:.1f}", f"{c['movement']['critical']['spad']['cycles']:,}",
+              f"{c['movement']['critical']['spad']['exposed']:,}", f"{c['dma_stall_cycles_per_core']:,}",
+              f"{c['movement']['critical']['ucode']['cycles']:,}"))(PAPER_CELL("large", "S", "sgd")(d)), lambda v: v),
     Quote("docs/training.md", r"large network's W2 and W4 of its four: ([\d,]+) cycles a step", RES + "paper.json",
           lambda d: f"{PAPER_CELL('large', 'L', 'mbgd')(d)['cycles']:,}"),
     Quote("docs/training.md", r"microcode, so the host LOADs images between RUNs every step: ([\d,]+) cycles",

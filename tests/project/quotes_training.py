@@ -348,11 +348,17 @@ QUOTES += [
           lambda d: CP_S(d)["cycle_breakdown_critical_core"]["chains (ring)"]["share"] * 100, "{:.1f}"),
     Quote("docs/training.md", r"persists across RUNs: (\S+) %\)", CP,
           lambda d: CP_S(d)["cycle_breakdown_critical_core"]["history copies"]["share"] * 100, "{:.1f}"),
-    Quote("docs/training.md", r"groups `(\[[\d, ]+\])`, pages\s+every hidden layer \((\d), (\d) and (\d) pages per core\): "
-                              r"\*\*([\d,]+) cycles per step, (\S+) % MAC\s+utilization\*\*, against paged SGD's ([\d,]+)", CP,
-          lambda d: (lambda c: (str(c["groups"]), *(str(c["spad_pages"][k]) for k in ("0", "1", "2")),
-                                f"{c['steps'][-1]['cycles']:,}", f"{c['steps'][-1]['mac_utilization'] * 100:.1f}",
-                                f"{SGD_PAGED(_load(CHIP))['cycles']:,}"))(CP_S(d, sizes=PAGED_NET)), lambda v: v),
+    Quote("docs/training.md", r"groups `(\[[\d, ]+\])`, the\s+backward steps of layers 1 and 2 separate, pages every "
+                              r"hidden layer \((\d), (\d) and (\d) pages per\s+core\) and swaps them in the updates "
+                              r"\(below\): \*\*([\d,]+) cycles per step, (\S+) % MAC\s+utilization\*\* \(([\d,]+) with "
+                              r"`page_swap=False`, each page's moves in their own loops\),\s+against paged SGD's ([\d,]+)", CP,
+          lambda d: (lambda c, off: (str(c["groups"]), *(str(c["spad_pages"][k]) for k in ("0", "1", "2")),
+                                     f"{c['steps'][-1]['cycles']:,}", f"{c['steps'][-1]['mac_utilization'] * 100:.1f}",
+                                     f"{off['steps'][-1]['cycles']:,}", f"{SGD_PAGED(_load(CHIP))['cycles']:,}"))(
+              CP_S(d, sizes=PAGED_NET), CP_S(d, sizes=PAGED_NET, swap=False)), lambda v: v),
+    Quote("docs/training.md", r"network at S above,\s+([\d,]+) -> ([\d,]+) cycles per step\. At the reference", CP,
+          lambda d: tuple(f"{CP_S(d, sizes=PAGED_NET, swap=w)['steps'][-1]['cycles']:,}" for w in (False, True)),
+          lambda v: v),
     Quote("docs/training.md", r"minibatch-GD\s+\((\d+)\) and CP", CHIP_MB, ("reference", "gflops_per_w")),
     Quote("docs/training.md", r"(\d+) cycles at `b = 4` \(groups `(\[[\d, ]+\])`, (\S+) % MAC utilization\) and (\d+) at\s+"
                               r"`b = 8` \(`(\[[\d, ]+\])`: head (\d+), tail (\d+) including chains (\d+), host (\d+);\s+(\S+) %\)",
