@@ -235,8 +235,8 @@ def spad_op(cfg, name: str, store: bool, WP: Region, words: int, addr: int, orde
 def swap_next(cfg, sp: SpadPanel, step: int = 1) -> dict:
     """``{page q: page q + step}`` for the pages of ``sp`` (``order="alt"``) whose update
     stores them while it loads the next page visited (:func:`rank1_swap_op`; ``step=-1``:
-    the pages visited last to first): the next page is no larger, and the kernel has
-    registers for the page's rows (:func:`sw.kernels.rank1_swap_why_not`)."""
+    the pages visited last to first): the kernel has registers for the page's rows
+    (:func:`sw.kernels.rank1_swap_why_not`)."""
     from sw.kernels import rank1_swap_why_not
     if sp.order != "alt":
         return {}

@@ -37,13 +37,11 @@ _BUSES = ("row", "col")
 
 def rank1_swap_why_not(cfg, m: int, load_rows: int = 0) -> str | None:
     """Why :func:`emit_rank1_swap` cannot update an ``m``-row page (and load
-    ``load_rows`` local rows after it), or None: it keeps ``alpha u[i]`` of every local
-    row in a register, beside three others."""
+    ``load_rows`` local rows after it, of any number), or None: it keeps ``alpha u[i]``
+    of every local row in a register, beside three others."""
     mp = local_len(m, cfg.nr)
     if mp + 3 > cfg.n_regs:
         return f"{mp} local rows per page need {mp + 3} registers, a PE has {cfg.n_regs}"
-    if load_rows > mp:
-        return f"the next page ({load_rows} local rows) is larger than this one ({mp})"
     if not cfg.spad_kib:
         return "the configuration has no scratchpad"
     return None
@@ -76,8 +74,8 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
     in the ``cols`` layout and ``alpha`` given) stored to the scratchpad from beat
     ``out_addr`` in :func:`sw.transfer.emit_page_move`'s order over ``out_bus``, not
     written back to ``W``; ``load = (rows, bus, addr)``: the next page's ``rows`` local
-    rows (at most ``W``'s) loaded into ``W`` in place from beat ``addr``, in the order over
-    the other bus (module docstring). ``u`` in the ``rows`` or ``diag`` layout; ``v`` not
+    rows loaded into ``W``'s region in place from beat ``addr``, in the order over the
+    other bus (module docstring; a longer page's last words after the update, in a loop). ``u`` in the ``rows`` or ``diag`` layout; ``v`` not
     in ``W``'s bank. Cost: :func:`rank1_swap_cost`."""
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
@@ -92,7 +90,7 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
     _need(load is None or in_bus in _BUSES and in_bus != out_bus,
           f"the loaded page must use the other bus than the stored one ({out_bus!r}), got {in_bus!r}")
     w, wi = mp * np_, li * np_
-    W.check(cfg, w, "W")
+    W.check(cfg, max(w, wi), "W")
     u.check(cfg, mp, "u")
     v.check(cfg, np_, "v")
     W, u, v, sreg = W.bind(cfg), u.bind(cfg), v.bind(cfg), alpha.region.bind(cfg)
@@ -154,20 +152,35 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
 
     lag_max = (F + nr) // nr
     a = 0
+    tail = w + lag_max                 # from here on an iteration only loads (a longer next page)
     while a < its:
+        if a >= w:
+            if wi - tail >= 2 and a <= tail:        # the load's rest as a loop
+                ins = [f.ins(*slots(ev, x, False)) for x in range(a, tail + 1) for ev in events(x)]
+                f.attach(("agu_base", gI, tail), ins[:-1])
+                f.open_loop(ins[-1], f"{name}t", wi - tail, 0)
+                for ev in events(tail + 1):
+                    f.ins(*slots(ev, tail + 1, True))
+                f.close_loop()
+                a = wi + 1
+            else:
+                for x in range(a, its):
+                    for ev in events(x):
+                        f.ins(*slots(ev, x, False))
+                a = its
+            continue
         i = a // np_
-        row_end = min((i + 1) * np_, its) if a < w else its
+        row_end = min((i + 1) * np_, its)
         # straight-line iterations: the first of each row (it sets the row's generators and
         # arms its loop), the first lag_max ones, those whose events differ from the next
         peel = [a]
-        while peel[-1] + 1 < row_end and (peel[-1] + 1 < lag_max or peel[-1] + 1 >= w
-                                          or nr * len(peel) < 4):   # room for 3 bases and the loop
+        while peel[-1] + 1 < row_end and (peel[-1] + 1 < lag_max or nr * len(peel) < 4):  # room: 3 bases, loop
             peel.append(peel[-1] + 1)
         # the rest of the row is uniform: every event but the loads is there from
         # iteration lag_max on, and the loads end at a row's first iteration (the next
         # page is whole rows)
         body_from = peel[-1] + 1
-        body_to = row_end if body_from < w else body_from
+        body_to = row_end
         ins = [f.ins(*slots(ev, x, False)) for x in peel for ev in events(x)]
         if body_to > body_from:
             for c in (("agu_base", gA, body_from), ("agu_base", gV, body_from - i * np_),

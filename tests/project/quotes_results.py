@@ -173,6 +173,12 @@ QUOTES += [
           lambda v: tuple(f"{x:+.1f}" for x in v)),
     Quote("docs/hybrid.md", r"\*\*(\S+) % against 54 x S with SGD across cores", HYB,
           lambda d: 100 * _LARGE(d)["equal_throughput_saving"][0]["saving"], "{:+.1f}"),
+    Quote("docs/hybrid.md", r"a slower chip \((\d+) samples/s\)\. Its\s+54 cores leak (\d+) uJ per sample over its "
+          r"(\d+) cycles, its control costs (\d+) uJ[\s\S]*?from the scratchpad\s+\((\d+) uJ\)", HYB,
+          lambda d: (lambda r: (f"{r['samples_per_s']:.0f}", *(f"{r['energy_pj_by_category'][k] / 1e6:.0f}" for k in
+                                                               ("leakage",)), str(r["cycles"]),
+                                *(f"{r['energy_pj_by_category'][k] / 1e6:.0f}" for k in ("control", "spad"))))(
+              _LARGE(d)["single_kind"][0]["sgd_across_cores"]), lambda v: v),
     Quote("docs/hybrid.md", r"the hybrid loses: \*\*(\S+) %\*\*", HYB,
           lambda d: 100 * _LARGE(d)["faster_single_kind"][0]["saving"], "{:+.1f}"),
     Quote("docs/hybrid.md", r"at (\S+) times its samples/s", HYB,
