@@ -335,6 +335,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
     if page_overlap:
         panels = {l: replace(sp, order="words") if page_overlap_why_not(cfg, sp, N[l]) is None else sp
                   for l, sp in panels.items()}
+    overlapped = sorted(l for l, sp in panels.items() if sp.order == "words")
     if page_swap:                      # the backward updates store their pages and load the next
         panels = {l: replace(sp, order="alt") if len(sp.pages) > 1 and not (l >= 1 and fused[l]) and (
             sp.order == "words" or page_overlap_why_not(cfg, sp, N[l]) is not None) else sp
@@ -363,7 +364,7 @@ def compile_chip_sgd(cfg, mlp: MLP, out_map: str = "auto", softmax: str = "auto"
                              "overlap": [op.info for ops in parts_ops.values() for op in ops[0]
                                          if "rows_merged" in op.info],
                              "spad_layers": sorted(panels),
-                             "page_overlap": sorted(l for l, sp in panels.items() if sp.order in ("words", "alt")),
+                             "page_overlap": overlapped,
                              "page_swap": sorted(l for l, sp in panels.items() if sp.order == "alt"),
                              "ring_in": rin, "bcast_in": bx, "out_reduce": red, "host_in": hx,
                              "pages": {l: len(sp.pages) for l, sp in panels.items()}},

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from sw.collectives import Region, cost_broadcast, cost_reduce, emit_broadcast, emit_reduce
 from sw.kernels import (Scalar, emit_axpy, emit_gemv, emit_gemv_t_rank1, emit_rank1, emit_relu_mask,
-                        gemv_cost, page_load_why_not, rank1_cost, rank1_lines, rank1_swap_why_not)
+                        gemv_cost, page_load_why_not, rank1_cost, rank1_lines)
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.overlap import merge_rows
@@ -16,7 +16,7 @@ from sw.ring import (all_gather_lines, broadcast_lines, gemv_ring_check, reduce_
                      reduce_stream_lines, ring_text)
 from sw.train_alloc import Allocator
 from sw.train_ops import Op, _fused_tail
-from sw.train_paging import BUS, SpadPanel, rank1_swap_op, spad_op, swap_next
+from sw.train_paging import BUS, SpadPanel, page_swap_op, spad_op, swap_next
 from sw.train_softmax import softmax_op
 from sw.train_vectors import emit_load_vector, emit_unload_diag
 
@@ -186,11 +186,10 @@ def _paged_backward(cfg, l, sp: "SpadPanel", R: dict, P, N, d, dlay, dcopy, v, f
                               reads=[(WP, w), (dp, n)], writes=[(e, ln)] + ([(dc, n + 1)] if dc is not None else [])))
             if p != last:
                 ops.append(page_sum_op(cfg, f"acc{l}_{p}", ln, R["ep"], R[f"e{l}"], R["one"], f"ac{l}_{p}_"))
-        if sp.order == "alt" and not (l >= 1 and fused) and rank1_swap_why_not(cfg, n * nr) is None:
-            q = swaps.get(p)
-            load = None if q is None else (sp.pages[q][1], sp.page_addr(nr, q), sp.page_order(q))
-            ops.append(rank1_swap_op(cfg, f"rs{l}_{p}", n * nr, N[l], WP, dp, v, R["nlr"],
-                                     (sp.page_addr(nr, p), sp.page_order(p)), load, u_layout=dlay))
+        swap = None if l >= 1 and fused else page_swap_op(cfg, f"rs{l}_{p}", sp, p, swaps, N[l], WP, dp, v, R["nlr"],
+                                                           dlay)
+        if swap is not None:
+            ops.append(swap)
             continue
         if not (l >= 1 and fused):
             ops.append(_rank1_op(cfg, l, n * nr, N[l], WP, dp, dlay, v, R["nlr"], tag=f"_{p}"))

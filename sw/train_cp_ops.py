@@ -10,8 +10,7 @@ from dataclasses import dataclass, replace
 from sw.asm import Builder
 from sw.chain import Hop, Stream
 from sw.collectives import Region
-from sw.kernels import (Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask,
-                        rank1_swap_why_not)
+from sw.kernels import Scalar, emit_axpy, emit_copy, emit_gemv, emit_rank1, emit_relu, emit_relu_mask
 from sw.layout import local_len
 from sw.mlp import MLP
 from sw.ring import ring_text
@@ -20,7 +19,7 @@ from sw.train_alloc import Allocator
 from sw.train_chip_ops import _at, fused_backward_op, page_sum_op
 from sw.train_host import TrainCompileError
 from sw.train_ops import Op
-from sw.train_paging import rank1_swap_op, spad_op, spad_vector_op, swap_next
+from sw.train_paging import page_swap_op, spad_op, spad_vector_op, swap_next
 from sw.train_softmax import alloc_softmax, softmax_op
 from sw.train_cp_map import cp_core_layers, cp_stage_of
 from sw.train_vectors import emit_load_vector, emit_unload_diag
@@ -238,9 +237,9 @@ def _part_ops(cfg, R, P, N, l, fused: bool, sp, p: int, part: tuple, forward: bo
     w, zp, dp = n * nw, _at(R["z"], r0), _at(din, r0)
     nlr = Scalar(R["nlr"].bank, R["nlr"].base)
     ops = []
-    swap = (q is not None and moves and swaps is not None and sp.order == "alt" and not (l >= 1 and fused)
-            and rank1_swap_why_not(cfg, n * nr) is None)
-    if q is not None and moves and not (swap and q - 1 in swaps):
+    swap = (None if q is None or not moves or swaps is None or (l >= 1 and fused) else
+            page_swap_op(cfg, f"rs_{p}", sp, q, swaps, N[l], WP, dp, vn, R["nlr"]))
+    if q is not None and moves and not (swaps and q - 1 in swaps):      # else the page before loaded it
         ops.append(spad_op(cfg, f"ld_{p}", False, WP, w, sp.page_addr(nr, q), sp.page_order(q)))
     if forward:
         ops.append(_kern(f"gemv_{p}", "gemv", lambda b: emit_gemv(b, cfg, n * nr, N[l], WP, ain, zp, name=f"fw{p}_"),
@@ -257,11 +256,7 @@ def _part_ops(cfg, R, P, N, l, fused: bool, sp, p: int, part: tuple, forward: bo
         if p:
             ops.append(page_sum_op(cfg, f"acc_{p}", nw, R["epA"] if alt else R["ep"], R["e"], R["one"], f"ac{p}_"))
     if swap:
-        nq = swaps.get(q)
-        load = None if nq is None else (sp.pages[nq][1], sp.page_addr(nr, nq), sp.page_order(nq))
-        ops.append(rank1_swap_op(cfg, f"rs_{p}", n * nr, N[l], WP, dp, vn, R["nlr"],
-                                 (sp.page_addr(nr, q), sp.page_order(q)), load))
-        return ops
+        return ops + [swap]
     if not (l >= 1 and fused):
         ops.append(_kern(f"rank1_{p}", "rank1", lambda b: emit_rank1(b, cfg, n * nr, N[l], WP, dp, vn, alpha=nlr,
                                                                      u_layout="diag", v_layout="cols",

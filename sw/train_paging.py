@@ -17,7 +17,7 @@ from sw.transfer import (decode_page, decode_unload, emit_load, emit_page_move, 
                          load_cost, page_beats_for, page_move_cost, spad_vector_cost, unload_beats_for)
 
 __all__ = ["SpadPanel", "page_split", "spad_choice", "check_page_rows", "largest", "plan_panels", "spad_op",
-           "spad_image", "spad_local", "spad_vector_op", "swap_next", "rank1_swap_op", "BUS"]
+           "spad_image", "spad_local", "spad_vector_op", "swap_next", "rank1_swap_op", "page_swap_op", "BUS"]
 
 #: staging slots of the DRAM pages of SGD and minibatch GD, where the scratchpad has room
 #: (:func:`sw.train_dram.place_dram`): the loads start up to three pages ahead
@@ -242,6 +242,22 @@ def swap_next(cfg, sp: SpadPanel, step: int = 1) -> dict:
         return {}
     return {q: q + step for q in range(len(sp.pages)) if 0 <= q + step < len(sp.pages)
             and rank1_swap_why_not(cfg, sp.pages[q][1] * cfg.nr, sp.pages[q + step][1]) is None}
+
+
+def page_swap_op(cfg, name: str, sp: SpadPanel, p: int, swaps: dict, n_in: int, WP: Region, u: Region, v: Region,
+                 nlr: Region, u_layout: str = "diag") -> Op | None:
+    """The update of page ``p`` of ``sp`` (``u`` the page's rows of the output gradient)
+    as a :func:`rank1_swap_op` storing it and loading page ``swaps.get(p)`` (None: none),
+    or None when the page's update cannot swap (``sp.order`` not ``"alt"``, or too many
+    rows for the kernel's registers)."""
+    from sw.kernels import rank1_swap_why_not
+    nr, rows = cfg.nr, sp.pages[p][1]
+    if sp.order != "alt" or rank1_swap_why_not(cfg, rows * nr) is not None:
+        return None
+    q = swaps.get(p)
+    load = None if q is None else (sp.pages[q][1], sp.page_addr(nr, q), sp.page_order(q))
+    return rank1_swap_op(cfg, name, rows * nr, n_in, WP, u, v, nlr, (sp.page_addr(nr, p), sp.page_order(p)), load,
+                         u_layout=u_layout)
 
 
 def rank1_swap_op(cfg, name: str, m: int, n: int, WP: Region, u: Region, v: Region, nlr: Region, out: tuple,

@@ -75,8 +75,9 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
     ``out_addr`` in :func:`sw.transfer.emit_page_move`'s order over ``out_bus``, not
     written back to ``W``; ``load = (rows, bus, addr)``: the next page's ``rows`` local
     rows loaded into ``W``'s region in place from beat ``addr``, in the order over the
-    other bus (module docstring; a longer page's last words after the update, in a loop). ``u`` in the ``rows`` or ``diag`` layout; ``v`` not
-    in ``W``'s bank. Cost: :func:`rank1_swap_cost`."""
+    other bus (module docstring; a longer page's last words after the update, in a
+    loop). ``u`` in the ``rows`` or ``diag`` layout; ``v`` not in ``W``'s bank. Cost:
+    :func:`rank1_swap_cost`."""
     nr = cfg.nr
     _need(nr >= 2, "kernels need nr >= 2")
     _need(m >= 1 and n >= 1, f"bad shape {m} x {n}")
@@ -172,7 +173,7 @@ def emit_rank1_swap(b, cfg, m: int, n: int, W: Region, u: Region, v: Region, alp
         i = a // np_
         row_end = min((i + 1) * np_, its)
         # straight-line iterations: the first of each row (it sets the row's generators and
-        # arms its loop), the first lag_max ones, those whose events differ from the next
+        # arms its loop), the page's first lag_max ones (no earlier word to store yet)
         peel = [a]
         while peel[-1] + 1 < row_end and (peel[-1] + 1 < lag_max or nr * len(peel) < 4):  # room: 3 bases, loop
             peel.append(peel[-1] + 1)
